@@ -1,0 +1,193 @@
+"""Layer: the flash_attn namespace.
+
+Who owns which files under flash_attn/ (RECORD), how `flash_attn` resolves on the target's sys.path
+(regular package or namespace, which directories), what shadows it, and the files that flash-attn and
+flash-attn-4 both claim. Whether a namespace `flash_attn` is fatal depends on the installed vLLM: we
+judge it by the guard its own source puts around the rotary import (see dflash_doctor.guards).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, ClassVar
+
+from dflash_doctor.check import Facts
+from dflash_doctor.envfacts import Dist, Distributions
+from dflash_doctor.guards import judge_site
+from dflash_doctor.knowledge.flash_attn_advice import COEXISTING_V2_SPEC, V2_SPEC
+from dflash_doctor.knowledge.vllm_imports import SERVING_PATH_SITES
+from dflash_doctor.model import Finding, Remediation, Status
+from dflash_doctor.remedy import Installer
+
+INIT = "flash_attn/__init__.py"
+MODULE_NOT_FOUND_MRO = ("ModuleNotFoundError", "ImportError", "Exception", "BaseException")
+
+
+class NamespaceCheck:
+    id: ClassVar[str] = "namespaces"
+    layer: ClassVar[str] = "python"
+    title: ClassVar[str] = "flash_attn namespace"
+    needs: ClassVar[frozenset[str]] = frozenset({"target", "distributions", "resolution", "vllm_source"})
+    after: ClassVar[frozenset[str]] = frozenset()
+    requires_gpu: ClassVar[bool] = False
+
+    def judge(self, facts: Facts) -> Iterable[Finding]:
+        dists = Distributions(facts["distributions"])
+        resolution: Mapping[str, Any] = facts["resolution"].get("flash_attn") or {}
+        installer = Installer.for_target(facts["target"])
+        claimants = _claimants(dists)
+        findings = [
+            *_shadowing(resolution, claimants),
+            *_v4_without_v2(dists, resolution, claimants, facts["vllm_source"], installer),
+            *_cute_overlap(dists, claimants, installer),
+        ]
+        if not findings:
+            findings.append(_healthy(resolution, claimants))
+        return findings
+
+
+def _claimants(dists: Distributions) -> dict[str, Dist]:
+    """Distributions that install anything under flash_attn/, by canonical name."""
+    return {d.canonical: d for d in dists if any(c["path"].startswith("flash_attn/") for c in d.claims)}
+
+
+def _owner_of_init(claimants: Mapping[str, Dist]) -> Dist | None:
+    return next((d for d in claimants.values() if any(c["path"] == INIT for c in d.claims)), None)
+
+
+def _healthy(resolution: Mapping[str, Any], claimants: Mapping[str, Dist]) -> Finding:
+    if not resolution.get("found"):
+        return Finding(
+            id="namespace.absent",
+            status=Status.PASS,
+            title="flash_attn is not installed: vLLM's guarded import skips it and uses its bundled flash-attention",
+        )
+    owner = _owner_of_init(claimants)
+    owner_label = owner.label() if owner else "no installed distribution"
+    return Finding(
+        id="namespace.ok",
+        status=Status.PASS,
+        title=f"flash_attn is a regular package from {owner_label} ({resolution.get('origin')})",
+        evidence={"origin": resolution.get("origin"), "claimants": sorted(d.label() for d in claimants.values())},
+    )
+
+
+def _shadowing(resolution: Mapping[str, Any], claimants: Mapping[str, Dist]) -> Iterator[Finding]:
+    """A flash_attn found on sys.path before (or instead of) the installed one."""
+    installed_dirs = {d.location.rstrip("/") for d in claimants.values()}
+    for portion in resolution.get("portions") or []:
+        if portion["kind"] == "namespace-portion":
+            continue  # a bare directory only joins a namespace; a regular package later still wins
+        if (portion["entry"] or "").rstrip("/") in installed_dirs:
+            return  # the first regular candidate is an installed distribution's: nothing shadows it
+        where = "the current directory" if portion["entry"] in ("", ".") else portion["entry"]
+        yield Finding(
+            id="namespace.shadowed",
+            status=Status.FAIL,
+            title=f"flash_attn is shadowed by {portion['path']} ({portion['kind']}, from {where} on sys.path)",
+            detail="Python imports the first flash_attn on sys.path; this one belongs to no installed "
+            "distribution (a source checkout, a stray copy in the working directory, PYTHONPATH or the "
+            "user site), so the installed flash-attn is never used.",
+            evidence={"shadow": portion, "installed_in": sorted(installed_dirs)},
+            remediation=(
+                Remediation(f"mv {portion['path']} {portion['path']}.disabled",
+                            "move the stray copy out of the way (or run from another directory, or fix PYTHONPATH)"),
+            ),
+        )
+        return
+
+
+def _rotary_sites(vllm_source: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    serving = {path for path, _ in SERVING_PATH_SITES.value}
+    return [s for s in vllm_source.get("sites") or []
+            if s["file"] in serving and s["module"].startswith("flash_attn.ops")]
+
+
+def _v4_without_v2(dists: Distributions, resolution: Mapping[str, Any], claimants: Mapping[str, Dist],
+                   vllm_source: Mapping[str, Any], installer: Installer) -> Iterator[Finding]:
+    v4 = claimants.get("flash-attn-4") or dists.get("flash-attn-4")
+    if v4 is None or _owner_of_init(claimants) is not None:
+        return
+    if not resolution.get("namespace"):
+        return  # something else provides a regular flash_attn (shadowing reports it)
+    status, consequence = _vllm_consequence(vllm_source)
+    needed_by = [d.label() for d in dists.requiring("flash-attn-4")]
+    remediation = []
+    if not needed_by:
+        remediation.append(Remediation(
+            installer.uninstall(v4.name),
+            "nothing installed requires flash-attn-4: without it flash_attn is absent and vLLM's guard falls back cleanly",
+        ))
+    remediation.append(Remediation(
+        installer.install(COEXISTING_V2_SPEC.value, no_build_isolation=True),
+        f"or install flash-attn v2 beside it, built against the installed torch: {COEXISTING_V2_SPEC.note}",
+    ))
+    yield Finding(
+        id="namespace.v4-without-v2",
+        status=status,
+        title=f"{v4.label()} installs flash_attn/cute only and flash-attn v2 is absent: flash_attn is a namespace "
+        f"package without flash_attn.ops — {consequence}",
+        detail="flash-attn-4 ships flash_attn/cute/ and no flash_attn/__init__.py, so `flash_attn` resolves as "
+        "a namespace package: find_spec('flash_attn') is not None, yet `flash_attn.ops` does not exist."
+        + (f" Required by: {', '.join(needed_by)}." if needed_by else ""),
+        evidence={"search_locations": resolution.get("search_locations"), "flash_attn_4": v4.version,
+                  "required_by": needed_by, "vllm": vllm_source.get("version"),
+                  "vllm_sites": [f"{s['file']}:{s['line']}" for s in _rotary_sites(vllm_source)]},
+        remediation=tuple(remediation),
+    )
+
+
+def _vllm_consequence(vllm_source: Mapping[str, Any]) -> tuple[Status, str]:
+    if not vllm_source.get("installed"):
+        return Status.WARN, "vLLM is not installed here; vLLM 0.18-0.23 would die at engine start on it"
+    sites = _rotary_sites(vllm_source)
+    version = vllm_source.get("version")
+    if not sites:
+        return Status.WARN, f"vLLM {version} does not import flash_attn.ops on its serving path"
+    verdicts = [(s, judge_site(s, MODULE_NOT_FOUND_MRO, {"flash_attn": True})) for s in sites]
+    fatal = [s for s, v in verdicts if v.outcome in ("raises", "maybe-raises")]
+    if fatal:
+        site = fatal[0]
+        guard = next((g for g in site["guards"] if g["kind"] == "if"), None)
+        why = f"behind `if {guard['test']}`" if guard else "unguarded"
+        return Status.FAIL, (f"vLLM {version} dies at engine start: {site['file']}:{site['line']} imports "
+                             f"{site['module']} {why}, which a namespace package passes")
+    caught = next((v.caught_by for _, v in verdicts if v.caught_by), None)
+    if caught:
+        return Status.WARN, (f"vLLM {version} survives (its {caught['kind']}({', '.join(caught['catches'])}) "
+                             "absorbs the ModuleNotFoundError) but its flash-attn rotary path is off")
+    return Status.WARN, f"vLLM {version} never reaches the import on CUDA"
+
+
+def _cute_overlap(dists: Distributions, claimants: Mapping[str, Dist], installer: Installer) -> Iterator[Finding]:
+    v2, v4 = claimants.get("flash-attn"), claimants.get("flash-attn-4")
+    if v2 is None or v4 is None:
+        return
+    v2_claims = {c["path"]: c for c in v2.claims}
+    shared = [(v2_claims[c["path"]], c) for c in v4.claims if c["path"] in v2_claims]
+    if not shared:
+        return
+    holds_v4 = [a["path"] for a, b in shared if b["disk_hash"] and b["disk_hash"] == b["hash"] != a["hash"]]
+    holds_v2 = [a["path"] for a, b in shared if a["disk_hash"] and a["disk_hash"] == a["hash"] != b["hash"]]
+    same = [a["path"] for a, b in shared if a["hash"] == b["hash"]]
+    missing = [a["path"] for a, b in shared if a["disk_hash"] is None]
+    yield Finding(
+        id="namespace.cute-overlap",
+        status=Status.FAIL,
+        title=f"{v2.label()} and {v4.label()} both claim {len(shared)} files under flash_attn/cute/: "
+        f"{len(holds_v4)} hold flash-attn-4's bytes, {len(holds_v2)} hold flash-attn's"
+        + (f", {len(missing)} are missing" if missing else ""),
+        detail="Whichever was installed last overwrote the other's files. flash-attn v2 ships a stale copy of "
+        "flash_attn/cute; where it won, flash-attn-4 runs old code against a new cutlass-dsl. Uninstalling "
+        "either one deletes files the other needs.",
+        evidence={"shared": len(shared), "hold_flash_attn_4": holds_v4[:20], "hold_flash_attn": holds_v2[:20],
+                  "identical_in_both": len(same), "missing": missing[:20]},
+        remediation=(
+            Remediation(installer.uninstall(v4.name, v2.name),
+                        "remove both: uninstalling one alone leaves the other broken"),
+            Remediation(installer.install(COEXISTING_V2_SPEC.value, no_build_isolation=True),
+                        f"then install flash-attn v2 alone ({V2_SPEC.note})"),
+            Remediation(installer.install(f"flash-attn-4=={v4.version}"),
+                        "and flash-attn-4 afterwards, only if something needs it, so its files are the ones on disk"),
+        ),
+    )

@@ -1,0 +1,2 @@
+from dflash_doctor.cli import main
+raise SystemExit(main())

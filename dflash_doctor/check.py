@@ -1,0 +1,89 @@
+"""The check plugin API.
+
+A check declares a stable id, the layer it belongs to, a title, the fact sections it judges, what it
+needs to run (the target interpreter, a GPU, other checks' results), and judges facts into findings.
+Checks never collect facts themselves: collectors (see `dflash_doctor.sections`) do, so that a saved
+report can be judged again with nothing but its facts.
+
+A third-party check is a class with these attributes, published under the entry-point group
+`dflash_doctor.checks`, exactly as the built-in ones are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from dflash_doctor.model import CheckResult, Finding
+
+__all__ = ["Check", "Context", "Facts", "SectionError"]
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the user asked for: which environment to inspect, and how."""
+
+    python: str
+    """The target interpreter whose environment is inspected."""
+    cwd: str
+    no_gpu: bool = False
+    target_archs: tuple[str, ...] = ()
+    verify_hashes: bool = False
+    timeout_s: float = 60.0
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """Extra options for layers that take them (e.g. the serve command line)."""
+
+
+class SectionError(Exception):
+    """A fact section a check needs could not be collected; the check becomes an `error` result."""
+
+    def __init__(self, section: str, reason: str) -> None:
+        super().__init__(f"facts {section!r} could not be collected: {reason}")
+        self.section = section
+        self.reason = reason
+
+
+class Facts(Mapping[str, Any]):
+    """Collected fact sections by name, plus the results of the checks that ran before.
+
+    A section that failed to collect is stored as `{"_error": reason}`; reading it raises
+    `SectionError`, which the runner turns into an `error` result naming the section.
+    """
+
+    def __init__(self, sections: Mapping[str, Any], prior: Mapping[str, CheckResult] | None = None) -> None:
+        self._sections = dict(sections)
+        self.prior: Mapping[str, CheckResult] = dict(prior or {})
+
+    def __getitem__(self, name: str) -> Any:
+        value = self._sections[name]
+        if isinstance(value, dict) and "_error" in value:
+            raise SectionError(name, str(value["_error"]))
+        return value
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._sections)
+
+    def __len__(self) -> int:
+        return len(self._sections)
+
+    def raw(self, name: str) -> Any:
+        """The section as stored, error marker included (for saving into a report)."""
+        return self._sections.get(name)
+
+
+@runtime_checkable
+class Check(Protocol):
+    id: ClassVar[str]
+    """Stable, lower-case, dashed: "namespaces"."""
+    layer: ClassVar[str]
+    """The layer of the stack: "python", "gpu", "kernels", "models", "serve"."""
+    title: ClassVar[str]
+    needs: ClassVar[frozenset[str]]
+    """Fact sections this check judges."""
+    after: ClassVar[frozenset[str]]
+    """Checks whose results this one reads (through `facts.prior`); they run first."""
+    requires_gpu: ClassVar[bool]
+    """Skipped under --no-gpu."""
+
+    def judge(self, facts: Facts) -> Iterable[Finding]: ...

@@ -1,0 +1,113 @@
+"""Codes of the Python layers: distributions, the flash_attn namespace, imports."""
+
+from dflash_doctor.codes import Code
+
+_BROKEN_FLASH_ATTN = (
+    "vLLM imports `flash_attn.ops.triton.rotary` when it builds every rotary-embedding layer. How it guards that "
+    "import depends on the version: 0.18-0.23 check only `find_spec('flash_attn') is not None` and then import "
+    "unguarded, so anything the import raises kills `vllm serve` at engine start; 0.24 and later wrap it in "
+    "`suppress(ModuleNotFoundError)`, which survives a missing module but not an ImportError such as `undefined "
+    "symbol`. The doctor reads the guard from the installed vLLM's source."
+)
+
+CODES = (
+    # distributions
+    Code("dist.stack", "Versions of the serving stack",
+         "Lists the installed versions of torch, triton, vllm, the flash-attention family, flashinfer, "
+         "transformers and nvidia-ml-py, as importlib.metadata sees them (the first copy on sys.path)."),
+    Code("dist.requirements-ok", "The stack's requirements are satisfied",
+         "Every Requires-Dist of the installed stack distributions (markers evaluated for the target "
+         "interpreter) is met by an installed version."),
+    Code("dist.requirement-unmet", "A stack distribution requires another version",
+         "Read from the installed METADATA. vLLM pins torch exactly (e.g. vllm 0.20.1 requires torch==2.11.0) "
+         "because its compiled kernels link against that torch's C++ ABI; a different torch gives `undefined "
+         "symbol` at import, or subtle failures. Install the required version, or reinstall the requirer so the "
+         "installer resolves them together."),
+    Code("dist.requirement-missing", "A stack distribution's requirement is not installed",
+         "A Requires-Dist of an installed stack distribution names a distribution that is not installed at all. "
+         "Install it (the command names the target interpreter)."),
+    Code("dist.duplicate", "Two installed copies of one distribution",
+         "Two dist-info (or egg-info) directories of the same name are on sys.path. Python imports the first; "
+         "pip and uv may see the other; uninstalling one leaves the other's files mixed in. Remove the stale one."),
+    Code("dist.metadata-broken", "A distribution's METADATA cannot be read",
+         "The METADATA (or PKG-INFO) file is missing, not UTF-8, or lacks Name/Version. Installers cannot see, "
+         "upgrade or uninstall the distribution. Remove its dist-info directory and reinstall it."),
+    Code("dist.record-broken", "A distribution's RECORD cannot be read",
+         "RECORD is not valid CSV with three fields a row, or is unreadable. Uninstall cannot remove the files, "
+         "and the doctor cannot verify them. Reinstall the distribution."),
+    Code("dist.record-missing", "A stack distribution has no RECORD",
+         "Without RECORD its files cannot be verified or cleanly uninstalled (often a manual copy or an old "
+         "installer). Reinstall it with pip or uv."),
+    Code("dist.record-mismatch", "Installed files differ from RECORD",
+         "Files listed in the distribution's RECORD are missing, or their size (or, with --verify-hashes, their "
+         "sha256) differs: another distribution installed the same paths, or they were edited by hand. Reinstall "
+         "the distribution with --no-deps to put its own files back."),
+    # the flash_attn namespace
+    Code("namespace.absent", "flash_attn is not installed",
+         "No flash_attn on the target's sys.path. vLLM then uses its bundled flash-attention "
+         "(vllm.vllm_flash_attn) on CUDA; its guarded import of the external package is skipped."),
+    Code("namespace.ok", "flash_attn is a regular package",
+         "flash_attn resolves to a regular package (with __init__.py) owned by an installed distribution."),
+    Code("namespace.shadowed", "A stray flash_attn shadows the installed one",
+         "A flash_attn package or module that belongs to no installed distribution comes earlier on sys.path "
+         "(the working directory, PYTHONPATH, the user site). Python imports it instead of the installed one. "
+         "Move it away or fix the path."),
+    Code("namespace.v4-without-v2", "flash-attn-4 without flash-attn v2: flash_attn is a namespace package",
+         "`pip install flash-attn` can resolve to flash-attn-4 (the CuTe-DSL rewrite), which installs only "
+         "flash_attn/cute/ and no flash_attn/__init__.py. flash_attn then is an implicit namespace package: "
+         "find_spec('flash_attn') is not None, but flash_attn.ops does not exist. " + _BROKEN_FLASH_ATTN +
+         " Fix: uninstall flash-attn-4 if nothing needs it, or install flash-attn v2 beside it."),
+    Code("namespace.cute-overlap", "flash-attn and flash-attn-4 both install flash_attn/cute/",
+         "flash-attn 2.8.3 ships a stale copy of flash_attn/cute/, the same paths flash-attn-4 installs. The one "
+         "installed last overwrote the other's files; uninstalling either deletes files the other needs. Remove "
+         "both, then install what you need in a known order."),
+    # imports
+    Code("import.rotary-ok", "The rotary import vLLM makes works",
+         "`from flash_attn.ops.triton.rotary import apply_rotary` succeeded in the target interpreter."),
+    Code("import.rotary-absent", "flash_attn is absent; vLLM skips its rotary import",
+         "flash_attn is not installed, so vLLM's guarded rotary import is skipped and vLLM uses its own path."),
+    Code("import.namespace-package", "The import fails: flash_attn is a namespace package",
+         "The import raised ModuleNotFoundError for a flash_attn submodule because flash_attn is a namespace "
+         "package (see namespace.v4-without-v2). " + _BROKEN_FLASH_ATTN),
+    Code("import.undefined-symbol", "A compiled extension was built against another torch",
+         "The import raised `undefined symbol: _ZN3c10...`: the extension (typically flash_attn_2_cuda) was built "
+         "against a torch with another C++ ABI or version than the installed one. Because flash_attn/__init__.py "
+         "imports it, even the pure-Triton flash_attn.ops.triton.rotary fails. Rebuild it against the installed "
+         "torch (FLASH_ATTENTION_FORCE_BUILD=TRUE, --no-build-isolation) or install the release wheel whose name "
+         "matches this torch's major.minor, CUDA major and cxx11abi. " + _BROKEN_FLASH_ATTN),
+    Code("import.extension-missing", "flash-attn was built without its CUDA extension",
+         "flash_attn_2_cuda is not installed (the wheel was built with FLASH_ATTENTION_SKIP_CUDA_BUILD, or the "
+         "build failed quietly). flash_attn's own __init__ swallows this, but flash_attn_func cannot run."),
+    Code("import.dependency-missing", "The import needs a package that is not installed",
+         "The module imports torch, triton or another package that is not installed in the target."),
+    Code("import.glibc-too-old", "An extension needs a newer glibc/libstdc++",
+         "The extension was linked on a newer system (flash-attn's release wheels from 2.8.0.post2 on are built "
+         "on Ubuntu 22.04 and need GLIBC 2.32+). Build from source on this system, or use an older wheel."),
+    Code("import.library-not-found", "A shared library the extension links is missing",
+         "The dynamic loader could not find a library the extension needs (often libcudart.so.N or libc10.so). "
+         "Install the matching CUDA runtime or torch, or fix LD_LIBRARY_PATH."),
+    Code("import.crashed", "The import killed the interpreter",
+         "Importing the module killed the process with a signal (e.g. SIGSEGV). The doctor ran it in a "
+         "subprocess, so this is a finding, not a crash. Reinstall the package; if it persists, the stderr in the "
+         "evidence is what to report upstream."),
+    Code("import.timeout", "The import hung",
+         "Importing the module did not finish within the timeout (--timeout). Something in its import hangs: a "
+         "lock, a network call, a driver call."),
+    Code("import.failed", "The import failed",
+         "The import raised an exception the doctor has no specific diagnosis for; the exception and traceback "
+         "are in the evidence."),
+    Code("surface.no-vllm", "vLLM is not installed", "There is no vLLM source to read imports from."),
+    Code("surface.no-source", "vLLM's package directory was not found",
+         "vLLM is installed (its dist-info is there) but the doctor could not find its package directory."),
+    Code("surface.ok", "vLLM's external kernel imports are all safe here",
+         "Every import of an external kernel package in the installed vLLM's source either works in the target or "
+         "is guarded against the exception it raises there."),
+    Code("surface.unguarded-failure", "vLLM imports a package that fails here, and nothing catches it",
+         "The installed vLLM's source imports this module, the import raises in the target, and no guard around "
+         "the import (try/except, suppress, find_spec, platform test) catches that exception. On the serving path "
+         "this stops `vllm serve`; elsewhere it raises when that feature is used."),
+    Code("extensions.none", "No compiled extensions to load",
+         "The stack has no compiled extension modules besides torch's own."),
+    Code("extensions.ok", "Compiled extensions load",
+         "Each compiled extension module of the stack loaded in its own subprocess, after torch."),
+)

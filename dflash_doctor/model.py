@@ -1,0 +1,148 @@
+"""The doctor's vocabulary: statuses, findings, check results and reports.
+
+Plain frozen dataclasses with no I/O. Every type round-trips through plain JSON data
+(`to_dict` / `from_dict`) so that a saved report can be judged again.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "Status",
+    "Remediation",
+    "Finding",
+    "CheckResult",
+    "worst",
+    "summarize",
+    "exit_code",
+]
+
+JSON = Any
+
+
+class Status(str, enum.Enum):
+    """How a finding, or a whole check, came out.
+
+    `error` means the doctor could not complete a check; it is never a user problem dressed up as one.
+    """
+
+    PASS = "pass"
+    SKIP = "skip"
+    WARN = "warn"
+    FAIL = "fail"
+    ERROR = "error"
+
+    @property
+    def rank(self) -> int:
+        return _RANK[self]
+
+    def __str__(self) -> str:
+        return self.value
+
+
+_RANK = {Status.PASS: 0, Status.SKIP: 1, Status.WARN: 2, Status.FAIL: 3, Status.ERROR: 4}
+
+
+def worst(statuses: Iterable[Status], default: Status = Status.PASS) -> Status:
+    return max(statuses, key=lambda s: s.rank, default=default)
+
+
+@dataclass(frozen=True)
+class Remediation:
+    """One command a user can paste, and why it helps. Commands are printed, never run."""
+
+    command: str
+    why: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"command": self.command, "why": self.why}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Remediation:
+        return cls(command=str(data["command"]), why=str(data.get("why", "")))
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One judgement: a stable id from the code table, a status, and the facts behind it."""
+
+    id: str
+    status: Status
+    title: str
+    detail: str = ""
+    evidence: Mapping[str, JSON] = field(default_factory=dict)
+    remediation: tuple[Remediation, ...] = ()
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {
+            "id": self.id,
+            "status": self.status.value,
+            "title": self.title,
+            "detail": self.detail,
+            "evidence": dict(self.evidence),
+            "remediation": [r.to_dict() for r in self.remediation],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Finding:
+        return cls(
+            id=str(data["id"]),
+            status=Status(data["status"]),
+            title=str(data["title"]),
+            detail=str(data.get("detail", "")),
+            evidence=dict(data.get("evidence") or {}),
+            remediation=tuple(Remediation.from_dict(r) for r in data.get("remediation") or ()),
+        )
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """What one check concluded, with the facts it judged (saved so the report can be judged again)."""
+
+    id: str
+    layer: str
+    title: str
+    status: Status
+    findings: tuple[Finding, ...]
+    facts: Mapping[str, JSON] = field(default_factory=dict)
+    duration_s: float = 0.0
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {
+            "id": self.id,
+            "layer": self.layer,
+            "title": self.title,
+            "status": self.status.value,
+            "duration_s": round(self.duration_s, 4),
+            "facts": dict(self.facts),
+            "findings": [f.to_dict() for f in self.findings],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CheckResult:
+        return cls(
+            id=str(data["id"]),
+            layer=str(data.get("layer", "")),
+            title=str(data.get("title", data["id"])),
+            status=Status(data["status"]),
+            findings=tuple(Finding.from_dict(f) for f in data.get("findings") or ()),
+            facts=dict(data.get("facts") or {}),
+            duration_s=float(data.get("duration_s", 0.0)),
+        )
+
+
+def summarize(results: Iterable[CheckResult]) -> dict[str, int]:
+    counts = {s.value: 0 for s in Status}
+    for result in results:
+        counts[result.status.value] += 1
+    return counts
+
+
+def exit_code(results: Iterable[CheckResult], strict: bool = False) -> int:
+    """0: no fail and no error. 1: any fail or error (with `strict`, any warn too)."""
+    failing = {Status.FAIL, Status.ERROR} | ({Status.WARN} if strict else set())
+    return 1 if any(r.status in failing for r in results) else 0

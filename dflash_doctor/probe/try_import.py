@@ -1,0 +1,96 @@
+# Probe: runs inside the TARGET interpreter, standard library only, Python 3.8+.
+# Performs one import exactly as the serving stack would (e.g. `from flash_attn.ops.triton.rotary
+# import apply_rotary`), optionally after importing `preload` modules (extensions need torch's
+# libraries loaded first), or loads one extension file directly. Reports the real exception: its
+# class, MRO, message, cause chain and the tail of its traceback, plus where each module came from.
+import importlib
+import importlib.machinery
+import importlib.util
+import json
+import sys
+import time
+import traceback
+
+MARKER = "@@dflash-doctor-facts@@"
+ARGS = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+
+
+def describe(exc):
+    chain = []
+    seen = set()
+    current = exc.__cause__ or exc.__context__
+    while current is not None and id(current) not in seen and len(chain) < 5:
+        seen.add(id(current))
+        chain.append({"type": type(current).__name__, "message": str(current)[:2000]})
+        current = current.__cause__ or current.__context__
+    return {
+        "type": type(exc).__name__,
+        "mro": [c.__name__ for c in type(exc).__mro__],
+        "message": str(exc)[:4000],
+        "name": getattr(exc, "name", None),
+        "path": getattr(exc, "path", None),
+        "chain": chain,
+        "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])[-4000:],
+    }
+
+
+def module_files(prefixes):
+    files = {}
+    for name, module in list(sys.modules.items()):
+        if name.split(".", 1)[0] in prefixes:
+            files[name] = getattr(module, "__file__", None)
+    return files
+
+
+def versions():
+    found = {"python_tag": "cp%d%d" % sys.version_info[:2]}
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        version = getattr(torch, "version", None)
+        found["torch"] = getattr(torch, "__version__", None)
+        found["torch_cuda"] = getattr(version, "cuda", None)
+        found["torch_git"] = getattr(version, "git_version", None)
+        c_module = getattr(torch, "_C", None)
+        found["torch_cxx11_abi"] = getattr(c_module, "_GLIBCXX_USE_CXX11_ABI", None)
+    triton = sys.modules.get("triton")
+    if triton is not None:
+        found["triton"] = getattr(triton, "__version__", None)
+    return found
+
+
+def main():
+    module = ARGS["module"]
+    names = ARGS.get("names") or []
+    facts = {"module": module, "names": names, "preload": [], "ok": False}
+    for name in ARGS.get("preload") or []:
+        try:
+            importlib.import_module(name)
+            facts["preload"].append({"module": name, "ok": True})
+        except BaseException as exc:  # a missing torch is itself the finding
+            facts["preload"].append({"module": name, "ok": False, "exception": describe(exc)})
+    started = time.monotonic()
+    try:
+        if ARGS.get("file"):
+            # Load an extension file directly, without running its parent packages' __init__.
+            loader = importlib.machinery.ExtensionFileLoader(module, ARGS["file"])
+            spec = importlib.util.spec_from_file_location(module, ARGS["file"], loader=loader)
+            loaded = importlib.util.module_from_spec(spec)
+            loader.exec_module(loaded)
+        elif names:
+            # The statement itself, so that the exception is exactly the one the stack would see.
+            exec("from %s import %s" % (module, ", ".join(names)), {})
+            loaded = sys.modules[module]
+        else:
+            loaded = importlib.import_module(module)
+        facts["ok"] = True
+        facts["file"] = getattr(loaded, "__file__", None)
+    except BaseException as exc:
+        facts["exception"] = describe(exc)
+    facts["seconds"] = round(time.monotonic() - started, 4)
+    facts["loaded"] = module_files(set(ARGS.get("report_modules") or [module.split(".", 1)[0]]))
+    facts["versions"] = versions()
+    sys.stdout.write("\n" + MARKER + json.dumps(facts, default=str) + "\n")
+    sys.stdout.flush()
+
+
+main()

@@ -1,0 +1,106 @@
+"""Finds the checks: built-in and third-party, through one path.
+
+Both come from the entry-point group `dflash_doctor.checks`; the built-ins are the ones this
+distribution itself declares. Setting DFLASH_DOCTOR_DISABLE_PLUGIN_AUTOLOAD=1 keeps only those, for
+reproducible CI runs (as pytest's PYTEST_DISABLE_PLUGIN_AUTOLOAD does).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from importlib import metadata
+
+from dflash_doctor.check import Check
+
+__all__ = ["GROUP", "AUTOLOAD_ENV", "LoadedCheck", "PluginError", "load_checks", "BUILTIN_CHECKS"]
+
+GROUP = "dflash_doctor.checks"
+AUTOLOAD_ENV = "DFLASH_DOCTOR_DISABLE_PLUGIN_AUTOLOAD"
+OWN_DISTRIBUTION = "dflash-doctor"
+
+# Used only when the package runs from a source tree without being installed (no entry points then).
+# Keep in step with pyproject.toml's entry points; a test compares the two.
+BUILTIN_CHECKS: tuple[tuple[str, str], ...] = (
+    ("distributions", "dflash_doctor.checks.distributions:DistributionsCheck"),
+    ("namespaces", "dflash_doctor.checks.namespaces:NamespaceCheck"),
+    ("imports", "dflash_doctor.checks.imports:RotaryImportCheck"),
+    ("import-surface", "dflash_doctor.checks.imports:ImportSurfaceCheck"),
+    ("extensions", "dflash_doctor.checks.imports:ExtensionsCheck"),
+)
+
+
+@dataclass(frozen=True)
+class LoadedCheck:
+    check: Check
+    origin: str
+    """"builtin" or the distribution that provided it."""
+
+
+@dataclass(frozen=True)
+class PluginError:
+    name: str
+    origin: str
+    reason: str
+
+
+def _load(target: str) -> type:
+    module_name, _, attr = target.partition(":")
+    module = __import__(module_name, fromlist=[attr])
+    obj: type = getattr(module, attr)
+    return obj
+
+
+def _instantiate(obj: object) -> Check:
+    check = obj() if isinstance(obj, type) else obj
+    if not isinstance(check, Check):
+        missing = [a for a in ("id", "layer", "title", "needs", "judge") if not hasattr(check, a)]
+        raise TypeError(f"not a dflash-doctor check (missing {', '.join(missing) or 'attributes'})")
+    return check
+
+
+def load_checks(autoload: bool | None = None) -> tuple[list[LoadedCheck], list[PluginError]]:
+    """Every check, built-ins first, each at most once by id; a plugin that fails to load is reported."""
+    if autoload is None:
+        autoload = os.environ.get(AUTOLOAD_ENV, "") in ("", "0")
+    entries = [
+        ep
+        for ep in metadata.entry_points(group=GROUP)
+        if autoload or _distribution_name(ep) == OWN_DISTRIBUTION
+    ]
+    if not any(_distribution_name(ep) == OWN_DISTRIBUTION for ep in entries):
+        entries = [metadata.EntryPoint(name, value, GROUP) for name, value in BUILTIN_CHECKS] + entries
+
+    loaded: list[LoadedCheck] = []
+    errors: list[PluginError] = []
+    seen: set[str] = set()
+    declared = [name for name, _ in BUILTIN_CHECKS]
+
+    def order(ep: metadata.EntryPoint) -> tuple[int, int]:
+        if _distribution_name(ep) in (OWN_DISTRIBUTION, None):
+            return (0, declared.index(ep.name) if ep.name in declared else len(declared))
+        return (1, 0)  # plugins after the built-ins, in the order they were found
+
+    for ep in sorted(entries, key=order):
+        origin = _distribution_name(ep) or "builtin"
+        if origin == OWN_DISTRIBUTION:
+            origin = "builtin"
+        try:
+            check = _instantiate(ep.load())
+        except Exception as exc:  # a broken plugin must not take the doctor down
+            errors.append(PluginError(ep.name, origin, f"{type(exc).__name__}: {exc}"))
+            continue
+        if check.id in seen:
+            errors.append(PluginError(ep.name, origin, f"check id {check.id!r} is already taken"))
+            continue
+        seen.add(check.id)
+        loaded.append(LoadedCheck(check, origin))
+    return loaded, errors
+
+
+def _distribution_name(ep: metadata.EntryPoint) -> str | None:
+    dist = getattr(ep, "dist", None)
+    if dist is None:
+        return None
+    name: str | None = dist.metadata["Name"]
+    return name.lower().replace("_", "-") if name else None

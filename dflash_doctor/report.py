@@ -1,0 +1,82 @@
+"""The JSON report (schema dflash-doctor/report/v1): built from results, and read back to judge again."""
+
+from __future__ import annotations
+
+import json
+import platform
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from dflash_doctor import __version__
+from dflash_doctor.model import CheckResult, exit_code, summarize
+
+__all__ = ["SCHEMA", "build", "load", "sections_of", "ReportError"]
+
+SCHEMA = "dflash-doctor/report/v1"
+
+
+class ReportError(Exception):
+    """A saved report that cannot be read; the message names the file."""
+
+
+def _target_summary(sections: Mapping[str, Any], python: str) -> dict[str, Any]:
+    target = sections.get("target")
+    if not isinstance(target, Mapping) or "_error" in target:
+        return {"python": python, "python_version": None, "platform": None, "env_kind": None}
+    return {
+        "python": python,
+        "executable": target.get("executable"),
+        "python_version": target.get("python_version"),
+        "platform": target.get("platform"),
+        "env_kind": target.get("env_kind"),
+    }
+
+
+def build(
+    results: Sequence[CheckResult],
+    sections: Mapping[str, Any],
+    python: str,
+    strict: bool = False,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    summary: dict[str, Any] = dict(summarize(results))
+    summary["exit_code"] = exit_code(results, strict)
+    report: dict[str, Any] = {
+        "schema": SCHEMA,
+        "tool": {"name": "dflash-doctor", "version": __version__, "python": platform.python_version()},
+        "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "target": _target_summary(sections, python),
+        "summary": summary,
+        "checks": [r.to_dict() for r in results],
+    }
+    report.update(extra or {})
+    return report
+
+
+def load(path: str) -> dict[str, Any]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ReportError(f"{path}: cannot read the report ({exc})") from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ReportError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from exc
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        raise ReportError(f"{path}: not a dflash-doctor report (schema {found!r}, expected {SCHEMA!r})")
+    if not isinstance(data.get("checks"), list):
+        raise ReportError(f"{path}: the report has no list of checks")
+    return data
+
+
+def sections_of(report: Mapping[str, Any]) -> dict[str, Any]:
+    """Every fact section the report saved, merged across its checks."""
+    sections: dict[str, Any] = {}
+    for check in report.get("checks", []):
+        facts = check.get("facts") if isinstance(check, Mapping) else None
+        if isinstance(facts, Mapping):
+            sections.update(facts)
+    return sections

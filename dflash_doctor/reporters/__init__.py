@@ -1,0 +1,1 @@
+"""Reporters render results; only the terminal reporter imports rich."""

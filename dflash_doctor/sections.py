@@ -1,0 +1,104 @@
+"""Fact collectors, and which fact sections each provides.
+
+A collector gathers one or more sections of facts, either in the doctor's own process (files, NVML)
+or by running a probe in the target interpreter. Checks name the sections they judge; the runner runs
+only the collectors those sections need. Collectors are named by dotted path and imported only when
+needed, which keeps the doctor's start-up cheap.
+
+Third-party collectors register under the entry-point group `dflash_doctor.collectors`: the entry
+point's value is a `Collector`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any
+
+from dflash_doctor.check import Context
+
+__all__ = ["Collector", "BUILTIN_COLLECTORS", "collectors_for", "COLLECTOR_GROUP"]
+
+COLLECTOR_GROUP = "dflash_doctor.collectors"
+
+CollectFn = Callable[[Context, Mapping[str, Any]], Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class Collector:
+    name: str
+    provides: tuple[str, ...]
+    function: str
+    """"module:function", called as function(context, earlier_sections) -> {section: facts}."""
+    requires: tuple[str, ...] = ()
+    """Sections that must be collected first (passed in as earlier_sections)."""
+
+    def load(self) -> CollectFn:
+        module_name, _, attr = self.function.partition(":")
+        module = __import__(module_name, fromlist=[attr])
+        fn: CollectFn = getattr(module, attr)
+        return fn
+
+
+BUILTIN_COLLECTORS: tuple[Collector, ...] = (
+    Collector(
+        "environment",
+        ("target", "sys_path", "distributions", "resolution"),
+        "dflash_doctor.collectors.environment:collect",
+    ),
+    Collector(
+        "vllm-source",
+        ("vllm_source",),
+        "dflash_doctor.collectors.vllm_source:collect",
+        requires=("distributions", "resolution"),
+    ),
+    Collector(
+        "rotary-import",
+        ("rotary_import",),
+        "dflash_doctor.collectors.imports:collect_rotary",
+    ),
+    Collector(
+        "surface-imports",
+        ("surface_imports",),
+        "dflash_doctor.collectors.imports:collect_surface",
+        requires=("vllm_source",),
+    ),
+    Collector(
+        "extensions",
+        ("extensions",),
+        "dflash_doctor.collectors.imports:collect_extensions",
+        requires=("distributions", "resolution"),
+    ),
+)
+
+
+def all_collectors() -> list[Collector]:
+    found = list(BUILTIN_COLLECTORS)
+    for ep in metadata.entry_points(group=COLLECTOR_GROUP):
+        try:
+            collector = ep.load()
+        except Exception:
+            continue
+        if isinstance(collector, Collector):
+            found.append(collector)
+    return found
+
+
+def collectors_for(sections: set[str], available: list[Collector] | None = None) -> list[Collector]:
+    """The collectors needed for `sections`, with what they require, in dependency order."""
+    by_section = {s: c for c in (available or all_collectors()) for s in c.provides}
+    ordered: list[Collector] = []
+
+    def visit(section: str) -> None:
+        collector = by_section.get(section)
+        if collector is None or collector in ordered:
+            return
+        for needed in collector.requires:
+            visit(needed)
+        if collector not in ordered:
+            ordered.append(collector)
+
+    for section in sorted(sections):
+        visit(section)
+    return ordered
