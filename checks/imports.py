@@ -95,13 +95,13 @@ class ImportSurfaceCheck:
     layer: ClassVar[str] = "python"
     title: ClassVar[str] = "vLLM's external kernel imports"
     needs: ClassVar[frozenset[str]] = frozenset(
-        {"target", "distributions", "resolution", "vllm_source", "surface_imports"}
+        {"target", "distributions", "resolution", "vllm_surface", "surface_imports"}
     )
     after: ClassVar[frozenset[str]] = frozenset()
     requires_gpu: ClassVar[bool] = False
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
-        source = facts["vllm_source"]
+        source = facts["vllm_surface"]
         if not source.get("installed"):
             return [Finding(id="surface.no-vllm", status=Status.SKIP, title="vLLM is not installed: no import surface to check")]
         if not source.get("root"):

@@ -54,6 +54,12 @@ BUILTIN_COLLECTORS: tuple[Collector, ...] = (
         requires=("distributions", "resolution"),
     ),
     Collector(
+        "vllm-surface",
+        ("vllm_surface",),
+        "dflash_doctor.collectors.vllm_source:collect_surface",
+        requires=("distributions", "resolution"),
+    ),
+    Collector(
         "rotary-import",
         ("rotary_import",),
         "dflash_doctor.collectors.imports:collect_rotary",
@@ -62,7 +68,7 @@ BUILTIN_COLLECTORS: tuple[Collector, ...] = (
         "surface-imports",
         ("surface_imports",),
         "dflash_doctor.collectors.imports:collect_surface",
-        requires=("vllm_source",),
+        requires=("vllm_surface",),
     ),
     Collector(
         "extensions",

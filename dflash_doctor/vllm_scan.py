@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -19,40 +20,50 @@ __all__ = ["scan_package", "scan_source"]
 MAX_FILE_BYTES = 2_000_000
 
 
-def scan_package(root: str, modules: Sequence[str]) -> dict[str, Any]:
-    """Scan every .py under `root` (the vllm package directory) for imports of `modules`."""
-    needles = tuple(m.encode() for m in modules)
+def scan_package(root: str, modules: Sequence[str], only: Sequence[str] | None = None) -> dict[str, Any]:
+    """Scan every .py under `root` (the vllm package directory) for imports of `modules`.
+
+    `only` limits the scan to these paths relative to root's parent (e.g. "vllm/model_executor/...")."""
+    alternatives = b"|".join(re.escape(m.encode()) for m in modules)
+    needle = re.compile(rb"^[ \t]*(?:from|import)[ \t]+(?:" + alternatives + rb")\b|import_module\(\s*[\"'](?:"
+                        + alternatives + rb")\b", re.M)
+    words = tuple(m.encode() for m in modules)
     sites: list[dict[str, Any]] = []
     errors: list[dict[str, str]] = []
     scanned = parsed = 0
+    for path in _python_files(root, only):
+        scanned += 1
+        try:
+            with open(path, "rb") as handle:
+                raw = handle.read(MAX_FILE_BYTES)
+        except OSError as exc:
+            errors.append({"file": path, "error": f"{type(exc).__name__}: {exc.strerror or exc}"})
+            continue
+        if not any(w in raw for w in words) or not needle.search(raw):
+            continue  # the cheap filter: most files never mention these packages
+        parsed += 1
+        rel = os.path.relpath(path, os.path.dirname(root))
+        try:
+            sites.extend(scan_source(raw.decode("utf-8", "replace"), rel, modules))
+        except SyntaxError as exc:
+            errors.append({"file": path, "error": f"SyntaxError: {exc.msg} (line {exc.lineno})"})
+    return {"root": root, "files_scanned": scanned, "files_parsed": parsed, "sites": sites, "errors": errors}
+
+
+def _python_files(root: str, only: Sequence[str] | None) -> Iterator[str]:
+    if only is not None:
+        parent = os.path.dirname(root)
+        yield from (os.path.join(parent, rel) for rel in only if os.path.isfile(os.path.join(parent, rel)))
+        return
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
-        for filename in sorted(filenames):
-            if not filename.endswith(".py"):
-                continue
-            path = os.path.join(dirpath, filename)
-            scanned += 1
-            try:
-                with open(path, "rb") as handle:
-                    raw = handle.read(MAX_FILE_BYTES)
-            except OSError as exc:
-                errors.append({"file": path, "error": f"{type(exc).__name__}: {exc.strerror or exc}"})
-                continue
-            if not any(n in raw for n in needles):
-                continue  # the cheap filter: most files never mention these packages
-            parsed += 1
-            rel = os.path.relpath(path, os.path.dirname(root))
-            try:
-                sites.extend(scan_source(raw.decode("utf-8", "replace"), rel, modules))
-            except SyntaxError as exc:
-                errors.append({"file": path, "error": f"SyntaxError: {exc.msg} (line {exc.lineno})"})
-    return {"root": root, "files_scanned": scanned, "files_parsed": parsed, "sites": sites, "errors": errors}
+        yield from (os.path.join(dirpath, f) for f in sorted(filenames) if f.endswith(".py"))
 
 
 def scan_source(source: str, filename: str, modules: Sequence[str]) -> list[dict[str, Any]]:
     tree = ast.parse(source, filename=filename)
     wanted = set(modules)
-    return [site for site in _walk(tree, [], filename, wanted)]
+    return list(_walk(tree, source.splitlines(), filename, wanted))
 
 
 def _top(module: str) -> str:
@@ -112,23 +123,54 @@ def _guard(parent: ast.AST, field: str) -> dict[str, Any] | None:
     return None
 
 
-def _walk(node: ast.AST, stack: list[tuple[ast.AST, str]], filename: str, wanted: set[str]) -> Iterator[dict[str, Any]]:
-    for module, names in _imported(node, wanted):
-        guards = [g for parent, field in reversed(stack) if (g := _guard(parent, field))]
-        functions = [p.name for p, _ in stack if isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
-        in_function = any(isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef)) for p, _ in stack)
-        yield {
+_STATEMENT_LISTS = ("body", "orelse", "handlers", "finalbody", "cases")
+
+
+def _walk(tree: ast.Module, lines: list[str], filename: str, wanted: set[str]) -> Iterator[dict[str, Any]]:
+    """Visit statements only (imports are statements), keeping the chain of enclosing blocks.
+
+    Walking every expression node of vLLM's larger files costs seconds; statements are a few percent of
+    the nodes. Expression-level `import_module("...")` calls are looked for only in statements whose
+    text mentions them.
+    """
+    chain: list[tuple[ast.AST, str]] = []
+
+    def site(node: ast.AST, module: str, names: list[str]) -> dict[str, Any]:
+        guards = [g for parent, field in reversed(chain) if (g := _guard(parent, field))]
+        functions = [p.name for p, _ in chain if isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+        in_function = any(isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef)) for p, _ in chain)
+        return {
             "file": filename,
             "line": getattr(node, "lineno", 0),
             "module": module,
             "names": names,
-            "statement": ast.unparse(node) if isinstance(node, ast.Call) else ast.unparse(node).split("\n")[0],
+            "statement": ast.unparse(node).split("\n")[0],
             "scope": "function" if in_function else "module",
             "where": ".".join(functions) or "<module>",
             "guards": guards,  # innermost first
         }
-    for field, value in ast.iter_fields(node):
-        children = value if isinstance(value, list) else [value]
-        for child in children:
-            if isinstance(child, ast.AST):
-                yield from _walk(child, [*stack, (node, field)], filename, wanted)
+
+    def visit(node: ast.AST) -> Iterator[dict[str, Any]]:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for module, names in _imported(node, wanted):
+                yield site(node, module, names)
+            return
+        compound = False
+        for field in _STATEMENT_LISTS:
+            children = getattr(node, field, None)
+            if not isinstance(children, list) or not children or not isinstance(children[0], ast.AST):
+                continue
+            compound = True
+            chain.append((node, field))
+            for child in children:
+                yield from visit(child)
+            chain.pop()
+        end = getattr(node, "end_lineno", None)
+        if not compound and end is not None:
+            text = "\n".join(lines[node.lineno - 1 : end])  # type: ignore[attr-defined]
+            if "import_module(" in text or "__import__(" in text:
+                for call in ast.walk(node):
+                    for module, names in _imported(call, wanted):
+                        yield site(call, module, names)
+
+    yield from visit(tree)

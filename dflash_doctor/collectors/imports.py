@@ -37,7 +37,7 @@ def collect_rotary(ctx: Context, _earlier: Mapping[str, Any]) -> dict[str, Any]:
 
 def collect_surface(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
     """Each distinct module the installed vLLM imports from an external kernel package."""
-    source = earlier.get("vllm_source") or {}
+    source = earlier.get("vllm_surface") or {}
     wanted = sorted({(s["module"], tuple(s["names"])) for s in source.get("sites") or []})
     with ThreadPoolExecutor(max_workers=PARALLEL_IMPORTS) as pool:
         results = list(pool.map(lambda mn: try_import(ctx, mn[0], mn[1]), wanted))

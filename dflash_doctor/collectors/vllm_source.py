@@ -8,7 +8,7 @@ from typing import Any
 
 from dflash_doctor.check import Context
 from dflash_doctor.envfacts import Distributions
-from dflash_doctor.knowledge.vllm_imports import EXTERNAL_KERNEL_MODULES
+from dflash_doctor.knowledge.vllm_imports import EXTERNAL_KERNEL_MODULES, SERVING_PATH_SITES
 from dflash_doctor.vllm_scan import scan_package
 
 
@@ -23,10 +23,21 @@ def vllm_package_dir(earlier: Mapping[str, Any]) -> str | None:
     return None
 
 
-def collect(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
+def _scan(earlier: Mapping[str, Any], section: str, only: tuple[str, ...] | None) -> dict[str, Any]:
     root = vllm_package_dir(earlier)
     dist = Distributions(earlier.get("distributions") or {}).get("vllm")
     if root is None:
-        return {"vllm_source": {"installed": dist is not None, "root": None, "sites": []}}
-    scan = scan_package(root, EXTERNAL_KERNEL_MODULES.value)
-    return {"vllm_source": {"installed": True, "version": dist.version if dist else None, **scan}}
+        return {section: {"installed": dist is not None, "version": dist.version if dist else None,
+                          "root": None, "sites": []}}
+    scan = scan_package(root, EXTERNAL_KERNEL_MODULES.value, only)
+    return {section: {"installed": True, "version": dist.version if dist else None, **scan}}
+
+
+def collect(_ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
+    """Only the files `vllm serve` is known to reach: one or two files, milliseconds."""
+    return _scan(earlier, "vllm_source", tuple(sorted({path for path, _ in SERVING_PATH_SITES.value})))
+
+
+def collect_surface(_ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
+    """Every file of the installed vLLM (about a second: vLLM has thousands of modules)."""
+    return _scan(earlier, "vllm_surface", None)

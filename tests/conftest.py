@@ -1,0 +1,60 @@
+"""Shared test helpers: run the real CLI in a subprocess, and validate every report it writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+SCHEMA = json.loads(
+    (Path(__file__).resolve().parent.parent / "dflash_doctor" / "schema" / "report-v1.json").read_text()
+)
+
+
+def validate_report(report: dict[str, Any]) -> dict[str, Any]:
+    jsonschema.validate(report, SCHEMA)
+    return report
+
+
+class Doctor:
+    """The dflash-doctor command, run as a user runs it: a real process, real exit code."""
+
+    def __init__(self, cwd: Path) -> None:
+        self.cwd = cwd
+
+    def __call__(self, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
+                 timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        full_env = {**os.environ, **(env or {})}
+        full_env.pop("NO_COLOR", None) if env is None or "NO_COLOR" not in env else None
+        return subprocess.run([sys.executable, "-m", "dflash_doctor", *args], cwd=cwd or self.cwd,
+                              env=full_env, capture_output=True, text=True, timeout=timeout)
+
+    def report(self, *args: str, **kwargs: Any) -> tuple[dict[str, Any], subprocess.CompletedProcess[str]]:
+        """Run with --json - and return the validated report."""
+        proc = self(*args, "--json", "-", **kwargs)
+        try:
+            report = json.loads(proc.stdout)
+        except json.JSONDecodeError:
+            raise AssertionError(f"stdout is not one JSON document:\n{proc.stdout[:2000]}\nstderr:\n{proc.stderr[-2000:]}")
+        return validate_report(report), proc
+
+
+@pytest.fixture
+def doctor(tmp_path: Path) -> Doctor:
+    return Doctor(tmp_path)
+
+
+def findings_of(report: dict[str, Any], check_id: str | None = None) -> list[dict[str, Any]]:
+    return [f for c in report["checks"] if check_id in (None, c["id"]) for f in c["findings"]]
+
+
+def finding(report: dict[str, Any], finding_id: str) -> dict[str, Any]:
+    found = [f for f in findings_of(report) if f["id"] == finding_id]
+    assert found, f"no {finding_id} in {[f['id'] for f in findings_of(report)]}"
+    return found[0]
