@@ -102,6 +102,8 @@ def _requirements(
                         continue
                 except (InvalidMarker, UndefinedEnvironmentName):
                     continue
+            if canonical(requirement.name) not in STACK:
+                continue  # the stack's requirements on each other; the rest is `pip check`'s domain
             found = dists.version(requirement.name)
             if found is None:
                 unmet.append((dist, requirement, None))
@@ -124,12 +126,13 @@ def _requirements(
             id="dist.requirement-unmet" if found is not None else "dist.requirement-missing",
             status=Status.FAIL,
             title=title,
-            detail="Read from the installed METADATA (Requires-Dist). A mismatched torch is the usual cause "
-            "of `undefined symbol` errors in compiled extensions built against the required one.",
+            detail="Read from the installed METADATA (Requires-Dist)."
+            + (" Compiled extensions built against the required torch fail with `undefined symbol` against "
+               "another one." if canonical(requirement.name) == "torch" and requirement.specifier else ""),
             evidence={"requirer": dist.name, "requirer_version": dist.version, "requirement": str(requirement),
                       "found": found},
             remediation=(
-                Remediation(installer.install(spec), f"install what {dist.name} {dist.version} was built against"),
+                Remediation(installer.install(spec), f"install the {requirement.name} that {dist.label()} requires"),
                 Remediation(
                     installer.install(f"{dist.name}=={dist.version}", reinstall=True),
                     f"or let the installer resolve {dist.name}'s requirements again",

@@ -59,7 +59,8 @@ class RotaryImportCheck:
             )]
         dists = Distributions(facts["distributions"])
         cause = classify(result, dists, resolution, Installer.for_target(facts["target"]))
-        status, consequence = _consequence(facts["vllm_source"], exception_mro(result), _resolves(resolution))
+        status, consequence = _consequence(facts["vllm_source"], exception_mro(result), _resolves(resolution),
+                                           cause.code == "import.namespace-package")
         return [Finding(
             id=cause.code,
             status=status,
@@ -71,9 +72,12 @@ class RotaryImportCheck:
 
 
 def _consequence(vllm_source: Mapping[str, Any], mro: tuple[str, ...] | None,
-                 resolves: Mapping[str, bool]) -> tuple[Status, str]:
+                 resolves: Mapping[str, bool], namespace_only: bool) -> tuple[Status, str]:
     if not vllm_source.get("installed"):
-        return Status.FAIL, "vLLM is not installed here, but this flash-attn cannot be imported as vLLM imports it."
+        if namespace_only:
+            return Status.WARN, ("vLLM is not installed here; vLLM 0.18-0.23 would die at engine start on this, "
+                                 "later versions would run without the flash-attn rotary path.")
+        return Status.FAIL, "vLLM is not installed here, but this flash-attn cannot be imported the way vLLM imports it."
     sites = [s for s in vllm_source.get("sites") or [] if _serving_site(s) and s["module"].startswith("flash_attn.ops")]
     version = vllm_source.get("version")
     if not sites:

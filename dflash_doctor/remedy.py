@@ -15,8 +15,18 @@ from typing import Any
 __all__ = ["Installer"]
 
 
+SPECIFIER_CHARS = set("<>=!~*[];, ")
+
+
+def quote(word: str) -> str:
+    """shlex.quote, and always quote version specifiers: `'torch==2.11.0'` reads as one argument."""
+    if SPECIFIER_CHARS & set(word) and not word.startswith("-"):
+        return "'" + word.replace("'", "'\\''") + "'"
+    return shlex.quote(word)
+
+
 def _join(words: Iterable[str]) -> str:
-    return " ".join(shlex.quote(w) for w in words)
+    return " ".join(quote(w) for w in words)
 
 
 @dataclass(frozen=True)
@@ -48,7 +58,7 @@ class Installer:
             words = ["uv", "pip", "install", "--python", self.python, *flags, *specs]
         else:
             words = [self.python, "-m", "pip", "install", *flags, *specs]
-        prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in (env or {}).items())
+        prefix = " ".join(f"{k}={quote(v)}" for k, v in (env or {}).items())
         return (prefix + " " if prefix else "") + _join(words)
 
     def uninstall(self, *names: str) -> str:

@@ -1,0 +1,81 @@
+"""Real serving-stack pieces for scenario tests, built once per machine and cached outside the repo.
+
+- the real vLLM wheels from PyPI, installed with `pip --target` into a cached directory that a test
+  venv adds to its path with a `.pth` file (the wheel is 250 MB; installing it per test would cost
+  minutes); the doctor reads its source and metadata, nothing imports it;
+- torch, the CPU build this machine's pip takes from disk, from the flash-attn builder venv;
+- a flash-attn 2.8.3 wheel whose `flash_attn_2_cuda` extension is a real shared library with an
+  undefined `c10` symbol: what a wheel built against another torch looks like to the loader.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from realenv import Env, _locked, _run, build_wheel, cache_dir, fa2_builder_python, fa2_wheel
+
+UNDEFINED_C10_SYMBOL = "_ZN3c104cuda9SetDeviceEi"  # c10::cuda::SetDevice(int), from flash-attn#723
+
+
+def add_to_path(env: Env, directory: Path, name: str = "zz-stack") -> None:
+    """Put `directory` on the env's sys.path the way site does for any .pth line."""
+    (env.site_packages / f"{name}.pth").write_text(f"{directory}\n")
+
+
+def vllm_site(version: str) -> Path:
+    """A directory holding the real vLLM `version` wheel installed with --no-deps."""
+    target = cache_dir() / "vllm-site" / version
+    marker = target / ".complete"
+    with _locked(f"vllm-site-{version}"):
+        if marker.exists():
+            return target
+        wheels = cache_dir() / "wheels"
+        found = sorted(wheels.glob(f"vllm-{version}-*.whl"))
+        if not found:
+            _run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+                  "--platform", "manylinux_2_35_x86_64", "--python-version", "3.11", "-q", "-d", wheels,
+                  f"vllm=={version}"], timeout=1800)
+            found = sorted(wheels.glob(f"vllm-{version}-*.whl"))
+        _run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-compile", "--no-index", "-q",
+              "--target", target, found[0]], timeout=1800)
+        marker.touch()
+        return target
+
+
+def torch_site() -> Path:
+    """site-packages of the cached builder venv, which holds torch 2.13.0 (CPU)."""
+    python = fa2_builder_python()
+    out = subprocess.run([str(python), "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                         capture_output=True, text=True, check=True)
+    return Path(out.stdout.strip())
+
+
+def fa2_wheel_with_foreign_extension() -> Path:
+    """flash-attn 2.8.3 (real files) plus a flash_attn_2_cuda.so linked against a c10 it cannot find."""
+    dest = cache_dir() / "built-foreign-ext"
+    tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+    wheel = dest / f"flash_attn-2.8.3-{tag}-{tag}-linux_x86_64.whl"
+    with _locked("fa2-foreign-ext"):
+        if wheel.exists():
+            return wheel
+        import sysconfig
+
+        suffix = sysconfig.get_config_var("EXT_SUFFIX")
+        with tempfile.TemporaryDirectory() as tmp:
+            source = Path(tmp) / "ext.c"
+            source.write_text(
+                f"extern void {UNDEFINED_C10_SYMBOL}(int);\n"
+                f"void *PyInit_flash_attn_2_cuda(void) {{ {UNDEFINED_C10_SYMBOL}(0); return 0; }}\n"
+            )
+            library = Path(tmp) / f"flash_attn_2_cuda{suffix}"
+            _run(["cc", "-shared", "-fPIC", "-o", library, source])
+            with zipfile.ZipFile(fa2_wheel()) as real:
+                files = {n: real.read(n) for n in real.namelist()
+                         if not n.endswith("/") and ".dist-info/" not in n}
+            files[library.name] = library.read_bytes()
+            return build_wheel(dest, "flash_attn", "2.8.3", files, requires=["torch", "einops"],
+                               tag=f"{tag}-{tag}-linux_x86_64")
