@@ -50,7 +50,7 @@ def classify(result: Mapping[str, Any], dists: Distributions, resolution: Mappin
     process = result.get("process") or {}
     module = str(result.get("module"))
     if process.get("timed_out"):
-        return Cause("import.timeout", f"`import {module}` hung: no answer in {process.get('error')}",
+        return Cause("import.timeout", f"`import {module}` hung ({process.get('error')})",
                      {"stderr": process.get("stderr", "")})
     if process.get("signal"):
         return Cause("import.crashed", f"`import {module}` killed the interpreter with {process['signal']}",
