@@ -10,15 +10,16 @@ import shlex
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, ClassVar
 
-from packaging.markers import InvalidMarker, UndefinedEnvironmentName
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.version import InvalidVersion, Version
+from typing import TYPE_CHECKING
 
 from dflash_doctor.check import Facts
 from dflash_doctor.envfacts import Dist, Distributions, canonical
 from dflash_doctor.knowledge.stack import STACK_DISTRIBUTIONS
 from dflash_doctor.model import Finding, Remediation, Status
 from dflash_doctor.remedy import Installer
+
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
 
 STACK = tuple(canonical(n) for n in STACK_DISTRIBUTIONS.value)
 
@@ -86,6 +87,10 @@ def _reinstall(dist: Dist, installer: Installer) -> tuple[Remediation, ...]:
 def _requirements(
     dists: Distributions, marker_env: Mapping[str, str], installer: Installer
 ) -> Iterator[Finding]:
+    # packaging is imported here, not at module level: `dflash-doctor list` and start-up stay cheap.
+    from packaging.markers import InvalidMarker, UndefinedEnvironmentName
+    from packaging.requirements import InvalidRequirement, Requirement
+
     unmet: list[tuple[Dist, Requirement, str | None]] = []
     for name in STACK:
         dist = dists.get(name)
@@ -142,6 +147,8 @@ def _requirements(
 
 
 def _satisfies(requirement: Requirement, found: str) -> bool:
+    from packaging.version import InvalidVersion, Version
+
     try:
         return requirement.specifier.contains(Version(found), prereleases=True)
     except InvalidVersion:

@@ -1,0 +1,74 @@
+"""How fast is the doctor on a big environment?
+
+Builds a venv with 320 real (hand-built, pip-installed) distributions plus the real flash-attn 2.8.3
+and flash-attn-4 wheels, then times, as a user would see it (a fresh process each run):
+- the doctor's own start-up: `dflash-doctor --version` and `dflash-doctor list`;
+- the static layers: `dflash-doctor --python ENV --only distributions,namespaces --no-gpu`.
+Goals: static layers under 1 s, start-up under 150 ms. Prints medians of N runs.
+
+    python benchmarks/bench_static_layers.py [--runs 9] [--dists 320]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from realenv import build_wheel, fa2_wheel, fa4_wheel, install, make_venv  # noqa: E402
+
+
+def timed(argv: list[str], runs: int) -> tuple[float, float, int]:
+    samples = []
+    code = 0
+    for _ in range(runs):
+        start = time.perf_counter()
+        proc = subprocess.run(argv, capture_output=True, text=True)
+        samples.append(time.perf_counter() - start)
+        code = proc.returncode
+    return statistics.median(samples), min(samples), code
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=9)
+    parser.add_argument("--dists", type=int, default=320)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        env = make_venv(root)
+        wheels = [
+            build_wheel(root / "wheels", f"bench-dist-{i:03d}", "1.0",
+                        {f"bench_dist_{i:03d}/__init__.py": "", f"bench_dist_{i:03d}/data.py": "X = 1\n" * 50},
+                        requires=[f"bench-dist-{(i + 1) % args.dists:03d}"])
+            for i in range(args.dists)
+        ]
+        started = time.perf_counter()
+        install(env, *wheels, installer="uv")
+        install(env, fa2_wheel(), fa4_wheel())
+        count = sum(1 for _ in env.site_packages.glob("*.dist-info"))
+        print(f"environment: {count} distributions installed in {time.perf_counter() - started:.1f} s")
+
+        doctor = [sys.executable, "-m", "dflash_doctor"]
+        python_only = timed([sys.executable, "-c", "pass"], args.runs)
+        version = timed([*doctor, "--version"], args.runs)
+        listing = timed([*doctor, "list"], args.runs)
+        static = timed([*doctor, "--python", str(env.python), "--only", "distributions,namespaces", "--no-gpu"],
+                       args.runs)
+        print(f"python -c pass (interpreter alone): median {python_only[0] * 1000:.0f} ms")
+        print(f"start-up, dflash-doctor --version:  median {version[0] * 1000:.0f} ms (min {version[1] * 1000:.0f})")
+        print(f"start-up, dflash-doctor list:       median {listing[0] * 1000:.0f} ms (min {listing[1] * 1000:.0f})")
+        print(f"static layers over {count} dists:  median {static[0] * 1000:.0f} ms (min {static[1] * 1000:.0f}),"
+              f" exit {static[2]}")
+        ok = static[0] < 1.0 and listing[0] < 0.150
+        print("goals met" if ok else "GOALS NOT MET (static < 1 s, start-up < 150 ms)")
+        return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
