@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 from dflash_doctor.check import Facts
 from dflash_doctor.envfacts import Dist, Distributions
 from dflash_doctor.guards import judge_site
-from dflash_doctor.knowledge.flash_attn_advice import COEXISTING_V2_SPEC, V2_SPEC
+from dflash_doctor.knowledge.flash_attn_advice import NO_RELEASED_COEXISTENCE, V2_SHIPS_STALE_CUTE, V2_SPEC
 from dflash_doctor.knowledge.vllm_imports import SERVING_PATH_SITES
 from dflash_doctor.model import Finding, Remediation, Status
 from dflash_doctor.remedy import Installer
@@ -119,8 +119,13 @@ def _v4_without_v2(dists: Distributions, resolution: Mapping[str, Any], claimant
             "nothing installed requires flash-attn-4: without it flash_attn is absent and vLLM's guard falls back cleanly",
         ))
     remediation.append(Remediation(
-        installer.install(COEXISTING_V2_SPEC.value, no_build_isolation=True),
-        f"or install flash-attn v2 beside it, built against the installed torch: {COEXISTING_V2_SPEC.note}",
+        installer.install(V2_SPEC.value, no_build_isolation=True),
+        "or install flash-attn v2 beside it, built against the installed torch (no release coexists cleanly "
+        "yet: v2 overwrites flash-attn-4's files under flash_attn/cute) ...",
+    ))
+    remediation.append(Remediation(
+        installer.install(f"flash-attn-4=={v4.version}", reinstall=True, no_deps=True),
+        "... then put flash-attn-4's own files back on top (v2 does not use flash_attn/cute)",
     ))
     yield Finding(
         id="namespace.v4-without-v2",
@@ -171,23 +176,40 @@ def _cute_overlap(dists: Distributions, claimants: Mapping[str, Dist], installer
     holds_v2 = [a["path"] for a, b in shared if a["disk_hash"] and a["disk_hash"] == a["hash"] != b["hash"]]
     same = [a["path"] for a, b in shared if a["hash"] == b["hash"]]
     missing = [a["path"] for a, b in shared if a["disk_hash"] is None]
+    # flash-attn v2 never imports flash_attn/cute; flash-attn-4 is nothing but. So the environment works
+    # while flash-attn-4's bytes are the ones on disk, and is broken where v2's stale copy won.
+    broken = bool(holds_v2 or missing)
+    if broken:
+        remediation = (
+            Remediation(installer.install(f"flash-attn-4=={v4.version}", reinstall=True, no_deps=True),
+                        "put flash-attn-4's files back on top of v2's stale copies"),
+            Remediation(installer.uninstall(v4.name),
+                        "or, if nothing uses flash-attn-4, remove it ..."),
+            Remediation(installer.install(f"flash-attn=={v2.version}", reinstall=True, no_deps=True,
+                                          no_build_isolation=True),
+                        "... and reinstall flash-attn so that its own RECORD matches the disk again"),
+        )
+    else:
+        remediation = (
+            Remediation(f"{installer.uninstall(v4.name)} && "
+                        f"{installer.install(f'flash-attn=={v2.version}', reinstall=True, no_deps=True, no_build_isolation=True)}",
+                        "when you remove flash-attn-4 later, reinstall flash-attn right after: the uninstall deletes "
+                        "files both claim"),
+        )
     yield Finding(
         id="namespace.cute-overlap",
-        status=Status.FAIL,
+        status=Status.FAIL if broken else Status.WARN,
         title=f"{v2.label()} and {v4.label()} both claim {len(shared)} files under flash_attn/cute/: "
         f"{len(holds_v4)} hold flash-attn-4's bytes, {len(holds_v2)} hold flash-attn's"
         + (f", {len(missing)} are missing" if missing else ""),
-        detail="Whichever was installed last overwrote the other's files. flash-attn v2 ships a stale copy of "
-        "flash_attn/cute; where it won, flash-attn-4 runs old code against a new cutlass-dsl. Uninstalling "
-        "either one deletes files the other needs.",
+        detail="Whichever was installed last overwrote the other's files. "
+        + ("flash-attn v2's stale copy of flash_attn/cute won, so flash-attn-4 runs old code against its new "
+           "dependencies. " if holds_v2 else "")
+        + ("Files both claim are gone (an uninstall of one deleted them). " if missing else "")
+        + "Uninstalling either one deletes files the other lists in its RECORD. "
+        + (V2_SHIPS_STALE_CUTE.note + "." if broken else ""),
         evidence={"shared": len(shared), "hold_flash_attn_4": holds_v4[:20], "hold_flash_attn": holds_v2[:20],
-                  "identical_in_both": len(same), "missing": missing[:20]},
-        remediation=(
-            Remediation(installer.uninstall(v4.name, v2.name),
-                        "remove both: uninstalling one alone leaves the other broken"),
-            Remediation(installer.install(COEXISTING_V2_SPEC.value, no_build_isolation=True),
-                        f"then install flash-attn v2 alone ({V2_SPEC.note})"),
-            Remediation(installer.install(f"flash-attn-4=={v4.version}"),
-                        "and flash-attn-4 afterwards, only if something needs it, so its files are the ones on disk"),
-        ),
+                  "identical_in_both": len(same), "missing": missing[:20],
+                  "released_fix": not NO_RELEASED_COEXISTENCE.value},
+        remediation=remediation,
     )

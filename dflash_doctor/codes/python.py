@@ -56,11 +56,14 @@ CODES = (
          "`pip install flash-attn` can resolve to flash-attn-4 (the CuTe-DSL rewrite), which installs only "
          "flash_attn/cute/ and no flash_attn/__init__.py. flash_attn then is an implicit namespace package: "
          "find_spec('flash_attn') is not None, but flash_attn.ops does not exist. " + _BROKEN_FLASH_ATTN +
-         " Fix: uninstall flash-attn-4 if nothing needs it, or install flash-attn v2 beside it."),
+         " Fix: uninstall flash-attn-4 if nothing needs it, or install flash-attn v2 beside it and then reinstall "
+         "flash-attn-4's own files on top."),
     Code("namespace.cute-overlap", "flash-attn and flash-attn-4 both install flash_attn/cute/",
-         "flash-attn 2.8.3 ships a stale copy of flash_attn/cute/, the same paths flash-attn-4 installs. The one "
-         "installed last overwrote the other's files; uninstalling either deletes files the other needs. Remove "
-         "both, then install what you need in a known order."),
+         "flash-attn 2.8.3 (and 2.8.3.post2) ship a stale copy of flash_attn/cute/ at 20 of the paths flash-attn-4 "
+         "installs. The one installed last overwrote the other's files, and uninstalling either deletes files the "
+         "other lists. v2 never imports flash_attn/cute, so the environment works while flash-attn-4's bytes are on "
+         "disk (warn) and is broken where v2's stale copy won or files are gone (fail). No released v2 coexists "
+         "cleanly yet (the extend_path fix, flash-attention #2331, is unreleased)."),
     # imports
     Code("import.rotary-ok", "The rotary import vLLM makes works",
          "`from flash_attn.ops.triton.rotary import apply_rotary` succeeded in the target interpreter."),
