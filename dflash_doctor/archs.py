@@ -10,13 +10,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final, Literal, TypedDict, Union
+from typing import Final, Literal, TypeAlias, TypedDict
 
 from dflash_doctor.knowledge.cuda import TEGRA_COMPUTE_CAPABILITIES
 
 __all__ = [
-    "Arch",
     "CC",
+    "Arch",
     "Coverage",
     "arch_sort_key",
     "compute_capability",
@@ -27,8 +27,8 @@ __all__ = [
     "sass_runs_on",
 ]
 
-CC = tuple[int, int]
-CCLike = Union[CC, str]
+CC: TypeAlias = tuple[int, int]
+CCLike: TypeAlias = CC | str
 
 _ARCH_RE: Final = re.compile(r"^(sm|compute|lto)_(\d{2,3})([af]?)$")
 _CC_RE: Final = re.compile(r"^(\d{1,2})\.(\d)([af]?)$")

@@ -60,7 +60,7 @@ SASS_ARCH_SPECIFIC: Fact[str] = Fact(
     "Features': architecture-specific targets (the 'a' suffix, introduced with compute capability 9.0) "
     "use features 'not guaranteed to be available' on later architectures; code built for them runs only "
     "on that exact compute capability. PTX ISA, '.target' directive: 'Target architectures with suffix "
-    "\"a\", such as sm_90a, include architecture-accelerated features that are supported on the specified "
+    '"a", such as sm_90a, include architecture-accelerated features that are supported on the specified '
     "architecture only, hence such targets do not follow the onion layer model.'",
     read_from=f"{_PROG_GUIDE_READ}; PTX ISA 8.x",
 )
@@ -218,14 +218,14 @@ CUDA_VERSION_ENCODING: Fact[str] = Fact(
 
 
 def decode_cuda_version(encoded: int) -> str:
-    """12080 -> "12.8" (cudaDriverGetVersion / nvmlSystemGetCudaDriverVersion encoding)."""
+    """Decode cudaDriverGetVersion / nvmlSystemGetCudaDriverVersion: 12080 -> "12.8"."""
     if encoded <= 0:
         raise ValueError(f"not an encoded CUDA version: {encoded!r}")
     return f"{encoded // 1000}.{(encoded % 1000) // 10}"
 
 
 def driver_version_tuple(version: str) -> tuple[int, ...]:
-    """"570.124.06" -> (570, 124, 6), for comparing driver versions numerically."""
+    """Split a driver version for numeric comparison: 570.124.06 -> (570, 124, 6)."""
     try:
         return tuple(int(part) for part in version.strip().split("."))
     except ValueError:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Collection, Iterable
 from typing import Any, Final
 
@@ -166,10 +167,16 @@ def _list_dir(root: str, problems: list[JSONDict]) -> set[str] | None:
 def _read_json(file: str, max_bytes: int, problems: list[JSONDict]) -> Any:
     """Parsed JSON, or None with a problem. A missing file is the caller's business (checked before)."""
     try:
+        # Opening a FIFO named config.json would block: only regular files are opened.
+        if not stat.S_ISREG(os.stat(file).st_mode):
+            problems.append(problem("not-a-file", file, "is not a regular file"))
+            return None
         with open(file, "rb") as handle:
             size = os.fstat(handle.fileno()).st_size
             if size > max_bytes:
-                problems.append(problem("too-large", file, f"{size} bytes; refusing to parse more than {max_bytes}"))
+                problems.append(
+                    problem("too-large", file, f"{size} bytes; refusing to parse more than {max_bytes}")
+                )
                 return None
             raw = handle.read(max_bytes + 1)
     except OSError as exc:
@@ -183,7 +190,9 @@ def _read_json(file: str, max_bytes: int, problems: list[JSONDict]) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        problems.append(problem("bad-json", file, f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"))
+        problems.append(
+            problem("bad-json", file, f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}")
+        )
     except (ValueError, RecursionError) as exc:
         problems.append(problem("bad-json", file, f"malformed JSON: {exc.__class__.__name__}"))
     return None
@@ -201,7 +210,9 @@ def _read_config(root: str, names: set[str], problems: list[JSONDict]) -> JSONDi
     if config is None:
         return None
     if not isinstance(config, dict):
-        problems.append(problem("bad-json", file, f"top level is a JSON {type(config).__name__}, not an object"))
+        problems.append(
+            problem("bad-json", file, f"top level is a JSON {type(config).__name__}, not an object")
+        )
         return None
     nested, text_from = _text_config(config)
     return {
@@ -260,12 +271,14 @@ def _read_weights(
         if weights["layout"] == "none" and on_disk:
             weights["layout"] = "single" if on_disk == [SINGLE_NAME] else "unindexed"
     if not to_read and weight_map is None and not weights["other_weight_files"]:
-        problems.append(problem("no-weights", root, "no weight files (*.safetensors, *.bin, ...) in the directory"))
-    expected = _count_values(weight_map) if weight_map is not None else {}
-    headers = _read_headers(root, to_read, expected, problems)
+        problems.append(
+            problem("no-weights", root, "no weight files (*.safetensors, *.bin, ...) in the directory")
+        )
+    by_shard = _group_by_shard(weight_map) if weight_map is not None else {}
+    headers = _read_headers(root, to_read, {s: len(names) for s, names in by_shard.items()}, problems)
     _summarise(headers, weights, keep_tensors, landmarks, problems)
     if weight_map is not None:
-        _cross_check_index(root, weight_map, headers, problems)
+        _cross_check_index(weight_map, by_shard, headers, problems)
     return weights
 
 
@@ -277,12 +290,16 @@ def _read_index(root: str, weights: JSONDict, problems: list[JSONDict]) -> dict[
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     # JSON object keys are always strings; only the values need checking.
     if not isinstance(weight_map, dict) or not all(type(v) is str for v in weight_map.values()):
-        problems.append(problem("bad-index", file, "no 'weight_map' object mapping tensor names to shard files"))
+        problems.append(
+            problem("bad-index", file, "no 'weight_map' object mapping tensor names to shard files")
+        )
         return None
     unsafe = sorted(v for v in set(weight_map.values()) if not _is_plain_relative(v))
     if unsafe:
         # Never follow an index out of the model directory.
-        problems.append(problem("bad-index", file, f"shard paths leave the model directory: {', '.join(unsafe[:5])}"))
+        problems.append(
+            problem("bad-index", file, f"shard paths leave the model directory: {', '.join(unsafe[:5])}")
+        )
         refused = set(unsafe)
         weight_map = {k: v for k, v in weight_map.items() if v not in refused}
     metadata = index.get("metadata")
@@ -300,11 +317,14 @@ def _is_plain_relative(shard: str) -> bool:
     return bool(shard) and not os.path.isabs(shard) and ".." not in shard.replace("\\", "/").split("/")
 
 
-def _count_values(weight_map: dict[str, str]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for shard in weight_map.values():
-        counts[shard] = counts.get(shard, 0) + 1
-    return counts
+def _group_by_shard(weight_map: dict[str, str]) -> dict[str, set[str]]:
+    by_shard: dict[str, set[str]] = {}
+    for name, shard in weight_map.items():
+        names = by_shard.get(shard)
+        if names is None:
+            names = by_shard[shard] = set()
+        names.add(name)
+    return by_shard
 
 
 def _read_headers(
@@ -315,8 +335,12 @@ def _read_headers(
         file = os.path.join(root, shard)
         if not os.path.lexists(file):
             problems.append(
-                problem("missing-shard", file,
-                        f"the index puts {expected.get(shard, 0)} tensors in this shard, but it is not in the directory")
+                problem(
+                    "missing-shard",
+                    file,
+                    f"the index puts {expected.get(shard, 0)} tensors in this shard, "
+                    "but it is not in the directory",
+                )
             )
             continue
         headers[shard] = read_safetensors_header(file)
@@ -332,62 +356,78 @@ def _summarise(
 ) -> None:
     """Per-file summaries, totals and the dtype histogram; file problems move to the flat list."""
     seen_in: dict[str, str] = {}
-    dtypes: dict[str, dict[str, int]] = {}
+    dtype_tensors: dict[str, int] = {}
+    dtype_bytes: dict[str, int] = {}
+    kept: dict[str, JSONDict] = weights["tensors"]
     for shard, header in headers.items():
         problems.extend(header["problems"])
-        file_bytes = 0
-        for name, info in header["tensors"].items():
-            nbytes = info["bytes"] or 0
-            file_bytes += nbytes
-            slot = dtypes.setdefault(info["dtype"], {"tensors": 0, "bytes": 0})
-            slot["tensors"] += 1
-            slot["bytes"] += nbytes
-            if name in seen_in:
-                problems.append(
-                    problem("duplicate-tensor", header["path"], f"tensor '{name}' is also in {seen_in[name]}",
-                            tensor=name)
+        tensors: dict[str, JSONDict] = header["tensors"]
+        for name in sorted(seen_in.keys() & tensors.keys()):
+            problems.append(
+                problem(
+                    "duplicate-tensor",
+                    header["path"],
+                    f"tensor '{name}' is also in {seen_in[name]}",
+                    tensor=name,
                 )
-            seen_in[name] = shard
-            if keep_tensors or name.endswith(landmarks):
-                weights["tensors"][name] = {**info, "file": shard}
+            )
+        seen_in.update(dict.fromkeys(tensors, shard))
+        file_bytes = 0
+        for info in tensors.values():
+            dtype, nbytes = info["dtype"], info["bytes"] or 0
+            file_bytes += nbytes
+            dtype_tensors[dtype] = dtype_tensors.get(dtype, 0) + 1
+            dtype_bytes[dtype] = dtype_bytes.get(dtype, 0) + nbytes
+        names = tensors if keep_tensors else [n for n in tensors if n.endswith(landmarks)]
+        for name in names:
+            kept[name] = {**tensors[name], "file": shard}
         weights["files"].append(
             {
                 "file": shard,
                 "size": header["size"],
                 "header_len": header["header_len"],
                 "data_len": header["data_len"],
-                "tensor_count": len(header["tensors"]),
+                "tensor_count": len(tensors),
                 "bytes": file_bytes,
                 "metadata": header["metadata"],
             }
         )
-        weights["tensor_count"] += len(header["tensors"])
+        weights["tensor_count"] += len(tensors)
         weights["total_bytes"] += file_bytes
         weights["file_bytes"] += header["size"] or 0
-    weights["dtypes"] = dict(sorted(dtypes.items()))
+    weights["dtypes"] = {
+        d: {"tensors": dtype_tensors[d], "bytes": dtype_bytes[d]} for d in sorted(dtype_tensors)
+    }
 
 
 def _cross_check_index(
-    root: str, weight_map: dict[str, str], headers: dict[str, JSONDict], problems: list[JSONDict]
+    weight_map: dict[str, str],
+    by_shard: dict[str, set[str]],
+    headers: dict[str, JSONDict],
+    problems: list[JSONDict],
 ) -> None:
     """Every indexed tensor is in the shard the index names, and every shard tensor is indexed."""
-    by_shard: dict[str, set[str]] = {}
-    for name, shard in weight_map.items():
-        by_shard.setdefault(shard, set()).add(name)
     for shard, header in headers.items():
         if any(p["kind"] in FATAL_KINDS for p in header["problems"]):
             continue  # no trustworthy tensor table: comparing names would only add noise
         indexed, present = by_shard.get(shard, set()), header["tensors"].keys()
         for name in sorted(indexed - present):
             problems.append(
-                problem("index-tensor-missing", header["path"],
-                        f"the index puts tensor '{name}' in this shard, but the shard does not contain it",
-                        tensor=name)
+                problem(
+                    "index-tensor-missing",
+                    header["path"],
+                    f"the index puts tensor '{name}' in this shard, but the shard does not contain it",
+                    tensor=name,
+                )
             )
         for name in sorted(present - indexed):
             elsewhere = weight_map.get(name)
             where = f"the index puts it in {elsewhere}" if elsewhere else "the index does not list it"
             problems.append(
-                problem("unindexed-tensor", header["path"], f"tensor '{name}' is in this shard but {where}",
-                        tensor=name)
+                problem(
+                    "unindexed-tensor",
+                    header["path"],
+                    f"tensor '{name}' is in this shard but {where}",
+                    tensor=name,
+                )
             )
