@@ -1,0 +1,63 @@
+"""The project's own invariants: one code table covers every finding, packaging ships every module."""
+
+from __future__ import annotations
+
+import ast
+import re
+import tomllib
+from pathlib import Path
+
+from dflash_doctor.codes import CODES
+from dflash_doctor.registry import BUILTIN_CHECKS
+
+ROOT = Path(__file__).resolve().parent.parent
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def emitted_ids() -> set[str]:
+    """Every literal finding id in the package's source: `id="x.y"`, Finding("x.y", ...), Cause("x.y", ...)."""
+    found: set[str] = set()
+    for path in [*ROOT.joinpath("dflash_doctor").rglob("*.py"), *ROOT.joinpath("checks").rglob("*.py")]:
+        if "codes" in path.parts or "probe" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.keyword) and node.arg == "id" and isinstance(node.value, ast.Constant):
+                found.add(node.value.value)
+            if (isinstance(node, ast.Call) and getattr(node.func, "id", "") in ("Finding", "Cause")
+                    and node.args and isinstance(node.args[0], ast.Constant)):
+                found.add(node.args[0].value)
+    return {i for i in found if isinstance(i, str) and re.fullmatch(r"[a-z0-9-]+\.[a-z0-9.-]+", i)}
+
+
+def test_every_emitted_finding_id_is_in_the_code_table_with_an_explanation() -> None:
+    missing = emitted_ids() - set(CODES)
+    assert not missing, f"finding ids without a code-table entry: {sorted(missing)}"
+    for code in CODES.values():
+        assert code.title and len(code.explanation) > 40, code.id
+
+
+def test_builtin_fallback_list_matches_the_entry_points() -> None:
+    declared = PYPROJECT["project"]["entry-points"]["dflash_doctor.checks"]
+    assert dict(BUILTIN_CHECKS) == declared
+
+
+def test_every_package_directory_is_shipped() -> None:
+    listed = set(PYPROJECT["tool"]["setuptools"]["packages"])
+    on_disk = {".".join(p.parent.relative_to(ROOT).parts) for p in ROOT.joinpath("dflash_doctor").rglob("__init__.py")}
+    assert on_disk - listed == set()
+    assert "dflash_doctor.checks" in listed and "checks" not in listed  # never a top-level `checks`
+
+
+def test_the_built_wheel_ships_checks_under_the_package_name_only(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    import zipfile
+
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w",
+                    str(tmp_path), str(ROOT)], check=True, capture_output=True)
+    (wheel,) = tmp_path.glob("dflash_doctor-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/", 1)[0] for n in names}
+    assert tops == {"dflash_doctor", wheel.name.split("-py3")[0] + ".dist-info"}
+    assert "dflash_doctor/checks/namespaces.py" in names
+    assert "dflash_doctor/schema/report-v1.json" in names and "dflash_doctor/probe/environment.py" in names
