@@ -4,10 +4,11 @@ only the `vllm/` Python files are unpacked (the doctor reads vLLM's source; it n
 from __future__ import annotations
 
 import fcntl
+import hashlib
+import json
 import os
-import subprocess
-import sys
 import tarfile
+import urllib.request
 from pathlib import Path
 
 CACHE = Path(os.environ.get("DFLASH_DOCTOR_TEST_CACHE", Path.home() / ".cache" / "dflash-doctor-tests"))
@@ -27,8 +28,7 @@ def vllm_source(version: str) -> Path:
         sdists = CACHE / "sdists"
         sdist = sdists / f"vllm-{version}.tar.gz"
         if not sdist.exists():
-            subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-                            "--no-build-isolation", "-q", "-d", str(sdists), f"vllm=={version}"], check=True)
+            download_sdist(version, sdist)
         with tarfile.open(sdist) as archive:
             prefix = f"vllm-{version}/vllm/"
             members = [m for m in archive.getmembers() if m.name.startswith(prefix) and m.name.endswith(".py")]
@@ -37,3 +37,27 @@ def vllm_source(version: str) -> Path:
             archive.extractall(root, members=members, filter="data")
         done.touch()
     return root / "vllm"
+
+
+def download_sdist(version: str, destination: Path) -> None:
+    """Fetch the sdist file itself through PyPI's simple index, checking PyPI's sha256.
+
+    `pip download --no-binary` cannot do it: pip would run vLLM's build backend, which imports
+    torch (or, isolated, builds torch from source)."""
+    name = f"vllm-{version}.tar.gz"
+    request = urllib.request.Request("https://pypi.org/simple/vllm/",
+                                     headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        files = json.load(response)["files"]
+    entry = next(f for f in files if f["filename"] == name)
+    partial = destination.with_suffix(".part")
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256()
+    with urllib.request.urlopen(entry["url"], timeout=300) as response, open(partial, "wb") as out:
+        for block in iter(lambda: response.read(1 << 20), b""):
+            digest.update(block)
+            out.write(block)
+    if digest.hexdigest() != entry["hashes"]["sha256"]:
+        partial.unlink()
+        raise RuntimeError(f"{name}: sha256 {digest.hexdigest()} differs from PyPI's {entry['hashes']['sha256']}")
+    partial.replace(destination)

@@ -80,7 +80,9 @@ CODES = (
          "matches this torch's major.minor, CUDA major and cxx11abi. " + _BROKEN_FLASH_ATTN),
     Code("import.extension-missing", "flash-attn was built without its CUDA extension",
          "flash_attn_2_cuda is not installed (the wheel was built with FLASH_ATTENTION_SKIP_CUDA_BUILD, or the "
-         "build failed quietly). flash_attn's own __init__ swallows this, but flash_attn_func cannot run."),
+         "build failed quietly). flash_attn/__init__.py imports it unguarded (2.8.3 and 2.8.3.post2), so every "
+         "flash_attn import raises ModuleNotFoundError: vLLM 0.24 and later survive that, 0.18-0.23 do not. "
+         "Build flash-attn with its extension against the installed torch."),
     Code("import.dependency-missing", "The import needs a package that is not installed",
          "The module imports torch, triton or another package that is not installed in the target."),
     Code("import.glibc-too-old", "An extension needs a newer glibc/libstdc++",
