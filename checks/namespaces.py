@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 from dflash_doctor.check import Facts
 from dflash_doctor.envfacts import Dist, Distributions
 from dflash_doctor.guards import judge_site
-from dflash_doctor.knowledge.flash_attn_advice import NO_RELEASED_COEXISTENCE, V2_SHIPS_STALE_CUTE, V2_SPEC
+from dflash_doctor.knowledge.flash_attn import EXTEND_PATH_FIRST_RELEASE, FA2_RELEASES_SHIPPING_CUTE, V2_SPEC
 from dflash_doctor.knowledge.vllm_imports import SERVING_PATH_SITES
 from dflash_doctor.model import Finding, Remediation, Status
 from dflash_doctor.remedy import Installer
@@ -207,9 +207,10 @@ def _cute_overlap(dists: Distributions, claimants: Mapping[str, Dist], installer
            "dependencies. " if holds_v2 else "")
         + ("Files both claim are gone (an uninstall of one deleted them). " if missing else "")
         + "Uninstalling either one deletes files the other lists in its RECORD. "
-        + (V2_SHIPS_STALE_CUTE.note + "." if broken else ""),
+        + (f"Every flash-attn release on PyPI ({', '.join(FA2_RELEASES_SHIPPING_CUTE.value)}) ships that stale "
+           "copy; " + FA2_RELEASES_SHIPPING_CUTE.note if broken else ""),
         evidence={"shared": len(shared), "hold_flash_attn_4": holds_v4[:20], "hold_flash_attn": holds_v2[:20],
                   "identical_in_both": len(same), "missing": missing[:20],
-                  "released_fix": not NO_RELEASED_COEXISTENCE.value},
+                  "released_fix": EXTEND_PATH_FIRST_RELEASE.value},
         remediation=remediation,
     )

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dflash_doctor.knowledge import Fact
 
 __all__ = [
+    "V2_SPEC",
     "BUILD_ENV_VARS",
     "BUILD_NEEDS_NO_BUILD_ISOLATION",
     "CUTE_EXCLUDED_FIRST_RELEASE",
@@ -538,4 +539,18 @@ FA3_MIN_NVCC: Fact[str] = Fact(
     'RuntimeError("FlashAttention-3 '
     'is only supported on CUDA 12.3 and above")` (v2.8.3 line 398-399, HEAD 508-509)',
     read_from=f"{_SDIST_283} hopper/setup.py; {_HEAD} hopper/setup.py",
+)
+
+# ---------------------------------------------------------------------------------------------------------
+# What to recommend
+# ---------------------------------------------------------------------------------------------------------
+
+V2_SPEC: Fact[str] = Fact(
+    value="flash-attn<3",
+    source="flash-attention setup.py (`import torch` at module level, setup.py:22) and README "
+    "(`pip install flash-attn --no-build-isolation`): v2 provides flash_attn/__init__.py and "
+    "flash_attn.ops.triton.rotary, and builds only against the torch already installed",
+    read_from=_ALL_283,
+    note="Beside flash-attn-4 it overwrites the files they share under flash_attn/cute (FA2_RELEASES_SHIPPING_CUTE) "
+    "until a release carries EXTEND_PATH_FIRST_RELEASE and CUTE_EXCLUDED_FIRST_RELEASE.",
 )

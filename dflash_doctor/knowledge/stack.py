@@ -1,18 +1,17 @@
 """Which distributions make up the serving stack, and which import names the flash-attention family
-installs. The doctor reads everything else about them from their own installed metadata."""
+installs (derived from the flash-attention facts, so each fact is stated once)."""
 
 from __future__ import annotations
 
 from dflash_doctor.knowledge import Fact
+from dflash_doctor.knowledge import flash_attn as fa
 
 STACK_DISTRIBUTIONS: Fact[tuple[str, ...]] = Fact(
     value=(
         "torch",
         "triton",
         "vllm",
-        "flash-attn",
-        "flash-attn-4",
-        "flash-attn-3",
+        *fa.DISTRIBUTIONS.value,
         "flashinfer-python",
         "transformers",
         "nvidia-ml-py",
@@ -24,16 +23,17 @@ STACK_DISTRIBUTIONS: Fact[tuple[str, ...]] = Fact(
 )
 
 FLASH_ATTN_FAMILY: Fact[tuple[str, ...]] = Fact(
-    value=("flash-attn", "flash-attn-4", "flash-attn-3", "flash-attn-cute"),
-    source="PyPI project names of Dao-AILab/flash-attention's packages: setup.py PACKAGE_NAME='flash_attn' "
-    "(v2), flash_attn/cute/pyproject.toml name='flash-attn-4', hopper/setup.py PACKAGE_NAME='flash_attn_3'.",
-    read_from="flash-attention v2.8.3 (060c9188) and HEAD 0251105a",
+    value=tuple(fa.DISTRIBUTIONS.value),
+    source=fa.DISTRIBUTIONS.source,
+    read_from=fa.DISTRIBUTIONS.read_from,
 )
 
 WATCHED_TOP_LEVELS: Fact[tuple[str, ...]] = Fact(
-    value=("flash_attn", "hopper", "flash_attn_2_cuda", "flash_attn_3", "flash_attn_interface", "flash_attn_config"),
-    source="Top-level names the family installs: flash-attn v2 setup.py find_packages() (flash_attn, and "
-    "hopper in 2.8.3) and CUDAExtension(name='flash_attn_2_cuda'); flash-attn-4 packages=['flash_attn.cute']; "
-    "hopper/setup.py py_modules=['flash_attn_interface', 'flash_attn_config'] and package flash_attn_3.",
-    read_from="flash-attention v2.8.3 (060c9188) and HEAD 0251105a",
+    value=tuple(dict.fromkeys([
+        *fa.FA2_TOP_LEVELS.value,
+        *(name for names in fa.FA3_TOP_LEVELS.value.values() for name in names),
+        *fa.FLASH_ATTN_CUTE_TOP_LEVELS.value,
+    ])),
+    source=f"{fa.FA2_TOP_LEVELS.source} | {fa.FA3_TOP_LEVELS.source} | {fa.FLASH_ATTN_CUTE_TOP_LEVELS.source}",
+    read_from=f"{fa.FA2_TOP_LEVELS.read_from}; {fa.FA3_TOP_LEVELS.read_from}",
 )
