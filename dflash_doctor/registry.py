@@ -27,6 +27,9 @@ BUILTIN_CHECKS: tuple[tuple[str, str], ...] = (
     ("imports", "dflash_doctor.checks.imports:RotaryImportCheck"),
     ("import-surface", "dflash_doctor.checks.imports:ImportSurfaceCheck"),
     ("extensions", "dflash_doctor.checks.imports:ExtensionsCheck"),
+    ("gpu", "dflash_doctor.checks.gpu:GpuCheck"),
+    ("cuda-stack", "dflash_doctor.checks.gpu:CudaStackCheck"),
+    ("kernels", "dflash_doctor.checks.gpu:KernelsCheck"),
 )
 
 

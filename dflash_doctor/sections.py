@@ -76,6 +76,9 @@ BUILTIN_COLLECTORS: tuple[Collector, ...] = (
         "dflash_doctor.collectors.imports:collect_extensions",
         requires=("distributions", "resolution"),
     ),
+    Collector("nvml", ("gpu",), "dflash_doctor.collectors.nvml:collect"),
+    Collector("cuda-stack", ("cuda_stack",), "dflash_doctor.collectors.cuda:collect_stack"),
+    Collector("kernels", ("kernels",), "dflash_doctor.collectors.cuda:collect_kernels"),
 )
 
 

@@ -66,6 +66,10 @@ class TerminalReporter:
         yield header
         if report.get("judged_from"):
             yield Text(f"judged again from {report['judged_from']}", style="dim")
+        from dflash_doctor.reporters.gpu_summary import gpu_lines
+
+        for text in gpu_lines(report):  # each GPU with its arch, memory and coverage, at a glance
+            yield Text("  " + text)
         yield Text("")
         for result in results:
             yield from self.check_lines(result)
