@@ -28,8 +28,14 @@ BUILTIN_CHECKS: tuple[tuple[str, str], ...] = (
     ("import-surface", "dflash_doctor.checks.imports:ImportSurfaceCheck"),
     ("extensions", "dflash_doctor.checks.imports:ExtensionsCheck"),
     ("gpu", "dflash_doctor.checks.gpu:GpuCheck"),
+    ("arch-coverage", "dflash_doctor.checks.archs:ArchCoverageCheck"),
     ("cuda-stack", "dflash_doctor.checks.gpu:CudaStackCheck"),
     ("kernels", "dflash_doctor.checks.gpu:KernelsCheck"),
+    ("model-files", "dflash_doctor.checks.models:ModelFilesCheck"),
+    ("drafter", "dflash_doctor.checks.models:DrafterCheck"),
+    ("drafter-attention", "dflash_doctor.checks.models:DrafterAttentionCheck"),
+    ("serve-command", "dflash_doctor.checks.serve:ServeCommandCheck"),
+    ("serve-resources", "dflash_doctor.checks.serve:ServeResourcesCheck"),
 )
 
 

@@ -77,7 +77,13 @@ BUILTIN_COLLECTORS: tuple[Collector, ...] = (
         requires=("distributions", "resolution"),
     ),
     Collector("nvml", ("gpu",), "dflash_doctor.collectors.nvml:collect"),
+    Collector("arch-coverage", ("arch_coverage",), "dflash_doctor.collectors.archs:collect",
+              requires=("distributions", "target")),
     Collector("cuda-stack", ("cuda_stack",), "dflash_doctor.collectors.cuda:collect_stack"),
+    Collector("serve-args", ("serve_args",), "dflash_doctor.collectors.serve:collect_args"),
+    Collector("models", ("models",), "dflash_doctor.collectors.models:collect", requires=("serve_args",)),
+    Collector("vllm-dflash", ("vllm_dflash",), "dflash_doctor.collectors.serve:collect_vllm",
+              requires=("distributions", "resolution", "models")),
     Collector("kernels", ("kernels",), "dflash_doctor.collectors.cuda:collect_kernels"),
 )
 

@@ -30,6 +30,10 @@ NVML_TIMEOUT_S = 20.0
 
 
 def collect(ctx: Context, _earlier: Mapping[str, Any]) -> dict[str, Any]:
+    if ctx.no_gpu:
+        # Other checks (arch coverage) read this section when present; under --no-gpu they judge
+        # --target-arch instead, and NVML is not touched at all.
+        return {SECTION: {"skipped": "--no-gpu"}}
     return {SECTION: nvml_facts(timeout_s=min(ctx.timeout_s, NVML_TIMEOUT_S))}
 
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from elftools.construct.lib.container import Container
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import Section
 
 __all__ = ["section_by_name", "sections_of_type"]
 
 
-def _headers(elf: ELFFile) -> Iterator[tuple[int, object]]:
+def _headers(elf: ELFFile) -> Iterator[tuple[int, Container]]:
     # _get_section_header is private but has been there since pyelftools 0.2x; it parses one header.
     for index in range(elf.num_sections()):
         yield index, elf._get_section_header(index)
@@ -25,7 +26,7 @@ def _headers(elf: ELFFile) -> Iterator[tuple[int, object]]:
 def sections_of_type(elf: ELFFile, *types: str) -> Iterator[Section]:
     """The sections whose sh_type is one of `types` ("SHT_DYNSYM", ...), in file order."""
     for index, header in _headers(elf):
-        if header["sh_type"] in types:  # type: ignore[index]
+        if header["sh_type"] in types:
             yield elf.get_section(index)
 
 

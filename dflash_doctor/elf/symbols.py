@@ -299,31 +299,31 @@ def _ldconfig_paths() -> list[str]:
     ]
 
 
-def _executable_rpath() -> list[str]:
+def _executable_rpath(executable: str) -> list[str]:
     """The interpreter's DT_RPATH (not RUNPATH): it applies to every library the process loads, which is
     how a conda env's own libstdc++ shadows the system one."""
     try:
-        with open_elf(sys.executable) as (elf, _buf):
+        with open_elf(executable) as (elf, _buf):
             tags = _dynamic_tags(elf)
     except ElfError:
         return []
     if tags["runpath"]:
         return []
-    origin = os.path.dirname(os.path.realpath(sys.executable))
+    origin = os.path.dirname(os.path.realpath(executable))
     return [p.replace("$ORIGIN", origin).replace("${ORIGIN}", origin) for p in tags["rpath"]]
 
 
-def _find_libstdcxx() -> tuple[str | None, str]:
-    """The libstdc++.so.6 a Python process here would load, in the dynamic loader's search order."""
-    for directory in _executable_rpath():
+def _find_libstdcxx(executable: str) -> tuple[str | None, str]:
+    """The libstdc++.so.6 `executable` would load, in the dynamic loader's search order."""
+    for directory in _executable_rpath(executable):
         candidate = os.path.join(directory, _LIBSTDCXX)
         if os.path.isfile(candidate):
-            return candidate, "DT_RPATH of " + sys.executable
+            return candidate, "DT_RPATH of " + executable
     for directory in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
         candidate = os.path.join(directory, _LIBSTDCXX)
         if directory and os.path.isfile(candidate):
             return candidate, "LD_LIBRARY_PATH"
-    ours = _machine(sys.executable)
+    ours = _machine(executable)
     cached = _ldconfig_paths()
     for candidate in cached:  # the cache lists every ABI (x86-64, i386, ...): take the interpreter's
         if ours is None or _machine(candidate) == ours:
@@ -344,20 +344,22 @@ def _find_libstdcxx() -> tuple[str | None, str]:
     return None, "not found (rpath, LD_LIBRARY_PATH, ldconfig -p, find_library)"
 
 
-def host_runtime_versions() -> dict[str, Any]:
-    """What this host's C and C++ runtimes provide, as facts:
+def host_runtime_versions(executable: str | None = None) -> dict[str, Any]:
+    """What this host's C and C++ runtimes provide to `executable` (default: this interpreter), as facts:
 
     {"provides": {"GLIBC": "2.36", "GLIBCXX": "3.4.30", "CXXABI": "1.3.13"},
      "glibc": {"version", "read_from"}, "libstdcxx": {"path", "found_by"}, "errors": [...]}
 
-    `provides` compares directly with scan_library()["needs_versions"] via unmet_versions().
+    `provides` compares directly with scan_library()["needs_versions"] via unmet_versions(). Pass the target
+    interpreter: a conda Python's DT_RPATH makes its processes load the env's own libstdc++.
     """
+    executable = executable or sys.executable
     errors: list[str] = []
     glibc, glibc_from = _glibc_version()
     provides: dict[str, str] = {"GLIBC": glibc} if glibc else {}
     if glibc is None:
         errors.append(glibc_from)
-    path, found_by = _find_libstdcxx()
+    path, found_by = _find_libstdcxx(executable)
     if path is None:
         errors.append(f"{_LIBSTDCXX} {found_by}")
     else:
@@ -371,5 +373,6 @@ def host_runtime_versions() -> dict[str, Any]:
         "provides": provides,
         "glibc": {"version": glibc, "read_from": glibc_from},
         "libstdcxx": {"path": path, "found_by": found_by},
+        "executable": executable,
         "errors": errors,
     }

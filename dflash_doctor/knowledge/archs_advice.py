@@ -16,11 +16,11 @@ __all__ = [
     "FA2_ARCH_VALUES",
     "FA2_MIN_COMPUTE_CAPABILITY",
     "FA2_UBUNTU_2204_WHEELS_FROM",
-    "LibraryGate",
     "PTX_ISA_MIN_CUDA",
     "SASS_MIN_TOOLKIT",
     "TORCH_CU128_FIRST_RELEASE",
     "VLLM_RELEASE_ARCH_LIST",
+    "LibraryGate",
 ]
 
 _FA_TAGS = "flash-attention tags v2.7.0..v2.8.3.post1 (v2.8.3 = 060c9188) and HEAD 0251105a"

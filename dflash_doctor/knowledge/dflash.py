@@ -15,6 +15,7 @@ __all__ = [
     "ATTENTION_FALLBACK",
     "AUX_HIDDEN_STATE_MODEL_TYPES",
     "BATCH_DEFAULTS",
+    "BATCH_HUGE_MARKER",
     "DFLASH_ARCH_RENAME",
     "DFLASH_FIRST_VERSION",
     "DFLASH_MODEL_FILE",
@@ -36,9 +37,9 @@ __all__ = [
     "SAMPLE_FROM_ANCHOR_MARKER",
     "SCHEDULER_RULES",
     "SLIDING_WINDOW_MARKER",
+    "SPEC_BLOCK",
     "SPEC_BUDGET_RULE_A",
     "SPEC_BUDGET_RULE_B",
-    "SPEC_BLOCK",
     "TARGET_HIDDEN_SIZE_NULL",
     "TARGET_LAYER_IDS_REQUIRED",
     "UNIFORM_LAYER_HEURISTIC",
@@ -89,7 +90,7 @@ METHOD_DETECTION: Fact[str] = Fact(
     "otherwise the drafter is loaded as a plain 'draft_model'",
     source="vllm/config/speculative.py SpeculativeConfig.__post_init__: `if self.method is None: ... self.method "
     "= \"draft_model\"`, then `elif \"dflash\" in self.draft_model_config.model.lower(): self.method = \"dflash\"`",
-    read_from="vllm 0.20.1 sdist (config/speculative.py lines 448-451, 591-592)",
+    read_from="vllm 0.20.1 sdist (config/speculative.py lines 453 and 591)",
 )
 
 NUM_SPEC_TOKENS_REQUIRED: Fact[str] = Fact(
@@ -164,7 +165,7 @@ def uniform_layer_ids(num_target_layers: int, num_draft_layers: int) -> list[int
         return [num_target_layers // 2]
     start, end = 1, num_target_layers - 3
     span = end - start
-    return [int(round(start + (i * span) / (num_draft_layers - 1))) for i in range(num_draft_layers)]
+    return [round(start + (i * span) / (num_draft_layers - 1)) for i in range(num_draft_layers)]
 
 
 LAYER_IDS_PLUS_ONE_MARKER: Fact[str] = Fact(
@@ -218,8 +219,8 @@ UNSUPPORTED_DRAFTER_TENSORS: Fact[tuple[str, ...]] = Fact(
 
 WEIGHT_LOADER_STRICT: Fact[str] = Fact(
     value="a tensor that matches no parameter, a parameter no tensor fills, or a shape that differs stops loading",
-    source="vllm/model_executor/models/utils.py AutoWeightsLoader._load_module: `raise ValueError(f\"There is no "
-    "module or parameter named '{prefixed_name}' in {type(self.module).__name__}\")`; "
+    source="vllm/model_executor/models/utils.py AutoWeightsLoader._load_module (line 334): \"There is no module or "
+    "parameter named ...\"; "
     "vllm/model_executor/model_loader/default_loader.py load_weights: \"Following weights were not initialized "
     "from checkpoint: ...\"; default_weight_loader asserts `param.size() == loaded_weight.size()`",
     read_from="vllm 0.20.1 sdist",
@@ -312,19 +313,26 @@ SCHEDULER_RULES: Fact[str] = Fact(
     "_set_default_chunked_prefill_and_prefix_caching_args: model_config.is_chunked_prefill_supported).",
 )
 
-BATCH_DEFAULTS: Fact[dict[str, object]] = Fact(
+BATCH_DEFAULTS: Fact[dict[str, dict[str, int]]] = Fact(
     value={
-        "large_gib": 70, "large": {"max_num_batched_tokens": 8192, "max_num_seqs": 1024}, "large_excludes": "a100",
-        "small": {"max_num_batched_tokens": 2048, "max_num_seqs": 256},
-        "huge_gib": 160, "huge": {"max_num_batched_tokens": 16384, "max_num_seqs": 1024},
-        "huge_marker": "device_memory >= 160 * GiB_bytes",
+        "small": {"min_gib": 0, "max_num_batched_tokens": 2048, "max_num_seqs": 256},
+        "large": {"min_gib": 70, "max_num_batched_tokens": 8192, "max_num_seqs": 1024},
+        "huge": {"min_gib": 160, "max_num_batched_tokens": 16384, "max_num_seqs": 1024},
     },
-    source="vllm/engine/arg_utils.py EngineArgs.get_batch_defaults, OPENAI_API_SERVER column: a first GPU with >= "
-    "70 GiB whose name lacks 'a100' gets max_num_batched_tokens 8192 and max_num_seqs 1024, others 2048 and 256 "
-    "(0.20.1 lines 2208-2227); 0.34.0 adds >= 160 GiB: 16384 and 1024 (and keeps GB10 on the small tier). "
-    "Without --max-num-batched-tokens and without chunked prefill it becomes max(max_model_len, default); then "
-    "min(max_num_seqs * max_model_len, ...)",
+    source="vllm/engine/arg_utils.py EngineArgs.get_batch_defaults, OPENAI_API_SERVER column, by the first GPU's "
+    "total memory as torch reports it: >= 70 GiB and a name without 'a100' gets max_num_batched_tokens 8192 and "
+    "max_num_seqs 1024, others 2048 and 256 (0.20.1 lines 2208-2227); 0.34.0 adds >= 160 GiB: 16384 and 1024 (and "
+    "keeps GB10 on the small tier). Without --max-num-batched-tokens and without chunked prefill it becomes "
+    "max(max_model_len, default); then min(max_num_seqs * max_model_len, ...)",
     read_from="vllm sdists 0.20.1, 0.24.0 and 0.34.0",
+    note="The 'large' tier excludes GPUs whose name contains 'a100'; the 'huge' tier exists where the installed "
+    "source has BATCH_HUGE_MARKER.",
+)
+
+BATCH_HUGE_MARKER: Fact[str] = Fact(
+    value="device_memory >= 160 * GiB_bytes",
+    source="vllm/engine/arg_utils.py get_batch_defaults in 0.34.0 (absent from 0.20.1-0.24.0)",
+    read_from="vllm sdists 0.20.1, 0.24.0, 0.34.0",
 )
 
 SPEC_BUDGET_RULE_A: Fact[str] = Fact(
@@ -365,14 +373,14 @@ WORLD_SIZE_RULE: Fact[str] = Fact(
     source="vllm/config/parallel.py ParallelConfig.__post_init__: `raise ValueError(f\"World size "
     "({self.world_size}) is larger than the number of available GPUs ({gpu_count}) in this node. If this is "
     "intentional and you are using:\\n- ray, set '--distributed-executor-backend ray'.\\n- multiprocessing, set "
-    "'--nnodes' appropriately.\")` (0.20.1 line 808; 0.34.0 line 1165)",
+    "'--nnodes' appropriately.\")` (0.20.1 line 812; 0.34.0 line 1165)",
     read_from="vllm 0.20.1 and 0.34.0 sdists",
 )
 
 HEADS_DIVISIBLE_RULE: Fact[str] = Fact(
     value="num_attention_heads % tensor_parallel_size == 0",
     source="vllm/config/model.py ModelConfig.verify_with_parallel_config: \"Total number of attention heads ({h}) "
-    "must be divisible by tensor parallel size ({tp}).\" (0.20.1 line 1125); the draft model is verified "
+    "must be divisible by tensor parallel size ({tp}).\" (0.20.1 line 1126); the draft model is verified "
     "against the draft parallel config the same way (SpeculativeConfig._verify_args)",
     read_from="vllm 0.20.1 and 0.34.0 sdists",
 )

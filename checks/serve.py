@@ -1,0 +1,660 @@
+"""Layer: the `vllm serve` command, judged before it runs.
+
+- `serve-command`: the command line itself (read by vLLM's own parser when it imports in the target, else by
+  the documented subset), the speculative config (JSON, method, drafter, num_speculative_tokens, draft TP),
+  the scheduler's limits exactly as vLLM's SchedulerConfig and VllmConfig reject them, the DFlash token
+  budget, --max-model-len against the target's config, and attention heads against the tensor-parallel size.
+- `serve-resources`: what the host must offer: enough GPUs for TP x PP, weights per GPU plus the drafter
+  within each GPU's memory x --gpu-memory-utilization (memory other processes hold counted), room for one
+  max_model_len sequence of KV cache, and a free port.
+
+Every rule and the vLLM versions it was read from are in knowledge.dflash; the installed vLLM's source
+decides which variant applies (collectors.serve).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar, TypeGuard
+
+from dflash_doctor.check import Facts
+from dflash_doctor.knowledge.dflash import (
+    BATCH_DEFAULTS,
+    DRAFT_TP_RULE,
+    HEADS_DIVISIBLE_RULE,
+    KV_CACHE_ONE_SEQUENCE,
+    KV_HEADS_TP_RULE,
+    MAX_MODEL_LEN_RULE,
+    METHOD_DETECTION,
+    NUM_SPEC_TOKENS_REQUIRED,
+    SCHEDULER_RULES,
+    SPEC_BUDGET_RULE_A,
+    SPEC_BUDGET_RULE_B,
+    WORLD_SIZE_RULE,
+)
+from dflash_doctor.knowledge.gpu import VLLM_FREE_MEMORY_CHECK
+from dflash_doctor.model import Finding, Remediation, Status
+
+from .models import gpu_view, installer_for, optional_section, text_config, version_tuple
+
+__all__ = ["ServeCommandCheck", "ServeResourcesCheck", "effective_settings"]
+
+GIB = float(1 << 30)
+DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "half": 2, "float": 4}
+STORED_FLOAT = {"F16", "BF16", "F32", "F64"}
+MULTIMODAL_PREFIX_WORDS = ("visual", "vision", "image", "audio", "mm_projector", "multi_modal")
+
+
+def _is_int(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _int_or(value: Any, default: int) -> int:
+    return int(value) if _is_int(value) else default
+
+
+def _gib(value: float | None) -> str:
+    return "?" if value is None else f"{value / GIB:.2f} GiB"
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _marker(vllm: Mapping[str, Any] | None, name: str) -> bool | None:
+    if not vllm or not vllm.get("root"):
+        return None
+    marker = (vllm.get("markers") or {}).get(name) or {}
+    return bool(marker.get("found")) if marker.get("readable", True) else None
+
+
+def _not_given() -> list[Finding]:
+    return [Finding("serve.not-given", Status.SKIP, "serve command: skipped, none given",
+                    detail="Run `dflash-doctor serve -- vllm serve MODEL [flags]` with the exact command to judge it.")]
+
+
+# ---------------------------------------------------------------------------------- effective values
+
+
+def _derived_max_len(target: Mapping[str, Any] | None) -> tuple[int | None, str]:
+    """vLLM's derived max_model_len: max_position_embeddings x rope scaling factor (not for su/longrope/llama3;
+    yarn scales original_max_position_embeddings), capped by tokenizer_config's model_max_length."""
+    text = text_config(target)
+    base = text.get("max_position_embeddings")
+    if not _is_int(base):
+        return None, "no max_position_embeddings"
+    key = f"max_position_embeddings={base}"
+    derived = float(base)
+    rope = text.get("rope_parameters") or text.get("rope_scaling")
+    if isinstance(rope, dict):
+        kind = rope.get("rope_type") or rope.get("type")
+        factor = rope.get("factor")
+        if kind not in (None, "default", "su", "longrope", "llama3") and isinstance(factor, (int, float)):
+            if kind == "yarn" and _is_int(rope.get("original_max_position_embeddings")):
+                derived = float(rope["original_max_position_embeddings"])
+            derived *= float(factor)
+            key += f" x {kind} factor {factor}"
+    tokenizer = (target or {}).get("tokenizer_config") or {}
+    limit = tokenizer.get("model_max_length")
+    if isinstance(limit, (int, float)) and limit < derived:
+        derived, key = float(limit), f"tokenizer_config model_max_length={int(limit)}"
+    return int(derived), key
+
+
+def _tier(device: Mapping[str, Any] | None, vllm: Mapping[str, Any] | None) -> str:
+    """Which of vLLM's default tiers the first GPU falls in, by the total torch reports (NVML's total less
+    the driver's reservation)."""
+    memory = (device or {}).get("memory") or {}
+    total = memory.get("total")
+    name = str((device or {}).get("name") or "").lower()
+    if not _is_int(total):
+        return "unknown"
+    gib = (total - int(memory.get("reserved") or 0)) / GIB
+    tiers = BATCH_DEFAULTS.value
+    if gib >= tiers["huge"]["min_gib"] and _marker(vllm, "batch_huge_tier"):
+        return "huge"
+    if gib >= tiers["large"]["min_gib"] and "a100" not in name:
+        return "large"
+    return "small"
+
+
+def effective_settings(fields: Mapping[str, Any], target: Mapping[str, Any] | None, tier: str) -> dict[str, Any]:
+    """The scheduler values vLLM ends up with for one GPU tier ("small", "large", "huge")
+    (engine/arg_utils.py _set_default_max_num_seqs_and_batched_tokens_args)."""
+    defaults = BATCH_DEFAULTS.value[tier]
+    derived, _ = _derived_max_len(target)
+    given_len, given_seqs, given_tokens = (fields.get(k) for k in ("max_model_len", "max_num_seqs",
+                                                                   "max_num_batched_tokens"))
+    max_model_len = given_len if _is_int(given_len) else derived
+    chunked = fields.get("enable_chunked_prefill")
+    chunked = True if chunked is None else bool(chunked)
+    seqs = given_seqs if _is_int(given_seqs) else defaults["max_num_seqs"]
+    defaulted = not _is_int(given_tokens)
+    if _is_int(given_tokens):
+        tokens = given_tokens
+    else:
+        tokens = defaults["max_num_batched_tokens"]
+        if not chunked and max_model_len is not None:
+            tokens = max(max_model_len, tokens)
+        if max_model_len is not None:
+            tokens = min(seqs * max_model_len, tokens)
+    return {"tier": tier, "max_model_len": max_model_len, "max_num_seqs": seqs, "max_num_batched_tokens": tokens,
+            "batched_defaulted": defaulted, "seqs_defaulted": not _is_int(given_seqs),
+            "chunked_prefill": chunked}
+
+
+# ------------------------------------------------------------------------------------ serve-command
+
+
+class _Command:
+    def __init__(self, facts: Facts) -> None:
+        self.serve: Mapping[str, Any] = facts["serve_args"]
+        self.fields: dict[str, Any] = dict(self.serve.get("fields") or {})
+        self.spec_facts: Mapping[str, Any] = self.serve.get("speculative_config") or {}
+        self.spec: dict[str, Any] = dict(self.spec_facts.get("value") or {})
+        models = optional_section(facts, "models") or {}
+        self.target, self.drafter = models.get("target"), models.get("drafter")
+        self.vllm = optional_section(facts, "vllm_dflash")
+        self.gpus = gpu_view(facts)
+        self.prior = facts.prior
+        self.installer = installer_for(facts)
+        self.tp = _int_or(self.fields.get("tensor_parallel_size"), 1)
+        self.pp = _int_or(self.fields.get("pipeline_parallel_size"), 1)
+        self.label = f"vLLM {self.vllm.get('version')}" if self.vllm and self.vllm.get("installed") else "vLLM"
+        self.command = " ".join(self.serve.get("argv") or [])
+
+    def findings(self) -> list[Finding]:
+        if self.serve.get("program_error"):
+            return [Finding("serve.not-a-serve-command", Status.FAIL, str(self.serve["program_error"]),
+                            evidence={"argv": self.serve.get("argv")})]
+        out: list[Finding] = []
+        for rule in (self.parsed, self.installed, self.speculative, self.drafter_verdict, self.max_model_len,
+                     self.scheduler, self.budget, self.heads, self.vllm_validation):
+            out.extend(rule())
+        return out
+
+    def parsed(self) -> list[Finding]:
+        parser = self.serve.get("vllm_parser") or {}
+        out: list[Finding] = []
+        if parser.get("available") and parser.get("parse_error"):
+            out.append(Finding("serve.vllm-parser-rejected", Status.FAIL,
+                               f"vLLM {parser.get('version')}'s own parser rejects the command: "
+                               f"{str(parser['parse_error']).splitlines()[-1]}",
+                               detail=str(parser["parse_error"]), evidence={"argv": self.serve.get("argv")}))
+        if self.serve.get("parser") == "vllm":
+            out.append(Finding("serve.parsed", Status.PASS,
+                               f"the command was read by vLLM {parser.get('version')}'s own parser",
+                               evidence={"flags_given": self.serve.get("flags_given")}))
+        else:
+            error = parser.get("import_error") or {}
+            why = (f"vLLM does not import in the target ({error.get('type')}: {error.get('message')})" if error
+                   else "vLLM's parser was not run" if not parser.get("tried")
+                   else f"vLLM's parser did not answer ({(parser.get('process') or {}).get('error')})"
+                   if not parser.get("available") else "vLLM's parser rejected it")
+            out.append(Finding("serve.parsed", Status.PASS,
+                               f"the command was read by the doctor's documented subset of vLLM's flags: {why}",
+                               evidence={"flags_given": self.serve.get("flags_given")}))
+        for error in self.serve.get("errors") or []:
+            out.append(Finding("serve.flag-invalid", Status.FAIL, f"{error.get('message')}",
+                               evidence={"flag": error.get("flag")}))
+        unknown = self.serve.get("unknown_flags") or []
+        if unknown:
+            out.append(Finding("serve.flags-unchecked", Status.WARN,
+                               f"{len(unknown)} flag(s) outside the doctor's subset were not checked: {', '.join(unknown)}",
+                               detail="Without vLLM's own parser the doctor reads only its documented subset; a typo "
+                               "in one of these would only show when vLLM starts.", evidence={"flags": unknown}))
+        if not isinstance(self.fields.get("model"), str) or not self.fields.get("model"):
+            out.append(Finding("serve.model-missing", Status.FAIL, "the command names no model (`vllm serve MODEL`)",
+                               evidence={"argv": self.serve.get("argv")}))
+        return out
+
+    def installed(self) -> list[Finding]:
+        if self.vllm is None or self.vllm.get("installed"):
+            return []
+        return [Finding("serve.vllm-missing", Status.FAIL,
+                        "vLLM is not installed in the inspected interpreter: `vllm serve` cannot run there",
+                        remediation=(Remediation("dflash-doctor serve --python /path/to/serving/venv/bin/python -- vllm serve ...",
+                                                 "point the doctor at the interpreter that runs vllm"),))]
+
+    def speculative(self) -> list[Finding]:
+        if not self.spec_facts.get("given"):
+            return [Finding("serve.no-speculative-config", Status.WARN,
+                            "no --speculative-config: this command serves without DFlash",
+                            remediation=(Remediation("--speculative-config '{\"method\": \"dflash\", \"model\": DRAFTER, "
+                                                     "\"num_speculative_tokens\": 15}'", "enable DFlash"),))]
+        if self.spec_facts.get("error") or not self.spec:
+            return [Finding("serve.spec-json", Status.FAIL,
+                            f"--speculative-config is not a JSON object: {self.spec_facts.get('error') or 'empty'}",
+                            evidence={"raw": self.spec_facts.get("raw")},
+                            remediation=(Remediation("--speculative-config '{\"method\": \"dflash\", \"model\": \"...\", "
+                                                     "\"num_speculative_tokens\": 15}'",
+                                                     "single quotes around the JSON, double quotes inside"),))]
+        out: list[Finding] = []
+        flag = "--speculative-config"
+        if "tensor_parallel_size" in self.spec:
+            out.append(Finding("serve.spec-invalid", Status.FAIL,
+                               f"{flag} has 'tensor_parallel_size': vLLM refuses it (\"Please pass "
+                               "'draft_tensor_parallel_size' instead.\")", detail=DRAFT_TP_RULE.source))
+        model = self.spec.get("model")
+        method = self.spec.get("method")
+        methods = (self.vllm or {}).get("methods")
+        if not isinstance(model, str) or not model:
+            out.append(Finding("serve.spec-model-missing", Status.FAIL,
+                               f"{flag} has no \"model\": DFlash needs the drafter directory"))
+        if method is None:
+            if isinstance(model, str) and "dflash" in model.lower():
+                out.append(Finding("serve.spec-method", Status.WARN,
+                                   f"{flag} has no \"method\": vLLM detects DFlash only because \"dflash\" is in the path",
+                                   detail=METHOD_DETECTION.source,
+                                   remediation=(Remediation("add \"method\": \"dflash\"", "do not depend on the path"),)))
+            else:
+                out.append(Finding("serve.spec-method", Status.FAIL,
+                                   f"{flag} has no \"method\" and the drafter path has no \"dflash\" in it: vLLM loads "
+                                   "the drafter as a plain draft model",
+                                   detail=METHOD_DETECTION.source,
+                                   remediation=(Remediation("add \"method\": \"dflash\"", "select DFlash explicitly"),)))
+        elif methods is not None and method not in methods:
+            out.append(Finding("serve.spec-method", Status.FAIL,
+                               f"{flag}: method {method!r} is not one {self.label} knows ({', '.join(methods)})"
+                               + ("; DFlash first shipped in vLLM 0.20.0" if method == "dflash" else ""),
+                               remediation=(Remediation(self.installer.install("vllm>=0.20.1"), "a vLLM with DFlash"),)))
+        elif method != "dflash":
+            out.append(Finding("serve.spec-method", Status.WARN,
+                               f"{flag}: method {method!r} is not DFlash; the DFlash rules do not apply to it"))
+        k = self.spec.get("num_speculative_tokens")
+        if k is None:
+            out.append(Finding("serve.spec-k-missing", Status.FAIL,
+                               f"{flag} has no \"num_speculative_tokens\": vLLM refuses to start (\"num_speculative_tokens "
+                               "must be provided with speculative model unless the draft model config contains an "
+                               "n_predict parameter.\"); it never takes it from the drafter's block_size",
+                               detail=NUM_SPEC_TOKENS_REQUIRED.source,
+                               remediation=(Remediation("add \"num_speculative_tokens\": BLOCK_SIZE - 1 (15 for b16 "
+                                                        "drafters)", "one anchor plus block_size - 1 masks"),)))
+        elif not _is_int(k) or k <= 0:
+            out.append(Finding("serve.spec-k-invalid", Status.FAIL,
+                               f"{flag}: num_speculative_tokens {k!r} is not a positive integer (\"Expected "
+                               "num_speculative_tokens to be greater than zero\")", detail=NUM_SPEC_TOKENS_REQUIRED.source))
+        draft_tp = self.spec.get("draft_tensor_parallel_size")
+        if draft_tp is not None and draft_tp not in (1, self.tp):
+            out.append(Finding("serve.spec-draft-tp", Status.FAIL,
+                               f"{flag}: draft_tensor_parallel_size {draft_tp} is neither 1 nor --tensor-parallel-size "
+                               f"{self.tp}: vLLM refuses it (\"cannot be other value than 1 or target model "
+                               "tensor_parallel_size\")", detail=DRAFT_TP_RULE.source))
+        if not any(f.status is Status.FAIL for f in out):
+            out.append(Finding("serve.spec-ok", Status.PASS,
+                               f"{flag}: method {method or 'dflash (from the path)'}, drafter {model}, "
+                               f"num_speculative_tokens {k}, draft TP {draft_tp or self.tp}"))
+        return out
+
+    def drafter_verdict(self) -> list[Finding]:
+        result = self.prior.get("drafter")
+        if result is None or result.status not in (Status.FAIL, Status.ERROR):
+            return []
+        failed = [f.title for f in result.findings if f.status in (Status.FAIL, Status.ERROR)]
+        return [Finding("serve.drafter-broken", Status.FAIL,
+                        f"the drafter in --speculative-config fails {len(failed)} drafter check(s): {failed[0]}",
+                        evidence={"failed": failed[:8]})]
+
+    def max_model_len(self) -> list[Finding]:
+        given = self.fields.get("max_model_len")
+        derived, key = _derived_max_len(self.target)
+        if not _is_int(given) or derived is None or given <= derived:
+            return []
+        allowed = str((self.serve.get("environ") or {}).get("VLLM_ALLOW_LONG_MAX_MODEL_LEN") or "").lower() \
+            in ("1", "true")
+        return [Finding("serve.max-model-len", Status.WARN if allowed else Status.FAIL,
+                        f"--max-model-len {given} is greater than the target's derived maximum ({key}): "
+                        + ("allowed by VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, positions past it give NaN with RoPE" if allowed
+                           else "vLLM stops with \"User-specified max_model_len ... is greater than the derived "
+                           "max_model_len\""),
+                        detail=MAX_MODEL_LEN_RULE.source, evidence={"given": given, "derived": derived, "key": key},
+                        remediation=(Remediation(f"--max-model-len {derived}", "what the model was trained for"),))]
+
+    def _tiers(self) -> list[tuple[str, str]]:
+        """(tier, why) for the GPU vLLM will size its defaults on (its first visible GPU)."""
+        if self.gpus["available"] and self.gpus["devices"]:
+            device = self.gpus["devices"][0]
+            tier = _tier(device, self.vllm)
+            if tier != "unknown":
+                return [(tier, f"{device.get('name')} with {_gib((device.get('memory') or {}).get('total'))}")]
+        return [("small", "a GPU under 70 GiB (or an A100)"), ("large", "a GPU of 70 GiB or more")]
+
+    def scheduler(self) -> list[Finding]:
+        out: list[Finding] = []
+        for tier, why in self._tiers():
+            s = effective_settings(self.fields, self.target, tier)
+            mml, tokens, seqs = s["max_model_len"], s["max_num_batched_tokens"], s["max_num_seqs"]
+            cond = "" if len(self._tiers()) == 1 else f" (on {why}, whose default max_num_seqs is {seqs})"
+            if _is_int(mml) and tokens < mml and not s["chunked_prefill"]:
+                out.append(Finding("serve.scheduler", Status.FAIL,
+                                   f"max_num_batched_tokens ({tokens}) is smaller than max_model_len ({mml}) with chunked "
+                                   f"prefill off: vLLM stops (\"This effectively limits the maximum sequence length to "
+                                   f"max_num_batched_tokens and makes vLLM reject longer sequences.\"){cond}",
+                                   detail=SCHEDULER_RULES.source, evidence=s,
+                                   remediation=(Remediation(f"--max-num-batched-tokens {mml}", "or drop "
+                                                            "--no-enable-chunked-prefill"),)))
+            if tokens < seqs:
+                out.append(Finding("serve.scheduler", Status.FAIL,
+                                   f"max_num_batched_tokens ({tokens}) must be greater than or equal to max_num_seqs "
+                                   f"({seqs}){cond}", detail=SCHEDULER_RULES.source, evidence=s,
+                                   remediation=(Remediation(f"--max-num-seqs {tokens}", "or raise "
+                                                            "--max-num-batched-tokens"),)))
+        return out[:2]
+
+    def _budget_rules(self) -> list[str]:
+        a, b = _marker(self.vllm, "spec_budget_a"), _marker(self.vllm, "spec_budget_b")
+        if b:
+            return ["B"]
+        if a:
+            return ["A"]
+        version = version_tuple((self.vllm or {}).get("version"))
+        if version and version < (0, 25):
+            return ["A"]
+        if version and version >= (0, 34):
+            return ["B"]
+        return ["A", "B"]
+
+    def budget(self) -> list[Finding]:
+        k = self.spec.get("num_speculative_tokens")
+        if not _is_int(k) or k <= 0 or self.spec.get("method", "dflash") != "dflash":
+            return []
+        out: list[Finding] = []
+        tiers = self._tiers()
+        for rule in self._budget_rules():
+            for tier, why in tiers:
+                s = effective_settings(self.fields, self.target, tier)
+                tokens, seqs = s["max_num_batched_tokens"], s["max_num_seqs"]
+                cond = "" if len(tiers) == 1 else f" on {why}"
+                seqs_note = f"max_num_seqs {seqs}" + (" (vLLM's default)" if s["seqs_defaulted"] else "")
+                tokens_note = f"max_num_batched_tokens {tokens}" + (" (vLLM's default)" if s["batched_defaulted"] else "")
+                if rule == "A":
+                    delta = (k - 1) * seqs
+                    scheduled = tokens - delta
+                    evidence = {**s, "rule": "0.20-0.24", "draft_slots": delta, "max_num_scheduled_tokens": scheduled}
+                    if scheduled <= 0:
+                        need = delta + 8192
+                        out.append(Finding(
+                            "serve.token-budget", Status.FAIL,
+                            f"{tokens_note} leaves no tokens to schedule{cond}: DFlash reserves (k - 1) x "
+                            f"max_num_seqs = {k - 1} x {seqs} = {delta} draft slots, so vLLM stops with "
+                            f"\"max_num_scheduled_tokens is set to {scheduled} based on the speculative decoding "
+                            "settings, which does not allow any tokens to be scheduled. Increase "
+                            "max_num_batched_tokens to accommodate the additional draft token slots, or decrease "
+                            "num_speculative_tokens or max_num_seqs.\"",
+                            detail=SPEC_BUDGET_RULE_A.source, evidence=evidence,
+                            remediation=(Remediation(f"--max-num-batched-tokens {need}",
+                                                     f"{delta} draft slots plus 8192 to schedule"),
+                                         Remediation(f"--max-num-seqs {max(1, tokens // (2 * max(1, k - 1)))}",
+                                                     "or run fewer sequences at once"))))
+                    elif scheduled < 8192:
+                        out.append(Finding("serve.token-budget", Status.WARN,
+                                           f"{tokens_note} minus {delta} DFlash draft slots ({k - 1} x {seqs_note}) leaves "
+                                           f"max_num_scheduled_tokens {scheduled}{cond}: vLLM warns of suboptimal "
+                                           "performance", detail=SPEC_BUDGET_RULE_A.source, evidence=evidence))
+                    else:
+                        out.append(Finding("serve.token-budget", Status.PASS,
+                                           f"{tokens_note} minus {delta} DFlash draft slots ({k - 1} x {seqs_note}) leaves "
+                                           f"{scheduled} tokens to schedule per step{cond}", evidence=evidence))
+                else:
+                    lookahead = k + 1
+                    cap = tokens // lookahead
+                    evidence = {**s, "rule": "0.34", "num_lookahead_tokens": lookahead, "max_draft_seqs": cap}
+                    if tokens <= lookahead:
+                        out.append(Finding("serve.token-budget", Status.FAIL,
+                                           f"\"VllmConfig does not have enough slots to schedule a token and support the "
+                                           f"speculative decoding settings. Got max_num_batched_tokens={tokens} and "
+                                           f"num_lookahead_tokens={lookahead}.\"{cond}",
+                                           detail=SPEC_BUDGET_RULE_B.source, evidence=evidence))
+                    elif cap < seqs:
+                        out.append(Finding("serve.token-budget", Status.WARN,
+                                           f"DFlash caps running sequences at {tokens_note} // (k + 1 = {lookahead}) = "
+                                           f"{cap}, below {seqs_note}{cond}: vLLM lowers max_num_active_seqs to {cap}",
+                                           detail=SPEC_BUDGET_RULE_B.source, evidence=evidence,
+                                           remediation=(Remediation(f"--max-num-batched-tokens {seqs * lookahead}",
+                                                                    f"room for {seqs} sequences of {lookahead} queries"),)))
+                    else:
+                        out.append(Finding("serve.token-budget", Status.PASS,
+                                           f"DFlash fits {cap} sequences in {tokens_note} (k + 1 = {lookahead} queries "
+                                           f"each), at least {seqs_note}{cond}", evidence=evidence))
+        return out
+
+    def heads(self) -> list[Finding]:
+        out: list[Finding] = []
+        draft_tp = _int_or(self.spec.get("draft_tensor_parallel_size"), self.tp)
+        for role, model, tp, flag in (("target", self.target, self.tp, "--tensor-parallel-size"),
+                                      ("drafter", self.drafter, draft_tp, "draft_tensor_parallel_size")):
+            text = text_config(model)
+            heads, kv = text.get("num_attention_heads"), text.get("num_key_value_heads", text.get("num_attention_heads"))
+            if not _is_int(heads) or not _is_int(tp) or tp < 1:
+                continue
+            if heads % tp:
+                out.append(Finding("serve.heads-tp", Status.FAIL,
+                                   f"{role}: \"Total number of attention heads ({heads}) must be divisible by tensor "
+                                   f"parallel size ({tp}).\" ({flag} {tp})", detail=HEADS_DIVISIBLE_RULE.source,
+                                   evidence={"heads": heads, "tp": tp}))
+            elif _is_int(kv) and ((kv >= tp and kv % tp) or (kv < tp and tp % kv)):
+                out.append(Finding("serve.kv-heads-tp", Status.FAIL,
+                                   f"{role}: {kv} KV heads across {flag} {tp}: vLLM asserts that the KV heads divide by "
+                                   "TP, or TP by the KV heads (then each is replicated)", detail=KV_HEADS_TP_RULE.source,
+                                   evidence={"kv_heads": kv, "tp": tp}))
+        return out
+
+    def vllm_validation(self) -> list[Finding]:
+        validation = (self.serve.get("vllm_parser") or {}).get("validation")
+        if not isinstance(validation, Mapping):
+            return []
+        if validation.get("ok"):
+            return [Finding("serve.vllm-validation", Status.PASS,
+                            "vLLM's own config validation (create_engine_config) accepts the command")]
+        error = validation.get("error") or {}
+        return [Finding("serve.vllm-validation", Status.FAIL,
+                        f"vLLM's own config validation rejects the command: {error.get('type')}: "
+                        f"{str(error.get('message')).splitlines()[0] if error.get('message') else ''}",
+                        detail=str(error.get("traceback") or ""))]
+
+
+class ServeCommandCheck:
+    id: ClassVar[str] = "serve-command"
+    layer: ClassVar[str] = "serve"
+    title: ClassVar[str] = "vllm serve command line"
+    needs: ClassVar[frozenset[str]] = frozenset({"serve_args", "models", "vllm_dflash", "gpu", "target"})
+    after: ClassVar[frozenset[str]] = frozenset({"drafter"})
+    requires_gpu: ClassVar[bool] = False
+
+    def judge(self, facts: Facts) -> Iterable[Finding]:
+        if not facts["serve_args"].get("given"):
+            return _not_given()
+        return _Command(facts).findings()
+
+
+# ---------------------------------------------------------------------------------- serve-resources
+
+
+def _served_bytes(model: Mapping[str, Any] | None, dtype_bytes: int, language_only: bool) -> tuple[int, list[str]]:
+    """Bytes the model's weights take on the GPUs: floating-point tensors at the serving dtype, quantized ones
+    as stored; with --language-model-only, without the vision/audio towers; never MTP heads."""
+    weights = ((model or {}).get("dir") or {}).get("weights") or {}
+    dropped: list[str] = []
+    total = 0
+    for dtype, info in (weights.get("dtypes") or {}).items():
+        stored = int(info.get("bytes") or 0)
+        bits = {"F16": 16, "BF16": 16, "F32": 32, "F64": 64}.get(dtype)
+        total += stored * dtype_bytes * 8 // bits if bits else stored
+    stored_total = int(weights.get("total_bytes") or 0)
+    scale = total / stored_total if stored_total else 1.0  # stored -> served bytes, for the prefix totals
+    for prefix, size in ((model or {}).get("prefix_bytes") or {}).items():
+        towers = language_only and any(w in prefix for w in MULTIMODAL_PREFIX_WORDS)
+        if towers or prefix.startswith("mtp"):
+            total -= int(size * scale)
+            dropped.append(prefix)
+    return max(total, 0), dropped
+
+
+def _serving_dtype_bytes(fields: Mapping[str, Any], target: Mapping[str, Any] | None) -> int:
+    wanted = fields.get("dtype")
+    if wanted not in (None, "auto"):
+        return DTYPE_BYTES.get(str(wanted), 2)
+    stored = text_config(target).get("torch_dtype") or text_config(target).get("dtype")
+    return 2 if stored in (None, "float32") else DTYPE_BYTES.get(str(stored), 2)
+
+
+def _kv_bytes_per_token(model: Mapping[str, Any] | None, tp: int, pp: int, kv_bytes: int,
+                        max_model_len: int) -> float:
+    """KV cache per token of context, per GPU, for one model: 2 x KV heads on this rank x head_dim x bytes, for
+    each attention layer on this pipeline stage; a sliding layer holds at most its window."""
+    text = text_config(model)
+    layers, heads = _int_or(text.get("num_hidden_layers"), 0), _int_or(text.get("num_attention_heads"), 0)
+    kv = _int_or(text.get("num_key_value_heads"), heads)
+    head_dim = _int_or(text.get("head_dim"), _int_or(text.get("hidden_size"), 0) // heads if heads else 0)
+    if not (layers and kv and head_dim):
+        return 0.0
+    per_layer = 2 * max(1, kv // tp) * head_dim * kv_bytes
+    listed = text.get("layer_types")
+    types: list[Any] = list(listed) if isinstance(listed, list) else ["full_attention"] * layers
+    window = text.get("sliding_window") if _is_int(text.get("sliding_window")) else None
+    total = 0.0
+    for kind in types[:layers]:
+        if kind == "full_attention" or kind is None:
+            total += per_layer
+        elif kind == "sliding_attention":
+            total += per_layer * (min(window, max_model_len) / max_model_len if window else 1.0)
+    return total / max(1, pp)
+
+
+class ServeResourcesCheck:
+    id: ClassVar[str] = "serve-resources"
+    layer: ClassVar[str] = "serve"
+    title: ClassVar[str] = "GPUs, memory and port for vllm serve"
+    needs: ClassVar[frozenset[str]] = frozenset({"serve_args", "models", "gpu", "vllm_dflash"})
+    after: ClassVar[frozenset[str]] = frozenset()
+    requires_gpu: ClassVar[bool] = False
+
+    def judge(self, facts: Facts) -> Iterable[Finding]:
+        serve = facts["serve_args"]
+        if not serve.get("given") or serve.get("program_error"):
+            return _not_given()
+        fields = dict(serve.get("fields") or {})
+        findings = list(self._port(serve))
+        gpus = gpu_view(facts)
+        if not gpus["available"]:
+            findings.append(Finding("serve.gpu-facts-unavailable", Status.SKIP,
+                                    f"GPU count and memory not judged: {gpus['why']}",
+                                    detail="On a machine without the serving GPUs, pass their shape: `dflash-doctor "
+                                    "serve --gpus 2 --gpu-memory 48 -- vllm serve ...`."))
+            return findings
+        tp = _int_or(fields.get("tensor_parallel_size"), 1)
+        pp = _int_or(fields.get("pipeline_parallel_size"), 1)
+        devices = gpus["devices"]
+        world = tp * pp
+        where = "assumed with --gpus" if gpus["source"] == "assumed" else (
+            f"visible with CUDA_VISIBLE_DEVICES={gpus.get('cuda_visible_devices')!r}"
+            if gpus.get("cuda_visible_devices") is not None else "on this host")
+        if world > len(devices):
+            findings.append(Finding("serve.world-size", Status.FAIL,
+                                    f"\"World size ({world}) is larger than the number of available GPUs ({len(devices)}) "
+                                    f"in this node.\" (--tensor-parallel-size {tp} x --pipeline-parallel-size {pp}; "
+                                    f"{len(devices)} GPU(s) {where})",
+                                    detail=WORLD_SIZE_RULE.source,
+                                    evidence={"world_size": world, "gpus": [d.get("index") for d in devices]},
+                                    remediation=(Remediation(f"--tensor-parallel-size {max(1, len(devices) // pp)}",
+                                                             "fit the GPUs there are"),
+                                                 Remediation("export CUDA_VISIBLE_DEVICES=...", "or make more visible"))))
+            return findings
+        findings.append(Finding("serve.world-size", Status.PASS,
+                                f"TP {tp} x PP {pp} = {world} of {len(devices)} GPU(s) {where}"))
+        findings.extend(self._memory(facts, fields, devices[:world], tp, pp))
+        return findings
+
+    def _port(self, serve: Mapping[str, Any]) -> list[Finding]:
+        port = serve.get("port") or {}
+        host = port.get("host") or "0.0.0.0"
+        if port.get("free"):
+            return [Finding("serve.port-ok", Status.PASS, f"port {port.get('port')} on {host} is free")]
+        shared = port.get("shared_listener")
+        return [Finding("serve.port-in-use", Status.FAIL,
+                        f"port {port.get('port')} on {host} cannot be bound ({port.get('error')})"
+                        + (": another SO_REUSEPORT listener holds it, so vLLM would share the port with it" if shared
+                           else ": vLLM would fail after loading the model"),
+                        evidence=dict(port),
+                        remediation=(Remediation(f"ss -ltnp 'sport = :{port.get('port')}'", "see who holds it"),
+                                     Remediation("--port 8001", "or serve on another port")))]
+
+    def _memory(self, facts: Facts, fields: Mapping[str, Any], devices: list[Mapping[str, Any]], tp: int,
+                pp: int) -> list[Finding]:
+        models = optional_section(facts, "models") or {}
+        target, drafter = models.get("target"), models.get("drafter")
+        if not ((target or {}).get("dir") or {}).get("weights", {}).get("total_bytes"):
+            return [Finding("serve.memory-unknown", Status.SKIP, "GPU memory not judged: the target's weights were not read")]
+        spec = ((facts["serve_args"].get("speculative_config") or {}).get("value")) or {}
+        util = fields.get("gpu_memory_utilization") if isinstance(fields.get("gpu_memory_utilization"), (int, float)) \
+            else VLLM_FREE_MEMORY_CHECK.value
+        dtype_bytes = _serving_dtype_bytes(fields, target)
+        target_bytes, dropped = _served_bytes(target, dtype_bytes, bool(fields.get("language_model_only")))
+        draft_tp = _int_or(spec.get("draft_tensor_parallel_size"), tp)
+        drafter_bytes, _ = _served_bytes(drafter, dtype_bytes, False) if drafter else (0, [])
+        per_gpu = target_bytes / (tp * pp) + drafter_bytes / max(1, draft_tp)
+        settings = effective_settings(fields, target, _tier(devices[0], optional_section(facts, "vllm_dflash")))
+        mml = settings["max_model_len"] if _is_int(settings["max_model_len"]) else 0
+        kv_dtype = fields.get("kv_cache_dtype")
+        kv_bytes = 1 if isinstance(kv_dtype, str) and kv_dtype.startswith("fp8") else dtype_bytes
+        per_token = (_kv_bytes_per_token(target, tp, pp, kv_bytes, mml or 1)
+                     + (_kv_bytes_per_token(drafter, max(1, draft_tp), 1, kv_bytes, mml or 1) if drafter else 0.0))
+        findings: list[Finding] = []
+        evidence = {"gpu_memory_utilization": util, "target_bytes": target_bytes, "drafter_bytes": drafter_bytes,
+                    "weights_per_gpu": int(per_gpu), "kv_bytes_per_token": per_token, "max_model_len": mml,
+                    "excluded_prefixes": dropped, "tp": tp, "pp": pp}
+        worst_room: float | None = None
+        for device in devices:
+            memory = device.get("memory") or {}
+            if not _is_int(memory.get("total")):
+                continue
+            # What CUDA (and so vLLM) calls total excludes the driver's reservation NVML reports separately.
+            total = memory["total"] - int(memory.get("reserved") or 0)
+            free = memory["free"] if _is_int(memory.get("free")) else total - int(memory.get("used") or 0)
+            budget = math.ceil(total * util)
+            name = f"GPU {device.get('index')} ({device.get('name')})"
+            if free < budget:
+                others = [f"{p.get('name') or '?'} (pid {p.get('pid')}, {_gib(p.get('used_bytes'))})"
+                          for p in device.get("processes") or [] if not p.get("own")]
+                findings.append(Finding(
+                    "serve.memory-held", Status.FAIL,
+                    f"{name}: {_gib(free)} of {_gib(total)} free, below --gpu-memory-utilization {util} = {_gib(budget)}: "
+                    "vLLM stops with \"Free memory on device ... on startup is less than desired GPU memory utilization\""
+                    + (f"; held by {', '.join(others)}" if others else ""),
+                    detail=VLLM_FREE_MEMORY_CHECK.source,
+                    evidence={**evidence, "device": device.get("index"), "free": free, "budget": budget},
+                    remediation=(Remediation(f"--gpu-memory-utilization {max(0.05, (free / total) - 0.01):.2f}",
+                                             "ask for no more than is free"),
+                                 Remediation("nvidia-smi", "or stop what holds the memory"))))
+                continue
+            room = budget - per_gpu
+            worst_room = room if worst_room is None else min(worst_room, room)
+            if room <= 0:
+                findings.append(Finding(
+                    "serve.memory-weights", Status.FAIL,
+                    f"{name}: the weights need {_gib(per_gpu)} per GPU (target {_gib(target_bytes)} / {tp * pp} + drafter "
+                    f"{_gib(drafter_bytes)} / {draft_tp}), more than {util} x {_gib(total)} = {_gib(budget)}: "
+                    "\"No available memory for the cache blocks\"",
+                    detail=KV_CACHE_ONE_SEQUENCE.source, evidence={**evidence, "device": device.get("index")},
+                    remediation=(Remediation(f"--tensor-parallel-size {tp * 2}", "spread the weights over more GPUs"),)))
+            elif mml and per_token and per_token * mml > room:
+                findings.append(Finding(
+                    "serve.kv-cache", Status.FAIL,
+                    f"{name}: after {_gib(per_gpu)} of weights, {_gib(room)} is left, but one {mml}-token sequence needs "
+                    f"{_gib(per_token * mml)} of KV cache: \"To serve at least one request with the models's max seq len "
+                    f"({mml}), ... KV cache is needed, which is larger than the available KV cache memory\"",
+                    detail=KV_CACHE_ONE_SEQUENCE.source, evidence={**evidence, "device": device.get("index")},
+                    remediation=(Remediation(f"--max-model-len {int(room / per_token)}", "a length that fits"),
+                                 Remediation("--gpu-memory-utilization 0.95", "or give vLLM more of each GPU"))))
+        if not findings and worst_room is not None:
+            tokens = int(worst_room / per_token) if per_token else None
+            findings.append(Finding(
+                "serve.memory", Status.PASS,
+                f"weights {_gib(per_gpu)} per GPU (target {_gib(target_bytes)} / {tp * pp}"
+                + (f" + drafter {_gib(drafter_bytes)} / {draft_tp}" if drafter else "")
+                + f") leave at most {_gib(worst_room)} of {util} x GPU memory for KV cache and activations"
+                + (f": about {tokens} tokens of KV cache, {tokens // mml if mml else '?'} sequence(s) of {mml}"
+                   if tokens else ""),
+                detail=KV_CACHE_ONE_SEQUENCE.note, evidence={**evidence, "room": int(worst_room)}))
+        return findings

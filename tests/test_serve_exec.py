@@ -1,0 +1,125 @@
+"""`dflash-doctor serve --exec -- vllm serve ...` for real: when the checks pass, the doctor's process becomes
+the serve command, with its argv and environment exactly as given; when they fail, nothing starts.
+
+The `vllm` the doctor execs here is a small real program compiled for the test (a stand-in for the server:
+harmless, it records the argv and environment it was started with, byte for byte, and exits 7). Everything
+else is real: the doctor runs in a subprocess against a venv holding the real vLLM 0.20.1 wheel, and the
+toy target and drafter are real safetensors files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("safetensors")
+
+from realenv import make_venv
+from stacks import add_to_path, vllm_site
+from test_models_check import patch_config
+
+try:
+    import toymodels as toy
+except ImportError:  # tests/ imported as a package
+    from tests import toymodels as toy  # type: ignore[no-redef]
+
+pytestmark = pytest.mark.slow
+
+RECORDER_C = r"""
+#include <stdio.h>
+extern char **environ;
+int main(int argc, char **argv) {
+    FILE *out = fopen(RECORD_PATH, "wb");
+    if (!out) return 99;
+    fprintf(out, "%d\n", argc);
+    for (int i = 0; i < argc; i++) { fputs(argv[i], out); fputc(0, out); }
+    for (char **e = environ; *e; e++) { fputs(*e, out); fputc(0, out); }
+    fclose(out);
+    return 7;
+}
+"""
+
+
+def build_recorder(bin_dir: Path, record: Path) -> Path:
+    """A real executable named `vllm` that records argv and environ to `record` and exits 7."""
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler to build the stand-in server")
+    source = bin_dir / "recorder.c"
+    source.write_text(RECORDER_C)
+    program = bin_dir / "vllm"
+    subprocess.run(["cc", f'-DRECORD_PATH="{record}"', "-o", str(program), str(source)], check=True)
+    return program
+
+
+def read_record(record: Path) -> tuple[list[str], dict[str, str]]:
+    raw = record.read_bytes()
+    count_line, _, rest = raw.partition(b"\n")
+    words = [w.decode() for w in rest.split(b"\0")[:-1]]
+    count = int(count_line)
+    argv, env_words = words[:count], words[count:]
+    return argv, dict(w.split("=", 1) for w in env_words)
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> dict[str, object]:
+    env = make_venv(tmp_path)
+    add_to_path(env, vllm_site("0.20.1"))
+    target = toy.write_toy_target(tmp_path / "target")
+    patch_config(target, max_position_embeddings=40960)
+    drafter = toy.write_toy_drafter(tmp_path / "drafter")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    record = tmp_path / "record"
+    build_recorder(bin_dir, record)
+    environ = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    environ.update({"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "NO_COLOR": "1",
+                    "DFLASH_DOCTOR_TEST_MARK": "exec 'quoted' value\twith tab"})
+    return {"python": env.python, "target": target, "drafter": drafter, "record": record, "environ": environ,
+            "cwd": tmp_path}
+
+
+def run_gate(setup: dict[str, object], command: list[str]) -> subprocess.CompletedProcess[str]:
+    doctor = [sys.executable, "-m", "dflash_doctor", "serve", "--exec", "--python", str(setup["python"]),
+              "--only", "serve-command", "--no-vllm-parser", "--gpus", "2", "--gpu-memory", "48", "--", *command]
+    return subprocess.run(doctor, check=False, cwd=str(setup["cwd"]), env=setup["environ"],  # type: ignore[arg-type]
+                          capture_output=True, text=True, timeout=300)
+
+
+def spec(drafter: object, **extra: object) -> str:
+    return json.dumps({"method": "dflash", "model": str(drafter), "num_speculative_tokens": 15, **extra})
+
+
+def test_exec_replaces_the_doctor_with_the_serve_command_argv_and_env_untouched(setup: dict[str, object]) -> None:
+    command = ["vllm", "serve", str(setup["target"]), "--tensor-parallel-size", "2", "--max-model-len", "32768",
+               "--max-num-batched-tokens", "32768", "--language-model-only", "--speculative-config",
+               spec(setup["drafter"]), "--served-model-name", "a b  c"]
+    proc = run_gate(setup, command)
+    assert proc.returncode == 7, proc.stdout + proc.stderr  # the stand-in's own exit code: the doctor is gone
+    argv, environ = read_record(setup["record"])  # type: ignore[arg-type]
+    assert argv == command
+    assert environ == setup["environ"]
+    assert "vllm serve command line" in proc.stdout  # the verdict was printed before the exec
+
+
+def test_a_failing_check_exits_1_and_starts_nothing(setup: dict[str, object]) -> None:
+    command = ["vllm", "serve", str(setup["target"]), "--speculative-config",
+               json.dumps({"method": "dflash", "model": str(setup["drafter"])})]
+    proc = run_gate(setup, command)
+    assert proc.returncode == 1
+    assert not Path(str(setup["record"])).exists()
+    assert "not starting `vllm serve" in proc.stderr
+    assert "serve.spec-k-missing" in proc.stdout
+
+
+def test_a_serve_program_that_cannot_be_started_exits_127(setup: dict[str, object]) -> None:
+    command = [str(Path(str(setup["cwd"])) / "missing" / "vllm"), "serve", str(setup["target"]),
+               "--max-num-batched-tokens", "32768", "--speculative-config", spec(setup["drafter"])]
+    proc = run_gate(setup, command)
+    assert proc.returncode == 127 and "cannot start" in proc.stderr
+    assert not Path(str(setup["record"])).exists()
