@@ -140,10 +140,9 @@ def test_uninstalling_v4_after_both_deletes_files_flash_attn_still_lists(doctor:
 def test_undefined_symbol_from_the_extension_breaks_even_the_triton_rotary_import(doctor: Doctor, tmp_path: Path) -> None:
     env = env_with(tmp_path, fa2_wheel_with_foreign_extension())
     add_to_path(env, torch_site())
-    add_to_path(env, vllm_site("0.24.0"), "zz-vllm")
     report, proc = doctor.report("--python", str(env.python), "--only", "imports,extensions")
     rotary = finding(report, "import.undefined-symbol")
-    assert rotary["status"] == "fail"  # suppress(ModuleNotFoundError) does not catch an ImportError
+    assert rotary["status"] == "fail"
     assert UNDEFINED_C10_SYMBOL in rotary["title"]
     assert "installed 2.13.0" in rotary["title"]
     assert any("FLASH_ATTENTION_FORCE_BUILD=TRUE" in r["command"] and "--no-build-isolation" in r["command"]
@@ -151,6 +150,14 @@ def test_undefined_symbol_from_the_extension_breaks_even_the_triton_rotary_impor
     extension = [f for f in findings_of(report, "extensions") if f["id"] == "import.undefined-symbol"]
     assert extension and "flash_attn_2_cuda" in extension[0]["title"]
     assert proc.returncode == 1
+
+    # vLLM 0.24's suppress(ModuleNotFoundError) does not catch an ImportError: still fatal.
+    add_to_path(env, vllm_site("0.24.0"), "zz-vllm")
+    report, _ = doctor.report("--python", str(env.python), "--only", "imports")
+    rotary = finding(report, "import.undefined-symbol")
+    assert rotary["status"] == "fail"
+    assert "vLLM 0.24.0 imports it at vllm/model_executor/layers/rotary_embedding/common.py:141" in rotary["detail"]
+    assert "nothing catches this" in rotary["detail"]
 
 
 # ---------------------------------------------------------------- the path and the installer
