@@ -1,7 +1,11 @@
-"""Command line: `dflash-doctor [options]`, `judge REPORT.json`, `list`, `explain ID`.
+"""Command line: `dflash-doctor [options]`, `judge REPORT.json`, `list`, `explain ID`, `profiles`, and the
+module commands `serve`, `baseline`, `merge`, `fleet` (dflash_doctor/commands/).
 
-Exit codes: 0 no fail and no error; 1 any fail or error (with --strict, any warn too); 2 the command
-line was wrong (argparse's own convention).
+Exit codes: 0 no fail and no error; 1 any fail or error (with --strict, any warn too; a partial report
+is an error); 2 the command line or an input file was wrong (argparse's own convention), nothing judged.
+
+Every output (terminal, --json, --junit, --markdown, --format github) is made from one redacted report.
+`run_doctor(args)` is the run itself, for commands that embed it (serve, fleet, baseline save).
 """
 
 from __future__ import annotations
@@ -10,14 +14,25 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from dflash_doctor import __version__
 from dflash_doctor.check import Check, Context
 from dflash_doctor.model import CheckResult, Finding, Status, exit_code
 
-SUBCOMMANDS = ("judge", "list", "explain")
+__all__ = ["DoctorRun", "UsageError", "emit", "main", "parse_run_args", "run_doctor", "run_parser"]
+
+# Subcommands that live in their own modules: dflash_doctor.commands.<name>.main(argv) -> exit code.
+MODULE_COMMANDS = ("serve", "baseline", "merge", "fleet")
+SUBCOMMANDS = ("judge", "list", "explain", "profiles", *MODULE_COMMANDS)
+OUTPUT_OPTIONS = ("json", "junit", "markdown")
+
+
+class UsageError(Exception):
+    """Wrong command line or unusable input file: reported on stderr, exit 2."""
 
 
 def _split(values: Sequence[str] | None) -> list[str]:
@@ -31,11 +46,18 @@ def _add_render_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--only", action="append", metavar="IDS", help="only these check ids or layers (comma-separated)")
     parser.add_argument("--skip", action="append", metavar="IDS", help="skip these check ids or layers (comma-separated)")
     parser.add_argument("--no-color", action="store_true", help="plain ASCII output (also when NO_COLOR is set or not a TTY)")
+    parser.add_argument("--junit", metavar="PATH", help="also write JUnit XML (one testcase per check) to PATH")
+    parser.add_argument("--markdown", metavar="PATH", help="also write a Markdown report for a bug ticket to PATH")
+    parser.add_argument("--format", choices=("terminal", "github"), default="terminal",
+                        help="github: workflow annotations (::error ...) for GitHub Actions instead of the terminal view")
+    parser.add_argument("--keep-hosts", action="store_true", help="do not redact hostnames and IP addresses in reports")
+    parser.add_argument("--baseline", metavar="FILE",
+                        help="compare with a golden baseline (from `dflash-doctor baseline save FILE`); any drift fails")
 
 
-def run_parser() -> argparse.ArgumentParser:
+def run_parser(prog: str = "dflash-doctor") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="dflash-doctor",
+        prog=prog,
         description="Finds what would break `vllm serve` with DFlash speculative decoding, before it runs. "
         f"Subcommands: {', '.join(SUBCOMMANDS)} (see `dflash-doctor SUBCOMMAND --help`).",
     )
@@ -47,6 +69,11 @@ def run_parser() -> argparse.ArgumentParser:
                         help="GPU archs to judge compiled code against without a GPU, e.g. sm_86,sm_90")
     parser.add_argument("--verify-hashes", action="store_true", help="compare every stack file's sha256 with RECORD")
     parser.add_argument("--timeout", type=float, default=60.0, metavar="S", help="per-probe timeout in seconds (default 60)")
+    parser.add_argument("--profile", metavar="NAME",
+                        help="a named set of options, e.g. ci (--no-gpu --strict, --target-arch required); "
+                        "see `dflash-doctor profiles`")
+    parser.add_argument("--config", metavar="FILE",
+                        help="a TOML file with [profiles.NAME] tables (pyproject.toml's [tool.dflash-doctor] is read too)")
     _add_render_options(parser)
     return parser
 
@@ -57,6 +84,48 @@ def judge_parser() -> argparse.ArgumentParser:
     parser.add_argument("report", metavar="REPORT.json")
     _add_render_options(parser)
     return parser
+
+
+def _check_output_paths(args: argparse.Namespace) -> None:
+    """Fail before a long run, not after it, when an output cannot be written."""
+    for option in OUTPUT_OPTIONS:
+        path = getattr(args, option, None)
+        if not path or path == "-":
+            continue
+        parent = Path(path).expanduser().resolve().parent
+        if not parent.is_dir():
+            raise UsageError(f"--{option} {path}: directory {parent} does not exist")
+        if not os.access(parent, os.W_OK):
+            raise UsageError(f"--{option} {path}: directory {parent} is not writable")
+    if args.json == "-" and "-" in (getattr(args, "junit", None), getattr(args, "markdown", None)):
+        raise UsageError("only one of --json, --junit, --markdown can write to stdout ('-')")
+
+
+def parse_run_args(argv: Sequence[str], parser: argparse.ArgumentParser | None = None) -> argparse.Namespace:
+    """Parse a run's options and apply --profile; UsageError for a bad profile, config or output path."""
+    from dflash_doctor.profiles import ProfileError, apply, load_profiles
+
+    parser = parser or run_parser()
+    args = parser.parse_args(list(argv))
+    args.profile_applied = None
+    if args.profile is not None or args.config is not None:
+        try:
+            profiles = load_profiles(parser, args.config)
+        except ProfileError as exc:
+            raise UsageError(str(exc)) from exc
+        if args.profile is not None:
+            profile = profiles.get(args.profile)
+            if profile is None:
+                raise UsageError(f"unknown profile {args.profile!r} (known: {', '.join(sorted(profiles))}; "
+                                 "see `dflash-doctor profiles`)")
+            missing = apply(profile, args, parser)
+            if missing:
+                flags = ", ".join("--" + m.replace("_", "-") for m in missing)
+                example = " (e.g. --target-arch sm_86)" if "target_arch" in missing else ""
+                raise UsageError(f"profile {profile.name!r} requires {flags}{example}")
+            args.profile_applied = profile.name
+    _check_output_paths(args)
+    return args
 
 
 def load_selected(only: list[str], skip: list[str], err: Any) -> tuple[list[Check], list[Finding]]:
@@ -86,24 +155,64 @@ def _plugin_result(problems: list[Finding]) -> list[CheckResult]:
     return [CheckResult("plugins", "doctor", "Check plugins", Status.ERROR, tuple(problems))]
 
 
-def render(report: dict[str, Any], results: list[CheckResult], args: argparse.Namespace) -> None:
-    if args.json:
-        from dflash_doctor.reporters import json_report
+@dataclass(frozen=True)
+class DoctorRun:
+    """One run of the doctor: the report as it may leave the machine (redacted), the results rendered from
+    it, the exit code, and the raw facts for in-process use only (never written out)."""
 
-        json_report.write(report, args.json)
-    if args.json != "-":
-        from dflash_doctor.reporters.terminal import TerminalReporter, make_console, plain_output
+    report: dict[str, Any]
+    results: list[CheckResult]
+    exit_code: int
+    sections: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    lingering: bool = False
 
-        plain = args.no_color or plain_output(sys.stdout)
-        TerminalReporter(make_console(sys.stdout, plain), plain, args.verbose).render(report, results)
+
+def _load_baseline(path: str | None) -> dict[str, Any] | None:
+    if not path:
+        return None
+    from dflash_doctor import baseline
+
+    try:
+        return baseline.load(path)
+    except baseline.BaselineError as exc:
+        raise UsageError(str(exc)) from exc
 
 
-def cmd_run(argv: Sequence[str]) -> int:
-    args = run_parser().parse_args(argv)
+def _finish(results: list[CheckResult], sections: Mapping[str, Any], python: str, args: argparse.Namespace,
+            extra: dict[str, Any], host: Mapping[str, Any] | None, partial: bool,
+            lingering: bool = False) -> DoctorRun:
     from dflash_doctor import report as report_module
-    from dflash_doctor.runner import run
+    from dflash_doctor.redact import redact_report
+
+    strict = bool(args.strict)
+    if partial:
+        extra["partial"] = True
+    raw = report_module.build(results, sections, python, strict, extra, host=host)
+    report = redact_report(raw, keep_hosts=bool(args.keep_hosts))
+    rendered = [CheckResult.from_dict(c) for c in report["checks"]]
+    return DoctorRun(report, rendered, exit_code(results, strict), sections, lingering)
+
+
+def _options(args: argparse.Namespace, target_archs: Sequence[str]) -> dict[str, Any]:
+    return {"no_gpu": bool(getattr(args, "no_gpu", False)), "target_archs": list(target_archs),
+            "only": _split(args.only), "skip": _split(args.skip), "strict": bool(args.strict),
+            "profile": getattr(args, "profile_applied", None), "baseline": args.baseline}
+
+
+def run_doctor(args: argparse.Namespace, *, options: Mapping[str, Any] | None = None,
+               host: Mapping[str, Any] | None = None, handle_signals: bool = False) -> DoctorRun:
+    """Run the doctor as `dflash-doctor [options]` does, without rendering.
+
+    `args` comes from `parse_run_args`; `options` reach the checks as `Context.options` (e.g. the serve
+    command line); `host` is merged into the report's host record. A failure of the doctor itself, or
+    SIGTERM/SIGINT with `handle_signals`, still returns a (partial) run. UsageError for a bad --baseline
+    file; SystemExit(2) for an unknown --only/--skip name.
+    """
+    from dflash_doctor.report import host_info
+    from dflash_doctor.supervise import failure_result, run_checks
 
     started = time.monotonic()
+    expected = _load_baseline(args.baseline)
     checks, problems = load_selected(_split(args.only), _split(args.skip), sys.stderr)
     ctx = Context(
         python=args.python,
@@ -112,40 +221,132 @@ def cmd_run(argv: Sequence[str]) -> int:
         target_archs=tuple(_split(args.target_arch)),
         verify_hashes=args.verify_hashes,
         timeout_s=args.timeout,
+        options=dict(options or {}),
     )
-    results, sections, _ = run(checks, ctx)
-    results = _plugin_result(problems) + results
-    report = report_module.build(results, sections, args.python, args.strict,
-                                 {"wall_s": round(time.monotonic() - started, 3),
-                                  "options": {"no_gpu": args.no_gpu, "target_archs": list(ctx.target_archs),
-                                              "only": _split(args.only), "skip": _split(args.skip)}})
-    render(report, results, args)
-    return exit_code(results, args.strict)
+    outcome = run_checks(checks, ctx, handle_signals=handle_signals)
+    results = _plugin_result(problems) + outcome.results
+    partial = outcome.partial
+    if outcome.stopped is not None:
+        results.append(outcome.stopped)
+    elif expected is not None:
+        from dflash_doctor import baseline as baseline_module  # only when asked: it is not cheap to import
+
+        try:
+            results.append(baseline_module.judge(expected, outcome.sections, args.baseline))
+        except Exception as exc:  # noqa: BLE001 - the report is still written, with the doctor's error
+            results.append(failure_result(exc, "comparing with the baseline"))
+            partial = True
+    extra = {"wall_s": round(time.monotonic() - started, 3), "options": _options(args, ctx.target_archs)}
+    host_record = {**host_info(), **(host or {})}
+    try:
+        return _finish(results, outcome.sections, args.python, args, extra, host_record, partial, outcome.lingering)
+    except Exception as exc:  # noqa: BLE001 - the facts broke the report: write what is certain, and why
+        kept = [replace(r, facts={}) for r in results if r.id != "doctor"] + [failure_result(exc, "building the report")]
+        return _finish(kept, {}, args.python, args, extra, host_record, True, outcome.lingering)
+
+
+def _write(kind: str, path: str, write: Any, report: Mapping[str, Any]) -> bool:
+    try:
+        write(report, path)
+        return True
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        sys.stderr.write(f"dflash-doctor: cannot write the {kind} report to {path}: {exc.strerror or exc}\n")
+    except Exception as exc:  # noqa: BLE001 - one broken output must not cost the others
+        sys.stderr.write(f"dflash-doctor: internal error writing the {kind} report to {path}: "
+                         f"{type(exc).__name__}: {exc}\n")
+    return False
+
+
+def emit(run: DoctorRun, args: argparse.Namespace) -> int:
+    """Write the requested files and render the chosen view; returns the exit code (2 if an output failed)."""
+    report, ok = run.report, True
+    if args.json:
+        from dflash_doctor.reporters import json_report
+
+        ok &= _write("JSON", args.json, json_report.write, report)
+    if args.junit:
+        from dflash_doctor.reporters import junit
+
+        ok &= _write("JUnit", args.junit, junit.write, report)
+    if args.markdown:
+        from dflash_doctor.reporters import markdown
+
+        ok &= _write("Markdown", args.markdown, markdown.write, report)
+    if "-" not in (args.json, args.junit, args.markdown):
+        try:
+            if args.format == "github":
+                from dflash_doctor.reporters import github
+
+                github.render(report, sys.stdout)
+            else:
+                from dflash_doctor.reporters.terminal import TerminalReporter, make_console, plain_output
+
+                plain = args.no_color or plain_output(sys.stdout)
+                TerminalReporter(make_console(sys.stdout, plain), plain, args.verbose).render(report, run.results)
+                fingerprint = (report.get("fingerprint") or {}).get("id") or "not computed"
+                partial = " · PARTIAL report (the doctor did not finish)" if report.get("partial") else ""
+                sys.stdout.write(f"environment fingerprint: {fingerprint}{partial}\n")
+            sys.stdout.flush()
+        except BrokenPipeError:
+            raise  # the reader went away: main() ends quietly
+        except Exception as exc:  # noqa: BLE001
+            sys.stderr.write(f"dflash-doctor: internal error rendering the report: {type(exc).__name__}: {exc}\n")
+            ok = False
+    return run.exit_code if ok else max(run.exit_code, 2)
+
+
+def _usage_error(exc: UsageError) -> int:
+    sys.stderr.write(f"dflash-doctor: error: {exc}\n")
+    return 2
+
+
+def cmd_run(argv: Sequence[str]) -> int:
+    try:
+        args = parse_run_args(argv)
+        run = run_doctor(args, handle_signals=True)
+    except UsageError as exc:
+        return _usage_error(exc)
+    code = emit(run, args)
+    if run.lingering:  # a collector ignored the stop; the report is written, do not wait for it
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 def cmd_judge(argv: Sequence[str]) -> int:
     args = judge_parser().parse_args(argv)
+    from dflash_doctor import baseline as baseline_module
     from dflash_doctor import report as report_module
     from dflash_doctor.runner import judge
 
     try:
+        _check_output_paths(args)
         saved = report_module.load(args.report)
+        expected = _load_baseline(args.baseline)
     except report_module.ReportError as exc:
         sys.stderr.write(f"dflash-doctor: {exc}\n")
         return 2
+    except UsageError as exc:
+        return _usage_error(exc)
     checks, problems = load_selected(_split(args.only), _split(args.skip), sys.stderr)
     saved_ids = {c.get("id") for c in saved["checks"] if isinstance(c, dict)}
     checks = [c for c in checks if c.id in saved_ids]
     sections = report_module.sections_of(saved)
-    options = saved.get("options") or {}
+    options = dict(saved.get("options") or {})
     ctx = Context(python=str((saved.get("target") or {}).get("python")), cwd=os.getcwd(),
                   no_gpu=bool(options.get("no_gpu")), target_archs=tuple(options.get("target_archs") or ()))
     results = _plugin_result(problems) + judge(checks, sections, ctx)
+    if expected is not None:
+        # A saved report has no file hashes: those parts are reported as not compared.
+        results.append(baseline_module.judge(expected, sections, args.baseline, hash_files_now=False))
     python = str((saved.get("target") or {}).get("python"))
-    report = report_module.build(results, sections, python, args.strict,
-                                 {"judged_from": args.report, "options": options})
-    render(report, results, args)
-    return exit_code(results, args.strict)
+    options.update({"strict": bool(args.strict), "baseline": args.baseline})
+    extra = {"judged_from": args.report, "options": options}
+    run = _finish(results, sections, python, args, extra, saved.get("host"), bool(saved.get("partial")))
+    return emit(run, args)
 
 
 def cmd_list(argv: Sequence[str]) -> int:
@@ -174,21 +375,52 @@ def cmd_explain(argv: Sequence[str]) -> int:
         for code in CODES.values():
             sys.stdout.write(f"{code.id:<34} {code.title}\n")
         return 0
-    code = CODES.get(args.id)
-    if code is None:
+    entry = CODES.get(args.id)
+    if entry is None:
         close = [c for c in CODES if args.id in c]
         sys.stderr.write(f"dflash-doctor: unknown finding id {args.id!r}"
                          + (f"; did you mean: {', '.join(close[:5])}" if close else "") + "\n")
         return 2
-    sys.stdout.write(f"{code.id}: {code.title}\n\n{code.explanation}\n\n(since {code.since})\n")
+    sys.stdout.write(f"{entry.id}: {entry.title}\n\n{entry.explanation}\n\n(since {entry.since})\n")
+    return 0
+
+
+def cmd_profiles(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="dflash-doctor profiles",
+        description="List the profiles: built-in, from pyproject.toml's [tool.dflash-doctor.profiles.*], "
+        "and from --config FILE.")
+    parser.add_argument("--config", metavar="FILE", help="also read [profiles.NAME] tables from this TOML file")
+    args = parser.parse_args(argv)
+    from dflash_doctor.profiles import ProfileError, load_profiles
+
+    try:
+        profiles = load_profiles(run_parser(), args.config)
+    except ProfileError as exc:
+        return _usage_error(UsageError(str(exc)))
+    for profile in profiles.values():
+        sys.stdout.write(f"{profile.name}  [{profile.origin}]\n    {profile.description}\n    {profile.as_flags()}\n")
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    commands = {"judge": cmd_judge, "list": cmd_list, "explain": cmd_explain}
+    try:
+        return _dispatch(list(sys.argv[1:] if argv is None else argv))
+    except BrokenPipeError:
+        # The reader went away (`dflash-doctor ... | head`): not an error of the doctor's; say nothing more.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+
+
+def _dispatch(argv: list[str]) -> int:
+    commands = {"judge": cmd_judge, "list": cmd_list, "explain": cmd_explain, "profiles": cmd_profiles}
     if argv and argv[0] in commands:
         return commands[argv[0]](argv[1:])
+    if argv and argv[0] in MODULE_COMMANDS:
+        module = __import__(f"dflash_doctor.commands.{argv[0]}", fromlist=["main"])
+        code: int = module.main(argv[1:])
+        return code
     return cmd_run(argv)
 
 

@@ -1,16 +1,40 @@
 """What of the user's environment may appear in a report.
 
-Reports go into bug tickets. Environment variables are listed by name; values are kept only for an
-allow-list of settings that decide how the stack behaves, and never for a name that looks like a key or
-token, nor for a value shaped like one.
+Reports go into bug tickets and CI logs, so every output is redacted by default:
+
+- Environment variables are listed by name; values are kept only for an allow-list of settings that
+  decide how the stack behaves, and never for a name that looks like a key or token (the probe applies
+  this, through `env_allow_args`), nor for a value shaped like one (`scrub_values`).
+- Whatever still slips into a string anywhere in a report (a command line, a URL, a traceback) is
+  scrubbed by `Redactor`: credential-shaped values (`hf_...`, `sk-...`, `ghp_...`, bearer tokens, URLs
+  with a password, `NAME=value` and `--token VALUE` where the name says secret), the user's home
+  directory (as `~`) and user name in paths, and, unless `keep_hosts`, this machine's host names (as a
+  stable pseudonym, `host-1a2b3c4d`, so that a fleet's hosts stay distinguishable), IP addresses and
+  the hosts of URLs that are not well-known public services.
 """
 
 from __future__ import annotations
 
+import getpass
+import hashlib
+import os
 import re
-from collections.abc import Mapping
+import socket
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
-__all__ = ["ENV_ALLOW", "SECRET_NAME", "SECRET_VALUE", "env_allow_args", "scrub_values"]
+__all__ = [
+    "ENV_ALLOW_NAMES",
+    "ENV_ALLOW_PREFIXES",
+    "SECRET_NAME",
+    "SECRET_VALUE",
+    "Redactor",
+    "env_allow_args",
+    "host_pseudonym",
+    "redact_report",
+    "scrub_values",
+]
 
 ENV_ALLOW_NAMES = (
     "CUDA_VISIBLE_DEVICES",
@@ -31,6 +55,56 @@ SECRET_VALUE = re.compile(
     r"(hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_\-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}"
     r"|AKIA[0-9A-Z]{16}|(?i:bearer)\s+[A-Za-z0-9._\-]{16,}|[a-z][a-z0-9+.-]*://[^/\s:@]+:[^/\s@]+@)"
 )
+REDACTED = "<redacted>"
+
+# Token shapes, replaced wherever they occur (URL credentials are handled first, keeping the URL).
+_TOKEN = re.compile(
+    r"hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_\-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"
+    r"|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"
+)
+_BEARER = re.compile(r"(?i)\b(bearer)(\s+)[A-Za-z0-9._~+/=\-]{16,}")
+_URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s:@<>]+(?::[^/\s@]*)?@")
+# NAME=value where NAME says secret: HF_TOKEN=..., NCCL_AUTH: ... (environment style, upper case), and
+# api_key=... (config style, lower case, `=` only: "KeyError: x" and "tokenizer: y" are prose).
+_SECRET_ENV_ASSIGNMENT = re.compile(
+    r"\b([A-Z0-9_]*(?:KEY|TOKEN(?!S|IZER)|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE)[A-Z0-9_]*)(\s*[=:]\s*)(['\"]?)(?!<)([^\s'\",;]+)"
+)
+_SECRET_CONFIG_ASSIGNMENT = re.compile(
+    r"\b([a-z0-9_]*(?:api_key|access_key|secret|token(?!s|izer)|password|passwd|credential)[a-z0-9_]*)(\s*=\s*)(['\"]?)(?!<)([^\s'\",;]+)"
+)
+_SECRET_FLAG = re.compile(
+    r"(?i)(--[a-z0-9-]*(?:api-key|token(?!s|izer)|secret|password|passwd|credential|auth)[a-z0-9-]*)(=|\s+)(?![-<])(\S+)"
+)
+_ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
+_SECRET_NAME_RE = re.compile(SECRET_NAME, re.IGNORECASE)
+
+# Not after a version operator, a dash or an underscore (nvidia-curand-cu12==10.3.9.90,
+# nvidia_curand_cu12-10.3.9.90.dist-info): those are versions.
+_IPV4 = re.compile(
+    r"(?<![\w.<>+\-])(?<![=<>!~]=)((?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?:\.(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3})(?!\w|\.\w)"
+)
+_IPV6 = re.compile(
+    r"(?<![\w:.])("
+    r"(?:[0-9A-Fa-f]{1,4}:){7}[0-9A-Fa-f]{1,4}"
+    r"|(?:[0-9A-Fa-f]{1,4}:){1,6}(?::[0-9A-Fa-f]{1,4}){1,6}"
+    r"|(?:[0-9A-Fa-f]{1,4}:){1,7}:"
+    r"|:(?::[0-9A-Fa-f]{1,4}){1,7}"
+    r")(?:%\w+)?(?![\w:])"
+)
+_KEEP_IPS = {"127.0.0.1", "0.0.0.0", "::1", "::", "255.255.255.255"}
+_URL_HOST = re.compile(r"(?i)\b((?:https?|grpc|ray|wss?|s3|gs|redis|ftp)://(?:<redacted>@)?)([A-Za-z0-9.-]+)")
+PUBLIC_HOSTS = frozenset({
+    "pypi.org", "files.pythonhosted.org", "download.pytorch.org", "github.com", "raw.githubusercontent.com",
+    "objects.githubusercontent.com", "huggingface.co", "docs.nvidia.com", "developer.nvidia.com",
+    "pypi.nvidia.com", "docs.vllm.ai", "wheels.vllm.ai", "flashinfer.ai", "docs.ray.io", "docs.github.com",
+    "localhost",
+})
+# Values under these keys are identifiers or versions, never hosts; "1.2.3.4" there is a version.
+_NOT_HOSTS = re.compile(r"(?i)(version|(^|_)ids?$|hash|sha256|digest|fingerprint|created|schema)")
+
+_DOTTED_DIGITS = re.compile(r"\d\.\d")
+_TOKEN_PREFIXES = ("hf_", "sk-", "gh", "xox", "AKIA", "eyJ")
+_HOME_ELSEWHERE = re.compile(r"(?<![\w.-])(/home|/Users)/(?!<user>)[^/\s'\"]+")
 
 
 def env_allow_args() -> dict[str, object]:
@@ -40,4 +114,169 @@ def env_allow_args() -> dict[str, object]:
 
 def scrub_values(values: Mapping[str, str]) -> dict[str, str]:
     """Drop any allow-listed value that is shaped like a credential all the same."""
-    return {k: ("<redacted>" if SECRET_VALUE.search(v) else v) for k, v in values.items()}
+    return {k: (REDACTED if SECRET_VALUE.search(v) else v) for k, v in values.items()}
+
+
+def host_pseudonym(name: str) -> str:
+    """A stable stand-in for a host name: the same host reads the same in every report."""
+    return "host-" + hashlib.sha256(name.strip().lower().encode()).hexdigest()[:8]
+
+
+def _this_user() -> str | None:
+    for candidate in (os.environ.get("USER"), os.environ.get("LOGNAME")):
+        if candidate:
+            return candidate
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry in a container: nothing to hide
+        return None
+
+
+def _with_short_names(names: Iterable[str]) -> set[str]:
+    found = {n for n in names if n}
+    found |= {n.split(".", 1)[0] for n in found if not _IPV4.fullmatch(n)}
+    return {n for n in found if len(n) >= 2 and n.lower() not in ("localhost", "localhost.localdomain")}
+
+
+def _this_hosts() -> tuple[str, ...]:
+    names: set[str] = set()
+    for get in (socket.gethostname, socket.getfqdn):
+        try:
+            name = get()
+        except OSError:
+            continue
+        if name:
+            names.add(name)
+            names.add(name.split(".", 1)[0])
+    return tuple(sorted(_with_short_names(names)))
+
+
+@dataclass(frozen=True)
+class Redactor:
+    homes: tuple[str, ...] = ()
+    user: str | None = None
+    hosts: tuple[str, ...] = ()
+    keep_hosts: bool = False
+    _patterns: dict[str, re.Pattern[str]] = field(default_factory=dict, compare=False, repr=False)
+    # A report repeats the same paths and titles thousands of times; each distinct string is scrubbed once.
+    _memo: dict[tuple[str, bool], str] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def for_this_machine(cls, keep_hosts: bool = False, extra_hosts: Iterable[str] = ()) -> Redactor:
+        homes: set[str] = set()
+        for home in (os.environ.get("HOME"), os.path.expanduser("~")):
+            if home and home not in ("/", ""):
+                homes.add(home.rstrip("/"))
+                homes.add(os.path.realpath(home).rstrip("/"))
+        user = _this_user()
+        return cls(
+            homes=tuple(sorted((h for h in homes if h), key=len, reverse=True)),
+            user=user if user and len(user) >= 2 else None,
+            hosts=tuple(sorted({*_this_hosts(), *_with_short_names(extra_hosts)}, key=len, reverse=True)),
+            keep_hosts=keep_hosts,
+        )
+
+    def _compiled(self) -> dict[str, re.Pattern[str]]:
+        if not self._patterns:
+            pats = self._patterns
+            if self.homes:
+                pats["home"] = re.compile("(?<![\\w.-])(" + "|".join(re.escape(h) for h in self.homes) + ")(?=/|$|[\\s'\":;,)])")
+            if self.user:
+                u = re.escape(self.user)
+                pats["user"] = re.compile(rf"(?<=/){u}(?=/|$|[\s'\":;,)])|(?<![\w.-]){u}(?=@)")
+            if self.hosts:
+                pats["host"] = re.compile(
+                    "(?i)(?<![\\w-])(" + "|".join(re.escape(h) for h in self.hosts) + ")(?![\\w-]|\\.[A-Za-z0-9])"
+                )
+        return self._patterns
+
+    # ---------------------------------------------------------------------------------------- strings
+
+    def secrets(self, text: str) -> str:
+        def keep_name(m: re.Match[str]) -> str:
+            return m.group(1) + m.group(2) + m.group(3) + REDACTED
+
+        # Each pattern runs only where its trigger is in the text: most strings of a report hold none.
+        if "@" in text and "://" in text:
+            text = _URL_CREDENTIALS.sub(lambda m: m.group(1) + REDACTED + "@", text)
+        if any(prefix in text for prefix in _TOKEN_PREFIXES):
+            text = _TOKEN.sub(REDACTED, text)
+        if "earer" in text or "EARER" in text:
+            text = _BEARER.sub(lambda m: m.group(1) + m.group(2) + REDACTED, text)
+        if "--" in text:
+            text = _SECRET_FLAG.sub(lambda m: m.group(1) + m.group(2) + REDACTED, text)
+        if "=" in text or ":" in text:
+            text = _SECRET_ENV_ASSIGNMENT.sub(keep_name, text)
+        if "=" in text:
+            text = _SECRET_CONFIG_ASSIGNMENT.sub(keep_name, text)
+        return text
+
+    def text(self, text: str, host_safe: bool = False) -> str:
+        """Scrub one string. `host_safe`: the value is a version or an id, leave addresses alone."""
+        if not text:
+            return text
+        key = (text, host_safe)
+        done = self._memo.get(key)
+        if done is None:
+            done = self._memo[key] = self._scrub(text, host_safe)
+        return done
+
+    def _scrub(self, text: str, host_safe: bool) -> str:
+        text = self.secrets(text)
+        pats = self._compiled()
+        if "home" in pats and any(home in text for home in self.homes):
+            text = pats["home"].sub("~", text)
+        if "/home/" in text or "/Users/" in text:
+            text = _HOME_ELSEWHERE.sub(lambda m: m.group(1) + "/<user>", text)
+        if "user" in pats and self.user and self.user in text:
+            text = pats["user"].sub("<user>", text)
+        if self.keep_hosts or host_safe:
+            return text
+        if "host" in pats:
+            lowered = text.lower()
+            if any(host.lower() in lowered for host in self.hosts):
+                text = pats["host"].sub(lambda m: host_pseudonym(m.group(1)), text)
+        if "://" in text:
+            text = _URL_HOST.sub(lambda m: m.group(1) + (m.group(2) if _public(m.group(2)) else "<host>"), text)
+        if _DOTTED_DIGITS.search(text):
+            text = _IPV4.sub(lambda m: m.group(1) if m.group(1) in _KEEP_IPS else "<ip>", text)
+        if "::" in text or text.count(":") >= 2:
+            text = _IPV6.sub(lambda m: m.group(0) if m.group(1) in _KEEP_IPS or not _looks_ipv6(m.group(1)) else "<ip>",
+                             text)
+        return text
+
+    # ---------------------------------------------------------------------------------------- trees
+
+    def tree(self, value: Any, key: str = "") -> Any:
+        """A redacted deep copy of JSON-like data (keys are scrubbed too: paths are often keys)."""
+        if isinstance(value, str):
+            if key and _ENV_NAME.match(key) and _SECRET_NAME_RE.search(key):
+                return REDACTED
+            return self.text(value, host_safe=bool(key) and bool(_NOT_HOSTS.search(key)))
+        if isinstance(value, Mapping):
+            return {(self.text(k) if isinstance(k, str) else k): self.tree(v, k if isinstance(k, str) else key)
+                    for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self.tree(v, key) for v in value]
+        return value
+
+
+def _public(host: str) -> bool:
+    host = host.lower().rstrip(".")
+    return host in PUBLIC_HOSTS or any(host.endswith("." + p) for p in PUBLIC_HOSTS if p != "localhost") \
+        or host in _KEEP_IPS
+
+
+def _looks_ipv6(candidate: str) -> bool:
+    # "::" joins C++ names (at::Tensor) and times have two colons; an address has hex groups around
+    # at least two colons and is not a bare decimal time.
+    groups = [g for g in candidate.split(":") if g]
+    return candidate.count(":") >= 2 and len(groups) >= 2 and not all(g.isdigit() and len(g) <= 2 for g in groups)
+
+
+def redact_report(report: Mapping[str, Any], keep_hosts: bool = False, extra_hosts: Iterable[str] = ()) -> dict[str, Any]:
+    """The report as it may leave the machine. Marks itself so a second pass is recognisable."""
+    redactor = Redactor.for_this_machine(keep_hosts=keep_hosts, extra_hosts=extra_hosts)
+    redacted: dict[str, Any] = redactor.tree(dict(report))
+    redacted["redaction"] = {"enabled": True, "keep_hosts": keep_hosts}
+    return redacted

@@ -1,18 +1,25 @@
-"""The JSON report (schema dflash-doctor/report/v1): built from results, and read back to judge again."""
+"""The JSON report (schema dflash-doctor/report/v1): built from results, and read back to judge again.
+
+Every report carries the environment fingerprint (`fingerprint.of_sections`) and, when the doctor could
+not finish, `"partial": true`. Redaction (`dflash_doctor.redact.redact_report`) is applied by the
+command line before anything is written.
+"""
 
 from __future__ import annotations
 
 import json
 import platform
+import socket
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from dflash_doctor import __version__
+from dflash_doctor.fingerprint import of_sections
 from dflash_doctor.model import CheckResult, exit_code, summarize
 
-__all__ = ["SCHEMA", "build", "load", "sections_of", "ReportError"]
+__all__ = ["SCHEMA", "ReportError", "build", "host_info", "load", "sections_of"]
 
 SCHEMA = "dflash-doctor/report/v1"
 
@@ -40,6 +47,7 @@ def build(
     python: str,
     strict: bool = False,
     extra: Mapping[str, Any] | None = None,
+    host: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     summary: dict[str, Any] = dict(summarize(results))
     summary["exit_code"] = exit_code(results, strict)
@@ -51,8 +59,25 @@ def build(
         "summary": summary,
         "checks": [r.to_dict() for r in results],
     }
+    try:
+        fingerprint: dict[str, Any] | None = of_sections(sections)
+    except Exception:  # noqa: BLE001 - facts too broken to hash: the report goes out without a fingerprint
+        fingerprint = None
+    if fingerprint is not None:
+        report["fingerprint"] = fingerprint
+    if host is not None:
+        report["host"] = dict(host)
     report.update(extra or {})
     return report
+
+
+def host_info() -> dict[str, Any]:
+    """Which machine a report comes from (redaction turns the name into a stable pseudonym)."""
+    try:
+        name = socket.gethostname() or "localhost"
+    except OSError:
+        name = "localhost"
+    return {"name": name}
 
 
 def load(path: str) -> dict[str, Any]:

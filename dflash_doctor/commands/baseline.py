@@ -1,0 +1,148 @@
+"""`dflash-doctor baseline save FILE`: record the expected state of an environment (golden baseline).
+
+    dflash-doctor baseline save FILE [--driver-range SPEC] [--no-hashes] [run options...]
+    dflash-doctor baseline save FILE --from-report REPORT.json     (no file hashes: a report has none)
+    dflash-doctor baseline show FILE
+    dflash-doctor baseline compare FILE [run options...]            (the same as `dflash-doctor --baseline FILE`)
+
+`save` runs the doctor with the given options (--python, --no-gpu, --target-arch, --profile, ...), then
+records the driver range, the GPUs' compute capabilities, the Python, every distribution with its exact
+version, the sha256 of every file of the serving stack's distributions, and the arch coverage of their
+compiled code, and writes FILE. Its exit code is the run's: a baseline of a failing environment is written,
+and the save still fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dflash_doctor import baseline
+from dflash_doctor.cli import UsageError, cmd_run, emit, parse_run_args, run_doctor, run_parser
+
+
+def save_parser() -> argparse.ArgumentParser:
+    parser = run_parser(prog="dflash-doctor baseline save")
+    parser.description = "Run the doctor and record the environment's expected state in FILE."
+    parser.add_argument("file", metavar="FILE", help="where to write the baseline (JSON)")
+    parser.add_argument("--driver-range", metavar="SPEC",
+                        help="NVIDIA driver versions the baseline accepts, as a version specifier "
+                        "(default: the current driver's branch, e.g. ==570.*)")
+    parser.add_argument("--no-hashes", action="store_true", help="do not hash the stack's files (versions only)")
+    parser.add_argument("--from-report", metavar="REPORT.json",
+                        help="take the facts from a saved report instead of running the doctor (no file hashes)")
+    return parser
+
+
+def describe(state: Mapping[str, Any]) -> list[str]:
+    dists = state.get("distributions") or {}
+    hashed = {n: d for n, d in dists.items() if d.get("files") is not None}
+    files = sum(len(d["files"]) for d in hashed.values())
+    drv = state.get("driver")
+    gpus = state.get("gpus")
+    archs = state.get("arch_coverage")
+    python = state.get("python") or {}
+    return [
+        f"fingerprint:   {state.get('fingerprint')}",
+        f"python:        {python.get('implementation')} {python.get('version')} on {python.get('machine')}",
+        f"driver:        {drv.get('version')} (accepts {drv.get('range')})" if drv else "driver:        not collected",
+        f"GPUs:          {', '.join(gpus['compute_capabilities']) or 'none'}" if gpus else "GPUs:          not collected",
+        (f"distributions: {len(dists)}, files of {len(hashed)} stack distributions hashed ({files} files: "
+         f"{', '.join(sorted(hashed)) or 'none'})"),
+        f"arch coverage: {len(archs)} libraries" if archs is not None else "arch coverage: not collected",
+    ]
+
+
+def cmd_save(argv: Sequence[str]) -> int:
+    from dflash_doctor import report as report_module
+
+    parser = save_parser()
+    try:
+        args = parse_run_args(argv, parser)
+        if args.driver_range:
+            from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+            try:
+                SpecifierSet(args.driver_range)
+            except InvalidSpecifier:
+                raise UsageError(f"--driver-range {args.driver_range!r} is not a version specifier (e.g. '>=570,<580')")
+        if args.from_report:
+            try:
+                saved = report_module.load(args.from_report)
+            except report_module.ReportError as exc:
+                raise UsageError(str(exc)) from exc
+            sections: Mapping[str, Any] = report_module.sections_of(saved)
+            code = int((saved.get("summary") or {}).get("exit_code", 0))
+            hash_names: Sequence[str] | None = ()
+            archs = (saved.get("options") or {}).get("target_archs") or []
+        else:
+            run = run_doctor(args, handle_signals=True)
+            code = emit(run, args)
+            if run.report.get("partial"):
+                sys.stderr.write("dflash-doctor: the run did not finish; no baseline written\n")
+                return max(code, 1)
+            sections = run.sections
+            hash_names = () if args.no_hashes else None
+            archs = run.report["options"]["target_archs"]
+    except UsageError as exc:
+        sys.stderr.write(f"dflash-doctor: error: {exc}\n")
+        return 2
+    state = baseline.current_state(sections, hash_names=hash_names, driver_range=args.driver_range, target_archs=archs)
+    try:
+        baseline.save(args.file, state)
+    except OSError as exc:
+        sys.stderr.write(f"dflash-doctor: cannot write the baseline to {args.file}: {exc.strerror or exc}\n")
+        return 2
+    out = sys.stderr if "-" in (args.json, args.junit, args.markdown) else sys.stdout  # stdout holds a report
+    out.write(f"baseline written to {args.file}\n" + "".join(f"  {line}\n" for line in describe(state)))
+    if code:
+        out.write(f"note: the environment does not pass the doctor (exit {code}); "
+                  "it was recorded as it is, and this save fails\n")
+    return code
+
+
+def cmd_show(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(prog="dflash-doctor baseline show", description="Summarize a baseline file.")
+    parser.add_argument("file", metavar="FILE")
+    parser.add_argument("--json", action="store_true", help="print the baseline without file hashes, as JSON")
+    args = parser.parse_args(argv)
+    try:
+        state = baseline.load(args.file)
+    except baseline.BaselineError as exc:
+        sys.stderr.write(f"dflash-doctor: error: {exc}\n")
+        return 2
+    if args.json:
+        slim = dict(state)
+        slim["distributions"] = {n: {k: v for k, v in d.items() if k != "files"}
+                                 for n, d in (state.get("distributions") or {}).items()}
+        sys.stdout.write(json.dumps(slim, indent=1, sort_keys=True) + "\n")
+        return 0
+    sys.stdout.write(f"{args.file} (saved {state.get('created')} by dflash-doctor {(state.get('tool') or {}).get('version')})\n")
+    sys.stdout.write("".join(f"  {line}\n" for line in describe(state)))
+    return 0
+
+
+def main(argv: Sequence[str]) -> int:
+    usage = ("usage: dflash-doctor baseline save FILE [options] | show FILE | compare FILE [options]\n"
+             "  see `dflash-doctor baseline save --help`\n")
+    if not argv:
+        sys.stderr.write(usage)
+        return 2
+    if argv[0] in ("-h", "--help"):
+        sys.stdout.write(__doc__ or usage)
+        return 0
+    action, rest = argv[0], list(argv[1:])
+    if action == "save":
+        return cmd_save(rest)
+    if action == "show":
+        return cmd_show(rest)
+    if action == "compare":
+        if not rest or rest[0].startswith("-"):
+            sys.stderr.write("dflash-doctor baseline compare: error: the baseline FILE comes first\n")
+            return 2
+        return cmd_run([*rest[1:], "--baseline", rest[0]])
+    sys.stderr.write(f"dflash-doctor baseline: error: unknown action {action!r}\n{usage}")
+    return 2
