@@ -57,7 +57,7 @@ def build(
         "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "target": _target_summary(sections, python),
         "summary": summary,
-        "checks": [r.to_dict() for r in results],
+        "checks": _checks_with_facts_once(results),
     }
     try:
         fingerprint: dict[str, Any] | None = of_sections(sections)
@@ -95,6 +95,21 @@ def load(path: str) -> dict[str, Any]:
     if not isinstance(data.get("checks"), list):
         raise ReportError(f"{path}: the report has no list of checks")
     return data
+
+
+def _checks_with_facts_once(results: Sequence[CheckResult]) -> list[dict[str, Any]]:
+    """Each fact section is saved once, under the first check that judges it.
+
+    A dozen checks read the distributions of a 300-distribution environment; repeating it under each made
+    a bug-ticket report of megabytes. `sections_of` merges the sections back across the checks."""
+    saved: set[str] = set()
+    checks = []
+    for result in results:
+        data = result.to_dict()
+        data["facts"] = {name: value for name, value in data["facts"].items() if name not in saved}
+        saved.update(data["facts"])
+        checks.append(data)
+    return checks
 
 
 def sections_of(report: Mapping[str, Any]) -> dict[str, Any]:

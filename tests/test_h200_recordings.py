@@ -1,0 +1,36 @@
+"""Whole-doctor reports recorded on a real H200 (fixtures/h200/), judged again with the current code."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import Doctor, finding, validate_report
+
+H200 = Path(__file__).resolve().parent.parent / "fixtures" / "h200"
+
+
+@pytest.mark.parametrize("name", ["report-cold.json", "report-serve-toy.json"])
+def test_recorded_h200_reports_validate_and_judge_again_to_the_same_statuses(doctor: Doctor, name: str) -> None:
+    recorded = validate_report(json.loads((H200 / name).read_text()))
+    again, proc = doctor.report("judge", str(H200 / name))
+    assert {c["id"]: c["status"] for c in again["checks"]} == {c["id"]: c["status"] for c in recorded["checks"]}
+    assert proc.returncode == recorded["summary"]["exit_code"]
+
+
+def test_the_h200_run_passes_every_gpu_layer_and_shows_the_gpu_at_a_glance(doctor: Doctor) -> None:
+    proc = doctor("judge", str(H200 / "report-cold.json"))
+    assert "GPU 0  NVIDIA H200  sm_90" in proc.stdout
+    report, _ = doctor.report("judge", str(H200 / "report-cold.json"))
+    statuses = {c["id"]: c["status"] for c in report["checks"]}
+    assert statuses["gpu"] == statuses["cuda-stack"] == statuses["kernels"] == statuses["arch-coverage"] == "pass"
+    assert "10 case(s) within tolerance on NVIDIA H200" in finding(report, "kernels.ok")["title"]
+    assert "worst error 0.22x tolerance" in finding(report, "kernels.ok")["title"]
+
+
+def test_each_fact_section_is_stored_once_in_a_report() -> None:
+    report = json.loads((H200 / "report-cold.json").read_text())
+    names = [name for c in report["checks"] for name in c["facts"]]
+    assert len(names) == len(set(names))
+    assert "distributions" in names and "kernels" in names
