@@ -26,7 +26,7 @@ from realenv import Env, fa4_wheel, install, make_venv
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SCHEMAS = {name: xmlschema.XMLSchema(str(FIXTURES / "junit" / name)) for name in ("junit-10.xsd", "JUnit.xsd")}
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "ci.md"
+DOCS = Path(__file__).resolve().parent.parent / "README.md"
 
 
 @pytest.fixture(scope="module")
@@ -252,7 +252,7 @@ def test_exit_code_contract(doctor: Doctor, fa4_env: Env, clean_env: Env, tmp_pa
 
 
 # ----------------------------------------------------------------------------------------------- the docs
-# docs/ci.md is the README's CI section. Its steps are run here as written, with the image replaced by this
+# README's CI section. Its steps are run here as written, with the image replaced by this
 # environment: `docker run --entrypoint dflash-doctor -v HOST:CONTAINER ... IMAGE ARGS` becomes
 # `dflash-doctor ARGS` with each container path mapped to its host directory, a Dockerfile's COPY maps its
 # destination, and its RUN lines run as they are. (No Docker daemon is needed, nor one used.)
@@ -260,7 +260,7 @@ def test_exit_code_contract(doctor: Doctor, fa4_env: Env, clean_env: Env, tmp_pa
 
 def _blocks(lang: str) -> list[str]:
     """The code blocks of the CI section (the ticket and fleet sections after it are tested elsewhere)."""
-    ci_section = DOCS.read_text().split("\n## Bug tickets")[0]
+    ci_section = DOCS.read_text().split("\n## CI: gate a serving image")[1].split("\n## Bug tickets")[0]
     return re.findall(rf"```{lang}\n(.*?)```", ci_section, re.DOTALL)
 
 
