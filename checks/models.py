@@ -775,6 +775,8 @@ def gpu_view(facts: Facts) -> dict[str, Any]:
     view: dict[str, Any] = {"available": False, "why": "no GPU facts were collected", "devices": [], "source": None}
     if isinstance(raw, Mapping) and "_error" in raw:
         view["why"] = f"the GPU facts could not be collected: {raw['_error']}"
+    elif isinstance(raw, Mapping) and raw.get("skipped"):
+        view["why"] = f"GPUs not probed ({raw['skipped']}); pass --gpus N --gpu-memory GIB for the serving GPUs"
     elif isinstance(raw, Mapping) and not (raw.get("nvml") or {}).get("ok"):
         error = (raw.get("nvml") or {}).get("error") or {}
         view["why"] = f"NVML is not usable here ({error.get('name') or error.get('kind')}: {error.get('message')})"

@@ -15,7 +15,7 @@ decides which variant applies (collectors.serve).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, TypeGuard
 
 from dflash_doctor.check import Facts
@@ -34,6 +34,7 @@ from dflash_doctor.knowledge.dflash import (
     WORLD_SIZE_RULE,
 )
 from dflash_doctor.knowledge.gpu import VLLM_FREE_MEMORY_CHECK
+from dflash_doctor.remedy import quote
 from dflash_doctor.model import Finding, Remediation, Status
 
 from .models import gpu_view, installer_for, optional_section, text_config, version_tuple
@@ -67,6 +68,26 @@ def _marker(vllm: Mapping[str, Any] | None, name: str) -> bool | None:
         return None
     marker = (vllm.get("markers") or {}).get(name) or {}
     return bool(marker.get("found")) if marker.get("readable", True) else None
+
+
+def with_flag(argv: Sequence[str], flag: str, value: Any) -> str:
+    """The user's own serve command with `flag` set to `value` (replaced where given, else appended),
+    quoted for the shell: a remediation to paste, not a fragment to splice in by hand."""
+    words = list(argv)
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == flag:
+            i += 2
+            continue
+        if word.startswith(flag + "="):
+            i += 1
+            continue
+        out.append(word)
+        i += 1
+    out += [flag, str(value)]
+    return " ".join(quote(w) for w in out)
 
 
 def _not_given() -> list[Finding]:
@@ -163,6 +184,7 @@ class _Command:
         self.pp = _int_or(self.fields.get("pipeline_parallel_size"), 1)
         self.label = f"vLLM {self.vllm.get('version')}" if self.vllm and self.vllm.get("installed") else "vLLM"
         self.command = " ".join(self.serve.get("argv") or [])
+        self.argv: list[str] = list(self.serve.get("argv") or [])
 
     def findings(self) -> list[Finding]:
         if self.serve.get("program_error"):
@@ -309,7 +331,7 @@ class _Command:
                            else "vLLM stops with \"User-specified max_model_len ... is greater than the derived "
                            "max_model_len\""),
                         detail=MAX_MODEL_LEN_RULE.source, evidence={"given": given, "derived": derived, "key": key},
-                        remediation=(Remediation(f"--max-model-len {derived}", "what the model was trained for"),))]
+                        remediation=(Remediation(with_flag(self.argv, "--max-model-len", derived), "what the model was trained for"),))]
 
     def _tiers(self) -> list[tuple[str, str]]:
         """(tier, why) for the GPU vLLM will size its defaults on (its first visible GPU)."""
@@ -332,13 +354,13 @@ class _Command:
                                    f"prefill off: vLLM stops (\"This effectively limits the maximum sequence length to "
                                    f"max_num_batched_tokens and makes vLLM reject longer sequences.\"){cond}",
                                    detail=SCHEDULER_RULES.source, evidence=s,
-                                   remediation=(Remediation(f"--max-num-batched-tokens {mml}", "or drop "
+                                   remediation=(Remediation(with_flag(self.argv, "--max-num-batched-tokens", mml), "or drop "
                                                             "--no-enable-chunked-prefill"),)))
             if tokens < seqs:
                 out.append(Finding("serve.scheduler", Status.FAIL,
                                    f"max_num_batched_tokens ({tokens}) must be greater than or equal to max_num_seqs "
                                    f"({seqs}){cond}", detail=SCHEDULER_RULES.source, evidence=s,
-                                   remediation=(Remediation(f"--max-num-seqs {tokens}", "or raise "
+                                   remediation=(Remediation(with_flag(self.argv, "--max-num-seqs", tokens), "or raise "
                                                             "--max-num-batched-tokens"),)))
         return out[:2]
 
@@ -383,9 +405,9 @@ class _Command:
                             "max_num_batched_tokens to accommodate the additional draft token slots, or decrease "
                             "num_speculative_tokens or max_num_seqs.\"",
                             detail=SPEC_BUDGET_RULE_A.source, evidence=evidence,
-                            remediation=(Remediation(f"--max-num-batched-tokens {need}",
+                            remediation=(Remediation(with_flag(self.argv, "--max-num-batched-tokens", need),
                                                      f"{delta} draft slots plus 8192 to schedule"),
-                                         Remediation(f"--max-num-seqs {max(1, tokens // (2 * max(1, k - 1)))}",
+                                         Remediation(with_flag(self.argv, "--max-num-seqs", max(1, tokens // (2 * max(1, k - 1)))),
                                                      "or run fewer sequences at once"))))
                     elif scheduled < 8192:
                         out.append(Finding("serve.token-budget", Status.WARN,
@@ -411,7 +433,7 @@ class _Command:
                                            f"DFlash caps running sequences at {tokens_note} // (k + 1 = {lookahead}) = "
                                            f"{cap}, below {seqs_note}{cond}: vLLM lowers max_num_active_seqs to {cap}",
                                            detail=SPEC_BUDGET_RULE_B.source, evidence=evidence,
-                                           remediation=(Remediation(f"--max-num-batched-tokens {seqs * lookahead}",
+                                           remediation=(Remediation(with_flag(self.argv, "--max-num-batched-tokens", seqs * lookahead),
                                                                     f"room for {seqs} sequences of {lookahead} queries"),)))
                     else:
                         out.append(Finding("serve.token-budget", Status.PASS,
@@ -534,6 +556,7 @@ class ServeResourcesCheck:
         serve = facts["serve_args"]
         if not serve.get("given") or serve.get("program_error"):
             return _not_given()
+        argv = list(serve.get("argv") or [])
         fields = dict(serve.get("fields") or {})
         findings = list(self._port(serve))
         gpus = gpu_view(facts)
@@ -557,7 +580,7 @@ class ServeResourcesCheck:
                                     f"{len(devices)} GPU(s) {where})",
                                     detail=WORLD_SIZE_RULE.source,
                                     evidence={"world_size": world, "gpus": [d.get("index") for d in devices]},
-                                    remediation=(Remediation(f"--tensor-parallel-size {max(1, len(devices) // pp)}",
+                                    remediation=(Remediation(with_flag(argv, "--tensor-parallel-size", max(1, len(devices) // pp)),
                                                              "fit the GPUs there are"),
                                                  Remediation("export CUDA_VISIBLE_DEVICES=...", "or make more visible"))))
             return findings
@@ -578,10 +601,11 @@ class ServeResourcesCheck:
                            else ": vLLM would fail after loading the model"),
                         evidence=dict(port),
                         remediation=(Remediation(f"ss -ltnp 'sport = :{port.get('port')}'", "see who holds it"),
-                                     Remediation("--port 8001", "or serve on another port")))]
+                                     Remediation(with_flag(list(serve.get("argv") or []), "--port", 8001), "or serve on another port")))]
 
     def _memory(self, facts: Facts, fields: Mapping[str, Any], devices: list[Mapping[str, Any]], tp: int,
                 pp: int) -> list[Finding]:
+        argv = list(facts["serve_args"].get("argv") or [])
         models = optional_section(facts, "models") or {}
         target, drafter = models.get("target"), models.get("drafter")
         if not ((target or {}).get("dir") or {}).get("weights", {}).get("total_bytes"):
@@ -624,7 +648,7 @@ class ServeResourcesCheck:
                     + (f"; held by {', '.join(others)}" if others else ""),
                     detail=VLLM_FREE_MEMORY_CHECK.source,
                     evidence={**evidence, "device": device.get("index"), "free": free, "budget": budget},
-                    remediation=(Remediation(f"--gpu-memory-utilization {max(0.05, (free / total) - 0.01):.2f}",
+                    remediation=(Remediation(with_flag(argv, "--gpu-memory-utilization", f"{max(0.05, (free / total) - 0.01):.2f}"),
                                              "ask for no more than is free"),
                                  Remediation("nvidia-smi", "or stop what holds the memory"))))
                 continue
@@ -637,7 +661,7 @@ class ServeResourcesCheck:
                     f"{_gib(drafter_bytes)} / {draft_tp}), more than {util} x {_gib(total)} = {_gib(budget)}: "
                     "\"No available memory for the cache blocks\"",
                     detail=KV_CACHE_ONE_SEQUENCE.source, evidence={**evidence, "device": device.get("index")},
-                    remediation=(Remediation(f"--tensor-parallel-size {tp * 2}", "spread the weights over more GPUs"),)))
+                    remediation=(Remediation(with_flag(argv, "--tensor-parallel-size", tp * 2), "spread the weights over more GPUs"),)))
             elif mml and per_token and per_token * mml > room:
                 findings.append(Finding(
                     "serve.kv-cache", Status.FAIL,
@@ -645,8 +669,8 @@ class ServeResourcesCheck:
                     f"{_gib(per_token * mml)} of KV cache: \"To serve at least one request with the models's max seq len "
                     f"({mml}), ... KV cache is needed, which is larger than the available KV cache memory\"",
                     detail=KV_CACHE_ONE_SEQUENCE.source, evidence={**evidence, "device": device.get("index")},
-                    remediation=(Remediation(f"--max-model-len {int(room / per_token)}", "a length that fits"),
-                                 Remediation("--gpu-memory-utilization 0.95", "or give vLLM more of each GPU"))))
+                    remediation=(Remediation(with_flag(argv, "--max-model-len", int(room / per_token)), "a length that fits"),
+                                 Remediation(with_flag(argv, "--gpu-memory-utilization", 0.95), "or give vLLM more of each GPU"))))
         if not findings and worst_room is not None:
             tokens = int(worst_room / per_token) if per_token else None
             findings.append(Finding(

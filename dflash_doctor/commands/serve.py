@@ -143,6 +143,9 @@ def main(argv: Sequence[str]) -> int:
 
     split = _split_command(argv)
     p = parser()
+    if split is None and any(a in ("-h", "--help") for a in argv):
+        p.print_help(sys.stdout)
+        return 0
     if split is None or not split[1]:
         p.print_usage(sys.stderr)
         sys.stderr.write("dflash-doctor serve: error: give the serve command after --, e.g. "
