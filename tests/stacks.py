@@ -36,9 +36,10 @@ def vllm_site(version: str) -> Path:
         wheels = cache_dir() / "wheels"
         found = sorted(wheels.glob(f"vllm-{version}-*.whl"))
         if not found:
-            _run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-                  "--platform", "manylinux_2_35_x86_64", "--python-version", "3.11", "-q", "-d", wheels,
-                  f"vllm=={version}"], timeout=1800)
+            # pip matches --platform exactly: name every manylinux tag vLLM's wheels have used.
+            platforms = [f"--platform=manylinux_2_{n}_x86_64" for n in (35, 34, 31, 28, 17)]
+            _run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", *platforms,
+                  "--python-version", "3.11", "-q", "-d", wheels, f"vllm=={version}"], timeout=1800)
             found = sorted(wheels.glob(f"vllm-{version}-*.whl"))
         _run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-compile", "--no-index", "-q",
               "--target", target, found[0]], timeout=1800)
