@@ -26,6 +26,7 @@ from packaging.version import InvalidVersion, Version
 from dflash_doctor.archs import CC, coverage
 from dflash_doctor.check import Facts
 from dflash_doctor.elf import unmet_versions
+from dflash_doctor.envfacts import version_tuple
 from dflash_doctor.knowledge.archs_advice import (
     ARCH_GATED_LIBRARIES,
     FA2_ARCH_VALUES,
@@ -207,13 +208,6 @@ def _index_range(indices: Sequence[int]) -> str:
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _version_tuple(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(p) for p in text.split("."))
-    except ValueError:
-        return (0,)
-
-
 def _verdict(library: Library, target: Target) -> Verdict:
     gate = library.gate
     if gate is not None and not gate.used_on_cc(target.cc):
@@ -222,9 +216,9 @@ def _verdict(library: Library, target: Target) -> Verdict:
     found = coverage(fatbin.get("sass") or (), fatbin.get("ptx") or (), target.cc)
     if found["status"] == "ptx-jit" and target.driver_cuda:
         # The oldest PTX ISA in the library: if even that is too new for the driver, the JIT cannot run.
-        isas = sorted(fatbin.get("ptx_isa") or (), key=_version_tuple)
+        isas = sorted(fatbin.get("ptx_isa") or (), key=version_tuple)
         needs = PTX_ISA_MIN_CUDA.value.get(isas[0]) if isas else None
-        if needs and _version_tuple(needs) > _version_tuple(target.driver_cuda):
+        if needs and version_tuple(needs) > version_tuple(target.driver_cuda):
             return Verdict("ptx-too-new", found["by"], needs)
     return Verdict(found["status"], found["by"])
 
@@ -325,7 +319,7 @@ def _ptx_jit(lib: Library, jitted: list[tuple[Target, Verdict]]) -> Finding:
     fatbin = lib.fatbin or {}
     labels = [t.label for t, _ in jitted]
     by = sorted({v.by for _, v in jitted if v.by})
-    isas = sorted(fatbin.get("ptx_isa") or (), key=_version_tuple)
+    isas = sorted(fatbin.get("ptx_isa") or (), key=version_tuple)
     driver = PTX_ISA_MIN_CUDA.value.get(isas[0]) if isas else None
     isa = ", ".join(isas) or "unknown"
     return Finding(
@@ -382,7 +376,7 @@ def _fa2_remedy(version: str, failing: list[CC], all_ccs: list[CC],
     except InvalidVersion:
         has_env = False
     spec = f"flash-attn=={version}" if has_env else f"flash-attn>={FA2_ARCHS_ENV_FIRST_RELEASE.value},<3"
-    toolkit = max((SASS_MIN_TOOLKIT.value.get(int(v[:-1]), "11.7") for v in wanted), key=_version_tuple)
+    toolkit = max((SASS_MIN_TOOLKIT.value.get(int(v[:-1]), "11.7") for v in wanted), key=version_tuple)
     command = installer.install(spec, no_build_isolation=True, reinstall=True, no_deps=True,
                                 env={FA2_ARCHS_ENV.value: ";".join(wanted), "FLASH_ATTENTION_FORCE_BUILD": "TRUE",
                                      "MAX_JOBS": "4"})
@@ -401,14 +395,14 @@ def _torch_remedy(torch: Mapping[str, Any], failing: list[CC],
         "the architectures this torch was compiled for (works without a GPU)",
     )
     remedies = [show]
-    needed = max((SASS_MIN_TOOLKIT.value.get(cc[0], "0") for cc in failing), key=_version_tuple)
+    needed = max((SASS_MIN_TOOLKIT.value.get(cc[0], "0") for cc in failing), key=version_tuple)
     version, cuda = str(torch.get("version") or ""), torch.get("cuda")
     try:
         base = Version(version).base_version
         has_cu128 = Version(base) >= Version(TORCH_CU128_FIRST_RELEASE.value)
     except InvalidVersion:
         base, has_cu128 = version, False
-    if needed == "12.8" and has_cu128 and (not cuda or _version_tuple(str(cuda)) < (12, 8)):
+    if needed == "12.8" and has_cu128 and (not cuda or version_tuple(str(cuda)) < (12, 8)):
         remedies.append(Remediation(
             installer.install(f"torch=={base}", "--index-url", "https://download.pytorch.org/whl/cu128",
                               reinstall=True),
@@ -447,7 +441,7 @@ def _runtime(libraries: list[Library], section: Mapping[str, Any], installer: In
     for lib in readable:
         needs = lib.facts.get("needs_versions") or {}
         for prefix, version in needs.items():
-            if prefix not in highest or _version_tuple(version) > _version_tuple(highest[prefix]):
+            if prefix not in highest or version_tuple(version) > version_tuple(highest[prefix]):
                 highest[prefix] = version
         # A prefix the host does not report at all (libstdc++ not found) is not judged: its `errors` say why.
         unmet = {k: v for k, v in unmet_versions(dict(needs), dict(provides)).items() if v["provides"]}
@@ -474,7 +468,7 @@ def _runtime_too_old(failing: list[tuple[Library, dict[str, dict[str, str | None
     for _lib, lib_unmet in failing:
         for prefix, need in lib_unmet.items():
             known = unmet.get(prefix)
-            if known is None or _version_tuple(str(need["needs"])) > _version_tuple(str(known["needs"])):
+            if known is None or version_tuple(str(need["needs"])) > version_tuple(str(known["needs"])):
                 unmet[prefix] = need
     ordered = sorted(unmet.items(), key=lambda item: _RUNTIME_ORDER.index(item[0]))
     words = [f"{prefix}_{need['needs']}" for prefix, need in ordered]

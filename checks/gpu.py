@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from dflash_doctor.archs import coverage, parse_arch
 from dflash_doctor.check import Facts, SectionError
-from dflash_doctor.envfacts import Distributions
+from dflash_doctor.envfacts import Distributions, version_tuple
 from dflash_doctor.knowledge.cuda import MINOR_VERSION_COMPAT_DRIVER, min_driver_for_cuda
 from dflash_doctor.knowledge.flash_attn import V2_SPEC
 from dflash_doctor.knowledge.gpu import (
@@ -81,16 +81,6 @@ def _installer(facts: Facts, python: Any = None) -> Installer:
     if isinstance(target, Mapping):
         return Installer.for_target(target)
     return Installer(str(python) if python else "python3")
-
-
-def _version_tuple(text: str | None) -> tuple[int, ...]:
-    parts: list[int] = []
-    for piece in (text or "").split("+")[0].split("."):
-        digits = "".join(c for c in piece if c.isdigit())
-        if not digits:
-            break
-        parts.append(int(digits))
-    return tuple(parts)
 
 
 # ------------------------------------------------------------------------------------ visible devices
@@ -311,12 +301,12 @@ def _visible_findings(gpu: Mapping[str, Any], visible: Visible, vllm_version: st
                       "enumerates only one MIG device, so vLLM runs on one slice",
                       detail=MIG_SINGLE_DEVICE_PER_PROCESS.note, evidence=evidence)
     if visible.form == "uuids" and vllm_version is not None:
-        since = _version_tuple(VLLM_UUID_VISIBLE_DEVICES_SINCE.value)
+        since = version_tuple(VLLM_UUID_VISIBLE_DEVICES_SINCE.value)
         whole = {str(devices[i].get("uuid")) for i in visible.gpus}
         partial = [e for e in visible.entries if e not in whole]
-        if _version_tuple(vllm_version) < since or partial:
+        if version_tuple(vllm_version) < since or partial:
             why = (f"vLLM {vllm_version} calls int() on each entry (UUIDs are accepted from "
-                   f"{VLLM_UUID_VISIBLE_DEVICES_SINCE.value})" if _version_tuple(vllm_version) < since else
+                   f"{VLLM_UUID_VISIBLE_DEVICES_SINCE.value})" if version_tuple(vllm_version) < since else
                    f"vLLM {vllm_version} looks UUIDs up whole, and {', '.join(partial)} is a prefix")
             yield Finding("gpu.visible-uuid-vllm", Status.FAIL,
                           f"CUDA_VISIBLE_DEVICES={value!r}: CUDA accepts it but {why}: `vllm serve` fails at start",
@@ -446,11 +436,11 @@ def _exception_text(exc: Mapping[str, Any] | None) -> str:
 
 def _torch_index_for(driver_cuda: str | None) -> str | None:
     """The newest PyTorch CUDA index not newer than what the driver supports."""
-    have = _version_tuple(driver_cuda)
+    have = version_tuple(driver_cuda)
     if not have:
         return None
     for cuda, url in TORCH_CUDA_INDEXES.value:
-        if _version_tuple(cuda) <= have:
+        if version_tuple(cuda) <= have:
             return url
     return None
 
@@ -468,7 +458,7 @@ def _driver_too_old(torch: Mapping[str, Any], cuda: Mapping[str, Any], driver_cu
             f"a torch built for CUDA {index.rsplit('cu', 1)[-1]} (the driver supports {driver_cuda}); vLLM pins "
             "torch, and its own wheel must be built for that CUDA too. If this index has no such torch, the "
             f"newest cu{(driver_cuda or '').split('.')[0]}x index also runs on this driver (CUDA minor version "
-            f"compatibility, driver >= {MINOR_VERSION_COMPAT_DRIVER.value.get(_version_tuple(driver_cuda)[0], '?')})"))
+            f"compatibility, driver >= {MINOR_VERSION_COMPAT_DRIVER.value.get(version_tuple(driver_cuda)[0], '?')})"))
     remedies.append(Remediation(
         f"sudo apt-get install -y nvidia-driver-{(needed or '').split('.')[0] or 'NNN'}",
         f"or a newer driver: CUDA {torch_cuda} needs >= {needed or 'a newer one'} (Ubuntu's package; elsewhere the "
@@ -602,8 +592,8 @@ class CudaStackCheck:
                                                      "supports"),) if index else ())]
         cuda = stack.get("cuda") or {}
         driver_cuda, driver = gpu.get("cuda_driver_version"), gpu.get("driver_version")
-        torch_major = _version_tuple(torch.get("cuda"))[:1]
-        major_too_new = bool(torch_major and driver_cuda and torch_major > _version_tuple(driver_cuda)[:1])
+        torch_major = version_tuple(torch.get("cuda"))[:1]
+        major_too_new = bool(torch_major and driver_cuda and torch_major > version_tuple(driver_cuda)[:1])
         visible = _visible_of(gpu)
         if not cuda.get("available"):
             if _says_too_old(cuda) or major_too_new:
@@ -638,7 +628,7 @@ class CudaStackCheck:
                 continue
             evidence = {"device": device, "arch_list": torch.get("arch_list")}
             if covered["status"] == "ptx-jit":
-                old_driver = _version_tuple(driver_cuda) < _version_tuple(torch.get("cuda"))
+                old_driver = version_tuple(driver_cuda) < version_tuple(torch.get("cuda"))
                 findings.append(Finding(
                     "cuda.arch-ptx-only", Status.FAIL if old_driver else Status.WARN,
                     f"{label}: torch {torch.get('version')} has no SASS for it, only PTX {covered['by']} to JIT"
@@ -657,7 +647,7 @@ class CudaStackCheck:
         compat = ""
         if major_too_new:
             compat = f" via CUDA forward compatibility (libcuda {(stack.get('libcuda') or {}).get('path')})"
-        elif _version_tuple(driver_cuda) < _version_tuple(torch.get("cuda")):
+        elif version_tuple(driver_cuda) < version_tuple(torch.get("cuda")):
             compat = " via CUDA minor version compatibility"
         summary = (f"torch {torch.get('version')} (CUDA {torch.get('cuda')}; driver {driver} supports "
                    f"{driver_cuda}{compat}) · {len(devices)} GPU(s): {'; '.join(coverage_notes) or 'none covered'}"

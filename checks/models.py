@@ -22,6 +22,7 @@ from typing import Any, ClassVar, TypeGuard
 
 from dflash_doctor.archs import compute_capability
 from dflash_doctor.check import Facts
+from dflash_doctor.envfacts import version_tuple
 from dflash_doctor.knowledge.dflash import (
     ATTENTION_FALLBACK,
     DRAFTER_REGISTRY_ARCH,
@@ -75,16 +76,6 @@ def installer_for(facts: Facts) -> Installer:
     """Install commands that name the target interpreter (remedy.Installer)."""
     target = optional_section(facts, "target")
     return Installer.for_target(target) if target else Installer("python3")
-
-
-def version_tuple(text: str | None) -> tuple[int, ...]:
-    parts: list[int] = []
-    for piece in (text or "").split("+")[0].split("."):
-        digits = "".join(c for c in piece if c.isdigit())
-        if not digits:
-            break
-        parts.append(int(digits))
-    return tuple(parts)
 
 
 def text_config(model: Mapping[str, Any] | None) -> dict[str, Any]:

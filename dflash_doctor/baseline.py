@@ -33,6 +33,7 @@ from packaging.version import InvalidVersion, Version
 from dflash_doctor import __version__, envsummary
 from dflash_doctor.envfacts import canonical
 from dflash_doctor.fingerprint import of_sections
+from dflash_doctor.jsondoc import load_document
 from dflash_doctor.model import CheckResult, Finding, Remediation, Status, worst
 from dflash_doctor.remedy import Installer, quote
 
@@ -162,18 +163,8 @@ def save(path: str, state: Mapping[str, Any]) -> None:
 
 
 def load(path: str) -> dict[str, Any]:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BaselineError(f"{path}: cannot read the baseline ({getattr(exc, 'strerror', None) or exc})") from exc
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BaselineError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from exc
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
-        raise BaselineError(f"{path}: not a dflash-doctor baseline (schema {found!r}, expected {SCHEMA!r}); "
-                            "make one with `dflash-doctor baseline save FILE`")
+    data = load_document(path, SCHEMA, "baseline", BaselineError,
+                         "; make one with `dflash-doctor baseline save FILE`")
     for key, kind in (("distributions", dict), ("arch_coverage", dict), ("driver", dict), ("gpus", dict),
                       ("python", dict)):
         if data.get(key) is not None and not isinstance(data[key], kind):

@@ -7,12 +7,24 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["canonical", "Distributions", "Dist"]
+__all__ = ["canonical", "version_tuple", "Distributions", "Dist"]
 
 
 def canonical(name: str) -> str:
     """PEP 503 normalized name (the same rule as packaging.utils.canonicalize_name)."""
     return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def version_tuple(text: str | None) -> tuple[int, ...]:
+    """Leading numeric release parts, for ordering versions that PEP 440 may not parse ("12.8",
+    "2.11.0+cu130", "580.159.04", "GLIBC 2.32"): digits of each dot-separated part until one has none."""
+    parts: list[int] = []
+    for piece in (text or "").split("+")[0].split("."):
+        digits = "".join(c for c in piece if c.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
 
 
 @dataclass(frozen=True)

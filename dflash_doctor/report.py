@@ -7,16 +7,15 @@ command line before anything is written.
 
 from __future__ import annotations
 
-import json
 import platform
 import socket
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 from dflash_doctor import __version__
 from dflash_doctor.fingerprint import of_sections
+from dflash_doctor.jsondoc import load_document
 from dflash_doctor.model import CheckResult, exit_code, summarize
 
 __all__ = ["SCHEMA", "ReportError", "build", "host_info", "load", "sections_of"]
@@ -81,17 +80,7 @@ def host_info() -> dict[str, Any]:
 
 
 def load(path: str) -> dict[str, Any]:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ReportError(f"{path}: cannot read the report ({exc})") from exc
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ReportError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from exc
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
-        raise ReportError(f"{path}: not a dflash-doctor report (schema {found!r}, expected {SCHEMA!r})")
+    data = load_document(path, SCHEMA, "report", ReportError)
     if not isinstance(data.get("checks"), list):
         raise ReportError(f"{path}: the report has no list of checks")
     return data
