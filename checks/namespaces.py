@@ -179,6 +179,7 @@ def _cute_overlap(dists: Distributions, claimants: Mapping[str, Dist], installer
     # flash-attn v2 never imports flash_attn/cute; flash-attn-4 is nothing but. So the environment works
     # while flash-attn-4's bytes are the ones on disk, and is broken where v2's stale copy won.
     broken = bool(holds_v2 or missing)
+    remediation: tuple[Remediation, ...]
     if broken:
         remediation = (
             Remediation(installer.install(f"flash-attn-4=={v4.version}", reinstall=True, no_deps=True),
