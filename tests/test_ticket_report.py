@@ -238,7 +238,10 @@ def test_stopped_mid_run_the_doctor_still_writes_a_partial_report(tmp_path: Path
     out = {"json": tmp_path / "r.json", "junit": tmp_path / "r.xml", "markdown": tmp_path / "r.md"}
     argv = [sys.executable, "-m", "dflash_doctor", "--python", str(env.python), "--no-gpu", "--timeout", "120",
             *(a for k, p in out.items() for a in (f"--{k}", str(p)))]
-    proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # As from a terminal: a test runner started in the background (as CI may be) inherits SIGINT ignored,
+    # and Python then rightly leaves it ignored; Ctrl-C in a terminal reaches a process that handles it.
+    proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 60
         while not _probe_processes(env.python):
