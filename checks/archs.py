@@ -25,7 +25,6 @@ from packaging.version import InvalidVersion, Version
 
 from dflash_doctor.archs import CC, coverage
 from dflash_doctor.check import Facts
-from dflash_doctor.elf import unmet_versions
 from dflash_doctor.envfacts import version_tuple
 from dflash_doctor.knowledge.archs_advice import (
     ARCH_GATED_LIBRARIES,
@@ -438,6 +437,8 @@ def _runtime(libraries: list[Library], section: Mapping[str, Any], installer: In
         return []
     highest: dict[str, str] = {}
     failing: list[tuple[Library, dict[str, dict[str, str | None]]]] = []
+    from dflash_doctor.elf import unmet_versions  # here, not at import: the ELF reader is not cheap to load
+
     for lib in readable:
         needs = lib.facts.get("needs_versions") or {}
         for prefix, version in needs.items():
