@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, ClassVar
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from dflash_doctor.check import Facts
 from dflash_doctor.envfacts import Dist, Distributions, canonical

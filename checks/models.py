@@ -772,7 +772,7 @@ def gpu_view(facts: Facts) -> dict[str, Any]:
         error = (raw.get("nvml") or {}).get("error") or {}
         view["why"] = f"NVML is not usable here ({error.get('name') or error.get('kind')}: {error.get('message')})"
     elif isinstance(raw, Mapping):
-        from dflash_doctor.checks.gpu import resolve_visible  # type: ignore[import-not-found,unused-ignore]
+        from dflash_doctor.checks.gpu_common import resolve_visible  # type: ignore[import-not-found,unused-ignore]
 
         devices = raw.get("devices") or []
         visible = resolve_visible((raw.get("environ") or {}).get("CUDA_VISIBLE_DEVICES"), devices)

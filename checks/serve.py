@@ -34,8 +34,8 @@ from dflash_doctor.knowledge.dflash import (
     WORLD_SIZE_RULE,
 )
 from dflash_doctor.knowledge.gpu import VLLM_FREE_MEMORY_CHECK
-from dflash_doctor.remedy import quote
 from dflash_doctor.model import Finding, Remediation, Status
+from dflash_doctor.remedy import quote
 
 from .models import gpu_view, installer_for, optional_section, text_config, version_tuple
 

@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dflash_doctor.checks.gpu import CudaStackCheck, GpuCheck, KernelsCheck, resolve_visible
+from dflash_doctor.checks.cuda_stack import CudaStackCheck
+from dflash_doctor.checks.gpu import GpuCheck, resolve_visible
+from dflash_doctor.checks.kernels import KernelsCheck
 
 from dflash_doctor.check import Context
 from dflash_doctor.codes import CODES

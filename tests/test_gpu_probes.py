@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dflash_doctor.checks.gpu import CudaStackCheck, GpuCheck, KernelsCheck
+from dflash_doctor.checks.cuda_stack import CudaStackCheck
+from dflash_doctor.checks.gpu import GpuCheck
+from dflash_doctor.checks.kernels import KernelsCheck
 
 from dflash_doctor import sections as sections_module
 from dflash_doctor.check import Context
