@@ -37,7 +37,7 @@ from dflash_doctor.knowledge.gpu import VLLM_FREE_MEMORY_CHECK
 from dflash_doctor.model import Finding, Remediation, Status
 from dflash_doctor.remedy import quote
 
-from .models import gpu_view, installer_for, optional_section, text_config, version_tuple
+from .model_common import gpu_view, installer_for, optional_section, text_config, version_tuple
 
 __all__ = ["ServeCommandCheck", "ServeResourcesCheck", "effective_settings"]
 

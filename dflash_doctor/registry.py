@@ -31,9 +31,9 @@ BUILTIN_CHECKS: tuple[tuple[str, str], ...] = (
     ("arch-coverage", "dflash_doctor.checks.archs:ArchCoverageCheck"),
     ("cuda-stack", "dflash_doctor.checks.cuda_stack:CudaStackCheck"),
     ("kernels", "dflash_doctor.checks.kernels:KernelsCheck"),
-    ("model-files", "dflash_doctor.checks.models:ModelFilesCheck"),
-    ("drafter", "dflash_doctor.checks.models:DrafterCheck"),
-    ("drafter-attention", "dflash_doctor.checks.models:DrafterAttentionCheck"),
+    ("model-files", "dflash_doctor.checks.model_files:ModelFilesCheck"),
+    ("drafter", "dflash_doctor.checks.drafter:DrafterCheck"),
+    ("drafter-attention", "dflash_doctor.checks.drafter_attention:DrafterAttentionCheck"),
     ("serve-command", "dflash_doctor.checks.serve:ServeCommandCheck"),
     ("serve-resources", "dflash_doctor.checks.serve:ServeResourcesCheck"),
 )

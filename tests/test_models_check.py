@@ -17,7 +17,9 @@ import pytest
 
 pytest.importorskip("safetensors")
 
-from dflash_doctor.checks.models import DrafterAttentionCheck, DrafterCheck, ModelFilesCheck
+from dflash_doctor.checks.drafter import DrafterCheck
+from dflash_doctor.checks.drafter_attention import DrafterAttentionCheck
+from dflash_doctor.checks.model_files import ModelFilesCheck
 from dflash_doctor.checks.serve import ServeCommandCheck, ServeResourcesCheck
 from vllm_sources import vllm_source
 

@@ -31,9 +31,9 @@ __all__ = ["SERVE_CHECKS", "SERVE_COLLECTORS", "main", "parser"]
 # The checks and collectors this command needs; used directly until they are registered (sections.py
 # BUILTIN_COLLECTORS, registry.py BUILTIN_CHECKS), after which the registered ones are used.
 SERVE_CHECKS: tuple[tuple[str, str], ...] = (
-    ("model-files", "dflash_doctor.checks.models:ModelFilesCheck"),
-    ("drafter", "dflash_doctor.checks.models:DrafterCheck"),
-    ("drafter-attention", "dflash_doctor.checks.models:DrafterAttentionCheck"),
+    ("model-files", "dflash_doctor.checks.model_files:ModelFilesCheck"),
+    ("drafter", "dflash_doctor.checks.drafter:DrafterCheck"),
+    ("drafter-attention", "dflash_doctor.checks.drafter_attention:DrafterAttentionCheck"),
     ("serve-command", "dflash_doctor.checks.serve:ServeCommandCheck"),
     ("serve-resources", "dflash_doctor.checks.serve:ServeResourcesCheck"),
 )

@@ -1,36 +1,22 @@
-"""Layer: the model files. The target and the DFlash drafter, judged from their files alone.
-
-- `model-files`: both directories are there and readable, config.json parses, every safetensors header is
-  sound, the index and the shards agree, the target has its tokenizer.
-- `drafter`: the drafter fits this target and this vLLM: architecture in the installed registry,
-  `dflash_config.mask_token_id` inside the target's vocabulary, `target_layer_ids` present, in range,
-  increasing and not the uniform-spacing guess, the fc width the target provides, every tensor's shape
-  against the drafter's own config, vocabulary and dtype against the target's; the version-dependent rules
-  (sliding window, sample_from_anchor, how vLLM reads the ids) as the installed vLLM's source says.
-- `drafter-attention`: which attention backend the installed vLLM picks for the drafter's non-causal
-  attention on this GPU, from its own selection code (collectors.serve).
-
-Paths come from Context.options["model"] / ["drafter"] or the serve command; with neither, each check says
-it was skipped.
-"""
+"""Layer: the DFlash drafter against its target and the installed vLLM: architecture in the installed
+registry, `dflash_config.mask_token_id` inside the target's vocabulary, `target_layer_ids` present, in range,
+increasing and not the uniform-spacing guess, the fc width the target provides, every tensor's shape against
+the drafter's own config, vocabulary and dtype against the target's; the version-dependent rules (sliding
+window, sample_from_anchor, how vLLM reads the ids) as the installed vLLM's source says."""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, ClassVar, TypeGuard
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar
 
-from dflash_doctor.archs import compute_capability
 from dflash_doctor.check import Facts
-from dflash_doctor.envfacts import version_tuple
 from dflash_doctor.knowledge.dflash import (
-    ATTENTION_FALLBACK,
     DRAFTER_REGISTRY_ARCH,
     FC_INPUT_RULE,
     LAYER_IDS_PLUS_ONE_MARKER,
     MASK_HIDDEN_FORBIDDEN,
     MASK_TOKEN_RULE,
-    NON_CAUSAL_SCOPE,
     SAMPLE_FROM_ANCHOR_MARKER,
     SLIDING_WINDOW_MARKER,
     SPEC_BLOCK,
@@ -40,255 +26,29 @@ from dflash_doctor.knowledge.dflash import (
     WEIGHT_LOADER_STRICT,
     uniform_layer_ids,
 )
-from dflash_doctor.model import CheckResult, Finding, Remediation, Status
+from dflash_doctor.model import Finding, Remediation, Status
 from dflash_doctor.remedy import Installer
 
-__all__ = [
-    "DrafterAttentionCheck",
-    "DrafterCheck",
-    "ModelFilesCheck",
-    "expected_drafter_tensors",
-    "gpu_view",
-    "installer_for",
-    "optional_section",
-    "text_config",
-    "version_tuple",
-]
+from .model_common import (
+    FLOAT_DTYPES,
+    MAX_LISTED,
+    SLIDING,
+    _config_file,
+    _dflash_config,
+    _drafter_keys,
+    _head_dim,
+    _is_int,
+    _marker,
+    _not_given,
+    _skip_if_broken,
+    _spec_value,
+    _vllm_label,
+    installer_for,
+    optional_section,
+    text_config,
+)
 
-GIB = float(1 << 30)
-SLIDING = "sliding_attention"
-FLOAT_DTYPES = {"F16": "float16", "BF16": "bfloat16", "F32": "float32"}
-MAX_LISTED = 12
-
-
-# ------------------------------------------------------------------------------------------- helpers
-
-
-def optional_section(facts: Facts, name: str) -> Any:
-    """A section the check can judge without: None when absent or when its collector failed."""
-    value = facts.raw(name)
-    if not isinstance(value, Mapping) or "_error" in value:
-        return None
-    return value
-
-
-def installer_for(facts: Facts) -> Installer:
-    """Install commands that name the target interpreter (remedy.Installer)."""
-    target = optional_section(facts, "target")
-    return Installer.for_target(target) if target else Installer("python3")
-
-
-def text_config(model: Mapping[str, Any] | None) -> dict[str, Any]:
-    config = ((model or {}).get("dir") or {}).get("config") or {}
-    return dict(config.get("text") or {})
-
-
-def _config_file(model: Mapping[str, Any]) -> str:
-    config = ((model.get("dir") or {}).get("config") or {})
-    return str(config.get("file") or f"{(model.get('resolved') or {}).get('path') or model.get('name')}/config.json")
-
-
-def _drafter_keys(model: Mapping[str, Any]) -> dict[str, Any]:
-    return dict((((model.get("dir") or {}).get("config") or {}).get("drafter")) or {})
-
-
-def _is_int(value: Any) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _vllm_label(vllm: Mapping[str, Any] | None) -> str:
-    if not vllm or not vllm.get("installed"):
-        return "vLLM (not installed in the target)"
-    return f"vLLM {vllm.get('version') or '?'}"
-
-
-def _marker(vllm: Mapping[str, Any] | None, name: str) -> bool | None:
-    """Whether the installed vLLM's source has this marker; None when there is no source to read."""
-    if not vllm or not vllm.get("root"):
-        return None
-    marker = (vllm.get("markers") or {}).get(name) or {}
-    if not marker.get("readable", True):
-        return None
-    return bool(marker.get("found"))
-
-
-def _head_dim(text: Mapping[str, Any]) -> int | None:
-    head_dim, hidden, heads = text.get("head_dim"), text.get("hidden_size"), text.get("num_attention_heads")
-    if _is_int(head_dim):
-        return int(head_dim)
-    if _is_int(hidden) and _is_int(heads) and heads > 0:
-        return int(hidden) // int(heads)
-    return None
-
-
-def _spec_value(serve: Mapping[str, Any] | None) -> dict[str, Any]:
-    value = ((serve or {}).get("speculative_config") or {}).get("value")
-    return value if isinstance(value, dict) else {}
-
-
-def _not_given(check_title: str, what: str) -> list[Finding]:
-    return [Finding(
-        "models.not-given", Status.SKIP, f"{check_title}: skipped, no {what} given",
-        detail="Give the directories with `dflash-doctor serve -- vllm serve MODEL --speculative-config "
-        "'{\"method\": \"dflash\", \"model\": DRAFTER, ...}'` (or the model/drafter options), and the model checks "
-        "read their config.json and safetensors headers.",
-    )]
-
-
-def _skip_if_broken(facts: Facts, title: str) -> list[Finding] | None:
-    models = facts["models"]
-    for role in ("drafter", "target"):
-        model = models.get(role) or {}
-        if not (model.get("dir") or {}).get("config"):
-            return [Finding("models.not-judged", Status.SKIP,
-                            f"{title}: not judged, the {role} {model.get('name')!r} could not be read (see Model files)",
-                            detail="The drafter is compared with its target from both config.json files and the "
-                            "drafter's safetensors headers; without them nothing can be compared.")]
-    prior: CheckResult | None = facts.prior.get("model-files")
-    if prior is None:
-        return None
-    broken = [f for f in prior.findings if f.status is Status.FAIL and f.evidence.get("blocks_judgement")]
-    if not broken:
-        return None
-    return [Finding("models.not-judged", Status.SKIP,
-                    f"{title}: not judged, the model files are broken ({broken[0].title})",
-                    detail="Fix the model-files findings first; the drafter cannot be compared with its target "
-                    "without a readable config.json and weights.",
-                    evidence={"blocking": [f.id for f in broken]})]
-
-
-# --------------------------------------------------------------------------------------- model-files
-
-_PROBLEM_FIX = {
-    "missing-config": "copy the model's config.json into the directory (from the publisher's repository)",
-    "bad-json": "the file is not valid JSON: download it again",
-    "truncated": "the file is shorter than its header says: the download or copy was interrupted; download it "
-    "again (`huggingface-cli download REPO --local-dir DIR` resumes)",
-    "header-past-eof": "the header length points past the end of the file: download the file again",
-    "header-too-large": "the header claims more than the 100 MB the safetensors reader accepts: the file is "
-    "corrupt or not safetensors; download it again",
-    "header-too-small": "the file is too short to be safetensors: download it again",
-    "missing-shard": "a shard the index lists is not in the directory: download the missing shard",
-    "overlap": "two tensors share bytes: the file is corrupt (or hand-made); download it again",
-    "gap": "the header leaves bytes unindexed between tensors, which safetensors refuses; download it again",
-    "size-mismatch": "a tensor's byte span does not match its dtype and shape; download the file again",
-    "no-weights": "no weights in the directory: download the model's *.safetensors files",
-    "missing-dir": "the directory does not exist: check the path (relative paths are relative to where vllm "
-    "serve runs)",
-}
-_BLOCKING = {"missing-dir", "not-a-dir", "unreadable", "missing-config", "bad-json", "too-large", "not-a-file",
-             "no-weights"}
-
-
-def _directory_findings(model: Mapping[str, Any]) -> Iterator[Finding]:
-    role, name = model.get("role"), model.get("name")
-    resolved = model.get("resolved") or {}
-    if resolved.get("path") is None:
-        cache = resolved.get("hf_cache")
-        if cache:
-            yield Finding("models.not-downloaded", Status.WARN,
-                          f"{role} {name!r} is not a local directory and not in the Hugging Face cache "
-                          f"({cache.get('cache')}): vLLM would download it at start, the doctor cannot check it",
-                          evidence={"given": name, "hf_cache": cache},
-                          remediation=(Remediation(f"huggingface-cli download {name}",
-                                                   "download it first, so the doctor (and an offline vLLM) can read it"),))
-        else:
-            yield Finding("models.dir-missing", Status.FAIL,
-                          f"{role} directory {name!r} does not exist (looked in {resolved.get('given')!r} "
-                          "relative to the working directory)",
-                          evidence={"given": name, "blocks_judgement": True},
-                          remediation=(Remediation(f"ls -ld {name}", "check the path; vLLM resolves it from its own "
-                                                   "working directory"),))
-        return
-    path = resolved["path"]
-    if not resolved.get("exists") or not resolved.get("is_dir"):
-        what = "is not a directory" if resolved.get("exists") else "does not exist"
-        yield Finding("models.dir-missing", Status.FAIL, f"{role} path {path} {what}",
-                      evidence={"path": path, "blocks_judgement": True})
-        return
-    if not resolved.get("readable"):
-        yield Finding("models.dir-unreadable", Status.FAIL,
-                      f"{role} directory {path} is not readable by this user",
-                      evidence={"path": path, "blocks_judgement": True},
-                      remediation=(Remediation(f"chmod -R a+rX {path}", "let the serving user read the files"),))
-        return
-    directory = model.get("dir") or {}
-    problems = directory.get("problems") or []
-    for problem in problems:
-        kind = str(problem.get("kind"))
-        yield Finding(
-            f"models.{_problem_code(kind)}", Status.FAIL, f"{role}: {problem.get('message')}",
-            detail=_PROBLEM_FIX.get(kind, "the model files are inconsistent; download them again"),
-            evidence={"file": problem.get("file"), "kind": kind, "tensor": problem.get("tensor"),
-                      "blocks_judgement": kind in _BLOCKING},
-        )
-    config = directory.get("config")
-    if config is not None:
-        text = config.get("text") or {}
-        required = ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size")
-        missing = [k for k in required if not _is_int(text.get(k))]
-        if missing:
-            where = f" (text config under {config.get('text_from')})" if config.get("text_from") else ""
-            yield Finding("models.config-incomplete", Status.FAIL,
-                          f"{role} {config.get('file')}{where} lacks {', '.join(missing)}",
-                          detail="vLLM builds the model from these keys; a hand-written config.json must carry them.",
-                          evidence={"file": config.get("file"), "missing": missing, "blocks_judgement": True})
-    if role == "target" and config is not None and not directory.get("tokenizer_files"):
-        yield Finding("models.tokenizer-missing", Status.FAIL,
-                      f"target {path} has no tokenizer files (tokenizer.json, tokenizer_config.json, ...): vLLM "
-                      "loads the tokenizer from the model directory",
-                      evidence={"path": path},
-                      remediation=(Remediation("vllm serve ... --tokenizer TOKENIZER_DIR",
-                                               "point vLLM at the tokenizer, or copy the tokenizer files in"),))
-
-
-def _problem_code(kind: str) -> str:
-    if kind in ("missing-dir", "not-a-dir"):
-        return "dir-missing"
-    if kind in ("unreadable", "not-a-file"):
-        return "dir-unreadable"
-    if kind in ("missing-config", "bad-json", "too-large"):
-        return "config-broken"
-    if kind in ("missing-shard", "bad-index", "index-tensor-missing", "unindexed-tensor", "duplicate-tensor"):
-        return "index-mismatch"
-    if kind == "no-weights":
-        return "no-weights"
-    return "weights-broken"
-
-
-def _summary(model: Mapping[str, Any]) -> Finding:
-    weights = ((model.get("dir") or {}).get("weights")) or {}
-    files = weights.get("files") or []
-    path = (model.get("resolved") or {}).get("path")
-    return Finding(
-        "models.files-ok", Status.PASS,
-        f"{model.get('role')} {path}: {weights.get('tensor_count', 0)} tensors, {len(files)} safetensors file(s), "
-        f"{(weights.get('total_bytes') or 0) / GIB:.2f} GiB, headers read in {model.get('seconds', 0) * 1000:.0f} ms",
-        evidence={"layout": weights.get("layout"), "dtypes": weights.get("dtypes"),
-                  "source": (model.get("resolved") or {}).get("source")},
-    )
-
-
-class ModelFilesCheck:
-    id: ClassVar[str] = "model-files"
-    layer: ClassVar[str] = "models"
-    title: ClassVar[str] = "Model files"
-    needs: ClassVar[frozenset[str]] = frozenset({"models"})
-    after: ClassVar[frozenset[str]] = frozenset()
-    requires_gpu: ClassVar[bool] = False
-
-    def judge(self, facts: Facts) -> Iterable[Finding]:
-        models = facts["models"]
-        if not models.get("given"):
-            return _not_given(self.title, "model or drafter directory")
-        findings: list[Finding] = []
-        for role in ("target", "drafter"):
-            model = models.get(role)
-            if model is None:
-                continue
-            own = list(_directory_findings(model))
-            findings.extend(own if own else [_summary(model)])
-        return findings
+__all__ = ["DrafterCheck", "expected_drafter_tensors"]
 
 
 # ------------------------------------------------------------------------------------------- drafter
@@ -331,14 +91,6 @@ def expected_drafter_tensors(config: Mapping[str, Any], keys: Mapping[str, Any])
     return shapes
 
 
-def _dflash_config(keys: Mapping[str, Any]) -> dict[str, Any]:
-    """vLLM merges eagle_config, then dflash_config over it (qwen3_dflash.py DFlashQwen3Model.__init__)."""
-    merged: dict[str, Any] = {}
-    for key in ("eagle_config", "dflash_config"):
-        value = keys.get(key)
-        if isinstance(value, dict):
-            merged.update(value)
-    return merged
 
 
 class _Drafter:
@@ -741,171 +493,3 @@ class DrafterCheck:
             return blocked
         return _Drafter(drafter, target, optional_section(facts, "vllm_dflash"), optional_section(facts, "serve_args"),
                         installer_for(facts)).findings()
-
-
-# --------------------------------------------------------------------------------- drafter-attention
-
-
-def gpu_view(facts: Facts) -> dict[str, Any]:
-    """The GPUs vLLM will see: {"available", "why", "devices" (visible, in CUDA order), "ccs", "source"}.
-
-    --gpus/--gpu-memory (a CI user's stand-in for the serving GPUs) win; else the NVML facts (section "gpu")
-    filtered by CUDA_VISIBLE_DEVICES; else only the compute capabilities of --target-arch, without count or
-    memory ("available" False)."""
-    serve = optional_section(facts, "serve_args") or {}
-    assume = serve.get("assume") or {}
-    ccs: list[str] = []
-    for arch in assume.get("target_archs") or []:
-        try:
-            major, minor = compute_capability(arch)
-        except ValueError:
-            continue
-        ccs.append(f"{major}.{minor}")
-    raw = facts.raw("gpu")
-    nvml_devices: list[Mapping[str, Any]] | None = None
-    view: dict[str, Any] = {"available": False, "why": "no GPU facts were collected", "devices": [], "source": None}
-    if isinstance(raw, Mapping) and "_error" in raw:
-        view["why"] = f"the GPU facts could not be collected: {raw['_error']}"
-    elif isinstance(raw, Mapping) and raw.get("skipped"):
-        view["why"] = f"GPUs not probed ({raw['skipped']}); pass --gpus N --gpu-memory GIB for the serving GPUs"
-    elif isinstance(raw, Mapping) and not (raw.get("nvml") or {}).get("ok"):
-        error = (raw.get("nvml") or {}).get("error") or {}
-        view["why"] = f"NVML is not usable here ({error.get('name') or error.get('kind')}: {error.get('message')})"
-    elif isinstance(raw, Mapping):
-        from dflash_doctor.checks.gpu_common import resolve_visible  # type: ignore[import-not-found,unused-ignore]
-
-        devices = raw.get("devices") or []
-        visible = resolve_visible((raw.get("environ") or {}).get("CUDA_VISIBLE_DEVICES"), devices)
-        by_index = {d.get("index"): d for d in devices}
-        nvml_devices = [by_index[i] for i in visible.gpus if i in by_index]
-        view = {"available": True, "why": None, "devices": nvml_devices, "source": "nvml",
-                "cuda_visible_devices": visible.value}
-    count, memory = assume.get("gpus"), assume.get("gpu_memory_gib")
-    if count or memory:
-        n = int(count) if count else len(nvml_devices or []) or 1
-        cc = [int(p) for p in ccs[0].split(".")] if ccs else (
-            (nvml_devices or [{}])[0].get("compute_capability") if nvml_devices else None)
-        size = int(float(memory) * GIB) if memory else None
-        view = {"available": True, "why": None, "source": "assumed",
-                "assumed": {"gpus": count, "gpu_memory_gib": memory, "target_archs": assume.get("target_archs")},
-                "devices": [{"index": i, "name": "assumed GPU", "compute_capability": cc,
-                             "memory": {"total": size, "used": 0, "free": size, "reserved": 0} if size else None,
-                             "processes": []} for i in range(n)]}
-    view["ccs"] = sorted({f"{d['compute_capability'][0]}.{d['compute_capability'][1]}"
-                          for d in view["devices"] if d.get("compute_capability")}) or ccs
-    return view
-
-
-def _needs_non_causal(dflash: Mapping[str, Any], vllm: Mapping[str, Any] | None) -> bool:
-    """From 0.23 a drafter with dflash_config.causal true runs causal attention (v1/spec_decode/dflash.py)."""
-    return not (_marker(vllm, "dflash_causal_key") and dflash.get("causal") is True)
-
-
-def choose_backend(attention: Mapping[str, Any], cc: str, non_causal: bool, head_sizes: Sequence[int],
-                   explicit: str | None) -> dict[str, Any]:
-    """The backend vLLM's selection picks, evaluated from its source facts; reasons for the ones it skips."""
-    row = (attention.get("priorities") or {}).get(cc) or {}
-    order = row.get("non_causal" if non_causal else "causal")
-    result: dict[str, Any] = {"cc": cc, "order": order, "chosen": None, "certain": True, "skipped": {},
-                              "explicit": explicit}
-    if not order:
-        result["certain"] = False
-        return result
-    candidates = [explicit] if explicit else order
-    for name in candidates:
-        info = (attention.get("backends") or {}).get(name) or {}
-        reasons: list[str] = []
-        unknown = False
-        cc_ok = (info.get("capability") or {}).get(cc)
-        if cc_ok is False:
-            reasons.append(f"compute capability {cc} not supported")
-        unknown |= cc_ok is None
-        if non_causal:
-            if info.get("non_causal") is False:
-                reasons.append("non-causal attention not supported")
-            unknown |= info.get("non_causal") is None
-        for size in head_sizes:
-            ok = (info.get("head_size") or {}).get(str(size))
-            if ok is False:
-                reasons.append(f"head size {size} not supported")
-            unknown |= ok is None
-        if not info:
-            reasons.append("not found in this vLLM")
-        if reasons:
-            result["skipped"][name] = reasons
-            continue
-        result["chosen"], result["certain"] = name, not unknown
-        return result
-    return result
-
-
-class DrafterAttentionCheck:
-    id: ClassVar[str] = "drafter-attention"
-    layer: ClassVar[str] = "models"
-    title: ClassVar[str] = "Attention backend for the drafter"
-    needs: ClassVar[frozenset[str]] = frozenset({"models", "vllm_dflash", "serve_args", "gpu"})
-    after: ClassVar[frozenset[str]] = frozenset()
-    requires_gpu: ClassVar[bool] = False
-
-    def judge(self, facts: Facts) -> Iterable[Finding]:
-        models = facts["models"]
-        drafter = models.get("drafter")
-        if drafter is None or not text_config(drafter):
-            return _not_given(self.title, "readable drafter")
-        vllm = optional_section(facts, "vllm_dflash")
-        if not vllm or not vllm.get("root"):
-            return [Finding("attention.no-vllm", Status.SKIP,
-                            f"{self.title}: {_vllm_label(vllm)}: no vLLM source to read its backend selection from",
-                            detail=f"Without it, the rule of thumb: {ATTENTION_FALLBACK.source}.")]
-        gpus = gpu_view(facts)
-        ccs = gpus["ccs"]
-        if not ccs:
-            return [Finding("attention.no-gpu-facts", Status.SKIP,
-                            f"{self.title}: no compute capability known ({gpus['why'] or 'the GPUs report none'})",
-                            detail="Run on the GPU host, or name the GPU with --target-arch (e.g. sm_86).")]
-        keys = _drafter_keys(drafter)
-        dflash = _dflash_config(keys)
-        all_layers = _marker(vllm, "non_causal_all_layers") is True
-        head_sizes = [h for h in {_head_dim(text_config(drafter)),
-                                  _head_dim(text_config(models.get("target"))) if all_layers else None} if h]
-        spec = _spec_value(optional_section(facts, "serve_args"))
-        fields = ((optional_section(facts, "serve_args") or {}).get("fields") or {})
-        explicit = fields.get("attention_backend") if all_layers else spec.get("attention_backend")
-        attention = vllm.get("attention") or {}
-        non_causal = _needs_non_causal(dflash, vllm)
-        scope = "every attention layer (target and drafter)" if all_layers else "the drafter's attention"
-        findings: list[Finding] = []
-        for cc in ccs:
-            if cc not in (attention.get("priorities") or {}):
-                findings.append(Finding("attention.unknown", Status.WARN,
-                                        f"{_vllm_label(vllm)}: the backend choice for compute capability {cc} could not be "
-                                        "read from its source", evidence={"cc": cc}))
-                continue
-            pick = choose_backend(attention, cc, non_causal, head_sizes, str(explicit) if explicit else None)
-            evidence = {"cc": cc, "order": pick["order"], "skipped": pick["skipped"], "head_sizes": head_sizes,
-                        "non_causal_scope": scope, "source": attention.get("source"), "explicit": explicit}
-            sm = "sm_" + cc.replace(".", "")
-            if pick["chosen"] is None:
-                if explicit:
-                    title = (f"{_vllm_label(vllm)} on {sm}: the selected attention backend {explicit} is not valid for "
-                             f"{scope}: {'; '.join(pick['skipped'].get(str(explicit), ['unknown']))}")
-                    code = "attention.selected-invalid"
-                else:
-                    title = f"{_vllm_label(vllm)} on {sm}: no attention backend supports {scope} with non-causal attention"
-                    code = "attention.none-valid"
-                findings.append(Finding(code, Status.FAIL, title, detail=NON_CAUSAL_SCOPE.source, evidence=evidence,
-                                        remediation=(Remediation("--speculative-config '{..., \"attention_backend\": "
-                                                                 "\"FLASH_ATTN\"}'" if not all_layers else
-                                                                 "--attention-backend FLASH_ATTN",
-                                                                 "FlashAttention supports non-causal attention from sm_80"),)))
-                continue
-            skipped = "; ".join(f"{n}: {', '.join(r)}" for n, r in pick["skipped"].items())
-            findings.append(Finding(
-                "attention.backend", Status.PASS if pick["certain"] else Status.WARN,
-                f"{_vllm_label(vllm)} on {sm} picks {pick['chosen']} for {scope}"
-                + (" (non-causal supported)" if non_causal else " (causal drafter)")
-                + (f"; skipped {skipped}" if skipped else "")
-                + ("" if pick["certain"] else "; some of its conditions could not be evaluated from source"),
-                detail=f"{NON_CAUSAL_SCOPE.source} Order and support read from {vllm.get('root')}.",
-                evidence=evidence))
-        return findings
