@@ -20,31 +20,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from collections.abc import Sequence
-from typing import Any
 
-from dflash_doctor.sections import Collector
-
-__all__ = ["SERVE_CHECKS", "SERVE_COLLECTORS", "main", "parser"]
-
-# The checks and collectors this command needs; used directly until they are registered (sections.py
-# BUILTIN_COLLECTORS, registry.py BUILTIN_CHECKS), after which the registered ones are used.
-SERVE_CHECKS: tuple[tuple[str, str], ...] = (
-    ("model-files", "dflash_doctor.checks.model_files:ModelFilesCheck"),
-    ("drafter", "dflash_doctor.checks.drafter:DrafterCheck"),
-    ("drafter-attention", "dflash_doctor.checks.drafter_attention:DrafterAttentionCheck"),
-    ("serve-command", "dflash_doctor.checks.serve:ServeCommandCheck"),
-    ("serve-resources", "dflash_doctor.checks.serve:ServeResourcesCheck"),
-)
-SERVE_COLLECTORS: tuple[Collector, ...] = (
-    Collector("serve-args", ("serve_args",), "dflash_doctor.collectors.serve:collect_args"),
-    Collector("models", ("models",), "dflash_doctor.collectors.models:collect", requires=("serve_args",)),
-    Collector("vllm-dflash", ("vllm_dflash",), "dflash_doctor.collectors.serve:collect_vllm",
-              requires=("distributions", "resolution", "models")),
-    Collector("nvml", ("gpu",), "dflash_doctor.collectors.nvml:collect"),
-)
-
+__all__ = ["main", "parser"]
 
 def parser() -> argparse.ArgumentParser:
     from dflash_doctor.cli import run_parser
@@ -72,72 +50,6 @@ def _split_command(argv: Sequence[str]) -> tuple[list[str], list[str]] | None:
     return words[:at], words[at + 1 :]
 
 
-def _names(values: Sequence[str] | None) -> list[str]:
-    return [part.strip() for value in values or () for part in value.split(",") if part.strip()]
-
-
-def _registered() -> tuple[list[Any], list[Collector]]:
-    """The serve checks and collectors that are not registered yet (to be added for this run)."""
-    import importlib
-
-    from dflash_doctor.registry import load_checks
-    from dflash_doctor.sections import all_collectors
-
-    loaded, _ = load_checks()
-    ids = {lc.check.id for lc in loaded}
-    checks = []
-    for name, target in SERVE_CHECKS:
-        if name not in ids:
-            module, _, attr = target.partition(":")
-            checks.append(getattr(importlib.import_module(module), attr)())
-    provided = {s for c in all_collectors() for s in c.provides}
-    collectors = [c for c in SERVE_COLLECTORS if not set(c.provides) <= provided]
-    return checks, collectors
-
-
-def _run(args: argparse.Namespace, options: dict[str, Any]) -> Any:
-    """The doctor's run with the serve checks; through cli.run_doctor once they are registered."""
-    from dflash_doctor import cli
-
-    missing_checks, missing_collectors = _registered()
-    if not missing_checks and not missing_collectors:
-        return cli.run_doctor(args, options=options, handle_signals=True)
-    from dflash_doctor.check import Context
-    from dflash_doctor.model import CheckResult, Status, exit_code
-    from dflash_doctor.redact import redact_report
-    from dflash_doctor.report import build, host_info
-    from dflash_doctor.runner import select
-    from dflash_doctor.sections import all_collectors
-    from dflash_doctor.supervise import run_checks
-
-    started = time.monotonic()
-    only, skip = _names(args.only), _names(args.skip)
-    registered, problems = cli.load_selected([], [], sys.stderr)
-    everything = registered + missing_checks
-    known = {c.id for c in everything} | {c.layer for c in everything}
-    unknown = [n for n in only + skip if n not in known]
-    if unknown:
-        raise cli.UsageError(f"unknown check or layer: {', '.join(unknown)} (known: {', '.join(sorted(known))})")
-    checks = select(everything, only, skip)
-    ctx = Context(python=args.python, cwd=os.getcwd(), no_gpu=args.no_gpu,
-                  target_archs=tuple(_names(args.target_arch)), verify_hashes=args.verify_hashes,
-                  timeout_s=args.timeout, options=options)
-    outcome = run_checks(checks, ctx, handle_signals=True, collectors=all_collectors() + missing_collectors)
-    results = ([CheckResult("plugins", "doctor", "Check plugins", Status.ERROR, tuple(problems))]
-               if problems else []) + outcome.results
-    if outcome.stopped is not None:
-        results.append(outcome.stopped)
-    extra: dict[str, Any] = {"wall_s": round(time.monotonic() - started, 3),
-                             "options": {"no_gpu": bool(args.no_gpu), "target_archs": list(ctx.target_archs),
-                                         "only": only, "skip": skip, "strict": bool(args.strict)}}
-    if outcome.partial:
-        extra["partial"] = True
-    report = redact_report(build(results, outcome.sections, args.python, bool(args.strict), extra, host=host_info()),
-                           keep_hosts=bool(args.keep_hosts))
-    rendered = [CheckResult.from_dict(c) for c in report["checks"]]
-    return cli.DoctorRun(report, rendered, exit_code(results, bool(args.strict)), outcome.sections, outcome.lingering)
-
-
 def main(argv: Sequence[str]) -> int:
     from dflash_doctor import cli
 
@@ -156,7 +68,7 @@ def main(argv: Sequence[str]) -> int:
         args = cli.parse_run_args(doctor_argv, p)
         options = {"serve": {"argv": command, "gpus": args.gpus, "gpu_memory_gib": args.gpu_memory,
                              "validate": bool(args.vllm_validate), "vllm_parser": not args.no_vllm_parser}}
-        run = _run(args, options)
+        run = cli.run_doctor(args, options=options, handle_signals=True)
     except cli.UsageError as exc:
         sys.stderr.write(f"dflash-doctor serve: error: {exc}\n")
         return 2
