@@ -44,7 +44,6 @@ from .model_common import (
     _spec_value,
     _vllm_label,
     installer_for,
-    optional_section,
     text_config,
 )
 
@@ -491,5 +490,5 @@ class DrafterCheck:
         blocked = _skip_if_broken(facts, self.title)
         if blocked is not None:
             return blocked
-        return _Drafter(drafter, target, optional_section(facts, "vllm_dflash"), optional_section(facts, "serve_args"),
+        return _Drafter(drafter, target, facts.optional("vllm_dflash"), facts.optional("serve_args"),
                         installer_for(facts)).findings()

@@ -22,7 +22,6 @@ from .model_common import (
     _spec_value,
     _vllm_label,
     gpu_view,
-    optional_section,
     text_config,
 )
 
@@ -88,7 +87,7 @@ class DrafterAttentionCheck:
         drafter = models.get("drafter")
         if drafter is None or not text_config(drafter):
             return _not_given(self.title, "readable drafter")
-        vllm = optional_section(facts, "vllm_dflash")
+        vllm = facts.optional("vllm_dflash")
         if not vllm or not vllm.get("root"):
             return [Finding("attention.no-vllm", Status.SKIP,
                             f"{self.title}: {_vllm_label(vllm)}: no vLLM source to read its backend selection from",
@@ -104,8 +103,8 @@ class DrafterAttentionCheck:
         all_layers = _marker(vllm, "non_causal_all_layers") is True
         head_sizes = [h for h in {_head_dim(text_config(drafter)),
                                   _head_dim(text_config(models.get("target"))) if all_layers else None} if h]
-        spec = _spec_value(optional_section(facts, "serve_args"))
-        fields = ((optional_section(facts, "serve_args") or {}).get("fields") or {})
+        spec = _spec_value(facts.optional("serve_args"))
+        fields = ((facts.optional("serve_args") or {}).get("fields") or {})
         explicit = fields.get("attention_backend") if all_layers else spec.get("attention_backend")
         attention = vllm.get("attention") or {}
         non_causal = _needs_non_causal(dflash, vllm)

@@ -23,7 +23,6 @@ from .gpu_common import (
     UNATTRIBUTED_BYTES,
     Visible,
     _gib,
-    _optional,
     _sm,
     _visible_of,
     resolve_visible,
@@ -247,7 +246,7 @@ class GpuCheck:
                             f"the NVIDIA driver {gpu.get('driver_version')} is loaded but lists no GPU",
                             evidence={"host": gpu.get("host")})]
         visible = _visible_of(gpu)
-        dists = _optional(facts, "distributions")
+        dists = facts.optional("distributions")
         vllm_version = Distributions(dists).version("vllm") if isinstance(dists, Mapping) else None
         findings = [_gpu_summary(gpu, visible), *_visible_findings(gpu, visible, vllm_version)]
         used = [d for d in devices if d["index"] in visible.gpus]

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dflash_doctor.check import Facts, SectionError
+from dflash_doctor.check import Facts
 from dflash_doctor.model import CheckResult, Finding, Status
 from dflash_doctor.remedy import Installer
 
@@ -44,17 +44,10 @@ def _blocking(prior: CheckResult | None, ids: Sequence[str]) -> Finding | None:
     return next((f for f in prior.findings if f.id in ids and f.status in (Status.FAIL, Status.ERROR)), None)
 
 
-def _optional(facts: Facts, section: str) -> Any:
-    """A section a check can do without (it only sharpens a remedy or a verdict)."""
-    try:
-        return facts[section]
-    except (SectionError, KeyError):
-        return None
-
 
 def _installer(facts: Facts, python: Any = None) -> Installer:
     """Commands for the target: its environment facts, else the interpreter a probe ran in."""
-    target = _optional(facts, "target")
+    target = facts.optional("target")
     if isinstance(target, Mapping):
         return Installer.for_target(target)
     return Installer(str(python) if python else "python3")

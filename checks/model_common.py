@@ -13,7 +13,7 @@ from dflash_doctor.envfacts import version_tuple
 from dflash_doctor.model import CheckResult, Finding, Status
 from dflash_doctor.remedy import Installer
 
-__all__ = ["gpu_view", "installer_for", "optional_section", "text_config", "version_tuple"]
+__all__ = ["gpu_view", "installer_for", "text_config", "version_tuple"]
 
 
 GIB = float(1 << 30)
@@ -25,17 +25,10 @@ MAX_LISTED = 12
 # ------------------------------------------------------------------------------------------- helpers
 
 
-def optional_section(facts: Facts, name: str) -> Any:
-    """A section the check can judge without: None when absent or when its collector failed."""
-    value = facts.raw(name)
-    if not isinstance(value, Mapping) or "_error" in value:
-        return None
-    return value
-
 
 def installer_for(facts: Facts) -> Installer:
     """Install commands that name the target interpreter (remedy.Installer)."""
-    target = optional_section(facts, "target")
+    target = facts.optional("target")
     return Installer.for_target(target) if target else Installer("python3")
 
 
@@ -124,7 +117,7 @@ def gpu_view(facts: Facts) -> dict[str, Any]:
     --gpus/--gpu-memory (a CI user's stand-in for the serving GPUs) win; else the NVML facts (section "gpu")
     filtered by CUDA_VISIBLE_DEVICES; else only the compute capabilities of --target-arch, without count or
     memory ("available" False)."""
-    serve = optional_section(facts, "serve_args") or {}
+    serve = facts.optional("serve_args") or {}
     assume = serve.get("assume") or {}
     ccs: list[str] = []
     for arch in assume.get("target_archs") or []:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, ClassVar, TypeGuard
+from typing import Any, ClassVar
 
 from dflash_doctor.check import Facts
 from dflash_doctor.knowledge.dflash import (
@@ -37,7 +37,14 @@ from dflash_doctor.knowledge.gpu import VLLM_FREE_MEMORY_CHECK
 from dflash_doctor.model import Finding, Remediation, Status
 from dflash_doctor.remedy import quote
 
-from .model_common import gpu_view, installer_for, optional_section, text_config, version_tuple
+from .model_common import (
+    _is_int,
+    _marker,
+    gpu_view,
+    installer_for,
+    text_config,
+    version_tuple,
+)
 
 __all__ = ["ServeCommandCheck", "ServeResourcesCheck", "effective_settings"]
 
@@ -46,9 +53,6 @@ DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "half": 2, "float": 4}
 STORED_FLOAT = {"F16", "BF16", "F32", "F64"}
 MULTIMODAL_PREFIX_WORDS = ("visual", "vision", "image", "audio", "mm_projector", "multi_modal")
 
-
-def _is_int(value: Any) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _int_or(value: Any, default: int) -> int:
@@ -62,12 +66,6 @@ def _gib(value: float | None) -> str:
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
-
-def _marker(vllm: Mapping[str, Any] | None, name: str) -> bool | None:
-    if not vllm or not vllm.get("root"):
-        return None
-    marker = (vllm.get("markers") or {}).get(name) or {}
-    return bool(marker.get("found")) if marker.get("readable", True) else None
 
 
 def with_flag(argv: Sequence[str], flag: str, value: Any) -> str:
@@ -174,9 +172,9 @@ class _Command:
         self.fields: dict[str, Any] = dict(self.serve.get("fields") or {})
         self.spec_facts: Mapping[str, Any] = self.serve.get("speculative_config") or {}
         self.spec: dict[str, Any] = dict(self.spec_facts.get("value") or {})
-        models = optional_section(facts, "models") or {}
+        models = facts.optional("models") or {}
         self.target, self.drafter = models.get("target"), models.get("drafter")
-        self.vllm = optional_section(facts, "vllm_dflash")
+        self.vllm = facts.optional("vllm_dflash")
         self.gpus = gpu_view(facts)
         self.prior = facts.prior
         self.installer = installer_for(facts)
@@ -606,7 +604,7 @@ class ServeResourcesCheck:
     def _memory(self, facts: Facts, fields: Mapping[str, Any], devices: list[Mapping[str, Any]], tp: int,
                 pp: int) -> list[Finding]:
         argv = list(facts["serve_args"].get("argv") or [])
-        models = optional_section(facts, "models") or {}
+        models = facts.optional("models") or {}
         target, drafter = models.get("target"), models.get("drafter")
         if not ((target or {}).get("dir") or {}).get("weights", {}).get("total_bytes"):
             return [Finding("serve.memory-unknown", Status.SKIP, "GPU memory not judged: the target's weights were not read")]
@@ -618,7 +616,7 @@ class ServeResourcesCheck:
         draft_tp = _int_or(spec.get("draft_tensor_parallel_size"), tp)
         drafter_bytes, _ = _served_bytes(drafter, dtype_bytes, False) if drafter else (0, [])
         per_gpu = target_bytes / (tp * pp) + drafter_bytes / max(1, draft_tp)
-        settings = effective_settings(fields, target, _tier(devices[0], optional_section(facts, "vllm_dflash")))
+        settings = effective_settings(fields, target, _tier(devices[0], facts.optional("vllm_dflash")))
         mml = settings["max_model_len"] if _is_int(settings["max_model_len"]) else 0
         kv_dtype = fields.get("kv_cache_dtype")
         kv_bytes = 1 if isinstance(kv_dtype, str) and kv_dtype.startswith("fp8") else dtype_bytes

@@ -67,6 +67,14 @@ class Facts(Mapping[str, Any]):
     def __len__(self) -> int:
         return len(self._sections)
 
+    def optional(self, name: str) -> Any:
+        """A section the check can judge without (it only sharpens a verdict or a remedy): None when it
+        was not collected or its collector failed."""
+        value = self._sections.get(name)
+        if value is None or (isinstance(value, dict) and "_error" in value):
+            return None
+        return value
+
     def raw(self, name: str) -> Any:
         """The section as stored, error marker included (for saving into a report)."""
         return self._sections.get(name)

@@ -18,7 +18,7 @@ from dflash_doctor.check import Check, Context, Facts, SectionError
 from dflash_doctor.model import CheckResult, Finding, Status, worst
 from dflash_doctor.sections import Collector, collectors_for
 
-__all__ = ["collect", "judge", "run", "select"]
+__all__ = ["collect", "judge", "needed_sections", "run", "select"]
 
 
 def select(checks: Sequence[Check], only: Iterable[str] = (), skip: Iterable[str] = ()) -> list[Check]:
@@ -142,14 +142,19 @@ def judge(
     return [done[c.id] for c in checks]
 
 
-def run(checks: Sequence[Check], ctx: Context) -> tuple[list[CheckResult], dict[str, Any], float]:
-    """Collect and judge; returns results, all collected sections, and the collection wall time."""
+def needed_sections(checks: Sequence[Check], ctx: Context) -> set[str]:
+    """The fact sections the checks judge (none for a GPU check under --no-gpu: it is skipped unjudged)."""
     needed: set[str] = set()
     for check in checks:
         if ctx.no_gpu and getattr(check, "requires_gpu", False):
             continue
         needed |= set(check.needs)
+    return needed
+
+
+def run(checks: Sequence[Check], ctx: Context) -> tuple[list[CheckResult], dict[str, Any], float]:
+    """Collect and judge; returns results, all collected sections, and the collection wall time."""
     started = time.monotonic()
-    sections, durations = collect(ctx, needed)
+    sections, durations = collect(ctx, needed_sections(checks, ctx))
     collected_s = time.monotonic() - started
     return judge(checks, sections, ctx, durations), sections, collected_s

@@ -23,7 +23,7 @@ from typing import Any
 
 from dflash_doctor.check import Check, Context, Facts
 from dflash_doctor.model import CheckResult, Finding, Status
-from dflash_doctor.runner import collect, judge, judge_one
+from dflash_doctor.runner import collect, judge, judge_one, needed_sections
 from dflash_doctor.sections import Collector, all_collectors
 
 __all__ = ["Outcome", "Stopped", "run_checks"]
@@ -68,15 +68,6 @@ class Outcome:
     @property
     def partial(self) -> bool:
         return self.stopped is not None
-
-
-def _needed_sections(checks: Sequence[Check], ctx: Context) -> set[str]:
-    needed: set[str] = set()
-    for check in checks:
-        if ctx.no_gpu and getattr(check, "requires_gpu", False):
-            continue
-        needed |= set(check.needs)
-    return needed
 
 
 @contextlib.contextmanager
@@ -142,7 +133,7 @@ def run_checks(checks: Sequence[Check], ctx: Context, handle_signals: bool = Fal
 
     def work() -> None:
         try:
-            sections, durations = collect(ctx, _needed_sections(checks, ctx), list(recording))
+            sections, durations = collect(ctx, needed_sections(checks, ctx), list(recording))
             state["sections"] = sections
             state["results"] = judge(checks, sections, ctx, durations)
         except BaseException as exc:  # noqa: BLE001 - becomes the doctor's own error result
