@@ -8,6 +8,8 @@ from pathlib import Path
 
 from conftest import Doctor, finding, findings_of, validate_report
 
+from dflash_doctor.redact import Redactor
+
 
 def test_doctor_runs_cleanly_on_this_machine_and_exits_zero(doctor: Doctor) -> None:
     proc = doctor("--no-gpu")
@@ -20,7 +22,8 @@ def test_json_to_stdout_is_the_only_thing_on_stdout_and_validates(doctor: Doctor
     report, proc = doctor.report("--no-gpu")
     assert report["schema"] == "dflash-doctor/report/v1"
     assert report["summary"]["exit_code"] == proc.returncode == 0
-    assert report["target"]["python"] == sys.executable
+    # Paths under the user's home are redacted to `~` (an interpreter under /root/.pyenv, say).
+    assert report["target"]["python"] == Redactor.for_this_machine().text(sys.executable)
     assert {c["id"] for c in report["checks"]} >= {"distributions", "namespaces", "imports"}
 
 
