@@ -49,6 +49,7 @@ def collect(
 
     Returns the sections and how long each took to collect (its collector's wall time)."""
     plan = collectors_for(sections, collectors)
+    demanded = set(sections).union(*(c.requires for c in plan))
     results: dict[str, Any] = {}
     durations: dict[str, float] = {}
     lock = threading.Lock()
@@ -61,15 +62,19 @@ def collect(
                 futures[owner.name].result()
         with lock:
             earlier = {s: results[s] for s in collector.requires if s in results}
+        wanted = tuple(s for s in collector.provides if s in demanded) if collector.partial else collector.provides
         started = time.monotonic()
         try:
-            produced = dict(collector.load()(ctx, earlier))
+            if collector.partial:
+                produced = dict(collector.load()(ctx, earlier, wanted=frozenset(wanted)))
+            else:
+                produced = dict(collector.load()(ctx, earlier))
         except Exception as exc:
             reason = f"{type(exc).__name__}: {exc}"
-            produced = {s: {"_error": reason, "_traceback": traceback.format_exc(limit=6)} for s in collector.provides}
+            produced = {s: {"_error": reason, "_traceback": traceback.format_exc(limit=6)} for s in wanted}
         elapsed = time.monotonic() - started
         with lock:
-            for section in collector.provides:
+            for section in wanted:
                 results[section] = produced.get(section, {"_error": f"collector {collector.name} gave no facts"})
                 durations[section] = elapsed
 

@@ -22,7 +22,8 @@ __all__ = ["Collector", "BUILTIN_COLLECTORS", "collectors_for", "COLLECTOR_GROUP
 
 COLLECTOR_GROUP = "dflash_doctor.collectors"
 
-CollectFn = Callable[[Context, Mapping[str, Any]], Mapping[str, Any]]
+CollectFn = Callable[..., Mapping[str, Any]]
+"""function(context, earlier_sections) -> {section: facts}; partial ones also take `wanted=`."""
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,9 @@ class Collector:
     """"module:function", called as function(context, earlier_sections) -> {section: facts}."""
     requires: tuple[str, ...] = ()
     """Sections that must be collected first (passed in as earlier_sections)."""
+    partial: bool = False
+    """Called with `wanted=` (the sections of `provides` the run needs), for a collector whose
+    sections share one costly step but need not all be collected."""
 
     def load(self) -> CollectFn:
         module_name, _, attr = self.function.partition(":")
@@ -79,12 +83,11 @@ BUILTIN_COLLECTORS: tuple[Collector, ...] = (
     Collector("nvml", ("gpu",), "dflash_doctor.collectors.nvml:collect"),
     Collector("arch-coverage", ("arch_coverage",), "dflash_doctor.collectors.archs:collect",
               requires=("distributions", "target")),
-    Collector("cuda-stack", ("cuda_stack",), "dflash_doctor.collectors.cuda:collect_stack"),
+    Collector("cuda", ("cuda_stack", "kernels"), "dflash_doctor.collectors.cuda:collect", partial=True),
     Collector("serve-args", ("serve_args",), "dflash_doctor.collectors.serve:collect_args"),
     Collector("models", ("models",), "dflash_doctor.collectors.models:collect", requires=("serve_args",)),
     Collector("vllm-dflash", ("vllm_dflash",), "dflash_doctor.collectors.serve:collect_vllm",
               requires=("distributions", "resolution", "models")),
-    Collector("kernels", ("kernels",), "dflash_doctor.collectors.cuda:collect_kernels"),
 )
 
 

@@ -44,11 +44,11 @@ class _Recording(Collector):
     sink: dict[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
     lock: Any = field(default=None, compare=False, hash=False, repr=False)
 
-    def load(self) -> Callable[[Context, Mapping[str, Any]], Mapping[str, Any]]:
+    def load(self) -> Callable[..., Mapping[str, Any]]:
         function = Collector.load(self)
 
-        def recorded(ctx: Context, earlier: Mapping[str, Any]) -> Mapping[str, Any]:
-            produced = function(ctx, earlier)
+        def recorded(ctx: Context, earlier: Mapping[str, Any], **wanted: Any) -> Mapping[str, Any]:
+            produced = function(ctx, earlier, **wanted)
             with self.lock:
                 self.sink.update(produced)
             return produced
@@ -126,7 +126,7 @@ def run_checks(checks: Sequence[Check], ctx: Context, handle_signals: bool = Fal
     """Collect and judge like `runner.run`, surviving SIGTERM/SIGINT and the doctor's own exceptions."""
     sink: dict[str, Any] = {}
     lock = threading.Lock()
-    recording = [_Recording(c.name, c.provides, c.function, c.requires, sink, lock)
+    recording = [_Recording(c.name, c.provides, c.function, c.requires, c.partial, sink=sink, lock=lock)
                  for c in (collectors if collectors is not None else all_collectors())]
     state: dict[str, Any] = {}
     started = time.monotonic()

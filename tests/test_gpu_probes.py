@@ -10,7 +10,7 @@ from __future__ import annotations
 import ctypes
 import json
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,21 +19,14 @@ from dflash_doctor.checks.cuda_stack import CudaStackCheck
 from dflash_doctor.checks.gpu import GpuCheck
 from dflash_doctor.checks.kernels import KernelsCheck
 
-from dflash_doctor import sections as sections_module
 from dflash_doctor.check import Context
 from dflash_doctor.collectors import cuda as cuda_collectors
 from dflash_doctor.collectors.nvml import nvml_facts
 from dflash_doctor.model import Status
 from dflash_doctor.probe import run_probe
 from dflash_doctor.runner import judge, run
-from dflash_doctor.sections import Collector
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "gpu"
-GPU_COLLECTORS = (
-    Collector("nvml", ("gpu",), "dflash_doctor.collectors.nvml:collect"),
-    Collector("cuda-stack", ("cuda_stack",), "dflash_doctor.collectors.cuda:collect_stack"),
-    Collector("kernels", ("kernels",), "dflash_doctor.collectors.cuda:collect_kernels"),
-)
 
 
 def _has_nvml() -> bool:
@@ -47,21 +40,17 @@ def _has_nvml() -> bool:
 no_driver = pytest.mark.skipif(_has_nvml(), reason="this machine has an NVIDIA driver")
 
 
-@pytest.fixture
-def gpu_collectors(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The GPU collectors registered as the built-in ones will be (until sections.py lists them)."""
-    known = {c.name for c in sections_module.BUILTIN_COLLECTORS}
-    extra = tuple(c for c in GPU_COLLECTORS if c.name not in known)
-    monkeypatch.setattr(sections_module, "BUILTIN_COLLECTORS", sections_module.BUILTIN_COLLECTORS + extra)
-    yield
-
-
 @pytest.fixture(scope="module")
 def torch_python() -> Path:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from realenv import fa2_builder_python  # a cached venv with torch 2.13.0 (CPU), built once per machine
 
     return fa2_builder_python()
+
+
+def stack_facts(ctx: Context) -> dict[str, Any]:
+    facts: dict[str, Any] = cuda_collectors.collect(ctx, {}, wanted=frozenset({"cuda_stack"}))["cuda_stack"]
+    return facts
 
 
 def h200_gpu_section() -> dict[str, Any]:
@@ -84,7 +73,7 @@ def test_nvml_without_a_driver_records_which_library_the_loader_could_not_find()
 
 
 @no_driver
-def test_without_no_gpu_the_doctor_fails_saying_there_is_no_driver(gpu_collectors: None) -> None:
+def test_without_no_gpu_the_doctor_fails_saying_there_is_no_driver() -> None:
     checks = [GpuCheck(), CudaStackCheck(), KernelsCheck()]
     results, sections, _ = run(checks, Context(python=sys.executable, cwd=".", timeout_s=60))
     by_id = {r.id: r for r in results}
@@ -100,7 +89,7 @@ def test_without_no_gpu_the_doctor_fails_saying_there_is_no_driver(gpu_collector
     assert sections["cuda_stack"]["torch"] == {"installed": False}
 
 
-def test_with_no_gpu_every_gpu_check_skips_and_nothing_gpu_is_collected(gpu_collectors: None) -> None:
+def test_with_no_gpu_every_gpu_check_skips_and_nothing_gpu_is_collected() -> None:
     checks = [GpuCheck(), CudaStackCheck(), KernelsCheck()]
     results, sections, _ = run(checks, Context(python=sys.executable, cwd=".", no_gpu=True))
     assert [(r.id, r.status, r.findings[0].id) for r in results] == [
@@ -113,7 +102,7 @@ def test_with_no_gpu_every_gpu_check_skips_and_nothing_gpu_is_collected(gpu_coll
 
 
 def test_cuda_stack_probe_without_torch_is_a_finding_not_a_traceback() -> None:
-    facts = cuda_collectors.collect_stack(Context(python=sys.executable, cwd=".", timeout_s=60), {})["cuda_stack"]
+    facts = stack_facts(Context(python=sys.executable, cwd=".", timeout_s=60))
     assert facts["process"]["error"] is None and "Traceback" not in facts["process"]["stderr"]
     assert facts["torch"] == {"installed": False}
     if not _has_nvml():
@@ -125,7 +114,7 @@ def test_cuda_stack_probe_without_torch_is_a_finding_not_a_traceback() -> None:
 
 def test_cuda_stack_probe_in_an_interpreter_that_does_not_start_is_a_failure_finding(tmp_path: Path) -> None:
     ctx = Context(python=str(tmp_path / "no" / "python3"), cwd=".", timeout_s=10)
-    facts = cuda_collectors.collect_stack(ctx, {})["cuda_stack"]
+    facts = stack_facts(ctx)
     (result,) = judge([CudaStackCheck()], {"cuda_stack": facts, "gpu": h200_gpu_section()})
     finding = result.findings[0]
     assert (finding.id, finding.status) == ("cuda.probe-failed", Status.FAIL)
@@ -134,7 +123,7 @@ def test_cuda_stack_probe_in_an_interpreter_that_does_not_start_is_a_failure_fin
 
 @pytest.mark.slow
 def test_cuda_stack_probe_with_cpu_torch_reports_a_cpu_build(torch_python: Path) -> None:
-    facts = cuda_collectors.collect_stack(Context(python=str(torch_python), cwd=".", timeout_s=120), {})["cuda_stack"]
+    facts = stack_facts(Context(python=str(torch_python), cwd=".", timeout_s=120))
     torch = facts["torch"]
     assert torch["import_ok"] and torch["version"] == "2.13.0+cpu" and torch["cuda"] is None
     assert torch["arch_list"] == [] and "cuda" not in facts
@@ -145,6 +134,26 @@ def test_cuda_stack_probe_with_cpu_torch_reports_a_cpu_build(torch_python: Path)
     # The recorded H200 driver supports CUDA 13.0: the fix takes the cu130 index, for this interpreter.
     assert finding.remediation[0].command.endswith("--index-url https://download.pytorch.org/whl/cu130")
     assert str(torch_python) in finding.remediation[0].command
+
+
+@pytest.mark.slow
+def test_the_stack_and_kernel_probes_share_one_torch_import(torch_python: Path) -> None:
+    ctx = Context(python=str(torch_python), cwd=".", timeout_s=120)
+    sections = cuda_collectors.collect(ctx, {}, wanted=frozenset({"cuda_stack", "kernels"}))
+    host = sections["cuda_stack"]["shared_process"]
+    (torch,) = host["preload"]
+    assert host["forked"] is True and torch["module"] == "torch" and torch["imported"] is True
+    # The children found torch loaded: the stack probe's own import is a dictionary lookup.
+    assert sections["cuda_stack"]["torch"]["import_seconds"] < 0.05 < torch["seconds"]
+    families = {f["family"]: f for f in sections["kernels"]["families"]}
+    assert list(families) == list(cuda_collectors.KERNEL_FAMILIES)
+    assert all(f["process"]["error"] is None for f in families.values())
+    assert families["sdpa"]["torch"]["version"] == "2.13.0+cpu"
+
+
+def test_only_the_wanted_sections_are_collected() -> None:
+    ctx = Context(python=sys.executable, cwd=".", timeout_s=60)
+    assert set(cuda_collectors.collect(ctx, {}, wanted=frozenset({"kernels"}))) == {"kernels"}
 
 
 # ---------------------------------------------------------------------------------- the kernel probe

@@ -1,0 +1,114 @@
+"""Probes that share one import: forked children of one target process, each still a process of its own.
+
+Real subprocesses in this interpreter, with real modules that crash, hang or flood their output on
+import, written into the probes' working directory (which `python -c` puts first on sys.path).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from realenv import HANG_ON_IMPORT, SEGFAULT_ON_IMPORT
+
+from dflash_doctor.probe import ProbeJob, run_probe, run_probes_sharing_imports
+
+CHATTY_ON_IMPORT = "import sys\nprint('x' * 300000)\nsys.stderr.write('e' * 300000)\n"
+
+
+@pytest.fixture
+def modules(tmp_path: Path) -> Path:
+    (tmp_path / "crashy.py").write_text(SEGFAULT_ON_IMPORT)
+    (tmp_path / "hangy.py").write_text(HANG_ON_IMPORT)
+    (tmp_path / "chatty.py").write_text(CHATTY_ON_IMPORT)
+    (tmp_path / "heavy.py").write_text("import time\ntime.sleep(0.5)\nLOADED_AT = time.monotonic()\n")
+    return tmp_path
+
+
+def importing(name: str, module: str) -> ProbeJob:
+    return ProbeJob(name, "try_import", {"module": module})
+
+
+def test_each_job_reports_as_the_probe_would_alone(modules: Path) -> None:
+    jobs = [importing("json", "json"), importing("missing", "no_such_module_here")]
+    shared = run_probes_sharing_imports(sys.executable, jobs, preload=("heavy",), timeout_s=30, cwd=str(modules))
+    alone = run_probe(sys.executable, "try_import", {"module": "no_such_module_here"}, timeout_s=30, cwd=str(modules))
+    assert shared.outcomes["json"].ok and shared.outcomes["json"].data["ok"] is True
+    missing = shared.outcomes["missing"]
+    assert missing.ok and missing.data["exception"]["type"] == alone.data["exception"]["type"] == "ModuleNotFoundError"
+    assert shared.host["forked"] is True
+    (heavy,) = shared.host["preload"]
+    assert heavy["imported"] is True and heavy["seconds"] >= 0.5
+
+
+def test_a_preloaded_module_is_imported_once_not_once_per_job(modules: Path) -> None:
+    jobs = [importing(f"job{i}", "heavy") for i in range(4)]
+    started = time.monotonic()
+    shared = run_probes_sharing_imports(sys.executable, jobs, preload=("heavy",), timeout_s=30, cwd=str(modules))
+    # Four jobs, each importing a module that takes 0.5 s: the children find it loaded.
+    assert all(o.ok and o.data["ok"] and o.data["seconds"] < 0.1 for o in shared.outcomes.values())
+    assert time.monotonic() - started < 0.5 + 1.5
+
+
+def test_a_job_that_segfaults_is_a_finding_for_that_job_alone(modules: Path) -> None:
+    jobs = [importing("crash", "crashy"), importing("fine", "json")]
+    shared = run_probes_sharing_imports(sys.executable, jobs, preload=(), timeout_s=30, cwd=str(modules))
+    crash = shared.outcomes["crash"]
+    assert (crash.signal, crash.error, crash.data) == ("SIGSEGV", "killed by SIGSEGV", None)
+    assert "Fatal Python error" in crash.stderr or crash.stderr == ""
+    assert shared.outcomes["fine"].ok and shared.outcomes["fine"].data["ok"] is True
+
+
+def test_a_job_that_hangs_times_out_alone_and_its_siblings_report(modules: Path) -> None:
+    jobs = [importing("hang", "hangy"), importing("fine", "json")]
+    started = time.monotonic()
+    shared = run_probes_sharing_imports(sys.executable, jobs, preload=(), timeout_s=2, cwd=str(modules))
+    elapsed = time.monotonic() - started
+    hang = shared.outcomes["hang"]
+    assert hang.timed_out and hang.error == "timed out after 2 s" and hang.data is None
+    assert shared.outcomes["fine"].ok
+    assert elapsed < 2 + 2
+
+
+def test_output_larger_than_a_pipe_does_not_block_and_facts_still_arrive(modules: Path) -> None:
+    shared = run_probes_sharing_imports(
+        sys.executable, [importing("chatty", "chatty")], preload=(), timeout_s=30, cwd=str(modules))
+    chatty = shared.outcomes["chatty"]
+    assert chatty.ok and chatty.data["ok"] is True
+    assert "characters trimmed" in chatty.stderr  # kept as evidence, trimmed
+
+
+def test_a_host_that_dies_while_preloading_runs_each_job_on_its_own(modules: Path) -> None:
+    jobs = [importing("fine", "json"), importing("crash", "crashy")]
+    shared = run_probes_sharing_imports(sys.executable, jobs, preload=("crashy",), timeout_s=30, cwd=str(modules))
+    assert shared.host["process"]["signal"] == "SIGSEGV"
+    assert "each job ran in a process of its own" in shared.host["fallback"]
+    assert shared.outcomes["fine"].ok and shared.outcomes["crash"].signal == "SIGSEGV"
+
+
+def test_a_host_that_hangs_while_preloading_times_every_job_out(modules: Path) -> None:
+    jobs = [importing("fine", "json")]
+    shared = run_probes_sharing_imports(sys.executable, jobs, preload=("hangy",), timeout_s=1, cwd=str(modules))
+    assert shared.outcomes["fine"].timed_out and shared.outcomes["fine"].data is None
+
+
+def test_a_preload_that_is_not_installed_is_noted_and_the_jobs_run(modules: Path) -> None:
+    shared = run_probes_sharing_imports(
+        sys.executable, [importing("fine", "json")], preload=("no_such_module_here",), timeout_s=30, cwd=str(modules))
+    assert shared.host["preload"] == [{"module": "no_such_module_here", "found": False}]
+    assert shared.outcomes["fine"].ok
+
+
+def test_where_fork_is_missing_each_job_runs_in_an_interpreter_of_its_own(
+    modules: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    no_fork = tmp_path_factory.mktemp("no-fork")
+    (no_fork / "sitecustomize.py").write_text("import os\ndel os.fork\n")  # as on Windows
+    monkeypatch.setenv("PYTHONPATH", str(no_fork))
+    jobs = [importing("crash", "crashy"), importing("fine", "json"), importing("hang", "hangy")]
+    shared = run_probes_sharing_imports(sys.executable, jobs, preload=("json",), timeout_s=3, cwd=str(modules))
+    assert shared.host["forked"] is False
+    assert shared.outcomes["crash"].signal == "SIGSEGV" and shared.outcomes["fine"].ok
+    assert shared.outcomes["hang"].timed_out
