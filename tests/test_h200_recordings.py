@@ -34,3 +34,15 @@ def test_each_fact_section_is_stored_once_in_a_report() -> None:
     names = [name for c in report["checks"] for name in c["facts"]]
     assert len(names) == len(set(names))
     assert "distributions" in names and "kernels" in names
+
+
+def test_on_the_h200_the_stack_and_kernel_probes_shared_one_cold_torch_import() -> None:
+    report = json.loads((H200 / "report-cold.json").read_text())
+    facts = {name: section for c in report["checks"] for name, section in c["facts"].items()}
+    host = facts["cuda_stack"]["shared_process"]
+    (torch,) = host["preload"]
+    assert host["forked"] is True and torch["module"] == "torch" and torch["seconds"] > 3  # cold: 4.0 s
+    # Each job found torch imported: its own import was a lookup, its whole process a fraction of a second.
+    assert facts["cuda_stack"]["torch"]["import_seconds"] < 0.01
+    durations = {f["family"]: f["process"]["duration_s"] for f in facts["kernels"]["families"]}
+    assert durations["sdpa"] < 1.5 and durations["triton"] < 3  # Triton's first compile: 1.2 s
