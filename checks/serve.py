@@ -208,7 +208,11 @@ class _Command:
                                evidence={"flags_given": self.serve.get("flags_given")}))
         else:
             error = parser.get("import_error") or {}
+            unbuilt = parser.get("parser_error") or {}
             why = (f"vLLM does not import in the target ({error.get('type')}: {error.get('message')})" if error
+                   # e.g. a CUDA build of vLLM on a machine without a GPU: `vllm serve` fails the same way there
+                   else f"vLLM {parser.get('version')}'s parser cannot be built here ({unbuilt.get('type')}: "
+                   f"{unbuilt.get('message')})" if unbuilt
                    else "vLLM's parser was not run" if not parser.get("tried")
                    else f"vLLM's parser did not answer ({(parser.get('process') or {}).get('error')})"
                    if not parser.get("available") else "vLLM's parser rejected it")
@@ -285,16 +289,16 @@ class _Command:
         k = self.spec.get("num_speculative_tokens")
         if k is None:
             out.append(Finding("serve.spec-k-missing", Status.FAIL,
-                               f"{flag} has no \"num_speculative_tokens\": vLLM refuses to start (\"num_speculative_tokens "
-                               "must be provided with speculative model unless the draft model config contains an "
-                               "n_predict parameter.\"); it never takes it from the drafter's block_size",
+                               f"{flag} has no \"num_speculative_tokens\": vLLM refuses to start (\"A speculative model was "
+                               "provided, but neither `speculative_token_tree` nor `num_speculative_tokens` was "
+                               "provided\"); it never takes it from the drafter's block_size",
                                detail=NUM_SPEC_TOKENS_REQUIRED.source,
                                remediation=(Remediation("add \"num_speculative_tokens\": BLOCK_SIZE - 1 (15 for b16 "
                                                         "drafters)", "one anchor plus block_size - 1 masks"),)))
         elif not _is_int(k) or k <= 0:
             out.append(Finding("serve.spec-k-invalid", Status.FAIL,
-                               f"{flag}: num_speculative_tokens {k!r} is not a positive integer (\"Expected "
-                               "num_speculative_tokens to be greater than zero\")", detail=NUM_SPEC_TOKENS_REQUIRED.source))
+                               f"{flag}: num_speculative_tokens {k!r} is not a positive integer (vLLM: \"Input should "
+                               "be greater than 0\")", detail=NUM_SPEC_TOKENS_REQUIRED.source))
         draft_tp = self.spec.get("draft_tensor_parallel_size")
         if draft_tp is not None and draft_tp not in (1, self.tp):
             out.append(Finding("serve.spec-draft-tp", Status.FAIL,
@@ -326,8 +330,8 @@ class _Command:
         return [Finding("serve.max-model-len", Status.WARN if allowed else Status.FAIL,
                         f"--max-model-len {given} is greater than the target's derived maximum ({key}): "
                         + ("allowed by VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, positions past it give NaN with RoPE" if allowed
-                           else "vLLM stops with \"User-specified max_model_len ... is greater than the derived "
-                           "max_model_len\""),
+                           else f"vLLM stops with \"User-specified max_model_len ({given}) is greater than the "
+                           "derived max_model_len\""),
                         detail=MAX_MODEL_LEN_RULE.source, evidence={"given": given, "derived": derived, "key": key},
                         remediation=(Remediation(with_flag(self.argv, "--max-model-len", derived), "what the model was trained for"),))]
 
@@ -470,8 +474,27 @@ class _Command:
         error = validation.get("error") or {}
         return [Finding("serve.vllm-validation", Status.FAIL,
                         f"vLLM's own config validation rejects the command: {error.get('type')}: "
-                        f"{str(error.get('message')).splitlines()[0] if error.get('message') else ''}",
+                        f"{_validation_reason(str(error.get('message') or ''))}",
                         detail=str(error.get("traceback") or ""))]
+
+
+def _validation_reason(message: str) -> str:
+    """The reason in vLLM's error. vLLM's configs are pydantic dataclasses, whose ValidationError reads
+    "1 validation error for SchedulerConfig\n[field\n]  Value error, REASON [type=value_error, ...]"."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if len(lines) < 2 or " validation error" not in lines[0]:
+        return lines[0] if lines else ""
+    field = ""
+    for line in lines[1:]:
+        if line.startswith("For further information"):
+            continue
+        reason, bracket, _ = line.partition(" [type=")
+        if not bracket:
+            field = line  # the field's name precedes a field-level error
+            continue
+        reason = reason.removeprefix("Value error, ")
+        return f"{field}: {reason}" if field else reason
+    return lines[0]
 
 
 class ServeCommandCheck:

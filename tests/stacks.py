@@ -5,11 +5,13 @@
   minutes); the doctor reads its source and metadata, nothing imports it;
 - torch, the CPU build this machine's pip takes from disk, from the flash-attn builder venv;
 - a flash-attn 2.8.3 wheel whose `flash_attn_2_cuda` extension is a real shared library with an
-  undefined `c10` symbol: what a wheel built against another torch looks like to the loader.
+  undefined `c10` symbol: what a wheel built against another torch looks like to the loader;
+- a venv where the real vLLM imports and runs its own config validation on this CPU-only machine.
 """
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -80,3 +82,68 @@ def fa2_wheel_with_foreign_extension() -> Path:
             files[library.name] = library.read_bytes()
             return build_wheel(dest, "flash_attn", "2.8.3", files, requires=["torch", "einops"],
                                tag=f"{tag}-{tag}-linux_x86_64")
+
+
+# What `vllm_python` leaves out of vLLM's requirements: none of it is imported to build vLLM's parser and
+# its engine config, and most of it is CUDA-only or large.
+VLLM_REQUIREMENTS_LEFT_OUT = (
+    "torch", "torchaudio", "torchvision",  # torch 2.13.0 (CPU, from this machine's disk) stands in for the
+    # pinned CUDA build of 2.11.0 (several GB); vLLM's compiled kernels then fail to load, which vLLM
+    # tolerates until a kernel runs, and the config path runs none
+    "flashinfer-python", "flashinfer-cubin", "apache-tvm-ffi", "tilelang", "nvidia-cudnn-frontend",
+    "nvidia-cutlass-dsl", "quack-kernels", "fastsafetensors", "numba",  # kernels and their compilers
+    "xgrammar", "llguidance", "outlines_core", "lm-format-enforcer",  # structured-output backends
+    "mistral_common", "opencv-python-headless", "mcp", "anthropic", "model-hosting-container-standards",
+    "opentelemetry-sdk", "opentelemetry-api", "opentelemetry-exporter-otlp",
+    "opentelemetry-semantic-conventions-ai", "depyf", "ninja",
+)
+
+# vLLM chooses its platform through the `vllm.platform_plugins` entry points (vllm/platforms/__init__.py,
+# resolve_current_platform_cls_qualname: one activated out-of-tree plugin wins). This one picks vLLM's own
+# CPU platform, so that a CUDA build of vLLM builds its configs on a machine without a GPU.
+CPU_PLATFORM_PLUGIN = "def activate():\n    return 'vllm.platforms.cpu.CpuPlatform'\n"
+
+
+def vllm_python(version: str) -> Path:
+    """A venv where the real vLLM `version` imports and validates its configs on this CPU-only machine.
+
+    vLLM's wheel (--no-deps), its requirements but `VLLM_REQUIREMENTS_LEFT_OUT`, torch 2.13.0 (CPU), and a
+    platform plugin that selects vLLM's CPU platform. vLLM's parser and `create_engine_config` then run
+    as `vllm serve` runs them, but for what the CPU platform changes: give every limit whose default
+    depends on the platform (max_num_seqs, max_num_batched_tokens) explicitly when comparing verdicts.
+    """
+    from packaging.requirements import Requirement
+
+    key = f"vllm-python-{version}-py{sys.version_info[0]}{sys.version_info[1]}-torch2.13.0"
+    root = cache_dir() / "builders" / key
+    python = root / "bin" / "python"
+    marker = root / ".realenv-complete"
+    vllm_site(version)  # downloads the wheel once
+    (wheel,) = sorted((cache_dir() / "wheels").glob(f"vllm-{version}-*.whl"))[:1]
+    with _locked(key):
+        if marker.exists() and python.exists():
+            return python
+        shutil.rmtree(root, ignore_errors=True)
+        with zipfile.ZipFile(wheel) as zf:
+            (name,) = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
+            metadata = zf.read(name).decode()
+        requirements = []
+        for line in metadata.splitlines():
+            if not line.startswith("Requires-Dist: "):
+                continue
+            requirement = Requirement(line.removeprefix("Requires-Dist: "))
+            if requirement.marker is not None and "extra" in str(requirement.marker):
+                continue
+            if requirement.name not in VLLM_REQUIREMENTS_LEFT_OUT:
+                requirements.append(str(requirement))
+        plugin_dir = Path(tempfile.mkdtemp(prefix="vllm-cpu-platform-"))
+        plugin = build_wheel(plugin_dir, "vllm-cpu-platform-for-tests", "1.0",
+                             {"vllm_cpu_platform_for_tests.py": CPU_PLATFORM_PLUGIN},
+                             entry_points={"vllm.platform_plugins": {"cpu": "vllm_cpu_platform_for_tests:activate"}})
+        _run([sys.executable, "-m", "venv", "--without-pip", root])
+        pip = [sys.executable, "-m", "pip", "--python", python, "install", "-q"]
+        _run([*pip, "torch==2.13.0", *requirements], timeout=1800)
+        _run([*pip, "--no-deps", wheel, plugin], timeout=1800)
+        marker.write_text("\n".join(requirements) + "\n")
+        shutil.rmtree(plugin_dir, ignore_errors=True)
+        return python

@@ -1,7 +1,7 @@
 """`dflash-doctor serve -- vllm serve ...`: the command line judged against real toy models, the real vLLM
 source of the version it names, and GPU facts recorded on a real H200 (fixtures/gpu/; the SM86 pair is
-derived from that recording and labelled so). vLLM itself cannot be imported here (its wheel needs its own
-torch and a GPU), so its own parser is exercised only up to the import failure, which is real."""
+derived from that recording and labelled so). vLLM's own parser and config validation, on the same kind of
+commands, are compared with these verdicts in test_vllm_validation.py."""
 
 from __future__ import annotations
 
@@ -237,7 +237,8 @@ def test_max_model_len_past_the_targets_own_limit_fails(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("spec", "finding_id", "words"), [
     ("{method: dflash}", "serve.spec-json", "is not a JSON object"),
-    ({"method": "dflash", "model": "DRAFTER"}, "serve.spec-k-missing", "num_speculative_tokens must be provided"),
+    ({"method": "dflash", "model": "DRAFTER"}, "serve.spec-k-missing",
+     "neither `speculative_token_tree` nor `num_speculative_tokens` was provided"),
     ({"method": "dflash", "model": "DRAFTER", "num_speculative_tokens": 0}, "serve.spec-k-invalid",
      "not a positive integer"),
     ({"method": "dflash", "model": "DRAFTER", "num_speculative_tokens": 15, "draft_tensor_parallel_size": 3},

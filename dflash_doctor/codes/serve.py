@@ -44,10 +44,10 @@ CODES = (
          "DFlash needs \"model\": the drafter's directory or repo id."),
     Code("serve.spec-k-missing", "num_speculative_tokens is missing",
          "DFlash drafters have no n_predict, and vLLM never reads their block_size, so vLLM refuses to start: "
-         "'num_speculative_tokens must be provided with speculative model unless the draft model config contains "
-         "an n_predict parameter.' Use block_size - 1 (15 for b16 drafters)."),
+         "'A speculative model was provided, but neither `speculative_token_tree` nor `num_speculative_tokens` was "
+         "provided'. Use block_size - 1 (15 for b16 drafters)."),
     Code("serve.spec-k-invalid", "num_speculative_tokens is not a positive integer",
-         "'Expected num_speculative_tokens to be greater than zero'."),
+         "vLLM's SpeculativeConfig takes only num_speculative_tokens > 0: 'Input should be greater than 0'."),
     Code("serve.spec-draft-tp", "draft_tensor_parallel_size is neither 1 nor the target's",
          "vLLM: 'cannot be other value than 1 or target model tensor_parallel_size'."),
     Code("serve.spec-ok", "The speculative config is complete",

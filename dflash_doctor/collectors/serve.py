@@ -111,7 +111,8 @@ def collect_args(ctx: Context, _earlier: Mapping[str, Any]) -> dict[str, Any]:
                             timeout_s=ctx.timeout_s, cwd=ctx.cwd)
         data = outcome.data if isinstance(outcome.data, dict) else {}
         vllm_parser = {"tried": True, "available": bool(data.get("available")), "version": data.get("version"),
-                       "import_error": data.get("import_error"), "parse_error": data.get("parse_error"),
+                       "import_error": data.get("import_error"), "parser_error": data.get("parser_error"),
+                       "parse_error": data.get("parse_error"),
                        "validation": data.get("validation"), "given": data.get("given") or [],
                        "process": outcome.as_facts()}
         if data.get("available") and isinstance(data.get("fields"), dict):

@@ -96,13 +96,14 @@ METHOD_DETECTION: Fact[str] = Fact(
 NUM_SPEC_TOKENS_REQUIRED: Fact[str] = Fact(
     value="num_speculative_tokens must be given for DFlash: drafters have no n_predict, and vLLM never reads "
     "their block_size",
-    source="vllm/config/speculative.py SpeculativeConfig._verify_args: `if self.num_speculative_tokens is None: "
-    "raise ValueError(\"num_speculative_tokens must be provided with speculative model unless the draft model "
-    "config contains an n_predict parameter.\")`; `if self.num_speculative_tokens <= 0: raise ValueError("
-    "\"Expected num_speculative_tokens to be greater than zero (...).\")` (0.20.1 lines 870-881); 0.34.0 "
-    "vllm/v1/worker/gpu/spec_decode/speculator_config.py: \"A speculative model was provided, but "
-    "`num_speculative_tokens` was not provided\"",
-    read_from="vllm 0.20.1 and 0.34.0 sdists",
+    source="vllm/config/speculative.py SpeculativeConfig.__post_init__, for a draft model without n_predict: "
+    "`raise ValueError(\"A speculative model was provided, but neither `speculative_token_tree` nor "
+    "`num_speculative_tokens` was provided\")` (0.20.1 lines 672-678), which comes before _verify_args's own "
+    "check; `num_speculative_tokens: int = Field(default=None, gt=0)` (line 76), so pydantic rejects 0 or less "
+    "first: \"Input should be greater than 0\". Both messages are what vLLM 0.20.1's create_engine_config "
+    "raised in tests/test_vllm_validation.py. 0.34.0 vllm/v1/worker/gpu/spec_decode/speculator_config.py: "
+    "\"A speculative model was provided, but `num_speculative_tokens` was not provided\"",
+    read_from="vllm 0.20.1 and 0.34.0 sdists; vLLM 0.20.1 run on its CPU platform",
 )
 
 SPEC_BLOCK: Fact[str] = Fact(

@@ -56,7 +56,7 @@ def emit(facts):
 
 def main():
     started = time.monotonic()
-    facts = {"available": False, "version": None, "import_error": None, "parse_error": None,
+    facts = {"available": False, "version": None, "import_error": None, "parser_error": None, "parse_error": None,
              "fields": None, "given": [], "validation": None}
     try:
         import vllm
@@ -74,7 +74,15 @@ def main():
         emit(facts)
         return
     facts["available"] = True
-    parser = make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
+    try:
+        # Building the parser already builds config defaults: without a GPU, a CUDA build of vLLM
+        # raises here ("Failed to infer device type"), as `vllm serve --help` does on that machine.
+        parser = make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
+    except Exception as exc:  # noqa: BLE001 - reported, and the doctor reads the command itself
+        facts["parser_error"] = describe(exc)
+        facts["seconds"] = round(time.monotonic() - started, 3)
+        emit(facts)
+        return
     captured = io.StringIO()
     try:
         with contextlib.redirect_stderr(captured), contextlib.redirect_stdout(io.StringIO()):
