@@ -371,6 +371,9 @@ def test_a_missing_directory_fails_and_a_repo_id_is_looked_up_in_the_hf_cache(
         tmp_path: Path, pair: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     results = run_checks(tmp_path, target=tmp_path / "nope", drafter=pair[1])
     assert found(results, "models.dir-missing").status is Status.FAIL
+    # An absolute path of two components (a volume not mounted) is a path, never a repo id.
+    unmounted = run_checks(tmp_path, target=Path("/models/Qwen3-8B"), drafter=pair[1])
+    assert found(unmounted, "models.dir-missing").status is Status.FAIL
     cache = tmp_path / "hub"
     snapshot = cache / "models--z-lab--Toy-DFlash" / "snapshots" / "abc123"
     snapshot.parent.mkdir(parents=True)

@@ -58,9 +58,9 @@ def resolve_model_path(name: str, cwd: str, environ: Mapping[str, str] | None = 
 
 
 def _hf_snapshot(name: str, env: Mapping[str, str]) -> dict[str, Any] | None:
-    parts = name.strip("/").split("/")
+    parts = name.split("/")
     if len(parts) != 2 or not all(parts) or name.startswith((".", "~")):
-        return None  # not a repo id (org/name): a missing local path
+        return None  # not a repo id (org/name; /models/x is a path): a missing local path
     cache = env.get("HF_HUB_CACHE") or os.path.join(
         env.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface"), "hub")
     repo = os.path.join(cache, f"models--{parts[0]}--{parts[1]}")
