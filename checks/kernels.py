@@ -25,12 +25,14 @@ FAMILY_TITLES = {
     "sdpa": "torch SDPA (flash, memory-efficient)",
     "triton": "Triton (the doctor's own kernel)",
     "flash_attn": "flash_attn.flash_attn_func",
+    "flash_attn_cute": "flash-attn-4 (flash_attn.cute.flash_attn_func)",
     "flash_attn_rotary": "flash_attn apply_rotary",
     "vllm_flash_attn": "vLLM's bundled flash-attention",
     "vllm_rotary": "vLLM's bundled rotary",
 }
 # Which import check explains a family that does not import (by the check's id), in order.
 IMPORT_CHECKS = {"flash_attn": ("imports", "namespaces", "extensions"),
+                 "flash_attn_cute": ("namespaces", "distributions"),
                  "flash_attn_rotary": ("imports", "namespaces", "extensions"),
                  "vllm_flash_attn": ("import-surface", "extensions"),
                  "vllm_rotary": ("import-surface", "extensions")}
@@ -93,11 +95,12 @@ def _family_findings(result: Mapping[str, Any], prior: Mapping[str, CheckResult]
         return
     if not imported.get("installed", True):
         remedies: tuple[Remediation, ...] = ()
-        if family.startswith("flash_attn"):
+        if family.startswith("flash_attn") and family != "flash_attn_cute":
             remedies = (Remediation(installer.install(V2_SPEC.value, no_build_isolation=True),
                                     "optional: vLLM does not need flash-attn on CUDA; install v2, built against this "
                                     "torch, to have its kernels run here"),)
-        package = {"triton": "Triton", "vllm_flash_attn": "vLLM", "vllm_rotary": "vLLM"}.get(family, "flash-attn")
+        package = {"triton": "Triton", "vllm_flash_attn": "vLLM", "vllm_rotary": "vLLM",
+                   "flash_attn_cute": "flash-attn-4"}.get(family, "flash-attn")
         yield Finding("kernels.not-installed", Status.PASS, f"{title}: {package} is not installed, not run",
                       evidence={"family": family, "statement": imported.get("statement")}, remediation=remedies)
         return

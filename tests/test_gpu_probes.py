@@ -168,10 +168,32 @@ def _kernels(python: str, family: str, timeout_s: float = 120, **extra: Any) -> 
 
 
 def test_a_family_whose_package_is_absent_answers_without_importing_torch() -> None:
-    for family in ("flash_attn", "flash_attn_rotary", "vllm_flash_attn", "vllm_rotary"):
+    for family in ("flash_attn", "flash_attn_cute", "flash_attn_rotary", "vllm_flash_attn", "vllm_rotary"):
         facts = _kernels(sys.executable, family)
         assert facts["import"]["installed"] is False, family
         assert "torch" not in facts and facts["seconds"] < 1
+
+
+@pytest.mark.slow
+def test_flash_attn_4_without_its_cutlass_dsl_is_not_importable_naming_the_missing_module(tmp_path: Path) -> None:
+    # The real flash-attn-4 wheel installed without its dependencies, beside torch 2.13.0 (CPU).
+    from realenv import fa4_wheel, install, make_venv
+    from stacks import add_to_path, torch_site
+
+    env = make_venv(tmp_path)
+    install(env, fa4_wheel())
+    add_to_path(env, torch_site())
+    facts = _kernels(str(env.python), "flash_attn_cute", device="cpu")
+    assert facts["import"]["installed"] is True and facts["import"]["ok"] is False
+    assert facts["import"]["exception"]["type"] == "ModuleNotFoundError"
+    assert "cutlass" in facts["import"]["exception"]["message"]
+    # flash-attn v2's family sees the same tree as a namespace package without flash_attn_func.
+    assert _kernels(str(env.python), "flash_attn", device="cpu")["import"]["exception"]["type"] == "ImportError"
+    (result,) = judge([KernelsCheck()], {"kernels": {"problem": cuda_collectors.KERNEL_PROBLEM, "families": [facts]}})
+    finding = result.findings[0]
+    assert (finding.id, finding.status) == ("kernels.not-importable", Status.SKIP)
+    assert finding.title.startswith("flash-attn-4 (flash_attn.cute.flash_attn_func): not run, "
+                                    "`from flash_attn.cute import flash_attn_func` fails (ModuleNotFoundError")
 
 
 @pytest.mark.slow

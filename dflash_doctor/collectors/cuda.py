@@ -19,7 +19,9 @@ from dflash_doctor.probe import ProbeJob, ProbeOutcome, run_probes_sharing_impor
 __all__ = ["KERNEL_FAMILIES", "KERNEL_PROBLEM", "SHARED_IMPORTS", "collect"]
 
 # The order the report lists them in.
-KERNEL_FAMILIES = ("sdpa", "triton", "flash_attn", "flash_attn_rotary", "vllm_flash_attn", "vllm_rotary")
+KERNEL_FAMILIES = (
+    "sdpa", "triton", "flash_attn", "flash_attn_cute", "flash_attn_rotary", "vllm_flash_attn", "vllm_rotary",
+)
 
 KERNEL_PROBLEM: dict[str, Any] = {
     # A small causal problem with the head sizes of DFlash targets (Qwen3: 128) and 64; a few hundred KB.

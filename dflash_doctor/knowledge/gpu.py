@@ -124,14 +124,17 @@ KERNEL_UNSUPPORTED_MESSAGES: Fact[tuple[str, ...]] = Fact(
         "No available kernel. Aborting execution.",
         "FlashAttention only supports Ampere GPUs or newer",
         "only supported on devices with compute capability",
+        "Unsupported compute capability. Supported:",
     ),
     source="torch aten/src/ATen/native/transformers/cuda/sdp_utils.cpp select_sdp_backend: after "
     "TORCH_WARN('Flash attention kernel not used because:') and the reasons, "
     "TORCH_CHECK(!print_debug, \"No available kernel. Aborting execution.\"); flash-attention "
     "csrc/flash_attn/flash_api.cpp TORCH_CHECK(is_sm8x_min, \"FlashAttention only supports Ampere GPUs or "
     "newer.\"); vllm/vllm_flash_attn/flash_attn_interface.py _is_fa2_supported: 'FA2 is only supported on "
-    "devices with compute capability >= 8'",
-    read_from="torch 2.11 (sdp_utils.cpp); flash-attention v2.8.3; vllm 0.34.0",
+    "devices with compute capability >= 8'; flash-attn-4 flash_attn/cute/interface.py:845 _flash_attn_fwd: "
+    "`assert arch // 10 in [8, 9, 10, 11, 12], \"Unsupported compute capability. Supported: 8.x, 9.x, 10.x, "
+    "11.x, 12.x\"`",
+    read_from="torch 2.11 (sdp_utils.cpp); flash-attention v2.8.3; vllm 0.34.0; flash-attn-4 4.0.0b36",
     note="A kernel that declines this GPU or dtype by design: reported as not applicable, not as broken.",
 )
 

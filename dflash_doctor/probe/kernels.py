@@ -3,7 +3,8 @@
 # problem, and compares it with an fp32 reference computed on the same GPU from the same (rounded)
 # inputs. Families: "sdpa" (torch SDPA with the flash and memory-efficient backends forced), "triton"
 # (a minimal Triton kernel of the doctor's own: proves Triton compiles and launches here), "flash_attn"
-# (flash_attn.flash_attn_func), "flash_attn_rotary" (flash_attn.ops.triton.rotary.apply_rotary, called
+# (flash_attn.flash_attn_func), "flash_attn_cute" (flash-attn-4's flash_attn.cute.flash_attn_func),
+# "flash_attn_rotary" (flash_attn.ops.triton.rotary.apply_rotary, called
 # as vLLM calls it), "vllm_flash_attn" (vLLM's bundled flash-attention, each FA version it supports
 # here) and "vllm_rotary" (vLLM's bundled rotary, as its forward_cuda calls it).
 #
@@ -16,6 +17,7 @@ import importlib.util
 import json
 import linecache
 import math
+import os
 import sys
 import time
 import traceback
@@ -41,6 +43,7 @@ NEEDS = {
     "sdpa": (None, None),
     "triton": ("triton", "import triton"),
     "flash_attn": ("flash_attn", "from flash_attn import flash_attn_func"),
+    "flash_attn_cute": ("flash_attn", "from flash_attn.cute import flash_attn_func"),
     "flash_attn_rotary": ("flash_attn", "from flash_attn.ops.triton.rotary import apply_rotary"),
     "vllm_flash_attn": ("vllm", "from vllm.vllm_flash_attn import flash_attn_varlen_func"),
     "vllm_rotary": ("vllm", "from vllm.vllm_flash_attn.layers.rotary import apply_rotary_emb"),
@@ -274,6 +277,26 @@ def run_flash_attn(torch, runner, device, capability, generator, module):
     return cases
 
 
+def run_flash_attn_cute(torch, runner, device, capability, generator, module):
+    flash_attn_func = module.flash_attn_func
+    cases = []
+    for head_dim in HEAD_DIMS:
+        for dtype, reason in dtypes_for(torch, capability):
+            meta = {"kernel": "flash_attn.cute.flash_attn_func", "head_dim": head_dim}
+            if reason:
+                cases.append(skipped(meta, dtype, reason))
+                continue
+            q, k, v, reference, scale = attention_inputs(torch, device, dtype, head_dim, generator)
+            qt, kt, vt = (t.transpose(1, 2).contiguous() for t in (q, k, v))  # (batch, seqlen, heads, dim)
+
+            def call(qt=qt, kt=kt, vt=vt):
+                out = flash_attn_func(qt, kt, vt, causal=True)
+                # flash-attn-4 4.0 returns (out, lse); take the output whatever the release returns
+                return (out[0] if isinstance(out, tuple) else out).transpose(1, 2)
+            cases.append(runner.case(meta, call, reference, scale, dtype))
+    return cases
+
+
 def rotary_cases(torch, runner, device, capability, generator, kernel_name, apply):
     cases = []
     for interleaved in (False, True):
@@ -355,6 +378,7 @@ FAMILIES = {
     "sdpa": (run_sdpa, None),
     "triton": (run_triton, None),
     "flash_attn": (run_flash_attn, "flash_attn"),
+    "flash_attn_cute": (run_flash_attn_cute, "flash_attn.cute"),
     "flash_attn_rotary": (run_flash_attn_rotary, "flash_attn.ops.triton.rotary"),
     "vllm_flash_attn": (run_vllm_flash_attn, "vllm.vllm_flash_attn"),
     "vllm_rotary": (run_vllm_rotary, "vllm.vllm_flash_attn.layers.rotary"),
@@ -390,7 +414,7 @@ def main(started):
     run, module_name = FAMILIES[FAMILY]
     top, statement = NEEDS[FAMILY]
     facts["import"] = {"statement": statement, "installed": True, "ok": True}
-    if top is not None and importlib.util.find_spec(top) is None:
+    if top is not None and not installed(top, module_name):
         # Not installed: say so without paying for torch.
         facts["import"].update(installed=False, ok=False)
         return finish(facts, started)
@@ -460,13 +484,27 @@ def main(started):
     return finish(facts, started)
 
 
+def installed(top, module_name):
+    """Whether the family's package is there, found without running any of its code."""
+    spec = importlib.util.find_spec(top)
+    if spec is None:
+        return False
+    if module_name != "flash_attn.cute":
+        return True
+    # flash-attn-4 installs flash_attn/cute/ alone; v2 (before 2.8.3 carried a copy) may have none.
+    return any(os.path.isfile(os.path.join(location, "cute", "__init__.py"))
+               for location in (spec.submodule_search_locations or []))
+
+
 def family_version(module_name):
     top = module_name.split(".")[0]
     try:
         from importlib import metadata
     except ImportError:
         return None
-    for dist in {"flash_attn": ("flash-attn", "flash_attn"), "vllm": ("vllm",), "triton": ("triton",)}.get(top, ()):
+    names = {"flash_attn.cute": ("flash-attn-4", "flash-attn"), "flash_attn": ("flash-attn", "flash_attn"),
+             "vllm": ("vllm",), "triton": ("triton",)}
+    for dist in names.get(module_name, names.get(top, ())):
         try:
             return metadata.version(dist)
         except Exception:
