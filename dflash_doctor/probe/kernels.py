@@ -258,43 +258,36 @@ def run_triton(torch, runner, device, capability, generator, _module):
     return cases
 
 
-def run_flash_attn(torch, runner, device, capability, generator, module):
-    flash_attn_func = module.flash_attn_func
+def flash_layout_cases(torch, runner, device, capability, generator, kernel_name, attend):
+    """Causal attention through a flash-attn API, which takes (batch, seqlen, heads, head_dim)."""
     cases = []
     for head_dim in HEAD_DIMS:
         for dtype, reason in dtypes_for(torch, capability):
-            meta = {"kernel": "flash_attn_func", "head_dim": head_dim}
+            meta = {"kernel": kernel_name, "head_dim": head_dim}
             if reason:
                 cases.append(skipped(meta, dtype, reason))
                 continue
             q, k, v, reference, scale = attention_inputs(torch, device, dtype, head_dim, generator)
-            # flash_attn takes (batch, seqlen, heads, head_dim)
             qt, kt, vt = (t.transpose(1, 2).contiguous() for t in (q, k, v))
 
             def call(qt=qt, kt=kt, vt=vt):
-                return flash_attn_func(qt, kt, vt, causal=True).transpose(1, 2)
+                return attend(qt, kt, vt).transpose(1, 2)
             cases.append(runner.case(meta, call, reference, scale, dtype))
     return cases
+
+
+def run_flash_attn(torch, runner, device, capability, generator, module):
+    return flash_layout_cases(torch, runner, device, capability, generator, "flash_attn_func",
+                              lambda q, k, v: module.flash_attn_func(q, k, v, causal=True))
 
 
 def run_flash_attn_cute(torch, runner, device, capability, generator, module):
-    flash_attn_func = module.flash_attn_func
-    cases = []
-    for head_dim in HEAD_DIMS:
-        for dtype, reason in dtypes_for(torch, capability):
-            meta = {"kernel": "flash_attn.cute.flash_attn_func", "head_dim": head_dim}
-            if reason:
-                cases.append(skipped(meta, dtype, reason))
-                continue
-            q, k, v, reference, scale = attention_inputs(torch, device, dtype, head_dim, generator)
-            qt, kt, vt = (t.transpose(1, 2).contiguous() for t in (q, k, v))  # (batch, seqlen, heads, dim)
-
-            def call(qt=qt, kt=kt, vt=vt):
-                out = flash_attn_func(qt, kt, vt, causal=True)
-                # flash-attn-4 4.0 returns (out, lse); take the output whatever the release returns
-                return (out[0] if isinstance(out, tuple) else out).transpose(1, 2)
-            cases.append(runner.case(meta, call, reference, scale, dtype))
-    return cases
+    def attend(q, k, v):
+        out = module.flash_attn_func(q, k, v, causal=True)
+        # flash-attn-4 4.0 returns (out, lse); take the output whatever the release returns
+        return out[0] if isinstance(out, tuple) else out
+    return flash_layout_cases(torch, runner, device, capability, generator, "flash_attn.cute.flash_attn_func",
+                              attend)
 
 
 def rotary_cases(torch, runner, device, capability, generator, kernel_name, apply):
