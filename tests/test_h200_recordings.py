@@ -11,7 +11,7 @@ from conftest import Doctor, finding, validate_report
 H200 = Path(__file__).resolve().parent.parent / "fixtures" / "h200"
 
 
-@pytest.mark.parametrize("name", ["report-cold.json", "report-serve-toy.json"])
+@pytest.mark.parametrize("name", ["report-cold.json", "report-serve-toy.json", "report-flash-attn-4.json"])
 def test_recorded_h200_reports_validate_and_judge_again_to_the_same_statuses(doctor: Doctor, name: str) -> None:
     recorded = validate_report(json.loads((H200 / name).read_text()))
     again, proc = doctor.report("judge", str(H200 / name))
@@ -46,3 +46,15 @@ def test_on_the_h200_the_stack_and_kernel_probes_shared_one_cold_torch_import() 
     assert facts["cuda_stack"]["torch"]["import_seconds"] < 0.01
     durations = {f["family"]: f["process"]["duration_s"] for f in facts["kernels"]["families"]}
     assert durations["sdpa"] < 1.5 and durations["triton"] < 3  # Triton's first compile: 1.2 s
+
+
+def test_flash_attn_4s_own_kernel_ran_on_the_h200_within_tolerance(doctor: Doctor) -> None:
+    # flash-attn-4 4.0.0b36 and its cutlass-dsl 4.8.1 (cu13) carried to the H200; no flash-attn v2, no vLLM.
+    report, _ = doctor.report("judge", str(H200 / "report-flash-attn-4.json"))
+    kernels = [f for c in report["checks"] if c["id"] == "kernels" for f in c["findings"]]
+    (fa4,) = [f for f in kernels if f["title"].startswith("flash-attn-4 (flash_attn.cute.flash_attn_func)")]
+    assert fa4["id"] == "kernels.family-ok" and "4 case(s) within tolerance" in fa4["title"]
+    # v2's API is absent: flash_attn is flash-attn-4's namespace package, and the doctor says so.
+    assert finding(report, "namespace.v4-without-v2")["status"] == "warn"
+    assert any(f["id"] == "kernels.not-importable" and f["title"].startswith("flash_attn.flash_attn_func")
+               for f in kernels)
