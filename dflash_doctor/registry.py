@@ -34,8 +34,8 @@ BUILTIN_CHECKS: tuple[tuple[str, str], ...] = (
     ("model-files", "dflash_doctor.checks.model_files:ModelFilesCheck"),
     ("drafter", "dflash_doctor.checks.drafter:DrafterCheck"),
     ("drafter-attention", "dflash_doctor.checks.drafter_attention:DrafterAttentionCheck"),
-    ("serve-command", "dflash_doctor.checks.serve:ServeCommandCheck"),
-    ("serve-resources", "dflash_doctor.checks.serve:ServeResourcesCheck"),
+    ("serve-command", "dflash_doctor.checks.serve_command:ServeCommandCheck"),
+    ("serve-resources", "dflash_doctor.checks.serve_resources:ServeResourcesCheck"),
 )
 
 

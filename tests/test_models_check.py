@@ -20,7 +20,8 @@ pytest.importorskip("safetensors")
 from dflash_doctor.checks.drafter import DrafterCheck
 from dflash_doctor.checks.drafter_attention import DrafterAttentionCheck
 from dflash_doctor.checks.model_files import ModelFilesCheck
-from dflash_doctor.checks.serve import ServeCommandCheck, ServeResourcesCheck
+from dflash_doctor.checks.serve_command import ServeCommandCheck
+from dflash_doctor.checks.serve_resources import ServeResourcesCheck
 from vllm_sources import vllm_source
 
 from dflash_doctor.check import Context

@@ -1,29 +1,22 @@
-"""Layer: the `vllm serve` command, judged before it runs.
+"""Layer: the `vllm serve` command line, judged before it runs (check `serve-command`).
 
-- `serve-command`: the command line itself (read by vLLM's own parser when it imports in the target, else by
-  the documented subset), the speculative config (JSON, method, drafter, num_speculative_tokens, draft TP),
-  the scheduler's limits exactly as vLLM's SchedulerConfig and VllmConfig reject them, the DFlash token
-  budget, --max-model-len against the target's config, and attention heads against the tensor-parallel size.
-- `serve-resources`: what the host must offer: enough GPUs for TP x PP, weights per GPU plus the drafter
-  within each GPU's memory x --gpu-memory-utilization (memory other processes hold counted), room for one
-  max_model_len sequence of KV cache, and a free port.
-
-Every rule and the vLLM versions it was read from are in knowledge.dflash; the installed vLLM's source
-decides which variant applies (collectors.serve).
+The command is read by vLLM's own parser when it imports in the target, else by the documented subset.
+Judged: the speculative config (JSON, method, drafter, num_speculative_tokens, draft TP), the scheduler's
+limits exactly as vLLM's SchedulerConfig and VllmConfig reject them, the DFlash token budget,
+--max-model-len against the target's config, attention heads against the tensor-parallel size, and vLLM's
+own config validation when it was run. Every rule and the vLLM versions it was read from are in
+knowledge.dflash; the installed vLLM's source decides which variant applies (collectors.serve).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from dflash_doctor.check import Facts
 from dflash_doctor.knowledge.dflash import (
-    BATCH_DEFAULTS,
     DRAFT_TP_RULE,
     HEADS_DIVISIBLE_RULE,
-    KV_CACHE_ONE_SEQUENCE,
     KV_HEADS_TP_RULE,
     MAX_MODEL_LEN_RULE,
     METHOD_DETECTION,
@@ -31,11 +24,8 @@ from dflash_doctor.knowledge.dflash import (
     SCHEDULER_RULES,
     SPEC_BUDGET_RULE_A,
     SPEC_BUDGET_RULE_B,
-    WORLD_SIZE_RULE,
 )
-from dflash_doctor.knowledge.gpu import VLLM_FREE_MEMORY_CHECK
 from dflash_doctor.model import Finding, Remediation, Status
-from dflash_doctor.remedy import quote
 
 from .model_common import (
     _is_int,
@@ -45,126 +35,17 @@ from .model_common import (
     text_config,
     version_tuple,
 )
+from .serve_common import (
+    _derived_max_len,
+    _gib,
+    _int_or,
+    _not_given,
+    _tier,
+    effective_settings,
+    with_flag,
+)
 
-__all__ = ["ServeCommandCheck", "ServeResourcesCheck", "effective_settings"]
-
-GIB = float(1 << 30)
-DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "half": 2, "float": 4}
-STORED_FLOAT = {"F16", "BF16", "F32", "F64"}
-MULTIMODAL_PREFIX_WORDS = ("visual", "vision", "image", "audio", "mm_projector", "multi_modal")
-
-
-
-def _int_or(value: Any, default: int) -> int:
-    return int(value) if _is_int(value) else default
-
-
-def _gib(value: float | None) -> str:
-    return "?" if value is None else f"{value / GIB:.2f} GiB"
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
-
-def with_flag(argv: Sequence[str], flag: str, value: Any) -> str:
-    """The user's own serve command with `flag` set to `value` (replaced where given, else appended),
-    quoted for the shell: a remediation to paste, not a fragment to splice in by hand."""
-    words = list(argv)
-    out: list[str] = []
-    i = 0
-    while i < len(words):
-        word = words[i]
-        if word == flag:
-            i += 2
-            continue
-        if word.startswith(flag + "="):
-            i += 1
-            continue
-        out.append(word)
-        i += 1
-    out += [flag, str(value)]
-    return " ".join(quote(w) for w in out)
-
-
-def _not_given() -> list[Finding]:
-    return [Finding("serve.not-given", Status.SKIP, "serve command: skipped, none given",
-                    detail="Run `dflash-doctor serve -- vllm serve MODEL [flags]` with the exact command to judge it.")]
-
-
-# ---------------------------------------------------------------------------------- effective values
-
-
-def _derived_max_len(target: Mapping[str, Any] | None) -> tuple[int | None, str]:
-    """vLLM's derived max_model_len: max_position_embeddings x rope scaling factor (not for su/longrope/llama3;
-    yarn scales original_max_position_embeddings), capped by tokenizer_config's model_max_length."""
-    text = text_config(target)
-    base = text.get("max_position_embeddings")
-    if not _is_int(base):
-        return None, "no max_position_embeddings"
-    key = f"max_position_embeddings={base}"
-    derived = float(base)
-    rope = text.get("rope_parameters") or text.get("rope_scaling")
-    if isinstance(rope, dict):
-        kind = rope.get("rope_type") or rope.get("type")
-        factor = rope.get("factor")
-        if kind not in (None, "default", "su", "longrope", "llama3") and isinstance(factor, (int, float)):
-            if kind == "yarn" and _is_int(rope.get("original_max_position_embeddings")):
-                derived = float(rope["original_max_position_embeddings"])
-            derived *= float(factor)
-            key += f" x {kind} factor {factor}"
-    tokenizer = (target or {}).get("tokenizer_config") or {}
-    limit = tokenizer.get("model_max_length")
-    if isinstance(limit, (int, float)) and limit < derived:
-        derived, key = float(limit), f"tokenizer_config model_max_length={int(limit)}"
-    return int(derived), key
-
-
-def _tier(device: Mapping[str, Any] | None, vllm: Mapping[str, Any] | None) -> str:
-    """Which of vLLM's default tiers the first GPU falls in, by the total torch reports (NVML's total less
-    the driver's reservation)."""
-    memory = (device or {}).get("memory") or {}
-    total = memory.get("total")
-    name = str((device or {}).get("name") or "").lower()
-    if not _is_int(total):
-        return "unknown"
-    gib = (total - int(memory.get("reserved") or 0)) / GIB
-    tiers = BATCH_DEFAULTS.value
-    if gib >= tiers["huge"]["min_gib"] and _marker(vllm, "batch_huge_tier"):
-        return "huge"
-    if gib >= tiers["large"]["min_gib"] and "a100" not in name:
-        return "large"
-    return "small"
-
-
-def effective_settings(fields: Mapping[str, Any], target: Mapping[str, Any] | None, tier: str) -> dict[str, Any]:
-    """The scheduler values vLLM ends up with for one GPU tier ("small", "large", "huge")
-    (engine/arg_utils.py _set_default_max_num_seqs_and_batched_tokens_args)."""
-    defaults = BATCH_DEFAULTS.value[tier]
-    derived, _ = _derived_max_len(target)
-    given_len, given_seqs, given_tokens = (fields.get(k) for k in ("max_model_len", "max_num_seqs",
-                                                                   "max_num_batched_tokens"))
-    max_model_len = given_len if _is_int(given_len) else derived
-    chunked = fields.get("enable_chunked_prefill")
-    chunked = True if chunked is None else bool(chunked)
-    seqs = given_seqs if _is_int(given_seqs) else defaults["max_num_seqs"]
-    defaulted = not _is_int(given_tokens)
-    if _is_int(given_tokens):
-        tokens = given_tokens
-    else:
-        tokens = defaults["max_num_batched_tokens"]
-        if not chunked and max_model_len is not None:
-            tokens = max(max_model_len, tokens)
-        if max_model_len is not None:
-            tokens = min(seqs * max_model_len, tokens)
-    return {"tier": tier, "max_model_len": max_model_len, "max_num_seqs": seqs, "max_num_batched_tokens": tokens,
-            "batched_defaulted": defaulted, "seqs_defaulted": not _is_int(given_seqs),
-            "chunked_prefill": chunked}
-
-
-# ------------------------------------------------------------------------------------ serve-command
-
+__all__ = ["ServeCommandCheck"]
 
 class _Command:
     def __init__(self, facts: Facts) -> None:
@@ -509,197 +390,3 @@ class ServeCommandCheck:
         if not facts["serve_args"].get("given"):
             return _not_given()
         return _Command(facts).findings()
-
-
-# ---------------------------------------------------------------------------------- serve-resources
-
-
-def _served_bytes(model: Mapping[str, Any] | None, dtype_bytes: int, language_only: bool) -> tuple[int, list[str]]:
-    """Bytes the model's weights take on the GPUs: floating-point tensors at the serving dtype, quantized ones
-    as stored; with --language-model-only, without the vision/audio towers; never MTP heads."""
-    weights = ((model or {}).get("dir") or {}).get("weights") or {}
-    dropped: list[str] = []
-    total = 0
-    for dtype, info in (weights.get("dtypes") or {}).items():
-        stored = int(info.get("bytes") or 0)
-        bits = {"F16": 16, "BF16": 16, "F32": 32, "F64": 64}.get(dtype)
-        total += stored * dtype_bytes * 8 // bits if bits else stored
-    stored_total = int(weights.get("total_bytes") or 0)
-    scale = total / stored_total if stored_total else 1.0  # stored -> served bytes, for the prefix totals
-    for prefix, size in ((model or {}).get("prefix_bytes") or {}).items():
-        towers = language_only and any(w in prefix for w in MULTIMODAL_PREFIX_WORDS)
-        if towers or prefix.startswith("mtp"):
-            total -= int(size * scale)
-            dropped.append(prefix)
-    return max(total, 0), dropped
-
-
-def _serving_dtype_bytes(fields: Mapping[str, Any], target: Mapping[str, Any] | None) -> int:
-    wanted = fields.get("dtype")
-    if wanted not in (None, "auto"):
-        return DTYPE_BYTES.get(str(wanted), 2)
-    stored = text_config(target).get("torch_dtype") or text_config(target).get("dtype")
-    return 2 if stored in (None, "float32") else DTYPE_BYTES.get(str(stored), 2)
-
-
-def _kv_bytes_per_token(model: Mapping[str, Any] | None, tp: int, pp: int, kv_bytes: int,
-                        max_model_len: int) -> float:
-    """KV cache per token of context, per GPU, for one model: 2 x KV heads on this rank x head_dim x bytes, for
-    each attention layer on this pipeline stage; a sliding layer holds at most its window."""
-    text = text_config(model)
-    layers, heads = _int_or(text.get("num_hidden_layers"), 0), _int_or(text.get("num_attention_heads"), 0)
-    kv = _int_or(text.get("num_key_value_heads"), heads)
-    head_dim = _int_or(text.get("head_dim"), _int_or(text.get("hidden_size"), 0) // heads if heads else 0)
-    if not (layers and kv and head_dim):
-        return 0.0
-    per_layer = 2 * max(1, kv // tp) * head_dim * kv_bytes
-    listed = text.get("layer_types")
-    types: list[Any] = list(listed) if isinstance(listed, list) else ["full_attention"] * layers
-    window = text.get("sliding_window") if _is_int(text.get("sliding_window")) else None
-    total = 0.0
-    for kind in types[:layers]:
-        if kind == "full_attention" or kind is None:
-            total += per_layer
-        elif kind == "sliding_attention":
-            total += per_layer * (min(window, max_model_len) / max_model_len if window else 1.0)
-    return total / max(1, pp)
-
-
-class ServeResourcesCheck:
-    id: ClassVar[str] = "serve-resources"
-    layer: ClassVar[str] = "serve"
-    title: ClassVar[str] = "GPUs, memory and port for vllm serve"
-    needs: ClassVar[frozenset[str]] = frozenset({"serve_args", "models", "gpu", "vllm_dflash"})
-    after: ClassVar[frozenset[str]] = frozenset()
-    requires_gpu: ClassVar[bool] = False
-
-    def judge(self, facts: Facts) -> Iterable[Finding]:
-        serve = facts["serve_args"]
-        if not serve.get("given") or serve.get("program_error"):
-            return _not_given()
-        argv = list(serve.get("argv") or [])
-        fields = dict(serve.get("fields") or {})
-        findings = list(self._port(serve))
-        gpus = gpu_view(facts)
-        if not gpus["available"]:
-            findings.append(Finding("serve.gpu-facts-unavailable", Status.SKIP,
-                                    f"GPU count and memory not judged: {gpus['why']}",
-                                    detail="On a machine without the serving GPUs, pass their shape: `dflash-doctor "
-                                    "serve --gpus 2 --gpu-memory 48 -- vllm serve ...`."))
-            return findings
-        tp = _int_or(fields.get("tensor_parallel_size"), 1)
-        pp = _int_or(fields.get("pipeline_parallel_size"), 1)
-        devices = gpus["devices"]
-        world = tp * pp
-        where = "assumed with --gpus" if gpus["source"] == "assumed" else (
-            f"visible with CUDA_VISIBLE_DEVICES={gpus.get('cuda_visible_devices')!r}"
-            if gpus.get("cuda_visible_devices") is not None else "on this host")
-        if world > len(devices):
-            findings.append(Finding("serve.world-size", Status.FAIL,
-                                    f"\"World size ({world}) is larger than the number of available GPUs ({len(devices)}) "
-                                    f"in this node.\" (--tensor-parallel-size {tp} x --pipeline-parallel-size {pp}; "
-                                    f"{len(devices)} GPU(s) {where})",
-                                    detail=WORLD_SIZE_RULE.source,
-                                    evidence={"world_size": world, "gpus": [d.get("index") for d in devices]},
-                                    remediation=(Remediation(with_flag(argv, "--tensor-parallel-size", max(1, len(devices) // pp)),
-                                                             "fit the GPUs there are"),
-                                                 Remediation("export CUDA_VISIBLE_DEVICES=...", "or make more visible"))))
-            return findings
-        findings.append(Finding("serve.world-size", Status.PASS,
-                                f"TP {tp} x PP {pp} = {world} of {len(devices)} GPU(s) {where}"))
-        findings.extend(self._memory(facts, fields, devices[:world], tp, pp))
-        return findings
-
-    def _port(self, serve: Mapping[str, Any]) -> list[Finding]:
-        port = serve.get("port") or {}
-        host = port.get("host") or "0.0.0.0"
-        if port.get("free"):
-            return [Finding("serve.port-ok", Status.PASS, f"port {port.get('port')} on {host} is free")]
-        shared = port.get("shared_listener")
-        return [Finding("serve.port-in-use", Status.FAIL,
-                        f"port {port.get('port')} on {host} cannot be bound ({port.get('error')})"
-                        + (": another SO_REUSEPORT listener holds it, so vLLM would share the port with it" if shared
-                           else ": vLLM would fail after loading the model"),
-                        evidence=dict(port),
-                        remediation=(Remediation(f"ss -ltnp 'sport = :{port.get('port')}'", "see who holds it"),
-                                     Remediation(with_flag(list(serve.get("argv") or []), "--port", 8001), "or serve on another port")))]
-
-    def _memory(self, facts: Facts, fields: Mapping[str, Any], devices: list[Mapping[str, Any]], tp: int,
-                pp: int) -> list[Finding]:
-        argv = list(facts["serve_args"].get("argv") or [])
-        models = facts.optional("models") or {}
-        target, drafter = models.get("target"), models.get("drafter")
-        if not ((target or {}).get("dir") or {}).get("weights", {}).get("total_bytes"):
-            return [Finding("serve.memory-unknown", Status.SKIP, "GPU memory not judged: the target's weights were not read")]
-        spec = ((facts["serve_args"].get("speculative_config") or {}).get("value")) or {}
-        util = fields.get("gpu_memory_utilization") if isinstance(fields.get("gpu_memory_utilization"), (int, float)) \
-            else VLLM_FREE_MEMORY_CHECK.value
-        dtype_bytes = _serving_dtype_bytes(fields, target)
-        target_bytes, dropped = _served_bytes(target, dtype_bytes, bool(fields.get("language_model_only")))
-        draft_tp = _int_or(spec.get("draft_tensor_parallel_size"), tp)
-        drafter_bytes, _ = _served_bytes(drafter, dtype_bytes, False) if drafter else (0, [])
-        per_gpu = target_bytes / (tp * pp) + drafter_bytes / max(1, draft_tp)
-        settings = effective_settings(fields, target, _tier(devices[0], facts.optional("vllm_dflash")))
-        mml = settings["max_model_len"] if _is_int(settings["max_model_len"]) else 0
-        kv_dtype = fields.get("kv_cache_dtype")
-        kv_bytes = 1 if isinstance(kv_dtype, str) and kv_dtype.startswith("fp8") else dtype_bytes
-        per_token = (_kv_bytes_per_token(target, tp, pp, kv_bytes, mml or 1)
-                     + (_kv_bytes_per_token(drafter, max(1, draft_tp), 1, kv_bytes, mml or 1) if drafter else 0.0))
-        findings: list[Finding] = []
-        evidence = {"gpu_memory_utilization": util, "target_bytes": target_bytes, "drafter_bytes": drafter_bytes,
-                    "weights_per_gpu": int(per_gpu), "kv_bytes_per_token": per_token, "max_model_len": mml,
-                    "excluded_prefixes": dropped, "tp": tp, "pp": pp}
-        worst_room: float | None = None
-        for device in devices:
-            memory = device.get("memory") or {}
-            if not _is_int(memory.get("total")):
-                continue
-            # What CUDA (and so vLLM) calls total excludes the driver's reservation NVML reports separately.
-            total = memory["total"] - int(memory.get("reserved") or 0)
-            free = memory["free"] if _is_int(memory.get("free")) else total - int(memory.get("used") or 0)
-            budget = math.ceil(total * util)
-            name = f"GPU {device.get('index')} ({device.get('name')})"
-            if free < budget:
-                others = [f"{p.get('name') or '?'} (pid {p.get('pid')}, {_gib(p.get('used_bytes'))})"
-                          for p in device.get("processes") or [] if not p.get("own")]
-                findings.append(Finding(
-                    "serve.memory-held", Status.FAIL,
-                    f"{name}: {_gib(free)} of {_gib(total)} free, below --gpu-memory-utilization {util} = {_gib(budget)}: "
-                    "vLLM stops with \"Free memory on device ... on startup is less than desired GPU memory utilization\""
-                    + (f"; held by {', '.join(others)}" if others else ""),
-                    detail=VLLM_FREE_MEMORY_CHECK.source,
-                    evidence={**evidence, "device": device.get("index"), "free": free, "budget": budget},
-                    remediation=(Remediation(with_flag(argv, "--gpu-memory-utilization", f"{max(0.05, (free / total) - 0.01):.2f}"),
-                                             "ask for no more than is free"),
-                                 Remediation("nvidia-smi", "or stop what holds the memory"))))
-                continue
-            room = budget - per_gpu
-            worst_room = room if worst_room is None else min(worst_room, room)
-            if room <= 0:
-                findings.append(Finding(
-                    "serve.memory-weights", Status.FAIL,
-                    f"{name}: the weights need {_gib(per_gpu)} per GPU (target {_gib(target_bytes)} / {tp * pp} + drafter "
-                    f"{_gib(drafter_bytes)} / {draft_tp}), more than {util} x {_gib(total)} = {_gib(budget)}: "
-                    "\"No available memory for the cache blocks\"",
-                    detail=KV_CACHE_ONE_SEQUENCE.source, evidence={**evidence, "device": device.get("index")},
-                    remediation=(Remediation(with_flag(argv, "--tensor-parallel-size", tp * 2), "spread the weights over more GPUs"),)))
-            elif mml and per_token and per_token * mml > room:
-                findings.append(Finding(
-                    "serve.kv-cache", Status.FAIL,
-                    f"{name}: after {_gib(per_gpu)} of weights, {_gib(room)} is left, but one {mml}-token sequence needs "
-                    f"{_gib(per_token * mml)} of KV cache: \"To serve at least one request with the models's max seq len "
-                    f"({mml}), ... KV cache is needed, which is larger than the available KV cache memory\"",
-                    detail=KV_CACHE_ONE_SEQUENCE.source, evidence={**evidence, "device": device.get("index")},
-                    remediation=(Remediation(with_flag(argv, "--max-model-len", int(room / per_token)), "a length that fits"),
-                                 Remediation(with_flag(argv, "--gpu-memory-utilization", 0.95), "or give vLLM more of each GPU"))))
-        if not findings and worst_room is not None:
-            tokens = int(worst_room / per_token) if per_token else None
-            findings.append(Finding(
-                "serve.memory", Status.PASS,
-                f"weights {_gib(per_gpu)} per GPU (target {_gib(target_bytes)} / {tp * pp}"
-                + (f" + drafter {_gib(drafter_bytes)} / {draft_tp}" if drafter else "")
-                + f") leave at most {_gib(worst_room)} of {util} x GPU memory for KV cache and activations"
-                + (f": about {tokens} tokens of KV cache, {tokens // mml if mml else '?'} sequence(s) of {mml}"
-                   if tokens else ""),
-                detail=KV_CACHE_ONE_SEQUENCE.note, evidence={**evidence, "room": int(worst_room)}))
-        return findings

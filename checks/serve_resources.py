@@ -1,0 +1,228 @@
+"""Layer: what the host must offer `vllm serve` (check `serve-resources`).
+
+Enough GPUs for TP x PP, weights per GPU plus the drafter within each GPU's memory x
+--gpu-memory-utilization (memory other processes hold counted), room for one max_model_len sequence of
+KV cache, and a free port. The rules and their sources are in knowledge.dflash and knowledge.gpu.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar
+
+from dflash_doctor.check import Facts
+from dflash_doctor.knowledge.dflash import (
+    KV_CACHE_ONE_SEQUENCE,
+    WORLD_SIZE_RULE,
+)
+from dflash_doctor.knowledge.gpu import VLLM_FREE_MEMORY_CHECK
+from dflash_doctor.model import Finding, Remediation, Status
+
+from .model_common import (
+    _is_int,
+    gpu_view,
+    text_config,
+)
+from .serve_common import (
+    DTYPE_BYTES,
+    MULTIMODAL_PREFIX_WORDS,
+    _gib,
+    _int_or,
+    _not_given,
+    _tier,
+    effective_settings,
+    with_flag,
+)
+
+__all__ = ["ServeResourcesCheck"]
+
+def _served_bytes(model: Mapping[str, Any] | None, dtype_bytes: int, language_only: bool) -> tuple[int, list[str]]:
+    """Bytes the model's weights take on the GPUs: floating-point tensors at the serving dtype, quantized ones
+    as stored; with --language-model-only, without the vision/audio towers; never MTP heads."""
+    weights = ((model or {}).get("dir") or {}).get("weights") or {}
+    dropped: list[str] = []
+    total = 0
+    for dtype, info in (weights.get("dtypes") or {}).items():
+        stored = int(info.get("bytes") or 0)
+        bits = {"F16": 16, "BF16": 16, "F32": 32, "F64": 64}.get(dtype)
+        total += stored * dtype_bytes * 8 // bits if bits else stored
+    stored_total = int(weights.get("total_bytes") or 0)
+    scale = total / stored_total if stored_total else 1.0  # stored -> served bytes, for the prefix totals
+    for prefix, size in ((model or {}).get("prefix_bytes") or {}).items():
+        towers = language_only and any(w in prefix for w in MULTIMODAL_PREFIX_WORDS)
+        if towers or prefix.startswith("mtp"):
+            total -= int(size * scale)
+            dropped.append(prefix)
+    return max(total, 0), dropped
+
+
+def _serving_dtype_bytes(fields: Mapping[str, Any], target: Mapping[str, Any] | None) -> int:
+    wanted = fields.get("dtype")
+    if wanted not in (None, "auto"):
+        return DTYPE_BYTES.get(str(wanted), 2)
+    stored = text_config(target).get("torch_dtype") or text_config(target).get("dtype")
+    return 2 if stored in (None, "float32") else DTYPE_BYTES.get(str(stored), 2)
+
+
+def _kv_bytes_per_token(model: Mapping[str, Any] | None, tp: int, pp: int, kv_bytes: int,
+                        max_model_len: int) -> float:
+    """KV cache per token of context, per GPU, for one model: 2 x KV heads on this rank x head_dim x bytes, for
+    each attention layer on this pipeline stage; a sliding layer holds at most its window."""
+    text = text_config(model)
+    layers, heads = _int_or(text.get("num_hidden_layers"), 0), _int_or(text.get("num_attention_heads"), 0)
+    kv = _int_or(text.get("num_key_value_heads"), heads)
+    head_dim = _int_or(text.get("head_dim"), _int_or(text.get("hidden_size"), 0) // heads if heads else 0)
+    if not (layers and kv and head_dim):
+        return 0.0
+    per_layer = 2 * max(1, kv // tp) * head_dim * kv_bytes
+    listed = text.get("layer_types")
+    types: list[Any] = list(listed) if isinstance(listed, list) else ["full_attention"] * layers
+    window = text.get("sliding_window") if _is_int(text.get("sliding_window")) else None
+    total = 0.0
+    for kind in types[:layers]:
+        if kind == "full_attention" or kind is None:
+            total += per_layer
+        elif kind == "sliding_attention":
+            total += per_layer * (min(window, max_model_len) / max_model_len if window else 1.0)
+    return total / max(1, pp)
+
+
+class ServeResourcesCheck:
+    id: ClassVar[str] = "serve-resources"
+    layer: ClassVar[str] = "serve"
+    title: ClassVar[str] = "GPUs, memory and port for vllm serve"
+    needs: ClassVar[frozenset[str]] = frozenset({"serve_args", "models", "gpu", "vllm_dflash"})
+    after: ClassVar[frozenset[str]] = frozenset()
+    requires_gpu: ClassVar[bool] = False
+
+    def judge(self, facts: Facts) -> Iterable[Finding]:
+        serve = facts["serve_args"]
+        if not serve.get("given") or serve.get("program_error"):
+            return _not_given()
+        argv = list(serve.get("argv") or [])
+        fields = dict(serve.get("fields") or {})
+        findings = list(self._port(serve))
+        gpus = gpu_view(facts)
+        if not gpus["available"]:
+            findings.append(Finding("serve.gpu-facts-unavailable", Status.SKIP,
+                                    f"GPU count and memory not judged: {gpus['why']}",
+                                    detail="On a machine without the serving GPUs, pass their shape: `dflash-doctor "
+                                    "serve --gpus 2 --gpu-memory 48 -- vllm serve ...`."))
+            return findings
+        tp = _int_or(fields.get("tensor_parallel_size"), 1)
+        pp = _int_or(fields.get("pipeline_parallel_size"), 1)
+        devices = gpus["devices"]
+        world = tp * pp
+        where = "assumed with --gpus" if gpus["source"] == "assumed" else (
+            f"visible with CUDA_VISIBLE_DEVICES={gpus.get('cuda_visible_devices')!r}"
+            if gpus.get("cuda_visible_devices") is not None else "on this host")
+        if world > len(devices):
+            findings.append(Finding("serve.world-size", Status.FAIL,
+                                    f"\"World size ({world}) is larger than the number of available GPUs ({len(devices)}) "
+                                    f"in this node.\" (--tensor-parallel-size {tp} x --pipeline-parallel-size {pp}; "
+                                    f"{len(devices)} GPU(s) {where})",
+                                    detail=WORLD_SIZE_RULE.source,
+                                    evidence={"world_size": world, "gpus": [d.get("index") for d in devices]},
+                                    remediation=(Remediation(with_flag(argv, "--tensor-parallel-size", max(1, len(devices) // pp)),
+                                                             "fit the GPUs there are"),
+                                                 Remediation("export CUDA_VISIBLE_DEVICES=...", "or make more visible"))))
+            return findings
+        findings.append(Finding("serve.world-size", Status.PASS,
+                                f"TP {tp} x PP {pp} = {world} of {len(devices)} GPU(s) {where}"))
+        findings.extend(self._memory(facts, fields, devices[:world], tp, pp))
+        return findings
+
+    def _port(self, serve: Mapping[str, Any]) -> list[Finding]:
+        port = serve.get("port") or {}
+        host = port.get("host") or "0.0.0.0"
+        if port.get("free"):
+            return [Finding("serve.port-ok", Status.PASS, f"port {port.get('port')} on {host} is free")]
+        shared = port.get("shared_listener")
+        return [Finding("serve.port-in-use", Status.FAIL,
+                        f"port {port.get('port')} on {host} cannot be bound ({port.get('error')})"
+                        + (": another SO_REUSEPORT listener holds it, so vLLM would share the port with it" if shared
+                           else ": vLLM would fail after loading the model"),
+                        evidence=dict(port),
+                        remediation=(Remediation(f"ss -ltnp 'sport = :{port.get('port')}'", "see who holds it"),
+                                     Remediation(with_flag(list(serve.get("argv") or []), "--port", 8001), "or serve on another port")))]
+
+    def _memory(self, facts: Facts, fields: Mapping[str, Any], devices: list[Mapping[str, Any]], tp: int,
+                pp: int) -> list[Finding]:
+        argv = list(facts["serve_args"].get("argv") or [])
+        models = facts.optional("models") or {}
+        target, drafter = models.get("target"), models.get("drafter")
+        if not ((target or {}).get("dir") or {}).get("weights", {}).get("total_bytes"):
+            return [Finding("serve.memory-unknown", Status.SKIP, "GPU memory not judged: the target's weights were not read")]
+        spec = ((facts["serve_args"].get("speculative_config") or {}).get("value")) or {}
+        util = fields.get("gpu_memory_utilization") if isinstance(fields.get("gpu_memory_utilization"), (int, float)) \
+            else VLLM_FREE_MEMORY_CHECK.value
+        dtype_bytes = _serving_dtype_bytes(fields, target)
+        target_bytes, dropped = _served_bytes(target, dtype_bytes, bool(fields.get("language_model_only")))
+        draft_tp = _int_or(spec.get("draft_tensor_parallel_size"), tp)
+        drafter_bytes, _ = _served_bytes(drafter, dtype_bytes, False) if drafter else (0, [])
+        per_gpu = target_bytes / (tp * pp) + drafter_bytes / max(1, draft_tp)
+        settings = effective_settings(fields, target, _tier(devices[0], facts.optional("vllm_dflash")))
+        mml = settings["max_model_len"] if _is_int(settings["max_model_len"]) else 0
+        kv_dtype = fields.get("kv_cache_dtype")
+        kv_bytes = 1 if isinstance(kv_dtype, str) and kv_dtype.startswith("fp8") else dtype_bytes
+        per_token = (_kv_bytes_per_token(target, tp, pp, kv_bytes, mml or 1)
+                     + (_kv_bytes_per_token(drafter, max(1, draft_tp), 1, kv_bytes, mml or 1) if drafter else 0.0))
+        findings: list[Finding] = []
+        evidence = {"gpu_memory_utilization": util, "target_bytes": target_bytes, "drafter_bytes": drafter_bytes,
+                    "weights_per_gpu": int(per_gpu), "kv_bytes_per_token": per_token, "max_model_len": mml,
+                    "excluded_prefixes": dropped, "tp": tp, "pp": pp}
+        worst_room: float | None = None
+        for device in devices:
+            memory = device.get("memory") or {}
+            if not _is_int(memory.get("total")):
+                continue
+            # What CUDA (and so vLLM) calls total excludes the driver's reservation NVML reports separately.
+            total = memory["total"] - int(memory.get("reserved") or 0)
+            free = memory["free"] if _is_int(memory.get("free")) else total - int(memory.get("used") or 0)
+            budget = math.ceil(total * util)
+            name = f"GPU {device.get('index')} ({device.get('name')})"
+            if free < budget:
+                others = [f"{p.get('name') or '?'} (pid {p.get('pid')}, {_gib(p.get('used_bytes'))})"
+                          for p in device.get("processes") or [] if not p.get("own")]
+                findings.append(Finding(
+                    "serve.memory-held", Status.FAIL,
+                    f"{name}: {_gib(free)} of {_gib(total)} free, below --gpu-memory-utilization {util} = {_gib(budget)}: "
+                    "vLLM stops with \"Free memory on device ... on startup is less than desired GPU memory utilization\""
+                    + (f"; held by {', '.join(others)}" if others else ""),
+                    detail=VLLM_FREE_MEMORY_CHECK.source,
+                    evidence={**evidence, "device": device.get("index"), "free": free, "budget": budget},
+                    remediation=(Remediation(with_flag(argv, "--gpu-memory-utilization", f"{max(0.05, (free / total) - 0.01):.2f}"),
+                                             "ask for no more than is free"),
+                                 Remediation("nvidia-smi", "or stop what holds the memory"))))
+                continue
+            room = budget - per_gpu
+            worst_room = room if worst_room is None else min(worst_room, room)
+            if room <= 0:
+                findings.append(Finding(
+                    "serve.memory-weights", Status.FAIL,
+                    f"{name}: the weights need {_gib(per_gpu)} per GPU (target {_gib(target_bytes)} / {tp * pp} + drafter "
+                    f"{_gib(drafter_bytes)} / {draft_tp}), more than {util} x {_gib(total)} = {_gib(budget)}: "
+                    "\"No available memory for the cache blocks\"",
+                    detail=KV_CACHE_ONE_SEQUENCE.source, evidence={**evidence, "device": device.get("index")},
+                    remediation=(Remediation(with_flag(argv, "--tensor-parallel-size", tp * 2), "spread the weights over more GPUs"),)))
+            elif mml and per_token and per_token * mml > room:
+                findings.append(Finding(
+                    "serve.kv-cache", Status.FAIL,
+                    f"{name}: after {_gib(per_gpu)} of weights, {_gib(room)} is left, but one {mml}-token sequence needs "
+                    f"{_gib(per_token * mml)} of KV cache: \"To serve at least one request with the models's max seq len "
+                    f"({mml}), ... KV cache is needed, which is larger than the available KV cache memory\"",
+                    detail=KV_CACHE_ONE_SEQUENCE.source, evidence={**evidence, "device": device.get("index")},
+                    remediation=(Remediation(with_flag(argv, "--max-model-len", int(room / per_token)), "a length that fits"),
+                                 Remediation(with_flag(argv, "--gpu-memory-utilization", 0.95), "or give vLLM more of each GPU"))))
+        if not findings and worst_room is not None:
+            tokens = int(worst_room / per_token) if per_token else None
+            findings.append(Finding(
+                "serve.memory", Status.PASS,
+                f"weights {_gib(per_gpu)} per GPU (target {_gib(target_bytes)} / {tp * pp}"
+                + (f" + drafter {_gib(drafter_bytes)} / {draft_tp}" if drafter else "")
+                + f") leave at most {_gib(worst_room)} of {util} x GPU memory for KV cache and activations"
+                + (f": about {tokens} tokens of KV cache, {tokens // mml if mml else '?'} sequence(s) of {mml}"
+                   if tokens else ""),
+                detail=KV_CACHE_ONE_SEQUENCE.note, evidence={**evidence, "room": int(worst_room)}))
+        return findings
