@@ -25,9 +25,9 @@ from dflash_doctor.model import Finding, Status
 from dflash_doctor.remedy import Installer
 
 from .archs_common import Library
-from .archs_coverage import _coverage, _invalid_target_archs, _targets
-from .archs_runtime import _runtime
-from .archs_symbols import _symbols
+from .archs_coverage import coverage_findings, invalid_target_archs, targets_to_judge
+from .archs_runtime import runtime_findings
+from .archs_symbols import symbol_findings
 
 __all__ = ["ArchCoverageCheck"]
 
@@ -47,10 +47,10 @@ class ArchCoverageCheck:
         libraries = [Library(item) for item in section.get("libraries") or []]
         findings: list[Finding] = []
         if section.get("target_archs_error"):
-            findings.append(_invalid_target_archs(section))
-        targets, absent_why = _targets(section, facts.raw("gpu"))
+            findings.append(invalid_target_archs(section))
+        targets, absent_why = targets_to_judge(section, facts.raw("gpu"))
         if targets:
-            findings += _coverage(targets, libraries, section, installer)
+            findings += coverage_findings(targets, libraries, section, installer)
         elif not section.get("target_archs_error"):
             findings.append(Finding(
                 id="archs.no-target",
@@ -61,7 +61,7 @@ class ArchCoverageCheck:
                 "torch-symbol judgements of the same libraries still ran.",
                 evidence={"no_gpu": section.get("no_gpu")},
             ))
-        findings += _runtime(libraries, section, installer)
-        findings += _symbols(libraries, section, installer)
+        findings += runtime_findings(libraries, section, installer)
+        findings += symbol_findings(libraries, section, installer)
         # Worst first: the terminal prints the headline finding's detail where it stands in the list.
         return sorted(findings, key=lambda finding: -finding.status.rank)

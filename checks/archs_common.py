@@ -55,23 +55,23 @@ class Library:
                 "ptx_isa": fatbin.get("ptx_isa")}
 
 
-def _plural(count: int, one: str, many: str) -> str:
+def plural(count: int, one: str, many: str) -> str:
     return f"{count} {one if count == 1 else many}"
 
 
-def _names(items: Sequence[str]) -> str:
+def shown_names(items: Sequence[str]) -> str:
     shown = ", ".join(items[:_SHOWN])
     return shown + (f" (+{len(items) - _SHOWN} more)" if len(items) > _SHOWN else "")
 
 
-def _by_distribution(libraries: Iterable[Library]) -> list[list[Library]]:
+def by_distribution(libraries: Iterable[Library]) -> list[list[Library]]:
     groups: dict[tuple[str, str], list[Library]] = {}
     for lib in libraries:
         groups.setdefault((str(lib.facts["distribution"]), str(lib.facts.get("version"))), []).append(lib)
     return list(groups.values())
 
 
-def _group_label(libs: Sequence[Library]) -> str:
+def group_label(libs: Sequence[Library]) -> str:
     if len(libs) == 1:
         return libs[0].label
-    return f"{libs[0].owner}: {_plural(len(libs), 'library', 'libraries')} ({_names([lib.name for lib in libs])})"
+    return f"{libs[0].owner}: {plural(len(libs), 'library', 'libraries')} ({shown_names([lib.name for lib in libs])})"

@@ -25,9 +25,9 @@ from dflash_doctor.knowledge.archs_advice import (
     VLLM_RELEASE_ARCH_LIST,
 )
 from dflash_doctor.model import Finding, Remediation, Status
-from dflash_doctor.remedy import Installer
+from dflash_doctor.remedy import Installer, flash_attn_source_build
 
-from .archs_common import Library, _names, _plural
+from .archs_common import Library, plural, shown_names
 
 _GIB = 1 << 30
 
@@ -50,7 +50,7 @@ class Verdict:
     needs_cuda: str | None = None
 
 
-def _invalid_target_archs(section: Mapping[str, Any]) -> Finding:
+def invalid_target_archs(section: Mapping[str, Any]) -> Finding:
     given = ",".join(section.get("target_archs_given") or ())
     return Finding(
         id="archs.target-arch-invalid",
@@ -61,7 +61,7 @@ def _invalid_target_archs(section: Mapping[str, Any]) -> Finding:
     )
 
 
-def _targets(section: Mapping[str, Any], gpu: Any) -> tuple[list[Target], str]:
+def targets_to_judge(section: Mapping[str, Any], gpu: Any) -> tuple[list[Target], str]:
     targets: list[Target] = []
     why = "no GPU"
     if section.get("no_gpu"):
@@ -118,7 +118,7 @@ def _verdict(library: Library, target: Target) -> Verdict:
     return Verdict(found["status"], found["by"])
 
 
-def _coverage(targets: list[Target], libraries: list[Library], section: Mapping[str, Any],
+def coverage_findings(targets: list[Target], libraries: list[Library], section: Mapping[str, Any],
               installer: Installer) -> list[Finding]:
     with_code = [lib for lib in libraries if lib.fatbin is not None]
     if not with_code:
@@ -139,7 +139,7 @@ def _coverage(targets: list[Target], libraries: list[Library], section: Mapping[
                        in ("none", "ptx-too-new") and not (lib.gate and lib.gate.optional)]
         if strict_none:
             continue
-        text = f"{target.label}: {_plural(statuses.count('sass'), 'library', 'libraries')} covered by SASS"
+        text = f"{target.label}: {plural(statuses.count('sass'), 'library', 'libraries')} covered by SASS"
         if statuses.count("ptx-jit"):
             text += f", {statuses.count('ptx-jit')} by PTX JIT"
         optional_none = statuses.count("none") + statuses.count("ptx-too-new")
@@ -193,7 +193,7 @@ def _no_kernel_image(lib: Library, missing: list[tuple[Target, Verdict]], all_cc
     return Finding(
         id="archs.optional-no-kernel-image" if optional else "archs.no-kernel-image",
         status=Status.WARN if optional else Status.FAIL,
-        title=f"{lib.label} has no kernel image for {_names(labels)}: {lib.code()}",
+        title=f"{lib.label} has no kernel image for {shown_names(labels)}: {lib.code()}",
         detail="\n".join(detail),
         evidence={**lib.evidence(), "targets": labels,
                   "driver_too_old_for_ptx": [{"target": t.label, "needs_cuda": v.needs_cuda} for t, v in too_new]},
@@ -211,7 +211,7 @@ def _ptx_jit(lib: Library, jitted: list[tuple[Target, Verdict]]) -> Finding:
     return Finding(
         id="archs.ptx-jit-only",
         status=Status.WARN,
-        title=f"{lib.label} runs on {_names(labels)} only through PTX JIT of {', '.join(by)}: slow first start",
+        title=f"{lib.label} runs on {shown_names(labels)} only through PTX JIT of {', '.join(by)}: slow first start",
         detail=f"{lib.label} carries {lib.code()}: no SASS runs on "
         + ("these GPUs" if len(labels) > 1 else "this GPU")
         + f". The driver JIT-compiles the PTX (ISA {isa}) when each kernel module first loads, which takes "
@@ -263,9 +263,7 @@ def _fa2_remedy(version: str, failing: list[CC], all_ccs: list[CC],
         has_env = False
     spec = f"flash-attn=={version}" if has_env else f"flash-attn>={FA2_ARCHS_ENV_FIRST_RELEASE.value},<3"
     toolkit = max((SASS_MIN_TOOLKIT.value.get(int(v[:-1]), "11.7") for v in wanted), key=version_tuple)
-    command = installer.install(spec, no_build_isolation=True, reinstall=True, no_deps=True,
-                                env={FA2_ARCHS_ENV.value: ";".join(wanted), "FLASH_ATTENTION_FORCE_BUILD": "TRUE",
-                                     "MAX_JOBS": "4"})
+    command = flash_attn_source_build(installer, spec, archs=wanted)
     why = (f"build flash-attn with SASS for {', '.join('sm_' + v for v in wanted)} against the installed torch "
            f"(needs nvcc {toolkit}+" + ("; sm_80 code serves every 8.x GPU)" if "80" in wanted else ")"))
     advice = (f"{FA2_ARCHS_ENV.value} takes only {', '.join(values.values())}: a value like 86 matches nothing "

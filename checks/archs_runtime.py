@@ -9,14 +9,14 @@ from typing import Any
 from dflash_doctor.envfacts import version_tuple
 from dflash_doctor.knowledge.archs_advice import FA2_UBUNTU_2204_WHEELS_FROM
 from dflash_doctor.model import Finding, Remediation, Status
-from dflash_doctor.remedy import Installer
+from dflash_doctor.remedy import Installer, flash_attn_source_build
 
-from .archs_common import Library, _by_distribution, _group_label, _plural
+from .archs_common import Library, by_distribution, group_label, plural
 
 _RUNTIME_ORDER = ("GLIBC", "GLIBCXX", "CXXABI")
 
 
-def _runtime(libraries: list[Library], section: Mapping[str, Any], installer: Installer) -> list[Finding]:
+def runtime_findings(libraries: list[Library], section: Mapping[str, Any], installer: Installer) -> list[Finding]:
     host = section.get("host") or {}
     provides: Mapping[str, str] = host.get("provides") or {}
     readable = [lib for lib in libraries if not lib.facts.get("error")]
@@ -37,13 +37,13 @@ def _runtime(libraries: list[Library], section: Mapping[str, Any], installer: In
             failing.append((lib, unmet))
     if failing:
         return [_runtime_too_old([(lib, unmet) for lib, unmet in failing if lib in group], host, installer)
-                for group in _by_distribution(lib for lib, _ in failing)]
+                for group in by_distribution(lib for lib, _ in failing)]
     have = ", ".join(f"{k} {v}" for k, v in sorted(provides.items()))
     need = ", ".join(f"{k} {v}" for k, v in sorted(highest.items()))
     return [Finding(
         id="archs.runtime-ok",
         status=Status.PASS,
-        title=f"{_plural(len(readable), 'library needs', 'libraries need')} at most {need or 'no versioned symbol'}; "
+        title=f"{plural(len(readable), 'library needs', 'libraries need')} at most {need or 'no versioned symbol'}; "
         f"this host provides {have}",
         evidence={"needs": highest, "provides": dict(provides), "libstdcxx": host.get("libstdcxx")},
     )]
@@ -76,15 +76,13 @@ def _runtime_too_old(failing: list[tuple[Library, dict[str, dict[str, str | None
         detail.append(f"flash-attn's release wheels from {FA2_UBUNTU_2204_WHEELS_FROM.value} on are built on "
                       "Ubuntu 22.04 and need GLIBC 2.32 (flash-attn#1708, #2225).")
         remedies.append(Remediation(
-            installer.install(f"flash-attn=={first.facts.get('version')}", no_build_isolation=True,
-                              reinstall=True, no_deps=True,
-                              env={"FLASH_ATTENTION_FORCE_BUILD": "TRUE", "MAX_JOBS": "4"}),
+            flash_attn_source_build(installer, f"flash-attn=={first.facts.get('version')}"),
             "build flash-attn from source on this host, against its own glibc and libstdc++",
         ))
     return Finding(
         id="archs.runtime-too-old",
         status=Status.FAIL,
-        title=f"{_group_label(libs)} need{'s' if len(libs) == 1 else ''} {', '.join(words)}; this host "
+        title=f"{group_label(libs)} need{'s' if len(libs) == 1 else ''} {', '.join(words)}; this host "
         f"provides {have}",
         detail="\n".join(detail),
         evidence={"libraries": [{**lib.evidence(), "needs": lib.facts.get("needs_versions"), "unmet": lib_unmet}

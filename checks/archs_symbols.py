@@ -9,12 +9,12 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from dflash_doctor.model import Finding, Remediation, Status
-from dflash_doctor.remedy import Installer
+from dflash_doctor.remedy import Installer, flash_attn_source_build
 
-from .archs_common import Library, _by_distribution, _group_label, _plural
+from .archs_common import Library, by_distribution, group_label, plural
 
 
-def _symbols(libraries: list[Library], section: Mapping[str, Any], installer: Installer) -> list[Finding]:
+def symbol_findings(libraries: list[Library], section: Mapping[str, Any], installer: Installer) -> list[Finding]:
     torch = section.get("torch")
     if not torch or torch.get("exports") is None:
         return []  # no torch, or its libraries could not all be read: nothing can be called missing
@@ -22,14 +22,14 @@ def _symbols(libraries: list[Library], section: Mapping[str, Any], installer: In
     failing = [lib for lib in checked if lib.facts["missing"]]
     if failing:
         demangled: Mapping[str, str] = section.get("demangled") or {}
-        return [_undefined_symbols(group, torch, demangled, installer) for group in _by_distribution(failing)]
+        return [_undefined_symbols(group, torch, demangled, installer) for group in by_distribution(failing)]
     users = [lib for lib in checked if lib.facts.get("undefined_total")]
     if not users:
         return []
     return [Finding(
         id="archs.symbols-ok",
         status=Status.PASS,
-        title=f"the torch symbols of {_plural(len(users), 'library', 'libraries')} all resolve against torch "
+        title=f"the torch symbols of {plural(len(users), 'library', 'libraries')} all resolve against torch "
         f"{torch.get('version')}",
         evidence={"libraries": {lib.label: lib.facts.get("undefined_total") for lib in users},
                   "torch_exports": torch.get("exports")},
@@ -48,11 +48,11 @@ def _undefined_symbols(libs: list[Library], torch: Mapping[str, Any], demangled:
         title = (f"{first.label} needs {readable}{more}, which torch {version} does not export: "
                  f"`import {first.facts.get('module') or first.name}` would fail with undefined symbol")
     else:
-        title = (f"{_group_label(libs)} need torch symbols that torch {version} does not export (e.g. {readable} "
+        title = (f"{group_label(libs)} need torch symbols that torch {version} does not export (e.g. {readable} "
                  f"in {first.name}): their imports would fail with undefined symbol")
     these = "it needs: it was" if len(libs) == 1 else "these need: they were"
     detail = [(f"None of torch {version}'s libraries ({', '.join(torch.get('exporters') or ())}) exports "
-               f"{_plural(total, 'symbol', 'symbols')} {these} built against another torch. Loading "
+               f"{plural(total, 'symbol', 'symbols')} {these} built against another torch. Loading "
                f"{first.name} fails with \"undefined symbol: {symbol}\", and so does everything that imports it.")]
     if torch.get("cpu_build"):
         detail.append(f"torch {version} is a CPU build: it exports no CUDA symbols (c10::cuda::, at::cuda::).")
@@ -99,8 +99,7 @@ def _symbol_remedy(lib: Library, torch: Mapping[str, Any], installer: Installer)
                             f"PyPI's torch {wanted} for Linux x86_64 is the CUDA build"))
     if canonical == "flash-attn":
         return (Remediation(
-            installer.install(f"flash-attn=={version}", no_build_isolation=True, reinstall=True, no_deps=True,
-                              env={"FLASH_ATTENTION_FORCE_BUILD": "TRUE", "MAX_JOBS": "4"}),
+            flash_attn_source_build(installer, f"flash-attn=={version}"),
             f"rebuild flash-attn {version} from source against the installed torch {torch.get('version')}",
         ),)
     return ()

@@ -13,7 +13,7 @@ from typing import Any
 
 from dflash_doctor.envfacts import Distributions
 from dflash_doctor.model import Remediation
-from dflash_doctor.remedy import Installer
+from dflash_doctor.remedy import Installer, flash_attn_source_build
 
 __all__ = ["Cause", "classify", "exception_mro"]
 
@@ -97,8 +97,7 @@ def classify(result: Mapping[str, Any], dists: Distributions, resolution: Mappin
                 "flash_attn_2_cuda is not installed: this flash-attn was built without its CUDA extension",
                 evidence,
                 (Remediation(
-                    installer.install(f"flash-attn=={dists.version('flash-attn')}", no_build_isolation=True,
-                                      reinstall=True, no_deps=True, env={"FLASH_ATTENTION_FORCE_BUILD": "TRUE"}),
+                    flash_attn_source_build(installer, f"flash-attn=={dists.version('flash-attn')}", max_jobs=None),
                     "build flash-attn with its CUDA extension against the installed torch",
                 ),),
             )
@@ -121,8 +120,7 @@ def _undefined_symbol(symbol: str, result: Mapping[str, Any], dists: Distributio
     if owner and dists.get(owner):
         version = dists.version(owner)
         remediation.append(Remediation(
-            installer.install(f"{owner}=={version}", no_build_isolation=True, reinstall=True, no_deps=True,
-                              env={"FLASH_ATTENTION_FORCE_BUILD": "TRUE", "MAX_JOBS": "4"}),
+            flash_attn_source_build(installer, f"{owner}=={version}"),
             f"rebuild {owner} {version} from source against the installed torch {torch}",
         ))
         wheel = _prebuilt_wheel_name(version, versions)

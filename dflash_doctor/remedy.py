@@ -12,7 +12,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Installer"]
+from dflash_doctor.knowledge.archs_advice import FA2_ARCHS_ENV
+
+__all__ = ["Installer", "flash_attn_source_build"]
 
 
 SPECIFIER_CHARS = set("<>=!~*[];, ")
@@ -69,3 +71,16 @@ class Installer:
     def run(self, *args: str) -> str:
         """A command run with the target interpreter itself."""
         return _join([self.python, *args])
+
+
+def flash_attn_source_build(installer: Installer, spec: str, *, archs: Iterable[str] = (),
+                            max_jobs: int | None = 4) -> str:
+    """Build flash-attn v2 from source against the torch already installed (knowledge.flash_attn:
+    BUILD_NEEDS_NO_BUILD_ISOLATION, BUILD_ENV_VARS). FLASH_ATTENTION_FORCE_BUILD stops setup.py from
+    downloading a prebuilt wheel, which is what the build is there to replace; MAX_JOBS bounds the compile's
+    memory; `archs` (e.g. "80", "120") sets FLASH_ATTN_CUDA_ARCHS."""
+    env = {FA2_ARCHS_ENV.value: ";".join(archs)} if archs else {}
+    env["FLASH_ATTENTION_FORCE_BUILD"] = "TRUE"
+    if max_jobs is not None:
+        env["MAX_JOBS"] = str(max_jobs)
+    return installer.install(spec, no_build_isolation=True, reinstall=True, no_deps=True, env=env)

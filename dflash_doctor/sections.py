@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
-from dflash_doctor.check import Context
-
 __all__ = ["Collector", "BUILTIN_COLLECTORS", "collectors_for", "COLLECTOR_GROUP"]
 
 COLLECTOR_GROUP = "dflash_doctor.collectors"
