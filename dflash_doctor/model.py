@@ -76,9 +76,12 @@ class Finding:
     detail: str = ""
     evidence: Mapping[str, JSON] = field(default_factory=dict)
     remediation: tuple[Remediation, ...] = ()
+    # The id of the finding, in the same report, that this one follows from ("" when it is a cause of
+    # its own). Renderers group a consequence under its cause; its fix is the cause's fix.
+    cause: str = ""
 
     def to_dict(self) -> dict[str, JSON]:
-        return {
+        data: dict[str, JSON] = {
             "id": self.id,
             "status": self.status.value,
             "title": self.title,
@@ -86,6 +89,9 @@ class Finding:
             "evidence": dict(self.evidence),
             "remediation": [r.to_dict() for r in self.remediation],
         }
+        if self.cause:
+            data["cause"] = self.cause
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Finding:
@@ -96,6 +102,7 @@ class Finding:
             detail=str(data.get("detail", "")),
             evidence=dict(data.get("evidence") or {}),
             remediation=tuple(Remediation.from_dict(r) for r in data.get("remediation") or ()),
+            cause=str(data.get("cause") or ""),
         )
 
 
