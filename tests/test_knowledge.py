@@ -1,17 +1,16 @@
 """The knowledge tables for flash-attention and vLLM: every fact carries its source and the version it was
 read from, every value has the type its annotation promises, and the version tables are well formed.
 
-Where the real artifacts are already in the test cache (``$DFLASH_DOCTOR_TEST_CACHE``, default
-``~/.cache/dflash-doctor-tests``: vLLM sdists under ``sdists/``, flash-attn sdists under ``pypi/`` or
-``sdists/``), the facts that can be re-derived from source are re-derived from it, straight out of the
-tarball. Those tests skip when the artifact is not cached; they never download.
+The facts that can be re-derived from source are re-derived from the real sdists, straight out of the
+tarball: vLLM's and flash-attn's, downloaded from PyPI once into the test cache
+(``$DFLASH_DOCTOR_TEST_CACHE``, default ``~/.cache/dflash-doctor-tests``; ``python3 tests/warm_cache.py``
+fills it ahead of a run).
 """
 
 from __future__ import annotations
 
 import ast
 import itertools
-import os
 import re
 import tarfile
 import types
@@ -27,9 +26,9 @@ from packaging.version import Version
 from dflash_doctor.knowledge import Fact
 from dflash_doctor.knowledge import flash_attn as fa
 from dflash_doctor.knowledge import vllm as vl
+from vllm_sources import pypi_sdist
 
 MODULES = (fa, vl)
-CACHE = Path(os.environ.get("DFLASH_DOCTOR_TEST_CACHE", Path.home() / ".cache" / "dflash-doctor-tests"))
 
 
 def _facts(module: types.ModuleType) -> dict[str, Fact[Any]]:
@@ -278,14 +277,6 @@ def _members_text(archive_path: Path, *members: str) -> dict[str, str]:
     return found
 
 
-def _cached(*names: str) -> Path | None:
-    for name in names:
-        for sub in ("sdists", "pypi"):
-            if (path := CACHE / sub / name).is_file():
-                return path
-    return None
-
-
 def _rotary_guard_kind(source: str) -> str:
     """Classify ApplyRotaryEmb.__init__'s guard around the flash_attn rotary import."""
     tree = ast.parse(source)
@@ -314,9 +305,7 @@ ROTARY_CASES = sorted({v for e in vl.ROTARY_FLASH_ATTN_GUARD.value for v in e[:2
 
 @pytest.mark.parametrize("version", ROTARY_CASES)
 def test_rotary_guard_matches_real_vllm_source(version: str) -> None:
-    sdist = _cached(f"vllm-{version}.tar.gz")
-    if sdist is None:
-        pytest.skip(f"vllm-{version}.tar.gz not in {CACHE}")
+    sdist = pypi_sdist("vllm", version)
     member = f"vllm-{version}/vllm/model_executor/layers/rotary_embedding/common.py"
     source = _members_text(sdist, member)[member]
     expected = next(
@@ -332,9 +321,7 @@ FA2_SDISTS = ("2.8.3", "2.8.3.post1", "2.8.3.post2")
 
 @pytest.mark.parametrize("version", FA2_SDISTS)
 def test_fa2_release_facts_match_real_sdist(version: str) -> None:
-    sdist = _cached(f"flash_attn-{version}.tar.gz")
-    if sdist is None:
-        pytest.skip(f"flash_attn-{version}.tar.gz not in {CACHE}")
+    sdist = pypi_sdist("flash-attn", version)
     root = f"flash_attn-{version}"
     names = (
         f"{root}/flash_attn/__init__.py",

@@ -25,10 +25,7 @@ def vllm_source(version: str) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if done.exists():
             return root / "vllm"
-        sdists = CACHE / "sdists"
-        sdist = sdists / f"vllm-{version}.tar.gz"
-        if not sdist.exists():
-            download_sdist(version, sdist)
+        sdist = pypi_sdist("vllm", version)
         with tarfile.open(sdist) as archive:
             prefix = f"vllm-{version}/vllm/"
             members = [m for m in archive.getmembers() if m.name.startswith(prefix) and m.name.endswith(".py")]
@@ -39,19 +36,34 @@ def vllm_source(version: str) -> Path:
     return root / "vllm"
 
 
-def download_sdist(version: str, destination: Path) -> None:
+def pypi_sdist(project: str, version: str) -> Path:
+    """`project` `version`'s sdist file from PyPI, downloaded once into the test cache's `sdists/`.
+
+    An sdist another helper already cached under `pypi/` (tests/realenv.py's fa2_sdist) is reused."""
+    name = f"{project.replace('-', '_')}-{version}.tar.gz"
+    for sub in ("sdists", "pypi"):
+        if (CACHE / sub / name).is_file():
+            return CACHE / sub / name
+    destination = CACHE / "sdists" / name
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    with open(destination.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not destination.exists():
+            download_sdist(project, name, destination)
+    return destination
+
+
+def download_sdist(project: str, name: str, destination: Path) -> None:
     """Fetch the sdist file itself through PyPI's simple index, checking PyPI's sha256.
 
-    `pip download --no-binary` cannot do it: pip would run vLLM's build backend, which imports
-    torch (or, isolated, builds torch from source)."""
-    name = f"vllm-{version}.tar.gz"
-    request = urllib.request.Request("https://pypi.org/simple/vllm/",
+    `pip download --no-binary` cannot do it: pip would run the project's build backend, which for vLLM
+    and flash-attn imports torch (or, isolated, builds torch from source)."""
+    request = urllib.request.Request(f"https://pypi.org/simple/{project}/",
                                      headers={"Accept": "application/vnd.pypi.simple.v1+json"})
     with urllib.request.urlopen(request, timeout=60) as response:
         files = json.load(response)["files"]
     entry = next(f for f in files if f["filename"] == name)
     partial = destination.with_suffix(".part")
-    destination.parent.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256()
     with urllib.request.urlopen(entry["url"], timeout=300) as response, open(partial, "wb") as out:
         for block in iter(lambda: response.read(1 << 20), b""):

@@ -1,0 +1,57 @@
+"""Fill the test cache ahead of a test run: every download and build the tests use, in one command.
+
+    python3 tests/warm_cache.py
+
+The cache lives outside the repository, in ``$DFLASH_DOCTOR_TEST_CACHE`` (default
+``~/.cache/dflash-doctor-tests``). Each artifact is fetched or built once, under a lock, exactly as
+the tests fetch it on demand; running this first only moves the cost ahead and prints it.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from realenv import cache_dir, fa2_wheel, fa4_wheel  # noqa: E402
+from stacks import fa2_wheel_with_foreign_extension, torch_site, vllm_python, vllm_site  # noqa: E402
+from vllm_sources import pypi_sdist, vllm_source  # noqa: E402
+
+from dflash_doctor.knowledge import vllm as vl  # noqa: E402
+
+# The vLLM wheels the scenario tests install, and the sdists whose source the tests read.
+VLLM_WHEELS = ("0.20.1", "0.24.0")
+VLLM_SOURCES = sorted({"0.20.1", "0.22.0", "0.24.0", *(v for e in vl.ROTARY_FLASH_ATTN_GUARD.value for v in e[:2])})
+FA2_SDISTS = ("2.8.3.post1", "2.8.3.post2")  # 2.8.3 comes with its wheel's build
+
+
+def _steps() -> list[tuple[str, Callable[[], object]]]:
+    steps: list[tuple[str, Callable[[], object]]] = [
+        ("flash-attn-4 wheel", fa4_wheel),
+        ("flash-attn 2.8.3 built from its sdist", fa2_wheel),
+        ("flash-attn 2.8.3 with a foreign extension", fa2_wheel_with_foreign_extension),
+        ("torch 2.13.0 (CPU) builder", torch_site),
+    ]
+    steps += [(f"flash-attn {v} sdist", lambda v=v: pypi_sdist("flash-attn", v)) for v in FA2_SDISTS]
+    steps += [(f"vLLM {v} wheel, installed", lambda v=v: vllm_site(v)) for v in VLLM_WHEELS]
+    steps += [(f"vLLM {v} source", lambda v=v: vllm_source(v)) for v in VLLM_SOURCES]
+    steps.append(("vLLM 0.20.1 importable venv (CPU platform)", lambda: vllm_python("0.20.1")))
+    return steps
+
+
+def main() -> int:
+    started = time.perf_counter()
+    for title, step in _steps():
+        t0 = time.perf_counter()
+        step()
+        print(f"{title}: {time.perf_counter() - t0:.1f} s", flush=True)
+    size = sum(p.stat().st_size for p in cache_dir().rglob("*") if p.is_file() and not p.is_symlink())
+    print(f"cache {cache_dir()}: {size / 1e9:.1f} GB, filled in {time.perf_counter() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
