@@ -13,9 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from dflash_doctor.model import CheckResult, Finding
+
+if TYPE_CHECKING:
+    from dflash_doctor.probe import TargetHost
 
 __all__ = ["Check", "Context", "Facts", "SectionError"]
 
@@ -33,6 +36,9 @@ class Context:
     timeout_s: float = 60.0
     options: Mapping[str, Any] = field(default_factory=dict)
     """Extra options for layers that take them (e.g. the serve command line)."""
+    host: TargetHost | None = None
+    """The run's one target process that imported the stack once; probes that need the stack run as
+    its forked children (set by the runner while it collects; None: each probe starts its own)."""
 
 
 class SectionError(Exception):

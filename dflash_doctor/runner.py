@@ -7,6 +7,7 @@ in declared order, after the checks a check reads. Whatever a check or collector
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import traceback
@@ -16,7 +17,8 @@ from typing import Any
 
 from dflash_doctor.check import Check, Context, Facts, SectionError
 from dflash_doctor.model import CheckResult, Finding, Status, worst
-from dflash_doctor.sections import Collector, collectors_for
+from dflash_doctor.probe import TargetHost
+from dflash_doctor.sections import HOST_SECTIONS, SHARED_IMPORTS, Collector, collectors_for
 
 __all__ = ["collect", "judge", "needed_sections", "run", "select"]
 
@@ -47,9 +49,23 @@ def collect(
 ) -> tuple[dict[str, Any], dict[str, float]]:
     """Run the collectors for `sections` concurrently; a failed one stores {"_error": why}.
 
-    Returns the sections and how long each took to collect (its collector's wall time)."""
+    Probes that need the target's stack share one target process, started first so that its torch
+    import overlaps the collectors that need none. Returns the sections and how long each took to
+    collect (its collector's wall time)."""
     plan = collectors_for(sections, collectors)
     demanded = set(sections).union(*(c.requires for c in plan))
+    host: TargetHost | None = None
+    if ctx.host is None and HOST_SECTIONS & demanded & {s for c in plan for s in c.provides}:
+        host = TargetHost(ctx.python, preload=SHARED_IMPORTS, timeout_s=ctx.timeout_s, cwd=ctx.cwd).start()
+        ctx = dataclasses.replace(ctx, host=host)
+    try:
+        return _collect(ctx, plan, demanded)
+    finally:
+        if host is not None:
+            host.close()
+
+
+def _collect(ctx: Context, plan: list[Collector], demanded: set[str]) -> tuple[dict[str, Any], dict[str, float]]:
     results: dict[str, Any] = {}
     durations: dict[str, float] = {}
     lock = threading.Lock()

@@ -16,9 +16,15 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
-__all__ = ["Collector", "BUILTIN_COLLECTORS", "collectors_for", "COLLECTOR_GROUP"]
+__all__ = ["Collector", "BUILTIN_COLLECTORS", "collectors_for", "COLLECTOR_GROUP", "HOST_SECTIONS", "SHARED_IMPORTS"]
 
 COLLECTOR_GROUP = "dflash_doctor.collectors"
+
+# Sections whose probes import the target's stack. They run as forked children of one target process
+# per run (`probe.TargetHost`) that imported SHARED_IMPORTS first: a cold `import torch` costs seconds,
+# and each probe importing it again made the cost scale with the stack (one import per extension).
+HOST_SECTIONS = frozenset({"rotary_import", "surface_imports", "extensions", "cuda_stack", "kernels"})
+SHARED_IMPORTS = ("torch",)
 
 CollectFn = Callable[..., Mapping[str, Any]]
 """function(context, earlier_sections) -> {section: facts}; partial ones also take `wanted=`."""

@@ -2,7 +2,7 @@
 
 `cuda_stack` (imports torch and Triton, launches nothing) and each kernel family run as processes of
 their own, so that a crash or hang in one is a finding for that one alone. They run as forked children
-of one target process that imported torch first (`run_probes_sharing_imports`): on a cold machine,
+of the run's one target process that imported torch first (`probe.TargetHost`): on a cold machine,
 three processes importing torch side by side each took 6.4 s where one takes 4.5 s, and a forked child
 starts with it loaded. A family whose package is not installed exits before touching torch.
 """
@@ -14,9 +14,10 @@ from typing import Any
 
 from dflash_doctor.check import Context
 from dflash_doctor.knowledge.gpu import BF16_MIN_COMPUTE_CAPABILITY
-from dflash_doctor.probe import ProbeJob, ProbeOutcome, run_probes_sharing_imports
+from dflash_doctor.probe import ProbeJob, ProbeOutcome, TargetHost
+from dflash_doctor.sections import SHARED_IMPORTS
 
-__all__ = ["KERNEL_FAMILIES", "KERNEL_PROBLEM", "SHARED_IMPORTS", "collect"]
+__all__ = ["KERNEL_FAMILIES", "KERNEL_PROBLEM", "collect"]
 
 # The order the report lists them in.
 KERNEL_FAMILIES = (
@@ -41,25 +42,27 @@ KERNEL_PROBLEM: dict[str, Any] = {
 }
 
 
-# What every job imports first; the host imports it once, before forking.
-SHARED_IMPORTS = ("torch",)
-
-
 def collect(ctx: Context, _earlier: Mapping[str, Any], wanted: frozenset[str]) -> dict[str, Any]:
     jobs: list[ProbeJob] = []
     if "cuda_stack" in wanted:
         jobs.append(ProbeJob("cuda_stack", "cuda_stack", {}))
     if "kernels" in wanted:
         jobs += [ProbeJob(family, "kernels", dict(KERNEL_PROBLEM, family=family)) for family in KERNEL_FAMILIES]
-    shared = run_probes_sharing_imports(ctx.python, jobs, preload=SHARED_IMPORTS, timeout_s=ctx.timeout_s, cwd=ctx.cwd)
+    if ctx.host is not None:
+        outcomes = ctx.host.run(jobs)
+        host = ctx.host.facts()
+    else:
+        with TargetHost(ctx.python, preload=SHARED_IMPORTS, timeout_s=ctx.timeout_s, cwd=ctx.cwd) as alone:
+            outcomes = alone.run(jobs)
+        host = alone.facts()
     sections: dict[str, Any] = {}
     if "cuda_stack" in wanted:
-        sections["cuda_stack"] = _with_process(shared.outcomes["cuda_stack"], {"shared_process": shared.host})
+        sections["cuda_stack"] = _with_process(outcomes["cuda_stack"], {"shared_process": host})
     if "kernels" in wanted:
-        families = [_with_process(shared.outcomes[family], {"family": family}) for family in KERNEL_FAMILIES]
+        families = [_with_process(outcomes[family], {"family": family}) for family in KERNEL_FAMILIES]
         sections["kernels"] = {"problem": KERNEL_PROBLEM, "families": families}
         if "cuda_stack" not in wanted:
-            sections["kernels"]["shared_process"] = shared.host
+            sections["kernels"]["shared_process"] = host
     return sections
 
 

@@ -1,30 +1,99 @@
-"""Real imports in the target interpreter, each in its own subprocess with a timeout."""
+"""Real imports in the target interpreter, each in its own process with a timeout.
+
+Each import runs as a forked child of the run's one target process that imported torch once
+(`ctx.host`), all of them at once (the host runs as many as there are cores); without a host, each
+starts an interpreter of its own."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from dflash_doctor.check import Context
 from dflash_doctor.envfacts import Distributions
-from dflash_doctor.probe import run_probe
+from dflash_doctor.probe import ProbeJob, ProbeOutcome, documents, run_probe
 
 ROTARY_MODULE = "flash_attn.ops.triton.rotary"
 ROTARY_NAMES = ("apply_rotary",)
-# Imports started at once: each may load torch (seconds of CPU), and CI machines have two cores.
+# Without a shared host: interpreters started at once, each loading torch (seconds of CPU), on CI
+# machines of two cores.
 PARALLEL_IMPORTS = 4
+REPORT_MODULES = ["flash_attn", "flash_attn_2_cuda", "torch", "triton", "vllm", "flashinfer"]
+
+
+@dataclass(frozen=True)
+class ImportJob:
+    module: str
+    names: Sequence[str] = ()
+    preload: Sequence[str] = ()
+    file: str | None = None
+
+
+def _spec(job: ImportJob) -> dict[str, Any]:
+    return {"module": job.module, "names": list(job.names), "preload": list(job.preload), "file": job.file}
+
+
+def _run(ctx: Context, probes: Sequence[ProbeJob]) -> list[ProbeOutcome]:
+    if ctx.host is not None:
+        futures = [ctx.host.submit(probe) for probe in probes]
+        return [future.result() for future in futures]
+    with ThreadPoolExecutor(max_workers=PARALLEL_IMPORTS) as pool:
+        return list(pool.map(
+            lambda p: run_probe(ctx.python, p.probe, p.args, timeout_s=ctx.timeout_s, cwd=ctx.cwd), probes))
+
+
+def try_imports(ctx: Context, jobs: Sequence[ImportJob]) -> list[dict[str, Any]]:
+    """Each import's facts, in the order given, each import in a process of its own."""
+    probes = [ProbeJob(job.module, "try_import", {**_spec(job), "report_modules": REPORT_MODULES}) for job in jobs]
+    return [_import_facts(job, outcome) for job, outcome in zip(jobs, _run(ctx, probes))]
+
+
+def try_import_batches(ctx: Context, batches: Sequence[Sequence[ImportJob]]) -> list[dict[str, Any]]:
+    """Each import's facts, the imports of one batch one after another in one process.
+
+    The imports vLLM makes from one package mostly fail or succeed together, and a process per import
+    statement (over a hundred for vLLM's import surface) costs more than the imports. A batch reports
+    each import as it completes: when its process crashes or hangs, the import in flight gets that
+    outcome as its own, and those after it run again, each in a process of its own."""
+    probes = [ProbeJob(batch[0].module, "try_import",
+                       {"imports": [_spec(job) for job in batch], "report_modules": REPORT_MODULES})
+              for batch in batches]
+    results: list[dict[str, Any]] = []
+    again: list[ImportJob] = []
+    for batch, outcome in zip(batches, _run(ctx, probes)):
+        reported = {d.get("index"): d for d in documents(outcome.stdout) if isinstance(d, dict)}
+        for index, job in enumerate(batch):
+            if index in reported:
+                facts = _import_facts(job, outcome, reported[index])
+                facts["process"]["batch"] = len(batch)
+                results.append(facts)
+            elif index == len(reported):
+                results.append(_import_facts(job, outcome, None))  # the import in flight when it ended
+            else:
+                again.append(job)
+    return results + try_imports(ctx, again)
 
 
 def try_import(
     ctx: Context, module: str, names: Sequence[str] = (), preload: Sequence[str] = (), file: str | None = None
 ) -> dict[str, Any]:
-    args = {"module": module, "names": list(names), "preload": list(preload), "file": file,
-            "report_modules": ["flash_attn", "flash_attn_2_cuda", "torch", "triton", "vllm", "flashinfer"]}
-    outcome = run_probe(ctx.python, "try_import", args, timeout_s=ctx.timeout_s, cwd=ctx.cwd)
-    facts: dict[str, Any] = {"module": module, "names": list(names), "process": outcome.as_facts()}
-    if outcome.data is not None:
-        facts.update(outcome.data)
+    return try_imports(ctx, [ImportJob(module, names, preload, file)])[0]
+
+
+def _import_facts(job: ImportJob, outcome: ProbeOutcome, data: Any = ...) -> dict[str, Any]:
+    """The import's facts: what the probe reported (`data`, by default its one document), and how its
+    process went; an outcome without facts (a crash, a hang) is a failed import with that evidence."""
+    data = outcome.data if data is ... else data
+    process = outcome.as_facts()
+    if data is not None and not outcome.ok:
+        # This import's facts arrived; its batch ended badly later, on another import.
+        process.update(returncode=None, signal=None, timed_out=False, error=None)
+    facts: dict[str, Any] = {"module": job.module, "names": list(job.names), "process": process}
+    if isinstance(data, dict):
+        facts.update(data)
+        facts.pop("index", None)
     else:
         facts["ok"] = False
     return facts
@@ -39,9 +108,13 @@ def collect_surface(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
     """Each distinct module the installed vLLM imports from an external kernel package."""
     source = earlier.get("vllm_surface") or {}
     wanted = sorted({(s["module"], tuple(s["names"])) for s in source.get("sites") or []})
-    with ThreadPoolExecutor(max_workers=PARALLEL_IMPORTS) as pool:
-        results = list(pool.map(lambda mn: try_import(ctx, mn[0], mn[1]), wanted))
-    return {"surface_imports": {"imports": results}}
+    by_package: dict[str, list[ImportJob]] = {}
+    for module, names in wanted:
+        by_package.setdefault(module.split(".", 1)[0], []).append(ImportJob(module, names))
+    found = try_import_batches(ctx, list(by_package.values()))
+    order = {(job.module, tuple(job.names)): i for i, job in enumerate(j for b in by_package.values() for j in b)}
+    found.sort(key=lambda facts: order[(facts["module"], tuple(facts["names"]))])
+    return {"surface_imports": {"imports": found}}
 
 
 def collect_extensions(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
@@ -55,13 +128,9 @@ def collect_extensions(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, An
             jobs.append((dist.name, ext["module"], f"{dist.location}/{ext['path']}"))
     has_torch = dists.get("torch") is not None
 
-    def load(job: tuple[str, str, str]) -> dict[str, Any]:
-        owner, module, path = job
-        facts = try_import(ctx, module, preload=("torch",) if has_torch else (), file=path)
+    preload = ("torch",) if has_torch else ()
+    results = try_imports(ctx, [ImportJob(module, preload=preload, file=path) for _, module, path in jobs])
+    for (owner, _, path), facts in zip(jobs, results):
         facts["distribution"] = owner
         facts["path"] = path
-        return facts
-
-    with ThreadPoolExecutor(max_workers=PARALLEL_IMPORTS) as pool:
-        results = list(pool.map(load, jobs))
     return {"extensions": {"torch_installed": has_torch, "items": results}}

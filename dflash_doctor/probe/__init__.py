@@ -4,8 +4,8 @@ The scripts beside this module use the standard library only (the target may lac
 packaging or rich) and print one JSON document after a marker line, so that anything an imported
 module prints on its own cannot be mistaken for facts. Each runs as `python -B -c SOURCE` in its own
 process group with a timeout: a segfault becomes a signal name, a hang a timeout, and stderr is kept
-(trimmed) as evidence. Probes that all need torch run as forked children of one process that imported
-it once (`run_probes_sharing_imports`), each still a process of its own. The user's environment (PYTHONPATH, cwd, CUDA_VISIBLE_DEVICES) is passed as it
+(trimmed) as evidence. Probes that need torch run as forked children of one process per doctor run
+that imported it once (`TargetHost`), each still a process of its own. The user's environment (PYTHONPATH, cwd, CUDA_VISIBLE_DEVICES) is passed as it
 is, plus PYTHONDONTWRITEBYTECODE=1, so nothing is written into the target.
 """
 
@@ -15,17 +15,21 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MARKER", "ProbeJob", "ProbeOutcome", "SharedRun", "run_probe", "run_probes_sharing_imports", "probe_source"]
+__all__ = [
+    "MARKER", "ProbeJob", "ProbeOutcome", "SharedRun", "TargetHost", "documents", "run_probe",
+    "run_probes_sharing_imports", "probe_source",
+]
 
 MARKER = "@@dflash-doctor-facts@@"
-# The shared-import host's own marker: the jobs' output it relays holds MARKER.
-HOST_MARKER = "@@dflash-doctor-shared-facts@@"
+# The host's own marker (probe/host.py): the jobs' output it relays holds MARKER.
+HOST_MARKER = "@@dflash-doctor-host@@"
 _HERE = Path(__file__).resolve().parent
 STDERR_KEEP = 4000
 
@@ -41,6 +45,8 @@ class ProbeOutcome:
     duration_s: float
     error: str | None
     """Why there is no data: spawn failure, timeout, signal, no output."""
+    stdout: str = ""
+    """What the probe printed (kept in memory, never reported): a batch probe's documents, one per item."""
 
     @property
     def ok(self) -> bool:
@@ -133,7 +139,7 @@ def _outcome(
         error = f"killed by {sig}"
     elif data is None:
         error = f"exited with code {returncode} without reporting facts"
-    return ProbeOutcome(data, returncode, sig, timed_out, stderr, duration, error)
+    return ProbeOutcome(data, returncode, sig, timed_out, stderr, duration, error, stdout)
 
 
 @dataclass(frozen=True)
@@ -152,6 +158,216 @@ class SharedRun:
     outcomes: dict[str, ProbeOutcome]
 
 
+class TargetHost:
+    """One process in the target interpreter that imported `preload` once, running probes as forked children.
+
+    Jobs can be sent while it runs (`submit`), from any thread: the collectors of one doctor run share
+    it, so the target's torch is imported once per run however many probes need it. Each job is still a
+    process of its own, with its own exit status, stderr and timeout (`timeout_s`, from the job's own
+    start); at most `parallel` run at once (default: the cores). If the host dies before or while it
+    serves (a crash while preloading, say), each job it had not finished runs again in a process of
+    its own; if its preload outlasts `timeout_s`, every job it holds is timed out (the same import
+    would hang each of them).
+    """
+
+    def __init__(self, python: str, *, preload: tuple[str, ...], timeout_s: float, cwd: str | None = None,
+                 parallel: int | None = None) -> None:
+        self.python = python
+        self.preload = tuple(preload)
+        self.timeout_s = timeout_s
+        self.cwd = cwd
+        self.parallel = parallel or os.cpu_count() or 1
+        self._lock = threading.Lock()
+        self._pending: dict[str, tuple[ProbeJob, Future[ProbeOutcome]]] = {}
+        self._sources_sent: set[str] = set()
+        self._ready = threading.Event()
+        self._ready_facts: dict[str, Any] = {}
+        self._stderr = bytearray()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._state = "new"  # new -> serving -> ended | preload-timed-out | failed
+        self._error: str | None = None
+        self._fallback: str | None = None
+        self._started = 0.0
+        self._ended_after: float | None = None
+        self._count = 0
+        self._alone = ThreadPoolExecutor(max_workers=self.parallel)
+        self._threads: list[threading.Thread] = []
+
+    # -- lifecycle
+    def start(self) -> TargetHost:
+        with self._lock:
+            if self._state != "new":
+                return self
+            env = dict(os.environ)
+            env["PYTHONDONTWRITEBYTECODE"] = "1"
+            args = {"preload": list(self.preload), "parallel": self.parallel}
+            argv = [self.python, "-B", "-c", probe_source("host"), json.dumps(args)]
+            self._started = time.monotonic()
+            try:
+                self._proc = subprocess.Popen(argv, cwd=self.cwd, env=env, stdin=subprocess.PIPE,
+                                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                              start_new_session=True)
+            except OSError as exc:
+                self._state = "failed"
+                self._error = f"cannot start {self.python}: {exc.strerror or exc}"
+                self._fallback = f"the shared process could not start ({self._error}); each job ran in a process of its own"
+                self._ready.set()
+                return self
+            self._state = "serving"
+        for target in (self._read_protocol, self._read_stderr, self._watch_preload):
+            thread = threading.Thread(target=target, daemon=True, name=f"dflash-doctor-host-{target.__name__}")
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def __enter__(self) -> TargetHost:
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """No more jobs: let the host finish those it holds, then end its process group."""
+        proc = self._proc
+        if proc is not None and proc.stdin is not None:
+            with self._lock:
+                try:
+                    proc.stdin.close()
+                except OSError:
+                    pass
+            try:
+                proc.wait(timeout=self.timeout_s + 5.0)
+            except subprocess.TimeoutExpired:
+                pass
+            _kill_group(proc)
+            proc.wait()
+            for thread in self._threads[:2]:  # the readers end at the pipes' end of file
+                thread.join(timeout=5.0)
+        self._alone.shutdown(wait=True)
+
+    # -- jobs
+    def submit(self, job: ProbeJob) -> Future[ProbeOutcome]:
+        self.start()
+        future: Future[ProbeOutcome] = Future()
+        with self._lock:
+            self._count += 1
+            key = f"{self._count}:{job.name}"
+            if self._state == "serving":
+                assert self._proc is not None and self._proc.stdin is not None
+                line: dict[str, Any] = {"name": key, "probe": job.probe, "args": job.args or {},
+                                        "timeout_s": self.timeout_s}
+                if job.probe not in self._sources_sent:
+                    line["source"] = probe_source(job.probe)
+                try:
+                    self._proc.stdin.write((json.dumps(line) + "\n").encode("utf-8"))
+                    self._proc.stdin.flush()
+                except OSError:
+                    pass  # the host is gone: the protocol reader's end of file runs it alone
+                else:
+                    self._sources_sent.add(job.probe)
+                self._pending[key] = (job, future)
+                return future
+            state = self._state
+        self._settle(job, future, state)
+        return future
+
+    def run(self, jobs: list[ProbeJob]) -> dict[str, ProbeOutcome]:
+        """Submit `jobs` and wait for each one's outcome."""
+        futures = [(job, self.submit(job)) for job in jobs]
+        return {job.name: future.result() for job, future in futures}
+
+    def facts(self) -> dict[str, Any]:
+        """How the host went so far: its process, what it preloaded and how long that took."""
+        proc = self._proc
+        returncode = proc.returncode if proc is not None else None
+        facts: dict[str, Any] = {
+            "process": {
+                "returncode": returncode,
+                "signal": _signal_name(returncode) if returncode is not None and returncode < 0 else None,
+                "timed_out": self._state == "preload-timed-out",
+                "stderr": _trim(self._stderr.decode("utf-8", "replace")),
+                "duration_s": round((self._ended_after or (time.monotonic() - self._started)) if self._started else 0.0, 3),
+                "error": self._error,
+            },
+            "forked": self._ready_facts.get("forked"),
+            "parallel": self._ready_facts.get("parallel", self.parallel),
+            "preload": self._ready_facts.get("preload", []),
+            "preload_seconds": self._ready_facts.get("preload_seconds"),
+            "jobs": self._count,
+        }
+        if self._fallback:
+            facts["fallback"] = self._fallback
+        return facts
+
+    # -- threads
+    def _read_protocol(self) -> None:
+        proc = self._proc
+        assert proc is not None and proc.stdout is not None
+        for raw in proc.stdout:
+            line = raw.decode("utf-8", "replace")
+            if not line.startswith(HOST_MARKER):
+                continue
+            try:
+                message = json.loads(line[len(HOST_MARKER):])
+            except json.JSONDecodeError:
+                continue
+            if not isinstance(message, dict):
+                continue
+            if message.get("event") == "ready":
+                self._ready_facts = message
+                self._ready.set()
+            elif message.get("event") == "done":
+                with self._lock:
+                    entry = self._pending.pop(str(message.get("name")), None)
+                if entry is not None:
+                    entry[1].set_result(_job_outcome(message, self.timeout_s))
+        proc.wait()
+        self._ended_after = time.monotonic() - self._started
+        with self._lock:
+            if self._state == "serving":
+                self._state = "ended" if self._ready.is_set() else "failed"
+            if self._state == "failed":
+                returncode = proc.returncode
+                why = f"killed by {_signal_name(returncode)}" if returncode is not None and returncode < 0 else (
+                    f"exited with code {returncode}")
+                self._error = f"{why} before it was ready" if not self._ready.is_set() else why
+                self._fallback = f"the shared process gave no facts ({self._error}); each job ran in a process of its own"
+            pending, self._pending = list(self._pending.values()), {}
+            state = self._state
+        self._ready.set()
+        for job, future in pending:
+            self._settle(job, future, state)
+
+    def _read_stderr(self) -> None:
+        proc = self._proc
+        assert proc is not None and proc.stderr is not None
+        fd = proc.stderr.fileno()
+        for chunk in iter(lambda: os.read(fd, 65536), b""):
+            self._stderr.extend(chunk)
+            if len(self._stderr) > 4 * STDERR_KEEP:
+                del self._stderr[STDERR_KEEP: len(self._stderr) - STDERR_KEEP]
+
+    def _watch_preload(self) -> None:
+        if self._ready.wait(self.timeout_s):
+            return
+        with self._lock:
+            if self._state != "serving":
+                return
+            self._state = "preload-timed-out"
+            self._error = f"timed out after {self.timeout_s:g} s while importing {', '.join(self.preload)}"
+        assert self._proc is not None
+        _kill_group(self._proc)
+
+    def _settle(self, job: ProbeJob, future: Future[ProbeOutcome], state: str) -> None:
+        """A job the host will not run: time it out with the host, or run it alone."""
+        if state == "preload-timed-out":
+            future.set_result(ProbeOutcome(None, None, None, True, "", self.timeout_s,
+                                           f"timed out after {self.timeout_s:g} s"))
+            return
+        self._alone.submit(lambda: future.set_result(
+            run_probe(self.python, job.probe, job.args, timeout_s=self.timeout_s, cwd=self.cwd)))
+
+
 def run_probes_sharing_imports(
     python: str,
     jobs: list[ProbeJob],
@@ -160,33 +376,11 @@ def run_probes_sharing_imports(
     timeout_s: float,
     cwd: str | None = None,
 ) -> SharedRun:
-    """Run `jobs` in forked children of one target process that imported `preload` first.
-
-    Each job keeps its own process, exit status, stderr and timeout (counted from the host's start, as
-    if it had started alone). If the host itself dies before reporting (a crash while preloading, say),
-    the jobs run again one process each, so that each still gets an outcome of its own.
-    """
-    args = {
-        "preload": list(preload),
-        "timeout_s": timeout_s,
-        # Each probe's source once (one argument may not exceed 128 KiB on Linux).
-        "sources": {probe: probe_source(probe) for probe in sorted({j.probe for j in jobs})},
-        "jobs": [{"name": j.name, "probe": j.probe, "args": j.args or {}, "timeout_s": timeout_s} for j in jobs],
-    }
-    # The host reports after its deadline; the margin lets it do so before the group is killed.
-    host = run_probe(python, "shared_import", args, timeout_s=timeout_s + 5.0, cwd=cwd, marker=HOST_MARKER)
-    facts: dict[str, Any] = {"process": host.as_facts()}
-    if isinstance(host.data, dict) and isinstance(host.data.get("jobs"), list):
-        facts.update({k: v for k, v in host.data.items() if k != "jobs"})
-        reported = {j.get("name"): j for j in host.data["jobs"] if isinstance(j, dict)}
-        outcomes = {job.name: _job_outcome(reported.get(job.name), timeout_s) for job in jobs}
-        return SharedRun(facts, outcomes)
-    if host.timed_out:
-        return SharedRun(facts, {job.name: host for job in jobs})
-    facts["fallback"] = f"the shared process gave no facts ({host.error}); each job ran in a process of its own"
-    with ThreadPoolExecutor(max_workers=max(1, len(jobs))) as pool:
-        alone = list(pool.map(lambda j: run_probe(python, j.probe, j.args, timeout_s=timeout_s, cwd=cwd), jobs))
-    return SharedRun(facts, {job.name: outcome for job, outcome in zip(jobs, alone)})
+    """Run `jobs` in forked children of one target process that imported `preload` first (a host of
+    their own, ended when they are done)."""
+    with TargetHost(python, preload=preload, timeout_s=timeout_s, cwd=cwd) as host:
+        outcomes = host.run(jobs)
+    return SharedRun(host.facts(), outcomes)
 
 
 def _job_outcome(job: Any, timeout_s: float) -> ProbeOutcome:
@@ -208,6 +402,17 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         proc.kill()
+
+
+def documents(stdout: str, marker: str = MARKER) -> list[Any]:
+    """Every JSON document a probe printed after a marker, in order (a batch probe prints one per item)."""
+    found = []
+    for chunk in stdout.split(marker)[1:]:
+        try:
+            found.append(json.loads(chunk.strip().splitlines()[0]))
+        except (json.JSONDecodeError, IndexError):
+            continue
+    return found
 
 
 def _parse(stdout: str, marker: str = MARKER) -> Any:

@@ -1,8 +1,9 @@
 # Probe: runs inside the TARGET interpreter, standard library only, Python 3.8+.
 # Performs one import exactly as the serving stack would (e.g. `from flash_attn.ops.triton.rotary
 # import apply_rotary`), optionally after importing `preload` modules (extensions need torch's
-# libraries loaded first), or loads one extension file directly. Reports the real exception: its
-# class, MRO, message, cause chain and the tail of its traceback, plus where each module came from.
+# libraries loaded first), or loads one extension file directly; or, given `imports`, several such
+# imports one after another, each reported as it completes. Reports the real exception: its class,
+# MRO, message, cause chain and the tail of its traceback, plus where each module came from.
 import importlib
 import importlib.machinery
 import importlib.util
@@ -34,11 +35,15 @@ def describe(exc):
     }
 
 
-def module_files(prefixes):
+def module_files(prefixes, module):
+    """Where the top-level packages of interest, and each package on the way to `module`, came from
+    (not every submodule they loaded: torch alone loads hundreds)."""
+    parts = module.split(".")
+    chain = set(".".join(parts[:i]) for i in range(1, len(parts) + 1))
     files = {}
-    for name, module in list(sys.modules.items()):
-        if name.split(".", 1)[0] in prefixes:
-            files[name] = getattr(module, "__file__", None)
+    for name, loaded in list(sys.modules.items()):
+        if name in chain or (name in prefixes and "." not in name):
+            files[name] = getattr(loaded, "__file__", None)
     return files
 
 
@@ -58,23 +63,17 @@ def versions():
     return found
 
 
-def main():
-    module = ARGS["module"]
-    names = ARGS.get("names") or []
-    facts = {"module": module, "names": names, "preload": [], "ok": False}
-    for name in ARGS.get("preload") or []:
-        try:
-            importlib.import_module(name)
-            facts["preload"].append({"module": name, "ok": True})
-        except BaseException as exc:  # a missing torch is itself the finding
-            facts["preload"].append({"module": name, "ok": False, "exception": describe(exc)})
+def run_one(spec, preloaded):
+    module = spec["module"]
+    names = spec.get("names") or []
+    facts = {"module": module, "names": names, "preload": preloaded, "ok": False}
     started = time.monotonic()
     try:
-        if ARGS.get("file"):
+        if spec.get("file"):
             # Load an extension file directly, without running its parent packages' __init__.
-            loader = importlib.machinery.ExtensionFileLoader(module, ARGS["file"])
-            spec = importlib.util.spec_from_file_location(module, ARGS["file"], loader=loader)
-            loaded = importlib.util.module_from_spec(spec)
+            loader = importlib.machinery.ExtensionFileLoader(module, spec["file"])
+            found = importlib.util.spec_from_file_location(module, spec["file"], loader=loader)
+            loaded = importlib.util.module_from_spec(found)
             loader.exec_module(loaded)
         elif names:
             # The statement itself, so that the exception is exactly the one the stack would see.
@@ -87,10 +86,32 @@ def main():
     except BaseException as exc:
         facts["exception"] = describe(exc)
     facts["seconds"] = round(time.monotonic() - started, 4)
-    facts["loaded"] = module_files(set(ARGS.get("report_modules") or [module.split(".", 1)[0]]))
+    facts["loaded"] = module_files(set(ARGS.get("report_modules") or [module.split(".", 1)[0]]), module)
     facts["versions"] = versions()
-    sys.stdout.write("\n" + MARKER + json.dumps(facts, default=str) + "\n")
-    sys.stdout.flush()
+    return facts
+
+
+def main():
+    preloaded = []
+    for name in ARGS.get("preload") or []:
+        try:
+            importlib.import_module(name)
+            preloaded.append({"module": name, "ok": True})
+        except BaseException as exc:  # a missing torch is itself the finding
+            preloaded.append({"module": name, "ok": False, "exception": describe(exc)})
+    batch = ARGS.get("imports")
+    if batch is None:
+        facts = run_one(ARGS, preloaded)
+        sys.stdout.write("\n" + MARKER + json.dumps(facts, default=str) + "\n")
+        sys.stdout.flush()
+        return
+    # A batch: imports of one package, one after another, each reported as soon as it is done, so that
+    # a crash or hang is pinned on the import in flight and the ones before it keep their facts.
+    for index, spec in enumerate(batch):
+        facts = run_one(spec, preloaded)
+        facts["index"] = index
+        sys.stdout.write("\n" + MARKER + json.dumps(facts, default=str) + "\n")
+        sys.stdout.flush()
 
 
 main()

@@ -1,0 +1,252 @@
+# Probe host: runs inside the TARGET interpreter, standard library only, Python 3.8+.
+# One per doctor run. Imports the heavy modules every probe of the stack needs (torch) ONCE, then
+# takes jobs (a probe's name, source and arguments) one JSON line at a time on stdin, for as long as
+# the doctor sends them, and runs each in a forked child of its own, at most PARALLEL at once. A cold
+# `import torch` costs seconds, and several processes importing it side by side each take longer than
+# one does alone; a child forked after the import starts with it loaded. Each child is still a
+# process of its own: a segfault, a hang or an import side effect in one job is that job's finding,
+# with its own exit status, stderr and timeout (counted from the job's own start).
+#
+# Nothing here initialises CUDA before forking (importing torch does not), so each child owns its
+# CUDA context. Children stay in this process's group, so the doctor, which kills the group when it
+# is done, ends them too. Where os.fork is missing, each job runs as a fresh interpreter instead.
+#
+# Protocol: stdout carries only lines "MARKER{json}" (what imported modules print goes to stderr):
+# first {"event": "ready", ...the preload facts}, then one {"event": "done", ...} per job, and
+# {"event": "bye"} once stdin is closed and every job has ended.
+import importlib.util
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+import traceback
+
+MARKER = "@@dflash-doctor-host@@"
+ARGS = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+PRELOAD = ARGS.get("preload") or []
+PARALLEL = max(1, int(ARGS.get("parallel") or os.cpu_count() or 1))
+STDOUT_KEEP = 2000000
+STDERR_KEEP = 4000
+SOURCES = {}
+
+
+def trim(text, keep):
+    if len(text) <= keep:
+        return text
+    half = keep // 2
+    return text[:half] + "\n[... %d characters trimmed ...]\n" % (len(text) - keep) + text[-half:]
+
+
+def preload(name):
+    started = time.monotonic()
+    facts = {"module": name}
+    try:
+        if importlib.util.find_spec(name) is None:
+            facts["found"] = False
+            return facts
+        facts["found"] = True
+        __import__(name)
+        facts["imported"] = True
+    except BaseException as exc:  # each job imports it again and reports the failure as its own fact
+        facts["imported"] = False
+        facts["error"] = "%s: %s" % (type(exc).__name__, exc)
+    facts["seconds"] = round(time.monotonic() - started, 3)
+    return facts
+
+
+def run_in_child(job, out_fd, err_fd, protocol):
+    """In the forked child: become the job's probe, then exit without running the parent's handlers."""
+    code = 0
+    try:
+        os.close(protocol)  # the job's output is its own; only the host speaks the protocol
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)  # nor may it read the host's jobs
+        os.dup2(out_fd, 1)
+        os.dup2(err_fd, 2)
+        sys.stdin = open(0, closefd=False)
+        sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)
+        sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)
+        sys.argv = ["-c", json.dumps(job.get("args") or {})]
+        namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+        exec(compile(SOURCES[job["probe"]], "<probe %s>" % job["probe"], "exec"), namespace)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
+class Running:
+    def __init__(self, job, pid, out_r, err_r, proc=None):
+        self.job = job
+        self.pid = pid
+        self.proc = proc
+        self.started = time.monotonic()
+        self.out_r = out_r
+        self.err_r = err_r
+        self.buffers = {out_r: bytearray(), err_r: bytearray()}
+        self.open_fds = {out_r, err_r}
+        self.timed_out = False
+
+
+class Host:
+    def __init__(self, protocol, forked):
+        self.protocol = protocol
+        self.forked = forked
+        self.selector = selectors.DefaultSelector()
+        self.queue = []
+        self.running = []
+        self.stdin_buffer = bytearray()
+        self.stdin_open = True
+        os.set_blocking(0, False)
+        self.selector.register(0, selectors.EVENT_READ, None)
+
+    def send(self, message):
+        data = (MARKER + json.dumps(message) + "\n").encode("utf-8")
+        while data:
+            data = data[os.write(self.protocol, data):]
+
+    def read_jobs(self):
+        while True:
+            try:
+                chunk = os.read(0, 65536)
+            except BlockingIOError:
+                break
+            except OSError:
+                chunk = b""
+            if not chunk:
+                self.stdin_open = False
+                self.selector.unregister(0)
+                break
+            self.stdin_buffer.extend(chunk)
+        while b"\n" in self.stdin_buffer:
+            line, _, rest = bytes(self.stdin_buffer).partition(b"\n")
+            self.stdin_buffer = bytearray(rest)
+            if line.strip():
+                self.accept(json.loads(line.decode("utf-8")))
+
+    def accept(self, job):
+        if "source" in job:
+            SOURCES[job["probe"]] = job.pop("source")
+        job["queued_at"] = time.monotonic()
+        self.queue.append(job)
+
+    def start(self, job):
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        proc = None
+        if self.forked:
+            pid = os.fork()
+            if pid == 0:
+                os.close(out_r)
+                os.close(err_r)
+                run_in_child(job, out_w, err_w, self.protocol)
+        else:
+            argv = [sys.executable, "-B", "-c", SOURCES[job["probe"]], json.dumps(job.get("args") or {})]
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out_w, stderr=err_w)
+            pid = proc.pid
+        os.close(out_w)
+        os.close(err_w)
+        running = Running(job, pid, out_r, err_r, proc)
+        for fd in (out_r, err_r):
+            os.set_blocking(fd, False)
+            self.selector.register(fd, selectors.EVENT_READ, running)
+        self.running.append(running)
+
+    def close_fd(self, fd, running):
+        self.selector.unregister(fd)
+        os.close(fd)
+        running.open_fds.discard(fd)
+
+    def drain(self, fd, running):
+        while fd in running.open_fds:
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                return
+            except OSError:
+                chunk = b""
+            if not chunk:
+                self.close_fd(fd, running)
+                return
+            running.buffers[fd].extend(chunk)
+
+    def reap(self):
+        now = time.monotonic()
+        for running in list(self.running):
+            timeout = float(running.job.get("timeout_s") or 60.0)
+            if now - running.started >= timeout and not running.timed_out:
+                running.timed_out = True
+                try:
+                    os.kill(running.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            try:
+                pid, status = os.waitpid(running.pid, os.WNOHANG)
+            except ChildProcessError:
+                pid, status = running.pid, 0
+            if not pid:
+                continue
+            if running.proc is not None:
+                running.proc.returncode = 0  # reaped here; stops Popen from waiting on it again
+            for fd in list(running.open_fds):  # a grandchild may keep the pipes open: take what is there
+                self.drain(fd, running)
+                if fd in running.open_fds:
+                    self.close_fd(fd, running)
+            self.running.remove(running)
+            self.send(self.outcome(running, status, now))
+
+    def outcome(self, running, status, now):
+        returncode = None
+        if os.WIFSIGNALED(status):
+            returncode = -os.WTERMSIG(status)
+        elif os.WIFEXITED(status):
+            returncode = os.WEXITSTATUS(status)
+        job = running.job
+        return {
+            "event": "done",
+            "name": job["name"],
+            "stdout": trim(running.buffers[running.out_r].decode("utf-8", "replace"), STDOUT_KEEP),
+            "stderr": trim(running.buffers[running.err_r].decode("utf-8", "replace"), STDERR_KEEP),
+            "returncode": returncode,
+            "timed_out": running.timed_out,
+            "duration_s": round(now - running.started, 3),
+            "queued_s": round(running.started - job["queued_at"], 3),
+        }
+
+    def serve(self):
+        while self.stdin_open or self.queue or self.running:
+            while self.queue and len(self.running) < PARALLEL:
+                self.start(self.queue.pop(0))
+            for key, _ in self.selector.select(timeout=0.02):
+                if key.data is None:
+                    self.read_jobs()
+                else:
+                    self.drain(key.fd, key.data)
+            self.reap()
+        self.send({"event": "bye"})
+
+
+def main():
+    # The protocol keeps the real stdout; whatever a preloaded module prints goes to stderr.
+    protocol = os.dup(1)
+    os.dup2(2, 1)
+    started = time.monotonic()
+    facts = {"event": "ready", "forked": hasattr(os, "fork"), "parallel": PARALLEL, "pid": os.getpid()}
+    facts["preload"] = [preload(name) for name in PRELOAD]
+    facts["preload_seconds"] = round(time.monotonic() - started, 3)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    host = Host(protocol, facts["forked"])
+    host.send(facts)
+    host.serve()
+
+
+main()
