@@ -216,18 +216,25 @@ def test_fingerprint_changes_when_a_stack_version_changes(doctor: Doctor, tmp_pa
 
 
 def _probe_processes(python: Path) -> list[int]:
-    """Running probes of the import kind in `python` (the try_import probe's source is on its command line)."""
-    found = []
+    """Running probes of the import kind in `python`: an interpreter started for one (the try_import
+    probe's source is on its command line), or a job forked by the run's target host (a child of the
+    host, whose source is on both command lines)."""
+    cmdlines: dict[int, str] = {}
+    parents: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
-        except OSError:
+            cmdlines[int(entry.name)] = (entry / "cmdline").read_bytes().decode(errors="replace")
+            status = (entry / "status").read_text()
+            parents[int(entry.name)] = int(status.split("PPid:", 1)[1].split()[0])
+        except (OSError, IndexError, ValueError):
             continue
-        if cmdline.startswith(str(python)) and "Performs one import exactly" in cmdline:
-            found.append(int(entry.name))
-    return found
+    ours = {pid for pid, cmd in cmdlines.items() if cmd.startswith(str(python))}
+    alone = [pid for pid in ours if "Performs one import exactly" in cmdlines[pid]]
+    hosts = {pid for pid in ours if "Probe host: runs inside the TARGET" in cmdlines[pid]}
+    forked = [pid for pid in hosts if parents.get(pid) in hosts]
+    return alone + forked
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])

@@ -326,12 +326,14 @@ class TargetHost:
         with self._lock:
             if self._state == "serving":
                 self._state = "ended" if self._ready.is_set() else "failed"
+            returncode = proc.returncode
+            why = f"killed by {_signal_name(returncode)}" if returncode is not None and returncode < 0 else (
+                f"exited with code {returncode}")
             if self._state == "failed":
-                returncode = proc.returncode
-                why = f"killed by {_signal_name(returncode)}" if returncode is not None and returncode < 0 else (
-                    f"exited with code {returncode}")
-                self._error = f"{why} before it was ready" if not self._ready.is_set() else why
+                self._error = f"{why} before it was ready"
                 self._fallback = f"the shared process gave no facts ({self._error}); each job ran in a process of its own"
+            elif self._state == "ended" and self._pending:
+                self._error = why
             pending, self._pending = list(self._pending.values()), {}
             state = self._state
         self._ready.set()
@@ -359,10 +361,15 @@ class TargetHost:
         _kill_group(self._proc)
 
     def _settle(self, job: ProbeJob, future: Future[ProbeOutcome], state: str) -> None:
-        """A job the host will not run: time it out with the host, or run it alone."""
+        """A job the host will not run: time it out with the host, fail it with the host (which was
+        ended while it served: the doctor being stopped, say), or run it alone (the host never served)."""
         if state == "preload-timed-out":
             future.set_result(ProbeOutcome(None, None, None, True, "", self.timeout_s,
                                            f"timed out after {self.timeout_s:g} s"))
+            return
+        if state == "ended":
+            future.set_result(ProbeOutcome(None, None, None, False, "", 0.0,
+                                           f"the shared target process ended ({self._error}) before this job did"))
             return
         self._alone.submit(lambda: future.set_result(
             run_probe(self.python, job.probe, job.args, timeout_s=self.timeout_s, cwd=self.cwd)))
