@@ -1,0 +1,83 @@
+"""The whole doctor on a GPU machine, cold and warm, against what any GPU program pays first.
+
+In one command, in this order:
+1. the doctor's first run on the machine (cold: nothing of torch, CUDA or Triton in the page cache);
+2. then, interleaved, `--runs` times each: the warm doctor, and a floor program that does what the
+   doctor's GPU layers cannot avoid: `import torch`, CUDA initialised on the GPU, and the first compile
+   and launch of a small Triton kernel;
+and prints every wall time, the medians, and the doctor's warm median over the floor's (goal: at most
+1.3) and the cold run against 7 s. The doctor's reports go to --out (the last warm one is kept).
+
+    python3 benchmarks/bench_gpu_run.py [--runs 5] [--out DIR] [-- doctor args...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+FLOOR = """
+import torch, triton, triton.language as tl
+torch.cuda.init()
+x = torch.ones(1024, device="cuda")
+
+@triton.jit
+def double(src, dst, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + offs, tl.load(src + offs, mask=offs < n) * 2, mask=offs < n)
+
+y = torch.empty_like(x)
+double[(1,)](x, y, x.numel(), BLOCK=1024)
+torch.cuda.synchronize()
+assert float(y.sum()) == 2048.0
+"""
+GOAL_WARM_RATIO = 1.3
+GOAL_COLD_S = 7.0
+
+
+def timed(argv: list[str], env: dict[str, str]) -> tuple[float, int]:
+    start = time.perf_counter()
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env)
+    return time.perf_counter() - start, proc.returncode
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--out", default=None)
+    parser.add_argument("doctor_args", nargs="*")
+    args = parser.parse_args()
+    out = Path(args.out or tempfile.mkdtemp())
+    out.mkdir(parents=True, exist_ok=True)
+    # Triton's cache would turn the floor's compile into a cache hit: give each floor run a fresh one, as
+    # the doctor's own kernel probe compiles in a fresh process too (its cache dir is the user's, warm
+    # after the first run, as the floor's is not; the comparison is the doctor's disadvantage).
+    env = dict(os.environ)
+    doctor = [sys.executable, "-m", "dflash_doctor", *args.doctor_args]
+    cold, code = timed([*doctor, "--json", str(out / "report-cold.json")], env)
+    print(f"cold doctor: {cold:.2f} s (exit {code})", flush=True)
+    warm: list[float] = []
+    floor: list[float] = []
+    for i in range(args.runs):
+        seconds, code = timed([*doctor, "--json", str(out / "report-warm.json")], env)
+        warm.append(seconds)
+        with tempfile.TemporaryDirectory() as cache:
+            seconds_floor, floor_code = timed([sys.executable, "-c", FLOOR], {**env, "TRITON_CACHE_DIR": cache})
+        floor.append(seconds_floor)
+        print(f"warm {i + 1}: doctor {warm[-1]:.2f} s (exit {code}), floor {seconds_floor:.2f} s (exit {floor_code})",
+              flush=True)
+    ratio = statistics.median(warm) / statistics.median(floor)
+    print(f"medians: doctor {statistics.median(warm):.2f} s, floor (import torch + CUDA init + first Triton "
+          f"compile) {statistics.median(floor):.2f} s, ratio {ratio:.2f} (goal <= {GOAL_WARM_RATIO}); "
+          f"cold {cold:.2f} s (goal < {GOAL_COLD_S:g} s)")
+    return 0 if ratio <= GOAL_WARM_RATIO and cold < GOAL_COLD_S else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
