@@ -55,17 +55,18 @@ def main() -> int:
     args = parser.parse_args()
     out = Path(args.out or tempfile.mkdtemp())
     out.mkdir(parents=True, exist_ok=True)
-    # Triton's cache would turn the floor's compile into a cache hit: give each floor run a fresh one, as
-    # the doctor's own kernel probe compiles in a fresh process too (its cache dir is the user's, warm
-    # after the first run, as the floor's is not; the comparison is the doctor's disadvantage).
+    # Triton's on-disk cache would turn a compile into a cache hit: every run, the doctor's and the floor's,
+    # gets a fresh one, so each pays the first compile of its kernel, as on a machine seen for the first time.
     env = dict(os.environ)
     doctor = [sys.executable, "-m", "dflash_doctor", *args.doctor_args]
-    cold, code = timed([*doctor, "--json", str(out / "report-cold.json")], env)
+    with tempfile.TemporaryDirectory() as cache:
+        cold, code = timed([*doctor, "--json", str(out / "report-cold.json")], {**env, "TRITON_CACHE_DIR": cache})
     print(f"cold doctor: {cold:.2f} s (exit {code})", flush=True)
     warm: list[float] = []
     floor: list[float] = []
     for i in range(args.runs):
-        seconds, code = timed([*doctor, "--json", str(out / "report-warm.json")], env)
+        with tempfile.TemporaryDirectory() as cache:
+            seconds, code = timed([*doctor, "--json", str(out / "report-warm.json")], {**env, "TRITON_CACHE_DIR": cache})
         warm.append(seconds)
         with tempfile.TemporaryDirectory() as cache:
             seconds_floor, floor_code = timed([sys.executable, "-c", FLOOR], {**env, "TRITON_CACHE_DIR": cache})
