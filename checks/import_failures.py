@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dflash_doctor.envfacts import Distributions
 from dflash_doctor.model import Remediation
 from dflash_doctor.remedy import Installer, flash_attn_source_build
+
+from .namespace_common import TOP, describe_namespace, explain_layout, namespace_portions
 
 __all__ = ["Cause", "classify", "exception_mro"]
 
@@ -26,6 +28,8 @@ class Cause:
     summary: str
     evidence: Mapping[str, Any] = field(default_factory=dict)
     remediation: tuple[Remediation, ...] = ()
+    follows: str = ""
+    """The finding this failure follows from (Finding.cause), "" when the exception is its own cause."""
 
 
 def exception_mro(result: Mapping[str, Any]) -> tuple[str, ...] | None:
@@ -46,7 +50,29 @@ def _message(result: Mapping[str, Any]) -> str:
 
 def classify(result: Mapping[str, Any], dists: Distributions, resolution: Mapping[str, Any],
              installer: Installer) -> Cause:
-    """Name why `result`'s import failed (the caller has checked that it did)."""
+    """Name why `result`'s import failed (the caller has checked that it did).
+
+    For a module of flash_attn, also say where flash_attn comes from when that is the cause (a namespace
+    package, a copy no distribution owns), and rank first the one line that removes it: uninstalling the
+    flash-attention distributions nothing requires, with what the uninstall leaves, so that vLLM's guard finds
+    no flash_attn at all.
+    """
+    cause = _classify(result, dists, resolution, installer)
+    if str(result.get("module")).split(".", 1)[0] != TOP:
+        return cause
+    layout = explain_layout(dists, resolution.get(TOP) or {}, installer)
+    if layout is None:
+        return cause
+    summary = cause.summary
+    if layout.summary and layout.summary not in summary:
+        summary = f"{layout.summary}: {summary}"
+    fixes = ((layout.fix,) if layout.fix else ()) + tuple(r for r in cause.remediation if r != layout.fix)
+    return replace(cause, summary=summary, remediation=fixes, follows=layout.cause,
+                   evidence={**cause.evidence, "flash_attn": layout.summary} if layout.summary else cause.evidence)
+
+
+def _classify(result: Mapping[str, Any], dists: Distributions, resolution: Mapping[str, Any],
+              installer: Installer) -> Cause:
     process = result.get("process") or {}
     module = str(result.get("module"))
     if process.get("timed_out"):
@@ -85,11 +111,12 @@ def classify(result: Mapping[str, Any], dists: Distributions, resolution: Mappin
         top = str(missing).split(".", 1)[0]
         resolved = resolution.get(top) or {}
         if top == "flash_attn" and resolved.get("namespace"):
+            portions = namespace_portions(resolved, dists)
             return Cause(
                 "import.namespace-package",
-                f"`{missing}` does not exist: flash_attn is a namespace package (flash-attn-4's flash_attn/cute "
-                "without flash-attn v2's flash_attn/__init__.py)",
-                {**evidence, "search_locations": resolved.get("search_locations")},
+                f"`{missing}` does not exist: flash_attn is a namespace package {describe_namespace(portions)}",
+                {**evidence, "search_locations": resolved.get("search_locations"),
+                 "portions": [{"path": p.path, "owners": [d.label() for d in p.owners]} for p in portions]},
             )
         if missing == "flash_attn_2_cuda":
             return Cause(

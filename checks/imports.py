@@ -68,6 +68,7 @@ class RotaryImportCheck:
             detail=consequence,
             evidence={**cause.evidence, "statement": statement},
             remediation=cause.remediation,
+            cause=cause.follows,
         )]
 
 
@@ -141,6 +142,7 @@ class ImportSurfaceCheck:
                         "(on CUDA, for a feature that uses the package)."),
                 evidence={**cause.evidence, "sites": [{k: s[k] for k in ("file", "line", "where", "guards")} for s in shown]},
                 remediation=cause.remediation,
+                cause=cause.follows,
             ))
         if not findings:
             findings.append(Finding(

@@ -58,6 +58,18 @@ CODES = (
          "find_spec('flash_attn') is not None, but flash_attn.ops does not exist. " + _BROKEN_FLASH_ATTN +
          " Fix: uninstall flash-attn-4 if nothing needs it, or install flash-attn v2 beside it and then reinstall "
          "flash-attn-4's own files on top."),
+    Code("namespace.leftover", "A flash_attn directory no distribution owns makes flash_attn a namespace package",
+         "A directory named flash_attn on sys.path without __init__.py is a namespace portion, whoever left it: "
+         "`pip uninstall flash-attn-4` leaves an empty site-packages/flash_attn/ (pip removes a directory whole "
+         "only when it lists a file directly in it) and __pycache__ bytecode other interpreters wrote; a source "
+         "checkout or a copy leaves one in the working directory or on PYTHONPATH. find_spec('flash_attn') then "
+         "is not None, yet flash_attn.ops does not exist. " + _BROKEN_FLASH_ATTN + " Fix: delete it when it holds "
+         "nothing but empty directories and __pycache__ bytecode (the remediation's find deletes only those), or "
+         "move it aside when it holds other files."),
+    Code("namespace.incomplete", "flash_attn is a namespace package of installed distributions without __init__.py",
+         "Every directory of the namespace flash_attn belongs to an installed distribution, but none of them "
+         "installs flash_attn/__init__.py (it was deleted, or another distribution's uninstall removed it). "
+         + _BROKEN_FLASH_ATTN + " Reinstall the distribution that provides flash_attn/__init__.py."),
     Code("namespace.cute-overlap", "flash-attn and flash-attn-4 both install flash_attn/cute/",
          "flash-attn 2.8.3 (and 2.8.3.post2) ship a stale copy of flash_attn/cute/ at 20 of the paths flash-attn-4 "
          "installs. The one installed last overwrote the other's files, and uninstalling either deletes files the "

@@ -373,6 +373,38 @@ def describe_distribution(location, dist_dir, is_egg):
 # ---------------------------------------------------------------- import resolution (no import)
 
 
+PORTION_FILES_LISTED = 20  # files named in the facts, per directory
+PORTION_ENTRIES_WALKED = 5000  # a namespace portion is walked this far, no further
+
+
+def portion_contents(path):
+    """What a directory without __init__.py holds, without opening a file or following a link.
+
+    Bytecode is `.pyc` inside `__pycache__` (PEP 3147: never imported without its source); every other
+    file is listed (sorted, capped), and counted. `complete` is False when the walk stopped early.
+    """
+    other, bytecode, other_count, dirs, walked = [], 0, 0, 0, 0
+    complete = True
+    for root, subdirs, names in os.walk(path, onerror=lambda _exc: None):
+        subdirs.sort()
+        dirs += len(subdirs)
+        in_cache = os.path.basename(root) == "__pycache__"
+        for child in sorted(names):
+            walked += 1
+            if in_cache and child.endswith(".pyc"):
+                bytecode += 1
+                continue
+            other_count += 1
+            if len(other) < PORTION_FILES_LISTED:
+                other.append(os.path.relpath(os.path.join(root, child), path))
+        walked += len(subdirs)
+        if walked > PORTION_ENTRIES_WALKED:
+            complete = False
+            break
+    return {"files": other, "file_count": other_count, "bytecode_count": bytecode, "dir_count": dirs,
+            "complete": complete}
+
+
 def portions(name):
     """Every sys.path entry that holds something importable as top-level `name`, in path order."""
     found = []
@@ -382,7 +414,8 @@ def portions(name):
         if os.path.isfile(os.path.join(pkg, "__init__.py")):
             found.append({"index": index, "entry": entry, "kind": "package", "path": pkg})
         elif os.path.isdir(pkg):
-            found.append({"index": index, "entry": entry, "kind": "namespace-portion", "path": pkg})
+            found.append({"index": index, "entry": entry, "kind": "namespace-portion", "path": pkg,
+                          "contents": portion_contents(pkg)})
         if os.path.isfile(pkg + ".py"):
             found.append({"index": index, "entry": entry, "kind": "module", "path": pkg + ".py"})
         try:
