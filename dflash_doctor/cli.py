@@ -285,9 +285,6 @@ def emit(run: DoctorRun, args: argparse.Namespace) -> int:
 
                 plain = args.no_color or plain_output(sys.stdout)
                 TerminalReporter(make_console(sys.stdout, plain), plain, args.verbose).render(report, run.results)
-                fingerprint = (report.get("fingerprint") or {}).get("id") or "not computed"
-                partial = " · PARTIAL report (the doctor did not finish)" if report.get("partial") else ""
-                sys.stdout.write(f"environment fingerprint: {fingerprint}{partial}\n")
             sys.stdout.flush()
         except BrokenPipeError:
             raise  # the reader went away: main() ends quietly
@@ -352,16 +349,18 @@ def cmd_judge(argv: Sequence[str]) -> int:
 def cmd_list(argv: Sequence[str]) -> int:
     argparse.ArgumentParser(prog="dflash-doctor list", description="List the checks.").parse_args(argv)
     from dflash_doctor.registry import load_checks
+    from dflash_doctor.reporters.plain import plain_output, to_ascii
 
     loaded, errors = load_checks()
+    write = (lambda text: sys.stdout.write(to_ascii(text))) if plain_output(sys.stdout) else sys.stdout.write
     width = max((len(lc.check.id) for lc in loaded), default=10)
     for lc in loaded:
         check = lc.check
         gpu = " (GPU)" if getattr(check, "requires_gpu", False) else ""
         origin = "" if lc.origin == "builtin" else f"  [plugin: {lc.origin}]"
-        sys.stdout.write(f"{check.id:<{width}}  {check.layer:<8}  {check.title}{gpu}{origin}\n")
+        write(f"{check.id:<{width}}  {check.layer:<8}  {check.title}{gpu}{origin}\n")
     for error in errors:
-        sys.stdout.write(f"{error.name:<{width}}  (failed to load from {error.origin}: {error.reason})\n")
+        write(f"{error.name:<{width}}  (failed to load from {error.origin}: {error.reason})\n")
     return 0
 
 
