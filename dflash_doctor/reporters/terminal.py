@@ -109,7 +109,7 @@ class TerminalReporter:
         else:
             causes = view.causes_elsewhere
             count = sum(1 for f, _ in view.followers if is_problem(f.status))
-            line.append(f"{self.dash}{count} finding{'s' if count != 1 else ''} follow from "
+            line.append(f"{self.dash}{count} finding{'s follow' if count != 1 else ' follows'} from "
                         + ", ".join(f"{c.finding.id} ({c.check.title})" for c in causes) + ", shown there")
         if self.verbose:
             line.append(f"  ({result.duration_s:.2f} s)", style="dim")
