@@ -2,7 +2,9 @@
 module commands `serve`, `baseline`, `merge`, `fleet` (dflash_doctor/commands/).
 
 Exit codes: 0 no fail and no error; 1 any fail or error (with --strict, any warn too; a partial report
-is an error); 2 the command line or an input file was wrong (argparse's own convention), nothing judged.
+is an error: SIGTERM or SIGINT once stops the run and writes the partial report, with one line on stderr);
+2 the command line or an input file was wrong (argparse's own convention), nothing judged; 128 + the
+signal's number (143, 130) when a second SIGTERM/SIGINT ends the doctor before it wrote the report.
 
 Every output (terminal, --json, --junit, --markdown, --format github) is made from one redacted report.
 `run_doctor(args)` is the run itself, for commands that embed it (serve, fleet, baseline save).
@@ -183,17 +185,13 @@ def parse_run_args(argv: Sequence[str], parser: argparse.ArgumentParser | None =
     return args
 
 
-def load_selected(only: list[str], skip: list[str], err: Any) -> tuple[list[Check], list[Finding]]:
-    from dflash_doctor.registry import load_checks
+def load_selected(only: list[str], skip: list[str], err: Any,
+                  timeout_s: float | None = None) -> tuple[list[Check], list[Finding]]:
+    from dflash_doctor.registry import LOAD_TIMEOUT_S, load_checks
     from dflash_doctor.runner import select
 
-    loaded, errors = load_checks()
-    problems = [
-        Finding(id="doctor.plugin-failed", status=Status.ERROR,
-                title=f"check plugin {e.name!r} from {e.origin} could not be loaded: {e.reason}",
-                evidence={"plugin": e.name, "origin": e.origin})
-        for e in errors
-    ]
+    loaded, errors = load_checks(timeout_s=LOAD_TIMEOUT_S if timeout_s is None else timeout_s)
+    problems = [e.finding() for e in errors]
     checks = [lc.check for lc in loaded]
     known = {c.id for c in checks} | {c.layer for c in checks}
     unknown = [name for name in only + skip if name not in known]
@@ -284,7 +282,7 @@ def run_doctor(args: argparse.Namespace, *, options: Mapping[str, Any] | None = 
     started = time.monotonic()
     _verify_interpreter(args)
     expected = _load_baseline(args.baseline)
-    checks, problems = load_selected(_split(args.only), _split(args.skip), sys.stderr)
+    checks, problems = load_selected(_split(args.only), _split(args.skip), sys.stderr, args.timeout)
     ctx = Context(
         python=args.python,
         cwd=os.getcwd(),
@@ -361,9 +359,6 @@ def emit(run: DoctorRun, args: argparse.Namespace) -> int:
 
                 plain = args.no_color or plain_output(sys.stdout)
                 TerminalReporter(make_console(sys.stdout, plain), plain, args.verbose).render(report, run.results)
-                fingerprint = (report.get("fingerprint") or {}).get("id") or "not computed"
-                partial = " · PARTIAL report (the doctor did not finish)" if report.get("partial") else ""
-                sys.stdout.write(f"environment fingerprint: {fingerprint}{partial}\n")
             sys.stdout.flush()
         except BrokenPipeError:
             raise  # the reader went away: main() ends quietly
@@ -384,8 +379,11 @@ def cmd_run(argv: Sequence[str]) -> int:
         run = run_doctor(args, handle_signals=True)
     except UsageError as exc:
         return _usage_error(exc)
+    stop = next((f for r in run.results if r.id == "doctor" for f in r.findings if f.id == "doctor.interrupted"), None)
     code = emit(run, args)
-    if run.lingering:  # a collector ignored the stop; the report is written, do not wait for it
+    if stop is not None:
+        sys.stderr.write(f"dflash-doctor: {stop.title} (exit {code})\n")
+    if run.lingering:  # a collector or a plugin ignored the stop or its timeout; do not wait for it
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
@@ -434,16 +432,19 @@ def cmd_judge(argv: Sequence[str]) -> int:
 def cmd_list(argv: Sequence[str]) -> int:
     argparse.ArgumentParser(prog="dflash-doctor list", description="List the checks.").parse_args(argv)
     from dflash_doctor.registry import load_checks
+    from dflash_doctor.reporters.plain import plain_output, to_ascii
 
     loaded, errors = load_checks()
+    write = (lambda text: sys.stdout.write(to_ascii(text))) if plain_output(sys.stdout) else sys.stdout.write
     width = max((len(lc.check.id) for lc in loaded), default=10)
     for lc in loaded:
         check = lc.check
         gpu = " (GPU)" if getattr(check, "requires_gpu", False) else ""
         origin = "" if lc.origin == "builtin" else f"  [plugin: {lc.origin}]"
-        sys.stdout.write(f"{check.id:<{width}}  {check.layer:<8}  {check.title}{gpu}{origin}\n")
+        write(f"{check.id:<{width}}  {check.layer:<8}  {check.title}{gpu}{origin}\n")
     for error in errors:
-        sys.stdout.write(f"{error.name:<{width}}  (failed to load from {error.origin}: {error.reason})\n")
+        state = "invalid" if error.invalid else "failed to load"
+        write(f"{error.name:<{width}}  ({state}, {error.entry_point or '?'} from {error.origin}: {error.reason})\n")
     return 0
 
 
