@@ -47,6 +47,7 @@ from .model_common import (
     installer_for,
     text_config,
 )
+from .serve_common import with_spec
 
 __all__ = ["DrafterCheck", "expected_drafter_tensors"]
 
@@ -607,7 +608,8 @@ class _Drafter:
                             "drafter drafts past the block it was trained on",
                             detail=f"{SPEC_BLOCK.value}. {SPEC_BLOCK.note}",
                             evidence={"block_size": block, "num_speculative_tokens": k},
-                            remediation=(Remediation(f"--speculative-config '{{..., \"num_speculative_tokens\": {block - 1}}}'",
+                            remediation=(Remediation(with_spec(list((self.serve or {}).get("argv") or []),
+                                                               {**spec, "num_speculative_tokens": block - 1}),
                                                      "one anchor plus block_size - 1 masks fill the trained block"),))]
         self.ok.append(f"block_size {block}" + (f" (k={k})" if _is_int(k) else f" (serve with k={block - 1})"))
         return []

@@ -220,3 +220,19 @@ def test_the_token_budget_rule_is_explained_once_for_two_gpu_tiers(doctor: Docto
               and x["evidence"].get("rule") == "0.20-0.24"]
     assert [x["status"] for x in rule_a] == ["warn", "fail"]
     assert [bool(x["detail"]) for x in rule_a] == [False, True]  # on the finding a user acts on
+
+
+def test_the_drafter_checks_fixes_are_whole_commands_too(tmp_path: Path) -> None:
+    from test_models_check import gpu_fixture
+
+    target = toy.write_toy_target(tmp_path / "target")
+    drafter = toy.write_toy_drafter(tmp_path / "drafter")
+    argv = ["vllm", "serve", str(target), "--speculative-config", spec_json(drafter, num_speculative_tokens=16)]
+    fix = found(run_checks(tmp_path, argv=argv), "drafter.block-size").remediation[0].command
+    assert fix.startswith(f"vllm serve {target} --speculative-config ")
+    assert parse_serve_command(shlex.split(fix))["speculative_config"]["value"]["num_speculative_tokens"] == 15
+    argv = ["vllm", "serve", str(target), "--attention-backend", "TRITON_ATTN", "--speculative-config",
+            spec_json(drafter)]
+    results = run_checks(tmp_path, argv=argv, vllm="0.20.1", gpu=gpu_fixture("h200-facts.json"))
+    fix = found(results, "attention.selected-invalid").remediation[0].command
+    assert fix.startswith(f"vllm serve {target} ") and fix.endswith(" --attention-backend FLASH_ATTN")
