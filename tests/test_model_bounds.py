@@ -95,7 +95,7 @@ def test_a_drafter_config_with_10_to_the_12_layers_is_one_finding_not_a_loop(doc
                                     omit_config_keys=["layer_types"])
     before = children_max_rss_mib()
     started = time.monotonic()
-    report, proc = report_of(doctor, "--no-gpu", "--gpus", "1", "--gpu-memory", "80", "--only", "models,serve",
+    report, _ = report_of(doctor, "--no-gpu", "--gpus", "1", "--gpu-memory", "80", "--only", "models,serve",
                                 argv=command(target, drafter))
     elapsed = time.monotonic() - started
     assert elapsed < 30 and max(before, children_max_rss_mib()) < 1024
