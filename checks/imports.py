@@ -173,6 +173,9 @@ class ExtensionsCheck:
         findings = []
         loaded = []
         for result in items:
+            if result.get("refused"):
+                findings.append(_refused(result))
+                continue
             if result.get("ok"):
                 loaded.append(result["module"])
                 continue
@@ -181,11 +184,49 @@ class ExtensionsCheck:
                 id=cause.code,
                 status=Status.FAIL,
                 title=f"{result['distribution']}: extension {result['module']} does not load: {cause.summary}",
-                evidence={**cause.evidence, "path": result.get("path")},
+                evidence={**cause.evidence, "path": result.get("path"), "found_by": result.get("found_by", "record")},
                 remediation=cause.remediation,
             ))
+        untracked = [r for r in items if r.get("found_by") == "import-system" and not r.get("refused")]
+        if untracked:
+            findings.append(_untracked(untracked))
         if loaded:
             findings.insert(0, Finding(id="extensions.ok", status=Status.PASS,
                                        title=f"{len(loaded)} compiled extension(s) load: {', '.join(sorted(loaded)[:6])}"
                                        + (" ..." if len(loaded) > 6 else "")))
         return findings
+
+
+def _refused(result: Mapping[str, Any]) -> Finding:
+    how = ("found by the import system, not in any RECORD" if result.get("found_by") == "import-system"
+           else "listed in RECORD")
+    return Finding(
+        id="extensions.not-loaded",
+        status=Status.FAIL,
+        title=f"{result.get('distribution')}: extension {result['module']} ({how}) was not loaded: {result['refused']}",
+        detail="Only regular files inside the environment are loaded: a FIFO blocks whoever opens it, a device "
+        "or a path outside the environment is no extension of this stack. `import` of this module meets the "
+        "same file.",
+        evidence={"module": result["module"], "path": result.get("path"), "found_by": result.get("found_by"),
+                  "why": result["refused"]},
+    )
+
+
+def _untracked(results: list[Mapping[str, Any]]) -> Finding:
+    names = ", ".join(f"{r['module']} ({r.get('path')})" for r in results[:4]) + (" ..." if len(results) > 4 else "")
+    shadowing = [r for r in results if r.get("shadows")]
+    detail = ("`import` loads these files, but no installed RECORD lists them: a `pip install -e` or `setup.py "
+              "develop` build, or a build copied in by hand. No installer verifies, upgrades or removes them with "
+              "their distribution. They were judged like the stack's other extensions: loaded here, and read for "
+              "their GPU architectures and the torch symbols they need (arch-coverage).")
+    if shadowing:
+        detail += " " + "; ".join(f"{r['module']} shadows {r['shadows'].get('path')}, which "
+                                  f"{r['shadows'].get('distribution')}'s RECORD lists" for r in shadowing[:3]) + "."
+    return Finding(
+        id="extensions.untracked",
+        status=Status.WARN,
+        title=f"{len(results)} compiled extension(s) found by the import system, not in any RECORD: {names}",
+        detail=detail,
+        evidence={"extensions": [{k: r.get(k) for k in ("module", "path", "distribution", "finder", "shadows", "ok")}
+                                 for r in results]},
+    )

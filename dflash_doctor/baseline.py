@@ -36,6 +36,7 @@ from dflash_doctor.fingerprint import of_sections
 from dflash_doctor.jsondoc import load_document
 from dflash_doctor.model import CheckResult, Finding, Remediation, Status, worst
 from dflash_doctor.remedy import Installer, quote
+from dflash_doctor.safefile import UnsafeFile, environment_roots, open_regular, read_regular
 
 __all__ = ["SCHEMA", "BaselineError", "compare", "current_state", "default_driver_range", "judge", "load", "save"]
 
@@ -44,6 +45,7 @@ OWN = "dflash-doctor"  # the doctor itself is not part of the environment it jud
 DIFF_LINES = 30
 _SKIP_SUFFIXES = (".pyc",)
 _SIGNATURES = ("RECORD", "RECORD.jws", "RECORD.p7s")
+MAX_RECORD_BYTES = 64 << 20
 
 
 class BaselineError(Exception):
@@ -53,20 +55,26 @@ class BaselineError(Exception):
 # ------------------------------------------------------------------------------------------ collecting
 
 
-def _sha256(path: str) -> str | None:
+def _sha256(path: str, roots: list[str] | None) -> str | None:
+    """"sha256=..." of a regular file inside the environment; None when it is missing; "not hashed: ..." for
+    a file that is not opened (a FIFO, a device, a path that resolves outside the environment)."""
     digest = hashlib.sha256()
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path, roots) as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
+    except UnsafeFile as exc:
+        return f"not hashed: {exc.reason}"
     except OSError:
         return None
     return "sha256=" + base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
 
 
-def _record_paths(dist_info: str) -> list[str] | None:
+def _record_paths(dist_info: str, roots: list[str] | None) -> list[str] | None:
     try:
-        text = Path(dist_info, "RECORD").read_text(encoding="utf-8")
+        text = read_regular(os.path.join(dist_info, "RECORD"), MAX_RECORD_BYTES + 1, roots).decode("utf-8")
+        if len(text) > MAX_RECORD_BYTES:
+            return None
         rows = list(csv.reader(io.StringIO(text)))
     except (OSError, UnicodeDecodeError, csv.Error):
         return None
@@ -82,22 +90,25 @@ def _record_paths(dist_info: str) -> list[str] | None:
     return paths
 
 
-def hash_files(dists: Iterable[Mapping[str, Any]], workers: int | None = None) -> dict[str, dict[str, str | None] | None]:
-    """{canonical name: {RECORD path: "sha256=..." or None (missing)}} for each distribution; None where
-    the distribution has no readable RECORD. Hashing runs on threads (hashlib releases the GIL)."""
+def hash_files(dists: Iterable[Mapping[str, Any]], workers: int | None = None,
+               roots: list[str] | None = None) -> dict[str, dict[str, str | None] | None]:
+    """{canonical name: {RECORD path: "sha256=...", None (missing) or "not hashed: why"}} for each
+    distribution; None where the distribution has no readable RECORD. Hashing runs on threads (hashlib
+    releases the GIL). `roots`: the environment's directories (target.environment_roots); only regular files
+    that resolve inside them are read, never anything under /dev, /proc or /sys."""
     jobs: list[tuple[str, str, str]] = []
     out: dict[str, dict[str, str | None] | None] = {}
     for dist in dists:
         name = canonical(str(dist.get("name")))
-        paths = _record_paths(str(dist.get("dist_info"))) if dist.get("dist_info") else None
+        paths = _record_paths(str(dist.get("dist_info")), roots) if dist.get("dist_info") else None
         if paths is None:
             out[name] = None
             continue
         out[name] = {}
         location = str(dist.get("location"))
-        jobs += [(name, rel, os.path.normpath(os.path.join(location, rel))) for rel in paths]
+        jobs += [(name, rel, os.path.join(location, rel)) for rel in paths]
     with ThreadPoolExecutor(max_workers=workers or min(8, (os.cpu_count() or 2) * 2)) as pool:
-        for (name, rel, _), value in zip(jobs, pool.map(lambda job: _sha256(job[2]), jobs)):
+        for (name, rel, _), value in zip(jobs, pool.map(lambda job: _sha256(job[2], roots), jobs)):
             files = out[name]
             assert files is not None
             files[rel] = value
@@ -131,7 +142,9 @@ def current_state(sections: Mapping[str, Any], *, hash_names: Iterable[str] | No
             if isinstance(item, Mapping) and item.get("name"):
                 first.setdefault(canonical(str(item["name"])), item)
         first.pop(OWN, None)
-        hashed = hash_files([d for n, d in first.items() if n in wanted]) if wanted else {}
+        target = envsummary.section(sections, "target")
+        roots = environment_roots(target if isinstance(target, Mapping) else None)
+        hashed = hash_files([d for n, d in first.items() if n in wanted], roots=roots) if wanted else {}
         distributions = {}
         for name, item in sorted(first.items()):
             version = item.get("version")

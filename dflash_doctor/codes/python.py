@@ -42,6 +42,17 @@ CODES = (
          "Files listed in the distribution's RECORD are missing, or their size (or, with --verify-hashes, their "
          "sha256) differs: another distribution installed the same paths, or they were edited by hand. Reinstall "
          "the distribution with --no-deps to put its own files back."),
+    Code("dist.record-escapes", "A RECORD line points outside the environment",
+         "A line of the distribution's RECORD resolves outside the environment's directories (site-packages, the "
+         "scripts, headers and data directories of its install scheme, the sys.path entries): `..` out of them, an "
+         "absolute path, a symlink out, or /dev, /proc, /sys. No installer writes such a line. The doctor never "
+         "opens, hashes or loads that file (a `flash_attn/../../../../tmp/x/evil.so` line would otherwise have "
+         "its constructor run by the extension probe), and an uninstall would delete it. Reinstall the "
+         "distribution from a source you trust."),
+    Code("dist.file-not-regular", "A file RECORD lists is a FIFO, a device or a socket",
+         "A file of a stack distribution is not a regular file on disk: a FIFO blocks whoever opens it (an import "
+         "hangs), a device such as /dev/zero never ends. The doctor does not open it. Reinstall the distribution "
+         "to put its own files back."),
     # the flash_attn namespace
     Code("namespace.absent", "flash_attn is not installed",
          "No flash_attn on the target's sys.path. vLLM then uses its bundled flash-attention "
@@ -125,6 +136,18 @@ CODES = (
          "this stops `vllm serve`; elsewhere it raises when that feature is used."),
     Code("extensions.none", "No compiled extensions to load",
          "The stack has no compiled extension modules besides torch's own."),
+    Code("extensions.not-loaded", "An extension file was not loaded: not a regular file, or outside the environment",
+         "The stack's extension module resolves to a FIFO, a device, a socket, or a path outside the environment "
+         "(/dev, /proc, /sys, or out of the site directories for a RECORD line). Loading it would block or run code "
+         "from elsewhere, so the doctor does not; `import` of the module meets the same file. Reinstall the "
+         "distribution, or remove what the import system finds."),
+    Code("extensions.untracked", "An extension the import system finds that no RECORD lists",
+         "`import flash_attn_2_cuda` (or vllm._C, ...) loads whatever the import system finds first: a source "
+         "build, `pip install -e`, `setup.py develop`, a build copied in by hand. The doctor resolves each of the "
+         "stack's extension modules without importing it (each package level's search path, no __init__ run) and "
+         "judges the files no RECORD lists like the others: loaded in the target, read for GPU architectures and "
+         "torch symbols. No installer verifies, upgrades or removes these files; when one shadows the file a "
+         "RECORD lists, the RECORD's file is not the one that runs."),
     Code("extensions.ok", "Compiled extensions load",
          "Each compiled extension module of the stack loaded in its own subprocess, after torch."),
 )

@@ -7,6 +7,8 @@ import importlib
 import importlib.machinery
 import importlib.util
 import json
+import os
+import stat
 import sys
 import time
 import traceback
@@ -32,6 +34,23 @@ def describe(exc):
         "chain": chain,
         "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])[-4000:],
     }
+
+
+def refuse_file(path, roots):
+    """Why an extension file must not be loaded (its constructors would run), or None. The doctor checks
+    before it asks; this is the last check, in the process that would load it."""
+    real = os.path.realpath(path)
+    if any(real == r or real.startswith(r + "/") for r in ("/dev", "/proc", "/sys")):
+        return f"{path} resolves to {real}"
+    if roots is not None and not any(real == r or real.startswith(r.rstrip("/") + "/") for r in roots):
+        return f"{path} resolves to {real}, outside the environment"
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None  # the loader's own error says it best
+    if not stat.S_ISREG(mode):
+        return f"{path} is not a regular file"
+    return None
 
 
 def module_files(prefixes):
@@ -71,6 +90,9 @@ def main():
     started = time.monotonic()
     try:
         if ARGS.get("file"):
+            refused = refuse_file(ARGS["file"], ARGS.get("roots"))
+            if refused:
+                raise ImportError("not loaded: " + refused)
             # Load an extension file directly, without running its parent packages' __init__.
             loader = importlib.machinery.ExtensionFileLoader(module, ARGS["file"])
             spec = importlib.util.spec_from_file_location(module, ARGS["file"], loader=loader)
