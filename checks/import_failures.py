@@ -11,11 +11,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dflash_doctor.envfacts import Distributions
-from dflash_doctor.model import Remediation
+from dflash_doctor.envfacts import Distributions, canonical
+from dflash_doctor.knowledge.cuda import is_driver_library
+from dflash_doctor.knowledge.stack import is_torch_library
+from dflash_doctor.model import Remediation, Status
 from dflash_doctor.remedy import Installer, flash_attn_source_build
 
-__all__ = ["Cause", "classify", "exception_mro"]
+__all__ = ["Cause", "classify", "exception_mro", "literal_exception"]
 
 SIGNAL_MRO = ("<signal>",)
 
@@ -26,6 +28,22 @@ class Cause:
     summary: str
     evidence: Mapping[str, Any] = field(default_factory=dict)
     remediation: tuple[Remediation, ...] = ()
+    detail: str = ""
+    """Why, in a sentence or two, where the summary cannot say it all."""
+    status: Status | None = None
+    """A status the circumstances settle whatever guards the import (skip: it cannot be tried here); None: the
+    check judges the consequence."""
+    follows: str = ""
+    """The id of another finding of the same report this one follows from (Finding.cause)."""
+
+
+def literal_exception(result: Mapping[str, Any]) -> str:
+    """The words the user will see: the exception as Python prints its last line, or how the process ended."""
+    exception = result.get("exception")
+    if exception:
+        return f"{exception.get('type')}: {exception.get('message')}"
+    process = result.get("process") or {}
+    return str(process.get("error") or process.get("signal") or "")
 
 
 def exception_mro(result: Mapping[str, Any]) -> tuple[str, ...] | None:
@@ -45,8 +63,12 @@ def _message(result: Mapping[str, Any]) -> str:
 
 
 def classify(result: Mapping[str, Any], dists: Distributions, resolution: Mapping[str, Any],
-             installer: Installer) -> Cause:
-    """Name why `result`'s import failed (the caller has checked that it did)."""
+             installer: Installer, *, gpu: Mapping[str, Any] | None = None,
+             marker_env: Mapping[str, str] | None = None) -> Cause:
+    """Name why `result`'s import failed (the caller has checked that it did).
+
+    `gpu` is the NVML section (`{"skipped": "--no-gpu"}` under --no-gpu), which says whether a missing driver
+    library is expected here; `marker_env` the target's marker environment, for its unmet requirements."""
     process = result.get("process") or {}
     module = str(result.get("module"))
     if process.get("timed_out"):
@@ -74,6 +96,11 @@ def classify(result: Mapping[str, Any], dists: Distributions, resolution: Mappin
             (Remediation("ldd --version | head -1", "see the host's glibc: the wheel was built on a newer system"),),
         )
     if library := re.search(r"(lib[\w.+-]+\.so[\w.]*): cannot open shared object file", message):
+        name = library.group(1)
+        if is_driver_library(name):
+            return _driver_library(name, module, gpu, {**evidence, "library": name})
+        if is_torch_library(name) and dists.get("torch") is None:
+            return _torch_absent(name, module, dists, installer, marker_env, {**evidence, "library": name})
         return Cause(
             "import.library-not-found",
             f"`import {module}` cannot load {library.group(1)}",
@@ -109,6 +136,77 @@ def classify(result: Mapping[str, Any], dists: Distributions, resolution: Mappin
                 (Remediation(installer.install(top), f"install {top}"),) if top in ("torch", "triton", "einops") else (),
             )
     return Cause("import.failed", f"`import {module}` raised {kind}: {exception.get('message')}", evidence)
+
+
+def _driver_library(name: str, module: str, gpu: Mapping[str, Any] | None, evidence: Mapping[str, Any]) -> Cause:
+    """A library of the NVIDIA driver (libcuda.so.1, libnvidia-ml.so.1): not the image's to ship."""
+    provided = (f"{name} comes with the NVIDIA driver: on a GPU host it is installed with the driver, and in a "
+                "container the NVIDIA container runtime mounts it (NVIDIA_DRIVER_CAPABILITIES compute,utility) "
+                "when the container starts with GPUs. An image must not ship it.")
+    if gpu is not None and gpu.get("skipped"):
+        return Cause(
+            "import.needs-driver",
+            f"`import {module}` needs {name}, the NVIDIA driver's library, which a machine without GPUs lacks "
+            "(--no-gpu): not loaded here",
+            {**evidence, "driver_library": True},
+            detail=provided + " So it cannot be loaded on this machine; run the doctor where the GPUs are to load it.",
+            status=Status.SKIP,
+        )
+    cause = None
+    if gpu is not None:
+        from .gpu import no_driver_finding  # the finding the gpu check gives for the same facts
+
+        cause = no_driver_finding(gpu)
+    if cause is not None:
+        return Cause(
+            "import.driver-library-missing",
+            f"`import {module}` cannot load {name}: there is no NVIDIA driver here ({cause.id})",
+            {**evidence, "driver_library": True},
+            detail=provided + " Without a driver, nothing that needs it loads; on a machine without GPUs (a CI "
+            "image build), run with --no-gpu.",
+            follows=cause.id,
+        )
+    driver = f" ({gpu.get('driver_version')})" if gpu and gpu.get("driver_version") else ""
+    return Cause(
+        "import.driver-library-missing",
+        f"`import {module}` cannot load {name}, the NVIDIA driver's library"
+        + (f", although the driver{driver} answers" if gpu else ""),
+        {**evidence, "driver_library": True},
+        (Remediation(f"ldconfig -p | grep {name.split('.so')[0]}", "see whether the dynamic loader knows the "
+                     "driver's library; after installing a driver on a host, `sudo ldconfig` registers it"),),
+        detail=provided + (" The driver answers here, but the target's dynamic loader does not find "
+                           f"{name}: in a container, the runtime mounts it only with the `compute` capability."
+                           if gpu else ""),
+    )
+
+
+def _torch_absent(name: str, module: str, dists: Distributions, installer: Installer,
+                  marker_env: Mapping[str, str] | None, evidence: Mapping[str, Any]) -> Cause:
+    """A torch library (libc10.so, libtorch_cuda.so) the extension links, and torch is not installed: the fix is
+    torch, not the loader's search path."""
+    from .distributions import unmet_requirements
+
+    wanted = [(dist, requirement) for dist, requirement, found in unmet_requirements(dists, marker_env or {})
+              if found is None and canonical(requirement.name) == "torch"]
+    if wanted:
+        dist, requirement = wanted[0]
+        spec = f"{requirement.name}{requirement.specifier}"
+        return Cause(
+            "import.dependency-missing",
+            f"`import {module}` needs {name}, which torch installs, and torch is not installed "
+            f"({dist.label()} requires {spec})",
+            {**evidence, "missing": "torch", "requirement": str(requirement), "requirer": dist.name},
+            (Remediation(installer.install(spec), f"install the torch that {dist.label()} requires"),),
+            detail=f"Extensions built against torch find {name} because `import torch` loaded it first.",
+            follows="dist.requirement-missing",
+        )
+    return Cause(
+        "import.dependency-missing",
+        f"`import {module}` needs {name}, which torch installs, and torch is not installed",
+        {**evidence, "missing": "torch"},
+        (Remediation(installer.install("torch"), "install torch (the version this extension was built against)"),),
+        detail=f"Extensions built against torch find {name} because `import torch` loaded it first.",
+    )
 
 
 def _undefined_symbol(symbol: str, result: Mapping[str, Any], dists: Distributions, installer: Installer,

@@ -48,11 +48,19 @@ def collect_extensions(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, An
     """Load each compiled extension module of the stack on its own, after torch (whose libraries they link)."""
     dists = Distributions(earlier.get("distributions") or {})
     jobs: list[tuple[str, str, str]] = []
+    other_python: list[dict[str, Any]] = []
     for dist in dists:
         for ext in dist.facts.get("extensions") or []:
             if dist.canonical == "torch":
                 continue  # `import torch` itself is the preload; its own extensions load with it
-            jobs.append((dist.name, ext["module"], f"{dist.location}/{ext['path']}"))
+            path = f"{dist.location}/{ext['path']}"
+            if ext.get("abi_tag"):
+                # Named for another interpreter's ABI: this one's import system never looks at the file, so
+                # loading it by hand would test something no import does.
+                other_python.append({"module": ext["module"], "distribution": dist.name, "path": path,
+                                     "abi_tag": ext["abi_tag"], "ok": False, "loaded": False})
+                continue
+            jobs.append((dist.name, ext["module"], path))
     has_torch = dists.get("torch") is not None
 
     def load(job: tuple[str, str, str]) -> dict[str, Any]:
@@ -64,4 +72,4 @@ def collect_extensions(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, An
 
     with ThreadPoolExecutor(max_workers=PARALLEL_IMPORTS) as pool:
         results = list(pool.map(load, jobs))
-    return {"extensions": {"torch_installed": has_torch, "items": results}}
+    return {"extensions": {"torch_installed": has_torch, "items": results + other_python}}
