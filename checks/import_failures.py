@@ -98,7 +98,23 @@ def classify(result: Mapping[str, Any], dists: Distributions, resolution: Mappin
     if library := re.search(r"(lib[\w.+-]+\.so[\w.]*): cannot open shared object file", message):
         name = library.group(1)
         if is_driver_library(name):
-            return _driver_library(name, module, gpu, {**evidence, "library": name})
+            # The loader stops at the first library it cannot find: one the image must ship may be missing too.
+            unfound = [str(lib.get("name")) for lib in result.get("libraries") or []
+                       if not lib.get("found") and not is_driver_library(str(lib.get("name")))]
+            if not unfound:
+                return _driver_library(name, module, gpu, {**evidence, "library": name})
+            return Cause(
+                "import.library-not-found",
+                f"`import {module}` cannot load {unfound[0]}"
+                + (f" (nor {', '.join(unfound[1:])})" if unfound[1:] else "")
+                + f"; the loader stopped earlier at {name}, the NVIDIA driver's library",
+                {**evidence, "library": unfound[0], "also_missing": unfound[1:], "driver_library_missing": name,
+                 "libraries": result.get("libraries")},
+                (Remediation(f"ldconfig -p | grep {unfound[0].split('.so')[0]}",
+                             "see whether the dynamic loader knows the library at all"),),
+                detail=f"{name} comes with the NVIDIA driver (provided at run time), but {unfound[0]} is not the "
+                "driver's: the image must ship it.",
+            )
         if is_torch_library(name) and dists.get("torch") is None:
             return _torch_absent(name, module, dists, installer, marker_env, {**evidence, "library": name})
         return Cause(

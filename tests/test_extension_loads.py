@@ -81,7 +81,7 @@ def extension(build: Path, name: str, needs: dict[str, str], file_name: str | No
     output = build / (file_name or f"{name}{EXT_SUFFIX}")
     subprocess.run(["cc", "-shared", "-fPIC", f"-I{sysconfig.get_paths()['include']}", "-o", str(output), str(source),
                     f"-L{stubs}", *(f"-l:{soname}" for soname in needs)], check=True)
-    needed = subprocess.run(["readelf", "-d", str(output)], capture_output=True, text=True).stdout \
+    needed = subprocess.run(["readelf", "-d", str(output)], capture_output=True, text=True, check=True).stdout \
         if shutil.which("readelf") else ""
     assert not needed or all(f"[{soname}]" in needed for soname in needs), needed
     return output.read_bytes()
@@ -137,6 +137,24 @@ def test_an_extension_needing_libcuda_does_not_fail_the_ci_gate_under_no_gpu_but
     assert first_detail_line(missing) == ("ImportError: libnvrtc.so.13: cannot open shared object file: "
                                           "No such file or directory")
     assert finding(report, "import.needs-driver")["status"] == "skip"
+    assert proc.returncode == 1
+
+
+@pytest.mark.skipif(_driver_present(), reason="this machine has libcuda.so.1: a GPU-less builder cannot be shown")
+def test_a_missing_image_library_after_libcuda_in_load_order_still_fails_under_no_gpu(
+        doctor: Doctor, tmp_path: Path) -> None:
+    # DT_NEEDED libcuda.so.1 first, then libnvrtc.so.13: the loader reports only libcuda.so.1 and stops.
+    env = make_venv(tmp_path)
+    install(env, build_wheel(tmp_path / "wheels", "vllm", "0.20.1", {
+        "vllm/__init__.py": "",
+        f"vllm/_C{EXT_SUFFIX}": extension(tmp_path / "build", "_C", {"libcuda.so.1": "cuInit",
+                                                                     "libnvrtc.so.13": "nvrtcVersion"}),
+    }, tag=PLATFORM_TAG))
+    report, proc = doctor.report("--python", str(env.python), "--only", "extensions", "--no-gpu", "--strict")
+    (failed,) = findings_of(report, "extensions")
+    assert failed["id"] == "import.library-not-found" and failed["status"] == "fail"
+    assert "cannot load libnvrtc.so.13" in failed["title"] and "stopped earlier at libcuda.so.1" in failed["title"]
+    assert first_detail_line(failed) == "ImportError: libcuda.so.1: cannot open shared object file: No such file or directory"
     assert proc.returncode == 1
 
 
@@ -237,4 +255,31 @@ def test_an_extension_built_for_another_python_is_named_as_its_module_and_judged
         assert stem not in proc.stdout.replace(f"{stem}.so", "")
     loaded = finding(report, "extensions.ok")
     assert loaded["title"] == "1 compiled extension(s) load: vllm._moe_C"
+    assert proc.returncode == 1
+
+
+@pytest.mark.skipif(_driver_present(), reason="this machine has libcuda.so.1: a GPU-less builder cannot be shown")
+def test_the_rotary_import_failing_only_on_libcuda_is_skipped_under_no_gpu_and_follows_from_no_driver_without(
+        doctor: Doctor, tmp_path: Path) -> None:
+    env = make_venv(tmp_path)
+    install(env, build_wheel(tmp_path / "wheels", "flash-attn", "2.8.3", {
+        "flash_attn/__init__.py": "import flash_attn_2_cuda\n",
+        "flash_attn/ops/__init__.py": "",
+        "flash_attn/ops/triton/__init__.py": "",
+        "flash_attn/ops/triton/rotary.py": "def apply_rotary(*args, **kwargs):\n    pass\n",
+        f"flash_attn_2_cuda{EXT_SUFFIX}": extension(tmp_path / "build", "flash_attn_2_cuda", {"libcuda.so.1": "cuInit"}),
+    }, tag=PLATFORM_TAG))
+    literal = "ImportError: libcuda.so.1: cannot open shared object file: No such file or directory"
+
+    report, proc = doctor.report("--python", str(env.python), "--only", "imports", "--no-gpu", "--strict")
+    deferred = finding(report, "import.needs-driver")
+    assert deferred["status"] == "skip" and "flash_attn.ops.triton.rotary" in deferred["title"]
+    assert first_detail_line(deferred) == literal
+    assert proc.returncode == 0, proc.stdout[-2000:]
+
+    report, proc = doctor.report("--python", str(env.python), "--only", "imports,gpu")
+    failed = finding(report, "import.driver-library-missing")
+    (no_driver,) = [f for f in findings_of(report, "gpu") if f["status"] == "fail"]
+    assert failed["status"] == "fail" and failed["cause"] == no_driver["id"]
+    assert first_detail_line(failed) == literal
     assert proc.returncode == 1
