@@ -127,7 +127,9 @@ CODES = (
     Code("surface.unguarded-failure", "vLLM imports a package that fails here, and nothing catches it",
          "The installed vLLM's source imports this module, the import raises in the target, and no guard around "
          "the import (try/except, suppress, find_spec, platform test) catches that exception. On the serving path "
-         "this stops `vllm serve`; elsewhere it raises when that feature is used."),
+         "this stops `vllm serve`; elsewhere it raises when that feature is used. Under --no-gpu, an import that fails "
+         "only because a library of the NVIDIA driver (libcuda.so.1) is absent is a skip: the container runtime "
+         "provides it at run time (see import.needs-driver)."),
     Code("extensions.none", "No compiled extensions to load",
          "The stack has no compiled extension modules besides torch's own."),
     Code("extensions.other-python", "An extension is built for another Python",
