@@ -84,9 +84,9 @@ def _reinstall(dist: Dist, installer: Installer) -> tuple[Remediation, ...]:
     )
 
 
-def _requirements(
-    dists: Distributions, marker_env: Mapping[str, str], installer: Installer
-) -> Iterator[Finding]:
+def unmet_requirements(dists: Distributions, marker_env: Mapping[str, str]) -> list[tuple[Dist, Requirement, str | None]]:
+    """The stack's requirements on each other that the installed versions do not meet: (requirer,
+    requirement, installed version or None when absent). Each is a dist.requirement-unmet/-missing finding."""
     # packaging is imported here, not at module level: `dflash-doctor list` and start-up stay cheap.
     from packaging.markers import InvalidMarker, UndefinedEnvironmentName
     from packaging.requirements import InvalidRequirement, Requirement
@@ -114,6 +114,13 @@ def _requirements(
                 unmet.append((dist, requirement, None))
             elif requirement.specifier and not _satisfies(requirement, found):
                 unmet.append((dist, requirement, found))
+    return unmet
+
+
+def _requirements(
+    dists: Distributions, marker_env: Mapping[str, str], installer: Installer
+) -> Iterator[Finding]:
+    unmet = unmet_requirements(dists, marker_env)
     if not unmet:
         yield Finding(
             id="dist.requirements-ok",

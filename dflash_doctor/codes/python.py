@@ -107,13 +107,30 @@ CODES = (
          "flash_attn import raises ModuleNotFoundError: vLLM 0.24 and later survive that, 0.18-0.23 do not. "
          "Build flash-attn with its extension against the installed torch."),
     Code("import.dependency-missing", "The import needs a package that is not installed",
-         "The module imports torch, triton or another package that is not installed in the target."),
+         "The module imports torch, triton or another package that is not installed in the target, or links a "
+         "library of torch's (libc10.so, libtorch_cuda.so) while torch is not installed. Where an installed "
+         "distribution requires torch, this finding follows from dist.requirement-missing and its fix is that "
+         "one's: install the torch it requires, not a loader path."),
     Code("import.glibc-too-old", "An extension needs a newer glibc/libstdc++",
          "The extension was linked on a newer system (flash-attn's release wheels from 2.8.0.post2 on are built "
          "on Ubuntu 22.04 and need GLIBC 2.32+). Build from source on this system, or use an older wheel."),
     Code("import.library-not-found", "A shared library the extension links is missing",
          "The dynamic loader could not find a library the extension needs (often libcudart.so.N or libc10.so). "
          "Install the matching CUDA runtime or torch, or fix LD_LIBRARY_PATH."),
+    Code("import.driver-library-missing", "An extension needs the NVIDIA driver's library, and it is not there",
+         "The dynamic loader could not find a library of the NVIDIA driver (libcuda.so.1, libnvidia-ml.so.1, "
+         "libnvidia-ptxjitcompiler.so.1, ...): these come with the driver, not with an image or a wheel. On a GPU "
+         "host it is installed with the driver; in a container the NVIDIA container runtime mounts it when the "
+         "container starts with GPUs and the `compute` capability. When the gpu check finds no driver at all, "
+         "this finding follows from that one (its `cause`), and the fix is the driver. On a machine without GPUs "
+         "(a CI image build), run with --no-gpu: the load is then not tried as a failure (import.needs-driver)."),
+    Code("import.needs-driver", "Not loaded here: it needs the NVIDIA driver's library (--no-gpu)",
+         "Under --no-gpu (a CI image build, a machine without GPUs), an extension that fails to load only because a "
+         "library of the NVIDIA driver (libcuda.so.1, libnvidia-ml.so.1, ...) is absent is skipped, not failed: "
+         "the NVIDIA container runtime provides those libraries at run time, and an image must not ship them. "
+         "A missing library the image must ship (libcudart, libnvrtc, libcublas, torch's libraries) still fails "
+         "(import.library-not-found). The loader stops at the first library it cannot find, so run the doctor "
+         "where the GPUs are to load these extensions for real."),
     Code("import.crashed", "The import killed the interpreter",
          "Importing the module killed the process with a signal (e.g. SIGSEGV). The doctor ran it in a "
          "subprocess, so this is a finding, not a crash. Reinstall the package; if it persists, the stderr in the "
@@ -133,7 +150,9 @@ CODES = (
     Code("surface.unguarded-failure", "vLLM imports a package that fails here, and nothing catches it",
          "The installed vLLM's source imports this module, the import raises in the target, and no guard around "
          "the import (try/except, suppress, find_spec, platform test) catches that exception. On the serving path "
-         "this stops `vllm serve`; elsewhere it raises when that feature is used."),
+         "this stops `vllm serve`; elsewhere it raises when that feature is used. Under --no-gpu, an import that fails "
+         "only because a library of the NVIDIA driver (libcuda.so.1) is absent is a skip: the container runtime "
+         "provides it at run time (see import.needs-driver)."),
     Code("extensions.none", "No compiled extensions to load",
          "The stack has no compiled extension modules besides torch's own."),
     Code("extensions.not-loaded", "An extension file was not loaded: not a regular file, or outside the environment",
@@ -148,6 +167,14 @@ CODES = (
          "judges the files no RECORD lists like the others: loaded in the target, read for GPU architectures and "
          "torch symbols. No installer verifies, upgrades or removes these files; when one shadows the file a "
          "RECORD lists, the RECORD's file is not the one that runs."),
+    Code("extensions.other-python", "An extension is built for another Python",
+         "The file's name carries another interpreter's ABI tag (`_C.cpython-312-x86_64-linux-gnu.so` under "
+         "CPython 3.11): the import system looks only for this interpreter's EXTENSION_SUFFIXES "
+         "(`.cpython-311-x86_64-linux-gnu.so`, `.abi3.so`, `.so`), so the module does not exist here. When the "
+         "installed wheel itself was built for another Python (its WHEEL tags say so), this fails: reinstall, and "
+         "the installer picks the wheel built for this interpreter. When a wheel that fits ships such a file (vLLM "
+         "0.20.1's abi3 wheel has DeepGEMM's `_C.cpython-312-x86_64-linux-gnu.so`), it warns: whatever imports "
+         "that module fails on this Python, and only another Python version changes that."),
     Code("extensions.ok", "Compiled extensions load",
          "Each compiled extension module of the stack loaded in its own subprocess, after torch."),
 )

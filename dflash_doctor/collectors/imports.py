@@ -59,7 +59,7 @@ def extension_jobs(earlier: Mapping[str, Any]) -> list[dict[str, Any]]:
             path = os.path.join(dist.location, ext["path"])
             jobs.append({"distribution": dist.name, "version": dist.version, "canonical": dist.canonical,
                          "module": ext["module"], "path": path, "found_by": "record",
-                         "refused": refusal(path, roots)})
+                         "abi_tag": ext.get("abi_tag"), "refused": refusal(path, roots)})
     for found in (earlier.get("distributions") or {}).get("import_extensions", {}).get("found") or []:
         owner_name = STACK_EXTENSION_MODULES.value.get(found["module"])
         owner = dists.get(owner_name) if owner_name else None
@@ -78,6 +78,11 @@ def collect_extensions(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, An
     dists = Distributions(earlier.get("distributions") or {})
     jobs = [job for job in extension_jobs(earlier) if job["canonical"] != "torch"]
     # `import torch` itself is the preload; its own extensions load with it
+    # A file named for another interpreter's ABI: this one's import system never looks at it, so loading it
+    # by hand would test something no import does.
+    other_python = [{"module": job["module"], "distribution": job["distribution"], "path": job["path"],
+                     "abi_tag": job["abi_tag"], "ok": False, "loaded": False} for job in jobs if job.get("abi_tag")]
+    jobs = [job for job in jobs if not job.get("abi_tag")]
     has_torch = dists.get("torch") is not None
     roots = environment_roots(earlier.get("target"))
 
@@ -94,4 +99,4 @@ def collect_extensions(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, An
 
     with ThreadPoolExecutor(max_workers=PARALLEL_IMPORTS) as pool:
         results = list(pool.map(load, jobs))
-    return {"extensions": {"torch_installed": has_torch, "items": results}}
+    return {"extensions": {"torch_installed": has_torch, "items": results + other_python}}

@@ -66,3 +66,21 @@ STACK_EXTENSION_MODULES: Fact[dict[str, str]] = Fact(
     "`setup.py develop` or a copied build puts these where no RECORD lists them. The extension modules the "
     "installed RECORDs list are asked for too, so a release that renames one is still covered.",
 )
+
+
+TORCH_LIBRARIES: Fact[tuple[str, ...]] = Fact(
+    # Name prefixes: libtorch covers libtorch.so, libtorch_cpu.so, libtorch_cuda.so, libtorch_python.so.
+    value=("libtorch", "libc10", "libshm.so", "libcaffe2_nvrtc.so"),
+    source="The shared libraries torch's wheels install in torch/lib/: libc10.so, libtorch.so, libtorch_cpu.so, "
+    "libtorch_python.so, libtorch_global_deps.so, libshm.so (every build); libc10_cuda.so, libtorch_cuda.so, "
+    "libcaffe2_nvrtc.so (CUDA builds). Extensions built with torch.utils.cpp_extension link them by name "
+    "(vLLM 0.20.1's vllm/_C.abi3.so: DT_NEEDED libtorch.so, libtorch_cpu.so, libtorch_cuda.so, libc10_cuda.so, "
+    "libc10.so) and find them because `import torch` loaded them first.",
+    read_from="torch 2.13.0 (CPU) torch/lib; vllm 0.20.1 wheel (readelf -d vllm/_C.abi3.so)",
+)
+
+
+def is_torch_library(name: str) -> bool:
+    """Whether a library name (`libc10.so`, a path to one) is one that torch's wheel installs."""
+    base = name.rsplit("/", 1)[-1]
+    return any(base.startswith(prefix) for prefix in TORCH_LIBRARIES.value)

@@ -258,6 +258,9 @@ def classify_path(entry, pythonpath, stdlib_dirs, site_dirs, user_site):
 
 
 def target_facts():
+    import importlib.machinery
+    import sysconfig
+
     cfg = pyvenv_cfg()
     libc_name, libc_version = platform.libc_ver()
     try:
@@ -270,6 +273,10 @@ def target_facts():
         "implementation": platform.python_implementation(),
         "platform": platform.platform(),
         "machine": platform.machine(),
+        # The file names this interpreter imports extension modules from, and its ABI tag: an extension
+        # named for another one (X.cpython-312-x86_64-linux-gnu.so on 3.11) is invisible to its import system.
+        "extension_suffixes": list(importlib.machinery.EXTENSION_SUFFIXES),
+        "soabi": sysconfig.get_config_var("SOABI"),
         "prefix": sys.prefix,
         "base_prefix": getattr(sys, "base_prefix", sys.prefix),
         "env_kind": env_kind(cfg),
@@ -449,6 +456,25 @@ def watched_claims(rows):
     return claims
 
 
+# PEP 3149 / PEP 384 tags in an extension's file name: cpython-311-x86_64-linux-gnu, cpython-313t-...,
+# pypy39-pp73-..., abi3, cp311-win_amd64.
+FOREIGN_ABI_TAG = re.compile(r"\.((?:cpython-|cp|pypy|graalpy)\d+[-\w]*|abi3)$")
+
+
+def wheel_tags(dist_dir):
+    """The `Tag:` lines of the dist-info's WHEEL file (what the installed wheel was built for); None when absent."""
+    path = os.path.join(dist_dir, "WHEEL")
+    try:
+        if not os.path.isfile(path):
+            return None
+        with open(path, "rb") as handle:
+            raw = handle.read(65536)
+    except OSError:
+        return None
+    text = raw.decode("utf-8", "replace")
+    return [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("Tag:")][:64]
+
+
 def compiled_files(location, rows):
     """Extension modules (importable, with their module names) and other shared libraries; only regular
     files inside the environment (`rows` are confined already)."""
@@ -469,8 +495,15 @@ def compiled_files(location, rows):
         suffix = next((s for s in suffixes if norm.endswith(s)), None)
         base = os.path.basename(norm)
         if suffix and not base.startswith("lib"):
-            module = norm[: -len(suffix)].replace("/", ".")
-            extensions.append({"path": rel, "module": module})
+            stem = norm[: -len(suffix)]
+            # Only the bare ".so" matched: a tag left in the stem names another interpreter's ABI
+            # (_C.cpython-312-x86_64-linux-gnu.so seen from 3.11). The module is `_C`, not `_C.cpython-312-...`.
+            foreign = FOREIGN_ABI_TAG.search(stem) if suffix in (".so", ".pyd") else None
+            module = (stem[: foreign.start()] if foreign else stem).replace("/", ".")
+            extension = {"path": rel, "module": module}
+            if foreign:
+                extension["abi_tag"] = foreign.group(1)
+            extensions.append(extension)
         else:
             libraries.append(rel)
     return extensions, libraries
@@ -541,6 +574,8 @@ def describe_distribution(location, dist_dir, is_egg):
         if is_stack:
             fact["record"]["integrity"] = record_integrity(kept, VERIFY_HASHES or canon in HASH_ALWAYS)
             fact["extensions"], fact["libraries"] = compiled_files(location, kept)
+            if any("abi_tag" in ext for ext in fact["extensions"]):
+                fact["wheel_tags"] = wheel_tags(dist_dir)
     return fact
 
 
