@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from typing import ClassVar
 
 from dflash_doctor.check import Facts
+from dflash_doctor.envfacts import Distributions
 from dflash_doctor.model import Finding, Status
 from dflash_doctor.remedy import Installer
 
@@ -37,7 +38,8 @@ class ArchCoverageCheck:
     layer: ClassVar[str] = "gpu"
     title: ClassVar[str] = "Compiled GPU code"
     # "gpu" (NVML) is judged when present; without it the --target-arch list recorded in arch_coverage is.
-    needs: ClassVar[frozenset[str]] = frozenset({"arch_coverage", "target", "gpu"})
+    # "distributions" only sharpens a remedy (what an uninstall of flash-attn must take along and clean up).
+    needs: ClassVar[frozenset[str]] = frozenset({"arch_coverage", "target", "gpu", "distributions"})
     after: ClassVar[frozenset[str]] = frozenset()
     requires_gpu: ClassVar[bool] = False
 
@@ -50,7 +52,9 @@ class ArchCoverageCheck:
             findings.append(invalid_target_archs(section))
         targets, absent_why = targets_to_judge(section, facts.raw("gpu"))
         if targets:
-            findings += coverage_findings(targets, libraries, section, installer)
+            dists = facts.optional("distributions")
+            findings += coverage_findings(targets, libraries, section, installer,
+                                          Distributions(dists) if dists is not None else None)
         elif not section.get("target_archs_error"):
             findings.append(Finding(
                 id="archs.no-target",

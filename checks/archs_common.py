@@ -24,7 +24,11 @@ class Library:
 
     @property
     def owner(self) -> str:
-        return f"{self.facts['distribution']} {self.facts.get('version')}"
+        version = self.facts.get("version")
+        owner = f"{self.facts['distribution']} {version}" if version else str(self.facts["distribution"])
+        if self.facts.get("found_by") == "import-system":
+            owner += ", found by the import system, not in any RECORD"
+        return owner
 
     @property
     def label(self) -> str:
@@ -51,6 +55,7 @@ class Library:
     def evidence(self) -> dict[str, Any]:
         fatbin = self.fatbin or {}
         return {"file": self.facts.get("file"), "distribution": self.facts.get("distribution"),
+                "found_by": self.facts.get("found_by") or "record",
                 "version": self.facts.get("version"), "sass": fatbin.get("sass"), "ptx": fatbin.get("ptx"),
                 "ptx_isa": fatbin.get("ptx_isa")}
 
@@ -65,9 +70,10 @@ def shown_names(items: Sequence[str]) -> str:
 
 
 def by_distribution(libraries: Iterable[Library]) -> list[list[Library]]:
-    groups: dict[tuple[str, str], list[Library]] = {}
+    groups: dict[tuple[str, str, str], list[Library]] = {}
     for lib in libraries:
-        groups.setdefault((str(lib.facts["distribution"]), str(lib.facts.get("version"))), []).append(lib)
+        key = (str(lib.facts["distribution"]), str(lib.facts.get("version")), str(lib.facts.get("found_by")))
+        groups.setdefault(key, []).append(lib)
     return list(groups.values())
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from dflash_doctor.archs import CC, coverage
-from dflash_doctor.envfacts import version_tuple
+from dflash_doctor.envfacts import Distributions, version_tuple
 from dflash_doctor.knowledge.archs_advice import (
     FA2_ARCH_VALUES,
     FA2_ARCHS_ENV,
@@ -28,6 +28,7 @@ from dflash_doctor.model import Finding, Remediation, Status
 from dflash_doctor.remedy import Installer, flash_attn_source_build
 
 from .archs_common import Library, plural, shown_names
+from .namespace_common import uninstall_remediation
 
 _GIB = 1 << 30
 
@@ -119,7 +120,7 @@ def _verdict(library: Library, target: Target) -> Verdict:
 
 
 def coverage_findings(targets: list[Target], libraries: list[Library], section: Mapping[str, Any],
-              installer: Installer) -> list[Finding]:
+              installer: Installer, dists: Distributions | None = None) -> list[Finding]:
     with_code = [lib for lib in libraries if lib.fatbin is not None]
     if not with_code:
         torch = section.get("torch") or {}
@@ -165,14 +166,14 @@ def coverage_findings(targets: list[Target], libraries: list[Library], section: 
             by_status.setdefault(verdict.status, []).append((target, verdict))
         missing = by_status.get("none", []) + by_status.get("ptx-too-new", [])
         if missing:
-            findings.append(_no_kernel_image(lib, missing, all_ccs, section, installer))
+            findings.append(_no_kernel_image(lib, missing, all_ccs, section, installer, dists))
         if by_status.get("ptx-jit"):
             findings.append(_ptx_jit(lib, by_status["ptx-jit"]))
     return findings
 
 
 def _no_kernel_image(lib: Library, missing: list[tuple[Target, Verdict]], all_ccs: list[CC],
-                     section: Mapping[str, Any], installer: Installer) -> Finding:
+                     section: Mapping[str, Any], installer: Installer, dists: Distributions | None) -> Finding:
     optional = bool(lib.gate and lib.gate.optional)
     labels = [t.label for t, _ in missing]
     too_new = [(t, v) for t, v in missing if v.status == "ptx-too-new"]
@@ -188,7 +189,7 @@ def _no_kernel_image(lib: Library, missing: list[tuple[Target, Verdict]], all_cc
                       + ("; only some models or quantization methods use it." if optional else "."))
     detail.append("Its kernels fail at the first launch with 'no kernel image is available for execution on the "
                   "device' (CUDA error 209).")
-    remedies, more = _coverage_remedy(lib, [t.cc for t, _ in missing], all_ccs, section, installer)
+    remedies, more = _coverage_remedy(lib, [t.cc for t, _ in missing], all_ccs, section, installer, dists)
     detail += more
     return Finding(
         id="archs.optional-no-kernel-image" if optional else "archs.no-kernel-image",
@@ -223,11 +224,11 @@ def _ptx_jit(lib: Library, jitted: list[tuple[Target, Verdict]]) -> Finding:
 
 
 def _coverage_remedy(lib: Library, failing: list[CC], all_ccs: list[CC], section: Mapping[str, Any],
-                     installer: Installer) -> tuple[tuple[Remediation, ...], list[str]]:
+                     installer: Installer, dists: Distributions | None) -> tuple[tuple[Remediation, ...], list[str]]:
     canonical = lib.facts.get("canonical")
     version = str(lib.facts.get("version"))
     if canonical == "flash-attn":
-        return _fa2_remedy(version, failing, all_ccs, installer)
+        return _fa2_remedy(version, failing, all_ccs, installer, dists)
     if canonical == "torch":
         return _torch_remedy(section.get("torch") or {}, failing, installer)
     if canonical == "vllm":
@@ -239,14 +240,21 @@ def _coverage_remedy(lib: Library, failing: list[CC], all_ccs: list[CC], section
     return (), [f"Install a build of {lib.facts.get('distribution')} made for this GPU's architecture."]
 
 
-def _fa2_remedy(version: str, failing: list[CC], all_ccs: list[CC],
-                installer: Installer) -> tuple[tuple[Remediation, ...], list[str]]:
+def _fa2_remedy(version: str, failing: list[CC], all_ccs: list[CC], installer: Installer,
+                dists: Distributions | None) -> tuple[tuple[Remediation, ...], list[str]]:
     floor = FA2_MIN_COMPUTE_CAPABILITY.value
     too_old = [cc for cc in failing if cc < floor]
     if too_old:
-        uninstall = Remediation(installer.uninstall("flash-attn"),
-                                f"flash-attn 2 supports compute capability {floor[0]}.{floor[1]} and newer only; "
-                                "vLLM serves without it (it skips the flash_attn import when the package is absent)")
+        why = (f"flash-attn 2 supports compute capability {floor[0]}.{floor[1]} and newer only; "
+               "vLLM serves without it (it skips the flash_attn import when the package is absent)")
+        v2 = dists.get("flash-attn") if dists is not None else None
+        if dists is not None and v2 is not None:
+            # flash-attn-4 beside it would be left a namespace flash_attn, which vLLM's guard lets die: both go,
+            # with the directories pip's uninstall leaves
+            removed = [v2, *(d for d in (dists.get("flash-attn-4"),) if d is not None)]
+            uninstall = uninstall_remediation(dists, removed, installer, why)
+        else:
+            uninstall = Remediation(installer.uninstall("flash-attn"), why)
         advice = (f"flash-attn 2 does not run on compute capability {too_old[0][0]}.{too_old[0][1]} at all (its "
                   "README: Ampere, Ada or Hopper GPUs; Turing needs FlashAttention 1.x).")
         return (uninstall,), [advice]

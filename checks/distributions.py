@@ -39,6 +39,8 @@ class DistributionsCheck:
         yield from _requirements(dists, target.get("marker_environment") or {}, installer)
         yield from _duplicates(dists)
         yield from _record_integrity(dists, installer)
+        yield from _record_escapes(dists, installer)
+        yield from _not_regular(dists, installer)
 
 
 def _stack_versions(dists: Distributions) -> Finding:
@@ -82,9 +84,9 @@ def _reinstall(dist: Dist, installer: Installer) -> tuple[Remediation, ...]:
     )
 
 
-def _requirements(
-    dists: Distributions, marker_env: Mapping[str, str], installer: Installer
-) -> Iterator[Finding]:
+def unmet_requirements(dists: Distributions, marker_env: Mapping[str, str]) -> list[tuple[Dist, Requirement, str | None]]:
+    """The stack's requirements on each other that the installed versions do not meet: (requirer,
+    requirement, installed version or None when absent). Each is a dist.requirement-unmet/-missing finding."""
     # packaging is imported here, not at module level: `dflash-doctor list` and start-up stay cheap.
     from packaging.markers import InvalidMarker, UndefinedEnvironmentName
     from packaging.requirements import InvalidRequirement, Requirement
@@ -112,6 +114,13 @@ def _requirements(
                 unmet.append((dist, requirement, None))
             elif requirement.specifier and not _satisfies(requirement, found):
                 unmet.append((dist, requirement, found))
+    return unmet
+
+
+def _requirements(
+    dists: Distributions, marker_env: Mapping[str, str], installer: Installer
+) -> Iterator[Finding]:
+    unmet = unmet_requirements(dists, marker_env)
     if not unmet:
         yield Finding(
             id="dist.requirements-ok",
@@ -222,5 +231,63 @@ def _record_integrity(dists: Distributions, installer: Installer) -> Iterator[Fi
                     installer.install(f"{dist.name}=={dist.version}", reinstall=True, no_deps=True),
                     f"put {dist.label()}'s own files back",
                 ),
+            ),
+        )
+
+
+def _record_escapes(dists: Distributions, installer: Installer) -> Iterator[Finding]:
+    """RECORD lines that resolve outside the environment: never opened, hashed or loaded."""
+    for dist in dists.all:
+        record: Mapping[str, Any] = dist.facts.get("record") or {}
+        escapes = record.get("escapes") or []
+        if not escapes:
+            continue
+        count = int(record.get("escapes_count") or len(escapes))
+        first = escapes[0]
+        record_file = record.get("file") or f"{dist.facts.get('dist_info')}/RECORD"
+        more = f" (and {count - 1} more line{'s' if count > 2 else ''})" if count > 1 else ""
+        yield Finding(
+            id="dist.record-escapes",
+            status=Status.FAIL if dist.canonical in STACK else Status.WARN,
+            title=f"{dist.label()}: {record_file} line {first['line']} points outside the environment: "
+            f"{first['path']} resolves to {first['resolves_to']}{more}",
+            detail="An installer writes only inside the environment (site-packages, its scripts, headers and data "
+            "directories). A RECORD line that leaves it (`..`, an absolute path, a symlink out, /dev, /proc) was "
+            "written by hand or by something hostile: the doctor never opens, hashes or loads such a file, and an "
+            "uninstall would delete it. Reinstall the distribution from a source you trust.",
+            evidence={"record": record_file, "distribution": dist.name, "version": dist.version,
+                      "lines": list(escapes), "count": count},
+            remediation=(
+                Remediation(installer.install(f"{dist.name}=={dist.version}" if dist.version else dist.name,
+                                              reinstall=True, no_deps=True),
+                            f"reinstall {dist.label()} so that its RECORD lists only its own files"),
+            ),
+        )
+
+
+def _not_regular(dists: Distributions, installer: Installer) -> Iterator[Finding]:
+    """Files RECORD lists that are FIFOs, devices or sockets now: never opened."""
+    for name in STACK:
+        dist = dists.get(name)
+        if dist is None:
+            continue
+        integrity = ((dist.facts.get("record") or {}).get("integrity")) or {}
+        odd = integrity.get("not_regular") or []
+        if not odd:
+            continue
+        count = int(integrity.get("not_regular_count") or len(odd))
+        shown = ", ".join(f"{item['path']} is {item['kind']}" for item in odd[:3])
+        yield Finding(
+            id="dist.file-not-regular",
+            status=Status.FAIL,
+            title=f"{dist.label()}: {count} file(s) in RECORD are not regular files: {shown}"
+            + (" ..." if count > 3 else ""),
+            detail="A FIFO blocks whoever opens it (an `import` hangs), a device is no file of a wheel. The doctor "
+            "does not open them. Put the distribution's own files back.",
+            evidence={"dist_info": dist.facts.get("dist_info"), "files": list(odd), "count": count,
+                      "location": dist.location},
+            remediation=(
+                Remediation(installer.install(f"{dist.name}=={dist.version}", reinstall=True, no_deps=True),
+                            f"put {dist.label()}'s own files back"),
             ),
         )

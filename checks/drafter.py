@@ -6,8 +6,9 @@ window, sample_from_anchor, how vLLM reads the ids) as the installed vLLM's sour
 
 from __future__ import annotations
 
+import functools
 import itertools
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar
 
 from dflash_doctor.check import Facts
@@ -46,6 +47,7 @@ from .model_common import (
     installer_for,
     text_config,
 )
+from .serve_common import with_spec
 
 __all__ = ["DrafterCheck", "expected_drafter_tensors"]
 
@@ -53,8 +55,11 @@ __all__ = ["DrafterCheck", "expected_drafter_tensors"]
 # ------------------------------------------------------------------------------------------- drafter
 
 
-def expected_drafter_tensors(config: Mapping[str, Any], keys: Mapping[str, Any]) -> dict[str, list[int]] | None:
-    """The tensors vLLM's DFlashQwen3ForCausalLM loads, by name, with their shapes (knowledge.dflash)."""
+def expected_drafter_tensors(config: Mapping[str, Any], keys: Mapping[str, Any], *,
+                             max_layers: int) -> dict[str, list[int]] | None:
+    """The tensors vLLM's DFlashQwen3ForCausalLM loads, by name, with their shapes (knowledge.dflash), for its
+    first min(num_hidden_layers, max_layers) layers. `max_layers` is the caller's bound from what the weights
+    hold: num_hidden_layers is read from a file and may say 10**12."""
     values = [config.get(k) for k in ("hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size")]
     values.append(config.get("num_key_value_heads", config.get("num_attention_heads")))
     values.append(_head_dim(config))
@@ -70,7 +75,7 @@ def expected_drafter_tensors(config: Mapping[str, Any], keys: Mapping[str, Any])
         width = declared if _is_int(declared) else hidden
         shapes["fc.weight"] = [hidden, count * width]
     bias = bool(config.get("attention_bias"))
-    for i in range(layers):
+    for i in range(max(0, min(layers, max_layers))):
         p = f"layers.{i}"
         shapes.update({
             f"{p}.input_layernorm.weight": [hidden], f"{p}.post_attention_layernorm.weight": [hidden],
@@ -91,6 +96,69 @@ def expected_drafter_tensors(config: Mapping[str, Any], keys: Mapping[str, Any])
 
 
 
+def _shape_is(name: str, shape: list[Any], expected: Mapping[str, list[int]]) -> bool:
+    return expected.get(name) == shape
+
+
+def _grouped(names: list[str], cause_of: Callable[[str], str]) -> list[tuple[str, list[str]]]:
+    """`names` split by the finding each follows from ("" for none), in order of first appearance."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(cause_of(name), []).append(name)
+    return list(groups.items())
+
+
+# The geometry keys of config.json that the weights also record, in the order they are judged.
+GEOMETRY_KEYS = ("num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+                 "intermediate_size")
+
+
+def layer_indices(names: Iterable[str]) -> set[int]:
+    """The decoder layer numbers present in tensor names `layers.N....` (a number of at most 18 digits: a name
+    may say anything, and int() of thousands of digits is slow)."""
+    found: set[int] = set()
+    for name in names:
+        if name.startswith("layers."):
+            number = name.split(".", 2)[1]
+            if number.isdigit() and len(number) <= 18:
+                found.add(int(number))
+    return found
+
+
+def weights_geometry(tensors: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """What the drafter's own tensors say its config.json should hold: the layer count, and hidden size, head_dim,
+    heads, KV heads and intermediate size read from the lowest layer's shapes. A value the tensors do not show is
+    left out; "from" names the tensor each value was read from."""
+    def shape(name: str) -> list[Any]:
+        info = tensors.get(name)
+        found = list((info or {}).get("shape") or [])
+        return found if all(_is_int(d) for d in found) and not (info or {}).get("rank") else []
+
+    indices = layer_indices(tensors)
+    geometry: dict[str, Any] = {"num_hidden_layers": len(indices), "layers": sorted(indices)[:MAX_LISTED], "from": {}}
+    first = f"layers.{min(indices)}" if indices else None
+    for key, names in (("hidden_size", ["norm.weight", "hidden_norm.weight"]
+                        + ([f"{first}.input_layernorm.weight"] if first else [])),
+                       ("head_dim", [f"{first}.self_attn.q_norm.weight"] if first else [])):
+        for name in names:
+            if len(shape(name)) == 1:
+                geometry[key], geometry["from"][key] = shape(name)[0], f"{name} {shape(name)}"
+                break
+    head_dim = geometry.get("head_dim")
+    if first:
+        for key, name in (("num_attention_heads", "self_attn.q_proj.weight"),
+                          ("num_key_value_heads", "self_attn.k_proj.weight")):
+            rows = shape(f"{first}.{name}")
+            if len(rows) == 2 and head_dim and rows[0] % head_dim == 0:
+                geometry[key], geometry["from"][key] = rows[0] // head_dim, f"{first}.{name} {rows}"
+        gate = shape(f"{first}.mlp.gate_proj.weight")
+        if len(gate) == 2:
+            geometry["intermediate_size"] = gate[0]
+            geometry["from"]["intermediate_size"] = f"{first}.mlp.gate_proj.weight {gate}"
+    return geometry
+
+
+
 
 class _Drafter:
     """The drafter judged against its target and the installed vLLM; one method per rule."""
@@ -107,15 +175,29 @@ class _Drafter:
         self.target_config = text_config(target)
         self.weights = ((drafter.get("dir") or {}).get("weights")) or {}
         self.tensors: dict[str, Any] = dict(self.weights.get("tensors") or {})
+        # tensor name as vLLM's loader sees it (an EAGLE-style `midlayer.` is layer 0) -> name in the file
+        self.names = {n.replace("midlayer.", "layers.0.", 1) if n.startswith("midlayer.") else n: n for n in self.tensors}
+        config_keys = ((drafter.get("dir") or {}).get("config") or {}).get("keys") or []
+        self.quantized = "quantization_config" in config_keys
+        # What the weights themselves say of the geometry (None: no tensors, or packed quantized ones).
+        self.geometry = None if self.quantized or not self.tensors else \
+            weights_geometry({n: self.tensors[stored] for n, stored in self.names.items()})
+        # config.json key -> the id of the finding that blames it; a consequence of that key names the finding.
+        self.blamed: dict[str, str] = {}
+        self.emitted: set[str] = set()
         self.label = _vllm_label(vllm)
         self.ok: list[str] = []
 
     def findings(self) -> list[Finding]:
         out: list[Finding] = []
-        for rule in (self.architecture, self.mask_token, self.layer_ids, self.hidden_sizes, self.fc,
-                     self.tensors_match, self.vocabulary, self.dtype, self.block, self.attention_kinds,
+        # Causes before their consequences: hidden_sizes and config_weights blame config.json keys, which fc and
+        # tensors_match then name as the cause of each shape that follows from them.
+        for rule in (self.architecture, self.mask_token, self.layer_ids, self.hidden_sizes, self.config_weights,
+                     self.fc, self.tensors_match, self.vocabulary, self.dtype, self.block, self.attention_kinds,
                      self.target_kind):
-            out.extend(rule())
+            found = rule()
+            self.emitted.update(f.id for f in found)
+            out.extend(found)
         if not any(f.status in (Status.FAIL, Status.WARN) for f in out):
             out.insert(0, Finding("drafter.ok", Status.PASS,
                                   f"drafter {self.path} fits target {(self.target or {}).get('name')} for {self.label}: "
@@ -230,17 +312,16 @@ class _Drafter:
                                     f"{self.file} says num_target_layers {trained_for}, the target has {depth} layers: "
                                     "this drafter was trained for another target",
                                     evidence={"file": self.file, "num_target_layers": trained_for, "target_layers": depth}))
-        draft_layers = self.config.get("num_hidden_layers")
-        if _is_int(depth):
-            guesses = {tuple(uniform_layer_ids(depth, n)) for n in {len(ids), draft_layers} if _is_int(n) and n > 0}
-            if tuple(ids) in guesses:
-                findings.append(Finding(
-                    "drafter.layer-ids-heuristic", Status.WARN,
-                    f"{self.file}: target_layer_ids {ids} are exactly the uniform-spacing formula for a {depth}-layer "
-                    "target: they look computed, not trained",
-                    detail=f"{UNIFORM_LAYER_HEURISTIC.value}. {UNIFORM_LAYER_HEURISTIC.note} Sources: "
-                    f"{UNIFORM_LAYER_HEURISTIC.source}.",
-                    evidence={"file": self.file, "target_layer_ids": ids}, remediation=(publisher,)))
+        # The formula gives n ids for n draft layers, so only n = len(ids) can reproduce them (and the drafter's
+        # num_hidden_layers, read from its config, must not size a list); floats stay exact below 2**53.
+        if _is_int(depth) and 0 < depth < 2**53 and ids == uniform_layer_ids(depth, len(ids)):
+            findings.append(Finding(
+                "drafter.layer-ids-heuristic", Status.WARN,
+                f"{self.file}: target_layer_ids {ids} are exactly the uniform-spacing formula for a {depth}-layer "
+                "target: they look computed, not trained",
+                detail=f"{UNIFORM_LAYER_HEURISTIC.value}. {UNIFORM_LAYER_HEURISTIC.note} Sources: "
+                f"{UNIFORM_LAYER_HEURISTIC.source}.",
+                evidence={"file": self.file, "target_layer_ids": ids}, remediation=(publisher,)))
         if _marker(self.vllm, "layer_ids_plus_one") is False and (self.vllm or {}).get("has_dflash"):
             findings.append(Finding(
                 "drafter.layer-ids-vllm-offset", Status.WARN,
@@ -268,13 +349,84 @@ class _Drafter:
                                     f"{self.file}: target_hidden_size {declared}, but the target's hidden_size is "
                                     f"{target_hidden}", evidence={"file": self.file}))
         elif not _is_int(declared) and _is_int(hidden) and _is_int(target_hidden) and hidden != target_hidden:
-            findings.append(Finding("drafter.hidden-size-mismatch", Status.FAIL,
-                                    f"{self.file}: hidden_size {hidden} differs from the target's {target_hidden} and "
-                                    "no target_hidden_size says otherwise: this drafter belongs to another target",
-                                    detail="The drafter embeds its queries with the target's embedding table and reads "
-                                    "its hidden states; both are the target's width.",
-                                    evidence={"file": self.file, "hidden_size": hidden, "target_hidden_size": target_hidden}))
+            stored = (self.geometry or {}).get("hidden_size")
+            if stored == target_hidden:
+                findings.append(Finding(
+                    "drafter.hidden-size-mismatch", Status.FAIL,
+                    f"{self.file}: hidden_size {hidden} differs from the target's {target_hidden}, but the drafter's "
+                    f"weights are {stored} wide ({(self.geometry or {})['from']['hidden_size']}): the config.json is "
+                    "wrong, and every shape vLLM builds from it is too",
+                    detail="The drafter embeds its queries with the target's embedding table and reads its hidden "
+                    "states; both are the target's width, and so are these weights.",
+                    evidence={"file": self.file, "hidden_size": hidden, "target_hidden_size": target_hidden,
+                              "weights_hidden_size": stored},
+                    remediation=(Remediation(f"set \"hidden_size\": {stored} in {self.file}",
+                                             "the width of the weights and of the target"),)))
+            else:
+                findings.append(Finding("drafter.hidden-size-mismatch", Status.FAIL,
+                                        f"{self.file}: hidden_size {hidden} differs from the target's {target_hidden} and "
+                                        "no target_hidden_size says otherwise: this drafter belongs to another target",
+                                        detail="The drafter embeds its queries with the target's embedding table and reads "
+                                        "its hidden states; both are the target's width.",
+                                        evidence={"file": self.file, "hidden_size": hidden,
+                                                  "target_hidden_size": target_hidden}))
+            if _is_int(stored) and stored != hidden:
+                self.blamed["hidden_size"] = "drafter.hidden-size-mismatch"
         return findings
+
+    def _corrected(self, keys: Iterable[str]) -> dict[str, Any]:
+        """The drafter's text config with `keys` set to what its weights say."""
+        geometry = self.geometry or {}
+        corrected = dict(self.config)
+        for key in keys:
+            corrected[key] = geometry[key]
+        return corrected
+
+    def config_weights(self) -> list[Finding]:
+        """config.json against the drafter's own weights: each geometry key the weights contradict, in one finding.
+        A layer count above what the weights hold is said here once, never enumerated."""
+        geometry = self.geometry
+        if not geometry:
+            return []
+        wrong: dict[str, tuple[Any, Any]] = {}
+        for key in GEOMETRY_KEYS:
+            if key in self.blamed or key not in geometry:
+                continue
+            given = _head_dim(self.config) if key == "head_dim" else \
+                self.config.get(key, self.config.get("num_attention_heads")) if key == "num_key_value_heads" else \
+                self.config.get(key)
+            if not _is_int(given) or given == geometry[key]:
+                continue
+            if key in ("head_dim", "num_key_value_heads") and key not in self.config:
+                # Derived, not written: it is wrong only if it stays wrong once the written keys are corrected.
+                corrected = self._corrected([*self.blamed, *wrong])
+                derived = _head_dim(corrected) if key == "head_dim" else corrected.get("num_attention_heads")
+                if derived == geometry[key]:
+                    continue
+            wrong[key] = (given, geometry[key])
+        if not wrong:
+            return []
+        parts = []
+        for key, (given, stored) in wrong.items():
+            if key == "num_hidden_layers":
+                held = geometry["layers"]
+                listed = ", ".join(str(i) for i in held) + (", ..." if stored > len(held) else "")
+                parts.append(f"num_hidden_layers {given}, but the weights hold {stored} layer(s)"
+                             + (f" (layers {listed})" if held else ""))
+            else:
+                parts.append(f"{key} {given}, but the weights say {stored} ({geometry['from'][key]})")
+        self.blamed.update(dict.fromkeys(wrong, "drafter.config-weights"))
+        settings = ", ".join(f"\"{k}\": {stored}" for k, (_, stored) in wrong.items())
+        return [Finding("drafter.config-weights", Status.FAIL,
+                        f"{self.file} disagrees with the drafter's own weights: {'; '.join(parts)}",
+                        detail="vLLM builds every parameter from config.json and the weight loader refuses a tensor "
+                        "that is missing, unexpected or shaped otherwise; the shape findings below follow from these "
+                        "keys. Either the config.json was written for another model or the weights are incomplete.",
+                        evidence={"file": self.file, "config": {k: g for k, (g, _) in wrong.items()},
+                                  "weights": {k: w for k, (_, w) in wrong.items()},
+                                  "read_from": {k: geometry["from"].get(k) for k in wrong}},
+                        remediation=(Remediation(f"set {settings} in {self.file}",
+                                                 "what the weights were saved with; or take the publisher's config.json"),))]
 
     def fc(self) -> list[Finding]:
         if not self.dflash.get("use_aux_hidden_state", True):
@@ -291,20 +443,31 @@ class _Drafter:
         provided = len(ids) * target_hidden if _is_int(target_hidden) else None
         where = f"{self.path}/{tensor.get('file')}"
         if shape != [hidden, config_in]:
+            # Follows from a blamed hidden_size when the weights' width gives exactly the stored shape.
+            fixed_hidden = (self.geometry or {}).get("hidden_size") if "hidden_size" in self.blamed else hidden
+            fixed_width = declared if _is_int(declared) else fixed_hidden
+            cause = self.blamed["hidden_size"] if "hidden_size" in self.blamed and _is_int(fixed_width) and \
+                shape == [fixed_hidden, len(ids) * fixed_width] else ""
             return [Finding("drafter.fc-width", Status.FAIL,
                             f"{where}: fc.weight is {shape}, but {self.file} makes vLLM build it as [{hidden}, "
                             f"{config_in}] = [hidden_size, {len(ids)} target_layer_ids x {width}]",
                             detail=f"{FC_INPUT_RULE.value}. The weight loader refuses a shape that differs "
-                            "(vLLM's default_weight_loader asserts equal shapes). Either target_layer_ids has the "
-                            "wrong length (taken from another drafter) or the weights are from another model.",
+                            "(vLLM's default_weight_loader asserts equal shapes). "
+                            + (f"It follows from hidden_size {hidden} ({cause})." if cause else
+                               "Either target_layer_ids has the wrong length (taken from another drafter) or the "
+                               "weights are from another model."),
                             evidence={"file": where, "shape": shape, "expected": [hidden, config_in],
                                       "target_layer_ids": ids},
-                            remediation=(Remediation(f"compare {self.file} with the publisher's config.json",
-                                                     "the fc width fixes how many layer ids the drafter was trained on"),))]
+                            remediation=() if cause else
+                            (Remediation(f"compare {self.file} with the publisher's config.json",
+                                         "the fc width fixes how many layer ids the drafter was trained on"),),
+                            cause=cause)]
         if provided is not None and provided != config_in:
+            cause = "drafter.hidden-size-mismatch" if "drafter.hidden-size-mismatch" in self.emitted else ""
             return [Finding("drafter.fc-width", Status.FAIL,
                             f"the target provides {len(ids)} x {target_hidden} = {provided} features, fc.weight "
-                            f"takes {config_in}", evidence={"file": where, "provided": provided, "expected": config_in})]
+                            f"takes {config_in}", evidence={"file": where, "provided": provided, "expected": config_in},
+                            cause=cause)]
         self.ok.append(f"fc.weight {shape} = {len(ids)} x {width}")
         return []
 
@@ -312,7 +475,7 @@ class _Drafter:
         if not self.tensors and not self.weights.get("tensor_count"):
             return []  # no weights: model-files says so
         findings: list[Finding] = []
-        names = {n.replace("midlayer.", "layers.0.", 1) if n.startswith("midlayer.") else n: n for n in self.tensors}
+        names = self.names
         mask_hidden = [n for n in names.values() if MASK_HIDDEN_FORBIDDEN.value in n]
         if mask_hidden:
             findings.append(Finding("drafter.mask-hidden", Status.FAIL,
@@ -329,46 +492,68 @@ class _Drafter:
                                     evidence={"tensors": prefixed[:MAX_LISTED]},
                                     remediation=(Remediation("re-save the drafter without the 'model.' prefix",
                                                              "DFlash drafters name tensors layers.N..., fc, norm"),)))
-        config = ((self.drafter.get("dir") or {}).get("config") or {})
-        if "quantization_config" in (config.get("keys") or []):
+        if self.quantized:
             self.ok.append("quantized weights (names and shapes not judged)")
             return findings
-        expected = expected_drafter_tensors(self.config, self.keys)
+        expected = self._expected(())
         if expected is None:
             return findings
+        # The same config with the blamed keys set to what the weights say, all together and one key at a time:
+        # a mismatch that disappears under a correction follows from that key's finding.
+        corrections = [(self.blamed[key], self._expected((key,))) for key in self.blamed]
+        if len(self.blamed) > 1:
+            corrections.append((next(iter(self.blamed.values())), self._expected(tuple(self.blamed))))
+
+        def cause_of(explained: Callable[[dict[str, list[int]]], bool]) -> str:
+            return next((cause for cause, fixed in corrections if fixed is not None and explained(fixed)), "")
+
         optional = {"embed_tokens.weight", "lm_head.weight", "d2t", "t2d"}
         missing = sorted(set(expected) - set(names))
         unexpected = sorted(n for n in names if n not in expected and n not in optional
                             and not n.startswith("model.") and MASK_HIDDEN_FORBIDDEN.value not in n)
         wrong = [(n, names[n]) for n in sorted(set(expected) & set(names))
                  if list(self.tensors[names[n]].get("shape") or []) != expected[n]]
-        if missing:
+        for cause, group in _grouped(missing, lambda n: cause_of(lambda fixed: n not in fixed)):
             findings.append(Finding("drafter.tensor-missing", Status.FAIL,
-                                    f"{self.path}: {len(missing)} tensors the config implies are missing: "
-                                    f"{', '.join(missing[:6])}" + (" ..." if len(missing) > 6 else ""),
+                                    f"{self.path}: {len(group)} tensors the config implies are missing: "
+                                    f"{', '.join(group[:6])}" + (" ..." if len(group) > 6 else ""),
                                     detail="vLLM stops with \"Following weights were not initialized from checkpoint\". "
-                                    "num_hidden_layers or attention_bias in config.json may not match the weights.",
-                                    evidence={"missing": missing[:MAX_LISTED], "file": self.file}))
-        if unexpected:
+                                    + (f"They follow from {cause}." if cause else "num_hidden_layers or attention_bias "
+                                       "in config.json may not match the weights."),
+                                    evidence={"missing": group[:MAX_LISTED], "file": self.file}, cause=cause))
+        for cause, group in _grouped(unexpected, lambda n: cause_of(lambda fixed: n in fixed)):
             findings.append(Finding("drafter.tensor-unexpected", Status.FAIL,
-                                    f"{self.path}: {len(unexpected)} tensors match no parameter of vLLM's DFlash drafter: "
-                                    f"{', '.join(unexpected[:6])}" + (" ..." if len(unexpected) > 6 else ""),
-                                    detail=f"vLLM stops with \"There is no module or parameter named ...\". "
-                                    f"{WEIGHT_LOADER_STRICT.source}",
-                                    evidence={"unexpected": unexpected[:MAX_LISTED]}))
+                                    f"{self.path}: {len(group)} tensors match no parameter of vLLM's DFlash drafter: "
+                                    f"{', '.join(group[:6])}" + (" ..." if len(group) > 6 else ""),
+                                    detail="vLLM stops with \"There is no module or parameter named ...\". "
+                                    + (f"They follow from {cause}." if cause else WEIGHT_LOADER_STRICT.source),
+                                    evidence={"unexpected": group[:MAX_LISTED]}, cause=cause))
         for name, stored in wrong[:MAX_LISTED]:
             if name == "fc.weight":
                 continue  # the fc rule explains it better
             info = self.tensors[stored]
+            shape = list(info.get("shape") or [])
+            cause = cause_of(functools.partial(_shape_is, name, shape))
             findings.append(Finding("drafter.tensor-shape", Status.FAIL,
                                     f"{self.path}/{info.get('file')}: {stored} is {info.get('shape')}, {self.file} "
                                     f"implies {expected[name]}",
-                                    detail="The weight loader asserts equal shapes; the config.json was likely written "
-                                    "for another model (head_dim, heads, intermediate_size).",
-                                    evidence={"tensor": stored, "shape": info.get("shape"), "expected": expected[name]}))
+                                    detail="The weight loader asserts equal shapes; "
+                                    + (f"this one follows from {cause}." if cause else "the config.json was likely "
+                                       "written for another model (head_dim, heads, intermediate_size)."),
+                                    evidence={"tensor": stored, "shape": info.get("shape"), "expected": expected[name]},
+                                    cause=cause))
         if not (missing or unexpected or wrong):
             self.ok.append(f"{len(expected)} tensors match config.json")
         return findings
+
+    def _expected(self, corrected: Iterable[str]) -> dict[str, list[int]] | None:
+        """expected_drafter_tensors for the config with `corrected` keys set to the weights' values, for at most
+        as many layers as the weights reach: a config's num_hidden_layers never sizes the loop (config_weights
+        reports a count the weights do not hold, once)."""
+        config = self._corrected(corrected)
+        present = layer_indices(self.names)
+        reach = min(max(present) + 1 if present else 0, len(self.names))
+        return expected_drafter_tensors(config, self.keys, max_layers=reach)
 
     def vocabulary(self) -> list[Finding]:
         vocab, target_vocab = self.config.get("vocab_size"), self.target_config.get("vocab_size")
@@ -423,7 +608,8 @@ class _Drafter:
                             "drafter drafts past the block it was trained on",
                             detail=f"{SPEC_BLOCK.value}. {SPEC_BLOCK.note}",
                             evidence={"block_size": block, "num_speculative_tokens": k},
-                            remediation=(Remediation(f"--speculative-config '{{..., \"num_speculative_tokens\": {block - 1}}}'",
+                            remediation=(Remediation(with_spec(list((self.serve or {}).get("argv") or []),
+                                                               {**spec, "num_speculative_tokens": block - 1}),
                                                      "one anchor plus block_size - 1 masks fill the trained block"),))]
         self.ok.append(f"block_size {block}" + (f" (k={k})" if _is_int(k) else f" (serve with k={block - 1})"))
         return []

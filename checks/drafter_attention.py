@@ -24,6 +24,7 @@ from .model_common import (
     gpu_view,
     text_config,
 )
+from .serve_common import with_flag, with_spec
 
 __all__ = ["DrafterAttentionCheck", "choose_backend"]
 
@@ -128,11 +129,12 @@ class DrafterAttentionCheck:
                 else:
                     title = f"{_vllm_label(vllm)} on {sm}: no attention backend supports {scope} with non-causal attention"
                     code = "attention.none-valid"
+                argv = list((facts.optional("serve_args") or {}).get("argv") or []) or ["vllm", "serve", "MODEL"]
+                fix = with_flag(argv, "--attention-backend", "FLASH_ATTN") if all_layers else \
+                    with_spec(argv, {**spec, "attention_backend": "FLASH_ATTN"})
                 findings.append(Finding(code, Status.FAIL, title, detail=NON_CAUSAL_SCOPE.source, evidence=evidence,
-                                        remediation=(Remediation("--speculative-config '{..., \"attention_backend\": "
-                                                                 "\"FLASH_ATTN\"}'" if not all_layers else
-                                                                 "--attention-backend FLASH_ATTN",
-                                                                 "FlashAttention supports non-causal attention from sm_80"),)))
+                                        remediation=(Remediation(fix, "FlashAttention supports non-causal attention "
+                                                                 "from sm_80"),)))
                 continue
             skipped = "; ".join(f"{n}: {', '.join(r)}" for n, r in pick["skipped"].items())
             findings.append(Finding(

@@ -28,7 +28,7 @@ from .gpu_common import (
     resolve_visible,
 )
 
-__all__ = ["GpuCheck", "Visible", "resolve_visible"]
+__all__ = ["GpuCheck", "Visible", "no_driver_finding", "resolve_visible"]
 
 
 # ---------------------------------------------------------------------------------------- gpu check
@@ -75,6 +75,14 @@ def _nvml_failure(gpu: Mapping[str, Any]) -> Finding:
     return Finding("gpu.nvml-failed", Status.FAIL,
                    f"NVML could not be queried: {message or error.get('kind')}",
                    detail="`nvidia-smi` usually prints the same error.", evidence=evidence)
+
+
+def no_driver_finding(gpu: Mapping[str, Any]) -> Finding | None:
+    """The finding this check gives when NVML cannot be queried (no driver, no permission, ...); None when it
+    can. Other checks name it as the cause of what follows from it (an extension that needs libcuda.so.1)."""
+    if (gpu.get("nvml") or {}).get("ok") or gpu.get("skipped"):
+        return None
+    return _nvml_failure(gpu)
 
 
 def _device_line(device: Mapping[str, Any]) -> str:

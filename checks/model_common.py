@@ -91,24 +91,25 @@ def _not_given(check_title: str, what: str) -> list[Finding]:
 
 def _skip_if_broken(facts: Facts, title: str) -> list[Finding] | None:
     models = facts["models"]
+    prior: CheckResult | None = facts.prior.get("model-files")
+    # The model-files findings that stop judgement; the first is what this skip follows from.
+    broken = [f for f in (prior.findings if prior else ()) if f.status is Status.FAIL
+              and f.evidence.get("blocks_judgement")]
+    cause = broken[0].id if broken else ""
     for role in ("drafter", "target"):
         model = models.get(role) or {}
         if not (model.get("dir") or {}).get("config"):
             return [Finding("models.not-judged", Status.SKIP,
                             f"{title}: not judged, the {role} {model.get('name')!r} could not be read (see Model files)",
                             detail="The drafter is compared with its target from both config.json files and the "
-                            "drafter's safetensors headers; without them nothing can be compared.")]
-    prior: CheckResult | None = facts.prior.get("model-files")
-    if prior is None:
-        return None
-    broken = [f for f in prior.findings if f.status is Status.FAIL and f.evidence.get("blocks_judgement")]
+                            "drafter's safetensors headers; without them nothing can be compared.", cause=cause)]
     if not broken:
         return None
     return [Finding("models.not-judged", Status.SKIP,
                     f"{title}: not judged, the model files are broken ({broken[0].title})",
                     detail="Fix the model-files findings first; the drafter cannot be compared with its target "
                     "without a readable config.json and weights.",
-                    evidence={"blocking": [f.id for f in broken]})]
+                    evidence={"blocking": [f.id for f in broken]}, cause=cause)]
 
 
 def gpu_view(facts: Facts) -> dict[str, Any]:

@@ -1,13 +1,14 @@
 """Layer: the flash_attn namespace.
 
 Who owns which files under flash_attn/ (RECORD), how `flash_attn` resolves on the target's sys.path
-(regular package or namespace, which directories), what shadows it, and the files that flash-attn and
-flash-attn-4 both claim. Whether a namespace `flash_attn` is fatal depends on the installed vLLM: we
+(regular package or namespace, which directories, and what a directory no distribution owns holds), what
+shadows it, and the files that flash-attn and flash-attn-4 both claim. Whether a namespace `flash_attn` is fatal depends on the installed vLLM: we
 judge it by the guard its own source puts around the rotary import (see dflash_doctor.guards).
 """
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, ClassVar
 
@@ -18,6 +19,17 @@ from dflash_doctor.knowledge.flash_attn import EXTEND_PATH_FIRST_RELEASE, FA2_RE
 from dflash_doctor.knowledge.vllm_imports import SERVING_PATH_SITES
 from dflash_doctor.model import Finding, Remediation, Status
 from dflash_doctor.remedy import Installer
+
+from .namespace_common import (
+    Portion,
+    contents_phrase,
+    describe_namespace,
+    namespace_portions,
+    removal_remediation,
+    shown_files,
+    uninstall_remediation,
+    where_on_path,
+)
 
 INIT = "flash_attn/__init__.py"
 MODULE_NOT_FOUND_MRO = ("ModuleNotFoundError", "ImportError", "Exception", "BaseException")
@@ -39,10 +51,11 @@ class NamespaceCheck:
         findings = [
             *_shadowing(resolution, claimants),
             *_v4_without_v2(dists, resolution, claimants, facts["vllm_source"], installer),
+            *_unowned_portions(dists, resolution, facts["vllm_source"]),
             *_cute_overlap(dists, claimants, installer),
         ]
         if not findings:
-            findings.append(_healthy(resolution, claimants))
+            findings.append(_healthy(dists, resolution, claimants, facts["vllm_source"]))
         return findings
 
 
@@ -52,15 +65,31 @@ def _claimants(dists: Distributions) -> dict[str, Dist]:
 
 
 def _owner_of_init(claimants: Mapping[str, Dist]) -> Dist | None:
-    return next((d for d in claimants.values() if any(c["path"] == INIT for c in d.claims)), None)
+    """The distribution whose flash_attn/__init__.py is on disk (an uninstall of another may have deleted it)."""
+    return next((d for d in claimants.values()
+                 if any(c["path"] == INIT and c.get("disk_hash") for c in d.claims)), None)
 
 
-def _healthy(resolution: Mapping[str, Any], claimants: Mapping[str, Dist]) -> Finding:
+def _healthy(dists: Distributions, resolution: Mapping[str, Any], claimants: Mapping[str, Dist],
+             vllm_source: Mapping[str, Any]) -> Finding:
     if not resolution.get("found"):
         return Finding(
             id="namespace.absent",
             status=Status.PASS,
             title="flash_attn is not installed: vLLM's guarded import skips it and uses its bundled flash-attention",
+        )
+    if resolution.get("namespace"):
+        # Every directory of it is owned, by distributions other than flash-attn-4, none with __init__.py.
+        portions = namespace_portions(resolution, dists)
+        status, consequence = _vllm_consequence(vllm_source)
+        return Finding(
+            id="namespace.incomplete",
+            status=status,
+            title=f"flash_attn is a namespace package {describe_namespace(portions)} — {consequence}",
+            detail="No installed distribution provides flash_attn/__init__.py, so flash_attn.ops does not exist. "
+            "Reinstall the distribution that should provide it (--force-reinstall --no-deps puts its files back).",
+            evidence={"search_locations": resolution.get("search_locations"),
+                      "portions": [_portion_evidence(p) for p in portions]},
         )
     owner = _owner_of_init(claimants)
     owner_label = owner.label() if owner else "no installed distribution"
@@ -90,7 +119,7 @@ def _shadowing(resolution: Mapping[str, Any], claimants: Mapping[str, Dist]) -> 
             "user site), so the installed flash-attn is never used.",
             evidence={"shadow": portion, "installed_in": sorted(installed_dirs)},
             remediation=(
-                Remediation(f"mv {portion['path']} {portion['path']}.disabled",
+                Remediation(f"mv {shlex.quote(portion['path'])} {shlex.quote(portion['path'] + '.disabled')}",
                             "move the stray copy out of the way (or run from another directory, or fix PYTHONPATH)"),
             ),
         )
@@ -114,9 +143,11 @@ def _v4_without_v2(dists: Distributions, resolution: Mapping[str, Any], claimant
     needed_by = [d.label() for d in dists.requiring("flash-attn-4")]
     remediation = []
     if not needed_by:
-        remediation.append(Remediation(
-            installer.uninstall(v4.name),
-            "nothing installed requires flash-attn-4: without it flash_attn is absent and vLLM's guard falls back cleanly",
+        remediation.append(uninstall_remediation(
+            dists, [v4], installer,
+            "nothing installed requires flash-attn-4: without it flash_attn is absent and vLLM's guard falls back "
+            "cleanly" + ("" if installer.uv else "; the directories pip's uninstall leaves (an empty flash_attn/, "
+                         "stale __pycache__) go too, else they keep flash_attn a namespace package"),
         ))
     remediation.append(Remediation(
         installer.install(V2_SPEC.value, no_build_isolation=True),
@@ -140,6 +171,42 @@ def _v4_without_v2(dists: Distributions, resolution: Mapping[str, Any], claimant
                   "vllm_sites": [f"{s['file']}:{s['line']}" for s in _rotary_sites(vllm_source)]},
         remediation=tuple(remediation),
     )
+
+
+def _portion_evidence(portion: Portion) -> dict[str, Any]:
+    return {"path": portion.path, "on_path_from": where_on_path(portion),
+            "owners": [d.label() for d in portion.owners], "contents": dict(portion.contents)}
+
+
+def _unowned_portions(dists: Distributions, resolution: Mapping[str, Any],
+                      vllm_source: Mapping[str, Any]) -> Iterator[Finding]:
+    """A directory without __init__.py that no distribution owns makes flash_attn a namespace package all the
+    same: what an uninstall left behind, or a stray directory in the working directory or on PYTHONPATH."""
+    if not resolution.get("namespace"):
+        return  # a regular flash_attn later on the path wins over any namespace portion
+    portions = namespace_portions(resolution, dists)
+    for portion in portions:
+        if portion.owners:
+            continue
+        status, consequence = _vllm_consequence(vllm_source)
+        contents = portion.contents
+        yield Finding(
+            id="namespace.leftover",
+            status=status,
+            title=f"{portion.path} has no __init__.py and no installed distribution owns it "
+            f"({contents_phrase(portion)}): flash_attn is a namespace package without flash_attn.ops — "
+            f"{consequence}",
+            detail="A directory on sys.path without __init__.py is a namespace portion, whoever left it: "
+            "find_spec('flash_attn') is not None, yet `flash_attn.ops` does not exist. `pip uninstall` leaves "
+            "such a directory behind (an empty flash_attn/ after flash-attn-4, or __pycache__ with bytecode other "
+            "interpreters wrote); a source checkout or a copy leaves one in the working directory or on PYTHONPATH. "
+            f"This one is on sys.path from {where_on_path(portion)}."
+            + (f" Files in it: {shown_files(contents)}." if contents.get("file_count") else ""),
+            evidence={**_portion_evidence(portion), "search_locations": resolution.get("search_locations"),
+                      "vllm": vllm_source.get("version"),
+                      "vllm_sites": [f"{s['file']}:{s['line']}" for s in _rotary_sites(vllm_source)]},
+            remediation=(removal_remediation(portion),),
+        )
 
 
 def _vllm_consequence(vllm_source: Mapping[str, Any]) -> tuple[Status, str]:

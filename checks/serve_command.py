@@ -10,6 +10,7 @@ knowledge.dflash; the installed vLLM's source decides which variant applies (col
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
@@ -42,10 +43,14 @@ from .serve_common import (
     _not_given,
     _tier,
     effective_settings,
+    repair_spec,
     with_flag,
+    with_spec,
 )
 
 __all__ = ["ServeCommandCheck"]
+
+_SPEC_ERROR_FLAGS = ("--speculative-config", "-sc")
 
 class _Command:
     def __init__(self, facts: Facts) -> None:
@@ -73,16 +78,20 @@ class _Command:
         for rule in (self.parsed, self.installed, self.speculative, self.drafter_verdict, self.max_model_len,
                      self.scheduler, self.budget, self.heads, self.vllm_validation):
             out.extend(rule())
-        return out
+        return _detail_once(out)
 
     def parsed(self) -> list[Finding]:
         parser = self.serve.get("vllm_parser") or {}
         out: list[Finding] = []
         if parser.get("available") and parser.get("parse_error"):
+            reason = str(parser["parse_error"]).splitlines()[-1]
+            # The speculative config that is not JSON is what vLLM's parser refused: serve.spec-json says so.
+            cause = "serve.spec-json" if self._spec_unreadable() and any(
+                flag in reason for flag in (*_SPEC_ERROR_FLAGS, "speculative_config")) else ""
             out.append(Finding("serve.vllm-parser-rejected", Status.FAIL,
-                               f"vLLM {parser.get('version')}'s own parser rejects the command: "
-                               f"{str(parser['parse_error']).splitlines()[-1]}",
-                               detail=str(parser["parse_error"]), evidence={"argv": self.serve.get("argv")}))
+                               f"vLLM {parser.get('version')}'s own parser rejects the command: {reason}",
+                               detail=str(parser["parse_error"]), evidence={"argv": self.serve.get("argv")},
+                               cause=cause))
         if self.serve.get("parser") == "vllm":
             out.append(Finding("serve.parsed", Status.PASS,
                                f"the command was read by vLLM {parser.get('version')}'s own parser",
@@ -101,6 +110,8 @@ class _Command:
                                f"the command was read by the doctor's documented subset of vLLM's flags: {why}",
                                evidence={"flags_given": self.serve.get("flags_given")}))
         for error in self.serve.get("errors") or []:
+            if error.get("flag") in _SPEC_ERROR_FLAGS and self._spec_unreadable():
+                continue  # the same error is serve.spec-json's, with the command to fix it
             out.append(Finding("serve.flag-invalid", Status.FAIL, f"{error.get('message')}",
                                evidence={"flag": error.get("flag")}))
         unknown = self.serve.get("unknown_flags") or []
@@ -122,19 +133,45 @@ class _Command:
                         remediation=(Remediation("dflash-doctor serve --python /path/to/serving/venv/bin/python -- vllm serve ...",
                                                  "point the doctor at the interpreter that runs vllm"),))]
 
+    def _spec_unreadable(self) -> bool:
+        return bool(self.spec_facts.get("given") and (self.spec_facts.get("error") or not self.spec))
+
+    def _block_k(self) -> tuple[int, str]:
+        """num_speculative_tokens that fills the drafter's trained block (block_size - 1), and why."""
+        keys = (((self.drafter or {}).get("dir") or {}).get("config") or {}).get("drafter") or {}
+        nested = keys.get("dflash_config")
+        block = keys.get("block_size", nested.get("block_size") if isinstance(nested, dict) else None)
+        if _is_int(block) and block > 1:
+            return block - 1, f"block_size {block} - 1: one anchor plus {block - 1} masks fill the drafter's block"
+        return 15, "one anchor plus block_size - 1 masks: 15 for the b16 drafters"
+
     def speculative(self) -> list[Finding]:
+        k_fit, k_why = self._block_k()
         if not self.spec_facts.get("given"):
+            spec = {"method": "dflash", "model": "DRAFTER_DIR", "num_speculative_tokens": k_fit}
             return [Finding("serve.no-speculative-config", Status.WARN,
                             "no --speculative-config: this command serves without DFlash",
-                            remediation=(Remediation("--speculative-config '{\"method\": \"dflash\", \"model\": DRAFTER, "
-                                                     "\"num_speculative_tokens\": 15}'", "enable DFlash"),))]
-        if self.spec_facts.get("error") or not self.spec:
+                            remediation=(Remediation(with_spec(self.argv, spec),
+                                                     "enable DFlash: put the drafter's directory for DRAFTER_DIR"),))]
+        if self._spec_unreadable():
+            raw = self.spec_facts.get("raw")
+            meant = repair_spec(raw)
+            if meant is not None:
+                fixed = {"method": "dflash", **meant}
+                added = [k for k in ("method",) if k not in meant]
+                if "num_speculative_tokens" not in fixed:
+                    fixed["num_speculative_tokens"] = k_fit
+                    added.append("num_speculative_tokens")
+                why = ("the same settings written as JSON (single quotes around it, double quotes inside)"
+                       + (f", with {' and '.join(added)} added (vLLM needs them; {k_why})" if added else ""))
+            else:
+                fixed = {"method": "dflash", "model": "DRAFTER_DIR", "num_speculative_tokens": k_fit}
+                why = ("single quotes around the JSON, double quotes inside; put the drafter's directory for "
+                       f"DRAFTER_DIR ({k_why})")
             return [Finding("serve.spec-json", Status.FAIL,
                             f"--speculative-config is not a JSON object: {self.spec_facts.get('error') or 'empty'}",
-                            evidence={"raw": self.spec_facts.get("raw")},
-                            remediation=(Remediation("--speculative-config '{\"method\": \"dflash\", \"model\": \"...\", "
-                                                     "\"num_speculative_tokens\": 15}'",
-                                                     "single quotes around the JSON, double quotes inside"),))]
+                            evidence={"raw": raw, "meant": meant},
+                            remediation=(Remediation(with_spec(self.argv, fixed), why),))]
         out: list[Finding] = []
         flag = "--speculative-config"
         if "tensor_parallel_size" in self.spec:
@@ -152,18 +189,25 @@ class _Command:
                 out.append(Finding("serve.spec-method", Status.WARN,
                                    f"{flag} has no \"method\": vLLM detects DFlash only because \"dflash\" is in the path",
                                    detail=METHOD_DETECTION.source,
-                                   remediation=(Remediation("add \"method\": \"dflash\"", "do not depend on the path"),)))
+                                   remediation=(Remediation(with_spec(self.argv, {"method": "dflash", **self.spec}),
+                                                            "name the method: do not depend on the path"),)))
             else:
                 out.append(Finding("serve.spec-method", Status.FAIL,
                                    f"{flag} has no \"method\" and the drafter path has no \"dflash\" in it: vLLM loads "
                                    "the drafter as a plain draft model",
                                    detail=METHOD_DETECTION.source,
-                                   remediation=(Remediation("add \"method\": \"dflash\"", "select DFlash explicitly"),)))
+                                   remediation=(Remediation(with_spec(self.argv, {"method": "dflash", **self.spec}),
+                                                            "select DFlash explicitly"),)))
         elif methods is not None and method not in methods:
+            drafter = self.prior.get("drafter")
+            # The drafter check says the same of this vLLM first (drafter.vllm-without-dflash), with the same fix.
+            cause = "drafter.vllm-without-dflash" if method == "dflash" and drafter is not None and any(
+                f.id == "drafter.vllm-without-dflash" for f in drafter.findings) else ""
             out.append(Finding("serve.spec-method", Status.FAIL,
                                f"{flag}: method {method!r} is not one {self.label} knows ({', '.join(methods)})"
                                + ("; DFlash first shipped in vLLM 0.20.0" if method == "dflash" else ""),
-                               remediation=(Remediation(self.installer.install("vllm>=0.20.1"), "a vLLM with DFlash"),)))
+                               remediation=(Remediation(self.installer.install("vllm>=0.20.1"), "a vLLM with DFlash"),),
+                               cause=cause))
         elif method != "dflash":
             out.append(Finding("serve.spec-method", Status.WARN,
                                f"{flag}: method {method!r} is not DFlash; the DFlash rules do not apply to it"))
@@ -174,8 +218,9 @@ class _Command:
                                "provided, but neither `speculative_token_tree` nor `num_speculative_tokens` was "
                                "provided\"); it never takes it from the drafter's block_size",
                                detail=NUM_SPEC_TOKENS_REQUIRED.source,
-                               remediation=(Remediation("add \"num_speculative_tokens\": BLOCK_SIZE - 1 (15 for b16 "
-                                                        "drafters)", "one anchor plus block_size - 1 masks"),)))
+                               remediation=(Remediation(with_spec(self.argv, {**self.spec,
+                                                                              "num_speculative_tokens": k_fit}),
+                                                        k_why),)))
         elif not _is_int(k) or k <= 0:
             out.append(Finding("serve.spec-k-invalid", Status.FAIL,
                                f"{flag}: num_speculative_tokens {k!r} is not a positive integer (vLLM: \"Input should "
@@ -196,10 +241,13 @@ class _Command:
         result = self.prior.get("drafter")
         if result is None or result.status not in (Status.FAIL, Status.ERROR):
             return []
-        failed = [f.title for f in result.findings if f.status in (Status.FAIL, Status.ERROR)]
+        failing = [f for f in result.findings if f.status in (Status.FAIL, Status.ERROR)]
+        # Count causes, not their consequences: one wrong hidden_size is one reason, not thirteen.
+        decisive = [f for f in failing if not f.cause] or failing
         return [Finding("serve.drafter-broken", Status.FAIL,
-                        f"the drafter in --speculative-config fails {len(failed)} drafter check(s): {failed[0]}",
-                        evidence={"failed": failed[:8]})]
+                        f"the drafter in --speculative-config fails {len(decisive)} drafter check(s): {decisive[0].title}",
+                        evidence={"failed": [f.title for f in decisive[:8]], "failed_ids": [f.id for f in decisive[:8]]},
+                        cause=decisive[0].id)]
 
     def max_model_len(self) -> list[Finding]:
         given = self.fields.get("max_model_len")
@@ -376,6 +424,21 @@ def _validation_reason(message: str) -> str:
         reason = reason.removeprefix("Value error, ")
         return f"{field}: {reason}" if field else reason
     return lines[0]
+
+
+def _detail_once(findings: list[Finding]) -> list[Finding]:
+    """The same rule judged for two GPU tiers gives two findings with one long detail (its source): keep it on
+    the worst of them only, so it is read once."""
+    keep: dict[tuple[str, str], int] = {}
+    for index, f in enumerate(findings):
+        if not f.detail:
+            continue
+        key = (f.id, f.detail)
+        if key not in keep or f.status.rank > findings[keep[key]].status.rank:
+            keep[key] = index
+    kept = set(keep.values())
+    return [f if not f.detail or index in kept else dataclasses.replace(f, detail="")
+            for index, f in enumerate(findings)]
 
 
 class ServeCommandCheck:

@@ -7,6 +7,10 @@ remediation is that command, not a generic one).
 
 from __future__ import annotations
 
+import ast
+import json
+import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,7 +26,7 @@ from .model_common import (
     text_config,
 )
 
-__all__ = ["effective_settings", "with_flag"]
+__all__ = ["effective_settings", "repair_spec", "with_flag", "with_spec"]
 
 GIB = float(1 << 30)
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "half": 2, "float": 4}
@@ -64,6 +68,67 @@ def with_flag(argv: Sequence[str], flag: str, value: Any) -> str:
     return " ".join(quote(w) for w in out)
 
 
+_SPEC_FLAGS = ("--speculative-config", "-sc")
+
+
+def _is_spec_flag(word: str) -> bool:
+    """--speculative-config in any spelling vLLM reads: `-sc`, underscores, `=VALUE`, and `.KEY` for one key."""
+    flag = word.partition("=")[0]
+    head = flag.partition(".")[0]
+    return (head.replace("_", "-") if head.startswith("--") else head) in _SPEC_FLAGS
+
+
+def with_spec(argv: Sequence[str], spec: Mapping[str, Any]) -> str:
+    """The user's own serve command with its speculative config replaced by `spec` (every --speculative-config,
+    -sc and --speculative-config.KEY given is dropped, one --speculative-config JSON appended), quoted for the
+    shell."""
+    words = list(argv)
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if _is_spec_flag(word):
+            i += 1 if "=" in word else 2
+            continue
+        out.append(word)
+        i += 1
+    out += ["--speculative-config", json.dumps(dict(spec))]
+    return " ".join(quote(w) for w in out)
+
+
+_BARE = re.compile(r"""([{\[,:]\s*)([^\s"'{}\[\],:][^{}\[\],:"']*?)(\s*)(?=[,:}\]])""")
+_JSON_WORD = re.compile(r"-?\d+(\.\d+)?([eE][+-]?\d+)?|true|false|null")
+
+
+def repair_spec(raw: Any) -> dict[str, Any] | None:
+    """What a --speculative-config that is not JSON most likely meant, as a dict; None if it cannot be told.
+
+    Two mistakes cover what shells and hands make of it: Python's syntax (single quotes, True/None), and bare
+    words where the double quotes were eaten by the shell (`{method: dflash, model: /models/d}`)."""
+    if not isinstance(raw, str) or len(raw) > 65536:
+        return None
+    try:
+        value = ast.literal_eval(raw)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        value = None
+    if not isinstance(value, dict):
+        def quoted(match: re.Match[str]) -> str:
+            word = match.group(2).strip()
+            return match.group(1) + (word if _JSON_WORD.fullmatch(word) else json.dumps(word)) + match.group(3)
+
+        try:
+            value = json.loads(_BARE.sub(quoted, raw.strip()))
+        except (ValueError, RecursionError):
+            return None
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        return None
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return None
+    return value
+
+
 def _not_given() -> list[Finding]:
     return [Finding("serve.not-given", Status.SKIP, "serve command: skipped, none given",
                     detail="Run `dflash-doctor serve -- vllm serve MODEL [flags]` with the exact command to judge it.")]
@@ -79,6 +144,8 @@ def _derived_max_len(target: Mapping[str, Any] | None) -> tuple[int | None, str]
     base = text.get("max_position_embeddings")
     if not _is_int(base):
         return None, "no max_position_embeddings"
+    if not 0 < base < 2**53:  # read from config.json: a float must hold it exactly, scaling included
+        return None, f"max_position_embeddings={base} is not a usable length"
     key = f"max_position_embeddings={base}"
     derived = float(base)
     rope = text.get("rope_parameters") or text.get("rope_scaling")
@@ -90,6 +157,8 @@ def _derived_max_len(target: Mapping[str, Any] | None) -> tuple[int | None, str]
                 derived = float(rope["original_max_position_embeddings"])
             derived *= float(factor)
             key += f" x {kind} factor {factor}"
+    if not math.isfinite(derived) or derived >= 2**63:
+        return None, f"{key} is not a usable length"
     tokenizer = (target or {}).get("tokenizer_config") or {}
     limit = tokenizer.get("model_max_length")
     if isinstance(limit, (int, float)) and limit < derived:

@@ -77,15 +77,25 @@ def _kv_bytes_per_token(model: Mapping[str, Any] | None, tp: int, pp: int, kv_by
         return 0.0
     per_layer = 2 * max(1, kv // tp) * head_dim * kv_bytes
     listed = text.get("layer_types")
-    types: list[Any] = list(listed) if isinstance(listed, list) else ["full_attention"] * layers
     window = text.get("sliding_window") if _is_int(text.get("sliding_window")) else None
-    total = 0.0
-    for kind in types[:layers]:
-        if kind == "full_attention" or kind is None:
-            total += per_layer
-        elif kind == "sliding_attention":
-            total += per_layer * (min(window, max_model_len) / max_model_len if window else 1.0)
+    # Counted, never expanded: num_hidden_layers comes from config.json and may say 10**12.
+    if isinstance(listed, list):
+        kinds = listed[:layers]
+        full = sum(1 for kind in kinds if kind == "full_attention" or kind is None)
+        sliding = sum(1 for kind in kinds if kind == "sliding_attention")
+    else:
+        full, sliding = layers, 0
+    share = min(window, max_model_len) / max_model_len if window and max_model_len else 1.0
+    total = _as_float(per_layer * full) + _as_float(per_layer * sliding) * share
     return total / max(1, pp)
+
+
+def _as_float(value: int) -> float:
+    """An int from config.json arithmetic as a float; beyond float's range, infinity (never OverflowError)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
 
 
 class ServeResourcesCheck:
@@ -170,7 +180,9 @@ class ServeResourcesCheck:
                      + (_kv_bytes_per_token(drafter, max(1, draft_tp), 1, kv_bytes, mml or 1) if drafter else 0.0))
         findings: list[Finding] = []
         evidence = {"gpu_memory_utilization": util, "target_bytes": target_bytes, "drafter_bytes": drafter_bytes,
-                    "weights_per_gpu": int(per_gpu), "kv_bytes_per_token": per_token, "max_model_len": mml,
+                    "weights_per_gpu": int(per_gpu), "max_model_len": mml,
+                    # JSON has no infinity: a per-token size past float's range (an absurd config) is left out
+                    "kv_bytes_per_token": per_token if math.isfinite(per_token) else None,
                     "excluded_prefixes": dropped, "tp": tp, "pp": pp}
         worst_room: float | None = None
         for device in devices:
@@ -213,8 +225,9 @@ class ServeResourcesCheck:
                     f"{_gib(per_token * mml)} of KV cache: \"To serve at least one request with the models's max seq len "
                     f"({mml}), ... KV cache is needed, which is larger than the available KV cache memory\"",
                     detail=KV_CACHE_ONE_SEQUENCE.source, evidence={**evidence, "device": device.get("index")},
-                    remediation=(Remediation(with_flag(argv, "--max-model-len", int(room / per_token)), "a length that fits"),
-                                 Remediation(with_flag(argv, "--gpu-memory-utilization", 0.95), "or give vLLM more of each GPU"))))
+                    remediation=((Remediation(with_flag(argv, "--max-model-len", int(room / per_token)), "a length that fits"),)
+                                 if room / per_token >= 1 else ())
+                    + (Remediation(with_flag(argv, "--gpu-memory-utilization", 0.95), "or give vLLM more of each GPU"),)))
         if not findings and worst_room is not None:
             tokens = int(worst_room / per_token) if per_token else None
             findings.append(Finding(

@@ -36,6 +36,7 @@ from dflash_doctor.fingerprint import of_sections
 from dflash_doctor.jsondoc import load_document
 from dflash_doctor.model import CheckResult, Finding, Remediation, Status, worst
 from dflash_doctor.remedy import Installer, quote
+from dflash_doctor.safefile import UnsafeFile, environment_roots, open_regular, read_regular
 
 __all__ = ["SCHEMA", "BaselineError", "compare", "current_state", "default_driver_range", "judge", "load", "save"]
 
@@ -44,6 +45,7 @@ OWN = "dflash-doctor"  # the doctor itself is not part of the environment it jud
 DIFF_LINES = 30
 _SKIP_SUFFIXES = (".pyc",)
 _SIGNATURES = ("RECORD", "RECORD.jws", "RECORD.p7s")
+MAX_RECORD_BYTES = 64 << 20
 
 
 class BaselineError(Exception):
@@ -53,20 +55,26 @@ class BaselineError(Exception):
 # ------------------------------------------------------------------------------------------ collecting
 
 
-def _sha256(path: str) -> str | None:
+def _sha256(path: str, roots: list[str] | None) -> str | None:
+    """"sha256=..." of a regular file inside the environment; None when it is missing; "not hashed: ..." for
+    a file that is not opened (a FIFO, a device, a path that resolves outside the environment)."""
     digest = hashlib.sha256()
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path, roots) as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
+    except UnsafeFile as exc:
+        return f"not hashed: {exc.reason}"
     except OSError:
         return None
     return "sha256=" + base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
 
 
-def _record_paths(dist_info: str) -> list[str] | None:
+def _record_paths(dist_info: str, roots: list[str] | None) -> list[str] | None:
     try:
-        text = Path(dist_info, "RECORD").read_text(encoding="utf-8")
+        text = read_regular(os.path.join(dist_info, "RECORD"), MAX_RECORD_BYTES + 1, roots).decode("utf-8")
+        if len(text) > MAX_RECORD_BYTES:
+            return None
         rows = list(csv.reader(io.StringIO(text)))
     except (OSError, UnicodeDecodeError, csv.Error):
         return None
@@ -82,22 +90,25 @@ def _record_paths(dist_info: str) -> list[str] | None:
     return paths
 
 
-def hash_files(dists: Iterable[Mapping[str, Any]], workers: int | None = None) -> dict[str, dict[str, str | None] | None]:
-    """{canonical name: {RECORD path: "sha256=..." or None (missing)}} for each distribution; None where
-    the distribution has no readable RECORD. Hashing runs on threads (hashlib releases the GIL)."""
+def hash_files(dists: Iterable[Mapping[str, Any]], workers: int | None = None,
+               roots: list[str] | None = None) -> dict[str, dict[str, str | None] | None]:
+    """{canonical name: {RECORD path: "sha256=...", None (missing) or "not hashed: why"}} for each
+    distribution; None where the distribution has no readable RECORD. Hashing runs on threads (hashlib
+    releases the GIL). `roots`: the environment's directories (target.environment_roots); only regular files
+    that resolve inside them are read, never anything under /dev, /proc or /sys."""
     jobs: list[tuple[str, str, str]] = []
     out: dict[str, dict[str, str | None] | None] = {}
     for dist in dists:
         name = canonical(str(dist.get("name")))
-        paths = _record_paths(str(dist.get("dist_info"))) if dist.get("dist_info") else None
+        paths = _record_paths(str(dist.get("dist_info")), roots) if dist.get("dist_info") else None
         if paths is None:
             out[name] = None
             continue
         out[name] = {}
         location = str(dist.get("location"))
-        jobs += [(name, rel, os.path.normpath(os.path.join(location, rel))) for rel in paths]
+        jobs += [(name, rel, os.path.join(location, rel)) for rel in paths]
     with ThreadPoolExecutor(max_workers=workers or min(8, (os.cpu_count() or 2) * 2)) as pool:
-        for (name, rel, _), value in zip(jobs, pool.map(lambda job: _sha256(job[2]), jobs)):
+        for (name, rel, _), value in zip(jobs, pool.map(lambda job: _sha256(job[2], roots), jobs)):
             files = out[name]
             assert files is not None
             files[rel] = value
@@ -126,14 +137,18 @@ def current_state(sections: Mapping[str, Any], *, hash_names: Iterable[str] | No
     distributions: dict[str, Any] | None = None
     if isinstance(dist_section, Mapping):
         first: dict[str, Mapping[str, Any]] = {}
-        for item in dist_section.get("items") or ():
+        items = dist_section.get("items")
+        for item in items if isinstance(items, list) else ():
             if isinstance(item, Mapping) and item.get("name"):
                 first.setdefault(canonical(str(item["name"])), item)
         first.pop(OWN, None)
-        hashed = hash_files([d for n, d in first.items() if n in wanted]) if wanted else {}
+        target = envsummary.section(sections, "target")
+        roots = environment_roots(target if isinstance(target, Mapping) else None)
+        hashed = hash_files([d for n, d in first.items() if n in wanted], roots=roots) if wanted else {}
         distributions = {}
         for name, item in sorted(first.items()):
-            entry: dict[str, Any] = {"name": item.get("name"), "version": item.get("version")}
+            version = item.get("version")
+            entry: dict[str, Any] = {"name": str(item.get("name")), "version": None if version is None else str(version)}
             if name in hashed:
                 files = hashed[name]
                 entry["files"] = files
@@ -163,13 +178,9 @@ def save(path: str, state: Mapping[str, Any]) -> None:
 
 
 def load(path: str) -> dict[str, Any]:
-    data = load_document(path, SCHEMA, "baseline", BaselineError,
+    """A baseline file, checked against the shipped schema (baseline-v1.json), which `compare` relies on."""
+    return load_document(path, SCHEMA, "baseline", BaselineError,
                          "; make one with `dflash-doctor baseline save FILE`")
-    for key, kind in (("distributions", dict), ("arch_coverage", dict), ("driver", dict), ("gpus", dict),
-                      ("python", dict)):
-        if data.get(key) is not None and not isinstance(data[key], kind):
-            raise BaselineError(f"{path}: field {key!r} should be an object or null")
-    return data
 
 
 # ------------------------------------------------------------------------------------------ comparing

@@ -2,7 +2,9 @@
 module commands `serve`, `baseline`, `merge`, `fleet` (dflash_doctor/commands/).
 
 Exit codes: 0 no fail and no error; 1 any fail or error (with --strict, any warn too; a partial report
-is an error); 2 the command line or an input file was wrong (argparse's own convention), nothing judged.
+is an error: SIGTERM or SIGINT once stops the run and writes the partial report, with one line on stderr);
+2 the command line or an input file was wrong (argparse's own convention), nothing judged; 128 + the
+signal's number (143, 130) when a second SIGTERM/SIGINT ends the doctor before it wrote the report.
 
 Every output (terminal, --json, --junit, --markdown, --format github) is made from one redacted report.
 `run_doctor(args)` is the run itself, for commands that embed it (serve, fleet, baseline save).
@@ -11,6 +13,7 @@ Every output (terminal, --json, --junit, --markdown, --format github) is made fr
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -23,12 +26,14 @@ from dflash_doctor import __version__
 from dflash_doctor.check import Check, Context
 from dflash_doctor.model import CheckResult, Finding, Status, exit_code
 
-__all__ = ["DoctorRun", "UsageError", "emit", "main", "parse_run_args", "run_doctor", "run_parser"]
+__all__ = ["DoctorRun", "UsageError", "check_count", "check_number", "emit", "main", "parse_run_args", "run_doctor",
+           "run_parser"]
 
 # Subcommands that live in their own modules: dflash_doctor.commands.<name>.main(argv) -> exit code.
 MODULE_COMMANDS = ("serve", "baseline", "merge", "fleet")
 SUBCOMMANDS = ("judge", "list", "explain", "profiles", *MODULE_COMMANDS)
 OUTPUT_OPTIONS = ("json", "junit", "markdown")
+MAX_TIMEOUT_S = 86_400.0  # a day: past this a per-probe timeout means "never", which is not a timeout
 
 
 class UsageError(Exception):
@@ -86,17 +91,68 @@ def judge_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def check_number(value: Any, flag: str, *, unit: str = "seconds", allow_zero: bool = False,
+                 most: float = MAX_TIMEOUT_S) -> float:
+    """A number (of seconds) from the command line or a profile: finite, > 0 (or >= 0), at most `most`."""
+    low = "0 or more" if allow_zero else "more than 0"
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or value < 0 or (value == 0 and not allow_zero) or value > most:
+        raise UsageError(f"{flag} {value}: give a number of {unit}, {low} and at most {most:g}")
+    return float(value)
+
+
+def check_count(value: Any, flag: str, least: int) -> int | None:
+    """A count from the command line (None: not given): an integer of at least `least`."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise UsageError(f"{flag} {value}: give a whole number, at least {least}")
+    return value
+
+
+def _check_target_archs(values: Sequence[str] | None) -> None:
+    from dflash_doctor.archs import parse_target_archs
+
+    for value in values or ():
+        try:
+            parse_target_archs(value)
+        except ValueError as exc:
+            raise UsageError(f"--target-arch {value!r}: {exc}") from None
+
+
+def _check_run_options(args: argparse.Namespace) -> None:
+    """The options a run takes, whether from the command line or a profile: wrong ones are usage errors,
+    before anything runs (not findings after it)."""
+    args.timeout = check_number(args.timeout, "--timeout")
+    _check_target_archs(args.target_arch)
+    if getattr(args, "python", None) is not None:
+        from dflash_doctor.interpreter import absolute
+
+        if not args.python:
+            raise UsageError("--python: give the path of an interpreter")
+        args.python = absolute(args.python)
+
+
 def _check_output_paths(args: argparse.Namespace) -> None:
     """Fail before a long run, not after it, when an output cannot be written."""
+    from dflash_doctor.jsondoc import shown_path
+
     for option in OUTPUT_OPTIONS:
         path = getattr(args, option, None)
         if not path or path == "-":
             continue
-        parent = Path(path).expanduser().resolve().parent
-        if not parent.is_dir():
-            raise UsageError(f"--{option} {path}: directory {parent} does not exist")
+        shown = shown_path(path)
+        try:
+            parent = Path(path).expanduser().resolve().parent
+            if Path(path).expanduser().is_dir():
+                raise UsageError(f"--{option} {shown}: is a directory; give a file name")
+            parent_is_dir = parent.is_dir()
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"--{option} {shown}: {getattr(exc, 'strerror', None) or exc}") from None
+        if not parent_is_dir:
+            raise UsageError(f"--{option} {shown}: directory {shown_path(str(parent))} does not exist")
         if not os.access(parent, os.W_OK):
-            raise UsageError(f"--{option} {path}: directory {parent} is not writable")
+            raise UsageError(f"--{option} {shown}: directory {shown_path(str(parent))} is not writable")
     if args.json == "-" and "-" in (getattr(args, "junit", None), getattr(args, "markdown", None)):
         raise UsageError("only one of --json, --junit, --markdown can write to stdout ('-')")
 
@@ -124,21 +180,18 @@ def parse_run_args(argv: Sequence[str], parser: argparse.ArgumentParser | None =
                 example = " (e.g. --target-arch sm_86)" if "target_arch" in missing else ""
                 raise UsageError(f"profile {profile.name!r} requires {flags}{example}")
             args.profile_applied = profile.name
+    _check_run_options(args)
     _check_output_paths(args)
     return args
 
 
-def load_selected(only: list[str], skip: list[str], err: Any) -> tuple[list[Check], list[Finding]]:
-    from dflash_doctor.registry import load_checks
+def load_selected(only: list[str], skip: list[str], err: Any,
+                  timeout_s: float | None = None) -> tuple[list[Check], list[Finding]]:
+    from dflash_doctor.registry import LOAD_TIMEOUT_S, load_checks
     from dflash_doctor.runner import select
 
-    loaded, errors = load_checks()
-    problems = [
-        Finding(id="doctor.plugin-failed", status=Status.ERROR,
-                title=f"check plugin {e.name!r} from {e.origin} could not be loaded: {e.reason}",
-                evidence={"plugin": e.name, "origin": e.origin})
-        for e in errors
-    ]
+    loaded, errors = load_checks(timeout_s=LOAD_TIMEOUT_S if timeout_s is None else timeout_s)
+    problems = [e.finding() for e in errors]
     checks = [lc.check for lc in loaded]
     known = {c.id for c in checks} | {c.layer for c in checks}
     unknown = [name for name in only + skip if name not in known]
@@ -178,6 +231,21 @@ def _load_baseline(path: str | None) -> dict[str, Any] | None:
         raise UsageError(str(exc)) from exc
 
 
+def _verify_interpreter(args: argparse.Namespace) -> None:
+    """The target interpreter answers the handshake, or the run is a usage error (one line, exit 2)."""
+    from dflash_doctor.interpreter import InterpreterError, absolute, verify
+
+    if args.python is None:
+        return
+    args.python = absolute(args.python)
+    if args.python == sys.executable:  # the doctor's own interpreter: it is running this very code
+        return
+    try:
+        verify(args.python, args.timeout, cwd=os.getcwd())
+    except InterpreterError as exc:
+        raise UsageError(f"--python {exc}") from None
+
+
 def _finish(results: list[CheckResult], sections: Mapping[str, Any], python: str, args: argparse.Namespace,
             extra: dict[str, Any], host: Mapping[str, Any] | None, partial: bool,
             lingering: bool = False) -> DoctorRun:
@@ -212,8 +280,9 @@ def run_doctor(args: argparse.Namespace, *, options: Mapping[str, Any] | None = 
     from dflash_doctor.supervise import failure_result, run_checks
 
     started = time.monotonic()
+    _verify_interpreter(args)
     expected = _load_baseline(args.baseline)
-    checks, problems = load_selected(_split(args.only), _split(args.skip), sys.stderr)
+    checks, problems = load_selected(_split(args.only), _split(args.skip), sys.stderr, args.timeout)
     ctx = Context(
         python=args.python,
         cwd=os.getcwd(),
@@ -246,17 +315,22 @@ def run_doctor(args: argparse.Namespace, *, options: Mapping[str, Any] | None = 
 
 
 def _write(kind: str, path: str, write: Any, report: Mapping[str, Any]) -> bool:
+    from dflash_doctor.jsondoc import shown_path
+
     try:
         write(report, path)
-        return True
     except BrokenPipeError:
         raise
     except OSError as exc:
-        sys.stderr.write(f"dflash-doctor: cannot write the {kind} report to {path}: {exc.strerror or exc}\n")
+        sys.stderr.write(f"dflash-doctor: cannot write the {kind} report to {shown_path(path)}: {exc.strerror or exc}\n")
+        return False
     except Exception as exc:  # noqa: BLE001 - one broken output must not cost the others
-        sys.stderr.write(f"dflash-doctor: internal error writing the {kind} report to {path}: "
+        sys.stderr.write(f"dflash-doctor: internal error writing the {kind} report to {shown_path(path)}: "
                          f"{type(exc).__name__}: {exc}\n")
-    return False
+        return False
+    if path != "-":  # say where: a profile (ticket) may have chosen the name
+        sys.stderr.write(f"dflash-doctor: {kind} report written to {shown_path(os.path.abspath(path))}\n")
+    return True
 
 
 def emit(run: DoctorRun, args: argparse.Namespace) -> int:
@@ -285,9 +359,6 @@ def emit(run: DoctorRun, args: argparse.Namespace) -> int:
 
                 plain = args.no_color or plain_output(sys.stdout)
                 TerminalReporter(make_console(sys.stdout, plain), plain, args.verbose).render(report, run.results)
-                fingerprint = (report.get("fingerprint") or {}).get("id") or "not computed"
-                partial = " · PARTIAL report (the doctor did not finish)" if report.get("partial") else ""
-                sys.stdout.write(f"environment fingerprint: {fingerprint}{partial}\n")
             sys.stdout.flush()
         except BrokenPipeError:
             raise  # the reader went away: main() ends quietly
@@ -308,8 +379,11 @@ def cmd_run(argv: Sequence[str]) -> int:
         run = run_doctor(args, handle_signals=True)
     except UsageError as exc:
         return _usage_error(exc)
+    stop = next((f for r in run.results if r.id == "doctor" for f in r.findings if f.id == "doctor.interrupted"), None)
     code = emit(run, args)
-    if run.lingering:  # a collector ignored the stop; the report is written, do not wait for it
+    if stop is not None:
+        sys.stderr.write(f"dflash-doctor: {stop.title} (exit {code})\n")
+    if run.lingering:  # a collector or a plugin ignored the stop or its timeout; do not wait for it
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
@@ -321,6 +395,7 @@ def cmd_judge(argv: Sequence[str]) -> int:
     from dflash_doctor import baseline as baseline_module
     from dflash_doctor import report as report_module
     from dflash_doctor.runner import judge
+    from dflash_doctor.supervise import failure_result
 
     try:
         _check_output_paths(args)
@@ -332,36 +407,44 @@ def cmd_judge(argv: Sequence[str]) -> int:
     except UsageError as exc:
         return _usage_error(exc)
     checks, problems = load_selected(_split(args.only), _split(args.skip), sys.stderr)
-    saved_ids = {c.get("id") for c in saved["checks"] if isinstance(c, dict)}
+    saved_ids = report_module.check_ids(saved)
     checks = [c for c in checks if c.id in saved_ids]
     sections = report_module.sections_of(saved)
-    options = dict(saved.get("options") or {})
-    ctx = Context(python=str((saved.get("target") or {}).get("python")), cwd=os.getcwd(),
-                  no_gpu=bool(options.get("no_gpu")), target_archs=tuple(options.get("target_archs") or ()))
+    options = report_module.options_of(saved)
+    python = report_module.target_python(saved)
+    ctx = Context(python=python, cwd=os.getcwd(), no_gpu=bool(options.get("no_gpu")),
+                  target_archs=tuple(options.get("target_archs") or ()))
     results = _plugin_result(problems) + judge(checks, sections, ctx)
+    partial = bool(saved.get("partial"))
     if expected is not None:
         # A saved report has no file hashes: those parts are reported as not compared.
-        results.append(baseline_module.judge(expected, sections, args.baseline, hash_files_now=False))
-    python = str((saved.get("target") or {}).get("python"))
+        try:
+            results.append(baseline_module.judge(expected, sections, args.baseline, hash_files_now=False))
+        except Exception as exc:  # noqa: BLE001 - facts the comparison cannot read: an error result, not a crash
+            results.append(failure_result(exc, "comparing with the baseline"))
+            partial = True
     options.update({"strict": bool(args.strict), "baseline": args.baseline})
     extra = {"judged_from": args.report, "options": options}
-    run = _finish(results, sections, python, args, extra, saved.get("host"), bool(saved.get("partial")))
+    run = _finish(results, sections, python, args, extra, report_module.host_of(saved), partial)
     return emit(run, args)
 
 
 def cmd_list(argv: Sequence[str]) -> int:
     argparse.ArgumentParser(prog="dflash-doctor list", description="List the checks.").parse_args(argv)
     from dflash_doctor.registry import load_checks
+    from dflash_doctor.reporters.plain import plain_output, to_ascii
 
     loaded, errors = load_checks()
+    write = (lambda text: sys.stdout.write(to_ascii(text))) if plain_output(sys.stdout) else sys.stdout.write
     width = max((len(lc.check.id) for lc in loaded), default=10)
     for lc in loaded:
         check = lc.check
         gpu = " (GPU)" if getattr(check, "requires_gpu", False) else ""
         origin = "" if lc.origin == "builtin" else f"  [plugin: {lc.origin}]"
-        sys.stdout.write(f"{check.id:<{width}}  {check.layer:<8}  {check.title}{gpu}{origin}\n")
+        write(f"{check.id:<{width}}  {check.layer:<8}  {check.title}{gpu}{origin}\n")
     for error in errors:
-        sys.stdout.write(f"{error.name:<{width}}  (failed to load from {error.origin}: {error.reason})\n")
+        state = "invalid" if error.invalid else "failed to load"
+        write(f"{error.name:<{width}}  ({state}, {error.entry_point or '?'} from {error.origin}: {error.reason})\n")
     return 0
 
 

@@ -44,6 +44,11 @@ STACK: tuple[str, ...] = tuple(canonical(n) for n in STACK_DISTRIBUTIONS.value)
 _SITE_DIRS = ("site-packages/", "dist-packages/")
 
 
+def _list(value: Any) -> list[Any]:
+    """Facts are free-form (a saved report may hold anything): a list where one is read, else nothing."""
+    return value if isinstance(value, list) else []
+
+
 def section(sections: Mapping[str, Any], kind: str) -> Any:
     """The first collected section of `kind`, or None (absent, or failed to collect)."""
     for name in SECTION_NAMES[kind]:
@@ -81,7 +86,7 @@ def all_versions(sections: Mapping[str, Any]) -> dict[str, str] | None:
     if not isinstance(dists, Mapping):
         return None
     found: dict[str, str] = {}
-    for item in dists.get("items") or ():
+    for item in _list(dists.get("items")):
         if not isinstance(item, Mapping) or not item.get("name"):
             continue
         found.setdefault(canonical(str(item["name"])), str(item.get("version")))
@@ -144,7 +149,7 @@ def gpus(sections: Mapping[str, Any]) -> list[dict[str, str | None]] | None:
     else:
         return None
     out = []
-    for item in items:
+    for item in _list(items):
         if isinstance(item, Mapping):
             name = item.get("name")
             out.append({"name": None if name is None else str(name), "cc": _cc(item)})
@@ -195,7 +200,7 @@ def arch_coverage(sections: Mapping[str, Any]) -> dict[str, dict[str, list[str]]
     for label, node in _arch_nodes(archs, None):
         entry = coverage.setdefault(label or "?", {"sass": set(), "ptx": set()})
         for kind in ("sass", "ptx"):
-            entry[kind].update(str(a) for a in node.get(kind) or ())
+            entry[kind].update(str(a) for a in _list(node.get(kind)))
     return {lib: {k: sorted(v, key=_arch_key) for k, v in kinds.items()} for lib, kinds in sorted(coverage.items())}
 
 

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dflash_doctor.jsondoc import read_text, shown_path
+
 __all__ = ["BUILTIN_PROFILES", "Profile", "ProfileError", "apply", "find_pyproject", "load_profiles"]
 
 TOOL_KEY = "dflash-doctor"
@@ -85,23 +87,33 @@ def _toml_load(path: Path) -> dict[str, Any]:
         except ModuleNotFoundError:
             raise ProfileError(f"{path}: reading TOML needs Python 3.11+ or the tomli package "
                                "(python -m pip install tomli)") from None
+    text = read_text(str(path), "config file", ProfileError)
     try:
-        data: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ProfileError(f"{path}: cannot read the config file ({exc.strerror or exc})") from exc
-    except UnicodeDecodeError as exc:
-        raise ProfileError(f"{path}: not UTF-8 text ({exc.reason})") from exc
+        data: dict[str, Any] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ProfileError(f"{path}: not valid TOML ({exc})") from exc
+        raise ProfileError(f"{shown_path(str(path))}: not valid TOML ({exc})") from exc
+    except RecursionError:
+        raise ProfileError(f"{shown_path(str(path))}: not usable TOML (nested too deeply)") from None
+    except ValueError as exc:  # an integer of thousands of digits, say
+        raise ProfileError(f"{shown_path(str(path))}: not usable TOML ({exc})") from None
     return data
+
+
+def _table(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """data[key] when it is a table; an empty one otherwise (`tool = 1` holds no profiles)."""
+    value = data.get(key)
+    return value if isinstance(value, Mapping) else {}
 
 
 def find_pyproject(start: Path) -> Path | None:
     """The nearest pyproject.toml from `start` upwards (the project the user is in), or None."""
     for directory in (start, *start.parents):
         candidate = directory / "pyproject.toml"
-        if candidate.is_file():
-            return candidate
+        try:
+            if candidate.is_file():
+                return candidate
+        except OSError:  # a directory the user may not search: no project there
+            continue
     return None
 
 
@@ -169,20 +181,18 @@ def load_profiles(parser: argparse.ArgumentParser, config: str | None = None,
     profiles = {p.name: p for p in BUILTIN_PROFILES}
     pyproject = find_pyproject(cwd or Path.cwd())
     if pyproject is not None:
-        text = pyproject.read_text(encoding="utf-8", errors="replace")
+        text = read_text(str(pyproject), "pyproject.toml", ProfileError)
         if f"tool.{TOOL_KEY}" in text or f'tool."{TOOL_KEY}"' in text:
-            tool = _toml_load(pyproject).get("tool", {}).get(TOOL_KEY, {})
+            tool = _table(_table(_toml_load(pyproject), "tool"), TOOL_KEY)
             for p in _profiles_from(tool.get("profiles"), pyproject, parser, f"tool.{TOOL_KEY}.profiles"):
                 profiles[p.name] = p
     if config is not None:
         path = Path(config)
-        if not path.is_file():
-            raise ProfileError(f"{config}: no such config file")
         data = _toml_load(path)
         table = data.get("profiles")
         prefix = "profiles"
         if table is None:
-            table = data.get("tool", {}).get(TOOL_KEY, {}).get("profiles")
+            table = _table(_table(data, "tool"), TOOL_KEY).get("profiles")
             prefix = f"tool.{TOOL_KEY}.profiles"
         if table is None:
             raise ProfileError(f"{config}: no [profiles.NAME] or [tool.{TOOL_KEY}.profiles.NAME] table")

@@ -30,10 +30,12 @@ __all__ = [
     "SECRET_NAME",
     "SECRET_VALUE",
     "Redactor",
+    "argv_secrets",
     "env_allow_args",
     "host_pseudonym",
     "redact_report",
     "scrub_values",
+    "secret_flag",
 ]
 
 ENV_ALLOW_NAMES = (
@@ -72,9 +74,14 @@ _SECRET_ENV_ASSIGNMENT = re.compile(
 _SECRET_CONFIG_ASSIGNMENT = re.compile(
     r"\b([a-z0-9_]*(?:api_key|access_key|secret|token(?!s|izer)|password|passwd|credential)[a-z0-9_]*)(\s*=\s*)(['\"]?)(?!<)([^\s'\",;]+)"
 )
-_SECRET_FLAG = re.compile(
-    r"(?i)(--[a-z0-9-]*(?:api-key|token(?!s|izer)|secret|password|passwd|credential|auth)[a-z0-9-]*)(=|\s+)(?![-<])(\S+)"
-)
+# A command-line flag whose name says it carries a secret: one of its words (split at - _ .) is key, token,
+# secret, password, credential or auth (--api-key, --hf-token, --db-password, --speculative-config.api_key),
+# unless its last word says the value is where the secret lives (--api-key-file, --ssl-keyfile: a path).
+_SECRET_FLAG_NAME = (r"--(?:[a-z0-9]+[-_.])*?(?:api[-_]?key|key|token|secret|password|passwd|credentials?|auth"
+                     r"|authorization)(?:[-_.][a-z0-9]+)*")
+_SECRET_FLAG = re.compile(rf"(?i)(?<![\w-])({_SECRET_FLAG_NAME})(=|\s+)(?![-<])(\S+)")
+_SECRET_FLAG_WORD = re.compile(rf"(?i){_SECRET_FLAG_NAME}")
+_PATH_WORDS = frozenset({"file", "path", "dir", "directory"})
 _ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _SECRET_NAME_RE = re.compile(SECRET_NAME, re.IGNORECASE)
 
@@ -204,7 +211,8 @@ class Redactor:
         if "earer" in text or "EARER" in text:
             text = _BEARER.sub(lambda m: m.group(1) + m.group(2) + REDACTED, text)
         if "--" in text:
-            text = _SECRET_FLAG.sub(lambda m: m.group(1) + m.group(2) + REDACTED, text)
+            text = _SECRET_FLAG.sub(lambda m: m.group(0) if _names_a_path(m.group(1)) else m.group(1) + m.group(2) + REDACTED,
+                                    text)
         if "=" in text or ":" in text:
             text = _SECRET_ENV_ASSIGNMENT.sub(keep_name, text)
         if "=" in text:
@@ -257,8 +265,30 @@ class Redactor:
             return {(self.text(k) if isinstance(k, str) else k): self.tree(v, k if isinstance(k, str) else key)
                     for k, v in value.items()}
         if isinstance(value, (list, tuple)):
-            return [self.tree(v, key) for v in value]
+            return [self.tree(v, key) for v in argv_secrets(value)]
         return value
+
+
+def secret_flag(word: str) -> bool:
+    """Whether `word` is a flag (no `=value`) whose value, the next word, is a secret."""
+    return _SECRET_FLAG_WORD.fullmatch(word) is not None and not _names_a_path(word)
+
+
+def _names_a_path(flag: str) -> bool:
+    return re.split(r"[-_.]", flag.lower())[-1] in _PATH_WORDS
+
+
+def argv_secrets(words: list[Any] | tuple[Any, ...]) -> list[Any]:
+    """A command line (any list of words) with the value after each secret flag replaced: `--api-key VALUE`
+    is two words, so no single string shows that VALUE is a secret (`--api-key=VALUE` is one, and
+    `Redactor.secrets` handles it)."""
+    out = list(words)
+    for at in range(len(out) - 1):
+        word, following = out[at], out[at + 1]
+        if isinstance(word, str) and word.startswith("--") and isinstance(following, str) \
+                and not following.startswith("-") and following != REDACTED and secret_flag(word):
+            out[at + 1] = REDACTED
+    return out
 
 
 def _public(host: str) -> bool:

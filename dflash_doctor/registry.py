@@ -1,7 +1,8 @@
 """Finds the checks: built-in and third-party, through one path.
 
 Both come from the entry-point group `dflash_doctor.checks`; the built-ins are the ones this
-distribution itself declares. Setting DFLASH_DOCTOR_DISABLE_PLUGIN_AUTOLOAD=1 keeps only those, for
+distribution itself declares. A third-party check is a guest (`dflash_doctor.guest`): its import is
+bounded in time, anything it raises is caught, and what it declares is validated before it runs. Setting DFLASH_DOCTOR_DISABLE_PLUGIN_AUTOLOAD=1 keeps only those, for
 reproducible CI runs (as pytest's PYTEST_DISABLE_PLUGIN_AUTOLOAD does).
 """
 
@@ -12,12 +13,16 @@ from dataclasses import dataclass
 from importlib import metadata
 
 from dflash_doctor.check import Check
+from dflash_doctor.guest import Overtime, Raised, bounded, declaration_problems, wrap
+from dflash_doctor.model import Finding, Status
 
 __all__ = ["GROUP", "AUTOLOAD_ENV", "LoadedCheck", "PluginError", "load_checks", "BUILTIN_CHECKS"]
 
 GROUP = "dflash_doctor.checks"
 AUTOLOAD_ENV = "DFLASH_DOCTOR_DISABLE_PLUGIN_AUTOLOAD"
 OWN_DISTRIBUTION = "dflash-doctor"
+LOAD_TIMEOUT_S = 60.0
+"""How long one plugin's import may take (a run passes its --timeout)."""
 
 # Used only when the package runs from a source tree without being installed (no entry points then).
 # Keep in step with pyproject.toml's entry points; a test compares the two.
@@ -51,6 +56,26 @@ class PluginError:
     name: str
     origin: str
     reason: str
+    entry_point: str = ""
+    """The entry point's value, "module:attr"."""
+    invalid: bool = False
+    """It loaded, but what it declares is not usable (rather than: loading it raised or hung)."""
+
+    def finding(self) -> Finding:
+        """The `error` finding that reports this plugin in a run."""
+        where = f"{self.entry_point} from {self.origin}" if self.entry_point else self.origin
+        if self.invalid:
+            return Finding(id="doctor.plugin-invalid", status=Status.ERROR,
+                           title=f"check plugin {self.name!r} ({where}) is invalid: {self.reason}",
+                           evidence={"plugin": self.name, "origin": self.origin, "entry_point": self.entry_point})
+        return Finding(id="doctor.plugin-failed", status=Status.ERROR,
+                       title=f"check plugin {self.name!r} from {self.origin} could not be loaded: {self.reason}",
+                       detail=f"entry point: {self.name} = {self.entry_point}" if self.entry_point else "",
+                       evidence={"plugin": self.name, "origin": self.origin, "entry_point": self.entry_point})
+
+
+class _Invalid(Exception):
+    pass
 
 
 def _load(target: str) -> type:
@@ -68,8 +93,24 @@ def _instantiate(obj: object) -> Check:
     return check
 
 
-def load_checks(autoload: bool | None = None) -> tuple[list[LoadedCheck], list[PluginError]]:
-    """Every check, built-ins first, each at most once by id; a plugin that fails to load is reported."""
+def _load_plugin(ep: metadata.EntryPoint, origin: str, timeout_s: float) -> Check:
+    """A third-party check: imported, instantiated and validated as a guest (bounded, nothing escapes)."""
+
+    def load() -> Check:
+        loaded = ep.load()
+        plugin = loaded() if isinstance(loaded, type) else loaded
+        problems = declaration_problems(plugin)
+        if problems:
+            raise _Invalid("; ".join(problems))
+        return wrap(plugin, origin, ep.value, timeout_s)
+
+    return bounded(load, timeout_s, ep.name)
+
+
+def load_checks(autoload: bool | None = None,
+                timeout_s: float = LOAD_TIMEOUT_S) -> tuple[list[LoadedCheck], list[PluginError]]:
+    """Every check, built-ins first, each at most once by id; a plugin that fails to load, hangs in its
+    import or declares something unusable is reported as a PluginError (at most `timeout_s` each)."""
     if autoload is None:
         autoload = os.environ.get(AUTOLOAD_ENV, "") in ("", "0")
     entries = [
@@ -95,12 +136,21 @@ def load_checks(autoload: bool | None = None) -> tuple[list[LoadedCheck], list[P
         if origin == OWN_DISTRIBUTION:
             origin = "builtin"
         try:
-            check = _instantiate(ep.load())
-        except Exception as exc:  # a broken plugin must not take the doctor down
-            errors.append(PluginError(ep.name, origin, f"{type(exc).__name__}: {exc}"))
+            check = _instantiate(ep.load()) if origin == "builtin" else _load_plugin(ep, origin, timeout_s)
+        except Raised as exc:  # a broken plugin must not take the doctor down, whatever it raises
+            invalid = isinstance(exc.exception, _Invalid)
+            reason = str(exc.exception) if invalid else str(exc)
+            errors.append(PluginError(ep.name, origin, reason, ep.value, invalid=invalid))
+            continue
+        except Overtime as exc:
+            errors.append(PluginError(ep.name, origin, f"loading it did not finish ({exc})", ep.value))
+            continue
+        except Exception as exc:  # noqa: BLE001 - a built-in that fails to load is reported the same way
+            errors.append(PluginError(ep.name, origin, f"{type(exc).__name__}: {exc}", ep.value))
             continue
         if check.id in seen:
-            errors.append(PluginError(ep.name, origin, f"check id {check.id!r} is already taken"))
+            errors.append(PluginError(ep.name, origin, f"check id {check.id!r} is already taken", ep.value,
+                                      invalid=True))
             continue
         seen.add(check.id)
         loaded.append(LoadedCheck(check, origin))

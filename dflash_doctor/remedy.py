@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from dflash_doctor.knowledge.archs_advice import FA2_ARCHS_ENV
+from dflash_doctor.knowledge.installers import BYTECODE_GLOB
 
-__all__ = ["Installer", "flash_attn_source_build"]
+__all__ = ["Installer", "flash_attn_source_build", "remove_leftovers"]
 
 
 SPECIFIER_CHARS = set("<>=!~*[];, ")
@@ -63,14 +64,34 @@ class Installer:
         prefix = " ".join(f"{k}={quote(v)}" for k, v in (env or {}).items())
         return (prefix + " " if prefix else "") + _join(words)
 
-    def uninstall(self, *names: str) -> str:
-        if self.uv:
+    def uninstall(self, *names: str, leftovers: Iterable[str] = ()) -> str:
+        """Uninstall `names`; with pip, then remove what pip leaves of the directories `leftovers`
+        (absolute paths of top-level directories no remaining distribution owns): see remove_leftovers."""
+        if self.uv:  # knowledge.installers.UV_UNINSTALL_LEAVES: nothing
             return _join(["uv", "pip", "uninstall", "--python", self.python, *names])
-        return _join([self.python, "-m", "pip", "uninstall", "-y", *names])
+        command = _join([self.python, "-m", "pip", "uninstall", "-y", *names])
+        cleanup = remove_leftovers(leftovers)
+        return f"{command} && {cleanup}" if cleanup else command
 
     def run(self, *args: str) -> str:
         """A command run with the target interpreter itself."""
         return _join([self.python, *args])
+
+
+def remove_leftovers(directories: Iterable[str]) -> str:
+    """Delete, under each directory that still exists, bytecode caches and then every empty directory.
+
+    `__pycache__/*.pyc` is a cache Python never imports without its source (knowledge.installers.BYTECODE_GLOB);
+    any other file stays, and so does every directory above it, so nothing a user or a distribution owns is
+    removed. `find -depth` visits a directory after its contents, so a tree emptied this way goes whole.
+    Empty when there is nothing to clean (the command then is the uninstall alone).
+    """
+    steps = []
+    for directory in dict.fromkeys(directories):
+        where = shlex.quote(directory)
+        steps.append(f"if [ -d {where} ]; then find {where} -depth \\( -type f -path "
+                     f"{shlex.quote(BYTECODE_GLOB.value)} -o -type d -empty \\) -delete; fi")
+    return " && ".join(steps)
 
 
 def flash_attn_source_build(installer: Installer, spec: str, *, archs: Iterable[str] = (),

@@ -15,10 +15,23 @@ from typing import Any
 
 from dflash_doctor import __version__
 from dflash_doctor.fingerprint import of_sections
-from dflash_doctor.jsondoc import load_document
+from dflash_doctor.jsondoc import load_document, validate_document
 from dflash_doctor.model import CheckResult, exit_code, summarize
 
-__all__ = ["SCHEMA", "ReportError", "build", "host_info", "load", "sections_of"]
+__all__ = [
+    "SCHEMA",
+    "ReportError",
+    "build",
+    "check_ids",
+    "exit_code_of",
+    "host_info",
+    "host_of",
+    "load",
+    "options_of",
+    "sections_of",
+    "target_python",
+    "validate",
+]
 
 SCHEMA = "dflash-doctor/report/v1"
 
@@ -80,10 +93,39 @@ def host_info() -> dict[str, Any]:
 
 
 def load(path: str) -> dict[str, Any]:
-    data = load_document(path, SCHEMA, "report", ReportError)
-    if not isinstance(data.get("checks"), list):
-        raise ReportError(f"{path}: the report has no list of checks")
-    return data
+    """A saved report, checked against the shipped schema (report-v1.json): the accessors below rely on it."""
+    return load_document(path, SCHEMA, "report", ReportError)
+
+
+def validate(data: Any, source: str) -> dict[str, Any]:
+    """A report received as data (from another node), checked as `load` checks a file."""
+    return validate_document(data, source, SCHEMA, "report", ReportError)
+
+
+# Typed reads of a loaded report: the schema guarantees each shape they return.
+
+
+def check_ids(report: Mapping[str, Any]) -> set[str]:
+    return {str(check["id"]) for check in report["checks"]}
+
+
+def target_python(report: Mapping[str, Any]) -> str:
+    return str(report["target"]["python"])
+
+
+def options_of(report: Mapping[str, Any]) -> dict[str, Any]:
+    """The run options the report was made with (no_gpu, target_archs, strict, profile, baseline, ...)."""
+    options = report.get("options")
+    return dict(options) if isinstance(options, Mapping) else {}
+
+
+def host_of(report: Mapping[str, Any]) -> dict[str, Any] | None:
+    host = report.get("host")
+    return dict(host) if isinstance(host, Mapping) else None
+
+
+def exit_code_of(report: Mapping[str, Any]) -> int:
+    return int(report["summary"]["exit_code"])
 
 
 def _checks_with_facts_once(results: Sequence[CheckResult]) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ import dataclasses
 import threading
 import time
 import traceback
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -152,14 +152,20 @@ def judge(
     sections: Mapping[str, Any],
     ctx: Context | None = None,
     durations: Mapping[str, float] | None = None,
+    on_result: Callable[[CheckResult], None] | None = None,
 ) -> list[CheckResult]:
-    """Judge facts into results, in declared order; usable on a saved report's facts."""
+    """Judge facts into results, in declared order; usable on a saved report's facts.
+
+    `on_result` is told each result as soon as it is judged (the supervisor keeps them for a partial
+    report)."""
     done: dict[str, CheckResult] = {}
     for check in checks:
         if ctx is not None and ctx.no_gpu and getattr(check, "requires_gpu", False):
             done[check.id] = _skip_for_gpu(check)
-            continue
-        done[check.id] = judge_one(check, Facts(sections, prior=done), durations)
+        else:
+            done[check.id] = judge_one(check, Facts(sections, prior=done), durations)
+        if on_result is not None:
+            on_result(done[check.id])
     return [done[c.id] for c in checks]
 
 

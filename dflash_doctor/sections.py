@@ -82,7 +82,7 @@ BUILTIN_COLLECTORS: tuple[Collector, ...] = (
         "extensions",
         ("extensions",),
         "dflash_doctor.collectors.imports:collect_extensions",
-        requires=("distributions", "resolution"),
+        requires=("target", "distributions", "resolution"),
     ),
     Collector("nvml", ("gpu",), "dflash_doctor.collectors.nvml:collect"),
     Collector("arch-coverage", ("arch_coverage",), "dflash_doctor.collectors.archs:collect",

@@ -17,11 +17,12 @@ Flags outside the subset are listed as unknown (the subset cannot check them), n
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from dflash_doctor.jsondoc import parse_json
 
 __all__ = ["FLAGS", "SUBSET", "parse_serve_command", "split_program"]
 
@@ -67,7 +68,7 @@ def _str(text: str) -> str:
 
 
 def _json_object(text: str) -> dict[str, Any]:
-    value = json.loads(text)
+    value = parse_json(text)  # bounded: a 100,000-deep or 5,000-digit --speculative-config is an error, not a crash
     if not isinstance(value, dict):
         raise ValueError(f"a JSON object is required, got a JSON {type(value).__name__}")  # noqa: TRY004 - argparse-style
     return value
@@ -175,7 +176,7 @@ def parse_serve_command(argv: Sequence[str]) -> dict[str, Any]:
                 errors.append({"flag": flag, "message": f"{flag} expects a value"})
                 continue
             try:
-                dotted[key] = json.loads(value_text)
+                dotted[key] = parse_json(value_text)
             except ValueError:
                 dotted[key] = value_text
             given.append("speculative_config")

@@ -6,6 +6,7 @@ outside a check. Here collection and judging run in a worker thread while the ma
 signal is handled at once: the probes still running are killed (each runs in its own process group),
 every check whose facts had been collected is judged, the others are marked `doctor.incomplete`, and a
 `doctor` result says what stopped the run. The caller writes that partial report like any other.
+A second signal ends the process at once (exit status 128 + the signal's number), without a report.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ import signal
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dflash_doctor.check import Check, Context, Facts
+from dflash_doctor.guest import STOP, lingering
 from dflash_doctor.model import CheckResult, Finding, Status
 from dflash_doctor.runner import collect, judge, judge_one, needed_sections
 from dflash_doctor.sections import Collector, all_collectors
@@ -63,27 +65,50 @@ class Outcome:
     stopped: CheckResult | None = None
     """The doctor's own failure (interrupted or crashed); None when the run completed."""
     lingering: bool = False
-    """A worker thread was still busy when the run was given up (the caller should not wait for it)."""
+    """A worker or guest thread was still busy when the run ended (the caller should not wait for it)."""
 
     @property
     def partial(self) -> bool:
         return self.stopped is not None
 
 
-@contextlib.contextmanager
-def _signals(enabled: bool) -> Iterator[None]:
-    if not enabled or threading.current_thread() is not threading.main_thread():
-        yield
-        return
+class _Signals:
+    """SIGTERM (and SIGINT, unless it was ignored when the doctor started) raise `Stopped` once; a second
+    signal after that ends the process at once, with one line on stderr and exit status 128 + signal number.
+    After a stop the second-signal handler stays installed: writing the partial report is not interrupted
+    by a traceback."""
 
-    def stop(signum: int, _frame: Any) -> None:
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled and threading.current_thread() is threading.main_thread()
+        self.stopping = False
+        self.previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, _frame: Any) -> None:
+        if self.stopping:
+            name = signal.Signals(signum).name
+            os.write(2, f"dflash-doctor: stopped again by {name}; exiting now, without a report\n".encode())
+            os._exit(128 + signum)
+        self.stopping = True
         raise Stopped(signum)
 
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    def install(self) -> None:
+        if self.enabled:
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                current = signal.getsignal(signum)
+                if current is signal.SIG_IGN:
+                    continue  # a process started in the background keeps SIGINT ignored, as it should
+                self.previous[signum] = signal.signal(signum, self._handle)
+
+    def stopped(self) -> None:
+        """The run is being given up: from now on any signal ends the process at once."""
+        self.stopping = True
+
+    def restore(self) -> None:
+        """Put the previous handlers back, unless the run was stopped (see the class)."""
+        if self.stopping:
+            return
+        for signum, previous in self.previous.items():
+            signal.signal(signum, previous)
 
 
 def _kill_probes() -> None:
@@ -103,11 +128,16 @@ def _doctor_result(finding: Finding) -> CheckResult:
 
 
 def _partial_results(checks: Sequence[Check], sections: Mapping[str, Any], ctx: Context,
-                     durations: Mapping[str, float] | None, why: str) -> list[CheckResult]:
+                     durations: Mapping[str, float] | None, why: str, judged: Mapping[str, CheckResult],
+                     cause: str) -> list[CheckResult]:
+    """Results judged before the stop as they were; the rest judged now where their facts are in, else
+    `doctor.incomplete` (a consequence of `cause`). A guest's code is not started again after a stop."""
     done: dict[str, CheckResult] = {}
     for check in checks:
         ready = set(check.needs) <= set(sections) and all(d in done for d in getattr(check, "after", ()))
-        if ctx.no_gpu and getattr(check, "requires_gpu", False):
+        if check.id in judged:
+            done[check.id] = judged[check.id]
+        elif ctx.no_gpu and getattr(check, "requires_gpu", False):
             done[check.id] = judge([check], sections, ctx)[0]
         elif ready:
             done[check.id] = judge_one(check, Facts(sections, prior=done), durations)
@@ -117,7 +147,7 @@ def _partial_results(checks: Sequence[Check], sections: Mapping[str, Any], ctx: 
                 id="doctor.incomplete", status=Status.ERROR,
                 title=f"{check.title}: not judged, the run stopped first ({why})",
                 detail=("facts not collected: " + ", ".join(missing)) if missing else "",
-                evidence={"missing_sections": missing}),))
+                evidence={"missing_sections": missing}, cause=cause),))
     return [done[c.id] for c in checks]
 
 
@@ -129,49 +159,63 @@ def run_checks(checks: Sequence[Check], ctx: Context, handle_signals: bool = Fal
     recording = [_Recording(c.name, c.provides, c.function, c.requires, c.partial, sink=sink, lock=lock)
                  for c in (collectors if collectors is not None else all_collectors())]
     state: dict[str, Any] = {}
+    judged: dict[str, CheckResult] = {}
     started = time.monotonic()
+    STOP.clear()
+
+    def keep(result: CheckResult) -> None:
+        with lock:
+            if not STOP.is_set():  # judged after a stop, from facts the stop cut short: not kept
+                judged[result.id] = result
 
     def work() -> None:
         try:
             sections, durations = collect(ctx, needed_sections(checks, ctx), list(recording))
             state["sections"] = sections
-            state["results"] = judge(checks, sections, ctx, durations)
+            state["results"] = judge(checks, sections, ctx, durations, on_result=keep)
         except BaseException as exc:  # noqa: BLE001 - becomes the doctor's own error result
             state["error"] = exc
             state["traceback"] = traceback.format_exc(limit=12)
 
     worker = threading.Thread(target=work, name="dflash-doctor-run", daemon=True)
-    with _signals(handle_signals):
-        try:
-            worker.start()
-            while worker.is_alive():
-                worker.join(0.1)
-        except (KeyboardInterrupt, Stopped) as exc:
-            name = exc.args[0] if isinstance(exc, Stopped) else "SIGINT"
-            elapsed = time.monotonic() - started
-            _kill_probes()
-            worker.join(2.0)
-            with lock:
-                partial = dict(sink)
-            why = f"stopped by {name}"
-            finding = Finding(
-                id="doctor.interrupted", status=Status.ERROR,
-                title=f"the doctor was stopped by {name} after {elapsed:.1f} s; this report is partial",
-                detail=f"collected before the stop: {', '.join(sorted(partial)) or 'nothing'}",
-                evidence={"signal": name, "elapsed_s": round(elapsed, 3), "collected": sorted(partial)})
-            return Outcome(_partial_results(checks, partial, ctx, None, why), partial, _doctor_result(finding),
-                           lingering=worker.is_alive())
+    signals = _Signals(handle_signals)
+    signals.install()
+    try:
+        worker.start()
+        while worker.is_alive():
+            worker.join(0.1)
+    except (KeyboardInterrupt, Stopped) as exc:
+        signals.stopped()
+        STOP.set()  # guests still judging are given up, and none is started again
+        name = exc.args[0] if isinstance(exc, Stopped) else "SIGINT"
+        elapsed = time.monotonic() - started
+        _kill_probes()
+        worker.join(2.0)
+        with lock:
+            partial = dict(sink)
+            kept = dict(judged)
+        why = f"stopped by {name}"
+        finding = Finding(
+            id="doctor.interrupted", status=Status.ERROR,
+            title=f"the doctor was stopped by {name} after {elapsed:.1f} s; this report is partial",
+            detail=f"collected before the stop: {', '.join(sorted(partial)) or 'nothing'}",
+            evidence={"signal": name, "elapsed_s": round(elapsed, 3), "collected": sorted(partial)})
+        return Outcome(_partial_results(checks, partial, ctx, None, why, kept, "doctor.interrupted"), partial,
+                       _doctor_result(finding), lingering=worker.is_alive() or lingering())
+    finally:
+        signals.restore()
     if "error" in state:
         error: BaseException = state["error"]
         with lock:
             partial = dict(state.get("sections") or sink)
+            kept = dict(judged)
         finding = Finding(
             id="doctor.crashed", status=Status.ERROR,
             title=f"the doctor itself failed ({type(error).__name__}: {error}); this report is partial",
             detail=state["traceback"], evidence={"exception": type(error).__name__})
-        return Outcome(_partial_results(checks, partial, ctx, None, "the doctor failed"), partial,
-                       _doctor_result(finding))
-    return Outcome(state["results"], state["sections"])
+        return Outcome(_partial_results(checks, partial, ctx, None, "the doctor failed", kept, "doctor.crashed"),
+                       partial, _doctor_result(finding), lingering=lingering())
+    return Outcome(state["results"], state["sections"], lingering=lingering())
 
 
 def failure_result(exc: BaseException, where: str) -> CheckResult:

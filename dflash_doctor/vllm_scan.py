@@ -15,6 +15,8 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from dflash_doctor.safefile import UnsafeFile, read_regular
+
 __all__ = ["scan_package", "scan_source"]
 
 MAX_FILE_BYTES = 2_000_000
@@ -34,8 +36,10 @@ def scan_package(root: str, modules: Sequence[str], only: Sequence[str] | None =
     for path in _python_files(root, only):
         scanned += 1
         try:
-            with open(path, "rb") as handle:
-                raw = handle.read(MAX_FILE_BYTES)
+            raw = read_regular(path, MAX_FILE_BYTES)  # a FIFO named like a module must not block the scan
+        except UnsafeFile as exc:
+            errors.append({"file": path, "error": exc.reason})
+            continue
         except OSError as exc:
             errors.append({"file": path, "error": f"{type(exc).__name__}: {exc.strerror or exc}"})
             continue

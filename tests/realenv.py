@@ -346,15 +346,17 @@ class Installed:
     pyc_written: int
 
 
-def make_venv(parent: Path, kind: EnvKind = "venv", *, name: str = "env") -> Env:
+def make_venv(parent: Path, kind: EnvKind = "venv", *, name: str = "env", with_pip: bool = False) -> Env:
     """A fresh, empty venv under `parent`.
 
-    "venv": `python -m venv --without-pip` (stdlib, fast). "uv": made by `uv venv`, so its
-    pyvenv.cfg carries the `uv = ...` line. Both use the interpreter running the tests.
+    "venv": `python -m venv --without-pip` (stdlib, fast), or with `with_pip` the pip that the
+    interpreter's ensurepip bundles (offline), so that a remediation's `PY -m pip ...` runs as pasted.
+    "uv": made by `uv venv`, so its pyvenv.cfg carries the `uv = ...` line. Both use the interpreter
+    running the tests.
     """
     root = parent / name
     if kind == "venv":
-        _run([sys.executable, "-m", "venv", "--without-pip", root])
+        _run([sys.executable, "-m", "venv", *(() if with_pip else ("--without-pip",)), root])
     elif kind == "uv":
         _run([uv_bin(), "venv", "--quiet", "--no-config", "--python", sys.executable, root])
     else:

@@ -220,7 +220,11 @@ def test_sm80_sm90_build_has_no_kernel_image_for_turing_and_flash_attn_2_cannot_
                              "SASS sm_80, sm_90; PTX none")
     assert "no kernel image is available" in missing.detail
     [remedy] = missing.remediation
-    assert remedy.command == f"{envs['sass_80_90'].python} -m pip uninstall -y flash-attn"
+    # and what pip's uninstall leaves of flash_attn/ (an empty directory would be a namespace package)
+    leftover = envs["sass_80_90"].site_packages / "flash_attn"
+    assert remedy.command == (f"{envs['sass_80_90'].python} -m pip uninstall -y flash-attn && if [ -d {leftover} ]; "
+                              f"then find {leftover} -depth \\( -type f -path '*/__pycache__/*.pyc' -o -type d "
+                              "-empty \\) -delete; fi")
     assert "archs.covered" not in ids(result)
 
 

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
-from conftest import Doctor, finding, findings_of, validate_report
+import pytest
+from conftest import Doctor, findings_of, validate_report
+from realenv import make_venv
 
 from dflash_doctor.redact import Redactor
 
@@ -47,13 +52,100 @@ def test_only_and_skip_take_ids_and_layers(doctor: Doctor) -> None:
     assert all(c["layer"] != "python" for c in report["checks"])
 
 
-def test_missing_target_interpreter_is_an_error_finding_not_a_traceback(doctor: Doctor, tmp_path: Path) -> None:
-    report, proc = doctor.report("--python", str(tmp_path / "no" / "python3"), "--only", "distributions")
-    assert proc.returncode == 1
-    error = finding(report, "doctor.facts-unavailable")
-    assert error["status"] == "error"
-    assert "no/python3" in error["detail"]
-    assert "Traceback" not in proc.stderr
+def one_line_usage_error(proc: subprocess.CompletedProcess[str], *expected: str) -> None:
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stdout == "" and "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dflash-doctor"), proc.stderr
+    for text in expected:
+        assert text in lines[0], lines[0]
+
+
+def make_interpreter(tmp_path: Path, kind: str) -> tuple[str, str]:
+    """A --python value of each kind the handshake refuses, and what the one line says about it."""
+    if kind == "missing":
+        return str(tmp_path / "no" / "python3"), "no/python3: no such file"
+    if kind == "directory":
+        return str(tmp_path), "is a directory"
+    if kind == "not-executable":
+        (tmp_path / "python3").write_text("#!/bin/sh\n")
+        return str(tmp_path / "python3"), "not executable"
+    if kind == "not-python":
+        return "/bin/ls", "not a Python interpreter"
+    if kind == "hangs":
+        script = tmp_path / "python3"
+        script.write_text("#!/bin/sh\nsleep 60\n")
+        script.chmod(0o755)
+        return str(script), "did not answer within 1 s"
+    old = Path.home() / ".pyenv" / "versions" / kind / "bin" / "python"
+    if not old.exists():
+        pytest.skip(f"no CPython {kind} on this machine")
+    return str(old), f"is CPython {kind}; the doctor's probes need Python 3.8 or newer"
+
+
+@pytest.mark.parametrize("kind", ["missing", "directory", "not-executable", "not-python", "hangs", "3.7.16", "2.7.18"])
+def test_an_interpreter_that_cannot_be_inspected_is_one_line_and_exit_2(doctor: Doctor, tmp_path: Path,
+                                                                         kind: str) -> None:
+    python, says = make_interpreter(tmp_path, kind)
+    started = time.monotonic()
+    proc = doctor("--python", python, "--timeout", "1", "--only", "distributions")
+    one_line_usage_error(proc, f"--python {python}", says)
+    assert time.monotonic() - started < 30  # the hanging one is given up after --timeout, once
+    served = doctor("serve", "--python", python, "--timeout", "1", "--", "vllm", "serve", "m")
+    one_line_usage_error(served, says)
+
+
+def test_a_relative_python_is_made_absolute_without_resolving_the_venv_symlink(tmp_path: Path) -> None:
+    env = make_venv(tmp_path)
+    relative = os.path.relpath(env.python, tmp_path)
+    assert env.python.is_symlink() and not relative.startswith("/")
+    report, proc = Doctor(tmp_path).report("--python", relative, "--only", "namespaces")
+    assert proc.returncode == 0, proc.stderr
+    assert report["target"]["python"] == str(env.python)  # the venv's own path, not the base interpreter
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--timeout", "-1"], "--timeout -1.0: give a number of seconds, more than 0"),
+    (["--timeout", "0"], "--timeout 0.0: give a number of seconds"),
+    (["--timeout", "nan"], "--timeout nan"),
+    (["--timeout", "inf"], "--timeout inf"),
+    (["--target-arch", "sm_999x"], "--target-arch 'sm_999x': not a GPU architecture name"),
+    (["--target-arch", "sm_86,banana"], "'banana'"),
+    (["--target-arch", ","], "no architectures"),
+    (["--python", ""], "--python: give the path of an interpreter"),
+    (["--json", "x" * 100_000], "File name too long"),
+    (["--json", "."], "is a directory"),
+    (["--markdown", "/no/such/dir/r.md"], "directory /no/such/dir does not exist"),
+    (["baseline", "save", "/no/such/dir/golden.json"], "its directory does not exist"),
+    (["serve", "--gpus", "0", "--", "vllm", "serve", "m"], "--gpus 0: give a whole number, at least 1"),
+    (["serve", "--gpu-memory", "nan", "--", "vllm", "serve", "m"], "--gpu-memory nan: give a number of GiB"),
+    (["merge", "--jobs", "0", "r.json"], "--jobs 0"),
+    (["fleet", "--ray", "auto", "--node-timeout", "-5"], "--node-timeout -5.0"),
+    (["fleet", "--ray", "auto", "--min-nodes", "-1"], "--min-nodes -1"),
+], ids=lambda v: " ".join(v)[:40] if isinstance(v, list) else None)
+def test_wrong_numbers_archs_and_paths_are_one_line_usage_errors(doctor: Doctor, argv: list[str], says: str) -> None:
+    proc = doctor(*argv)
+    one_line_usage_error(proc, says)
+    assert len(proc.stderr) < 1000  # a 100,000-character name is shortened
+
+
+@pytest.mark.parametrize("arch", ["sm_120", "sm_999", "compute_90", "9.0a"])
+def test_well_formed_archs_are_accepted_even_when_no_gpu_has_them_yet(doctor: Doctor, arch: str) -> None:
+    # An arch the knowledge does not list yet is still judged by the rules (SASS within a major, PTX
+    # forward): refusing it would make the doctor useless on the next GPU generation.
+    proc = doctor("--no-gpu", "--only", "namespaces", "--target-arch", arch)
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("kind", ["long-name", "missing", "directory", "fifo"])
+def test_a_config_that_cannot_be_read_is_one_line_never_a_hang(doctor: Doctor, tmp_path: Path, kind: str) -> None:
+    config = {"long-name": "c" * 100_000, "missing": str(tmp_path / "none.toml"), "directory": str(tmp_path),
+              "fifo": str(tmp_path / "fifo.toml")}[kind]
+    if kind == "fifo":
+        os.mkfifo(config)
+    proc = doctor("--config", config, "--profile", "ci", timeout=60)
+    one_line_usage_error(proc, "cannot read the config file")
+    assert doctor("profiles", "--config", config, timeout=60).returncode == 2
 
 
 def test_judge_on_a_saved_report_gives_the_same_findings(doctor: Doctor, tmp_path: Path) -> None:

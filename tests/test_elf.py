@@ -12,6 +12,7 @@ import re
 import shutil
 import struct
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -419,3 +420,16 @@ def test_unmet_versions_names_what_the_host_lacks() -> None:
         "GLIBCXX": {"needs": "3.4.30", "provides": "3.4.28"},
         "CXXABI": {"needs": "1.3.13", "provides": None},
     }
+
+
+def test_a_fifo_named_like_a_library_is_an_error_at_once_not_a_hang(tmp_path: Path) -> None:
+    """open() of a FIFO blocks until a writer comes; the reader opens with O_NONBLOCK and checks the file kind.
+    In a process of its own, so that a reader that blocks fails the test instead of hanging it."""
+    fifo = tmp_path / "flash_attn_2_cuda.cpython-311-x86_64-linux-gnu.so"
+    os.mkfifo(fifo)
+    code = ("import sys\nfrom dflash_doctor.elf import ElfError, exported_symbols, scan_library\n"
+            "print(scan_library(sys.argv[1])['error'])\n"
+            "try:\n    exported_symbols(sys.argv[1])\nexcept ElfError as exc:\n    print(exc)\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(fifo)], capture_output=True, text=True, timeout=20,
+                          check=False)
+    assert proc.stdout.splitlines() == [f"{fifo}: a FIFO, not a regular file: never opened"] * 2, proc.stderr

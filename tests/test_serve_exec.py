@@ -30,6 +30,7 @@ except ImportError:  # tests/ imported as a package
     from tests import toymodels as toy  # type: ignore[no-redef]
 
 pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parent.parent
 
 RECORDER_C = r"""
 #include <stdio.h>
@@ -85,7 +86,10 @@ def setup(tmp_path: Path) -> dict[str, object]:
 
 
 def run_gate(setup: dict[str, object], command: list[str]) -> subprocess.CompletedProcess[str]:
-    doctor = [sys.executable, "-m", "dflash_doctor", "serve", "--exec", "--python", str(setup["python"]),
+    # The checkout under test, without PYTHONPATH (which the exec'd command would inherit): `-m` alone would
+    # run whichever dflash_doctor the interpreter has installed.
+    doctor = [sys.executable, "-c", f"import runpy, sys; sys.path.insert(0, {str(ROOT)!r}); "
+              "runpy.run_module('dflash_doctor', run_name='__main__', alter_sys=True)", "serve", "--exec", "--python", str(setup["python"]),
               "--only", "serve-command", "--no-vllm-parser", "--gpus", "2", "--gpu-memory", "48", "--", *command]
     return subprocess.run(doctor, check=False, cwd=str(setup["cwd"]), env=setup["environ"],  # type: ignore[arg-type]
                           capture_output=True, text=True, timeout=300)
@@ -123,3 +127,18 @@ def test_a_serve_program_that_cannot_be_started_exits_127(setup: dict[str, objec
     proc = run_gate(setup, command)
     assert proc.returncode == 127 and "cannot start" in proc.stderr
     assert not Path(str(setup["record"])).exists()
+
+
+def test_a_secret_flag_reaches_the_serve_command_but_no_output(setup: dict[str, object]) -> None:
+    command = ["vllm", "serve", str(setup["target"]), "--tensor-parallel-size", "2", "--max-model-len", "32768",
+               "--max-num-batched-tokens", "32768", "--speculative-config", spec(setup["drafter"]),
+               "--api-key", "plain-secret-4711"]
+    proc = run_gate(setup, command)
+    assert proc.returncode == 7, proc.stdout + proc.stderr
+    argv, _ = read_record(setup["record"])  # type: ignore[arg-type]
+    assert argv == command  # the real value, untouched
+    assert "plain-secret-4711" not in proc.stdout + proc.stderr
+    failing = run_gate(setup, ["vllm", "serve", str(setup["target"]), "--api-key", "plain-secret-4711",
+                               "--speculative-config", json.dumps({"method": "dflash", "model": str(setup["drafter"])})])
+    assert failing.returncode == 1 and "not starting `vllm serve" in failing.stderr
+    assert "plain-secret-4711" not in failing.stdout + failing.stderr

@@ -74,6 +74,9 @@ def test_ticket_profile_writes_both_files_in_the_working_directory(doctor: Docto
     report = validate_report(json.loads((tmp_path / "dflash-doctor-report.json").read_text()))
     assert (tmp_path / "dflash-doctor-report.md").read_text().startswith("### dflash-doctor: FAIL")
     assert report["options"]["profile"] == "ticket"
+    # It says where they went: the profile chose the names, the user did not type them.
+    assert f"dflash-doctor: JSON report written to {tmp_path / 'dflash-doctor-report.json'}\n" in proc.stderr
+    assert f"dflash-doctor: Markdown report written to {tmp_path / 'dflash-doctor-report.md'}\n" in proc.stderr
 
 
 # ----------------------------------------------------------------------------------------------- redaction
@@ -166,6 +169,28 @@ def test_redaction_of_strings_wherever_they_occur() -> None:
     }
     for raw, expected in cases.items():
         assert r.text(raw) == expected, raw
+
+
+def test_secret_flags_of_a_serve_command_are_redacted_in_both_forms_in_every_output(doctor: Doctor,
+                                                                                      tmp_path: Path) -> None:
+    secrets = {"--api-key": "plainkey4711value", "--hf-token": "tokvalue0815plain", "--db-password": "pw-plain-9"}
+    command = ["vllm", "serve", "/models/none", "--api-key", secrets["--api-key"],
+               f"--hf-token={secrets['--hf-token']}", "--db-password", secrets["--db-password"],
+               "--ssl-keyfile", "/etc/ssl/serving-key.pem", "--max-num-batched-tokens", "8192"]
+    saved, markdown = tmp_path / "r.json", tmp_path / "r.md"
+    run = doctor("serve", "--no-gpu", "-v", "--only", "serve-command", "--no-vllm-parser", "--json", str(saved),
+                 "--markdown", str(markdown), "--", *command)
+    judged = doctor("judge", str(saved), "-v")
+    judged_json = doctor("judge", str(saved), "--json", "-")
+    text = run.stdout + run.stderr + saved.read_text() + markdown.read_text() + judged.stdout + judged.stderr \
+        + judged_json.stdout
+    for value in secrets.values():
+        assert value not in text, f"{value!r} leaked"
+    argv = json.loads(saved.read_text())["checks"][0]["facts"]["serve_args"]["argv"]
+    assert argv[3:9] == ["--api-key", "<redacted>", "--hf-token=<redacted>", "--db-password", "<redacted>",
+                         "--ssl-keyfile"]
+    assert "/etc/ssl/serving-key.pem" in argv  # a key file's path is not the key: kept, it helps the diagnosis
+    assert "8192" in argv
 
 
 # ----------------------------------------------------------------------------------------------- fingerprint

@@ -15,6 +15,22 @@ CODES = (
          "This check needs a GPU and --no-gpu was given (as in a CI image build). Nothing was judged."),
     Code("doctor.plugin-failed", "A third-party check could not be loaded",
          "A distribution registered a check under the `dflash_doctor.checks` entry-point group, but loading it "
-         "raised or it is not a check. Fix or uninstall that plugin, or set DFLASH_DOCTOR_DISABLE_PLUGIN_AUTOLOAD=1 "
+         "raised (anything, `SystemExit` included), did not finish within --timeout, or it is not a check. Fix or uninstall that plugin, or set DFLASH_DOCTOR_DISABLE_PLUGIN_AUTOLOAD=1 "
          "to run only the built-in checks."),
+    Code("doctor.plugin-invalid", "A third-party check declares something the doctor cannot use",
+         "A check registered under the `dflash_doctor.checks` entry-point group loaded, but what it declares is not "
+         "usable: its `id` or `layer` is not a lower-case name (letters, digits, '.', '_', '-'), its `title` is not "
+         "a non-empty string, `needs` or `after` is not a set of names, `requires_gpu` is not a bool, its id is "
+         "taken or reserved, or its `judge` returned something other than `Finding` objects with valid ids. The "
+         "finding names the plugin and its entry point; fix the plugin, or uninstall it."),
+    Code("doctor.plugin-crashed", "A third-party check raised while judging",
+         "A plugin's `judge` raised, and the doctor caught it, whatever it was: an exception, `SystemExit` (a "
+         "`sys.exit()` call) or `KeyboardInterrupt`. Its check is an error and the doctor exits 1; the other "
+         "checks ran as usual. This is a bug in the plugin (the finding names it and its entry point): report it "
+         "to its authors, or set DFLASH_DOCTOR_DISABLE_PLUGIN_AUTOLOAD=1 to run only the built-in checks."),
+    Code("doctor.plugin-timeout", "A third-party check did not finish within --timeout",
+         "A plugin's `judge` was still running after --timeout seconds. A check only judges facts already "
+         "collected, so it should take milliseconds; the doctor stopped waiting for it (its thread is abandoned "
+         "and the doctor exits without waiting for it) and reports its check as an error. Report it to the "
+         "plugin's authors, or set DFLASH_DOCTOR_DISABLE_PLUGIN_AUTOLOAD=1."),
 )

@@ -104,6 +104,14 @@ CODES = (
          "the target's hidden states at those layers, concatenated. A different stored width fails the weight "
          "loader's shape check; a different target width fails the first forward pass. The usual cause is a "
          "target_layer_ids list of the wrong length."),
+    Code("drafter.config-weights", "The drafter's config.json contradicts its own weights",
+         "The weights record the geometry they were saved with: the layers they hold, the hidden size (norm.weight), "
+         "head_dim (q_norm), heads and KV heads (q_proj and k_proj rows / head_dim) and the intermediate size "
+         "(gate_proj). vLLM builds the drafter from config.json instead, so a key that disagrees makes every tensor "
+         "that depends on it missing, unexpected or mis-shaped, and loading stops. This is the one finding to fix; "
+         "the tensor findings that follow from it name it as their cause. A layer count above what the weights "
+         "hold is reported here once, never enumerated. Set the key to what the weights say, or take the "
+         "publisher's config.json."),
     Code("drafter.tensor-shape", "A drafter tensor's shape does not match its config.json",
          "vLLM builds each parameter from config.json (hidden_size, heads, head_dim, intermediate_size) and the "
          "weight loader asserts equal shapes. The config.json was likely written for another model."),

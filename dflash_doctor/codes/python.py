@@ -42,6 +42,17 @@ CODES = (
          "Files listed in the distribution's RECORD are missing, or their size (or, with --verify-hashes, their "
          "sha256) differs: another distribution installed the same paths, or they were edited by hand. Reinstall "
          "the distribution with --no-deps to put its own files back."),
+    Code("dist.record-escapes", "A RECORD line points outside the environment",
+         "A line of the distribution's RECORD resolves outside the environment's directories (site-packages, the "
+         "scripts, headers and data directories of its install scheme, the sys.path entries): `..` out of them, an "
+         "absolute path, a symlink out, or /dev, /proc, /sys. No installer writes such a line. The doctor never "
+         "opens, hashes or loads that file (a `flash_attn/../../../../tmp/x/evil.so` line would otherwise have "
+         "its constructor run by the extension probe), and an uninstall would delete it. Reinstall the "
+         "distribution from a source you trust."),
+    Code("dist.file-not-regular", "A file RECORD lists is a FIFO, a device or a socket",
+         "A file of a stack distribution is not a regular file on disk: a FIFO blocks whoever opens it (an import "
+         "hangs), a device such as /dev/zero never ends. The doctor does not open it. Reinstall the distribution "
+         "to put its own files back."),
     # the flash_attn namespace
     Code("namespace.absent", "flash_attn is not installed",
          "No flash_attn on the target's sys.path. vLLM then uses its bundled flash-attention "
@@ -58,6 +69,18 @@ CODES = (
          "find_spec('flash_attn') is not None, but flash_attn.ops does not exist. " + _BROKEN_FLASH_ATTN +
          " Fix: uninstall flash-attn-4 if nothing needs it, or install flash-attn v2 beside it and then reinstall "
          "flash-attn-4's own files on top."),
+    Code("namespace.leftover", "A flash_attn directory no distribution owns makes flash_attn a namespace package",
+         "A directory named flash_attn on sys.path without __init__.py is a namespace portion, whoever left it: "
+         "`pip uninstall flash-attn-4` leaves an empty site-packages/flash_attn/ (pip removes a directory whole "
+         "only when it lists a file directly in it) and __pycache__ bytecode other interpreters wrote; a source "
+         "checkout or a copy leaves one in the working directory or on PYTHONPATH. find_spec('flash_attn') then "
+         "is not None, yet flash_attn.ops does not exist. " + _BROKEN_FLASH_ATTN + " Fix: delete it when it holds "
+         "nothing but empty directories and __pycache__ bytecode (the remediation's find deletes only those), or "
+         "move it aside when it holds other files."),
+    Code("namespace.incomplete", "flash_attn is a namespace package of installed distributions without __init__.py",
+         "Every directory of the namespace flash_attn belongs to an installed distribution, but none of them "
+         "installs flash_attn/__init__.py (it was deleted, or another distribution's uninstall removed it). "
+         + _BROKEN_FLASH_ATTN + " Reinstall the distribution that provides flash_attn/__init__.py."),
     Code("namespace.cute-overlap", "flash-attn and flash-attn-4 both install flash_attn/cute/",
          "flash-attn 2.8.3 (and 2.8.3.post2) ship a stale copy of flash_attn/cute/ at 20 of the paths flash-attn-4 "
          "installs. The one installed last overwrote the other's files, and uninstalling either deletes files the "
@@ -84,13 +107,30 @@ CODES = (
          "flash_attn import raises ModuleNotFoundError: vLLM 0.24 and later survive that, 0.18-0.23 do not. "
          "Build flash-attn with its extension against the installed torch."),
     Code("import.dependency-missing", "The import needs a package that is not installed",
-         "The module imports torch, triton or another package that is not installed in the target."),
+         "The module imports torch, triton or another package that is not installed in the target, or links a "
+         "library of torch's (libc10.so, libtorch_cuda.so) while torch is not installed. Where an installed "
+         "distribution requires torch, this finding follows from dist.requirement-missing and its fix is that "
+         "one's: install the torch it requires, not a loader path."),
     Code("import.glibc-too-old", "An extension needs a newer glibc/libstdc++",
          "The extension was linked on a newer system (flash-attn's release wheels from 2.8.0.post2 on are built "
          "on Ubuntu 22.04 and need GLIBC 2.32+). Build from source on this system, or use an older wheel."),
     Code("import.library-not-found", "A shared library the extension links is missing",
          "The dynamic loader could not find a library the extension needs (often libcudart.so.N or libc10.so). "
          "Install the matching CUDA runtime or torch, or fix LD_LIBRARY_PATH."),
+    Code("import.driver-library-missing", "An extension needs the NVIDIA driver's library, and it is not there",
+         "The dynamic loader could not find a library of the NVIDIA driver (libcuda.so.1, libnvidia-ml.so.1, "
+         "libnvidia-ptxjitcompiler.so.1, ...): these come with the driver, not with an image or a wheel. On a GPU "
+         "host it is installed with the driver; in a container the NVIDIA container runtime mounts it when the "
+         "container starts with GPUs and the `compute` capability. When the gpu check finds no driver at all, "
+         "this finding follows from that one (its `cause`), and the fix is the driver. On a machine without GPUs "
+         "(a CI image build), run with --no-gpu: the load is then not tried as a failure (import.needs-driver)."),
+    Code("import.needs-driver", "Not loaded here: it needs the NVIDIA driver's library (--no-gpu)",
+         "Under --no-gpu (a CI image build, a machine without GPUs), an extension that fails to load only because a "
+         "library of the NVIDIA driver (libcuda.so.1, libnvidia-ml.so.1, ...) is absent is skipped, not failed: "
+         "the NVIDIA container runtime provides those libraries at run time, and an image must not ship them. "
+         "A missing library the image must ship (libcudart, libnvrtc, libcublas, torch's libraries) still fails "
+         "(import.library-not-found). The loader stops at the first library it cannot find, so run the doctor "
+         "where the GPUs are to load these extensions for real."),
     Code("import.crashed", "The import killed the interpreter",
          "Importing the module killed the process with a signal (e.g. SIGSEGV). The doctor ran it in a "
          "subprocess, so this is a finding, not a crash. Reinstall the package; if it persists, the stderr in the "
@@ -110,9 +150,31 @@ CODES = (
     Code("surface.unguarded-failure", "vLLM imports a package that fails here, and nothing catches it",
          "The installed vLLM's source imports this module, the import raises in the target, and no guard around "
          "the import (try/except, suppress, find_spec, platform test) catches that exception. On the serving path "
-         "this stops `vllm serve`; elsewhere it raises when that feature is used."),
+         "this stops `vllm serve`; elsewhere it raises when that feature is used. Under --no-gpu, an import that fails "
+         "only because a library of the NVIDIA driver (libcuda.so.1) is absent is a skip: the container runtime "
+         "provides it at run time (see import.needs-driver)."),
     Code("extensions.none", "No compiled extensions to load",
          "The stack has no compiled extension modules besides torch's own."),
+    Code("extensions.not-loaded", "An extension file was not loaded: not a regular file, or outside the environment",
+         "The stack's extension module resolves to a FIFO, a device, a socket, or a path outside the environment "
+         "(/dev, /proc, /sys, or out of the site directories for a RECORD line). Loading it would block or run code "
+         "from elsewhere, so the doctor does not; `import` of the module meets the same file. Reinstall the "
+         "distribution, or remove what the import system finds."),
+    Code("extensions.untracked", "An extension the import system finds that no RECORD lists",
+         "`import flash_attn_2_cuda` (or vllm._C, ...) loads whatever the import system finds first: a source "
+         "build, `pip install -e`, `setup.py develop`, a build copied in by hand. The doctor resolves each of the "
+         "stack's extension modules without importing it (each package level's search path, no __init__ run) and "
+         "judges the files no RECORD lists like the others: loaded in the target, read for GPU architectures and "
+         "torch symbols. No installer verifies, upgrades or removes these files; when one shadows the file a "
+         "RECORD lists, the RECORD's file is not the one that runs."),
+    Code("extensions.other-python", "An extension is built for another Python",
+         "The file's name carries another interpreter's ABI tag (`_C.cpython-312-x86_64-linux-gnu.so` under "
+         "CPython 3.11): the import system looks only for this interpreter's EXTENSION_SUFFIXES "
+         "(`.cpython-311-x86_64-linux-gnu.so`, `.abi3.so`, `.so`), so the module does not exist here. When the "
+         "installed wheel itself was built for another Python (its WHEEL tags say so), this fails: reinstall, and "
+         "the installer picks the wheel built for this interpreter. When a wheel that fits ships such a file (vLLM "
+         "0.20.1's abi3 wheel has DeepGEMM's `_C.cpython-312-x86_64-linux-gnu.so`), it warns: whatever imports "
+         "that module fails on this Python, and only another Python version changes that."),
     Code("extensions.ok", "Compiled extensions load",
          "Each compiled extension module of the stack loaded in its own subprocess, after torch."),
 )

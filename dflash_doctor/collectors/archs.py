@@ -40,9 +40,11 @@ from typing import Any, Final
 
 from dflash_doctor.archs import parse_target_archs
 from dflash_doctor.check import Context
+from dflash_doctor.collectors.imports import extension_jobs
 from dflash_doctor.elf import ElfError, exported_symbols, host_runtime_versions, scan_library
 from dflash_doctor.envfacts import Distributions
 from dflash_doctor.knowledge.stack import FLASH_ATTN_FAMILY
+from dflash_doctor.safefile import environment_roots, read_regular, refusal
 
 __all__ = ["SECTION", "collect", "demangle"]
 
@@ -76,9 +78,10 @@ def collect(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
     facts["host"]["seconds"] = round(time.perf_counter() - host_started, 4)
 
     with ThreadPoolExecutor(max_workers=SCAN_WORKERS) as pool:
-        torch_facts, exports = _torch(dists, pool)
+        torch_facts, exports = _torch(dists, pool, environment_roots(target))
         facts["torch"] = torch_facts
-        jobs, skipped = _jobs(dists, _python_tag(target))
+        jobs, skipped = _jobs(dists, _python_tag(target), environment_roots(target))
+        jobs += _import_system_jobs(earlier)
         libraries = list(pool.map(lambda job: _scan(job, exports), jobs))
     facts["libraries"] = libraries
     facts["skipped"] = skipped[:MAX_SKIPPED_SHOWN]
@@ -105,7 +108,8 @@ def _target_archs(given: Iterable[str]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _torch(dists: Distributions, pool: ThreadPoolExecutor) -> tuple[dict[str, Any] | None, set[str] | None]:
+def _torch(dists: Distributions, pool: ThreadPoolExecutor,
+           roots: list[str] | None) -> tuple[dict[str, Any] | None, set[str] | None]:
     dist = dists.get("torch")
     if dist is None:
         return None, None
@@ -117,15 +121,17 @@ def _torch(dists: Distributions, pool: ThreadPoolExecutor) -> tuple[dict[str, An
     except OSError as exc:
         names, listing_error = [], f"{lib_dir}: {exc.strerror or exc}"
     exporters = [lib_dir / n for n in names if any(fnmatch.fnmatch(n, p) for p in TORCH_EXPORTERS)]
+    refused = [why for why in (refusal(str(path), roots) for path in exporters) if why]
+    exporters = [path for path in exporters if refusal(str(path), roots) is None]
     results = list(pool.map(_cached_exports, exporters))
-    errors = [error for _symbols, error in results if error] + ([listing_error] if listing_error else [])
+    errors = [error for _symbols, error in results if error] + ([listing_error] if listing_error else []) + refused
     exports: set[str] | None = None
     if exporters and not errors:
         exports = set().union(*(symbols for symbols, _error in results))
     return {
         "version": dist.version,
         "location": dist.location,
-        **_torch_cuda(Path(dist.location) / "torch" / "version.py"),
+        **_torch_cuda(Path(dist.location) / "torch" / "version.py", roots),
         "exporters": [str(p.relative_to(dist.location)) for p in exporters],
         # None when torch's libraries could not all be read: then no symbol is called missing.
         "exports": None if exports is None else len(exports),
@@ -156,11 +162,11 @@ def _cached_exports(path: Path) -> tuple[frozenset[str], str | None]:
 _TORCH_CUDA_RE: Final = re.compile(r"^cuda\s*(?::[^=\n]*)?=\s*(?:'([^']*)'|\"([^\"]*)\"|None)", re.MULTILINE)
 
 
-def _torch_cuda(version_py: Path) -> dict[str, Any]:
+def _torch_cuda(version_py: Path, roots: list[str] | None) -> dict[str, Any]:
     """torch.version.cuda, read from torch/version.py (generated at build time) without importing torch:
     {"cuda": "12.8" | None, "cpu_build": False | True | None (version.py unreadable)}."""
     try:
-        text = version_py.read_text(encoding="utf-8", errors="replace")
+        text = read_regular(version_py, 1 << 20, roots).decode("utf-8", "replace")
     except OSError:
         return {"cuda": None, "cpu_build": None}
     match = _TORCH_CUDA_RE.search(text)
@@ -192,7 +198,8 @@ def _torch_requirement(requires: Iterable[str]) -> str | None:
     return None
 
 
-def _jobs(dists: Distributions, python_tag: str | None) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+def _jobs(dists: Distributions, python_tag: str | None,
+          roots: list[str] | None) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     jobs: list[dict[str, Any]] = []
     skipped: list[dict[str, str]] = []
     for dist in dists:
@@ -217,6 +224,12 @@ def _jobs(dists: Distributions, python_tag: str | None) -> tuple[list[dict[str, 
                 skipped.append({"distribution": dist.name, "path": rel,
                                 "why": f"built for CPython {tag.group(1)}, the target is {python_tag}"})
                 continue
+            refused = refusal(os.path.join(dist.location, rel), roots)
+            if refused:
+                # The environment probe leaves such RECORD lines out (and reports them); a report judged
+                # again on another machine may still name them.
+                skipped.append({"distribution": dist.name, "path": rel, "why": refused})
+                continue
             jobs.append({
                 "distribution": dist.name,
                 "canonical": dist.canonical,
@@ -226,8 +239,31 @@ def _jobs(dists: Distributions, python_tag: str | None) -> tuple[list[dict[str, 
                 "kind": "extension" if module else "library",
                 "module": module,
                 "requires_torch": torch_requirement,
+                "found_by": "record",
             })
     return jobs, skipped
+
+
+def _import_system_jobs(earlier: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The stack's extension modules only the import system finds (no RECORD lists them)."""
+    dists = Distributions(earlier.get("distributions") or {})
+    jobs = []
+    for job in extension_jobs(earlier):
+        if job["found_by"] != "import-system" or job["refused"]:
+            continue  # a refused file is reported by the extensions check
+        owner = dists.get(job["canonical"]) if job["canonical"] else None
+        jobs.append({
+            "distribution": job["distribution"],
+            "canonical": job["canonical"],
+            "version": job["version"],
+            "location": os.path.dirname(job["path"]),
+            "path": os.path.basename(job["path"]),
+            "kind": "extension",
+            "module": job["module"],
+            "requires_torch": _torch_requirement(owner.requires) if owner else None,
+            "found_by": "import-system",
+        })
+    return jobs
 
 
 def _scan(job: Mapping[str, Any], exports: set[str] | None) -> dict[str, Any]:
@@ -245,7 +281,7 @@ def _scan(job: Mapping[str, Any], exports: set[str] | None) -> dict[str, Any]:
                                                 "compressed")} | {"problems": fatbin["problems"][:MAX_PROBLEMS]}
     return {
         **{key: job[key] for key in ("distribution", "canonical", "version", "path", "kind", "module",
-                                     "requires_torch")},
+                                     "requires_torch", "found_by")},
         "file": full,
         "size": size,
         "seconds": round(seconds, 4),

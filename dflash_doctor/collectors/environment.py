@@ -6,7 +6,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from dflash_doctor.check import Context
-from dflash_doctor.knowledge.stack import FLASH_ATTN_FAMILY, STACK_DISTRIBUTIONS, WATCHED_TOP_LEVELS
+from dflash_doctor.knowledge.stack import (
+    FLASH_ATTN_FAMILY,
+    STACK_DISTRIBUTIONS,
+    STACK_EXTENSION_MODULES,
+    WATCHED_TOP_LEVELS,
+)
 from dflash_doctor.probe import run_probe
 from dflash_doctor.redact import env_allow_args, scrub_values
 
@@ -22,6 +27,7 @@ def collect(ctx: Context, _earlier: Mapping[str, Any]) -> dict[str, Any]:
         "verify_hashes": ctx.verify_hashes,
         "env_allow": env_allow_args(),
         "find_spec": list(RESOLVED_NAMES),
+        "extension_modules": sorted(STACK_EXTENSION_MODULES.value),
     }
     outcome = run_probe(ctx.python, "environment", args, timeout_s=ctx.timeout_s, cwd=ctx.cwd)
     if not outcome.ok:
@@ -39,6 +45,7 @@ def collect(ctx: Context, _earlier: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "target": target,
         "sys_path": {"entries": data["sys_path"]},
-        "distributions": {"items": data["distributions"]},
+        # import_extensions: the stack's extension modules the import system finds that no RECORD lists.
+        "distributions": {"items": data["distributions"], "import_extensions": data.get("import_extensions") or {}},
         "resolution": data["resolution"],
     }

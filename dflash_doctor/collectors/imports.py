@@ -6,6 +6,7 @@ starts an interpreter of its own."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -13,7 +14,9 @@ from typing import Any
 
 from dflash_doctor.check import Context
 from dflash_doctor.envfacts import Distributions
+from dflash_doctor.knowledge.stack import STACK_EXTENSION_MODULES
 from dflash_doctor.probe import ProbeJob, ProbeOutcome, documents, run_probe
+from dflash_doctor.safefile import environment_roots, refusal
 
 ROTARY_MODULE = "flash_attn.ops.triton.rotary"
 ROTARY_NAMES = ("apply_rotary",)
@@ -29,10 +32,13 @@ class ImportJob:
     names: Sequence[str] = ()
     preload: Sequence[str] = ()
     file: str | None = None
+    roots: Sequence[str] | None = None
+    """The directories the file must resolve into (checked again in the process that would load it)."""
 
 
 def _spec(job: ImportJob) -> dict[str, Any]:
-    return {"module": job.module, "names": list(job.names), "preload": list(job.preload), "file": job.file}
+    return {"module": job.module, "names": list(job.names), "preload": list(job.preload), "file": job.file,
+            "roots": list(job.roots) if job.roots is not None else None}
 
 
 def _run(ctx: Context, probes: Sequence[ProbeJob]) -> list[ProbeOutcome]:
@@ -77,9 +83,10 @@ def try_import_batches(ctx: Context, batches: Sequence[Sequence[ImportJob]]) -> 
 
 
 def try_import(
-    ctx: Context, module: str, names: Sequence[str] = (), preload: Sequence[str] = (), file: str | None = None
+    ctx: Context, module: str, names: Sequence[str] = (), preload: Sequence[str] = (), file: str | None = None,
+    roots: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    return try_imports(ctx, [ImportJob(module, names, preload, file)])[0]
+    return try_imports(ctx, [ImportJob(module, names, preload, file, roots)])[0]
 
 
 def _import_facts(job: ImportJob, outcome: ProbeOutcome, data: Any = ...) -> dict[str, Any]:
@@ -117,20 +124,59 @@ def collect_surface(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
     return {"surface_imports": {"imports": found}}
 
 
+def extension_jobs(earlier: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The stack's extension modules to judge: those RECORD lists, and those only the import system finds
+    (labelled found_by "import-system"), each with the reason it will not be opened, if any."""
+    dists = Distributions(earlier.get("distributions") or {})
+    roots = environment_roots(earlier.get("target"))
+    jobs: list[dict[str, Any]] = []
+    for dist in dists:
+        for ext in dist.facts.get("extensions") or []:
+            path = os.path.join(dist.location, ext["path"])
+            jobs.append({"distribution": dist.name, "version": dist.version, "canonical": dist.canonical,
+                         "module": ext["module"], "path": path, "found_by": "record",
+                         "abi_tag": ext.get("abi_tag"), "refused": refusal(path, roots)})
+    for found in (earlier.get("distributions") or {}).get("import_extensions", {}).get("found") or []:
+        owner_name = STACK_EXTENSION_MODULES.value.get(found["module"])
+        owner = dists.get(owner_name) if owner_name else None
+        # What `import name` itself would load, wherever the import system found it (an editable finder may
+        # point into a source tree): only the file kind and /dev, /proc, /sys decide.
+        jobs.append({"distribution": owner.name if owner else (owner_name or found["module"]),
+                     "version": owner.version if owner else None, "canonical": owner_name,
+                     "module": found["module"], "path": found["path"], "found_by": "import-system",
+                     "finder": found.get("finder"), "shadows": found.get("shadows"),
+                     "refused": refusal(found["path"])})
+    return jobs
+
+
 def collect_extensions(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
     """Load each compiled extension module of the stack on its own, after torch (whose libraries they link)."""
     dists = Distributions(earlier.get("distributions") or {})
-    jobs: list[tuple[str, str, str]] = []
-    for dist in dists:
-        for ext in dist.facts.get("extensions") or []:
-            if dist.canonical == "torch":
-                continue  # `import torch` itself is the preload; its own extensions load with it
-            jobs.append((dist.name, ext["module"], f"{dist.location}/{ext['path']}"))
+    jobs = [job for job in extension_jobs(earlier) if job["canonical"] != "torch"]
+    # `import torch` itself is the preload; its own extensions load with it
+    # A file named for another interpreter's ABI: this one's import system never looks at it, so loading it
+    # by hand would test something no import does.
+    other_python = [{"module": job["module"], "distribution": job["distribution"], "path": job["path"],
+                     "abi_tag": job["abi_tag"], "ok": False, "loaded": False} for job in jobs if job.get("abi_tag")]
+    jobs = [job for job in jobs if not job.get("abi_tag")]
     has_torch = dists.get("torch") is not None
+    roots = environment_roots(earlier.get("target"))
 
     preload = ("torch",) if has_torch else ()
-    results = try_imports(ctx, [ImportJob(module, preload=preload, file=path) for _, module, path in jobs])
-    for (owner, _, path), facts in zip(jobs, results):
-        facts["distribution"] = owner
-        facts["path"] = path
-    return {"extensions": {"torch_installed": has_torch, "items": results}}
+    loadable = [job for job in jobs if not job["refused"]]
+    loaded = try_imports(ctx, [
+        # A file only the import system found is what `import` itself would load, wherever it is: only the
+        # file's kind and /dev, /proc, /sys decide, not the environment's directories.
+        ImportJob(job["module"], preload=preload, file=job["path"],
+                  roots=None if job["found_by"] == "import-system" or roots is None else tuple(roots))
+        for job in loadable])
+    facts_in_order = iter(loaded)
+    results = []
+    for job in jobs:
+        label = {k: job[k] for k in ("distribution", "path", "found_by") if job.get(k) is not None}
+        label.update({k: job[k] for k in ("finder", "shadows") if job.get(k)})
+        if job["refused"]:
+            results.append({"module": job["module"], "ok": False, "refused": job["refused"], **label})
+        else:
+            results.append({**next(facts_in_order), **label})
+    return {"extensions": {"torch_installed": has_torch, "items": results + other_python}}

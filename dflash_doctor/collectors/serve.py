@@ -39,6 +39,7 @@ from dflash_doctor.knowledge.dflash import (
     TARGET_HIDDEN_SIZE_NULL,
 )
 from dflash_doctor.probe import run_probe
+from dflash_doctor.safefile import read_regular
 from dflash_doctor.serve_args import parse_serve_command
 
 __all__ = ["CAPABILITIES", "collect_args", "collect_vllm", "head_sizes_of", "port_facts", "read_vllm_dflash"]
@@ -280,8 +281,7 @@ def _compare(op: ast.cmpop, left: Any, right: Any) -> bool:
 
 def _read(root: str, rel: str) -> str | None:
     try:
-        with open(os.path.join(root, rel), "rb") as handle:
-            return handle.read(MAX_SOURCE_BYTES).decode("utf-8", "replace")
+        return read_regular(os.path.join(root, rel), MAX_SOURCE_BYTES).decode("utf-8", "replace")
     except OSError:
         return None
 

@@ -18,10 +18,12 @@ import argparse
 import json
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from dflash_doctor import baseline
 from dflash_doctor.cli import UsageError, cmd_run, emit, parse_run_args, run_doctor, run_parser
+from dflash_doctor.jsondoc import shown_path
 
 
 def save_parser() -> argparse.ArgumentParser:
@@ -56,12 +58,26 @@ def describe(state: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def _check_baseline_path(path: str) -> None:
+    """Before the run: FILE must be a file name in a directory that exists."""
+    target = Path(path).expanduser()
+    try:
+        if target.is_dir():
+            raise UsageError(f"{shown_path(path)}: is a directory; give the baseline's file name")
+        parent_ok = target.resolve().parent.is_dir()
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{shown_path(path)}: {getattr(exc, 'strerror', None) or exc}") from None
+    if not parent_ok:
+        raise UsageError(f"{shown_path(path)}: its directory does not exist")
+
+
 def cmd_save(argv: Sequence[str]) -> int:
     from dflash_doctor import report as report_module
 
     parser = save_parser()
     try:
         args = parse_run_args(argv, parser)
+        _check_baseline_path(args.file)
         if args.driver_range:
             from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
@@ -75,9 +91,9 @@ def cmd_save(argv: Sequence[str]) -> int:
             except report_module.ReportError as exc:
                 raise UsageError(str(exc)) from exc
             sections: Mapping[str, Any] = report_module.sections_of(saved)
-            code = int((saved.get("summary") or {}).get("exit_code", 0))
+            code = report_module.exit_code_of(saved)
             hash_names: Sequence[str] | None = ()
-            archs = (saved.get("options") or {}).get("target_archs") or []
+            archs = report_module.options_of(saved).get("target_archs") or []
         else:
             run = run_doctor(args, handle_signals=True)
             code = emit(run, args)
@@ -94,7 +110,7 @@ def cmd_save(argv: Sequence[str]) -> int:
     try:
         baseline.save(args.file, state)
     except OSError as exc:
-        sys.stderr.write(f"dflash-doctor: cannot write the baseline to {args.file}: {exc.strerror or exc}\n")
+        sys.stderr.write(f"dflash-doctor: cannot write the baseline to {shown_path(args.file)}: {exc.strerror or exc}\n")
         return 2
     out = sys.stderr if "-" in (args.json, args.junit, args.markdown) else sys.stdout  # stdout holds a report
     out.write(f"baseline written to {args.file}\n" + "".join(f"  {line}\n" for line in describe(state)))

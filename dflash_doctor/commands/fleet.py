@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from dflash_doctor.cli import UsageError, parse_run_args, run_parser
+from dflash_doctor.cli import UsageError, check_count, check_number, parse_run_args, run_parser
 
 FLEET_ONLY = ("ray", "gpus", "node_timeout", "min_nodes", "wait", "out_dir", "allow_drift")
 
@@ -47,6 +47,9 @@ def main(argv: Sequence[str]) -> int:
     p = parser()
     try:
         args = parse_run_args(argv, p)
+        check_number(args.node_timeout, "--node-timeout")
+        check_number(args.wait, "--wait", allow_zero=True)
+        check_count(args.min_nodes, "--min-nodes", 0)
         if args.junit:
             raise UsageError("--junit is per host; use --out-dir DIR and run `dflash-doctor judge` on a host's report")
         if args.out_dir:
@@ -63,6 +66,7 @@ def main(argv: Sequence[str]) -> int:
         sys.stderr.write(f"dflash-doctor fleet: error: Ray is not installed ({exc}); "
                          "install it with: python -m pip install 'dflash-doctor[fleet]'\n")
         return 2
+    from dflash_doctor import report as report_module
     from dflash_doctor.commands.merge import emit
     from dflash_doctor.fleet.merge import summarize, unreachable
 
@@ -82,8 +86,13 @@ def main(argv: Sequence[str]) -> int:
         if node.report is None:
             hosts.append(unreachable(label, f"ray:{node.node_id}", node.error or "no report", info))
             continue
-        host_name = (node.report.get("host") or {}).get("name", "")
-        summary = summarize(node.report, f"ray:{node.node_id}", label=f"{host_name}/{label}" if host_name else label)
+        try:  # a node with another dflash-doctor version may send another shape
+            node_report = report_module.validate(node.report, f"the report of node {label}")
+        except report_module.ReportError as exc:
+            hosts.append(unreachable(label, f"ray:{node.node_id}", str(exc), info))
+            continue
+        host_name = (report_module.host_of(node_report) or {}).get("name", "")
+        summary = summarize(node_report, f"ray:{node.node_id}", label=f"{host_name}/{label}" if host_name else label)
         summary.info.setdefault("ray", {}).update({"head": node.is_head})
         hosts.append(summary)
         if args.out_dir:

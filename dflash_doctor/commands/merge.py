@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from dflash_doctor.fleet.merge import HostSummary, merge, summarize_files, write_json
+from dflash_doctor.jsondoc import shown_path
 
 
 def add_output_options(parser: argparse.ArgumentParser) -> None:
@@ -39,11 +40,17 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _is(test: str, path: str) -> bool:
+    try:
+        return bool(getattr(Path(path), test)())
+    except (OSError, ValueError):  # a name too long, a NUL in it: no such file, read_text says why
+        return False
+
+
 def expand(paths: Sequence[str]) -> list[str]:
     out: list[str] = []
     for path in paths:
-        p = Path(path)
-        out += sorted(str(c) for c in p.glob("*.json")) if p.is_dir() else [path]
+        out += sorted(str(c) for c in Path(path).glob("*.json")) if _is("is_dir", path) else [path]
     return out
 
 
@@ -74,13 +81,16 @@ def emit(hosts: Sequence[HostSummary], args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str]) -> int:
     args = parser().parse_args(argv)
+    if args.jobs is not None and args.jobs < 1:
+        sys.stderr.write(f"dflash-doctor merge: error: --jobs {args.jobs}: give a whole number, at least 1\n")
+        return 2
     paths = expand(args.reports)
     if not paths:
         sys.stderr.write("dflash-doctor merge: error: no report files found\n")
         return 2
-    missing = [p for p in paths if not Path(p).exists()]
+    missing = [p for p in paths if not _is("exists", p)]
     if missing:
-        sys.stderr.write(f"dflash-doctor merge: error: no such file: {', '.join(missing)}\n")
+        sys.stderr.write(f"dflash-doctor merge: error: no such file: {', '.join(map(shown_path, missing))}\n")
         return 2
     hosts: list[Any] = []
     for host in summarize_files(paths, args.jobs):

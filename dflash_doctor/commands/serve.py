@@ -66,6 +66,9 @@ def main(argv: Sequence[str]) -> int:
     doctor_argv, command = split
     try:
         args = cli.parse_run_args(doctor_argv, p)
+        cli.check_count(args.gpus, "--gpus", 1)
+        if args.gpu_memory is not None:
+            cli.check_number(args.gpu_memory, "--gpu-memory", unit="GiB", most=1e6)
         options = {"serve": {"argv": command, "gpus": args.gpus, "gpu_memory_gib": args.gpu_memory,
                              "validate": bool(args.vllm_validate), "vllm_parser": not args.no_vllm_parser}}
         run = cli.run_doctor(args, options=options, handle_signals=True)
@@ -80,7 +83,10 @@ def main(argv: Sequence[str]) -> int:
     if not args.exec:
         return code
     if code != 0:
-        sys.stderr.write(f"dflash-doctor serve: not starting `{' '.join(command)}`: the checks above failed\n")
+        from dflash_doctor.redact import Redactor, argv_secrets
+
+        shown = Redactor.for_this_machine(keep_hosts=True).secrets(" ".join(argv_secrets(command)))
+        sys.stderr.write(f"dflash-doctor serve: not starting `{shown}`: the checks above failed\n")
         return code
     try:
         os.execvp(command[0], command)

@@ -33,6 +33,7 @@ from elftools.elf.gnuversions import GNUVerDefSection, GNUVerNeedSection
 from elftools.elf.sections import Section
 
 from dflash_doctor.elf._sections import sections_of_type
+from dflash_doctor.safefile import UnsafeFile, open_regular
 
 __all__ = [
     "MAX_UNDEFINED",
@@ -77,7 +78,10 @@ def open_elf(path: str | os.PathLike[str]) -> Iterator[tuple[ELFFile, mmap.mmap]
     """Open `path` as ELF, with an mmap of the whole file for zero-copy reads. Raises ElfError only."""
     name = os.fspath(path)
     try:
-        handle = open(name, "rb")  # noqa: SIM115 - closed by the `with handle` below; open errors differ
+        # Only a regular file, opened with O_NONBLOCK: a FIFO named like a library must not block the doctor.
+        handle = open_regular(name)
+    except UnsafeFile as exc:
+        raise ElfError(name, exc.reason) from None
     except OSError as exc:
         raise ElfError(name, f"cannot open: {exc.strerror or exc}") from None
     with handle:

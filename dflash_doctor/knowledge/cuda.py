@@ -17,6 +17,7 @@ from dflash_doctor.knowledge import Fact
 
 __all__ = [
     "CUDA_VERSION_ENCODING",
+    "DRIVER_LIBRARIES",
     "FAMILY_MEMBERS",
     "MINOR_VERSION_COMPAT_DRIVER",
     "PTX_ARCH_SPECIFIC",
@@ -29,6 +30,7 @@ __all__ = [
     "TOOLKIT_DRIVER_VERSIONS",
     "decode_cuda_version",
     "driver_version_tuple",
+    "is_driver_library",
     "min_driver_for_cuda",
 ]
 
@@ -244,3 +246,39 @@ def min_driver_for_cuda(cuda: str) -> str | None:
     parts = cuda.strip().split(".")
     key = ".".join(parts[:2]) if len(parts) >= 2 else cuda.strip()
     return _GA_DRIVER.get(key)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The driver's user-space libraries
+# ---------------------------------------------------------------------------------------------------------
+
+DRIVER_LIBRARIES: Fact[tuple[str, ...]] = Fact(
+    # Library names without their version suffix: libcuda.so matches libcuda.so.1 and libcuda.so.580.95.05.
+    value=(
+        # utility_libs
+        "libnvidia-ml.so", "libnvidia-cfg.so", "libnvidia-nscq.so",
+        # compute_libs
+        "libcuda.so", "libcudadebugger.so", "libnvidia-opencl.so", "libnvidia-gpucomp.so",
+        "libnvidia-ptxjitcompiler.so", "libnvidia-fatbinaryloader.so", "libnvidia-allocator.so",
+        "libnvidia-compiler.so", "libnvidia-pkcs11.so", "libnvidia-pkcs11-openssl3.so", "libnvidia-nvvm.so",
+        "libnvidia-tileiras.so",
+    ),
+    source="NVIDIA/libnvidia-container src/nvc_info.c, the `utility_libs` and `compute_libs` arrays: the "
+    "driver libraries nvidia-container-cli mounts into a container for the driver capabilities `utility` "
+    "('Management library', libnvidia-ml.so) and `compute` ('CUDA driver library', libcuda.so; 'PTX-SASS JIT "
+    "compiler (used by libcuda)', libnvidia-ptxjitcompiler.so; ...). NVIDIA Container Toolkit docs, "
+    "'Specialized Configurations with Docker' > 'Driver Capabilities': NVIDIA_DRIVER_CAPABILITIES `compute` is "
+    "'required for CUDA and OpenCL applications', `utility` 'for using nvidia-smi and NVML'.",
+    read_from="libnvidia-container main (commit 00b4b47e); NVIDIA Container Toolkit documentation (latest)",
+    note="These come with the driver, matched to the kernel module, and must not be baked into an image: on a "
+    "machine without a GPU (a CI image build) they are absent, and the container runtime provides them when the "
+    "container starts with GPUs. The CUDA toolkit's own libraries (libcudart, libnvrtc, libcublas, ...) and "
+    "torch's (libtorch_cuda, libc10_cuda) are not on this list: the image must ship them. The nvidia/cuda "
+    "images set NVIDIA_DRIVER_CAPABILITIES=compute,utility; an image that narrows it gets no libcuda.",
+)
+
+
+def is_driver_library(name: str) -> bool:
+    """Whether a library name (`libcuda.so.1`, a path to one) is one of the driver's own libraries."""
+    base = name.rsplit("/", 1)[-1]
+    return any(base == lib or base.startswith(lib + ".") for lib in DRIVER_LIBRARIES.value)

@@ -37,3 +37,50 @@ WATCHED_TOP_LEVELS: Fact[tuple[str, ...]] = Fact(
     source=f"{fa.FA2_TOP_LEVELS.source} | {fa.FA3_TOP_LEVELS.source} | {fa.FLASH_ATTN_CUTE_TOP_LEVELS.source}",
     read_from=f"{fa.FA2_TOP_LEVELS.read_from}; {fa.FA3_TOP_LEVELS.read_from}",
 )
+
+STACK_EXTENSION_MODULES: Fact[dict[str, str]] = Fact(
+    value={
+        **{name: "flash-attn" for name in fa.FA2_TOP_LEVELS.value if name.endswith("_cuda")},
+        "flash_attn_3._C": "flash-attn-3",
+        "vllm._C": "vllm",
+        "vllm._C_stable_libtorch": "vllm",
+        "vllm._moe_C": "vllm",
+        "vllm._moe_C_stable_libtorch": "vllm",
+        "vllm.cumem_allocator": "vllm",
+        "vllm._flashmla_C": "vllm",
+        "vllm._flashmla_extension_C": "vllm",
+        "vllm._qutlass_C": "vllm",
+        "vllm.vllm_flash_attn._vllm_fa2_C": "vllm",
+        "vllm.vllm_flash_attn._vllm_fa3_C": "vllm",
+    },
+    source="Compiled extension module -> the distribution that builds it. flash_attn_2_cuda: "
+    "flash-attn setup.py CUDAExtension(name='flash_attn_2_cuda'); "
+    "flash_attn_3._C: hopper/setup.py CUDAExtension(name=f'{PACKAGE_NAME}._C'); vLLM: setup.py "
+    "ext_modules.append(CMakeExtension(name='vllm._C' / 'vllm._moe_C' / 'vllm.cumem_allocator' / "
+    "'vllm.vllm_flash_attn._vllm_fa2_C' / '..._vllm_fa3_C')), and the .abi3.so files of the 0.24.0 wheel "
+    "(vllm/_C_stable_libtorch, _moe_C_stable_libtorch, cumem_allocator, _flashmla_C, _flashmla_extension_C, "
+    "_qutlass_C, vllm_flash_attn/_vllm_fa2_C and _vllm_fa3_C)",
+    read_from="flash-attn 2.8.3 sdist; flash-attention v2.8.3 hopper/setup.py; vllm 0.24.0 wheel "
+    "(vllm-0.24.0-cp38-abi3-manylinux_2_28_x86_64.whl) and vLLM setup.py of the 0.1x releases (vllm._C, _moe_C)",
+    note="The names the doctor asks the import system for without importing: a source build, `pip install -e`, "
+    "`setup.py develop` or a copied build puts these where no RECORD lists them. The extension modules the "
+    "installed RECORDs list are asked for too, so a release that renames one is still covered.",
+)
+
+
+TORCH_LIBRARIES: Fact[tuple[str, ...]] = Fact(
+    # Name prefixes: libtorch covers libtorch.so, libtorch_cpu.so, libtorch_cuda.so, libtorch_python.so.
+    value=("libtorch", "libc10", "libshm.so", "libcaffe2_nvrtc.so"),
+    source="The shared libraries torch's wheels install in torch/lib/: libc10.so, libtorch.so, libtorch_cpu.so, "
+    "libtorch_python.so, libtorch_global_deps.so, libshm.so (every build); libc10_cuda.so, libtorch_cuda.so, "
+    "libcaffe2_nvrtc.so (CUDA builds). Extensions built with torch.utils.cpp_extension link them by name "
+    "(vLLM 0.20.1's vllm/_C.abi3.so: DT_NEEDED libtorch.so, libtorch_cpu.so, libtorch_cuda.so, libc10_cuda.so, "
+    "libc10.so) and find them because `import torch` loaded them first.",
+    read_from="torch 2.13.0 (CPU) torch/lib; vllm 0.20.1 wheel (readelf -d vllm/_C.abi3.so)",
+)
+
+
+def is_torch_library(name: str) -> bool:
+    """Whether a library name (`libc10.so`, a path to one) is one that torch's wheel installs."""
+    base = name.rsplit("/", 1)[-1]
+    return any(base.startswith(prefix) for prefix in TORCH_LIBRARIES.value)

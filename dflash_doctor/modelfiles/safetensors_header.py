@@ -12,7 +12,6 @@ names the file (and the tensor); nothing here raises on bad input.
 from __future__ import annotations
 
 import json
-import math
 import os
 import stat
 from typing import Any, Final, TypeGuard
@@ -22,6 +21,7 @@ __all__ = [
     "FATAL_KINDS",
     "MAX_HEADER_SIZE",
     "MAX_PROBLEMS_PER_KIND",
+    "MAX_SHAPE_DIMS",
     "cap_problems",
     "problem",
     "read_safetensors_header",
@@ -77,6 +77,10 @@ FATAL_KINDS: Final[frozenset[str]] = frozenset(
 
 # A file with a wrong dtype on every tensor would otherwise produce thousands of lines.
 MAX_PROBLEMS_PER_KIND: Final[int] = 10
+
+# Real tensors have a handful of dimensions; a header may declare a million. Facts and messages keep the
+# first MAX_SHAPE_DIMS of a longer shape and its rank ("rank" in the tensor's facts), never the whole list.
+MAX_SHAPE_DIMS: Final[int] = 8
 
 
 def problem(kind: str, file: str, message: str, tensor: str | None = None) -> JSONDict:
@@ -264,7 +268,7 @@ def _collect_tensors(file: str, header: dict[str, Any], facts: JSONDict) -> None
     problems: list[JSONDict] = facts["problems"]
     tensors: dict[str, JSONDict] = facts["tensors"]
     spans: list[tuple[int, int, str]] = []
-    bits_of, prod, limit = DTYPE_BITS.get, math.prod, _USIZE_LIMIT
+    bits_of, limit = DTYPE_BITS.get, _USIZE_LIMIT
     # One tight loop with the common case inlined: a MoE target has tens of thousands of
     # entries and the whole directory must read in well under 0.5 s. Anything unusual falls
     # through to `_tensor_info` / `_check_size`, which are exact and write the messages.
@@ -282,10 +286,17 @@ def _collect_tensors(file: str, header: dict[str, Any], facts: JSONDict) -> None
                 and 0 <= begin <= end < limit
             )
             if well_formed:
+                # The element count dimension by dimension, as tensor.rs folds it with checked_mul: once it
+                # reaches 2**64 it stops growing, so every product stays below 2**128 and a shape of a
+                # million huge dimensions costs a million small multiplications, not a quadratic big-int
+                # product. The loop goes on only to check that every dimension is a usize.
+                elements = 1
                 for d in shape:  # a plain loop: ~3x cheaper than all(<genexpr>) here
                     if type(d) is not int or d < 0 or d >= limit:
                         well_formed = False
                         break
+                    if elements < limit:
+                        elements *= d
         except (KeyError, TypeError, ValueError):
             well_formed = False
         if not well_formed:
@@ -293,11 +304,15 @@ def _collect_tensors(file: str, header: dict[str, Any], facts: JSONDict) -> None
             if parsed is None:
                 continue
             dtype, shape, begin, end = parsed
+            elements = _elements(shape)
         span = end - begin
-        tensors[name] = {"dtype": dtype, "shape": shape, "bytes": span if span >= 0 else None}
+        entry: JSONDict = {"dtype": dtype, "shape": shape, "bytes": span if span >= 0 else None}
+        if len(shape) > MAX_SHAPE_DIMS:
+            entry["shape"], entry["rank"] = shape[:MAX_SHAPE_DIMS], len(shape)
+        tensors[name] = entry
         bits = bits_of(dtype)
-        if bits is None or span * 8 != prod(shape) * bits:
-            _check_size(file, name, dtype, shape, begin, end, problems)
+        if bits is None or elements >= limit or span * 8 != elements * bits:
+            _check_size(file, name, dtype, shape, elements, begin, end, problems)
         spans.append((begin, end, name))
     data_len = _check_offsets(file, spans, problems)
     facts["data_len"] = data_len
@@ -351,23 +366,68 @@ def _why_bad(info: Any) -> str:
     return f"data_offsets {offsets!r} is not [begin, end] of non-negative integers"
 
 
+def _elements(shape: list[int]) -> int:
+    """The element count, or any value >= 2**64 once the running product overflows (checked per dimension)."""
+    elements = 1
+    for d in shape:
+        elements *= d
+        if elements >= _USIZE_LIMIT:
+            break
+    return elements
+
+
+def _shape_text(shape: list[int]) -> str:
+    """`[64, 128]`; a shape of more than MAX_SHAPE_DIMS dimensions is cut, with its rank."""
+    if len(shape) <= MAX_SHAPE_DIMS:
+        return str(shape)
+    head = ", ".join(str(d) for d in shape[:MAX_SHAPE_DIMS])
+    return f"[{head}, ...] ({len(shape)} dimensions)"
+
+
 def _check_size(
-    file: str, name: str, dtype: str, shape: list[int], begin: int, end: int, problems: list[JSONDict]
+    file: str,
+    name: str,
+    dtype: str,
+    shape: list[int],
+    elements: int,
+    begin: int,
+    end: int,
+    problems: list[JSONDict],
 ) -> None:
     """dtype known, element bits a whole number of bytes, and the span equal to shape x dtype."""
     bits = DTYPE_BITS.get(dtype)
     if bits is None:
         problems.append(problem("bad-dtype", file, f"tensor '{name}': unknown dtype '{dtype}'", tensor=name))
         return
-    nbits = math.prod(shape) * bits
+    if elements >= _USIZE_LIMIT:
+        at = _overflow_index(shape)
+        problems.append(
+            problem(
+                "overflow",
+                file,
+                f"tensor '{name}': shape {_shape_text(shape)} overflows: the element count passes "
+                f"2**64 at dimension {at} of {len(shape)}",
+                tensor=name,
+            )
+        )
+        return
+    nbits = elements * bits
     if nbits >= _USIZE_LIMIT:
-        problems.append(problem("overflow", file, f"tensor '{name}': shape {shape} overflows", tensor=name))
+        problems.append(
+            problem(
+                "overflow",
+                file,
+                f"tensor '{name}': shape {_shape_text(shape)} overflows: "
+                f"{elements} elements x {bits} bits pass 2**64",
+                tensor=name,
+            )
+        )
     elif nbits % 8:
         problems.append(
             problem(
                 "misaligned",
                 file,
-                f"tensor '{name}': {dtype}{shape} is not a whole number of bytes",
+                f"tensor '{name}': {dtype}{_shape_text(shape)} is not a whole number of bytes",
                 tensor=name,
             )
         )
@@ -376,11 +436,21 @@ def _check_size(
             problem(
                 "size-mismatch",
                 file,
-                f"tensor '{name}': {dtype}{shape} needs {nbits // 8} bytes but its offsets "
+                f"tensor '{name}': {dtype}{_shape_text(shape)} needs {nbits // 8} bytes but its offsets "
                 f"[{begin}, {end}] span {end - begin}",
                 tensor=name,
             )
         )
+
+
+def _overflow_index(shape: list[int]) -> int:
+    """The 0-based dimension at which the running element count first reaches 2**64."""
+    elements = 1
+    for index, d in enumerate(shape):
+        elements *= d
+        if elements >= _USIZE_LIMIT:
+            return index
+    return len(shape)
 
 
 def _check_offsets(file: str, spans: list[tuple[int, int, str]], problems: list[JSONDict]) -> int:

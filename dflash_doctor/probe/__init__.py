@@ -428,5 +428,5 @@ def _parse(stdout: str, marker: str = MARKER) -> Any:
         return None
     try:
         return json.loads(payload.strip().splitlines()[0])
-    except (json.JSONDecodeError, IndexError):
+    except (ValueError, RecursionError, IndexError):  # ValueError: also a number Python will not convert
         return None

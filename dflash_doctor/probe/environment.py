@@ -12,6 +12,7 @@ import os
 import platform
 import re
 import site
+import stat
 import sys
 
 MARKER = "@@dflash-doctor-facts@@"
@@ -22,36 +23,161 @@ VERIFY_HASHES = bool(ARGS.get("verify_hashes", False))
 HASH_ALWAYS = set(ARGS.get("hash_always", []))  # small distributions whose every file is hashed
 ENV_ALLOW = ARGS.get("env_allow", {})
 SPEC_NAMES = ARGS.get("find_spec", [])
+EXTENSION_NAMES = ARGS.get("extension_modules", [])  # the stack's extension modules known by name
+
+# Never opened, read or hashed, whatever a RECORD line or a symlink says.
+FORBIDDEN = ("/dev", "/proc", "/sys")
+MAX_TEXT_BYTES = 64 << 20  # METADATA, RECORD and the rest: torch's RECORD is about 2 MB
+MAX_SHOWN = 20
 
 
 def canonical(name):
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def read_text(path):
-    """(text, error): never raises."""
+def file_kind(mode):
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+FORBIDDEN_PREFIXES = tuple(root + "/" for root in FORBIDDEN)
+
+
+def forbidden(real):
+    return real.startswith(FORBIDDEN_PREFIXES) or real in FORBIDDEN
+
+
+def open_regular(path):
+    """(binary file, None) or (None, error). Only a regular file outside /dev, /proc and /sys is opened, and
+    with O_NONBLOCK, so that a FIFO (even one swapped in after a stat) cannot block the probe."""
+    real = os.path.realpath(path)
+    if forbidden(real):
+        return None, f"resolves to {real}: never read"
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
-        return None, "%s: %s" % (type(exc).__name__, exc.strerror or exc)
+        return None, f"{type(exc).__name__}: {exc.strerror or exc}"
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError as exc:
+        os.close(fd)
+        return None, f"{type(exc).__name__}: {exc.strerror or exc}"
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        return None, f"{file_kind(mode)}, not a regular file: never read"
+    return os.fdopen(fd, "rb"), None
+
+
+def read_text(path):
+    """(text, error): never raises, never blocks, never reads more than MAX_TEXT_BYTES."""
+    handle, error = open_regular(path)
+    if handle is None:
+        return None, error
+    try:
+        with handle:
+            raw = handle.read(MAX_TEXT_BYTES + 1)
+    except OSError as exc:
+        return None, f"{type(exc).__name__}: {exc.strerror or exc}"
+    if len(raw) > MAX_TEXT_BYTES:
+        return None, f"larger than {MAX_TEXT_BYTES >> 20} MiB"
     try:
         return raw.decode("utf-8"), None
     except UnicodeDecodeError as exc:
-        return None, "not UTF-8 text (%s at byte %d)" % (exc.reason, exc.start)
+        return None, f"not UTF-8 text ({exc.reason} at byte {exc.start})"
 
 
 def file_sha256(path):
+    """("sha256=...", None) or (None, error)."""
+    handle, error = open_regular(path)
+    if handle is None:
+        return None, error
     digest = hashlib.sha256()
     try:
-        with open(path, "rb") as handle:
+        with handle:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
-    except OSError:
-        return None
+    except OSError as exc:
+        return None, f"{type(exc).__name__}: {exc.strerror or exc}"
     import base64
 
-    return "sha256=" + base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
+    return "sha256=" + base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode(), None
+
+
+# ---------------------------------------------------------------- where the environment's files may live
+
+
+def environment_roots():
+    """The directories the environment's files may resolve into: its install scheme (site-packages, scripts,
+    headers, data), the site directories and every sys.path entry (where distributions are found), as real
+    paths. A RECORD line that resolves anywhere else is never opened."""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    roots = [paths.get(key) for key in ("purelib", "platlib", "scripts", "data", "include", "platinclude")]
+    roots += [sys.prefix, sys.exec_prefix]
+    # site.getsitepackages() is missing from old virtualenv's site.py: AttributeError.
+    roots += getattr(site, "getsitepackages", list)()
+    if site.ENABLE_USER_SITE:
+        roots.append(site.getusersitepackages())
+    cwd = os.path.realpath(os.getcwd())
+    roots += [entry for entry in sys.path if entry and os.path.realpath(entry) != cwd]
+    real = []
+    for root in roots:
+        if root:
+            resolved = os.path.realpath(root).rstrip("/") or "/"
+            if resolved not in real and not forbidden(resolved):
+                real.append(resolved)
+    return real
+
+
+ROOTS = environment_roots()
+ROOT_PREFIXES = tuple("/" if root == "/" else root + "/" for root in ROOTS)
+
+
+def inside(real):
+    return not forbidden(real) and (real.startswith(ROOT_PREFIXES) or real in ROOTS)
+
+
+class Resolver:
+    """Real paths of files listed in RECORD, with their stat: one lstat per directory (resolved once, from its
+    resolved parent) and one per file; a stat too only for a symlink."""
+
+    def __init__(self):
+        self.dirs = {}
+
+    def directory(self, path):
+        real = self.dirs.get(path)
+        if real is None:
+            parent, name = os.path.split(path)
+            if parent == path or not name:
+                real = path
+            else:
+                candidate = self.directory(parent).rstrip("/") + "/" + name
+                try:
+                    is_link = stat.S_ISLNK(os.lstat(candidate).st_mode)
+                except OSError:
+                    is_link = False
+                real = os.path.realpath(candidate) if is_link else candidate
+            self.dirs[path] = real
+        return real
+
+    def __call__(self, full):
+        head, _, tail = full.rpartition("/")
+        candidate = self.directory(head).rstrip("/") + "/" + tail
+        try:
+            info = os.lstat(candidate)
+        except OSError:
+            return candidate, None
+        if stat.S_ISLNK(info.st_mode):
+            real = os.path.realpath(candidate)
+            try:
+                return real, os.stat(real)
+            except OSError:
+                return real, None
+        return candidate, info
 
 
 # ---------------------------------------------------------------- the interpreter
@@ -132,6 +258,9 @@ def classify_path(entry, pythonpath, stdlib_dirs, site_dirs, user_site):
 
 
 def target_facts():
+    import importlib.machinery
+    import sysconfig
+
     cfg = pyvenv_cfg()
     libc_name, libc_version = platform.libc_ver()
     try:
@@ -144,6 +273,10 @@ def target_facts():
         "implementation": platform.python_implementation(),
         "platform": platform.platform(),
         "machine": platform.machine(),
+        # The file names this interpreter imports extension modules from, and its ABI tag: an extension
+        # named for another one (X.cpython-312-x86_64-linux-gnu.so on 3.11) is invisible to its import system.
+        "extension_suffixes": list(importlib.machinery.EXTENSION_SUFFIXES),
+        "soabi": sysconfig.get_config_var("SOABI"),
         "prefix": sys.prefix,
         "base_prefix": getattr(sys, "base_prefix", sys.prefix),
         "env_kind": env_kind(cfg),
@@ -197,9 +330,9 @@ def parse_metadata(dist_dir, is_egg):
 
 
 def parse_record(dist_dir):
-    """(rows, error): rows are (path, hash, size) with size None when absent."""
+    """(rows, error): rows are (path, hash, size, line number) with size None when absent."""
     path = os.path.join(dist_dir, "RECORD")
-    if not os.path.exists(path):
+    if not os.path.lexists(path):
         return None, None
     text, error = read_text(path)
     if text is None:
@@ -214,7 +347,7 @@ def parse_record(dist_dir):
             file_path, file_hash, size = row
             if size and not size.isdigit():
                 return None, {"file": path, "error": "line %d: size %r is not a number" % (lineno, size)}
-            rows.append((file_path, file_hash, int(size) if size else None))
+            rows.append((file_path, file_hash, int(size) if size else None, lineno))
     except csv.Error as exc:
         return None, {"file": path, "error": "malformed CSV: %s" % exc}
     return rows, None
@@ -235,25 +368,62 @@ def top_of(rel_path):
     return head
 
 
-def record_integrity(location, rows, hash_all):
+def watched(rel):
+    top = top_of(rel)
+    return top in WATCHED_TOPS or top.split(".", 1)[0] in WATCHED_TOPS
+
+
+def confine(location, rows, opened):
+    """Split RECORD rows into those inside the environment, as (path, hash, size, line, real path, stat or
+    None when missing), and those that escape it (`..`, an absolute path, a symlink out, /dev, /proc).
+    `opened(row)`: the file will be opened or stat'ed, so symlinks are resolved; other rows are judged by their
+    normalized path."""
+    resolver = Resolver()
+    absolute = os.path.abspath(location)
+    real_location = os.path.realpath(location)
+    kept, escapes = [], []
+    for row in rows:
+        rel = row[0]
+        info = None
+        if opened(row):
+            if (".." in rel and ".." in rel.replace("\\", "/").split("/")) or rel.startswith("/"):
+                # `..` after a symlinked directory goes where the kernel goes: resolve the path as written.
+                real = os.path.realpath(os.path.join(absolute, rel))
+                try:
+                    info = os.stat(real)
+                except OSError:
+                    pass
+            else:
+                full = absolute + "/" + rel
+                real, info = resolver(os.path.normpath(full) if ("//" in rel or "./" in rel) else full)
+        else:
+            real = os.path.normpath(os.path.join(real_location, rel))
+        if inside(real):
+            kept.append(row + (real, info))
+        else:
+            escapes.append({"line": row[3], "path": rel, "resolves_to": real})
+    return kept, escapes
+
+
+def record_integrity(rows, hash_all):
     """Compare RECORD with the disk. Returns counts and the (capped) list of mismatches."""
-    missing, size_mismatch, hash_mismatch = [], [], []
+    missing, size_mismatch, hash_mismatch, not_regular = [], [], [], []
     checked = 0
-    for rel, rec_hash, size in rows:
+    for rel, rec_hash, size, _line, real, info in rows:
         if rel.endswith(".pyc") or not rec_hash:
             continue  # bytecode is derived; RECORD and directory rows carry no hash
-        full = os.path.normpath(os.path.join(location, rel))
-        try:
-            actual_size = os.stat(full).st_size
-        except OSError:
+        if info is None:
             missing.append(rel)
             continue
+        if not stat.S_ISREG(info.st_mode):
+            not_regular.append({"path": rel, "kind": file_kind(info.st_mode)})
+            continue
         checked += 1
-        if size is not None and actual_size != size:
-            size_mismatch.append({"path": rel, "record": size, "disk": actual_size})
+        if size is not None and info.st_size != size:
+            size_mismatch.append({"path": rel, "record": size, "disk": info.st_size})
             continue
         if hash_all and rec_hash.startswith("sha256="):
-            disk = file_sha256(full)
+            disk, _ = file_sha256(real)
             if disk != rec_hash:
                 hash_mismatch.append({"path": rel})
     cap = 50
@@ -267,41 +437,73 @@ def record_integrity(location, rows, hash_all):
         "size_mismatch_count": len(size_mismatch),
         "hash_mismatch": hash_mismatch[:cap],
         "hash_mismatch_count": len(hash_mismatch),
+        "not_regular": not_regular[:cap],
+        "not_regular_count": len(not_regular),
     }
 
 
-def watched_claims(location, rows):
+def watched_claims(rows):
     """Files this distribution claims under the watched top-level names, with disk state."""
     claims = []
-    for rel, rec_hash, size in rows:
-        top = top_of(rel)
-        base = top.split(".", 1)[0]
-        if top not in WATCHED_TOPS and base not in WATCHED_TOPS:
+    for rel, rec_hash, size, _line, real, _info in rows:
+        if not watched(rel) or rel.endswith(".pyc") or "__pycache__" in rel:
             continue
-        if rel.endswith(".pyc") or "__pycache__" in rel:
-            continue
-        full = os.path.normpath(os.path.join(location, rel))
-        claims.append({"path": rel, "hash": rec_hash or None, "size": size, "disk_hash": file_sha256(full)})
+        disk_hash, error = file_sha256(real)
+        claim = {"path": rel, "hash": rec_hash or None, "size": size, "disk_hash": disk_hash}
+        if error and os.path.lexists(real):
+            claim["disk_error"] = error
+        claims.append(claim)
     return claims
 
 
-def compiled_files(rows):
-    """Extension modules (importable, with their module names) and other shared libraries."""
+# PEP 3149 / PEP 384 tags in an extension's file name: cpython-311-x86_64-linux-gnu, cpython-313t-...,
+# pypy39-pp73-..., abi3, cp311-win_amd64.
+FOREIGN_ABI_TAG = re.compile(r"\.((?:cpython-|cp|pypy|graalpy)\d+[-\w]*|abi3)$")
+
+
+def wheel_tags(dist_dir):
+    """The `Tag:` lines of the dist-info's WHEEL file (what the installed wheel was built for); None when absent."""
+    path = os.path.join(dist_dir, "WHEEL")
+    try:
+        if not os.path.isfile(path):
+            return None
+        with open(path, "rb") as handle:
+            raw = handle.read(65536)
+    except OSError:
+        return None
+    text = raw.decode("utf-8", "replace")
+    return [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("Tag:")][:64]
+
+
+def compiled_files(location, rows):
+    """Extension modules (importable, with their module names) and other shared libraries; only regular
+    files inside the environment (`rows` are confined already)."""
     import importlib.machinery
 
     suffixes = sorted(importlib.machinery.EXTENSION_SUFFIXES, key=len, reverse=True)
     extensions, libraries = [], []
-    for rel, _, _ in rows:
-        if not (rel.endswith(".so") or ".so." in rel or rel.endswith(".pyd")):
+    for rel, _, _, _, _real, info in rows:
+        if not (rel.endswith((".so", ".pyd")) or ".so." in rel) or info is None:
             continue
-        if rel.startswith("..") or rel.split("/", 1)[0].endswith(".data"):
+        if not stat.S_ISREG(info.st_mode):
+            continue
+        # The module name of the path as the import system would walk it: `flash_attn/../x.so` is `x`.
+        norm = os.path.normpath(rel).replace("\\", "/")
+        if norm.startswith("../") or os.path.isabs(norm) or norm.split("/", 1)[0].endswith(".data"):
             libraries.append(rel)
             continue
-        suffix = next((s for s in suffixes if rel.endswith(s)), None)
-        base = os.path.basename(rel)
+        suffix = next((s for s in suffixes if norm.endswith(s)), None)
+        base = os.path.basename(norm)
         if suffix and not base.startswith("lib"):
-            module = rel[: -len(suffix)].replace("/", ".")
-            extensions.append({"path": rel, "module": module})
+            stem = norm[: -len(suffix)]
+            # Only the bare ".so" matched: a tag left in the stem names another interpreter's ABI
+            # (_C.cpython-312-x86_64-linux-gnu.so seen from 3.11). The module is `_C`, not `_C.cpython-312-...`.
+            foreign = FOREIGN_ABI_TAG.search(stem) if suffix in (".so", ".pyd") else None
+            module = (stem[: foreign.start()] if foreign else stem).replace("/", ".")
+            extension = {"path": rel, "module": module}
+            if foreign:
+                extension["abi_tag"] = foreign.group(1)
+            extensions.append(extension)
         else:
             libraries.append(rel)
     return extensions, libraries
@@ -361,16 +563,55 @@ def describe_distribution(location, dist_dir, is_egg):
     if rows is not None:
         fact["record"]["files"] = len(rows)
         fact["top_levels"] = sorted({top_of(r[0]) for r in rows if not top_of(r[0]).endswith((".dist-info", ".data")) and top_of(r[0]) not in ("..", "__pycache__")})
-        claims = watched_claims(location, rows)
+        is_stack = canon in STACK
+        kept, escapes = confine(location, rows, lambda row: is_stack or watched(row[0]))
+        if escapes:
+            fact["record"].update({"file": os.path.join(dist_dir, "RECORD"), "escapes": escapes[:MAX_SHOWN],
+                                   "escapes_count": len(escapes)})
+        claims = watched_claims(kept)
         if claims:
             fact["claims"] = claims
-        if canon in STACK:
-            fact["record"]["integrity"] = record_integrity(location, rows, VERIFY_HASHES or canon in HASH_ALWAYS)
-            fact["extensions"], fact["libraries"] = compiled_files(rows)
+        if is_stack:
+            fact["record"]["integrity"] = record_integrity(kept, VERIFY_HASHES or canon in HASH_ALWAYS)
+            fact["extensions"], fact["libraries"] = compiled_files(location, kept)
+            if any("abi_tag" in ext for ext in fact["extensions"]):
+                fact["wheel_tags"] = wheel_tags(dist_dir)
     return fact
 
 
 # ---------------------------------------------------------------- import resolution (no import)
+
+
+PORTION_FILES_LISTED = 20  # files named in the facts, per directory
+PORTION_ENTRIES_WALKED = 5000  # a namespace portion is walked this far, no further
+
+
+def portion_contents(path):
+    """What a directory without __init__.py holds, without opening a file or following a link.
+
+    Bytecode is `.pyc` inside `__pycache__` (PEP 3147: never imported without its source); every other
+    file is listed (sorted, capped), and counted. `complete` is False when the walk stopped early.
+    """
+    other, bytecode, other_count, dirs, walked = [], 0, 0, 0, 0
+    complete = True
+    for root, subdirs, names in os.walk(path, onerror=lambda _exc: None):
+        subdirs.sort()
+        dirs += len(subdirs)
+        in_cache = os.path.basename(root) == "__pycache__"
+        for child in sorted(names):
+            walked += 1
+            if in_cache and child.endswith(".pyc"):
+                bytecode += 1
+                continue
+            other_count += 1
+            if len(other) < PORTION_FILES_LISTED:
+                other.append(os.path.relpath(os.path.join(root, child), path))
+        walked += len(subdirs)
+        if walked > PORTION_ENTRIES_WALKED:
+            complete = False
+            break
+    return {"files": other, "file_count": other_count, "bytecode_count": bytecode, "dir_count": dirs,
+            "complete": complete}
 
 
 def portions(name):
@@ -382,7 +623,8 @@ def portions(name):
         if os.path.isfile(os.path.join(pkg, "__init__.py")):
             found.append({"index": index, "entry": entry, "kind": "package", "path": pkg})
         elif os.path.isdir(pkg):
-            found.append({"index": index, "entry": entry, "kind": "namespace-portion", "path": pkg})
+            found.append({"index": index, "entry": entry, "kind": "namespace-portion", "path": pkg,
+                          "contents": portion_contents(pkg)})
         if os.path.isfile(pkg + ".py"):
             found.append({"index": index, "entry": entry, "kind": "module", "path": pkg + ".py"})
         try:
@@ -411,12 +653,89 @@ def resolve(name):
     }
 
 
+def spec_without_import(name):
+    """(spec, finder name, error) for a possibly dotted module name, without importing anything.
+
+    importlib.util.find_spec("vllm._C") would import vllm (and torch with it). Instead ask each meta-path
+    finder, level by level, with the parent's submodule_search_locations as the path: the search the import
+    system makes, minus running any package's __init__. (A package that edits its own __path__ at import
+    time is searched as installed.)"""
+    parts = name.split(".")
+    path = None
+    spec = None
+    finder_name = None
+    for depth in range(1, len(parts) + 1):
+        fullname = ".".join(parts[:depth])
+        spec = None
+        for finder in list(sys.meta_path):
+            find = getattr(finder, "find_spec", None)
+            if find is None:
+                continue
+            try:
+                spec = find(fullname, path)
+            except Exception as exc:  # noqa: BLE001 - a broken finder on the path is itself a fact
+                who = getattr(finder, "__name__", None) or type(finder).__name__
+                return None, None, f"{who}.find_spec({fullname!r}): {type(exc).__name__}: {exc}"
+            if spec is not None:
+                finder_name = getattr(finder, "__name__", None) or type(finder).__name__
+                break
+        if spec is None:
+            return None, None, None
+        if depth < len(parts):
+            if spec.submodule_search_locations is None:
+                return None, None, None  # a module, not a package: it has no submodules
+            path = list(spec.submodule_search_locations)
+    return spec, finder_name, None
+
+
+def import_system_extensions(names, dists):
+    """The stack's extension modules as the import system finds them, and only those no RECORD lists (a
+    `pip install -e`, `setup.py develop`, a build copied in by hand) or that shadow the file RECORD lists."""
+    import importlib.machinery
+
+    suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+    recorded, by_module = set(), {}
+    wanted = list(names)
+    for dist in dists:
+        for ext in dist.get("extensions") or ():
+            full = os.path.join(dist["location"], ext["path"])
+            recorded.add(os.path.realpath(full))
+            by_module.setdefault(ext["module"], {"path": full, "distribution": dist["name"]})
+            wanted.append(ext["module"])
+    found, errors = [], []
+    for name in sorted(set(wanted)):
+        spec, finder_name, error = spec_without_import(name)
+        if error:
+            errors.append({"module": name, "error": error})
+            continue
+        origin = getattr(spec, "origin", None) if spec is not None else None
+        is_extension = isinstance(getattr(spec, "loader", None), importlib.machinery.ExtensionFileLoader) or (
+            isinstance(origin, str) and origin.endswith(suffixes))
+        if not is_extension or not isinstance(origin, str):
+            continue
+        real = os.path.realpath(origin)
+        if real in recorded:
+            continue
+        try:
+            mode = os.stat(origin).st_mode
+            kind = "regular" if stat.S_ISREG(mode) else file_kind(mode)
+        except OSError as exc:
+            kind = f"{type(exc).__name__}: {exc.strerror or exc}"
+        found.append({"module": name, "path": origin, "resolves_to": real, "finder": finder_name,
+                      "file": kind if not forbidden(real) else f"resolves to {real}",
+                      "shadows": by_module.get(name)})
+    return {"names": sorted(set(wanted)), "found": found, "errors": errors}
+
+
 def main():
     target = target_facts()
+    target["environment_roots"] = ROOTS
+    dists = scan_distributions()
     facts = {
         "target": target,
         "sys_path": sys_path_facts(target["user_site"]),
-        "distributions": scan_distributions(),
+        "distributions": dists,
+        "import_extensions": import_system_extensions(EXTENSION_NAMES, [d for d in dists if d["canonical"] in STACK]),
         "resolution": {name: dict(resolve(name), portions=portions(name)) for name in SPEC_NAMES},
     }
     sys.stdout.write("\n" + MARKER + json.dumps(facts) + "\n")

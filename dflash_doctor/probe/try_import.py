@@ -8,6 +8,9 @@ import importlib
 import importlib.machinery
 import importlib.util
 import json
+import os
+import re
+import stat
 import sys
 import time
 import traceback
@@ -33,6 +36,109 @@ def describe(exc):
         "chain": chain,
         "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])[-4000:],
     }
+
+
+def refuse_file(path, roots):
+    """Why an extension file must not be loaded (its constructors would run), or None. The doctor checks
+    before it asks; this is the last check, in the process that would load it."""
+    real = os.path.realpath(path)
+    if any(real == r or real.startswith(r + "/") for r in ("/dev", "/proc", "/sys")):
+        return f"{path} resolves to {real}"
+    if roots is not None and not any(real == r or real.startswith(r.rstrip("/") + "/") for r in roots):
+        return f"{path} resolves to {real}, outside the environment"
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None  # the loader's own error says it best
+    if not stat.S_ISREG(mode):
+        return f"{path} is not a regular file"
+    return None
+
+
+def elf_dynamic(path):
+    """(DT_NEEDED names, RPATH/RUNPATH directories) of an ELF64 little-endian file; None when it is not one or
+    cannot be read. Every offset and size read from the file is checked against the file's size."""
+    import struct
+
+    try:
+        if not os.path.isfile(path):
+            return None
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            head = handle.read(64)
+            if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
+                return None
+            shoff = struct.unpack_from("<Q", head, 0x28)[0]
+            shentsize, shnum = struct.unpack_from("<HH", head, 0x3A)
+            if shentsize < 64 or shnum == 0 or shoff + shnum * shentsize > size:
+                return None
+            handle.seek(shoff)
+            table = handle.read(shnum * shentsize)
+            # sh_name, sh_type, sh_flags, sh_addr, sh_offset, sh_size, sh_link, ...
+            sections = [struct.unpack_from("<IIQQQQI", table, i * shentsize) for i in range(shnum)]
+            dynamic = next((sec for sec in sections if sec[1] == 6), None)  # SHT_DYNAMIC
+            if dynamic is None or dynamic[6] >= shnum:
+                return None
+            strtab = sections[dynamic[6]]
+            if dynamic[4] + dynamic[5] > size or strtab[4] + strtab[5] > size:
+                return None
+            handle.seek(dynamic[4])
+            entries = handle.read(dynamic[5])
+            handle.seek(strtab[4])
+            strings = handle.read(strtab[5])
+    except (OSError, struct.error):
+        return None
+
+    def string(offset):
+        end = strings.find(b"\0", offset)
+        return strings[offset:end if end >= 0 else len(strings)].decode("utf-8", "replace")
+
+    needed, paths = [], []
+    for i in range(0, len(entries) - 15, 16):
+        tag, value = struct.unpack_from("<qQ", entries, i)
+        if tag == 0:  # DT_NULL
+            break
+        if tag == 1 and value < len(strings):  # DT_NEEDED
+            needed.append(string(value))
+        elif tag in (15, 29) and value < len(strings):  # DT_RPATH, DT_RUNPATH
+            origin = os.path.dirname(os.path.abspath(path))
+            paths.extend(p.replace("$ORIGIN", origin).replace("${ORIGIN}", origin)
+                         for p in string(value).split(":") if p)
+    return needed, paths
+
+
+def library_lookup(path):
+    """After the loader gave up on one library of `path`: where each library it needs is, as far as this
+    process can tell. The loader stops at the first library it cannot find, so the others are looked up here:
+    already loaded (torch's), in the file's RPATH/RUNPATH, or found by dlopen (LD_LIBRARY_PATH, ld.so.cache,
+    the default directories). None where none of those finds it."""
+    import ctypes
+
+    dynamic = elf_dynamic(path)
+    if dynamic is None:
+        return None
+    needed, search = dynamic
+    loaded = set()
+    try:
+        with open("/proc/self/maps") as maps:
+            loaded = {line.rsplit("/", 1)[-1].strip() for line in maps if "/" in line}
+    except OSError:
+        pass
+    found = []
+    for name in needed[:256]:
+        where = None
+        if name in loaded:
+            where = "loaded"
+        else:
+            where = next((os.path.join(d, name) for d in search if os.path.isfile(os.path.join(d, name))), None)
+        if where is None:
+            try:
+                ctypes.CDLL(name)
+                where = "dlopen"
+            except OSError:
+                where = None
+        found.append({"name": name, "found": where})
+    return found
 
 
 def module_files(prefixes, module):
@@ -70,6 +176,9 @@ def run_one(spec, preloaded):
     started = time.monotonic()
     try:
         if spec.get("file"):
+            refused = refuse_file(spec["file"], spec.get("roots"))
+            if refused:
+                raise ImportError("not loaded: " + refused)
             # Load an extension file directly, without running its parent packages' __init__.
             loader = importlib.machinery.ExtensionFileLoader(module, spec["file"])
             found = importlib.util.spec_from_file_location(module, spec["file"], loader=loader)
@@ -86,6 +195,8 @@ def run_one(spec, preloaded):
     except BaseException as exc:
         facts["exception"] = describe(exc)
     facts["seconds"] = round(time.monotonic() - started, 4)
+    if spec.get("file") and re.search(r"cannot open shared object file", str((facts.get("exception") or {}).get("message"))):
+        facts["libraries"] = library_lookup(spec["file"])
     facts["loaded"] = module_files(set(ARGS.get("report_modules") or [module.split(".", 1)[0]]), module)
     facts["versions"] = versions()
     return facts

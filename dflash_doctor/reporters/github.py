@@ -35,6 +35,8 @@ def command(level: str, message: str, **properties: str) -> str:
 
 def _message(finding: Mapping[str, Any]) -> str:
     lines = [str(finding.get("title", ""))]
+    if finding.get("cause"):
+        lines.append(f"follows from {finding.get('cause')} (fix that first)")
     detail = str(finding.get("detail") or "").strip()
     if detail:
         lines += detail.splitlines()[:MESSAGE_LINES]

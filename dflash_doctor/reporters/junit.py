@@ -40,6 +40,8 @@ def _time(seconds: Any) -> str:
 
 def _finding_block(finding: Mapping[str, Any]) -> str:
     lines = [f"[{finding.get('status')}] {finding.get('title')}  ({finding.get('id')})"]
+    if finding.get("cause"):
+        lines.append(f"    follows from: {finding.get('cause')} (fix that first)")
     if finding.get("detail"):
         lines += ["    " + line for line in str(finding["detail"]).strip().splitlines()]
     for step in finding.get("remediation") or ():

@@ -16,6 +16,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from dflash_doctor.model import CheckResult
+from dflash_doctor.reporters.grouping import CheckView, Node, arrange, line_title, raised_text
+
 __all__ = ["render", "summary", "write"]
 
 MARKS = {"pass": "✅ pass", "warn": "⚠️ warn", "fail": "❌ fail", "error": "🛑 error", "skip": "➖ skip"}
@@ -37,12 +40,6 @@ def _fence(body: str, lang: str = "") -> str:
     return f"{ticks}{lang}\n{body}\n{ticks}"
 
 
-def _headline(check: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    order = {"pass": 0, "skip": 1, "warn": 2, "fail": 3, "error": 4}
-    findings = check.get("findings") or []
-    return max(findings, key=lambda f: order.get(str(f.get("status")), 0), default=None)
-
-
 def _verdict(report: Mapping[str, Any]) -> str:
     summary = report.get("summary") or {}
     if summary.get("error"):
@@ -54,6 +51,13 @@ def _verdict(report: Mapping[str, Any]) -> str:
     else:
         word = "PASS"
     return f"{word} (exit {summary.get('exit_code', 0)})"
+
+
+def _arranged(report: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], CheckView]]:
+    """The checks in the order to show them (decisive first), each with its grouped findings."""
+    checks = [c for c in report.get("checks") or () if isinstance(c, Mapping)]
+    arrangement = arrange([CheckResult.from_dict(c) for c in checks])
+    return [(checks[view.index], view) for view in arrangement.checks]
 
 
 def summary(report: Mapping[str, Any]) -> str:
@@ -70,9 +74,14 @@ def summary(report: Mapping[str, Any]) -> str:
     if report.get("partial"):
         lines += ["", "> **Partial report**: the doctor did not finish; see the `doctor` row."]
     lines += ["", "| check | layer | status | finding |", "|---|---|---|---|"]
-    for check in report.get("checks") or ():
-        head = _headline(check)
-        finding = f"{_cell(head.get('title'))} `{_cell(head.get('id'))}`" if head else ""
+    for check, view in _arranged(report):
+        head = view.headline
+        if head is not None:
+            title = line_title(head.finding.title, str(check.get("title", check.get("id"))))
+            finding = f"{_cell(title)} `{_cell(head.finding.id)}`"
+        else:
+            finding = "follows from " + ", ".join(f"`{_cell(c.finding.id)}` ({_cell(c.check.title)})"
+                                                  for c in view.causes_elsewhere)
         lines.append(f"| {_cell(check.get('title', check.get('id')))} | {_cell(check.get('layer'))} | "
                      f"{MARKS.get(str(check.get('status')), _cell(check.get('status')))} | {finding} |")
     counts = report.get("summary") or {}
@@ -80,26 +89,53 @@ def summary(report: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _consequences(cause: Node, depth: int, fixes: frozenset[str]) -> list[str]:
+    lines: list[str] = []
+    fixes = fixes | {r.command for r in cause.finding.remediation}
+    for node in cause.consequences:
+        if not node.problem:
+            continue
+        found = node.finding
+        where = f" in **{_prose(node.check.title)}**" if node.check is not cause.check else ""
+        indent = "  " * depth
+        lines.append(f"{indent}- {MARKS.get(found.status.value, '')} {_prose(found.title)} `{found.id}`{where}")
+        raised = raised_text(found)
+        if raised:
+            lines.append(f"{indent}  raises: `{_prose(raised)}`")
+        for step in found.remediation:
+            if step.command not in fixes:
+                lines.append(f"{indent}  fix: `{_prose(step.command)}`")
+        lines += _consequences(node, depth + 1, fixes)
+    return lines
+
+
 def _findings_section(report: Mapping[str, Any]) -> list[str]:
     lines: list[str] = []
-    for check in report.get("checks") or ():
-        for finding in check.get("findings") or ():
-            if finding.get("status") in ("pass", "skip"):
+    for check, view in _arranged(report):
+        for node in view.roots:
+            finding = node.finding
+            if not node.problem:
                 continue
-            lines += ["", f"#### {MARKS.get(str(finding.get('status')), '')} {_prose(finding.get('title'))}", "",
-                      (f"`{finding.get('id')}` in **{_prose(check.get('title', check.get('id')))}** "
-                       f"(explain: `dflash-doctor explain {finding.get('id')}`)")]
-            if finding.get("detail"):
-                lines += ["", _fence(str(finding["detail"]).strip())]
-            steps = finding.get("remediation") or []
-            if steps:
+            lines += ["", f"#### {MARKS.get(finding.status.value, '')} {_prose(finding.title)}", "",
+                      (f"`{finding.id}` in **{_prose(check.get('title', check.get('id')))}** "
+                       f"(explain: `dflash-doctor explain {finding.id}`)")]
+            if finding.detail:
+                lines += ["", _fence(finding.detail.strip())]
+            raised = raised_text(finding)
+            if raised:
+                lines += ["", f"Raises: `{_prose(raised)}`"]
+            if finding.remediation:
                 lines += ["", "**Fix:**", ""]
-                for step in steps:
-                    lines.append(_fence(f"{step.get('command')}", "console"))
-                    if step.get("why"):
-                        lines.append(f"_{_prose(step.get('why'))}_")
+                for step in finding.remediation:
+                    lines.append(_fence(step.command, "console"))
+                    if step.why:
+                        lines.append(f"_{_prose(step.why)}_")
                     lines.append("")
-    return ["", "### Findings that did not pass", *(lines or ["", "None."])]
+            following = _consequences(node, 0, frozenset())
+            if following:
+                lines += ["", f"**Follows from `{finding.id}`:**", "", *following]
+    intro = "The decisive findings first; what follows from each is listed under it."
+    return ["", "### Findings that did not pass", "", intro, *(lines or ["", "None."])]
 
 
 def _facts_section(report: Mapping[str, Any], budget: int) -> list[str]:

@@ -1,0 +1,39 @@
+"""What pip and uv leave on disk when they uninstall, which a remediation must clean up after them.
+
+Read from pip's source and observed with real uninstalls of the flash-attn-4 4.0.0b36 wheel on this
+project's CI machine (pip 23.2.1, the one Python 3.11.7's ensurepip installs, and uv 0.13.9).
+"""
+
+from __future__ import annotations
+
+from dflash_doctor.knowledge import Fact
+
+__all__ = ["BYTECODE_GLOB", "PIP_UNINSTALL_LEAVES", "UV_UNINSTALL_LEAVES"]
+
+PIP_UNINSTALL_LEAVES: Fact[str] = Fact(
+    value="a top-level directory that holds no file of its own, and bytecode other interpreters wrote",
+    source="src/pip/_internal/req/req_uninstall.py: compress_for_rename() removes a directory whole only when "
+    "it is the parent of a listed file and every file under it is listed; flash-attn-4 lists no file directly "
+    "in flash_attn/ (only flash_attn/cute/...), so flash_attn/ is never one and stays, empty. "
+    "UninstallPathSet.add() adds cache_from_source(path) for each .py: the current interpreter's "
+    "non-optimized .pyc only, so `*.opt-1.pyc` (python -O) and other interpreters' .pyc stay in __pycache__",
+    read_from="pip 23.2.1 (ensurepip of Python 3.11.7); `pip uninstall -y flash-attn-4` left an empty "
+    "site-packages/flash_attn/ (and flash_attn/cute/__pycache__/*.cpython-311.opt-1.pyc after python -O "
+    "compiled it); the bug report saw the same empty directory with pip 26.3",
+    note="An empty directory on sys.path is a namespace portion: find_spec('flash_attn') is not None.",
+)
+
+UV_UNINSTALL_LEAVES: Fact[str] = Fact(
+    value="nothing: the emptied directories and their __pycache__ go too",
+    source="uv pip uninstall --python PY flash-attn-4, run after `python -O -m compileall` wrote 56 .opt-1.pyc "
+    "files under flash_attn/cute/__pycache__: site-packages/flash_attn/ no longer exists",
+    read_from="uv 0.13.9",
+)
+
+BYTECODE_GLOB: Fact[str] = Fact(
+    value="*/__pycache__/*.pyc",
+    source="PEP 3147 ('If the py source file is missing, the pyc file inside __pycache__ will be ignored') and "
+    "importlib's SourceFileLoader, which reads __pycache__/<name>.<tag>.pyc only for an existing <name>.py: "
+    "bytecode there is a cache Python rebuilds from the source, never importable on its own",
+    read_from="PEP 3147; CPython 3.8-3.13 importlib._bootstrap_external",
+)

@@ -1,0 +1,250 @@
+"""A third-party check is a guest: its time is bounded, whatever it raises is caught, what it declares is
+validated, and SIGTERM stops the doctor at once even while a plugin is busy.
+
+Each plugin is a real wheel (with an entry point in `dflash_doctor.checks`) installed by pip where the
+doctor's interpreter finds it; the doctor is the real CLI in a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import Doctor, finding, findings_of, validate_report
+from realenv import build_wheel
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
+JUDGED = ("pass", "warn", "fail")  # a built-in check judged as usual (not an error, not left out)
+
+HEADER = (
+    "import os, sys, time\n"
+    "from dflash_doctor.model import Finding, Remediation, Status\n"
+)
+
+
+def check_class(judge_body: str, *, name: str = "SiteCheck", check_id: str = "'site-guest'",
+                layer: str = "'site'", title: str = "'A site check'", needs: str = "frozenset({'target'})") -> str:
+    return (
+        f"class {name}:\n"
+        f"    id = {check_id}\n    layer = {layer}\n    title = {title}\n    needs = {needs}\n"
+        "    after = frozenset()\n    requires_gpu = False\n"
+        "    def judge(self, facts):\n"
+        + "".join(f"        {line}\n" for line in judge_body.strip().splitlines())
+    )
+
+
+def install_plugin(tmp_path: Path, source: str, *, dist: str = "acme-guest", module: str = "acme_guest",
+                   target: str = "SiteCheck", extra_modules: dict[str, str] | None = None) -> dict[str, str]:
+    """Build a real plugin wheel, install it with pip into a directory of its own, and return the
+    environment that puts it (and this checkout's dflash_doctor) on the doctor's path."""
+    files = {f"{module}.py": source, **(extra_modules or {})}
+    wheel = build_wheel(tmp_path / "wheels", dist, "0.1", files,
+                        entry_points={"dflash_doctor.checks": {"site-guest": f"{module}:{target}"}})
+    plugins = tmp_path / "plugins"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target",
+                    str(plugins), str(wheel)], check=True)
+    return {"PYTHONPATH": os.pathsep.join([str(plugins), str(ROOT)])}
+
+
+def check_result(report: dict[str, object], check_id: str) -> dict[str, object]:
+    checks = [c for c in report["checks"] if c["id"] == check_id]  # type: ignore[index, union-attr]
+    assert checks, f"no check {check_id}"
+    result: dict[str, object] = checks[0]
+    return result
+
+
+# ------------------------------------------------------------------------------------------ time bound
+
+
+@pytest.mark.parametrize("forever", ["while True:\n    time.sleep(1)", "while True:\n    pass"],
+                         ids=["sleeps", "spins"])
+def test_a_judge_that_never_returns_is_a_timeout_error_within_the_timeout(doctor: Doctor, tmp_path: Path,
+                                                                          forever: str) -> None:
+    env = install_plugin(tmp_path, HEADER + check_class(forever + "\nyield"))
+    started = time.monotonic()
+    report, proc = doctor.report("--no-gpu", "--timeout", "5", "--only", "site,distributions", env=env, timeout=60)
+    took = time.monotonic() - started
+    assert took < 5 + 10, f"the doctor took {took:.1f} s with --timeout 5"
+    result = check_result(report, "site-guest")
+    assert result["status"] == "error"
+    timeout = finding(report, "doctor.plugin-timeout")
+    assert "acme-guest" in timeout["title"] and "acme_guest:SiteCheck" in timeout["title"]
+    assert check_result(report, "distributions")["status"] in JUDGED  # the built-ins still judged
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+
+
+def _wait_for(path: Path, proc: subprocess.Popen[str], seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the plugin's judge never started"
+        time.sleep(0.05)
+
+
+def test_one_sigterm_while_a_plugin_judges_forever_stops_the_doctor_within_two_seconds(tmp_path: Path) -> None:
+    started_flag = tmp_path / "judging"
+    body = f"open({str(started_flag)!r}, 'w').close()\nwhile True:\n    time.sleep(1)\nyield"
+    env = {**os.environ, **install_plugin(tmp_path, HEADER + check_class(body))}
+    env.pop("NO_COLOR", None)
+    out = tmp_path / "r.json"
+    argv = [sys.executable, "-m", "dflash_doctor", "--no-gpu", "--timeout", "600", "--only", "site,distributions",
+            "--json", str(out)]
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(started_flag, proc)
+        stopped = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=30)
+        exit_after = time.monotonic() - stopped
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert exit_after < 2.0, f"exited {exit_after:.2f} s after SIGTERM"
+    assert proc.returncode == 1
+    assert stderr.splitlines() == [line for line in stderr.splitlines() if line.strip()]
+    said = [line for line in stderr.splitlines() if " report written to " not in line]  # each file written is named
+    assert len(said) == 1 and "stopped by SIGTERM" in said[0], stderr
+    report = validate_report(json.loads(out.read_text()))
+    assert report["partial"] is True and report["summary"]["exit_code"] == 1
+    interrupted = finding(report, "doctor.interrupted")
+    assert "SIGTERM" in interrupted["title"]
+    (guest,) = check_result(report, "site-guest")["findings"]  # type: ignore[misc]
+    assert guest["id"] == "doctor.incomplete" and guest["cause"] == "doctor.interrupted"
+    assert check_result(report, "distributions")["status"] in JUDGED  # judged before the stop, kept
+    # The terminal view: the stop first, what it left unjudged nested under it.
+    lines = stdout.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("["))
+    assert "stopped by SIGTERM" in lines[first]
+    assert any("follows from doctor.interrupted" in line for line in lines[first + 1:])
+    assert "PARTIAL report" in stdout
+
+
+def test_a_second_sigterm_ends_the_doctor_at_once_without_a_traceback(tmp_path: Path) -> None:
+    started_flag = tmp_path / "judging"
+    body = f"open({str(started_flag)!r}, 'w').close()\nwhile True:\n    time.sleep(1)\nyield"
+    env = {**os.environ, **install_plugin(tmp_path, HEADER + check_class(body))}
+    argv = [sys.executable, "-m", "dflash_doctor", "--no-gpu", "--timeout", "600", "--only", "site"]
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(started_flag, proc)
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.02)
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "Traceback" not in stderr
+    assert len(stderr.splitlines()) <= 2, stderr
+    # 143 = 128 + SIGTERM when the second signal came before the report was out, 1 when it came after.
+    assert proc.returncode in (1, 128 + signal.SIGTERM), (proc.returncode, stderr)
+
+
+# --------------------------------------------------------------------------------- whatever it raises
+
+
+RAISING = {
+    "system-exit-at-import": ("raise SystemExit(0)\n", "pass\nyield", "doctor.plugin-failed", "SystemExit"),
+    "keyboard-interrupt-at-import": ("raise KeyboardInterrupt\n", "pass\nyield", "doctor.plugin-failed",
+                                     "KeyboardInterrupt"),
+    "system-exit-in-judge": ("", "raise SystemExit(0)\nyield", "doctor.plugin-crashed", "SystemExit"),
+    "keyboard-interrupt-in-judge": ("", "raise KeyboardInterrupt\nyield", "doctor.plugin-crashed",
+                                    "KeyboardInterrupt"),
+    "generator-exit-in-judge": ("", "raise GeneratorExit\nyield", "doctor.plugin-crashed", "GeneratorExit"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RAISING))
+def test_whatever_a_plugin_raises_is_an_error_finding_naming_it_and_exit_1(doctor: Doctor, tmp_path: Path,
+                                                                           case: str) -> None:
+    at_import, judge_body, code, exception = RAISING[case]
+    env = install_plugin(tmp_path, HEADER + check_class(judge_body) + at_import)
+    only = "distributions,site" if code == "doctor.plugin-crashed" else "distributions"  # no check: no layer
+    report, proc = doctor.report("--no-gpu", "--only", only, env=env)
+    found = finding(report, code)
+    assert found["status"] == "error"
+    assert "acme-guest" in found["title"] or found["evidence"].get("origin") == "acme-guest"
+    assert exception in found["title"]
+    assert "acme_guest:SiteCheck" in json.dumps(found)
+    assert check_result(report, "distributions")["status"] in JUDGED
+    assert proc.returncode == 1  # never 0 on a run whose plugin failed
+    assert "Traceback" not in proc.stderr
+    if code == "doctor.plugin-crashed":
+        assert check_result(report, "site-guest")["status"] == "error"
+    terminal = doctor("--no-gpu", "--only", only, env=env)
+    assert terminal.returncode == 1 and "Traceback" not in terminal.stdout + terminal.stderr
+    assert code in terminal.stdout
+
+
+# ------------------------------------------------------------------------------- what it declares
+
+
+INVALID = {
+    "id-none": ({"check_id": "None"}, "id None"),
+    "layer-none": ({"layer": "None"}, "layer None"),
+    "needs-none": ({"needs": "None"}, "needs None"),
+    "title-none": ({"title": "None"}, "title None"),
+    "id-with-spaces": ({"check_id": "'My Check'"}, "id 'My Check'"),
+    "needs-a-string": ({"needs": "'target'"}, "needs 'target'"),
+    "id-reserved": ({"check_id": "'doctor'"}, "reserved"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(INVALID))
+def test_a_plugin_declaring_something_unusable_is_invalid_and_list_still_works(doctor: Doctor, tmp_path: Path,
+                                                                               case: str) -> None:
+    declared, reason = INVALID[case]
+    env = install_plugin(tmp_path, HEADER + check_class("yield Finding('site.ok', Status.PASS, 'ok')", **declared))
+    listed = doctor("list", env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert "Traceback" not in listed.stderr
+    assert "distributions" in listed.stdout
+    (line,) = [line for line in listed.stdout.splitlines() if line.startswith("site-guest")]
+    assert "(invalid, acme_guest:SiteCheck from acme-guest:" in line and reason in line
+    report, proc = doctor.report("--no-gpu", "--only", "distributions", env=env)
+    invalid = finding(report, "doctor.plugin-invalid")
+    assert invalid["status"] == "error" and reason in invalid["title"]
+    assert check_result(report, "distributions")["status"] in JUDGED
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_judge_returning_something_else_than_findings_is_an_invalid_plugin(doctor: Doctor, tmp_path: Path) -> None:
+    env = install_plugin(tmp_path, HEADER + check_class("return ['all good', None]"))
+    report, proc = doctor.report("--no-gpu", "--only", "site", env=env)
+    invalid = finding(report, "doctor.plugin-invalid")
+    assert "a str instead of a Finding" in invalid["title"]
+    assert check_result(report, "site-guest")["status"] == "error"
+    assert proc.returncode == 1
+
+
+def test_a_valid_plugin_with_a_layer_of_its_own_runs_and_is_listed(doctor: Doctor, tmp_path: Path) -> None:
+    body = "yield Finding('site.env-kind', Status.PASS, 'env kind ' + facts['target']['env_kind'])"
+    env = install_plugin(tmp_path, HEADER + check_class(body, needs="['target']"))  # a list is a set of names too
+    listed = doctor("list", env=env)
+    assert "[plugin: acme-guest]" in listed.stdout
+    report, proc = doctor.report("--no-gpu", "--only", "site", env=env)
+    assert finding(report, "site.env-kind")["status"] == "pass"
+    assert proc.returncode == 0, proc.stderr
+    assert all(f["id"] != "doctor.plugin-invalid" for f in findings_of(report))
+
+
+def test_a_plugin_whose_import_never_returns_is_a_load_error_within_the_timeout(doctor: Doctor,
+                                                                               tmp_path: Path) -> None:
+    env = install_plugin(tmp_path, HEADER + check_class("pass\nyield") + "while True:\n    time.sleep(1)\n")
+    started = time.monotonic()
+    report, proc = doctor.report("--no-gpu", "--timeout", "3", "--only", "distributions", env=env, timeout=60)
+    assert time.monotonic() - started < 3 + 10
+    failed = finding(report, "doctor.plugin-failed")
+    assert "did not finish" in failed["title"] and "acme_guest:SiteCheck" in failed["detail"]
+    assert check_result(report, "distributions")["status"] in JUDGED
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
