@@ -53,8 +53,14 @@ def test_the_built_wheel_ships_checks_under_the_package_name_only(tmp_path: Path
     import sys
     import zipfile
 
+    import shutil
+
+    # Built from a copy: a build leaves build/ and *.egg-info behind, and in the checkout they would be a
+    # second dflash-doctor distribution to every later test that runs the checkout from its path.
+    source = tmp_path / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", "build", "*.egg-info", "__pycache__"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w",
-                    str(tmp_path), str(ROOT)], check=True, capture_output=True)
+                    str(tmp_path), str(source)], check=True, capture_output=True)
     (wheel,) = tmp_path.glob("dflash_doctor-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/", 1)[0] for n in names}
