@@ -151,7 +151,7 @@ def test_a_record_line_pointing_at_dev_zero_is_a_finding_naming_the_line(
     doctor: Doctor, tmp_path: Path, extension: Path
 ) -> None:
     env = stack_env(tmp_path, extension)
-    up = "../" * (len(env.site_packages.parts) - 1)
+    up = "../" * len(env.site_packages.parts)  # from flash_attn/ to the root ("/.." stays "/"): the real /dev/zero
     line = append_record_line(env, f"flash_attn/{up}dev/zero")
     report, _ = run(doctor, env, "--verify-hashes")
     escape = finding(report, "dist.record-escapes")
@@ -268,3 +268,20 @@ def test_a_dotted_extension_is_found_without_importing_its_package(doctor: Docto
     assert "vllm._C" in untracked["title"] and str(env.site_packages / "vllm" / ext.name) in untracked["title"]
     assert untracked["evidence"]["extensions"][0]["distribution"] == "vllm"
     assert "vllm._C" in finding(report, "extensions.ok")["title"]
+
+
+def test_console_scripts_of_a_pip_target_install_are_no_escape(doctor: Doctor, tmp_path: Path) -> None:
+    """`pip install --target DIR` records console scripts as `../../bin/NAME` from DIR, a path that leads out of
+    the environment to nothing (seen on the GPU machine with the doctor's own wheel): never opened, no finding."""
+    env = make_venv(tmp_path)
+    wheel = build_wheel(tmp_path / "wheels", "tool-with-script", "1.0", {"tool_with_script/__init__.py": "def main():\n    pass\n"},
+                        entry_points={"console_scripts": {"tool-with-script": "tool_with_script:main"}})
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(target),
+                    str(wheel)], check=True, capture_output=True)
+    record = next(target.glob("tool_with_script-*.dist-info")) / "RECORD"
+    escaping = [line for line in record.read_text().splitlines() if line.startswith("../")]
+    assert escaping and not (target / escaping[0].split(",")[0]).exists()  # pip wrote the line, to nowhere
+    (env.site_packages / "zz-target.pth").write_text(f"{target}\n")
+    report, _ = doctor.report("--python", str(env.python), *RUN)
+    assert "dist.record-escapes" not in [f["id"] for f in findings_of(report)]

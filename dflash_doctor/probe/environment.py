@@ -375,7 +375,8 @@ def watched(rel):
 
 def confine(location, rows, opened):
     """Split RECORD rows into those inside the environment, as (path, hash, size, line, real path, stat or
-    None when missing), and those that escape it (`..`, an absolute path, a symlink out, /dev, /proc).
+    None when missing), and those that escape it to something that exists (`..`, an absolute path, a
+    symlink out, /dev, /proc).
     `opened(row)`: the file will be opened or stat'ed, so symlinks are resolved; other rows are judged by their
     normalized path."""
     resolver = Resolver()
@@ -400,8 +401,10 @@ def confine(location, rows, opened):
             real = os.path.normpath(os.path.join(real_location, rel))
         if inside(real):
             kept.append(row + (real, info))
-        else:
+        elif os.path.lexists(real):
             escapes.append({"line": row[3], "path": rel, "resolves_to": real})
+        # A line that leaves the environment for nothing is never opened, and `pip install --target` writes
+        # such lines for console scripts (`../../bin/x` from the target directory): no risk, no finding.
     return kept, escapes
 
 
