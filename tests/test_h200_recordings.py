@@ -11,7 +11,8 @@ from conftest import Doctor, finding, validate_report
 H200 = Path(__file__).resolve().parent.parent / "fixtures" / "h200"
 
 
-@pytest.mark.parametrize("name", ["report-cold.json", "report-serve-toy.json", "report-flash-attn-4.json"])
+@pytest.mark.parametrize("name", ["report-cold.json", "report-serve-toy.json", "report-flash-attn-4.json",
+                                  "report-one-host-first.json", "report-one-host-warm.json"])
 def test_recorded_h200_reports_validate_and_judge_again_to_the_same_statuses(doctor: Doctor, name: str) -> None:
     recorded = validate_report(json.loads((H200 / name).read_text()))
     again, proc = doctor.report("judge", str(H200 / name))
@@ -58,3 +59,18 @@ def test_flash_attn_4s_own_kernel_ran_on_the_h200_within_tolerance(doctor: Docto
     assert finding(report, "namespace.v4-without-v2")["status"] == "warn"
     assert any(f["id"] == "kernels.not-importable" and f["title"].startswith("flash_attn.flash_attn_func")
                for f in kernels)
+
+
+@pytest.mark.parametrize("name", ["report-one-host-first.json", "report-one-host-warm.json"])
+def test_on_the_h200_one_target_process_imported_torch_once_for_every_probe(name: str) -> None:
+    """One host per run: the rotary import and the GPU probes were all forked children of one process."""
+    report = json.loads((H200 / name).read_text())
+    facts = {name: section for c in report["checks"] for name, section in c["facts"].items()}
+    host = facts["cuda_stack"]["shared_process"]
+    (torch,) = host["preload"]
+    assert host["forked"] is True and torch["imported"] is True and torch["seconds"] > 2
+    assert host["jobs"] == 1 + 1 + 7  # the rotary import, the stack probe, seven kernel families
+    assert host["parallel"] == 16  # the machine's cores
+    assert facts["rotary_import"]["process"]["duration_s"] < 0.5  # a fork, not an interpreter and a torch import
+    assert facts["cuda_stack"]["torch"]["import_seconds"] < 0.01
+    assert report["wall_s"] < torch["seconds"] + 3.5  # the rest of the run hides behind the import
