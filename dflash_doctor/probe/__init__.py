@@ -235,7 +235,7 @@ class TargetHost:
                     proc.stdin.close()
                 except OSError:
                     pass
-            try:
+            try:  # it ends once the jobs it holds have (each bounded by its own timeout)
                 proc.wait(timeout=self.timeout_s + 5.0)
             except subprocess.TimeoutExpired:
                 pass
