@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dflash_doctor.fingerprint import of_sections
-from dflash_doctor.report import sections_of
+from dflash_doctor.render.fingerprint import of_sections
+from dflash_doctor.render.report import sections_of
 
 
 def real_report(python: str) -> dict[str, Any]:

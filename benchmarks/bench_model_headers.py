@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from dflash_doctor.modelfiles import read_model_dir
+from dflash_doctor.facts.modelfiles import read_model_dir
 
 # Qwen3-32B geometry (64 layers, 64 q heads, 8 kv heads, head_dim 128), BF16.
 LAYERS, HIDDEN, HEADS, KV_HEADS, HEAD_DIM, INTER, VOCAB = 64, 5120, 64, 8, 128, 25600, 151936

@@ -2,7 +2,7 @@
 
 A check declares a stable id, the layer it belongs to, a title, the fact sections it judges, what it
 needs to run (the target interpreter, a GPU, other checks' results), and judges facts into findings.
-Checks never collect facts themselves: collectors (see `dflash_doctor.sections`) do, so that a saved
+Checks never collect facts themselves: collectors (see `dflash_doctor.facts.sections`) do, so that a saved
 report can be judged again with nothing but its facts.
 
 A third-party check is a class with these attributes, published under the entry-point group
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 from dflash_doctor.model import CheckResult, Finding
 
 if TYPE_CHECKING:
-    from dflash_doctor.probe import TargetHost
+    from dflash_doctor.facts.probes import TargetHost
 
 __all__ = ["Check", "Context", "Facts", "SectionError"]
 

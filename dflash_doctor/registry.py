@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from importlib import metadata
 
 from dflash_doctor.check import Check
+from dflash_doctor.checks import BUILTIN_CHECKS
 from dflash_doctor.guest import Overtime, Raised, bounded, declaration_problems, wrap
 from dflash_doctor.model import Finding, Status
 
@@ -23,25 +24,6 @@ AUTOLOAD_ENV = "DFLASH_DOCTOR_DISABLE_PLUGIN_AUTOLOAD"
 OWN_DISTRIBUTION = "dflash-doctor"
 LOAD_TIMEOUT_S = 60.0
 """How long one plugin's import may take (a run passes its --timeout)."""
-
-# Used only when the package runs from a source tree without being installed (no entry points then).
-# Keep in step with pyproject.toml's entry points; a test compares the two.
-BUILTIN_CHECKS: tuple[tuple[str, str], ...] = (
-    ("distributions", "dflash_doctor.checks.distributions:DistributionsCheck"),
-    ("namespaces", "dflash_doctor.checks.namespaces:NamespaceCheck"),
-    ("imports", "dflash_doctor.checks.imports:RotaryImportCheck"),
-    ("import-surface", "dflash_doctor.checks.imports:ImportSurfaceCheck"),
-    ("extensions", "dflash_doctor.checks.imports:ExtensionsCheck"),
-    ("gpu", "dflash_doctor.checks.gpu:GpuCheck"),
-    ("arch-coverage", "dflash_doctor.checks.archs:ArchCoverageCheck"),
-    ("cuda-stack", "dflash_doctor.checks.cuda_stack:CudaStackCheck"),
-    ("kernels", "dflash_doctor.checks.kernels:KernelsCheck"),
-    ("model-files", "dflash_doctor.checks.model_files:ModelFilesCheck"),
-    ("drafter", "dflash_doctor.checks.drafter:DrafterCheck"),
-    ("drafter-attention", "dflash_doctor.checks.drafter_attention:DrafterAttentionCheck"),
-    ("serve-command", "dflash_doctor.checks.serve_command:ServeCommandCheck"),
-    ("serve-resources", "dflash_doctor.checks.serve_resources:ServeResourcesCheck"),
-)
 
 
 @dataclass(frozen=True)

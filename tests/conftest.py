@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 
 SCHEMA = json.loads(
-    (Path(__file__).resolve().parent.parent / "dflash_doctor" / "schema" / "report-v1.json").read_text()
+    (Path(__file__).resolve().parent.parent / "dflash_doctor" / "documents" / "schema" / "report-v1.json").read_text()
 )
 
 

@@ -21,16 +21,16 @@ from typing import Any
 
 import pytest
 from conftest import Doctor, findings_of
-from dflash_doctor.checks.archs import ArchCoverageCheck
 from realenv import Env, build_wheel, install, make_venv
 from stacks import add_to_path, torch_site, vllm_site
 
-from dflash_doctor import report as report_module
 from dflash_doctor.check import Context
-from dflash_doctor.collectors import archs as archs_collector
-from dflash_doctor.collectors import environment
+from dflash_doctor.checks.archs import ArchCoverageCheck
+from dflash_doctor.facts import archs as archs_collector
+from dflash_doctor.facts import environment
 from dflash_doctor.knowledge.archs_advice import PTX_ISA_MIN_CUDA
 from dflash_doctor.model import CheckResult, Finding, Status
+from dflash_doctor.render import report as report_module
 from dflash_doctor.runner import judge
 
 NVCC = shutil.which("nvcc")

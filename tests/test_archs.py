@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from dflash_doctor.archs import (
+from dflash_doctor.knowledge import Fact
+from dflash_doctor.knowledge import cuda as facts
+from dflash_doctor.knowledge.archs import (
     Arch,
     arch_sort_key,
     compute_capability,
@@ -18,8 +20,6 @@ from dflash_doctor.archs import (
     ptx_jit_possible,
     sass_runs_on,
 )
-from dflash_doctor.knowledge import Fact
-from dflash_doctor.knowledge import cuda as facts
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from conftest import Doctor, finding, findings_of, validate_report
 from realenv import Env, build_wheel, fa4_wheel, install, make_venv, uninstall, wheel_files
 
 ROOT = Path(__file__).resolve().parent.parent
-BASELINE_SCHEMA = json.loads((ROOT / "dflash_doctor" / "schema" / "baseline-v1.json").read_text())
+BASELINE_SCHEMA = json.loads((ROOT / "dflash_doctor" / "documents" / "schema" / "baseline-v1.json").read_text())
 FIXTURES = Path(__file__).parent / "fixtures" / "baseline"
 ARCH_SCANS = json.loads((FIXTURES / "arch_scans.json").read_text())["scans"]
 H200 = json.loads((FIXTURES / "nvml_h200.json").read_text())

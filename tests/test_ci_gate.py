@@ -101,7 +101,7 @@ def test_a_passing_run_gives_a_valid_junit_without_failures(doctor: Doctor, clea
 
 
 def test_junit_survives_control_characters_and_markup_in_findings(tmp_path: Path) -> None:
-    from dflash_doctor.reporters import junit
+    from dflash_doctor.render import junit
 
     report = validate_report({
         "schema": "dflash-doctor/report/v1", "tool": {"name": "dflash-doctor", "version": "0"},
@@ -149,7 +149,7 @@ def parse_workflow_command(line: str) -> tuple[str, dict[str, str], str] | None:
 
 @pytest.mark.parametrize("text", ["plain", "50% of 2: a,b", "multi\nline\r\nwith %0A literal", "::error::inside", "a=b,c=d"])
 def test_escaping_round_trips_through_the_runner_parser(text: str) -> None:
-    from dflash_doctor.reporters.github import command
+    from dflash_doctor.render.github import command
 
     parsed = parse_workflow_command(command("error", text, title=text))
     assert parsed == ("error", {"title": text}, text)

@@ -4,7 +4,7 @@ A real report and a real baseline (from real doctor runs on a real venv with the
 and the report recorded on an H200) are mutated node by node: each node replaced by each of a few values
 of the wrong type. Every mutation must give a clean outcome: rejected with one line naming the file
 (exit 2), or, when it still follows the schema, judged as any report is. Never a traceback. The
-doctor's own validator (dflash_doctor.docschema) must agree with jsonschema on every one of them.
+doctor's own validator (dflash_doctor.documents.docschema) must agree with jsonschema on every one of them.
 """
 
 from __future__ import annotations
@@ -23,12 +23,13 @@ import pytest
 from conftest import Doctor, validate_report
 from realenv import Env, fa4_wheel, install, make_venv
 
-from dflash_doctor import baseline as baseline_module
-from dflash_doctor import cli, docschema
-from dflash_doctor import report as report_module
+from dflash_doctor import cli
+from dflash_doctor.checks import baseline as baseline_module
 from dflash_doctor.commands import baseline as baseline_command
+from dflash_doctor.documents import docschema
+from dflash_doctor.documents.jsondoc import MAX_DEPTH
 from dflash_doctor.fleet.merge import summarize
-from dflash_doctor.jsondoc import MAX_DEPTH
+from dflash_doctor.render import report as report_module
 
 ROOT = Path(__file__).resolve().parent.parent
 H200_REPORT = ROOT / "fixtures" / "h200" / "report-serve-toy.json"

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from dflash_doctor.elf import (
+from dflash_doctor.facts.elf import (
     ElfError,
     exported_symbols,
     host_runtime_versions,
@@ -27,7 +27,7 @@ from dflash_doctor.elf import (
     scan_library,
     unmet_versions,
 )
-from dflash_doctor.elf.fatbin import parse_containers
+from dflash_doctor.facts.elf.fatbin import parse_containers
 
 NVCC = shutil.which("nvcc")
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not on PATH")
@@ -427,7 +427,7 @@ def test_a_fifo_named_like_a_library_is_an_error_at_once_not_a_hang(tmp_path: Pa
     In a process of its own, so that a reader that blocks fails the test instead of hanging it."""
     fifo = tmp_path / "flash_attn_2_cuda.cpython-311-x86_64-linux-gnu.so"
     os.mkfifo(fifo)
-    code = ("import sys\nfrom dflash_doctor.elf import ElfError, exported_symbols, scan_library\n"
+    code = ("import sys\nfrom dflash_doctor.facts.elf import ElfError, exported_symbols, scan_library\n"
             "print(scan_library(sys.argv[1])['error'])\n"
             "try:\n    exported_symbols(sys.argv[1])\nexcept ElfError as exc:\n    print(exc)\n")
     proc = subprocess.run([sys.executable, "-c", code, str(fifo)], capture_output=True, text=True, timeout=20,

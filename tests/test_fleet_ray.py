@@ -28,7 +28,7 @@ from realenv import _host_pip, fa4_wheel
 pytest.importorskip("ray", reason="the fleet extra (pip install 'dflash-doctor[fleet]') is not installed")
 
 RAY = str(Path(sys.executable).with_name("ray"))
-FLEET_SCHEMA = json.loads((Path(__file__).resolve().parent.parent / "dflash_doctor" / "schema" / "fleet-v1.json").read_text())
+FLEET_SCHEMA = json.loads((Path(__file__).resolve().parent.parent / "dflash_doctor" / "documents" / "schema" / "fleet-v1.json").read_text())
 PR_SET_PDEATHSIG = 1
 
 

@@ -17,14 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from dflash_doctor.check import Context
 from dflash_doctor.checks.cuda_stack import CudaStackCheck
 from dflash_doctor.checks.gpu import GpuCheck, resolve_visible
 from dflash_doctor.checks.kernels import KernelsCheck
-
-from dflash_doctor.check import Context
 from dflash_doctor.codes import CODES
 from dflash_doctor.model import CheckResult, Finding, Status
-from dflash_doctor.reporters.gpu_summary import gpu_lines
+from dflash_doctor.render.gpu_summary import gpu_lines
 from dflash_doctor.runner import judge
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "gpu"

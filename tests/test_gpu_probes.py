@@ -15,15 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from dflash_doctor.check import Context
 from dflash_doctor.checks.cuda_stack import CudaStackCheck
 from dflash_doctor.checks.gpu import GpuCheck
 from dflash_doctor.checks.kernels import KernelsCheck
-
-from dflash_doctor.check import Context
-from dflash_doctor.collectors import cuda as cuda_collectors
-from dflash_doctor.collectors.nvml import nvml_facts
+from dflash_doctor.facts import cuda as cuda_collectors
+from dflash_doctor.facts.nvml import nvml_facts
+from dflash_doctor.facts.probes import run_probe
 from dflash_doctor.model import Status
-from dflash_doctor.probe import run_probe
 from dflash_doctor.runner import judge, run
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "gpu"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Doctor, finding, findings_of
-from realenv import SEGFAULT_ON_IMPORT, HANG_ON_IMPORT, build_wheel, dist_info, install, make_venv
+from realenv import HANG_ON_IMPORT, SEGFAULT_ON_IMPORT, build_wheel, dist_info, install, make_venv
 
 pytestmark = pytest.mark.slow
 

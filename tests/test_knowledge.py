@@ -22,11 +22,11 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
+from vllm_sources import pypi_sdist
 
 from dflash_doctor.knowledge import Fact
 from dflash_doctor.knowledge import flash_attn as fa
 from dflash_doctor.knowledge import vllm as vl
-from vllm_sources import pypi_sdist
 
 MODULES = (fa, vl)
 

@@ -16,7 +16,7 @@ from conftest import Doctor
 from realenv import fa4_wheel, install, make_venv
 from test_ci_gate import parse_workflow_command
 
-FLEET_SCHEMA = json.loads((Path(__file__).resolve().parent.parent / "dflash_doctor" / "schema" / "fleet-v1.json").read_text())
+FLEET_SCHEMA = json.loads((Path(__file__).resolve().parent.parent / "dflash_doctor" / "documents" / "schema" / "fleet-v1.json").read_text())
 
 
 @pytest.fixture(scope="module")

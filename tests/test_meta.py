@@ -17,8 +17,8 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 def emitted_ids() -> set[str]:
     """Every literal finding id in the package's source: `id="x.y"`, Finding("x.y", ...), Cause("x.y", ...)."""
     found: set[str] = set()
-    for path in [*ROOT.joinpath("dflash_doctor").rglob("*.py"), *ROOT.joinpath("checks").rglob("*.py")]:
-        if "codes" in path.parts or "probe" in path.parts:
+    for path in ROOT.joinpath("dflash_doctor").rglob("*.py"):
+        if "codes" in path.parts or "probes" in path.parts:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.keyword) and node.arg == "id" and isinstance(node.value, ast.Constant):
@@ -66,4 +66,5 @@ def test_the_built_wheel_ships_checks_under_the_package_name_only(tmp_path: Path
     tops = {n.split("/", 1)[0] for n in names}
     assert tops == {"dflash_doctor", wheel.name.split("-py3")[0] + ".dist-info"}
     assert "dflash_doctor/checks/namespaces.py" in names
-    assert "dflash_doctor/schema/report-v1.json" in names and "dflash_doctor/probe/environment.py" in names
+    assert "dflash_doctor/documents/schema/report-v1.json" in names
+    assert "dflash_doctor/facts/probes/environment.py" in names

@@ -21,9 +21,9 @@ pytest.importorskip("safetensors")
 from conftest import Doctor, finding, findings_of, validate_report
 from test_models_check import found, patch_config, run_checks
 
+from dflash_doctor.facts.serve_args import parse_serve_command
 from dflash_doctor.knowledge.dflash import SPEC_BUDGET_RULE_A
 from dflash_doctor.model import Status
-from dflash_doctor.serve_args import parse_serve_command
 
 try:
     import toymodels as toy

@@ -23,9 +23,9 @@ pytest.importorskip("numpy")
 
 from safetensors import safe_open
 
-from dflash_doctor.modelfiles import model_dir as model_dir_module
-from dflash_doctor.modelfiles import read_model_dir, read_safetensors_header
-from dflash_doctor.modelfiles import safetensors_header as header_module
+from dflash_doctor.facts.modelfiles import model_dir as model_dir_module
+from dflash_doctor.facts.modelfiles import read_model_dir, read_safetensors_header
+from dflash_doctor.facts.modelfiles import safetensors_header as header_module
 
 try:
     import toymodels as toy

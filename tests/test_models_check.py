@@ -17,17 +17,17 @@ import pytest
 
 pytest.importorskip("safetensors")
 
+from vllm_sources import vllm_source
+
+from dflash_doctor.check import Context
 from dflash_doctor.checks.drafter import DrafterCheck
 from dflash_doctor.checks.drafter_attention import DrafterAttentionCheck
 from dflash_doctor.checks.model_files import ModelFilesCheck
 from dflash_doctor.checks.serve_command import ServeCommandCheck
 from dflash_doctor.checks.serve_resources import ServeResourcesCheck
-from vllm_sources import vllm_source
-
-from dflash_doctor.check import Context
 from dflash_doctor.codes import CODES
-from dflash_doctor.collectors import models as models_collector
-from dflash_doctor.collectors.serve import collect_args, head_sizes_of, read_vllm_dflash
+from dflash_doctor.facts import models as models_collector
+from dflash_doctor.facts.serve import collect_args, head_sizes_of, read_vllm_dflash
 from dflash_doctor.knowledge.dflash import uniform_layer_ids
 from dflash_doctor.model import CheckResult, Finding, Status
 from dflash_doctor.runner import judge

@@ -167,7 +167,7 @@ CONSEQUENCES = ("drafter.fc-width", "drafter.tensor-shape", "serve.drafter-broke
 
 
 def render_terminal(report: dict[str, Any]) -> str:
-    from dflash_doctor.reporters.terminal import TerminalReporter, make_console
+    from dflash_doctor.render.terminal import TerminalReporter, make_console
 
     stream = io.StringIO()
     results = [CheckResult.from_dict(c) for c in report["checks"]]
@@ -200,7 +200,7 @@ def test_one_wrong_hidden_size_is_one_decisive_fail_with_its_consequences_under_
     assert f"[drafter.hidden-size-mismatch] (DFlash drafter against its target); {consequences} more follow" in out
     assert "Explain a finding: dflash-doctor explain drafter.hidden-size-mismatch" in out
 
-    from dflash_doctor.reporters import markdown
+    from dflash_doctor.render import markdown
 
     text = markdown.render(report)
     assert text.count("#### ❌ fail") == text.count("#### ") - text.count("#### ⚠️")  # only roots are headings

@@ -29,7 +29,7 @@ from realenv import (
 )
 from stacks import add_to_path, torch_site, vllm_site
 
-from dflash_doctor.remedy import remove_leftovers
+from dflash_doctor.checks.remedy import remove_leftovers
 
 CHECKS = "namespaces,imports"
 

@@ -22,9 +22,9 @@ from stacks import add_to_path, vllm_site
 from test_models_check import found, gpu_fixture, ids, patch_config, run_checks
 
 from dflash_doctor.check import Context
-from dflash_doctor.collectors.serve import collect_args, port_facts
+from dflash_doctor.facts.serve import collect_args, port_facts
+from dflash_doctor.facts.serve_args import parse_serve_command
 from dflash_doctor.model import Status
-from dflash_doctor.serve_args import parse_serve_command
 
 try:
     import toymodels as toy

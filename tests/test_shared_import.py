@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from realenv import HANG_ON_IMPORT, SEGFAULT_ON_IMPORT
 
-from dflash_doctor.probe import ProbeJob, run_probe, run_probes_sharing_imports
+from dflash_doctor.facts.probes import ProbeJob, run_probe, run_probes_sharing_imports
 
 CHATTY_ON_IMPORT = "import sys\nprint('x' * 300000)\nsys.stderr.write('e' * 300000)\n"
 

@@ -145,7 +145,7 @@ def test_keep_hosts_keeps_addresses_and_host_names_but_never_secrets(
 
 
 def test_redaction_of_strings_wherever_they_occur() -> None:
-    from dflash_doctor.redact import Redactor
+    from dflash_doctor.render.redact import Redactor
 
     r = Redactor(homes=("/home/alice",), user="alice", hosts=("gpu-17.corp.example", "gpu-17"))
     cases = {
@@ -212,7 +212,7 @@ def test_fingerprint_is_stable_across_runs_and_printed_in_every_output(doctor: D
 
 
 def test_fingerprint_reads_the_driver_and_compute_capabilities_of_real_nvml_facts() -> None:
-    from dflash_doctor.fingerprint import of_sections
+    from dflash_doctor.render.fingerprint import of_sections
 
     h200 = json.loads((Path(__file__).parent / "fixtures" / "baseline" / "nvml_h200.json").read_text())
     with_gpu = of_sections({"gpu": h200})
@@ -323,9 +323,9 @@ class _NeedsExiting:
 
 def test_when_the_doctor_itself_fails_the_facts_it_has_are_still_judged(tmp_path: Path) -> None:
     from dflash_doctor.check import Context
+    from dflash_doctor.facts.sections import BUILTIN_COLLECTORS, Collector
     from dflash_doctor.registry import load_checks
-    from dflash_doctor.sections import BUILTIN_COLLECTORS, Collector
-    from dflash_doctor.supervise import run_checks
+    from dflash_doctor.runner import run_checks
 
     checks = [lc.check for lc in load_checks()[0] if lc.check.id == "distributions"] + [_NeedsExiting()]
     collectors = [*BUILTIN_COLLECTORS, Collector("exiting", ("exiting",), "test_ticket_report:_exiting_collector")]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from vllm_sources import vllm_source
 
-from dflash_doctor.guards import evaluate_test, judge_site
+from dflash_doctor.checks.guards import evaluate_test, judge_site
+from dflash_doctor.facts.vllm_scan import scan_package, scan_source
 from dflash_doctor.knowledge.vllm_imports import EXTERNAL_KERNEL_MODULES, SERVING_PATH_SITES
-from dflash_doctor.vllm_scan import scan_package, scan_source
 
 NAMESPACE_MISS = ("ModuleNotFoundError", "ImportError", "Exception", "BaseException")  # No module named 'flash_attn.ops'
 UNDEFINED_SYMBOL = ("ImportError", "Exception", "BaseException")  # flash_attn_2_cuda...so: undefined symbol

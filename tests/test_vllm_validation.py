@@ -24,9 +24,9 @@ from conftest import Doctor, finding, validate_report
 from stacks import vllm_python
 from test_models_check import patch_config, run_checks
 
+from dflash_doctor.facts.probes import ProbeJob, ProbeOutcome, run_probes_sharing_imports
+from dflash_doctor.facts.serve_args import parse_serve_command
 from dflash_doctor.model import Status
-from dflash_doctor.probe import ProbeJob, ProbeOutcome, run_probes_sharing_imports
-from dflash_doctor.serve_args import parse_serve_command
 
 try:
     import toymodels as toy

@@ -21,9 +21,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dflash_doctor import baseline
-from dflash_doctor.cli import UsageError, cmd_run, emit, parse_run_args, run_doctor, run_parser
-from dflash_doctor.jsondoc import shown_path
+from dflash_doctor.checks import baseline
+from dflash_doctor.commands import run as run_command
+from dflash_doctor.commands.options import UsageError, parse_run_args, run_parser
+from dflash_doctor.commands.run import emit, run_doctor
+from dflash_doctor.documents.jsondoc import shown_path
 
 
 def save_parser() -> argparse.ArgumentParser:
@@ -72,7 +74,7 @@ def _check_baseline_path(path: str) -> None:
 
 
 def cmd_save(argv: Sequence[str]) -> int:
-    from dflash_doctor import report as report_module
+    from dflash_doctor.render import report as report_module
 
     parser = save_parser()
     try:
@@ -159,6 +161,6 @@ def main(argv: Sequence[str]) -> int:
         if not rest or rest[0].startswith("-"):
             sys.stderr.write("dflash-doctor baseline compare: error: the baseline FILE comes first\n")
             return 2
-        return cmd_run([*rest[1:], "--baseline", rest[0]])
+        return run_command.main([*rest[1:], "--baseline", rest[0]])
     sys.stderr.write(f"dflash-doctor baseline: error: unknown action {action!r}\n{usage}")
     return 2

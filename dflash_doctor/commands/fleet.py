@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from dflash_doctor.cli import UsageError, check_count, check_number, parse_run_args, run_parser
+from dflash_doctor.commands.options import UsageError, check_count, check_number, parse_run_args, run_parser
 
 FLEET_ONLY = ("ray", "gpus", "node_timeout", "min_nodes", "wait", "out_dir", "allow_drift")
 
@@ -66,9 +66,9 @@ def main(argv: Sequence[str]) -> int:
         sys.stderr.write(f"dflash-doctor fleet: error: Ray is not installed ({exc}); "
                          "install it with: python -m pip install 'dflash-doctor[fleet]'\n")
         return 2
-    from dflash_doctor import report as report_module
     from dflash_doctor.commands.merge import emit
     from dflash_doctor.fleet.merge import summarize, unreachable
+    from dflash_doctor.render import report as report_module
 
     node_args = ray_fleet.run_args_for_nodes(args, FLEET_ONLY)
     try:

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from dflash_doctor.documents.jsondoc import shown_path
 from dflash_doctor.fleet.merge import HostSummary, merge, summarize_files, write_json
-from dflash_doctor.jsondoc import shown_path
 
 
 def add_output_options(parser: argparse.ArgumentParser) -> None:
@@ -55,8 +55,8 @@ def expand(paths: Sequence[str]) -> list[str]:
 
 
 def emit(hosts: Sequence[HostSummary], args: argparse.Namespace) -> int:
-    from dflash_doctor.fleet import render
-    from dflash_doctor.redact import Redactor
+    from dflash_doctor.render import fleet as fleet_view
+    from dflash_doctor.render.redact import Redactor
 
     # The reports are redacted where they were made; what this machine adds (their paths) is redacted here.
     view = Redactor.for_this_machine(keep_hosts=args.keep_hosts).tree(merge(hosts, allow_drift=args.allow_drift))
@@ -65,16 +65,16 @@ def emit(hosts: Sequence[HostSummary], args: argparse.Namespace) -> int:
         if args.json:
             write_json(view, args.json)
         if args.markdown:
-            Path(args.markdown).write_text(render.markdown(view), encoding="utf-8")
+            Path(args.markdown).write_text(fleet_view.markdown(view), encoding="utf-8")
     except OSError as exc:
         sys.stderr.write(f"dflash-doctor: cannot write {exc.filename}: {exc.strerror}\n")
         ok = False
     if args.json != "-":
         if args.format == "github":
-            for line in render.github_lines(view):
+            for line in fleet_view.github_lines(view):
                 sys.stdout.write(line + "\n")
         else:
-            render.render_text(view, sys.stdout)
+            fleet_view.render_text(view, sys.stdout)
     code: int = view["summary"]["exit_code"]
     return code if ok else max(code, 2)
 

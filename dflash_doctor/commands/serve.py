@@ -25,7 +25,7 @@ from collections.abc import Sequence
 __all__ = ["main", "parser"]
 
 def parser() -> argparse.ArgumentParser:
-    from dflash_doctor.cli import run_parser
+    from dflash_doctor.commands.options import run_parser
 
     p = run_parser(prog="dflash-doctor serve")
     p.usage = "dflash-doctor serve [options] [--exec] -- vllm serve MODEL [flags...]"
@@ -51,7 +51,8 @@ def _split_command(argv: Sequence[str]) -> tuple[list[str], list[str]] | None:
 
 
 def main(argv: Sequence[str]) -> int:
-    from dflash_doctor import cli
+    from dflash_doctor.commands import options as run_options
+    from dflash_doctor.commands.run import emit, run_doctor
 
     split = _split_command(argv)
     p = parser()
@@ -65,17 +66,17 @@ def main(argv: Sequence[str]) -> int:
         return 2
     doctor_argv, command = split
     try:
-        args = cli.parse_run_args(doctor_argv, p)
-        cli.check_count(args.gpus, "--gpus", 1)
+        args = run_options.parse_run_args(doctor_argv, p)
+        run_options.check_count(args.gpus, "--gpus", 1)
         if args.gpu_memory is not None:
-            cli.check_number(args.gpu_memory, "--gpu-memory", unit="GiB", most=1e6)
+            run_options.check_number(args.gpu_memory, "--gpu-memory", unit="GiB", most=1e6)
         options = {"serve": {"argv": command, "gpus": args.gpus, "gpu_memory_gib": args.gpu_memory,
                              "validate": bool(args.vllm_validate), "vllm_parser": not args.no_vllm_parser}}
-        run = cli.run_doctor(args, options=options, handle_signals=True)
-    except cli.UsageError as exc:
+        run = run_doctor(args, options=options, handle_signals=True)
+    except run_options.UsageError as exc:
         sys.stderr.write(f"dflash-doctor serve: error: {exc}\n")
         return 2
-    code: int = cli.emit(run, args)
+    code: int = emit(run, args)
     sys.stdout.flush()
     sys.stderr.flush()
     if run.lingering:  # a collector ignored the stop: never start the server on a partial verdict
@@ -83,7 +84,7 @@ def main(argv: Sequence[str]) -> int:
     if not args.exec:
         return code
     if code != 0:
-        from dflash_doctor.redact import Redactor, argv_secrets
+        from dflash_doctor.render.redact import Redactor, argv_secrets
 
         shown = Redactor.for_this_machine(keep_hosts=True).secrets(" ".join(argv_secrets(command)))
         sys.stderr.write(f"dflash-doctor serve: not starting `{shown}`: the checks above failed\n")

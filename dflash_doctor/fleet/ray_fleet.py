@@ -45,7 +45,7 @@ def _custom(resources: Mapping[str, float]) -> dict[str, float]:
 
 def _node_doctor(run_args: dict[str, Any], host: dict[str, Any]) -> dict[str, Any]:
     """Runs on the node: the doctor, in this worker's interpreter unless --python was given."""
-    from dflash_doctor.cli import run_doctor
+    from dflash_doctor.commands.run import run_doctor
 
     args = argparse.Namespace(**run_args)
     if not args.python:

@@ -1,7 +1,7 @@
 """CUDA compatibility rules: which GPU code runs on which compute capability, and which driver a CUDA
 runtime needs.
 
-`dflash_doctor.archs` implements the code-compatibility rules below; the GPU layer uses the driver tables.
+`dflash_doctor.knowledge.archs` implements the code-compatibility rules below; the GPU layer uses the driver tables.
 Where a rule was also confirmed against the toolchain itself, the note says so: nvcc/ptxas 13.0.88
 refuse exactly the PTX-to-SASS pairs the rules forbid (`nvcc -gencode arch=compute_90a,code=sm_100a`:
 "ptxas fatal: Program with .target 'sm_90a' cannot be compiled to future architecture";

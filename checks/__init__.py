@@ -1,1 +1,0 @@
-"""Built-in checks, one module per layer of the stack (installed as dflash_doctor.checks)."""

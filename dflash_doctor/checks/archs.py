@@ -1,0 +1,71 @@
+"""Layer: the stack's compiled GPU code, judged from its ELF files, with or without a GPU.
+
+- Architecture coverage: for each GPU (NVML facts) or each `--target-arch` (a CI image build), does every
+  library carry code that runs there? SASS that runs as is passes; PTX alone warns (the driver JIT-compiles
+  it at first use, and only a driver that knows its PTX ISA can); nothing fails: "no kernel image is
+  available for execution on the device" at the first launch. Libraries their owner loads only on some GPUs
+  (knowledge.archs_advice ARCH_GATED_LIBRARIES) are not held to the others.
+- The C and C++ runtime: GLIBC_/GLIBCXX_/CXXABI_ versions a library requires above what this host gives
+  the target interpreter fail its import ("version `GLIBC_2.32' not found").
+- torch symbols: a libtorch/libc10 symbol a library needs that the installed torch does not export fails its
+  import ("undefined symbol"), predicted here before anything is imported.
+
+One module each: archs_coverage, archs_runtime and archs_symbols, with what they share in archs_common.
+Everything is judged from the `arch_coverage` facts (which also record the --target-arch list), so `judge`
+on a saved report gives the same answer on any machine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import ClassVar
+
+from dflash_doctor.check import Facts
+from dflash_doctor.checks.remedy import Installer
+from dflash_doctor.facts.envfacts import Distributions
+from dflash_doctor.model import Finding, Status
+
+from .archs_common import Library
+from .archs_coverage import coverage_findings, invalid_target_archs, targets_to_judge
+from .archs_runtime import runtime_findings
+from .archs_symbols import symbol_findings
+
+__all__ = ["ArchCoverageCheck"]
+
+
+class ArchCoverageCheck:
+    id: ClassVar[str] = "arch-coverage"
+    layer: ClassVar[str] = "gpu"
+    title: ClassVar[str] = "Compiled GPU code"
+    # "gpu" (NVML) is judged when present; without it the --target-arch list recorded in arch_coverage is.
+    # "distributions" only sharpens a remedy (what an uninstall of flash-attn must take along and clean up).
+    needs: ClassVar[frozenset[str]] = frozenset({"arch_coverage", "target", "gpu", "distributions"})
+    after: ClassVar[frozenset[str]] = frozenset()
+    requires_gpu: ClassVar[bool] = False
+
+    def judge(self, facts: Facts) -> Iterable[Finding]:
+        section = facts["arch_coverage"]
+        installer = Installer.for_target(facts["target"])
+        libraries = [Library(item) for item in section.get("libraries") or []]
+        findings: list[Finding] = []
+        if section.get("target_archs_error"):
+            findings.append(invalid_target_archs(section))
+        targets, absent_why = targets_to_judge(section, facts.raw("gpu"))
+        if targets:
+            dists = facts.optional("distributions")
+            findings += coverage_findings(targets, libraries, section, installer,
+                                          Distributions(dists) if dists is not None else None)
+        elif not section.get("target_archs_error"):
+            findings.append(Finding(
+                id="archs.no-target",
+                status=Status.SKIP,
+                title=f"compiled GPU code not judged: {absent_why}; pass --target-arch (e.g. sm_86,sm_90) "
+                "for the GPUs this environment will run on",
+                detail="Without a GPU the doctor cannot know which architectures matter. The C/C++ runtime and "
+                "torch-symbol judgements of the same libraries still ran.",
+                evidence={"no_gpu": section.get("no_gpu")},
+            ))
+        findings += runtime_findings(libraries, section, installer)
+        findings += symbol_findings(libraries, section, installer)
+        # Worst first: the terminal prints the headline finding's detail where it stands in the list.
+        return sorted(findings, key=lambda finding: -finding.status.rank)

@@ -1,0 +1,293 @@
+"""Layer: installed distributions.
+
+Judges the stack's versions, its requirements as the installed metadata states them (vLLM pins torch
+exactly), duplicate dist-infos, RECORD integrity of the stack, and metadata too broken to read.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from dflash_doctor.check import Facts
+from dflash_doctor.checks.remedy import Installer
+from dflash_doctor.facts.envfacts import Dist, Distributions, canonical
+from dflash_doctor.knowledge.stack import STACK_DISTRIBUTIONS
+from dflash_doctor.model import Finding, Remediation, Status
+
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
+
+STACK = tuple(canonical(n) for n in STACK_DISTRIBUTIONS.value)
+
+
+class DistributionsCheck:
+    id: ClassVar[str] = "distributions"
+    layer: ClassVar[str] = "python"
+    title: ClassVar[str] = "Installed distributions"
+    needs: ClassVar[frozenset[str]] = frozenset({"target", "distributions"})
+    after: ClassVar[frozenset[str]] = frozenset()
+    requires_gpu: ClassVar[bool] = False
+
+    def judge(self, facts: Facts) -> Iterable[Finding]:
+        target = facts["target"]
+        dists = Distributions(facts["distributions"])
+        installer = Installer.for_target(target)
+        yield _stack_versions(dists)
+        yield from _broken_metadata(dists, installer)
+        yield from _requirements(dists, target.get("marker_environment") or {}, installer)
+        yield from _duplicates(dists)
+        yield from _record_integrity(dists, installer)
+        yield from _record_escapes(dists, installer)
+        yield from _not_regular(dists, installer)
+
+
+def _stack_versions(dists: Distributions) -> Finding:
+    versions = {name: dists.version(name) for name in STACK}
+    present = [f"{name} {v}" for name, v in versions.items() if v]
+    absent = [name for name, v in versions.items() if not v]
+    title = "stack: " + (", ".join(present) if present else "none of the serving stack is installed")
+    return Finding(
+        id="dist.stack",
+        status=Status.PASS,
+        title=title,
+        detail=("not installed: " + ", ".join(absent)) if absent else "",
+        evidence={"versions": versions, "locations": {n: d.location for n in STACK if (d := dists.get(n))}},
+    )
+
+
+def _broken_metadata(dists: Distributions, installer: Installer) -> Iterator[Finding]:
+    for dist in dists.all:
+        for key, code in (("metadata_error", "dist.metadata-broken"), ("record_error", "dist.record-broken")):
+            problem = dist.facts.get(key) if key == "metadata_error" else (dist.facts.get("record") or {}).get("error")
+            if not problem:
+                continue
+            is_stack = dist.canonical in STACK
+            yield Finding(
+                id=code,
+                status=Status.FAIL if is_stack or code == "dist.metadata-broken" else Status.WARN,
+                title=f"{dist.label()}: {problem['file']} is unreadable: {problem['error']}",
+                detail="pip, uv and importlib.metadata read this file; while it is broken they cannot "
+                "see, upgrade or uninstall the distribution cleanly.",
+                evidence={"file": problem["file"], "error": problem["error"], "location": dist.location},
+                remediation=_reinstall(dist, installer),
+            )
+
+
+def _reinstall(dist: Dist, installer: Installer) -> tuple[Remediation, ...]:
+    dist_info = shlex.quote(str(dist.facts.get("dist_info")))
+    spec = f"{dist.name}=={dist.version}" if dist.version else dist.name
+    return (
+        Remediation(f"rm -rf {dist_info}", "remove the broken metadata by hand: no installer can read it"),
+        Remediation(installer.install(spec, reinstall=True, no_deps=True), "then install the distribution again"),
+    )
+
+
+def unmet_requirements(dists: Distributions, marker_env: Mapping[str, str]) -> list[tuple[Dist, Requirement, str | None]]:
+    """The stack's requirements on each other that the installed versions do not meet: (requirer,
+    requirement, installed version or None when absent). Each is a dist.requirement-unmet/-missing finding."""
+    # packaging is imported here, not at module level: `dflash-doctor list` and start-up stay cheap.
+    from packaging.markers import InvalidMarker, UndefinedEnvironmentName
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    unmet: list[tuple[Dist, Requirement, str | None]] = []
+    for name in STACK:
+        dist = dists.get(name)
+        if dist is None:
+            continue
+        for text in dist.requires:
+            try:
+                requirement = Requirement(text)
+            except InvalidRequirement:
+                continue
+            if requirement.marker is not None:
+                try:
+                    if not requirement.marker.evaluate({**marker_env, "extra": ""}):
+                        continue
+                except (InvalidMarker, UndefinedEnvironmentName):
+                    continue
+            if canonical(requirement.name) not in STACK:
+                continue  # the stack's requirements on each other; the rest is `pip check`'s domain
+            found = dists.version(requirement.name)
+            if found is None:
+                unmet.append((dist, requirement, None))
+            elif requirement.specifier and not _satisfies(requirement, found):
+                unmet.append((dist, requirement, found))
+    return unmet
+
+
+def _requirements(
+    dists: Distributions, marker_env: Mapping[str, str], installer: Installer
+) -> Iterator[Finding]:
+    unmet = unmet_requirements(dists, marker_env)
+    if not unmet:
+        yield Finding(
+            id="dist.requirements-ok",
+            status=Status.PASS,
+            title="every requirement of the installed stack is satisfied",
+        )
+        return
+    for dist, requirement, found in unmet:
+        spec = f"{requirement.name}{requirement.specifier}"
+        if found is None:
+            title = f"{dist.label()} requires {spec}, which is not installed"
+        else:
+            title = f"{dist.label()} requires {spec}, found {found}"
+        yield Finding(
+            id="dist.requirement-unmet" if found is not None else "dist.requirement-missing",
+            status=Status.FAIL,
+            title=title,
+            detail="Read from the installed METADATA (Requires-Dist)."
+            + (" Compiled extensions built against the required torch fail with `undefined symbol` against "
+               "another one." if canonical(requirement.name) == "torch" and requirement.specifier else ""),
+            evidence={"requirer": dist.name, "requirer_version": dist.version, "requirement": str(requirement),
+                      "found": found},
+            remediation=(
+                Remediation(installer.install(spec), f"install the {requirement.name} that {dist.label()} requires"),
+                Remediation(
+                    installer.install(f"{dist.name}=={dist.version}", reinstall=True),
+                    f"or let the installer resolve {dist.name}'s requirements again",
+                ),
+            ),
+        )
+
+
+def _satisfies(requirement: Requirement, found: str) -> bool:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return requirement.specifier.contains(Version(found), prereleases=True)
+    except InvalidVersion:
+        return True  # cannot judge a non-PEP 440 version; say nothing rather than guess
+
+
+def _duplicates(dists: Distributions) -> Iterator[Finding]:
+    for name, copies in sorted(dists.duplicates().items()):
+        first = copies[0]
+        is_stack = name in STACK
+        yield Finding(
+            id="dist.duplicate",
+            status=Status.FAIL if is_stack else Status.WARN,
+            title=f"{first.name}: {len(copies)} installed copies "
+            + ", ".join(f"{d.version} in {d.location}" for d in copies),
+            detail=f"Python imports the one first on sys.path ({first.label()} in {first.location}); "
+            "the installers see them differently, and uninstalling one leaves the other's files mixed in.",
+            evidence={"copies": [{"version": d.version, "dist_info": d.facts.get("dist_info")} for d in copies]},
+            remediation=tuple(
+                Remediation(f"rm -rf {shlex.quote(str(d.facts.get('dist_info')))}",
+                            f"remove the shadowed metadata of {d.label()}")
+                for d in copies[1:]
+            ),
+        )
+
+
+def _record_integrity(dists: Distributions, installer: Installer) -> Iterator[Finding]:
+    for name in STACK:
+        dist = dists.get(name)
+        if dist is None:
+            continue
+        record: Mapping[str, Any] = dist.facts.get("record") or {}
+        if not record.get("present"):
+            if dist.facts.get("format") == "dist-info" and not record.get("error"):
+                yield Finding(
+                    id="dist.record-missing",
+                    status=Status.WARN,
+                    title=f"{dist.label()} has no RECORD: its files cannot be verified or cleanly uninstalled",
+                    evidence={"dist_info": dist.facts.get("dist_info")},
+                    remediation=(
+                        Remediation(
+                            installer.install(f"{dist.name}=={dist.version}", reinstall=True, no_deps=True),
+                            "reinstall so that the installer writes a RECORD",
+                        ),
+                    ),
+                )
+            continue
+        integrity = record.get("integrity")
+        if not integrity:
+            continue
+        problems = integrity["missing_count"] + integrity["size_mismatch_count"] + integrity["hash_mismatch_count"]
+        if not problems:
+            continue
+        parts = []
+        if integrity["missing_count"]:
+            parts.append(f"{integrity['missing_count']} missing")
+        changed = integrity["size_mismatch_count"] + integrity["hash_mismatch_count"]
+        if changed:
+            parts.append(f"{changed} changed on disk")
+        sample = [*integrity["missing"][:3], *(m["path"] for m in integrity["size_mismatch"][:3]),
+                  *(m["path"] for m in integrity["hash_mismatch"][:3])]
+        yield Finding(
+            id="dist.record-mismatch",
+            status=Status.FAIL if integrity["missing_count"] else Status.WARN,
+            title=f"{dist.label()}: {', '.join(parts)} of {integrity['files']} files listed in RECORD"
+            + (f" (e.g. {', '.join(sample[:3])})" if sample else ""),
+            detail="Files were deleted or overwritten after installation: by another distribution that "
+            "installs the same paths, or by hand. "
+            + ("Sizes were compared; pass --verify-hashes to compare every sha256." if not integrity["hashed"] else ""),
+            evidence={"dist_info": dist.facts.get("dist_info"), **integrity},
+            remediation=(
+                Remediation(
+                    installer.install(f"{dist.name}=={dist.version}", reinstall=True, no_deps=True),
+                    f"put {dist.label()}'s own files back",
+                ),
+            ),
+        )
+
+
+def _record_escapes(dists: Distributions, installer: Installer) -> Iterator[Finding]:
+    """RECORD lines that resolve outside the environment: never opened, hashed or loaded."""
+    for dist in dists.all:
+        record: Mapping[str, Any] = dist.facts.get("record") or {}
+        escapes = record.get("escapes") or []
+        if not escapes:
+            continue
+        count = int(record.get("escapes_count") or len(escapes))
+        first = escapes[0]
+        record_file = record.get("file") or f"{dist.facts.get('dist_info')}/RECORD"
+        more = f" (and {count - 1} more line{'s' if count > 2 else ''})" if count > 1 else ""
+        yield Finding(
+            id="dist.record-escapes",
+            status=Status.FAIL if dist.canonical in STACK else Status.WARN,
+            title=f"{dist.label()}: {record_file} line {first['line']} points outside the environment: "
+            f"{first['path']} resolves to {first['resolves_to']}{more}",
+            detail="An installer writes only inside the environment (site-packages, its scripts, headers and data "
+            "directories). A RECORD line that leaves it (`..`, an absolute path, a symlink out, /dev, /proc) was "
+            "written by hand or by something hostile: the doctor never opens, hashes or loads such a file, and an "
+            "uninstall would delete it. Reinstall the distribution from a source you trust.",
+            evidence={"record": record_file, "distribution": dist.name, "version": dist.version,
+                      "lines": list(escapes), "count": count},
+            remediation=(
+                Remediation(installer.install(f"{dist.name}=={dist.version}" if dist.version else dist.name,
+                                              reinstall=True, no_deps=True),
+                            f"reinstall {dist.label()} so that its RECORD lists only its own files"),
+            ),
+        )
+
+
+def _not_regular(dists: Distributions, installer: Installer) -> Iterator[Finding]:
+    """Files RECORD lists that are FIFOs, devices or sockets now: never opened."""
+    for name in STACK:
+        dist = dists.get(name)
+        if dist is None:
+            continue
+        integrity = ((dist.facts.get("record") or {}).get("integrity")) or {}
+        odd = integrity.get("not_regular") or []
+        if not odd:
+            continue
+        count = int(integrity.get("not_regular_count") or len(odd))
+        shown = ", ".join(f"{item['path']} is {item['kind']}" for item in odd[:3])
+        yield Finding(
+            id="dist.file-not-regular",
+            status=Status.FAIL,
+            title=f"{dist.label()}: {count} file(s) in RECORD are not regular files: {shown}"
+            + (" ..." if count > 3 else ""),
+            detail="A FIFO blocks whoever opens it (an `import` hangs), a device is no file of a wheel. The doctor "
+            "does not open them. Put the distribution's own files back.",
+            evidence={"dist_info": dist.facts.get("dist_info"), "files": list(odd), "count": count,
+                      "location": dist.location},
+            remediation=(
+                Remediation(installer.install(f"{dist.name}=={dist.version}", reinstall=True, no_deps=True),
+                            f"put {dist.label()}'s own files back"),
+            ),
+        )

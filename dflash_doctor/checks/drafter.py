@@ -1,0 +1,680 @@
+"""Layer: the DFlash drafter against its target and the installed vLLM: architecture in the installed
+registry, `dflash_config.mask_token_id` inside the target's vocabulary, `target_layer_ids` present, in range,
+increasing and not the uniform-spacing guess, the fc width the target provides, every tensor's shape against
+the drafter's own config, vocabulary and dtype against the target's; the version-dependent rules (sliding
+window, sample_from_anchor, how vLLM reads the ids) as the installed vLLM's source says."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, ClassVar
+
+from dflash_doctor.check import Facts
+from dflash_doctor.checks.remedy import Installer
+from dflash_doctor.knowledge.dflash import (
+    DRAFTER_REGISTRY_ARCH,
+    FC_INPUT_RULE,
+    LAYER_IDS_PLUS_ONE_MARKER,
+    MASK_HIDDEN_FORBIDDEN,
+    MASK_TOKEN_RULE,
+    SAMPLE_FROM_ANCHOR_MARKER,
+    SLIDING_WINDOW_MARKER,
+    SPEC_BLOCK,
+    TARGET_HIDDEN_SIZE_NULL,
+    TARGET_LAYER_IDS_REQUIRED,
+    UNIFORM_LAYER_HEURISTIC,
+    WEIGHT_LOADER_STRICT,
+    uniform_layer_ids,
+)
+from dflash_doctor.model import Finding, Remediation, Status
+
+from .model_common import (
+    FLOAT_DTYPES,
+    MAX_LISTED,
+    SLIDING,
+    _config_file,
+    _dflash_config,
+    _drafter_keys,
+    _head_dim,
+    _is_int,
+    _marker,
+    _not_given,
+    _skip_if_broken,
+    _spec_value,
+    _vllm_label,
+    installer_for,
+    text_config,
+)
+from .serve_common import with_spec
+
+__all__ = ["DrafterCheck", "expected_drafter_tensors"]
+
+
+# ------------------------------------------------------------------------------------------- drafter
+
+
+def expected_drafter_tensors(config: Mapping[str, Any], keys: Mapping[str, Any], *,
+                             max_layers: int) -> dict[str, list[int]] | None:
+    """The tensors vLLM's DFlashQwen3ForCausalLM loads, by name, with their shapes (knowledge.dflash), for its
+    first min(num_hidden_layers, max_layers) layers. `max_layers` is the caller's bound from what the weights
+    hold: num_hidden_layers is read from a file and may say 10**12."""
+    values = [config.get(k) for k in ("hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size")]
+    values.append(config.get("num_key_value_heads", config.get("num_attention_heads")))
+    values.append(_head_dim(config))
+    if not all(_is_int(v) for v in values):
+        return None
+    hidden, heads, layers, inter, kv_heads, head_dim = (int(v) for v in values)  # type: ignore[arg-type]
+    dflash = _dflash_config(keys)
+    shapes: dict[str, list[int]] = {"hidden_norm.weight": [hidden], "norm.weight": [hidden]}
+    if dflash.get("use_aux_hidden_state", True):
+        ids = dflash.get("target_layer_ids", dflash.get("layer_ids"))
+        count = len(ids) if isinstance(ids, list) else layers
+        declared = keys.get("target_hidden_size")
+        width = declared if _is_int(declared) else hidden
+        shapes["fc.weight"] = [hidden, count * width]
+    bias = bool(config.get("attention_bias"))
+    for i in range(max(0, min(layers, max_layers))):
+        p = f"layers.{i}"
+        shapes.update({
+            f"{p}.input_layernorm.weight": [hidden], f"{p}.post_attention_layernorm.weight": [hidden],
+            f"{p}.self_attn.q_proj.weight": [heads * head_dim, hidden],
+            f"{p}.self_attn.k_proj.weight": [kv_heads * head_dim, hidden],
+            f"{p}.self_attn.v_proj.weight": [kv_heads * head_dim, hidden],
+            f"{p}.self_attn.o_proj.weight": [hidden, heads * head_dim],
+            f"{p}.self_attn.q_norm.weight": [head_dim], f"{p}.self_attn.k_norm.weight": [head_dim],
+            f"{p}.mlp.gate_proj.weight": [inter, hidden], f"{p}.mlp.up_proj.weight": [inter, hidden],
+            f"{p}.mlp.down_proj.weight": [hidden, inter],
+        })
+        if bias:
+            shapes.update({f"{p}.self_attn.q_proj.bias": [heads * head_dim],
+                           f"{p}.self_attn.k_proj.bias": [kv_heads * head_dim],
+                           f"{p}.self_attn.v_proj.bias": [kv_heads * head_dim],
+                           f"{p}.self_attn.o_proj.bias": [hidden]})
+    return shapes
+
+
+
+def _shape_is(name: str, shape: list[Any], expected: Mapping[str, list[int]]) -> bool:
+    return expected.get(name) == shape
+
+
+def _grouped(names: list[str], cause_of: Callable[[str], str]) -> list[tuple[str, list[str]]]:
+    """`names` split by the finding each follows from ("" for none), in order of first appearance."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(cause_of(name), []).append(name)
+    return list(groups.items())
+
+
+# The geometry keys of config.json that the weights also record, in the order they are judged.
+GEOMETRY_KEYS = ("num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+                 "intermediate_size")
+
+
+def layer_indices(names: Iterable[str]) -> set[int]:
+    """The decoder layer numbers present in tensor names `layers.N....` (a number of at most 18 digits: a name
+    may say anything, and int() of thousands of digits is slow)."""
+    found: set[int] = set()
+    for name in names:
+        if name.startswith("layers."):
+            number = name.split(".", 2)[1]
+            if number.isdigit() and len(number) <= 18:
+                found.add(int(number))
+    return found
+
+
+def weights_geometry(tensors: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """What the drafter's own tensors say its config.json should hold: the layer count, and hidden size, head_dim,
+    heads, KV heads and intermediate size read from the lowest layer's shapes. A value the tensors do not show is
+    left out; "from" names the tensor each value was read from."""
+    def shape(name: str) -> list[Any]:
+        info = tensors.get(name)
+        found = list((info or {}).get("shape") or [])
+        return found if all(_is_int(d) for d in found) and not (info or {}).get("rank") else []
+
+    indices = layer_indices(tensors)
+    geometry: dict[str, Any] = {"num_hidden_layers": len(indices), "layers": sorted(indices)[:MAX_LISTED], "from": {}}
+    first = f"layers.{min(indices)}" if indices else None
+    for key, names in (("hidden_size", ["norm.weight", "hidden_norm.weight"]
+                        + ([f"{first}.input_layernorm.weight"] if first else [])),
+                       ("head_dim", [f"{first}.self_attn.q_norm.weight"] if first else [])):
+        for name in names:
+            if len(shape(name)) == 1:
+                geometry[key], geometry["from"][key] = shape(name)[0], f"{name} {shape(name)}"
+                break
+    head_dim = geometry.get("head_dim")
+    if first:
+        for key, name in (("num_attention_heads", "self_attn.q_proj.weight"),
+                          ("num_key_value_heads", "self_attn.k_proj.weight")):
+            rows = shape(f"{first}.{name}")
+            if len(rows) == 2 and head_dim and rows[0] % head_dim == 0:
+                geometry[key], geometry["from"][key] = rows[0] // head_dim, f"{first}.{name} {rows}"
+        gate = shape(f"{first}.mlp.gate_proj.weight")
+        if len(gate) == 2:
+            geometry["intermediate_size"] = gate[0]
+            geometry["from"]["intermediate_size"] = f"{first}.mlp.gate_proj.weight {gate}"
+    return geometry
+
+
+
+
+class _Drafter:
+    """The drafter judged against its target and the installed vLLM; one method per rule."""
+
+    def __init__(self, drafter: Mapping[str, Any], target: Mapping[str, Any] | None,
+                 vllm: Mapping[str, Any] | None, serve: Mapping[str, Any] | None, installer: Installer) -> None:
+        self.drafter, self.target, self.vllm, self.serve = drafter, target, vllm, serve
+        self.installer = installer
+        self.file = _config_file(drafter)
+        self.path = (drafter.get("resolved") or {}).get("path")
+        self.config = text_config(drafter)
+        self.keys = _drafter_keys(drafter)
+        self.dflash = _dflash_config(self.keys)
+        self.target_config = text_config(target)
+        self.weights = ((drafter.get("dir") or {}).get("weights")) or {}
+        self.tensors: dict[str, Any] = dict(self.weights.get("tensors") or {})
+        # tensor name as vLLM's loader sees it (an EAGLE-style `midlayer.` is layer 0) -> name in the file
+        self.names = {n.replace("midlayer.", "layers.0.", 1) if n.startswith("midlayer.") else n: n for n in self.tensors}
+        config_keys = ((drafter.get("dir") or {}).get("config") or {}).get("keys") or []
+        self.quantized = "quantization_config" in config_keys
+        # What the weights themselves say of the geometry (None: no tensors, or packed quantized ones).
+        self.geometry = None if self.quantized or not self.tensors else \
+            weights_geometry({n: self.tensors[stored] for n, stored in self.names.items()})
+        # config.json key -> the id of the finding that blames it; a consequence of that key names the finding.
+        self.blamed: dict[str, str] = {}
+        self.emitted: set[str] = set()
+        self.label = _vllm_label(vllm)
+        self.ok: list[str] = []
+
+    def findings(self) -> list[Finding]:
+        out: list[Finding] = []
+        # Causes before their consequences: hidden_sizes and config_weights blame config.json keys, which fc and
+        # tensors_match then name as the cause of each shape that follows from them.
+        for rule in (self.architecture, self.mask_token, self.layer_ids, self.hidden_sizes, self.config_weights,
+                     self.fc, self.tensors_match, self.vocabulary, self.dtype, self.block, self.attention_kinds,
+                     self.target_kind):
+            found = rule()
+            self.emitted.update(f.id for f in found)
+            out.extend(found)
+        if not any(f.status in (Status.FAIL, Status.WARN) for f in out):
+            out.insert(0, Finding("drafter.ok", Status.PASS,
+                                  f"drafter {self.path} fits target {(self.target or {}).get('name')} for {self.label}: "
+                                  + "; ".join(self.ok)))
+        elif self.ok:
+            out.append(Finding("drafter.checked", Status.PASS, "what holds: " + "; ".join(self.ok)))
+        return out
+
+    # -- rules ------------------------------------------------------------------------------------
+
+    def architecture(self) -> list[Finding]:
+        archs = self.keys.get("architectures") or ((self.drafter.get("dir") or {}).get("config") or {}).get(
+            "architectures")
+        if not isinstance(archs, list) or not archs:
+            return [Finding("drafter.architecture-unknown", Status.FAIL, f"{self.file} has no \"architectures\" list",
+                            detail=f"vLLM looks the drafter up by architecture; DFlash drafters say "
+                            f"[\"{DRAFTER_REGISTRY_ARCH.value}\"].",
+                            evidence={"file": self.file})]
+        renamed = [a if str(a).startswith("DFlash") or str(a).endswith("DFlash") else f"DFlash{a}" for a in archs]
+        vllm = self.vllm or {}
+        if vllm.get("root") and not vllm.get("has_dflash"):
+            return [Finding("drafter.vllm-without-dflash", Status.FAIL,
+                            f"{self.label} has no DFlash support (no qwen3_dflash.py): DFlash first shipped in vLLM 0.20.0",
+                            evidence={"vllm_root": vllm.get("root")},
+                            remediation=(Remediation(self.installer.install("vllm>=0.20.1"), "upgrade vLLM in the serving env"),))]
+        known = vllm.get("dflash_archs") if vllm.get("registry_readable") else [DRAFTER_REGISTRY_ARCH.value]
+        if not any(a in (known or []) for a in renamed):
+            return [Finding("drafter.architecture-unknown", Status.FAIL,
+                            f"{self.file}: architectures {archs} (looked up as {renamed}) are not in {self.label}'s "
+                            f"registry, which accepts {known}",
+                            detail="vLLM renames a drafter's architecture to DFlash{arch} unless it starts or ends "
+                            "with DFlash, then looks it up in its model registry; an unknown name fails at start.",
+                            evidence={"file": self.file, "architectures": archs, "accepted": known},
+                            remediation=(Remediation(f"set \"architectures\": [\"{DRAFTER_REGISTRY_ARCH.value}\"] in "
+                                                     f"{self.file}", "the name every released DFlash drafter uses"),))]
+        self.ok.append(f"architecture {archs[0]}")
+        return []
+
+    def mask_token(self) -> list[Finding]:
+        mask = self.dflash.get("mask_token_id")
+        vocab = self.target_config.get("vocab_size")
+        fix = Remediation(f"add \"dflash_config\": {{\"mask_token_id\": ID, ...}} to {self.file}",
+                          "take ID from the drafter publisher's config.json (the target tokenizer's mask token)")
+        if "mask_token_id" not in self.dflash:
+            top = self.keys.get("mask_token_id")
+            accepts_top = _marker(self.vllm, "mask_top_level")
+            if top is not None and accepts_top:
+                return [Finding("drafter.mask-token-top-level", Status.WARN,
+                                f"{self.file} gives mask_token_id at the top level, not in dflash_config: {self.label} "
+                                "accepts that, vLLM 0.20-0.24 do not",
+                                evidence={"file": self.file, "mask_token_id": top}, remediation=(fix,))]
+            found = f" (a top-level mask_token_id {top} is there, which {self.label} does not read)" if top is not None else ""
+            return [Finding("drafter.mask-token-missing", Status.FAIL,
+                            f"{self.file} has no dflash_config.mask_token_id{found}: vLLM stops at start with "
+                            "\"the draft model config must have `pard_token`, `ptd_token_id`, or "
+                            "`dflash_config.mask_token_id` specified in its config.json\"",
+                            detail=MASK_TOKEN_RULE.source, evidence={"file": self.file}, remediation=(fix,))]
+        if not _is_int(mask):
+            return [Finding("drafter.mask-token-invalid", Status.FAIL,
+                            f"{self.file}: dflash_config.mask_token_id is {mask!r}, not an integer token id",
+                            evidence={"file": self.file}, remediation=(fix,))]
+        if _is_int(vocab) and not 0 <= mask < vocab:
+            return [Finding("drafter.mask-token-out-of-vocab", Status.FAIL,
+                            f"{self.file}: dflash_config.mask_token_id {mask} is outside the target's vocabulary "
+                            f"(vocab_size {vocab}): the mask embedding lookup indexes past the table",
+                            detail=MASK_TOKEN_RULE.note,
+                            evidence={"file": self.file, "mask_token_id": mask, "target_vocab_size": vocab},
+                            remediation=(fix,))]
+        self.ok.append(f"mask_token_id {mask}")
+        return []
+
+    def layer_ids(self) -> list[Finding]:
+        ids = self.dflash.get("target_layer_ids")
+        depth = self.target_config.get("num_hidden_layers")
+        publisher = Remediation(f"copy dflash_config.target_layer_ids from the drafter publisher's own config.json "
+                                f"into {self.file}", "the ids the drafter was trained on; never recompute them")
+        if ids is None:
+            elsewhere = [k for k in ("layer_ids",) if k in self.dflash] + \
+                [k for k in ("target_layer_ids",) if k in self.keys]
+            hint = f" ({' and '.join(elsewhere)} found elsewhere: vLLM's target side does not read them)" if elsewhere else ""
+            return [Finding("drafter.layer-ids-missing", Status.FAIL,
+                            f"{self.file} has no dflash_config.target_layer_ids{hint}: vLLM would fall back to "
+                            "EAGLE-3's default layers, which no DFlash drafter was trained on",
+                            detail=TARGET_LAYER_IDS_REQUIRED.value + ". " + TARGET_LAYER_IDS_REQUIRED.source,
+                            evidence={"file": self.file}, remediation=(publisher,))]
+        if not isinstance(ids, list) or not ids or not all(_is_int(i) for i in ids):
+            return [Finding("drafter.layer-ids-invalid", Status.FAIL,
+                            f"{self.file}: dflash_config.target_layer_ids is {ids!r}, not a list of integers",
+                            evidence={"file": self.file}, remediation=(publisher,))]
+        problems: list[str] = []
+        if _is_int(depth):
+            outside = [i for i in ids if not 0 <= i < depth]
+            if outside:
+                problems.append(f"{outside} outside [0, {depth}) for a {depth}-layer target")
+        if any(b <= a for a, b in itertools.pairwise(ids)):
+            problems.append("not strictly increasing" + (" (repeats)" if len(set(ids)) != len(ids) else ""))
+        trained_for = self.keys.get("num_target_layers")
+        if problems:
+            also = (f"; the drafter says num_target_layers {trained_for}: it was made for another target"
+                    if _is_int(trained_for) and _is_int(depth) and trained_for != depth else "")
+            return [Finding("drafter.layer-ids-invalid", Status.FAIL,
+                            f"{self.file}: target_layer_ids {ids} are {'; '.join(problems)}{also}",
+                            detail="vLLM records the target's hidden state after each listed layer; an id the target "
+                            "does not have is never recorded, the fc input comes up short, and the first forward "
+                            "pass fails (vLLM 0.34: \"target_layer_ids reference layers that do not exist in the "
+                            "target model\").",
+                            evidence={"file": self.file, "target_layer_ids": ids, "target_layers": depth},
+                            remediation=(publisher,))]
+        findings: list[Finding] = []
+        if _is_int(trained_for) and _is_int(depth) and trained_for != depth:
+            findings.append(Finding("drafter.target-depth-mismatch", Status.WARN,
+                                    f"{self.file} says num_target_layers {trained_for}, the target has {depth} layers: "
+                                    "this drafter was trained for another target",
+                                    evidence={"file": self.file, "num_target_layers": trained_for, "target_layers": depth}))
+        # The formula gives n ids for n draft layers, so only n = len(ids) can reproduce them (and the drafter's
+        # num_hidden_layers, read from its config, must not size a list); floats stay exact below 2**53.
+        if _is_int(depth) and 0 < depth < 2**53 and ids == uniform_layer_ids(depth, len(ids)):
+            findings.append(Finding(
+                "drafter.layer-ids-heuristic", Status.WARN,
+                f"{self.file}: target_layer_ids {ids} are exactly the uniform-spacing formula for a {depth}-layer "
+                "target: they look computed, not trained",
+                detail=f"{UNIFORM_LAYER_HEURISTIC.value}. {UNIFORM_LAYER_HEURISTIC.note} Sources: "
+                f"{UNIFORM_LAYER_HEURISTIC.source}.",
+                evidence={"file": self.file, "target_layer_ids": ids}, remediation=(publisher,)))
+        if _marker(self.vllm, "layer_ids_plus_one") is False and (self.vllm or {}).get("has_dflash"):
+            findings.append(Finding(
+                "drafter.layer-ids-vllm-offset", Status.WARN,
+                f"{self.label} passes target_layer_ids to the target as they are: every id reads the output of the "
+                "layer before the one the drafter was trained on (fixed in vLLM 0.22.0); acceptance suffers",
+                detail=LAYER_IDS_PLUS_ONE_MARKER.source,
+                remediation=(Remediation(self.installer.install("vllm>=0.22.0"), "a vLLM that adds 1 to DFlash's layer ids"),)))
+        self.ok.append(f"target_layer_ids {ids}")
+        return findings
+
+    def hidden_sizes(self) -> list[Finding]:
+        hidden, target_hidden = self.config.get("hidden_size"), self.target_config.get("hidden_size")
+        findings: list[Finding] = []
+        if "target_hidden_size" in self.keys and self.keys["target_hidden_size"] is None \
+                and _marker(self.vllm, "target_hidden_size_null_ok") is not True:
+            findings.append(Finding("drafter.target-hidden-size-null", Status.FAIL,
+                                    f"{self.file} has \"target_hidden_size\": null: {self.label} multiplies it "
+                                    "(None * n) when building fc and stops with a TypeError",
+                                    detail=TARGET_HIDDEN_SIZE_NULL.source, evidence={"file": self.file},
+                                    remediation=(Remediation(f"delete the target_hidden_size line from {self.file}",
+                                                             "or set it to the target's hidden_size"),)))
+        declared = self.keys.get("target_hidden_size")
+        if _is_int(declared) and _is_int(target_hidden) and declared != target_hidden:
+            findings.append(Finding("drafter.hidden-size-mismatch", Status.FAIL,
+                                    f"{self.file}: target_hidden_size {declared}, but the target's hidden_size is "
+                                    f"{target_hidden}", evidence={"file": self.file}))
+        elif not _is_int(declared) and _is_int(hidden) and _is_int(target_hidden) and hidden != target_hidden:
+            stored = (self.geometry or {}).get("hidden_size")
+            if stored == target_hidden:
+                findings.append(Finding(
+                    "drafter.hidden-size-mismatch", Status.FAIL,
+                    f"{self.file}: hidden_size {hidden} differs from the target's {target_hidden}, but the drafter's "
+                    f"weights are {stored} wide ({(self.geometry or {})['from']['hidden_size']}): the config.json is "
+                    "wrong, and every shape vLLM builds from it is too",
+                    detail="The drafter embeds its queries with the target's embedding table and reads its hidden "
+                    "states; both are the target's width, and so are these weights.",
+                    evidence={"file": self.file, "hidden_size": hidden, "target_hidden_size": target_hidden,
+                              "weights_hidden_size": stored},
+                    remediation=(Remediation(f"set \"hidden_size\": {stored} in {self.file}",
+                                             "the width of the weights and of the target"),)))
+            else:
+                findings.append(Finding("drafter.hidden-size-mismatch", Status.FAIL,
+                                        f"{self.file}: hidden_size {hidden} differs from the target's {target_hidden} and "
+                                        "no target_hidden_size says otherwise: this drafter belongs to another target",
+                                        detail="The drafter embeds its queries with the target's embedding table and reads "
+                                        "its hidden states; both are the target's width.",
+                                        evidence={"file": self.file, "hidden_size": hidden,
+                                                  "target_hidden_size": target_hidden}))
+            if _is_int(stored) and stored != hidden:
+                self.blamed["hidden_size"] = "drafter.hidden-size-mismatch"
+        return findings
+
+    def _corrected(self, keys: Iterable[str]) -> dict[str, Any]:
+        """The drafter's text config with `keys` set to what its weights say."""
+        geometry = self.geometry or {}
+        corrected = dict(self.config)
+        for key in keys:
+            corrected[key] = geometry[key]
+        return corrected
+
+    def config_weights(self) -> list[Finding]:
+        """config.json against the drafter's own weights: each geometry key the weights contradict, in one finding.
+        A layer count above what the weights hold is said here once, never enumerated."""
+        geometry = self.geometry
+        if not geometry:
+            return []
+        wrong: dict[str, tuple[Any, Any]] = {}
+        for key in GEOMETRY_KEYS:
+            if key in self.blamed or key not in geometry:
+                continue
+            given = _head_dim(self.config) if key == "head_dim" else \
+                self.config.get(key, self.config.get("num_attention_heads")) if key == "num_key_value_heads" else \
+                self.config.get(key)
+            if not _is_int(given) or given == geometry[key]:
+                continue
+            if key in ("head_dim", "num_key_value_heads") and key not in self.config:
+                # Derived, not written: it is wrong only if it stays wrong once the written keys are corrected.
+                corrected = self._corrected([*self.blamed, *wrong])
+                derived = _head_dim(corrected) if key == "head_dim" else corrected.get("num_attention_heads")
+                if derived == geometry[key]:
+                    continue
+            wrong[key] = (given, geometry[key])
+        if not wrong:
+            return []
+        parts = []
+        for key, (given, stored) in wrong.items():
+            if key == "num_hidden_layers":
+                held = geometry["layers"]
+                listed = ", ".join(str(i) for i in held) + (", ..." if stored > len(held) else "")
+                parts.append(f"num_hidden_layers {given}, but the weights hold {stored} layer(s)"
+                             + (f" (layers {listed})" if held else ""))
+            else:
+                parts.append(f"{key} {given}, but the weights say {stored} ({geometry['from'][key]})")
+        self.blamed.update(dict.fromkeys(wrong, "drafter.config-weights"))
+        settings = ", ".join(f"\"{k}\": {stored}" for k, (_, stored) in wrong.items())
+        return [Finding("drafter.config-weights", Status.FAIL,
+                        f"{self.file} disagrees with the drafter's own weights: {'; '.join(parts)}",
+                        detail="vLLM builds every parameter from config.json and the weight loader refuses a tensor "
+                        "that is missing, unexpected or shaped otherwise; the shape findings below follow from these "
+                        "keys. Either the config.json was written for another model or the weights are incomplete.",
+                        evidence={"file": self.file, "config": {k: g for k, (g, _) in wrong.items()},
+                                  "weights": {k: w for k, (_, w) in wrong.items()},
+                                  "read_from": {k: geometry["from"].get(k) for k in wrong}},
+                        remediation=(Remediation(f"set {settings} in {self.file}",
+                                                 "what the weights were saved with; or take the publisher's config.json"),))]
+
+    def fc(self) -> list[Finding]:
+        if not self.dflash.get("use_aux_hidden_state", True):
+            return []
+        ids = self.dflash.get("target_layer_ids", self.dflash.get("layer_ids"))
+        hidden, target_hidden = self.config.get("hidden_size"), self.target_config.get("hidden_size")
+        declared = self.keys.get("target_hidden_size")
+        width = declared if _is_int(declared) else hidden
+        tensor = self.tensors.get("fc.weight")
+        if not isinstance(ids, list) or not _is_int(width) or tensor is None:
+            return []  # reported by layer_ids / tensors_match
+        shape = list(tensor.get("shape") or [])
+        config_in = len(ids) * width
+        provided = len(ids) * target_hidden if _is_int(target_hidden) else None
+        where = f"{self.path}/{tensor.get('file')}"
+        if shape != [hidden, config_in]:
+            # Follows from a blamed hidden_size when the weights' width gives exactly the stored shape.
+            fixed_hidden = (self.geometry or {}).get("hidden_size") if "hidden_size" in self.blamed else hidden
+            fixed_width = declared if _is_int(declared) else fixed_hidden
+            cause = self.blamed["hidden_size"] if "hidden_size" in self.blamed and _is_int(fixed_width) and \
+                shape == [fixed_hidden, len(ids) * fixed_width] else ""
+            return [Finding("drafter.fc-width", Status.FAIL,
+                            f"{where}: fc.weight is {shape}, but {self.file} makes vLLM build it as [{hidden}, "
+                            f"{config_in}] = [hidden_size, {len(ids)} target_layer_ids x {width}]",
+                            detail=f"{FC_INPUT_RULE.value}. The weight loader refuses a shape that differs "
+                            "(vLLM's default_weight_loader asserts equal shapes). "
+                            + (f"It follows from hidden_size {hidden} ({cause})." if cause else
+                               "Either target_layer_ids has the wrong length (taken from another drafter) or the "
+                               "weights are from another model."),
+                            evidence={"file": where, "shape": shape, "expected": [hidden, config_in],
+                                      "target_layer_ids": ids},
+                            remediation=() if cause else
+                            (Remediation(f"compare {self.file} with the publisher's config.json",
+                                         "the fc width fixes how many layer ids the drafter was trained on"),),
+                            cause=cause)]
+        if provided is not None and provided != config_in:
+            cause = "drafter.hidden-size-mismatch" if "drafter.hidden-size-mismatch" in self.emitted else ""
+            return [Finding("drafter.fc-width", Status.FAIL,
+                            f"the target provides {len(ids)} x {target_hidden} = {provided} features, fc.weight "
+                            f"takes {config_in}", evidence={"file": where, "provided": provided, "expected": config_in},
+                            cause=cause)]
+        self.ok.append(f"fc.weight {shape} = {len(ids)} x {width}")
+        return []
+
+    def tensors_match(self) -> list[Finding]:
+        if not self.tensors and not self.weights.get("tensor_count"):
+            return []  # no weights: model-files says so
+        findings: list[Finding] = []
+        names = self.names
+        mask_hidden = [n for n in names.values() if MASK_HIDDEN_FORBIDDEN.value in n]
+        if mask_hidden:
+            findings.append(Finding("drafter.mask-hidden", Status.FAIL,
+                                    f"{self.path} ships {mask_hidden[0]}: vLLM asserts \"DFlash should use mask_token_id "
+                                    "to embed the padding hidden state\" while loading",
+                                    detail=MASK_HIDDEN_FORBIDDEN.source, evidence={"tensors": mask_hidden},
+                                    remediation=(Remediation("use the publisher's DFlash checkpoint", "this one was "
+                                                             "exported for another runtime"),)))
+        prefixed = [n for n in names if n.startswith("model.")]
+        if prefixed:
+            findings.append(Finding("drafter.tensor-prefix", Status.FAIL,
+                                    f"{self.path}: {len(prefixed)} tensors start with 'model.' (e.g. {prefixed[0]}); "
+                                    "vLLM adds that prefix itself and finds no parameter 'model.model....'",
+                                    evidence={"tensors": prefixed[:MAX_LISTED]},
+                                    remediation=(Remediation("re-save the drafter without the 'model.' prefix",
+                                                             "DFlash drafters name tensors layers.N..., fc, norm"),)))
+        if self.quantized:
+            self.ok.append("quantized weights (names and shapes not judged)")
+            return findings
+        expected = self._expected(())
+        if expected is None:
+            return findings
+        # The same config with the blamed keys set to what the weights say, all together and one key at a time:
+        # a mismatch that disappears under a correction follows from that key's finding.
+        corrections = [(self.blamed[key], self._expected((key,))) for key in self.blamed]
+        if len(self.blamed) > 1:
+            corrections.append((next(iter(self.blamed.values())), self._expected(tuple(self.blamed))))
+
+        def cause_of(explained: Callable[[dict[str, list[int]]], bool]) -> str:
+            return next((cause for cause, fixed in corrections if fixed is not None and explained(fixed)), "")
+
+        optional = {"embed_tokens.weight", "lm_head.weight", "d2t", "t2d"}
+        missing = sorted(set(expected) - set(names))
+        unexpected = sorted(n for n in names if n not in expected and n not in optional
+                            and not n.startswith("model.") and MASK_HIDDEN_FORBIDDEN.value not in n)
+        wrong = [(n, names[n]) for n in sorted(set(expected) & set(names))
+                 if list(self.tensors[names[n]].get("shape") or []) != expected[n]]
+        for cause, group in _grouped(missing, lambda n: cause_of(lambda fixed: n not in fixed)):
+            findings.append(Finding("drafter.tensor-missing", Status.FAIL,
+                                    f"{self.path}: {len(group)} tensors the config implies are missing: "
+                                    f"{', '.join(group[:6])}" + (" ..." if len(group) > 6 else ""),
+                                    detail="vLLM stops with \"Following weights were not initialized from checkpoint\". "
+                                    + (f"They follow from {cause}." if cause else "num_hidden_layers or attention_bias "
+                                       "in config.json may not match the weights."),
+                                    evidence={"missing": group[:MAX_LISTED], "file": self.file}, cause=cause))
+        for cause, group in _grouped(unexpected, lambda n: cause_of(lambda fixed: n in fixed)):
+            findings.append(Finding("drafter.tensor-unexpected", Status.FAIL,
+                                    f"{self.path}: {len(group)} tensors match no parameter of vLLM's DFlash drafter: "
+                                    f"{', '.join(group[:6])}" + (" ..." if len(group) > 6 else ""),
+                                    detail="vLLM stops with \"There is no module or parameter named ...\". "
+                                    + (f"They follow from {cause}." if cause else WEIGHT_LOADER_STRICT.source),
+                                    evidence={"unexpected": group[:MAX_LISTED]}, cause=cause))
+        for name, stored in wrong[:MAX_LISTED]:
+            if name == "fc.weight":
+                continue  # the fc rule explains it better
+            info = self.tensors[stored]
+            shape = list(info.get("shape") or [])
+            cause = cause_of(functools.partial(_shape_is, name, shape))
+            findings.append(Finding("drafter.tensor-shape", Status.FAIL,
+                                    f"{self.path}/{info.get('file')}: {stored} is {info.get('shape')}, {self.file} "
+                                    f"implies {expected[name]}",
+                                    detail="The weight loader asserts equal shapes; "
+                                    + (f"this one follows from {cause}." if cause else "the config.json was likely "
+                                       "written for another model (head_dim, heads, intermediate_size)."),
+                                    evidence={"tensor": stored, "shape": info.get("shape"), "expected": expected[name]},
+                                    cause=cause))
+        if not (missing or unexpected or wrong):
+            self.ok.append(f"{len(expected)} tensors match config.json")
+        return findings
+
+    def _expected(self, corrected: Iterable[str]) -> dict[str, list[int]] | None:
+        """expected_drafter_tensors for the config with `corrected` keys set to the weights' values, for at most
+        as many layers as the weights reach: a config's num_hidden_layers never sizes the loop (config_weights
+        reports a count the weights do not hold, once)."""
+        config = self._corrected(corrected)
+        present = layer_indices(self.names)
+        reach = min(max(present) + 1 if present else 0, len(self.names))
+        return expected_drafter_tensors(config, self.keys, max_layers=reach)
+
+    def vocabulary(self) -> list[Finding]:
+        vocab, target_vocab = self.config.get("vocab_size"), self.target_config.get("vocab_size")
+        draft_vocab = self.keys.get("draft_vocab_size")
+        own_head = "d2t" in self.tensors and "lm_head.weight" in self.tensors
+        if _is_int(draft_vocab) and _is_int(target_vocab) and draft_vocab != target_vocab and not own_head:
+            return [Finding("drafter.vocab-mismatch", Status.FAIL,
+                            f"{self.file}: draft_vocab_size {draft_vocab} differs from the target's {target_vocab} "
+                            "but the drafter lacks its own lm_head and d2t mapping",
+                            evidence={"file": self.file})]
+        if _is_int(vocab) and _is_int(target_vocab) and vocab != target_vocab:
+            return [Finding("drafter.vocab-mismatch", Status.FAIL,
+                            f"{self.file}: vocab_size {vocab} differs from the target's {target_vocab}: the drafter "
+                            "shares the target's embedding and lm_head, so it was made for another tokenizer",
+                            evidence={"file": self.file, "vocab_size": vocab, "target_vocab_size": target_vocab})]
+        embed = self.tensors.get("embed_tokens.weight")
+        if embed is not None and _is_int(vocab) and _is_int(self.config.get("hidden_size")) and \
+                list(embed.get("shape") or []) != [vocab, self.config["hidden_size"]]:
+            return [Finding("drafter.tensor-shape", Status.FAIL,
+                            f"{self.path}: embed_tokens.weight is {embed.get('shape')}, config implies "
+                            f"[{vocab}, {self.config['hidden_size']}]", evidence={"tensor": "embed_tokens.weight"})]
+        if _is_int(vocab):
+            self.ok.append(f"vocab {vocab}")
+        return []
+
+    def dtype(self) -> list[Finding]:
+        stored = {FLOAT_DTYPES[d] for d in (self.weights.get("dtypes") or {}) if d in FLOAT_DTYPES}
+        fields = ((self.serve or {}).get("fields") or {})
+        wanted = fields.get("dtype") if fields.get("dtype") not in (None, "auto") else None
+        target_dtype = self.target_config.get("torch_dtype") or self.target_config.get("dtype")
+        serving = {"half": "float16", "float": "float32"}.get(str(wanted), wanted) or target_dtype
+        if serving == "float32" and not wanted:
+            serving = "bfloat16"  # --dtype auto downcasts float32 checkpoints (knowledge.dflash DTYPE_AUTO_DOWNCAST)
+        if serving == "float16" and stored & {"bfloat16", "float32"}:
+            return [Finding("drafter.dtype", Status.WARN,
+                            f"{self.path} stores {', '.join(sorted(stored))} weights; vLLM serves the drafter in the "
+                            "target's float16: values past float16's range overflow",
+                            evidence={"stored": sorted(stored), "serving": serving})]
+        if stored:
+            self.ok.append(f"dtype {'/'.join(sorted(stored))} served as {serving or 'the target dtype'}")
+        return []
+
+    def block(self) -> list[Finding]:
+        block = self.keys.get("block_size", self.dflash.get("block_size"))
+        spec = _spec_value(self.serve)
+        k = spec.get("num_speculative_tokens")
+        if not _is_int(block):
+            return []
+        if _is_int(k) and k > block - 1:
+            return [Finding("drafter.block-size", Status.WARN,
+                            f"num_speculative_tokens {k} is above block_size - 1 = {block - 1} ({self.file}): the "
+                            "drafter drafts past the block it was trained on",
+                            detail=f"{SPEC_BLOCK.value}. {SPEC_BLOCK.note}",
+                            evidence={"block_size": block, "num_speculative_tokens": k},
+                            remediation=(Remediation(with_spec(list((self.serve or {}).get("argv") or []),
+                                                               {**spec, "num_speculative_tokens": block - 1}),
+                                                     "one anchor plus block_size - 1 masks fill the trained block"),))]
+        self.ok.append(f"block_size {block}" + (f" (k={k})" if _is_int(k) else f" (serve with k={block - 1})"))
+        return []
+
+    def attention_kinds(self) -> list[Finding]:
+        findings: list[Finding] = []
+        layer_types = self.config.get("layer_types") or []
+        sliding = self.dflash.get("use_swa") or (isinstance(layer_types, list) and SLIDING in layer_types)
+        window = self.dflash.get("swa_window_size", self.config.get("sliding_window"))
+        if sliding:
+            required, reads = _marker(self.vllm, "sliding_window_required"), _marker(self.vllm, "reads_layer_types")
+            if window is None and required is not False:
+                findings.append(Finding("drafter.sliding-window-missing", Status.FAIL,
+                                        f"{self.file}: sliding-attention layers but no window (dflash_config.swa_window_size "
+                                        "or sliding_window): vLLM stops with \"DFlash sliding attention requires a "
+                                        "window size\"", detail=SLIDING_WINDOW_MARKER.source, evidence={"file": self.file},
+                                        remediation=(Remediation(f"set dflash_config.swa_window_size in {self.file}",
+                                                                 "from the publisher's config"),)))
+            elif reads is False:
+                findings.append(Finding("drafter.sliding-ignored", Status.WARN,
+                                        f"{self.label} ignores layer_types for DFlash drafters: the drafter's sliding-window "
+                                        "layers run full attention, unlike training",
+                                        detail=SLIDING_WINDOW_MARKER.source))
+        if self.dflash.get("sample_from_anchor"):
+            refused = _marker(self.vllm, "sample_from_anchor_refused")
+            findings.append(Finding(
+                "drafter.sample-from-anchor", Status.WARN if refused is False else Status.FAIL,
+                f"{self.file}: dflash_config.sample_from_anchor is true: "
+                + ("vLLM refuses it (\"sample_from_anchor=True is not supported for DFlash. DFlash uses a fixed 1+N "
+                   "query layout where the anchor is the bonus token.\")" if refused is not False else
+                   f"{self.label} ignores the key and drafts with the anchor as the bonus token"),
+                detail=SAMPLE_FROM_ANCHOR_MARKER.source, evidence={"file": self.file}))
+        return findings
+
+    def target_kind(self) -> list[Finding]:
+        supported = (self.vllm or {}).get("aux_supported_model_types")
+        model_type = self.target_config.get("model_type") or \
+            (((self.target or {}).get("dir") or {}).get("config") or {}).get("model_type")
+        if not supported or not isinstance(model_type, str):
+            return []
+        if any(s in model_type for s in supported):
+            return []
+        return [Finding("drafter.target-unsupported", Status.FAIL,
+                        f"{self.label} runs DFlash only on targets whose model_type contains one of {supported}; this "
+                        f"target's is {model_type!r}: \"dflash is only supported for ... models\"",
+                        evidence={"model_type": model_type, "supported": supported})]
+
+
+class DrafterCheck:
+    id: ClassVar[str] = "drafter"
+    layer: ClassVar[str] = "models"
+    title: ClassVar[str] = "DFlash drafter against its target"
+    needs: ClassVar[frozenset[str]] = frozenset({"models", "vllm_dflash", "serve_args", "target"})
+    after: ClassVar[frozenset[str]] = frozenset({"model-files"})
+    requires_gpu: ClassVar[bool] = False
+
+    def judge(self, facts: Facts) -> Iterable[Finding]:
+        models = facts["models"]
+        drafter, target = models.get("drafter"), models.get("target")
+        if drafter is None:
+            return _not_given(self.title, "drafter directory")
+        if target is None:
+            return _not_given(self.title, "target directory to compare the drafter with")
+        blocked = _skip_if_broken(facts, self.title)
+        if blocked is not None:
+            return blocked
+        return _Drafter(drafter, target, facts.optional("vllm_dflash"), facts.optional("serve_args"),
+                        installer_for(facts)).findings()

@@ -1,0 +1,114 @@
+"""Extension modules named for another interpreter: `_C.cpython-312-x86_64-linux-gnu.so` on CPython 3.11.
+
+The import system finds an extension module only in a file whose name ends with one of the interpreter's
+`importlib.machinery.EXTENSION_SUFFIXES` (PEP 3149): 3.11 looks for `_C.cpython-311-x86_64-linux-gnu.so`,
+`_C.abi3.so` and `_C.so`, never `_C.cpython-312-x86_64-linux-gnu.so`. Such a file is not a module of this
+interpreter at all. Either the whole wheel was built for another Python (reinstalling fetches the right
+one), or a wheel that fits ships one file for one Python only (vLLM 0.20.1's abi3 wheel has DeepGEMM's
+`_C.cpython-312-x86_64-linux-gnu.so`): then what imports it fails on this Python, whatever is reinstalled.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from dflash_doctor.checks.remedy import Installer
+from dflash_doctor.facts.envfacts import Distributions
+from dflash_doctor.model import Finding, Remediation, Status
+
+__all__ = ["interpreter_label", "other_python_findings"]
+
+
+def interpreter_label(target: Mapping[str, Any]) -> str:
+    """"CPython 3.11" for the target interpreter."""
+    version = ".".join(str(target.get("python_version") or "?").split(".")[:2])
+    return f"{target.get('implementation') or 'Python'} {version}"
+
+
+def _tag_label(tag: str) -> str:
+    """"CPython 3.12" for cpython-312-x86_64-linux-gnu or cp312; the tag itself when it is not CPython's."""
+    match = re.match(r"(?:cpython-|cp)(\d)(\d+)", tag)
+    return f"CPython {match.group(1)}.{match.group(2)}" if match else tag
+
+
+def _python_of(target: Mapping[str, Any]) -> tuple[int, int] | None:
+    match = re.match(r"(\d+)\.(\d+)", str(target.get("python_version") or ""))
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def wheel_fits(tags: Sequence[str], target: Mapping[str, Any]) -> bool | None:
+    """Whether any of a wheel's tags (WHEEL's `Tag:` lines) is for the target's Python version; None: unknown.
+
+    Only the Python and ABI parts are compared (cp311-cp311, cp38-abi3 from 3.8 on, py3-none); the platform
+    was the installer's to match."""
+    python = _python_of(target)
+    if not tags or python is None:
+        return None
+    for tag in tags:
+        parts = tag.split("-")
+        if len(parts) != 3:
+            continue
+        interpreters, abis = parts[0].split("."), parts[1].split(".")
+        for interpreter in interpreters:
+            if interpreter in ("py3", f"py{python[0]}", f"py{python[0]}{python[1]}"):
+                return True
+            match = re.fullmatch(r"cp(\d)(\d+)", interpreter)
+            if not match:
+                continue
+            version = (int(match.group(1)), int(match.group(2)))
+            if version == python or ("abi3" in abis and version[0] == python[0] and version <= python):
+                return True
+    return False
+
+
+def other_python_findings(items: Iterable[Mapping[str, Any]], dists: Distributions, target: Mapping[str, Any],
+                          installer: Installer) -> list[Finding]:
+    items = list(items)
+    importable = {(i["distribution"], i["module"]) for i in items if not i.get("abi_tag")}
+    here = interpreter_label(target)
+    suffixes = target.get("extension_suffixes") or []
+    findings = []
+    for item in items:
+        tag = item.get("abi_tag")
+        if not tag or (item["distribution"], item["module"]) in importable:
+            continue  # a file for another Python beside this one's own: the import takes this one's
+        dist = dists.get(item["distribution"])
+        label = dist.label() if dist else item["distribution"]
+        built_for = _tag_label(tag)
+        file_name = str(item.get("path") or "").rsplit("/", 1)[-1]
+        tags = (dist.facts.get("wheel_tags") if dist else None) or []
+        fits = wheel_fits(tags, target)
+        looks_for = (f"{here} loads extension modules only from files ending in {', '.join(suffixes)}"
+                     if suffixes else f"{here} does not load extension modules tagged {tag}")
+        first = f"`import {item['module']}` finds no module: {file_name} is built for {built_for}, and {looks_for}."
+        evidence = {"path": item.get("path"), "module": item["module"], "abi_tag": tag, "built_for": built_for,
+                    "interpreter": here, "extension_suffixes": suffixes, "wheel_tags": tags}
+        if fits is False:
+            findings.append(Finding(
+                id="extensions.other-python",
+                status=Status.FAIL,
+                title=f"{label} was installed from a wheel built for {built_for} ({', '.join(tags)}): this "
+                f"interpreter is {here} and cannot import its extension {item['module']}",
+                detail=first + f"\nReinstalling lets the installer pick the wheel built for {here}.",
+                evidence=evidence,
+                remediation=(Remediation(
+                    installer.install(f"{dist.name}=={dist.version}" if dist and dist.version else item["distribution"],
+                                      reinstall=True, no_deps=True),
+                    f"reinstall the wheel built for {here}"),) if dist else (),
+            ))
+        else:
+            findings.append(Finding(
+                id="extensions.other-python",
+                status=Status.WARN,
+                title=f"{label} ships {file_name}, built for {built_for} only: this interpreter is {here} and "
+                f"cannot import {item['module']}",
+                detail=first + f"\nWhatever imports {item['module']} fails on {here}; a {built_for} environment "
+                "can load it. "
+                + ("Reinstalling does not change it: the installed wheel is built for this interpreter and ships "
+                   "only that file." if fits else "Its WHEEL file does not say which Python the wheel was for: "
+                   "reinstalling helps only if it was another one."),
+                evidence=evidence,
+            ))
+    return findings

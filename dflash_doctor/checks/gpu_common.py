@@ -1,0 +1,175 @@
+"""What the GPU, CUDA-stack and kernels checks share: reading the GPU facts, which physical GPUs
+CUDA_VISIBLE_DEVICES leaves a process (by CUDA's own rules), and the findings after which there is no GPU."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dflash_doctor.check import Facts
+from dflash_doctor.checks.remedy import Installer
+from dflash_doctor.model import CheckResult, Finding, Status
+
+__all__ = ["Visible", "resolve_visible"]
+
+GIB = float(1 << 30)
+# A graphics client (Xorg, a desktop) holding less than this is not worth a warning.
+GRAPHICS_NOTE_BYTES = 256 << 20
+# Memory in use that no listed process accounts for (another container's processes): worth a warning above this.
+UNATTRIBUTED_BYTES = 1 << 30
+
+# GPU findings after which there is no GPU for torch to use.
+NO_GPU_FINDINGS = ("gpu.nvml-library-missing", "gpu.driver-not-loaded", "gpu.driver-library-mismatch",
+                   "gpu.nvml-no-permission", "gpu.nvml-failed", "gpu.no-devices", "gpu.visible-none",
+                   "gpu.visible-duplicate")
+# CUDA-stack findings after which no kernel can run.
+NO_CUDA_FINDINGS = ("cuda.probe-failed", "cuda.torch-absent", "cuda.torch-import-failed", "cuda.torch-cpu-build",
+                    "cuda.driver-too-old", "cuda.init-failed")
+
+
+
+
+def _gib(value: float | None) -> str:
+    return "?" if value is None else f"{value / GIB:.1f} GiB"
+
+
+def _sm(cc: Sequence[int] | None) -> str:
+    return f"sm_{cc[0]}{cc[1]}" if cc else "sm_?"
+
+
+def _blocking(prior: CheckResult | None, ids: Sequence[str]) -> Finding | None:
+    if prior is None:
+        return None
+    return next((f for f in prior.findings if f.id in ids and f.status in (Status.FAIL, Status.ERROR)), None)
+
+
+
+def _installer(facts: Facts, python: Any = None) -> Installer:
+    """Commands for the target: its environment facts, else the interpreter a probe ran in."""
+    target = facts.optional("target")
+    if isinstance(target, Mapping):
+        return Installer.for_target(target)
+    return Installer(str(python) if python else "python3")
+
+
+# ------------------------------------------------------------------------------------ visible devices
+
+
+@dataclass(frozen=True)
+class Visible:
+    """The GPUs a CUDA process will see, read from CUDA_VISIBLE_DEVICES as CUDA reads it."""
+
+    value: str | None
+    form: str
+    """"unset", "indices", "uuids" or "mig"."""
+    gpus: tuple[int, ...]
+    """NVML indices of the visible GPUs, in CUDA order (cuda:0 first); for MIG, the parent GPUs."""
+    entries: tuple[str, ...] = ()
+    """The entries that resolved."""
+    stopped_at: str | None = None
+    """The entry that ended the list, and everything after it was ignored."""
+    stop_reason: str | None = None
+    duplicate: str | None = None
+    """A repeated entry: CUDA then sees no device at all."""
+
+
+def _strtoul(text: str) -> int:
+    """CUDA reads each index like strtoul: `1gpu2` is 1, `abc` is not a number (-1)."""
+    end = 0
+    for position, char in enumerate(text):
+        if not (char.isdigit() or (position == 0 and char in "+-")):
+            break
+        end = position + 1
+    try:
+        return int(text[:end]) if end else -1
+    except ValueError:
+        return -1
+
+
+def resolve_visible(value: str | None, devices: Sequence[Mapping[str, Any]]) -> Visible:
+    """Apply CUDA_VISIBLE_DEVICES to the GPUs NVML lists (knowledge.gpu CUDA_VISIBLE_DEVICES_RULES)."""
+    count = len(devices)
+    if value is None:
+        return Visible(None, "unset", tuple(range(count)))
+    if value.startswith("GPU-"):
+        return _resolve_uuids(value, devices)
+    if value.startswith("MIG-"):
+        return _resolve_mig(value, devices)
+    numbers: list[int] = []
+    entries: list[str] = []
+    stopped_at: str | None = None
+    reason: str | None = None
+    for raw in value.split(","):
+        number = _strtoul(raw.strip())
+        if number in numbers:
+            return Visible(value, "indices", (), duplicate=raw)
+        if number < 0:
+            stopped_at, reason = raw, ("an empty entry" if not raw.strip() else "not a GPU index")
+            break
+        numbers.append(number)
+        entries.append(raw)
+    gpus: list[int] = []
+    for raw, number in zip(entries, numbers):
+        if number >= count:
+            span = "the only GPU is 0" if count == 1 else f"the GPUs are 0-{count - 1}"
+            stopped_at, reason = raw, f"there is no GPU {number}: {span}" if count else "there is no GPU"
+            break
+        gpus.append(number)
+    return Visible(value, "indices", tuple(gpus), tuple(entries[:len(gpus)]), stopped_at, reason)
+
+
+def _resolve_uuids(value: str, devices: Sequence[Mapping[str, Any]]) -> Visible:
+    candidates: list[str] = []
+    stopped_at: str | None = None
+    reason: str | None = None
+    for raw in value.split(","):
+        if raw in candidates:
+            return Visible(value, "uuids", (), duplicate=raw)
+        if not raw.startswith("GPU-"):
+            stopped_at, reason = raw, "not a GPU UUID (a list that starts with UUIDs must go on with them)"
+            break
+        candidates.append(raw)
+    gpus: list[int] = []
+    for raw in candidates:
+        matches = [d["index"] for d in devices if str(d.get("uuid") or "").startswith(raw)]
+        if len(matches) != 1:
+            stopped_at = raw
+            reason = "no GPU has this UUID" if not matches else f"this prefix matches {len(matches)} GPUs"
+            break
+        if matches[0] in gpus:
+            return Visible(value, "uuids", (), duplicate=raw)
+        gpus.append(matches[0])
+    return Visible(value, "uuids", tuple(gpus), tuple(candidates[:len(gpus)]), stopped_at, reason)
+
+
+def _resolve_mig(value: str, devices: Sequence[Mapping[str, Any]]) -> Visible:
+    parents: list[int] = []
+    entries: list[str] = []
+    stopped_at: str | None = None
+    reason: str | None = None
+    for raw in value.split(","):
+        parent = None
+        if raw.startswith("MIG-GPU-"):  # legacy MIG-GPU-<uuid>/<gi>/<ci>
+            gpu_uuid = raw[len("MIG-"):].split("/")[0]
+            parent = next((d["index"] for d in devices if d.get("uuid") == gpu_uuid), None)
+        elif raw.startswith("MIG-"):
+            parent = next((d["index"] for d in devices
+                           for m in (d.get("mig") or {}).get("devices") or []
+                           if str(m.get("uuid") or "").startswith(raw)), None)
+        if parent is None:
+            stopped_at, reason = raw, "no MIG device has this id"
+            break
+        entries.append(raw)
+        if parent not in parents:
+            parents.append(parent)
+    return Visible(value, "mig", tuple(parents), tuple(entries), stopped_at, reason)
+
+
+def _visible_of(gpu: Mapping[str, Any]) -> Visible:
+    return resolve_visible((gpu.get("environ") or {}).get("CUDA_VISIBLE_DEVICES"), gpu.get("devices") or [])
+
+def _exception_text(exc: Mapping[str, Any] | None) -> str:
+    if not exc:
+        return "unknown error"
+    return f"{exc.get('type')}: {str(exc.get('message') or '').strip().splitlines()[0] if exc.get('message') else ''}"

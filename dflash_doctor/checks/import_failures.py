@@ -1,0 +1,290 @@
+"""Reads an import's real exception (from the try_import probe) and names its cause, with the fix.
+
+Shared by the rotary-import, import-surface and extensions checks: the same `undefined symbol` means
+the same thing wherever it surfaces.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from dflash_doctor.checks.remedy import Installer, flash_attn_source_build
+from dflash_doctor.facts.envfacts import Distributions, canonical
+from dflash_doctor.knowledge.cuda import is_driver_library
+from dflash_doctor.knowledge.stack import is_torch_library
+from dflash_doctor.model import Remediation, Status
+
+from .namespace_common import TOP, describe_namespace, explain_layout, namespace_portions
+
+__all__ = ["Cause", "classify", "exception_mro", "literal_exception"]
+
+SIGNAL_MRO = ("<signal>",)
+
+
+@dataclass(frozen=True)
+class Cause:
+    code: str
+    summary: str
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+    remediation: tuple[Remediation, ...] = ()
+    detail: str = ""
+    """Why, in a sentence or two, where the summary cannot say it all."""
+    status: Status | None = None
+    """A status the circumstances settle whatever guards the import (skip: it cannot be tried here); None: the
+    check judges the consequence."""
+    follows: str = ""
+    """The id of another finding of the same report this one follows from (Finding.cause)."""
+
+
+def literal_exception(result: Mapping[str, Any]) -> str:
+    """The words the user will see: the exception as Python prints its last line, or how the process ended."""
+    exception = result.get("exception")
+    if exception:
+        return f"{exception.get('type')}: {exception.get('message')}"
+    process = result.get("process") or {}
+    return str(process.get("error") or process.get("signal") or "")
+
+
+def exception_mro(result: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """The exception's class names as a guard would match them; None when the import worked."""
+    if result.get("ok"):
+        return None
+    exception = result.get("exception")
+    if exception:
+        return tuple(exception.get("mro") or (exception.get("type"),))
+    return SIGNAL_MRO  # no exception object: killed, hung or never started; nothing can catch that
+
+
+def _message(result: Mapping[str, Any]) -> str:
+    exception = result.get("exception") or {}
+    parts = [str(exception.get("message", ""))] + [str(c.get("message", "")) for c in exception.get("chain") or []]
+    return "\n".join(parts)
+
+
+def classify(result: Mapping[str, Any], dists: Distributions, resolution: Mapping[str, Any],
+             installer: Installer, *, gpu: Mapping[str, Any] | None = None,
+             marker_env: Mapping[str, str] | None = None) -> Cause:
+    """Name why `result`'s import failed (the caller has checked that it did).
+
+    `gpu` is the NVML section (`{"skipped": "--no-gpu"}` under --no-gpu), which says whether a missing driver
+    library is expected here; `marker_env` the target's marker environment, for its unmet requirements.
+
+    For a module of flash_attn, also say where flash_attn comes from when that is the cause (a namespace
+    package, a copy no distribution owns), and rank first the one line that removes it: uninstalling the
+    flash-attention distributions nothing requires, with what the uninstall leaves, so that vLLM's guard finds
+    no flash_attn at all.
+    """
+    cause = _classify(result, dists, resolution, installer, gpu=gpu, marker_env=marker_env)
+    if str(result.get("module")).split(".", 1)[0] != TOP:
+        return cause
+    layout = explain_layout(dists, resolution.get(TOP) or {}, installer)
+    if layout is None:
+        return cause
+    summary = cause.summary
+    if layout.summary and layout.summary not in summary:
+        summary = f"{layout.summary}: {summary}"
+    fixes = ((layout.fix,) if layout.fix else ()) + tuple(r for r in cause.remediation if r != layout.fix)
+    return replace(cause, summary=summary, remediation=fixes, follows=layout.cause or cause.follows,
+                   evidence={**cause.evidence, "flash_attn": layout.summary} if layout.summary else cause.evidence)
+
+
+def _classify(result: Mapping[str, Any], dists: Distributions, resolution: Mapping[str, Any],
+              installer: Installer, *, gpu: Mapping[str, Any] | None = None,
+              marker_env: Mapping[str, str] | None = None) -> Cause:
+    process = result.get("process") or {}
+    module = str(result.get("module"))
+    if process.get("timed_out"):
+        return Cause("import.timeout", f"`import {module}` hung ({process.get('error')})",
+                     {"stderr": process.get("stderr", "")})
+    if process.get("signal"):
+        return Cause("import.crashed", f"`import {module}` killed the interpreter with {process['signal']}",
+                     {"signal": process["signal"], "stderr": process.get("stderr", "")})
+    exception = result.get("exception")
+    if not exception:
+        return Cause("import.failed", f"`import {module}` {process.get('error') or 'failed without an exception'}",
+                     {"process": process})
+    message = _message(result)
+    kind = str(exception.get("type"))
+    missing = exception.get("name")
+    evidence = {"exception": f"{kind}: {exception.get('message')}", "traceback": exception.get("traceback", "")}
+
+    if symbol := re.search(r"undefined symbol: (\S+)", message):
+        return _undefined_symbol(symbol.group(1), result, dists, installer, evidence)
+    if glibc := re.search(r"version [`']((GLIBC|GLIBCXX|CXXABI)_[\d.]+)' not found", message):
+        return Cause(
+            "import.glibc-too-old",
+            f"`import {module}` needs {glibc.group(1)}, which this system's C/C++ runtime lacks",
+            {**evidence, "required": glibc.group(1)},
+            (Remediation("ldd --version | head -1", "see the host's glibc: the wheel was built on a newer system"),),
+        )
+    if library := re.search(r"(lib[\w.+-]+\.so[\w.]*): cannot open shared object file", message):
+        name = library.group(1)
+        if is_driver_library(name):
+            # The loader stops at the first library it cannot find: one the image must ship may be missing too.
+            unfound = [str(lib.get("name")) for lib in result.get("libraries") or []
+                       if not lib.get("found") and not is_driver_library(str(lib.get("name")))]
+            if not unfound:
+                return _driver_library(name, module, gpu, {**evidence, "library": name})
+            return Cause(
+                "import.library-not-found",
+                f"`import {module}` cannot load {unfound[0]}"
+                + (f" (nor {', '.join(unfound[1:])})" if unfound[1:] else "")
+                + f"; the loader stopped earlier at {name}, the NVIDIA driver's library",
+                {**evidence, "library": unfound[0], "also_missing": unfound[1:], "driver_library_missing": name,
+                 "libraries": result.get("libraries")},
+                (Remediation(f"ldconfig -p | grep {unfound[0].split('.so')[0]}",
+                             "see whether the dynamic loader knows the library at all"),),
+                detail=f"{name} comes with the NVIDIA driver (provided at run time), but {unfound[0]} is not the "
+                "driver's: the image must ship it.",
+            )
+        if is_torch_library(name) and dists.get("torch") is None:
+            return _torch_absent(name, module, dists, installer, marker_env, {**evidence, "library": name})
+        return Cause(
+            "import.library-not-found",
+            f"`import {module}` cannot load {library.group(1)}",
+            {**evidence, "library": library.group(1)},
+            (Remediation(f"ldconfig -p | grep {library.group(1).split('.so')[0]}",
+                         "see whether the dynamic loader knows the library at all"),),
+        )
+    if kind == "ModuleNotFoundError" and missing:
+        top = str(missing).split(".", 1)[0]
+        resolved = resolution.get(top) or {}
+        if top == "flash_attn" and resolved.get("namespace"):
+            portions = namespace_portions(resolved, dists)
+            return Cause(
+                "import.namespace-package",
+                f"`{missing}` does not exist: flash_attn is a namespace package {describe_namespace(portions)}",
+                {**evidence, "search_locations": resolved.get("search_locations"),
+                 "portions": [{"path": p.path, "owners": [d.label() for d in p.owners]} for p in portions]},
+            )
+        if missing == "flash_attn_2_cuda":
+            return Cause(
+                "import.extension-missing",
+                "flash_attn_2_cuda is not installed: this flash-attn was built without its CUDA extension",
+                evidence,
+                (Remediation(
+                    flash_attn_source_build(installer, f"flash-attn=={dists.version('flash-attn')}", max_jobs=None),
+                    "build flash-attn with its CUDA extension against the installed torch",
+                ),),
+            )
+        if top != module.split(".", 1)[0]:
+            return Cause(
+                "import.dependency-missing",
+                f"`import {module}` needs `{top}`, which is not installed",
+                {**evidence, "missing": top},
+                (Remediation(installer.install(top), f"install {top}"),) if top in ("torch", "triton", "einops") else (),
+            )
+    return Cause("import.failed", f"`import {module}` raised {kind}: {exception.get('message')}", evidence)
+
+
+def _driver_library(name: str, module: str, gpu: Mapping[str, Any] | None, evidence: Mapping[str, Any]) -> Cause:
+    """A library of the NVIDIA driver (libcuda.so.1, libnvidia-ml.so.1): not the image's to ship."""
+    provided = (f"{name} comes with the NVIDIA driver: on a GPU host it is installed with the driver, and in a "
+                "container the NVIDIA container runtime mounts it (NVIDIA_DRIVER_CAPABILITIES compute,utility) "
+                "when the container starts with GPUs. An image must not ship it.")
+    if gpu is not None and gpu.get("skipped"):
+        return Cause(
+            "import.needs-driver",
+            f"`import {module}` needs {name}, the NVIDIA driver's library, which a machine without GPUs lacks "
+            "(--no-gpu): not loaded here",
+            {**evidence, "driver_library": True},
+            detail=provided + " So it cannot be loaded on this machine; run the doctor where the GPUs are to load it.",
+            status=Status.SKIP,
+        )
+    cause = None
+    if gpu is not None:
+        from .gpu import no_driver_finding  # the finding the gpu check gives for the same facts
+
+        cause = no_driver_finding(gpu)
+    if cause is not None:
+        return Cause(
+            "import.driver-library-missing",
+            f"`import {module}` cannot load {name}: there is no NVIDIA driver here ({cause.id})",
+            {**evidence, "driver_library": True},
+            detail=provided + " Without a driver, nothing that needs it loads; on a machine without GPUs (a CI "
+            "image build), run with --no-gpu.",
+            follows=cause.id,
+        )
+    driver = f" ({gpu.get('driver_version')})" if gpu and gpu.get("driver_version") else ""
+    return Cause(
+        "import.driver-library-missing",
+        f"`import {module}` cannot load {name}, the NVIDIA driver's library"
+        + (f", although the driver{driver} answers" if gpu else ""),
+        {**evidence, "driver_library": True},
+        (Remediation(f"ldconfig -p | grep {name.split('.so')[0]}", "see whether the dynamic loader knows the "
+                     "driver's library; after installing a driver on a host, `sudo ldconfig` registers it"),),
+        detail=provided + (" The driver answers here, but the target's dynamic loader does not find "
+                           f"{name}: in a container, the runtime mounts it only with the `compute` capability."
+                           if gpu else ""),
+    )
+
+
+def _torch_absent(name: str, module: str, dists: Distributions, installer: Installer,
+                  marker_env: Mapping[str, str] | None, evidence: Mapping[str, Any]) -> Cause:
+    """A torch library (libc10.so, libtorch_cuda.so) the extension links, and torch is not installed: the fix is
+    torch, not the loader's search path."""
+    from .distributions import unmet_requirements
+
+    wanted = [(dist, requirement) for dist, requirement, found in unmet_requirements(dists, marker_env or {})
+              if found is None and canonical(requirement.name) == "torch"]
+    if wanted:
+        dist, requirement = wanted[0]
+        spec = f"{requirement.name}{requirement.specifier}"
+        return Cause(
+            "import.dependency-missing",
+            f"`import {module}` needs {name}, which torch installs, and torch is not installed "
+            f"({dist.label()} requires {spec})",
+            {**evidence, "missing": "torch", "requirement": str(requirement), "requirer": dist.name},
+            (Remediation(installer.install(spec), f"install the torch that {dist.label()} requires"),),
+            detail=f"Extensions built against torch find {name} because `import torch` loaded it first.",
+            follows="dist.requirement-missing",
+        )
+    return Cause(
+        "import.dependency-missing",
+        f"`import {module}` needs {name}, which torch installs, and torch is not installed",
+        {**evidence, "missing": "torch"},
+        (Remediation(installer.install("torch"), "install torch (the version this extension was built against)"),),
+        detail=f"Extensions built against torch find {name} because `import torch` loaded it first.",
+    )
+
+
+def _undefined_symbol(symbol: str, result: Mapping[str, Any], dists: Distributions, installer: Installer,
+                      evidence: Mapping[str, Any]) -> Cause:
+    versions = result.get("versions") or {}
+    torch = versions.get("torch") or dists.version("torch")
+    owner = "flash-attn" if "flash_attn" in str(result.get("module")) or "flash_attn" in symbol else None
+    remediation: list[Remediation] = []
+    if owner and dists.get(owner):
+        version = dists.version(owner)
+        remediation.append(Remediation(
+            flash_attn_source_build(installer, f"{owner}=={version}"),
+            f"rebuild {owner} {version} from source against the installed torch {torch}",
+        ))
+        wheel = _prebuilt_wheel_name(version, versions)
+        if wheel:
+            remediation.insert(0, Remediation(
+                installer.install(f"https://github.com/Dao-AILab/flash-attention/releases/download/v{version}/{wheel}",
+                                  reinstall=True, no_deps=True),
+                "or install the prebuilt wheel built for this torch, CUDA and C++ ABI, if the release has one",
+            ))
+    return Cause(
+        "import.undefined-symbol",
+        f"`import {result.get('module')}`: undefined symbol {symbol} — built against another torch than the "
+        f"installed {torch}",
+        {**evidence, "symbol": symbol, "torch": torch, "torch_cuda": versions.get("torch_cuda"),
+         "torch_cxx11_abi": versions.get("torch_cxx11_abi")},
+        tuple(remediation),
+    )
+
+
+def _prebuilt_wheel_name(version: str | None, versions: Mapping[str, Any]) -> str | None:
+    """flash-attention's release wheel name for this torch (setup.py's CachedWheelsCommand scheme)."""
+    torch, cuda, abi = versions.get("torch"), versions.get("torch_cuda"), versions.get("torch_cxx11_abi")
+    python = versions.get("python_tag")
+    if not (version and torch and cuda and abi is not None and python):
+        return None
+    torch_mm = ".".join(str(torch).split("+")[0].split(".")[:2])
+    return f"flash_attn-{version}+cu{str(cuda).split('.')[0]}torch{torch_mm}cxx11abi{str(bool(abi)).upper()}-{python}-{python}-linux_x86_64.whl"

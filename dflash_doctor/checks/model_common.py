@@ -1,0 +1,172 @@
+"""What the model, drafter and serve checks share: reading the model facts, the serving GPUs, and the
+installer for remediation commands. Paths come from Context.options["model"] / ["drafter"] or the serve
+command; with neither, each check says it was skipped."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeGuard
+
+from dflash_doctor.check import Facts
+from dflash_doctor.checks.remedy import Installer
+from dflash_doctor.facts.envfacts import version_tuple
+from dflash_doctor.knowledge.archs import compute_capability
+from dflash_doctor.model import CheckResult, Finding, Status
+
+__all__ = ["gpu_view", "installer_for", "text_config", "version_tuple"]
+
+
+GIB = float(1 << 30)
+SLIDING = "sliding_attention"
+FLOAT_DTYPES = {"F16": "float16", "BF16": "bfloat16", "F32": "float32"}
+MAX_LISTED = 12
+
+
+# ------------------------------------------------------------------------------------------- helpers
+
+
+
+def installer_for(facts: Facts) -> Installer:
+    """Install commands that name the target interpreter (remedy.Installer)."""
+    target = facts.optional("target")
+    return Installer.for_target(target) if target else Installer("python3")
+
+
+def text_config(model: Mapping[str, Any] | None) -> dict[str, Any]:
+    config = ((model or {}).get("dir") or {}).get("config") or {}
+    return dict(config.get("text") or {})
+
+
+def _config_file(model: Mapping[str, Any]) -> str:
+    config = ((model.get("dir") or {}).get("config") or {})
+    return str(config.get("file") or f"{(model.get('resolved') or {}).get('path') or model.get('name')}/config.json")
+
+
+def _drafter_keys(model: Mapping[str, Any]) -> dict[str, Any]:
+    return dict((((model.get("dir") or {}).get("config") or {}).get("drafter")) or {})
+
+
+def _is_int(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _vllm_label(vllm: Mapping[str, Any] | None) -> str:
+    if not vllm or not vllm.get("installed"):
+        return "vLLM (not installed in the target)"
+    return f"vLLM {vllm.get('version') or '?'}"
+
+
+def _marker(vllm: Mapping[str, Any] | None, name: str) -> bool | None:
+    """Whether the installed vLLM's source has this marker; None when there is no source to read."""
+    if not vllm or not vllm.get("root"):
+        return None
+    marker = (vllm.get("markers") or {}).get(name) or {}
+    if not marker.get("readable", True):
+        return None
+    return bool(marker.get("found"))
+
+
+def _head_dim(text: Mapping[str, Any]) -> int | None:
+    head_dim, hidden, heads = text.get("head_dim"), text.get("hidden_size"), text.get("num_attention_heads")
+    if _is_int(head_dim):
+        return int(head_dim)
+    if _is_int(hidden) and _is_int(heads) and heads > 0:
+        return int(hidden) // int(heads)
+    return None
+
+
+def _spec_value(serve: Mapping[str, Any] | None) -> dict[str, Any]:
+    value = ((serve or {}).get("speculative_config") or {}).get("value")
+    return value if isinstance(value, dict) else {}
+
+
+def _not_given(check_title: str, what: str) -> list[Finding]:
+    return [Finding(
+        "models.not-given", Status.SKIP, f"{check_title}: skipped, no {what} given",
+        detail="Give the directories with `dflash-doctor serve -- vllm serve MODEL --speculative-config "
+        "'{\"method\": \"dflash\", \"model\": DRAFTER, ...}'` (or the model/drafter options), and the model checks "
+        "read their config.json and safetensors headers.",
+    )]
+
+
+def _skip_if_broken(facts: Facts, title: str) -> list[Finding] | None:
+    models = facts["models"]
+    prior: CheckResult | None = facts.prior.get("model-files")
+    # The model-files findings that stop judgement; the first is what this skip follows from.
+    broken = [f for f in (prior.findings if prior else ()) if f.status is Status.FAIL
+              and f.evidence.get("blocks_judgement")]
+    cause = broken[0].id if broken else ""
+    for role in ("drafter", "target"):
+        model = models.get(role) or {}
+        if not (model.get("dir") or {}).get("config"):
+            return [Finding("models.not-judged", Status.SKIP,
+                            f"{title}: not judged, the {role} {model.get('name')!r} could not be read (see Model files)",
+                            detail="The drafter is compared with its target from both config.json files and the "
+                            "drafter's safetensors headers; without them nothing can be compared.", cause=cause)]
+    if not broken:
+        return None
+    return [Finding("models.not-judged", Status.SKIP,
+                    f"{title}: not judged, the model files are broken ({broken[0].title})",
+                    detail="Fix the model-files findings first; the drafter cannot be compared with its target "
+                    "without a readable config.json and weights.",
+                    evidence={"blocking": [f.id for f in broken]}, cause=cause)]
+
+
+def gpu_view(facts: Facts) -> dict[str, Any]:
+    """The GPUs vLLM will see: {"available", "why", "devices" (visible, in CUDA order), "ccs", "source"}.
+
+    --gpus/--gpu-memory (a CI user's stand-in for the serving GPUs) win; else the NVML facts (section "gpu")
+    filtered by CUDA_VISIBLE_DEVICES; else only the compute capabilities of --target-arch, without count or
+    memory ("available" False)."""
+    serve = facts.optional("serve_args") or {}
+    assume = serve.get("assume") or {}
+    ccs: list[str] = []
+    for arch in assume.get("target_archs") or []:
+        try:
+            major, minor = compute_capability(arch)
+        except ValueError:
+            continue
+        ccs.append(f"{major}.{minor}")
+    raw = facts.raw("gpu")
+    nvml_devices: list[Mapping[str, Any]] | None = None
+    view: dict[str, Any] = {"available": False, "why": "no GPU facts were collected", "devices": [], "source": None}
+    if isinstance(raw, Mapping) and "_error" in raw:
+        view["why"] = f"the GPU facts could not be collected: {raw['_error']}"
+    elif isinstance(raw, Mapping) and raw.get("skipped"):
+        view["why"] = f"GPUs not probed ({raw['skipped']}); pass --gpus N --gpu-memory GIB for the serving GPUs"
+    elif isinstance(raw, Mapping) and not (raw.get("nvml") or {}).get("ok"):
+        error = (raw.get("nvml") or {}).get("error") or {}
+        view["why"] = f"NVML is not usable here ({error.get('name') or error.get('kind')}: {error.get('message')})"
+    elif isinstance(raw, Mapping):
+        from dflash_doctor.checks.gpu_common import resolve_visible  # type: ignore[import-not-found,unused-ignore]
+
+        devices = raw.get("devices") or []
+        visible = resolve_visible((raw.get("environ") or {}).get("CUDA_VISIBLE_DEVICES"), devices)
+        by_index = {d.get("index"): d for d in devices}
+        nvml_devices = [by_index[i] for i in visible.gpus if i in by_index]
+        view = {"available": True, "why": None, "devices": nvml_devices, "source": "nvml",
+                "cuda_visible_devices": visible.value}
+    count, memory = assume.get("gpus"), assume.get("gpu_memory_gib")
+    if count or memory:
+        n = int(count) if count else len(nvml_devices or []) or 1
+        cc = [int(p) for p in ccs[0].split(".")] if ccs else (
+            (nvml_devices or [{}])[0].get("compute_capability") if nvml_devices else None)
+        size = int(float(memory) * GIB) if memory else None
+        view = {"available": True, "why": None, "source": "assumed",
+                "assumed": {"gpus": count, "gpu_memory_gib": memory, "target_archs": assume.get("target_archs")},
+                "devices": [{"index": i, "name": "assumed GPU", "compute_capability": cc,
+                             "memory": {"total": size, "used": 0, "free": size, "reserved": 0} if size else None,
+                             "processes": []} for i in range(n)]}
+    view["ccs"] = sorted({f"{d['compute_capability'][0]}.{d['compute_capability'][1]}"
+                          for d in view["devices"] if d.get("compute_capability")}) or ccs
+    return view
+
+
+def _dflash_config(keys: Mapping[str, Any]) -> dict[str, Any]:
+    """vLLM merges eagle_config, then dflash_config over it (qwen3_dflash.py DFlashQwen3Model.__init__)."""
+    merged: dict[str, Any] = {}
+    for key in ("eagle_config", "dflash_config"):
+        value = keys.get(key)
+        if isinstance(value, dict):
+            merged.update(value)
+    return merged

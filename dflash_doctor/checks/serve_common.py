@@ -1,0 +1,211 @@
+"""What the two `vllm serve` checks share: reading the command's fields as vLLM will see them.
+
+The flag values with vLLM's defaults filled in (which depend on the GPU's memory tier and the vLLM
+version), the target's derived maximum length, and the user's own command with one flag changed (every
+remediation is that command, not a generic one).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dflash_doctor.checks.remedy import quote
+from dflash_doctor.knowledge.dflash import (
+    BATCH_DEFAULTS,
+)
+from dflash_doctor.model import Finding, Status
+
+from .model_common import (
+    _is_int,
+    _marker,
+    text_config,
+)
+
+__all__ = ["effective_settings", "repair_spec", "with_flag", "with_spec"]
+
+GIB = float(1 << 30)
+DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "half": 2, "float": 4}
+STORED_FLOAT = {"F16", "BF16", "F32", "F64"}
+MULTIMODAL_PREFIX_WORDS = ("visual", "vision", "image", "audio", "mm_projector", "multi_modal")
+
+
+
+def _int_or(value: Any, default: int) -> int:
+    return int(value) if _is_int(value) else default
+
+
+def _gib(value: float | None) -> str:
+    return "?" if value is None else f"{value / GIB:.2f} GiB"
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+
+def with_flag(argv: Sequence[str], flag: str, value: Any) -> str:
+    """The user's own serve command with `flag` set to `value` (replaced where given, else appended),
+    quoted for the shell: a remediation to paste, not a fragment to splice in by hand."""
+    words = list(argv)
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == flag:
+            i += 2
+            continue
+        if word.startswith(flag + "="):
+            i += 1
+            continue
+        out.append(word)
+        i += 1
+    out += [flag, str(value)]
+    return " ".join(quote(w) for w in out)
+
+
+_SPEC_FLAGS = ("--speculative-config", "-sc")
+
+
+def _is_spec_flag(word: str) -> bool:
+    """--speculative-config in any spelling vLLM reads: `-sc`, underscores, `=VALUE`, and `.KEY` for one key."""
+    flag = word.partition("=")[0]
+    head = flag.partition(".")[0]
+    return (head.replace("_", "-") if head.startswith("--") else head) in _SPEC_FLAGS
+
+
+def with_spec(argv: Sequence[str], spec: Mapping[str, Any]) -> str:
+    """The user's own serve command with its speculative config replaced by `spec` (every --speculative-config,
+    -sc and --speculative-config.KEY given is dropped, one --speculative-config JSON appended), quoted for the
+    shell."""
+    words = list(argv)
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if _is_spec_flag(word):
+            i += 1 if "=" in word else 2
+            continue
+        out.append(word)
+        i += 1
+    out += ["--speculative-config", json.dumps(dict(spec))]
+    return " ".join(quote(w) for w in out)
+
+
+_BARE = re.compile(r"""([{\[,:]\s*)([^\s"'{}\[\],:][^{}\[\],:"']*?)(\s*)(?=[,:}\]])""")
+_JSON_WORD = re.compile(r"-?\d+(\.\d+)?([eE][+-]?\d+)?|true|false|null")
+
+
+def repair_spec(raw: Any) -> dict[str, Any] | None:
+    """What a --speculative-config that is not JSON most likely meant, as a dict; None if it cannot be told.
+
+    Two mistakes cover what shells and hands make of it: Python's syntax (single quotes, True/None), and bare
+    words where the double quotes were eaten by the shell (`{method: dflash, model: /models/d}`)."""
+    if not isinstance(raw, str) or len(raw) > 65536:
+        return None
+    try:
+        value = ast.literal_eval(raw)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        value = None
+    if not isinstance(value, dict):
+        def quoted(match: re.Match[str]) -> str:
+            word = match.group(2).strip()
+            return match.group(1) + (word if _JSON_WORD.fullmatch(word) else json.dumps(word)) + match.group(3)
+
+        try:
+            value = json.loads(_BARE.sub(quoted, raw.strip()))
+        except (ValueError, RecursionError):
+            return None
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        return None
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return None
+    return value
+
+
+def _not_given() -> list[Finding]:
+    return [Finding("serve.not-given", Status.SKIP, "serve command: skipped, none given",
+                    detail="Run `dflash-doctor serve -- vllm serve MODEL [flags]` with the exact command to judge it.")]
+
+
+# ---------------------------------------------------------------------------------- effective values
+
+
+def _derived_max_len(target: Mapping[str, Any] | None) -> tuple[int | None, str]:
+    """vLLM's derived max_model_len: max_position_embeddings x rope scaling factor (not for su/longrope/llama3;
+    yarn scales original_max_position_embeddings), capped by tokenizer_config's model_max_length."""
+    text = text_config(target)
+    base = text.get("max_position_embeddings")
+    if not _is_int(base):
+        return None, "no max_position_embeddings"
+    if not 0 < base < 2**53:  # read from config.json: a float must hold it exactly, scaling included
+        return None, f"max_position_embeddings={base} is not a usable length"
+    key = f"max_position_embeddings={base}"
+    derived = float(base)
+    rope = text.get("rope_parameters") or text.get("rope_scaling")
+    if isinstance(rope, dict):
+        kind = rope.get("rope_type") or rope.get("type")
+        factor = rope.get("factor")
+        if kind not in (None, "default", "su", "longrope", "llama3") and isinstance(factor, (int, float)):
+            if kind == "yarn" and _is_int(rope.get("original_max_position_embeddings")):
+                derived = float(rope["original_max_position_embeddings"])
+            derived *= float(factor)
+            key += f" x {kind} factor {factor}"
+    if not math.isfinite(derived) or derived >= 2**63:
+        return None, f"{key} is not a usable length"
+    tokenizer = (target or {}).get("tokenizer_config") or {}
+    limit = tokenizer.get("model_max_length")
+    if isinstance(limit, (int, float)) and limit < derived:
+        derived, key = float(limit), f"tokenizer_config model_max_length={int(limit)}"
+    return int(derived), key
+
+
+def _tier(device: Mapping[str, Any] | None, vllm: Mapping[str, Any] | None) -> str:
+    """Which of vLLM's default tiers the first GPU falls in, by the total torch reports (NVML's total less
+    the driver's reservation)."""
+    memory = (device or {}).get("memory") or {}
+    total = memory.get("total")
+    name = str((device or {}).get("name") or "").lower()
+    if not _is_int(total):
+        return "unknown"
+    gib = (total - int(memory.get("reserved") or 0)) / GIB
+    tiers = BATCH_DEFAULTS.value
+    if gib >= tiers["huge"]["min_gib"] and _marker(vllm, "batch_huge_tier"):
+        return "huge"
+    if gib >= tiers["large"]["min_gib"] and "a100" not in name:
+        return "large"
+    return "small"
+
+
+def effective_settings(fields: Mapping[str, Any], target: Mapping[str, Any] | None, tier: str) -> dict[str, Any]:
+    """The scheduler values vLLM ends up with for one GPU tier ("small", "large", "huge")
+    (engine/arg_utils.py _set_default_max_num_seqs_and_batched_tokens_args)."""
+    defaults = BATCH_DEFAULTS.value[tier]
+    derived, _ = _derived_max_len(target)
+    given_len, given_seqs, given_tokens = (fields.get(k) for k in ("max_model_len", "max_num_seqs",
+                                                                   "max_num_batched_tokens"))
+    max_model_len = given_len if _is_int(given_len) else derived
+    chunked = fields.get("enable_chunked_prefill")
+    chunked = True if chunked is None else bool(chunked)
+    seqs = given_seqs if _is_int(given_seqs) else defaults["max_num_seqs"]
+    defaulted = not _is_int(given_tokens)
+    if _is_int(given_tokens):
+        tokens = given_tokens
+    else:
+        tokens = defaults["max_num_batched_tokens"]
+        if not chunked and max_model_len is not None:
+            tokens = max(max_model_len, tokens)
+        if max_model_len is not None:
+            tokens = min(seqs * max_model_len, tokens)
+    return {"tier": tier, "max_model_len": max_model_len, "max_num_seqs": seqs, "max_num_batched_tokens": tokens,
+            "batched_defaulted": defaulted, "seqs_defaulted": not _is_int(given_seqs),
+            "chunked_prefill": chunked}
+
+
+# ------------------------------------------------------------------------------------ serve-command

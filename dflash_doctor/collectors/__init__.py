@@ -1,1 +1,0 @@
-"""Fact collectors: each gathers sections of facts, in-process or through a probe in the target."""

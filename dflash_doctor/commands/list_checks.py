@@ -1,0 +1,28 @@
+"""`dflash-doctor list`: the checks, built-in and plugins, and the plugins that failed to load."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+__all__ = ["main"]
+
+
+def main(argv: Sequence[str]) -> int:
+    argparse.ArgumentParser(prog="dflash-doctor list", description="List the checks.").parse_args(argv)
+    from dflash_doctor.registry import load_checks
+    from dflash_doctor.render.plain import plain_output, to_ascii
+
+    loaded, errors = load_checks()
+    write = (lambda text: sys.stdout.write(to_ascii(text))) if plain_output(sys.stdout) else sys.stdout.write
+    width = max((len(lc.check.id) for lc in loaded), default=10)
+    for lc in loaded:
+        check = lc.check
+        gpu = " (GPU)" if getattr(check, "requires_gpu", False) else ""
+        origin = "" if lc.origin == "builtin" else f"  [plugin: {lc.origin}]"
+        write(f"{check.id:<{width}}  {check.layer:<8}  {check.title}{gpu}{origin}\n")
+    for error in errors:
+        state = "invalid" if error.invalid else "failed to load"
+        write(f"{error.name:<{width}}  ({state}, {error.entry_point or '?'} from {error.origin}: {error.reason})\n")
+    return 0

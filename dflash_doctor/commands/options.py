@@ -1,0 +1,170 @@
+"""The options of a run, shared by every command that runs the doctor (the default run, serve, baseline,
+fleet): the parsers, the checks on numbers, archs and output paths, and --profile. A wrong option is a
+`UsageError` (one line on stderr, exit 2) before anything runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from dflash_doctor import __version__
+from dflash_doctor.commands import COMMANDS
+
+__all__ = ["MAX_TIMEOUT_S", "OUTPUT_OPTIONS", "UsageError", "add_render_options", "check_count", "check_number",
+           "check_output_paths", "parse_run_args", "run_parser", "split_names", "usage_error"]
+
+SUBCOMMANDS = tuple(COMMANDS)
+OUTPUT_OPTIONS = ("json", "junit", "markdown")
+MAX_TIMEOUT_S = 86_400.0  # a day: past this a per-probe timeout means "never", which is not a timeout
+
+
+class UsageError(Exception):
+    """Wrong command line or unusable input file: reported on stderr, exit 2."""
+
+
+def split_names(values: Sequence[str] | None) -> list[str]:
+    return [part.strip() for value in values or () for part in value.split(",") if part.strip()]
+
+
+def add_render_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", metavar="PATH", help="write the JSON report to PATH ('-': stdout, and nothing else there)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show passing findings, evidence and facts")
+    parser.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
+    parser.add_argument("--only", action="append", metavar="IDS", help="only these check ids or layers (comma-separated)")
+    parser.add_argument("--skip", action="append", metavar="IDS", help="skip these check ids or layers (comma-separated)")
+    parser.add_argument("--no-color", action="store_true", help="plain ASCII output (also when NO_COLOR is set or not a TTY)")
+    parser.add_argument("--junit", metavar="PATH", help="also write JUnit XML (one testcase per check) to PATH")
+    parser.add_argument("--markdown", metavar="PATH", help="also write a Markdown report for a bug ticket to PATH")
+    parser.add_argument("--format", choices=("terminal", "github"), default="terminal",
+                        help="github: workflow annotations (::error ...) for GitHub Actions instead of the terminal view")
+    parser.add_argument("--keep-hosts", action="store_true", help="do not redact hostnames and IP addresses in reports")
+    parser.add_argument("--baseline", metavar="FILE",
+                        help="compare with a golden baseline (from `dflash-doctor baseline save FILE`); any drift fails")
+
+
+def run_parser(prog: str = "dflash-doctor") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Finds what would break `vllm serve` with DFlash speculative decoding, before it runs. "
+        f"Subcommands: {', '.join(SUBCOMMANDS)} (see `dflash-doctor SUBCOMMAND --help`).",
+    )
+    parser.add_argument("--version", action="version", version=f"dflash-doctor {__version__}")
+    parser.add_argument("--python", metavar="PATH", default=sys.executable,
+                        help="the interpreter whose environment to inspect (default: this one)")
+    parser.add_argument("--no-gpu", action="store_true", help="skip the checks that need a GPU (CI image builds)")
+    parser.add_argument("--target-arch", action="append", metavar="ARCHS",
+                        help="GPU archs to judge compiled code against without a GPU, e.g. sm_86,sm_90")
+    parser.add_argument("--verify-hashes", action="store_true", help="compare every stack file's sha256 with RECORD")
+    parser.add_argument("--timeout", type=float, default=60.0, metavar="S", help="per-probe timeout in seconds (default 60)")
+    parser.add_argument("--profile", metavar="NAME",
+                        help="a named set of options, e.g. ci (--no-gpu --strict, --target-arch required); "
+                        "see `dflash-doctor profiles`")
+    parser.add_argument("--config", metavar="FILE",
+                        help="a TOML file with [profiles.NAME] tables (pyproject.toml's [tool.dflash-doctor] is read too)")
+    add_render_options(parser)
+    return parser
+
+
+def check_number(value: Any, flag: str, *, unit: str = "seconds", allow_zero: bool = False,
+                 most: float = MAX_TIMEOUT_S) -> float:
+    """A number (of seconds) from the command line or a profile: finite, > 0 (or >= 0), at most `most`."""
+    low = "0 or more" if allow_zero else "more than 0"
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or value < 0 or (value == 0 and not allow_zero) or value > most:
+        raise UsageError(f"{flag} {value}: give a number of {unit}, {low} and at most {most:g}")
+    return float(value)
+
+
+def check_count(value: Any, flag: str, least: int) -> int | None:
+    """A count from the command line (None: not given): an integer of at least `least`."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise UsageError(f"{flag} {value}: give a whole number, at least {least}")
+    return value
+
+
+def _check_target_archs(values: Sequence[str] | None) -> None:
+    from dflash_doctor.knowledge.archs import parse_target_archs
+
+    for value in values or ():
+        try:
+            parse_target_archs(value)
+        except ValueError as exc:
+            raise UsageError(f"--target-arch {value!r}: {exc}") from None
+
+
+def _check_run_options(args: argparse.Namespace) -> None:
+    """The options a run takes, whether from the command line or a profile: wrong ones are usage errors,
+    before anything runs (not findings after it)."""
+    args.timeout = check_number(args.timeout, "--timeout")
+    _check_target_archs(args.target_arch)
+    if getattr(args, "python", None) is not None:
+        from dflash_doctor.facts.interpreter import absolute
+
+        if not args.python:
+            raise UsageError("--python: give the path of an interpreter")
+        args.python = absolute(args.python)
+
+
+def check_output_paths(args: argparse.Namespace) -> None:
+    """Fail before a long run, not after it, when an output cannot be written."""
+    from dflash_doctor.documents.jsondoc import shown_path
+
+    for option in OUTPUT_OPTIONS:
+        path = getattr(args, option, None)
+        if not path or path == "-":
+            continue
+        shown = shown_path(path)
+        try:
+            parent = Path(path).expanduser().resolve().parent
+            if Path(path).expanduser().is_dir():
+                raise UsageError(f"--{option} {shown}: is a directory; give a file name")
+            parent_is_dir = parent.is_dir()
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"--{option} {shown}: {getattr(exc, 'strerror', None) or exc}") from None
+        if not parent_is_dir:
+            raise UsageError(f"--{option} {shown}: directory {shown_path(str(parent))} does not exist")
+        if not os.access(parent, os.W_OK):
+            raise UsageError(f"--{option} {shown}: directory {shown_path(str(parent))} is not writable")
+    if args.json == "-" and "-" in (getattr(args, "junit", None), getattr(args, "markdown", None)):
+        raise UsageError("only one of --json, --junit, --markdown can write to stdout ('-')")
+
+
+def parse_run_args(argv: Sequence[str], parser: argparse.ArgumentParser | None = None) -> argparse.Namespace:
+    """Parse a run's options and apply --profile; UsageError for a bad profile, config or output path."""
+    from dflash_doctor.commands.profiles import ProfileError, apply, load_profiles
+
+    parser = parser or run_parser()
+    args = parser.parse_args(list(argv))
+    args.profile_applied = None
+    if args.profile is not None or args.config is not None:
+        try:
+            profiles = load_profiles(parser, args.config)
+        except ProfileError as exc:
+            raise UsageError(str(exc)) from exc
+        if args.profile is not None:
+            profile = profiles.get(args.profile)
+            if profile is None:
+                raise UsageError(f"unknown profile {args.profile!r} (known: {', '.join(sorted(profiles))}; "
+                                 "see `dflash-doctor profiles`)")
+            missing = apply(profile, args, parser)
+            if missing:
+                flags = ", ".join("--" + m.replace("_", "-") for m in missing)
+                example = " (e.g. --target-arch sm_86)" if "target_arch" in missing else ""
+                raise UsageError(f"profile {profile.name!r} requires {flags}{example}")
+            args.profile_applied = profile.name
+    _check_run_options(args)
+    check_output_paths(args)
+    return args
+
+
+def usage_error(exc: UsageError) -> int:
+    sys.stderr.write(f"dflash-doctor: error: {exc}\n")
+    return 2

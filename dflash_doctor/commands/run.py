@@ -1,0 +1,228 @@
+"""The default command, `dflash-doctor [options]`: run the doctor, then write and render its report.
+
+Exit codes: 0 no fail and no error; 1 any fail or error (with --strict, any warn too; a partial report
+is an error: SIGTERM or SIGINT once stops the run and writes the partial report, with one line on stderr);
+2 the command line or an input file was wrong (argparse's own convention), nothing judged; 128 + the
+signal's number (143, 130) when a second SIGTERM/SIGINT ends the doctor before it wrote the report.
+
+Every output (terminal, --json, --junit, --markdown, --format github) is made from one redacted report.
+`run_doctor(args)` is the run itself, for commands that embed it (serve, fleet, baseline save).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from dflash_doctor.check import Check, Context
+from dflash_doctor.commands.options import UsageError, parse_run_args, split_names, usage_error
+from dflash_doctor.model import CheckResult, Finding, Status, exit_code
+
+__all__ = ["DoctorRun", "emit", "finish", "load_baseline", "load_selected", "main", "plugin_result", "run_doctor"]
+
+
+def load_selected(only: list[str], skip: list[str], err: Any,
+                  timeout_s: float | None = None) -> tuple[list[Check], list[Finding]]:
+    from dflash_doctor.registry import LOAD_TIMEOUT_S, load_checks
+    from dflash_doctor.runner import select
+
+    loaded, errors = load_checks(timeout_s=LOAD_TIMEOUT_S if timeout_s is None else timeout_s)
+    problems = [e.finding() for e in errors]
+    checks = [lc.check for lc in loaded]
+    known = {c.id for c in checks} | {c.layer for c in checks}
+    unknown = [name for name in only + skip if name not in known]
+    if unknown:
+        err.write(f"dflash-doctor: error: unknown check or layer: {', '.join(unknown)} "
+                  f"(known: {', '.join(sorted(known))})\n")
+        raise SystemExit(2)
+    return select(checks, only, skip), problems
+
+
+def plugin_result(problems: list[Finding]) -> list[CheckResult]:
+    if not problems:
+        return []
+    return [CheckResult("plugins", "doctor", "Check plugins", Status.ERROR, tuple(problems))]
+
+
+@dataclass(frozen=True)
+class DoctorRun:
+    """One run of the doctor: the report as it may leave the machine (redacted), the results rendered from
+    it, the exit code, and the raw facts for in-process use only (never written out)."""
+
+    report: dict[str, Any]
+    results: list[CheckResult]
+    exit_code: int
+    sections: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    lingering: bool = False
+
+
+def load_baseline(path: str | None) -> dict[str, Any] | None:
+    if not path:
+        return None
+    from dflash_doctor.checks import baseline
+
+    try:
+        return baseline.load(path)
+    except baseline.BaselineError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _verify_interpreter(args: argparse.Namespace) -> None:
+    """The target interpreter answers the handshake, or the run is a usage error (one line, exit 2)."""
+    from dflash_doctor.facts.interpreter import InterpreterError, absolute, verify
+
+    if args.python is None:
+        return
+    args.python = absolute(args.python)
+    if args.python == sys.executable:  # the doctor's own interpreter: it is running this very code
+        return
+    try:
+        verify(args.python, args.timeout, cwd=os.getcwd())
+    except InterpreterError as exc:
+        raise UsageError(f"--python {exc}") from None
+
+
+def finish(results: list[CheckResult], sections: Mapping[str, Any], python: str, args: argparse.Namespace,
+            extra: dict[str, Any], host: Mapping[str, Any] | None, partial: bool,
+            lingering: bool = False) -> DoctorRun:
+    from dflash_doctor.render import report as report_module
+    from dflash_doctor.render.redact import redact_report
+
+    strict = bool(args.strict)
+    if partial:
+        extra["partial"] = True
+    raw = report_module.build(results, sections, python, strict, extra, host=host)
+    report = redact_report(raw, keep_hosts=bool(args.keep_hosts))
+    rendered = [CheckResult.from_dict(c) for c in report["checks"]]
+    return DoctorRun(report, rendered, exit_code(results, strict), sections, lingering)
+
+
+def _options(args: argparse.Namespace, target_archs: Sequence[str]) -> dict[str, Any]:
+    return {"no_gpu": bool(getattr(args, "no_gpu", False)), "target_archs": list(target_archs),
+            "only": split_names(args.only), "skip": split_names(args.skip), "strict": bool(args.strict),
+            "profile": getattr(args, "profile_applied", None), "baseline": args.baseline}
+
+
+def run_doctor(args: argparse.Namespace, *, options: Mapping[str, Any] | None = None,
+               host: Mapping[str, Any] | None = None, handle_signals: bool = False) -> DoctorRun:
+    """Run the doctor as `dflash-doctor [options]` does, without rendering.
+
+    `args` comes from `parse_run_args`; `options` reach the checks as `Context.options` (e.g. the serve
+    command line); `host` is merged into the report's host record. A failure of the doctor itself, or
+    SIGTERM/SIGINT with `handle_signals`, still returns a (partial) run. UsageError for a bad --baseline
+    file; SystemExit(2) for an unknown --only/--skip name.
+    """
+    from dflash_doctor.render.report import host_info
+    from dflash_doctor.runner import failure_result, run_checks
+
+    started = time.monotonic()
+    _verify_interpreter(args)
+    expected = load_baseline(args.baseline)
+    checks, problems = load_selected(split_names(args.only), split_names(args.skip), sys.stderr, args.timeout)
+    ctx = Context(
+        python=args.python,
+        cwd=os.getcwd(),
+        no_gpu=args.no_gpu,
+        target_archs=tuple(split_names(args.target_arch)),
+        verify_hashes=args.verify_hashes,
+        timeout_s=args.timeout,
+        options=dict(options or {}),
+    )
+    outcome = run_checks(checks, ctx, handle_signals=handle_signals)
+    results = plugin_result(problems) + outcome.results
+    partial = outcome.partial
+    if outcome.stopped is not None:
+        results.append(outcome.stopped)
+    elif expected is not None:
+        from dflash_doctor.checks import (
+            baseline as baseline_module,  # only when asked: it is not cheap to import
+        )
+
+        try:
+            results.append(baseline_module.judge(expected, outcome.sections, args.baseline))
+        except Exception as exc:  # noqa: BLE001 - the report is still written, with the doctor's error
+            results.append(failure_result(exc, "comparing with the baseline"))
+            partial = True
+    extra = {"wall_s": round(time.monotonic() - started, 3), "options": _options(args, ctx.target_archs)}
+    host_record = {**host_info(), **(host or {})}
+    try:
+        return finish(results, outcome.sections, args.python, args, extra, host_record, partial, outcome.lingering)
+    except Exception as exc:  # noqa: BLE001 - the facts broke the report: write what is certain, and why
+        kept = [replace(r, facts={}) for r in results if r.id != "doctor"] + [failure_result(exc, "building the report")]
+        return finish(kept, {}, args.python, args, extra, host_record, True, outcome.lingering)
+
+
+def _write(kind: str, path: str, write: Any, report: Mapping[str, Any]) -> bool:
+    from dflash_doctor.documents.jsondoc import shown_path
+
+    try:
+        write(report, path)
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        sys.stderr.write(f"dflash-doctor: cannot write the {kind} report to {shown_path(path)}: {exc.strerror or exc}\n")
+        return False
+    except Exception as exc:  # noqa: BLE001 - one broken output must not cost the others
+        sys.stderr.write(f"dflash-doctor: internal error writing the {kind} report to {shown_path(path)}: "
+                         f"{type(exc).__name__}: {exc}\n")
+        return False
+    if path != "-":  # say where: a profile (ticket) may have chosen the name
+        sys.stderr.write(f"dflash-doctor: {kind} report written to {shown_path(os.path.abspath(path))}\n")
+    return True
+
+
+def emit(run: DoctorRun, args: argparse.Namespace) -> int:
+    """Write the requested files and render the chosen view; returns the exit code (2 if an output failed)."""
+    report, ok = run.report, True
+    if args.json:
+        from dflash_doctor.render import json_report
+
+        ok &= _write("JSON", args.json, json_report.write, report)
+    if args.junit:
+        from dflash_doctor.render import junit
+
+        ok &= _write("JUnit", args.junit, junit.write, report)
+    if args.markdown:
+        from dflash_doctor.render import markdown
+
+        ok &= _write("Markdown", args.markdown, markdown.write, report)
+    if "-" not in (args.json, args.junit, args.markdown):
+        try:
+            if args.format == "github":
+                from dflash_doctor.render import github
+
+                github.render(report, sys.stdout)
+            else:
+                from dflash_doctor.render.terminal import TerminalReporter, make_console, plain_output
+
+                plain = args.no_color or plain_output(sys.stdout)
+                TerminalReporter(make_console(sys.stdout, plain), plain, args.verbose).render(report, run.results)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            raise  # the reader went away: main() ends quietly
+        except Exception as exc:  # noqa: BLE001
+            sys.stderr.write(f"dflash-doctor: internal error rendering the report: {type(exc).__name__}: {exc}\n")
+            ok = False
+    return run.exit_code if ok else max(run.exit_code, 2)
+
+
+def main(argv: Sequence[str]) -> int:
+    try:
+        args = parse_run_args(argv)
+        run = run_doctor(args, handle_signals=True)
+    except UsageError as exc:
+        return usage_error(exc)
+    stop = next((f for r in run.results if r.id == "doctor" for f in r.findings if f.id == "doctor.interrupted"), None)
+    code = emit(run, args)
+    if stop is not None:
+        sys.stderr.write(f"dflash-doctor: {stop.title} (exit {code})\n")
+    if run.lingering:  # a collector or a plugin ignored the stop or its timeout; do not wait for it
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code

@@ -1,0 +1,90 @@
+"""The sha256 of every file a distribution installed, as its RECORD lists them (for the golden baseline).
+
+Only regular files that resolve inside the environment are read, never anything under /dev, /proc or /sys;
+a RECORD is read up to `MAX_RECORD_BYTES`.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import os
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from dflash_doctor.facts.envfacts import canonical
+from dflash_doctor.facts.safefile import UnsafeFile, open_regular, read_regular
+
+__all__ = ["MAX_RECORD_BYTES", "files_digest", "hash_files"]
+
+_SKIP_SUFFIXES = (".pyc",)
+_SIGNATURES = ("RECORD", "RECORD.jws", "RECORD.p7s")
+MAX_RECORD_BYTES = 64 << 20
+
+
+def _sha256(path: str, roots: list[str] | None) -> str | None:
+    """"sha256=..." of a regular file inside the environment; None when it is missing; "not hashed: ..." for
+    a file that is not opened (a FIFO, a device, a path that resolves outside the environment)."""
+    digest = hashlib.sha256()
+    try:
+        with open_regular(path, roots) as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    except UnsafeFile as exc:
+        return f"not hashed: {exc.reason}"
+    except OSError:
+        return None
+    return "sha256=" + base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
+
+
+def _record_paths(dist_info: str, roots: list[str] | None) -> list[str] | None:
+    try:
+        text = read_regular(os.path.join(dist_info, "RECORD"), MAX_RECORD_BYTES + 1, roots).decode("utf-8")
+        if len(text) > MAX_RECORD_BYTES:
+            return None
+        rows = list(csv.reader(io.StringIO(text)))
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return None
+    paths = []
+    for row in rows:
+        if not row:
+            continue
+        rel = row[0]
+        name = rel.rsplit("/", 1)[-1]
+        if rel.endswith(_SKIP_SUFFIXES) or "__pycache__/" in rel or (name in _SIGNATURES and ".dist-info/" in rel):
+            continue
+        paths.append(rel)
+    return paths
+
+
+def hash_files(dists: Iterable[Mapping[str, Any]], workers: int | None = None,
+               roots: list[str] | None = None) -> dict[str, dict[str, str | None] | None]:
+    """{canonical name: {RECORD path: "sha256=...", None (missing) or "not hashed: why"}} for each
+    distribution; None where the distribution has no readable RECORD. Hashing runs on threads (hashlib
+    releases the GIL). `roots`: the environment's directories (target.environment_roots); only regular files
+    that resolve inside them are read, never anything under /dev, /proc or /sys."""
+    jobs: list[tuple[str, str, str]] = []
+    out: dict[str, dict[str, str | None] | None] = {}
+    for dist in dists:
+        name = canonical(str(dist.get("name")))
+        paths = _record_paths(str(dist.get("dist_info")), roots) if dist.get("dist_info") else None
+        if paths is None:
+            out[name] = None
+            continue
+        out[name] = {}
+        location = str(dist.get("location"))
+        jobs += [(name, rel, os.path.join(location, rel)) for rel in paths]
+    with ThreadPoolExecutor(max_workers=workers or min(8, (os.cpu_count() or 2) * 2)) as pool:
+        for (name, rel, _), value in zip(jobs, pool.map(lambda job: _sha256(job[2], roots), jobs)):
+            files = out[name]
+            assert files is not None
+            files[rel] = value
+    return out
+
+
+def files_digest(files: Mapping[str, str | None]) -> str:
+    text = "\n".join(f"{path}\t{value}" for path, value in sorted(files.items()))
+    return "sha256=" + hashlib.sha256(text.encode()).hexdigest()

@@ -1,0 +1,182 @@
+"""Real imports in the target interpreter, each in its own process with a timeout.
+
+Each import runs as a forked child of the run's one target process that imported torch once
+(`ctx.host`), all of them at once (the host runs as many as there are cores); without a host, each
+starts an interpreter of its own."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from dflash_doctor.check import Context
+from dflash_doctor.facts.envfacts import Distributions
+from dflash_doctor.facts.probes import ProbeJob, ProbeOutcome, documents, run_probe
+from dflash_doctor.facts.safefile import environment_roots, refusal
+from dflash_doctor.knowledge.stack import STACK_EXTENSION_MODULES
+
+ROTARY_MODULE = "flash_attn.ops.triton.rotary"
+ROTARY_NAMES = ("apply_rotary",)
+# Without a shared host: interpreters started at once, each loading torch (seconds of CPU), on CI
+# machines of two cores.
+PARALLEL_IMPORTS = 4
+REPORT_MODULES = ["flash_attn", "flash_attn_2_cuda", "torch", "triton", "vllm", "flashinfer"]
+
+
+@dataclass(frozen=True)
+class ImportJob:
+    module: str
+    names: Sequence[str] = ()
+    preload: Sequence[str] = ()
+    file: str | None = None
+    roots: Sequence[str] | None = None
+    """The directories the file must resolve into (checked again in the process that would load it)."""
+
+
+def _spec(job: ImportJob) -> dict[str, Any]:
+    return {"module": job.module, "names": list(job.names), "preload": list(job.preload), "file": job.file,
+            "roots": list(job.roots) if job.roots is not None else None}
+
+
+def _run(ctx: Context, probes: Sequence[ProbeJob]) -> list[ProbeOutcome]:
+    if ctx.host is not None:
+        futures = [ctx.host.submit(probe) for probe in probes]
+        return [future.result() for future in futures]
+    with ThreadPoolExecutor(max_workers=PARALLEL_IMPORTS) as pool:
+        return list(pool.map(
+            lambda p: run_probe(ctx.python, p.probe, p.args, timeout_s=ctx.timeout_s, cwd=ctx.cwd), probes))
+
+
+def try_imports(ctx: Context, jobs: Sequence[ImportJob]) -> list[dict[str, Any]]:
+    """Each import's facts, in the order given, each import in a process of its own."""
+    probes = [ProbeJob(job.module, "try_import", {**_spec(job), "report_modules": REPORT_MODULES}) for job in jobs]
+    return [_import_facts(job, outcome) for job, outcome in zip(jobs, _run(ctx, probes))]
+
+
+def try_import_batches(ctx: Context, batches: Sequence[Sequence[ImportJob]]) -> list[dict[str, Any]]:
+    """Each import's facts, the imports of one batch one after another in one process.
+
+    The imports vLLM makes from one package mostly fail or succeed together, and a process per import
+    statement (over a hundred for vLLM's import surface) costs more than the imports. A batch reports
+    each import as it completes: when its process crashes or hangs, the import in flight gets that
+    outcome as its own, and those after it run again, each in a process of its own."""
+    probes = [ProbeJob(batch[0].module, "try_import",
+                       {"imports": [_spec(job) for job in batch], "report_modules": REPORT_MODULES})
+              for batch in batches]
+    results: list[dict[str, Any]] = []
+    again: list[ImportJob] = []
+    for batch, outcome in zip(batches, _run(ctx, probes)):
+        reported = {d.get("index"): d for d in documents(outcome.stdout) if isinstance(d, dict)}
+        for index, job in enumerate(batch):
+            if index in reported:
+                facts = _import_facts(job, outcome, reported[index])
+                facts["process"]["batch"] = len(batch)
+                results.append(facts)
+            elif index == len(reported):
+                results.append(_import_facts(job, outcome, None))  # the import in flight when it ended
+            else:
+                again.append(job)
+    return results + try_imports(ctx, again)
+
+
+def try_import(
+    ctx: Context, module: str, names: Sequence[str] = (), preload: Sequence[str] = (), file: str | None = None,
+    roots: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    return try_imports(ctx, [ImportJob(module, names, preload, file, roots)])[0]
+
+
+def _import_facts(job: ImportJob, outcome: ProbeOutcome, data: Any = ...) -> dict[str, Any]:
+    """The import's facts: what the probe reported (`data`, by default its one document), and how its
+    process went; an outcome without facts (a crash, a hang) is a failed import with that evidence."""
+    data = outcome.data if data is ... else data
+    process = outcome.as_facts()
+    if data is not None and not outcome.ok:
+        # This import's facts arrived; its batch ended badly later, on another import.
+        process.update(returncode=None, signal=None, timed_out=False, error=None)
+    facts: dict[str, Any] = {"module": job.module, "names": list(job.names), "process": process}
+    if isinstance(data, dict):
+        facts.update(data)
+        facts.pop("index", None)
+    else:
+        facts["ok"] = False
+    return facts
+
+
+def collect_rotary(ctx: Context, _earlier: Mapping[str, Any]) -> dict[str, Any]:
+    """`from flash_attn.ops.triton.rotary import apply_rotary`, exactly as vLLM's ApplyRotaryEmb does it."""
+    return {"rotary_import": try_import(ctx, ROTARY_MODULE, ROTARY_NAMES)}
+
+
+def collect_surface(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
+    """Each distinct module the installed vLLM imports from an external kernel package."""
+    source = earlier.get("vllm_surface") or {}
+    wanted = sorted({(s["module"], tuple(s["names"])) for s in source.get("sites") or []})
+    by_package: dict[str, list[ImportJob]] = {}
+    for module, names in wanted:
+        by_package.setdefault(module.split(".", 1)[0], []).append(ImportJob(module, names))
+    found = try_import_batches(ctx, list(by_package.values()))
+    order = {(job.module, tuple(job.names)): i for i, job in enumerate(j for b in by_package.values() for j in b)}
+    found.sort(key=lambda facts: order[(facts["module"], tuple(facts["names"]))])
+    return {"surface_imports": {"imports": found}}
+
+
+def extension_jobs(earlier: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The stack's extension modules to judge: those RECORD lists, and those only the import system finds
+    (labelled found_by "import-system"), each with the reason it will not be opened, if any."""
+    dists = Distributions(earlier.get("distributions") or {})
+    roots = environment_roots(earlier.get("target"))
+    jobs: list[dict[str, Any]] = []
+    for dist in dists:
+        for ext in dist.facts.get("extensions") or []:
+            path = os.path.join(dist.location, ext["path"])
+            jobs.append({"distribution": dist.name, "version": dist.version, "canonical": dist.canonical,
+                         "module": ext["module"], "path": path, "found_by": "record",
+                         "abi_tag": ext.get("abi_tag"), "refused": refusal(path, roots)})
+    for found in (earlier.get("distributions") or {}).get("import_extensions", {}).get("found") or []:
+        owner_name = STACK_EXTENSION_MODULES.value.get(found["module"])
+        owner = dists.get(owner_name) if owner_name else None
+        # What `import name` itself would load, wherever the import system found it (an editable finder may
+        # point into a source tree): only the file kind and /dev, /proc, /sys decide.
+        jobs.append({"distribution": owner.name if owner else (owner_name or found["module"]),
+                     "version": owner.version if owner else None, "canonical": owner_name,
+                     "module": found["module"], "path": found["path"], "found_by": "import-system",
+                     "finder": found.get("finder"), "shadows": found.get("shadows"),
+                     "refused": refusal(found["path"])})
+    return jobs
+
+
+def collect_extensions(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
+    """Load each compiled extension module of the stack on its own, after torch (whose libraries they link)."""
+    dists = Distributions(earlier.get("distributions") or {})
+    jobs = [job for job in extension_jobs(earlier) if job["canonical"] != "torch"]
+    # `import torch` itself is the preload; its own extensions load with it
+    # A file named for another interpreter's ABI: this one's import system never looks at it, so loading it
+    # by hand would test something no import does.
+    other_python = [{"module": job["module"], "distribution": job["distribution"], "path": job["path"],
+                     "abi_tag": job["abi_tag"], "ok": False, "loaded": False} for job in jobs if job.get("abi_tag")]
+    jobs = [job for job in jobs if not job.get("abi_tag")]
+    has_torch = dists.get("torch") is not None
+    roots = environment_roots(earlier.get("target"))
+
+    preload = ("torch",) if has_torch else ()
+    loadable = [job for job in jobs if not job["refused"]]
+    loaded = try_imports(ctx, [
+        # A file only the import system found is what `import` itself would load, wherever it is: only the
+        # file's kind and /dev, /proc, /sys decide, not the environment's directories.
+        ImportJob(job["module"], preload=preload, file=job["path"],
+                  roots=None if job["found_by"] == "import-system" or roots is None else tuple(roots))
+        for job in loadable])
+    facts_in_order = iter(loaded)
+    results = []
+    for job in jobs:
+        label = {k: job[k] for k in ("distribution", "path", "found_by") if job.get(k) is not None}
+        label.update({k: job[k] for k in ("finder", "shadows") if job.get(k)})
+        if job["refused"]:
+            results.append({"module": job["module"], "ok": False, "refused": job["refused"], **label})
+        else:
+            results.append({**next(facts_in_order), **label})
+    return {"extensions": {"torch_installed": has_torch, "items": results + other_python}}

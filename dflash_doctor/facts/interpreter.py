@@ -1,0 +1,83 @@
+"""The target interpreter (`--python PATH`), checked once before anything runs in it.
+
+Every probe runs in that interpreter, so a path that is missing, a directory, not executable, not Python
+(`/bin/ls`), not CPython, a Python older than the probes need, or one that does not answer within the
+timeout would otherwise surface as one error per probe (and false verdicts such as "vLLM is not
+installed"). `verify` runs the tiny handshake probe once, with the flags and environment every probe
+gets, and turns each of those into one sentence; the command line makes that a usage error (exit 2).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+
+from dflash_doctor.documents.jsondoc import shown_path
+from dflash_doctor.facts.probes import run_probe
+
+__all__ = ["MIN_VERSION", "Interpreter", "InterpreterError", "absolute", "verify"]
+
+MIN_VERSION = (3, 8)
+"""The probe scripts' floor (dflash_doctor/facts/probes/*.py: standard library only, Python 3.8+)."""
+
+
+class InterpreterError(Exception):
+    """The interpreter cannot be inspected; the message says why, naming it."""
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    path: str
+    implementation: str
+    version: tuple[int, int, int]
+
+
+def absolute(path: str) -> str:
+    """The path as given, made absolute against the working directory. Symlinks are kept: a venv's
+    bin/python is a symlink to the base interpreter, and only its own path starts the venv."""
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def _precheck(path: str, shown: str) -> None:
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        broken = os.path.islink(path)
+        raise InterpreterError(f"{shown}: no such file" + (" (a broken symlink)" if broken else "")) from None
+    except (OSError, ValueError) as exc:
+        raise InterpreterError(f"{shown}: cannot use it ({getattr(exc, 'strerror', None) or exc})") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise InterpreterError(f"{shown}: is a directory; give the interpreter itself, e.g. {shown.rstrip('/')}/bin/python")
+    if not stat.S_ISREG(info.st_mode):
+        raise InterpreterError(f"{shown}: not a regular file, so not an interpreter")
+    if not os.access(path, os.X_OK):
+        raise InterpreterError(f"{shown}: not executable")
+
+
+def verify(path: str, timeout_s: float, cwd: str | None = None) -> Interpreter:
+    """Check that `path` is a CPython >= 3.8 that answers the handshake within `timeout_s`."""
+    shown = shown_path(path)
+    _precheck(path, shown)
+    outcome = run_probe(path, "handshake", {}, timeout_s=timeout_s, cwd=cwd)
+    data = outcome.data
+    if outcome.timed_out:
+        raise InterpreterError(f"{shown}: did not answer within {timeout_s:g} s (--timeout); is it a Python interpreter?")
+    if not isinstance(data, dict) or not isinstance(data.get("version"), list):
+        why = outcome.error or "no answer"
+        tail = outcome.stderr.strip().splitlines()[-1:] if outcome.stderr.strip() else []
+        detail = f"; it said: {tail[0][:200]}" if tail else ""
+        raise InterpreterError(f"{shown}: not a Python interpreter the doctor can use (the handshake {why}{detail})")
+    implementation = str(data.get("implementation"))
+    try:
+        version = tuple(int(part) for part in data["version"][:3])
+        major, minor, micro = version
+    except (TypeError, ValueError):
+        raise InterpreterError(f"{shown}: gave a version the doctor cannot read: {data.get('version')!r}") from None
+    label = f"{implementation} {major}.{minor}.{micro}"
+    if implementation != "CPython":
+        raise InterpreterError(f"{shown}: is {label}; the doctor inspects CPython environments (vLLM runs on CPython)")
+    if (major, minor) < MIN_VERSION:
+        raise InterpreterError(f"{shown}: is {label}; the doctor's probes need Python "
+                               f"{MIN_VERSION[0]}.{MIN_VERSION[1]} or newer")
+    return Interpreter(path, implementation, (major, minor, micro))

@@ -1,0 +1,156 @@
+"""Facts about the target model and the DFlash drafter, from their files alone (no torch, no vLLM).
+
+Where the paths come from, in order: `Context.options["model"]` / `options["drafter"]` (a plain run given
+model directories), else the parsed serve command (`serve_args`: the model, and the speculative config's
+`model`). A name that is not a local path is looked up in the Hugging Face cache the way vLLM would find a
+downloaded model; if it is not there, the facts say so and nothing is read.
+
+The drafter keeps its whole tensor table (a few dozen tensors). The target keeps only a summary: bytes per
+top-level name prefix (so the language model can be told from a vision tower), the landmark tensors, and
+counts; a 60 GB target costs one small read per shard.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from dflash_doctor.check import Context
+from dflash_doctor.facts.modelfiles import read_model_dir
+from dflash_doctor.facts.modelfiles.model_dir import LANDMARK_SUFFIXES
+
+__all__ = ["SECTION", "collect", "describe_model", "prefix_of", "resolve_model_path"]
+
+SECTION = "models"
+TOKENIZER_CONFIG_MAX_BYTES = 16 * 1024 * 1024
+# Other files vLLM reads from a drafter directory (0.34.0 qwen3_dflash.py _read_mask_embedding).
+DRAFTER_EXTRA_FILES = ("mask_embedding.pt",)
+
+
+def resolve_model_path(name: str, cwd: str, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Where a model name leads: a local directory (as vLLM sees it: a path that exists), else a snapshot
+    in the Hugging Face cache (HF_HUB_CACHE, HF_HOME/hub, ~/.cache/huggingface/hub; refs/main)."""
+    env = os.environ if environ is None else environ
+    local = name if os.path.isabs(name) else os.path.join(cwd, name)
+    facts: dict[str, Any] = {"given": name, "path": None, "source": None, "exists": False, "is_dir": False,
+                             "readable": False, "hf_cache": None}
+    if os.path.lexists(local):
+        facts.update(path=os.path.normpath(local), source="local")
+    else:
+        facts["hf_cache"] = _hf_snapshot(name, env)
+        snapshot = facts["hf_cache"].get("snapshot") if facts["hf_cache"] else None
+        if snapshot:
+            facts.update(path=snapshot, source="hf-cache")
+    path = facts["path"]
+    if path is not None:
+        try:
+            mode = os.stat(path).st_mode
+            facts["exists"] = True
+            facts["is_dir"] = stat.S_ISDIR(mode)
+            facts["readable"] = os.access(path, os.R_OK | (os.X_OK if facts["is_dir"] else 0))
+        except OSError as exc:
+            facts["error"] = exc.strerror or str(exc)
+    return facts
+
+
+def _hf_snapshot(name: str, env: Mapping[str, str]) -> dict[str, Any] | None:
+    parts = name.split("/")
+    if len(parts) != 2 or not all(parts) or name.startswith((".", "~")):
+        return None  # not a repo id (org/name; /models/x is a path): a missing local path
+    cache = env.get("HF_HUB_CACHE") or os.path.join(
+        env.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface"), "hub")
+    repo = os.path.join(cache, f"models--{parts[0]}--{parts[1]}")
+    found: dict[str, Any] = {"cache": cache, "repo_dir": repo, "snapshot": None, "revision": None}
+    try:
+        with open(os.path.join(repo, "refs", "main"), encoding="utf-8") as handle:
+            revision = handle.read().strip()
+    except OSError:
+        return found
+    snapshot = os.path.join(repo, "snapshots", revision)
+    found["revision"] = revision
+    if os.path.isdir(snapshot):
+        found["snapshot"] = snapshot
+    return found
+
+
+def prefix_of(tensor: str) -> str:
+    """The part of a tensor name that says which module tree it belongs to: `model.layers`, `model.visual`,
+    `lm_head`, `mtp`; layer numbers never appear."""
+    parts = tensor.split(".")
+    if parts[0] == "model" and len(parts) > 2:
+        return ".".join(parts[:2])
+    return parts[0]
+
+
+def _tokenizer_config(root: str) -> dict[str, Any] | None:
+    path = os.path.join(root, "tokenizer_config.json")
+    try:
+        if os.path.getsize(path) > TOKENIZER_CONFIG_MAX_BYTES:
+            return {"file": path, "error": "too large to read"}
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        return {"file": path, "error": f"{type(exc).__name__}: {exc}"}
+    if not isinstance(data, dict):
+        return {"file": path, "error": "not a JSON object"}
+    length = data.get("model_max_length")
+    return {"file": path, "model_max_length": length if isinstance(length, (int, float)) else None}
+
+
+def describe_model(name: str, cwd: str, role: str, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Facts about one model directory; `role` "drafter" keeps every tensor, "target" a summary."""
+    resolved = resolve_model_path(name, cwd, environ)
+    facts: dict[str, Any] = {"role": role, "name": name, "resolved": resolved, "dir": None}
+    path = resolved["path"]
+    if path is None or not resolved["exists"] or not resolved["is_dir"]:
+        return facts
+    started = time.monotonic()
+    model_dir = read_model_dir(path, keep_tensors=True)
+    weights = model_dir["weights"]
+    if role == "target":
+        prefix_bytes: dict[str, int] = {}
+        for tensor_name, info in weights["tensors"].items():
+            key = prefix_of(tensor_name)
+            prefix_bytes[key] = prefix_bytes.get(key, 0) + int(info.get("bytes") or 0)
+        weights["tensors"] = {n: t for n, t in weights["tensors"].items() if n.endswith(LANDMARK_SUFFIXES)}
+        weights["tensors_complete"] = False
+        facts["prefix_bytes"] = dict(sorted(prefix_bytes.items()))
+    else:
+        facts["extra_files"] = [n for n in DRAFTER_EXTRA_FILES if os.path.exists(os.path.join(path, n))]
+    facts["dir"] = model_dir
+    facts["tokenizer_config"] = _tokenizer_config(path)
+    facts["seconds"] = round(time.monotonic() - started, 4)
+    return facts
+
+
+def _names(ctx: Context, earlier: Mapping[str, Any]) -> tuple[str | None, str | None, str | None]:
+    options = ctx.options or {}
+    target, drafter = options.get("model"), options.get("drafter")
+    if target or drafter:
+        return (str(target) if target else None), (str(drafter) if drafter else None), "options"
+    serve = earlier.get("serve_args") or {}
+    if not serve.get("given"):
+        return None, None, None
+    fields = serve.get("fields") or {}
+    spec = (serve.get("speculative_config") or {}).get("value")
+    spec_model = spec.get("model") if isinstance(spec, dict) else None
+    return (fields.get("model") if isinstance(fields.get("model"), str) else None,
+            spec_model if isinstance(spec_model, str) else None, "serve")
+
+
+def collect(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
+    started = time.monotonic()
+    target, drafter, source = _names(ctx, earlier)
+    facts: dict[str, Any] = {"given": bool(target or drafter), "source": source, "target": None, "drafter": None}
+    if target:
+        facts["target"] = describe_model(target, ctx.cwd, "target")
+    if drafter:
+        facts["drafter"] = describe_model(drafter, ctx.cwd, "drafter")
+    facts["seconds"] = round(time.monotonic() - started, 4)
+    return {SECTION: facts}

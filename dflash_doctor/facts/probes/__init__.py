@@ -1,0 +1,432 @@
+"""Runs probe scripts inside the *target* interpreter, isolated.
+
+The scripts beside this module use the standard library only (the target may lack this package,
+packaging or rich) and print one JSON document after a marker line, so that anything an imported
+module prints on its own cannot be mistaken for facts. Each runs as `python -B -c SOURCE` in its own
+process group with a timeout: a segfault becomes a signal name, a hang a timeout, and stderr is kept
+(trimmed) as evidence. Probes that need torch run as forked children of one process per doctor run
+that imported it once (`TargetHost`), each still a process of its own. The user's environment (PYTHONPATH, cwd, CUDA_VISIBLE_DEVICES) is passed as it
+is, plus PYTHONDONTWRITEBYTECODE=1, so nothing is written into the target.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "MARKER", "ProbeJob", "ProbeOutcome", "SharedRun", "TargetHost", "documents", "run_probe",
+    "run_probes_sharing_imports", "probe_source",
+]
+
+MARKER = "@@dflash-doctor-facts@@"
+# The host's own marker (probes/host.py): the jobs' output it relays holds MARKER.
+HOST_MARKER = "@@dflash-doctor-host@@"
+_HERE = Path(__file__).resolve().parent
+STDERR_KEEP = 4000
+
+
+@dataclass(frozen=True)
+class ProbeOutcome:
+    data: Any
+    """The probe's JSON document, or None when it did not finish."""
+    returncode: int | None
+    signal: str | None
+    timed_out: bool
+    stderr: str
+    duration_s: float
+    error: str | None
+    """Why there is no data: spawn failure, timeout, signal, no output."""
+    stdout: str = ""
+    """What the probe printed (kept in memory, never reported): a batch probe's documents, one per item."""
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def as_facts(self) -> dict[str, Any]:
+        """How the run itself went, for the report (the data is stored separately)."""
+        return {
+            "returncode": self.returncode,
+            "signal": self.signal,
+            "timed_out": self.timed_out,
+            "stderr": self.stderr,
+            "duration_s": round(self.duration_s, 3),
+            "error": self.error,
+        }
+
+
+def probe_source(name: str) -> str:
+    return (_HERE / f"{name}.py").read_text(encoding="utf-8")
+
+
+def _trim(text: str) -> str:
+    if len(text) <= STDERR_KEEP:
+        return text
+    half = STDERR_KEEP // 2
+    return text[:half] + f"\n[... {len(text) - STDERR_KEEP} characters trimmed ...]\n" + text[-half:]
+
+
+def _signal_name(returncode: int) -> str:
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
+def run_probe(
+    python: str,
+    name: str,
+    args: Any = None,
+    *,
+    timeout_s: float,
+    cwd: str | None = None,
+    env: dict[str, str] | None = None,
+    marker: str = MARKER,
+) -> ProbeOutcome:
+    """Run probe script `name` in `python` with `args` (JSON) and return what it reported."""
+    child_env = dict(os.environ if env is None else env)
+    child_env["PYTHONDONTWRITEBYTECODE"] = "1"
+    argv = [python, "-B", "-c", probe_source(name), json.dumps(args if args is not None else {})]
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=child_env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,  # so a timeout can end whatever the probe started, too
+        )
+    except OSError as exc:
+        return ProbeOutcome(None, None, None, False, "", 0.0, f"cannot start {python}: {exc.strerror or exc}")
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        out, err = proc.communicate()
+        timed_out = True
+    duration = time.monotonic() - started
+    stderr = _trim(err.decode("utf-8", "replace"))
+    return _outcome(out.decode("utf-8", "replace"), proc.returncode, timed_out, stderr, duration, timeout_s, marker)
+
+
+def _outcome(
+    stdout: str,
+    returncode: int | None,
+    timed_out: bool,
+    stderr: str,
+    duration: float,
+    timeout_s: float,
+    marker: str = MARKER,
+) -> ProbeOutcome:
+    data = _parse(stdout, marker)
+    sig = _signal_name(returncode) if returncode is not None and returncode < 0 else None
+    error: str | None = None
+    if timed_out:
+        error = f"timed out after {timeout_s:g} s"
+    elif sig:
+        error = f"killed by {sig}"
+    elif data is None:
+        error = f"exited with code {returncode} without reporting facts"
+    return ProbeOutcome(data, returncode, sig, timed_out, stderr, duration, error, stdout)
+
+
+@dataclass(frozen=True)
+class ProbeJob:
+    name: str
+    """The job's name in the results."""
+    probe: str
+    """Which probe script runs."""
+    args: Any = None
+
+
+@dataclass(frozen=True)
+class SharedRun:
+    host: dict[str, Any]
+    """How the host process went: its own run (`process`), what it preloaded and how long it took."""
+    outcomes: dict[str, ProbeOutcome]
+
+
+class TargetHost:
+    """One process in the target interpreter that imported `preload` once, running probes as forked children.
+
+    Jobs can be sent while it runs (`submit`), from any thread: the collectors of one doctor run share
+    it, so the target's torch is imported once per run however many probes need it. Each job is still a
+    process of its own, with its own exit status, stderr and timeout (`timeout_s`, from the job's own
+    start); at most `parallel` run at once (default: the cores). If the host dies before or while it
+    serves (a crash while preloading, say), each job it had not finished runs again in a process of
+    its own; if its preload outlasts `timeout_s`, every job it holds is timed out (the same import
+    would hang each of them).
+    """
+
+    def __init__(self, python: str, *, preload: tuple[str, ...], timeout_s: float, cwd: str | None = None,
+                 parallel: int | None = None) -> None:
+        self.python = python
+        self.preload = tuple(preload)
+        self.timeout_s = timeout_s
+        self.cwd = cwd
+        self.parallel = parallel or os.cpu_count() or 1
+        self._lock = threading.Lock()
+        self._pending: dict[str, tuple[ProbeJob, Future[ProbeOutcome]]] = {}
+        self._sources_sent: set[str] = set()
+        self._ready = threading.Event()
+        self._ready_facts: dict[str, Any] = {}
+        self._stderr = bytearray()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._state = "new"  # new -> serving -> ended | preload-timed-out | failed
+        self._error: str | None = None
+        self._fallback: str | None = None
+        self._started = 0.0
+        self._ended_after: float | None = None
+        self._count = 0
+        self._alone = ThreadPoolExecutor(max_workers=self.parallel)
+        self._threads: list[threading.Thread] = []
+
+    # -- lifecycle
+    def start(self) -> TargetHost:
+        with self._lock:
+            if self._state != "new":
+                return self
+            env = dict(os.environ)
+            env["PYTHONDONTWRITEBYTECODE"] = "1"
+            args = {"preload": list(self.preload), "parallel": self.parallel}
+            argv = [self.python, "-B", "-c", probe_source("host"), json.dumps(args)]
+            self._started = time.monotonic()
+            try:
+                self._proc = subprocess.Popen(argv, cwd=self.cwd, env=env, stdin=subprocess.PIPE,
+                                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                              start_new_session=True)
+            except OSError as exc:
+                self._state = "failed"
+                self._error = f"cannot start {self.python}: {exc.strerror or exc}"
+                self._fallback = f"the shared process could not start ({self._error}); each job ran in a process of its own"
+                self._ready.set()
+                return self
+            self._state = "serving"
+        for target in (self._read_protocol, self._read_stderr, self._watch_preload):
+            thread = threading.Thread(target=target, daemon=True, name=f"dflash-doctor-host-{target.__name__}")
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def __enter__(self) -> TargetHost:
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """No more jobs: let the host finish those it holds, then end its process group."""
+        proc = self._proc
+        if proc is not None and proc.stdin is not None:
+            with self._lock:
+                try:
+                    proc.stdin.close()
+                except OSError:
+                    pass
+            try:  # it ends once the jobs it holds have (each bounded by its own timeout)
+                proc.wait(timeout=self.timeout_s + 5.0)
+            except subprocess.TimeoutExpired:
+                pass
+            _kill_group(proc)
+            proc.wait()
+            for thread in self._threads[:2]:  # the readers end at the pipes' end of file
+                thread.join(timeout=5.0)
+        self._alone.shutdown(wait=True)
+
+    # -- jobs
+    def submit(self, job: ProbeJob) -> Future[ProbeOutcome]:
+        self.start()
+        future: Future[ProbeOutcome] = Future()
+        with self._lock:
+            self._count += 1
+            key = f"{self._count}:{job.name}"
+            if self._state == "serving":
+                assert self._proc is not None and self._proc.stdin is not None
+                line: dict[str, Any] = {"name": key, "probe": job.probe, "args": job.args or {},
+                                        "timeout_s": self.timeout_s}
+                if job.probe not in self._sources_sent:
+                    line["source"] = probe_source(job.probe)
+                try:
+                    self._proc.stdin.write((json.dumps(line) + "\n").encode("utf-8"))
+                    self._proc.stdin.flush()
+                except OSError:
+                    pass  # the host is gone: the protocol reader's end of file runs it alone
+                else:
+                    self._sources_sent.add(job.probe)
+                self._pending[key] = (job, future)
+                return future
+            state = self._state
+        self._settle(job, future, state)
+        return future
+
+    def run(self, jobs: list[ProbeJob]) -> dict[str, ProbeOutcome]:
+        """Submit `jobs` and wait for each one's outcome."""
+        futures = [(job, self.submit(job)) for job in jobs]
+        return {job.name: future.result() for job, future in futures}
+
+    def facts(self) -> dict[str, Any]:
+        """How the host went so far: its process, what it preloaded and how long that took."""
+        proc = self._proc
+        returncode = proc.returncode if proc is not None else None
+        facts: dict[str, Any] = {
+            "process": {
+                "returncode": returncode,
+                "signal": _signal_name(returncode) if returncode is not None and returncode < 0 else None,
+                "timed_out": self._state == "preload-timed-out",
+                "stderr": _trim(self._stderr.decode("utf-8", "replace")),
+                "duration_s": round((self._ended_after or (time.monotonic() - self._started)) if self._started else 0.0, 3),
+                "error": self._error,
+            },
+            "forked": self._ready_facts.get("forked"),
+            "parallel": self._ready_facts.get("parallel", self.parallel),
+            "preload": self._ready_facts.get("preload", []),
+            "preload_seconds": self._ready_facts.get("preload_seconds"),
+            "jobs": self._count,
+        }
+        if self._fallback:
+            facts["fallback"] = self._fallback
+        return facts
+
+    # -- threads
+    def _read_protocol(self) -> None:
+        proc = self._proc
+        assert proc is not None and proc.stdout is not None
+        for raw in proc.stdout:
+            line = raw.decode("utf-8", "replace")
+            if not line.startswith(HOST_MARKER):
+                continue
+            try:
+                message = json.loads(line[len(HOST_MARKER):])
+            except json.JSONDecodeError:
+                continue
+            if not isinstance(message, dict):
+                continue
+            if message.get("event") == "ready":
+                self._ready_facts = message
+                self._ready.set()
+            elif message.get("event") == "done":
+                with self._lock:
+                    entry = self._pending.pop(str(message.get("name")), None)
+                if entry is not None:
+                    entry[1].set_result(_job_outcome(message, self.timeout_s))
+        proc.wait()
+        self._ended_after = time.monotonic() - self._started
+        with self._lock:
+            if self._state == "serving":
+                self._state = "ended" if self._ready.is_set() else "failed"
+            returncode = proc.returncode
+            why = f"killed by {_signal_name(returncode)}" if returncode is not None and returncode < 0 else (
+                f"exited with code {returncode}")
+            if self._state == "failed":
+                self._error = f"{why} before it was ready"
+                self._fallback = f"the shared process gave no facts ({self._error}); each job ran in a process of its own"
+            elif self._state == "ended" and self._pending:
+                self._error = why
+            pending, self._pending = list(self._pending.values()), {}
+            state = self._state
+        self._ready.set()
+        for job, future in pending:
+            self._settle(job, future, state)
+
+    def _read_stderr(self) -> None:
+        proc = self._proc
+        assert proc is not None and proc.stderr is not None
+        fd = proc.stderr.fileno()
+        for chunk in iter(lambda: os.read(fd, 65536), b""):
+            self._stderr.extend(chunk)
+            if len(self._stderr) > 4 * STDERR_KEEP:
+                del self._stderr[STDERR_KEEP: len(self._stderr) - STDERR_KEEP]
+
+    def _watch_preload(self) -> None:
+        if self._ready.wait(self.timeout_s):
+            return
+        with self._lock:
+            if self._state != "serving":
+                return
+            self._state = "preload-timed-out"
+            self._error = f"timed out after {self.timeout_s:g} s while importing {', '.join(self.preload)}"
+        assert self._proc is not None
+        _kill_group(self._proc)
+
+    def _settle(self, job: ProbeJob, future: Future[ProbeOutcome], state: str) -> None:
+        """A job the host will not run: time it out with the host, fail it with the host (which was
+        ended while it served: the doctor being stopped, say), or run it alone (the host never served)."""
+        if state == "preload-timed-out":
+            future.set_result(ProbeOutcome(None, None, None, True, "", self.timeout_s,
+                                           f"timed out after {self.timeout_s:g} s"))
+            return
+        if state == "ended":
+            future.set_result(ProbeOutcome(None, None, None, False, "", 0.0,
+                                           f"the shared target process ended ({self._error}) before this job did"))
+            return
+        self._alone.submit(lambda: future.set_result(
+            run_probe(self.python, job.probe, job.args, timeout_s=self.timeout_s, cwd=self.cwd)))
+
+
+def run_probes_sharing_imports(
+    python: str,
+    jobs: list[ProbeJob],
+    *,
+    preload: tuple[str, ...],
+    timeout_s: float,
+    cwd: str | None = None,
+) -> SharedRun:
+    """Run `jobs` in forked children of one target process that imported `preload` first (a host of
+    their own, ended when they are done)."""
+    with TargetHost(python, preload=preload, timeout_s=timeout_s, cwd=cwd) as host:
+        outcomes = host.run(jobs)
+    return SharedRun(host.facts(), outcomes)
+
+
+def _job_outcome(job: Any, timeout_s: float) -> ProbeOutcome:
+    if not isinstance(job, dict):
+        return ProbeOutcome(None, None, None, False, "", 0.0, "the shared process did not run this job")
+    returncode = job.get("returncode") if isinstance(job.get("returncode"), int) else None
+    return _outcome(
+        str(job.get("stdout") or ""),
+        returncode,
+        bool(job.get("timed_out")),
+        str(job.get("stderr") or ""),
+        float(job.get("duration_s") or 0.0),
+        timeout_s,
+    )
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+
+
+def documents(stdout: str, marker: str = MARKER) -> list[Any]:
+    """Every JSON document a probe printed after a marker, in order (a batch probe prints one per item)."""
+    found = []
+    for chunk in stdout.split(marker)[1:]:
+        try:
+            found.append(json.loads(chunk.strip().splitlines()[0]))
+        except (json.JSONDecodeError, IndexError):
+            continue
+    return found
+
+
+def _parse(stdout: str, marker: str = MARKER) -> Any:
+    _, found, payload = stdout.rpartition(marker)
+    if not found:
+        return None
+    try:
+        return json.loads(payload.strip().splitlines()[0])
+    except (ValueError, RecursionError, IndexError):  # ValueError: also a number Python will not convert
+        return None

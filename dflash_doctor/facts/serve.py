@@ -1,0 +1,537 @@
+"""Facts for the serve layer: the command line, the port, and what the installed vLLM's source says.
+
+- `serve_args`: the `vllm serve` command the user will run (Context.options["serve"]), parsed by vLLM's own
+  parser in the target interpreter when vLLM imports there (probe `vllm_args`), else by the documented
+  subset (`dflash_doctor.facts.serve_args`); the facts name the parser. Also whether the port can be bound, and the
+  overrides a CI user gives instead of GPU facts.
+- `vllm_dflash`: what the installed vLLM accepts for DFlash, read from its source without importing it: the
+  DFlash architectures in its registry, its speculative methods, the version-dependent rules (by the marker
+  text recorded in knowledge.dflash), and the attention backend it would pick for each compute capability
+  (its `_get_backend_priorities` and each backend's `supports_*` methods, evaluated on constants).
+
+Context.options keys read here: "serve" = {"argv": [...], "vllm_parser": bool (default True), "validate":
+bool, "gpus": int, "gpu_memory_gib": float}; "model", "drafter" (see collectors.models).
+"""
+
+from __future__ import annotations
+
+import ast
+import errno
+import os
+import socket
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from dflash_doctor.check import Context
+from dflash_doctor.facts.envfacts import Distributions
+from dflash_doctor.facts.probes import run_probe
+from dflash_doctor.facts.safefile import read_regular
+from dflash_doctor.facts.serve_args import parse_serve_command
+from dflash_doctor.facts.vllm_source import vllm_package_dir
+from dflash_doctor.knowledge.dflash import (
+    BATCH_HUGE_MARKER,
+    DFLASH_MODEL_FILE,
+    LAYER_IDS_PLUS_ONE_MARKER,
+    MASK_TOP_LEVEL_MARKER,
+    NON_CAUSAL_SCOPE,
+    SAMPLE_FROM_ANCHOR_MARKER,
+    SLIDING_WINDOW_MARKER,
+    SPEC_BUDGET_RULE_A,
+    SPEC_BUDGET_RULE_B,
+    TARGET_HIDDEN_SIZE_NULL,
+)
+
+__all__ = ["CAPABILITIES", "collect_args", "collect_vllm", "head_sizes_of", "port_facts", "read_vllm_dflash"]
+
+ENV_NAMES = ("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "VLLM_USE_V2_MODEL_RUNNER", "HF_HUB_OFFLINE", "HF_HOME",
+             "HF_HUB_CACHE", "CUDA_VISIBLE_DEVICES")
+# Compute capabilities the backend choice is evaluated for (every CUDA GPU vLLM runs on has one of these).
+CAPABILITIES = ("7.0", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.3", "11.0", "12.0", "12.1")
+MAX_SOURCE_BYTES = 4_000_000
+
+
+# ------------------------------------------------------------------------------------------ serve_args
+
+
+def port_facts(host: str | None, port: int | None) -> dict[str, Any]:
+    """Can vLLM bind (host or "", port)? It binds with SO_REUSEADDR and SO_REUSEPORT
+    (vllm/entrypoints/openai/api_server.py create_server_socket), so a listener that also set SO_REUSEPORT
+    would not stop it: the port would be shared. Both bind attempts are made, and closed at once."""
+    facts: dict[str, Any] = {"host": host, "port": port, "free": None, "shared_listener": None, "error": None}
+    if not isinstance(port, int) or not 0 <= port <= 65535:
+        facts["error"] = f"not a TCP port: {port!r}"
+        return facts
+    address = host or ""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+
+    def bind(reuse_port: bool) -> OSError | None:
+        try:
+            sock = socket.socket(family, socket.SOCK_STREAM)
+        except OSError as exc:
+            return exc
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if reuse_port and hasattr(socket, "SO_REUSEPORT"):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.bind((address, port))
+            return None
+        except OSError as exc:
+            return exc
+        finally:
+            sock.close()
+
+    plain = bind(reuse_port=False)
+    if plain is None:
+        facts["free"] = True
+        return facts
+    facts["free"] = False
+    facts["error"] = f"[Errno {plain.errno}] {plain.strerror}" if plain.errno else str(plain)
+    facts["errno"] = errno.errorcode.get(plain.errno or 0)
+    if plain.errno == errno.EADDRINUSE:
+        facts["shared_listener"] = bind(reuse_port=True) is None
+    return facts
+
+
+def collect_args(ctx: Context, _earlier: Mapping[str, Any]) -> dict[str, Any]:
+    options = ctx.options or {}
+    serve = options.get("serve") or {}
+    assume = {"gpus": serve.get("gpus"), "gpu_memory_gib": serve.get("gpu_memory_gib"),
+              "target_archs": list(ctx.target_archs)}
+    if not serve.get("argv"):
+        return {"serve_args": {"given": False, "assume": assume}}
+    started = time.monotonic()
+    argv = [str(a) for a in serve["argv"]]
+    subset = parse_serve_command(argv)
+    facts: dict[str, Any] = {"given": True, "argv": argv, "cwd": ctx.cwd, "assume": assume,
+                             "environ": {n: os.environ.get(n) for n in ENV_NAMES}}
+    vllm_parser: dict[str, Any] = {"tried": False}
+    parsed: Mapping[str, Any] | None = None
+    if subset["program_error"] is None and serve.get("vllm_parser", True):
+        outcome = run_probe(ctx.python, "vllm_args", {"args": subset["args"], "validate": bool(serve.get("validate"))},
+                            timeout_s=ctx.timeout_s, cwd=ctx.cwd)
+        data = outcome.data if isinstance(outcome.data, dict) else {}
+        vllm_parser = {"tried": True, "available": bool(data.get("available")), "version": data.get("version"),
+                       "import_error": data.get("import_error"), "parser_error": data.get("parser_error"),
+                       "parse_error": data.get("parse_error"),
+                       "validation": data.get("validation"), "given": data.get("given") or [],
+                       "process": outcome.as_facts()}
+        if data.get("available") and isinstance(data.get("fields"), dict):
+            parsed = data["fields"]
+    if parsed is not None:
+        spec_value = parsed.get("speculative_config")
+        facts.update(parser="vllm", fields=dict(parsed), flags_given=vllm_parser["given"], unknown_flags=[],
+                     errors=[], program=subset["program"], program_error=None,
+                     speculative_config={"given": spec_value is not None,
+                                         "raw": subset["speculative_config"]["raw"],
+                                         "value": spec_value if isinstance(spec_value, dict) else None,
+                                         "error": None})
+    else:
+        facts.update(parser="subset", **{k: subset[k] for k in ("fields", "flags_given", "unknown_flags", "errors",
+                                                                  "program", "program_error", "speculative_config")})
+    facts["vllm_parser"] = vllm_parser
+    fields = facts["fields"]
+    port = fields.get("port")
+    facts["port"] = port_facts(fields.get("host"), port if isinstance(port, int) else 8000)
+    facts["seconds"] = round(time.monotonic() - started, 3)
+    return {"serve_args": facts}
+
+
+# ------------------------------------------------------------------------------- reading vLLM's source
+
+
+class _Unknown(Exception):
+    """The expression depends on something the doctor cannot know without running vLLM."""
+
+
+class _Capability(tuple):  # type: ignore[type-arg]
+    """DeviceCapability: compares as (major, minor), exposes .major and .minor."""
+
+    @property
+    def major(self) -> int:
+        return int(self[0])
+
+    @property
+    def minor(self) -> int:
+        return int(self[1])
+
+
+class _Evaluator:
+    """Evaluates the small constant logic of vLLM's backend selection: comparisons, if/else, returns of
+    lists of enum members. Anything else (a call into CUDA, a module-level cache) is `_Unknown`."""
+
+    def __init__(self, methods: Mapping[str, ast.FunctionDef] | None = None) -> None:
+        self.methods = dict(methods or {})
+
+    def call(self, function: ast.FunctionDef, values: Mapping[str, Any]) -> Any:
+        env = {a.arg: values[a.arg] for a in function.args.args + function.args.kwonlyargs if a.arg in values}
+        kind, value = self._run(function.body, env)
+        if kind != "return":
+            raise _Unknown("no return")
+        return value
+
+    def _run(self, body: Sequence[ast.stmt], env: dict[str, Any]) -> tuple[str, Any]:
+        for statement in body:
+            if isinstance(statement, ast.Return):
+                return "return", self.eval(statement.value, env) if statement.value is not None else None
+            if isinstance(statement, ast.If):
+                branch = statement.body if self.eval(statement.test, env) else statement.orelse
+                kind, value = self._run(branch, env)
+                if kind == "return":
+                    return kind, value
+            elif isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+                    and isinstance(statement.targets[0], ast.Name):
+                try:
+                    env[statement.targets[0].id] = self.eval(statement.value, env)
+                except _Unknown:
+                    env.pop(statement.targets[0].id, None)
+            elif isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
+                continue  # a docstring
+            elif isinstance(statement, (ast.Pass, ast.Import, ast.ImportFrom)):
+                continue
+            else:
+                raise _Unknown(type(statement).__name__)
+        return "fall", None
+
+    def eval(self, node: ast.AST | None, env: Mapping[str, Any]) -> Any:  # one case per node type
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id in env:
+                return env[node.id]
+            raise _Unknown(node.id)
+        if isinstance(node, ast.Attribute):
+            if isinstance(node.value, ast.Name) and node.value.id.endswith("BackendEnum"):
+                return node.attr
+            base = self.eval(node.value, env)
+            if isinstance(base, _Capability) and node.attr in ("major", "minor"):
+                return getattr(base, node.attr)
+            raise _Unknown(node.attr)
+        if isinstance(node, ast.Compare):
+            left = self.eval(node.left, env)
+            for op, right_node in zip(node.ops, node.comparators):
+                right = self.eval(right_node, env)
+                if not _compare(op, left, right):
+                    return False
+                left = right
+            return True
+        if isinstance(node, ast.BoolOp):
+            if isinstance(node.op, ast.And):
+                result: Any = True
+                for value in node.values:
+                    result = self.eval(value, env)
+                    if not result:
+                        return result
+                return result
+            for value in node.values:
+                result = self.eval(value, env)
+                if result:
+                    return result
+            return result
+        if isinstance(node, ast.UnaryOp):
+            operand = self.eval(node.operand, env)
+            if isinstance(node.op, ast.Not):
+                return not operand
+            if isinstance(node.op, ast.USub):
+                return -operand
+            raise _Unknown("unary")
+        if isinstance(node, ast.BinOp):
+            left, right = self.eval(node.left, env), self.eval(node.right, env)
+            operations: dict[type[ast.operator], Callable[[], Any]] = {ast.Mod: lambda: left % right, ast.Add: lambda: left + right,
+                          ast.Sub: lambda: left - right, ast.Mult: lambda: left * right,
+                          ast.FloorDiv: lambda: left // right}
+            for kind, apply in operations.items():
+                if isinstance(node.op, kind):
+                    return apply()
+            raise _Unknown("binop")
+        if isinstance(node, ast.IfExp):
+            return self.eval(node.body if self.eval(node.test, env) else node.orelse, env)
+        if isinstance(node, (ast.List, ast.Tuple)):
+            items: list[Any] = []
+            for element in node.elts:
+                if isinstance(element, ast.Starred):
+                    items.extend(self.eval(element.value, env))
+                else:
+                    items.append(self.eval(element, env))
+            return items
+        if isinstance(node, ast.Call):
+            return self._call(node, env)
+        raise _Unknown(type(node).__name__)
+
+    def _call(self, node: ast.Call, env: Mapping[str, Any]) -> Any:
+        func = node.func
+        if isinstance(func, ast.Name) and func.id == "DeviceCapability" and not node.keywords:
+            return _Capability(self.eval(arg, env) for arg in node.args)
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "cls" \
+                and func.attr in self.methods and not node.args:
+            return self.call(self.methods[func.attr], {})
+        raise _Unknown("call")
+
+
+def _compare(op: ast.cmpop, left: Any, right: Any) -> bool:
+    table: dict[type[ast.cmpop], Callable[[], Any]] = {ast.Eq: lambda: left == right, ast.NotEq: lambda: left != right, ast.Lt: lambda: left < right,
+             ast.LtE: lambda: left <= right, ast.Gt: lambda: left > right, ast.GtE: lambda: left >= right,
+             ast.In: lambda: left in right, ast.NotIn: lambda: left not in right,
+             ast.Is: lambda: left is right, ast.IsNot: lambda: left is not right}
+    for kind, apply in table.items():
+        if isinstance(op, kind):
+            return bool(apply())
+    raise _Unknown("compare")
+
+
+def _read(root: str, rel: str) -> str | None:
+    try:
+        return read_regular(os.path.join(root, rel), MAX_SOURCE_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return None
+
+
+def _parse(root: str, rel: str, cache: dict[str, ast.Module | None]) -> ast.Module | None:
+    if rel not in cache:
+        text = _read(root, rel)
+        try:
+            cache[rel] = ast.parse(text) if text is not None else None
+        except SyntaxError:
+            cache[rel] = None
+    return cache[rel]
+
+
+def _functions(tree: ast.AST, name: str) -> list[ast.FunctionDef]:
+    return [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name]
+
+
+def _registry_archs(root: str, cache: dict[str, ast.Module | None]) -> list[str] | None:
+    tree = _parse(root, "model_executor/models/registry.py", cache)
+    if tree is None:
+        return None
+    names: set[str] = set()
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
+            node.target if isinstance(node, ast.AnnAssign) else None
+        value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+        if not isinstance(target, ast.Name) or not isinstance(value, ast.Dict):
+            continue
+        if target.id in ("_PREVIOUSLY_SUPPORTED_MODELS", "_OOT_SUPPORTED_MODELS"):
+            continue
+        names.update(k.value for k in value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str))
+    return sorted(names)
+
+
+def _literal_values(tree: ast.Module, name: str, seen: set[str] | None = None) -> list[str]:
+    """The strings of `name = Literal[...]`, following names of other Literal aliases in the module."""
+    seen = seen or set()
+    if name in seen:
+        return []
+    seen.add(name)
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            value = node.value
+            if isinstance(value, ast.Subscript):
+                inner = value.slice
+                elements = inner.elts if isinstance(inner, ast.Tuple) else [inner]
+                found: list[str] = []
+                for element in elements:
+                    if isinstance(element, ast.Constant) and isinstance(element.value, str):
+                        found.append(element.value)
+                    elif isinstance(element, ast.Name):
+                        found.extend(_literal_values(tree, element.id, seen))
+                return found
+    return []
+
+
+def _aux_supported(tree: ast.Module | None) -> list[str] | None:
+    if tree is None:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "aux_hidden_states_supported"
+                                                for t in node.targets) and isinstance(node.value, ast.List):
+            return [e.value for e in node.value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    return None
+
+
+_MARKERS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "layer_ids_plus_one": (LAYER_IDS_PLUS_ONE_MARKER.value, ("v1/worker/gpu_model_runner.py",
+                                                             "v1/worker/gpu/spec_decode/eagle/eagle3_utils.py")),
+    "mask_top_level": (MASK_TOP_LEVEL_MARKER.value, ("v1/worker/gpu/spec_decode/utils.py",)),
+    "sample_from_anchor_refused": (SAMPLE_FROM_ANCHOR_MARKER.value, ("v1/worker/gpu/spec_decode/dflash/speculator.py",)),
+    "sliding_window_required": (SLIDING_WINDOW_MARKER.value, ("model_executor/models/qwen3_dflash.py",)),
+    "reads_layer_types": ("layer_types", ("model_executor/models/qwen3_dflash.py",)),
+    "target_hidden_size_null_ok": (TARGET_HIDDEN_SIZE_NULL.value, ("model_executor/models/qwen3_dflash.py",)),
+    "spec_budget_a": (SPEC_BUDGET_RULE_A.value, ("config/vllm.py",)),
+    "spec_budget_b": (SPEC_BUDGET_RULE_B.value, ("config/vllm.py",)),
+    "non_causal_all_layers": (NON_CAUSAL_SCOPE.value["all-layers"], ("v1/attention/selector.py",)),
+    "drafter_own_backend": (NON_CAUSAL_SCOPE.value["drafter-own-backend"], ("v1/spec_decode/llm_base_proposer.py",)),
+    "drafter_own_backend_v2": (NON_CAUSAL_SCOPE.value["drafter-own-backend-v2"],
+                               ("v1/worker/gpu/spec_decode/dflash/utils.py",)),
+    "batch_huge_tier": (BATCH_HUGE_MARKER.value, ("engine/arg_utils.py",)),
+    "dflash_causal_key": ('.get("causal"', ("v1/spec_decode/dflash.py", "model_executor/models/qwen3_dflash.py")),
+}
+
+
+def _markers(root: str) -> dict[str, dict[str, Any]]:
+    texts: dict[str, str | None] = {}
+    found: dict[str, dict[str, Any]] = {}
+    for name, (needle, files) in _MARKERS.items():
+        where = None
+        for rel in files:
+            if rel not in texts:
+                texts[rel] = _read(root, rel)
+            text = texts[rel]
+            if text is not None and needle in text:
+                where = rel
+                break
+        found[name] = {"found": where is not None, "file": where,
+                       "readable": any(texts.get(rel) is not None for rel in files)}
+    return found
+
+
+def _backend_classes(root: str, cache: dict[str, ast.Module | None]) -> dict[str, tuple[str, str]]:
+    """AttentionBackendEnum member -> (file relative to the vllm package, class name)."""
+    tree = _parse(root, "v1/attention/backends/registry.py", cache)
+    found: dict[str, tuple[str, str]] = {}
+    if tree is None:
+        return found
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == "AttentionBackendEnum":
+            for item in node.body:
+                if isinstance(item, ast.Assign) and len(item.targets) == 1 and isinstance(item.targets[0], ast.Name) \
+                        and isinstance(item.value, ast.Constant) and isinstance(item.value.value, str):
+                    module, _, cls = item.value.value.rpartition(".")
+                    if module.startswith("vllm."):
+                        found[item.targets[0].id] = (module[len("vllm."):].replace(".", "/") + ".py", cls)
+    return found
+
+
+def _class_methods(root: str, rel: str, cls: str, cache: dict[str, ast.Module | None]) -> dict[str, ast.FunctionDef]:
+    """Methods of `cls` as vLLM resolves them: its own, then its bases in the same module, then
+    AttentionBackend's defaults (v1/attention/backend.py)."""
+    methods: dict[str, ast.FunctionDef] = {}
+    chain: list[tuple[str, str]] = [(rel, cls)]
+    seen: set[tuple[str, str]] = set()
+    while chain:
+        file, name = chain.pop(0)
+        if (file, name) in seen:
+            continue
+        seen.add((file, name))
+        tree = _parse(root, file, cache)
+        if tree is None:
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef) and node.name == name:
+                for item in node.body:
+                    if isinstance(item, ast.FunctionDef):
+                        methods.setdefault(item.name, item)
+                for base in node.bases:
+                    if isinstance(base, ast.Name):
+                        chain.append((file, base.id))
+    base_tree = _parse(root, "v1/attention/backend.py", cache)
+    if base_tree is not None:
+        for node in base_tree.body:
+            if isinstance(node, ast.ClassDef) and node.name == "AttentionBackend":
+                for item in node.body:
+                    if isinstance(item, ast.FunctionDef):
+                        methods.setdefault(item.name, item)
+    return methods
+
+
+def _try(function: ast.FunctionDef | None, evaluator: _Evaluator, values: Mapping[str, Any]) -> Any:
+    if function is None:
+        return None
+    try:
+        return evaluator.call(function, values)
+    except (_Unknown, TypeError, ValueError, ZeroDivisionError):
+        return None
+
+
+def _attention(root: str, cache: dict[str, ast.Module | None], head_sizes: Sequence[int]) -> dict[str, Any]:
+    tree = _parse(root, "platforms/cuda.py", cache)
+    functions = _functions(tree, "_get_backend_priorities") if tree is not None else []
+    facts: dict[str, Any] = {"source": "platforms/cuda.py _get_backend_priorities", "readable": bool(functions),
+                             "priorities": {}, "backends": {}, "head_sizes": list(head_sizes)}
+    if not functions:
+        return facts
+    evaluator = _Evaluator()
+    named: set[str] = set()
+    for cc in CAPABILITIES:
+        major, minor = (int(p) for p in cc.split("."))
+        row: dict[str, Any] = {}
+        for non_causal in (True, False):
+            values = {"use_mla": False, "device_capability": _Capability((major, minor)), "num_heads": None,
+                      "kv_cache_dtype": None, "use_non_causal": non_causal, "use_mm_prefix": False,
+                      "use_sparse": False, "has_sink": False, "head_size": head_sizes[0] if head_sizes else None}
+            order = _try(functions[0], evaluator, values)
+            row["non_causal" if non_causal else "causal"] = order if isinstance(order, list) else None
+            named.update(order if isinstance(order, list) else [])
+        facts["priorities"][cc] = row
+    classes = _backend_classes(root, cache)
+    for backend in sorted(named):
+        if backend not in classes:
+            facts["backends"][backend] = {"file": None}
+            continue
+        rel, cls = classes[backend]
+        methods = _class_methods(root, rel, cls, cache)
+        own = _Evaluator(methods)
+        facts["backends"][backend] = {
+            "file": rel, "class": cls,
+            "non_causal": _try(methods.get("supports_non_causal"), own, {}),
+            "capability": {cc: _try(methods.get("supports_compute_capability"), own,
+                                    {"capability": _Capability(int(p) for p in cc.split("."))})
+                           for cc in CAPABILITIES},
+            "head_size": {str(h): _try(methods.get("supports_head_size"), own, {"head_size": h}) for h in head_sizes},
+        }
+    return facts
+
+
+def head_sizes_of(models: Mapping[str, Any]) -> list[int]:
+    sizes: list[int] = []
+    for role in ("drafter", "target"):
+        text = (((models.get(role) or {}).get("dir") or {}).get("config") or {}).get("text") or {}
+        head_dim, hidden, heads = text.get("head_dim"), text.get("hidden_size"), text.get("num_attention_heads")
+        if not isinstance(head_dim, int) and isinstance(hidden, int) and isinstance(heads, int) and heads > 0:
+            head_dim = hidden // heads
+        if isinstance(head_dim, int) and head_dim not in sizes:
+            sizes.append(head_dim)
+    return sizes
+
+
+def read_vllm_dflash(root: str, head_sizes: Sequence[int] = ()) -> dict[str, Any]:
+    """What the vLLM package at `root` (the `vllm/` directory) accepts for DFlash, from its source."""
+    cache: dict[str, ast.Module | None] = {}
+    model_file = DFLASH_MODEL_FILE.value.split("vllm/", 1)[1]
+    archs = _registry_archs(root, cache)
+    spec_tree = _parse(root, "config/speculative.py", cache)
+    return {
+        "root": root,
+        "has_dflash": os.path.isfile(os.path.join(root, model_file)),
+        "registry_readable": archs is not None,
+        "dflash_archs": [a for a in archs or [] if "DFlash" in a],
+        "methods": _literal_values(spec_tree, "SpeculativeMethod") if spec_tree is not None else None,
+        "aux_supported_model_types": _aux_supported(spec_tree),
+        "markers": _markers(root),
+        "attention": _attention(root, cache, head_sizes),
+    }
+
+
+def collect_vllm(_ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
+    started = time.monotonic()
+    dist = Distributions(earlier.get("distributions") or {}).get("vllm")
+    root = vllm_package_dir(earlier)
+    facts: dict[str, Any] = {"installed": dist is not None or root is not None,
+                             "version": dist.version if dist else None, "root": root}
+    if root is not None and not (earlier.get("models") or {}).get("given"):
+        facts["skipped"] = "no model, drafter or serve command given: vLLM's DFlash rules were not read"
+    elif root is not None:
+        facts.update(read_vllm_dflash(root, head_sizes_of(earlier.get("models") or {})))
+        facts["version"] = facts["version"] or _version_from_source(root)
+    facts["seconds"] = round(time.monotonic() - started, 3)
+    return {"vllm_dflash": facts}
+
+
+def _version_from_source(root: str) -> str | None:
+    text = _read(root, "_version.py") or ""
+    for line in text.splitlines():
+        if line.startswith(("__version__", "version")) and "=" in line:
+            value = line.split("=", 1)[1].strip().strip("'\"")
+            if value and value[0].isdigit():
+                return value
+    return None

@@ -1,0 +1,239 @@
+"""The `vllm serve` command line, read without vLLM: a documented subset of its flags.
+
+Used when vLLM's own parser cannot run in the target interpreter (see `dflash_doctor.facts.probes.vllm_args`);
+the facts say which parser read the command. The subset follows vLLM 0.20.1's parser
+(`vllm/engine/arg_utils.py` EngineArgs.add_cli_args, `vllm/entrypoints/openai/cli_args.py`,
+`vllm/utils/argparse_utils.py` FlexibleArgumentParser):
+
+- `vllm serve MODEL [flags]`, or `python -m vllm.entrypoints.openai.api_server --model MODEL [flags]`;
+- `--flag value` and `--flag=value`; underscores in a flag name read as dashes (`--max_model_len`);
+- `--speculative-config '{json}'` (alias `-sc`), and `--speculative-config.KEY VALUE` for one key;
+- `k/m/g/t` (decimal) and `K/M/G/T` (binary) suffixes for `--max-model-len` and
+  `--max-num-batched-tokens`; `--max-model-len auto` (or -1) leaves it to the model;
+- booleans as `--flag` / `--no-flag`.
+
+Flags outside the subset are listed as unknown (the subset cannot check them), never rejected.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from dflash_doctor.documents.jsondoc import parse_json
+
+__all__ = ["FLAGS", "SUBSET", "parse_serve_command", "split_program"]
+
+DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
+
+
+def _int(text: str) -> int:
+    value: int = int(text)
+    return value
+
+
+def _human_int(text: str) -> int:
+    """vllm/utils/argparse_utils.py human_readable_int: 25.6k = 25600, 1K = 1024."""
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", text.strip())
+    if not match:
+        return int(text)
+    number, suffix = match.groups()
+    if suffix in "kmgt":
+        return int(float(number) * 10 ** (3 * ("kmgt".index(suffix) + 1)))
+    if "." in number:
+        raise ValueError(f"decimals are not allowed with binary suffixes like {suffix}")
+    return int(number) * (1 << (10 * ("KMGT".index(suffix) + 1)))
+
+
+def _human_int_or_auto(text: str) -> int | None:
+    if text.strip().lower() in ("auto", "-1"):
+        return None
+    return _human_int(text)
+
+
+def _float(text: str) -> float:
+    return float(text)
+
+
+def _dtype(text: str) -> str:
+    if text not in DTYPES:
+        raise ValueError(f"invalid choice {text!r} (choose from {', '.join(DTYPES)})")
+    return text
+
+
+def _str(text: str) -> str:
+    return text
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    value = parse_json(text)  # bounded: a 100,000-deep or 5,000-digit --speculative-config is an error, not a crash
+    if not isinstance(value, dict):
+        raise ValueError(f"a JSON object is required, got a JSON {type(value).__name__}")  # noqa: TRY004 - argparse-style
+    return value
+
+
+# flag -> (field, converter); None as converter: a boolean (--flag / --no-flag).
+FLAGS: dict[str, tuple[str, Callable[[str], Any] | None]] = {
+    "--model": ("model", _str),
+    "--tensor-parallel-size": ("tensor_parallel_size", _int),
+    "-tp": ("tensor_parallel_size", _int),
+    "--pipeline-parallel-size": ("pipeline_parallel_size", _int),
+    "-pp": ("pipeline_parallel_size", _int),
+    "--max-model-len": ("max_model_len", _human_int_or_auto),
+    "--max-num-batched-tokens": ("max_num_batched_tokens", _human_int),
+    "--max-num-seqs": ("max_num_seqs", _int),
+    "--gpu-memory-utilization": ("gpu_memory_utilization", _float),
+    "--dtype": ("dtype", _dtype),
+    "--speculative-config": ("speculative_config", _json_object),
+    "-sc": ("speculative_config", _json_object),
+    "--enable-chunked-prefill": ("enable_chunked_prefill", None),
+    "--trust-remote-code": ("trust_remote_code", None),
+    "--language-model-only": ("language_model_only", None),
+    "--port": ("port", _int),
+    "--host": ("host", _str),
+    "--tokenizer": ("tokenizer", _str),
+    "--skip-tokenizer-init": ("skip_tokenizer_init", None),
+    "--attention-backend": ("attention_backend", _str),
+    "--kv-cache-dtype": ("kv_cache_dtype", _str),
+}
+
+# What the report calls the documented subset (one name per field).
+SUBSET: tuple[str, ...] = tuple(dict.fromkeys(f for f in FLAGS if f.startswith("--")))
+
+_DEFAULTS: dict[str, Any] = {
+    "tensor_parallel_size": 1,
+    "pipeline_parallel_size": 1,
+    "max_model_len": None,
+    "max_num_batched_tokens": None,
+    "max_num_seqs": None,
+    "gpu_memory_utilization": None,
+    "dtype": "auto",
+    "speculative_config": None,
+    "enable_chunked_prefill": None,
+    "trust_remote_code": False,
+    "language_model_only": False,
+    "port": 8000,
+    "host": None,
+    "tokenizer": None,
+    "skip_tokenizer_init": False,
+    "attention_backend": None,
+    "kv_cache_dtype": "auto",
+}
+
+API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+
+
+def split_program(argv: Sequence[str]) -> tuple[list[str], list[str], str | None]:
+    """(program words, the arguments vLLM's serve parser reads, an error) for a serve command line."""
+    words = list(argv)
+    if len(words) >= 2 and os.path.basename(words[0]) == "vllm" and words[1] == "serve":
+        return words[:2], words[2:], None
+    if API_SERVER_MODULE in words:
+        at = words.index(API_SERVER_MODULE)
+        if at >= 1 and words[at - 1] == "-m":
+            return words[: at + 1], words[at + 1 :], None
+    shown = " ".join(words[:3]) or "(nothing)"
+    return [], words, (f"`{shown}` is not a `vllm serve` command: expected `vllm serve MODEL [flags]` or "
+                       f"`python -m {API_SERVER_MODULE} --model MODEL [flags]`")
+
+
+def _normalise(flag: str) -> str:
+    """FlexibleArgumentParser reads `--max_model_len` as `--max-model-len`."""
+    if flag.startswith("--"):
+        head, dot, tail = flag.partition(".")
+        return head.replace("_", "-") + dot + tail
+    return flag
+
+
+def parse_serve_command(argv: Sequence[str]) -> dict[str, Any]:
+    """Facts about a serve command line, read by the documented subset. Never raises on bad input."""
+    program, args, program_error = split_program(argv)
+    fields: dict[str, Any] = dict(_DEFAULTS)
+    fields["model"] = None
+    given: list[str] = []
+    unknown: list[str] = []
+    errors: list[dict[str, str]] = []
+    spec: dict[str, Any] = {"given": False, "raw": None, "value": None, "error": None}
+    dotted: dict[str, Any] = {}
+    positional: list[str] = []
+    index = 0
+    while index < len(args):
+        word = args[index]
+        index += 1
+        if not word.startswith("-") or word == "-":
+            positional.append(word)
+            continue
+        flag, has_value, inline = word.partition("=")
+        flag = _normalise(flag)
+        if flag.startswith(("--speculative-config.", "-sc.")):
+            key = flag.split(".", 1)[1]
+            value_text = inline if has_value else (args[index] if index < len(args) else None)
+            if not has_value:
+                index += 1
+            if value_text is None:
+                errors.append({"flag": flag, "message": f"{flag} expects a value"})
+                continue
+            try:
+                dotted[key] = parse_json(value_text)
+            except ValueError:
+                dotted[key] = value_text
+            given.append("speculative_config")
+            continue
+        negated = flag.startswith("--no-") and f"--{flag[5:]}" in FLAGS and FLAGS[f"--{flag[5:]}"][1] is None
+        known = FLAGS.get(f"--{flag[5:]}" if negated else flag)
+        if known is None:
+            unknown.append(flag)
+            # An unknown flag's value (if any) is not a positional argument: skip one word that is not a flag.
+            if not has_value and index < len(args) and not args[index].startswith("-"):
+                index += 1
+            continue
+        field, convert = known
+        if convert is None:
+            if has_value:
+                errors.append({"flag": flag, "message": f"{flag} takes no value (got {inline!r})"})
+                continue
+            fields[field] = not negated
+            given.append(field)
+            continue
+        if not has_value:
+            if index >= len(args):
+                errors.append({"flag": flag, "message": f"{flag} expects a value"})
+                continue
+            inline = args[index]
+            index += 1
+        if field == "speculative_config":
+            spec.update(given=True, raw=inline)
+        try:
+            fields[field] = convert(inline)
+        except (ValueError, TypeError) as exc:
+            message = f"{flag} {inline!r}: {exc}"
+            if field == "speculative_config":
+                spec["error"] = str(exc)
+                message = f"{flag} is not a valid JSON object: {exc}"
+            errors.append({"flag": flag, "message": message})
+            continue
+        given.append(field)
+    if dotted:
+        base = fields["speculative_config"] if isinstance(fields["speculative_config"], dict) else {}
+        fields["speculative_config"] = {**base, **dotted}
+        spec["given"] = True
+    if spec["given"] and spec["error"] is None:
+        spec["value"] = fields["speculative_config"]
+    if positional:
+        if len(positional) > 1:
+            errors.append({"flag": "MODEL", "message": f"more than one positional argument: {positional}"})
+        # vllm/entrypoints/cli/serve.py: `if args.model_tag is not None: args.model = args.model_tag`.
+        fields["model"] = positional[0]
+    return {
+        "parser": "subset",
+        "program": program,
+        "program_error": program_error,
+        "args": list(args),
+        "fields": fields,
+        "flags_given": sorted(set(given)),
+        "unknown_flags": unknown,
+        "errors": errors,
+        "speculative_config": spec,
+    }

@@ -1,0 +1,85 @@
+"""GitHub Actions workflow commands: one annotation per finding that did not pass.
+
+Format (docs.github.com, "Workflow commands for GitHub Actions"; the runner's parser is
+`ActionCommand.TryParseV2` in actions/runner): `::error title=TITLE::MESSAGE`, where the message escapes
+`%`, CR and LF as `%25`, `%0D`, `%0A`, and a property value escapes `:` and `,` too (`%3A`, `%2C`).
+fail and error become `::error`, warn `::warning` (`::error` under --strict, where it fails the job),
+skip `::notice`. A summary line follows; when `$GITHUB_STEP_SUMMARY` names a file, the Markdown summary
+table is appended to it, so the job's summary page shows the verdict.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from typing import IO, Any
+
+__all__ = ["annotation_items", "escape_data", "escape_property", "render", "render_lines"]
+
+LEVELS = {"fail": "error", "error": "error", "warn": "warning", "skip": "notice"}
+MESSAGE_LINES = 12
+
+
+def escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def command(level: str, message: str, **properties: str) -> str:
+    props = ",".join(f"{key}={escape_property(value)}" for key, value in properties.items() if value)
+    return f"::{level}{' ' + props if props else ''}::{escape_data(message)}"
+
+
+def _message(finding: Mapping[str, Any]) -> str:
+    lines = [str(finding.get("title", ""))]
+    if finding.get("cause"):
+        lines.append(f"follows from {finding.get('cause')} (fix that first)")
+    detail = str(finding.get("detail") or "").strip()
+    if detail:
+        lines += detail.splitlines()[:MESSAGE_LINES]
+    for step in finding.get("remediation") or ():
+        lines.append(f"fix: $ {step.get('command')}")
+    lines.append(f"(dflash-doctor explain {finding.get('id')})")
+    return "\n".join(lines)
+
+
+def annotation_items(report: Mapping[str, Any]) -> Iterator[tuple[str, str, str]]:
+    """(level, title, message) for every finding that did not pass, in report order."""
+    strict = bool((report.get("options") or {}).get("strict"))
+    for check in report.get("checks") or ():
+        for finding in check.get("findings") or ():
+            level = LEVELS.get(str(finding.get("status")))
+            if level is None:
+                continue
+            if strict and level == "warning":
+                level = "error"
+            title = f"dflash-doctor: {check.get('title', check.get('id'))} [{finding.get('id')}]"
+            yield level, title, _message(finding)
+
+
+def render_lines(report: Mapping[str, Any]) -> Iterator[str]:
+    for level, title, message in annotation_items(report):
+        yield command(level, message, title=title)
+    summary = report.get("summary") or {}
+    counts = ", ".join(f"{summary.get(s, 0)} {s}" for s in ("pass", "warn", "fail", "error", "skip"))
+    fingerprint = (report.get("fingerprint") or {}).get("id", "")
+    partial = " · PARTIAL report" if report.get("partial") else ""
+    yield f"dflash-doctor: {counts} · exit {summary.get('exit_code', 0)} · fingerprint {fingerprint}{partial}"
+
+
+def render(report: Mapping[str, Any], stream: IO[str]) -> None:
+    for line in render_lines(report):
+        stream.write(line + "\n")
+    stream.flush()
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step_summary:
+        from dflash_doctor.render import markdown
+
+        try:
+            with open(step_summary, "a", encoding="utf-8") as handle:
+                handle.write(markdown.summary(report) + "\n")
+        except OSError:
+            pass  # the annotations are written; a missing summary file must not fail the gate

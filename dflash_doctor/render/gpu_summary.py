@@ -1,0 +1,85 @@
+"""One line per GPU for the top of the terminal report: arch, memory, torch's coverage, kernels.
+
+Built from a report's saved facts (the `gpu`, `cuda_stack` and `kernels` sections), so it shows the same
+on a fresh run and on `dflash-doctor judge REPORT.json`. Plain strings: the terminal reporter styles them.
+
+    GPU 0  NVIDIA RTX A6000  sm_86  48.0 GiB, 47.4 free  torch: SASS sm_86  kernels: 10 ok
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from dflash_doctor.knowledge.archs import coverage, parse_arch
+
+__all__ = ["gpu_lines"]
+
+GIB = float(1 << 30)
+
+
+def _sections(report: Mapping[str, Any]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for check in report.get("checks") or []:
+        facts = check.get("facts") if isinstance(check, Mapping) else None
+        if isinstance(facts, Mapping):
+            for name in ("gpu", "cuda_stack", "kernels"):
+                value = facts.get(name)
+                if isinstance(value, Mapping) and "_error" not in value:
+                    found[name] = value
+    return found
+
+
+def _coverage(arch_list: list[str], cc: tuple[int, int]) -> str:
+    sass: list[str] = []
+    ptx: list[str] = []
+    for name in arch_list:
+        try:
+            kind = parse_arch(name).kind
+        except ValueError:
+            continue
+        (sass if kind == "sm" else ptx).append(name)
+    covered = coverage(sass, ptx, cc)
+    return {"sass": f"SASS {covered['by']}", "ptx-jit": f"PTX JIT {covered['by']}"}.get(covered["status"], "NO KERNELS")
+
+
+def _kernel_counts(kernels: Mapping[str, Any], name: str) -> str:
+    ok = bad = 0
+    for family in kernels.get("families") or []:
+        for device in family.get("devices") or []:
+            if device.get("name") != name:
+                continue
+            if device.get("error"):
+                bad += 1  # the family could not even start on this GPU (e.g. out of memory)
+            for case in device.get("cases") or []:
+                if case.get("status") == "ok":
+                    ok += 1
+                elif case.get("status") in ("mismatch", "error"):
+                    bad += 1
+    if not ok and not bad:
+        return ""
+    return f"kernels: {ok} ok" + (f", {bad} failing" if bad else "")
+
+
+def gpu_lines(report: Mapping[str, Any]) -> list[str]:
+    """A line per GPU NVML lists; empty when the report has no GPU facts (--no-gpu, no driver)."""
+    sections = _sections(report)
+    gpu = sections.get("gpu") or {}
+    torch = (sections.get("cuda_stack") or {}).get("torch") or {}
+    arch_list = list(torch.get("arch_list") or [])
+    lines = []
+    for device in gpu.get("devices") or []:
+        cc = device.get("compute_capability")
+        memory = device.get("memory") or {}
+        parts = [f"GPU {device.get('index')}", str(device.get("name")), f"sm_{cc[0]}{cc[1]}" if cc else "sm_?"]
+        if memory.get("total"):
+            parts.append(f"{memory['total'] / GIB:.1f} GiB, {memory.get('free', 0) / GIB:.1f} free")
+        if (device.get("mig") or {}).get("current"):
+            parts.append("MIG on")
+        if arch_list and cc:
+            parts.append(f"torch: {_coverage(arch_list, (int(cc[0]), int(cc[1])))}")
+        counts = _kernel_counts(sections.get("kernels") or {}, str(device.get("name")))
+        if counts:
+            parts.append(counts)
+        lines.append("  ".join(parts))
+    return lines

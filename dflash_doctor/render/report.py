@@ -1,0 +1,153 @@
+"""The JSON report (schema dflash-doctor/report/v1): built from results, and read back to judge again.
+
+Every report carries the environment fingerprint (`fingerprint.of_sections`) and, when the doctor could
+not finish, `"partial": true`. Redaction (`dflash_doctor.render.redact.redact_report`) is applied by the
+command line before anything is written.
+"""
+
+from __future__ import annotations
+
+import platform
+import socket
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from dflash_doctor import __version__
+from dflash_doctor.documents.jsondoc import load_document, validate_document
+from dflash_doctor.model import CheckResult, exit_code, summarize
+from dflash_doctor.render.fingerprint import of_sections
+
+__all__ = [
+    "SCHEMA",
+    "ReportError",
+    "build",
+    "check_ids",
+    "exit_code_of",
+    "host_info",
+    "host_of",
+    "load",
+    "options_of",
+    "sections_of",
+    "target_python",
+    "validate",
+]
+
+SCHEMA = "dflash-doctor/report/v1"
+
+
+class ReportError(Exception):
+    """A saved report that cannot be read; the message names the file."""
+
+
+def _target_summary(sections: Mapping[str, Any], python: str) -> dict[str, Any]:
+    target = sections.get("target")
+    if not isinstance(target, Mapping) or "_error" in target:
+        return {"python": python, "python_version": None, "platform": None, "env_kind": None}
+    return {
+        "python": python,
+        "executable": target.get("executable"),
+        "python_version": target.get("python_version"),
+        "platform": target.get("platform"),
+        "env_kind": target.get("env_kind"),
+    }
+
+
+def build(
+    results: Sequence[CheckResult],
+    sections: Mapping[str, Any],
+    python: str,
+    strict: bool = False,
+    extra: Mapping[str, Any] | None = None,
+    host: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    summary: dict[str, Any] = dict(summarize(results))
+    summary["exit_code"] = exit_code(results, strict)
+    report: dict[str, Any] = {
+        "schema": SCHEMA,
+        "tool": {"name": "dflash-doctor", "version": __version__, "python": platform.python_version()},
+        "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "target": _target_summary(sections, python),
+        "summary": summary,
+        "checks": _checks_with_facts_once(results),
+    }
+    try:
+        fingerprint: dict[str, Any] | None = of_sections(sections)
+    except Exception:  # noqa: BLE001 - facts too broken to hash: the report goes out without a fingerprint
+        fingerprint = None
+    if fingerprint is not None:
+        report["fingerprint"] = fingerprint
+    if host is not None:
+        report["host"] = dict(host)
+    report.update(extra or {})
+    return report
+
+
+def host_info() -> dict[str, Any]:
+    """Which machine a report comes from (redaction turns the name into a stable pseudonym)."""
+    try:
+        name = socket.gethostname() or "localhost"
+    except OSError:
+        name = "localhost"
+    return {"name": name}
+
+
+def load(path: str) -> dict[str, Any]:
+    """A saved report, checked against the shipped schema (report-v1.json): the accessors below rely on it."""
+    return load_document(path, SCHEMA, "report", ReportError)
+
+
+def validate(data: Any, source: str) -> dict[str, Any]:
+    """A report received as data (from another node), checked as `load` checks a file."""
+    return validate_document(data, source, SCHEMA, "report", ReportError)
+
+
+# Typed reads of a loaded report: the schema guarantees each shape they return.
+
+
+def check_ids(report: Mapping[str, Any]) -> set[str]:
+    return {str(check["id"]) for check in report["checks"]}
+
+
+def target_python(report: Mapping[str, Any]) -> str:
+    return str(report["target"]["python"])
+
+
+def options_of(report: Mapping[str, Any]) -> dict[str, Any]:
+    """The run options the report was made with (no_gpu, target_archs, strict, profile, baseline, ...)."""
+    options = report.get("options")
+    return dict(options) if isinstance(options, Mapping) else {}
+
+
+def host_of(report: Mapping[str, Any]) -> dict[str, Any] | None:
+    host = report.get("host")
+    return dict(host) if isinstance(host, Mapping) else None
+
+
+def exit_code_of(report: Mapping[str, Any]) -> int:
+    return int(report["summary"]["exit_code"])
+
+
+def _checks_with_facts_once(results: Sequence[CheckResult]) -> list[dict[str, Any]]:
+    """Each fact section is saved once, under the first check that judges it.
+
+    A dozen checks read the distributions of a 300-distribution environment; repeating it under each made
+    a bug-ticket report of megabytes. `sections_of` merges the sections back across the checks."""
+    saved: set[str] = set()
+    checks = []
+    for result in results:
+        data = result.to_dict()
+        data["facts"] = {name: value for name, value in data["facts"].items() if name not in saved}
+        saved.update(data["facts"])
+        checks.append(data)
+    return checks
+
+
+def sections_of(report: Mapping[str, Any]) -> dict[str, Any]:
+    """Every fact section the report saved, merged across its checks."""
+    sections: dict[str, Any] = {}
+    for check in report.get("checks", []):
+        facts = check.get("facts") if isinstance(check, Mapping) else None
+        if isinstance(facts, Mapping):
+            sections.update(facts)
+    return sections

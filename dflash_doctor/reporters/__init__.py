@@ -1,1 +1,0 @@
-"""Reporters render results; only the terminal reporter imports rich."""
