@@ -1,0 +1,52 @@
+"""Turn the driver's results (scenarios.py's RESULT_DIR) into fixtures/engine/NAME.json.
+
+Usage: python3 scripts/engine/record.py RESULT_DIR [fixtures/engine]
+The verdict's stop_finding is the first failing finding that follows from nothing else (the one the
+doctor says to start with); edit a fixture's verdict by hand only to name a known limit.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def stop_finding(report: dict[str, Any]) -> str:
+    roots = [f for c in report["checks"] for f in c["findings"]
+             if f["status"] in ("fail", "error") and not f.get("cause")]
+    return str(roots[0]["id"]) if roots else ""
+
+
+def main(results: Path, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    device = (results / "device.txt").read_text().splitlines()[0] if (results / "device.txt").exists() else ""
+    for path in sorted(results.glob("[0-9][0-9]-*.json")):
+        if path.name.endswith(".report.json"):
+            continue
+        run = json.loads(path.read_text())
+        report = json.loads((results / f"{path.stem}.report.json").read_text())
+        fails = sorted({f["id"] for c in report["checks"] for f in c["findings"] if f["status"] in ("fail", "error")})
+        record = {
+            "scenario": run["scenario"],
+            "device": device,
+            "vllm": "0.20.1",
+            "command": run["command"].replace(str(results.parent), "/tmp/g"),
+            "target_python": f"/tmp/g/{run['venv']}/bin/python",
+            **{k: run[k] for k in ("remediation_applied", "remediation_exit") if k in run},
+            "doctor": {**run["doctor"], "failing": fails},
+            "engine": run["engine"],
+            "verdict": {"stop_finding": stop_finding(report) if run["engine"].get("answered") is False else "",
+                        "known_limit": ""},
+            "report": report,
+        }
+        (out / f"{path.stem}.json").write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n")
+        print(path.stem, record["doctor"]["exit_code"], fails, run["engine"].get("started"),
+              run["engine"].get("answered"), run["engine"].get("last_exception_line", "")[:160])
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), Path(sys.argv[2]) if len(sys.argv) > 2 else ROOT / "fixtures" / "engine")

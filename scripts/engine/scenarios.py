@@ -1,0 +1,184 @@
+"""Ground-truth driver, run ON the GPU machine: the doctor's verdict, then the real `vllm serve`.
+
+Usage: python3 scenarios.py PAYLOAD_DIR RESULT_DIR   (standard library only)
+PAYLOAD_DIR holds models/ (scripts/engine/make_models.py) and fa/ (the flash-attn wheels); the venvs
+are made by setup.sh. Each scenario runs in a thread: the doctor (`serve --json`), then `vllm serve`
+in its own process group with a hard timeout; a server that answers /health gets one
+/v1/completions request and is stopped. Results: RESULT_DIR/NAME.json, NAME.report.json, NAME.log.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+PAYLOAD = Path(sys.argv[1]).resolve()
+RESULTS = Path(sys.argv[2]).resolve()
+MODELS = PAYLOAD / "models"
+SERVE_TIMEOUT = float(os.environ.get("SERVE_TIMEOUT", "240"))
+ENV = {**os.environ, "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+       "NVSHMEM_DISABLE_NVLS": "1", "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1",
+       "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+ENV.pop("PYTHONPATH", None)
+DOCTOR = ["/tmp/g/doctor-venv/bin/python", "-m", "dflash_doctor"]
+
+
+def spec(drafter: str = "drafter", k: int | None = 15) -> str:
+    s: dict[str, object] = {"method": "dflash", "model": str(MODELS / drafter)}
+    if k is not None:
+        s["num_speculative_tokens"] = k
+    return json.dumps(s)
+
+
+def serve_argv(port: int, *extra: str, drafter: str = "drafter", k: int | None = 15,
+               max_model_len: str = "512") -> list[str]:
+    return ["vllm", "serve", str(MODELS / "target"), "--served-model-name", "toy", "--port", str(port),
+            "--enforce-eager", "--max-model-len", max_model_len, "--max-num-seqs", "4",
+            "--gpu-memory-utilization", "0.05", "--kv-cache-memory-bytes", "268435456",
+            *extra, "--speculative-config", spec(drafter, k)]
+
+
+def venv_env(venv: str) -> dict[str, str]:
+    return {**ENV, "PATH": f"/tmp/g/{venv}/bin:" + ENV.get("PATH", ""), "VIRTUAL_ENV": f"/tmp/g/{venv}"}
+
+
+ERROR_LINE = re.compile(r"(^|\s)(ERROR|Error|error:|Traceback|Exception|RuntimeError|ValueError|"
+                        r"ModuleNotFoundError|ImportError|AssertionError)")
+FINAL_EXC = re.compile(r"^\s*(\w+\.)*\w*(Error|Exception)\b.*")
+
+
+def doctor(name: str, venv: str, argv: list[str]) -> dict[str, object]:
+    report = RESULTS / f"{name}.report.json"
+    started = time.monotonic()
+    proc = subprocess.run([*DOCTOR, "serve", "--python", f"/tmp/g/{venv}/bin/python", "--json", str(report), "--timeout", "180",
+                           "--", *argv], env=venv_env(venv), cwd="/tmp", capture_output=True, text=True,
+                          timeout=400, check=False)
+    (RESULTS / f"{name}.doctor.txt").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+    return {"exit_code": proc.returncode, "seconds": round(time.monotonic() - started, 2)}
+
+
+def serve(name: str, venv: str, argv: list[str], port: int) -> dict[str, object]:
+    log_path = RESULTS / f"{name}.log"
+    started = time.monotonic()
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(argv, env=venv_env(venv), cwd="/tmp", stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        outcome: dict[str, object] = {"started": False, "answered": False}
+        while True:
+            if proc.poll() is not None:
+                outcome["exit_status"] = proc.returncode
+                outcome["seconds_to_failure"] = round(time.monotonic() - started, 2)
+                break
+            if time.monotonic() - started > SERVE_TIMEOUT:
+                outcome["timed_out"] = True
+                break
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                    ok = r.status == 200
+            except (OSError, http.client.HTTPException):
+                ok = False
+            if ok:
+                outcome["started"] = True
+                outcome["seconds_to_ready"] = round(time.monotonic() - started, 2)
+                body = json.dumps({"model": "toy", "prompt": "w5 w6 w7", "max_tokens": 8,
+                                   "temperature": 0}).encode()
+                req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", data=body,
+                                             headers={"Content-Type": "application/json"})
+                try:
+                    with urllib.request.urlopen(req, timeout=60) as r:
+                        answer = json.loads(r.read())
+                    outcome["answered"] = True
+                    outcome["completion"] = {"text": answer["choices"][0]["text"],
+                                             "usage": answer.get("usage")}
+                except (OSError, http.client.HTTPException, ValueError, KeyError) as exc:
+                    outcome["completion_error"] = repr(exc)[:400]
+                break
+            time.sleep(0.5)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            outcome["stopped_by_driver"] = True
+            outcome["exit_status_after_stop"] = proc.returncode
+    lines = log_path.read_text(errors="replace").splitlines()
+    outcome["first_error_line"] = next((ln for ln in lines if ERROR_LINE.search(ln)), "")
+    outcome["last_exception_line"] = next((ln.strip() for ln in reversed(lines) if FINAL_EXC.match(ln)), "")
+    outcome["log_excerpt"] = [ln[:300] for ln in lines[-30:]]
+    return outcome
+
+
+def first_remediation(report_path: Path, finding_id: str) -> str:
+    report = json.loads(report_path.read_text())
+    for check in report["checks"]:
+        for f in check["findings"]:
+            if f["id"] == finding_id and f.get("remediation"):
+                return str(f["remediation"][0]["command"])
+    return ""
+
+
+def scenario(name: str, venv: str, argv: list[str], port: int, **notes: object) -> None:
+    record: dict[str, object] = {"scenario": name, "venv": venv, "command": shlex.join(argv), **notes}
+    try:
+        record["doctor"] = doctor(name, venv, argv)
+        record["engine"] = serve(name, venv, argv, port)
+    except Exception as exc:  # noqa: BLE001 - the record says what broke
+        record["driver_error"] = repr(exc)
+    (RESULTS / f"{name}.json").write_text(json.dumps(record, indent=1) + "\n")
+    print(name, json.dumps({k: record.get(k) for k in ("doctor",)}),
+          json.dumps({k: v for k, v in (record.get("engine") or {}).items() if k != "log_excerpt"})[:600],
+          flush=True)
+
+
+def fa4_chain() -> None:
+    scenario("02-flash-attn-4-only", "v2", serve_argv(8102), 8102)
+    command = first_remediation(RESULTS / "02-flash-attn-4-only.report.json", "namespace.v4-without-v2")
+    done = subprocess.run(["bash", "-c", command], env=venv_env("v2"), cwd="/tmp", capture_output=True,
+                          text=True, timeout=120, check=False) if command else None
+    scenario("03-flash-attn-4-remediated", "v2", serve_argv(8103), 8103, remediation_applied=command,
+             remediation_exit=None if done is None else done.returncode,
+             remediation_output=None if done is None else (done.stdout + done.stderr)[-1500:])
+
+
+def main() -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    only = set(sys.argv[3].split(",")) if len(sys.argv) > 3 else None
+    jobs = {
+        "01-healthy": lambda: scenario("01-healthy", "v0", serve_argv(8101), 8101),
+        "02": fa4_chain,
+        "04-flash-attn-2-no-extension": lambda: scenario("04-flash-attn-2-no-extension", "v4", serve_argv(8104), 8104),
+        "05-batched-tokens-too-small": lambda: scenario(
+            "05-batched-tokens-too-small", "v0", serve_argv(8105, "--max-num-batched-tokens", "48"), 8105),
+        "06-target-layer-ids-out-of-range": lambda: scenario(
+            "06-target-layer-ids-out-of-range", "v0", serve_argv(8106, drafter="drafter-ids-out-of-range"), 8106),
+        "07-fc-width-mismatch": lambda: scenario(
+            "07-fc-width-mismatch", "v0", serve_argv(8107, drafter="drafter-fc-width"), 8107),
+        "08-num-speculative-tokens-missing": lambda: scenario(
+            "08-num-speculative-tokens-missing", "v0", serve_argv(8108, k=None), 8108),
+        "09-tensor-parallel-2-on-one-gpu": lambda: scenario(
+            "09-tensor-parallel-2-on-one-gpu", "v0", serve_argv(8109, "--tensor-parallel-size", "2"), 8109),
+        "10-max-model-len-above-target": lambda: scenario(
+            "10-max-model-len-above-target", "v0", serve_argv(8110, max_model_len="8192"), 8110),
+    }
+    threads = [threading.Thread(target=fn, name=key) for key, fn in jobs.items() if only is None or key in only]
+    for t in threads:
+        t.start()
+        time.sleep(1.0)
+    for t in threads:
+        t.join()
+
+
+if __name__ == "__main__":
+    main()
