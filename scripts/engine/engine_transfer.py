@@ -27,7 +27,8 @@ PLATFORMS = [f"--platform=manylinux_2_{n}_x86_64" for n in (17, 24, 26, 27, 28, 
     "--platform=manylinux2014_x86_64", "--platform=manylinux1_x86_64"]
 # vLLM 0.20.1's runtime requirements that the GPU machine's image lacks (KINDS.md's package list) and
 # that `vllm serve` imports on its way to a running engine, found by importing the serve path
-# (api_server, engine core, GPU worker and model runner, Qwen3, DFlash) in a venv of vLLM 0.20.1 here.
+# (cli main, launch and serve, api_server, engine core, GPU worker and model runner, Qwen3, DFlash) in a venv
+# of vLLM 0.20.1 here, with every package the image lacks blocked from import.
 # xgrammar 0.1.32 (vLLM allows >=0.1.32,<1.0): later releases need apache-tvm-ffi >= 0.1.11, which
 # vLLM's flashinfer pin (0.1.9) excludes. The versions are what pip resolved for vLLM 0.20.1 here.
 DEPENDENCIES = """annotated-types==0.8.0 blake3==1.0.11 cachetools==8.0.2 cbor2==6.3.0 diskcache==5.6.3
@@ -41,7 +42,8 @@ partial-json-parser==0.2.1.1.post7 prometheus-fastapi-instrumentator==8.1.0 pyba
 pydantic==2.14.4 pydantic_core==2.50.5 pydantic-extra-types==2.11.1 python-multipart==0.0.34
 pyzmq==27.3.0 setproctitle==1.3.8 sniffio==1.3.1 starlette==1.10.0 truststore==0.10.5
 typing-inspection==0.4.5 uvicorn==0.55.0 watchfiles==1.3.0 websockets==17.4 xgrammar==0.1.32
-python-dotenv==1.2.4 python-json-logger==4.2.0""".split()  # noqa: SIM905 - one long list, read as text
+python-dotenv==1.2.4 python-json-logger==4.2.0 model-hosting-container-standards==0.1.16 jmespath==1.0.1
+supervisor==4.3.0""".split()  # noqa: SIM905 - one long list, read as text
 
 
 def run(*argv: object, **kw: object) -> None:

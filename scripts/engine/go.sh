@@ -12,6 +12,6 @@ fi
 (while sleep 10; do tar czf "$OUT/r.tmp" -C /tmp/g res 2>/dev/null && mv "$OUT/r.tmp" "$OUT/results.tgz"; done) &
 T=$!
 { nvidia-smi -L; uname -r; } | tee /tmp/g/res/device.txt
-bash "$L/setup.sh" "$L" 2>&1 | tee /tmp/g/res/setup.log || { kill $T; tar czf "$OUT/results.tgz" -C /tmp/g res; exit 3; }
+cp /tmp/g/extra/*.whl "$L/whl/" 2>/dev/null; bash "$L/setup.sh" "$L" 2>&1 | tee /tmp/g/res/setup.log || { kill $T; tar czf "$OUT/results.tgz" -C /tmp/g res; exit 3; }
 SERVE_TIMEOUT=${SERVE_TIMEOUT:-150} timeout ${DRIVER_TIMEOUT:-480} python3 "$L/scenarios.py" "$L" /tmp/g/res ${ONLY:-} 2>&1 | tee /tmp/g/res/driver.log
 kill $T; tar czf "$OUT/results.tgz" -C /tmp/g res

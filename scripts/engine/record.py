@@ -48,5 +48,30 @@ def main(results: Path, out: Path) -> None:
               run["engine"].get("answered"), run["engine"].get("last_exception_line", "")[:160])
 
 
+
+
+def table(fixtures: Path) -> str:
+    """The README's table, from the recorded fixtures."""
+    head = "| scenario | doctor (exit, finding predicted to stop serve) | engine (vLLM 0.20.1, H200) | doctor s | vLLM s |"
+    rows = [head, "|---|---|---|---|---|"]
+    for path in sorted(fixtures.glob("[0-9][0-9]-*.json")):
+        r = json.loads(path.read_text())
+        e, d, v = r["engine"], r["doctor"], r["verdict"]
+        verdict = f"exit {d['exit_code']}" + (f", `{v['stop_finding']}`" if v["stop_finding"] else "")
+        if e.get("answered"):
+            outcome, secs = "started, answered /v1/completions", e.get("seconds_to_ready")
+        elif e.get("started"):
+            outcome, secs = "started, did not answer", e.get("seconds_to_ready")
+        else:
+            line = e.get("last_exception_line") or e.get("first_error_line") or "?"
+            outcome = f"died (exit {e.get('exit_status')}): `{line[:110]}`"
+            secs = e.get("seconds_to_failure")
+        rows.append(f"| {r['scenario']} | {verdict} | {outcome} | {d['seconds']} | {secs} |")
+    return "\n".join(rows)
+
+
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), Path(sys.argv[2]) if len(sys.argv) > 2 else ROOT / "fixtures" / "engine")
+    if sys.argv[1] == "--table":
+        print(table(Path(sys.argv[2]) if len(sys.argv) > 2 else ROOT / "fixtures" / "engine"))
+    else:
+        main(Path(sys.argv[1]), Path(sys.argv[2]) if len(sys.argv) > 2 else ROOT / "fixtures" / "engine")

@@ -37,7 +37,7 @@ open(rec, "w").write("\n".join(lines) + "\n")
 PY
 for v in v2 v4; do
   mk $v "$S0"
-  printf '#!%s/%s/bin/python\nimport sys\nfrom vllm.entrypoints.cli.main import main\nsys.exit(main())\n' "$G" $v > "$G/$v/bin/vllm"
+  printf '#!%s/%s/bin/python\nimport sys\nfrom vllm.entrypoints.cli.main import main\nif __name__ == "__main__":\n    sys.exit(main())\n' "$G" $v > "$G/$v/bin/vllm"
   chmod +x "$G/$v/bin/vllm"
 done
 $G/v2/bin/python -m pip install -q --no-index --no-deps --disable-pip-version-check "$P"/fa/flash_attn_4-*.whl
