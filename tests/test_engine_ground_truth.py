@@ -26,7 +26,7 @@ def load(path: Path) -> dict[str, Any]:
 
 
 def test_the_scenarios_recorded_on_the_engine_name_vllm_the_h200_and_the_command() -> None:
-    assert len(RECORDS) >= 7, [p.name for p in RECORDS]  # 02-04 not yet recorded: README
+    assert len(RECORDS) >= 10, [p.name for p in RECORDS]
     for path in RECORDS:
         record = load(path)
         assert record["vllm"] == "0.20.1" and "H200" in record["device"]
@@ -52,3 +52,9 @@ def test_the_recorded_facts_judge_again_to_a_verdict_that_agrees_with_the_engine
     assert predicted_to_serve == served, (sorted(failing), engine.get("last_exception_line"))
     if not served:
         assert verdict["stop_finding"] in failing, sorted(failing)
+    if engine.get("root_error"):
+        # The engine's own words (the exception its EngineCore died on) are quoted by a failing finding.
+        message = engine["root_error"].split(": ", 1)[-1]
+        quoted = [f["id"] for f in findings_of(judged) if f["status"] in ("fail", "error")
+                  and message in f["title"] + "\n" + f["detail"]]
+        assert quoted, (engine["root_error"], sorted(failing))
