@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dflash_doctor.render.fingerprint import of_sections
+from dflash_doctor.facts.fingerprint import of_sections
 from dflash_doctor.render.report import sections_of
 
 

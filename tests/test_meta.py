@@ -68,3 +68,29 @@ def test_the_built_wheel_ships_checks_under_the_package_name_only(tmp_path: Path
     assert "dflash_doctor/checks/namespaces.py" in names
     assert "dflash_doctor/documents/schema/report-v1.json" in names
     assert "dflash_doctor/facts/probes/environment.py" in names
+
+
+# Each layer may import those below it: commands -> runner/render -> checks -> facts/knowledge -> model.
+LAYER_OF = {"commands": 4, "cli": 4, "fleet": 4, "runner": 3, "render": 3, "registry": 3, "guest": 3,
+            "checks": 2, "codes": 2, "facts": 1, "knowledge": 1, "documents": 1, "check": 0, "model": 0}
+
+
+def test_imports_point_one_way_and_probes_import_nothing_from_the_package() -> None:
+    package = ROOT / "dflash_doctor"
+    for path in sorted(package.rglob("*.py")):
+        parts = path.relative_to(package).with_suffix("").parts
+        tree = ast.parse(path.read_text())
+        typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
+                       and ast.unparse(block.test).endswith("TYPE_CHECKING") for n in ast.walk(block)}
+        nodes = [n for n in ast.walk(tree) if id(n) not in typing_only]  # annotations import nothing at run time
+        imported = [n.module for n in nodes if isinstance(n, ast.ImportFrom) and n.module]
+        imported += [a.name for n in nodes if isinstance(n, ast.Import) for a in n.names]
+        ours = [m.split(".")[1] for m in imported if m.startswith("dflash_doctor.") and len(m.split(".")) > 1]
+        if parts[:2] == ("facts", "probes") and parts[-1] != "__init__":
+            assert not [m for m in imported if m.startswith("dflash_doctor")], path
+            continue
+        if parts[0] not in LAYER_OF:
+            continue
+        layer = LAYER_OF[parts[0]]
+        above = [m for m in ours if LAYER_OF.get(m, -1) > layer]
+        assert not above, f"{path.relative_to(ROOT)} imports {above} from a layer above it"

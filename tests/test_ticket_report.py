@@ -212,7 +212,7 @@ def test_fingerprint_is_stable_across_runs_and_printed_in_every_output(doctor: D
 
 
 def test_fingerprint_reads_the_driver_and_compute_capabilities_of_real_nvml_facts() -> None:
-    from dflash_doctor.render.fingerprint import of_sections
+    from dflash_doctor.facts.fingerprint import of_sections
 
     h200 = json.loads((Path(__file__).parent / "fixtures" / "baseline" / "nvml_h200.json").read_text())
     with_gpu = of_sections({"gpu": h200})

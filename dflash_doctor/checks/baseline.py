@@ -31,8 +31,8 @@ from dflash_doctor.facts.envfacts import canonical
 from dflash_doctor.facts.file_hashes import files_digest, hash_files
 from dflash_doctor.facts.safefile import environment_roots
 from dflash_doctor.model import CheckResult, Finding, Remediation, Status, worst
-from dflash_doctor.render import envsummary
-from dflash_doctor.render.fingerprint import of_sections
+from dflash_doctor.facts import envsummary
+from dflash_doctor.facts.fingerprint import of_sections
 
 __all__ = ["SCHEMA", "BaselineError", "compare", "current_state", "default_driver_range", "judge", "load", "save"]
 

@@ -13,7 +13,7 @@ from dflash_doctor.knowledge.stack import (
     STACK_EXTENSION_MODULES,
     WATCHED_TOP_LEVELS,
 )
-from dflash_doctor.render.redact import env_allow_args, scrub_values
+from dflash_doctor.facts.secrets import env_allow_args, scrub_values
 
 # Top-level names whose resolution (without importing) the checks judge.
 RESOLVED_NAMES = ("flash_attn", "flash_attn_2_cuda", "flash_attn_3", "vllm", "torch", "triton", "flashinfer")

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from dflash_doctor import __version__
-from dflash_doctor.render import envsummary
+from dflash_doctor.facts import envsummary
 from dflash_doctor.render.report import ReportError, load, sections_of
 
 __all__ = ["SCHEMA", "HostSummary", "merge", "summarize", "summarize_file", "summarize_files", "unreachable"]

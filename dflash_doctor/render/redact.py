@@ -24,6 +24,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from dflash_doctor.facts.secrets import (
+    ENV_ALLOW_NAMES,
+    ENV_ALLOW_PREFIXES,
+    REDACTED,
+    SECRET_NAME,
+    SECRET_VALUE,
+    env_allow_args,
+    scrub_values,
+)
+
 __all__ = [
     "ENV_ALLOW_NAMES",
     "ENV_ALLOW_PREFIXES",
@@ -38,26 +48,6 @@ __all__ = [
     "secret_flag",
 ]
 
-ENV_ALLOW_NAMES = (
-    "CUDA_VISIBLE_DEVICES",
-    "CUDA_HOME",
-    "CUDA_PATH",
-    "PYTHONPATH",
-    "PYTHONNOUSERSITE",
-    "LD_LIBRARY_PATH",
-    "VIRTUAL_ENV",
-    "CONDA_PREFIX",
-    "TRITON_PTXAS_PATH",
-    "TRITON_LIBCUDA_PATH",
-    "FLASH_ATTENTION_ARCH",
-)
-ENV_ALLOW_PREFIXES = ("VLLM_", "NCCL_", "TORCH_", "CUDA_", "FLASH_ATTN", "FLASHINFER_", "PYTORCH_")
-SECRET_NAME = r"(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE)"
-SECRET_VALUE = re.compile(
-    r"(hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_\-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}"
-    r"|AKIA[0-9A-Z]{16}|(?i:bearer)\s+[A-Za-z0-9._\-]{16,}|[a-z][a-z0-9+.-]*://[^/\s:@]+:[^/\s@]+@)"
-)
-REDACTED = "<redacted>"
 
 # Token shapes, replaced wherever they occur (URL credentials are handled first, keeping the URL).
 _TOKEN = re.compile(
@@ -112,16 +102,6 @@ _NOT_HOSTS = re.compile(r"(?i)(version|(^|_)ids?$|hash|sha256|digest|fingerprint
 _DOTTED_DIGITS = re.compile(r"\d\.\d")
 _TOKEN_PREFIXES = ("hf_", "sk-", "gh", "xox", "AKIA", "eyJ")
 _HOME_ELSEWHERE = re.compile(r"(?<![\w.-])(/home|/Users)/(?!<user>)[^/\s'\"]+")
-
-
-def env_allow_args() -> dict[str, object]:
-    """The allow-list as the environment probe takes it (the probe cannot import this module)."""
-    return {"names": list(ENV_ALLOW_NAMES), "prefixes": list(ENV_ALLOW_PREFIXES), "secret_pattern": SECRET_NAME}
-
-
-def scrub_values(values: Mapping[str, str]) -> dict[str, str]:
-    """Drop any allow-listed value that is shaped like a credential all the same."""
-    return {k: (REDACTED if SECRET_VALUE.search(v) else v) for k, v in values.items()}
 
 
 def host_pseudonym(name: str) -> str:

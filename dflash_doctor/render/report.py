@@ -16,7 +16,7 @@ from typing import Any
 from dflash_doctor import __version__
 from dflash_doctor.documents.jsondoc import load_document, validate_document
 from dflash_doctor.model import CheckResult, exit_code, summarize
-from dflash_doctor.render.fingerprint import of_sections
+from dflash_doctor.facts.fingerprint import of_sections
 
 __all__ = [
     "SCHEMA",

@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from dflash_doctor.render import envsummary
+from dflash_doctor.facts import envsummary
 
 __all__ = ["PREFIX", "fingerprint", "inputs", "of_sections"]
 
