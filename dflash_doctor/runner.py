@@ -12,6 +12,13 @@ thread while the main thread waits, so a signal is handled at once: the probes s
 judge loop, the others are marked `doctor.incomplete`, and a `doctor` result says what stopped the run.
 The caller writes that partial report like any other. A second signal ends the process at once (exit
 status 128 + the signal's number), without a report.
+
+Progress is told through one callback, `on_event(kind, name, t)` (`ProgressFn`, t from `time.monotonic()`),
+which a view may draw (the terminal's live status line); the core draws nothing itself. Kinds:
+"check-planned" (each selected check, as the run starts), "collector-start" and "collector-end" (a
+collector), "check-ready" (every fact a check judges is in), "judge-start" and "judge-end" (a check is
+being judged, has been judged), and "abort" (name: the signal) just before a second signal ends the
+process at once. Whatever the callback raises is ignored: progress never changes a run.
 """
 
 from __future__ import annotations
@@ -41,8 +48,18 @@ from dflash_doctor.facts.sections import (
 from dflash_doctor.guest import STOP, lingering
 from dflash_doctor.model import CheckResult, Finding, Status, worst
 
-__all__ = ["Outcome", "Stopped", "collect", "failure_result", "judge", "needed_sections", "run", "run_checks",
+__all__ = ["Outcome", "ProgressFn", "Stopped", "collect", "failure_result", "judge", "needed_sections", "run", "run_checks",
            "select"]
+
+
+ProgressFn = Callable[[str, str, float], None]
+"""on_event(kind, name, t): see the module's docstring for the kinds."""
+
+
+def _tell(on_event: ProgressFn | None, kind: str, name: str) -> None:
+    if on_event is not None:
+        with contextlib.suppress(Exception):  # a view's trouble is not the run's
+            on_event(kind, name, time.monotonic())
 
 
 def select(checks: Sequence[Check], only: Iterable[str] = (), skip: Iterable[str] = ()) -> list[Check]:
@@ -67,7 +84,8 @@ def select(checks: Sequence[Check], only: Iterable[str] = (), skip: Iterable[str
 
 
 def collect(
-    ctx: Context, sections: set[str], collectors: list[Collector] | None = None
+    ctx: Context, sections: set[str], collectors: list[Collector] | None = None,
+    on_event: ProgressFn | None = None,
 ) -> tuple[dict[str, Any], dict[str, float]]:
     """Run the collectors for `sections` concurrently; a failed one stores {"_error": why}.
 
@@ -81,13 +99,14 @@ def collect(
         host = TargetHost(ctx.python, preload=SHARED_IMPORTS, timeout_s=ctx.timeout_s, cwd=ctx.cwd).start()
         ctx = dataclasses.replace(ctx, host=host)
     try:
-        return _collect(ctx, plan, demanded)
+        return _collect(ctx, plan, demanded, on_event)
     finally:
         if host is not None:
             host.close()
 
 
-def _collect(ctx: Context, plan: list[Collector], demanded: set[str]) -> tuple[dict[str, Any], dict[str, float]]:
+def _collect(ctx: Context, plan: list[Collector], demanded: set[str],
+             on_event: ProgressFn | None = None) -> tuple[dict[str, Any], dict[str, float]]:
     results: dict[str, Any] = {}
     durations: dict[str, float] = {}
     lock = threading.Lock()
@@ -102,6 +121,7 @@ def _collect(ctx: Context, plan: list[Collector], demanded: set[str]) -> tuple[d
             earlier = {s: results[s] for s in collector.requires if s in results}
         wanted = tuple(s for s in collector.provides if s in demanded) if collector.partial else collector.provides
         started = time.monotonic()
+        _tell(on_event, "collector-start", collector.name)
         try:
             if collector.partial:
                 produced = dict(collector.load()(ctx, earlier, wanted=frozenset(wanted)))
@@ -115,6 +135,7 @@ def _collect(ctx: Context, plan: list[Collector], demanded: set[str]) -> tuple[d
             for section in wanted:
                 results[section] = produced.get(section, {"_error": f"collector {collector.name} gave no facts"})
                 durations[section] = elapsed
+        _tell(on_event, "collector-end", collector.name)
 
     with ThreadPoolExecutor(max_workers=max(1, len(plan))) as pool:
         for collector in plan:
@@ -201,6 +222,7 @@ def judge(
     durations: Mapping[str, float] | None = None,
     on_result: Callable[[CheckResult], None] | None = None,
     cutoff: Cutoff | None = None,
+    on_event: ProgressFn | None = None,
 ) -> list[CheckResult]:
     """Judge facts into results, in declared order; usable on a saved report's facts.
 
@@ -216,7 +238,9 @@ def judge(
         elif cutoff is not None and not _ready(check, sections, done):
             done[check.id] = _incomplete(check, sections, cutoff)
         else:
+            _tell(on_event, "judge-start", check.id)
             done[check.id] = judge_one(check, Facts(sections, prior=done), durations)
+        _tell(on_event, "judge-end", check.id)
         if on_result is not None:
             on_result(done[check.id])
     return [done[c.id] for c in checks]
@@ -290,14 +314,16 @@ class _Signals:
     After a stop the second-signal handler stays installed: writing the partial report is not interrupted
     by a traceback."""
 
-    def __init__(self, enabled: bool) -> None:
+    def __init__(self, enabled: bool, on_event: ProgressFn | None = None) -> None:
         self.enabled = enabled and threading.current_thread() is threading.main_thread()
         self.stopping = False
         self.previous: dict[int, Any] = {}
+        self.on_event = on_event
 
     def _handle(self, signum: int, _frame: Any) -> None:
         if self.stopping:
             name = signal.Signals(signum).name
+            _tell(self.on_event, "abort", name)  # a live status line is taken down first
             os.write(2, f"dflash-doctor: stopped again by {name}; exiting now, without a report\n".encode())
             os._exit(128 + signum)
         self.stopping = True
@@ -339,9 +365,48 @@ def _doctor_result(finding: Finding) -> CheckResult:
     return CheckResult("doctor", "doctor", "The doctor's own run", Status.ERROR, (finding,))
 
 
+def _readiness(checks: Sequence[Check], ctx: Context, collectors: Sequence[Collector],
+               on_event: ProgressFn | None) -> ProgressFn | None:
+    """`on_event`, also told "check-ready" for each check once the collectors of all it judges have ended."""
+    if on_event is None:
+        return None
+    needed = needed_sections(checks, ctx)
+    waiting = {c.id: set(c.needs) & needed if not (ctx.no_gpu and getattr(c, "requires_gpu", False)) else set()
+               for c in checks}
+    provides = {c.name: set(c.provides) for c in collectors}
+    lock = threading.Lock()
+
+    def ready(collected: set[str]) -> list[str]:
+        with lock:
+            now = [check for check, sections in waiting.items() if not sections - collected]
+            for check in now:
+                del waiting[check]
+            return now
+
+    collected: set[str] = set()
+
+    def relay(kind: str, name: str, t: float) -> None:
+        with contextlib.suppress(Exception):
+            on_event(kind, name, t)
+        if kind == "collector-end":
+            with lock:
+                collected.update(provides.get(name, ()))
+                done = set(collected)
+            for check_id in ready(done):
+                _tell(on_event, "check-ready", check_id)
+
+    for check in checks:
+        _tell(on_event, "check-planned", check.id)
+    for check_id in ready(set()):
+        _tell(on_event, "check-ready", check_id)
+    return relay
+
+
 def run_checks(checks: Sequence[Check], ctx: Context, handle_signals: bool = False,
-               collectors: list[Collector] | None = None) -> Outcome:
-    """Collect and judge like `run`, surviving SIGTERM/SIGINT and the doctor's own exceptions."""
+               collectors: list[Collector] | None = None, on_event: ProgressFn | None = None) -> Outcome:
+    """Collect and judge like `run`, surviving SIGTERM/SIGINT and the doctor's own exceptions.
+
+    `on_event` is told the run's progress (see the module's docstring)."""
     sink: dict[str, Any] = {}
     lock = threading.Lock()
     recording = [_Recording(c.name, c.provides, c.function, c.requires, c.partial, sink=sink, lock=lock)
@@ -350,6 +415,7 @@ def run_checks(checks: Sequence[Check], ctx: Context, handle_signals: bool = Fal
     judged: dict[str, CheckResult] = {}
     started = time.monotonic()
     STOP.clear()
+    relay = _readiness(checks, ctx, recording, on_event)
 
     def keep(result: CheckResult) -> None:
         with lock:
@@ -358,15 +424,15 @@ def run_checks(checks: Sequence[Check], ctx: Context, handle_signals: bool = Fal
 
     def work() -> None:
         try:
-            sections, durations = collect(ctx, needed_sections(checks, ctx), list(recording))
+            sections, durations = collect(ctx, needed_sections(checks, ctx), list(recording), relay)
             state["sections"] = sections
-            state["results"] = judge(checks, sections, ctx, durations, on_result=keep)
+            state["results"] = judge(checks, sections, ctx, durations, on_result=keep, on_event=on_event)
         except BaseException as exc:  # noqa: BLE001 - becomes the doctor's own error result
             state["error"] = exc
             state["traceback"] = traceback.format_exc(limit=12)
 
     worker = threading.Thread(target=work, name="dflash-doctor-run", daemon=True)
-    signals = _Signals(handle_signals)
+    signals = _Signals(handle_signals, on_event)
     signals.install()
     try:
         worker.start()

@@ -24,7 +24,7 @@ from typing import Any
 from dflash_doctor.checks import baseline
 from dflash_doctor.commands import run as run_command
 from dflash_doctor.commands.options import UsageError, parse_run_args, run_parser
-from dflash_doctor.commands.run import emit, run_doctor
+from dflash_doctor.commands.run import emit, live_progress, run_doctor
 from dflash_doctor.documents.jsondoc import shown_path
 
 
@@ -97,7 +97,8 @@ def cmd_save(argv: Sequence[str]) -> int:
             hash_names: Sequence[str] | None = ()
             archs = report_module.options_of(saved).get("target_archs") or []
         else:
-            run = run_doctor(args, handle_signals=True)
+            with live_progress(args) as on_event:
+                run = run_doctor(args, handle_signals=True, on_event=on_event)
             code = emit(run, args)
             if run.report.get("partial"):
                 sys.stderr.write("dflash-doctor: the run did not finish; no baseline written\n")

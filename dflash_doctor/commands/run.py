@@ -12,10 +12,11 @@ Every output (terminal, --json, --junit, --markdown, --format github) is made fr
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -23,7 +24,10 @@ from dflash_doctor.check import Check, Context
 from dflash_doctor.commands.options import UsageError, parse_run_args, split_names, usage_error
 from dflash_doctor.model import CheckResult, Finding, Status, exit_code
 
-__all__ = ["DoctorRun", "emit", "finish", "load_baseline", "load_selected", "main", "plugin_result", "run_doctor"]
+__all__ = ["DoctorRun", "emit", "finish", "live_progress", "load_baseline", "load_selected", "main", "plugin_result",
+           "run_doctor"]
+
+OnEvent = Callable[[str, str, float], None]
 
 
 def load_selected(only: list[str], skip: list[str], err: Any,
@@ -109,13 +113,15 @@ def _options(args: argparse.Namespace, target_archs: Sequence[str]) -> dict[str,
 
 
 def run_doctor(args: argparse.Namespace, *, options: Mapping[str, Any] | None = None,
-               host: Mapping[str, Any] | None = None, handle_signals: bool = False) -> DoctorRun:
+               host: Mapping[str, Any] | None = None, handle_signals: bool = False,
+               on_event: OnEvent | None = None) -> DoctorRun:
     """Run the doctor as `dflash-doctor [options]` does, without rendering.
 
     `args` comes from `parse_run_args`; `options` reach the checks as `Context.options` (e.g. the serve
     command line); `host` is merged into the report's host record. A failure of the doctor itself, or
     SIGTERM/SIGINT with `handle_signals`, still returns a (partial) run. UsageError for a bad --baseline
-    file; SystemExit(2) for an unknown --only/--skip name.
+    file; SystemExit(2) for an unknown --only/--skip name. `on_event` is told the run's progress
+    (`runner.ProgressFn`; `live_progress` gives one that draws it).
     """
     from dflash_doctor.render.report import host_info
     from dflash_doctor.runner import failure_result, run_checks
@@ -133,7 +139,7 @@ def run_doctor(args: argparse.Namespace, *, options: Mapping[str, Any] | None = 
         timeout_s=args.timeout,
         options=dict(options or {}),
     )
-    outcome = run_checks(checks, ctx, handle_signals=handle_signals)
+    outcome = run_checks(checks, ctx, handle_signals=handle_signals, on_event=on_event)
     results = plugin_result(problems) + outcome.results
     partial = outcome.partial
     if outcome.stopped is not None:
@@ -155,6 +161,32 @@ def run_doctor(args: argparse.Namespace, *, options: Mapping[str, Any] | None = 
     except Exception as exc:  # noqa: BLE001 - the facts broke the report: write what is certain, and why
         kept = [replace(r, facts={}) for r in results if r.id != "doctor"] + [failure_result(exc, "building the report")]
         return finish(kept, {}, args.python, args, extra, host_record, True, outcome.lingering)
+
+
+def _progress_shown(args: argparse.Namespace) -> bool:
+    """The terminal view goes to stdout, and stdout is a terminal."""
+    outputs = (getattr(args, "json", None), getattr(args, "junit", None), getattr(args, "markdown", None))
+    try:
+        tty = sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return tty and "-" not in outputs and getattr(args, "format", "terminal") == "terminal"
+
+
+@contextlib.contextmanager
+def live_progress(args: argparse.Namespace) -> Iterator[OnEvent | None]:
+    """A transient status line on the terminal while the block runs (the `on_event` for `run_doctor`), or
+    None where nothing may be added to stdout: not a terminal, a report on stdout, `--format github`.
+    The line is gone when the block ends, before the report is rendered."""
+    if not _progress_shown(args):
+        yield None
+        return
+    from dflash_doctor.render.plain import plain_output
+    from dflash_doctor.render.progress import status_line
+
+    dumb = os.environ.get("TERM", "") in ("dumb", "unknown")  # no cursor control there: the plain line
+    with status_line(sys.stdout, plain=bool(args.no_color) or plain_output(sys.stdout) or dumb) as on_event:
+        yield on_event
 
 
 def _write(kind: str, path: str, write: Any, report: Mapping[str, Any]) -> bool:
@@ -214,7 +246,8 @@ def emit(run: DoctorRun, args: argparse.Namespace) -> int:
 def main(argv: Sequence[str]) -> int:
     try:
         args = parse_run_args(argv)
-        run = run_doctor(args, handle_signals=True)
+        with live_progress(args) as on_event:
+            run = run_doctor(args, handle_signals=True, on_event=on_event)
     except UsageError as exc:
         return usage_error(exc)
     stop = next((f for r in run.results if r.id == "doctor" for f in r.findings if f.id == "doctor.interrupted"), None)

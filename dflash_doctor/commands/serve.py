@@ -52,7 +52,7 @@ def _split_command(argv: Sequence[str]) -> tuple[list[str], list[str]] | None:
 
 def main(argv: Sequence[str]) -> int:
     from dflash_doctor.commands import options as run_options
-    from dflash_doctor.commands.run import emit, run_doctor
+    from dflash_doctor.commands.run import emit, live_progress, run_doctor
 
     split = _split_command(argv)
     p = parser()
@@ -72,7 +72,8 @@ def main(argv: Sequence[str]) -> int:
             run_options.check_number(args.gpu_memory, "--gpu-memory", unit="GiB", most=1e6)
         options = {"serve": {"argv": command, "gpus": args.gpus, "gpu_memory_gib": args.gpu_memory,
                              "validate": bool(args.vllm_validate), "vllm_parser": not args.no_vllm_parser}}
-        run = run_doctor(args, options=options, handle_signals=True)
+        with live_progress(args) as on_event:
+            run = run_doctor(args, options=options, handle_signals=True, on_event=on_event)
     except run_options.UsageError as exc:
         sys.stderr.write(f"dflash-doctor serve: error: {exc}\n")
         return 2
