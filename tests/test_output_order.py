@@ -23,7 +23,7 @@ import pytest
 from conftest import Doctor, finding, validate_report
 from realenv import Env, build_wheel, fa4_wheel, install, make_venv
 
-from dflash_doctor.model import CheckResult
+from dflash_doctor.model import CheckResult, Finding, Status
 
 pytest.importorskip("safetensors")
 
@@ -291,3 +291,23 @@ def test_on_a_terminal_no_color_makes_the_output_ascii(noisy: list[str]) -> None
     assert plain.isascii(), sorted({chr(b) for b in plain if b > 127})
     assert b"\x1b[" not in plain
     assert b"[FAIL]" in plain
+
+
+def test_of_several_findings_with_the_cause_id_the_one_whose_evidence_agrees_is_the_cause() -> None:
+    """Two missing requirements are two `dist.requirement-missing` findings; an extension that fails because
+    torch is missing follows from the torch one, not from whichever comes first."""
+    missing = [
+        Finding("dist.requirement-missing", Status.FAIL, f"vllm 0.20.1 requires {name}, which is not installed",
+                evidence={"requirer": "vllm", "requirement": requirement})
+        for name, requirement in (("transformers", "transformers>=4.56.0"), ("torch", "torch==2.11.0"))]
+    extension = Finding("import.dependency-missing", Status.FAIL, "vllm: extension vllm._C does not load",
+                        evidence={"missing": "torch", "requirement": "torch==2.11.0", "requirer": "vllm"},
+                        cause="dist.requirement-missing")
+    results = [CheckResult("distributions", "python", "Installed distributions", Status.FAIL, tuple(missing)),
+               CheckResult("extensions", "python", "Compiled extensions load", Status.FAIL, (extension,))]
+    lines = render_terminal({"checks": [r.to_dict() for r in results]}).splitlines()
+    torch_line = next(i for i, line in enumerate(lines) if "requires torch" in line)
+    nested = next(i for i, line in enumerate(lines) if "vllm._C does not load" in line)
+    transformers_line = next(i for i, line in enumerate(lines) if "requires transformers" in line)
+    assert torch_line < nested and indent(lines[nested]) > indent(lines[torch_line])
+    assert not transformers_line < nested < torch_line

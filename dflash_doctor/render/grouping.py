@@ -94,6 +94,14 @@ def _status_at(rank: int) -> Status:
     return next(s for s in Status if s.rank == rank)
 
 
+def _shared_evidence(consequence: Finding, cause: Finding) -> int:
+    """How many plain values (strings, numbers) the two findings' evidence holds under the same key."""
+    theirs = cause.evidence if isinstance(cause.evidence, Mapping) else {}
+    ours = consequence.evidence if isinstance(consequence.evidence, Mapping) else {}
+    return sum(1 for key, value in ours.items()
+               if isinstance(value, (str, int, float)) and not isinstance(value, bool) and theirs.get(key) == value)
+
+
 def arrange(results: Sequence[CheckResult]) -> Arrangement:
     entries = [(ci, fi) for ci, result in enumerate(results) for fi in range(len(result.findings))]
 
@@ -115,7 +123,10 @@ def arrange(results: Sequence[CheckResult]) -> Arrangement:
             candidates = [c for c in candidates if is_problem(finding(c).status)]
         if candidates:
             same_check = [c for c in candidates if c[0] == entry[0]]
-            parent[entry] = (same_check or candidates)[0]
+            # Several findings may carry the cause's id (one `dist.requirement-missing` per missing
+            # requirement): the cause is the one whose evidence agrees with the consequence's most
+            # (the same requirement, the same distribution); a tie keeps the report's order.
+            parent[entry] = max(same_check or candidates, key=lambda c: _shared_evidence(current, finding(c)))
 
     for entry in entries:  # cut every cycle of causes where it closes
         path = [entry]
