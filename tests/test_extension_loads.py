@@ -202,6 +202,25 @@ def test_an_extension_linking_libc10_without_torch_points_at_the_missing_torch_n
     assert proc.returncode == 1
 
 
+@pytest.mark.skipif(_driver_present(), reason="this machine has libcuda.so.1: a GPU-less builder cannot be shown")
+def test_an_extension_needing_libcuda_then_libc10_without_torch_points_at_the_missing_torch(
+        doctor: Doctor, tmp_path: Path) -> None:
+    # DT_NEEDED libcuda.so.1 first (the loader stops there), then libc10.so, which only torch installs.
+    env = make_venv(tmp_path)
+    install(env, build_wheel(tmp_path / "wheels", "vllm", "0.20.1", {
+        "vllm/__init__.py": "",
+        f"vllm/cumem_allocator{EXT_SUFFIX}": extension(tmp_path / "build", "cumem_allocator",
+                                                       {"libcuda.so.1": "cuInit", "libc10.so": "c10_stub"}),
+    }, requires=["torch==2.11.0"], tag=PLATFORM_TAG))
+    report, proc = doctor.report("--python", str(env.python), "--only", "distributions,extensions", "--no-gpu")
+    (failed,) = [f for f in findings_of(report, "extensions") if f["status"] == "fail"]
+    assert failed["id"] == "import.dependency-missing" and failed["cause"] == "dist.requirement-missing"
+    assert "libc10.so" in failed["title"] and "torch is not installed" in failed["title"]
+    assert [r["command"] for r in failed["remediation"]] == [f"{env.python} -m pip install 'torch==2.11.0'"]
+    assert not any("ldconfig" in r["command"] for f in findings_of(report) for r in f["remediation"])
+    assert proc.returncode == 1
+
+
 # ----------------------------------------------------------------------------- an extension for another Python
 
 

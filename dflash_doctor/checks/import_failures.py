@@ -128,6 +128,11 @@ def _classify(result: Mapping[str, Any], dists: Distributions, resolution: Mappi
                        if not lib.get("found") and not is_driver_library(str(lib.get("name")))]
             if not unfound:
                 return _driver_library(name, module, gpu, {**evidence, "library": name})
+            torch_libraries = [lib for lib in unfound if is_torch_library(lib)]
+            if torch_libraries and dists.get("torch") is None:
+                # The image lacks torch itself, not a library path: the fix is torch.
+                return _torch_absent(torch_libraries[0], module, dists, installer, marker_env,
+                                     {**evidence, "library": torch_libraries[0], "driver_library_missing": name})
             return Cause(
                 "import.library-not-found",
                 f"`import {module}` cannot load {unfound[0]}"
