@@ -2,7 +2,7 @@
 
 `cuda_stack` (imports torch and Triton, launches nothing) and each kernel family run as processes of
 their own, so that a crash or hang in one is a finding for that one alone. They run as forked children
-of the run's one target process that imported torch first (`probe.TargetHost`): on a cold machine,
+of the run's one target process that imported torch first (`facts.probes.TargetHost`): on a cold machine,
 three processes importing torch side by side each took 6.4 s where one takes 4.5 s, and a forked child
 starts with it loaded. A family whose package is not installed exits before touching torch.
 """
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dflash_doctor.check import Context
-from dflash_doctor.facts.probes import ProbeJob, ProbeOutcome, TargetHost
+from dflash_doctor.facts.probes import ProbeJob, ProbeOutcome, run_probes_sharing_imports
 from dflash_doctor.facts.sections import SHARED_IMPORTS
 from dflash_doctor.knowledge.gpu import BF16_MIN_COMPUTE_CAPABILITY
 
@@ -52,9 +52,9 @@ def collect(ctx: Context, _earlier: Mapping[str, Any], wanted: frozenset[str]) -
         outcomes = ctx.host.run(jobs)
         host = ctx.host.facts()
     else:
-        with TargetHost(ctx.python, preload=SHARED_IMPORTS, timeout_s=ctx.timeout_s, cwd=ctx.cwd) as alone:
-            outcomes = alone.run(jobs)
-        host = alone.facts()
+        shared = run_probes_sharing_imports(ctx.python, jobs, preload=SHARED_IMPORTS, timeout_s=ctx.timeout_s,
+                                            cwd=ctx.cwd)
+        outcomes, host = shared.outcomes, shared.host
     sections: dict[str, Any] = {}
     if "cuda_stack" in wanted:
         sections["cuda_stack"] = _with_process(outcomes["cuda_stack"], {"shared_process": host})

@@ -53,11 +53,12 @@ def _run(ctx: Context, probes: Sequence[ProbeJob]) -> list[ProbeOutcome]:
 def try_imports(ctx: Context, jobs: Sequence[ImportJob]) -> list[dict[str, Any]]:
     """Each import's facts, in the order given, each import in a process of its own."""
     probes = [ProbeJob(job.module, "try_import", {**_spec(job), "report_modules": REPORT_MODULES}) for job in jobs]
-    return [_import_facts(job, outcome) for job, outcome in zip(jobs, _run(ctx, probes))]
+    return [_import_facts(job, outcome, outcome.data) for job, outcome in zip(jobs, _run(ctx, probes))]
 
 
 def try_import_batches(ctx: Context, batches: Sequence[Sequence[ImportJob]]) -> list[dict[str, Any]]:
-    """Each import's facts, the imports of one batch one after another in one process.
+    """Each import's facts, in the order given (batch after batch), the imports of one batch one after
+    another in one process.
 
     The imports vLLM makes from one package mostly fail or succeed together, and a process per import
     statement (over a hundred for vLLM's import surface) costs more than the imports. A batch reports
@@ -66,8 +67,8 @@ def try_import_batches(ctx: Context, batches: Sequence[Sequence[ImportJob]]) -> 
     probes = [ProbeJob(batch[0].module, "try_import",
                        {"imports": [_spec(job) for job in batch], "report_modules": REPORT_MODULES})
               for batch in batches]
-    results: list[dict[str, Any]] = []
-    again: list[ImportJob] = []
+    results: list[dict[str, Any] | None] = []
+    again: list[tuple[int, ImportJob]] = []
     for batch, outcome in zip(batches, _run(ctx, probes)):
         reported = {d.get("index"): d for d in documents(outcome.stdout) if isinstance(d, dict)}
         for index, job in enumerate(batch):
@@ -78,8 +79,11 @@ def try_import_batches(ctx: Context, batches: Sequence[Sequence[ImportJob]]) -> 
             elif index == len(reported):
                 results.append(_import_facts(job, outcome, None))  # the import in flight when it ended
             else:
-                again.append(job)
-    return results + try_imports(ctx, again)
+                again.append((len(results), job))
+                results.append(None)
+    for (slot, _), facts in zip(again, try_imports(ctx, [job for _, job in again])):
+        results[slot] = facts
+    return [facts for facts in results if facts is not None]
 
 
 def try_import(
@@ -89,10 +93,9 @@ def try_import(
     return try_imports(ctx, [ImportJob(module, names, preload, file, roots)])[0]
 
 
-def _import_facts(job: ImportJob, outcome: ProbeOutcome, data: Any = ...) -> dict[str, Any]:
-    """The import's facts: what the probe reported (`data`, by default its one document), and how its
-    process went; an outcome without facts (a crash, a hang) is a failed import with that evidence."""
-    data = outcome.data if data is ... else data
+def _import_facts(job: ImportJob, outcome: ProbeOutcome, data: Any) -> dict[str, Any]:
+    """The import's facts: what the probe reported for it (`data`), and how its process went; an outcome
+    without facts (a crash, a hang) is a failed import with that evidence."""
     process = outcome.as_facts()
     if data is not None and not outcome.ok:
         # This import's facts arrived; its batch ended badly later, on another import.
@@ -118,10 +121,7 @@ def collect_surface(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
     by_package: dict[str, list[ImportJob]] = {}
     for module, names in wanted:
         by_package.setdefault(module.split(".", 1)[0], []).append(ImportJob(module, names))
-    found = try_import_batches(ctx, list(by_package.values()))
-    order = {(job.module, tuple(job.names)): i for i, job in enumerate(j for b in by_package.values() for j in b)}
-    found.sort(key=lambda facts: order[(facts["module"], tuple(facts["names"]))])
-    return {"surface_imports": {"imports": found}}
+    return {"surface_imports": {"imports": try_import_batches(ctx, list(by_package.values()))}}
 
 
 def extension_jobs(earlier: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -21,7 +21,7 @@ __all__ = ["Collector", "BUILTIN_COLLECTORS", "collectors_for", "COLLECTOR_GROUP
 COLLECTOR_GROUP = "dflash_doctor.collectors"
 
 # Sections whose probes import the target's stack. They run as forked children of one target process
-# per run (`probe.TargetHost`) that imported SHARED_IMPORTS first: a cold `import torch` costs seconds,
+# per run (`facts.probes.TargetHost`) that imported SHARED_IMPORTS first: a cold `import torch` costs seconds,
 # and each probe importing it again made the cost scale with the stack (one import per extension).
 HOST_SECTIONS = frozenset({"rotary_import", "surface_imports", "extensions", "cuda_stack", "kernels"})
 SHARED_IMPORTS = ("torch",)
