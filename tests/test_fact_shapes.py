@@ -165,3 +165,17 @@ def judged(source: str) -> list[list[Any]]:
 def test_a_saved_report_judges_as_it_did_before_facts_had_shapes(source: str) -> None:
     assert judged(source) == json.loads(JUDGED.read_text())[source]
 
+
+def test_a_section_without_its_shape_is_an_error_finding_naming_the_section_and_field() -> None:
+    _, sections = next(s for s in saved_sections() if s[0].endswith("report-serve-toy.json"))
+    broken = copy.deepcopy(sections)
+    broken["distributions"]["items"][0]["version"] = 5
+    with pytest.raises(ShapeError, match=r"facts 'distributions' are malformed: items\[0\]\.version: expected "):
+        Distributions.from_json(broken["distributions"])
+    with pytest.raises(SectionError, match=r"items\[0\]\.version"):
+        Facts(broken).section(Distributions)
+    [result] = judge([c for c in _checks() if c.id == "distributions"], broken)
+    [finding] = result.findings
+    assert finding.id == "doctor.facts-unavailable" and result.status.value == "error"
+    assert finding.title.endswith("facts 'distributions' do not have their declared shape")
+    assert "items[0].version: expected a string or null, found a number (5)" in finding.detail

@@ -22,7 +22,7 @@ from typing import ClassVar
 
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.remedy import Installer
-from dflash_doctor.facts.envfacts import Distributions
+from dflash_doctor.facts.environment_shapes import Distributions, Target
 from dflash_doctor.model import Finding, Status
 
 from .archs_common import Library
@@ -45,16 +45,15 @@ class ArchCoverageCheck:
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
         section = facts["arch_coverage"]
-        installer = Installer.for_target(facts["target"])
+        installer = Installer.for_target(facts.section(Target))
         libraries = [Library(item) for item in section.get("libraries") or []]
         findings: list[Finding] = []
         if section.get("target_archs_error"):
             findings.append(invalid_target_archs(section))
         targets, absent_why = targets_to_judge(section, facts.raw("gpu"))
         if targets:
-            dists = facts.optional("distributions")
             findings += coverage_findings(targets, libraries, section, installer,
-                                          Distributions(dists) if dists is not None else None)
+                                          facts.optional_section(Distributions))
         elif not section.get("target_archs_error"):
             findings.append(Finding(
                 id="archs.no-target",

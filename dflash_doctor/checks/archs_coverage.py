@@ -13,7 +13,8 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from dflash_doctor.checks.remedy import Installer, flash_attn_source_build
-from dflash_doctor.facts.envfacts import Distributions, version_tuple
+from dflash_doctor.facts.envfacts import version_tuple
+from dflash_doctor.facts.environment_shapes import Distributions
 from dflash_doctor.knowledge.archs import CC, coverage
 from dflash_doctor.knowledge.archs_advice import (
     FA2_ARCH_VALUES,

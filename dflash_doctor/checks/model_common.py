@@ -10,6 +10,7 @@ from typing import Any, TypeGuard
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.remedy import Installer
 from dflash_doctor.facts.envfacts import version_tuple
+from dflash_doctor.facts.environment_shapes import Target
 from dflash_doctor.knowledge.archs import compute_capability
 from dflash_doctor.model import CheckResult, Finding, Status
 
@@ -28,8 +29,7 @@ MAX_LISTED = 12
 
 def installer_for(facts: Facts) -> Installer:
     """Install commands that name the target interpreter (remedy.Installer)."""
-    target = facts.optional("target")
-    return Installer.for_target(target) if target else Installer("python3")
+    return Installer.for_target(facts.optional_section(Target))
 
 
 def text_config(model: Mapping[str, Any] | None) -> dict[str, Any]:

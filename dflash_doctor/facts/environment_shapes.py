@@ -7,9 +7,13 @@ default here; a field that is absent for a reason a check judges is `None` by de
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, ClassVar
 
+from dflash_doctor.facts.envfacts import canonical
 from dflash_doctor.facts.shape import Shape
 
 __all__ = [
@@ -24,7 +28,8 @@ class ProbeRun(Shape):
     """How a probe's process went (`facts.probes.ProbeOutcome.as_facts`)."""
 
     returncode: int | None = None
-    signal: int | None = None
+    signal: str | None = None
+    """The signal's name ("SIGSEGV") when one ended the process."""
     timed_out: bool = False
     stderr: str = ""
     duration_s: float = 0.0
@@ -149,6 +154,7 @@ class Distribution(Shape):
     name: str = ""
     version: str | None = None
     canonical: str = ""
+    """The PEP 503 name (`facts.envfacts.canonical`)."""
     metadata_error: dict[str, Any] | None = None
     """{"file", "error"}: METADATA unreadable; name and version are then guessed from the directory."""
     requires: list[str] = field(default_factory=list)
@@ -162,6 +168,9 @@ class Distribution(Shape):
     extensions: list[WheelExtension] = field(default_factory=list)
     libraries: list[str] = field(default_factory=list)
     wheel_tags: list[str] = field(default_factory=list)
+
+    def label(self) -> str:
+        return f"{self.name} {self.version}" if self.version else self.name
 
 
 @dataclass(frozen=True)
@@ -188,7 +197,46 @@ class Distributions(Shape):
     SECTION: ClassVar[str] = "distributions"
 
     items: list[Distribution] = field(default_factory=list)
+    """In sys.path order: the first of a name is the one importlib.metadata (and Python) sees."""
     import_extensions: ImportExtensions = field(default_factory=ImportExtensions)
+
+    @cached_property
+    def _first(self) -> dict[str, Distribution]:
+        first: dict[str, Distribution] = {}
+        for dist in self.items:
+            first.setdefault(canonical(dist.name), dist)
+        return first
+
+    def get(self, name: str) -> Distribution | None:
+        """The distribution of that name Python sees (the first on sys.path), or None."""
+        return self._first.get(canonical(name))
+
+    def version(self, name: str) -> str | None:
+        dist = self.get(name)
+        return dist.version if dist else None
+
+    def seen(self) -> Iterator[Distribution]:
+        """One per name: the one Python sees."""
+        return iter(self._first.values())
+
+    def duplicates(self) -> dict[str, list[Distribution]]:
+        """Names installed more than once, each with its copies in sys.path order."""
+        groups: dict[str, list[Distribution]] = {}
+        for dist in self.items:
+            groups.setdefault(canonical(dist.name), []).append(dist)
+        return {name: dists for name, dists in groups.items() if len(dists) > 1}
+
+    def requiring(self, name: str) -> list[Distribution]:
+        """Installed distributions that declare a requirement on `name` (any marker, any extra)."""
+        wanted = canonical(name)
+        found = []
+        for dist in self.seen():
+            for requirement in dist.requires:
+                match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+                if match and canonical(match.group(1)) == wanted:
+                    found.append(dist)
+                    break
+        return found
 
 
 @dataclass(frozen=True)
@@ -199,7 +247,7 @@ class PortionContents(Shape):
     file_count: int = 0
     bytecode_count: int = 0
     dir_count: int = 0
-    complete: bool = True
+    complete: bool = False
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,8 @@ class ImportProcess(Shape):
     """How the import's process went (`ProbeOutcome.as_facts`; `batch`: imports its process ran)."""
 
     returncode: int | None = None
-    signal: int | None = None
+    signal: str | None = None
+    """The signal's name ("SIGSEGV") when one ended the process."""
     timed_out: bool = False
     stderr: str = ""
     duration_s: float = 0.0

@@ -13,6 +13,7 @@ doctor's report still loads); a key that is absent takes the field's default (an
         executable: str = ""
         python_version: str | None = None
 
+A key that is not a Python name is declared with `field(default=..., metadata={"key": "import"})`.
 A section whose JSON is a list or a map (not an object of named fields) declares one field and names it
 in `WHOLE`; `from_json` and `to_json` then read and write that field's value as the whole section.
 """
@@ -25,7 +26,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any, ClassVar, TypeVar, Union
 
-__all__ = ["Shape", "ShapeError", "dump", "key", "load"]
+__all__ = ["Shape", "ShapeError", "dump", "load"]
 
 S = TypeVar("S", bound="Shape")
 
@@ -40,11 +41,6 @@ class ShapeError(ValueError):
         self.problem = problem
 
 
-def key(name: str, default: Any = dataclasses.MISSING, **kwargs: Any) -> Any:
-    """A field whose JSON key is not a Python name (`key("include-system-site-packages", "")`)."""
-    return dataclasses.field(default=default, metadata={"key": name}, **kwargs)
-
-
 class Shape:
     """Base of every section's shape (and of the shapes nested in it)."""
 
@@ -57,6 +53,17 @@ class Shape:
     def from_json(cls: type[S], data: Any, section: str = "") -> S:  # noqa: PYI019 - typing.Self is 3.11+
         value: S = load(cls, data, section or cls.SECTION or cls.__name__)
         return value
+
+    @classmethod
+    def read(cls: type[S], data: Any) -> S | None:  # noqa: PYI019 - typing.Self is 3.11+
+        """The section read through this shape where reading it is optional (a renderer, a comparison): None
+        when it is missing, its collector's error marker, or not of this shape."""
+        if data is None or (isinstance(data, dict) and "_error" in data):
+            return None
+        try:
+            return cls.from_json(data)
+        except ShapeError:
+            return None
 
     def to_json(self) -> Any:
         return dump(self)
@@ -106,6 +113,14 @@ def load(tp: Any, data: Any, section: str, where: str = "") -> Any:
         return data
     origin = typing.get_origin(tp)
     if origin in (Union, types.UnionType):
+        present = [arg for arg in typing.get_args(tp) if arg is not type(None)]
+        if data is not None and len(present) == 1:  # `X | None`: X's own error names the field inside
+            try:
+                return load(present[0], data, section, where)
+            except ShapeError as exc:
+                if exc.where != where:
+                    raise
+                raise ShapeError(section, where, f"expected {_name(tp)}, found {_json_type(data)}") from None
         for arg in typing.get_args(tp):
             try:
                 return load(arg, data, section, where)
