@@ -5,6 +5,12 @@ or by running a probe in the target interpreter. Checks name the sections they j
 only the collectors those sections need. Collectors are named by dotted path and imported only when
 needed, which keeps the doctor's start-up cheap.
 
+Each section a built-in collector provides has one declared shape: a frozen dataclass (`facts.shape.Shape`)
+in the `*_shapes.py` module next to its collector, listed in `SECTION_SHAPES`. Checks, reporters, the
+fingerprint and the fleet read facts through these shapes (`Facts.section(Shape)`, `Shape.read(data)`),
+never by re-deriving a dict's shape. A new section: declare its shape there, with a default for every key
+an older report may lack, and add it to `SECTION_SHAPES` (tests/test_fact_shapes.py checks the real output).
+
 Third-party collectors register under the entry-point group `dflash_doctor.collectors`: the entry
 point's value is a `Collector`.
 """
