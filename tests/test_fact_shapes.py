@@ -179,3 +179,12 @@ def test_a_section_without_its_shape_is_an_error_finding_naming_the_section_and_
     assert finding.id == "doctor.facts-unavailable" and result.status.value == "error"
     assert finding.title.endswith("facts 'distributions' do not have their declared shape")
     assert "items[0].version: expected a string or null, found a number (5)" in finding.detail
+
+
+def test_a_newer_reports_extra_keys_are_ignored_and_an_older_ones_absent_keys_take_defaults() -> None:
+    _, sections = next(s for s in saved_sections() if s[0].endswith("report-serve-toy.json"))
+    item = dict(sections["distributions"]["items"][0], added_by_a_newer_doctor={"x": 1})
+    del item["record"], item["installer"]
+    loaded = Distributions.from_json({"items": [item]})
+    assert loaded.items[0].name == item["name"] and loaded.items[0].installer is None
+    assert not loaded.items[0].record.present and "added_by_a_newer_doctor" not in loaded.items[0].to_json()
