@@ -11,6 +11,8 @@ from dflash_doctor.check import Facts
 from dflash_doctor.checks.remedy import Installer
 from dflash_doctor.facts.envfacts import version_tuple
 from dflash_doctor.facts.environment_shapes import Target
+from dflash_doctor.facts.nvml_shapes import Gpu
+from dflash_doctor.facts.serve_shapes import ServeArgs, ServeAssumptions
 from dflash_doctor.knowledge.archs import compute_capability
 from dflash_doctor.model import CheckResult, Finding, Status
 
@@ -118,42 +120,45 @@ def gpu_view(facts: Facts) -> dict[str, Any]:
     --gpus/--gpu-memory (a CI user's stand-in for the serving GPUs) win; else the NVML facts (section "gpu")
     filtered by CUDA_VISIBLE_DEVICES; else only the compute capabilities of --target-arch, without count or
     memory ("available" False)."""
-    serve = facts.optional("serve_args") or {}
-    assume = serve.get("assume") or {}
+    serve = facts.optional_section(ServeArgs)
+    assume = serve.assume if serve is not None else ServeAssumptions()
     ccs: list[str] = []
-    for arch in assume.get("target_archs") or []:
+    for arch in assume.target_archs:
         try:
             major, minor = compute_capability(arch)
         except ValueError:
             continue
         ccs.append(f"{major}.{minor}")
     raw = facts.raw("gpu")
+    gpu = Gpu.read(raw)
     nvml_devices: list[Mapping[str, Any]] | None = None
     view: dict[str, Any] = {"available": False, "why": "no GPU facts were collected", "devices": [], "source": None}
     if isinstance(raw, Mapping) and "_error" in raw:
         view["why"] = f"the GPU facts could not be collected: {raw['_error']}"
-    elif isinstance(raw, Mapping) and raw.get("skipped"):
-        view["why"] = f"GPUs not probed ({raw['skipped']}); pass --gpus N --gpu-memory GIB for the serving GPUs"
-    elif isinstance(raw, Mapping) and not (raw.get("nvml") or {}).get("ok"):
-        error = (raw.get("nvml") or {}).get("error") or {}
-        view["why"] = f"NVML is not usable here ({error.get('name') or error.get('kind')}: {error.get('message')})"
-    elif isinstance(raw, Mapping):
+    elif gpu is None:
+        pass  # not collected, or not of its shape: no GPU facts
+    elif gpu.skipped:
+        view["why"] = f"GPUs not probed ({gpu.skipped}); pass --gpus N --gpu-memory GIB for the serving GPUs"
+    elif gpu.nvml is None or not gpu.nvml.ok:
+        error = gpu.nvml.error if gpu.nvml is not None else None
+        view["why"] = (f"NVML is not usable here ({(error.name or error.kind) if error else None}: "
+                       f"{error.message if error else None})")
+    else:
         from dflash_doctor.checks.gpu_common import resolve_visible  # type: ignore[import-not-found,unused-ignore]
 
-        devices = raw.get("devices") or []
-        visible = resolve_visible((raw.get("environ") or {}).get("CUDA_VISIBLE_DEVICES"), devices)
-        by_index = {d.get("index"): d for d in devices}
-        nvml_devices = [by_index[i] for i in visible.gpus if i in by_index]
+        visible = resolve_visible(gpu.environ.get("CUDA_VISIBLE_DEVICES"), gpu.devices)
+        by_index = {d.index: d for d in gpu.devices}
+        nvml_devices = [by_index[i].to_json() for i in visible.gpus if i in by_index]
         view = {"available": True, "why": None, "devices": nvml_devices, "source": "nvml",
                 "cuda_visible_devices": visible.value}
-    count, memory = assume.get("gpus"), assume.get("gpu_memory_gib")
+    count, memory = assume.gpus, assume.gpu_memory_gib
     if count or memory:
         n = int(count) if count else len(nvml_devices or []) or 1
         cc = [int(p) for p in ccs[0].split(".")] if ccs else (
             (nvml_devices or [{}])[0].get("compute_capability") if nvml_devices else None)
         size = int(float(memory) * GIB) if memory else None
         view = {"available": True, "why": None, "source": "assumed",
-                "assumed": {"gpus": count, "gpu_memory_gib": memory, "target_archs": assume.get("target_archs")},
+                "assumed": {"gpus": count, "gpu_memory_gib": memory, "target_archs": assume.target_archs},
                 "devices": [{"index": i, "name": "assumed GPU", "compute_capability": cc,
                              "memory": {"total": size, "used": 0, "free": size, "reserved": 0} if size else None,
                              "processes": []} for i in range(n)]}
