@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from dflash_doctor.check import Facts
+from dflash_doctor.facts.serve_shapes import ServeArgs
 from dflash_doctor.knowledge.dflash import (
     KV_CACHE_ONE_SEQUENCE,
     WORLD_SIZE_RULE,
@@ -107,11 +108,11 @@ class ServeResourcesCheck:
     requires_gpu: ClassVar[bool] = False
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
-        serve = facts["serve_args"]
-        if not serve.get("given") or serve.get("program_error"):
+        serve = facts.section(ServeArgs)
+        if not serve.given or serve.program_error:
             return _not_given()
-        argv = list(serve.get("argv") or [])
-        fields = dict(serve.get("fields") or {})
+        argv = list(serve.argv)
+        fields = dict(serve.fields)
         findings = list(self._port(serve))
         gpus = gpu_view(facts)
         if not gpus["available"]:
@@ -143,28 +144,29 @@ class ServeResourcesCheck:
         findings.extend(self._memory(facts, fields, devices[:world], tp, pp))
         return findings
 
-    def _port(self, serve: Mapping[str, Any]) -> list[Finding]:
-        port = serve.get("port") or {}
-        host = port.get("host") or "0.0.0.0"
-        if port.get("free"):
-            return [Finding("serve.port-ok", Status.PASS, f"port {port.get('port')} on {host} is free")]
-        shared = port.get("shared_listener")
+    def _port(self, serve: ServeArgs) -> list[Finding]:
+        port = serve.port
+        host = port.host or "0.0.0.0"
+        if port.free:
+            return [Finding("serve.port-ok", Status.PASS, f"port {port.port} on {host} is free")]
+        shared = port.shared_listener
         return [Finding("serve.port-in-use", Status.FAIL,
-                        f"port {port.get('port')} on {host} cannot be bound ({port.get('error')})"
+                        f"port {port.port} on {host} cannot be bound ({port.error})"
                         + (": another SO_REUSEPORT listener holds it, so vLLM would share the port with it" if shared
                            else ": vLLM would fail after loading the model"),
-                        evidence=dict(port),
-                        remediation=(Remediation(f"ss -ltnp 'sport = :{port.get('port')}'", "see who holds it"),
-                                     Remediation(with_flag(list(serve.get("argv") or []), "--port", 8001), "or serve on another port")))]
+                        evidence=port.to_json(),
+                        remediation=(Remediation(f"ss -ltnp 'sport = :{port.port}'", "see who holds it"),
+                                     Remediation(with_flag(list(serve.argv), "--port", 8001), "or serve on another port")))]
 
     def _memory(self, facts: Facts, fields: Mapping[str, Any], devices: list[Mapping[str, Any]], tp: int,
                 pp: int) -> list[Finding]:
-        argv = list(facts["serve_args"].get("argv") or [])
+        serve = facts.section(ServeArgs)
+        argv = list(serve.argv)
         models = facts.optional("models") or {}
         target, drafter = models.get("target"), models.get("drafter")
         if not ((target or {}).get("dir") or {}).get("weights", {}).get("total_bytes"):
             return [Finding("serve.memory-unknown", Status.SKIP, "GPU memory not judged: the target's weights were not read")]
-        spec = ((facts["serve_args"].get("speculative_config") or {}).get("value")) or {}
+        spec = serve.speculative_config.value or {}
         util = fields.get("gpu_memory_utilization") if isinstance(fields.get("gpu_memory_utilization"), (int, float)) \
             else VLLM_FREE_MEMORY_CHECK.value
         dtype_bytes = _serving_dtype_bytes(fields, target)
