@@ -3,7 +3,6 @@ target interpreter fail its import ("version `GLIBC_2.32' not found")."""
 
 from __future__ import annotations
 
-
 from dflash_doctor.checks.remedy import Installer, flash_attn_source_build
 from dflash_doctor.facts.archs_shapes import ArchCoverage, ArchHost
 from dflash_doctor.facts.envfacts import version_tuple

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.remedy import Installer
+from dflash_doctor.facts.models_shapes import Models
 from dflash_doctor.knowledge.dflash import (
     DRAFTER_REGISTRY_ARCH,
     FC_INPUT_RULE,
@@ -667,8 +668,8 @@ class DrafterCheck:
     requires_gpu: ClassVar[bool] = False
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
-        models = facts["models"]
-        drafter, target = models.get("drafter"), models.get("target")
+        models = facts.section(Models)
+        drafter, target = models.drafter, models.target
         if drafter is None:
             return _not_given(self.title, "drafter directory")
         if target is None:

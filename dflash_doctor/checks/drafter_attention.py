@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from dflash_doctor.check import Facts
+from dflash_doctor.facts.models_shapes import Models
 from dflash_doctor.knowledge.dflash import (
     ATTENTION_FALLBACK,
     NON_CAUSAL_SCOPE,
@@ -84,8 +85,8 @@ class DrafterAttentionCheck:
     requires_gpu: ClassVar[bool] = False
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
-        models = facts["models"]
-        drafter = models.get("drafter")
+        models = facts.section(Models)
+        drafter = models.drafter
         if drafter is None or not text_config(drafter):
             return _not_given(self.title, "readable drafter")
         vllm = facts.optional("vllm_dflash")
@@ -103,7 +104,7 @@ class DrafterAttentionCheck:
         dflash = _dflash_config(keys)
         all_layers = _marker(vllm, "non_causal_all_layers") is True
         head_sizes = [h for h in {_head_dim(text_config(drafter)),
-                                  _head_dim(text_config(models.get("target"))) if all_layers else None} if h]
+                                  _head_dim(text_config(models.target)) if all_layers else None} if h]
         spec = _spec_value(facts.optional("serve_args"))
         fields = ((facts.optional("serve_args") or {}).get("fields") or {})
         explicit = fields.get("attention_backend") if all_layers else spec.get("attention_backend")

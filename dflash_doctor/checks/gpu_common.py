@@ -9,8 +9,8 @@ from typing import Any
 
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.remedy import Installer
-from dflash_doctor.facts.environment_shapes import Target
 from dflash_doctor.facts.cuda_shapes import ProbeException
+from dflash_doctor.facts.environment_shapes import Target
 from dflash_doctor.facts.nvml_shapes import Gpu, GpuDevice
 from dflash_doctor.model import CheckResult, Finding, Status
 

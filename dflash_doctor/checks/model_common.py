@@ -11,6 +11,7 @@ from dflash_doctor.check import Facts
 from dflash_doctor.checks.remedy import Installer
 from dflash_doctor.facts.envfacts import version_tuple
 from dflash_doctor.facts.environment_shapes import Target
+from dflash_doctor.facts.models_shapes import Models
 from dflash_doctor.facts.nvml_shapes import Gpu
 from dflash_doctor.facts.serve_shapes import ServeArgs, ServeAssumptions
 from dflash_doctor.knowledge.archs import compute_capability
@@ -92,14 +93,14 @@ def _not_given(check_title: str, what: str) -> list[Finding]:
 
 
 def _skip_if_broken(facts: Facts, title: str) -> list[Finding] | None:
-    models = facts["models"]
+    models = facts.section(Models)
     prior: CheckResult | None = facts.prior.get("model-files")
     # The model-files findings that stop judgement; the first is what this skip follows from.
     broken = [f for f in (prior.findings if prior else ()) if f.status is Status.FAIL
               and f.evidence.get("blocks_judgement")]
     cause = broken[0].id if broken else ""
-    for role in ("drafter", "target"):
-        model = models.get(role) or {}
+    for role, described in (("drafter", models.drafter), ("target", models.target)):
+        model = described or {}
         if not (model.get("dir") or {}).get("config"):
             return [Finding("models.not-judged", Status.SKIP,
                             f"{title}: not judged, the {role} {model.get('name')!r} could not be read (see Model files)",

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from dflash_doctor.check import Facts
+from dflash_doctor.facts.models_shapes import Models
 from dflash_doctor.facts.serve_shapes import ServeArgs
 from dflash_doctor.knowledge.dflash import (
     DRAFT_TP_RULE,
@@ -59,8 +60,8 @@ class _Command:
         self.fields: dict[str, Any] = dict(self.serve.fields)
         self.spec_facts = self.serve.speculative_config
         self.spec: dict[str, Any] = dict(self.spec_facts.value or {})
-        models = facts.optional("models") or {}
-        self.target, self.drafter = models.get("target"), models.get("drafter")
+        models = facts.optional_section(Models) or Models()
+        self.target, self.drafter = models.target, models.drafter
         self.vllm = facts.optional("vllm_dflash")
         self.gpus = gpu_view(facts)
         self.prior = facts.prior

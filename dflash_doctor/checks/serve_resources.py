@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from dflash_doctor.check import Facts
+from dflash_doctor.facts.models_shapes import Models
 from dflash_doctor.facts.serve_shapes import ServeArgs
 from dflash_doctor.knowledge.dflash import (
     KV_CACHE_ONE_SEQUENCE,
@@ -162,8 +163,8 @@ class ServeResourcesCheck:
                 pp: int) -> list[Finding]:
         serve = facts.section(ServeArgs)
         argv = list(serve.argv)
-        models = facts.optional("models") or {}
-        target, drafter = models.get("target"), models.get("drafter")
+        models = facts.optional_section(Models) or Models()
+        target, drafter = models.target, models.drafter
         if not ((target or {}).get("dir") or {}).get("weights", {}).get("total_bytes"):
             return [Finding("serve.memory-unknown", Status.SKIP, "GPU memory not judged: the target's weights were not read")]
         spec = serve.speculative_config.value or {}
