@@ -11,6 +11,7 @@ A third-party check is a class with these attributes, published under the entry-
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_checkable
@@ -18,8 +19,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_chec
 from dflash_doctor.model import CheckResult, Finding
 
 if TYPE_CHECKING:
-    from dflash_doctor.facts.shape import Shape
     from dflash_doctor.facts.probes import TargetHost
+    from dflash_doctor.facts.shape import Shape
 
 __all__ = ["Check", "Context", "Facts", "SectionError"]
 
@@ -60,6 +61,7 @@ class SectionError(Exception):
 # over the same data, and a 300-distribution environment is worth reading once.
 _LOADED: dict[tuple[int, type[Shape]], tuple[Any, Any]] = {}
 _LOADED_MAX = 64
+_LOADED_LOCK = threading.Lock()  # a plugin's check may still run in its own thread past its time
 
 
 class Facts(Mapping[str, Any]):
@@ -121,7 +123,8 @@ class Facts(Mapping[str, Any]):
 
 
 def _load(name: str, shape: type[S], value: Any) -> S:
-    cached = _LOADED.get((id(value), shape))
+    with _LOADED_LOCK:
+        cached = _LOADED.get((id(value), shape))
     if cached is not None and cached[0] is value:
         return cached[1]  # type: ignore[no-any-return]
     try:
@@ -129,9 +132,10 @@ def _load(name: str, shape: type[S], value: Any) -> S:
     except ValueError as exc:  # facts.shape.ShapeError: "facts 'x' are malformed: FIELD: PROBLEM"
         reason = str(exc).split(": ", 1)[-1]
         raise SectionError(name, reason, "do not have their declared shape") from exc
-    if len(_LOADED) >= _LOADED_MAX:
-        _LOADED.pop(next(iter(_LOADED)))
-    _LOADED[(id(value), shape)] = (value, loaded)
+    with _LOADED_LOCK:
+        if len(_LOADED) >= _LOADED_MAX:
+            _LOADED.pop(next(iter(_LOADED)))
+        _LOADED[(id(value), shape)] = (value, loaded)
     return loaded
 
 
