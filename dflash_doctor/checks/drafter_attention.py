@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 from dflash_doctor.check import Facts
 from dflash_doctor.facts.models_shapes import Models
+from dflash_doctor.facts.serve_shapes import VllmDflash
 from dflash_doctor.knowledge.dflash import (
     ATTENTION_FALLBACK,
     NON_CAUSAL_SCOPE,
@@ -33,7 +34,7 @@ __all__ = ["DrafterAttentionCheck", "choose_backend"]
 # --------------------------------------------------------------------------------- drafter-attention
 
 
-def _needs_non_causal(dflash: Mapping[str, Any], vllm: Mapping[str, Any] | None) -> bool:
+def _needs_non_causal(dflash: Mapping[str, Any], vllm: VllmDflash | None) -> bool:
     """From 0.23 a drafter with dflash_config.causal true runs causal attention (v1/spec_decode/dflash.py)."""
     return not (_marker(vllm, "dflash_causal_key") and dflash.get("causal") is True)
 
@@ -89,8 +90,8 @@ class DrafterAttentionCheck:
         drafter = models.drafter
         if drafter is None or not text_config(drafter):
             return _not_given(self.title, "readable drafter")
-        vllm = facts.optional("vllm_dflash")
-        if not vllm or not vllm.get("root"):
+        vllm = facts.optional_section(VllmDflash)
+        if vllm is None or not vllm.root:
             return [Finding("attention.no-vllm", Status.SKIP,
                             f"{self.title}: {_vllm_label(vllm)}: no vLLM source to read its backend selection from",
                             detail=f"Without it, the rule of thumb: {ATTENTION_FALLBACK.source}.")]
@@ -108,7 +109,7 @@ class DrafterAttentionCheck:
         spec = _spec_value(facts.optional("serve_args"))
         fields = ((facts.optional("serve_args") or {}).get("fields") or {})
         explicit = fields.get("attention_backend") if all_layers else spec.get("attention_backend")
-        attention = vllm.get("attention") or {}
+        attention = vllm.attention
         non_causal = _needs_non_causal(dflash, vllm)
         scope = "every attention layer (target and drafter)" if all_layers else "the drafter's attention"
         findings: list[Finding] = []
@@ -144,6 +145,6 @@ class DrafterAttentionCheck:
                 + (" (non-causal supported)" if non_causal else " (causal drafter)")
                 + (f"; skipped {skipped}" if skipped else "")
                 + ("" if pick["certain"] else "; some of its conditions could not be evaluated from source"),
-                detail=f"{NON_CAUSAL_SCOPE.source} Order and support read from {vllm.get('root')}.",
+                detail=f"{NON_CAUSAL_SCOPE.source} Order and support read from {vllm.root}.",
                 evidence=evidence))
         return findings

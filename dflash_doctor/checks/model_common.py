@@ -13,7 +13,7 @@ from dflash_doctor.facts.envfacts import version_tuple
 from dflash_doctor.facts.environment_shapes import Target
 from dflash_doctor.facts.models_shapes import Models
 from dflash_doctor.facts.nvml_shapes import Gpu
-from dflash_doctor.facts.serve_shapes import ServeArgs, ServeAssumptions
+from dflash_doctor.facts.serve_shapes import ServeArgs, ServeAssumptions, VllmDflash
 from dflash_doctor.knowledge.archs import compute_capability
 from dflash_doctor.model import CheckResult, Finding, Status
 
@@ -53,17 +53,17 @@ def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _vllm_label(vllm: Mapping[str, Any] | None) -> str:
-    if not vllm or not vllm.get("installed"):
+def _vllm_label(vllm: VllmDflash | None) -> str:
+    if vllm is None or not vllm.installed:
         return "vLLM (not installed in the target)"
-    return f"vLLM {vllm.get('version') or '?'}"
+    return f"vLLM {vllm.version or '?'}"
 
 
-def _marker(vllm: Mapping[str, Any] | None, name: str) -> bool | None:
+def _marker(vllm: VllmDflash | None, name: str) -> bool | None:
     """Whether the installed vLLM's source has this marker; None when there is no source to read."""
-    if not vllm or not vllm.get("root"):
+    if vllm is None or not vllm.root:
         return None
-    marker = (vllm.get("markers") or {}).get(name) or {}
+    marker = vllm.markers.get(name) or {}
     if not marker.get("readable", True):
         return None
     return bool(marker.get("found"))

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from dflash_doctor.check import Facts
 from dflash_doctor.facts.models_shapes import Models
-from dflash_doctor.facts.serve_shapes import ServeArgs
+from dflash_doctor.facts.serve_shapes import ServeArgs, VllmDflash
 from dflash_doctor.knowledge.dflash import (
     DRAFT_TP_RULE,
     HEADS_DIVISIBLE_RULE,
@@ -62,13 +62,13 @@ class _Command:
         self.spec: dict[str, Any] = dict(self.spec_facts.value or {})
         models = facts.optional_section(Models) or Models()
         self.target, self.drafter = models.target, models.drafter
-        self.vllm = facts.optional("vllm_dflash")
+        self.vllm = facts.optional_section(VllmDflash)
         self.gpus = gpu_view(facts)
         self.prior = facts.prior
         self.installer = installer_for(facts)
         self.tp = _int_or(self.fields.get("tensor_parallel_size"), 1)
         self.pp = _int_or(self.fields.get("pipeline_parallel_size"), 1)
-        self.label = f"vLLM {self.vllm.get('version')}" if self.vllm and self.vllm.get("installed") else "vLLM"
+        self.label = f"vLLM {self.vllm.version}" if self.vllm and self.vllm.installed else "vLLM"
         self.command = " ".join(self.serve.argv)
         self.argv: list[str] = list(self.serve.argv)
 
@@ -128,7 +128,7 @@ class _Command:
         return out
 
     def installed(self) -> list[Finding]:
-        if self.vllm is None or self.vllm.get("installed"):
+        if self.vllm is None or self.vllm.installed:
             return []
         return [Finding("serve.vllm-missing", Status.FAIL,
                         "vLLM is not installed in the inspected interpreter: `vllm serve` cannot run there",
@@ -182,7 +182,7 @@ class _Command:
                                "'draft_tensor_parallel_size' instead.\")", detail=DRAFT_TP_RULE.source))
         model = self.spec.get("model")
         method = self.spec.get("method")
-        methods = (self.vllm or {}).get("methods")
+        methods = self.vllm.methods if self.vllm else None
         if not isinstance(model, str) or not model:
             out.append(Finding("serve.spec-model-missing", Status.FAIL,
                                f"{flag} has no \"model\": DFlash needs the drafter directory"))
@@ -303,7 +303,7 @@ class _Command:
             return ["B"]
         if a:
             return ["A"]
-        version = version_tuple((self.vllm or {}).get("version"))
+        version = version_tuple(self.vllm.version if self.vllm else None)
         if version and version < (0, 25):
             return ["A"]
         if version and version >= (0, 34):

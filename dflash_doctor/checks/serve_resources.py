@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from dflash_doctor.check import Facts
 from dflash_doctor.facts.models_shapes import Models
-from dflash_doctor.facts.serve_shapes import ServeArgs
+from dflash_doctor.facts.serve_shapes import ServeArgs, VllmDflash
 from dflash_doctor.knowledge.dflash import (
     KV_CACHE_ONE_SEQUENCE,
     WORLD_SIZE_RULE,
@@ -175,7 +175,7 @@ class ServeResourcesCheck:
         draft_tp = _int_or(spec.get("draft_tensor_parallel_size"), tp)
         drafter_bytes, _ = _served_bytes(drafter, dtype_bytes, False) if drafter else (0, [])
         per_gpu = target_bytes / (tp * pp) + drafter_bytes / max(1, draft_tp)
-        settings = effective_settings(fields, target, _tier(devices[0], facts.optional("vllm_dflash")))
+        settings = effective_settings(fields, target, _tier(devices[0], facts.optional_section(VllmDflash)))
         mml = settings["max_model_len"] if _is_int(settings["max_model_len"]) else 0
         kv_dtype = fields.get("kv_cache_dtype")
         kv_bytes = 1 if isinstance(kv_dtype, str) and kv_dtype.startswith("fp8") else dtype_bytes
