@@ -11,14 +11,16 @@ A third-party check is a class with these attributes, published under the entry-
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from dflash_doctor.model import CheckResult, Finding
 
 if TYPE_CHECKING:
     from dflash_doctor.facts.probes import TargetHost
+    from dflash_doctor.facts.shape import Shape
 
 __all__ = ["Check", "Context", "Facts", "SectionError"]
 
@@ -41,13 +43,25 @@ class Context:
     its forked children (set by the runner while it collects; None: each probe starts its own)."""
 
 
-class SectionError(Exception):
-    """A fact section a check needs could not be collected; the check becomes an `error` result."""
+S = TypeVar("S", bound="Shape")
 
-    def __init__(self, section: str, reason: str) -> None:
-        super().__init__(f"facts {section!r} could not be collected: {reason}")
+
+class SectionError(Exception):
+    """A fact section a check needs could not be collected (or, read from a saved report, does not have its
+    declared shape); the check becomes an `error` result naming the section."""
+
+    def __init__(self, section: str, reason: str, what: str = "could not be collected") -> None:
+        super().__init__(f"facts {section!r} {what}: {reason}")
         self.section = section
         self.reason = reason
+        self.what = what
+
+
+# Sections read through their shapes, by the identity of the stored data: each check gets a Facts of its own
+# over the same data, and a 300-distribution environment is worth reading once.
+_LOADED: dict[tuple[int, type[Shape]], tuple[Any, Any]] = {}
+_LOADED_MAX = 64
+_LOADED_LOCK = threading.Lock()  # a plugin's check may still run in its own thread past its time
 
 
 class Facts(Mapping[str, Any]):
@@ -81,9 +95,48 @@ class Facts(Mapping[str, Any]):
             return None
         return value
 
+    def section(self, shape: type[S]) -> S:
+        """The section `shape.SECTION`, read through its declared shape (`dflash_doctor.facts.shape`).
+
+        Raises `SectionError` when the section was not collected or does not have the shape (a saved
+        report's facts edited by hand, or from another tool): the check becomes an `error` result
+        that names the section and the field."""
+        name = shape.SECTION
+        if name not in self._sections:
+            raise SectionError(name, "not among the facts")
+        return _load(name, shape, self[name])
+
+    def optional_section(self, shape: type[S]) -> S | None:
+        """A section the check can judge without, read through its shape: None when it was not collected,
+        its collector failed, or it does not have the shape."""
+        value = self.optional(shape.SECTION)
+        if value is None:
+            return None
+        try:
+            return _load(shape.SECTION, shape, value)
+        except SectionError:
+            return None
+
     def raw(self, name: str) -> Any:
         """The section as stored, error marker included (for saving into a report)."""
         return self._sections.get(name)
+
+
+def _load(name: str, shape: type[S], value: Any) -> S:
+    with _LOADED_LOCK:
+        cached = _LOADED.get((id(value), shape))
+    if cached is not None and cached[0] is value:
+        return cached[1]  # type: ignore[no-any-return]
+    try:
+        loaded = shape.from_json(value, name)
+    except ValueError as exc:  # facts.shape.ShapeError: "facts 'x' are malformed: FIELD: PROBLEM"
+        reason = str(exc).split(": ", 1)[-1]
+        raise SectionError(name, reason, "do not have their declared shape") from exc
+    with _LOADED_LOCK:
+        if len(_LOADED) >= _LOADED_MAX:
+            _LOADED.pop(next(iter(_LOADED)))
+        _LOADED[(id(value), shape)] = (value, loaded)
+    return loaded
 
 
 @runtime_checkable

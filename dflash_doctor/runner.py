@@ -169,7 +169,7 @@ def judge_one(check: Check, facts: Facts, durations: Mapping[str, float] | None 
             Finding(
                 id="doctor.facts-unavailable",
                 status=Status.ERROR,
-                title=f"{check.title}: facts {exc.section!r} could not be collected",
+                title=f"{check.title}: facts {exc.section!r} {exc.what}",
                 detail=exc.reason,
                 evidence={"section": exc.section},
             ),

@@ -22,7 +22,9 @@ from typing import ClassVar
 
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.remedy import Installer
-from dflash_doctor.facts.envfacts import Distributions
+from dflash_doctor.facts.archs_shapes import ArchCoverage
+from dflash_doctor.facts.environment_shapes import Distributions, Target
+from dflash_doctor.facts.nvml_shapes import Gpu
 from dflash_doctor.model import Finding, Status
 
 from .archs_common import Library
@@ -44,18 +46,17 @@ class ArchCoverageCheck:
     requires_gpu: ClassVar[bool] = False
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
-        section = facts["arch_coverage"]
-        installer = Installer.for_target(facts["target"])
-        libraries = [Library(item) for item in section.get("libraries") or []]
+        section = facts.section(ArchCoverage)
+        installer = Installer.for_target(facts.section(Target))
+        libraries = [Library(item) for item in section.libraries]
         findings: list[Finding] = []
-        if section.get("target_archs_error"):
+        if section.target_archs_error:
             findings.append(invalid_target_archs(section))
-        targets, absent_why = targets_to_judge(section, facts.raw("gpu"))
+        targets, absent_why = targets_to_judge(section, Gpu.read(facts.raw("gpu")))
         if targets:
-            dists = facts.optional("distributions")
             findings += coverage_findings(targets, libraries, section, installer,
-                                          Distributions(dists) if dists is not None else None)
-        elif not section.get("target_archs_error"):
+                                          facts.optional_section(Distributions))
+        elif not section.target_archs_error:
             findings.append(Finding(
                 id="archs.no-target",
                 status=Status.SKIP,
@@ -63,7 +64,7 @@ class ArchCoverageCheck:
                 "for the GPUs this environment will run on",
                 detail="Without a GPU the doctor cannot know which architectures matter. The C/C++ runtime and "
                 "torch-symbol judgements of the same libraries still ran.",
-                evidence={"no_gpu": section.get("no_gpu")},
+                evidence={"no_gpu": section.no_gpu},
             ))
         findings += runtime_findings(libraries, section, installer)
         findings += symbol_findings(libraries, section, installer)

@@ -4,10 +4,11 @@ groups of them in a finding."""
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dflash_doctor.facts.archs_shapes import ArchLibrary, Fatbin
 from dflash_doctor.knowledge.archs_advice import ARCH_GATED_LIBRARIES, LibraryGate
 
 _SHOWN = 3  # names listed in a title before "(+N more)"
@@ -15,18 +16,17 @@ _SHOWN = 3  # names listed in a title before "(+N more)"
 
 @dataclass(frozen=True)
 class Library:
-    facts: Mapping[str, Any]
+    facts: ArchLibrary
 
     @property
     def name(self) -> str:
-        module = self.facts.get("module")
-        return str(module) if module else str(self.facts["path"]).rsplit("/", 1)[-1]
+        return self.facts.module or self.facts.path.rsplit("/", 1)[-1]
 
     @property
     def owner(self) -> str:
-        version = self.facts.get("version")
-        owner = f"{self.facts['distribution']} {version}" if version else str(self.facts["distribution"])
-        if self.facts.get("found_by") == "import-system":
+        version = self.facts.version
+        owner = f"{self.facts.distribution} {version}" if version else self.facts.distribution
+        if self.facts.found_by == "import-system":
             owner += ", found by the import system, not in any RECORD"
         return owner
 
@@ -35,29 +35,29 @@ class Library:
         return f"{self.name} ({self.owner})"
 
     @property
-    def fatbin(self) -> Mapping[str, Any] | None:
-        fatbin = self.facts.get("fatbin")
-        return fatbin if fatbin and (fatbin.get("sass") or fatbin.get("ptx") or fatbin.get("lto")) else None
+    def fatbin(self) -> Fatbin | None:
+        """The library's device code, when it carries any."""
+        fatbin = self.facts.fatbin
+        return fatbin if fatbin and (fatbin.sass or fatbin.ptx or fatbin.lto) else None
 
     @property
     def gate(self) -> LibraryGate | None:
-        return next((g for g in ARCH_GATED_LIBRARIES.value if g.distribution == self.facts.get("canonical")
-                     and fnmatch.fnmatch(str(self.facts["path"]), g.path)), None)
+        return next((g for g in ARCH_GATED_LIBRARIES.value if g.distribution == self.facts.canonical
+                     and fnmatch.fnmatch(self.facts.path, g.path)), None)
 
     def code(self) -> str:
-        fatbin = self.fatbin or {}
-        parts = [f"SASS {', '.join(fatbin.get('sass') or ()) or 'none'}",
-                 f"PTX {', '.join(fatbin.get('ptx') or ()) or 'none'}"]
-        if fatbin.get("lto"):
-            parts.append(f"LTO-IR {', '.join(fatbin['lto'])} (not loadable)")
+        fatbin = self.fatbin or Fatbin()
+        parts = [f"SASS {', '.join(fatbin.sass) or 'none'}", f"PTX {', '.join(fatbin.ptx) or 'none'}"]
+        if fatbin.lto:
+            parts.append(f"LTO-IR {', '.join(fatbin.lto)} (not loadable)")
         return "; ".join(parts)
 
     def evidence(self) -> dict[str, Any]:
-        fatbin = self.fatbin or {}
-        return {"file": self.facts.get("file"), "distribution": self.facts.get("distribution"),
-                "found_by": self.facts.get("found_by") or "record",
-                "version": self.facts.get("version"), "sass": fatbin.get("sass"), "ptx": fatbin.get("ptx"),
-                "ptx_isa": fatbin.get("ptx_isa")}
+        fatbin = self.fatbin
+        return {"file": self.facts.file, "distribution": self.facts.distribution,
+                "found_by": self.facts.found_by or "record", "version": self.facts.version,
+                "sass": fatbin.sass if fatbin else None, "ptx": fatbin.ptx if fatbin else None,
+                "ptx_isa": fatbin.ptx_isa if fatbin else None}
 
 
 def plural(count: int, one: str, many: str) -> str:
@@ -72,7 +72,7 @@ def shown_names(items: Sequence[str]) -> str:
 def by_distribution(libraries: Iterable[Library]) -> list[list[Library]]:
     groups: dict[tuple[str, str, str], list[Library]] = {}
     for lib in libraries:
-        key = (str(lib.facts["distribution"]), str(lib.facts.get("version")), str(lib.facts.get("found_by")))
+        key = (lib.facts.distribution, str(lib.facts.version), str(lib.facts.found_by))
         groups.setdefault(key, []).append(lib)
     return list(groups.values())
 

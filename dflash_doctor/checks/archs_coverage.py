@@ -13,7 +13,10 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from dflash_doctor.checks.remedy import Installer, flash_attn_source_build
-from dflash_doctor.facts.envfacts import Distributions, version_tuple
+from dflash_doctor.facts.archs_shapes import ArchCoverage, ArchTorch, Fatbin
+from dflash_doctor.facts.envfacts import version_tuple
+from dflash_doctor.facts.environment_shapes import Distributions
+from dflash_doctor.facts.nvml_shapes import Gpu, GpuDevice
 from dflash_doctor.knowledge.archs import CC, coverage
 from dflash_doctor.knowledge.archs_advice import (
     FA2_ARCH_VALUES,
@@ -51,49 +54,49 @@ class Verdict:
     needs_cuda: str | None = None
 
 
-def invalid_target_archs(section: Mapping[str, Any]) -> Finding:
-    given = ",".join(section.get("target_archs_given") or ())
+def invalid_target_archs(section: ArchCoverage) -> Finding:
+    given = ",".join(section.target_archs_given)
     return Finding(
         id="archs.target-arch-invalid",
         status=Status.FAIL,
-        title=f"--target-arch {given!r} is not a list of GPU architectures: {section['target_archs_error']}",
+        title=f"--target-arch {given!r} is not a list of GPU architectures: {section.target_archs_error}",
         detail="Give SASS names or compute capabilities, comma-separated: sm_86,sm_90 or 8.6,9.0.",
-        evidence={"given": section.get("target_archs_given")},
+        evidence={"given": section.target_archs_given},
     )
 
 
-def targets_to_judge(section: Mapping[str, Any], gpu: Any) -> tuple[list[Target], str]:
+def targets_to_judge(section: ArchCoverage, gpu: Gpu | None) -> tuple[list[Target], str]:
     targets: list[Target] = []
     why = "no GPU"
-    if section.get("no_gpu"):
+    if section.no_gpu:
         why = "--no-gpu and no --target-arch"
-    elif isinstance(gpu, Mapping) and "_error" not in gpu:
+    elif gpu is not None:
         targets += _gpu_targets(gpu)
-        nvml = gpu.get("nvml") or {}
-        if not targets and not nvml.get("ok", True):
-            why = f"no GPU (NVML: {(nvml.get('error') or {}).get('message') or 'unavailable'})"
-    for arch in section.get("target_archs") or ():
+        nvml = gpu.nvml
+        if not targets and nvml is not None and not nvml.ok:
+            why = f"no GPU (NVML: {(nvml.error.message if nvml.error else None) or 'unavailable'})"
+    for arch in section.target_archs:
         cc = (int(arch[3:-1]), int(arch[-1]))
         targets.append(Target(f"{arch} (target)", cc, evidence={"target_arch": arch}))
     return targets, why
 
 
-def _gpu_targets(gpu: Mapping[str, Any]) -> list[Target]:
-    groups: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
-    for device in gpu.get("devices") or ():
-        cc = device.get("compute_capability")
+def _gpu_targets(gpu: Gpu) -> list[Target]:
+    groups: dict[tuple[Any, ...], list[GpuDevice]] = {}
+    for device in gpu.devices:
+        cc = device.compute_capability
         if not cc or len(cc) != 2:
             continue
-        total = (device.get("memory") or {}).get("total")
+        total = device.memory.total if device.memory else None
         gib = round(total / _GIB) if isinstance(total, int) and total > 0 else None
-        groups.setdefault((device.get("name"), int(cc[0]), int(cc[1]), gib), []).append(device)
+        groups.setdefault((device.name, int(cc[0]), int(cc[1]), gib), []).append(device)
     targets = []
     for (name, major, minor, gib), devices in groups.items():
-        indices = [int(d.get("index", 0)) for d in devices]
+        indices = [d.index for d in devices]
         label = f"GPU{_index_range(indices)} {name or 'GPU'} sm_{major}{minor}" + (f", {gib} GiB" if gib else "")
-        targets.append(Target(label, (major, minor), gpu.get("cuda_driver_version"),
+        targets.append(Target(label, (major, minor), gpu.cuda_driver_version,
                               {"gpus": indices, "name": name, "memory_gib": gib,
-                               "uuids": [d.get("uuid") for d in devices]}))
+                               "uuids": [d.uuid for d in devices]}))
     return targets
 
 
@@ -108,35 +111,35 @@ def _verdict(library: Library, target: Target) -> Verdict:
     gate = library.gate
     if gate is not None and not gate.used_on_cc(target.cc):
         return Verdict("not-used")
-    fatbin = library.fatbin or {}
-    found = coverage(fatbin.get("sass") or (), fatbin.get("ptx") or (), target.cc)
+    fatbin = library.fatbin or Fatbin()
+    found = coverage(fatbin.sass, fatbin.ptx, target.cc)
     if found["status"] == "ptx-jit" and target.driver_cuda:
         # The oldest PTX ISA in the library: if even that is too new for the driver, the JIT cannot run.
-        isas = sorted(fatbin.get("ptx_isa") or (), key=version_tuple)
+        isas = sorted(fatbin.ptx_isa, key=version_tuple)
         needs = PTX_ISA_MIN_CUDA.value.get(isas[0]) if isas else None
         if needs and version_tuple(needs) > version_tuple(target.driver_cuda):
             return Verdict("ptx-too-new", found["by"], needs)
     return Verdict(found["status"], found["by"])
 
 
-def coverage_findings(targets: list[Target], libraries: list[Library], section: Mapping[str, Any],
+def coverage_findings(targets: list[Target], libraries: list[Library], section: ArchCoverage,
               installer: Installer, dists: Distributions | None = None) -> list[Finding]:
     with_code = [lib for lib in libraries if lib.fatbin is not None]
     if not with_code:
-        torch = section.get("torch") or {}
+        torch = section.torch or ArchTorch()
         return [Finding(
             id="archs.no-device-code",
             status=Status.SKIP,
             title="no library of the stack carries CUDA device code"
-            + (f" (torch {torch.get('version')} is a CPU build)" if torch.get("cpu_build") else ""),
+            + (f" (torch {torch.version} is a CPU build)" if torch.cpu_build else ""),
             evidence={"libraries": len(libraries), "targets": [t.label for t in targets]},
         )]
-    verdicts = {(lib.facts["file"], t.label): _verdict(lib, t) for lib in with_code for t in targets}
+    verdicts = {(lib.facts.file, t.label): _verdict(lib, t) for lib in with_code for t in targets}
     findings: list[Finding] = []
     summaries = []
     for target in targets:
-        statuses = [verdicts[(lib.facts["file"], target.label)].status for lib in with_code]
-        strict_none = [lib for lib in with_code if verdicts[(lib.facts["file"], target.label)].status
+        statuses = [verdicts[(lib.facts.file, target.label)].status for lib in with_code]
+        strict_none = [lib for lib in with_code if verdicts[(lib.facts.file, target.label)].status
                        in ("none", "ptx-too-new") and not (lib.gate and lib.gate.optional)]
         if strict_none:
             continue
@@ -156,13 +159,13 @@ def coverage_findings(targets: list[Target], libraries: list[Library], section: 
             title="; ".join(text for _target, text in summaries),
             evidence={"targets": [{"label": t.label, "cc": list(t.cc), **t.evidence} for t, _ in summaries],
                       "libraries": {lib.label: lib.code() for lib in with_code},
-                      "unreadable": [lib.facts.get("error") for lib in libraries if lib.facts.get("error")][:5]},
+                      "unreadable": [lib.facts.error for lib in libraries if lib.facts.error][:5]},
         ))
     all_ccs = sorted({t.cc for t in targets})
     for lib in with_code:
         by_status: dict[str, list[tuple[Target, Verdict]]] = {}
         for target in targets:
-            verdict = verdicts[(lib.facts["file"], target.label)]
+            verdict = verdicts[(lib.facts.file, target.label)]
             by_status.setdefault(verdict.status, []).append((target, verdict))
         missing = by_status.get("none", []) + by_status.get("ptx-too-new", [])
         if missing:
@@ -173,7 +176,7 @@ def coverage_findings(targets: list[Target], libraries: list[Library], section: 
 
 
 def _no_kernel_image(lib: Library, missing: list[tuple[Target, Verdict]], all_ccs: list[CC],
-                     section: Mapping[str, Any], installer: Installer, dists: Distributions | None) -> Finding:
+                     section: ArchCoverage, installer: Installer, dists: Distributions | None) -> Finding:
     optional = bool(lib.gate and lib.gate.optional)
     labels = [t.label for t, _ in missing]
     too_new = [(t, v) for t, v in missing if v.status == "ptx-too-new"]
@@ -181,7 +184,7 @@ def _no_kernel_image(lib: Library, missing: list[tuple[Target, Verdict]], all_cc
     if too_new:
         target, verdict = too_new[0]
         detail.append(f"Its only usable code for {target.label} is PTX ({verdict.by}, PTX ISA "
-                      f"{', '.join((lib.fatbin or {}).get('ptx_isa') or ())}), which needs a CUDA {verdict.needs_cuda} "
+                      f"{', '.join(lib.fatbin.ptx_isa if lib.fatbin else ())}), which needs a CUDA {verdict.needs_cuda} "
                       f"driver to JIT-compile; this driver supports CUDA {target.driver_cuda}. Update the driver, "
                       "or get a build with SASS for this GPU.")
     if lib.gate is not None:
@@ -203,10 +206,10 @@ def _no_kernel_image(lib: Library, missing: list[tuple[Target, Verdict]], all_cc
 
 
 def _ptx_jit(lib: Library, jitted: list[tuple[Target, Verdict]]) -> Finding:
-    fatbin = lib.fatbin or {}
+    fatbin = lib.fatbin or Fatbin()
     labels = [t.label for t, _ in jitted]
     by = sorted({v.by for _, v in jitted if v.by})
-    isas = sorted(fatbin.get("ptx_isa") or (), key=version_tuple)
+    isas = sorted(fatbin.ptx_isa, key=version_tuple)
     driver = PTX_ISA_MIN_CUDA.value.get(isas[0]) if isas else None
     isa = ", ".join(isas) or "unknown"
     return Finding(
@@ -223,21 +226,21 @@ def _ptx_jit(lib: Library, jitted: list[tuple[Target, Verdict]]) -> Finding:
     )
 
 
-def _coverage_remedy(lib: Library, failing: list[CC], all_ccs: list[CC], section: Mapping[str, Any],
+def _coverage_remedy(lib: Library, failing: list[CC], all_ccs: list[CC], section: ArchCoverage,
                      installer: Installer, dists: Distributions | None) -> tuple[tuple[Remediation, ...], list[str]]:
-    canonical = lib.facts.get("canonical")
-    version = str(lib.facts.get("version"))
+    canonical = lib.facts.canonical
+    version = str(lib.facts.version)
     if canonical == "flash-attn":
         return _fa2_remedy(version, failing, all_ccs, installer, dists)
     if canonical == "torch":
-        return _torch_remedy(section.get("torch") or {}, failing, installer)
+        return _torch_remedy(section.torch or ArchTorch(), failing, installer)
     if canonical == "vllm":
         archs = " ".join(f"{cc[0]}.{cc[1]}" for cc in all_ccs)
         advice = (f"vLLM takes its architectures from TORCH_CUDA_ARCH_LIST when it is built (its release images "
                   f"use '{VLLM_RELEASE_ARCH_LIST.value}'); for this GPU build vLLM {version} from source with "
                   f"TORCH_CUDA_ARCH_LIST='{archs}', as its GPU installation guide describes.")
         return (), [advice]
-    return (), [f"Install a build of {lib.facts.get('distribution')} made for this GPU's architecture."]
+    return (), [f"Install a build of {lib.facts.distribution} made for this GPU's architecture."]
 
 
 def _fa2_remedy(version: str, failing: list[CC], all_ccs: list[CC], installer: Installer,
@@ -279,7 +282,7 @@ def _fa2_remedy(version: str, failing: list[CC], all_ccs: list[CC], installer: I
     return (Remediation(command, why),), [advice]
 
 
-def _torch_remedy(torch: Mapping[str, Any], failing: list[CC],
+def _torch_remedy(torch: ArchTorch, failing: list[CC],
                   installer: Installer) -> tuple[tuple[Remediation, ...], list[str]]:
     show = Remediation(
         installer.run("-c", "import torch; print(torch.__version__, torch.version.cuda, "
@@ -288,7 +291,7 @@ def _torch_remedy(torch: Mapping[str, Any], failing: list[CC],
     )
     remedies = [show]
     needed = max((SASS_MIN_TOOLKIT.value.get(cc[0], "0") for cc in failing), key=version_tuple)
-    version, cuda = str(torch.get("version") or ""), torch.get("cuda")
+    version, cuda = torch.version or "", torch.cuda
     try:
         base = Version(version).base_version
         has_cu128 = Version(base) >= Version(TORCH_CU128_FIRST_RELEASE.value)

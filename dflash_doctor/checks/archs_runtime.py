@@ -3,10 +3,8 @@ target interpreter fail its import ("version `GLIBC_2.32' not found")."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from dflash_doctor.checks.remedy import Installer, flash_attn_source_build
+from dflash_doctor.facts.archs_shapes import ArchCoverage, ArchHost
 from dflash_doctor.facts.envfacts import version_tuple
 from dflash_doctor.knowledge.archs_advice import FA2_UBUNTU_2204_WHEELS_FROM
 from dflash_doctor.model import Finding, Remediation, Status
@@ -16,10 +14,10 @@ from .archs_common import Library, by_distribution, group_label, plural
 _RUNTIME_ORDER = ("GLIBC", "GLIBCXX", "CXXABI")
 
 
-def runtime_findings(libraries: list[Library], section: Mapping[str, Any], installer: Installer) -> list[Finding]:
-    host = section.get("host") or {}
-    provides: Mapping[str, str] = host.get("provides") or {}
-    readable = [lib for lib in libraries if not lib.facts.get("error")]
+def runtime_findings(libraries: list[Library], section: ArchCoverage, installer: Installer) -> list[Finding]:
+    host = section.host
+    provides = host.provides
+    readable = [lib for lib in libraries if not lib.facts.error]
     if not readable or not provides:
         return []
     highest: dict[str, str] = {}
@@ -29,7 +27,7 @@ def runtime_findings(libraries: list[Library], section: Mapping[str, Any], insta
     )
 
     for lib in readable:
-        needs = lib.facts.get("needs_versions") or {}
+        needs = lib.facts.needs_versions or {}
         for prefix, version in needs.items():
             if prefix not in highest or version_tuple(version) > version_tuple(highest[prefix]):
                 highest[prefix] = version
@@ -47,11 +45,11 @@ def runtime_findings(libraries: list[Library], section: Mapping[str, Any], insta
         status=Status.PASS,
         title=f"{plural(len(readable), 'library needs', 'libraries need')} at most {need or 'no versioned symbol'}; "
         f"this host provides {have}",
-        evidence={"needs": highest, "provides": dict(provides), "libstdcxx": host.get("libstdcxx")},
+        evidence={"needs": highest, "provides": dict(provides), "libstdcxx": host.libstdcxx},
     )]
 
 
-def _runtime_too_old(failing: list[tuple[Library, dict[str, dict[str, str | None]]]], host: Mapping[str, Any],
+def _runtime_too_old(failing: list[tuple[Library, dict[str, dict[str, str | None]]]], host: ArchHost,
                      installer: Installer) -> Finding:
     libs = [lib for lib, _ in failing]
     unmet: dict[str, dict[str, str | None]] = {}
@@ -65,20 +63,20 @@ def _runtime_too_old(failing: list[tuple[Library, dict[str, dict[str, str | None
     have = ", ".join(f"{prefix} {need['provides']}" for prefix, need in ordered)
     first = libs[0]
     detail = [(f"Importing {first.name} fails with \"version `{words[0]}' not found (required by "
-               f"{first.facts.get('file')})\".")]
+               f"{first.facts.file})\".")]
     remedies: list[Remediation] = []
     if "GLIBC" in unmet:
         detail.append("glibc cannot be upgraded inside a Python environment: build the library on this host, or "
                       "run on an image with a newer glibc.")
     if {"GLIBCXX", "CXXABI"} & set(unmet):
-        libstdcxx = (host.get("libstdcxx") or {}).get("path")
+        libstdcxx = (host.libstdcxx or {}).get("path")
         detail.append(f"The target interpreter loads {libstdcxx}: a newer libstdc++ (the OS package, or "
                       "conda-forge's libstdcxx-ng in a conda env) or a build on this host fixes it.")
-    if first.facts.get("canonical") == "flash-attn":
+    if first.facts.canonical == "flash-attn":
         detail.append(f"flash-attn's release wheels from {FA2_UBUNTU_2204_WHEELS_FROM.value} on are built on "
                       "Ubuntu 22.04 and need GLIBC 2.32 (flash-attn#1708, #2225).")
         remedies.append(Remediation(
-            flash_attn_source_build(installer, f"flash-attn=={first.facts.get('version')}"),
+            flash_attn_source_build(installer, f"flash-attn=={first.facts.version}"),
             "build flash-attn from source on this host, against its own glibc and libstdc++",
         ))
     return Finding(
@@ -87,8 +85,8 @@ def _runtime_too_old(failing: list[tuple[Library, dict[str, dict[str, str | None
         title=f"{group_label(libs)} need{'s' if len(libs) == 1 else ''} {', '.join(words)}; this host "
         f"provides {have}",
         detail="\n".join(detail),
-        evidence={"libraries": [{**lib.evidence(), "needs": lib.facts.get("needs_versions"), "unmet": lib_unmet}
+        evidence={"libraries": [{**lib.evidence(), "needs": lib.facts.needs_versions, "unmet": lib_unmet}
                                 for lib, lib_unmet in failing],
-                  "host": {k: host.get(k) for k in ("provides", "glibc", "libstdcxx")}},
+                  "host": {"provides": host.provides, "glibc": host.glibc, "libstdcxx": host.libstdcxx}},
         remediation=tuple(remedies),
     )

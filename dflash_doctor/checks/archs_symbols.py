@@ -9,54 +9,54 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from dflash_doctor.checks.remedy import Installer, flash_attn_source_build
+from dflash_doctor.facts.archs_shapes import ArchCoverage, ArchTorch
 from dflash_doctor.model import Finding, Remediation, Status
 
 from .archs_common import Library, by_distribution, group_label, plural
 
 
-def symbol_findings(libraries: list[Library], section: Mapping[str, Any], installer: Installer) -> list[Finding]:
-    torch = section.get("torch")
-    if not torch or torch.get("exports") is None:
+def symbol_findings(libraries: list[Library], section: ArchCoverage, installer: Installer) -> list[Finding]:
+    torch = section.torch
+    if torch is None or torch.exports is None:
         return []  # no torch, or its libraries could not all be read: nothing can be called missing
-    checked = [lib for lib in libraries if lib.facts.get("missing") is not None]
-    failing = [lib for lib in checked if lib.facts["missing"]]
+    checked = [lib for lib in libraries if lib.facts.missing is not None]
+    failing = [lib for lib in checked if lib.facts.missing]
     if failing:
-        demangled: Mapping[str, str] = section.get("demangled") or {}
-        return [_undefined_symbols(group, torch, demangled, installer) for group in by_distribution(failing)]
-    users = [lib for lib in checked if lib.facts.get("undefined_total")]
+        return [_undefined_symbols(group, torch, section.demangled, installer) for group in by_distribution(failing)]
+    users = [lib for lib in checked if lib.facts.undefined_total]
     if not users:
         return []
     return [Finding(
         id="archs.symbols-ok",
         status=Status.PASS,
         title=f"the torch symbols of {plural(len(users), 'library', 'libraries')} all resolve against torch "
-        f"{torch.get('version')}",
-        evidence={"libraries": {lib.label: lib.facts.get("undefined_total") for lib in users},
-                  "torch_exports": torch.get("exports")},
+        f"{torch.version}",
+        evidence={"libraries": {lib.label: lib.facts.undefined_total for lib in users},
+                  "torch_exports": torch.exports},
     )]
 
 
-def _undefined_symbols(libs: list[Library], torch: Mapping[str, Any], demangled: Mapping[str, str],
+def _undefined_symbols(libs: list[Library], torch: ArchTorch, demangled: Mapping[str, str],
                        installer: Installer) -> Finding:
     first = libs[0]
-    symbol = str(first.facts["missing"][0])
+    symbol = str((first.facts.missing or [""])[0])
     readable = demangled.get(symbol, symbol)
-    total = sum(int(lib.facts.get("missing_total") or len(lib.facts["missing"])) for lib in libs)
-    version = torch.get("version")
+    total = sum(lib.facts.missing_total or len(lib.facts.missing or ()) for lib in libs)
+    version = torch.version
     if len(libs) == 1:
         more = f" (+{total - 1} more)" if total > 1 else ""
         title = (f"{first.label} needs {readable}{more}, which torch {version} does not export: "
-                 f"`import {first.facts.get('module') or first.name}` would fail with undefined symbol")
+                 f"`import {first.facts.module or first.name}` would fail with undefined symbol")
     else:
         title = (f"{group_label(libs)} need torch symbols that torch {version} does not export (e.g. {readable} "
                  f"in {first.name}): their imports would fail with undefined symbol")
     these = "it needs: it was" if len(libs) == 1 else "these need: they were"
-    detail = [(f"None of torch {version}'s libraries ({', '.join(torch.get('exporters') or ())}) exports "
+    detail = [(f"None of torch {version}'s libraries ({', '.join(torch.exporters)}) exports "
                f"{plural(total, 'symbol', 'symbols')} {these} built against another torch. Loading "
                f"{first.name} fails with \"undefined symbol: {symbol}\", and so does everything that imports it.")]
-    if torch.get("cpu_build"):
+    if torch.cpu_build:
         detail.append(f"torch {version} is a CPU build: it exports no CUDA symbols (c10::cuda::, at::cuda::).")
-    if first.facts.get("canonical") == "flash-attn":
+    if first.facts.canonical == "flash-attn":
         detail.append("flash_attn/__init__.py imports flash_attn_2_cuda, so even the pure-Triton "
                       "flash_attn.ops.triton.rotary import that vLLM makes fails.")
     return Finding(
@@ -64,10 +64,10 @@ def _undefined_symbols(libs: list[Library], torch: Mapping[str, Any], demangled:
         status=Status.FAIL,
         title=title,
         detail="\n".join(detail),
-        evidence={"libraries": [{**lib.evidence(), "missing": lib.facts["missing"],
-                                 "missing_demangled": [demangled.get(m, m) for m in lib.facts["missing"]],
-                                 "missing_total": lib.facts.get("missing_total")} for lib in libs],
-                  "torch": version, "torch_cuda": torch.get("cuda"), "requires_torch": first.facts.get("requires_torch")},
+        evidence={"libraries": [{**lib.evidence(), "missing": lib.facts.missing,
+                                 "missing_demangled": [demangled.get(m, m) for m in lib.facts.missing or ()],
+                                 "missing_total": lib.facts.missing_total} for lib in libs],
+                  "torch": version, "torch_cuda": torch.cuda, "requires_torch": first.facts.requires_torch},
         remediation=_symbol_remedy(first, torch, installer),
     )
 
@@ -85,21 +85,21 @@ def _base(version: Any) -> str:
         return str(version)
 
 
-def _symbol_remedy(lib: Library, torch: Mapping[str, Any], installer: Installer) -> tuple[Remediation, ...]:
-    canonical, version = lib.facts.get("canonical"), lib.facts.get("version")
-    installed = _base(torch.get("version"))
-    pinned = _exact_pin(lib.facts.get("requires_torch"))
+def _symbol_remedy(lib: Library, torch: ArchTorch, installer: Installer) -> tuple[Remediation, ...]:
+    canonical, version = lib.facts.canonical, lib.facts.version
+    installed = _base(torch.version)
+    pinned = _exact_pin(lib.facts.requires_torch)
     if pinned is not None and _base(pinned) != installed:
         return (Remediation(installer.install(f"torch=={pinned}"),
                             f"{lib.owner} requires torch=={pinned}, the torch its kernels were built against"),)
-    if torch.get("cpu_build"):
+    if torch.cpu_build:
         wanted = pinned or installed
-        return (Remediation(installer.uninstall("torch"), f"remove the CPU build of torch {torch.get('version')}"),
+        return (Remediation(installer.uninstall("torch"), f"remove the CPU build of torch {torch.version}"),
                 Remediation(installer.install(f"torch=={wanted}"),
                             f"PyPI's torch {wanted} for Linux x86_64 is the CUDA build"))
     if canonical == "flash-attn":
         return (Remediation(
             flash_attn_source_build(installer, f"flash-attn=={version}"),
-            f"rebuild flash-attn {version} from source against the installed torch {torch.get('version')}",
+            f"rebuild flash-attn {version} from source against the installed torch {torch.version}",
         ),)
     return ()

@@ -32,6 +32,7 @@ from dflash_doctor.facts.file_hashes import files_digest, hash_files
 from dflash_doctor.facts.safefile import environment_roots
 from dflash_doctor.model import CheckResult, Finding, Remediation, Status, worst
 from dflash_doctor.facts import envsummary
+from dflash_doctor.facts.environment_shapes import Target
 from dflash_doctor.facts.fingerprint import of_sections
 
 __all__ = ["SCHEMA", "BaselineError", "compare", "current_state", "default_driver_range", "judge", "load", "save"]
@@ -325,8 +326,7 @@ def judge(expected: Mapping[str, Any], sections: Mapping[str, Any], source: str,
     want = expected.get("distributions") or {}
     hash_names = [n for n, d in want.items() if d.get("files") is not None] if hash_files_now else []
     current = current_state(sections, hash_names=hash_names)
-    target = envsummary.section(sections, "target") or {}
-    installer = Installer.for_target(target if isinstance(target, Mapping) else {})
+    installer = Installer.for_target(Target.read(envsummary.section(sections, "target")))
     findings = tuple(compare(expected, current, source, installer))
     facts = {"baseline": {
         "file": source,

@@ -3,12 +3,22 @@ device count, the archs it was compiled for), and where Triton finds ptxas and l
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.remedy import Installer
+from dflash_doctor.facts.cuda_shapes import (
+    CudaRuntime,
+    CudaStack,
+    CudaTorch,
+    CudaTriton,
+    Libcuda,
+    ToolLookup,
+    TritonLibcuda,
+)
 from dflash_doctor.facts.envfacts import version_tuple
+from dflash_doctor.facts.nvml_shapes import Gpu
 from dflash_doctor.knowledge.archs import coverage, parse_arch
 from dflash_doctor.knowledge.cuda import MINOR_VERSION_COMPAT_DRIVER, min_driver_for_cuda
 from dflash_doctor.knowledge.gpu import (
@@ -36,10 +46,10 @@ def _torch_index_for(driver_cuda: str | None) -> str | None:
     return None
 
 
-def _driver_too_old(torch: Mapping[str, Any], cuda: Mapping[str, Any], driver_cuda: str | None,
+def _driver_too_old(torch: CudaTorch, cuda: CudaRuntime, driver_cuda: str | None,
                     driver: str | None, installer: Installer) -> Finding:
-    torch_cuda = str(torch.get("cuda"))
-    base = str(torch.get("version") or "").split("+")[0]
+    torch_cuda = str(torch.cuda)
+    base = (torch.version or "").split("+")[0]
     needed = min_driver_for_cuda(torch_cuda)
     remedies = []
     index = _torch_index_for(driver_cuda)
@@ -54,18 +64,19 @@ def _driver_too_old(torch: Mapping[str, Any], cuda: Mapping[str, Any], driver_cu
         f"sudo apt-get install -y nvidia-driver-{(needed or '').split('.')[0] or 'NNN'}",
         f"or a newer driver: CUDA {torch_cuda} needs >= {needed or 'a newer one'} (Ubuntu's package; elsewhere the "
         "distribution's or NVIDIA's installer), then reboot"))
-    said = cuda.get("init_error") or {}
+    said = cuda.init_error
     return Finding("cuda.driver-too-old", Status.FAIL,
-                   f"torch {torch.get('version')} is built for CUDA {torch_cuda}, but driver {driver} supports CUDA "
+                   f"torch {torch.version} is built for CUDA {torch_cuda}, but driver {driver} supports CUDA "
                    f"{driver_cuda} at most: torch cannot initialize CUDA",
-                   detail=said.get("message") or "\n".join(cuda.get("warnings") or []),
+                   detail=(said.message if said else "") or "\n".join(cuda.warnings),
                    evidence={"torch_cuda": torch_cuda, "driver": driver, "driver_cuda": driver_cuda,
-                             "min_driver": needed, "init_error": said or None, "warnings": cuda.get("warnings")},
+                             "min_driver": needed, "init_error": said.to_json() if said else None,
+                             "warnings": cuda.warnings},
                    remediation=tuple(remedies))
 
 
-def _says_too_old(cuda: Mapping[str, Any]) -> bool:
-    texts = [str((cuda.get("init_error") or {}).get("message") or ""), *map(str, cuda.get("warnings") or [])]
+def _says_too_old(cuda: CudaRuntime) -> bool:
+    texts = [cuda.init_error.message if cuda.init_error else "", *cuda.warnings]
     return any(marker.lower() in text.lower() for text in texts for marker in DRIVER_TOO_OLD_MESSAGES.value)
 
 
@@ -81,40 +92,40 @@ def _arch_names(arch_list: Sequence[str]) -> tuple[list[str], list[str]]:
     return sass, ptx
 
 
-def _triton_findings(triton: Mapping[str, Any], stack: Mapping[str, Any], archs: Sequence[Sequence[int]],
+def _triton_findings(triton: CudaTriton, stack: CudaStack, archs: Sequence[Sequence[int]],
                      installer: Installer) -> tuple[list[Finding], str]:
-    if not triton.get("installed"):
+    if not triton.installed:
         return [Finding("cuda.triton-absent", Status.WARN, "Triton is not installed: torch.compile and vLLM's "
                         "Triton kernels cannot run", remediation=(Remediation(installer.install("triton"),
                                                                               "install the Triton torch requires"),))], ""
-    if not triton.get("import_ok"):
+    if not triton.import_ok:
         return [Finding("cuda.triton-import-failed", Status.FAIL,
-                        f"`import triton` fails: {_exception_text(triton.get('exception'))}",
-                        evidence={"exception": triton.get("exception")})], ""
+                        f"`import triton` fails: {_exception_text(triton.exception)}",
+                        evidence={"exception": triton.exception.to_json() if triton.exception else None})], ""
     findings: list[Finding] = []
-    version = triton.get("version")
-    blackwell = any(cc[0] >= 10 for cc in archs) and "ptxas_blackwell" in triton
-    tools = [("ptxas", triton.get("ptxas") or {})]
+    version = triton.version
+    blackwell = any(cc[0] >= 10 for cc in archs) and triton.ptxas_blackwell is not None
+    tools = [("ptxas", triton.ptxas or ToolLookup())]
     if blackwell:
-        tools.append(("ptxas-blackwell", triton.get("ptxas_blackwell") or {}))
+        tools.append(("ptxas-blackwell", triton.ptxas_blackwell or ToolLookup()))
     notes = []
     for name, tool in tools:
-        if tool.get("path"):
-            notes.append(f"{name} {tool.get('version')}")
+        if tool.path:
+            notes.append(f"{name} {tool.version}")
             continue
         looked = "; ".join(f"{p['where']}: {p['path']} ({'found' if p.get('exists') else 'missing'})"
-                           for p in tool.get("looked") or [])
+                           for p in tool.looked)
         findings.append(Finding("cuda.triton-ptxas-missing", Status.FAIL,
                                 f"Triton {version} cannot find {name}: looked at {looked}",
-                                detail=str(tool.get("error") or ""), evidence={"tool": tool},
+                                detail=tool.error or "", evidence={"tool": tool.to_json()},
                                 remediation=(Remediation(installer.install(f"triton=={version}", reinstall=True),
                                                          "put Triton's bundled ptxas back"),)))
-    libcuda = triton.get("libcuda") or {}
-    if libcuda.get("dirs"):
-        notes.append(f"libcuda in {', '.join(libcuda['dirs'])}")
+    libcuda = triton.libcuda or TritonLibcuda()
+    if libcuda.dirs:
+        notes.append(f"libcuda in {', '.join(libcuda.dirs)}")
     else:
-        places = libcuda.get("looked") or {}
-        loaded = (stack.get("libcuda") or {}).get("path")
+        places = libcuda.looked
+        loaded = stack.libcuda.path if stack.libcuda else None
         remedies = [Remediation("sudo ldconfig", "refresh the linker cache Triton reads (ldconfig -p)")]
         if loaded:
             remedies.append(Remediation(f"export TRITON_LIBCUDA_PATH={loaded.rsplit('/', 1)[0]}",
@@ -125,21 +136,22 @@ def _triton_findings(triton: Mapping[str, Any], stack: Mapping[str, Any], archs:
             f"{places.get('TRITON_LIBCUDA_PATH') or 'unset'}, `ldconfig -p` lists "
             f"{', '.join(places.get('ldconfig') or []) or 'none'}, LD_LIBRARY_PATH "
             f"{':'.join(places.get('LD_LIBRARY_PATH') or []) or 'unset'}",
-            detail=str(libcuda.get("error") or ""), evidence={"libcuda": libcuda, "loaded_by_ctypes": loaded},
+            detail=libcuda.error or "", evidence={"libcuda": libcuda.to_json() if triton.libcuda else {},
+                                                  "loaded_by_ctypes": loaded},
             remediation=tuple(remedies)))
     return findings, f"Triton {version} ({', '.join(notes)})"
 
 
-def _torch_devices(stack: Mapping[str, Any], gpu: Mapping[str, Any], visible: Visible) -> list[dict[str, Any]]:
+def _torch_devices(stack: CudaStack, gpu: Gpu, visible: Visible) -> list[dict[str, Any]]:
     """torch's devices, each matched with its NVML GPU (by UUID, else by CUDA order)."""
-    nvml = {str(d.get("uuid")): d for d in gpu.get("devices") or []}
-    by_index = {d["index"]: d for d in gpu.get("devices") or []}
+    nvml = {str(d.uuid): d for d in gpu.devices}
+    by_index = {d.index: d for d in gpu.devices}
     matched = []
-    for position, device in enumerate((stack.get("cuda") or {}).get("devices") or []):
-        physical = nvml.get(str(device.get("uuid")))
+    for position, device in enumerate(stack.cuda.devices if stack.cuda else []):
+        physical = nvml.get(str(device.uuid))
         if physical is None and position < len(visible.gpus):
             physical = by_index.get(visible.gpus[position])
-        matched.append({**device, "physical": physical.get("index") if physical else None})
+        matched.append({**device.to_json(), "physical": physical.index if physical else None})
     return matched
 
 
@@ -156,57 +168,59 @@ class CudaStackCheck:
         if blocking is not None:
             return [Finding("cuda.no-gpu", Status.SKIP, f"no usable GPU ({blocking.id}): torch's CUDA was not checked",
                             evidence={"gpu_finding": blocking.id})]
-        stack, gpu = facts["cuda_stack"], facts["gpu"]
-        installer = _installer(facts, stack.get("executable"))
-        process = stack.get("process") or {}
-        torch = stack.get("torch")
-        if torch is None or stack.get("probe_error"):
-            said = (f"stopped: {_exception_text(stack['probe_error'])}" if stack.get("probe_error")
-                    else process.get("error") or "reported nothing")
+        stack, gpu = facts.section(CudaStack), facts.section(Gpu)
+        installer = _installer(facts, stack.executable)
+        process = stack.process
+        torch = stack.torch
+        if torch is None or stack.probe_error:
+            said = (f"stopped: {_exception_text(stack.probe_error)}" if stack.probe_error
+                    else process.error or "reported nothing")
             return [Finding("cuda.probe-failed", Status.FAIL, f"the CUDA-stack probe in the target {said}",
-                            detail=str(process.get("stderr") or "")[-1500:],
-                            evidence={"process": process, "probe_error": stack.get("probe_error")})]
-        if not torch.get("installed"):
+                            detail=process.stderr[-1500:],
+                            evidence={"process": process.to_json(),
+                                      "probe_error": stack.probe_error.to_json() if stack.probe_error else None})]
+        if not torch.installed:
             return [Finding("cuda.torch-absent", Status.SKIP, "torch is not installed in the target: nothing to check")]
-        if not torch.get("import_ok"):
+        if not torch.import_ok:
             return [Finding("cuda.torch-import-failed", Status.FAIL,
-                            f"`import torch` fails: {_exception_text(torch.get('exception'))}",
-                            evidence={"exception": torch.get("exception")})]
-        if not torch.get("cuda"):
-            kind = f"ROCm (HIP {torch.get('hip')})" if torch.get("hip") else "CPU-only"
-            index = _torch_index_for(gpu.get("cuda_driver_version"))
-            base = str(torch.get("version") or "").split("+")[0]
+                            f"`import torch` fails: {_exception_text(torch.exception)}",
+                            evidence={"exception": torch.exception.to_json() if torch.exception else None})]
+        if not torch.cuda:
+            kind = f"ROCm (HIP {torch.hip})" if torch.hip else "CPU-only"
+            index = _torch_index_for(gpu.cuda_driver_version)
+            base = (torch.version or "").split("+")[0]
             return [Finding("cuda.torch-cpu-build", Status.FAIL,
-                            f"torch {torch.get('version')} is a {kind} build: it cannot use the NVIDIA GPUs",
+                            f"torch {torch.version} is a {kind} build: it cannot use the NVIDIA GPUs",
                             remediation=(Remediation(installer.install(f"torch=={base}", "--index-url", index),
-                                                     f"a CUDA build the driver ({gpu.get('cuda_driver_version')}) "
+                                                     f"a CUDA build the driver ({gpu.cuda_driver_version}) "
                                                      "supports"),) if index else ())]
-        cuda = stack.get("cuda") or {}
-        driver_cuda, driver = gpu.get("cuda_driver_version"), gpu.get("driver_version")
-        torch_major = version_tuple(torch.get("cuda"))[:1]
+        cuda = stack.cuda or CudaRuntime()
+        driver_cuda, driver = gpu.cuda_driver_version, gpu.driver_version
+        torch_major = version_tuple(torch.cuda)[:1]
         major_too_new = bool(torch_major and driver_cuda and torch_major > version_tuple(driver_cuda)[:1])
         visible = _visible_of(gpu)
-        if not cuda.get("available"):
+        if not cuda.available:
             if _says_too_old(cuda) or major_too_new:
                 return [_driver_too_old(torch, cuda, driver_cuda, driver, installer)]
-            libcuda = stack.get("libcuda") or {}
-            said = cuda.get("init_error") or cuda.get("is_available_error")
+            libcuda = stack.libcuda or Libcuda()
+            error = cuda.init_error or cuda.is_available_error
             return [Finding("cuda.init-failed", Status.FAIL,
-                            f"torch {torch.get('version')} cannot initialize CUDA: "
-                            f"{_exception_text(said) if said else '; '.join(cuda.get('warnings') or []) or 'no reason given'}",
-                            detail=f"cuInit: {libcuda.get('cuInit_name') or libcuda.get('cuInit')} "
-                            f"{libcuda.get('cuInit_message') or ''}".strip(),
-                            evidence={"cuda": cuda, "libcuda": libcuda})]
+                            f"torch {torch.version} cannot initialize CUDA: "
+                            f"{_exception_text(error) if error else '; '.join(cuda.warnings) or 'no reason given'}",
+                            detail=f"cuInit: {libcuda.cuInit_name or libcuda.cuInit} "
+                            f"{libcuda.cuInit_message or ''}".strip(),
+                            evidence={"cuda": stack.cuda.to_json() if stack.cuda else {},
+                                      "libcuda": stack.libcuda.to_json() if stack.libcuda else {}})]
         findings: list[Finding] = []
         devices = _torch_devices(stack, gpu, visible)
-        migrated = any((d.get("mig") or {}).get("current") for d in gpu.get("devices") or [])
+        migrated = any(d.mig is not None and d.mig.current for d in gpu.devices)
         if not migrated and visible.form != "mig" and len(devices) != len(visible.gpus):
             findings.append(Finding(
                 "cuda.device-count-mismatch", Status.FAIL,
                 f"torch sees {len(devices)} GPU(s) but NVML and CUDA_VISIBLE_DEVICES give {len(visible.gpus)}",
                 evidence={"torch": [d.get("name") for d in devices], "expected": list(visible.gpus),
                           "CUDA_VISIBLE_DEVICES": visible.value}))
-        sass, ptx = _arch_names(torch.get("arch_list") or [])
+        sass, ptx = _arch_names(torch.arch_list or [])
         coverage_notes = []
         for device in devices:
             cc = tuple(device.get("capability") or ())
@@ -217,33 +231,35 @@ class CudaStackCheck:
             if covered["status"] == "sass":
                 coverage_notes.append(f"{label}: SASS {covered['by']}")
                 continue
-            evidence = {"device": device, "arch_list": torch.get("arch_list")}
+            evidence = {"device": device, "arch_list": torch.arch_list}
             if covered["status"] == "ptx-jit":
-                old_driver = version_tuple(driver_cuda) < version_tuple(torch.get("cuda"))
+                old_driver = version_tuple(driver_cuda) < version_tuple(torch.cuda)
                 findings.append(Finding(
                     "cuda.arch-ptx-only", Status.FAIL if old_driver else Status.WARN,
-                    f"{label}: torch {torch.get('version')} has no SASS for it, only PTX {covered['by']} to JIT"
+                    f"{label}: torch {torch.version} has no SASS for it, only PTX {covered['by']} to JIT"
                     + (f", which driver {driver} (CUDA {driver_cuda}) cannot JIT: it is newer than the driver"
                        if old_driver else ": slow first launches"), evidence=evidence))
                 coverage_notes.append(f"{label}: PTX {covered['by']}")
                 continue
             findings.append(Finding(
                 "cuda.arch-not-covered", Status.FAIL,
-                f"{label}: torch {torch.get('version')} was built for {' '.join(torch.get('arch_list') or [])}, "
+                f"{label}: torch {torch.version} was built for {' '.join(torch.arch_list or [])}, "
                 f"nothing of which runs on {_sm(cc)}: 'no kernel image is available for execution on the device'",
                 evidence=evidence))
-        triton_findings, triton_note = _triton_findings(stack.get("triton") or {}, stack,
+        triton_findings, triton_note = _triton_findings(stack.triton or CudaTriton(), stack,
                                                         [d.get("capability") or (0, 0) for d in devices], installer)
         findings.extend(triton_findings)
         compat = ""
         if major_too_new:
-            compat = f" via CUDA forward compatibility (libcuda {(stack.get('libcuda') or {}).get('path')})"
-        elif version_tuple(driver_cuda) < version_tuple(torch.get("cuda")):
+            compat = f" via CUDA forward compatibility (libcuda {stack.libcuda.path if stack.libcuda else None})"
+        elif version_tuple(driver_cuda) < version_tuple(torch.cuda):
             compat = " via CUDA minor version compatibility"
-        summary = (f"torch {torch.get('version')} (CUDA {torch.get('cuda')}; driver {driver} supports "
+        summary = (f"torch {torch.version} (CUDA {torch.cuda}; driver {driver} supports "
                    f"{driver_cuda}{compat}) · {len(devices)} GPU(s): {'; '.join(coverage_notes) or 'none covered'}"
                    + (f" · {triton_note}" if triton_note else ""))
         findings.insert(0, Finding("cuda.ok", Status.PASS, summary, evidence={
-            "torch": {k: torch.get(k) for k in ("version", "cuda", "git", "arch_list", "file")},
-            "devices": devices, "libcuda": stack.get("libcuda"), "triton": stack.get("triton")}))
+            "torch": {"version": torch.version, "cuda": torch.cuda, "git": torch.git, "arch_list": torch.arch_list,
+                      "file": torch.file},
+            "devices": devices, "libcuda": stack.libcuda.to_json() if stack.libcuda else None,
+            "triton": stack.triton.to_json() if stack.triton else None}))
         return findings

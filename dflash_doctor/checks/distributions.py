@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.remedy import Installer
-from dflash_doctor.facts.envfacts import Dist, Distributions, canonical
+from dflash_doctor.facts.envfacts import canonical
+from dflash_doctor.facts.environment_shapes import Distribution, Distributions, Target
 from dflash_doctor.knowledge.stack import STACK_DISTRIBUTIONS
 from dflash_doctor.model import Finding, Remediation, Status
 
@@ -31,12 +32,12 @@ class DistributionsCheck:
     requires_gpu: ClassVar[bool] = False
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
-        target = facts["target"]
-        dists = Distributions(facts["distributions"])
+        target = facts.section(Target)
+        dists = facts.section(Distributions)
         installer = Installer.for_target(target)
         yield _stack_versions(dists)
         yield from _broken_metadata(dists, installer)
-        yield from _requirements(dists, target.get("marker_environment") or {}, installer)
+        yield from _requirements(dists, target.marker_environment, installer)
         yield from _duplicates(dists)
         yield from _record_integrity(dists, installer)
         yield from _record_escapes(dists, installer)
@@ -58,9 +59,8 @@ def _stack_versions(dists: Distributions) -> Finding:
 
 
 def _broken_metadata(dists: Distributions, installer: Installer) -> Iterator[Finding]:
-    for dist in dists.all:
-        for key, code in (("metadata_error", "dist.metadata-broken"), ("record_error", "dist.record-broken")):
-            problem = dist.facts.get(key) if key == "metadata_error" else (dist.facts.get("record") or {}).get("error")
+    for dist in dists.items:
+        for problem, code in ((dist.metadata_error, "dist.metadata-broken"), (dist.record.error, "dist.record-broken")):
             if not problem:
                 continue
             is_stack = dist.canonical in STACK
@@ -75,8 +75,8 @@ def _broken_metadata(dists: Distributions, installer: Installer) -> Iterator[Fin
             )
 
 
-def _reinstall(dist: Dist, installer: Installer) -> tuple[Remediation, ...]:
-    dist_info = shlex.quote(str(dist.facts.get("dist_info")))
+def _reinstall(dist: Distribution, installer: Installer) -> tuple[Remediation, ...]:
+    dist_info = shlex.quote(dist.dist_info)
     spec = f"{dist.name}=={dist.version}" if dist.version else dist.name
     return (
         Remediation(f"rm -rf {dist_info}", "remove the broken metadata by hand: no installer can read it"),
@@ -84,14 +84,14 @@ def _reinstall(dist: Dist, installer: Installer) -> tuple[Remediation, ...]:
     )
 
 
-def unmet_requirements(dists: Distributions, marker_env: Mapping[str, str]) -> list[tuple[Dist, Requirement, str | None]]:
+def unmet_requirements(dists: Distributions, marker_env: Mapping[str, str]) -> list[tuple[Distribution, Requirement, str | None]]:
     """The stack's requirements on each other that the installed versions do not meet: (requirer,
     requirement, installed version or None when absent). Each is a dist.requirement-unmet/-missing finding."""
     # packaging is imported here, not at module level: `dflash-doctor list` and start-up stay cheap.
     from packaging.markers import InvalidMarker, UndefinedEnvironmentName
     from packaging.requirements import InvalidRequirement, Requirement
 
-    unmet: list[tuple[Dist, Requirement, str | None]] = []
+    unmet: list[tuple[Distribution, Requirement, str | None]] = []
     for name in STACK:
         dist = dists.get(name)
         if dist is None:
@@ -173,9 +173,9 @@ def _duplicates(dists: Distributions) -> Iterator[Finding]:
             + ", ".join(f"{d.version} in {d.location}" for d in copies),
             detail=f"Python imports the one first on sys.path ({first.label()} in {first.location}); "
             "the installers see them differently, and uninstalling one leaves the other's files mixed in.",
-            evidence={"copies": [{"version": d.version, "dist_info": d.facts.get("dist_info")} for d in copies]},
+            evidence={"copies": [{"version": d.version, "dist_info": d.dist_info} for d in copies]},
             remediation=tuple(
-                Remediation(f"rm -rf {shlex.quote(str(d.facts.get('dist_info')))}",
+                Remediation(f"rm -rf {shlex.quote(d.dist_info)}",
                             f"remove the shadowed metadata of {d.label()}")
                 for d in copies[1:]
             ),
@@ -187,14 +187,14 @@ def _record_integrity(dists: Distributions, installer: Installer) -> Iterator[Fi
         dist = dists.get(name)
         if dist is None:
             continue
-        record: Mapping[str, Any] = dist.facts.get("record") or {}
-        if not record.get("present"):
-            if dist.facts.get("format") == "dist-info" and not record.get("error"):
+        record = dist.record
+        if not record.present:
+            if dist.format == "dist-info" and not record.error:
                 yield Finding(
                     id="dist.record-missing",
                     status=Status.WARN,
                     title=f"{dist.label()} has no RECORD: its files cannot be verified or cleanly uninstalled",
-                    evidence={"dist_info": dist.facts.get("dist_info")},
+                    evidence={"dist_info": dist.dist_info},
                     remediation=(
                         Remediation(
                             installer.install(f"{dist.name}=={dist.version}", reinstall=True, no_deps=True),
@@ -203,29 +203,29 @@ def _record_integrity(dists: Distributions, installer: Installer) -> Iterator[Fi
                     ),
                 )
             continue
-        integrity = record.get("integrity")
-        if not integrity:
+        integrity = record.integrity
+        if integrity is None:
             continue
-        problems = integrity["missing_count"] + integrity["size_mismatch_count"] + integrity["hash_mismatch_count"]
+        problems = integrity.missing_count + integrity.size_mismatch_count + integrity.hash_mismatch_count
         if not problems:
             continue
         parts = []
-        if integrity["missing_count"]:
-            parts.append(f"{integrity['missing_count']} missing")
-        changed = integrity["size_mismatch_count"] + integrity["hash_mismatch_count"]
+        if integrity.missing_count:
+            parts.append(f"{integrity.missing_count} missing")
+        changed = integrity.size_mismatch_count + integrity.hash_mismatch_count
         if changed:
             parts.append(f"{changed} changed on disk")
-        sample = [*integrity["missing"][:3], *(m["path"] for m in integrity["size_mismatch"][:3]),
-                  *(m["path"] for m in integrity["hash_mismatch"][:3])]
+        sample = [*integrity.missing[:3], *(m["path"] for m in integrity.size_mismatch[:3]),
+                  *(m["path"] for m in integrity.hash_mismatch[:3])]
         yield Finding(
             id="dist.record-mismatch",
-            status=Status.FAIL if integrity["missing_count"] else Status.WARN,
-            title=f"{dist.label()}: {', '.join(parts)} of {integrity['files']} files listed in RECORD"
+            status=Status.FAIL if integrity.missing_count else Status.WARN,
+            title=f"{dist.label()}: {', '.join(parts)} of {integrity.files} files listed in RECORD"
             + (f" (e.g. {', '.join(sample[:3])})" if sample else ""),
             detail="Files were deleted or overwritten after installation: by another distribution that "
             "installs the same paths, or by hand. "
-            + ("Sizes were compared; pass --verify-hashes to compare every sha256." if not integrity["hashed"] else ""),
-            evidence={"dist_info": dist.facts.get("dist_info"), **integrity},
+            + ("Sizes were compared; pass --verify-hashes to compare every sha256." if not integrity.hashed else ""),
+            evidence={"dist_info": dist.dist_info, **integrity.to_json()},
             remediation=(
                 Remediation(
                     installer.install(f"{dist.name}=={dist.version}", reinstall=True, no_deps=True),
@@ -237,14 +237,14 @@ def _record_integrity(dists: Distributions, installer: Installer) -> Iterator[Fi
 
 def _record_escapes(dists: Distributions, installer: Installer) -> Iterator[Finding]:
     """RECORD lines that resolve outside the environment: never opened, hashed or loaded."""
-    for dist in dists.all:
-        record: Mapping[str, Any] = dist.facts.get("record") or {}
-        escapes = record.get("escapes") or []
+    for dist in dists.items:
+        record = dist.record
+        escapes = record.escapes
         if not escapes:
             continue
-        count = int(record.get("escapes_count") or len(escapes))
+        count = record.escapes_count or len(escapes)
         first = escapes[0]
-        record_file = record.get("file") or f"{dist.facts.get('dist_info')}/RECORD"
+        record_file = record.file or f"{dist.dist_info}/RECORD"
         more = f" (and {count - 1} more line{'s' if count > 2 else ''})" if count > 1 else ""
         yield Finding(
             id="dist.record-escapes",
@@ -271,11 +271,11 @@ def _not_regular(dists: Distributions, installer: Installer) -> Iterator[Finding
         dist = dists.get(name)
         if dist is None:
             continue
-        integrity = ((dist.facts.get("record") or {}).get("integrity")) or {}
-        odd = integrity.get("not_regular") or []
-        if not odd:
+        integrity = dist.record.integrity
+        odd = integrity.not_regular if integrity is not None else []
+        if not odd or integrity is None:
             continue
-        count = int(integrity.get("not_regular_count") or len(odd))
+        count = integrity.not_regular_count or len(odd)
         shown = ", ".join(f"{item['path']} is {item['kind']}" for item in odd[:3])
         yield Finding(
             id="dist.file-not-regular",
@@ -284,7 +284,7 @@ def _not_regular(dists: Distributions, installer: Installer) -> Iterator[Finding
             + (" ..." if count > 3 else ""),
             detail="A FIFO blocks whoever opens it (an `import` hangs), a device is no file of a wheel. The doctor "
             "does not open them. Put the distribution's own files back.",
-            evidence={"dist_info": dist.facts.get("dist_info"), "files": list(odd), "count": count,
+            evidence={"dist_info": dist.dist_info, "files": list(odd), "count": count,
                       "location": dist.location},
             remediation=(
                 Remediation(installer.install(f"{dist.name}=={dist.version}", reinstall=True, no_deps=True),

@@ -13,6 +13,8 @@ from typing import Any, ClassVar
 
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.remedy import Installer
+from dflash_doctor.facts.models_shapes import Models
+from dflash_doctor.facts.serve_shapes import VllmDflash
 from dflash_doctor.knowledge.dflash import (
     DRAFTER_REGISTRY_ARCH,
     FC_INPUT_RULE,
@@ -164,7 +166,7 @@ class _Drafter:
     """The drafter judged against its target and the installed vLLM; one method per rule."""
 
     def __init__(self, drafter: Mapping[str, Any], target: Mapping[str, Any] | None,
-                 vllm: Mapping[str, Any] | None, serve: Mapping[str, Any] | None, installer: Installer) -> None:
+                 vllm: VllmDflash | None, serve: Mapping[str, Any] | None, installer: Installer) -> None:
         self.drafter, self.target, self.vllm, self.serve = drafter, target, vllm, serve
         self.installer = installer
         self.file = _config_file(drafter)
@@ -217,13 +219,13 @@ class _Drafter:
                             f"[\"{DRAFTER_REGISTRY_ARCH.value}\"].",
                             evidence={"file": self.file})]
         renamed = [a if str(a).startswith("DFlash") or str(a).endswith("DFlash") else f"DFlash{a}" for a in archs]
-        vllm = self.vllm or {}
-        if vllm.get("root") and not vllm.get("has_dflash"):
+        vllm = self.vllm or VllmDflash()
+        if vllm.root and not vllm.has_dflash:
             return [Finding("drafter.vllm-without-dflash", Status.FAIL,
                             f"{self.label} has no DFlash support (no qwen3_dflash.py): DFlash first shipped in vLLM 0.20.0",
-                            evidence={"vllm_root": vllm.get("root")},
+                            evidence={"vllm_root": vllm.root},
                             remediation=(Remediation(self.installer.install("vllm>=0.20.1"), "upgrade vLLM in the serving env"),))]
-        known = vllm.get("dflash_archs") if vllm.get("registry_readable") else [DRAFTER_REGISTRY_ARCH.value]
+        known = vllm.dflash_archs if vllm.registry_readable else [DRAFTER_REGISTRY_ARCH.value]
         if not any(a in (known or []) for a in renamed):
             return [Finding("drafter.architecture-unknown", Status.FAIL,
                             f"{self.file}: architectures {archs} (looked up as {renamed}) are not in {self.label}'s "
@@ -322,7 +324,7 @@ class _Drafter:
                 detail=f"{UNIFORM_LAYER_HEURISTIC.value}. {UNIFORM_LAYER_HEURISTIC.note} Sources: "
                 f"{UNIFORM_LAYER_HEURISTIC.source}.",
                 evidence={"file": self.file, "target_layer_ids": ids}, remediation=(publisher,)))
-        if _marker(self.vllm, "layer_ids_plus_one") is False and (self.vllm or {}).get("has_dflash"):
+        if _marker(self.vllm, "layer_ids_plus_one") is False and self.vllm is not None and self.vllm.has_dflash:
             findings.append(Finding(
                 "drafter.layer-ids-vllm-offset", Status.WARN,
                 f"{self.label} passes target_layer_ids to the target as they are: every id reads the output of the "
@@ -645,7 +647,7 @@ class _Drafter:
         return findings
 
     def target_kind(self) -> list[Finding]:
-        supported = (self.vllm or {}).get("aux_supported_model_types")
+        supported = self.vllm.aux_supported_model_types if self.vllm else None
         model_type = self.target_config.get("model_type") or \
             (((self.target or {}).get("dir") or {}).get("config") or {}).get("model_type")
         if not supported or not isinstance(model_type, str):
@@ -667,8 +669,8 @@ class DrafterCheck:
     requires_gpu: ClassVar[bool] = False
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
-        models = facts["models"]
-        drafter, target = models.get("drafter"), models.get("target")
+        models = facts.section(Models)
+        drafter, target = models.drafter, models.target
         if drafter is None:
             return _not_given(self.title, "drafter directory")
         if target is None:
@@ -676,5 +678,5 @@ class DrafterCheck:
         blocked = _skip_if_broken(facts, self.title)
         if blocked is not None:
             return blocked
-        return _Drafter(drafter, target, facts.optional("vllm_dflash"), facts.optional("serve_args"),
+        return _Drafter(drafter, target, facts.optional_section(VllmDflash), facts.optional("serve_args"),
                         installer_for(facts)).findings()

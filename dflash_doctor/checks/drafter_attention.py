@@ -7,6 +7,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from dflash_doctor.check import Facts
+from dflash_doctor.facts.models_shapes import Models
+from dflash_doctor.facts.serve_shapes import VllmDflash
 from dflash_doctor.knowledge.dflash import (
     ATTENTION_FALLBACK,
     NON_CAUSAL_SCOPE,
@@ -32,7 +34,7 @@ __all__ = ["DrafterAttentionCheck", "choose_backend"]
 # --------------------------------------------------------------------------------- drafter-attention
 
 
-def _needs_non_causal(dflash: Mapping[str, Any], vllm: Mapping[str, Any] | None) -> bool:
+def _needs_non_causal(dflash: Mapping[str, Any], vllm: VllmDflash | None) -> bool:
     """From 0.23 a drafter with dflash_config.causal true runs causal attention (v1/spec_decode/dflash.py)."""
     return not (_marker(vllm, "dflash_causal_key") and dflash.get("causal") is True)
 
@@ -84,12 +86,12 @@ class DrafterAttentionCheck:
     requires_gpu: ClassVar[bool] = False
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
-        models = facts["models"]
-        drafter = models.get("drafter")
+        models = facts.section(Models)
+        drafter = models.drafter
         if drafter is None or not text_config(drafter):
             return _not_given(self.title, "readable drafter")
-        vllm = facts.optional("vllm_dflash")
-        if not vllm or not vllm.get("root"):
+        vllm = facts.optional_section(VllmDflash)
+        if vllm is None or not vllm.root:
             return [Finding("attention.no-vllm", Status.SKIP,
                             f"{self.title}: {_vllm_label(vllm)}: no vLLM source to read its backend selection from",
                             detail=f"Without it, the rule of thumb: {ATTENTION_FALLBACK.source}.")]
@@ -103,11 +105,11 @@ class DrafterAttentionCheck:
         dflash = _dflash_config(keys)
         all_layers = _marker(vllm, "non_causal_all_layers") is True
         head_sizes = [h for h in {_head_dim(text_config(drafter)),
-                                  _head_dim(text_config(models.get("target"))) if all_layers else None} if h]
+                                  _head_dim(text_config(models.target)) if all_layers else None} if h]
         spec = _spec_value(facts.optional("serve_args"))
         fields = ((facts.optional("serve_args") or {}).get("fields") or {})
         explicit = fields.get("attention_backend") if all_layers else spec.get("attention_backend")
-        attention = vllm.get("attention") or {}
+        attention = vllm.attention
         non_causal = _needs_non_causal(dflash, vllm)
         scope = "every attention layer (target and drafter)" if all_layers else "the drafter's attention"
         findings: list[Finding] = []
@@ -143,6 +145,6 @@ class DrafterAttentionCheck:
                 + (" (non-causal supported)" if non_causal else " (causal drafter)")
                 + (f"; skipped {skipped}" if skipped else "")
                 + ("" if pick["certain"] else "; some of its conditions could not be evaluated from source"),
-                detail=f"{NON_CAUSAL_SCOPE.source} Order and support read from {vllm.get('root')}.",
+                detail=f"{NON_CAUSAL_SCOPE.source} Order and support read from {vllm.root}.",
                 evidence=evidence))
         return findings

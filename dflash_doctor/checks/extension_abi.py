@@ -11,20 +11,20 @@ one), or a wheel that fits ships one file for one Python only (vLLM 0.20.1's abi
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
 
 from dflash_doctor.checks.remedy import Installer
-from dflash_doctor.facts.envfacts import Distributions
+from dflash_doctor.facts.environment_shapes import Distributions, Target
+from dflash_doctor.facts.imports_shapes import ExtensionFacts
 from dflash_doctor.model import Finding, Remediation, Status
 
 __all__ = ["interpreter_label", "other_python_findings"]
 
 
-def interpreter_label(target: Mapping[str, Any]) -> str:
+def interpreter_label(target: Target) -> str:
     """"CPython 3.11" for the target interpreter."""
-    version = ".".join(str(target.get("python_version") or "?").split(".")[:2])
-    return f"{target.get('implementation') or 'Python'} {version}"
+    version = ".".join((target.python_version or "?").split(".")[:2])
+    return f"{target.implementation or 'Python'} {version}"
 
 
 def _tag_label(tag: str) -> str:
@@ -33,12 +33,12 @@ def _tag_label(tag: str) -> str:
     return f"CPython {match.group(1)}.{match.group(2)}" if match else tag
 
 
-def _python_of(target: Mapping[str, Any]) -> tuple[int, int] | None:
-    match = re.match(r"(\d+)\.(\d+)", str(target.get("python_version") or ""))
+def _python_of(target: Target) -> tuple[int, int] | None:
+    match = re.match(r"(\d+)\.(\d+)", target.python_version)
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
-def wheel_fits(tags: Sequence[str], target: Mapping[str, Any]) -> bool | None:
+def wheel_fits(tags: Sequence[str], target: Target) -> bool | None:
     """Whether any of a wheel's tags (WHEEL's `Tag:` lines) is for the target's Python version; None: unknown.
 
     Only the Python and ABI parts are compared (cp311-cp311, cp38-abi3 from 3.8 on, py3-none); the platform
@@ -63,38 +63,39 @@ def wheel_fits(tags: Sequence[str], target: Mapping[str, Any]) -> bool | None:
     return False
 
 
-def other_python_findings(items: Iterable[Mapping[str, Any]], dists: Distributions, target: Mapping[str, Any],
+def other_python_findings(items: Iterable[ExtensionFacts], dists: Distributions, target: Target,
                           installer: Installer) -> list[Finding]:
     items = list(items)
-    importable = {(i["distribution"], i["module"]) for i in items if not i.get("abi_tag")}
+    importable = {(i.distribution, i.module) for i in items if not i.abi_tag}
     here = interpreter_label(target)
-    suffixes = target.get("extension_suffixes") or []
+    suffixes = target.extension_suffixes
     findings = []
     for item in items:
-        tag = item.get("abi_tag")
-        if not tag or (item["distribution"], item["module"]) in importable:
+        tag = item.abi_tag
+        if not tag or (item.distribution, item.module) in importable:
             continue  # a file for another Python beside this one's own: the import takes this one's
-        dist = dists.get(item["distribution"])
-        label = dist.label() if dist else item["distribution"]
+        owner = item.distribution or ""
+        dist = dists.get(owner)
+        label = dist.label() if dist else owner
         built_for = _tag_label(tag)
-        file_name = str(item.get("path") or "").rsplit("/", 1)[-1]
-        tags = (dist.facts.get("wheel_tags") if dist else None) or []
+        file_name = (item.path or "").rsplit("/", 1)[-1]
+        tags = dist.wheel_tags if dist else []
         fits = wheel_fits(tags, target)
         looks_for = (f"{here} loads extension modules only from files ending in {', '.join(suffixes)}"
                      if suffixes else f"{here} does not load extension modules tagged {tag}")
-        first = f"`import {item['module']}` finds no module: {file_name} is built for {built_for}, and {looks_for}."
-        evidence = {"path": item.get("path"), "module": item["module"], "abi_tag": tag, "built_for": built_for,
+        first = f"`import {item.module}` finds no module: {file_name} is built for {built_for}, and {looks_for}."
+        evidence = {"path": item.path, "module": item.module, "abi_tag": tag, "built_for": built_for,
                     "interpreter": here, "extension_suffixes": suffixes, "wheel_tags": tags}
         if fits is False:
             findings.append(Finding(
                 id="extensions.other-python",
                 status=Status.FAIL,
                 title=f"{label} was installed from a wheel built for {built_for} ({', '.join(tags)}): this "
-                f"interpreter is {here} and cannot import its extension {item['module']}",
+                f"interpreter is {here} and cannot import its extension {item.module}",
                 detail=first + f"\nReinstalling lets the installer pick the wheel built for {here}.",
                 evidence=evidence,
                 remediation=(Remediation(
-                    installer.install(f"{dist.name}=={dist.version}" if dist and dist.version else item["distribution"],
+                    installer.install(f"{dist.name}=={dist.version}" if dist and dist.version else owner,
                                       reinstall=True, no_deps=True),
                     f"reinstall the wheel built for {here}"),) if dist else (),
             ))
@@ -103,8 +104,8 @@ def other_python_findings(items: Iterable[Mapping[str, Any]], dists: Distributio
                 id="extensions.other-python",
                 status=Status.WARN,
                 title=f"{label} ships {file_name}, built for {built_for} only: this interpreter is {here} and "
-                f"cannot import {item['module']}",
-                detail=first + f"\nWhatever imports {item['module']} fails on {here}; a {built_for} environment "
+                f"cannot import {item.module}",
+                detail=first + f"\nWhatever imports {item.module} fails on {here}; a {built_for} environment "
                 "can load it. "
                 + ("Reinstalling does not change it: the installed wheel is built for this interpreter and ships "
                    "only that file." if fits else "Its WHEEL file does not say which Python the wheel was for: "

@@ -3,11 +3,13 @@ MIG, and which physical GPUs CUDA_VISIBLE_DEVICES leaves vLLM."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, ClassVar
+from collections.abc import Iterable, Iterator
+from typing import ClassVar
 
 from dflash_doctor.check import Facts
-from dflash_doctor.facts.envfacts import Distributions, version_tuple
+from dflash_doctor.facts.envfacts import version_tuple
+from dflash_doctor.facts.environment_shapes import Distributions
+from dflash_doctor.facts.nvml_shapes import Gpu, GpuDevice, GpuHost, NvmlError
 from dflash_doctor.knowledge.gpu import (
     CUDA_DEVICE_ORDER_DEFAULT,
     MIG_SINGLE_DEVICE_PER_PROCESS,
@@ -34,18 +36,19 @@ __all__ = ["GpuCheck", "Visible", "no_driver_finding", "resolve_visible"]
 # ---------------------------------------------------------------------------------------- gpu check
 
 
-def _nvml_failure(gpu: Mapping[str, Any]) -> Finding:
-    error = (gpu.get("nvml") or {}).get("error") or {}
-    name, message = error.get("name"), error.get("message")
-    host = gpu.get("host") or {}
-    evidence = {"nvml_error": error, "kernel_module": host.get("kernel_module"), "dev_nodes": host.get("dev_nodes")}
+def _nvml_failure(gpu: Gpu) -> Finding:
+    error = (gpu.nvml.error if gpu.nvml else None) or NvmlError()
+    name, message = error.name, error.message
+    host = gpu.host or GpuHost()
+    evidence = {"nvml_error": error.to_json() if gpu.nvml and gpu.nvml.error else {},
+                "kernel_module": host.kernel_module, "dev_nodes": host.dev_nodes if gpu.host else None}
     if name == "NVML_ERROR_LIBRARY_NOT_FOUND":
-        where = ("the NVIDIA kernel module is loaded (" + host["kernel_module"] + ") but its user-space libraries "
-                 "are not visible here" if host.get("kernel_module") else
+        where = ("the NVIDIA kernel module is loaded (" + host.kernel_module + ") but its user-space libraries "
+                 "are not visible here" if host.kernel_module else
                  "and no NVIDIA kernel module is loaded (no /proc/driver/nvidia/version)")
         return Finding("gpu.nvml-library-missing", Status.FAIL,
                        f"no NVIDIA driver: libnvidia-ml.so.1 cannot be loaded, {where}",
-                       detail=f"The dynamic loader says: {error.get('loader') or message}. Without the driver "
+                       detail=f"The dynamic loader says: {error.loader or message}. Without the driver "
                        "nothing can use a GPU here; in a container, start it with the GPUs (`--gpus all`). On a "
                        "machine without a GPU (a CI image build), run with --no-gpu.",
                        evidence=evidence)
@@ -61,7 +64,7 @@ def _nvml_failure(gpu: Mapping[str, Any]) -> Finding:
     if name == "NVML_ERROR_LIB_RM_VERSION_MISMATCH":
         return Finding("gpu.driver-library-mismatch", Status.FAIL,
                        f"driver/library version mismatch: the running kernel module "
-                       f"({host.get('kernel_module') or 'unknown'}) is not the installed driver's",
+                       f"({host.kernel_module or 'unknown'}) is not the installed driver's",
                        detail="The driver was upgraded but the old kernel module still runs; every CUDA program "
                        "fails until it is replaced.",
                        evidence=evidence, remediation=(Remediation("sudo reboot", "load the installed driver's module"),))
@@ -73,44 +76,46 @@ def _nvml_failure(gpu: Mapping[str, Any]) -> Finding:
                                                 "join the group that owns /dev/nvidia* (check with ls -l /dev/nvidia*), "
                                                 "then log in again"),))
     return Finding("gpu.nvml-failed", Status.FAIL,
-                   f"NVML could not be queried: {message or error.get('kind')}",
+                   f"NVML could not be queried: {message or error.kind}",
                    detail="`nvidia-smi` usually prints the same error.", evidence=evidence)
 
 
-def no_driver_finding(gpu: Mapping[str, Any]) -> Finding | None:
+def no_driver_finding(gpu: Gpu) -> Finding | None:
     """The finding this check gives when NVML cannot be queried (no driver, no permission, ...); None when it
     can. Other checks name it as the cause of what follows from it (an extension that needs libcuda.so.1)."""
-    if (gpu.get("nvml") or {}).get("ok") or gpu.get("skipped"):
+    if (gpu.nvml is not None and gpu.nvml.ok) or gpu.skipped:
         return None
     return _nvml_failure(gpu)
 
 
-def _device_line(device: Mapping[str, Any]) -> str:
-    memory = device.get("memory") or {}
-    line = (f"GPU {device.get('index')} {device.get('name')} {_sm(device.get('compute_capability'))} "
-            f"{_gib(memory.get('total'))}")
-    if memory.get("free") is not None:
-        line += f" ({_gib(memory.get('free'))} free)"
-    if (device.get("mig") or {}).get("current"):
+def _device_line(device: GpuDevice) -> str:
+    memory = device.memory
+    line = (f"GPU {device.index} {device.name} {_sm(device.compute_capability)} "
+            f"{_gib(memory.total if memory else None)}")
+    if memory is not None:
+        line += f" ({_gib(memory.free)} free)"
+    if device.mig is not None and device.mig.current:
         line += " MIG"
     return line
 
 
-def _gpu_summary(gpu: Mapping[str, Any], visible: Visible) -> Finding:
-    devices = gpu.get("devices") or []
-    hidden = [d for d in devices if d["index"] not in visible.gpus]
+def _gpu_summary(gpu: Gpu, visible: Visible) -> Finding:
+    devices = gpu.devices
+    hidden = [d for d in devices if d.index not in visible.gpus]
     title = "; ".join(_device_line(d) + (" (hidden by CUDA_VISIBLE_DEVICES)" if d in hidden else "") for d in devices)
-    title += f" · driver {gpu.get('driver_version')} (CUDA {gpu.get('cuda_driver_version')})"
+    title += f" · driver {gpu.driver_version} (CUDA {gpu.cuda_driver_version})"
     return Finding("gpu.ok", Status.PASS, title, evidence={
-        "driver_version": gpu.get("driver_version"), "cuda_driver_version": gpu.get("cuda_driver_version"),
-        "devices": [{k: d.get(k) for k in ("index", "name", "uuid", "pci_bus_id", "compute_capability", "memory",
-                                           "persistence_mode")} for d in devices]})
+        "driver_version": gpu.driver_version, "cuda_driver_version": gpu.cuda_driver_version,
+        "devices": [{"index": d.index, "name": d.name, "uuid": d.uuid, "pci_bus_id": d.pci_bus_id,
+                     "compute_capability": d.compute_capability,
+                     "memory": d.memory.to_json() if d.memory else None, "persistence_mode": d.persistence_mode}
+                    for d in devices]})
 
 
-def _visible_findings(gpu: Mapping[str, Any], visible: Visible, vllm_version: str | None) -> Iterator[Finding]:
-    devices = {d["index"]: d for d in gpu.get("devices") or []}
+def _visible_findings(gpu: Gpu, visible: Visible, vllm_version: str | None) -> Iterator[Finding]:
+    devices = {d.index: d for d in gpu.devices}
     value = visible.value
-    order = [f"cuda:{n} = GPU {i} ({devices[i].get('name')})" for n, i in enumerate(visible.gpus)]
+    order = [f"cuda:{n} = GPU {i} ({devices[i].name})" for n, i in enumerate(visible.gpus)]
     evidence = {"CUDA_VISIBLE_DEVICES": value, "form": visible.form, "visible": list(visible.gpus),
                 "stopped_at": visible.stopped_at, "reason": visible.stop_reason}
     by_index = ",".join(str(i) for i in visible.gpus)
@@ -141,7 +146,7 @@ def _visible_findings(gpu: Mapping[str, Any], visible: Visible, vllm_version: st
                       detail=MIG_SINGLE_DEVICE_PER_PROCESS.note, evidence=evidence)
     if visible.form == "uuids" and vllm_version is not None:
         since = version_tuple(VLLM_UUID_VISIBLE_DEVICES_SINCE.value)
-        whole = {str(devices[i].get("uuid")) for i in visible.gpus}
+        whole = {str(devices[i].uuid) for i in visible.gpus}
         partial = [e for e in visible.entries if e not in whole]
         if version_tuple(vllm_version) < since or partial:
             why = (f"vLLM {vllm_version} calls int() on each entry (UUIDs are accepted from "
@@ -152,8 +157,8 @@ def _visible_findings(gpu: Mapping[str, Any], visible: Visible, vllm_version: st
                           evidence={**evidence, "vllm": vllm_version},
                           remediation=(Remediation(f"export CUDA_VISIBLE_DEVICES={by_index}",
                                                    "the same GPUs by index"),))
-    names = {str(d.get("name")) for d in devices.values()}
-    order_env = (gpu.get("environ") or {}).get("CUDA_DEVICE_ORDER")
+    names = {str(d.name) for d in devices.values()}
+    order_env = gpu.environ.get("CUDA_DEVICE_ORDER")
     if visible.form == "indices" and len(names) > 1 and order_env != "PCI_BUS_ID":
         yield Finding("gpu.device-order", Status.WARN,
                       f"GPUs of different models ({', '.join(sorted(names))}) and CUDA_DEVICE_ORDER is not PCI_BUS_ID: "
@@ -167,19 +172,19 @@ def _visible_findings(gpu: Mapping[str, Any], visible: Visible, vllm_version: st
                       evidence=evidence)
 
 
-def _memory_findings(device: Mapping[str, Any]) -> Iterator[Finding]:
-    memory = device.get("memory") or {}
-    total, free, used = memory.get("total"), memory.get("free"), memory.get("used")
-    others = [p for p in device.get("processes") or [] if not p.get("own")]
-    compute = [p for p in others if p.get("kind") == "compute"]
-    graphics_bytes = sum(p.get("used_bytes") or 0 for p in others if p.get("kind") == "graphics")
-    own_bytes = sum(p.get("used_bytes") or 0 for p in device.get("processes") or [] if p.get("own"))
-    listed = sum(p.get("used_bytes") or 0 for p in others)
+def _memory_findings(device: GpuDevice) -> Iterator[Finding]:
+    memory = device.memory
+    total, free, used = (memory.total, memory.free, memory.used) if memory else (None, None, None)
+    others = [p for p in device.processes if not p.own]
+    compute = [p for p in others if p.kind == "compute"]
+    graphics_bytes = sum(p.used_bytes or 0 for p in others if p.kind == "graphics")
+    own_bytes = sum(p.used_bytes or 0 for p in device.processes if p.own)
+    listed = sum(p.used_bytes or 0 for p in others)
     unattributed = (used or 0) - own_bytes - listed if used is not None else 0
     if not compute and graphics_bytes < GRAPHICS_NOTE_BYTES and unattributed < UNATTRIBUTED_BYTES:
         return
-    label = f"GPU {device.get('index')} ({device.get('name')})"
-    holders = ", ".join(f"{p.get('name') or '?'} (pid {p['pid']}, {_gib(p.get('used_bytes'))})" for p in others[:5])
+    label = f"GPU {device.index} ({device.name})"
+    holders = ", ".join(f"{p.name or '?'} (pid {p.pid}, {_gib(p.used_bytes)})" for p in others[:5])
     parts = []
     if others:
         parts.append(f"{len(others)} other process(es) hold memory: {holders}")
@@ -194,46 +199,45 @@ def _memory_findings(device: Mapping[str, Any]) -> Iterator[Finding]:
                    f"vLLM's default --gpu-memory-utilization {fraction} ({_gib(needed)}) still fits")
         detail = f"{_gib(free)} of {_gib(total)} is free; {verdict}."
     yield Finding("gpu.memory-held", Status.WARN, f"{label}: " + "; ".join(parts), detail=detail,
-                  evidence={"gpu": device.get("index"), "memory": memory, "processes": others,
-                            "unattributed_bytes": max(unattributed, 0)})
+                  evidence={"gpu": device.index, "memory": memory.to_json() if memory else {},
+                            "processes": [p.to_json() for p in others], "unattributed_bytes": max(unattributed, 0)})
 
 
-def _health_findings(device: Mapping[str, Any]) -> Iterator[Finding]:
-    label = f"GPU {device.get('index')} ({device.get('name')})"
-    reset = Remediation(f"sudo nvidia-smi -r -i {device.get('index')}",
-                        "stop every process on the GPU first; or reboot")
-    rows = device.get("remapped_rows") or {}
-    if device.get("retired_pages_pending") or rows.get("pending"):
-        what = "row remapping" if rows.get("pending") else "page retirement"
+def _health_findings(device: GpuDevice) -> Iterator[Finding]:
+    label = f"GPU {device.index} ({device.name})"
+    reset = Remediation(f"sudo nvidia-smi -r -i {device.index}", "stop every process on the GPU first; or reboot")
+    rows = device.remapped_rows
+    if device.retired_pages_pending or (rows and rows.pending):
+        what = "row remapping" if rows and rows.pending else "page retirement"
         yield Finding("gpu.reset-pending", Status.FAIL,
                       f"{label}: a memory {what} is pending: the GPU needs a reset to stop using bad memory",
-                      detail=(ROW_REMAPPING if rows.get("pending") else RETIRED_PAGES_PENDING).value + ".",
-                      evidence={"gpu": device.get("index"), "retired_pages_pending": device.get("retired_pages_pending"),
-                                "remapped_rows": rows or None},
+                      detail=(ROW_REMAPPING if rows and rows.pending else RETIRED_PAGES_PENDING).value + ".",
+                      evidence={"gpu": device.index, "retired_pages_pending": device.retired_pages_pending,
+                                "remapped_rows": rows.to_json() if rows else None},
                       remediation=(reset,))
-    if rows.get("failure"):
+    if rows and rows.failure:
         yield Finding("gpu.row-remap-failure", Status.FAIL,
                       f"{label}: row remapping has failed: the GPU has run out of spare memory rows",
                       detail=ROW_REMAPPING.value + ".",
-                      evidence={"gpu": device.get("index"), "remapped_rows": rows})
-    ecc = device.get("ecc") or {}
-    if ecc.get("volatile_uncorrected"):
+                      evidence={"gpu": device.index, "remapped_rows": rows.to_json()})
+    ecc = device.ecc
+    if ecc and ecc.volatile_uncorrected:
         yield Finding("gpu.ecc-uncorrected", Status.WARN,
-                      f"{label}: {ecc['volatile_uncorrected']} uncorrected ECC error(s) since the driver loaded",
-                      evidence={"gpu": device.get("index"), "ecc": ecc})
-    mig = device.get("mig") or {}
-    if mig.get("current"):
+                      f"{label}: {ecc.volatile_uncorrected} uncorrected ECC error(s) since the driver loaded",
+                      evidence={"gpu": device.index, "ecc": ecc.to_json()})
+    mig = device.mig
+    if mig and mig.current:
         yield Finding("gpu.mig-enabled", Status.WARN,
-                      f"{label}: MIG is enabled ({len(mig.get('devices') or [])} MIG device(s)): vLLM can use only "
+                      f"{label}: MIG is enabled ({len(mig.devices)} MIG device(s)): vLLM can use only "
                       "one MIG slice per process, and no tensor parallelism across slices",
                       detail=MIG_SINGLE_DEVICE_PER_PROCESS.note,
-                      evidence={"gpu": device.get("index"), "mig": mig},
-                      remediation=(Remediation(f"sudo nvidia-smi -i {device.get('index')} -mig 0",
+                      evidence={"gpu": device.index, "mig": mig.to_json()},
+                      remediation=(Remediation(f"sudo nvidia-smi -i {device.index} -mig 0",
                                                "disable MIG, then reset the GPU"),))
-    if mig and mig.get("current") != mig.get("pending"):
+    if mig and mig.current != mig.pending:
         yield Finding("gpu.mig-pending", Status.WARN,
-                      f"{label}: MIG will be {'enabled' if mig.get('pending') else 'disabled'} at the next GPU reset",
-                      evidence={"gpu": device.get("index"), "mig": mig}, remediation=(reset,))
+                      f"{label}: MIG will be {'enabled' if mig.pending else 'disabled'} at the next GPU reset",
+                      evidence={"gpu": device.index, "mig": mig.to_json()}, remediation=(reset,))
 
 
 class GpuCheck:
@@ -245,19 +249,19 @@ class GpuCheck:
     requires_gpu: ClassVar[bool] = True
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
-        gpu = facts["gpu"]
-        if not (gpu.get("nvml") or {}).get("ok"):
+        gpu = facts.section(Gpu)
+        if gpu.nvml is None or not gpu.nvml.ok:
             return [_nvml_failure(gpu)]
-        devices = gpu.get("devices") or []
+        devices = gpu.devices
         if not devices:
             return [Finding("gpu.no-devices", Status.FAIL,
-                            f"the NVIDIA driver {gpu.get('driver_version')} is loaded but lists no GPU",
-                            evidence={"host": gpu.get("host")})]
+                            f"the NVIDIA driver {gpu.driver_version} is loaded but lists no GPU",
+                            evidence={"host": gpu.host.to_json() if gpu.host else None})]
         visible = _visible_of(gpu)
-        dists = facts.optional("distributions")
-        vllm_version = Distributions(dists).version("vllm") if isinstance(dists, Mapping) else None
+        dists = facts.optional_section(Distributions)
+        vllm_version = dists.version("vllm") if dists is not None else None
         findings = [_gpu_summary(gpu, visible), *_visible_findings(gpu, visible, vllm_version)]
-        used = [d for d in devices if d["index"] in visible.gpus]
+        used = [d for d in devices if d.index in visible.gpus]
         for device in used:
             findings.extend(_health_findings(device))
             findings.extend(_memory_findings(device))

@@ -9,6 +9,9 @@ from typing import Any
 
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.remedy import Installer
+from dflash_doctor.facts.cuda_shapes import ProbeException
+from dflash_doctor.facts.environment_shapes import Target
+from dflash_doctor.facts.nvml_shapes import Gpu, GpuDevice
 from dflash_doctor.model import CheckResult, Finding, Status
 
 __all__ = ["Visible", "resolve_visible"]
@@ -47,8 +50,8 @@ def _blocking(prior: CheckResult | None, ids: Sequence[str]) -> Finding | None:
 
 def _installer(facts: Facts, python: Any = None) -> Installer:
     """Commands for the target: its environment facts, else the interpreter a probe ran in."""
-    target = facts.optional("target")
-    if isinstance(target, Mapping):
+    target = facts.optional_section(Target)
+    if target is not None:
         return Installer.for_target(target)
     return Installer(str(python) if python else "python3")
 
@@ -87,15 +90,17 @@ def _strtoul(text: str) -> int:
         return -1
 
 
-def resolve_visible(value: str | None, devices: Sequence[Mapping[str, Any]]) -> Visible:
-    """Apply CUDA_VISIBLE_DEVICES to the GPUs NVML lists (knowledge.gpu CUDA_VISIBLE_DEVICES_RULES)."""
-    count = len(devices)
+def resolve_visible(value: str | None, devices: Sequence[GpuDevice | Mapping[str, Any]]) -> Visible:
+    """Apply CUDA_VISIBLE_DEVICES to the GPUs NVML lists (knowledge.gpu CUDA_VISIBLE_DEVICES_RULES): the `gpu`
+    section's devices (or such devices as NVML's facts give them)."""
+    listed = [d if isinstance(d, GpuDevice) else GpuDevice.from_json(d, "gpu") for d in devices]
+    count = len(listed)
     if value is None:
         return Visible(None, "unset", tuple(range(count)))
     if value.startswith("GPU-"):
-        return _resolve_uuids(value, devices)
+        return _resolve_uuids(value, listed)
     if value.startswith("MIG-"):
-        return _resolve_mig(value, devices)
+        return _resolve_mig(value, listed)
     numbers: list[int] = []
     entries: list[str] = []
     stopped_at: str | None = None
@@ -119,7 +124,7 @@ def resolve_visible(value: str | None, devices: Sequence[Mapping[str, Any]]) -> 
     return Visible(value, "indices", tuple(gpus), tuple(entries[:len(gpus)]), stopped_at, reason)
 
 
-def _resolve_uuids(value: str, devices: Sequence[Mapping[str, Any]]) -> Visible:
+def _resolve_uuids(value: str, devices: Sequence[GpuDevice]) -> Visible:
     candidates: list[str] = []
     stopped_at: str | None = None
     reason: str | None = None
@@ -132,7 +137,7 @@ def _resolve_uuids(value: str, devices: Sequence[Mapping[str, Any]]) -> Visible:
         candidates.append(raw)
     gpus: list[int] = []
     for raw in candidates:
-        matches = [d["index"] for d in devices if str(d.get("uuid") or "").startswith(raw)]
+        matches = [d.index for d in devices if (d.uuid or "").startswith(raw)]
         if len(matches) != 1:
             stopped_at = raw
             reason = "no GPU has this UUID" if not matches else f"this prefix matches {len(matches)} GPUs"
@@ -143,7 +148,7 @@ def _resolve_uuids(value: str, devices: Sequence[Mapping[str, Any]]) -> Visible:
     return Visible(value, "uuids", tuple(gpus), tuple(candidates[:len(gpus)]), stopped_at, reason)
 
 
-def _resolve_mig(value: str, devices: Sequence[Mapping[str, Any]]) -> Visible:
+def _resolve_mig(value: str, devices: Sequence[GpuDevice]) -> Visible:
     parents: list[int] = []
     entries: list[str] = []
     stopped_at: str | None = None
@@ -152,11 +157,10 @@ def _resolve_mig(value: str, devices: Sequence[Mapping[str, Any]]) -> Visible:
         parent = None
         if raw.startswith("MIG-GPU-"):  # legacy MIG-GPU-<uuid>/<gi>/<ci>
             gpu_uuid = raw[len("MIG-"):].split("/")[0]
-            parent = next((d["index"] for d in devices if d.get("uuid") == gpu_uuid), None)
+            parent = next((d.index for d in devices if d.uuid == gpu_uuid), None)
         elif raw.startswith("MIG-"):
-            parent = next((d["index"] for d in devices
-                           for m in (d.get("mig") or {}).get("devices") or []
-                           if str(m.get("uuid") or "").startswith(raw)), None)
+            parent = next((d.index for d in devices for m in (d.mig.devices if d.mig else [])
+                           if (m.uuid or "").startswith(raw)), None)
         if parent is None:
             stopped_at, reason = raw, "no MIG device has this id"
             break
@@ -166,10 +170,11 @@ def _resolve_mig(value: str, devices: Sequence[Mapping[str, Any]]) -> Visible:
     return Visible(value, "mig", tuple(parents), tuple(entries), stopped_at, reason)
 
 
-def _visible_of(gpu: Mapping[str, Any]) -> Visible:
-    return resolve_visible((gpu.get("environ") or {}).get("CUDA_VISIBLE_DEVICES"), gpu.get("devices") or [])
+def _visible_of(gpu: Gpu) -> Visible:
+    return resolve_visible(gpu.environ.get("CUDA_VISIBLE_DEVICES"), gpu.devices)
 
-def _exception_text(exc: Mapping[str, Any] | None) -> str:
-    if not exc:
+def _exception_text(exc: ProbeException | Mapping[str, Any] | None) -> str:
+    data = exc.to_json() if isinstance(exc, ProbeException) else exc
+    if not data:
         return "unknown error"
-    return f"{exc.get('type')}: {str(exc.get('message') or '').strip().splitlines()[0] if exc.get('message') else ''}"
+    return f"{data.get('type')}: {str(data.get('message') or '').strip().splitlines()[0] if data.get('message') else ''}"

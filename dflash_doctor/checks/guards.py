@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dflash_doctor.facts.vllm_source_shapes import Guard, ImportSite
+
 __all__ = ["Verdict", "judge_site", "evaluate_test"]
 
 # What `current_platform.<name>()` returns on an NVIDIA GPU box.
@@ -26,7 +28,7 @@ class Verdict:
     reached: bool | None
     """Whether the import statement runs on a CUDA box (None: cannot tell from the source)."""
     caught_by: Mapping[str, Any] | None
-    """The guard that catches the exception, if one does."""
+    """The guard that catches the exception, if one does (as the scan recorded it: kind, catches, line)."""
     outcome: str
     """"ok" (imports), "skipped" (guard keeps it from running), "caught", "raises", "maybe-raises"."""
 
@@ -84,29 +86,33 @@ def _eval(node: ast.AST, resolves: Mapping[str, bool]) -> bool | None:
     return None
 
 
-def _catches(guard: Mapping[str, Any], exception_mro: Sequence[str]) -> bool:
-    return any(name in exception_mro for name in guard.get("catches", []))
+def _catches(guard: Guard, exception_mro: Sequence[str]) -> bool:
+    return any(name in exception_mro for name in guard.catches)
 
 
-def judge_site(site: Mapping[str, Any], exception_mro: Sequence[str] | None, resolves: Mapping[str, bool]) -> Verdict:
+def judge_site(site: ImportSite | Mapping[str, Any], exception_mro: Sequence[str] | None,
+               resolves: Mapping[str, bool]) -> Verdict:
     """What happens at this import site on a CUDA box, given the exception its import raises (None: ok).
 
+    `site` is one of a vllm_source or vllm_surface section's sites (or a scan's own, as `vllm_scan` writes it).
     A process killed by a signal has no exception to catch: pass exception_mro=["<signal>"].
     """
+    if not isinstance(site, ImportSite):
+        site = ImportSite.from_json(site, "import site")
     reached: bool | None = True
-    for guard in site.get("guards", []):  # innermost first
-        if guard["kind"] == "type-checking":
+    for guard in site.guards:  # innermost first
+        if guard.kind == "type-checking":
             return Verdict(False, None, "skipped")
-        if guard["kind"] == "if":
-            value = evaluate_test(guard["test"], resolves)
-            taken = value if guard.get("branch") != "orelse" else (None if value is None else not value)
+        if guard.kind == "if":
+            value = evaluate_test(guard.test or "", resolves)
+            taken = value if guard.branch != "orelse" else (None if value is None else not value)
             if taken is False:
                 return Verdict(False, None, "skipped")
             if taken is None:
                 reached = None
     if exception_mro is None:
         return Verdict(reached, None, "ok")
-    for guard in site.get("guards", []):
-        if guard["kind"] in ("try", "suppress") and _catches(guard, exception_mro):
-            return Verdict(reached, guard, "caught")
+    for guard in site.guards:
+        if guard.kind in ("try", "suppress") and _catches(guard, exception_mro):
+            return Verdict(reached, guard.to_json(), "caught")
     return Verdict(reached, None, "raises" if reached else "maybe-raises")

@@ -12,7 +12,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dflash_doctor.checks.remedy import Installer, flash_attn_source_build
-from dflash_doctor.facts.envfacts import Distributions, canonical
+from dflash_doctor.facts.envfacts import canonical
+from dflash_doctor.facts.environment_shapes import Distributions, Resolution, Resolved
+from dflash_doctor.facts.imports_shapes import ImportFacts, ImportProcess, StackVersions
+from dflash_doctor.facts.nvml_shapes import Gpu
 from dflash_doctor.knowledge.cuda import is_driver_library
 from dflash_doctor.knowledge.stack import is_torch_library
 from dflash_doctor.model import Remediation, Status
@@ -39,33 +42,34 @@ class Cause:
     """The id of another finding of the same report this one follows from (Finding.cause)."""
 
 
-def literal_exception(result: Mapping[str, Any]) -> str:
+def literal_exception(result: ImportFacts) -> str:
     """The words the user will see: the exception as Python prints its last line, or how the process ended."""
-    exception = result.get("exception")
+    exception = result.exception
     if exception:
-        return f"{exception.get('type')}: {exception.get('message')}"
-    process = result.get("process") or {}
-    return str(process.get("error") or process.get("signal") or "")
+        return f"{exception.type}: {exception.message}"
+    process = result.process or ImportProcess()
+    return str(process.error or process.signal or "")
 
 
-def exception_mro(result: Mapping[str, Any]) -> tuple[str, ...] | None:
+def exception_mro(result: ImportFacts) -> tuple[str, ...] | None:
     """The exception's class names as a guard would match them; None when the import worked."""
-    if result.get("ok"):
+    if result.ok:
         return None
-    exception = result.get("exception")
+    exception = result.exception
     if exception:
-        return tuple(exception.get("mro") or (exception.get("type"),))
+        return tuple(exception.mro or (exception.type,))
     return SIGNAL_MRO  # no exception object: killed, hung or never started; nothing can catch that
 
 
-def _message(result: Mapping[str, Any]) -> str:
-    exception = result.get("exception") or {}
-    parts = [str(exception.get("message", ""))] + [str(c.get("message", "")) for c in exception.get("chain") or []]
-    return "\n".join(parts)
+def _message(result: ImportFacts) -> str:
+    exception = result.exception
+    if exception is None:
+        return ""
+    return "\n".join([exception.message] + [c.message for c in exception.chain])
 
 
-def classify(result: Mapping[str, Any], dists: Distributions, resolution: Mapping[str, Any],
-             installer: Installer, *, gpu: Mapping[str, Any] | None = None,
+def classify(result: ImportFacts, dists: Distributions, resolution: Resolution,
+             installer: Installer, *, gpu: Gpu | None = None,
              marker_env: Mapping[str, str] | None = None) -> Cause:
     """Name why `result`'s import failed (the caller has checked that it did).
 
@@ -78,9 +82,9 @@ def classify(result: Mapping[str, Any], dists: Distributions, resolution: Mappin
     no flash_attn at all.
     """
     cause = _classify(result, dists, resolution, installer, gpu=gpu, marker_env=marker_env)
-    if str(result.get("module")).split(".", 1)[0] != TOP:
+    if result.module.split(".", 1)[0] != TOP:
         return cause
-    layout = explain_layout(dists, resolution.get(TOP) or {}, installer)
+    layout = explain_layout(dists, resolution.names.get(TOP) or Resolved(), installer)
     if layout is None:
         return cause
     summary = cause.summary
@@ -91,25 +95,24 @@ def classify(result: Mapping[str, Any], dists: Distributions, resolution: Mappin
                    evidence={**cause.evidence, "flash_attn": layout.summary} if layout.summary else cause.evidence)
 
 
-def _classify(result: Mapping[str, Any], dists: Distributions, resolution: Mapping[str, Any],
-              installer: Installer, *, gpu: Mapping[str, Any] | None = None,
+def _classify(result: ImportFacts, dists: Distributions, resolution: Resolution,
+              installer: Installer, *, gpu: Gpu | None = None,
               marker_env: Mapping[str, str] | None = None) -> Cause:
-    process = result.get("process") or {}
-    module = str(result.get("module"))
-    if process.get("timed_out"):
-        return Cause("import.timeout", f"`import {module}` hung ({process.get('error')})",
-                     {"stderr": process.get("stderr", "")})
-    if process.get("signal"):
-        return Cause("import.crashed", f"`import {module}` killed the interpreter with {process['signal']}",
-                     {"signal": process["signal"], "stderr": process.get("stderr", "")})
-    exception = result.get("exception")
+    process = result.process or ImportProcess()
+    module = result.module
+    if process.timed_out:
+        return Cause("import.timeout", f"`import {module}` hung ({process.error})", {"stderr": process.stderr})
+    if process.signal:
+        return Cause("import.crashed", f"`import {module}` killed the interpreter with {process.signal}",
+                     {"signal": process.signal, "stderr": process.stderr})
+    exception = result.exception
     if not exception:
-        return Cause("import.failed", f"`import {module}` {process.get('error') or 'failed without an exception'}",
-                     {"process": process})
+        return Cause("import.failed", f"`import {module}` {process.error or 'failed without an exception'}",
+                     {"process": result.process.to_json() if result.process else {}})
     message = _message(result)
-    kind = str(exception.get("type"))
-    missing = exception.get("name")
-    evidence = {"exception": f"{kind}: {exception.get('message')}", "traceback": exception.get("traceback", "")}
+    kind = exception.type
+    missing = exception.name
+    evidence = {"exception": f"{kind}: {exception.message}", "traceback": exception.traceback}
 
     if symbol := re.search(r"undefined symbol: (\S+)", message):
         return _undefined_symbol(symbol.group(1), result, dists, installer, evidence)
@@ -124,8 +127,7 @@ def _classify(result: Mapping[str, Any], dists: Distributions, resolution: Mappi
         name = library.group(1)
         if is_driver_library(name):
             # The loader stops at the first library it cannot find: one the image must ship may be missing too.
-            unfound = [str(lib.get("name")) for lib in result.get("libraries") or []
-                       if not lib.get("found") and not is_driver_library(str(lib.get("name")))]
+            unfound = [lib.name for lib in result.libraries or [] if not lib.found and not is_driver_library(lib.name)]
             if not unfound:
                 return _driver_library(name, module, gpu, {**evidence, "library": name})
             torch_libraries = [lib for lib in unfound if is_torch_library(lib)]
@@ -139,7 +141,7 @@ def _classify(result: Mapping[str, Any], dists: Distributions, resolution: Mappi
                 + (f" (nor {', '.join(unfound[1:])})" if unfound[1:] else "")
                 + f"; the loader stopped earlier at {name}, the NVIDIA driver's library",
                 {**evidence, "library": unfound[0], "also_missing": unfound[1:], "driver_library_missing": name,
-                 "libraries": result.get("libraries")},
+                 "libraries": [lib.to_json() for lib in result.libraries or []]},
                 (Remediation(f"ldconfig -p | grep {unfound[0].split('.so')[0]}",
                              "see whether the dynamic loader knows the library at all"),),
                 detail=f"{name} comes with the NVIDIA driver (provided at run time), but {unfound[0]} is not the "
@@ -155,14 +157,14 @@ def _classify(result: Mapping[str, Any], dists: Distributions, resolution: Mappi
                          "see whether the dynamic loader knows the library at all"),),
         )
     if kind == "ModuleNotFoundError" and missing:
-        top = str(missing).split(".", 1)[0]
-        resolved = resolution.get(top) or {}
-        if top == "flash_attn" and resolved.get("namespace"):
+        top = missing.split(".", 1)[0]
+        resolved = resolution.names.get(top) or Resolved()
+        if top == "flash_attn" and resolved.namespace:
             portions = namespace_portions(resolved, dists)
             return Cause(
                 "import.namespace-package",
                 f"`{missing}` does not exist: flash_attn is a namespace package {describe_namespace(portions)}",
-                {**evidence, "search_locations": resolved.get("search_locations"),
+                {**evidence, "search_locations": resolved.search_locations,
                  "portions": [{"path": p.path, "owners": [d.label() for d in p.owners]} for p in portions]},
             )
         if missing == "flash_attn_2_cuda":
@@ -182,15 +184,15 @@ def _classify(result: Mapping[str, Any], dists: Distributions, resolution: Mappi
                 {**evidence, "missing": top},
                 (Remediation(installer.install(top), f"install {top}"),) if top in ("torch", "triton", "einops") else (),
             )
-    return Cause("import.failed", f"`import {module}` raised {kind}: {exception.get('message')}", evidence)
+    return Cause("import.failed", f"`import {module}` raised {kind}: {exception.message}", evidence)
 
 
-def _driver_library(name: str, module: str, gpu: Mapping[str, Any] | None, evidence: Mapping[str, Any]) -> Cause:
+def _driver_library(name: str, module: str, gpu: Gpu | None, evidence: Mapping[str, Any]) -> Cause:
     """A library of the NVIDIA driver (libcuda.so.1, libnvidia-ml.so.1): not the image's to ship."""
     provided = (f"{name} comes with the NVIDIA driver: on a GPU host it is installed with the driver, and in a "
                 "container the NVIDIA container runtime mounts it (NVIDIA_DRIVER_CAPABILITIES compute,utility) "
                 "when the container starts with GPUs. An image must not ship it.")
-    if gpu is not None and gpu.get("skipped"):
+    if gpu is not None and gpu.skipped:
         return Cause(
             "import.needs-driver",
             f"`import {module}` needs {name}, the NVIDIA driver's library, which a machine without GPUs lacks "
@@ -213,7 +215,7 @@ def _driver_library(name: str, module: str, gpu: Mapping[str, Any] | None, evide
             "image build), run with --no-gpu.",
             follows=cause.id,
         )
-    driver = f" ({gpu.get('driver_version')})" if gpu and gpu.get("driver_version") else ""
+    driver = f" ({gpu.driver_version})" if gpu and gpu.driver_version else ""
     return Cause(
         "import.driver-library-missing",
         f"`import {module}` cannot load {name}, the NVIDIA driver's library"
@@ -256,11 +258,11 @@ def _torch_absent(name: str, module: str, dists: Distributions, installer: Insta
     )
 
 
-def _undefined_symbol(symbol: str, result: Mapping[str, Any], dists: Distributions, installer: Installer,
+def _undefined_symbol(symbol: str, result: ImportFacts, dists: Distributions, installer: Installer,
                       evidence: Mapping[str, Any]) -> Cause:
-    versions = result.get("versions") or {}
-    torch = versions.get("torch") or dists.version("torch")
-    owner = "flash-attn" if "flash_attn" in str(result.get("module")) or "flash_attn" in symbol else None
+    versions = result.versions or StackVersions()
+    torch = versions.torch or dists.version("torch")
+    owner = "flash-attn" if "flash_attn" in result.module or "flash_attn" in symbol else None
     remediation: list[Remediation] = []
     if owner and dists.get(owner):
         version = dists.version(owner)
@@ -277,18 +279,18 @@ def _undefined_symbol(symbol: str, result: Mapping[str, Any], dists: Distributio
             ))
     return Cause(
         "import.undefined-symbol",
-        f"`import {result.get('module')}`: undefined symbol {symbol} — built against another torch than the "
+        f"`import {result.module}`: undefined symbol {symbol} — built against another torch than the "
         f"installed {torch}",
-        {**evidence, "symbol": symbol, "torch": torch, "torch_cuda": versions.get("torch_cuda"),
-         "torch_cxx11_abi": versions.get("torch_cxx11_abi")},
+        {**evidence, "symbol": symbol, "torch": torch, "torch_cuda": versions.torch_cuda,
+         "torch_cxx11_abi": versions.torch_cxx11_abi},
         tuple(remediation),
     )
 
 
-def _prebuilt_wheel_name(version: str | None, versions: Mapping[str, Any]) -> str | None:
+def _prebuilt_wheel_name(version: str | None, versions: StackVersions) -> str | None:
     """flash-attention's release wheel name for this torch (setup.py's CachedWheelsCommand scheme)."""
-    torch, cuda, abi = versions.get("torch"), versions.get("torch_cuda"), versions.get("torch_cxx11_abi")
-    python = versions.get("python_tag")
+    torch, cuda, abi = versions.torch, versions.torch_cuda, versions.torch_cxx11_abi
+    python = versions.python_tag
     if not (version and torch and cuda and abi is not None and python):
         return None
     torch_mm = ".".join(str(torch).split("+")[0].split(".")[:2])

@@ -9,12 +9,21 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.guards import judge_site
 from dflash_doctor.checks.remedy import Installer
-from dflash_doctor.facts.envfacts import Distributions
+from dflash_doctor.facts.environment_shapes import Distributions, Resolution, Target
+from dflash_doctor.facts.imports_shapes import (
+    ExtensionFacts,
+    Extensions,
+    ImportFacts,
+    RotaryImport,
+    SurfaceImports,
+)
+from dflash_doctor.facts.nvml_shapes import Gpu
+from dflash_doctor.facts.vllm_source_shapes import ImportSite, VllmSource, VllmSurface
 from dflash_doctor.knowledge.vllm_imports import SERVING_PATH_SITES
 from dflash_doctor.model import Finding, Status
 
@@ -22,24 +31,25 @@ from .extension_abi import other_python_findings
 from .import_failures import Cause, classify, exception_mro, literal_exception
 
 
-def _resolves(resolution: Mapping[str, Any]) -> dict[str, bool]:
-    return {name: bool(r.get("found")) for name, r in resolution.items()}
+def _resolves(resolution: Resolution) -> dict[str, bool]:
+    return {name: r.found for name, r in resolution.names.items()}
 
 
-def _classify(result: Mapping[str, Any], facts: Facts, dists: Distributions, installer: Installer) -> Cause:
+def _classify(result: ImportFacts, facts: Facts, dists: Distributions, installer: Installer) -> Cause:
     """classify(), with what the circumstances add: whether a GPU is expected here (the NVML section) and the
     target's marker environment (for its unmet requirements)."""
-    return classify(result, dists, facts["resolution"], installer, gpu=facts.optional("gpu"),
-                    marker_env=(facts.optional("target") or {}).get("marker_environment"))
+    target = facts.optional_section(Target)
+    return classify(result, dists, facts.section(Resolution), installer, gpu=facts.optional_section(Gpu),
+                    marker_env=target.marker_environment if target is not None else None)
 
 
-def _detail(result: Mapping[str, Any], *more: str) -> str:
+def _detail(result: ImportFacts, *more: str) -> str:
     """The literal exception first (the words the user will see from vLLM), then why it matters."""
     return "\n".join(line for line in (literal_exception(result), *more) if line)
 
 
-def _serving_site(site: Mapping[str, Any]) -> bool:
-    return any(site["file"] == path and site["module"].split(".")[0] == top for path, top in SERVING_PATH_SITES.value)
+def _serving_site(site: ImportSite) -> bool:
+    return any(site.file == path and site.module.split(".")[0] == top for path, top in SERVING_PATH_SITES.value)
 
 
 class RotaryImportCheck:
@@ -53,29 +63,30 @@ class RotaryImportCheck:
     requires_gpu: ClassVar[bool] = False
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
-        result = facts["rotary_import"]
-        resolution = facts["resolution"]
+        result = facts.section(RotaryImport)
+        resolution = facts.section(Resolution)
         statement = "from flash_attn.ops.triton.rotary import apply_rotary"
-        if result.get("ok"):
-            versions = result.get("versions") or {}
+        if result.ok:
+            versions = result.versions.to_json() if result.versions is not None else {}
             return [Finding(
                 id="import.rotary-ok",
                 status=Status.PASS,
-                title=f"`{statement}` works ({result.get('file')})",
-                evidence={"file": result.get("file"), "seconds": result.get("seconds"), "versions": versions},
+                title=f"`{statement}` works ({result.file})",
+                evidence={"file": result.file, "seconds": result.seconds, "versions": versions},
             )]
-        if not (resolution.get("flash_attn") or {}).get("found"):
+        flash_attn = resolution.names.get("flash_attn")
+        if flash_attn is None or not flash_attn.found:
             return [Finding(
                 id="import.rotary-absent",
                 status=Status.PASS,
                 title=f"`{statement}`: flash_attn is not installed, so vLLM's guarded import skips it",
             )]
-        dists = Distributions(facts["distributions"])
-        cause = _classify(result, facts, dists, Installer.for_target(facts["target"]))
+        dists = facts.section(Distributions)
+        cause = _classify(result, facts, dists, Installer.for_target(facts.section(Target)))
         if cause.status is not None:
             status, consequence = cause.status, cause.detail
         else:
-            status, consequence = _consequence(facts["vllm_source"], exception_mro(result), _resolves(resolution),
+            status, consequence = _consequence(facts.section(VllmSource), exception_mro(result), _resolves(resolution),
                                                cause.code == "import.namespace-package")
             consequence = "\n".join(filter(None, (cause.detail, consequence)))
         return [Finding(
@@ -89,20 +100,20 @@ class RotaryImportCheck:
         )]
 
 
-def _consequence(vllm_source: Mapping[str, Any], mro: tuple[str, ...] | None,
+def _consequence(vllm_source: VllmSource, mro: tuple[str, ...] | None,
                  resolves: Mapping[str, bool], namespace_only: bool) -> tuple[Status, str]:
-    if not vllm_source.get("installed"):
+    if not vllm_source.installed:
         if namespace_only:
             return Status.WARN, ("vLLM is not installed here; vLLM 0.18-0.23 would die at engine start on this, "
                                  "later versions would run without the flash-attn rotary path.")
         return Status.FAIL, "vLLM is not installed here, but this flash-attn cannot be imported the way vLLM imports it."
-    sites = [s for s in vllm_source.get("sites") or [] if _serving_site(s) and s["module"].startswith("flash_attn.ops")]
-    version = vllm_source.get("version")
+    sites = [s for s in vllm_source.sites if _serving_site(s) and s.module.startswith("flash_attn.ops")]
+    version = vllm_source.version
     if not sites:
         return Status.WARN, f"vLLM {version} does not import flash_attn.ops on its serving path."
     for site in sites:
         verdict = judge_site(site, mro, resolves)
-        where = f"{site['file']}:{site['line']}"
+        where = f"{site.file}:{site.line}"
         if verdict.outcome in ("raises", "maybe-raises"):
             return Status.FAIL, f"vLLM {version} imports it at {where} and nothing catches this: `vllm serve` dies at engine start."
         if verdict.outcome == "caught" and verdict.caught_by:
@@ -123,23 +134,23 @@ class ImportSurfaceCheck:
     requires_gpu: ClassVar[bool] = False
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
-        source = facts["vllm_surface"]
-        if not source.get("installed"):
+        source = facts.section(VllmSurface)
+        if not source.installed:
             return [Finding(id="surface.no-vllm", status=Status.SKIP, title="vLLM is not installed: no import surface to check")]
-        if not source.get("root"):
+        if not source.root:
             return [Finding(id="surface.no-source", status=Status.WARN,
-                            title=f"vLLM {source.get('version')} is installed but its package directory was not found")]
-        resolves = _resolves(facts["resolution"])
-        outcomes = {(r["module"], tuple(r.get("names") or ())): r for r in facts["surface_imports"].get("imports", [])}
-        dists = Distributions(facts["distributions"])
-        installer = Installer.for_target(facts["target"])
+                            title=f"vLLM {source.version} is installed but its package directory was not found")]
+        resolves = _resolves(facts.section(Resolution))
+        outcomes = {(r.module, tuple(r.names)): r for r in facts.section(SurfaceImports).imports}
+        dists = facts.section(Distributions)
+        installer = Installer.for_target(facts.section(Target))
         findings: list[Finding] = []
-        for (module, names), result in sorted(outcomes.items()):
-            if result.get("ok"):
+        for (module, names), result in sorted(outcomes.items(), key=lambda item: item[0]):
+            if result.ok:
                 continue
             top = module.split(".", 1)[0]
             absent = not resolves.get(top, False)
-            sites = [s for s in source["sites"] if s["module"] == module and tuple(s["names"]) == names]
+            sites = [s for s in source.sites if s.module == module and tuple(s.names) == names]
             verdicts = [(s, judge_site(s, exception_mro(result), resolves)) for s in sites]
             raising = [(s, v) for s, v in verdicts if v.outcome in ("raises", "maybe-raises")]
             if not raising or (absent and not any(_serving_site(s) for s, _ in raising)):
@@ -150,15 +161,16 @@ class ImportSurfaceCheck:
             findings.append(Finding(
                 id="surface.unguarded-failure",
                 status=cause.status or (Status.FAIL if serving else Status.WARN),
-                title=f"vLLM {source.get('version')} imports {module} at "
-                + ", ".join(f"{s['file']}:{s['line']}" for s in shown[:3])
+                title=f"vLLM {source.version} imports {module} at "
+                + ", ".join(f"{s.file}:{s.line}" for s in shown[:3])
                 + f" and it fails here: {cause.summary}",
                 detail=_detail(result, cause.detail, "This import is on `vllm serve`'s path and no guard around it "
                                "catches this exception." if serving else "No guard around it catches this "
                                "exception; it raises if vLLM reaches it (on CUDA, for a feature that uses the "
                                "package)."),
                 evidence={**cause.evidence, "cause_code": cause.code,
-                          "sites": [{k: s[k] for k in ("file", "line", "where", "guards")} for s in shown]},
+                          "sites": [{"file": s.file, "line": s.line, "where": s.where,
+                                     "guards": [g.to_json() for g in s.guards]} for s in shown]},
                 remediation=cause.remediation,
                 cause=cause.follows,
             ))
@@ -166,9 +178,9 @@ class ImportSurfaceCheck:
             findings.append(Finding(
                 id="surface.ok",
                 status=Status.PASS,
-                title=f"vLLM {source.get('version')}: {len(source['sites'])} imports of external kernel packages "
+                title=f"vLLM {source.version}: {len(source.sites)} imports of external kernel packages "
                 f"({len(outcomes)} modules) all resolve or are guarded against what they raise here",
-                evidence={"modules": sorted({m for m, _ in outcomes}), "files_parsed": source.get("files_parsed")},
+                evidence={"modules": sorted({m for m, _ in outcomes}), "files_parsed": source.files_parsed},
             ))
         return findings
 
@@ -182,24 +194,24 @@ class ExtensionsCheck:
     requires_gpu: ClassVar[bool] = False
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
-        items = facts["extensions"].get("items") or []
+        items = facts.section(Extensions).items
         if not items:
             return [Finding(id="extensions.none", status=Status.SKIP,
                             title="no compiled extension modules in the stack besides torch's own")]
-        dists = Distributions(facts["distributions"])
-        target = facts["target"]
+        dists = facts.section(Distributions)
+        target = facts.section(Target)
         installer = Installer.for_target(target)
         findings = other_python_findings(items, dists, target, installer)
         loaded = []
-        needs_driver: dict[str, list[tuple[Mapping[str, Any], Cause]]] = {}
+        needs_driver: dict[str, list[tuple[ExtensionFacts, Cause]]] = {}
         for result in items:
-            if result.get("refused"):
+            if result.refused:
                 findings.append(_refused(result))
                 continue
-            if result.get("ok"):
-                loaded.append(result["module"])
+            if result.ok:
+                loaded.append(result.module)
                 continue
-            if result.get("abi_tag"):
+            if result.abi_tag:
                 continue  # judged above: not a module of this interpreter
             cause = _classify(result, facts, dists, installer)
             if cause.code == "import.needs-driver":
@@ -208,14 +220,14 @@ class ExtensionsCheck:
             findings.append(Finding(
                 id=cause.code,
                 status=cause.status or Status.FAIL,
-                title=f"{result['distribution']}: extension {result['module']} does not load: {cause.summary}",
+                title=f"{result.distribution}: extension {result.module} does not load: {cause.summary}",
                 detail=_detail(result, cause.detail),
-                evidence={**cause.evidence, "path": result.get("path"), "found_by": result.get("found_by", "record")},
+                evidence={**cause.evidence, "path": result.path, "found_by": result.found_by or "record"},
                 remediation=cause.remediation,
                 cause=cause.follows,
             ))
         findings.extend(_needs_driver(library, group) for library, group in sorted(needs_driver.items()))
-        untracked = [r for r in items if r.get("found_by") == "import-system" and not r.get("refused")]
+        untracked = [r for r in items if r.found_by == "import-system" and not r.refused]
         if untracked:
             findings.append(_untracked(untracked))
         if loaded:
@@ -225,45 +237,45 @@ class ExtensionsCheck:
         return findings
 
 
-def _refused(result: Mapping[str, Any]) -> Finding:
-    how = ("found by the import system, not in any RECORD" if result.get("found_by") == "import-system"
+def _refused(result: ExtensionFacts) -> Finding:
+    how = ("found by the import system, not in any RECORD" if result.found_by == "import-system"
            else "listed in RECORD")
     return Finding(
         id="extensions.not-loaded",
         status=Status.FAIL,
-        title=f"{result.get('distribution')}: extension {result['module']} ({how}) was not loaded: {result['refused']}",
+        title=f"{result.distribution}: extension {result.module} ({how}) was not loaded: {result.refused}",
         detail="Only regular files inside the environment are loaded: a FIFO blocks whoever opens it, a device "
         "or a path outside the environment is no extension of this stack. `import` of this module meets the "
         "same file.",
-        evidence={"module": result["module"], "path": result.get("path"), "found_by": result.get("found_by"),
-                  "why": result["refused"]},
+        evidence={"module": result.module, "path": result.path, "found_by": result.found_by,
+                  "why": result.refused},
     )
 
 
-def _untracked(results: list[Mapping[str, Any]]) -> Finding:
-    names = ", ".join(f"{r['module']} ({r.get('path')})" for r in results[:4]) + (" ..." if len(results) > 4 else "")
-    shadowing = [r for r in results if r.get("shadows")]
+def _untracked(results: list[ExtensionFacts]) -> Finding:
+    names = ", ".join(f"{r.module} ({r.path})" for r in results[:4]) + (" ..." if len(results) > 4 else "")
+    shadowing = [r for r in results if r.shadows]
     detail = ("`import` loads these files, but no installed RECORD lists them: a `pip install -e` or `setup.py "
               "develop` build, or a build copied in by hand. No installer verifies, upgrades or removes them with "
               "their distribution. They were judged like the stack's other extensions: loaded here, and read for "
               "their GPU architectures and the torch symbols they need (arch-coverage).")
     if shadowing:
-        detail += " " + "; ".join(f"{r['module']} shadows {r['shadows'].get('path')}, which "
-                                  f"{r['shadows'].get('distribution')}'s RECORD lists" for r in shadowing[:3]) + "."
+        detail += " " + "; ".join(f"{r.module} shadows {(r.shadows or {}).get('path')}, which "
+                                  f"{(r.shadows or {}).get('distribution')}'s RECORD lists" for r in shadowing[:3]) + "."
     return Finding(
         id="extensions.untracked",
         status=Status.WARN,
         title=f"{len(results)} compiled extension(s) found by the import system, not in any RECORD: {names}",
         detail=detail,
-        evidence={"extensions": [{k: r.get(k) for k in ("module", "path", "distribution", "finder", "shadows", "ok")}
-                                 for r in results]},
+        evidence={"extensions": [{"module": r.module, "path": r.path, "distribution": r.distribution,
+                                  "finder": r.finder, "shadows": r.shadows, "ok": r.ok} for r in results]},
     )
 
 
-def _needs_driver(library: str, group: list[tuple[Mapping[str, Any], Cause]]) -> Finding:
+def _needs_driver(library: str, group: list[tuple[ExtensionFacts, Cause]]) -> Finding:
     """One finding for the extensions that only the NVIDIA driver's `library` keeps from loading here."""
-    modules = sorted(str(result["module"]) for result, _ in group)
-    owners = sorted({str(result["distribution"]) for result, _ in group})
+    modules = sorted(result.module for result, _ in group)
+    owners = sorted({str(result.distribution) for result, _ in group})
     first, cause = group[0]
     return Finding(
         id=cause.code,
@@ -273,6 +285,6 @@ def _needs_driver(library: str, group: list[tuple[Mapping[str, Any], Cause]]) ->
         + (" ..." if len(modules) > 6 else ""),
         detail=_detail(first, cause.detail),
         evidence={"library": library, "driver_library": True,
-                  "extensions": [{"module": r["module"], "distribution": r["distribution"], "path": r.get("path"),
+                  "extensions": [{"module": r.module, "distribution": r.distribution, "path": r.path,
                                   "exception": c.evidence.get("exception")} for r, c in group]},
     )

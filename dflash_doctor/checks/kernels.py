@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.remedy import Installer
+from dflash_doctor.facts.cuda_shapes import KernelCase, KernelDevice, KernelFamily, KernelImport, Kernels
 from dflash_doctor.knowledge.flash_attn import V2_SPEC
 from dflash_doctor.knowledge.gpu import (
     KERNEL_UNSUPPORTED_MESSAGES,
@@ -39,26 +40,28 @@ IMPORT_CHECKS = {"flash_attn": ("imports", "namespaces", "extensions"),
                  "vllm_rotary": ("import-surface", "extensions")}
 
 
-def _declined(case: Mapping[str, Any]) -> bool:
+def _declined(case: KernelCase) -> bool:
     """A kernel that refuses this GPU or dtype by design (or a case the doctor does not run here)."""
-    if case.get("unsupported") or (case.get("status") == "not-run" and "earlier case" not in str(case.get("reason"))):
+    if case.unsupported or (case.status == "not-run" and "earlier case" not in str(case.reason)):
         return True
-    message = str((case.get("error") or {}).get("message") or "")
-    return case.get("status") == "error" and any(m in message for m in KERNEL_UNSUPPORTED_MESSAGES.value)
+    message = case.error.message if case.error else ""
+    return case.status == "error" and any(m in message for m in KERNEL_UNSUPPORTED_MESSAGES.value)
 
 
-def _case_label(case: Mapping[str, Any]) -> str:
-    parts = [str(case.get("kernel")), str(case.get("dtype"))]
-    if case.get("head_dim"):
-        parts.append(f"d{case['head_dim']}")
-    if case.get("variant"):
-        parts.append(str(case["variant"]))
+def _case_label(case: KernelCase) -> str:
+    parts = [case.kernel, case.dtype]
+    if case.head_dim:
+        parts.append(f"d{case.head_dim}")
+    if case.variant:
+        parts.append(case.variant)
     return " ".join(parts)
 
 
-def _case_row(case: Mapping[str, Any]) -> dict[str, Any]:
+def _case_row(case: KernelCase) -> dict[str, Any]:
     keys = ("kernel", "dtype", "head_dim", "variant", "status", "max_abs_err", "tolerance", "first_ms", "warm_ms")
-    return {k: case.get(k) for k in keys if case.get(k) is not None}
+    row = case.to_json()
+    return {k: row[k] for k in keys if row[k] is not None}
+
 
 
 def _import_explanation(family: str, prior: Mapping[str, CheckResult]) -> Finding | None:
@@ -74,27 +77,27 @@ def _import_explanation(family: str, prior: Mapping[str, CheckResult]) -> Findin
 
 @dataclass
 class _Tally:
-    ok: list[tuple[str, Mapping[str, Any], str]]
+    ok: list[tuple[str, KernelCase, str]]
     declined: list[str]
 
 
-def _family_findings(result: Mapping[str, Any], prior: Mapping[str, CheckResult], installer: Installer,
+def _family_findings(result: KernelFamily, prior: Mapping[str, CheckResult], installer: Installer,
                      tally: _Tally) -> Iterator[Finding]:
-    family = str(result.get("family"))
+    family = result.family
     title = FAMILY_TITLES.get(family, family)
-    process = result.get("process") or {}
-    imported = result.get("import") or {}
-    if process.get("error") and "devices" not in result:
-        yield Finding("kernels.crashed", Status.FAIL, f"{title}: the probe process {process['error']}",
-                      detail=str(process.get("stderr") or "")[-1500:], evidence={"family": family, "process": process})
+    process = result.process
+    imported = result.import_ or KernelImport()
+    if process.error and result.devices is None:
+        yield Finding("kernels.crashed", Status.FAIL, f"{title}: the probe process {process.error}",
+                      detail=process.stderr[-1500:], evidence={"family": family, "process": process.to_json()})
         return
-    if result.get("probe_error"):
-        error = result["probe_error"]
-        yield Finding("kernels.out-of-memory" if error.get("oom") else "kernels.error", Status.FAIL,
-                      f"{title}: the probe stopped: {_exception_text(error)}", detail=str(error.get("traceback") or ""),
-                      evidence={"family": family, "error": error})
+    if result.probe_error:
+        error = result.probe_error
+        yield Finding("kernels.out-of-memory" if error.oom else "kernels.error", Status.FAIL,
+                      f"{title}: the probe stopped: {_exception_text(error.to_json())}", detail=error.traceback,
+                      evidence={"family": family, "error": error.to_json()})
         return
-    if not imported.get("installed", True):
+    if not imported.installed:
         remedies: tuple[Remediation, ...] = ()
         if family.startswith("flash_attn") and family != "flash_attn_cute":
             remedies = (Remediation(installer.install(V2_SPEC.value, no_build_isolation=True),
@@ -103,69 +106,69 @@ def _family_findings(result: Mapping[str, Any], prior: Mapping[str, CheckResult]
         package = {"triton": "Triton", "vllm_flash_attn": "vLLM", "vllm_rotary": "vLLM",
                    "flash_attn_cute": "flash-attn-4"}.get(family, "flash-attn")
         yield Finding("kernels.not-installed", Status.PASS, f"{title}: {package} is not installed, not run",
-                      evidence={"family": family, "statement": imported.get("statement")}, remediation=remedies)
+                      evidence={"family": family, "statement": imported.statement}, remediation=remedies)
         return
-    if not imported.get("ok", True):
+    if not imported.ok:
         explained = _import_explanation(family, prior)
         why = (f"see {explained.id}: {explained.title}" if explained is not None
-               else _exception_text(imported.get("exception")))
+               else _exception_text(imported.exception.to_json() if imported.exception else None))
         yield Finding("kernels.not-importable", Status.SKIP,
-                      f"{title}: not run, `{imported.get('statement')}` fails ({why})",
+                      f"{title}: not run, `{imported.statement}` fails ({why})",
                       evidence={"family": family, "import_finding": explained.id if explained else None,
-                                "exception": imported.get("exception")})
+                                "exception": imported.exception.to_json() if imported.exception else None})
         return
-    cuda = result.get("cuda") or {}
-    if cuda and not cuda.get("available"):
+    cuda = result.cuda
+    if cuda is not None and not cuda.available:
         yield Finding("kernels.error", Status.FAIL,
                       f"{title}: torch in the probe could not use CUDA: "
-                      + (_exception_text(cuda.get("error")) if cuda.get("error") else "torch.cuda.is_available() is False"),
-                      evidence={"family": family, "cuda": cuda})
+                      + (_exception_text(cuda.error.to_json()) if cuda.error else "torch.cuda.is_available() is False"),
+                      evidence={"family": family, "cuda": cuda.to_json()})
         return
-    cases = [(device, case) for device in result.get("devices") or [] for case in device.get("cases") or []]
-    failed_setup = [d for d in result.get("devices") or [] if d.get("error")]
-    for device in failed_setup:
-        error = device["error"]
-        yield Finding("kernels.out-of-memory" if error.get("oom") else "kernels.error", Status.FAIL,
-                      f"{title} on {device.get('name')}: {_exception_text(error)}",
-                      evidence={"family": family, "error": error})
-    wrong = [(d, c) for d, c in cases if c.get("status") == "mismatch"]
-    errors = [(d, c) for d, c in cases if c.get("status") in ("error", "not-run") and not _declined(c)]
+    devices: list[KernelDevice] = result.devices or []
+    cases = [(device, case) for device in devices for case in device.cases]
+    failed_setup = [(d, d.error) for d in devices if d.error]
+    for device, setup_error in failed_setup:
+        yield Finding("kernels.out-of-memory" if setup_error.oom else "kernels.error", Status.FAIL,
+                      f"{title} on {device.name}: {_exception_text(setup_error.to_json())}",
+                      evidence={"family": family, "error": setup_error.to_json()})
+    wrong = [(d, c) for d, c in cases if c.status == "mismatch"]
+    errors = [(d, c) for d, c in cases if c.status in ("error", "not-run") and not _declined(c)]
     declined = [(d, c) for d, c in cases if _declined(c)]
-    ok = [(d, c) for d, c in cases if c.get("status") == "ok"]
+    ok = [(d, c) for d, c in cases if c.status == "ok"]
     for device, case in wrong:
         yield Finding("kernels.wrong-result", Status.FAIL,
-                      f"{title} on {device.get('name')} ({_sm(device.get('capability'))}): {_case_label(case)} is off "
-                      f"by {case.get('max_abs_err')} against the fp32 reference (tolerance {case.get('tolerance'):.3g})"
-                      + (", and not finite" if case.get("nonfinite") else ""),
-                      evidence={"family": family, "case": dict(case)})
+                      f"{title} on {device.name} ({_sm(device.capability)}): {_case_label(case)} is off "
+                      f"by {case.max_abs_err} against the fp32 reference (tolerance {case.tolerance:.3g})"
+                      + (", and not finite" if case.nonfinite else ""),
+                      evidence={"family": family, "case": case.to_json()})
     for device, case in errors:
-        error = case.get("error") or {}
-        oom = bool(error.get("oom"))
-        yield Finding("kernels.out-of-memory" if oom else "kernels.error", Status.FAIL,
-                      f"{title} on {device.get('name')} ({_sm(device.get('capability'))}): {_case_label(case)} fails: "
-                      + (_exception_text(error) if error else str(case.get("reason"))),
-                      detail=str(error.get("traceback") or ""), evidence={"family": family, "case": dict(case)})
+        case_error = case.error
+        yield Finding("kernels.out-of-memory" if case_error and case_error.oom else "kernels.error", Status.FAIL,
+                      f"{title} on {device.name} ({_sm(device.capability)}): {_case_label(case)} fails: "
+                      + (_exception_text(case_error.to_json()) if case_error else str(case.reason)),
+                      detail=case_error.traceback if case_error else "",
+                      evidence={"family": family, "case": case.to_json()})
     for device, case in declined:
-        reason = case.get("reason") or _exception_text(case.get("error"))
+        reason = case.reason or _exception_text(case.error.to_json() if case.error else None)
         tally.declined.append(f"{_case_label(case)} ({reason})")
     for device, case in ok:
-        tally.ok.append((family, case, str(device.get("name"))))
+        tally.ok.append((family, case, str(device.name)))
     if ok and not wrong and not errors and not failed_setup:
-        worst = max(ok, key=lambda dc: (dc[1].get("max_abs_err") or 0) / (dc[1].get("tolerance") or 1))[1]
+        worst = max(ok, key=lambda dc: (dc[1].max_abs_err or 0) / (dc[1].tolerance or 1))[1]
         yield Finding("kernels.family-ok", Status.PASS,
                       f"{title}: {len(ok)} case(s) within tolerance (worst {_case_label(worst)}: "
-                      f"{worst.get('max_abs_err'):.3g} <= {worst.get('tolerance'):.3g}); first run "
-                      f"{max(c.get('first_ms') or 0 for _, c in ok):.0f} ms, warm "
-                      f"{max(c.get('warm_ms') or 0 for _, c in ok):.3f} ms",
-                      evidence={"family": family, "version": imported.get("version"),
-                                "timings": result.get("timings"), "process_s": process.get("duration_s"),
+                      f"{worst.max_abs_err:.3g} <= {worst.tolerance:.3g}); first run "
+                      f"{max(c.first_ms or 0 for _, c in ok):.0f} ms, warm "
+                      f"{max(c.warm_ms or 0 for _, c in ok):.3f} ms",
+                      evidence={"family": family, "version": imported.version,
+                                "timings": result.timings, "process_s": process.duration_s,
                                 "cases": [_case_row(c) for _, c in cases]})
     elif declined and not ok and not wrong and not errors:
         yield Finding("kernels.unsupported", Status.SKIP,
                       f"{title}: declines this GPU: {tally.declined[-1]}",
-                      evidence={"family": family, "cases": [_case_row(c) | {"reason": c.get("reason") or
-                                                                               _exception_text(c.get("error"))}
-                                                            for _, c in declined]})
+                      evidence={"family": family, "cases": [
+                          _case_row(c) | {"reason": c.reason or _exception_text(c.error.to_json() if c.error else None)}
+                          for _, c in declined]})
 
 
 class KernelsCheck:
@@ -185,11 +188,11 @@ class KernelsCheck:
         if blocking is not None:
             return [Finding("kernels.no-cuda", Status.SKIP, f"torch cannot use CUDA here ({blocking.id}): no kernel "
                             "was run", evidence={"cuda_finding": blocking.id})]
-        kernels = facts["kernels"]
+        kernels = facts.section(Kernels)
         installer = _installer(facts)
         tally = _Tally([], [])
         findings: list[Finding] = []
-        for result in kernels.get("families") or []:
+        for result in kernels.families:
             findings.extend(_family_findings(result, facts.prior, installer, tally))
         if tally.ok and not any(f.status in (Status.FAIL, Status.ERROR) for f in findings):
             findings.insert(0, _kernels_summary(kernels, tally))
@@ -198,16 +201,16 @@ class KernelsCheck:
         return findings
 
 
-def _kernels_summary(kernels: Mapping[str, Any], tally: _Tally) -> Finding:
+def _kernels_summary(kernels: Kernels, tally: _Tally) -> Finding:
     families = list(dict.fromkeys(FAMILY_TITLES.get(f, f) for f, _, _ in tally.ok))
     gpus = sorted({name for _, _, name in tally.ok})
-    worst = max(tally.ok, key=lambda item: (item[1].get("max_abs_err") or 0) / (item[1].get("tolerance") or 1))
-    ratio = (worst[1].get("max_abs_err") or 0) / (worst[1].get("tolerance") or 1)
-    wall = max(((r.get("process") or {}).get("duration_s") or 0) for r in kernels.get("families") or [])
+    worst = max(tally.ok, key=lambda item: (item[1].max_abs_err or 0) / (item[1].tolerance or 1))
+    ratio = (worst[1].max_abs_err or 0) / (worst[1].tolerance or 1)
+    wall = max((r.process.duration_s or 0) for r in kernels.families)
     title = (f"{len(tally.ok)} case(s) within tolerance on {', '.join(gpus)}: {', '.join(families)}; worst error "
              f"{ratio:.2f}x tolerance ({_case_label(worst[1])}); slowest family {wall:.1f} s")
     if tally.declined:
         title += f"; not applicable here: {len(tally.declined)} case(s)"
     return Finding("kernels.ok", Status.PASS, title, evidence={
-        "problem": kernels.get("problem"), "declined": tally.declined,
-        "process_s": {r.get("family"): (r.get("process") or {}).get("duration_s") for r in kernels.get("families") or []}})
+        "problem": kernels.problem, "declined": tally.declined,
+        "process_s": {r.family: r.process.duration_s for r in kernels.families}})

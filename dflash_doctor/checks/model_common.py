@@ -10,6 +10,10 @@ from typing import Any, TypeGuard
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.remedy import Installer
 from dflash_doctor.facts.envfacts import version_tuple
+from dflash_doctor.facts.environment_shapes import Target
+from dflash_doctor.facts.models_shapes import Models
+from dflash_doctor.facts.nvml_shapes import Gpu
+from dflash_doctor.facts.serve_shapes import ServeArgs, ServeAssumptions, VllmDflash
 from dflash_doctor.knowledge.archs import compute_capability
 from dflash_doctor.model import CheckResult, Finding, Status
 
@@ -28,8 +32,7 @@ MAX_LISTED = 12
 
 def installer_for(facts: Facts) -> Installer:
     """Install commands that name the target interpreter (remedy.Installer)."""
-    target = facts.optional("target")
-    return Installer.for_target(target) if target else Installer("python3")
+    return Installer.for_target(facts.optional_section(Target))
 
 
 def text_config(model: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -50,17 +53,17 @@ def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _vllm_label(vllm: Mapping[str, Any] | None) -> str:
-    if not vllm or not vllm.get("installed"):
+def _vllm_label(vllm: VllmDflash | None) -> str:
+    if vllm is None or not vllm.installed:
         return "vLLM (not installed in the target)"
-    return f"vLLM {vllm.get('version') or '?'}"
+    return f"vLLM {vllm.version or '?'}"
 
 
-def _marker(vllm: Mapping[str, Any] | None, name: str) -> bool | None:
+def _marker(vllm: VllmDflash | None, name: str) -> bool | None:
     """Whether the installed vLLM's source has this marker; None when there is no source to read."""
-    if not vllm or not vllm.get("root"):
+    if vllm is None or not vllm.root:
         return None
-    marker = (vllm.get("markers") or {}).get(name) or {}
+    marker = vllm.markers.get(name) or {}
     if not marker.get("readable", True):
         return None
     return bool(marker.get("found"))
@@ -90,14 +93,14 @@ def _not_given(check_title: str, what: str) -> list[Finding]:
 
 
 def _skip_if_broken(facts: Facts, title: str) -> list[Finding] | None:
-    models = facts["models"]
+    models = facts.section(Models)
     prior: CheckResult | None = facts.prior.get("model-files")
     # The model-files findings that stop judgement; the first is what this skip follows from.
     broken = [f for f in (prior.findings if prior else ()) if f.status is Status.FAIL
               and f.evidence.get("blocks_judgement")]
     cause = broken[0].id if broken else ""
-    for role in ("drafter", "target"):
-        model = models.get(role) or {}
+    for role, described in (("drafter", models.drafter), ("target", models.target)):
+        model = described or {}
         if not (model.get("dir") or {}).get("config"):
             return [Finding("models.not-judged", Status.SKIP,
                             f"{title}: not judged, the {role} {model.get('name')!r} could not be read (see Model files)",
@@ -118,42 +121,45 @@ def gpu_view(facts: Facts) -> dict[str, Any]:
     --gpus/--gpu-memory (a CI user's stand-in for the serving GPUs) win; else the NVML facts (section "gpu")
     filtered by CUDA_VISIBLE_DEVICES; else only the compute capabilities of --target-arch, without count or
     memory ("available" False)."""
-    serve = facts.optional("serve_args") or {}
-    assume = serve.get("assume") or {}
+    serve = facts.optional_section(ServeArgs)
+    assume = serve.assume if serve is not None else ServeAssumptions()
     ccs: list[str] = []
-    for arch in assume.get("target_archs") or []:
+    for arch in assume.target_archs:
         try:
             major, minor = compute_capability(arch)
         except ValueError:
             continue
         ccs.append(f"{major}.{minor}")
     raw = facts.raw("gpu")
+    gpu = Gpu.read(raw)
     nvml_devices: list[Mapping[str, Any]] | None = None
     view: dict[str, Any] = {"available": False, "why": "no GPU facts were collected", "devices": [], "source": None}
     if isinstance(raw, Mapping) and "_error" in raw:
         view["why"] = f"the GPU facts could not be collected: {raw['_error']}"
-    elif isinstance(raw, Mapping) and raw.get("skipped"):
-        view["why"] = f"GPUs not probed ({raw['skipped']}); pass --gpus N --gpu-memory GIB for the serving GPUs"
-    elif isinstance(raw, Mapping) and not (raw.get("nvml") or {}).get("ok"):
-        error = (raw.get("nvml") or {}).get("error") or {}
-        view["why"] = f"NVML is not usable here ({error.get('name') or error.get('kind')}: {error.get('message')})"
-    elif isinstance(raw, Mapping):
+    elif gpu is None:
+        pass  # not collected, or not of its shape: no GPU facts
+    elif gpu.skipped:
+        view["why"] = f"GPUs not probed ({gpu.skipped}); pass --gpus N --gpu-memory GIB for the serving GPUs"
+    elif gpu.nvml is None or not gpu.nvml.ok:
+        error = gpu.nvml.error if gpu.nvml is not None else None
+        view["why"] = (f"NVML is not usable here ({(error.name or error.kind) if error else None}: "
+                       f"{error.message if error else None})")
+    else:
         from dflash_doctor.checks.gpu_common import resolve_visible  # type: ignore[import-not-found,unused-ignore]
 
-        devices = raw.get("devices") or []
-        visible = resolve_visible((raw.get("environ") or {}).get("CUDA_VISIBLE_DEVICES"), devices)
-        by_index = {d.get("index"): d for d in devices}
-        nvml_devices = [by_index[i] for i in visible.gpus if i in by_index]
+        visible = resolve_visible(gpu.environ.get("CUDA_VISIBLE_DEVICES"), gpu.devices)
+        by_index = {d.index: d for d in gpu.devices}
+        nvml_devices = [by_index[i].to_json() for i in visible.gpus if i in by_index]
         view = {"available": True, "why": None, "devices": nvml_devices, "source": "nvml",
                 "cuda_visible_devices": visible.value}
-    count, memory = assume.get("gpus"), assume.get("gpu_memory_gib")
+    count, memory = assume.gpus, assume.gpu_memory_gib
     if count or memory:
         n = int(count) if count else len(nvml_devices or []) or 1
         cc = [int(p) for p in ccs[0].split(".")] if ccs else (
             (nvml_devices or [{}])[0].get("compute_capability") if nvml_devices else None)
         size = int(float(memory) * GIB) if memory else None
         view = {"available": True, "why": None, "source": "assumed",
-                "assumed": {"gpus": count, "gpu_memory_gib": memory, "target_archs": assume.get("target_archs")},
+                "assumed": {"gpus": count, "gpu_memory_gib": memory, "target_archs": assume.target_archs},
                 "devices": [{"index": i, "name": "assumed GPU", "compute_capability": cc,
                              "memory": {"total": size, "used": 0, "free": size, "reserved": 0} if size else None,
                              "processes": []} for i in range(n)]}

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, ClassVar
 
 from dflash_doctor.check import Facts
+from dflash_doctor.facts.models_shapes import Models
 from dflash_doctor.model import Finding, Remediation, Status
 
 from .model_common import GIB, _is_int, _not_given
@@ -135,12 +136,11 @@ class ModelFilesCheck:
     requires_gpu: ClassVar[bool] = False
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
-        models = facts["models"]
-        if not models.get("given"):
+        models = facts.section(Models)
+        if not models.given:
             return _not_given(self.title, "model or drafter directory")
         findings: list[Finding] = []
-        for role in ("target", "drafter"):
-            model = models.get(role)
+        for model in (models.target, models.drafter):
             if model is None:
                 continue
             own = list(_directory_findings(model))

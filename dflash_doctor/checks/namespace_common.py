@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import posixpath
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from dflash_doctor.checks.remedy import Installer, remove_leftovers
-from dflash_doctor.facts.envfacts import Dist, Distributions
+from dflash_doctor.facts.environment_shapes import Distribution, Distributions, PortionContents, Resolved
+from dflash_doctor.facts.environment_shapes import Portion as PortionFacts
 from dflash_doctor.knowledge.stack import FLASH_ATTN_FAMILY
 from dflash_doctor.model import Remediation
 
@@ -49,51 +49,50 @@ def _norm(path: str) -> str:
 class Portion:
     """One directory (or module) on sys.path that `import flash_attn` finds."""
 
-    facts: Mapping[str, Any]
-    owners: tuple[Dist, ...]
+    facts: PortionFacts
+    owners: tuple[Distribution, ...]
     """Installed distributions whose RECORD lists files in it."""
 
     @property
     def path(self) -> str:
-        return str(self.facts.get("path"))
+        return self.facts.path
 
     @property
     def entry(self) -> str:
-        return str(self.facts.get("entry") or "")
+        return self.facts.entry
 
     @property
-    def contents(self) -> Mapping[str, Any]:
-        return self.facts.get("contents") or {}
+    def contents(self) -> PortionContents | None:
+        return self.facts.contents
 
     @property
     def holds_only_bytecode(self) -> bool:
         """Nothing but directories and `__pycache__/*.pyc`, as far as the probe walked (all of it)."""
-        return bool(self.contents.get("complete")) and not self.contents.get("file_count")
+        return self.contents is not None and self.contents.complete and not self.contents.file_count
 
 
-def _owners(entry: str, dists: Distributions) -> tuple[Dist, ...]:
+def _owners(entry: str, dists: Distributions) -> tuple[Distribution, ...]:
     where = _norm(entry)
-    return tuple(d for d in dists if where and _norm(d.location) == where
-                 and any(c["path"].startswith(f"{TOP}/") for c in d.claims))
+    return tuple(d for d in dists.seen() if where and _norm(d.location) == where
+                 and any(c.path.startswith(f"{TOP}/") for c in d.claims))
 
 
-def namespace_portions(resolution: Mapping[str, Any], dists: Distributions) -> list[Portion]:
+def namespace_portions(resolution: Resolved, dists: Distributions) -> list[Portion]:
     """The directories without __init__.py that make up a namespace `flash_attn`, in sys.path order."""
-    return [Portion(p, _owners(p["entry"], dists)) for p in resolution.get("portions") or []
-            if p.get("kind") == "namespace-portion"]
+    return [Portion(p, _owners(p.entry, dists)) for p in resolution.portions if p.kind == "namespace-portion"]
 
 
-def regular_package(resolution: Mapping[str, Any], dists: Distributions) -> Portion | None:
+def regular_package(resolution: Resolved, dists: Distributions) -> Portion | None:
     """The regular package (or module) that `import flash_attn` loads, when it is one."""
-    if not resolution.get("found") or resolution.get("namespace"):
+    if not resolution.found or resolution.namespace:
         return None
-    origin = _norm(str(resolution.get("origin") or ""))
-    for portion in resolution.get("portions") or []:
-        if portion.get("kind") == "namespace-portion":
+    origin = _norm(resolution.origin or "")
+    for portion in resolution.portions:
+        if portion.kind == "namespace-portion":
             continue
-        path = _norm(str(portion.get("path")))
+        path = _norm(portion.path)
         if origin in (path, posixpath.join(path, "__init__.py")) or not origin:
-            return Portion(portion, _owners(portion["entry"], dists))
+            return Portion(portion, _owners(portion.entry, dists))
     return None
 
 
@@ -101,25 +100,24 @@ def where_on_path(portion: Portion) -> str:
     return "the current directory" if portion.entry in ("", ".") else portion.entry
 
 
-def shown_files(contents: Mapping[str, Any]) -> str:
-    files = list(contents.get("files") or [])
-    more = int(contents.get("file_count") or 0) - len(files[:SHOWN_FILES])
+def shown_files(contents: PortionContents) -> str:
+    files = contents.files
+    more = contents.file_count - len(files[:SHOWN_FILES])
     return ", ".join(files[:SHOWN_FILES]) + (f" and {more} more" if more > 0 else "")
 
 
 def contents_phrase(portion: Portion) -> str:
     """What an unowned directory holds: nothing, only bytecode, or (a few of) its files."""
     contents = portion.contents
-    if not contents:
+    if contents is None:
         return "its contents were not recorded"
-    if int(contents.get("file_count") or 0):
-        return f"it holds {contents.get('file_count')} file(s) no distribution owns: {shown_files(contents)}"
-    if not contents.get("complete"):
+    if contents.file_count:
+        return f"it holds {contents.file_count} file(s) no distribution owns: {shown_files(contents)}"
+    if not contents.complete:
         return "it holds more than the doctor walked"
-    bytecode = int(contents.get("bytecode_count") or 0)
-    if bytecode:
-        return f"it holds only __pycache__ ({bytecode} .pyc file(s) whose source is gone)"
-    return "it holds nothing" + (" but empty directories" if contents.get("dir_count") else "")
+    if contents.bytecode_count:
+        return f"it holds only __pycache__ ({contents.bytecode_count} .pyc file(s) whose source is gone)"
+    return "it holds nothing" + (" but empty directories" if contents.dir_count else "")
 
 
 def describe_namespace(portions: Sequence[Portion]) -> str:
@@ -134,25 +132,26 @@ def describe_namespace(portions: Sequence[Portion]) -> str:
     return "made of " + "; ".join(parts) if parts else "with no directory recorded"
 
 
-def leftover_dirs(dists: Distributions, removed: Iterable[Dist]) -> list[str]:
+def leftover_dirs(dists: Distributions, removed: Iterable[Distribution]) -> list[str]:
     """Top-level directories of `removed` that no remaining distribution in the same place installs into:
     what pip may leave behind (knowledge.installers.PIP_UNINSTALL_LEAVES), absolute."""
     removed = list(removed)
     gone = {d.canonical for d in removed}
-    kept = [d for d in dists if d.canonical not in gone]
+    kept = [d for d in dists.seen() if d.canonical not in gone]
     found = []
     for dist in removed:
-        for top in dist.facts.get("top_levels") or []:
+        for top in dist.top_levels:
             if "." in top:
                 continue  # a module or an extension file, not a directory
-            if any(_norm(k.location) == _norm(dist.location) and top in (k.facts.get("top_levels") or [])
+            if any(_norm(k.location) == _norm(dist.location) and top in k.top_levels
                    for k in kept):
                 continue
             found.append(posixpath.join(dist.location, top))
     return found
 
 
-def uninstall_remediation(dists: Distributions, removed: Sequence[Dist], installer: Installer, why: str) -> Remediation:
+def uninstall_remediation(dists: Distributions, removed: Sequence[Distribution], installer: Installer,
+                          why: str) -> Remediation:
     """Uninstall `removed`, then (pip) remove the directories the uninstall leaves."""
     return Remediation(installer.uninstall(*(d.canonical for d in removed), leftovers=leftover_dirs(dists, removed)),
                        why)
@@ -168,7 +167,7 @@ def removal_remediation(portion: Portion) -> Remediation:
                        "move it off the import path (its files are kept, under a name Python cannot import)")
 
 
-def family_uninstall(dists: Distributions, portions: Sequence[Portion]) -> list[Dist]:
+def family_uninstall(dists: Distributions, portions: Sequence[Portion]) -> list[Distribution]:
     """The flash-attention distributions that install into `portions` and that nothing installed requires:
     uninstalling them leaves vLLM without any flash_attn, which its guard handles."""
     family = {d for d in FLASH_ATTN_FAMILY.value}
@@ -192,14 +191,14 @@ class Layout:
     installed requires what would go."""
 
 
-def explain_layout(dists: Distributions, resolution: Mapping[str, Any], installer: Installer) -> Layout | None:
+def explain_layout(dists: Distributions, resolution: Resolved, installer: Installer) -> Layout | None:
     """From the resolution of `flash_attn` alone: what it is made of and what removes it (None: not found)."""
-    if not resolution.get("found"):
+    if not resolution.found:
         return None
     # knowledge.vllm: ROTARY_GUARD_SITE (forward_cuda uses the bundled copy), REQUIRES_EXTERNAL_FLASH_ATTN (False)
     why_absent = ("with no flash_attn at all, vLLM's find_spec guard skips the import, and on CUDA vLLM serves "
                   "rotary from its bundled vllm.vllm_flash_attn (it does not require flash-attn)")
-    if resolution.get("namespace"):
+    if resolution.namespace:
         portions = namespace_portions(resolution, dists)
         owned = [p for p in portions if p.owners]
         steps: list[str] = []

@@ -15,7 +15,8 @@ from typing import Any, ClassVar
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.guards import judge_site
 from dflash_doctor.checks.remedy import Installer
-from dflash_doctor.facts.envfacts import Dist, Distributions
+from dflash_doctor.facts.environment_shapes import Distribution, Distributions, Resolution, Resolved, Target
+from dflash_doctor.facts.vllm_source_shapes import ImportSite, VllmSource
 from dflash_doctor.knowledge.flash_attn import EXTEND_PATH_FIRST_RELEASE, FA2_RELEASES_SHIPPING_CUTE, V2_SPEC
 from dflash_doctor.knowledge.vllm_imports import SERVING_PATH_SITES
 from dflash_doctor.model import Finding, Remediation, Status
@@ -44,41 +45,41 @@ class NamespaceCheck:
     requires_gpu: ClassVar[bool] = False
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
-        dists = Distributions(facts["distributions"])
-        resolution: Mapping[str, Any] = facts["resolution"].get("flash_attn") or {}
-        installer = Installer.for_target(facts["target"])
+        dists = facts.section(Distributions)
+        resolution = facts.section(Resolution).names.get("flash_attn") or Resolved()
+        vllm_source = facts.section(VllmSource)
+        installer = Installer.for_target(facts.section(Target))
         claimants = _claimants(dists)
         findings = [
             *_shadowing(resolution, claimants),
-            *_v4_without_v2(dists, resolution, claimants, facts["vllm_source"], installer),
-            *_unowned_portions(dists, resolution, facts["vllm_source"]),
+            *_v4_without_v2(dists, resolution, claimants, vllm_source, installer),
+            *_unowned_portions(dists, resolution, vllm_source),
             *_cute_overlap(dists, claimants, installer),
         ]
         if not findings:
-            findings.append(_healthy(dists, resolution, claimants, facts["vllm_source"]))
+            findings.append(_healthy(dists, resolution, claimants, vllm_source))
         return findings
 
 
-def _claimants(dists: Distributions) -> dict[str, Dist]:
+def _claimants(dists: Distributions) -> dict[str, Distribution]:
     """Distributions that install anything under flash_attn/, by canonical name."""
-    return {d.canonical: d for d in dists if any(c["path"].startswith("flash_attn/") for c in d.claims)}
+    return {d.canonical: d for d in dists.seen() if any(c.path.startswith("flash_attn/") for c in d.claims)}
 
 
-def _owner_of_init(claimants: Mapping[str, Dist]) -> Dist | None:
+def _owner_of_init(claimants: Mapping[str, Distribution]) -> Distribution | None:
     """The distribution whose flash_attn/__init__.py is on disk (an uninstall of another may have deleted it)."""
-    return next((d for d in claimants.values()
-                 if any(c["path"] == INIT and c.get("disk_hash") for c in d.claims)), None)
+    return next((d for d in claimants.values() if any(c.path == INIT and c.disk_hash for c in d.claims)), None)
 
 
-def _healthy(dists: Distributions, resolution: Mapping[str, Any], claimants: Mapping[str, Dist],
-             vllm_source: Mapping[str, Any]) -> Finding:
-    if not resolution.get("found"):
+def _healthy(dists: Distributions, resolution: Resolved, claimants: Mapping[str, Distribution],
+             vllm_source: VllmSource) -> Finding:
+    if not resolution.found:
         return Finding(
             id="namespace.absent",
             status=Status.PASS,
             title="flash_attn is not installed: vLLM's guarded import skips it and uses its bundled flash-attention",
         )
-    if resolution.get("namespace"):
+    if resolution.namespace:
         # Every directory of it is owned, by distributions other than flash-attn-4, none with __init__.py.
         portions = namespace_portions(resolution, dists)
         status, consequence = _vllm_consequence(vllm_source)
@@ -88,7 +89,7 @@ def _healthy(dists: Distributions, resolution: Mapping[str, Any], claimants: Map
             title=f"flash_attn is a namespace package {describe_namespace(portions)} — {consequence}",
             detail="No installed distribution provides flash_attn/__init__.py, so flash_attn.ops does not exist. "
             "Reinstall the distribution that should provide it (--force-reinstall --no-deps puts its files back).",
-            evidence={"search_locations": resolution.get("search_locations"),
+            evidence={"search_locations": resolution.search_locations,
                       "portions": [_portion_evidence(p) for p in portions]},
         )
     owner = _owner_of_init(claimants)
@@ -96,48 +97,47 @@ def _healthy(dists: Distributions, resolution: Mapping[str, Any], claimants: Map
     return Finding(
         id="namespace.ok",
         status=Status.PASS,
-        title=f"flash_attn is a regular package from {owner_label} ({resolution.get('origin')})",
-        evidence={"origin": resolution.get("origin"), "claimants": sorted(d.label() for d in claimants.values())},
+        title=f"flash_attn is a regular package from {owner_label} ({resolution.origin})",
+        evidence={"origin": resolution.origin, "claimants": sorted(d.label() for d in claimants.values())},
     )
 
 
-def _shadowing(resolution: Mapping[str, Any], claimants: Mapping[str, Dist]) -> Iterator[Finding]:
+def _shadowing(resolution: Resolved, claimants: Mapping[str, Distribution]) -> Iterator[Finding]:
     """A flash_attn found on sys.path before (or instead of) the installed one."""
     installed_dirs = {d.location.rstrip("/") for d in claimants.values()}
-    for portion in resolution.get("portions") or []:
-        if portion["kind"] == "namespace-portion":
+    for portion in resolution.portions:
+        if portion.kind == "namespace-portion":
             continue  # a bare directory only joins a namespace; a regular package later still wins
-        if (portion["entry"] or "").rstrip("/") in installed_dirs:
+        if portion.entry.rstrip("/") in installed_dirs:
             return  # the first regular candidate is an installed distribution's: nothing shadows it
-        where = "the current directory" if portion["entry"] in ("", ".") else portion["entry"]
+        where = "the current directory" if portion.entry in ("", ".") else portion.entry
         yield Finding(
             id="namespace.shadowed",
             status=Status.FAIL,
-            title=f"flash_attn is shadowed by {portion['path']} ({portion['kind']}, from {where} on sys.path)",
+            title=f"flash_attn is shadowed by {portion.path} ({portion.kind}, from {where} on sys.path)",
             detail="Python imports the first flash_attn on sys.path; this one belongs to no installed "
             "distribution (a source checkout, a stray copy in the working directory, PYTHONPATH or the "
             "user site), so the installed flash-attn is never used.",
-            evidence={"shadow": portion, "installed_in": sorted(installed_dirs)},
+            evidence={"shadow": portion.to_json(), "installed_in": sorted(installed_dirs)},
             remediation=(
-                Remediation(f"mv {shlex.quote(portion['path'])} {shlex.quote(portion['path'] + '.disabled')}",
+                Remediation(f"mv {shlex.quote(portion.path)} {shlex.quote(portion.path + '.disabled')}",
                             "move the stray copy out of the way (or run from another directory, or fix PYTHONPATH)"),
             ),
         )
         return
 
 
-def _rotary_sites(vllm_source: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def _rotary_sites(vllm_source: VllmSource) -> list[ImportSite]:
     serving = {path for path, _ in SERVING_PATH_SITES.value}
-    return [s for s in vllm_source.get("sites") or []
-            if s["file"] in serving and s["module"].startswith("flash_attn.ops")]
+    return [s for s in vllm_source.sites if s.file in serving and s.module.startswith("flash_attn.ops")]
 
 
-def _v4_without_v2(dists: Distributions, resolution: Mapping[str, Any], claimants: Mapping[str, Dist],
-                   vllm_source: Mapping[str, Any], installer: Installer) -> Iterator[Finding]:
+def _v4_without_v2(dists: Distributions, resolution: Resolved, claimants: Mapping[str, Distribution],
+                   vllm_source: VllmSource, installer: Installer) -> Iterator[Finding]:
     v4 = claimants.get("flash-attn-4") or dists.get("flash-attn-4")
     if v4 is None or _owner_of_init(claimants) is not None:
         return
-    if not resolution.get("namespace"):
+    if not resolution.namespace:
         return  # something else provides a regular flash_attn (shadowing reports it)
     status, consequence = _vllm_consequence(vllm_source)
     needed_by = [d.label() for d in dists.requiring("flash-attn-4")]
@@ -166,23 +166,23 @@ def _v4_without_v2(dists: Distributions, resolution: Mapping[str, Any], claimant
         detail="flash-attn-4 ships flash_attn/cute/ and no flash_attn/__init__.py, so `flash_attn` resolves as "
         "a namespace package: find_spec('flash_attn') is not None, yet `flash_attn.ops` does not exist."
         + (f" Required by: {', '.join(needed_by)}." if needed_by else ""),
-        evidence={"search_locations": resolution.get("search_locations"), "flash_attn_4": v4.version,
-                  "required_by": needed_by, "vllm": vllm_source.get("version"),
-                  "vllm_sites": [f"{s['file']}:{s['line']}" for s in _rotary_sites(vllm_source)]},
+        evidence={"search_locations": resolution.search_locations, "flash_attn_4": v4.version,
+                  "required_by": needed_by, "vllm": vllm_source.version,
+                  "vllm_sites": [f"{s.file}:{s.line}" for s in _rotary_sites(vllm_source)]},
         remediation=tuple(remediation),
     )
 
 
 def _portion_evidence(portion: Portion) -> dict[str, Any]:
     return {"path": portion.path, "on_path_from": where_on_path(portion),
-            "owners": [d.label() for d in portion.owners], "contents": dict(portion.contents)}
+            "owners": [d.label() for d in portion.owners],
+            "contents": portion.contents.to_json() if portion.contents is not None else {}}
 
 
-def _unowned_portions(dists: Distributions, resolution: Mapping[str, Any],
-                      vllm_source: Mapping[str, Any]) -> Iterator[Finding]:
+def _unowned_portions(dists: Distributions, resolution: Resolved, vllm_source: VllmSource) -> Iterator[Finding]:
     """A directory without __init__.py that no distribution owns makes flash_attn a namespace package all the
     same: what an uninstall left behind, or a stray directory in the working directory or on PYTHONPATH."""
-    if not resolution.get("namespace"):
+    if not resolution.namespace:
         return  # a regular flash_attn later on the path wins over any namespace portion
     portions = namespace_portions(resolution, dists)
     for portion in portions:
@@ -201,29 +201,29 @@ def _unowned_portions(dists: Distributions, resolution: Mapping[str, Any],
             "such a directory behind (an empty flash_attn/ after flash-attn-4, or __pycache__ with bytecode other "
             "interpreters wrote); a source checkout or a copy leaves one in the working directory or on PYTHONPATH. "
             f"This one is on sys.path from {where_on_path(portion)}."
-            + (f" Files in it: {shown_files(contents)}." if contents.get("file_count") else ""),
-            evidence={**_portion_evidence(portion), "search_locations": resolution.get("search_locations"),
-                      "vllm": vllm_source.get("version"),
-                      "vllm_sites": [f"{s['file']}:{s['line']}" for s in _rotary_sites(vllm_source)]},
+            + (f" Files in it: {shown_files(contents)}." if contents is not None and contents.file_count else ""),
+            evidence={**_portion_evidence(portion), "search_locations": resolution.search_locations,
+                      "vllm": vllm_source.version,
+                      "vllm_sites": [f"{s.file}:{s.line}" for s in _rotary_sites(vllm_source)]},
             remediation=(removal_remediation(portion),),
         )
 
 
-def _vllm_consequence(vllm_source: Mapping[str, Any]) -> tuple[Status, str]:
-    if not vllm_source.get("installed"):
+def _vllm_consequence(vllm_source: VllmSource) -> tuple[Status, str]:
+    if not vllm_source.installed:
         return Status.WARN, "vLLM is not installed here; vLLM 0.18-0.23 would die at engine start on it"
     sites = _rotary_sites(vllm_source)
-    version = vllm_source.get("version")
+    version = vllm_source.version
     if not sites:
         return Status.WARN, f"vLLM {version} does not import flash_attn.ops on its serving path"
     verdicts = [(s, judge_site(s, MODULE_NOT_FOUND_MRO, {"flash_attn": True})) for s in sites]
     fatal = [s for s, v in verdicts if v.outcome in ("raises", "maybe-raises")]
     if fatal:
         site = fatal[0]
-        guard = next((g for g in site["guards"] if g["kind"] == "if"), None)
-        why = f"behind `if {guard['test']}`" if guard else "unguarded"
-        return Status.FAIL, (f"vLLM {version} dies at engine start: {site['file']}:{site['line']} imports "
-                             f"{site['module']} {why}, which a namespace package passes")
+        guard = next((g for g in site.guards if g.kind == "if"), None)
+        why = f"behind `if {guard.test}`" if guard else "unguarded"
+        return Status.FAIL, (f"vLLM {version} dies at engine start: {site.file}:{site.line} imports "
+                             f"{site.module} {why}, which a namespace package passes")
     caught = next((v.caught_by for _, v in verdicts if v.caught_by), None)
     if caught:
         return Status.WARN, (f"vLLM {version} survives (its {caught['kind']}({', '.join(caught['catches'])}) "
@@ -231,18 +231,19 @@ def _vllm_consequence(vllm_source: Mapping[str, Any]) -> tuple[Status, str]:
     return Status.WARN, f"vLLM {version} never reaches the import on CUDA"
 
 
-def _cute_overlap(dists: Distributions, claimants: Mapping[str, Dist], installer: Installer) -> Iterator[Finding]:
+def _cute_overlap(dists: Distributions, claimants: Mapping[str, Distribution],
+                  installer: Installer) -> Iterator[Finding]:
     v2, v4 = claimants.get("flash-attn"), claimants.get("flash-attn-4")
     if v2 is None or v4 is None:
         return
-    v2_claims = {c["path"]: c for c in v2.claims}
-    shared = [(v2_claims[c["path"]], c) for c in v4.claims if c["path"] in v2_claims]
+    v2_claims = {c.path: c for c in v2.claims}
+    shared = [(v2_claims[c.path], c) for c in v4.claims if c.path in v2_claims]
     if not shared:
         return
-    holds_v4 = [a["path"] for a, b in shared if b["disk_hash"] and b["disk_hash"] == b["hash"] != a["hash"]]
-    holds_v2 = [a["path"] for a, b in shared if a["disk_hash"] and a["disk_hash"] == a["hash"] != b["hash"]]
-    same = [a["path"] for a, b in shared if a["hash"] == b["hash"]]
-    missing = [a["path"] for a, b in shared if a["disk_hash"] is None]
+    holds_v4 = [a.path for a, b in shared if b.disk_hash and b.disk_hash == b.hash != a.hash]
+    holds_v2 = [a.path for a, b in shared if a.disk_hash and a.disk_hash == a.hash != b.hash]
+    same = [a.path for a, b in shared if a.hash == b.hash]
+    missing = [a.path for a, b in shared if a.disk_hash is None]
     # flash-attn v2 never imports flash_attn/cute; flash-attn-4 is nothing but. So the environment works
     # while flash-attn-4's bytes are the ones on disk, and is broken where v2's stale copy won.
     broken = bool(holds_v2 or missing)

@@ -10,10 +10,13 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from dflash_doctor.knowledge.archs_advice import FA2_ARCHS_ENV
 from dflash_doctor.knowledge.installers import BYTECODE_GLOB
+
+if TYPE_CHECKING:
+    from dflash_doctor.facts.environment_shapes import Target
 
 __all__ = ["Installer", "flash_attn_source_build", "remove_leftovers"]
 
@@ -38,9 +41,11 @@ class Installer:
     uv: bool = False
 
     @classmethod
-    def for_target(cls, target: Mapping[str, Any]) -> Installer:
-        python = str(target.get("python") or target.get("executable") or "python3")
-        return cls(python=python, uv=target.get("env_kind") == "uv")
+    def for_target(cls, target: Target | None) -> Installer:
+        """Commands for the target interpreter (`python3` when its facts are missing)."""
+        if target is None:
+            return cls(python="python3")
+        return cls(python=target.python or target.executable or "python3", uv=target.env_kind == "uv")
 
     def install(
         self,

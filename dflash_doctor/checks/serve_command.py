@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from dflash_doctor.check import Facts
+from dflash_doctor.facts.models_shapes import Models
+from dflash_doctor.facts.serve_shapes import ServeArgs, VllmDflash
 from dflash_doctor.knowledge.dflash import (
     DRAFT_TP_RULE,
     HEADS_DIVISIBLE_RULE,
@@ -54,26 +56,26 @@ _SPEC_ERROR_FLAGS = ("--speculative-config", "-sc")
 
 class _Command:
     def __init__(self, facts: Facts) -> None:
-        self.serve: Mapping[str, Any] = facts["serve_args"]
-        self.fields: dict[str, Any] = dict(self.serve.get("fields") or {})
-        self.spec_facts: Mapping[str, Any] = self.serve.get("speculative_config") or {}
-        self.spec: dict[str, Any] = dict(self.spec_facts.get("value") or {})
-        models = facts.optional("models") or {}
-        self.target, self.drafter = models.get("target"), models.get("drafter")
-        self.vllm = facts.optional("vllm_dflash")
+        self.serve = facts.section(ServeArgs)
+        self.fields: dict[str, Any] = dict(self.serve.fields)
+        self.spec_facts = self.serve.speculative_config
+        self.spec: dict[str, Any] = dict(self.spec_facts.value or {})
+        models = facts.optional_section(Models) or Models()
+        self.target, self.drafter = models.target, models.drafter
+        self.vllm = facts.optional_section(VllmDflash)
         self.gpus = gpu_view(facts)
         self.prior = facts.prior
         self.installer = installer_for(facts)
         self.tp = _int_or(self.fields.get("tensor_parallel_size"), 1)
         self.pp = _int_or(self.fields.get("pipeline_parallel_size"), 1)
-        self.label = f"vLLM {self.vllm.get('version')}" if self.vllm and self.vllm.get("installed") else "vLLM"
-        self.command = " ".join(self.serve.get("argv") or [])
-        self.argv: list[str] = list(self.serve.get("argv") or [])
+        self.label = f"vLLM {self.vllm.version}" if self.vllm and self.vllm.installed else "vLLM"
+        self.command = " ".join(self.serve.argv)
+        self.argv: list[str] = list(self.serve.argv)
 
     def findings(self) -> list[Finding]:
-        if self.serve.get("program_error"):
-            return [Finding("serve.not-a-serve-command", Status.FAIL, str(self.serve["program_error"]),
-                            evidence={"argv": self.serve.get("argv")})]
+        if self.serve.program_error:
+            return [Finding("serve.not-a-serve-command", Status.FAIL, self.serve.program_error,
+                            evidence={"argv": self.serve.argv})]
         out: list[Finding] = []
         for rule in (self.parsed, self.installed, self.speculative, self.drafter_verdict, self.max_model_len,
                      self.scheduler, self.budget, self.heads, self.vllm_validation):
@@ -81,40 +83,40 @@ class _Command:
         return _detail_once(out)
 
     def parsed(self) -> list[Finding]:
-        parser = self.serve.get("vllm_parser") or {}
+        parser = self.serve.vllm_parser
         out: list[Finding] = []
-        if parser.get("available") and parser.get("parse_error"):
-            reason = str(parser["parse_error"]).splitlines()[-1]
+        if parser.available and parser.parse_error:
+            reason = parser.parse_error.splitlines()[-1]
             # The speculative config that is not JSON is what vLLM's parser refused: serve.spec-json says so.
             cause = "serve.spec-json" if self._spec_unreadable() and any(
                 flag in reason for flag in (*_SPEC_ERROR_FLAGS, "speculative_config")) else ""
             out.append(Finding("serve.vllm-parser-rejected", Status.FAIL,
-                               f"vLLM {parser.get('version')}'s own parser rejects the command: {reason}",
-                               detail=str(parser["parse_error"]), evidence={"argv": self.serve.get("argv")},
+                               f"vLLM {parser.version}'s own parser rejects the command: {reason}",
+                               detail=parser.parse_error, evidence={"argv": self.serve.argv},
                                cause=cause))
-        if self.serve.get("parser") == "vllm":
+        if self.serve.parser == "vllm":
             out.append(Finding("serve.parsed", Status.PASS,
-                               f"the command was read by vLLM {parser.get('version')}'s own parser",
-                               evidence={"flags_given": self.serve.get("flags_given")}))
+                               f"the command was read by vLLM {parser.version}'s own parser",
+                               evidence={"flags_given": self.serve.flags_given}))
         else:
-            error = parser.get("import_error") or {}
-            unbuilt = parser.get("parser_error") or {}
+            error = parser.import_error or {}
+            unbuilt = parser.parser_error or {}
             why = (f"vLLM does not import in the target ({error.get('type')}: {error.get('message')})" if error
                    # e.g. a CUDA build of vLLM on a machine without a GPU: `vllm serve` fails the same way there
-                   else f"vLLM {parser.get('version')}'s parser cannot be built here ({unbuilt.get('type')}: "
+                   else f"vLLM {parser.version}'s parser cannot be built here ({unbuilt.get('type')}: "
                    f"{unbuilt.get('message')})" if unbuilt
-                   else "vLLM's parser was not run" if not parser.get("tried")
-                   else f"vLLM's parser did not answer ({(parser.get('process') or {}).get('error')})"
-                   if not parser.get("available") else "vLLM's parser rejected it")
+                   else "vLLM's parser was not run" if not parser.tried
+                   else f"vLLM's parser did not answer ({(parser.process or {}).get('error')})"
+                   if not parser.available else "vLLM's parser rejected it")
             out.append(Finding("serve.parsed", Status.PASS,
                                f"the command was read by the doctor's documented subset of vLLM's flags: {why}",
-                               evidence={"flags_given": self.serve.get("flags_given")}))
-        for error in self.serve.get("errors") or []:
-            if error.get("flag") in _SPEC_ERROR_FLAGS and self._spec_unreadable():
+                               evidence={"flags_given": self.serve.flags_given}))
+        for flag_error in self.serve.errors:
+            if flag_error.flag in _SPEC_ERROR_FLAGS and self._spec_unreadable():
                 continue  # the same error is serve.spec-json's, with the command to fix it
-            out.append(Finding("serve.flag-invalid", Status.FAIL, f"{error.get('message')}",
-                               evidence={"flag": error.get("flag")}))
-        unknown = self.serve.get("unknown_flags") or []
+            out.append(Finding("serve.flag-invalid", Status.FAIL, flag_error.message,
+                               evidence={"flag": flag_error.flag}))
+        unknown = self.serve.unknown_flags
         if unknown:
             out.append(Finding("serve.flags-unchecked", Status.WARN,
                                f"{len(unknown)} flag(s) outside the doctor's subset were not checked: {', '.join(unknown)}",
@@ -122,11 +124,11 @@ class _Command:
                                "in one of these would only show when vLLM starts.", evidence={"flags": unknown}))
         if not isinstance(self.fields.get("model"), str) or not self.fields.get("model"):
             out.append(Finding("serve.model-missing", Status.FAIL, "the command names no model (`vllm serve MODEL`)",
-                               evidence={"argv": self.serve.get("argv")}))
+                               evidence={"argv": self.serve.argv}))
         return out
 
     def installed(self) -> list[Finding]:
-        if self.vllm is None or self.vllm.get("installed"):
+        if self.vllm is None or self.vllm.installed:
             return []
         return [Finding("serve.vllm-missing", Status.FAIL,
                         "vLLM is not installed in the inspected interpreter: `vllm serve` cannot run there",
@@ -134,7 +136,7 @@ class _Command:
                                                  "point the doctor at the interpreter that runs vllm"),))]
 
     def _spec_unreadable(self) -> bool:
-        return bool(self.spec_facts.get("given") and (self.spec_facts.get("error") or not self.spec))
+        return bool(self.spec_facts.given and (self.spec_facts.error or not self.spec))
 
     def _block_k(self) -> tuple[int, str]:
         """num_speculative_tokens that fills the drafter's trained block (block_size - 1), and why."""
@@ -147,14 +149,14 @@ class _Command:
 
     def speculative(self) -> list[Finding]:
         k_fit, k_why = self._block_k()
-        if not self.spec_facts.get("given"):
+        if not self.spec_facts.given:
             spec = {"method": "dflash", "model": "DRAFTER_DIR", "num_speculative_tokens": k_fit}
             return [Finding("serve.no-speculative-config", Status.WARN,
                             "no --speculative-config: this command serves without DFlash",
                             remediation=(Remediation(with_spec(self.argv, spec),
                                                      "enable DFlash: put the drafter's directory for DRAFTER_DIR"),))]
         if self._spec_unreadable():
-            raw = self.spec_facts.get("raw")
+            raw = self.spec_facts.raw
             meant = repair_spec(raw)
             if meant is not None:
                 fixed = {"method": "dflash", **meant}
@@ -169,7 +171,7 @@ class _Command:
                 why = ("single quotes around the JSON, double quotes inside; put the drafter's directory for "
                        f"DRAFTER_DIR ({k_why})")
             return [Finding("serve.spec-json", Status.FAIL,
-                            f"--speculative-config is not a JSON object: {self.spec_facts.get('error') or 'empty'}",
+                            f"--speculative-config is not a JSON object: {self.spec_facts.error or 'empty'}",
                             evidence={"raw": raw, "meant": meant},
                             remediation=(Remediation(with_spec(self.argv, fixed), why),))]
         out: list[Finding] = []
@@ -180,7 +182,7 @@ class _Command:
                                "'draft_tensor_parallel_size' instead.\")", detail=DRAFT_TP_RULE.source))
         model = self.spec.get("model")
         method = self.spec.get("method")
-        methods = (self.vllm or {}).get("methods")
+        methods = self.vllm.methods if self.vllm else None
         if not isinstance(model, str) or not model:
             out.append(Finding("serve.spec-model-missing", Status.FAIL,
                                f"{flag} has no \"model\": DFlash needs the drafter directory"))
@@ -254,7 +256,7 @@ class _Command:
         derived, key = _derived_max_len(self.target)
         if not _is_int(given) or derived is None or given <= derived:
             return []
-        allowed = str((self.serve.get("environ") or {}).get("VLLM_ALLOW_LONG_MAX_MODEL_LEN") or "").lower() \
+        allowed = str(self.serve.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN") or "").lower() \
             in ("1", "true")
         return [Finding("serve.max-model-len", Status.WARN if allowed else Status.FAIL,
                         f"--max-model-len {given} is greater than the target's derived maximum ({key}): "
@@ -301,7 +303,7 @@ class _Command:
             return ["B"]
         if a:
             return ["A"]
-        version = version_tuple((self.vllm or {}).get("version"))
+        version = version_tuple(self.vllm.version if self.vllm else None)
         if version and version < (0, 25):
             return ["A"]
         if version and version >= (0, 34):
@@ -394,7 +396,7 @@ class _Command:
         return out
 
     def vllm_validation(self) -> list[Finding]:
-        validation = (self.serve.get("vllm_parser") or {}).get("validation")
+        validation = self.serve.vllm_parser.validation
         if not isinstance(validation, Mapping):
             return []
         if validation.get("ok"):
@@ -450,6 +452,6 @@ class ServeCommandCheck:
     requires_gpu: ClassVar[bool] = False
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
-        if not facts["serve_args"].get("given"):
+        if not facts.section(ServeArgs).given:
             return _not_given()
         return _Command(facts).findings()

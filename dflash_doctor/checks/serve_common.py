@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dflash_doctor.checks.remedy import quote
+from dflash_doctor.facts.serve_shapes import VllmDflash
 from dflash_doctor.knowledge.dflash import (
     BATCH_DEFAULTS,
 )
@@ -166,7 +167,7 @@ def _derived_max_len(target: Mapping[str, Any] | None) -> tuple[int | None, str]
     return int(derived), key
 
 
-def _tier(device: Mapping[str, Any] | None, vllm: Mapping[str, Any] | None) -> str:
+def _tier(device: Mapping[str, Any] | None, vllm: VllmDflash | None) -> str:
     """Which of vLLM's default tiers the first GPU falls in, by the total torch reports (NVML's total less
     the driver's reservation)."""
     memory = (device or {}).get("memory") or {}

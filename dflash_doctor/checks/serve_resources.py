@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from dflash_doctor.check import Facts
+from dflash_doctor.facts.models_shapes import Models
+from dflash_doctor.facts.serve_shapes import ServeArgs, VllmDflash
 from dflash_doctor.knowledge.dflash import (
     KV_CACHE_ONE_SEQUENCE,
     WORLD_SIZE_RULE,
@@ -107,11 +109,11 @@ class ServeResourcesCheck:
     requires_gpu: ClassVar[bool] = False
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
-        serve = facts["serve_args"]
-        if not serve.get("given") or serve.get("program_error"):
+        serve = facts.section(ServeArgs)
+        if not serve.given or serve.program_error:
             return _not_given()
-        argv = list(serve.get("argv") or [])
-        fields = dict(serve.get("fields") or {})
+        argv = list(serve.argv)
+        fields = dict(serve.fields)
         findings = list(self._port(serve))
         gpus = gpu_view(facts)
         if not gpus["available"]:
@@ -143,28 +145,29 @@ class ServeResourcesCheck:
         findings.extend(self._memory(facts, fields, devices[:world], tp, pp))
         return findings
 
-    def _port(self, serve: Mapping[str, Any]) -> list[Finding]:
-        port = serve.get("port") or {}
-        host = port.get("host") or "0.0.0.0"
-        if port.get("free"):
-            return [Finding("serve.port-ok", Status.PASS, f"port {port.get('port')} on {host} is free")]
-        shared = port.get("shared_listener")
+    def _port(self, serve: ServeArgs) -> list[Finding]:
+        port = serve.port
+        host = port.host or "0.0.0.0"
+        if port.free:
+            return [Finding("serve.port-ok", Status.PASS, f"port {port.port} on {host} is free")]
+        shared = port.shared_listener
         return [Finding("serve.port-in-use", Status.FAIL,
-                        f"port {port.get('port')} on {host} cannot be bound ({port.get('error')})"
+                        f"port {port.port} on {host} cannot be bound ({port.error})"
                         + (": another SO_REUSEPORT listener holds it, so vLLM would share the port with it" if shared
                            else ": vLLM would fail after loading the model"),
-                        evidence=dict(port),
-                        remediation=(Remediation(f"ss -ltnp 'sport = :{port.get('port')}'", "see who holds it"),
-                                     Remediation(with_flag(list(serve.get("argv") or []), "--port", 8001), "or serve on another port")))]
+                        evidence=port.to_json(),
+                        remediation=(Remediation(f"ss -ltnp 'sport = :{port.port}'", "see who holds it"),
+                                     Remediation(with_flag(list(serve.argv), "--port", 8001), "or serve on another port")))]
 
     def _memory(self, facts: Facts, fields: Mapping[str, Any], devices: list[Mapping[str, Any]], tp: int,
                 pp: int) -> list[Finding]:
-        argv = list(facts["serve_args"].get("argv") or [])
-        models = facts.optional("models") or {}
-        target, drafter = models.get("target"), models.get("drafter")
+        serve = facts.section(ServeArgs)
+        argv = list(serve.argv)
+        models = facts.optional_section(Models) or Models()
+        target, drafter = models.target, models.drafter
         if not ((target or {}).get("dir") or {}).get("weights", {}).get("total_bytes"):
             return [Finding("serve.memory-unknown", Status.SKIP, "GPU memory not judged: the target's weights were not read")]
-        spec = ((facts["serve_args"].get("speculative_config") or {}).get("value")) or {}
+        spec = serve.speculative_config.value or {}
         util = fields.get("gpu_memory_utilization") if isinstance(fields.get("gpu_memory_utilization"), (int, float)) \
             else VLLM_FREE_MEMORY_CHECK.value
         dtype_bytes = _serving_dtype_bytes(fields, target)
@@ -172,7 +175,7 @@ class ServeResourcesCheck:
         draft_tp = _int_or(spec.get("draft_tensor_parallel_size"), tp)
         drafter_bytes, _ = _served_bytes(drafter, dtype_bytes, False) if drafter else (0, [])
         per_gpu = target_bytes / (tp * pp) + drafter_bytes / max(1, draft_tp)
-        settings = effective_settings(fields, target, _tier(devices[0], facts.optional("vllm_dflash")))
+        settings = effective_settings(fields, target, _tier(devices[0], facts.optional_section(VllmDflash)))
         mml = settings["max_model_len"] if _is_int(settings["max_model_len"]) else 0
         kv_dtype = fields.get("kv_cache_dtype")
         kv_bytes = 1 if isinstance(kv_dtype, str) and kv_dtype.startswith("fp8") else dtype_bytes

@@ -9,8 +9,9 @@ CODES = (
          "to a bug report."),
     Code("doctor.facts-unavailable", "Facts a check needs could not be collected",
          "The probe or collector that gathers this check's facts failed (the target interpreter could not be "
-         "started, it crashed, or a collector raised). The check could not judge anything. The detail says why; "
-         "fix that (e.g. a wrong --python path) and run again."),
+         "started, it crashed, or a collector raised), or, in a saved report judged again, the section is missing or "
+         "does not have its declared shape (the detail names the field). The check could not judge anything. The "
+         "detail says why; fix that (e.g. a wrong --python path) and run again."),
     Code("doctor.skipped-no-gpu", "Skipped: --no-gpu",
          "This check needs a GPU and --no-gpu was given (as in a CI image build). Nothing was judged."),
     Code("doctor.plugin-failed", "A third-party check could not be loaded",

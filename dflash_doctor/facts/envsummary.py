@@ -2,11 +2,9 @@
 
 The fingerprint, the golden baseline and the fleet merge all need the same few facts: the Python and
 the machine, the NVIDIA driver, the GPUs' compute capabilities, the serving stack's distributions and
-versions, and which GPU archs the stack's compiled code carries. This is the one place that knows in
-which fact sections those live. The GPU and arch layers name their sections independently of this
-module, so each reader tries the names in `SECTION_NAMES` and reads a few spellings of each field;
-a section that is absent, or stored as `{"_error": ...}`, reads as "not collected" (None), never as
-an error.
+versions, and which GPU archs the stack's compiled code carries. Each is read through its section's
+declared shape (`facts.sections.SECTION_SHAPES`); a section that is absent, stored as `{"_error": ...}`,
+or not of its shape (a saved report may hold anything) reads as "not collected" (None), never as an error.
 """
 
 from __future__ import annotations
@@ -15,7 +13,10 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from dflash_doctor.facts.archs_shapes import ArchCoverage
 from dflash_doctor.facts.envfacts import canonical
+from dflash_doctor.facts.environment_shapes import Distributions, Target
+from dflash_doctor.facts.nvml_shapes import Gpu
 from dflash_doctor.knowledge.stack import STACK_DISTRIBUTIONS
 
 __all__ = [
@@ -30,13 +31,13 @@ __all__ = [
     "stack_versions",
 ]
 
-# Adjust here when the GPU and arch layers settle on their section names; first found wins.
+# The section each kind of fact lives in (the `SECTION` of its shape).
 SECTION_NAMES: Mapping[str, tuple[str, ...]] = {
-    "gpu": ("gpu", "nvml", "gpus"),
-    "cuda": ("cuda_stack", "cuda"),
-    "arch": ("arch_coverage", "archs", "kernels"),
-    "distributions": ("distributions",),
-    "target": ("target",),
+    "gpu": (Gpu.SECTION,),
+    "arch": (ArchCoverage.SECTION,),
+    "kernels": ("kernels",),
+    "distributions": (Distributions.SECTION,),
+    "target": (Target.SECTION,),
 }
 
 STACK: tuple[str, ...] = tuple(canonical(n) for n in STACK_DISTRIBUTIONS.value)
@@ -50,7 +51,7 @@ def _list(value: Any) -> list[Any]:
 
 
 def section(sections: Mapping[str, Any], kind: str) -> Any:
-    """The first collected section of `kind`, or None (absent, or failed to collect)."""
+    """The first collected section of `kind`, as stored, or None (absent, or failed to collect)."""
     for name in SECTION_NAMES[kind]:
         value = sections.get(name)
         if value is None or (isinstance(value, Mapping) and "_error" in value):
@@ -60,14 +61,10 @@ def section(sections: Mapping[str, Any], kind: str) -> Any:
 
 
 def python(sections: Mapping[str, Any]) -> dict[str, Any] | None:
-    target = section(sections, "target")
-    if not isinstance(target, Mapping):
+    target = Target.read(sections.get(Target.SECTION))
+    if target is None:
         return None
-    return {
-        "version": target.get("python_version"),
-        "implementation": target.get("implementation"),
-        "machine": target.get("machine"),
-    }
+    return {"version": target.python_version, "implementation": target.implementation, "machine": target.machine}
 
 
 def stack_versions(sections: Mapping[str, Any], names: tuple[str, ...] = STACK) -> dict[str, str | None] | None:
@@ -82,78 +79,41 @@ def stack_versions(sections: Mapping[str, Any], names: tuple[str, ...] = STACK) 
 
 
 def all_versions(sections: Mapping[str, Any]) -> dict[str, str] | None:
-    dists = section(sections, "distributions")
-    if not isinstance(dists, Mapping):
+    dists = Distributions.read(sections.get(Distributions.SECTION))
+    if dists is None:
         return None
     found: dict[str, str] = {}
-    for item in _list(dists.get("items")):
-        if not isinstance(item, Mapping) or not item.get("name"):
-            continue
-        found.setdefault(canonical(str(item["name"])), str(item.get("version")))
+    for item in dists.items:
+        if item.name:
+            found.setdefault(canonical(item.name), str(item.version))
     return found
 
 
 # ------------------------------------------------------------------------------------------ GPU facts
 
-_DRIVER_KEYS = ("driver_version", "driver", "nvidia_driver")
-_CUDA_DRIVER_KEYS = ("cuda_driver_version", "cuda_driver", "cuda_version")
-_GPU_LIST_KEYS = ("gpus", "devices")
-
-
-def _first(mapping: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
-    for key in keys:
-        value = mapping.get(key)
-        if isinstance(value, Mapping):
-            value = value.get("version")
-        if value not in (None, ""):
-            return value
-    return None
-
 
 def driver(sections: Mapping[str, Any]) -> dict[str, str | None] | None:
     """{"version": "570.124.06", "cuda": "12.8"} from the GPU section, or None when not collected."""
-    gpu = section(sections, "gpu")
-    if not isinstance(gpu, Mapping):
+    gpu = Gpu.read(sections.get(Gpu.SECTION))
+    if gpu is None:
         return None
-    version = _first(gpu, _DRIVER_KEYS)
-    cuda = _first(gpu, _CUDA_DRIVER_KEYS)
+    version = gpu.driver_version or None
+    cuda = gpu.cuda_driver_version or None
     if version is None and cuda is None:
         return None
-    return {"version": None if version is None else str(version), "cuda": None if cuda is None else str(cuda)}
-
-
-def _cc(item: Mapping[str, Any]) -> str | None:
-    value = item.get("compute_capability", item.get("cc"))
-    if value is None and "major" in item and "minor" in item:
-        value = (item["major"], item["minor"])
-    if isinstance(value, Mapping):
-        value = (value.get("major"), value.get("minor"))
-    if isinstance(value, (list, tuple)) and len(value) == 2:
-        return f"{value[0]}.{value[1]}"
-    if isinstance(value, (str, int, float)):
-        text = str(value)
-        return text if "." in text else (f"{text[:-1]}.{text[-1]}" if text.isdigit() and len(text) > 1 else text)
-    return None
+    return {"version": version, "cuda": cuda}
 
 
 def gpus(sections: Mapping[str, Any]) -> list[dict[str, str | None]] | None:
     """[{"name", "cc"}] in device order from the GPU section; [] for a box without GPUs; None if not
-    collected."""
-    gpu = section(sections, "gpu")
-    if isinstance(gpu, list):
-        items: Any = gpu
-    elif isinstance(gpu, Mapping):
-        items = next((gpu[k] for k in _GPU_LIST_KEYS if isinstance(gpu.get(k), list)), None)
-        if items is None:
-            return None
-    else:
+    collected (under --no-gpu the section says only that it was skipped)."""
+    gpu = Gpu.read(sections.get(Gpu.SECTION))
+    if gpu is None or gpu.skipped is not None:
         return None
-    out = []
-    for item in _list(items):
-        if isinstance(item, Mapping):
-            name = item.get("name")
-            out.append({"name": None if name is None else str(name), "cc": _cc(item)})
-    return out
+    return [{"name": device.name,
+             "cc": (f"{device.compute_capability[0]}.{device.compute_capability[1]}"
+                    if device.compute_capability is not None and len(device.compute_capability) == 2 else None)}
+            for device in gpu.devices]
 
 
 # ------------------------------------------------------------------------------------------ arch coverage
@@ -193,9 +153,11 @@ def arch_coverage(sections: Mapping[str, Any]) -> dict[str, dict[str, list[str]]
     Reads any nesting in which objects carry `sass`/`ptx` lists next to (or under) a `path`: the shape
     of `dflash_doctor.facts.elf.scan_library` and of lists of such scans.
     """
-    archs = section(sections, "arch")
-    if archs is None:
-        return None
+    coverage_facts = ArchCoverage.read(sections.get(ArchCoverage.SECTION))
+    if coverage_facts is None:
+        # A run of the kernel probes alone (no arch scan) has always read as "no library carries code".
+        return {} if section(sections, "kernels") is not None else None
+    archs = coverage_facts.to_json()
     coverage: dict[str, dict[str, set[str]]] = {}
     for label, node in _arch_nodes(archs, None):
         entry = coverage.setdefault(label or "?", {"sass": set(), "ptx": set()})

@@ -5,6 +5,12 @@ or by running a probe in the target interpreter. Checks name the sections they j
 only the collectors those sections need. Collectors are named by dotted path and imported only when
 needed, which keeps the doctor's start-up cheap.
 
+Each section a built-in collector provides has one declared shape: a frozen dataclass (`facts.shape.Shape`)
+in the `*_shapes.py` module next to its collector, listed in `SECTION_SHAPES`. Checks, reporters, the
+fingerprint and the fleet read facts through these shapes (`Facts.section(Shape)`, `Shape.read(data)`),
+never by re-deriving a dict's shape. A new section: declare its shape there, with a default for every key
+an older report may lack, and add it to `SECTION_SHAPES` (tests/test_fact_shapes.py checks the real output).
+
 Third-party collectors register under the entry-point group `dflash_doctor.collectors`: the entry
 point's value is a `Collector`.
 """
@@ -16,7 +22,10 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
-__all__ = ["Collector", "BUILTIN_COLLECTORS", "collectors_for", "COLLECTOR_GROUP", "HOST_SECTIONS", "SHARED_IMPORTS"]
+from dflash_doctor.facts.shape import Shape
+
+__all__ = ["BUILTIN_COLLECTORS", "COLLECTOR_GROUP", "HOST_SECTIONS", "SECTION_SHAPES", "SHARED_IMPORTS", "Collector",
+           "collectors_for", "shape_of"]
 
 COLLECTOR_GROUP = "dflash_doctor.collectors"
 
@@ -93,6 +102,38 @@ BUILTIN_COLLECTORS: tuple[Collector, ...] = (
     Collector("vllm-dflash", ("vllm_dflash",), "dflash_doctor.facts.serve:collect_vllm",
               requires=("distributions", "resolution", "models")),
 )
+
+
+# The declared shape of each section the built-in collectors provide, "module:Class" (a `facts.shape.Shape`
+# in the `*_shapes.py` module next to the collector). Checks read a section through it: facts.section(Target).
+SECTION_SHAPES: Mapping[str, str] = {
+    "target": "dflash_doctor.facts.environment_shapes:Target",
+    "sys_path": "dflash_doctor.facts.environment_shapes:SysPath",
+    "distributions": "dflash_doctor.facts.environment_shapes:Distributions",
+    "resolution": "dflash_doctor.facts.environment_shapes:Resolution",
+    "vllm_source": "dflash_doctor.facts.vllm_source_shapes:VllmSource",
+    "vllm_surface": "dflash_doctor.facts.vllm_source_shapes:VllmSurface",
+    "rotary_import": "dflash_doctor.facts.imports_shapes:RotaryImport",
+    "surface_imports": "dflash_doctor.facts.imports_shapes:SurfaceImports",
+    "extensions": "dflash_doctor.facts.imports_shapes:Extensions",
+    "gpu": "dflash_doctor.facts.nvml_shapes:Gpu",
+    "arch_coverage": "dflash_doctor.facts.archs_shapes:ArchCoverage",
+    "cuda_stack": "dflash_doctor.facts.cuda_shapes:CudaStack",
+    "kernels": "dflash_doctor.facts.cuda_shapes:Kernels",
+    "serve_args": "dflash_doctor.facts.serve_shapes:ServeArgs",
+    "models": "dflash_doctor.facts.models_shapes:Models",
+    "vllm_dflash": "dflash_doctor.facts.serve_shapes:VllmDflash",
+}
+
+
+def shape_of(section: str) -> type[Shape] | None:
+    """The declared shape of a built-in section (None for a third-party collector's)."""
+    spec = SECTION_SHAPES.get(section)
+    if spec is None:
+        return None
+    module_name, _, attr = spec.partition(":")
+    shape: type[Shape] = getattr(__import__(module_name, fromlist=[attr]), attr)
+    return shape
 
 
 def all_collectors() -> list[Collector]:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from dflash_doctor.facts.cuda_shapes import CudaStack, Kernels
+from dflash_doctor.facts.nvml_shapes import Gpu
 from dflash_doctor.knowledge.archs import coverage, parse_arch
 
 __all__ = ["gpu_lines"]
@@ -43,18 +45,18 @@ def _coverage(arch_list: list[str], cc: tuple[int, int]) -> str:
     return {"sass": f"SASS {covered['by']}", "ptx-jit": f"PTX JIT {covered['by']}"}.get(covered["status"], "NO KERNELS")
 
 
-def _kernel_counts(kernels: Mapping[str, Any], name: str) -> str:
+def _kernel_counts(kernels: Kernels | None, name: str) -> str:
     ok = bad = 0
-    for family in kernels.get("families") or []:
-        for device in family.get("devices") or []:
-            if device.get("name") != name:
+    for family in kernels.families if kernels is not None else []:
+        for device in family.devices or []:
+            if device.name != name:
                 continue
-            if device.get("error"):
+            if device.error:
                 bad += 1  # the family could not even start on this GPU (e.g. out of memory)
-            for case in device.get("cases") or []:
-                if case.get("status") == "ok":
+            for case in device.cases:
+                if case.status == "ok":
                     ok += 1
-                elif case.get("status") in ("mismatch", "error"):
+                elif case.status in ("mismatch", "error"):
                     bad += 1
     if not ok and not bad:
         return ""
@@ -64,21 +66,22 @@ def _kernel_counts(kernels: Mapping[str, Any], name: str) -> str:
 def gpu_lines(report: Mapping[str, Any]) -> list[str]:
     """A line per GPU NVML lists; empty when the report has no GPU facts (--no-gpu, no driver)."""
     sections = _sections(report)
-    gpu = sections.get("gpu") or {}
-    torch = (sections.get("cuda_stack") or {}).get("torch") or {}
-    arch_list = list(torch.get("arch_list") or [])
+    gpu = Gpu.read(sections.get("gpu"))
+    stack = CudaStack.read(sections.get("cuda_stack"))
+    arch_list = list(stack.torch.arch_list or []) if stack is not None and stack.torch is not None else []
+    kernels = Kernels.read(sections.get("kernels"))
     lines = []
-    for device in gpu.get("devices") or []:
-        cc = device.get("compute_capability")
-        memory = device.get("memory") or {}
-        parts = [f"GPU {device.get('index')}", str(device.get("name")), f"sm_{cc[0]}{cc[1]}" if cc else "sm_?"]
-        if memory.get("total"):
-            parts.append(f"{memory['total'] / GIB:.1f} GiB, {memory.get('free', 0) / GIB:.1f} free")
-        if (device.get("mig") or {}).get("current"):
+    for device in gpu.devices if gpu is not None else []:
+        cc = device.compute_capability
+        memory = device.memory
+        parts = [f"GPU {device.index}", str(device.name), f"sm_{cc[0]}{cc[1]}" if cc else "sm_?"]
+        if memory is not None and memory.total:
+            parts.append(f"{memory.total / GIB:.1f} GiB, {memory.free / GIB:.1f} free")
+        if device.mig is not None and device.mig.current:
             parts.append("MIG on")
         if arch_list and cc:
             parts.append(f"torch: {_coverage(arch_list, (int(cc[0]), int(cc[1])))}")
-        counts = _kernel_counts(sections.get("kernels") or {}, str(device.get("name")))
+        counts = _kernel_counts(kernels, str(device.name))
         if counts:
             parts.append(counts)
         lines.append("  ".join(parts))

@@ -15,8 +15,9 @@ from typing import Any
 
 from dflash_doctor import __version__
 from dflash_doctor.documents.jsondoc import load_document, validate_document
-from dflash_doctor.model import CheckResult, exit_code, summarize
+from dflash_doctor.facts.environment_shapes import Target
 from dflash_doctor.facts.fingerprint import of_sections
+from dflash_doctor.model import CheckResult, exit_code, summarize
 
 __all__ = [
     "SCHEMA",
@@ -41,15 +42,15 @@ class ReportError(Exception):
 
 
 def _target_summary(sections: Mapping[str, Any], python: str) -> dict[str, Any]:
-    target = sections.get("target")
-    if not isinstance(target, Mapping) or "_error" in target:
+    target = Target.read(sections.get("target"))
+    if target is None:
         return {"python": python, "python_version": None, "platform": None, "env_kind": None}
     return {
         "python": python,
-        "executable": target.get("executable"),
-        "python_version": target.get("python_version"),
-        "platform": target.get("platform"),
-        "env_kind": target.get("env_kind"),
+        "executable": target.executable or None,
+        "python_version": target.python_version or None,
+        "platform": target.platform or None,
+        "env_kind": target.env_kind or None,
     }
 
 

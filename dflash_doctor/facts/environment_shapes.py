@@ -1,0 +1,282 @@
+"""The shapes of the sections `facts.environment` collects: target, sys_path, distributions, resolution.
+
+What the environment probe (facts/probes/environment.py) writes, field by field. A field the probe
+leaves out in some cases (a distribution whose METADATA is unreadable has no `requires`) reads as its
+default here; a field that is absent for a reason a check judges is `None` by default.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, ClassVar
+
+from dflash_doctor.facts.envfacts import canonical
+from dflash_doctor.facts.shape import Shape
+
+__all__ = [
+    "Claim", "Distribution", "Distributions", "ImportExtension", "ImportExtensions", "Integrity", "Libc",
+    "Portion", "PortionContents", "ProbeRun", "Record", "Resolution", "Resolved", "SysPath", "SysPathEntry",
+    "Target", "TargetEnviron", "WheelExtension",
+]
+
+
+@dataclass(frozen=True)
+class ProbeRun(Shape):
+    """How a probe's process went (`facts.probes.ProbeOutcome.as_facts`)."""
+
+    returncode: int | None = None
+    signal: str | None = None
+    """The signal's name ("SIGSEGV") when one ended the process."""
+    timed_out: bool = False
+    stderr: str = ""
+    duration_s: float = 0.0
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Libc(Shape):
+    name: str | None = None
+    version: str | None = None
+
+
+@dataclass(frozen=True)
+class TargetEnviron(Shape):
+    names: list[str] = field(default_factory=list)
+    """Every variable's name; values only for the allowed ones, scrubbed."""
+    values: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Target(Shape):
+    """The target interpreter: which one, what kind of environment, what it runs on."""
+
+    SECTION: ClassVar[str] = "target"
+
+    executable: str = ""
+    python_version: str = ""
+    implementation: str = ""
+    platform: str = ""
+    machine: str = ""
+    extension_suffixes: list[str] = field(default_factory=list)
+    soabi: str | None = None
+    prefix: str = ""
+    base_prefix: str = ""
+    env_kind: str = ""
+    """"uv", "conda", "venv" or "system"."""
+    pyvenv_cfg: dict[str, str] | None = None
+    libc: Libc = field(default_factory=Libc)
+    cwd: str = ""
+    user_site: str | None = None
+    user_site_enabled: bool = False
+    environ: TargetEnviron = field(default_factory=TargetEnviron)
+    marker_environment: dict[str, str] = field(default_factory=dict)
+    environment_roots: list[str] = field(default_factory=list)
+    python: str = ""
+    """The interpreter the doctor was pointed at (`--python`), as given."""
+    probe: ProbeRun = field(default_factory=ProbeRun)
+
+
+@dataclass(frozen=True)
+class SysPathEntry(Shape):
+    path: str = ""
+    kind: str = ""
+    exists: bool = False
+
+
+@dataclass(frozen=True)
+class SysPath(Shape):
+    SECTION: ClassVar[str] = "sys_path"
+
+    entries: list[SysPathEntry] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Integrity(Shape):
+    """A stack distribution's RECORD checked against the disk (lists capped, counts whole)."""
+
+    files: int = 0
+    checked: int = 0
+    hashed: bool = False
+    missing: list[str] = field(default_factory=list)
+    missing_count: int = 0
+    size_mismatch: list[dict[str, Any]] = field(default_factory=list)
+    size_mismatch_count: int = 0
+    hash_mismatch: list[dict[str, Any]] = field(default_factory=list)
+    hash_mismatch_count: int = 0
+    not_regular: list[dict[str, Any]] = field(default_factory=list)
+    not_regular_count: int = 0
+
+
+@dataclass(frozen=True)
+class Record(Shape):
+    """A distribution's RECORD: whether it is there, and what reading it found."""
+
+    present: bool = False
+    error: dict[str, Any] | None = None
+    """{"file", "error"} when RECORD could not be read."""
+    files: int | None = None
+    integrity: Integrity | None = None
+    file: str | None = None
+    escapes: list[dict[str, Any]] = field(default_factory=list)
+    """RECORD lines that point outside the environment ({"line", "path", "resolves_to"})."""
+    escapes_count: int = 0
+
+
+@dataclass(frozen=True)
+class Claim(Shape):
+    """A file a distribution's RECORD lists under a watched top-level name, with its state on disk."""
+
+    path: str = ""
+    hash: str | None = None
+    size: int | None = None
+    disk_hash: str | None = None
+    disk_error: str | None = None
+
+
+@dataclass(frozen=True)
+class WheelExtension(Shape):
+    path: str = ""
+    module: str = ""
+    abi_tag: str | None = None
+    """Another interpreter's ABI tag left in the file name (`cpython-312-x86_64-linux-gnu`)."""
+
+
+@dataclass(frozen=True)
+class Distribution(Shape):
+    """One installed distribution (a .dist-info or .egg-info directory)."""
+
+    location: str = ""
+    dist_info: str = ""
+    format: str = ""
+    name: str = ""
+    version: str | None = None
+    canonical: str = ""
+    """The PEP 503 name (`facts.envfacts.canonical`)."""
+    metadata_error: dict[str, Any] | None = None
+    """{"file", "error"}: METADATA unreadable; name and version are then guessed from the directory."""
+    requires: list[str] = field(default_factory=list)
+    requires_python: str | None = None
+    installer: str | None = None
+    editable: bool = False
+    direct_url: str | None = None
+    record: Record = field(default_factory=Record)
+    top_levels: list[str] = field(default_factory=list)
+    claims: list[Claim] = field(default_factory=list)
+    extensions: list[WheelExtension] = field(default_factory=list)
+    libraries: list[str] = field(default_factory=list)
+    wheel_tags: list[str] = field(default_factory=list)
+
+    def label(self) -> str:
+        return f"{self.name} {self.version}" if self.version else self.name
+
+
+@dataclass(frozen=True)
+class ImportExtension(Shape):
+    """A stack extension module the import system finds that no RECORD lists (or that shadows one)."""
+
+    module: str = ""
+    path: str = ""
+    resolves_to: str = ""
+    finder: str | None = None
+    file: str = ""
+    shadows: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class ImportExtensions(Shape):
+    names: list[str] = field(default_factory=list)
+    found: list[ImportExtension] = field(default_factory=list)
+    errors: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Distributions(Shape):
+    SECTION: ClassVar[str] = "distributions"
+
+    items: list[Distribution] = field(default_factory=list)
+    """In sys.path order: the first of a name is the one importlib.metadata (and Python) sees."""
+    import_extensions: ImportExtensions = field(default_factory=ImportExtensions)
+
+    @cached_property
+    def _first(self) -> dict[str, Distribution]:
+        first: dict[str, Distribution] = {}
+        for dist in self.items:
+            first.setdefault(canonical(dist.name), dist)
+        return first
+
+    def get(self, name: str) -> Distribution | None:
+        """The distribution of that name Python sees (the first on sys.path), or None."""
+        return self._first.get(canonical(name))
+
+    def version(self, name: str) -> str | None:
+        dist = self.get(name)
+        return dist.version if dist else None
+
+    def seen(self) -> Iterator[Distribution]:
+        """One per name: the one Python sees."""
+        return iter(self._first.values())
+
+    def duplicates(self) -> dict[str, list[Distribution]]:
+        """Names installed more than once, each with its copies in sys.path order."""
+        groups: dict[str, list[Distribution]] = {}
+        for dist in self.items:
+            groups.setdefault(canonical(dist.name), []).append(dist)
+        return {name: dists for name, dists in groups.items() if len(dists) > 1}
+
+    def requiring(self, name: str) -> list[Distribution]:
+        """Installed distributions that declare a requirement on `name` (any marker, any extra)."""
+        wanted = canonical(name)
+        found = []
+        for dist in self.seen():
+            for requirement in dist.requires:
+                match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+                if match and canonical(match.group(1)) == wanted:
+                    found.append(dist)
+                    break
+        return found
+
+
+@dataclass(frozen=True)
+class PortionContents(Shape):
+    """What a namespace portion directory holds (files listed up to a cap, counts whole)."""
+
+    files: list[str] = field(default_factory=list)
+    file_count: int = 0
+    bytecode_count: int = 0
+    dir_count: int = 0
+    complete: bool = False
+
+
+@dataclass(frozen=True)
+class Portion(Shape):
+    """A sys.path entry that holds something importable under the name."""
+
+    index: int = 0
+    entry: str = ""
+    kind: str = ""
+    """"package", "namespace-portion", "module" or "extension"."""
+    path: str = ""
+    contents: PortionContents | None = None
+
+
+@dataclass(frozen=True)
+class Resolved(Shape):
+    """How a top-level name resolves (importlib.util.find_spec, nothing imported)."""
+
+    found: bool = False
+    error: str | None = None
+    origin: str | None = None
+    namespace: bool = False
+    search_locations: list[str] | None = None
+    portions: list[Portion] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Resolution(Shape):
+    SECTION: ClassVar[str] = "resolution"
+    WHOLE: ClassVar[str] = "names"
+
+    names: dict[str, Resolved] = field(default_factory=dict)

@@ -1,0 +1,24 @@
+"""The shape of the `models` section (`facts.models`): the target and drafter models named on the command
+line or in the serve command, each described from its files (config, weights' headers, tokenizer)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from dflash_doctor.facts.shape import Shape
+
+__all__ = ["Models"]
+
+
+@dataclass(frozen=True)
+class Models(Shape):
+    SECTION: ClassVar[str] = "models"
+
+    given: bool = False
+    source: str | None = None
+    """Where the names came from ("serve": the serve command, else the command line)."""
+    target: dict[str, Any] | None = None
+    """`facts.models.describe_model` of the target (None: not given)."""
+    drafter: dict[str, Any] | None = None
+    seconds: float | None = None
