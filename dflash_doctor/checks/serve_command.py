@@ -36,6 +36,7 @@ from .model_common import (
     text_config,
     version_tuple,
 )
+from .serve_pairing import serve_rules
 from .serve_common import (
     _derived_max_len,
     _gib,
@@ -76,7 +77,7 @@ class _Command:
                             evidence={"argv": self.serve.get("argv")})]
         out: list[Finding] = []
         for rule in (self.parsed, self.installed, self.speculative, self.drafter_verdict, self.max_model_len,
-                     self.scheduler, self.budget, self.heads, self.vllm_validation):
+                     self.scheduler, self.budget, self.heads, self.vllm_validation, *serve_rules(self)):
             out.extend(rule())
         return _detail_once(out)
 

@@ -1,0 +1,124 @@
+"""The DFlash failures users reported since release, caught before `vllm serve`: each on toy models written
+with the real `safetensors` library (tests/toymodels.py), judged against the real source of the vLLM release
+it depends on (sdists from PyPI, tests/vllm_sources.py; each source is read once per version and set of
+architectures, test_models_check.vllm_facts)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("safetensors")
+
+from test_models_check import found, gpu_fixture, ids, patch_config, run_checks
+
+from dflash_doctor.model import Status
+
+try:
+    import toymodels as toy
+except ImportError:  # tests/ imported as a package
+    from tests import toymodels as toy  # type: ignore[no-redef]
+
+
+def seed(target: Path, drafter: Path, *extra: str, spec: dict[str, Any] | None = None) -> list[str]:
+    """The project's seed command (README) with the toy models in it."""
+    return ["vllm", "serve", str(target), "--max-model-len", "32768", "--max-num-batched-tokens", "32768",
+            "--language-model-only", "--speculative-config",
+            json.dumps({"method": "dflash", "model": str(drafter), "num_speculative_tokens": 15, **(spec or {})}),
+            *extra]
+
+
+@pytest.fixture
+def toys(tmp_path: Path) -> tuple[Path, Path]:
+    """A toy Qwen3 target with Qwen3's 40960 positions, and its drafter."""
+    target = toy.write_toy_target(tmp_path / "target")
+    patch_config(target, max_position_embeddings=40960)
+    return target, toy.write_toy_drafter(tmp_path / "drafter")
+
+
+def titles(results: Any, finding_id: str) -> list[str]:
+    return [f.title for r in results.values() for f in r.findings if f.id == finding_id]
+
+
+# ----------------------------------------------------------------------- 6: the rest of the seed command
+
+
+def test_a_reasoning_parser_typo_fails_with_the_installed_registry_and_the_fix(tmp_path: Path,
+                                                                               toys: tuple[Path, Path]) -> None:
+    results = run_checks(tmp_path, argv=seed(*toys, "--reasoning-parser", "qwen_3"), vllm="0.34.0")
+    f = found(results, "serve-command.unknown-reasoning-parser")
+    assert f.status is Status.FAIL
+    assert "'qwen_3' is not a parser vLLM 0.34.0 registers (vllm/reasoning/__init__.py); did you mean qwen3" in f.title
+    assert "invalid reasoning parser: qwen_3 (chose from" in f.title
+    assert f.remediation[0].command.endswith("--reasoning-parser qwen3")
+    ok = run_checks(tmp_path, argv=seed(*toys, "--reasoning-parser", "qwen3"), vllm="0.34.0")
+    assert found(ok, "serve-command.reasoning-parser").status is Status.PASS
+
+
+def test_the_tool_parser_is_judged_against_each_release_and_only_fails_with_auto_tool_choice(
+        tmp_path: Path, toys: tuple[Path, Path]) -> None:
+    for version in ("0.20.1", "0.34.0"):
+        good = run_checks(tmp_path, argv=seed(*toys, "--enable-auto-tool-choice", "--tool-call-parser", "qwen3_coder"),
+                          vllm=version)
+        assert found(good, "serve-command.tool-parser").status is Status.PASS
+    typo = run_checks(tmp_path, argv=seed(*toys, "--enable-auto-tool-choice", "--tool-call-parser", "qwen3-coder"),
+                      vllm="0.34.0")
+    f = found(typo, "serve-command.unknown-tool-parser")
+    assert f.status is Status.FAIL and "did you mean qwen3_coder" in f.title
+    assert "--tool-call-parser qwen3_coder" in f.remediation[0].command
+    unused = run_checks(tmp_path, argv=seed(*toys, "--tool-call-parser", "qwen3-coder"), vllm="0.34.0")
+    assert found(unused, "serve-command.unknown-tool-parser").status is Status.WARN
+
+
+def test_auto_tool_choice_without_a_parser_fails_with_vllms_words(tmp_path: Path, toys: tuple[Path, Path]) -> None:
+    results = run_checks(tmp_path, argv=seed(*toys, "--enable-auto-tool-choice"), vllm="0.34.0")
+    f = found(results, "serve-command.auto-tool-choice-without-parser")
+    assert f.status is Status.FAIL and "--enable-auto-tool-choice requires --tool-call-parser" in f.title
+    assert " --tool-call-parser " in f.remediation[0].command
+    assert "--enable-auto-tool-choice" not in f.remediation[1].command
+
+
+def test_a_config_only_its_own_code_can_load_needs_trust_remote_code(tmp_path: Path, toys: tuple[Path, Path]) -> None:
+    target, drafter = toys
+    patch_config(target, model_type="toy_remote", auto_map={"AutoConfig": "configuration_toy.ToyConfig",
+                                                            "AutoModelForCausalLM": "modeling_toy.ToyForCausalLM"})
+    results = run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0")
+    f = found(results, "serve-command.trust-remote-code-needed")
+    # the sdist tree has no transformers beside it: the doctor says it could not tell, as a warning
+    assert f.status is Status.WARN and "model_type 'toy_remote' is not in vLLM 0.34.0's own config registry" in f.title
+    assert f.remediation[0].command.endswith(" --trust-remote-code")
+    trusted = run_checks(tmp_path, argv=seed(target, drafter, "--trust-remote-code"), vllm="0.34.0")
+    assert not titles(trusted, "serve-command.trust-remote-code-needed")
+    # the drafter's own auto_map (AutoModel only, model_type qwen3) never needs it
+    plain = toy.write_toy_target(tmp_path / "plain")
+    assert not titles(run_checks(tmp_path, argv=seed(plain, drafter), vllm="0.34.0"),
+                      "serve-command.trust-remote-code-needed")
+
+
+def test_a_multimodal_target_without_language_model_only_warns_and_with_it_passes(tmp_path: Path) -> None:
+    target = toy.write_toy_target(tmp_path / "target", nested_text_config=True)
+    drafter = toy.write_toy_drafter(tmp_path / "drafter")
+    argv = [w for w in seed(target, drafter) if w != "--language-model-only"]
+    f = found(run_checks(tmp_path, argv=argv, vllm="0.34.0"), "serve-command.multimodal-target")
+    assert f.status is Status.WARN and "has vision_config" in f.title
+    assert f.remediation[0].command.endswith(" --language-model-only")
+    ok = found(run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0"), "serve-command.language-model-only")
+    assert ok.status is Status.PASS and "builds no vision tower" in ok.title
+
+
+def test_the_drafter_weights_need_no_renaming_unless_an_index_names_another_file(tmp_path: Path) -> None:
+    target = toy.write_toy_target(tmp_path / "target")
+    drafter = toy.write_toy_drafter(tmp_path / "drafter")
+    renamed = drafter / "dflash-q36-27b.safetensors"
+    (drafter / "model.safetensors").rename(renamed)
+    results = run_checks(tmp_path, target=target, drafter=drafter)
+    assert "vLLM loads dflash-q36-27b.safetensors (any *.safetensors name" in found(results, "drafter.ok").title
+    # an index copied from the publisher still names model.safetensors: vLLM filters the renamed file out
+    (drafter / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {}, "weight_map": {"fc.weight": "model.safetensors", "norm.weight": "model.safetensors"}}))
+    f = found(run_checks(tmp_path, target=target, drafter=drafter), "drafter.weights-file")
+    assert f.status is Status.FAIL and "does not list dflash-q36-27b.safetensors" in f.title
+    assert f.remediation[0].command == f"mv {drafter}/dflash-q36-27b.safetensors {drafter}/model.safetensors"
