@@ -122,3 +122,60 @@ def test_the_drafter_weights_need_no_renaming_unless_an_index_names_another_file
     f = found(run_checks(tmp_path, target=target, drafter=drafter), "drafter.weights-file")
     assert f.status is Status.FAIL and "does not list dflash-q36-27b.safetensors" in f.title
     assert f.remediation[0].command == f"mv {drafter}/dflash-q36-27b.safetensors {drafter}/model.safetensors"
+
+
+# ------------------------------------------------------------------------- 1: the drafter's context
+
+
+def test_a_drafter_shorter_than_the_served_context_fails_on_the_v2_runner_only(
+        tmp_path: Path, toys: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    target, drafter = toys
+    patch_config(drafter, max_position_embeddings=4096)
+    # 0.34.0 has no V1 GPU runner: the first long request kills the engine
+    f = found(run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0"), "drafter.context-shorter-than-served")
+    assert f.status is Status.FAIL
+    assert "the drafter's context 4096 is shorter than the served 32768: on the V2 model runner" in f.title
+    assert f.remediation[0].command.endswith(" --max-model-len 4096")
+    assert "\"max_position_embeddings\": 32768" in f.remediation[1].command
+    # 0.24.0 runs Qwen3ForCausalLM on V2 by default (DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES)
+    v24 = found(run_checks(tmp_path, argv=seed(target, drafter), vllm="0.24.0"), "drafter.context-shorter-than-served")
+    assert v24.status is Status.FAIL and "Qwen3ForCausalLM is in DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES" in v24.title
+    # 0.20.1 runs V1 unless told otherwise: drafting stops for longer requests
+    v20 = found(run_checks(tmp_path, argv=seed(target, drafter), vllm="0.20.1"), "drafter.context-shorter-than-served")
+    assert v20.status is Status.WARN and "stops drafting for longer requests" in v20.title
+    monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "1")
+    forced = run_checks(tmp_path, argv=seed(target, drafter), vllm="0.20.1")
+    assert found(forced, "drafter.context-shorter-than-served").status is Status.FAIL
+
+
+def test_rope_scaling_lengthens_the_drafters_context(tmp_path: Path, toys: tuple[Path, Path]) -> None:
+    target, drafter = toys
+    patch_config(drafter, max_position_embeddings=8192,
+                 rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8192})
+    results = run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0")
+    assert "drafter.context-shorter-than-served" not in ids(results, "drafter")
+
+
+def test_layer_types_of_another_length_than_the_layers_fail(tmp_path: Path, toys: tuple[Path, Path]) -> None:
+    target, drafter = toys
+    patch_config(drafter, layer_types=["sliding_attention", "full_attention"], sliding_window=2048)
+    f = found(run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0"), "drafter.layer-types-length")
+    assert f.status is Status.FAIL
+    assert "must be equal to the number of layer types (2)" in f.title
+    assert "\"layer_types\": ['sliding_attention']" in f.remediation[0].command
+
+
+# ----------------------------------------------------------------------------- 4: layer counts
+
+
+def test_a_drafter_made_for_another_target_names_it(tmp_path: Path) -> None:
+    target = toy.write_toy_target(tmp_path / "Toy-2L", layers=2)
+    drafter = toy.write_toy_drafter(tmp_path / "drafter", target_layer_ids=(1, 3), num_target_layers=4)
+    (drafter / "README.md").write_text("---\nlicense: mit\nbase_model:\n- toy-org/Toy-4L\ntags:\n- dflash\n---\n# Toy\n")
+    results = run_checks(tmp_path, target=target, drafter=drafter)
+    f = found(results, "drafter.made-for")
+    assert f.status is Status.FAIL and f.cause == "drafter.layer-ids-invalid"
+    assert f.title.startswith(f"this drafter was made for toy-org/Toy-4L ({drafter}/README.md base_model, 4 layers)")
+    assert "the target Toy-2L has 2 layers" in f.title and "mat1 and mat2 shapes cannot be multiplied" in f.title
+    fits = run_checks(tmp_path, target=toy.write_toy_target(tmp_path / "Toy-4L"), drafter=drafter)
+    assert "made for toy-org/Toy-4L" in found(fits, "drafter.ok").title
