@@ -179,3 +179,60 @@ def test_a_drafter_made_for_another_target_names_it(tmp_path: Path) -> None:
     assert "the target Toy-2L has 2 layers" in f.title and "mat1 and mat2 shapes cannot be multiplied" in f.title
     fits = run_checks(tmp_path, target=toy.write_toy_target(tmp_path / "Toy-4L"), drafter=drafter)
     assert "made for toy-org/Toy-4L" in found(fits, "drafter.ok").title
+
+
+# ------------------------------------------------------------------ 3: the target's auxiliary hidden states
+
+
+def test_a_target_class_without_the_eagle3_interface_fails_where_vllm_lacks_it(tmp_path: Path) -> None:
+    """vLLM 0.22.0's OlmoForCausalLM(nn.Module, SupportsPP, SupportsLoRA) has no SupportsEagle3; 0.34.0's has."""
+    target = toy.write_toy_target(tmp_path / "target")
+    patch_config(target, architectures=["OlmoForCausalLM"], model_type="olmo")
+    drafter = toy.write_toy_drafter(tmp_path / "drafter")
+    f = found(run_checks(tmp_path, target=target, drafter=drafter, vllm="0.22.0"), "drafter.target-no-aux-hidden-states")
+    assert f.status is Status.FAIL
+    assert "OlmoForCausalLM (vllm/model_executor/models/olmo.py) does not implement SupportsEagle3" in f.title
+    assert "Model does not support EAGLE3 interface" in f.title
+    assert "drafter.target-no-aux-hidden-states" not in ids(run_checks(tmp_path, target=target, drafter=drafter,
+                                                                       vllm="0.34.0"), "drafter")
+    # Qwen3.5's class inherits the interface from Qwen3VLForConditionalGeneration, through the module it imports
+    nested = toy.write_toy_target(tmp_path / "qwen35", nested_text_config=True)
+    ok = found(run_checks(tmp_path, target=nested, drafter=drafter, vllm="0.34.0"), "drafter.ok")
+    assert "target Qwen3_5ForConditionalGeneration implements SupportsEagle3" in ok.title
+
+
+# ------------------------------------------------------------------------------ 2: quantization pairs
+
+
+FP8_PER_TENSOR = {"quant_method": "fp8", "activation_scheme": "dynamic"}
+
+
+def test_a_quantized_drafter_with_quantized_qkv_fails_where_vllm_slices_the_raw_weight(tmp_path: Path,
+                                                                                        toys: tuple[Path, Path]) -> None:
+    target, drafter = toys
+    patch_config(drafter, quantization_config=FP8_PER_TENSOR)
+    results = run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0")
+    f = found(results, "drafter.quantized-attention")
+    assert f.status is Status.FAIL and "qwen3_dflash.py slices qkv_proj.weight raw" in f.title
+    assert "#51581" in f.detail
+    assert "per-tensor FP8 drafter" in found(results, "drafter.quantized-acceptance").title
+    # attention left out of the quantization: it loads
+    patch_config(drafter, quantization_config={**FP8_PER_TENSOR, "weight_block_size": [128, 128],
+                                               "modules_to_not_convert": ["layers.0.self_attn"]})
+    assert "drafter.quantized-attention" not in ids(run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0"),
+                                                    "drafter")
+
+
+def test_an_awq_target_warns_of_acceptance_and_fp8_on_sm86_names_the_fallback_kernel(
+        tmp_path: Path, toys: tuple[Path, Path]) -> None:
+    target, drafter = toys
+    patch_config(target, quantization_config={"quant_method": "awq", "bits": 4, "group_size": 128})
+    f = found(run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0"), "drafter.quantized-acceptance")
+    assert f.status is Status.WARN and "the target is AWQ-quantized (4-bit)" in f.title
+    patch_config(target, quantization_config={"quant_method": "fp8", "weight_block_size": [128, 128]})
+    sm86 = found(run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0",
+                            gpu=gpu_fixture("sm86-derived-from-h200.json")), "drafter.fp8-kernel")
+    assert sm86.status is Status.WARN and "target FP8 on sm_86: no FP8 tensor cores below sm_89" in sm86.title
+    assert "Marlin weight-only kernel" in sm86.title
+    h200 = run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0", gpu=gpu_fixture("h200-facts.json"))
+    assert "drafter.fp8-kernel" not in ids(h200, "drafter")
