@@ -236,3 +236,41 @@ def test_an_awq_target_warns_of_acceptance_and_fp8_on_sm86_names_the_fallback_ke
     assert "Marlin weight-only kernel" in sm86.title
     h200 = run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0", gpu=gpu_fixture("h200-facts.json"))
     assert "drafter.fp8-kernel" not in ids(h200, "drafter")
+
+
+# ------------------------------------------------------------------------ 5: known-bad combinations
+
+
+def test_cuda_graphs_warn_only_on_the_release_the_crash_was_reported_on(tmp_path: Path,
+                                                                        toys: tuple[Path, Path]) -> None:
+    """DERIVED: z-lab/dflash #146 names vLLM 0.22.1, whose sdist is not in the test cache; 0.22.0's source is
+    labelled 0.22.1 for this rule, which keys on the version alone."""
+    argv = seed(*toys)
+    f = found(run_checks(tmp_path, argv=argv, vllm="0.22.0", vllm_version="0.22.1"),
+              "serve-command.known-bad-combination")
+    assert f.status is Status.WARN and "cudaErrorIllegalAddress under concurrent load" in f.title
+    assert "z-lab/dflash #146" in f.detail and f.remediation[0].command.endswith(" --enforce-eager")
+    eager = run_checks(tmp_path, argv=seed(*toys, "--enforce-eager"), vllm="0.22.0", vllm_version="0.22.1")
+    assert not titles(eager, "serve-command.known-bad-combination")
+    for version in ("0.22.0", "0.24.0"):
+        assert not titles(run_checks(tmp_path, argv=argv, vllm=version), "serve-command.known-bad-combination")
+
+
+def test_dflash2_with_prefix_caching_warns_from_0_28(tmp_path: Path) -> None:
+    target = toy.write_toy_target(tmp_path / "target")
+    patch_config(target, max_position_embeddings=40960)
+    drafter = toy.write_toy_drafter(tmp_path / "drafter", architectures=("DFlash2DraftModel",))
+    hits = titles(run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0"), "serve-command.known-bad-combination")
+    assert any("prefix-cache hits drop to zero with a DFlash2 drafter" in t for t in hits)
+    off = run_checks(tmp_path, argv=seed(target, drafter, "--no-enable-prefix-caching"), vllm="0.34.0")
+    assert not titles(off, "serve-command.known-bad-combination")
+
+
+def test_sliding_window_layers_run_full_warn_as_the_reported_collapse(tmp_path: Path, toys: tuple[Path, Path]) -> None:
+    target, drafter = toys
+    patch_config(drafter, layer_types=["sliding_attention"], sliding_window=2048)
+    results = run_checks(tmp_path, argv=seed(target, drafter), vllm="0.20.1")
+    f = found(results, "serve-command.known-bad-combination")
+    assert f.cause == "drafter.sliding-ignored" and "acceptance collapses at long contexts" in f.title
+    assert not titles(run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0"),
+                      "serve-command.known-bad-combination")

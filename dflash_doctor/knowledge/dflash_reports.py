@@ -201,11 +201,11 @@ class KnownBad:
 
 KNOWN_BAD: Fact[tuple[KnownBad, ...]] = Fact(
     value=(
-        KnownBad("cuda-graphs-concurrency", "0.22.0", "0.22.1", "cuda-graphs",
+        KnownBad("cuda-graphs-concurrency", "0.22.1", "0.22.1", "cuda-graphs",
                  "DFlash with CUDA graphs crashes with cudaErrorIllegalAddress under concurrent load",
                  "--enforce-eager",
-                 "z-lab/dflash #146 (vLLM 0.22.1, Qwen3.6-35B DFlash, 16 and 32 concurrent requests); vLLM #44889 "
-                 "(--enforce-eager avoids it)"),
+                 "z-lab/dflash #146 (vLLM 0.22.1, Qwen3.6-35B DFlash, 16 and 32 concurrent requests; the only "
+                 "release reported, so the only one warned of); vLLM #44889 (--enforce-eager avoids it)"),
         KnownBad("prefix-cache-dflash2", "0.28.0", None, "prefix-caching-dflash2",
                  "prefix-cache hits drop to zero with a DFlash2 drafter: every request pays its full prefill",
                  "",
