@@ -274,3 +274,31 @@ def test_sliding_window_layers_run_full_warn_as_the_reported_collapse(tmp_path: 
     assert f.cause == "drafter.sliding-ignored" and "acceptance collapses at long contexts" in f.title
     assert not titles(run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0"),
                       "serve-command.known-bad-combination")
+
+
+# --------------------------------------------------------------------------------- through the CLI
+
+
+@pytest.mark.slow
+def test_the_cli_reads_the_installed_vllm_0_20_1_for_the_parsers_and_the_target_class(
+        doctor: Any, tmp_path: Path, toys: tuple[Path, Path]) -> None:
+    """The real CLI on an env holding the real vLLM 0.20.1 wheel: the collector reads its registries and the
+    target's class from the installed package, as `dflash-doctor serve` does for a user."""
+    from realenv import make_venv
+    from stacks import add_to_path, vllm_site
+    from test_serve import serve_report
+
+    env = make_venv(tmp_path)
+    add_to_path(env, vllm_site("0.20.1"))
+    command = seed(*toys, "--reasoning-parser", "qwen_3", "--enable-auto-tool-choice", "--tool-call-parser",
+                   "qwen3_coder")
+    report, proc = serve_report(doctor, "--python", str(env.python), "--only", "models,serve", "--gpus", "1",
+                                "--gpu-memory", "48", "--target-arch", "sm_86", command=command)
+    assert proc.returncode == 1
+    by_id = {f["id"]: f for check in report["checks"] for f in check["findings"]}
+    assert by_id["serve-command.unknown-reasoning-parser"]["status"] == "fail"
+    assert "not a parser vLLM 0.20.1 registers" in by_id["serve-command.unknown-reasoning-parser"]["title"]
+    assert by_id["serve-command.tool-parser"]["status"] == "pass"
+    drafter = next(check for check in report["checks"] if check["id"] == "drafter")
+    pairing = drafter["facts"]["vllm_dflash"]["pairing"]
+    assert pairing["eagle3"]["archs"]["Qwen3ForCausalLM"]["implements"] is True
