@@ -129,14 +129,18 @@ def _layer_types(d: _Drafter) -> list[Finding]:
         return []
     if len(types) != layers:
         fixed = (types + [types[-1] if types else "full_attention"] * layers)[:layers]
+        # A num_hidden_layers the weights contradict (drafter.config-weights) is the cause: layer_types may be right.
+        cause = d.blamed.get("num_hidden_layers", "")
         return [Finding("drafter.layer-types-length", Status.FAIL,
                         f"{d.file}: layer_types has {len(types)} entries for num_hidden_layers {layers}: transformers "
                         f"refuses the config (\"`num_hidden_layers` ({layers}) must be equal to the number of layer "
                         f"types ({len(types)})\") and vLLM never builds the drafter",
                         detail=f"{LAYER_TYPES_LENGTH.value}. {LAYER_TYPES_LENGTH.source}.",
                         evidence={"file": d.file, "layer_types": types[:64], "num_hidden_layers": layers},
-                        remediation=(Remediation(f"set \"layer_types\": {fixed[:64]} in {d.file}",
-                                                 "one entry per layer; take them from the publisher's config.json"),))]
+                        remediation=() if cause else
+                        (Remediation(f"set \"layer_types\": {fixed[:64]} in {d.file}",
+                                     "one entry per layer; take them from the publisher's config.json"),),
+                        cause=cause)]
     target_types = d.target_config.get("layer_types")
     if isinstance(target_types, list) and "sliding_attention" in types:
         window = d.dflash.get("swa_window_size", d.config.get("sliding_window"))

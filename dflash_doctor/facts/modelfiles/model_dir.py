@@ -131,6 +131,8 @@ def read_model_dir(
         "config": None,
         "weights": _empty_weights(keep_tensors),
         "tokenizer_files": [],
+        "processor_files": [],
+        "card": None,
         "problems": [],
     }
     problems: list[JSONDict] = facts["problems"]
