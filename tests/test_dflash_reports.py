@@ -266,6 +266,21 @@ def test_dflash2_with_prefix_caching_warns_from_0_28(tmp_path: Path) -> None:
     assert not titles(off, "serve-command.known-bad-combination")
 
 
+def test_dflash2_on_the_v1_runner_warns_that_its_selector_does_not_run(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """DERIVED: DFlash2 shipped in the 0.28 nightlies, whose sdists are not in the test cache; 0.24.0's source
+    (V2 by default only for DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES) is labelled 0.28.0 for this rule."""
+    target = toy.write_toy_target(tmp_path / "target", nested_text_config=True)  # Qwen3_5ForConditionalGeneration
+    drafter = toy.write_toy_drafter(tmp_path / "drafter", architectures=("DFlash2DraftModel",))
+    argv = seed(target, drafter, "--no-enable-prefix-caching")
+    hits = titles(run_checks(tmp_path, argv=argv, vllm="0.24.0", vllm_version="0.28.0"),
+                  "serve-command.known-bad-combination")
+    assert any("candidate selector runs only in the V2 speculator" in t for t in hits)
+    monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "1")
+    assert not titles(run_checks(tmp_path, argv=argv, vllm="0.24.0", vllm_version="0.28.0"),
+                      "serve-command.known-bad-combination")
+
+
 def test_sliding_window_layers_run_full_warn_as_the_reported_collapse(tmp_path: Path, toys: tuple[Path, Path]) -> None:
     target, drafter = toys
     patch_config(drafter, layer_types=["sliding_attention"], sliding_window=2048)
