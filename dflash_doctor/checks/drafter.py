@@ -30,6 +30,7 @@ from dflash_doctor.knowledge.dflash import (
 )
 from dflash_doctor.model import Finding, Remediation, Status
 
+from .drafter_pairing import pairing_rules
 from .model_common import (
     FLOAT_DTYPES,
     MAX_LISTED,
@@ -48,7 +49,6 @@ from .model_common import (
     installer_for,
     text_config,
 )
-from .drafter_pairing import pairing_rules
 from .serve_common import with_spec
 
 __all__ = ["DrafterCheck", "expected_drafter_tensors"]

@@ -36,7 +36,6 @@ from .model_common import (
     text_config,
     version_tuple,
 )
-from .serve_pairing import serve_rules
 from .serve_common import (
     _derived_max_len,
     _gib,
@@ -48,6 +47,7 @@ from .serve_common import (
     with_flag,
     with_spec,
 )
+from .serve_pairing import serve_rules
 
 __all__ = ["ServeCommandCheck"]
 
