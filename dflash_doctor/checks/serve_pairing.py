@@ -100,10 +100,10 @@ def _parsers(c: _Command) -> list[Finding]:
         status = Status.WARN if plugin or not checked else Status.FAIL
         message = PARSER_VALIDATION.value[kind].format(name=name, choices=",".join(names))
         title = (f"{flag} {name!r} is not a parser {c.label} registers ({registry.get('file')})"
-                 + (f"; did you mean {' or '.join(close)}?" if close else "")
                  + (f": vLLM stops at start with KeyError \"{message[:160]}...\"" if status is Status.FAIL else
                     f"; --{plugin_field.replace('_', '-')} {plugin} may register it" if plugin else
-                    "; vLLM checks it only with --enable-auto-tool-choice, and parses no tool calls without it"))
+                    "; vLLM checks it only with --enable-auto-tool-choice, and parses no tool calls without it")
+                 + (f"; did you mean {' or '.join(close)}?" if close else ""))
         fixes = tuple(Remediation(with_flag(c.argv, flag, choice), f"the registered parser closest to {name!r}")
                       for choice in close[:2])
         out.append(Finding(f"serve-command.unknown-{kind}-parser", status, title,
