@@ -216,6 +216,12 @@ def test_a_quantized_drafter_with_quantized_qkv_fails_where_vllm_slices_the_raw_
     assert f.status is Status.FAIL and "qwen3_dflash.py slices qkv_proj.weight raw" in f.title
     assert "#51581" in f.detail
     assert "per-tensor FP8 drafter" in found(results, "drafter.quantized-acceptance").title
+    # the same scheme written by llm-compressor (compressed-tensors, per-tensor float8 on every Linear)
+    patch_config(drafter, quantization_config={"quant_method": "compressed-tensors", "config_groups": {"group_0": {
+        "targets": ["Linear"], "weights": {"num_bits": 8, "type": "float", "strategy": "tensor"}}}, "ignore": []})
+    compressed = run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0")
+    assert found(compressed, "drafter.quantized-attention").status is Status.FAIL
+    assert "per-tensor FP8 drafter" in found(compressed, "drafter.quantized-acceptance").title
     # attention left out of the quantization: it loads
     patch_config(drafter, quantization_config={**FP8_PER_TENSOR, "weight_block_size": [128, 128],
                                                "modules_to_not_convert": ["layers.0.self_attn"]})

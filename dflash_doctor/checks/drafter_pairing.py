@@ -213,6 +213,8 @@ def quantization(model: Mapping[str, Any] | None) -> dict[str, Any] | None:
             weights: dict[str, Any] = value if isinstance(value, dict) else {}
             strategy = strategy or weights.get("strategy")
             bits = bits if bits is not None else weights.get("num_bits")
+            if weights.get("type") == "float" and weights.get("num_bits") == 8:
+                method = "fp8" if method in ("compressed-tensors", "unknown") else method
             targets += [str(t) for t in group.get("targets") or [] if isinstance(t, str)]
     if method == "fp8" and strategy is None:
         strategy = "tensor"  # vLLM's fp8 config: per-tensor unless weight_block_size is given

@@ -171,7 +171,9 @@ def _multimodal(c: _Command) -> list[Finding]:
     processor = list(directory.get("processor_files") or [])
     vision = bool(config.get("vision_config"))
     flag = bool(c.fields.get("language_model_only"))
-    known = (_pairing(c).get("language_model_only") or {}).get("known")
+    facts = _pairing(c).get("language_model_only") or {}
+    known = facts.get("known")
+    skips = facts.get("skips_tower") is not False
     if not (vision or processor):
         if flag:
             return [Finding("serve-command.language-model-only", Status.PASS,
@@ -189,11 +191,15 @@ def _multimodal(c: _Command) -> list[Finding]:
                             c.argv, "--language-model-only", False)), "drop the flag this vLLM does not have"),))]
     if flag:
         return [Finding("serve-command.language-model-only", Status.PASS,
-                        f"multimodal target ({why}) served with --language-model-only: {c.label} builds no vision "
-                        f"tower{size} and accepts text only", detail=LANGUAGE_MODEL_ONLY.value)]
+                        f"multimodal target ({why}) served with --language-model-only: {c.label} "
+                        + (f"builds no vision tower{size} and accepts text only" if skips else
+                           "accepts text only (every modality limit 0); its source shows no skipping of the tower"),
+                        detail=LANGUAGE_MODEL_ONLY.value)]
     return [Finding("serve-command.multimodal-target", Status.WARN,
                     f"the target is multimodal ({why}) and served without --language-model-only: {c.label} builds and "
-                    f"loads its vision tower{size} and reserves encoder memory that DFlash's text drafting never uses",
+                    f"loads its vision tower{size} and reserves encoder memory that DFlash's text drafting never uses"
+                    + ("" if skips else "; with the flag it refuses image inputs (its source shows no skipping of "
+                       "the tower)"),
                     detail=f"{LANGUAGE_MODEL_ONLY.value}. {LANGUAGE_MODEL_ONLY.source}.",
                     evidence={"why": why, "tower_bytes": tower},
                     remediation=(Remediation(with_switch(c.argv, "--language-model-only"),

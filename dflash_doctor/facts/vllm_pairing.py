@@ -109,8 +109,11 @@ def _language_model_only(root: str) -> dict[str, Any]:
     text = _read(root, "config/multimodal.py")
     if text is None:
         return {"known": None, "file": None}
+    interfaces = _read(root, "model_executor/models/interfaces.py") or ""
     return {"known": "language_model_only" in text, "file": "vllm/config/multimodal.py",
-            "zero_limits": "if self.language_model_only:" in text}
+            "zero_limits": "if self.language_model_only:" in text,
+            # SupportsMultiModal._mark_tower_model: a tower whose modalities all have limit 0 is never built
+            "skips_tower": "def _mark_tower_model" in interfaces and "get_limit_per_prompt(m) == 0" in interfaces}
 
 
 def _string_set(node: ast.expr | None) -> list[str] | None:

@@ -224,7 +224,9 @@ KNOWN_BAD: Fact[tuple[KnownBad, ...]] = Fact(
                  "",
                  "vLLM PR #40898 (DFlash sliding-window support), AEON-7/Qwen3.6-27B-AEON-Ultimate-Uncensored-"
                  "DFlash #6 (per-position acceptance falls to 0 past ~2k tokens with SWA layers run full); "
-                 "z-lab/dflash #66, vLLM #54691 as the issue names them"),
+                 "z-lab/dflash #66 (decode slows from 16k tokens on vLLM: \"vLLM's DFlash implementation doesn't "
+                 "currently support sliding window attention for the draft model\", which SGLang exposes as "
+                 "speculative-dflash-draft-window-size)"),
     ),
     source="each entry's own source; DFlash2 first shipped with vLLM PR #52816 (merged 2026-08, in 0.28 nightlies "
     "per z-lab/dflash #165)",
