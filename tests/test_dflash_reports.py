@@ -323,3 +323,53 @@ def test_the_cli_reads_the_installed_vllm_0_20_1_for_the_parsers_and_the_target_
     drafter = next(check for check in report["checks"] if check["id"] == "drafter")
     pairing = drafter["facts"]["vllm_dflash"]["pairing"]
     assert pairing["eagle3"]["archs"]["Qwen3ForCausalLM"]["implements"] is True
+
+
+TRANSFORMERS_VERSION = "4.57.1"
+
+
+def transformers_wheel() -> Path:
+    """The real transformers wheel from PyPI, downloaded once into the test cache (pure Python)."""
+    import subprocess
+    import sys
+
+    from realenv import _locked, cache_dir
+
+    dest = cache_dir() / "pypi"
+    with _locked(f"transformers-{TRANSFORMERS_VERSION}"):
+        found = sorted(dest.glob(f"transformers-{TRANSFORMERS_VERSION}-*.whl"))
+        if not found:
+            dest.mkdir(exist_ok=True)
+            subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "-q",
+                            "-d", str(dest), f"transformers=={TRANSFORMERS_VERSION}"], check=True, timeout=600)
+            found = sorted(dest.glob(f"transformers-{TRANSFORMERS_VERSION}-*.whl"))
+        return found[0]
+
+
+@pytest.mark.slow
+def test_the_cli_reads_the_installed_transformers_for_what_needs_trust_remote_code(
+        doctor: Any, tmp_path: Path, toys: tuple[Path, Path]) -> None:
+    """With the real transformers wheel installed beside the real vLLM 0.20.1, a model_type transformers knows
+    loads without remote code, and one it does not fails until --trust-remote-code."""
+    from realenv import install, make_venv
+    from stacks import add_to_path, vllm_site
+    from test_serve import serve_report
+
+    env = make_venv(tmp_path)
+    add_to_path(env, vllm_site("0.20.1"))
+    install(env, transformers_wheel(), compile_bytecode=False)
+    target, drafter = toys
+    remote = {"AutoConfig": "configuration_toy.ToyConfig", "AutoModelForCausalLM": "modeling_toy.ToyForCausalLM"}
+    options = ("--python", str(env.python), "--only", "models,serve", "--gpus", "1", "--gpu-memory", "48")
+
+    def verdict(*extra: str) -> list[dict[str, Any]]:
+        report, _ = serve_report(doctor, *options, command=seed(target, drafter, *extra))
+        return [f for check in report["checks"] for f in check["findings"]
+                if f["id"] == "serve-command.trust-remote-code-needed"]
+
+    patch_config(target, model_type="toy_remote", auto_map=remote)
+    found_ = verdict()
+    assert [f["status"] for f in found_] == ["fail"]
+    assert "and the installed transformers does not know it either" in found_[0]["title"]
+    patch_config(target, model_type="olmo", auto_map=remote)  # transformers 4.57.1 has OlmoConfig
+    assert not verdict()

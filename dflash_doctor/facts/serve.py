@@ -495,7 +495,8 @@ def head_sizes_of(models: Mapping[str, Any]) -> list[int]:
     return sizes
 
 
-def read_vllm_dflash(root: str, head_sizes: Sequence[int] = (), target_archs: Sequence[str] = ()) -> dict[str, Any]:
+def read_vllm_dflash(root: str, head_sizes: Sequence[int] = (), target_archs: Sequence[str] = (),
+                     transformers: str | None = None) -> dict[str, Any]:
     """What the vLLM package at `root` (the `vllm/` directory) accepts for DFlash, from its source; "pairing"
     is what it says of the rest of the serve command and of the target's architectures (facts.vllm_pairing)."""
     cache: dict[str, ast.Module | None] = {}
@@ -511,7 +512,7 @@ def read_vllm_dflash(root: str, head_sizes: Sequence[int] = (), target_archs: Se
         "aux_supported_model_types": _aux_supported(spec_tree),
         "markers": _markers(root),
         "attention": _attention(root, cache, head_sizes),
-        "pairing": read_vllm_pairing(root, target_archs),
+        "pairing": read_vllm_pairing(root, target_archs, transformers),
     }
 
 
@@ -525,7 +526,10 @@ def collect_vllm(_ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
         facts["skipped"] = "no model, drafter or serve command given: vLLM's DFlash rules were not read"
     elif root is not None:
         models = earlier.get("models") or {}
-        facts.update(read_vllm_dflash(root, head_sizes_of(models), target_architectures(models)))
+        transformers = Distributions(earlier.get("distributions") or {}).get("transformers")
+        package = os.path.join(transformers.location, "transformers") if transformers else None
+        facts.update(read_vllm_dflash(root, head_sizes_of(models), target_architectures(models),
+                                      package if package and os.path.isdir(package) else None))
         facts["version"] = facts["version"] or _version_from_source(root)
     facts["seconds"] = round(time.monotonic() - started, 3)
     return {"vllm_dflash": facts}

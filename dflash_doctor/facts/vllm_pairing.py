@@ -298,10 +298,11 @@ def _config_registry(trees: _Trees) -> list[str] | None:
     return None
 
 
-def _transformers_model_types(root: str) -> dict[str, Any]:
-    """The model types the transformers installed beside vLLM knows without remote code (CONFIG_MAPPING_NAMES
-    of models/auto/configuration_auto.py)."""
-    rel = os.path.join(os.path.dirname(root), "transformers", "models", "auto", "configuration_auto.py")
+def _transformers_model_types(root: str, package: str | None) -> dict[str, Any]:
+    """The model types the installed transformers knows without remote code (CONFIG_MAPPING_NAMES of
+    models/auto/configuration_auto.py); `package` is its directory, else the one beside vLLM."""
+    base = package or os.path.join(os.path.dirname(root), "transformers")
+    rel = os.path.join(base, "models", "auto", "configuration_auto.py")
     try:
         text = read_regular(rel, MAX_SOURCE_BYTES).decode("utf-8", "replace")
         tree = ast.parse(text)
@@ -349,7 +350,9 @@ def _fused_kv(root: str) -> list[str] | None:
             if FUSED_KV_RAW_WEIGHT.value in (_read(root, f"model_executor/models/{n}") or "")]
 
 
-def read_vllm_pairing(root: str, target_archs: Sequence[str] = ()) -> dict[str, Any]:
+def read_vllm_pairing(root: str, target_archs: Sequence[str] = (), transformers: str | None = None) -> dict[str, Any]:
+    """The facts of the module docstring for the vLLM package at `root`; `transformers` is the installed
+    transformers package directory when the distributions facts name one."""
     trees = _Trees(root)
     archs = [a for a in target_archs if isinstance(a, str)]
     return {
@@ -358,7 +361,7 @@ def read_vllm_pairing(root: str, target_archs: Sequence[str] = ()) -> dict[str, 
         "runner": _runner(root, trees),
         "eagle3": _eagle3(root, trees, archs),
         "config_registry": _config_registry(trees),
-        "transformers": _transformers_model_types(root),
+        "transformers": _transformers_model_types(root, transformers),
         "fp8": _fp8(trees, root),
         "fused_kv_raw_weight": _fused_kv(root),
     }
