@@ -300,14 +300,13 @@ def _fp8_on_gpu(d: _Drafter, drafter_q: dict[str, Any] | None, target_q: dict[st
 def _made_for(d: _Drafter) -> list[Finding]:
     card = (d.drafter.get("dir") or {}).get("card") or {}
     named = [str(n) for n in card.get("base_model") or [] if n]
-    named += [str(d.keys[k]) for k in ("target_model", "base_model") if isinstance(d.keys.get(k), str)]
     mismatches = [i for i in ("drafter.layer-ids-invalid", "drafter.target-depth-mismatch", "drafter.fc-width",
                               "drafter.hidden-size-mismatch", "drafter.vocab-mismatch") if i in d.emitted]
     trained_for = d.keys.get("num_target_layers")
     if not named:
         return []
     target_name = os.path.basename(str((d.target or {}).get("name") or "").rstrip("/"))
-    where = f"{card.get('file')} base_model" if card.get("base_model") else d.file
+    where = f"{card.get('file')} base_model"
     if not mismatches:
         d.ok.append(f"made for {named[0]} ({where})")
         return []

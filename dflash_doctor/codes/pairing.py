@@ -38,7 +38,7 @@ CODES = (
          "from its fp8.py; below the FP8 method's minimum capability (7.5) it refuses to start."),
     # drafter: layer counts
     Code("drafter.made-for", "The drafter was made for another target",
-         "The drafter's README (base_model) or config names the target it was trained for, and its layer ids, fc "
+         "The drafter's README (its base_model) names the target it was trained for, and its layer ids, fc "
          "width or hidden size do not fit this target: vLLM fails late (\"mat1 and mat2 shapes cannot be "
          "multiplied\", vLLM PR #48113) or drafts badly. Serve the named target, or the drafter made for this one."),
     # drafter: weights files
