@@ -645,7 +645,7 @@ def test_facts_round_trip_through_json(tmp_path: Path) -> None:
 
 def test_top_level_keys_are_stable(drafter: Path) -> None:
     facts = read_model_dir(drafter)
-    assert sorted(facts) == ["config", "path", "problems", "tokenizer_files", "weights"]
+    assert sorted(facts) == ["card", "config", "path", "problems", "processor_files", "tokenizer_files", "weights"]
     assert sorted(facts["weights"]) == sorted(
         [
             "layout",
@@ -662,7 +662,8 @@ def test_top_level_keys_are_stable(drafter: Path) -> None:
         ]
     )
     assert sorted(facts["config"]) == sorted(
-        ["file", "keys", "architectures", "model_type", "text_from", "text", "drafter"]
+        ["file", "keys", "architectures", "model_type", "text_from", "text", "drafter", "auto_map",
+         "quantization_config", "vision_config"]
     )
 
 

@@ -28,6 +28,7 @@ from dflash_doctor.checks.serve_resources import ServeResourcesCheck
 from dflash_doctor.codes import CODES
 from dflash_doctor.facts import models as models_collector
 from dflash_doctor.facts.serve import collect_args, head_sizes_of, read_vllm_dflash
+from dflash_doctor.facts.vllm_pairing import target_architectures
 from dflash_doctor.knowledge.dflash import uniform_layer_ids
 from dflash_doctor.model import CheckResult, Finding, Status
 from dflash_doctor.runner import judge
@@ -46,9 +47,9 @@ CHECKS = (ModelFilesCheck(), DrafterCheck(), DrafterAttentionCheck(), ServeComma
 
 
 @functools.cache
-def vllm_facts(version: str, head_sizes: tuple[int, ...]) -> dict[str, Any]:
+def vllm_facts(version: str, head_sizes: tuple[int, ...], archs: tuple[str, ...] = ()) -> dict[str, Any]:
     """What the real vLLM `version` accepts for DFlash, read from its source as the collector reads it."""
-    return {"installed": True, "version": version, **read_vllm_dflash(str(vllm_source(version)), head_sizes)}
+    return {"installed": True, "version": version, **read_vllm_dflash(str(vllm_source(version)), head_sizes, archs)}
 
 
 def gpu_fixture(name: str) -> dict[str, Any]:
@@ -61,8 +62,10 @@ def gpu_fixture(name: str) -> dict[str, Any]:
 def run_checks(cwd: Path, *, target: Path | None = None, drafter: Path | None = None,
                argv: Sequence[str] | None = None, vllm: str | None = "0.22.0", gpu: Mapping[str, Any] | None = None,
                gpus: int | None = None, gpu_memory: float | None = None, target_archs: Sequence[str] = (),
-               ) -> dict[str, CheckResult]:
-    """The real collectors on real files (vLLM's parser off: it cannot import here), then judgement."""
+               vllm_version: str | None = None) -> dict[str, CheckResult]:
+    """The real collectors on real files (vLLM's parser off: it cannot import here), then judgement.
+    `vllm_version` labels the source of `vllm` as another release (DERIVED: for a rule keyed on a release whose
+    sdist is not in the test cache; the test says so)."""
     options: dict[str, Any] = {}
     if argv is not None:
         options["serve"] = {"argv": list(argv), "vllm_parser": False, "gpus": gpus, "gpu_memory_gib": gpu_memory}
@@ -75,7 +78,10 @@ def run_checks(cwd: Path, *, target: Path | None = None, drafter: Path | None = 
     sections.update(collect_args(ctx, {}))
     sections.update(models_collector.collect(ctx, sections))
     if vllm is not None:
-        sections["vllm_dflash"] = vllm_facts(vllm, tuple(head_sizes_of(sections["models"])))
+        sections["vllm_dflash"] = vllm_facts(vllm, tuple(head_sizes_of(sections["models"])),
+                                             tuple(target_architectures(sections["models"])))
+        if vllm_version is not None:
+            sections["vllm_dflash"] = {**sections["vllm_dflash"], "version": vllm_version}
     else:
         sections["vllm_dflash"] = {"installed": False, "version": None, "root": None}
     if gpu is not None:

@@ -243,6 +243,8 @@ def write_toy_drafter(
         "auto_map": {"AutoModel": "dflash.DFlashDraftModel"},
         "num_target_layers": num_target_layers,
         "dflash_config": dflash_config,
+        # The released drafters carry their target's context (z-lab/Qwen3-8B-DFlash-b16: 40960), never less.
+        "max_position_embeddings": 40960,
     }
     if block_size is not None:
         config["block_size"] = block_size

@@ -32,6 +32,7 @@ from dflash_doctor.knowledge.dflash import (
 )
 from dflash_doctor.model import Finding, Remediation, Status
 
+from .drafter_pairing import pairing_rules
 from .model_common import (
     FLOAT_DTYPES,
     MAX_LISTED,
@@ -46,6 +47,7 @@ from .model_common import (
     _skip_if_broken,
     _spec_value,
     _vllm_label,
+    gpu_view,
     installer_for,
     text_config,
 )
@@ -166,7 +168,9 @@ class _Drafter:
     """The drafter judged against its target and the installed vLLM; one method per rule."""
 
     def __init__(self, drafter: Mapping[str, Any], target: Mapping[str, Any] | None,
-                 vllm: VllmDflash | None, serve: Mapping[str, Any] | None, installer: Installer) -> None:
+                 vllm: VllmDflash | None, serve: Mapping[str, Any] | None, installer: Installer,
+                 ccs: list[str] | None = None) -> None:
+        self.ccs = list(ccs or [])
         self.drafter, self.target, self.vllm, self.serve = drafter, target, vllm, serve
         self.installer = installer
         self.file = _config_file(drafter)
@@ -196,7 +200,7 @@ class _Drafter:
         # tensors_match then name as the cause of each shape that follows from them.
         for rule in (self.architecture, self.mask_token, self.layer_ids, self.hidden_sizes, self.config_weights,
                      self.fc, self.tensors_match, self.vocabulary, self.dtype, self.block, self.attention_kinds,
-                     self.target_kind):
+                     self.target_kind, *pairing_rules(self, self.ccs)):
             found = rule()
             self.emitted.update(f.id for f in found)
             out.extend(found)
@@ -664,7 +668,7 @@ class DrafterCheck:
     id: ClassVar[str] = "drafter"
     layer: ClassVar[str] = "models"
     title: ClassVar[str] = "DFlash drafter against its target"
-    needs: ClassVar[frozenset[str]] = frozenset({"models", "vllm_dflash", "serve_args", "target"})
+    needs: ClassVar[frozenset[str]] = frozenset({"models", "vllm_dflash", "serve_args", "target", "gpu"})
     after: ClassVar[frozenset[str]] = frozenset({"model-files"})
     requires_gpu: ClassVar[bool] = False
 
@@ -679,4 +683,4 @@ class DrafterCheck:
         if blocked is not None:
             return blocked
         return _Drafter(drafter, target, facts.optional_section(VllmDflash), facts.optional("serve_args"),
-                        installer_for(facts)).findings()
+                        installer_for(facts), gpu_view(facts)["ccs"]).findings()

@@ -49,6 +49,7 @@ from .serve_common import (
     with_flag,
     with_spec,
 )
+from .serve_pairing import serve_rules
 
 __all__ = ["ServeCommandCheck"]
 
@@ -78,7 +79,7 @@ class _Command:
                             evidence={"argv": self.serve.argv})]
         out: list[Finding] = []
         for rule in (self.parsed, self.installed, self.speculative, self.drafter_verdict, self.max_model_len,
-                     self.scheduler, self.budget, self.heads, self.vllm_validation):
+                     self.scheduler, self.budget, self.heads, self.vllm_validation, *serve_rules(self)):
             out.extend(rule())
         return _detail_once(out)
 

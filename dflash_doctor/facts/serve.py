@@ -28,6 +28,7 @@ from dflash_doctor.facts.envfacts import Distributions
 from dflash_doctor.facts.probes import run_probe
 from dflash_doctor.facts.safefile import read_regular
 from dflash_doctor.facts.serve_args import parse_serve_command
+from dflash_doctor.facts.vllm_pairing import read_vllm_pairing, target_architectures
 from dflash_doctor.facts.vllm_source import vllm_package_dir
 from dflash_doctor.knowledge.dflash import (
     BATCH_HUGE_MARKER,
@@ -494,8 +495,10 @@ def head_sizes_of(models: Mapping[str, Any]) -> list[int]:
     return sizes
 
 
-def read_vllm_dflash(root: str, head_sizes: Sequence[int] = ()) -> dict[str, Any]:
-    """What the vLLM package at `root` (the `vllm/` directory) accepts for DFlash, from its source."""
+def read_vllm_dflash(root: str, head_sizes: Sequence[int] = (), target_archs: Sequence[str] = (),
+                     transformers: str | None = None) -> dict[str, Any]:
+    """What the vLLM package at `root` (the `vllm/` directory) accepts for DFlash, from its source; "pairing"
+    is what it says of the rest of the serve command and of the target's architectures (facts.vllm_pairing)."""
     cache: dict[str, ast.Module | None] = {}
     model_file = DFLASH_MODEL_FILE.value.split("vllm/", 1)[1]
     archs = _registry_archs(root, cache)
@@ -509,6 +512,7 @@ def read_vllm_dflash(root: str, head_sizes: Sequence[int] = ()) -> dict[str, Any
         "aux_supported_model_types": _aux_supported(spec_tree),
         "markers": _markers(root),
         "attention": _attention(root, cache, head_sizes),
+        "pairing": read_vllm_pairing(root, target_archs, transformers),
     }
 
 
@@ -521,7 +525,11 @@ def collect_vllm(_ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
     if root is not None and not (earlier.get("models") or {}).get("given"):
         facts["skipped"] = "no model, drafter or serve command given: vLLM's DFlash rules were not read"
     elif root is not None:
-        facts.update(read_vllm_dflash(root, head_sizes_of(earlier.get("models") or {})))
+        models = earlier.get("models") or {}
+        transformers = Distributions(earlier.get("distributions") or {}).get("transformers")
+        package = os.path.join(transformers.location, "transformers") if transformers else None
+        facts.update(read_vllm_dflash(root, head_sizes_of(models), target_architectures(models),
+                                      package if package and os.path.isdir(package) else None))
         facts["version"] = facts["version"] or _version_from_source(root)
     facts["seconds"] = round(time.monotonic() - started, 3)
     return {"vllm_dflash": facts}

@@ -97,6 +97,12 @@ FLAGS: dict[str, tuple[str, Callable[[str], Any] | None]] = {
     "--skip-tokenizer-init": ("skip_tokenizer_init", None),
     "--attention-backend": ("attention_backend", _str),
     "--kv-cache-dtype": ("kv_cache_dtype", _str),
+    "--reasoning-parser": ("reasoning_parser", _str),
+    "--reasoning-parser-plugin": ("reasoning_parser_plugin", _str),
+    "--tool-call-parser": ("tool_call_parser", _str),
+    "--tool-parser-plugin": ("tool_parser_plugin", _str),
+    "--enable-auto-tool-choice": ("enable_auto_tool_choice", None),
+    "--enforce-eager": ("enforce_eager", None),
 }
 
 # What the report calls the documented subset (one name per field).
@@ -120,6 +126,12 @@ _DEFAULTS: dict[str, Any] = {
     "skip_tokenizer_init": False,
     "attention_backend": None,
     "kv_cache_dtype": "auto",
+    "reasoning_parser": None,
+    "reasoning_parser_plugin": None,
+    "tool_call_parser": None,
+    "tool_parser_plugin": None,
+    "enable_auto_tool_choice": False,
+    "enforce_eager": False,
 }
 
 API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"

@@ -103,4 +103,7 @@ class VllmDflash(Shape):
     aux_supported_model_types: Any = None
     markers: dict[str, Any] = field(default_factory=dict)
     attention: dict[str, Any] = field(default_factory=dict)
+    pairing: dict[str, Any] = field(default_factory=dict)
+    """What the installed vLLM pairs a target and drafter with (facts.vllm_pairing): parsers, the model
+    runner, the EAGLE3 interface, FP8 kernels; free-form, read by checks.drafter_pairing / serve_pairing."""
     seconds: float | None = None

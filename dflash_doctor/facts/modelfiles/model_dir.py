@@ -95,6 +95,17 @@ TOKENIZER_FILES: Final[tuple[str, ...]] = (
     "chat_template.json",
 )
 
+# Files a multimodal checkpoint ships for its image/video processor (transformers' processor configs).
+PROCESSOR_FILES: Final[tuple[str, ...]] = (
+    "preprocessor_config.json",
+    "processor_config.json",
+    "video_preprocessor_config.json",
+)
+README_MAX_BYTES: Final[int] = 64 * 1024
+# Bounds on the quantization_config kept verbatim: a checkpoint may list thousands of ignored modules.
+QUANT_LIST_MAX: Final[int] = 64
+QUANT_DEPTH_MAX: Final[int] = 6
+
 _OTHER_WEIGHT_SUFFIXES: Final[tuple[str, ...]] = (".bin", ".pt", ".pth", ".gguf", ".ckpt")
 
 # Kept in summary mode: the drafter reuses the target's embedding and lm_head, so their
@@ -120,6 +131,8 @@ def read_model_dir(
         "config": None,
         "weights": _empty_weights(keep_tensors),
         "tokenizer_files": [],
+        "processor_files": [],
+        "card": None,
         "problems": [],
     }
     problems: list[JSONDict] = facts["problems"]
@@ -129,6 +142,8 @@ def read_model_dir(
     facts["config"] = _read_config(root, names, problems)
     facts["weights"] = _read_weights(root, names, keep_tensors, tuple(landmarks), problems)
     facts["tokenizer_files"] = [n for n in TOKENIZER_FILES if n in names]
+    facts["processor_files"] = [n for n in PROCESSOR_FILES if n in names]
+    facts["card"] = _model_card(root, names)
     facts["problems"] = cap_problems(problems)
     return facts
 
@@ -223,7 +238,65 @@ def _read_config(root: str, names: set[str], problems: list[JSONDict]) -> JSONDi
         "text_from": text_from,
         "text": _text_view(config, nested),
         "drafter": {k: config[k] for k in DRAFTER_KEYS if k in config},
+        "auto_map": sorted(str(k) for k in config["auto_map"]) if isinstance(config.get("auto_map"), dict) else None,
+        "quantization_config": _bounded(_quantization_config(config, nested)),
+        "vision_config": isinstance(config.get("vision_config"), dict),
     }
+
+
+def _quantization_config(config: dict[str, Any], nested: dict[str, Any] | None) -> Any:
+    for source in (config, nested or {}):
+        value = source.get("quantization_config", source.get("compression_config"))
+        if value is not None:
+            return value
+    return None
+
+
+def _bounded(value: Any, depth: int = 0) -> Any:
+    """A JSON value cut to QUANT_LIST_MAX items per list/object and QUANT_DEPTH_MAX levels."""
+    if depth >= QUANT_DEPTH_MAX:
+        return None
+    if isinstance(value, dict):
+        return {str(k): _bounded(v, depth + 1) for k, v in list(value.items())[:QUANT_LIST_MAX]}
+    if isinstance(value, list):
+        return [_bounded(v, depth + 1) for v in value[:QUANT_LIST_MAX]]
+    if isinstance(value, str):
+        return value[:256]
+    return value
+
+
+def _model_card(root: str, names: set[str]) -> JSONDict | None:
+    """What README.md's YAML front matter says the model was made from (`base_model:`), read from at most
+    README_MAX_BYTES of a regular file; None without a README."""
+    if "README.md" not in names:
+        return None
+    file = os.path.join(root, "README.md")
+    try:
+        if not stat.S_ISREG(os.stat(file).st_mode):
+            return {"file": file, "base_model": []}
+        with open(file, "rb") as handle:
+            text = handle.read(README_MAX_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return {"file": file, "base_model": []}
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != "---":
+        return {"file": file, "base_model": []}
+    found: list[str] = []
+    in_list = False
+    for line in lines[1:200]:
+        if line.strip() == "---":
+            break
+        if line.startswith("base_model:"):
+            value = line.split(":", 1)[1].strip().strip("'\"")
+            in_list = not value
+            if value:
+                found.append(value)
+            continue
+        if in_list and line.lstrip().startswith("- "):
+            found.append(line.lstrip()[2:].strip().strip("'\""))
+        elif in_list and line and not line.startswith(" "):
+            in_list = False
+    return {"file": file, "base_model": found[:8]}
 
 
 def _text_config(config: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:

@@ -19,9 +19,10 @@ ENGINE_FIELDS = (
     "tensor_parallel_size", "pipeline_parallel_size", "max_num_batched_tokens", "max_num_seqs",
     "gpu_memory_utilization", "enable_chunked_prefill", "speculative_config", "language_model_only",
     "attention_backend", "kv_cache_dtype", "distributed_executor_backend", "data_parallel_size",
-    "max_num_scheduled_tokens", "performance_mode",
+    "max_num_scheduled_tokens", "performance_mode", "reasoning_parser", "reasoning_parser_plugin",
+    "enforce_eager", "enable_prefix_caching",
 )
-FRONTEND_FIELDS = ("port", "host", "headless")
+FRONTEND_FIELDS = ("port", "host", "headless", "tool_call_parser", "tool_parser_plugin", "enable_auto_tool_choice")
 
 
 def describe(exc):

@@ -1,0 +1,364 @@
+"""Rules of the `drafter` check for the failures users reported since DFlash shipped: the drafter's context
+against the served one (per model runner), its layer_types, the quantization of the pair, the target's
+auxiliary-hidden-state interface in the installed vLLM, the target the drafter was made for, and the
+weights files as vLLM's loader picks them. Each rule reads the installed vLLM's facts
+(facts.vllm_pairing) and the models' own files; the hard-coded rest is in knowledge.dflash_reports.
+
+`pairing_rules(drafter)` gives the rules as callables for checks.drafter._Drafter's rule loop."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from dflash_doctor.knowledge.dflash_reports import (
+    DRAFTER_CONTEXT_V2,
+    EAGLE3_INTERFACE_RULE,
+    FP8_KERNELS,
+    FUSED_KV_RAW_WEIGHT,
+    LAYER_TYPES_LENGTH,
+    QUANTIZED_PAIR_ACCEPTANCE,
+    V2_DEFAULT_SINCE,
+    WEIGHT_FILE_SELECTION,
+)
+from dflash_doctor.model import Finding, Remediation, Status
+
+from dflash_doctor.facts.serve_shapes import VllmDflash
+
+from .model_common import _is_int, version_tuple
+from .serve_common import _derived_max_len, with_flag
+
+if TYPE_CHECKING:
+    from .drafter import _Drafter
+
+__all__ = ["model_runner", "pairing_rules", "quantization"]
+
+ATTENTION_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "qkv_proj")
+
+
+def pairing_rules(d: _Drafter, ccs: list[str]) -> tuple[Callable[[], list[Finding]], ...]:
+    """The rules, in order; `ccs` are the serving GPUs' compute capabilities ("8.6"; model_common.gpu_view)."""
+    return (lambda: _context(d), lambda: _layer_types(d), lambda: _target_interface(d),
+            lambda: _quantization(d, ccs), lambda: _made_for(d), lambda: _weights_files(d))
+
+
+def _pairing(vllm: VllmDflash | None) -> dict[str, Any]:
+    return dict(vllm.pairing) if vllm is not None else {}
+
+
+def model_runner(vllm: VllmDflash | None, target_archs: list[str],
+                 environ: Mapping[str, Any] | None) -> tuple[str | None, str]:
+    """Which model runner the installed vLLM serves DFlash with ("v1", "v2" or None when it cannot be told),
+    and why: VLLM_USE_V2_MODEL_RUNNER when set, else what the source shows, else the version
+    (knowledge.dflash_reports.V2_DEFAULT_SINCE)."""
+    runner = _pairing(vllm).get("runner") or {}
+    kind = runner.get("kind")
+    env = str((environ or {}).get("VLLM_USE_V2_MODEL_RUNNER") or "").strip().lower()
+    if kind == "v2-only":
+        return "v2", f"{runner.get('file')} is its only GPU model runner"
+    if env in ("1", "true"):
+        return "v2", "VLLM_USE_V2_MODEL_RUNNER=1"
+    if env in ("0", "false"):
+        return "v1", "VLLM_USE_V2_MODEL_RUNNER=0"
+    if kind == "v2-for-archs":
+        listed = [a for a in target_archs if a in (runner.get("default_archs") or [])]
+        if listed:
+            return "v2", f"{listed[0]} is in DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES ({runner.get('file')})"
+        return "v1", f"the target's architectures are not in DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES ({runner.get('file')})"
+    if kind == "v1-default":
+        return "v1", "V2 runs only with VLLM_USE_V2_MODEL_RUNNER=1 in this vLLM"
+    version = version_tuple(str((vllm.version if vllm is not None else None) or ""))
+    if version and version >= version_tuple(V2_DEFAULT_SINCE.value):
+        return "v2", f"the default from vLLM {V2_DEFAULT_SINCE.value} ({V2_DEFAULT_SINCE.source.split(';')[0]})"
+    return None, "the installed vLLM's source does not show which runner is the default"
+
+
+def _target_archs(d: _Drafter) -> list[str]:
+    archs = (((d.target or {}).get("dir") or {}).get("config") or {}).get("architectures")
+    return [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
+
+
+# ------------------------------------------------------------------------------------------ 1: context
+
+
+def _context(d: _Drafter) -> list[Finding]:
+    fields = (d.serve or {}).get("fields") or {}
+    given = fields.get("max_model_len")
+    served, served_from = (given, f"--max-model-len {given}") if _is_int(given) else _derived_max_len(d.target)
+    drafter_len, drafter_from = _derived_max_len({"dir": d.drafter.get("dir")})
+    if not _is_int(served) or not _is_int(drafter_len) or drafter_len >= served:
+        if _is_int(drafter_len):
+            d.ok.append(f"context {drafter_len} ({drafter_from})")
+        return []
+    runner, why = model_runner(d.vllm, _target_archs(d), (d.serve or {}).get("environ"))
+    argv = list((d.serve or {}).get("argv") or [])
+    fixes = []
+    if argv:
+        fixes.append(Remediation(with_flag(argv, "--max-model-len", drafter_len),
+                                 "serve no longer than the drafter's own context"))
+    fixes.append(Remediation(f"set \"max_position_embeddings\": {served} in {d.file}",
+                             "what vLLM PR #57964 does: size the drafter's rotary cache for the served length "
+                             "(the drafter then runs past the context it was trained on)"))
+    where = f"served {served} ({served_from}), drafter {drafter_len} ({drafter_from})"
+    if runner == "v2":
+        return [Finding("drafter.context-shorter-than-served", Status.FAIL,
+                        f"{d.file}: the drafter's context {drafter_len} is shorter than the served {served}: on the V2 "
+                        f"model runner ({why}) the first request longer than {drafter_len} reads past the drafter's "
+                        "rotary cache and kills the engine (CUDA illegal memory access)",
+                        detail=f"{DRAFTER_CONTEXT_V2.value}. Sources: {DRAFTER_CONTEXT_V2.source}.",
+                        evidence={"file": d.file, "served": served, "drafter": drafter_len, "runner": runner,
+                                  "why": why, "read": where},
+                        remediation=tuple(fixes))]
+    return [Finding("drafter.context-shorter-than-served", Status.WARN,
+                    f"{d.file}: the drafter's context {drafter_len} is shorter than the served {served}: "
+                    + (f"the V1 model runner ({why}) stops drafting for longer requests, which then run without "
+                       "DFlash" if runner == "v1" else f"{why}; on the V2 runner this kills the engine, on V1 "
+                       "longer requests run without DFlash"),
+                    detail=f"{DRAFTER_CONTEXT_V2.value}. Sources: {DRAFTER_CONTEXT_V2.source}.",
+                    evidence={"file": d.file, "served": served, "drafter": drafter_len, "runner": runner, "why": why,
+                              "read": where},
+                    remediation=tuple(fixes))]
+
+
+# -------------------------------------------------------------------------------------- 1: layer_types
+
+
+def _layer_types(d: _Drafter) -> list[Finding]:
+    types = d.config.get("layer_types")
+    layers = d.config.get("num_hidden_layers")
+    if not isinstance(types, list) or not _is_int(layers):
+        return []
+    if len(types) != layers:
+        fixed = (types + [types[-1] if types else "full_attention"] * layers)[:layers]
+        # A num_hidden_layers the weights contradict (drafter.config-weights) is the cause: layer_types may be right.
+        cause = d.blamed.get("num_hidden_layers", "")
+        return [Finding("drafter.layer-types-length", Status.FAIL,
+                        f"{d.file}: layer_types has {len(types)} entries for num_hidden_layers {layers}: transformers "
+                        f"refuses the config (\"`num_hidden_layers` ({layers}) must be equal to the number of layer "
+                        f"types ({len(types)})\") and vLLM never builds the drafter",
+                        detail=f"{LAYER_TYPES_LENGTH.value}. {LAYER_TYPES_LENGTH.source}.",
+                        evidence={"file": d.file, "layer_types": types[:64], "num_hidden_layers": layers},
+                        remediation=() if cause else
+                        (Remediation(f"set \"layer_types\": {fixed[:64]} in {d.file}",
+                                     "one entry per layer; take them from the publisher's config.json"),),
+                        cause=cause)]
+    target_types = d.target_config.get("layer_types")
+    if isinstance(target_types, list) and "sliding_attention" in types:
+        window = d.dflash.get("swa_window_size", d.config.get("sliding_window"))
+        d.ok.append(f"layer_types {types.count('sliding_attention')} sliding (window {window}) + "
+                    f"{types.count('full_attention')} full; target {target_types.count('sliding_attention')} sliding of "
+                    f"{len(target_types)}")
+    return []
+
+
+# ------------------------------------------------------------------------------ 3: auxiliary hidden states
+
+
+def _target_interface(d: _Drafter) -> list[Finding]:
+    eagle3 = _pairing(d.vllm).get("eagle3") or {}
+    interface = eagle3.get("interface")
+    archs = _target_archs(d)
+    if not interface or not archs:
+        return []
+    known = eagle3.get("archs") or {}
+    judged = [(a, known.get(a) or {}) for a in archs]
+    if any(info.get("implements") for _, info in judged):
+        arch, info = next((a, i) for a, i in judged if i.get("implements"))
+        d.ok.append(f"target {arch} implements {interface}")
+        return []
+    lacking = [(a, i) for a, i in judged if i.get("implements") is False]
+    if lacking:
+        arch, info = lacking[0]
+        return [Finding("drafter.target-no-aux-hidden-states", Status.FAIL,
+                        f"{d.label}'s {info.get('class')} ({info.get('file')}) does not implement {interface}: DFlash "
+                        f"cannot read the target's hidden states and the engine stops at start with \"Model does not "
+                        f"support EAGLE3 interface\"",
+                        detail=f"{EAGLE3_INTERFACE_RULE.value}. Read from {eagle3.get('checked_in')} and the model "
+                        f"class's bases. {EAGLE3_INTERFACE_RULE.source}.",
+                        evidence={"architectures": archs, "class": info.get("class"), "file": info.get("file"),
+                                  "interface": interface},
+                        remediation=(Remediation(d.installer.install("vllm"), f"a vLLM whose {arch} implements "
+                                                 f"{interface} (or a target architecture that does)"),))]
+    unregistered = [a for a, i in judged if i.get("registered") is False]
+    if unregistered and len(unregistered) == len(judged):
+        return [Finding("drafter.target-no-aux-hidden-states", Status.WARN,
+                        f"{d.label} has no model class for the target's architectures {archs}: it would serve it "
+                        f"through the Transformers backend, which does not implement {interface}",
+                        detail=EAGLE3_INTERFACE_RULE.value, evidence={"architectures": archs, "interface": interface})]
+    return []
+
+
+# ------------------------------------------------------------------------------------- 2: quantization
+
+
+def quantization(model: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What a model's quantization_config says, reduced: method, bits, per-tensor or per-channel or block, and
+    whether attention projections are quantized (None: cannot tell). None when it has none."""
+    config = (((model or {}).get("dir") or {}).get("config") or {}).get("quantization_config")
+    if not isinstance(config, dict):
+        return None
+    method = str(config.get("quant_method") or config.get("format") or "unknown").lower()
+    bits = config.get("bits", config.get("w_bit"))
+    strategy = None
+    if config.get("weight_block_size"):
+        strategy = "block"
+    groups = config.get("config_groups")
+    ignored = [str(x) for x in (config.get("ignore") or config.get("modules_to_not_convert") or [])
+               if isinstance(x, str)]
+    targets: list[str] = []
+    if isinstance(groups, dict):
+        for group in groups.values():
+            if not isinstance(group, dict):
+                continue
+            value = group.get("weights")
+            weights: dict[str, Any] = value if isinstance(value, dict) else {}
+            strategy = strategy or weights.get("strategy")
+            bits = bits if bits is not None else weights.get("num_bits")
+            if weights.get("type") == "float" and weights.get("num_bits") == 8:
+                method = "fp8" if method in ("compressed-tensors", "unknown") else method
+            targets += [str(t) for t in group.get("targets") or [] if isinstance(t, str)]
+    if method == "fp8" and strategy is None:
+        strategy = "tensor"  # vLLM's fp8 config: per-tensor unless weight_block_size is given
+    attention = not any(p in i for i in ignored for p in ("self_attn", *ATTENTION_PROJECTIONS))
+    if targets and not any(t == "Linear" or any(p in t for p in ATTENTION_PROJECTIONS) for t in targets):
+        attention = False
+    return {"method": method, "bits": bits, "strategy": strategy, "attention_quantized": attention,
+            "ignored": ignored[:16]}
+
+
+def _quantization(d: _Drafter, ccs: list[str]) -> list[Finding]:
+    drafter_q, target_q = quantization(d.drafter), quantization(d.target)
+    findings: list[Finding] = []
+    pairing = _pairing(d.vllm)
+    if drafter_q is not None and drafter_q["attention_quantized"]:
+        raw = pairing.get("fused_kv_raw_weight")
+        if raw:
+            findings.append(Finding(
+                "drafter.quantized-attention", Status.FAIL,
+                f"{d.file}: the drafter is quantized ({drafter_q['method']}) including q/k/v, and {d.label}'s "
+                f"{os.path.basename(raw[-1])} slices qkv_proj.weight raw for its fused context K/V: the engine dies at "
+                "the start-up profiling run (\"expected mat1 and mat2 to have the same dtype\" for FP8, an "
+                "AttributeError or a shape error for packed 4-bit)",
+                detail=f"{FUSED_KV_RAW_WEIGHT.source}.",
+                evidence={"file": d.file, "quantization": drafter_q, "vllm_files": raw},
+                remediation=(Remediation("use the drafter's unquantized (BF16) checkpoint",
+                                         "or quantize it with self_attn in the ignore list"),)))
+        elif raw is not None:
+            d.ok.append(f"quantized drafter ({drafter_q['method']}): {d.label} applies q/k/v through quant_method")
+    if drafter_q is not None and drafter_q["method"] == "fp8" and drafter_q["strategy"] == "tensor":
+        findings.append(Finding("drafter.quantized-acceptance", Status.WARN,
+                                f"{d.file}: a per-tensor FP8 drafter: its scales are dropped on the fused context-K/V "
+                                "path and acceptance falls (0.0% in a reported case)",
+                                detail=f"{QUANTIZED_PAIR_ACCEPTANCE.value}. Sources: {QUANTIZED_PAIR_ACCEPTANCE.source}.",
+                                evidence={"file": d.file, "quantization": drafter_q},
+                                remediation=(Remediation("use the drafter's BF16 checkpoint", "the DFlash drafters "
+                                                         "are small; quantizing them saves little"),)))
+    if target_q is not None and target_q["method"] in ("awq", "awq_marlin"):
+        findings.append(Finding("drafter.quantized-acceptance", Status.WARN,
+                                f"the target is AWQ-quantized ({target_q['bits']}-bit): the drafter was trained on the "
+                                "BF16 target's hidden states and reads shifted ones; acceptance falls, to near zero in "
+                                "reports",
+                                detail=f"{QUANTIZED_PAIR_ACCEPTANCE.value}. Sources: {QUANTIZED_PAIR_ACCEPTANCE.source}.",
+                                evidence={"target_quantization": target_q},
+                                remediation=(Remediation("serve the BF16 or FP8 (block) target",
+                                                         "measure acceptance before keeping the AWQ one"),)))
+    findings += _fp8_on_gpu(d, drafter_q, target_q, ccs)
+    return findings
+
+
+def _fp8_on_gpu(d: _Drafter, drafter_q: dict[str, Any] | None, target_q: dict[str, Any] | None,
+                ccs: list[str]) -> list[Finding]:
+    fp8 = [role for role, q in (("target", target_q), ("drafter", drafter_q)) if q and q["method"] == "fp8"]
+    if not fp8:
+        return []
+    facts = _pairing(d.vllm).get("fp8") or {}
+    native = facts.get("native_from") or FP8_KERNELS.value["native_from"]
+    minimum = facts.get("min_capability") or FP8_KERNELS.value["min_capability"]
+    marlin = facts.get("marlin_fallback")
+    findings: list[Finding] = []
+    for cc in ccs:
+        number = int(cc.replace(".", ""))
+        sm = f"sm_{number}"
+        if number < minimum:
+            findings.append(Finding("drafter.fp8-kernel", Status.FAIL,
+                                    f"{' and '.join(fp8)} FP8 on {sm}: {d.label}'s FP8 method needs compute capability "
+                                    f"{minimum // 10}.{minimum % 10} or more and refuses to start here",
+                                    detail=FP8_KERNELS.source, evidence={"cc": cc, "models": fp8, "min": minimum}))
+        elif number < native:
+            findings.append(Finding("drafter.fp8-kernel", Status.WARN,
+                                    f"{' and '.join(fp8)} FP8 on {sm}: no FP8 tensor cores below sm_{native}; "
+                                    + (f"{d.label} runs FP8 weights through its Marlin weight-only kernel (W8A16), "
+                                       "slower than native FP8 and unlike what the pair was measured with"
+                                       if marlin else f"{d.label}'s source names no fallback kernel"),
+                                    detail=FP8_KERNELS.source, evidence={"cc": cc, "models": fp8, "native_from": native,
+                                                                         "marlin_fallback": marlin}))
+    return findings
+
+
+# ------------------------------------------------------------------------------------- 4: made for
+
+
+def _made_for(d: _Drafter) -> list[Finding]:
+    card = (d.drafter.get("dir") or {}).get("card") or {}
+    named = [str(n) for n in card.get("base_model") or [] if n]
+    mismatches = [i for i in ("drafter.layer-ids-invalid", "drafter.target-depth-mismatch", "drafter.fc-width",
+                              "drafter.hidden-size-mismatch", "drafter.vocab-mismatch") if i in d.emitted]
+    trained_for = d.keys.get("num_target_layers")
+    if not named:
+        return []
+    target_name = os.path.basename(str((d.target or {}).get("name") or "").rstrip("/"))
+    where = f"{card.get('file')} base_model"
+    if not mismatches:
+        d.ok.append(f"made for {named[0]} ({where})")
+        return []
+    depth = d.target_config.get("num_hidden_layers")
+    return [Finding("drafter.made-for", Status.FAIL,
+                    f"this drafter was made for {named[0]} ({where}"
+                    + (f", {trained_for} layers" if _is_int(trained_for) else "")
+                    + f"); the target {target_name or '?'} has {depth} layers and hidden size "
+                    f"{d.target_config.get('hidden_size')}: vLLM fails late, at the first forward pass (\"mat1 and mat2 "
+                    "shapes cannot be multiplied\", vLLM PR #48113) or silently drafts badly",
+                    detail="The drafter's fc reads len(target_layer_ids) x hidden_size features recorded from the "
+                    "target it was trained on; another target gives other layers and widths.",
+                    evidence={"made_for": named, "from": where, "target": (d.target or {}).get("name"),
+                              "follows": mismatches},
+                    remediation=(Remediation(f"serve {named[0]} as the target, or take the DFlash drafter made for "
+                                             f"{target_name or 'this target'}", "a drafter fits one target"),),
+                    cause=mismatches[0])]
+
+
+# ------------------------------------------------------------------------------------ 6: weights files
+
+
+def _weights_files(d: _Drafter) -> list[Finding]:
+    weights = d.weights
+    files = [str(f.get("file") if isinstance(f, dict) else f) for f in weights.get("files") or []]
+    unlisted = [str(f) for f in weights.get("unlisted_files") or []]
+    index = weights.get("index") or {}
+    consolidated = [f for f in files + unlisted if os.path.basename(f).startswith("consolidated")]
+    path = d.path or "DRAFTER_DIR"
+    if consolidated and len(consolidated) < len(set(files + unlisted)):
+        others = sorted(set(files + unlisted) - set(consolidated))
+        return [Finding("drafter.weights-file", Status.FAIL,
+                        f"{path}: {consolidated[0]} makes vLLM read the directory as Mistral format and load only "
+                        f"consolidated*.safetensors; {', '.join(others[:4])} would be ignored",
+                        detail=f"{WEIGHT_FILE_SELECTION.value}. {WEIGHT_FILE_SELECTION.source}.",
+                        evidence={"consolidated": consolidated, "ignored": others},
+                        remediation=(Remediation(f"mv {path}/{consolidated[0]} {path}/{consolidated[0]}.bak",
+                                                 "keep one copy of the weights, not named consolidated*"),))]
+    if unlisted and index.get("shards"):
+        missing = [s for s in index.get("shards") or [] if s not in files]
+        fix = (f"mv {path}/{unlisted[0]} {path}/{missing[0]}" if len(unlisted) == 1 and len(missing) == 1 else
+               f"rm {path}/model.safetensors.index.json")
+        return [Finding("drafter.weights-file", Status.FAIL,
+                        f"{path}: model.safetensors.index.json does not list {', '.join(unlisted[:4])}: vLLM loads only "
+                        "the files the index names" + (f" ({', '.join(missing[:4])}, which are not there)" if missing
+                                                       else "") + ", so these weights are never read",
+                        detail=f"{WEIGHT_FILE_SELECTION.value}. {WEIGHT_FILE_SELECTION.source}.",
+                        evidence={"unlisted": unlisted, "index_shards": index.get("shards"), "missing": missing},
+                        remediation=(Remediation(fix, "the name the index gives it" if missing else
+                                                 "without an index vLLM loads every *.safetensors"),))]
+    if files and weights.get("layout") != "sharded":
+        d.ok.append(f"vLLM loads {', '.join(files[:3])} (any *.safetensors name; no renaming needed)")
+    return []

@@ -1,0 +1,270 @@
+"""Rules of the `serve-command` check for the rest of a DFlash serve command: the reasoning and tool-call
+parsers against the installed vLLM's registries, --enable-auto-tool-choice without a parser, a config.json
+that needs --trust-remote-code, a multimodal target with or without --language-model-only, and the
+known-bad combinations of DFlash with other settings, each only for the vLLM versions it applies to
+(knowledge.dflash_reports.KNOWN_BAD). Every remediation is the user's own command with one thing changed.
+
+`serve_rules(command)` gives the rules as callables for checks.serve_command._Command's rule loop."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from dflash_doctor.checks.remedy import quote
+from dflash_doctor.knowledge.dflash_reports import (
+    AUTO_TOOL_CHOICE_RULE,
+    KNOWN_BAD,
+    LANGUAGE_MODEL_ONLY,
+    PARSER_VALIDATION,
+    TRUST_REMOTE_CODE_RULE,
+    KnownBad,
+)
+from dflash_doctor.model import Finding, Remediation, Status
+
+from .drafter_pairing import model_runner
+from .model_common import text_config, version_tuple
+from .serve_common import MULTIMODAL_PREFIX_WORDS, with_flag
+
+if TYPE_CHECKING:
+    from .serve_command import _Command
+
+__all__ = ["serve_rules", "with_switch", "without_flag"]
+
+
+def serve_rules(c: _Command) -> tuple[Callable[[], list[Finding]], ...]:
+    return (lambda: _parsers(c), lambda: _remote_code(c), lambda: _multimodal(c), lambda: _known_bad(c))
+
+
+def _pairing(c: _Command) -> dict[str, Any]:
+    return dict(c.vllm.pairing) if c.vllm is not None else {}
+
+
+def without_flag(argv: Sequence[str], flag: str, takes_value: bool) -> list[str]:
+    """`argv` without `flag` (and its value when it takes one, given as a separate word)."""
+    out: list[str] = []
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+            continue
+        if word == flag:
+            skip = takes_value
+            continue
+        if word.startswith(flag + "="):
+            continue
+        out.append(word)
+    return out
+
+
+def with_switch(argv: Sequence[str], flag: str) -> str:
+    """The user's own command with a boolean `flag` added once, quoted for the shell."""
+    words = [w for w in argv if w != flag]
+    return " ".join(quote(w) for w in [*words, flag])
+
+
+# ------------------------------------------------------------------------------------------ parsers
+
+
+def _parsers(c: _Command) -> list[Finding]:
+    registries = _pairing(c).get("parsers") or {}
+    out: list[Finding] = []
+    auto = bool(c.fields.get("enable_auto_tool_choice"))
+    tool = c.fields.get("tool_call_parser") or None
+    if auto and not tool:
+        out.append(Finding("serve-command.auto-tool-choice-without-parser", Status.FAIL,
+                           f"--enable-auto-tool-choice without --tool-call-parser: vLLM stops before loading anything "
+                           f"(\"{AUTO_TOOL_CHOICE_RULE.value}\")",
+                           detail=AUTO_TOOL_CHOICE_RULE.source, evidence={"argv": c.argv},
+                           remediation=_tool_fixes(c, registries.get("tool"))))
+    for kind, flag, plugin_field, name in (
+            ("reasoning", "--reasoning-parser", "reasoning_parser_plugin", c.fields.get("reasoning_parser") or None),
+            ("tool", "--tool-call-parser", "tool_parser_plugin", tool)):
+        if not isinstance(name, str):
+            continue
+        registry = registries.get(kind) or {}
+        names = registry.get("names")
+        if names is None:
+            continue
+        if name in names:
+            out.append(Finding(f"serve-command.{kind}-parser", Status.PASS,
+                               f"{flag} {name} is registered in {c.label} ({registry.get('file')})"
+                               + ("" if kind == "reasoning" or auto else
+                                  "; without --enable-auto-tool-choice it parses no tool calls"),
+                               evidence={"parser": name, "file": registry.get("file")}))
+            continue
+        plugin = c.fields.get(plugin_field)
+        close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+        checked = kind == "reasoning" or auto
+        status = Status.WARN if plugin or not checked else Status.FAIL
+        message = PARSER_VALIDATION.value[kind].format(name=name, choices=",".join(names))
+        title = (f"{flag} {name!r} is not a parser {c.label} registers ({registry.get('file')})"
+                 + (f": vLLM stops at start with KeyError \"{message[:160]}...\"" if status is Status.FAIL else
+                    f"; --{plugin_field.replace('_', '-')} {plugin} may register it" if plugin else
+                    "; vLLM checks it only with --enable-auto-tool-choice, and parses no tool calls without it")
+                 + (f"; did you mean {' or '.join(close)}?" if close else ""))
+        fixes = tuple(Remediation(with_flag(c.argv, flag, choice), f"the registered parser closest to {name!r}")
+                      for choice in close[:2])
+        out.append(Finding(f"serve-command.unknown-{kind}-parser", status, title,
+                           detail=f"{PARSER_VALIDATION.source}. Registered: {', '.join(names)}.",
+                           evidence={"parser": name, "registered": names, "file": registry.get("file"),
+                                     "plugin": plugin},
+                           remediation=fixes))
+    return out
+
+
+def _tool_fixes(c: _Command, registry: Mapping[str, Any] | None) -> tuple[Remediation, ...]:
+    names = list((registry or {}).get("names") or [])
+    model = " ".join(str(text_config(c.target).get(k) or "") for k in ("model_type",)).lower()
+    guess = next((n for n in names if model and n.split("_")[0] in model), None) or "PARSER"
+    fixes = [Remediation(with_flag(c.argv, "--tool-call-parser", guess),
+                         f"name the parser for the target's tool-call format (registered: {', '.join(names[:12])}"
+                         + (" ..." if len(names) > 12 else "") + ")" if names else
+                         "name the parser for the target's tool-call format")]
+    fixes.append(Remediation(" ".join(quote(w) for w in without_flag(c.argv, "--enable-auto-tool-choice", False)),
+                             "or serve without automatic tool choice"))
+    return tuple(fixes)
+
+
+# ---------------------------------------------------------------------------------- trust-remote-code
+
+
+def _remote_code(c: _Command) -> list[Finding]:
+    if c.fields.get("trust_remote_code"):
+        return []
+    pairing = _pairing(c)
+    registry = set(pairing.get("config_registry") or [])
+    transformers = (pairing.get("transformers") or {}).get("model_types")
+    out: list[Finding] = []
+    for role, model in (("target", c.target), ("drafter", c.drafter)):
+        config = ((model or {}).get("dir") or {}).get("config") or {}
+        auto_map = config.get("auto_map")
+        model_type = config.get("model_type")
+        # Only an AutoConfig entry gives transformers remote code for the config itself (an AutoModel entry alone,
+        # as on the DFlash drafters, is never used by vLLM).
+        if not auto_map or "AutoConfig" not in auto_map or not isinstance(model_type, str):
+            continue
+        if model_type in registry or (transformers is not None and model_type in transformers):
+            continue
+        known = "the installed transformers does not know it either" if transformers is not None else \
+            "the transformers beside vLLM could not be read to tell whether it knows it"
+        out.append(Finding("serve-command.trust-remote-code-needed",
+                           Status.FAIL if transformers is not None else Status.WARN,
+                           f"{role} {config.get('file')}: model_type {model_type!r} is not in {c.label}'s own config "
+                           f"registry and {known}; its auto_map ({', '.join(auto_map[:4])}) is the only way to load "
+                           "it, and vLLM refuses remote code without --trust-remote-code",
+                           detail=f"{TRUST_REMOTE_CODE_RULE.value}. {TRUST_REMOTE_CODE_RULE.source}.",
+                           evidence={"file": config.get("file"), "model_type": model_type, "auto_map": auto_map},
+                           remediation=(Remediation(with_switch(c.argv, "--trust-remote-code"),
+                                                    "run the model's own code (read it first: it runs in the server)"),)))
+    return out
+
+
+# -------------------------------------------------------------------------------------- multimodal
+
+
+def _multimodal(c: _Command) -> list[Finding]:
+    target = c.target or {}
+    directory = target.get("dir") or {}
+    config = directory.get("config") or {}
+    processor = list(directory.get("processor_files") or [])
+    vision = bool(config.get("vision_config"))
+    flag = bool(c.fields.get("language_model_only"))
+    facts = _pairing(c).get("language_model_only") or {}
+    known = facts.get("known")
+    skips = facts.get("skips_tower") is not False
+    if not (vision or processor):
+        if flag:
+            return [Finding("serve-command.language-model-only", Status.PASS,
+                            "--language-model-only on a text-only target: it changes nothing")]
+        return []
+    why = ", ".join(([f"{config.get('file')} has vision_config"] if vision else []) + processor)
+    tower = sum(int(n) for p, n in (target.get("prefix_bytes") or {}).items()
+                if any(w in p for w in MULTIMODAL_PREFIX_WORDS) and isinstance(n, int))
+    size = f" ({tower / (1 << 30):.2f} GiB of weights)" if tower else ""
+    if flag and known is False:
+        return [Finding("serve-command.language-model-only", Status.FAIL,
+                        f"--language-model-only is not a flag {c.label} knows: its parser stops at start",
+                        detail=LANGUAGE_MODEL_ONLY.source,
+                        remediation=(Remediation(" ".join(quote(w) for w in without_flag(
+                            c.argv, "--language-model-only", False)), "drop the flag this vLLM does not have"),))]
+    if flag:
+        return [Finding("serve-command.language-model-only", Status.PASS,
+                        f"multimodal target ({why}) served with --language-model-only: {c.label} "
+                        + (f"builds no vision tower{size} and accepts text only" if skips else
+                           "accepts text only (every modality limit 0); its source shows no skipping of the tower"),
+                        detail=LANGUAGE_MODEL_ONLY.value)]
+    return [Finding("serve-command.multimodal-target", Status.WARN,
+                    f"the target is multimodal ({why}) and served without --language-model-only: {c.label} builds and "
+                    f"loads its vision tower{size} and reserves encoder memory that DFlash's text drafting never uses"
+                    + ("" if skips else "; with the flag it refuses image inputs (its source shows no skipping of "
+                       "the tower)"),
+                    detail=f"{LANGUAGE_MODEL_ONLY.value}. {LANGUAGE_MODEL_ONLY.source}.",
+                    evidence={"why": why, "tower_bytes": tower},
+                    remediation=(Remediation(with_switch(c.argv, "--language-model-only"),
+                                             "for text-only serving: the memory goes to the KV cache"),)
+                    if known is not False else ())]
+
+
+# -------------------------------------------------------------------------------------- known bad
+
+
+def _in_range(version: str | None, entry: KnownBad) -> bool:
+    got = version_tuple(str(version or ""))
+    if not got:
+        return False
+    return version_tuple(entry.first) <= got and (entry.last is None or got <= version_tuple(entry.last))
+
+
+def _is_dflash2(c: _Command) -> bool:
+    config = ((c.drafter or {}).get("dir") or {}).get("config") or {}
+    archs = config.get("architectures") or []
+    return any("DFlash2" in str(a) for a in archs) or "dflash2" in str(c.spec.get("method") or "").lower()
+
+
+def _known_bad(c: _Command) -> list[Finding]:
+    if c.vllm is None or not c.vllm.installed or not c.spec_facts.given:
+        return []
+    version = c.vllm.version
+    archs = [a for a in ((((c.target or {}).get("dir") or {}).get("config") or {}).get("architectures") or [])
+             if isinstance(a, str)]
+    out: list[Finding] = []
+    for entry in KNOWN_BAD.value:
+        if not _in_range(version, entry):
+            continue
+        hit, fix, cause = _applies(c, entry, archs)
+        if not hit:
+            continue
+        span = f"{entry.first}..{entry.last}" if entry.last else f"{entry.first} and later (no fix released as read)"
+        out.append(Finding("serve-command.known-bad-combination", Status.WARN,
+                           f"{c.label} (affected: {span}): {entry.title}",
+                           detail=f"Reported in {entry.source}.",
+                           evidence={"id": entry.id, "versions": [entry.first, entry.last], "vllm": version},
+                           remediation=(fix,) if fix else (), cause=cause))
+    return out
+
+
+def _applies(c: _Command, entry: KnownBad, archs: list[str]) -> tuple[bool, Remediation | None, str]:
+    if entry.condition == "cuda-graphs":
+        if c.fields.get("enforce_eager"):
+            return False, None, ""
+        return True, Remediation(with_switch(c.argv, "--enforce-eager"), "no CUDA graphs: slower, but it does "
+                                 "not crash under load"), ""
+    if entry.condition == "prefix-caching-dflash2":
+        # vLLM's own parser gives the field; the documented subset leaves the flag unknown, so read argv too.
+        if not _is_dflash2(c) or c.fields.get("enable_prefix_caching") is False or any(
+                w.replace("_", "-") == "--no-enable-prefix-caching" for w in c.argv):
+            return False, None, ""
+        return True, None, ""
+    if entry.condition == "dflash2-on-v1":
+        runner, _ = model_runner(c.vllm, archs, c.serve.environ)
+        if not _is_dflash2(c) or runner != "v1":
+            return False, None, ""
+        return True, Remediation("VLLM_USE_V2_MODEL_RUNNER=1 " + " ".join(quote(w) for w in c.argv),
+                                 "the V2 runner runs DFlash2's candidate selector"), ""
+    if entry.condition == "no-drafter-window":
+        drafter = c.prior.get("drafter")
+        ignored = drafter is not None and any(f.id == "drafter.sliding-ignored" for f in drafter.findings)
+        return ignored, None, "drafter.sliding-ignored" if ignored else ""
+    return False, None, ""

@@ -1,0 +1,373 @@
+"""What the installed vLLM says about the rest of a DFlash serve command, read from its source (AST and
+plain text, never an import): the reasoning and tool-call parsers it registers, whether it knows
+`--language-model-only`, which model runner serves DFlash by default, which of the target's architectures
+implement the interface DFlash's auxiliary hidden states need, the model types its own config registry
+knows, the FP8 method's minimum compute capability and fallback kernel, and whether its DFlash drafter
+slices `qkv_proj.weight` raw (vLLM #51581). Each value is None where the source could not be read or does
+not say: the checks then say what they could not tell.
+
+The facts land in the `vllm_dflash` section under "pairing" (facts.serve.read_vllm_dflash)."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dflash_doctor.facts.safefile import read_regular
+from dflash_doctor.knowledge.dflash_reports import (
+    FUSED_KV_RAW_WEIGHT,
+    PARSER_REGISTRIES,
+)
+
+__all__ = ["read_vllm_pairing"]
+
+MAX_SOURCE_BYTES = 4_000_000
+MAX_BASE_DEPTH = 8
+
+
+def _read(root: str, rel: str) -> str | None:
+    try:
+        return read_regular(os.path.join(root, rel), MAX_SOURCE_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return None
+
+
+class _Trees:
+    """Parsed source files of one vLLM package, each parsed once."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.cache: dict[str, ast.Module | None] = {}
+
+    def module(self, module: str) -> str:
+        """The file of a module path ("model_executor/models/qwen3"): the .py, else the package's __init__."""
+        rel = f"{module}.py"
+        return rel if os.path.isfile(os.path.join(self.root, rel)) else f"{module}/__init__.py"
+
+    def get(self, rel: str) -> ast.Module | None:
+        if rel not in self.cache:
+            text = _read(self.root, rel)
+            try:
+                self.cache[rel] = ast.parse(text) if text is not None else None
+            except (SyntaxError, ValueError, RecursionError):
+                self.cache[rel] = None
+        return self.cache[rel]
+
+
+def _assigned(tree: ast.Module, name: str) -> ast.expr | None:
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            return node.value
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name:
+            return node.value
+    return None
+
+
+def _registered_names(trees: _Trees, rel: str, table: str, manager: str) -> list[str] | None:
+    """The names a parser package registers: the keys of its lazy table, and every
+    `@Manager.register_module("name")` / `Manager.register_lazy_module(name="...")` with a literal name."""
+    tree = trees.get(rel)
+    if tree is None:
+        return None
+    names: list[str] = []
+    value = _assigned(tree, table)
+    if isinstance(value, ast.Dict):
+        names += [k.value for k in value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        owner = node.func.value
+        if not (isinstance(owner, ast.Name) and owner.id == manager and node.func.attr in
+                ("register_module", "register_lazy_module")):
+            continue
+        literal = [a.value for a in node.args[:1] if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        literal += [k.value.value for k in node.keywords if k.arg in ("name", "module_name")
+                    and isinstance(k.value, ast.Constant) and isinstance(k.value.value, str)]
+        names += literal
+    if value is None and not names:
+        return None
+    return sorted(set(names))
+
+
+def _parsers(trees: _Trees) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for kind, (rels, table, manager) in PARSER_REGISTRIES.value.items():
+        for rel in rels:
+            names = _registered_names(trees, rel, table, manager)
+            if names is not None:
+                found[kind] = {"names": names, "file": f"vllm/{rel}"}
+                break
+        else:
+            found[kind] = None
+    return found
+
+
+def _language_model_only(root: str) -> dict[str, Any]:
+    text = _read(root, "config/multimodal.py")
+    if text is None:
+        return {"known": None, "file": None}
+    interfaces = _read(root, "model_executor/models/interfaces.py") or ""
+    return {"known": "language_model_only" in text, "file": "vllm/config/multimodal.py",
+            "zero_limits": "if self.language_model_only:" in text,
+            # SupportsMultiModal._mark_tower_model: a tower whose modalities all have limit 0 is never built
+            "skips_tower": "def _mark_tower_model" in interfaces and "get_limit_per_prompt(m) == 0" in interfaces}
+
+
+def _string_set(node: ast.expr | None) -> list[str] | None:
+    if isinstance(node, ast.Call) and node.args:  # frozenset({...})
+        node = node.args[0]
+    if isinstance(node, (ast.Set, ast.List, ast.Tuple)):
+        return sorted(e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str))
+    return None
+
+
+def _runner(root: str, trees: _Trees) -> dict[str, Any]:
+    """Which model runner serves DFlash: 'v2-only' (no V1 GPU runner in the package), 'v2-for-archs' (V2 by
+    default for the listed target architectures, VLLM_USE_V2_MODEL_RUNNER overrides), 'v1-default' (V2 only
+    when VLLM_USE_V2_MODEL_RUNNER=1), or None when the source says neither."""
+    v1 = os.path.isfile(os.path.join(root, "v1/worker/gpu_model_runner.py"))
+    v2 = os.path.isfile(os.path.join(root, "v1/worker/gpu/model_runner.py"))
+    if v2 and not v1:
+        return {"kind": "v2-only", "file": "vllm/v1/worker/gpu/model_runner.py", "default_archs": None}
+    tree = trees.get("config/vllm.py")
+    if tree is None or not v2:
+        return {"kind": "v1-default" if v1 and not v2 else None, "file": None, "default_archs": None}
+    archs = _string_set(_assigned(tree, "DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES"))
+    if archs is not None:
+        return {"kind": "v2-for-archs", "file": "vllm/config/vllm.py", "default_archs": archs}
+    text = (_read(root, "config/vllm.py") or "") + (_read(root, "v1/worker/gpu_worker.py") or "")
+    if "def use_v2_model_runner" in text or "VLLM_USE_V2_MODEL_RUNNER" in text:
+        return {"kind": "v1-default", "file": "vllm/config/vllm.py", "default_archs": None}
+    return {"kind": None, "file": None, "default_archs": None}
+
+
+def _registry(trees: _Trees) -> dict[str, tuple[str, str]]:
+    """Architecture -> (module, class) from every dict literal of model_executor/models/registry.py."""
+    tree = trees.get("model_executor/models/registry.py")
+    found: dict[str, tuple[str, str]] = {}
+    if tree is None:
+        return found
+    for node in tree.body:
+        value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+        if not isinstance(value, ast.Dict):
+            continue
+        for key, item in zip(value.keys, value.values):
+            if isinstance(key, ast.Constant) and isinstance(key.value, str) and isinstance(item, ast.Tuple) \
+                    and len(item.elts) >= 2 and all(isinstance(e, ast.Constant) and isinstance(e.value, str)
+                                                    for e in item.elts[:2]):
+                module, cls = item.elts[0].value, item.elts[1].value  # type: ignore[attr-defined]
+                found.setdefault(key.value, (str(module), str(cls)))
+    return found
+
+
+def _module_file(root: str, module: str) -> str | None:
+    """A module name of vLLM's registry ("qwen3", or a dotted one) as a file relative to the package."""
+    base = module.replace(".", "/")
+    own = base.removeprefix("vllm/")
+    for rel in (f"model_executor/models/{base}.py", f"model_executor/models/{base}/__init__.py", f"{own}.py",
+                f"{own}/__init__.py"):
+        if os.path.isfile(os.path.join(root, rel)):
+            return rel
+    return None
+
+
+def _module_level(body: Sequence[ast.stmt]) -> list[ast.stmt]:
+    """The statements that run at import: the module's own, and those inside its if/try blocks (a platform
+    switch such as `if TYPE_CHECKING or current_platform.is_cuda(): from .nvidia.model import ...`), in order."""
+    found: list[ast.stmt] = []
+    for node in body:
+        found.append(node)
+        if isinstance(node, ast.If):
+            found += _module_level(node.body) + _module_level(node.orelse)
+        elif isinstance(node, ast.Try):
+            found += _module_level(node.body)
+    return found
+
+
+def _imported_from(tree: ast.Module, rel: str, name: str) -> tuple[str, str] | None:
+    """Where `name` in the module `rel` comes from: (file relative to the package, name there)."""
+    package = os.path.dirname(rel)
+    for node in _module_level(tree.body):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        for alias in node.names:
+            if (alias.asname or alias.name) != name:
+                continue
+            if node.level:
+                parts = package.split("/") if package else []
+                parts = parts[: len(parts) - (node.level - 1)] if node.level > 1 else parts
+                module = "/".join(parts + (node.module.split(".") if node.module else []))
+            elif node.module and node.module.startswith("vllm."):
+                module = node.module[len("vllm."):].replace(".", "/")
+            else:
+                return None
+            return (module, alias.name)
+    return None
+
+
+def _implements(trees: _Trees, rel: str, cls: str, interface: str, flag: str, depth: int = 0,
+                seen: set[tuple[str, str]] | None = None) -> tuple[bool | None, str]:
+    """Whether class `cls` of file `rel` names `interface` among its bases (followed through the modules it
+    imports them from) or sets `flag = True` in its body; with the base it was found through."""
+    seen = seen if seen is not None else set()
+    if (rel, cls) in seen or depth > MAX_BASE_DEPTH:
+        return False, ""
+    seen.add((rel, cls))
+    tree = trees.get(rel)
+    if tree is None:
+        return None, ""
+    node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls), None)
+    if node is None:
+        origin = _imported_from(tree, rel, cls)
+        return _implements(trees, trees.module(origin[0]), origin[1], interface, flag, depth + 1, seen) \
+            if origin else (None, "")
+    for item in node.body:
+        targets = item.targets if isinstance(item, ast.Assign) else [item.target] if isinstance(item, ast.AnnAssign) else []
+        value = item.value if isinstance(item, (ast.Assign, ast.AnnAssign)) else None
+        if any(isinstance(t, ast.Name) and t.id == flag for t in targets) and isinstance(value, ast.Constant):
+            return bool(value.value), f"{cls}.{flag}"
+    unknown = False
+    for base in node.bases:
+        name = base.id if isinstance(base, ast.Name) else base.attr if isinstance(base, ast.Attribute) else None
+        if name is None:
+            continue
+        if name == interface:
+            return True, cls
+        own = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
+        origin = None if own is not None else _imported_from(tree, rel, name)
+        where = (rel, name) if own is not None else (trees.module(origin[0]), origin[1]) if origin else None
+        if where is None:
+            continue
+        found, via = _implements(trees, where[0], where[1], interface, flag, depth + 1, seen)
+        if found:
+            return True, via
+        unknown |= found is None
+    return (None if unknown else False), ""
+
+
+def _eagle3(root: str, trees: _Trees, archs: Sequence[str]) -> dict[str, Any]:
+    """The interface DFlash's auxiliary hidden states need, as the installed runner checks it, and whether each
+    of `archs` implements it."""
+    facts: dict[str, Any] = {"interface": None, "checked_in": None, "archs": {}}
+    for rel in ("v1/worker/gpu/spec_decode/eagle/eagle3_utils.py", "v1/worker/gpu_model_runner.py"):
+        text = _read(root, rel)
+        match = re.search(r"if not (supports_\w+)\((?:self\.get_model\(\)|model)\)", text or "")
+        if match:
+            facts["checked_in"] = f"vllm/{rel}"
+            break
+    else:
+        return facts
+    interfaces = _read(root, "model_executor/models/interfaces.py") or ""
+    function = match.group(1)
+    found = re.search(rf"def {function}\([^)]*\)[^:]*:\s*(?:\"\"\"[^\"]*\"\"\"\s*)?return isinstance\(model, (\w+)\)",
+                      interfaces)
+    interface = found.group(1) if found else None
+    if interface is None:
+        return facts
+    flag = function.removeprefix("supports_")
+    flag = f"supports_{flag}"
+    facts["interface"] = interface
+    registry = _registry(trees)
+    for arch in archs[:8]:
+        entry = registry.get(arch)
+        if entry is None:
+            facts["archs"][arch] = {"registered": False, "implements": None}
+            continue
+        module_rel = _module_file(root, entry[0])
+        if module_rel is None:
+            facts["archs"][arch] = {"registered": True, "class": entry[1], "implements": None}
+            continue
+        implements, via = _implements(trees, module_rel, entry[1], interface, flag)
+        facts["archs"][arch] = {"registered": True, "class": entry[1], "file": f"vllm/{module_rel}",
+                                "implements": implements, "via": via}
+    return facts
+
+
+def _config_registry(trees: _Trees) -> list[str] | None:
+    tree = trees.get("transformers_utils/config.py")
+    value = _assigned(tree, "_CONFIG_REGISTRY") if tree is not None else None
+    if isinstance(value, ast.Call):
+        return sorted({k.arg for k in value.keywords if k.arg} | {
+            k.value for a in value.args if isinstance(a, ast.Dict) for k in a.keys
+            if isinstance(k, ast.Constant) and isinstance(k.value, str)})
+    if isinstance(value, ast.Dict):
+        return sorted(k.value for k in value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str))
+    return None
+
+
+def _transformers_model_types(root: str, package: str | None) -> dict[str, Any]:
+    """The model types the installed transformers knows without remote code (CONFIG_MAPPING_NAMES of
+    models/auto/configuration_auto.py); `package` is its directory, else the one beside vLLM."""
+    base = package or os.path.join(os.path.dirname(root), "transformers")
+    rel = os.path.join(base, "models", "auto", "configuration_auto.py")
+    try:
+        text = read_regular(rel, MAX_SOURCE_BYTES).decode("utf-8", "replace")
+        tree = ast.parse(text)
+    except (OSError, SyntaxError, ValueError, RecursionError):
+        return {"file": None, "model_types": None}
+    value = _assigned(tree, "CONFIG_MAPPING_NAMES")
+    if isinstance(value, ast.Call) and value.args:
+        value = value.args[0]
+    types: list[str] = []
+    if isinstance(value, (ast.List, ast.Tuple)):
+        for element in value.elts:
+            if isinstance(element, ast.Tuple) and element.elts and isinstance(element.elts[0], ast.Constant):
+                types.append(str(element.elts[0].value))
+    elif isinstance(value, ast.Dict):
+        types = [str(k.value) for k in value.keys if isinstance(k, ast.Constant)]
+    return {"file": rel, "model_types": sorted(types) if types else None}
+
+
+def _fp8(trees: _Trees, root: str) -> dict[str, Any]:
+    tree = trees.get("model_executor/layers/quantization/fp8.py")
+    facts: dict[str, Any] = {"min_capability": None, "marlin_fallback": None, "native_from": None}
+    if tree is None:
+        return facts
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == "get_min_capability":
+            returns = [n.value for n in ast.walk(node) if isinstance(n, ast.Return)]
+            if len(returns) == 1 and isinstance(returns[0], ast.Constant) and isinstance(returns[0].value, int):
+                facts["min_capability"] = returns[0].value
+            break
+    text = _read(root, "model_executor/layers/quantization/fp8.py") or ""
+    facts["marlin_fallback"] = "Marlin" in text or "marlin" in text
+    platform = _read(root, "platforms/cuda.py") or ""
+    native = re.search(r"def supports_fp8\(cls\) -> bool:\s*return cls\.has_device_capability\((\d+)\)", platform)
+    facts["native_from"] = int(native.group(1)) if native else None
+    return facts
+
+
+def _fused_kv(root: str) -> list[str] | None:
+    models = os.path.join(root, "model_executor", "models")
+    try:
+        names = sorted(n for n in os.listdir(models) if n.endswith("_dflash.py"))
+    except OSError:
+        return None
+    return [f"vllm/model_executor/models/{n}" for n in names
+            if FUSED_KV_RAW_WEIGHT.value in (_read(root, f"model_executor/models/{n}") or "")]
+
+
+def read_vllm_pairing(root: str, target_archs: Sequence[str] = (), transformers: str | None = None) -> dict[str, Any]:
+    """The facts of the module docstring for the vLLM package at `root`; `transformers` is the installed
+    transformers package directory when the distributions facts name one."""
+    trees = _Trees(root)
+    archs = [a for a in target_archs if isinstance(a, str)]
+    return {
+        "parsers": _parsers(trees),
+        "language_model_only": _language_model_only(root),
+        "runner": _runner(root, trees),
+        "eagle3": _eagle3(root, trees, archs),
+        "config_registry": _config_registry(trees),
+        "transformers": _transformers_model_types(root, transformers),
+        "fp8": _fp8(trees, root),
+        "fused_kv_raw_weight": _fused_kv(root),
+    }
+
+
+def target_architectures(models: Mapping[str, Any]) -> list[str]:
+    config = (((models.get("target") or {}).get("dir") or {}).get("config") or {})
+    archs = config.get("architectures")
+    return [a for a in archs if isinstance(a, str)][:8] if isinstance(archs, list) else []

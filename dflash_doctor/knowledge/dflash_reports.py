@@ -1,0 +1,236 @@
+"""DFlash failures users reported against vLLM, and the vLLM facts the doctor needs to catch them before
+`vllm serve`: what each failure is, where in vLLM it comes from, the versions it applies to and the issue or
+PR that says so. The checks read the installed vLLM's source for everything it can tell (parsers,
+interfaces, runners, markers: facts.vllm_pairing); what is here is what the source cannot say (a bug's
+symptom, a version a report names) and the text the doctor looks for in it.
+
+Version ranges are (first, last): inclusive; `last` None means "every later release read or reported".
+Releases whose sdists were read: 0.18.0, 0.19.1, 0.20.1, 0.21.0, 0.22.0, 0.23.0, 0.24.0, 0.34.0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dflash_doctor.knowledge import Fact
+
+__all__ = [
+    "AUTO_TOOL_CHOICE_RULE",
+    "DRAFTER_CONTEXT_V2",
+    "EAGLE3_INTERFACE_RULE",
+    "FP8_KERNELS",
+    "FUSED_KV_RAW_WEIGHT",
+    "KNOWN_BAD",
+    "LANGUAGE_MODEL_ONLY",
+    "LAYER_TYPES_LENGTH",
+    "PARSER_REGISTRIES",
+    "PARSER_VALIDATION",
+    "QUANTIZED_PAIR_ACCEPTANCE",
+    "TRUST_REMOTE_CODE_RULE",
+    "V2_DEFAULT_SINCE",
+    "WEIGHT_FILE_SELECTION",
+    "KnownBad",
+]
+
+_READ = "vllm 0.20.1 and 0.34.0 sdists"
+
+PARSER_REGISTRIES: Fact[dict[str, tuple[tuple[str, ...], str, str]]] = Fact(
+    value={
+        "reasoning": (("reasoning/__init__.py",), "_REASONING_PARSERS_TO_REGISTER", "ReasoningParserManager"),
+        "tool": (("tool_parsers/__init__.py", "entrypoints/openai/tool_parsers/__init__.py"),
+                 "_TOOL_PARSERS_TO_REGISTER", "ToolParserManager"),
+    },
+    source="vllm/reasoning/__init__.py `_REASONING_PARSERS_TO_REGISTER = {name: (file, class), ...}` registered "
+    "lazily by register_lazy_reasoning_parsers(); vllm/tool_parsers/__init__.py `_TOOL_PARSERS_TO_REGISTER` the "
+    "same (0.20.1 line 24, 0.34.0 line 24); older releases kept tool parsers under "
+    "vllm/entrypoints/openai/tool_parsers/ and registered them with @ToolParserManager.register_module(name)",
+    read_from=f"{_READ}; 0.22.0, 0.24.0",
+    note="Entries are (files relative to the vllm package, lazy table name, manager class). A plugin "
+    "(--tool-parser-plugin / --reasoning-parser-plugin) registers more names at start; the doctor cannot read "
+    "those, so a name outside the registry with a plugin given is a warning.",
+)
+
+PARSER_VALIDATION: Fact[dict[str, str]] = Fact(
+    value={
+        "reasoning": "invalid reasoning parser: {name} (chose from {{ {choices} }})",
+        "tool": "invalid tool call parser: {name} (chose from {{ {choices} }})",
+    },
+    source="validate_api_server_args raises KeyError with these texts before the engine starts: "
+    "0.20.1 vllm/entrypoints/openai/api_server.py:516-530, 0.34.0 vllm/entrypoints/common/cli_args.py:624-641. "
+    "The reasoning parser is checked whenever one is given; the tool-call parser only with "
+    "--enable-auto-tool-choice",
+    read_from=_READ,
+)
+
+AUTO_TOOL_CHOICE_RULE: Fact[str] = Fact(
+    value="Error: --enable-auto-tool-choice requires --tool-call-parser",
+    source="validate_parsed_serve_args: `if args.enable_auto_tool_choice and not args.tool_call_parser: raise "
+    "TypeError(...)` (0.20.1 vllm/entrypoints/openai/cli_args.py:373, 0.34.0 "
+    "vllm/entrypoints/common/cli_args.py:562)",
+    read_from=_READ,
+)
+
+TRUST_REMOTE_CODE_RULE: Fact[str] = Fact(
+    value="a config.json whose model_type neither vLLM's own config registry nor the installed transformers "
+    "knows loads only through its auto_map code, which needs --trust-remote-code",
+    source="vllm/transformers_utils/config.py get_config: model types in `_CONFIG_REGISTRY` (a LazyConfigDict of "
+    "model_type=ConfigClass) use vLLM's own class, the rest go to transformers' AutoConfig.from_pretrained("
+    "trust_remote_code=...) (0.20.1 lines 80, 187-215); transformers resolve_trust_remote_code raises when "
+    "the config has remote code (auto_map) and no local class (model_type not in CONFIG_MAPPING) and "
+    "trust_remote_code is False",
+    read_from=f"{_READ}; transformers models/auto/configuration_auto.py and dynamic_module_utils.py",
+    note="A known model_type with an auto_map (the DFlash drafters' AutoModel entry) loads without remote code: "
+    "the auto_map is then unused.",
+)
+
+LANGUAGE_MODEL_ONLY: Fact[str] = Fact(
+    value="--language-model-only sets every modality's limit to 0; vLLM then builds no vision tower "
+    "(StageMissingLayer) and loads none of its weights",
+    source="vllm/config/multimodal.py MultiModalConfig.language_model_only: \"If True, disables all multimodal "
+    "inputs by setting all modality limits to 0\", get_limit_per_prompt returns 0 (0.20.1 lines 76, 264); "
+    "vllm/model_executor/models/interfaces.py SupportsMultiModal._mark_tower_model skips a tower whose "
+    "modalities all have limit 0 (0.20.1 lines 249-290). 0.34.0 also refuses it with cudagraph_mm_encoder "
+    "(config/vllm.py:1502)",
+    read_from=f"{_READ}; present in every sdist 0.18.0 .. 0.34.0",
+)
+
+WEIGHT_FILE_SELECTION: Fact[str] = Fact(
+    value="vLLM loads every *.safetensors in the directory whatever its name (else *.bin, else *.pt); with "
+    "model.safetensors.index.json only the files its weight_map names; with any consolidated*.safetensors "
+    "only those (Mistral format, consolidated.safetensors.index.json)",
+    source="vllm/model_executor/model_loader/default_loader.py DefaultModelLoader._prepare_weights: load_format "
+    "'auto' becomes 'mistral' when consolidated*.safetensors files exist, else 'hf' with allow_patterns "
+    "['*.safetensors', '*.bin'] (+ '*.pt' as fallback); the first pattern that matches wins; then "
+    "weight_utils.filter_duplicate_safetensors_files keeps only files listed in the index (0.20.1 lines "
+    "107-201, weight_utils.py:667-685; the same in 0.34.0 lines 167-260)",
+    read_from=_READ,
+    note="So renaming dflash-*.safetensors to model.safetensors is never needed; it matters only when an index "
+    "names another file.",
+)
+
+DRAFTER_CONTEXT_V2: Fact[str] = Fact(
+    value="on the V2 model runner a drafter whose max_position_embeddings (after rope scaling) is below the "
+    "served max_model_len reads past its rotary cache on the first longer request: CUDA illegal memory access, "
+    "engine down; the V1 runner stops drafting for such a request instead",
+    source="vLLM issue #57941 (0.29.0, target extended with --hf-overrides, drafter z-lab/Muse-Glimmer-30B-DFlash2 at "
+    "131072, a 150k request kills the engine) and PR #57964 (open: raises the drafter's max_position_embeddings "
+    "to the target's max_model_len): \"This is a V2 model runner failure ... The V1 runner keys "
+    "effective_drafter_max_model_len on the draft's own max_model_len and _input_fits_in_drafter stops "
+    "drafting\"; V1: vllm/v1/worker/gpu_model_runner.py effective_drafter_max_model_len / _input_fits_in_drafter "
+    "(0.24.0 lines 632, 4419)",
+    read_from="vLLM #57941, PR #57964 (open as read); vllm 0.24.0 sdist",
+)
+
+V2_DEFAULT_SINCE: Fact[str] = Fact(
+    value="0.29.0",
+    source="vLLM PR #57964: \"the V2 model runner, which is the default runner since 0.29.0\"; the source read: "
+    "0.22.0 uses V2 only with VLLM_USE_V2_MODEL_RUNNER=1; 0.24.0 by default for "
+    "DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES (config/vllm.py:68, Qwen3ForCausalLM among them); 0.34.0 has no V1 "
+    "GPU runner (vllm/v1/worker/gpu_model_runner.py is gone)",
+    read_from="vLLM PR #57964; vllm 0.22.0, 0.24.0, 0.34.0 sdists",
+    note="Used only when the installed source does not show which runner is the default.",
+)
+
+EAGLE3_INTERFACE_RULE: Fact[str] = Fact(
+    value="DFlash reads the target's auxiliary hidden states; the target's model class must implement the "
+    "interface the runner checks (SupportsEagle3 in 0.20-0.34), else \"Model does not support EAGLE3 interface\"",
+    source="vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py: `if not supports_eagle3(model): raise "
+    "RuntimeError(\"Model does not support EAGLE3 interface\")` (0.20.1 line 18, 0.34.0 line 18); V1 "
+    "vllm/v1/worker/gpu_model_runner.py: \"Model does not support EAGLE3 interface but "
+    "aux_hidden_state_outputs was requested\" (0.20.1 line 4831); supports_eagle3 is isinstance(model, "
+    "SupportsEagle3), a runtime-checkable protocol (model_executor/models/interfaces.py). vLLM PR #45546: "
+    "MiniMax-M3's AMD class lacked it and failed at engine init",
+    read_from=f"{_READ}; vLLM PR #45546",
+)
+
+LAYER_TYPES_LENGTH: Fact[str] = Fact(
+    value="layer_types must have one entry per layer: num_hidden_layers == len(layer_types)",
+    source="transformers configuration_utils.layer_type_validation, called by Qwen3Config.__init__ when "
+    "layer_types is given: `if num_hidden_layers is not None and num_hidden_layers != len(layer_types): raise "
+    "ValueError(\"`num_hidden_layers` (...) must be equal to the number of layer types (...)\")`; vLLM builds the "
+    "drafter's config through transformers",
+    read_from="transformers 4.5x/5.x configuration_utils.py",
+)
+
+FUSED_KV_RAW_WEIGHT: Fact[str] = Fact(
+    value="qkv_proj.weight[a.q_size",
+    source="vLLM issue #51581 (open): DFlash's fused context-KV precompute slices `qkv_proj.weight` raw "
+    "(`kv_weights = [a.qkv_proj.weight[a.q_size :] for a in layers_attn]`) and applies F.linear, bypassing "
+    "quant_method: FP8 q/k/v -> \"expected mat1 and mat2 to have the same dtype\" at the start-up profiling "
+    "run; packed 4-bit -> AttributeError; NVFP4 -> \"mat1 and mat2 shapes cannot be multiplied\"; a scheme "
+    "whose dtypes line up -> silent corruption and low acceptance. vLLM #53116 (the drafter's quant config "
+    "never reaches packed_modules_mapping, fix PR #53122). Fix PRs #51620 / #51684 open as read",
+    read_from="vLLM #51581, #53116, PR #51620, #51684, #52816 (comments); the line is in qwen3_dflash.py of every "
+    "sdist 0.20.1 .. 0.34.0 (and laguna_dflash.py in 0.34.0)",
+    note="The text the doctor looks for in the installed *_dflash.py files: present = the bug is there.",
+)
+
+QUANTIZED_PAIR_ACCEPTANCE: Fact[str] = Fact(
+    value="DFlash drafters are trained on the BF16 target's hidden states: an AWQ (4-bit) target feeds them "
+    "shifted features and acceptance falls, in reports to near zero; a per-tensor FP8 drafter drops its scales "
+    "in the fused context-KV path (vLLM #51581) and proposes from wrong numbers",
+    source="z-lab/dflash #52 (quantized targets such as AWQ), z-lab/dflash #152 (2-12% acceptance with a "
+    "quantized target), vLLM #51581 (\"silent numeric corruption ... only as degraded acceptance\") and PR "
+    "#51684 (per-tensor FP8 fused path)",
+    read_from="z-lab/dflash #52, #152; vLLM #51581, PR #51684",
+)
+
+FP8_KERNELS: Fact[dict[str, int]] = Fact(
+    value={"native_from": 89, "min_capability": 75},
+    source="vllm/platforms/cuda.py `def supports_fp8(cls): return cls.has_device_capability(89)` (0.34.0 line "
+    "628); vllm/model_executor/layers/quantization/fp8.py Fp8Config.get_min_capability returns 75 and "
+    "Fp8LinearMethod: \"For GPUs that lack FP8 hardware support, we can leverage the Marlin kernel for fast "
+    "weight-only FP8 quantization\" (0.20.1 lines 143, 277); below the minimum vLLM refuses the method at start",
+    read_from=_READ,
+    note="Fallback values only: the doctor reads both numbers and the Marlin path from the installed source.",
+)
+
+
+@dataclass(frozen=True)
+class KnownBad:
+    id: str
+    first: str
+    last: str | None
+    condition: str
+    """What in the command or the models triggers it: "cuda-graphs", "prefix-caching-dflash2",
+    "dflash2-on-v1", "no-drafter-window"."""
+    title: str
+    remedy: str
+    source: str
+
+
+KNOWN_BAD: Fact[tuple[KnownBad, ...]] = Fact(
+    value=(
+        KnownBad("cuda-graphs-concurrency", "0.22.1", "0.22.1", "cuda-graphs",
+                 "DFlash with CUDA graphs crashes with cudaErrorIllegalAddress under concurrent load",
+                 "--enforce-eager",
+                 "z-lab/dflash #146 (vLLM 0.22.1, Qwen3.6-35B DFlash, 16 and 32 concurrent requests; the only "
+                 "release reported, so the only one warned of); vLLM #44889 (--enforce-eager avoids it)"),
+        KnownBad("prefix-cache-dflash2", "0.28.0", None, "prefix-caching-dflash2",
+                 "prefix-cache hits drop to zero with a DFlash2 drafter: every request pays its full prefill",
+                 "",
+                 "z-lab/dflash #165 (vLLM nightly 0.28.1rc1.dev43, incoai/Qwen3.8-27B-DFlash2), vLLM #54360, "
+                 "#54094 (0.26.1 dev, DFlash2 + YaRN: zero reuse)"),
+        KnownBad("dflash2-selector-v1", "0.28.0", None, "dflash2-on-v1",
+                 "DFlash2's candidate selector runs only in the V2 speculator: on the V1 model runner the drafter "
+                 "silently degrades to base DFlash",
+                 "VLLM_USE_V2_MODEL_RUNNER=1",
+                 "noonghunna/club-3090 #1064 (DFlash2 port of vLLM PR #52816: \"The DFlash2 candidate selector only "
+                 "runs in the V2 speculator. On the V1 runner the same checkpoint silently degrades to base "
+                 "DFlash\")"),
+        KnownBad("long-context-no-window", "0.20.0", None, "no-drafter-window",
+                 "acceptance collapses at long contexts when the drafter's sliding-window layers run as full "
+                 "attention",
+                 "",
+                 "vLLM PR #40898 (DFlash sliding-window support), AEON-7/Qwen3.6-27B-AEON-Ultimate-Uncensored-"
+                 "DFlash #6 (per-position acceptance falls to 0 past ~2k tokens with SWA layers run full); "
+                 "z-lab/dflash #66 (decode slows from 16k tokens on vLLM: \"vLLM's DFlash implementation doesn't "
+                 "currently support sliding window attention for the draft model\", which SGLang exposes as "
+                 "speculative-dflash-draft-window-size)"),
+    ),
+    source="each entry's own source; DFlash2 first shipped with vLLM PR #52816 (merged 2026-08, in 0.28 nightlies "
+    "per z-lab/dflash #165)",
+    read_from="the issues and PRs named in each entry",
+    note="Each is a warning, only for the vLLM versions in its range (first..last inclusive, None = open-ended: "
+    "no fix released as read).",
+)

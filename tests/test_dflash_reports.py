@@ -1,0 +1,375 @@
+"""The DFlash failures users reported since release, caught before `vllm serve`: each on toy models written
+with the real `safetensors` library (tests/toymodels.py), judged against the real source of the vLLM release
+it depends on (sdists from PyPI, tests/vllm_sources.py; each source is read once per version and set of
+architectures, test_models_check.vllm_facts)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("safetensors")
+
+from test_models_check import found, gpu_fixture, ids, patch_config, run_checks
+
+from dflash_doctor.model import Status
+
+try:
+    import toymodels as toy
+except ImportError:  # tests/ imported as a package
+    from tests import toymodels as toy  # type: ignore[no-redef]
+
+
+def seed(target: Path, drafter: Path, *extra: str, spec: dict[str, Any] | None = None) -> list[str]:
+    """The project's seed command (README) with the toy models in it."""
+    return ["vllm", "serve", str(target), "--max-model-len", "32768", "--max-num-batched-tokens", "32768",
+            "--language-model-only", "--speculative-config",
+            json.dumps({"method": "dflash", "model": str(drafter), "num_speculative_tokens": 15, **(spec or {})}),
+            *extra]
+
+
+@pytest.fixture
+def toys(tmp_path: Path) -> tuple[Path, Path]:
+    """A toy Qwen3 target with Qwen3's 40960 positions, and its drafter."""
+    target = toy.write_toy_target(tmp_path / "target")
+    patch_config(target, max_position_embeddings=40960)
+    return target, toy.write_toy_drafter(tmp_path / "drafter")
+
+
+def titles(results: Any, finding_id: str) -> list[str]:
+    return [f.title for r in results.values() for f in r.findings if f.id == finding_id]
+
+
+# ----------------------------------------------------------------------- 6: the rest of the seed command
+
+
+def test_a_reasoning_parser_typo_fails_with_the_installed_registry_and_the_fix(tmp_path: Path,
+                                                                               toys: tuple[Path, Path]) -> None:
+    results = run_checks(tmp_path, argv=seed(*toys, "--reasoning-parser", "qwen_3"), vllm="0.34.0")
+    f = found(results, "serve-command.unknown-reasoning-parser")
+    assert f.status is Status.FAIL
+    assert "'qwen_3' is not a parser vLLM 0.34.0 registers (vllm/reasoning/__init__.py): vLLM stops" in f.title
+    assert "invalid reasoning parser: qwen_3 (chose from" in f.title and f.title.endswith("did you mean qwen3?")
+    assert f.remediation[0].command.endswith("--reasoning-parser qwen3")
+    ok = run_checks(tmp_path, argv=seed(*toys, "--reasoning-parser", "qwen3"), vllm="0.34.0")
+    assert found(ok, "serve-command.reasoning-parser").status is Status.PASS
+
+
+def test_the_tool_parser_is_judged_against_each_release_and_only_fails_with_auto_tool_choice(
+        tmp_path: Path, toys: tuple[Path, Path]) -> None:
+    for version in ("0.20.1", "0.34.0"):
+        good = run_checks(tmp_path, argv=seed(*toys, "--enable-auto-tool-choice", "--tool-call-parser", "qwen3_coder"),
+                          vllm=version)
+        assert found(good, "serve-command.tool-parser").status is Status.PASS
+    typo = run_checks(tmp_path, argv=seed(*toys, "--enable-auto-tool-choice", "--tool-call-parser", "qwen3-coder"),
+                      vllm="0.34.0")
+    f = found(typo, "serve-command.unknown-tool-parser")
+    assert f.status is Status.FAIL and "did you mean qwen3_coder" in f.title
+    assert "--tool-call-parser qwen3_coder" in f.remediation[0].command
+    unused = run_checks(tmp_path, argv=seed(*toys, "--tool-call-parser", "qwen3-coder"), vllm="0.34.0")
+    assert found(unused, "serve-command.unknown-tool-parser").status is Status.WARN
+
+
+def test_auto_tool_choice_without_a_parser_fails_with_vllms_words(tmp_path: Path, toys: tuple[Path, Path]) -> None:
+    results = run_checks(tmp_path, argv=seed(*toys, "--enable-auto-tool-choice"), vllm="0.34.0")
+    f = found(results, "serve-command.auto-tool-choice-without-parser")
+    assert f.status is Status.FAIL and "--enable-auto-tool-choice requires --tool-call-parser" in f.title
+    assert " --tool-call-parser " in f.remediation[0].command
+    assert "--enable-auto-tool-choice" not in f.remediation[1].command
+
+
+def test_a_config_only_its_own_code_can_load_needs_trust_remote_code(tmp_path: Path, toys: tuple[Path, Path]) -> None:
+    target, drafter = toys
+    patch_config(target, model_type="toy_remote", auto_map={"AutoConfig": "configuration_toy.ToyConfig",
+                                                            "AutoModelForCausalLM": "modeling_toy.ToyForCausalLM"})
+    results = run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0")
+    f = found(results, "serve-command.trust-remote-code-needed")
+    # the sdist tree has no transformers beside it: the doctor says it could not tell, as a warning
+    assert f.status is Status.WARN and "model_type 'toy_remote' is not in vLLM 0.34.0's own config registry" in f.title
+    assert f.remediation[0].command.endswith(" --trust-remote-code")
+    trusted = run_checks(tmp_path, argv=seed(target, drafter, "--trust-remote-code"), vllm="0.34.0")
+    assert not titles(trusted, "serve-command.trust-remote-code-needed")
+    # the drafter's own auto_map (AutoModel only, model_type qwen3) never needs it
+    plain = toy.write_toy_target(tmp_path / "plain")
+    assert not titles(run_checks(tmp_path, argv=seed(plain, drafter), vllm="0.34.0"),
+                      "serve-command.trust-remote-code-needed")
+
+
+def test_a_multimodal_target_without_language_model_only_warns_and_with_it_passes(tmp_path: Path) -> None:
+    target = toy.write_toy_target(tmp_path / "target", nested_text_config=True)
+    drafter = toy.write_toy_drafter(tmp_path / "drafter")
+    argv = [w for w in seed(target, drafter) if w != "--language-model-only"]
+    f = found(run_checks(tmp_path, argv=argv, vllm="0.34.0"), "serve-command.multimodal-target")
+    assert f.status is Status.WARN and "has vision_config" in f.title
+    assert f.remediation[0].command.endswith(" --language-model-only")
+    ok = found(run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0"), "serve-command.language-model-only")
+    assert ok.status is Status.PASS and "builds no vision tower" in ok.title
+
+
+def test_the_drafter_weights_need_no_renaming_unless_an_index_names_another_file(tmp_path: Path) -> None:
+    target = toy.write_toy_target(tmp_path / "target")
+    drafter = toy.write_toy_drafter(tmp_path / "drafter")
+    renamed = drafter / "dflash-q36-27b.safetensors"
+    (drafter / "model.safetensors").rename(renamed)
+    results = run_checks(tmp_path, target=target, drafter=drafter)
+    assert "vLLM loads dflash-q36-27b.safetensors (any *.safetensors name" in found(results, "drafter.ok").title
+    # an index copied from the publisher still names model.safetensors: vLLM filters the renamed file out
+    (drafter / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {}, "weight_map": {"fc.weight": "model.safetensors", "norm.weight": "model.safetensors"}}))
+    f = found(run_checks(tmp_path, target=target, drafter=drafter), "drafter.weights-file")
+    assert f.status is Status.FAIL and "does not list dflash-q36-27b.safetensors" in f.title
+    assert f.remediation[0].command == f"mv {drafter}/dflash-q36-27b.safetensors {drafter}/model.safetensors"
+
+
+# ------------------------------------------------------------------------- 1: the drafter's context
+
+
+def test_a_drafter_shorter_than_the_served_context_fails_on_the_v2_runner_only(
+        tmp_path: Path, toys: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    target, drafter = toys
+    patch_config(drafter, max_position_embeddings=4096)
+    # 0.34.0 has no V1 GPU runner: the first long request kills the engine
+    f = found(run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0"), "drafter.context-shorter-than-served")
+    assert f.status is Status.FAIL
+    assert "the drafter's context 4096 is shorter than the served 32768: on the V2 model runner" in f.title
+    assert f.remediation[0].command.endswith(" --max-model-len 4096")
+    assert "\"max_position_embeddings\": 32768" in f.remediation[1].command
+    # 0.24.0 runs Qwen3ForCausalLM on V2 by default (DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES)
+    v24 = found(run_checks(tmp_path, argv=seed(target, drafter), vllm="0.24.0"), "drafter.context-shorter-than-served")
+    assert v24.status is Status.FAIL and "Qwen3ForCausalLM is in DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES" in v24.title
+    # 0.20.1 runs V1 unless told otherwise: drafting stops for longer requests
+    v20 = found(run_checks(tmp_path, argv=seed(target, drafter), vllm="0.20.1"), "drafter.context-shorter-than-served")
+    assert v20.status is Status.WARN and "stops drafting for longer requests" in v20.title
+    monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "1")
+    forced = run_checks(tmp_path, argv=seed(target, drafter), vllm="0.20.1")
+    assert found(forced, "drafter.context-shorter-than-served").status is Status.FAIL
+
+
+def test_rope_scaling_lengthens_the_drafters_context(tmp_path: Path, toys: tuple[Path, Path]) -> None:
+    target, drafter = toys
+    patch_config(drafter, max_position_embeddings=8192,
+                 rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8192})
+    results = run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0")
+    assert "drafter.context-shorter-than-served" not in ids(results, "drafter")
+
+
+def test_layer_types_of_another_length_than_the_layers_fail(tmp_path: Path, toys: tuple[Path, Path]) -> None:
+    target, drafter = toys
+    patch_config(drafter, layer_types=["sliding_attention", "full_attention"], sliding_window=2048)
+    f = found(run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0"), "drafter.layer-types-length")
+    assert f.status is Status.FAIL
+    assert "must be equal to the number of layer types (2)" in f.title
+    assert "\"layer_types\": ['sliding_attention']" in f.remediation[0].command
+
+
+# ----------------------------------------------------------------------------- 4: layer counts
+
+
+def test_a_drafter_made_for_another_target_names_it(tmp_path: Path) -> None:
+    target = toy.write_toy_target(tmp_path / "Toy-2L", layers=2)
+    drafter = toy.write_toy_drafter(tmp_path / "drafter", target_layer_ids=(1, 3), num_target_layers=4)
+    (drafter / "README.md").write_text("---\nlicense: mit\nbase_model:\n- toy-org/Toy-4L\ntags:\n- dflash\n---\n# Toy\n")
+    results = run_checks(tmp_path, target=target, drafter=drafter)
+    f = found(results, "drafter.made-for")
+    assert f.status is Status.FAIL and f.cause == "drafter.layer-ids-invalid"
+    assert f.title.startswith(f"this drafter was made for toy-org/Toy-4L ({drafter}/README.md base_model, 4 layers)")
+    assert "the target Toy-2L has 2 layers" in f.title and "mat1 and mat2 shapes cannot be multiplied" in f.title
+    fits = run_checks(tmp_path, target=toy.write_toy_target(tmp_path / "Toy-4L"), drafter=drafter)
+    assert "made for toy-org/Toy-4L" in found(fits, "drafter.ok").title
+
+
+# ------------------------------------------------------------------ 3: the target's auxiliary hidden states
+
+
+def test_a_target_class_without_the_eagle3_interface_fails_where_vllm_lacks_it(tmp_path: Path) -> None:
+    """vLLM 0.22.0's OlmoForCausalLM(nn.Module, SupportsPP, SupportsLoRA) has no SupportsEagle3; 0.34.0's has."""
+    target = toy.write_toy_target(tmp_path / "target")
+    patch_config(target, architectures=["OlmoForCausalLM"], model_type="olmo")
+    drafter = toy.write_toy_drafter(tmp_path / "drafter")
+    f = found(run_checks(tmp_path, target=target, drafter=drafter, vllm="0.22.0"), "drafter.target-no-aux-hidden-states")
+    assert f.status is Status.FAIL
+    assert "OlmoForCausalLM (vllm/model_executor/models/olmo.py) does not implement SupportsEagle3" in f.title
+    assert "Model does not support EAGLE3 interface" in f.title
+    assert "drafter.target-no-aux-hidden-states" not in ids(run_checks(tmp_path, target=target, drafter=drafter,
+                                                                       vllm="0.34.0"), "drafter")
+    # Qwen3.5's class inherits the interface from Qwen3VLForConditionalGeneration, through the module it imports
+    nested = toy.write_toy_target(tmp_path / "qwen35", nested_text_config=True)
+    ok = found(run_checks(tmp_path, target=nested, drafter=drafter, vllm="0.34.0"), "drafter.ok")
+    assert "target Qwen3_5ForConditionalGeneration implements SupportsEagle3" in ok.title
+
+
+# ------------------------------------------------------------------------------ 2: quantization pairs
+
+
+FP8_PER_TENSOR = {"quant_method": "fp8", "activation_scheme": "dynamic"}
+
+
+def test_a_quantized_drafter_with_quantized_qkv_fails_where_vllm_slices_the_raw_weight(tmp_path: Path,
+                                                                                        toys: tuple[Path, Path]) -> None:
+    target, drafter = toys
+    patch_config(drafter, quantization_config=FP8_PER_TENSOR)
+    results = run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0")
+    f = found(results, "drafter.quantized-attention")
+    assert f.status is Status.FAIL and "qwen3_dflash.py slices qkv_proj.weight raw" in f.title
+    assert "#51581" in f.detail
+    assert "per-tensor FP8 drafter" in found(results, "drafter.quantized-acceptance").title
+    # the same scheme written by llm-compressor (compressed-tensors, per-tensor float8 on every Linear)
+    patch_config(drafter, quantization_config={"quant_method": "compressed-tensors", "config_groups": {"group_0": {
+        "targets": ["Linear"], "weights": {"num_bits": 8, "type": "float", "strategy": "tensor"}}}, "ignore": []})
+    compressed = run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0")
+    assert found(compressed, "drafter.quantized-attention").status is Status.FAIL
+    assert "per-tensor FP8 drafter" in found(compressed, "drafter.quantized-acceptance").title
+    # attention left out of the quantization: it loads
+    patch_config(drafter, quantization_config={**FP8_PER_TENSOR, "weight_block_size": [128, 128],
+                                               "modules_to_not_convert": ["layers.0.self_attn"]})
+    assert "drafter.quantized-attention" not in ids(run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0"),
+                                                    "drafter")
+
+
+def test_an_awq_target_warns_of_acceptance_and_fp8_on_sm86_names_the_fallback_kernel(
+        tmp_path: Path, toys: tuple[Path, Path]) -> None:
+    target, drafter = toys
+    patch_config(target, quantization_config={"quant_method": "awq", "bits": 4, "group_size": 128})
+    f = found(run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0"), "drafter.quantized-acceptance")
+    assert f.status is Status.WARN and "the target is AWQ-quantized (4-bit)" in f.title
+    patch_config(target, quantization_config={"quant_method": "fp8", "weight_block_size": [128, 128]})
+    sm86 = found(run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0",
+                            gpu=gpu_fixture("sm86-derived-from-h200.json")), "drafter.fp8-kernel")
+    assert sm86.status is Status.WARN and "target FP8 on sm_86: no FP8 tensor cores below sm_89" in sm86.title
+    assert "Marlin weight-only kernel" in sm86.title
+    h200 = run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0", gpu=gpu_fixture("h200-facts.json"))
+    assert "drafter.fp8-kernel" not in ids(h200, "drafter")
+
+
+# ------------------------------------------------------------------------ 5: known-bad combinations
+
+
+def test_cuda_graphs_warn_only_on_the_release_the_crash_was_reported_on(tmp_path: Path,
+                                                                        toys: tuple[Path, Path]) -> None:
+    """DERIVED: z-lab/dflash #146 names vLLM 0.22.1, whose sdist is not in the test cache; 0.22.0's source is
+    labelled 0.22.1 for this rule, which keys on the version alone."""
+    argv = seed(*toys)
+    f = found(run_checks(tmp_path, argv=argv, vllm="0.22.0", vllm_version="0.22.1"),
+              "serve-command.known-bad-combination")
+    assert f.status is Status.WARN and "cudaErrorIllegalAddress under concurrent load" in f.title
+    assert "z-lab/dflash #146" in f.detail and f.remediation[0].command.endswith(" --enforce-eager")
+    eager = run_checks(tmp_path, argv=seed(*toys, "--enforce-eager"), vllm="0.22.0", vllm_version="0.22.1")
+    assert not titles(eager, "serve-command.known-bad-combination")
+    for version in ("0.22.0", "0.24.0"):
+        assert not titles(run_checks(tmp_path, argv=argv, vllm=version), "serve-command.known-bad-combination")
+
+
+def test_dflash2_with_prefix_caching_warns_from_0_28(tmp_path: Path) -> None:
+    target = toy.write_toy_target(tmp_path / "target")
+    patch_config(target, max_position_embeddings=40960)
+    drafter = toy.write_toy_drafter(tmp_path / "drafter", architectures=("DFlash2DraftModel",))
+    hits = titles(run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0"), "serve-command.known-bad-combination")
+    assert any("prefix-cache hits drop to zero with a DFlash2 drafter" in t for t in hits)
+    off = run_checks(tmp_path, argv=seed(target, drafter, "--no-enable-prefix-caching"), vllm="0.34.0")
+    assert not titles(off, "serve-command.known-bad-combination")
+
+
+def test_dflash2_on_the_v1_runner_warns_that_its_selector_does_not_run(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """DERIVED: DFlash2 shipped in the 0.28 nightlies, whose sdists are not in the test cache; 0.24.0's source
+    (V2 by default only for DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES) is labelled 0.28.0 for this rule."""
+    target = toy.write_toy_target(tmp_path / "target", nested_text_config=True)  # Qwen3_5ForConditionalGeneration
+    drafter = toy.write_toy_drafter(tmp_path / "drafter", architectures=("DFlash2DraftModel",))
+    argv = seed(target, drafter, "--no-enable-prefix-caching")
+    hits = titles(run_checks(tmp_path, argv=argv, vllm="0.24.0", vllm_version="0.28.0"),
+                  "serve-command.known-bad-combination")
+    assert any("candidate selector runs only in the V2 speculator" in t for t in hits)
+    monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "1")
+    assert not titles(run_checks(tmp_path, argv=argv, vllm="0.24.0", vllm_version="0.28.0"),
+                      "serve-command.known-bad-combination")
+
+
+def test_sliding_window_layers_run_full_warn_as_the_reported_collapse(tmp_path: Path, toys: tuple[Path, Path]) -> None:
+    target, drafter = toys
+    patch_config(drafter, layer_types=["sliding_attention"], sliding_window=2048)
+    results = run_checks(tmp_path, argv=seed(target, drafter), vllm="0.20.1")
+    f = found(results, "serve-command.known-bad-combination")
+    assert f.cause == "drafter.sliding-ignored" and "acceptance collapses at long contexts" in f.title
+    assert not titles(run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0"),
+                      "serve-command.known-bad-combination")
+
+
+# --------------------------------------------------------------------------------- through the CLI
+
+
+@pytest.mark.slow
+def test_the_cli_reads_the_installed_vllm_0_20_1_for_the_parsers_and_the_target_class(
+        doctor: Any, tmp_path: Path, toys: tuple[Path, Path]) -> None:
+    """The real CLI on an env holding the real vLLM 0.20.1 wheel: the collector reads its registries and the
+    target's class from the installed package, as `dflash-doctor serve` does for a user."""
+    from realenv import make_venv
+    from stacks import add_to_path, vllm_site
+    from test_serve import serve_report
+
+    env = make_venv(tmp_path)
+    add_to_path(env, vllm_site("0.20.1"))
+    command = seed(*toys, "--reasoning-parser", "qwen_3", "--enable-auto-tool-choice", "--tool-call-parser",
+                   "qwen3_coder")
+    report, proc = serve_report(doctor, "--python", str(env.python), "--only", "models,serve", "--gpus", "1",
+                                "--gpu-memory", "48", "--target-arch", "sm_86", command=command)
+    assert proc.returncode == 1
+    by_id = {f["id"]: f for check in report["checks"] for f in check["findings"]}
+    assert by_id["serve-command.unknown-reasoning-parser"]["status"] == "fail"
+    assert "not a parser vLLM 0.20.1 registers" in by_id["serve-command.unknown-reasoning-parser"]["title"]
+    assert by_id["serve-command.tool-parser"]["status"] == "pass"
+    drafter = next(check for check in report["checks"] if check["id"] == "drafter")
+    pairing = drafter["facts"]["vllm_dflash"]["pairing"]
+    assert pairing["eagle3"]["archs"]["Qwen3ForCausalLM"]["implements"] is True
+
+
+TRANSFORMERS_VERSION = "4.57.1"
+
+
+def transformers_wheel() -> Path:
+    """The real transformers wheel from PyPI, downloaded once into the test cache (pure Python)."""
+    import subprocess
+    import sys
+
+    from realenv import _locked, cache_dir
+
+    dest = cache_dir() / "pypi"
+    with _locked(f"transformers-{TRANSFORMERS_VERSION}"):
+        found = sorted(dest.glob(f"transformers-{TRANSFORMERS_VERSION}-*.whl"))
+        if not found:
+            dest.mkdir(exist_ok=True)
+            subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "-q",
+                            "-d", str(dest), f"transformers=={TRANSFORMERS_VERSION}"], check=True, timeout=600)
+            found = sorted(dest.glob(f"transformers-{TRANSFORMERS_VERSION}-*.whl"))
+        return found[0]
+
+
+@pytest.mark.slow
+def test_the_cli_reads_the_installed_transformers_for_what_needs_trust_remote_code(
+        doctor: Any, tmp_path: Path, toys: tuple[Path, Path]) -> None:
+    """With the real transformers wheel installed beside the real vLLM 0.20.1, a model_type transformers knows
+    loads without remote code, and one it does not fails until --trust-remote-code."""
+    from realenv import install, make_venv
+    from stacks import add_to_path, vllm_site
+    from test_serve import serve_report
+
+    env = make_venv(tmp_path)
+    add_to_path(env, vllm_site("0.20.1"))
+    install(env, transformers_wheel(), compile_bytecode=False)
+    target, drafter = toys
+    remote = {"AutoConfig": "configuration_toy.ToyConfig", "AutoModelForCausalLM": "modeling_toy.ToyForCausalLM"}
+    options = ("--python", str(env.python), "--only", "models,serve", "--gpus", "1", "--gpu-memory", "48")
+
+    def verdict(*extra: str) -> list[dict[str, Any]]:
+        report, _ = serve_report(doctor, *options, command=seed(target, drafter, *extra))
+        return [f for check in report["checks"] for f in check["findings"]
+                if f["id"] == "serve-command.trust-remote-code-needed"]
+
+    patch_config(target, model_type="toy_remote", auto_map=remote)
+    found_ = verdict()
+    assert [f["status"] for f in found_] == ["fail"]
+    assert "and the installed transformers does not know it either" in found_[0]["title"]
+    patch_config(target, model_type="olmo", auto_map=remote)  # transformers 4.57.1 has OlmoConfig
+    assert not verdict()
