@@ -57,7 +57,7 @@ def test_iommu_absent_on_this_machine() -> None:
 def test_acs_parsed_from_real_configuration_space() -> None:
     bridge = (CPU_HOST / "sys/devices/pci0000:00/0000:00:00.0/config").read_bytes()
     assert len(bridge) == 4096
-    assert parse_acs(bridge) == {"readable": True, "bridge": False, "acs": False}
+    assert parse_acs(bridge) == {"readable": True, "bridge": False, "acs": False, "extended_capabilities": []}
     conventional = parse_acs((CPU_HOST / "sys/devices/pci0000:00/0000:00:01.0/config").read_bytes())
     assert conventional["readable"] is False and "256 bytes" in conventional["why"]
     facts = acs_facts(["0000:00:01.0", "0000:00:09.0"], CPU_HOST)
@@ -99,3 +99,72 @@ def test_fabric_on_a_machine_without_gpu_skips_and_records_the_host(doctor: Doct
     report, _ = doctor.report("--only", "fabric", "--no-gpu")
     check = next(c for c in report["checks"] if c["id"] == "fabric")
     assert check["findings"][0]["id"] == "doctor.skipped-no-gpu"
+
+
+# ------------------------------------------------------------------ judgement on facts recorded on an H200
+
+H200 = FIXTURES / "h200-1gpu"
+
+
+def _recorded(name: str) -> dict[str, Any]:
+    report = json.loads((H200 / name).read_text(encoding="utf-8"))
+    check: dict[str, Any] = next(c for c in report["checks"] if c["id"] == "fabric")
+    return check
+
+
+def _judged(check: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {f.id: f.to_dict() for f in FabricCheck().judge(Facts(check["facts"]))}
+
+
+def test_h200_one_gpu_nccl_one_rank_passes_and_peer_checks_are_skipped_with_the_reason() -> None:
+    check = _recorded("plain.json")
+    fabric = check["facts"]["fabric"]
+    rank = fabric["nccl"]["p2p"]["ranks"][0]["data"]
+    assert rank["checks"][1] == {"bytes": 16 << 20, "expected": 1.0, "mismatched": 0, "first": 1.0}
+    assert "p2p_disabled" not in fabric["nccl"]  # no control arm without a pair
+    judged = _judged(check)
+    assert {f["status"] for f in judged.values()} == {"pass"}
+    assert "NCCL 2.28.9 all-reduce over 1 rank(s): 4 B and 16 MiB values right" in judged["fabric.nccl-ok"]["title"]
+    assert "TP 1" in judged["fabric.peer-not-needed"]["title"]
+    assert judged["fabric.shm"]["evidence"]["container"]["host_ipc_namespace"] is True
+    assert judged["fabric.allreduce-choice"]["evidence"]["choice"] == "none"
+    # the findings saved with the report are what the judgement gives now
+    assert [f["id"] for f in check["findings"]] == list(judged)
+
+
+def test_h200_recorded_report_judged_again_by_the_cli(doctor: Doctor) -> None:
+    proc = doctor("judge", str(H200 / "plain.json"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "fabric.nccl-ok" in proc.stdout or "Multi-GPU fabric" in proc.stdout
+
+
+def test_h200_tp2_on_one_gpu_warns_that_the_group_is_short_and_judges_no_all_reduce_choice() -> None:
+    check = _recorded("serve-tp2.json")
+    fabric = check["facts"]["fabric"]
+    assert fabric["requested_tp"] == 2 and fabric["tp_source"] == "serve command"
+    assert fabric["peer"]["data"]["device_count"] == 1 and fabric["nccl_world"] == 1
+    judged = _judged(check)
+    assert judged["fabric.group"]["status"] == "warn"
+    assert "only 1 GPU(s) visible" in judged["fabric.group"]["title"]
+    assert "CUDA sees 1 GPU(s)" in judged["fabric.peer-not-needed"]["title"]
+    assert judged["fabric.allreduce-choice"]["evidence"]["choice"] == "not judged"
+    # vLLM at TP 2 maps (16 MiB + 3) x 10 + 2 x (24 MiB + 2) x 10 + (4 MiB + 2) x 6 bytes of /dev/shm
+    assert judged["fabric.shm"]["evidence"]["need_bytes"] == vllm_shm_need(2)
+    assert "664 MiB" in judged["fabric.shm"]["title"]
+
+
+def test_h200_host_files_read_by_the_host_readers(tmp_path: Path) -> None:
+    host = H200 / "host"
+    (tmp_path / "proc/self").mkdir(parents=True)
+    (tmp_path / "proc/self/mountinfo").write_bytes((host / "mountinfo").read_bytes())
+    (tmp_path / "proc/cmdline").write_bytes((host / "cmdline").read_bytes())
+    shm = shm_facts(tmp_path)
+    # two /dev/shm mounts are listed; the later one is what the process sees (df -B1: 137438953472)
+    assert shm["mount"]["size_option"] == "134217728k" and shm["total_bytes"] == 137438953472
+    assert "137438953472" in (host / "df_dev_shm.txt").read_text()
+    assert iommu_facts([], tmp_path)["cmdline"] == {}  # pci=realloc=off is not an IOMMU setting
+    gpu = parse_acs((host / "pci/0000:00:06.0/config").read_bytes())
+    # the H200's own extended capabilities: null, LTR, null, AER, ..., vendor-specific, power budgeting, serial
+    assert gpu["readable"] and not gpu["bridge"] and gpu["acs"] is False
+    assert gpu["extended_capabilities"][:4] == [0x0000, 0x0018, 0x0000, 0x0001]
+    assert gpu["extended_capabilities"][-3:] == [0x000B, 0x0004, 0x0003]

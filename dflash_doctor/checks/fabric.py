@@ -79,7 +79,7 @@ class FabricCheck:
         findings += self._peer(fabric, tp, pairs)
         findings += self._nccl(fabric, pairs, argv)
         findings += self._host(fabric, tp, group, devices)
-        findings.append(self._allreduce_choice(fabric, tp, pairs, argv))
+        findings.append(self._allreduce_choice(fabric, tp, len(group), pairs, argv))
         return findings
 
     # --------------------------------------------------------------------------------------- topology
@@ -149,6 +149,10 @@ class FabricCheck:
                             "the peer-access probe did not finish: "
                             + str(run.get("error") or data.get("import_error") or data.get("error")),
                             detail=str(run.get("stderr") or ""), evidence={"run": dict(run)})]
+        if not data.get("pairs"):
+            return [Finding("fabric.peer-not-needed", Status.PASS,
+                            f"peer access not checked: CUDA sees {data.get('device_count')} GPU(s), no pair of the "
+                            f"TP {tp} group")]
         found: list[Finding] = []
         nvml_ok = {tuple(sorted(p["gpus"])): (p.get("p2p") or {}).get("write") == "ok" for p in pairs}
         for item in data.get("pairs") or []:
@@ -301,7 +305,9 @@ class FabricCheck:
         redirecting = sorted({br for b in bdfs for br in ((acs.get("paths") or {}).get(b) or [])
                               if "p2p_request_redirect" in (((acs.get("bridges") or {}).get(br) or {}).get("enabled") or [])})
         summary = (f"IOMMU: {', '.join(f'{k}={v}' for k, v in (iommu.get('cmdline') or {}).items()) or 'nothing on the kernel command line'}"
-                   f", units {iommu.get('units')}, GPU groups {', '.join(f'{b}: {t}' for b, t in types.items()) or 'none'}")
+                   f", IOMMU units {', '.join(iommu.get('units') or []) or 'none'}, GPU "
+                   + (", ".join(f"{b} in a {t} group" if t else f"{b} in no IOMMU group" for b, t in types.items())
+                      or "none"))
         if len(group) >= 2 and redirecting:
             return [Finding("fabric.acs-redirect", Status.WARN,
                             f"ACS redirects peer traffic on bridge(s) {', '.join(redirecting)} between the GPUs"
@@ -318,7 +324,7 @@ class FabricCheck:
 
     # -------------------------------------------------------------------------------- vLLM's choice
 
-    def _allreduce_choice(self, fabric: Mapping[str, Any], tp: int, pairs: Sequence[Mapping[str, Any]],
+    def _allreduce_choice(self, fabric: Mapping[str, Any], tp: int, gpus: int, pairs: Sequence[Mapping[str, Any]],
                           argv: list[str]) -> Finding:
         rules = CUSTOM_ALL_REDUCE_RULES.value
         env = (fabric.get("host") or {}).get("env") or {}
@@ -327,6 +333,8 @@ class FabricCheck:
         if tp == 1:
             why = "TP 1: one process, no all-reduce"
             choice = "none"
+        elif gpus < tp:
+            why, choice = f"only {gpus} GPU(s) visible for TP {tp}: vLLM stops before it picks one", "not judged"
         elif "--disable-custom-all-reduce" in argv:
             why, choice = "--disable-custom-all-reduce is given", "NCCL"
         elif tp not in rules["world_sizes"]:  # type: ignore[operator]

@@ -154,18 +154,19 @@ def parse_acs(config: bytes) -> dict[str, Any]:
         return {"readable": False, "bridge": is_bridge,
                 "why": f"{len(config)} bytes of configuration space: no extended space (a conventional PCI device, "
                 "or read without root)"}
-    offset, seen = 0x100, 0
-    while 0x100 <= offset <= len(config) - 8 and seen < 64:
+    offset, walked = 0x100, []
+    while 0x100 <= offset <= len(config) - 8 and len(walked) < 64:
         header = struct.unpack_from("<I", config, offset)[0]
         if header in (0, 0xFFFFFFFF):
             break
+        walked.append(header & 0xFFFF)
         if header & 0xFFFF == _ACS_CAP_ID:
             capability, control = struct.unpack_from("<HH", config, offset + 4)
             return {"readable": True, "bridge": is_bridge, "acs": True, "offset": offset,
-                    "capability": capability, "control": control,
+                    "capability": capability, "control": control, "extended_capabilities": walked,
                     "enabled": sorted(n for n, bit in _ACS_BITS.items() if control >> bit & 1)}
-        offset, seen = header >> 20, seen + 1
-    return {"readable": True, "bridge": is_bridge, "acs": False}
+        offset = header >> 20
+    return {"readable": True, "bridge": is_bridge, "acs": False, "extended_capabilities": walked}
 
 
 def acs_facts(bdfs: Iterable[str], root: Path = Path("/")) -> dict[str, Any]:

@@ -12,17 +12,18 @@ mkdir -p "$OUT_DIR/host" /tmp/dd-fabric
 python3 -m pip install -q --no-deps --target /tmp/dd-fabric "$WHEELS"/dflash_doctor-*.whl 2>&1 | tail -2
 export PYTHONPATH=/tmp/dd-fabric PYTHONDONTWRITEBYTECODE=1
 PY=$(command -v python3)
-run() {  # name, doctor args...
+run() {  # name, subcommand..., then the doctor's options (the serve command last)
     local name=$1; shift
     local t0=$(date +%s%N)
-    python3 -m dflash_doctor "$@" --json "$OUT_DIR/$name.json" > "$OUT_DIR/$name.txt" 2>&1
+    python3 -m dflash_doctor "$@" > "$OUT_DIR/$name.txt" 2>&1
     local rc=$?
     local ms=$(( ($(date +%s%N) - t0) / 1000000 ))
     echo "$name rc=$rc wall_ms=$ms" | tee -a "$OUT_DIR/timings.txt"
 }
-run plain --python "$PY" --only fabric --timeout 120
+run plain --json "$OUT_DIR/plain.json" -v --python "$PY" --only fabric --timeout 120
 for tp in $TPS; do
-    run "serve-tp$tp" serve --python "$PY" --only fabric --timeout 120 -- vllm serve /models/none --tensor-parallel-size "$tp"
+    run "serve-tp$tp" serve --json "$OUT_DIR/serve-tp$tp.json" -v --python "$PY" --only fabric --timeout 120 \
+        -- vllm serve /models/none --tensor-parallel-size "$tp"
 done
 # the host's own files, as the readers see them
 H=$OUT_DIR/host
@@ -45,4 +46,6 @@ for bus in $(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader); do
     done
 done
 python3 -c "import torch, pynvml; print('torch', torch.__version__, 'nccl', torch.cuda.nccl.version())" > "$H/versions.txt" 2>&1
+# sysfs names (0000:00:06.0) do not travel back as file names: one archive
+tar -C "$OUT_DIR" -czf "$OUT_DIR/host.tar.gz" host && rm -rf "$H"
 echo done
