@@ -168,3 +168,25 @@ def test_h200_host_files_read_by_the_host_readers(tmp_path: Path) -> None:
     assert gpu["readable"] and not gpu["bridge"] and gpu["acs"] is False
     assert gpu["extended_capabilities"][:4] == [0x0000, 0x0018, 0x0000, 0x0001]
     assert gpu["extended_capabilities"][-3:] == [0x000B, 0x0004, 0x0003]
+
+
+def test_a_rank_that_does_not_finish_is_killed_at_the_timeout_and_judged_a_hang(tmp_path: Path) -> None:
+    """Real rank processes in a venv with torch (2.13.0, CPU), given 0.3 s: `import torch` alone takes longer,
+    so each is killed at the timeout, as a rank stuck in NCCL would be; the H200's facts carry the arm."""
+    from realenv import fa2_builder_python
+
+    from dflash_doctor.check import Context
+    from dflash_doctor.checks.fabric import _arm
+    from dflash_doctor.facts.fabric import nccl_arm
+
+    ctx = Context(python=str(fa2_builder_python()), cwd=str(tmp_path), timeout_s=0.3)
+    arm = nccl_arm(ctx, 2, {"PATH": "/usr/bin:/bin", "NCCL_NVLS_ENABLE": "0"})
+    assert [r["run"]["timed_out"] for r in arm["ranks"]] == [True, True]
+    summed = _arm(arm)
+    assert summed["ok"] is False and summed["hung_ranks"] == [0, 1]
+    assert summed["what"].startswith("hung: rank(s) 0, 1 killed at the timeout")
+    check = _recorded("plain.json")
+    check["facts"]["fabric"]["nccl"] = {"p2p": arm}
+    judged = _judged(check)
+    assert judged["fabric.nccl-failed"]["status"] == "fail"
+    assert "hung: rank(s) 0, 1 killed at the timeout" in judged["fabric.nccl-failed"]["title"]
