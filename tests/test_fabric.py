@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
 
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.fabric import FabricCheck, vllm_shm_need

@@ -154,7 +154,8 @@ def parse_acs(config: bytes) -> dict[str, Any]:
         return {"readable": False, "bridge": is_bridge,
                 "why": f"{len(config)} bytes of configuration space: no extended space (a conventional PCI device, "
                 "or read without root)"}
-    offset, walked = 0x100, []
+    offset = 0x100
+    walked: list[int] = []
     while 0x100 <= offset <= len(config) - 8 and len(walked) < 64:
         header = struct.unpack_from("<I", config, offset)[0]
         if header in (0, 0xFFFFFFFF):
