@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from conftest import Doctor
 
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.fabric import FabricCheck, vllm_shm_need
@@ -20,8 +21,6 @@ from dflash_doctor.facts.fabric_host import (
     switch_env,
     sysfs_bdf,
 )
-
-from conftest import Doctor
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "fabric"
 CPU_HOST = FIXTURES / "cpu-host"
