@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import Doctor
 
 from dflash_doctor.check import Facts
@@ -188,3 +189,40 @@ def test_a_rank_that_does_not_finish_is_killed_at_the_timeout_and_judged_a_hang(
     judged = _judged(check)
     assert judged["fabric.nccl-failed"]["status"] == "fail"
     assert "hung: rank(s) 0, 1 killed at the timeout" in judged["fabric.nccl-failed"]["title"]
+
+
+# ------------------------------------------------------------------ the knowledge, against vLLM's own source
+
+
+@pytest.mark.parametrize("version", ["0.18.0", "0.20.1", "0.24.0"])
+def test_custom_all_reduce_rules_and_p2p_check_default_are_vllms(version: str) -> None:
+    """Network on a cold cache (the vLLM sdist from PyPI); then file reads only."""
+    import ast
+
+    from vllm_sources import vllm_source
+
+    from dflash_doctor.knowledge.fabric import CUSTOM_ALL_REDUCE_RULES, VLLM_SKIP_P2P_CHECK_DEFAULT
+
+    root = vllm_source(version)
+    car = ast.parse((root / "distributed/device_communicators/custom_all_reduce.py").read_text(encoding="utf-8"))
+    sizes = next(ast.literal_eval(n.value) for n in ast.walk(car) if isinstance(n, ast.Assign)
+                 and any(getattr(t, "id", None) == "_SUPPORTED_WORLD_SIZES" for t in n.targets))
+    assert tuple(sizes) == CUSTOM_ALL_REDUCE_RULES.value["world_sizes"]
+    source = (root / "distributed/device_communicators/custom_all_reduce.py").read_text(encoding="utf-8")
+    assert "if world_size > 2 and not fully_connected:" in source
+    envs = (root / "envs.py").read_text(encoding="utf-8")
+    assert ('"VLLM_SKIP_P2P_CHECK": lambda: os.getenv("VLLM_SKIP_P2P_CHECK", "1") == "1"' in envs) \
+        is VLLM_SKIP_P2P_CHECK_DEFAULT.value
+
+
+def test_shm_ring_sizes_are_vllm_0_24s() -> None:
+    from vllm_sources import vllm_source
+
+    root = vllm_source("0.24.0")
+    shm = (root / "distributed/device_communicators/shm_broadcast.py").read_text(encoding="utf-8")
+    assert "max_chunk_bytes: int = 1024 * 1024 * 24," in shm and "max_chunks: int = 10," in shm
+    assert "self.max_chunk_bytes + self.metadata_size\n        ) * self.max_chunks" in shm
+    assert "self.cpu_group, 1 << 22, 6" in (root / "distributed/parallel_state.py").read_text(encoding="utf-8")
+    assert 'os.getenv("VLLM_MQ_MAX_CHUNK_BYTES_MB", "16")' in (root / "envs.py").read_text(encoding="utf-8")
+    assert "self.worker_response_mq = MessageQueue(1, 1)" in \
+        (root / "v1/executor/multiproc_executor.py").read_text(encoding="utf-8")
