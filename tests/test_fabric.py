@@ -24,7 +24,7 @@ from dflash_doctor.facts.fabric_host import (
 )
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "fabric"
-CPU_HOST = FIXTURES / "cpu-host"
+CPU_HOST = Path(__file__).resolve().parent / "fixtures" / "fabric" / "cpu-host"
 
 
 # --------------------------------------------------------------------------- host readers, this CPU machine
