@@ -100,8 +100,10 @@ def load_checks(autoload: bool | None = None,
         for ep in metadata.entry_points(group=GROUP)
         if autoload or _distribution_name(ep) == OWN_DISTRIBUTION
     ]
-    if not any(_distribution_name(ep) == OWN_DISTRIBUTION for ep in entries):
-        entries = [metadata.EntryPoint(name, value, GROUP) for name, value in BUILTIN_CHECKS] + entries
+    own = {ep.name for ep in entries if _distribution_name(ep) == OWN_DISTRIBUTION}
+    # From a source tree (no entry points), or an installed copy whose metadata predates a built-in check
+    # (an editable install made before the check was added): the declared table fills in what is missing.
+    entries = [metadata.EntryPoint(name, value, GROUP) for name, value in BUILTIN_CHECKS if name not in own] + entries
 
     loaded: list[LoadedCheck] = []
     errors: list[PluginError] = []
