@@ -8,7 +8,7 @@ figure comes from, knowledge.builds).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,16 +63,25 @@ def _minutes(archs: int, cores: int, jobs: int) -> tuple[int, int]:
     return max(1, round(low * scale)), max(1, round(high * scale))
 
 
-def judge_build(build: Mapping[str, Any], *, python: str, uv: bool, what: str) -> BuildPlan:
-    """The plan for building `what` (e.g. "flash-attn 2.8.3") with what `build` says is on this machine."""
+def judge_build(build: Mapping[str, Any], *, python: str, uv: bool, what: str,
+                missing_modules: Sequence[str] = ()) -> BuildPlan:
+    """The plan for building `what` (e.g. "flash-attn 2.8.3") with what `build` says is on this machine;
+    `missing_modules`: what the build's own setup.py failed to import (the installer's dry run said so)."""
     installer = Installer(python=python, uv=uv)
     findings: list[Finding] = []
+    for module in dict.fromkeys(m for m in missing_modules if m != "torch"):
+        findings.append(Finding(
+            f"{CHECK_ID}.module-missing", Status.FAIL,
+            f"building {what} imports {module}, which the environment does not have",
+            f"A build with --no-build-isolation sees only the environment's own packages, and the installer's dry "
+            f"run stopped in setup.py: No module named '{module}'.", {"module": module},
+            (Remediation(installer.install(module), f"what {what}'s setup.py imports before it builds"),)))
     torch = build.get("torch") or {}
     torch_cuda = torch.get("cuda")
     nvcc, release = build.get("nvcc"), build.get("nvcc_release")
     evidence = {k: build.get(k) for k in ("nvcc", "nvcc_release", "cuda_home", "ninja", "cxx", "cores",
                                            "mem_available_bytes")} | {"torch_cuda": torch_cuda}
-    if not torch.get("installed"):
+    if not torch.get("installed") or "torch" in missing_modules:
         findings.append(Finding(f"{CHECK_ID}.torch-missing", Status.FAIL,
                                 f"building {what} needs torch in the environment, and torch is not installed",
                                 "flash-attn's setup.py imports torch (it is built with --no-build-isolation, against "

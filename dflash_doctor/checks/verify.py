@@ -201,7 +201,8 @@ def _finding(finding: Finding, by_command: Mapping[str, tuple[str, tuple[str, ..
     return replace(finding, remediation=tuple(s for g in ordered for s in g))
 
 
-_NEEDS_TOOLCHAIN = ("CUDA_HOME", "nvcc", "No module named 'torch'")
+_NEEDS_TOOLCHAIN = ("CUDA_HOME", "nvcc", "No module named ")
+_NO_MODULE = re.compile(r"No module named '([A-Za-z0-9_.]+)'")
 
 
 def verify_results(results: Sequence[CheckResult], dry_runs: Mapping[str, Any]) -> list[CheckResult]:
@@ -228,7 +229,8 @@ def verify_results(results: Sequence[CheckResult], dry_runs: Mapping[str, Any]) 
         toolchain = verified.startswith("fails") and any(m in verified for m in _NEEDS_TOOLCHAIN)
         if isinstance(build, Mapping) and (verified.startswith("needs-build") or toolchain):
             what = ", ".join(builds) or ", ".join(seg_names(item)) or "the package"
-            plan = judge_build(build, python=python, uv=uv, what=what)
+            plan = judge_build(build, python=python, uv=uv, what=what,
+                               missing_modules=[m.split(".")[0] for m in _NO_MODULE.findall(verified)])
             for found in plan.findings:
                 build_findings.setdefault(found.id, found)
             if verified.startswith("needs-build"):

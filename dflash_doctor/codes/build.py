@@ -11,6 +11,10 @@ CODES = (
          "the MAX_JOBS that fits in the free memory (9 GiB a job: flash-attn 2.8.3's setup.py), the archs to build "
          "(FLASH_ATTN_CUDA_ARCHS: the GPUs here or --target-arch) and an estimate of the build time from "
          "flash-attn's README (3-5 min on 64 cores), scaled by archs and cores."),
+    Code("build-prerequisites.module-missing", "A build imports a module the environment does not have",
+         _WHEN + "A build with --no-build-isolation (how flash-attn must be built, against the installed torch) "
+         "sees only the environment's own packages; the installer's dry run stopped in setup.py at `No module named "
+         "X` (flash-attn 2.8.3's setup.py imports packaging, psutil and ninja besides torch). Install it first."),
     Code("build-prerequisites.torch-missing", "A build against torch, and torch is not installed",
          _WHEN + "flash-attn's setup.py imports torch and builds against the installed one (--no-build-isolation). "
          "Install the torch your serving stack pins first."),
