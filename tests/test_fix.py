@@ -17,13 +17,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Doctor, finding, validate_report
-from realenv import Env, _clean_environ, dir_digest, fa4_wheel, install, make_venv, uv_bin
-from stacks import add_to_path, torch_site, vllm_site
+from conftest import Doctor, validate_report
+from realenv import (
+    Env,
+    _clean_environ,
+    dir_digest,
+    fa2_wheel,
+    fa4_wheel,
+    install,
+    make_venv,
+    uninstall,
+    uv_bin,
+)
+from stacks import add_to_path, vllm_site
 
 from dflash_doctor.checks.build_prereqs import judge_build
 from dflash_doctor.checks.verify import judge_item, rank, verify_results
-from dflash_doctor.facts import dryrun
+from dflash_doctor.facts import build_env, dryrun
 from dflash_doctor.model import CheckResult
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "dry_runs"
@@ -163,11 +173,33 @@ def test_fix_yes_clears_the_seed_failure_and_undo_restores_every_byte(
                if r.get("applied")]
     assert applied == ["cleared", "cleared"]  # the namespace finding's fix, and the same line under the import
     assert not (env.site_packages / "flash_attn").exists()
-    report, _ = doctor.report("--python", str(env.python), "--only", CHECKS)
-    assert finding(report, "import.rotary-absent")["status"] == "pass"
+    assert document["after_findings"]["imports"] == {"import.rotary-absent": "pass"}
 
     undo = fix(doctor, env, "--undo", snapshots=tmp_path / "snaps")
     assert undo.returncode == 0, undo.stdout + undo.stderr
+    assert dir_digest(env.root) == before
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("state", ["v4-then-v2", "v2-then-v4-then-v4-uninstalled"])
+def test_fix_yes_clears_the_overlap_states_and_undo_restores_every_byte(
+    doctor: Doctor, tmp_path: Path, state: str
+) -> None:
+    env = make_venv(tmp_path / "with space", "uv")
+    for wheel in (fa4_wheel(), fa2_wheel()) if state == "v4-then-v2" else (fa2_wheel(), fa4_wheel()):
+        install(env, wheel, installer="uv")
+    if state != "v4-then-v2":
+        uninstall(env, "flash-attn-4", installer="uv")
+    add_to_path(env, vllm_site("0.20.1"))
+    before = dir_digest(env.root)
+    out = tmp_path / "fix.json"
+    proc = fix(doctor, env, "--yes", "--json", str(out), snapshots=tmp_path / "snaps")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    document = json.loads(out.read_text())
+    assert document["after"] == {"namespaces": "pass", "imports": "pass"}
+    assert [s["applied"] for s in document["steps"]] == ["cleared"] * len(document["steps"])
+    assert not (env.site_packages / "flash_attn").exists()
+    assert fix(doctor, env, "--undo", snapshots=tmp_path / "snaps").returncode == 0
     assert dir_digest(env.root) == before
 
 
@@ -229,21 +261,33 @@ def test_the_recorded_unmet_pin_fix_resolves_as_a_downgrade_to_the_pinned_torch(
         "Please set it to your CUDA install root.")
 
 
+def test_a_build_that_stopped_at_an_import_gets_its_prerequisites_judged_with_their_own_fixes() -> None:
+    data = recorded("seed-pip.json")
+    python = data["dry_runs"]["python"]
+    # this machine's build facts (nvcc, ninja, compiler, memory), beside the recorded dry runs of the seed scenario
+    build = build_env.collect({"distributions": {"items": data["dry_runs"]["installed"]}}, python=python)
+    results = verify_results([CheckResult.from_dict(c) for c in data["checks"]], {**data["dry_runs"], "build": build})
+    assert results[-1].id == "build-prerequisites"
+    found = {f.id: f for f in results[-1].findings}
+    # flash-attn's setup.py stopped at `import packaging`, and torch is not in the env either
+    assert found["build-prerequisites.module-missing"].remediation[0].command == f"{python} -m pip install packaging"
+    assert "build-prerequisites.torch-missing" in found
+    namespace = next(f for r in results for f in r.findings if f.id == "namespace.v4-without-v2")
+    assert namespace.remediation[1].verified.endswith("(build prerequisites missing: module-missing, torch-missing)") \
+        or "build prerequisites missing: module-missing, torch-missing" in namespace.remediation[1].verified
+
+
 @pytest.mark.slow
 @pytest.mark.network
-def test_verify_fixes_asks_the_real_index_about_the_seed_scenarios_fixes(doctor: Doctor, envs: dict[str, Env]) -> None:
+def test_verify_fixes_asks_the_real_index(envs: dict[str, Env], tmp_path: Path) -> None:
     env = envs["pip"]
-    report, _ = doctor.report("--python", str(env.python), "--no-gpu", "--only", "namespaces", "--verify-fixes",
-                              "--timeout", "120")
-    steps = finding(report, "namespace.v4-without-v2")["remediation"]
-    assert [s["verified"].split(":")[0] for s in steps] == ["resolves", "fails", "resolves"], steps
-    assert steps[2]["changes"] == ["reinstall flash-attn-4 4.0.0b36 (wheel)"]  # the real index's wheel
-    assert "metadata-generation-failed" in steps[1]["verified"]
-    assert {i["command"] for i in report["dry_runs"]["items"]} == {s["command"] for s in steps}
-    assert report["dry_runs"]["build"]["archs"] == []  # no GPU, no --target-arch: all default archs
-    # what flash-attn's setup.py stopped at, with --no-build-isolation in an env without its build imports
-    build = next(c for c in report["checks"] if c["id"] == "build-prerequisites")
-    missing = {f["id"]: f for f in build["findings"]}
-    assert missing["build-prerequisites.module-missing"]["remediation"][0]["command"] == \
-        f"'{env.python}' -m pip install packaging"
-    assert "build-prerequisites.torch-missing" in missing
+    command = f"'{env.python}' -m pip install --force-reinstall --no-deps 'flash-attn-4==4.0.0b36'"
+    sections = json.loads(subprocess.run(
+        [sys.executable, "-m", "dflash_doctor", "--python", str(env.python), "--no-gpu", "--only", "distributions",
+         "--json", "-"], capture_output=True, text=True, check=False, cwd=tmp_path).stdout)["checks"][0]["facts"]
+    facts = dryrun.collect([command], sections, python=str(env.python), timeout_s=120, cwd=str(tmp_path))
+    (segment,) = facts["items"][0]["segments"]
+    assert segment["status"] == "resolved" and segment["tool"] == "pip", segment
+    assert segment["argv"][3:7] == ["install", "--dry-run", "--report", segment["argv"][6]]
+    verified, changes = judge_item(facts["items"][0], facts["installed"], facts["marker_environment"])
+    assert (verified, changes) == ("resolves", ("reinstall flash-attn-4 4.0.0b36 (wheel)",))

@@ -464,5 +464,6 @@ def _fix(args: argparse.Namespace, out: TextIO) -> int:
             "unfixable": [{"check": c, "id": i, "title": t} for c, i, t in unfixable],
             "before": {r.id: r.status.value for r in before},
             "after": {r.id: r.status.value for r in last.raw_results},
+            "after_findings": {r.id: {f.id: f.status.value for f in r.findings} for r in last.raw_results},
             "report": redact_report({"checks": [r.to_dict() for r in _annotate(before, steps)]})})
     return last.exit_code
