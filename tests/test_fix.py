@@ -291,3 +291,24 @@ def test_verify_fixes_asks_the_real_index(envs: dict[str, Env], tmp_path: Path) 
     assert segment["argv"][3:7] == ["install", "--dry-run", "--report", segment["argv"][6]]
     verified, changes = judge_item(facts["items"][0], facts["installed"], facts["marker_environment"])
     assert (verified, changes) == ("resolves", ("reinstall flash-attn-4 4.0.0b36 (wheel)",))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("installer", ["pip", "uv"])
+def test_an_index_that_does_not_answer_is_not_checked_and_says_why(
+    envs: dict[str, Env], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, installer: str
+) -> None:
+    env = envs[installer]
+    # an index on a port nothing listens on, with the machine's own index configuration left out
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
+    monkeypatch.setenv("UV_NO_CONFIG", "1")
+    monkeypatch.setenv("UV_NO_CACHE", "1")
+    monkeypatch.setenv("UV_INDEX_URL", "http://127.0.0.1:9/simple")
+    monkeypatch.setenv("PATH", os.pathsep.join([str(uv_bin().parent), os.environ.get("PATH", "")]))
+    command = (f"uv pip install --python '{env.python}' --reinstall --no-deps 'flash-attn-4==4.0.0b36'"
+               if installer == "uv" else f"'{env.python}' -m pip install --force-reinstall --no-deps 'flash-attn-4==4.0.0b36'")
+    sections = {"target": {"environment_roots": [str(env.root)], "env_kind": env.kind}, "distributions": {}}
+    facts = dryrun.collect([command], sections, python=str(env.python), timeout_s=30, cwd=str(tmp_path))
+    verified, _ = judge_item(facts["items"][0], [], {})
+    assert verified.startswith("not-checked: the package index did not answer (offline?)"), facts["items"]

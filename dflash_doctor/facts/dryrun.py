@@ -249,8 +249,27 @@ def _pip_install(segment: Segment, timeout_s: float, cwd: str) -> dict[str, Any]
         if _offline(ran["stderr"]):
             return {**facts, "status": "not-checked",
                     "reason": "the package index did not answer (offline?): " + failure_reason(ran["stderr"])}
+        unreachable = _pip_unreachable(segment, ran["stderr"], timeout_s, cwd)
+        if unreachable:
+            return {**facts, "status": "not-checked", "reason": f"the package index did not answer (offline?): {unreachable}"}
         return {**facts, "status": "failed", "reason": failure_reason(ran["stderr"]) or f"pip exited {ran['returncode']}"}
     return {**facts, "status": "resolved", "install": pip_report_installs(report), "remove": []}
+
+
+_PIP_FETCH_FAILED = re.compile(r"^Could not fetch URL .*: (connection error|.*timed out|.*Max retries exceeded).*$",
+                               re.MULTILINE)
+
+
+def _pip_unreachable(segment: Segment, stderr: str, timeout_s: float, cwd: str) -> str:
+    """pip says "No matching distribution" alike for a name no index has and for an index it could not reach
+    (with --retries 0 it logs the connection error only at -vv): ask once more, verbosely, to tell them apart."""
+    if "No matching distribution found" not in stderr:
+        return ""
+    argv = [segment.python, "-m", "pip", "install", "--dry-run", "-vv", "--retries", "0",
+            "--timeout", f"{max(1.0, min(timeout_s / 2, 15.0)):g}", *segment.args]
+    ran = _run(argv, segment.env, timeout_s, cwd)
+    match = _PIP_FETCH_FAILED.search(ran["stdout"] + "\n" + ran["stderr"])
+    return match.group(0)[:400] if match else ""
 
 
 def pip_report_installs(report: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -276,12 +295,14 @@ def _uv_install(segment: Segment, timeout_s: float, cwd: str) -> dict[str, Any]:
     if uv is None:
         return {**facts, "status": "not-checked", "reason": "uv is not on PATH"}
     base = [uv, "pip", "install", "--dry-run", "--python", segment.python]
-    ran = _run([*base, "--no-build", *segment.args], segment.env, timeout_s, cwd)
+    # Ask the index once, as pip is asked (--retries 0): uv's retries with backoff cost seconds offline.
+    env = {"UV_HTTP_RETRIES": os.environ.get("UV_HTTP_RETRIES", "0"), **segment.env}
+    ran = _run([*base, "--no-build", *segment.args], env, timeout_s, cwd)
     source = "wheel"
     if not ran["timed_out"] and not ran["error"] and ran["returncode"] != 0 and not _offline(ran["stderr"]) \
             and _BUILD_NEEDED.search(ran["stderr"]):
         source = "sdist"
-        ran = _run([*base, *segment.args], segment.env, timeout_s, cwd)
+        ran = _run([*base, *segment.args], env, timeout_s, cwd)
     facts.update(argv=[*base, *segment.args], returncode=ran["returncode"], duration_s=ran["duration_s"],
                  stderr=_tail(ran["stderr"]))
     if ran["timed_out"]:
