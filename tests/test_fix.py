@@ -33,6 +33,7 @@ from stacks import add_to_path, vllm_site
 
 from dflash_doctor.checks.build_prereqs import judge_build
 from dflash_doctor.checks.verify import judge_item, rank, verify_results
+from dflash_doctor.commands.fix import decide
 from dflash_doctor.facts import build_env, dryrun
 from dflash_doctor.model import CheckResult
 
@@ -122,6 +123,31 @@ def test_a_source_build_gets_max_jobs_from_free_memory_and_only_the_gpus_archs()
     assert set(ids) == {"build-prerequisites.nvcc-mismatch", "build-prerequisites.ninja-missing"}
     assert ids["build-prerequisites.ninja-missing"].remediation[0].command == \
         "uv pip install --python /env/bin/python ninja"
+
+
+def test_a_fix_that_resolves_to_an_sdist_needs_a_build_and_fix_stops_there_unless_allowed() -> None:
+    # pip 23.2.1's real report for `pip install --dry-run --report - --no-binary einops 'einops==0.8.2'`
+    report = json.loads((FIXTURES / "einops-sdist-pip-report.json").read_text())
+    command = "/env/bin/python -m pip install --no-binary einops 'einops==0.8.2'"
+    item = {"command": command, "segments": [{"kind": "install", "tool": "pip", "status": "resolved",
+                                              "install": dryrun.pip_report_installs(report), "remove": []}]}
+    assert judge_item(item, [], {}) == ("needs-build: {einops 0.8.2 from source}",
+                                        ("install einops 0.8.2 (sdist: builds from source)",))
+    build = build_env.collect({}, python="/env/bin/python", target_archs=["sm_90"])  # this machine's facts
+    result = CheckResult.from_dict({"id": "imports", "layer": "python", "title": "t", "status": "fail", "findings": [
+        {"id": "import.extension-missing", "status": "fail", "title": "t", "remediation": [
+            {"command": command, "why": "w"}]}]})
+    checked = verify_results([result], {"python": "/env/bin/python", "items": [item], "build": build})
+    step = checked[0].findings[0].remediation[0]
+    jobs = judge_build(build, python="/env/bin/python", uv=False, what="einops 0.8.2").env["MAX_JOBS"]
+    assert step.command == f"MAX_JOBS={jobs} FLASH_ATTN_CUDA_ARCHS=90 {command}"
+    assert step.verified.startswith(f"needs-build: {{einops 0.8.2 from source; MAX_JOBS={jobs} ")
+    assert checked[-1].id == "build-prerequisites"
+    assert dryrun.parse_command(step.command)[0].env == {"MAX_JOBS": jobs, "FLASH_ATTN_CUDA_ARCHS": "90"}
+    assert decide(step.verified, allow_build=False, stopped=False) == (
+        "skipped: it builds from source (hours); pass --allow-build to run it", True)
+    assert decide("resolves", allow_build=False, stopped=True)[0].startswith("skipped: an earlier step")
+    assert decide(step.verified, allow_build=True, stopped=False) == ("", False)
 
 
 # --------------------------------------------------------------------------- real envs

@@ -107,6 +107,19 @@ def plan(results: Sequence[CheckResult]) -> tuple[list[Step], list[tuple[str, st
     return sorted(steps.values(), key=lambda s: s.order), unfixable
 
 
+def decide(verified: str, *, allow_build: bool, stopped: bool) -> tuple[str, bool]:
+    """Whether a step runs ("") or is skipped (and why), and whether the plan stops there: at the first source
+    build without --allow-build, every later step is skipped too."""
+    kind = verified.split(":", 1)[0]
+    if stopped:
+        return "skipped: an earlier step needs a source build (--allow-build)", True
+    if kind in ("fails", "would-break"):
+        return f"skipped: the installer says it {'fails' if kind == 'fails' else 'would break another requirement'}", False
+    if kind == "needs-build" and not allow_build:
+        return "skipped: it builds from source (hours); pass --allow-build to run it", True
+    return "", False
+
+
 # --------------------------------------------------------------------------- what a step touches
 
 
@@ -400,15 +413,7 @@ def _fix(args: argparse.Namespace, out: TextIO) -> int:
     current = before
     stopped = False
     for n, step in enumerate(steps, 1):
-        verified = step.remediation.verified
-        kind = verified.split(":", 1)[0]
-        if stopped:
-            step.applied = "skipped: an earlier step needs a source build (--allow-build)"
-        elif kind in ("fails", "would-break"):
-            step.applied = f"skipped: the installer says it {'fails' if kind == 'fails' else 'would break another requirement'}"
-        elif kind == "needs-build" and not args.allow_build:
-            step.applied = "skipped: it builds from source (hours); pass --allow-build to run it"
-            stopped = True
+        step.applied, stopped = decide(step.remediation.verified, allow_build=args.allow_build, stopped=stopped)
         if step.applied:
             out.write(f"step {n}: {step.applied}\n")
             continue
