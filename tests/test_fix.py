@@ -153,9 +153,22 @@ def test_a_fix_that_resolves_to_an_sdist_needs_a_build_and_fix_stops_there_unles
 # --------------------------------------------------------------------------- real envs
 
 
+def pip_venv(parent: Path) -> Env:
+    """A venv made by `python -m venv`, with the pip its ensurepip bundles, put in by uv from that very wheel
+    (ensurepip's own pip run costs ~20 s on a busy 2-core machine; the installed pip is the same)."""
+    import ensurepip
+
+    env = make_venv(parent, "venv")
+    (wheel,) = (Path(ensurepip.__file__).parent / "_bundled").glob("pip-*.whl")
+    subprocess.run([str(uv_bin()), "pip", "install", "--quiet", "--no-config", "--no-index", "--link-mode", "copy",
+                    "--compile-bytecode",
+                    "--python", str(env.python), str(wheel)], check=True, env=_clean_environ(), capture_output=True)
+    return env
+
+
 def seed_env(parent: Path, installer: str) -> Env:
     """The seed scenario: flash-attn-4 only, vLLM 0.20.1 (--no-deps) on the path."""
-    env = make_venv(parent, "uv" if installer == "uv" else "venv", with_pip=installer == "pip")
+    env = make_venv(parent, "uv") if installer == "uv" else pip_venv(parent)
     install(env, fa4_wheel(), installer=installer)  # type: ignore[arg-type]
     add_to_path(env, vllm_site("0.20.1"))
     return env
