@@ -294,6 +294,9 @@ def test_the_recorded_unmet_pin_fix_resolves_as_a_downgrade_to_the_pinned_torch(
     verified, changes = judge_item(item, data["dry_runs"]["installed"], data["dry_runs"]["marker_environment"])
     assert verified == "resolves"
     assert "downgrade torch 2.13.0+cpu -> 2.11.0 (wheel)" in changes
+    # uninstalling torch (simulated from its RECORD: pip removes torch/ whole) breaks what needs any torch
+    assert command_ending(table, "pip uninstall -y torch") == (
+        "would-break: [flash-attn-4 4.0.0b36 requires torch; it would be removed]")
     # with torch there, flash-attn's setup.py gets further, and stops at the CUDA toolchain
     assert command_ending(table, "pip install --no-build-isolation 'flash-attn<3'") == (
         "fails: metadata-generation-failed: OSError: CUDA_HOME environment variable is not set. "

@@ -374,8 +374,14 @@ def _is_bytecode(path: str) -> bool:
     return path.endswith(".pyc") and os.path.basename(os.path.dirname(path)) == "__pycache__"
 
 
+def _cached(path: str, cache_tag: str) -> str:
+    """importlib.util.cache_from_source for another interpreter's cache tag ("cpython-311")."""
+    head, name = os.path.split(path)
+    return os.path.join(head, "__pycache__", f"{name[:-3]}.{cache_tag}.pyc")
+
+
 def _simulate_uninstall(segments: Sequence[Segment], index: int, installed: Sequence[Mapping[str, Any]],
-                        roots: Sequence[str]) -> dict[str, Any]:
+                        roots: Sequence[str], cache_tag: str = "") -> dict[str, Any]:
     segment = segments[index]
     by_name = {_canonical(str(d.get("name", ""))): d for d in installed}
     removes, missing, removed_paths = [], [], set()
@@ -392,6 +398,8 @@ def _simulate_uninstall(segments: Sequence[Segment], index: int, installed: Sequ
             return {"tool": segment.tool, "status": "failed", "reason": f"cannot read what {name} installed: {error}"}
         paths = [p for p in paths if _inside(p, roots)]
         removed_paths.update(paths)
+        # pip also removes each .py's bytecode for the interpreter it runs in (knowledge.installers)
+        removed_paths.update(_cached(p, cache_tag) for p in paths if p.endswith(".py") and cache_tag)
         removed_paths.add(os.path.normpath(str(dist["dist_info"])))
         removes.append({"name": str(dist.get("name")), "version": str(dist.get("version")), "files": len(paths)})
         for path in paths:
@@ -416,6 +424,9 @@ def _simulate_uninstall(segments: Sequence[Segment], index: int, installed: Sequ
             continue
         files, dirs = _walk(top)
         staying = [f for f in files if os.path.normpath(f) not in removed_paths]
+        # pip removes a directory whole when it holds a file the RECORD lists directly and every file under it
+        # goes (knowledge.installers.PIP_UNINSTALL_LEAVES); uv, each directory it empties
+        whole = not staying and any(os.path.dirname(p) == top for p in removed_paths)
         owned = [f for f in staying if os.path.normpath(f) in kept_owned]
         bytecode = [f for f in staying if f not in kept_owned and _is_bytecode(f)]
         unowned = [f for f in staying if f not in kept_owned and not _is_bytecode(f)]
@@ -423,7 +434,7 @@ def _simulate_uninstall(segments: Sequence[Segment], index: int, installed: Sequ
         # pip leaves both; a cleanup step after it removes bytecode and then empty directories.
         clears_bytecode = segment.tool == "uv" or top in cleaned
         after = owned + unowned + ([] if clears_bytecode else bytecode)
-        left.append({"directory": top, "stays": bool(after) or not clears_bytecode,
+        left.append({"directory": top, "stays": not whole and (bool(after) or not clears_bytecode),
                      "owned_by_others": len(owned), "bytecode": len(bytecode),
                      "unowned": [os.path.relpath(f, top) for f in unowned[:MAX_FILES_LISTED]],
                      "unowned_count": len(unowned), "init_stays": os.path.join(top, "__init__.py") in after,
@@ -447,20 +458,27 @@ def _move(segment: Segment) -> dict[str, Any]:
 
 
 def _one(command: str, segments: list[Segment], installed: Sequence[Mapping[str, Any]], roots: Sequence[str],
-         timeout_s: float, cwd: str) -> dict[str, Any]:
+         timeout_s: float, cwd: str, cache_tag: str = "") -> dict[str, Any]:
     results = []
     for i, segment in enumerate(segments):
         if segment.kind == "install":
             fn = _pip_install if segment.tool == "pip" else _uv_install
             facts = fn(segment, timeout_s, cwd)
         elif segment.kind == "uninstall":
-            facts = _simulate_uninstall(segments, i, installed, roots)
+            facts = _simulate_uninstall(segments, i, installed, roots, cache_tag)
         elif segment.kind == "move":
             facts = _move(segment)
         else:
             facts = {"tool": "shell", "status": "simulated", "reason": "", "cleans": list(segment.paths)}
         results.append({"kind": segment.kind, **facts})
     return {"command": command, "segments": results}
+
+
+def _cache_tag(target: Mapping[str, Any]) -> str:
+    """The target's bytecode cache tag (sys.implementation.cache_tag), from its marker environment."""
+    markers = target.get("marker_environment") or {}
+    name, version = str(markers.get("implementation_name") or ""), str(markers.get("python_version") or "")
+    return f"{name}-{version.replace('.', '')}" if name == "cpython" and version else ""
 
 
 def installed_summary(distributions: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -489,7 +507,8 @@ def collect(commands: Iterable[str], sections: Mapping[str, Any], *, python: str
         planned[command] = segments
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=MAX_WORKERS) as pool:
-        futures = {c: pool.submit(_one, c, s, installed, roots, timeout_s, cwd) for c, s in planned.items()}
+        futures = {c: pool.submit(_one, c, s, installed, roots, timeout_s, cwd, _cache_tag(target))
+                   for c, s in planned.items()}
         items = []
         for command, future in futures.items():
             try:
