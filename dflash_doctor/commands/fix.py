@@ -325,6 +325,9 @@ def _undo(args: argparse.Namespace, out: TextIO) -> int:
             left = snapshot.restore(run_dir / step_dir)
         except snapshot.SnapshotError as exc:
             raise UsageError(f"fix --undo: {exc}") from None
+        except OSError as exc:
+            out.write(f"the restore of {run_dir / step_dir} stopped: {exc}\n")
+            return 1
         out.write(f"restored {run_dir / step_dir} (before: {snapshot.load(run_dir / step_dir)['command']})\n")
     if left:
         out.write("still different from the snapshot:\n" + "".join(f"  {d}\n" for d in left[:50]))
@@ -414,6 +417,8 @@ def _fix(args: argparse.Namespace, out: TextIO) -> int:
     stopped = False
     for n, step in enumerate(steps, 1):
         step.applied, stopped = decide(step.remediation.verified, allow_build=args.allow_build, stopped=stopped)
+        if not step.applied and not set(step.findings) & failing_keys(current):
+            step.applied = "skipped: an earlier step cleared its finding"
         if step.applied:
             out.write(f"step {n}: {step.applied}\n")
             continue
@@ -424,8 +429,13 @@ def _fix(args: argparse.Namespace, out: TextIO) -> int:
             continue
         step.touched = touched
         step_dir = f"step-{n}"
-        snapshot.take(run_dir / step_dir, python=python, roots=roots, touched=touched, command=step.command,
-                      uv=target.get("env_kind") == "uv")
+        try:
+            snapshot.take(run_dir / step_dir, python=python, roots=roots, touched=touched, command=step.command,
+                          uv=target.get("env_kind") == "uv")
+        except OSError as exc:  # nothing was run: a step without its snapshot is not taken
+            step.applied = f"skipped: its snapshot could not be written ({exc.strerror or exc})"
+            out.write(f"step {n}: {step.applied}\n")
+            continue
         meta["steps_taken"].append(step_dir)
         save_meta()
         step.snapshot = str(run_dir / step_dir)
@@ -452,7 +462,10 @@ def _fix(args: argparse.Namespace, out: TextIO) -> int:
                 step.applied = "cleared"
                 current = again.raw_results
         if reason:
-            step.differences = snapshot.restore(run_dir / step_dir)
+            try:
+                step.differences = snapshot.restore(run_dir / step_dir)
+            except (OSError, snapshot.SnapshotError) as exc:
+                step.differences = [f"the restore stopped: {exc}"]
             step.applied = f"rolled-back: {reason}"
         out.write(f"  {step.applied}  ({step.duration_s:.1f} s)\n")
         out.writelines(f"  still different after the rollback: {line}\n" for line in step.differences[:20])
