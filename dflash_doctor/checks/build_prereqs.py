@@ -114,7 +114,8 @@ def judge_build(build: Mapping[str, Any], *, python: str, uv: bool, what: str,
             f"{CHECK_ID}.cuda-home-missing", Status.FAIL,
             "CUDA_HOME is not set and torch's cpp_extension finds no CUDA install (no nvcc on PATH, no "
             f"/usr/local/cuda): building {what} fails while preparing its metadata",
-            "flash-attn's setup.py raises 'OSError: CUDA_HOME environment variable is not set'.", evidence))
+            "flash-attn's setup.py raises 'OSError: CUDA_HOME environment variable is not set'.", evidence,
+            cause=f"{CHECK_ID}.nvcc-missing" if not nvcc else ""))
     if not build.get("ninja"):
         findings.append(Finding(f"{CHECK_ID}.ninja-missing", Status.FAIL,
                                 f"building {what} without ninja compiles one file at a time: about 2 hours",
