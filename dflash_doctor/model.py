@@ -57,13 +57,30 @@ class Remediation:
 
     command: str
     why: str
+    # What the target's own installer says the command would do (checks.verify): "resolves",
+    # "would-break: ...", "needs-build: ...", "fails: ...", "not-checked: why"; "" when not asked.
+    verified: str = ""
+    # What it would change, one line each ("install flash-attn 2.8.3 (sdist: builds)", "remove ...").
+    changes: tuple[str, ...] = ()
+    # After `dflash-doctor fix`: "cleared", "rolled-back: why", "skipped: why"; "" when fix did not run.
+    applied: str = ""
 
-    def to_dict(self) -> dict[str, str]:
-        return {"command": self.command, "why": self.why}
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"command": self.command, "why": self.why}
+        if self.verified:
+            data["verified"] = self.verified
+        if self.changes:
+            data["changes"] = list(self.changes)
+        if self.applied:
+            data["applied"] = self.applied
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Remediation:
-        return cls(command=str(data["command"]), why=str(data.get("why", "")))
+        return cls(command=str(data["command"]), why=str(data.get("why", "")),
+                   verified=str(data.get("verified") or ""),
+                   changes=tuple(str(c) for c in data.get("changes") or ()),
+                   applied=str(data.get("applied") or ""))
 
 
 @dataclass(frozen=True)

@@ -62,5 +62,10 @@ def main(argv: Sequence[str]) -> int:
             partial = True
     options.update({"strict": bool(args.strict), "baseline": args.baseline})
     extra = {"judged_from": args.report, "options": options}
+    if isinstance(saved.get("dry_runs"), dict) and saved["dry_runs"].get("items"):
+        from dflash_doctor.checks.verify import verify_results
+
+        extra["dry_runs"] = saved["dry_runs"]  # what the installer said then, judged again now
+        results = verify_results(results, saved["dry_runs"])
     run = finish(results, sections, python, args, extra, report_module.host_of(saved), partial)
     return emit(run, args)

@@ -62,6 +62,9 @@ def run_parser(prog: str = "dflash-doctor") -> argparse.ArgumentParser:
                         help="GPU archs to judge compiled code against without a GPU, e.g. sm_86,sm_90")
     parser.add_argument("--verify-hashes", action="store_true", help="compare every stack file's sha256 with RECORD")
     parser.add_argument("--timeout", type=float, default=60.0, metavar="S", help="per-probe timeout in seconds (default 60)")
+    parser.add_argument("--verify-fixes", action="store_true",
+                        help="ask the target's installer what each fix of a failing finding would do (pip/uv --dry-run; "
+                        "needs the package index, each call bounded by --timeout)")
     parser.add_argument("--profile", metavar="NAME",
                         help="a named set of options, e.g. ci (--no-gpu --strict, --target-arch required); "
                         "see `dflash-doctor profiles`")

@@ -25,7 +25,7 @@ from dflash_doctor.commands.options import UsageError, parse_run_args, split_nam
 from dflash_doctor.model import CheckResult, Finding, Status, exit_code
 
 __all__ = ["DoctorRun", "emit", "finish", "live_progress", "load_baseline", "load_selected", "main", "plugin_result",
-           "run_doctor"]
+           "run_doctor", "verify_fixes"]
 
 OnEvent = Callable[[str, str, float], None]
 
@@ -63,6 +63,7 @@ class DoctorRun:
     exit_code: int
     sections: Mapping[str, Any] = field(default_factory=dict, repr=False)
     lingering: bool = False
+    raw_results: list[CheckResult] = field(default_factory=list, repr=False)  # unredacted, for in-process use only
 
 
 def load_baseline(path: str | None) -> dict[str, Any] | None:
@@ -103,7 +104,7 @@ def finish(results: list[CheckResult], sections: Mapping[str, Any], python: str,
     raw = report_module.build(results, sections, python, strict, extra, host=host)
     report = redact_report(raw, keep_hosts=bool(args.keep_hosts))
     rendered = [CheckResult.from_dict(c) for c in report["checks"]]
-    return DoctorRun(report, rendered, exit_code(results, strict), sections, lingering)
+    return DoctorRun(report, rendered, exit_code(results, strict), sections, lingering, list(results))
 
 
 def _options(args: argparse.Namespace, target_archs: Sequence[str]) -> dict[str, Any]:
@@ -154,13 +155,34 @@ def run_doctor(args: argparse.Namespace, *, options: Mapping[str, Any] | None = 
         except Exception as exc:  # noqa: BLE001 - the report is still written, with the doctor's error
             results.append(failure_result(exc, "comparing with the baseline"))
             partial = True
-    extra = {"wall_s": round(time.monotonic() - started, 3), "options": _options(args, ctx.target_archs)}
+    extra: dict[str, Any] = {"options": _options(args, ctx.target_archs)}
+    if getattr(args, "verify_fixes", False) and outcome.stopped is None:
+        results = verify_fixes(results, outcome.sections, extra, python=args.python, timeout_s=args.timeout,
+                               target_archs=ctx.target_archs)
+    extra["wall_s"] = round(time.monotonic() - started, 3)
     host_record = {**host_info(), **(host or {})}
     try:
         return finish(results, outcome.sections, args.python, args, extra, host_record, partial, outcome.lingering)
     except Exception as exc:  # noqa: BLE001 - the facts broke the report: write what is certain, and why
         kept = [replace(r, facts={}) for r in results if r.id != "doctor"] + [failure_result(exc, "building the report")]
         return finish(kept, {}, args.python, args, extra, host_record, True, outcome.lingering)
+
+
+def verify_fixes(results: list[CheckResult], sections: Mapping[str, Any], extra: dict[str, Any], *, python: str,
+                 timeout_s: float, target_archs: Sequence[str] = ()) -> list[CheckResult]:
+    """Ask the target's installer what each failing finding's fixes would do (facts.dryrun), keep those facts in
+    the report (`dry_runs`) and judge them onto the remediations (checks.verify)."""
+    from dflash_doctor.checks.verify import verified_commands, verify_results
+    from dflash_doctor.facts import dryrun
+
+    try:
+        facts = dryrun.collect(verified_commands(results), sections, python=python, timeout_s=timeout_s,
+                               cwd=os.getcwd(), target_archs=target_archs)
+    except Exception as exc:  # noqa: BLE001 - the fixes stay as they were, unverified, and the report says why
+        extra["dry_runs"] = {"error": f"{type(exc).__name__}: {exc}"}
+        return results
+    extra["dry_runs"] = facts
+    return verify_results(results, facts)
 
 
 def _progress_shown(args: argparse.Namespace) -> bool:

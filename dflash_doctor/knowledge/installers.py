@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dflash_doctor.knowledge import Fact
 
-__all__ = ["BYTECODE_GLOB", "PIP_UNINSTALL_LEAVES", "UV_UNINSTALL_LEAVES"]
+__all__ = ["BYTECODE_GLOB", "PIP_DRY_RUN_REPORT_MIN", "PIP_UNINSTALL_LEAVES", "UV_UNINSTALL_LEAVES"]
 
 PIP_UNINSTALL_LEAVES: Fact[str] = Fact(
     value="a top-level directory that holds no file of its own, and bytecode other interpreters wrote",
@@ -36,4 +36,14 @@ BYTECODE_GLOB: Fact[str] = Fact(
     "importlib's SourceFileLoader, which reads __pycache__/<name>.<tag>.pyc only for an existing <name>.py: "
     "bytecode there is a cache Python rebuilds from the source, never importable on its own",
     read_from="PEP 3147; CPython 3.8-3.13 importlib._bootstrap_external",
+)
+
+PIP_DRY_RUN_REPORT_MIN: Fact[str] = Fact(
+    value="22.2",
+    source="pip's NEWS.rst, 22.2 (2022-07-21): 'Add --dry-run option to pip install, to let it print what it "
+    "would install but not actually change anything in the target environment' (#11096) and 'Add "
+    "--report to the install command to generate a json report of what was installed' (#10771); the "
+    "report's `install` list (metadata, download_info, requested) is its 'Installation Report' format, "
+    "version 1",
+    read_from="pip 22.2 release notes; the report format as pip 23.2.1 writes it on this project's CI machine",
 )

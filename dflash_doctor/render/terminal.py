@@ -187,6 +187,12 @@ class TerminalReporter:
                 yield Text(f"          $ {step.command}", style="cyan")
                 if step.why:
                     yield Text(f"            # {step.why}", style="dim")
+                if step.verified:
+                    yield Text(f"            verified: {step.verified}", style="dim")
+                    for change in step.changes if self.verbose else ():
+                        yield Text(f"              {change}", style="dim")
+                if step.applied:
+                    yield Text(f"            applied: {step.applied}", style="bold")
 
     def summary_line(self, report: Mapping[str, Any], results: Sequence[CheckResult]) -> Text:
         summary = report.get("summary") or {}

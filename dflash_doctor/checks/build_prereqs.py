@@ -1,0 +1,162 @@
+"""Judging a source build before it starts: are its prerequisites there, how many jobs fit in memory, which
+archs to build, how long it will take. Pure: a function of `facts.build_env`'s facts.
+
+Findings (`build-prerequisites.*`): each missing or mismatched prerequisite, with its own fix; or one pass
+finding saying the build is ready, with MAX_JOBS, FLASH_ATTN_CUDA_ARCHS and the time estimate (and where each
+figure comes from, knowledge.builds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dflash_doctor.checks.remedy import Installer, quote
+from dflash_doctor.knowledge.builds import (
+    BUILD_MINUTES_64_CORES,
+    JOB_PEAK_RAM_GB,
+    NINJA_REQUIRED,
+    NVCC_MAJOR_MUST_MATCH,
+    NVCC_THREADS_DEFAULT,
+)
+from dflash_doctor.knowledge.flash_attn import FA2_CUDA_ARCHS_DEFAULT
+from dflash_doctor.model import Finding, Remediation, Status
+
+__all__ = ["BuildPlan", "judge_build"]
+
+CHECK_ID = "build-prerequisites"
+GIB = 1024 ** 3
+CUDA_ARCHIVE = "https://developer.nvidia.com/cuda-toolkit-archive"
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    env: dict[str, str]  # what goes in front of the build command
+    summary: str  # one line for `verified: needs-build: {...}`
+    findings: tuple[Finding, ...] = field(default_factory=tuple)
+
+    @property
+    def ready(self) -> bool:
+        return not any(f.status is not Status.PASS for f in self.findings)
+
+
+def _max_jobs(build: Mapping[str, Any]) -> tuple[int, str]:
+    cores = int(build.get("cores") or 1)
+    free = build.get("mem_available_bytes")
+    if build.get("max_jobs_env"):
+        return int(str(build["max_jobs_env"])) if str(build["max_jobs_env"]).isdigit() else 1, "MAX_JOBS already set"
+    by_cores = max(1, cores // 2)
+    if not isinstance(free, int):
+        return by_cores, f"{cores} cores // 2 (free memory unknown)"
+    by_memory = int(free / GIB / JOB_PEAK_RAM_GB.value)
+    jobs = max(1, min(by_cores, by_memory))
+    return jobs, (f"min({cores} cores // 2, {free / GIB:.0f} GiB free / {JOB_PEAK_RAM_GB.value} GiB a job: "
+                  "flash-attn 2.8.3 setup.py)")
+
+
+def _minutes(archs: int, cores: int, jobs: int) -> tuple[int, int]:
+    low, high = BUILD_MINUTES_64_CORES.value
+    used = max(1, min(cores, jobs * NVCC_THREADS_DEFAULT.value))
+    default_archs = len(FA2_CUDA_ARCHS_DEFAULT.value["2.8.3"])
+    scale = (archs / default_archs) * (64 / used)
+    return max(1, round(low * scale)), max(1, round(high * scale))
+
+
+def judge_build(build: Mapping[str, Any], *, python: str, uv: bool, what: str,
+                missing_modules: Sequence[str] = ()) -> BuildPlan:
+    """The plan for building `what` (e.g. "flash-attn 2.8.3") with what `build` says is on this machine;
+    `missing_modules`: what the build's own setup.py failed to import (the installer's dry run said so)."""
+    installer = Installer(python=python, uv=uv)
+    findings: list[Finding] = []
+    for module in dict.fromkeys(m for m in missing_modules if m != "torch"):
+        findings.append(Finding(
+            f"{CHECK_ID}.module-missing", Status.FAIL,
+            f"building {what} imports {module}, which the environment does not have",
+            f"A build with --no-build-isolation sees only the environment's own packages, and the installer's dry "
+            f"run stopped in setup.py: No module named '{module}'.", {"module": module},
+            (Remediation(installer.install(module), f"what {what}'s setup.py imports before it builds"),)))
+    torch = build.get("torch") or {}
+    torch_cuda = torch.get("cuda")
+    nvcc, release = build.get("nvcc"), build.get("nvcc_release")
+    evidence = {k: build.get(k) for k in ("nvcc", "nvcc_release", "cuda_home", "ninja", "cxx", "cores",
+                                           "mem_available_bytes")} | {"torch_cuda": torch_cuda}
+    if not torch.get("installed") or "torch" in missing_modules:
+        findings.append(Finding(f"{CHECK_ID}.torch-missing", Status.FAIL,
+                                f"building {what} needs torch in the environment, and torch is not installed",
+                                "flash-attn's setup.py imports torch (it is built with --no-build-isolation, against "
+                                "the torch already installed).", evidence))
+    elif not torch_cuda:
+        findings.append(Finding(f"{CHECK_ID}.torch-cpu", Status.FAIL,
+                                f"building {what} needs a CUDA build of torch; torch {torch.get('version')} is a CPU "
+                                "build (torch.version.cuda is None)",
+                                "torch's cpp_extension compiles CUDA extensions only against a torch built with CUDA.",
+                                evidence))
+    if not nvcc:
+        findings.append(Finding(
+            f"{CHECK_ID}.nvcc-missing", Status.FAIL,
+            f"building {what} needs nvcc, and there is none on PATH or under CUDA_HOME",
+            f"Install the CUDA toolkit {torch_cuda or 'matching torch.version.cuda'} ({CUDA_ARCHIVE}) and put its "
+            f"bin/ on PATH. {NVCC_MAJOR_MUST_MATCH.value}.", evidence,
+            (Remediation("export CUDA_HOME=/usr/local/cuda && export PATH=\"$CUDA_HOME/bin:$PATH\"",
+                         f"after installing the CUDA toolkit {torch_cuda or ''} from {CUDA_ARCHIVE}: where torch's "
+                         "cpp_extension looks for it"),)))
+    elif torch_cuda and release and release.split(".")[0] != str(torch_cuda).split(".")[0]:
+        findings.append(Finding(
+            f"{CHECK_ID}.nvcc-mismatch", Status.FAIL,
+            f"nvcc is CUDA {release} and torch is built with CUDA {torch_cuda}: the build stops at once "
+            "(the CUDA majors differ)", f"{NVCC_MAJOR_MUST_MATCH.value}.", evidence,
+            (Remediation(f"export CUDA_HOME=/usr/local/cuda-{torch_cuda} && export PATH=\"$CUDA_HOME/bin:$PATH\"",
+                         f"a CUDA {torch_cuda} toolkit (install it from {CUDA_ARCHIVE} when that directory does "
+                         "not exist)"),)))
+    if not build.get("cuda_home"):
+        findings.append(Finding(
+            f"{CHECK_ID}.cuda-home-missing", Status.FAIL,
+            "CUDA_HOME is not set and torch's cpp_extension finds no CUDA install (no nvcc on PATH, no "
+            f"/usr/local/cuda): building {what} fails while preparing its metadata",
+            "flash-attn's setup.py raises 'OSError: CUDA_HOME environment variable is not set'.", evidence,
+            cause=f"{CHECK_ID}.nvcc-missing" if not nvcc else ""))
+    if not build.get("ninja"):
+        findings.append(Finding(f"{CHECK_ID}.ninja-missing", Status.FAIL,
+                                f"building {what} without ninja compiles one file at a time: about 2 hours",
+                                NINJA_REQUIRED.value, evidence, (Remediation(installer.install("ninja"),
+                                                                              "the parallel build flash-attn's README asks for"),)))
+    if not build.get("cxx"):
+        findings.append(Finding(f"{CHECK_ID}.compiler-missing", Status.FAIL,
+                                f"building {what} needs a C++ compiler, and there is none (CXX, c++, g++, clang++)",
+                                "nvcc hands host code to the system C++ compiler.", evidence,
+                                (Remediation("apt-get install -y g++", "Debian and Ubuntu; another distribution's "
+                                             "package manager elsewhere"),)))
+    jobs, jobs_why = _max_jobs(build)
+    free = build.get("mem_available_bytes")
+    if isinstance(free, int) and free < JOB_PEAK_RAM_GB.value * GIB:
+        findings.append(Finding(
+            f"{CHECK_ID}.memory-low", Status.WARN,
+            f"{free / GIB:.1f} GiB of memory is available, less than one compile job's peak "
+            f"({JOB_PEAK_RAM_GB.value} GiB): building {what} may be killed for memory even with MAX_JOBS=1",
+            JOB_PEAK_RAM_GB.source, evidence))
+    archs = [str(a) for a in build.get("archs") or ()]
+    env = {"MAX_JOBS": str(jobs)}
+    if archs:
+        env["FLASH_ATTN_CUDA_ARCHS"] = ";".join(archs)
+    count = len(archs) or len(FA2_CUDA_ARCHS_DEFAULT.value["2.8.3"])
+    low, high = _minutes(count, int(build.get("cores") or 1), jobs)
+    arch_text = (f"FLASH_ATTN_CUDA_ARCHS={';'.join(archs)} (from {build.get('archs_from')})" if archs
+                 else f"all {count} default archs (no GPU seen and no --target-arch)")
+    estimate = (f"about {low}-{high} min ({count} arch(s), {jobs} job(s) on {build.get('cores')} cores; flash-attn "
+                "README: 3-5 min on 64 cores with ninja)")
+    summary = (f"{what} from source; MAX_JOBS={jobs} ({jobs_why}); {arch_text}; {estimate}")
+    problems = [f for f in findings if f.status is not Status.PASS]
+    if problems:
+        summary += "; missing: " + ", ".join(f.id.split(".", 1)[1] for f in problems)
+    else:
+        findings.append(Finding(f"{CHECK_ID}.ready", Status.PASS,
+                                f"building {what}: nvcc {release} (torch CUDA {torch_cuda}), CUDA_HOME "
+                                f"{build.get('cuda_home')}, ninja, {build.get('cxx')}; {summary}", "", evidence))
+    return BuildPlan(env, summary, tuple(findings))
+
+
+def prefix(env: Mapping[str, str], command: str) -> str:
+    """`command` with the build's environment in front (what is set there already stays)."""
+    words = [f"{k}={quote(v)}" for k, v in env.items() if f"{k}=" not in command]
+    return " ".join([*words, command]) if words else command

@@ -1,0 +1,487 @@
+"""`dflash-doctor fix`: apply the first-ranked remediation of each failing finding, proving each step.
+
+1. Run the doctor, and ask the target's installer what each failing finding's fixes would do (the dry runs
+   of `--verify-fixes`); the first-ranked fix of each failing finding that is a cause of its own is a step,
+   in the order of the checks (distributions before imports before kernels).
+2. Show the plan and ask (`--yes` for CI; with stdin not a terminal and no `--yes`, exit 2, nothing done).
+3. For each step: skip it when the installer said it fails or would break another requirement, when it was not
+   asked (offline: what it would touch is unknown), or when it is not a command fix knows (only installs,
+   uninstalls, leftover cleanups and moves that name the target environment); stop at the first source
+   build unless `--allow-build`. Otherwise snapshot what it will touch (commands.snapshot), run the command
+   exactly as shown (`bash -c`), run the doctor again, and keep the step only when its findings no longer
+   fail and no check got worse (a higher status, or more failing findings); else restore the snapshot.
+4. Print the checks before and after, side by side (`--json PATH`: the plan and each step's outcome).
+
+`fix --undo [SNAPSHOT]` restores the environment from the snapshots of a fix run (the newest for this
+interpreter when none is named), last step first, and says what, if anything, still differs.
+
+Exit codes: 0 nothing fails after; 1 something still fails (or a restore left differences); 2 a wrong
+command line, or a plan that needed a yes it could not ask for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from dflash_doctor.commands.options import UsageError, parse_run_args, run_parser, usage_error
+from dflash_doctor.model import CheckResult, Finding, Remediation, Status
+
+if TYPE_CHECKING:
+    from dflash_doctor.commands.run import DoctorRun
+
+__all__ = ["main"]
+
+FIX_FORMAT = "dflash-doctor/fix/v1"
+STEP_TIMEOUT_S = 4 * 3600.0  # a source build of flash-attn takes hours (knowledge.flash_attn.BUILD_ENV_VARS)
+FAILING = (Status.FAIL, Status.ERROR)
+
+
+def fix_parser() -> argparse.ArgumentParser:
+    parser = run_parser("dflash-doctor fix")
+    parser.description = ("Apply the first-ranked fix of each failing finding, after showing the plan: each step "
+                          "snapshotted, re-checked, and rolled back when it does not clear its finding.")
+    parser.add_argument("--yes", action="store_true", help="apply the plan without asking (needed when stdin is not a terminal)")
+    parser.add_argument("--allow-build", action="store_true", help="also run a step that builds from source (hours)")
+    parser.add_argument("--snapshots", metavar="DIR",
+                        help="where to keep snapshots (default: $DFLASH_DOCTOR_SNAPSHOTS or ~/.local/state/dflash-doctor/fix)")
+    parser.add_argument("--undo", nargs="?", const="", metavar="SNAPSHOT",
+                        help="restore the environment from a fix run's snapshots (default: the newest for --python)")
+    return parser
+
+
+# --------------------------------------------------------------------------- the plan
+
+
+@dataclass
+class Step:
+    command: str
+    remediation: Remediation
+    findings: list[tuple[str, str, str]]  # (check, finding id, title)
+    order: int
+    applied: str = ""
+    returncode: int | None = None
+    duration_s: float = 0.0
+    output: str = ""
+    snapshot: str = ""
+    touched: list[str] = field(default_factory=list)
+    differences: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"command": self.command, "verified": self.remediation.verified,
+                "changes": list(self.remediation.changes),
+                "findings": [{"check": c, "id": i, "title": t} for c, i, t in self.findings],
+                "applied": self.applied, "returncode": self.returncode, "duration_s": round(self.duration_s, 3),
+                "output": self.output, "snapshot": self.snapshot, "left_different": self.differences}
+
+
+def failing_keys(results: Sequence[CheckResult]) -> set[tuple[str, str, str]]:
+    return {(r.id, f.id, f.title) for r in results for f in r.findings if f.status in FAILING}
+
+
+def plan(results: Sequence[CheckResult]) -> tuple[list[Step], list[tuple[str, str, str]]]:
+    """Steps (one per distinct first-ranked command, in check order) and the failing causes with no fix."""
+    failing_ids = {f.id for r in results for f in r.findings if f.status in FAILING}
+    steps: dict[str, Step] = {}
+    unfixable: list[tuple[str, str, str]] = []
+    for order, result in enumerate(results):
+        for finding in result.findings:
+            if finding.status not in FAILING or (finding.cause and finding.cause in failing_ids):
+                continue
+            key = (result.id, finding.id, finding.title)
+            if not finding.remediation:
+                unfixable.append(key)
+                continue
+            first = finding.remediation[0]
+            step = steps.setdefault(first.command, Step(first.command, first, [], order))
+            step.findings.append(key)
+    return sorted(steps.values(), key=lambda s: s.order), unfixable
+
+
+def decide(verified: str, *, allow_build: bool, stopped: bool) -> tuple[str, bool]:
+    """Whether a step runs ("") or is skipped (and why), and whether the plan stops there: at the first source
+    build without --allow-build, every later step is skipped too."""
+    kind = verified.split(":", 1)[0]
+    if stopped:
+        return "skipped: an earlier step needs a source build (--allow-build)", True
+    if kind in ("fails", "would-break"):
+        return f"skipped: the installer says it {'fails' if kind == 'fails' else 'would break another requirement'}", False
+    if kind == "needs-build" and not allow_build:
+        return "skipped: it builds from source (hours); pass --allow-build to run it", True
+    return "", False
+
+
+# --------------------------------------------------------------------------- what a step touches
+
+
+def _roots(target: Mapping[str, Any]) -> list[str]:
+    prefix = str(target.get("prefix") or "")
+    if not prefix:
+        return []
+    if target.get("env_kind") in ("venv", "uv"):
+        return [prefix]
+    return [str(r) for r in target.get("environment_roots") or ()
+            if str(r).startswith(prefix.rstrip(os.sep) + os.sep)]
+
+
+def _inside(path: str, roots: Sequence[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def touched_paths(command: str, item: Mapping[str, Any] | None, installed: Sequence[Mapping[str, Any]],
+                  roots: Sequence[str], python: str) -> tuple[list[str] | None, str]:
+    """What the command will touch inside the environment (None and why when fix must not run it)."""
+    from dflash_doctor.facts.dryrun import parse_command, read_record_paths
+    from dflash_doctor.knowledge.flash_attn import DISTRIBUTIONS, FA2_TOP_LEVELS
+
+    segments = parse_command(command)
+    if segments is None:
+        return None, "not a command fix runs (only installs, uninstalls, leftover cleanups and moves)"
+    if any(s.python and s.python != python for s in segments):
+        return None, "it names another interpreter than the target"
+    by_name = {_canonical(str(d.get("name", ""))): d for d in installed}
+    paths: list[str] = []
+    site_dirs = sorted({str(d.get("location")) for d in installed if d.get("location") and _inside(str(d["location"]), roots)})
+
+    def add_dist(dist: Mapping[str, Any]) -> None:
+        location = str(dist.get("location") or "")
+        record, _ = read_record_paths(str(dist.get("dist_info")), location)
+        paths.extend(record)
+        paths.append(str(dist.get("dist_info")))
+        paths.extend(os.path.join(location, t) for t in dist.get("top_levels") or ())
+
+    facts = list((item or {}).get("segments") or ())
+    for i, segment in enumerate(segments):
+        seg_facts = facts[i] if i < len(facts) else {}
+        if segment.kind in ("cleanup", "move"):
+            source = segment.paths[0]
+            if not _inside(os.path.normpath(source), roots):
+                return None, f"{source} is outside the target environment"
+            paths.append(source)
+            continue
+        if seg_facts.get("status") not in ("resolved", "simulated"):
+            return None, "the installer was not asked what it would do: " + str(seg_facts.get("reason") or "no dry run")
+        names = [str(n) for n in segment.names] if segment.kind == "uninstall" else []
+        names += [str(e.get("name")) for e in seg_facts.get("install") or ()]
+        names += [str(e.get("name")) for e in seg_facts.get("remove") or ()]
+        for name in names:
+            canonical = _canonical(name)
+            if canonical in by_name:
+                add_dist(by_name[canonical])
+            tops = {canonical.replace("-", "_"), DISTRIBUTIONS.value.get(canonical, "")}
+            if canonical == "flash-attn":
+                tops.update(FA2_TOP_LEVELS.value)
+            for dist in installed:  # whoever shares those top-level names is touched too
+                if tops & set(dist.get("top_levels") or ()):
+                    add_dist(dist)
+            paths.extend(os.path.join(site, top) for site in site_dirs for top in tops if top)
+        for left in seg_facts.get("left_behind") or ():
+            paths.append(str(left.get("directory")))
+    inside = sorted({os.path.normpath(p) for p in paths if p and _inside(os.path.normpath(p), roots)})
+    return inside, ""
+
+
+# --------------------------------------------------------------------------- running
+
+
+def _archs(args: argparse.Namespace) -> list[str]:
+    from dflash_doctor.commands.options import split_names
+
+    return split_names(args.target_arch)
+
+
+def _dry_runs(results: Sequence[CheckResult], sections: Mapping[str, Any], python: str,
+              args: argparse.Namespace) -> dict[str, Any]:
+    """Ask the installer about the fixes the plan may pick, where it matters: the first fix of each failing cause,
+    and the others of a finding only when its first does not resolve (a first fix that resolves is ranked first
+    whatever the others say, so asking about them would cost index time for nothing)."""
+    from dflash_doctor.checks.verify import judge_item
+    from dflash_doctor.facts import dryrun
+
+    failing_ids = {f.id for r in results for f in r.findings if f.status in FAILING}
+    causes = [f for r in results for f in r.findings
+              if f.status in FAILING and f.remediation and not (f.cause and f.cause in failing_ids)]
+
+    def ask(commands: list[str]) -> dict[str, Any]:
+        return dryrun.collect(commands, sections, python=python, timeout_s=args.timeout, cwd=os.getcwd(),
+                              target_archs=_archs(args))
+
+    dry = ask([f.remediation[0].command for f in causes])
+    said = {str(i.get("command")): judge_item(i, dry["installed"], dry["marker_environment"])[0]
+            for i in dry.get("items") or ()}
+    rest = [r.command for f in causes if said.get(f.remediation[0].command) != "resolves" for r in f.remediation[1:]]
+    if rest:
+        more = ask([c for c in rest if c not in said])
+        dry["items"] = list(dry.get("items") or ()) + list(more.get("items") or ())
+        if "build" in more:
+            dry.setdefault("build", more["build"])
+    return dry
+
+
+def _doctor(args: argparse.Namespace) -> DoctorRun:
+    from dflash_doctor.commands.run import run_doctor
+
+    quiet = argparse.Namespace(**{**vars(args), "verify_fixes": False, "baseline": None})
+    return run_doctor(quiet)
+
+
+def _worse(before: Sequence[CheckResult], after: Sequence[CheckResult]) -> list[str]:
+    old = {r.id: r for r in before}
+    found = []
+    for result in after:
+        prior = old.get(result.id)
+        if prior is None:
+            continue
+        n_before = sum(f.status in FAILING for f in prior.findings)
+        n_after = sum(f.status in FAILING for f in result.findings)
+        if result.status.rank > prior.status.rank or n_after > n_before:
+            found.append(f"{result.id}: {prior.status.value} ({n_before} failing) -> {result.status.value} "
+                         f"({n_after} failing)")
+    return found
+
+
+def _shell(command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=STEP_TIMEOUT_S,
+                          check=False, stdin=subprocess.DEVNULL)
+
+
+def _confirm(steps: Sequence[Step], args: argparse.Namespace, out: TextIO) -> int | None:
+    """None: go ahead; else the exit code."""
+    if args.yes:
+        return None
+    try:
+        tty = sys.stdin.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    if not tty:
+        sys.stderr.write("dflash-doctor fix: stdin is not a terminal, so it cannot ask: pass --yes to apply this plan\n")
+        return 2
+    out.write(f"Apply {len(steps)} step(s)? [y/N] ")
+    out.flush()
+    answer = sys.stdin.readline().strip().lower()
+    if answer not in ("y", "yes"):
+        out.write("nothing changed\n")
+        return 1
+    return None
+
+
+def _status_table(before: Sequence[CheckResult], after: Sequence[CheckResult], out: TextIO) -> None:
+    now = {r.id: r for r in after}
+    width = max((len(r.id) for r in before), default=5)
+    out.write(f"\n{'check':<{width}}  before  after\n")
+    for result in before:
+        later = now.get(result.id)
+        out.write(f"{result.id:<{width}}  {result.status.value:<6}  {later.status.value if later else '-'}\n")
+
+
+def _annotate(results: Sequence[CheckResult], steps: Sequence[Step]) -> list[CheckResult]:
+    applied = {s.command: s.applied for s in steps if s.applied}
+
+    def one(f: Finding) -> Finding:
+        if not any(r.command in applied for r in f.remediation):
+            return f
+        return replace(f, remediation=tuple(replace(r, applied=applied[r.command]) if r.command in applied else r
+                                            for r in f.remediation))
+
+    return [replace(r, findings=tuple(one(f) for f in r.findings)) for r in results]
+
+
+def _write_json(path: str, document: Mapping[str, Any]) -> None:
+    text = json.dumps(document, indent=2, default=str) + "\n"
+    if path == "-":
+        sys.stdout.write(text)
+    else:
+        Path(path).write_text(text)
+        sys.stderr.write(f"dflash-doctor: fix report written to {os.path.abspath(path)}\n")
+
+
+def _undo(args: argparse.Namespace, out: TextIO) -> int:
+    from dflash_doctor.commands import snapshot
+
+    root = Path(args.snapshots) if args.snapshots else snapshot.snapshot_root()
+    run_dir = Path(args.undo) if args.undo else snapshot.latest(args.python, root)
+    if run_dir is None:
+        raise UsageError(f"fix --undo: no fix snapshot for {args.python} under {root}")
+    try:
+        meta = json.loads((run_dir / "fix.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"fix --undo {run_dir}: not a fix snapshot ({exc})") from None
+    left: list[str] = []
+    for step_dir in reversed(meta.get("steps_taken") or ()):
+        try:
+            left = snapshot.restore(run_dir / step_dir)
+        except snapshot.SnapshotError as exc:
+            raise UsageError(f"fix --undo: {exc}") from None
+        except OSError as exc:
+            out.write(f"the restore of {run_dir / step_dir} stopped: {exc}\n")
+            return 1
+        out.write(f"restored {run_dir / step_dir} (before: {snapshot.load(run_dir / step_dir)['command']})\n")
+    if left:
+        out.write("still different from the snapshot:\n" + "".join(f"  {d}\n" for d in left[:50]))
+        return 1
+    out.write(f"the environment is as it was before the fix run {run_dir.name}\n")
+    if args.json:
+        _write_json(args.json, {"schema": FIX_FORMAT, "undo": str(run_dir), "left_different": left})
+    return 0
+
+
+class _Plain:
+    """Where fix writes its lines: ASCII when not a terminal or NO_COLOR (render.plain), as the report is."""
+
+    def __init__(self, stream: TextIO, plain: bool) -> None:
+        self.stream, self.plain = stream, plain
+
+    def write(self, text: str) -> int:
+        from dflash_doctor.render.plain import to_ascii
+
+        return self.stream.write(to_ascii(text) if self.plain else text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+def main(argv: Sequence[str]) -> int:
+    from dflash_doctor.render.plain import plain_output
+
+    try:
+        args = parse_run_args(argv, fix_parser())
+        stream = sys.stderr if args.json == "-" else sys.stdout
+        out: Any = _Plain(stream, bool(args.no_color) or plain_output(stream))
+        if args.undo is not None:
+            return _undo(args, out)
+        return _fix(args, out)
+    except UsageError as exc:
+        return usage_error(exc)
+
+
+def _fix(args: argparse.Namespace, out: TextIO) -> int:
+    from dflash_doctor.checks.verify import verify_results
+    from dflash_doctor.commands import snapshot
+
+    first = _doctor(args)
+    sections = first.sections
+    target = sections.get("target") or {}
+    python = str(args.python)
+    dry = _dry_runs(first.raw_results, sections, python, args)
+    before = verify_results(first.raw_results, dry)
+    steps, unfixable = plan(before)
+    roots = _roots(target)
+    items = {str(i.get("command")): i for i in dry.get("items") or ()}
+    # A build's command carries MAX_JOBS and FLASH_ATTN_CUDA_ARCHS in front of the one the installer was asked about.
+    items.update({s.command: items[c] for s in steps for c in list(items) if s.command.endswith(" " + c)})
+    out.write(f"dflash-doctor fix | {python}\n")
+    if not steps:
+        out.write("nothing to fix: no failing finding offers a fix\n" if unfixable or first.exit_code else "nothing fails\n")
+        out.writelines(f"  no fix offered: {key[2]}  [{key[1]}]\n" for key in unfixable)
+        return first.exit_code
+    out.write(f"plan ({len(steps)} step(s); environment: {', '.join(roots) or '?'}):\n")
+    for n, step in enumerate(steps, 1):
+        out.write(f"  {n}. $ {step.command}\n")
+        out.write(f"     for: {'; '.join(f'{t}  [{i}]' for _, i, t in step.findings)}\n")
+        out.write(f"     verified: {step.remediation.verified or 'not-checked: not an installer command'}\n")
+        out.writelines(f"       {change}\n" for change in step.remediation.changes)
+    out.writelines(f"  (no fix offered: {key[2]}  [{key[1]}])\n" for key in unfixable)
+    answer = _confirm(steps, args, out)
+    if answer is not None:
+        return answer
+
+    snapshots = Path(args.snapshots) if args.snapshots else snapshot.snapshot_root()
+    created = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    run_dir = snapshots / f"{created}-{os.getpid()}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    meta: dict[str, Any] = {"format": FIX_FORMAT, "python": python, "created": created, "steps_taken": []}
+
+    def save_meta() -> None:
+        (run_dir / "fix.json").write_text(json.dumps(meta, indent=1) + "\n")
+
+    save_meta()
+    out.write(f"snapshots: {run_dir}  (undo: dflash-doctor fix --python {python} --undo {run_dir})\n")
+    current = before
+    stopped = False
+    for n, step in enumerate(steps, 1):
+        step.applied, stopped = decide(step.remediation.verified, allow_build=args.allow_build, stopped=stopped)
+        if not step.applied and not set(step.findings) & failing_keys(current):
+            step.applied = "skipped: an earlier step cleared its finding"
+        if step.applied:
+            out.write(f"step {n}: {step.applied}\n")
+            continue
+        touched, why = touched_paths(step.command, items.get(step.command), dry.get("installed") or (), roots, python)
+        if touched is None:
+            step.applied = f"skipped: {why}"
+            out.write(f"step {n}: {step.applied}\n")
+            continue
+        step.touched = touched
+        step_dir = f"step-{n}"
+        try:
+            snapshot.take(run_dir / step_dir, python=python, roots=roots, touched=touched, command=step.command,
+                          uv=target.get("env_kind") == "uv")
+        except OSError as exc:  # nothing was run: a step without its snapshot is not taken
+            step.applied = f"skipped: its snapshot could not be written ({exc.strerror or exc})"
+            out.write(f"step {n}: {step.applied}\n")
+            continue
+        meta["steps_taken"].append(step_dir)
+        save_meta()
+        step.snapshot = str(run_dir / step_dir)
+        out.write(f"step {n}: $ {step.command}\n")
+        started = time.monotonic()
+        try:
+            proc = _shell(step.command)
+            step.returncode, step.output = proc.returncode, (proc.stdout + proc.stderr)[-2000:]
+        except subprocess.TimeoutExpired:
+            step.returncode, step.output = None, f"did not finish within {STEP_TIMEOUT_S:g} s"
+        step.duration_s = time.monotonic() - started
+        reason = ""
+        if step.returncode != 0:
+            reason = f"the command exited {step.returncode}: {step.output.strip().splitlines()[-1] if step.output.strip() else ''}"
+        else:
+            again = _doctor(args)
+            still = [k for k in step.findings if k in failing_keys(again.raw_results)]
+            worse = _worse(current, again.raw_results)
+            if still:
+                reason = "its finding still fails: " + "; ".join(f"{t} [{i}]" for _, i, t in still)
+            elif worse:
+                reason = "another check got worse: " + "; ".join(worse)
+            else:
+                step.applied = "cleared"
+                current = again.raw_results
+        if reason:
+            try:
+                step.differences = snapshot.restore(run_dir / step_dir)
+            except (OSError, snapshot.SnapshotError) as exc:
+                step.differences = [f"the restore stopped: {exc}"]
+            step.applied = f"rolled-back: {reason}"
+        out.write(f"  {step.applied}  ({step.duration_s:.1f} s)\n")
+        out.writelines(f"  still different after the rollback: {line}\n" for line in step.differences[:20])
+    last = _doctor(args)
+    _status_table(before, last.raw_results, out)
+    out.write(f"\nafter: {last.report['summary']['fail']} failing check(s); "
+              f"undo every step: dflash-doctor fix --python {python} --undo {run_dir}\n")
+    if args.json:
+        from dflash_doctor.render.redact import redact_report
+
+        _write_json(args.json, {
+            "schema": FIX_FORMAT, "python": python, "snapshots": str(run_dir),
+            "steps": [s.to_dict() for s in steps],
+            "unfixable": [{"check": c, "id": i, "title": t} for c, i, t in unfixable],
+            "before": {r.id: r.status.value for r in before},
+            "after": {r.id: r.status.value for r in last.raw_results},
+            "after_findings": {r.id: {f.id: f.status.value for f in r.findings} for r in last.raw_results},
+            "report": redact_report({"checks": [r.to_dict() for r in _annotate(before, steps)]})})
+    return last.exit_code

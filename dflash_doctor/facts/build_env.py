@@ -1,0 +1,119 @@
+"""What a source build of a CUDA extension (flash-attn 2) would find on this machine, before it starts.
+
+Facts only, gathered the way torch's `cpp_extension` looks for them (knowledge.builds.TORCH_CUDA_HOME_SEARCH),
+without importing torch: `CUDA_HOME`/`CUDA_PATH`, the `nvcc` on PATH or under CUDA_HOME and the CUDA release it
+reports, `ninja` (the target's bin directory first, where `pip install ninja` puts it), a C++ compiler (`CXX`,
+`c++`, `g++`, `clang++`), the memory available (/proc/meminfo MemAvailable) and the cores this process may use,
+torch's CUDA (`cuda = '12.8'` in the installed torch/version.py, read as text), and the GPUs' archs (NVML facts,
+or --target-arch). Each tool is asked for its version with a timeout.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["collect", "torch_cuda"]
+
+VERSION_TIMEOUT_S = 10.0
+
+
+def _version(argv: Sequence[str], timeout_s: float) -> str | None:
+    try:
+        proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s, check=False,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    text = (proc.stdout or proc.stderr).strip()
+    return text[:400] if proc.returncode == 0 else None
+
+
+def torch_cuda(distributions: Mapping[str, Any]) -> dict[str, Any]:
+    """torch's version and `torch.version.cuda`, read from torch/version.py (no import; bounded read)."""
+    for dist in distributions.get("items") or ():
+        if not isinstance(dist, dict) or dist.get("canonical", dist.get("name")) != "torch":
+            continue
+        path = os.path.join(str(dist.get("location") or ""), "torch", "version.py")
+        try:
+            if not os.path.isfile(path):
+                return {"installed": True, "version": dist.get("version"), "cuda": None, "error": f"{path}: missing"}
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                text = fh.read(64 * 1024)
+        except OSError as exc:
+            return {"installed": True, "version": dist.get("version"), "cuda": None, "error": f"{path}: {exc.strerror}"}
+        match = re.search(r"^cuda\s*(?::[^=]*)?=\s*(?:'([^']*)'|\"([^\"]*)\"|None)", text, re.MULTILINE)
+        cuda = (match.group(1) or match.group(2)) if match else None
+        return {"installed": True, "version": dist.get("version"), "cuda": cuda, "file": path}
+    return {"installed": False, "version": None, "cuda": None}
+
+
+def _meminfo() -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii", errors="replace") as fh:
+            for line in fh.read(64 * 1024).splitlines():
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _archs(sections: Mapping[str, Any], target_archs: Sequence[str]) -> list[str]:
+    """The archs to build for, as FLASH_ATTN_CUDA_ARCHS writes them ("90"): --target-arch, else the GPUs here."""
+    from dflash_doctor.knowledge.archs import parse_target_archs
+
+    found: list[str] = []
+    for spec in target_archs:
+        try:
+            found += [f"{major}{minor}" for major, minor in parse_target_archs(spec)]
+        except ValueError:
+            continue
+    if not found:
+        gpu = sections.get("gpu") or {}
+        for device in (gpu.get("devices") or ()) if isinstance(gpu, dict) else ():
+            cc = device.get("compute_capability") if isinstance(device, dict) else None
+            if isinstance(cc, list) and len(cc) == 2:
+                found.append(f"{cc[0]}{cc[1]}")
+    return list(dict.fromkeys(found))
+
+
+def collect(sections: Mapping[str, Any], *, python: str, target_archs: Sequence[str] = (),
+            environ: Mapping[str, str] | None = None, timeout_s: float = VERSION_TIMEOUT_S) -> dict[str, Any]:
+    environ = os.environ if environ is None else environ
+    path = environ.get("PATH", "")
+    cuda_home_env = environ.get("CUDA_HOME") or environ.get("CUDA_PATH") or None
+    nvcc = shutil.which("nvcc", path=path)
+    if nvcc is None and cuda_home_env and os.path.isfile(os.path.join(cuda_home_env, "bin", "nvcc")):
+        nvcc = os.path.join(cuda_home_env, "bin", "nvcc")
+    cuda_home = cuda_home_env or (os.path.dirname(os.path.dirname(nvcc)) if nvcc else None) or \
+        ("/usr/local/cuda" if os.path.exists("/usr/local/cuda") else None)
+    nvcc_said = _version([nvcc, "--version"], timeout_s) if nvcc else None
+    release = re.search(r"release (\d+)\.(\d+)", nvcc_said or "")
+    bin_dir = os.path.dirname(python)
+    ninja = shutil.which("ninja", path=os.pathsep.join([bin_dir, path]))
+    compilers = [c for c in (environ.get("CXX"), "c++", "g++", "clang++") if c]
+    cxx = next((found for c in compilers if (found := shutil.which(c, path=path))), None)
+    cxx_said = _version([cxx, "--version"], timeout_s) if cxx else None
+    distributions = sections.get("distributions") or {}
+    return {
+        "cuda_home": cuda_home, "cuda_home_from": "CUDA_HOME/CUDA_PATH" if cuda_home_env else
+        ("nvcc on PATH" if nvcc and cuda_home else ("/usr/local/cuda" if cuda_home else None)),
+        "nvcc": nvcc, "nvcc_release": f"{release.group(1)}.{release.group(2)}" if release else None,
+        "ninja": ninja, "ninja_version": _version([ninja, "--version"], timeout_s) if ninja else None,
+        "cxx": cxx, "cxx_version": (cxx_said or "").splitlines()[0] if cxx_said else None,
+        "mem_available_bytes": _meminfo(), "cores": _cores(),
+        "torch": torch_cuda(distributions if isinstance(distributions, dict) else {}),
+        "archs": _archs(sections, target_archs), "archs_from": "--target-arch" if target_archs else "GPUs (NVML)",
+        "max_jobs_env": environ.get("MAX_JOBS"),
+    }
