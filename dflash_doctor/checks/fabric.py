@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 from dflash_doctor.check import Facts
 from dflash_doctor.facts.fabric_host import sysfs_bdf
+from dflash_doctor.facts.fabric_shapes import Fabric
 from dflash_doctor.knowledge.fabric import (
     ACS_REDIRECT,
     CUSTOM_ALL_REDUCE_RULES,
@@ -60,14 +61,14 @@ class FabricCheck:
     requires_gpu: ClassVar[bool] = True
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
-        fabric = facts["fabric"]
-        if fabric.get("skipped"):
-            return [Finding("fabric.skipped", Status.SKIP, f"fabric not checked ({fabric['skipped']})")]
+        fabric = facts.section(Fabric)
+        if fabric.skipped:
+            return [Finding("fabric.skipped", Status.SKIP, f"fabric not checked ({fabric.skipped})")]
         gpu = facts["gpu"] if isinstance(facts["gpu"], dict) else {}
         devices = gpu.get("devices") or []
         serve = facts.optional("serve_args") or {}
         argv = [str(a) for a in serve.get("argv") or []]
-        tp = int(fabric.get("requested_tp") or 1)
+        tp = int(fabric.requested_tp or 1)
         findings: list[Finding] = []
         if not devices:
             return [Finding("fabric.skipped", Status.SKIP, "fabric not checked: NVML lists no GPU (see the gpu check)")]
@@ -84,17 +85,17 @@ class FabricCheck:
 
     # --------------------------------------------------------------------------------------- topology
 
-    def _pairs(self, fabric: Mapping[str, Any], group: Sequence[int]) -> list[Mapping[str, Any]]:
+    def _pairs(self, fabric: Fabric, group: Sequence[int]) -> list[Mapping[str, Any]]:
         members = set(group)
-        return [p for p in (fabric.get("nvml") or {}).get("pairs") or [] if set(p.get("gpus") or []) <= members]
+        return [p for p in (fabric.nvml or {}).get("pairs") or [] if set(p.get("gpus") or []) <= members]
 
-    def _group(self, fabric: Mapping[str, Any], tp: int, group: Sequence[int],
+    def _group(self, fabric: Fabric, tp: int, group: Sequence[int],
                devices: Sequence[Mapping[str, Any]]) -> Finding:
         pairs = self._pairs(fabric, group)
         links = ", ".join(f"{p['gpus'][0]}-{p['gpus'][1]}: " + (f"{p['nvlinks']} NVLink(s)" if p.get("nvlinks")
                                                                 else str(p.get("topology")))
                           for p in pairs)
-        where = fabric.get("tp_source")
+        where = fabric.tp_source
         title = (f"TP {tp} ({where}) over GPU(s) {', '.join(map(str, group)) or 'none'}"
                  + (f"; {links}" if links else ""))
         if len(group) < tp:
@@ -104,10 +105,10 @@ class FabricCheck:
         return Finding("fabric.group", Status.PASS, title, evidence={"tp": tp, "group": list(group),
                                                                       "pairs": [dict(p) for p in pairs]})
 
-    def _links(self, fabric: Mapping[str, Any], group: Sequence[int],
+    def _links(self, fabric: Fabric, group: Sequence[int],
                pairs: Sequence[Mapping[str, Any]]) -> list[Finding]:
         found: list[Finding] = []
-        nvml = fabric.get("nvml") or {}
+        nvml = fabric.nvml or {}
         if not nvml.get("ok"):
             return [Finding("fabric.nvml-unavailable", Status.WARN,
                             f"NVML topology not read: {nvml.get('error')}", evidence=dict(nvml))]
@@ -138,8 +139,8 @@ class FabricCheck:
 
     # ------------------------------------------------------------------------------------------- peer
 
-    def _peer(self, fabric: Mapping[str, Any], tp: int, pairs: Sequence[Mapping[str, Any]]) -> list[Finding]:
-        peer = fabric.get("peer") or {}
+    def _peer(self, fabric: Fabric, tp: int, pairs: Sequence[Mapping[str, Any]]) -> list[Finding]:
+        peer = fabric.peer or {}
         if peer.get("skipped"):
             return [Finding("fabric.peer-not-needed", Status.PASS,
                             f"peer access not checked: {peer['skipped']} (a single-GPU group has no peer traffic)")]
@@ -181,8 +182,8 @@ class FabricCheck:
                                  evidence={"pairs": data.get("pairs")}))
         return found
 
-    def _p2p_fixes(self, fabric: Mapping[str, Any]) -> tuple[Remediation, ...]:
-        bridges = [b for b, a in ((fabric.get("host") or {}).get("acs") or {}).get("bridges", {}).items()
+    def _p2p_fixes(self, fabric: Fabric) -> tuple[Remediation, ...]:
+        bridges = [b for b, a in ((fabric.host or {}).get("acs") or {}).get("bridges", {}).items()
                    if "p2p_request_redirect" in (a.get("enabled") or [])]
         fixes = [Remediation("export NCCL_P2P_DISABLE=1", "NCCL stops using the peer path (the control arm's setting)"),
                  Remediation("vllm serve ... --disable-custom-all-reduce", "vLLM's own all-reduce stops using it too")]
@@ -195,11 +196,11 @@ class FabricCheck:
 
     # ------------------------------------------------------------------------------------------- NCCL
 
-    def _nccl(self, fabric: Mapping[str, Any], pairs: Sequence[Mapping[str, Any]], argv: list[str]) -> list[Finding]:
-        arms = fabric.get("nccl") or {}
+    def _nccl(self, fabric: Fabric, pairs: Sequence[Mapping[str, Any]], argv: list[str]) -> list[Finding]:
+        arms = fabric.nccl or {}
         if not arms:
             return [Finding("fabric.nccl-skipped", Status.SKIP,
-                            f"NCCL all-reduce not run: {fabric.get('probes_skipped') or 'no facts'}")]
+                            f"NCCL all-reduce not run: {fabric.probes_skipped or 'no facts'}")]
         main, control = _arm(arms.get("p2p")), _arm(arms.get("p2p_disabled")) if arms.get("p2p_disabled") else None
         world = int((arms.get("p2p") or {}).get("world") or 1)
         found: list[Finding] = []
@@ -230,7 +231,7 @@ class FabricCheck:
             remediation=(Remediation("NCCL_DEBUG=INFO NCCL_NVLS_ENABLE=0 dflash-doctor --only fabric",
                                      "see where NCCL stops"),))]
 
-    def _bandwidth(self, fabric: Mapping[str, Any], pairs: Sequence[Mapping[str, Any]], main: Mapping[str, Any],
+    def _bandwidth(self, fabric: Fabric, pairs: Sequence[Mapping[str, Any]], main: Mapping[str, Any],
                    world: int) -> list[Finding]:
         busbw = main.get("busbw")
         if world < 2 or not busbw:
@@ -250,9 +251,9 @@ class FabricCheck:
 
     # ------------------------------------------------------------------------------------------- host
 
-    def _host(self, fabric: Mapping[str, Any], tp: int, group: Sequence[int],
+    def _host(self, fabric: Fabric, tp: int, group: Sequence[int],
               devices: Sequence[Mapping[str, Any]]) -> list[Finding]:
-        host = fabric.get("host") or {}
+        host = fabric.host or {}
         found: list[Finding] = []
         shm, container = host.get("shm") or {}, host.get("container") or {}
         total = shm.get("total_bytes")
@@ -324,11 +325,11 @@ class FabricCheck:
 
     # -------------------------------------------------------------------------------- vLLM's choice
 
-    def _allreduce_choice(self, fabric: Mapping[str, Any], tp: int, gpus: int, pairs: Sequence[Mapping[str, Any]],
+    def _allreduce_choice(self, fabric: Fabric, tp: int, gpus: int, pairs: Sequence[Mapping[str, Any]],
                           argv: list[str]) -> Finding:
         rules = CUSTOM_ALL_REDUCE_RULES.value
-        env = (fabric.get("host") or {}).get("env") or {}
-        peer = ((fabric.get("peer") or {}).get("data") or {}).get("pairs") or []
+        env = (fabric.host or {}).get("env") or {}
+        peer = ((fabric.peer or {}).get("data") or {}).get("pairs") or []
         all_nvlink = bool(pairs) and all(p.get("p2p", {}).get("nvlink") == "ok" for p in pairs)
         if tp == 1:
             why = "TP 1: one process, no all-reduce"
@@ -386,11 +387,11 @@ def _arm(arm: Mapping[str, Any] | None) -> dict[str, Any]:
             "nccl": datas[0].get("nccl_version") if datas else None, "stderr": stderr}
 
 
-def _link_rate(fabric: Mapping[str, Any], pair: Mapping[str, Any]) -> tuple[float, str] | None:
+def _link_rate(fabric: Fabric, pair: Mapping[str, Any]) -> tuple[float, str] | None:
     if pair.get("nvlinks"):
         per = NVLINK_GBPS_PER_LINK.value.get(int(pair.get("nvlink_version") or 0))
         return (per * int(pair["nvlinks"]), f"{pair['nvlinks']} NVLink(s)") if per else None
-    devices = {d.get("index"): d.get("pcie") or {} for d in (fabric.get("nvml") or {}).get("devices") or []}
+    devices = {d.get("index"): d.get("pcie") or {} for d in (fabric.nvml or {}).get("devices") or []}
     rates = []
     for index in pair.get("gpus") or []:
         pcie = devices.get(index) or {}

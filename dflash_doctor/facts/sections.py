@@ -124,6 +124,7 @@ SECTION_SHAPES: Mapping[str, str] = {
     "serve_args": "dflash_doctor.facts.serve_shapes:ServeArgs",
     "models": "dflash_doctor.facts.models_shapes:Models",
     "vllm_dflash": "dflash_doctor.facts.serve_shapes:VllmDflash",
+    "fabric": "dflash_doctor.facts.fabric_shapes:Fabric",
 }
 
 
