@@ -55,7 +55,7 @@ def _driver_too_old(torch: Mapping[str, Any], cuda: Mapping[str, Any], driver_cu
         f"or a newer driver: CUDA {torch_cuda} needs >= {needed or 'a newer one'} (Ubuntu's package; elsewhere the "
         "distribution's or NVIDIA's installer), then reboot"))
     said = cuda.get("init_error") or {}
-    return Finding("cuda.driver-too-old", Status.FAIL,
+    return Finding("cuda-stack.driver-too-old", Status.FAIL,
                    f"torch {torch.get('version')} is built for CUDA {torch_cuda}, but driver {driver} supports CUDA "
                    f"{driver_cuda} at most: torch cannot initialize CUDA",
                    detail=said.get("message") or "\n".join(cuda.get("warnings") or []),
@@ -84,11 +84,11 @@ def _arch_names(arch_list: Sequence[str]) -> tuple[list[str], list[str]]:
 def _triton_findings(triton: Mapping[str, Any], stack: Mapping[str, Any], archs: Sequence[Sequence[int]],
                      installer: Installer) -> tuple[list[Finding], str]:
     if not triton.get("installed"):
-        return [Finding("cuda.triton-absent", Status.WARN, "Triton is not installed: torch.compile and vLLM's "
+        return [Finding("cuda-stack.triton-absent", Status.WARN, "Triton is not installed: torch.compile and vLLM's "
                         "Triton kernels cannot run", remediation=(Remediation(installer.install("triton"),
                                                                               "install the Triton torch requires"),))], ""
     if not triton.get("import_ok"):
-        return [Finding("cuda.triton-import-failed", Status.FAIL,
+        return [Finding("cuda-stack.triton-import-failed", Status.FAIL,
                         f"`import triton` fails: {_exception_text(triton.get('exception'))}",
                         evidence={"exception": triton.get("exception")})], ""
     findings: list[Finding] = []
@@ -104,7 +104,7 @@ def _triton_findings(triton: Mapping[str, Any], stack: Mapping[str, Any], archs:
             continue
         looked = "; ".join(f"{p['where']}: {p['path']} ({'found' if p.get('exists') else 'missing'})"
                            for p in tool.get("looked") or [])
-        findings.append(Finding("cuda.triton-ptxas-missing", Status.FAIL,
+        findings.append(Finding("cuda-stack.triton-ptxas-missing", Status.FAIL,
                                 f"Triton {version} cannot find {name}: looked at {looked}",
                                 detail=str(tool.get("error") or ""), evidence={"tool": tool},
                                 remediation=(Remediation(installer.install(f"triton=={version}", reinstall=True),
@@ -120,7 +120,7 @@ def _triton_findings(triton: Mapping[str, Any], stack: Mapping[str, Any], archs:
             remedies.append(Remediation(f"export TRITON_LIBCUDA_PATH={loaded.rsplit('/', 1)[0]}",
                                         "or tell Triton where the dynamic loader found it"))
         findings.append(Finding(
-            "cuda.triton-libcuda-missing", Status.FAIL,
+            "cuda-stack.triton-libcuda-missing", Status.FAIL,
             f"Triton {version} cannot find libcuda.so.1: TRITON_LIBCUDA_PATH "
             f"{places.get('TRITON_LIBCUDA_PATH') or 'unset'}, `ldconfig -p` lists "
             f"{', '.join(places.get('ldconfig') or []) or 'none'}, LD_LIBRARY_PATH "
@@ -154,7 +154,7 @@ class CudaStackCheck:
     def judge(self, facts: Facts) -> Iterable[Finding]:
         blocking = _blocking(facts.prior.get("gpu"), NO_GPU_FINDINGS)
         if blocking is not None:
-            return [Finding("cuda.no-gpu", Status.SKIP, f"no usable GPU ({blocking.id}): torch's CUDA was not checked",
+            return [Finding("cuda-stack.no-gpu", Status.SKIP, f"no usable GPU ({blocking.id}): torch's CUDA was not checked",
                             evidence={"gpu_finding": blocking.id})]
         stack, gpu = facts["cuda_stack"], facts["gpu"]
         installer = _installer(facts, stack.get("executable"))
@@ -163,20 +163,20 @@ class CudaStackCheck:
         if torch is None or stack.get("probe_error"):
             said = (f"stopped: {_exception_text(stack['probe_error'])}" if stack.get("probe_error")
                     else process.get("error") or "reported nothing")
-            return [Finding("cuda.probe-failed", Status.FAIL, f"the CUDA-stack probe in the target {said}",
+            return [Finding("cuda-stack.probe-failed", Status.FAIL, f"the CUDA-stack probe in the target {said}",
                             detail=str(process.get("stderr") or "")[-1500:],
                             evidence={"process": process, "probe_error": stack.get("probe_error")})]
         if not torch.get("installed"):
-            return [Finding("cuda.torch-absent", Status.SKIP, "torch is not installed in the target: nothing to check")]
+            return [Finding("cuda-stack.torch-absent", Status.SKIP, "torch is not installed in the target: nothing to check")]
         if not torch.get("import_ok"):
-            return [Finding("cuda.torch-import-failed", Status.FAIL,
+            return [Finding("cuda-stack.torch-import-failed", Status.FAIL,
                             f"`import torch` fails: {_exception_text(torch.get('exception'))}",
                             evidence={"exception": torch.get("exception")})]
         if not torch.get("cuda"):
             kind = f"ROCm (HIP {torch.get('hip')})" if torch.get("hip") else "CPU-only"
             index = _torch_index_for(gpu.get("cuda_driver_version"))
             base = str(torch.get("version") or "").split("+")[0]
-            return [Finding("cuda.torch-cpu-build", Status.FAIL,
+            return [Finding("cuda-stack.torch-cpu-build", Status.FAIL,
                             f"torch {torch.get('version')} is a {kind} build: it cannot use the NVIDIA GPUs",
                             remediation=(Remediation(installer.install(f"torch=={base}", "--index-url", index),
                                                      f"a CUDA build the driver ({gpu.get('cuda_driver_version')}) "
@@ -191,7 +191,7 @@ class CudaStackCheck:
                 return [_driver_too_old(torch, cuda, driver_cuda, driver, installer)]
             libcuda = stack.get("libcuda") or {}
             said = cuda.get("init_error") or cuda.get("is_available_error")
-            return [Finding("cuda.init-failed", Status.FAIL,
+            return [Finding("cuda-stack.init-failed", Status.FAIL,
                             f"torch {torch.get('version')} cannot initialize CUDA: "
                             f"{_exception_text(said) if said else '; '.join(cuda.get('warnings') or []) or 'no reason given'}",
                             detail=f"cuInit: {libcuda.get('cuInit_name') or libcuda.get('cuInit')} "
@@ -202,7 +202,7 @@ class CudaStackCheck:
         migrated = any((d.get("mig") or {}).get("current") for d in gpu.get("devices") or [])
         if not migrated and visible.form != "mig" and len(devices) != len(visible.gpus):
             findings.append(Finding(
-                "cuda.device-count-mismatch", Status.FAIL,
+                "cuda-stack.device-count-mismatch", Status.FAIL,
                 f"torch sees {len(devices)} GPU(s) but NVML and CUDA_VISIBLE_DEVICES give {len(visible.gpus)}",
                 evidence={"torch": [d.get("name") for d in devices], "expected": list(visible.gpus),
                           "CUDA_VISIBLE_DEVICES": visible.value}))
@@ -221,14 +221,14 @@ class CudaStackCheck:
             if covered["status"] == "ptx-jit":
                 old_driver = version_tuple(driver_cuda) < version_tuple(torch.get("cuda"))
                 findings.append(Finding(
-                    "cuda.arch-ptx-only", Status.FAIL if old_driver else Status.WARN,
+                    "cuda-stack.arch-ptx-only", Status.FAIL if old_driver else Status.WARN,
                     f"{label}: torch {torch.get('version')} has no SASS for it, only PTX {covered['by']} to JIT"
                     + (f", which driver {driver} (CUDA {driver_cuda}) cannot JIT: it is newer than the driver"
                        if old_driver else ": slow first launches"), evidence=evidence))
                 coverage_notes.append(f"{label}: PTX {covered['by']}")
                 continue
             findings.append(Finding(
-                "cuda.arch-not-covered", Status.FAIL,
+                "cuda-stack.arch-not-covered", Status.FAIL,
                 f"{label}: torch {torch.get('version')} was built for {' '.join(torch.get('arch_list') or [])}, "
                 f"nothing of which runs on {_sm(cc)}: 'no kernel image is available for execution on the device'",
                 evidence=evidence))
@@ -243,7 +243,7 @@ class CudaStackCheck:
         summary = (f"torch {torch.get('version')} (CUDA {torch.get('cuda')}; driver {driver} supports "
                    f"{driver_cuda}{compat}) · {len(devices)} GPU(s): {'; '.join(coverage_notes) or 'none covered'}"
                    + (f" · {triton_note}" if triton_note else ""))
-        findings.insert(0, Finding("cuda.ok", Status.PASS, summary, evidence={
+        findings.insert(0, Finding("cuda-stack.ok", Status.PASS, summary, evidence={
             "torch": {k: torch.get(k) for k in ("version", "cuda", "git", "arch_list", "file")},
             "devices": devices, "libcuda": stack.get("libcuda"), "triton": stack.get("triton")}))
         return findings

@@ -670,9 +670,9 @@ class DrafterCheck:
         models = facts["models"]
         drafter, target = models.get("drafter"), models.get("target")
         if drafter is None:
-            return _not_given(self.title, "drafter directory")
+            return _not_given(self.id, self.title, "drafter directory")
         if target is None:
-            return _not_given(self.title, "target directory to compare the drafter with")
+            return _not_given(self.id, self.title, "target directory to compare the drafter with")
         blocked = _skip_if_broken(facts, self.title)
         if blocked is not None:
             return blocked

@@ -24,8 +24,8 @@ NO_GPU_FINDINGS = ("gpu.nvml-library-missing", "gpu.driver-not-loaded", "gpu.dri
                    "gpu.nvml-no-permission", "gpu.nvml-failed", "gpu.no-devices", "gpu.visible-none",
                    "gpu.visible-duplicate")
 # CUDA-stack findings after which no kernel can run.
-NO_CUDA_FINDINGS = ("cuda.probe-failed", "cuda.torch-absent", "cuda.torch-import-failed", "cuda.torch-cpu-build",
-                    "cuda.driver-too-old", "cuda.init-failed")
+NO_CUDA_FINDINGS = ("cuda-stack.probe-failed", "cuda-stack.torch-absent", "cuda-stack.torch-import-failed", "cuda-stack.torch-cpu-build",
+                    "cuda-stack.driver-too-old", "cuda-stack.init-failed")
 
 
 

@@ -27,6 +27,8 @@ SIGNAL_MRO = ("<signal>",)
 @dataclass(frozen=True)
 class Cause:
     code: str
+    """The finding id the rotary-import check gives this cause (`imports.undefined-symbol`); another check
+    that reports it as a finding of its own names it `id_for(its id)`."""
     summary: str
     evidence: Mapping[str, Any] = field(default_factory=dict)
     remediation: tuple[Remediation, ...] = ()
@@ -37,6 +39,10 @@ class Cause:
     check judges the consequence."""
     follows: str = ""
     """The id of another finding of the same report this one follows from (Finding.cause)."""
+
+    def id_for(self, check_id: str) -> str:
+        """This cause's finding id under `check_id` (`extensions.undefined-symbol`)."""
+        return f"{check_id}.{self.code.split('.', 1)[1]}"
 
 
 def literal_exception(result: Mapping[str, Any]) -> str:
@@ -97,14 +103,14 @@ def _classify(result: Mapping[str, Any], dists: Distributions, resolution: Mappi
     process = result.get("process") or {}
     module = str(result.get("module"))
     if process.get("timed_out"):
-        return Cause("import.timeout", f"`import {module}` hung ({process.get('error')})",
+        return Cause("imports.timeout", f"`import {module}` hung ({process.get('error')})",
                      {"stderr": process.get("stderr", "")})
     if process.get("signal"):
-        return Cause("import.crashed", f"`import {module}` killed the interpreter with {process['signal']}",
+        return Cause("imports.crashed", f"`import {module}` killed the interpreter with {process['signal']}",
                      {"signal": process["signal"], "stderr": process.get("stderr", "")})
     exception = result.get("exception")
     if not exception:
-        return Cause("import.failed", f"`import {module}` {process.get('error') or 'failed without an exception'}",
+        return Cause("imports.failed", f"`import {module}` {process.get('error') or 'failed without an exception'}",
                      {"process": process})
     message = _message(result)
     kind = str(exception.get("type"))
@@ -115,7 +121,7 @@ def _classify(result: Mapping[str, Any], dists: Distributions, resolution: Mappi
         return _undefined_symbol(symbol.group(1), result, dists, installer, evidence)
     if glibc := re.search(r"version [`']((GLIBC|GLIBCXX|CXXABI)_[\d.]+)' not found", message):
         return Cause(
-            "import.glibc-too-old",
+            "imports.glibc-too-old",
             f"`import {module}` needs {glibc.group(1)}, which this system's C/C++ runtime lacks",
             {**evidence, "required": glibc.group(1)},
             (Remediation("ldd --version | head -1", "see the host's glibc: the wheel was built on a newer system"),),
@@ -134,7 +140,7 @@ def _classify(result: Mapping[str, Any], dists: Distributions, resolution: Mappi
                 return _torch_absent(torch_libraries[0], module, dists, installer, marker_env,
                                      {**evidence, "library": torch_libraries[0], "driver_library_missing": name})
             return Cause(
-                "import.library-not-found",
+                "imports.library-not-found",
                 f"`import {module}` cannot load {unfound[0]}"
                 + (f" (nor {', '.join(unfound[1:])})" if unfound[1:] else "")
                 + f"; the loader stopped earlier at {name}, the NVIDIA driver's library",
@@ -148,7 +154,7 @@ def _classify(result: Mapping[str, Any], dists: Distributions, resolution: Mappi
         if is_torch_library(name) and dists.get("torch") is None:
             return _torch_absent(name, module, dists, installer, marker_env, {**evidence, "library": name})
         return Cause(
-            "import.library-not-found",
+            "imports.library-not-found",
             f"`import {module}` cannot load {library.group(1)}",
             {**evidence, "library": library.group(1)},
             (Remediation(f"ldconfig -p | grep {library.group(1).split('.so')[0]}",
@@ -160,14 +166,14 @@ def _classify(result: Mapping[str, Any], dists: Distributions, resolution: Mappi
         if top == "flash_attn" and resolved.get("namespace"):
             portions = namespace_portions(resolved, dists)
             return Cause(
-                "import.namespace-package",
+                "imports.namespace-package",
                 f"`{missing}` does not exist: flash_attn is a namespace package {describe_namespace(portions)}",
                 {**evidence, "search_locations": resolved.get("search_locations"),
                  "portions": [{"path": p.path, "owners": [d.label() for d in p.owners]} for p in portions]},
             )
         if missing == "flash_attn_2_cuda":
             return Cause(
-                "import.extension-missing",
+                "imports.extension-missing",
                 "flash_attn_2_cuda is not installed: this flash-attn was built without its CUDA extension",
                 evidence,
                 (Remediation(
@@ -177,12 +183,12 @@ def _classify(result: Mapping[str, Any], dists: Distributions, resolution: Mappi
             )
         if top != module.split(".", 1)[0]:
             return Cause(
-                "import.dependency-missing",
+                "imports.dependency-missing",
                 f"`import {module}` needs `{top}`, which is not installed",
                 {**evidence, "missing": top},
                 (Remediation(installer.install(top), f"install {top}"),) if top in ("torch", "triton", "einops") else (),
             )
-    return Cause("import.failed", f"`import {module}` raised {kind}: {exception.get('message')}", evidence)
+    return Cause("imports.failed", f"`import {module}` raised {kind}: {exception.get('message')}", evidence)
 
 
 def _driver_library(name: str, module: str, gpu: Mapping[str, Any] | None, evidence: Mapping[str, Any]) -> Cause:
@@ -192,7 +198,7 @@ def _driver_library(name: str, module: str, gpu: Mapping[str, Any] | None, evide
                 "when the container starts with GPUs. An image must not ship it.")
     if gpu is not None and gpu.get("skipped"):
         return Cause(
-            "import.needs-driver",
+            "imports.needs-driver",
             f"`import {module}` needs {name}, the NVIDIA driver's library, which a machine without GPUs lacks "
             "(--no-gpu): not loaded here",
             {**evidence, "driver_library": True},
@@ -206,7 +212,7 @@ def _driver_library(name: str, module: str, gpu: Mapping[str, Any] | None, evide
         cause = no_driver_finding(gpu)
     if cause is not None:
         return Cause(
-            "import.driver-library-missing",
+            "imports.driver-library-missing",
             f"`import {module}` cannot load {name}: there is no NVIDIA driver here ({cause.id})",
             {**evidence, "driver_library": True},
             detail=provided + " Without a driver, nothing that needs it loads; on a machine without GPUs (a CI "
@@ -215,7 +221,7 @@ def _driver_library(name: str, module: str, gpu: Mapping[str, Any] | None, evide
         )
     driver = f" ({gpu.get('driver_version')})" if gpu and gpu.get("driver_version") else ""
     return Cause(
-        "import.driver-library-missing",
+        "imports.driver-library-missing",
         f"`import {module}` cannot load {name}, the NVIDIA driver's library"
         + (f", although the driver{driver} answers" if gpu else ""),
         {**evidence, "driver_library": True},
@@ -239,16 +245,16 @@ def _torch_absent(name: str, module: str, dists: Distributions, installer: Insta
         dist, requirement = wanted[0]
         spec = f"{requirement.name}{requirement.specifier}"
         return Cause(
-            "import.dependency-missing",
+            "imports.dependency-missing",
             f"`import {module}` needs {name}, which torch installs, and torch is not installed "
             f"({dist.label()} requires {spec})",
             {**evidence, "missing": "torch", "requirement": str(requirement), "requirer": dist.name},
             (Remediation(installer.install(spec), f"install the torch that {dist.label()} requires"),),
             detail=f"Extensions built against torch find {name} because `import torch` loaded it first.",
-            follows="dist.requirement-missing",
+            follows="distributions.requirement-missing",
         )
     return Cause(
-        "import.dependency-missing",
+        "imports.dependency-missing",
         f"`import {module}` needs {name}, which torch installs, and torch is not installed",
         {**evidence, "missing": "torch"},
         (Remediation(installer.install("torch"), "install torch (the version this extension was built against)"),),
@@ -276,7 +282,7 @@ def _undefined_symbol(symbol: str, result: Mapping[str, Any], dists: Distributio
                 "or install the prebuilt wheel built for this torch, CUDA and C++ ABI, if the release has one",
             ))
     return Cause(
-        "import.undefined-symbol",
+        "imports.undefined-symbol",
         f"`import {result.get('module')}`: undefined symbol {symbol} — built against another torch than the "
         f"installed {torch}",
         {**evidence, "symbol": symbol, "torch": torch, "torch_cuda": versions.get("torch_cuda"),

@@ -59,14 +59,14 @@ class RotaryImportCheck:
         if result.get("ok"):
             versions = result.get("versions") or {}
             return [Finding(
-                id="import.rotary-ok",
+                id="imports.rotary-ok",
                 status=Status.PASS,
                 title=f"`{statement}` works ({result.get('file')})",
                 evidence={"file": result.get("file"), "seconds": result.get("seconds"), "versions": versions},
             )]
         if not (resolution.get("flash_attn") or {}).get("found"):
             return [Finding(
-                id="import.rotary-absent",
+                id="imports.rotary-absent",
                 status=Status.PASS,
                 title=f"`{statement}`: flash_attn is not installed, so vLLM's guarded import skips it",
             )]
@@ -76,7 +76,7 @@ class RotaryImportCheck:
             status, consequence = cause.status, cause.detail
         else:
             status, consequence = _consequence(facts["vllm_source"], exception_mro(result), _resolves(resolution),
-                                               cause.code == "import.namespace-package")
+                                               cause.code == "imports.namespace-package")
             consequence = "\n".join(filter(None, (cause.detail, consequence)))
         return [Finding(
             id=cause.code,
@@ -125,9 +125,9 @@ class ImportSurfaceCheck:
     def judge(self, facts: Facts) -> Iterable[Finding]:
         source = facts["vllm_surface"]
         if not source.get("installed"):
-            return [Finding(id="surface.no-vllm", status=Status.SKIP, title="vLLM is not installed: no import surface to check")]
+            return [Finding(id="import-surface.no-vllm", status=Status.SKIP, title="vLLM is not installed: no import surface to check")]
         if not source.get("root"):
-            return [Finding(id="surface.no-source", status=Status.WARN,
+            return [Finding(id="import-surface.no-source", status=Status.WARN,
                             title=f"vLLM {source.get('version')} is installed but its package directory was not found")]
         resolves = _resolves(facts["resolution"])
         outcomes = {(r["module"], tuple(r.get("names") or ())): r for r in facts["surface_imports"].get("imports", [])}
@@ -148,7 +148,7 @@ class ImportSurfaceCheck:
             serving = [s for s, _ in raising if _serving_site(s)]
             shown = serving or [s for s, _ in raising]
             findings.append(Finding(
-                id="surface.unguarded-failure",
+                id="import-surface.unguarded-failure",
                 status=cause.status or (Status.FAIL if serving else Status.WARN),
                 title=f"vLLM {source.get('version')} imports {module} at "
                 + ", ".join(f"{s['file']}:{s['line']}" for s in shown[:3])
@@ -164,7 +164,7 @@ class ImportSurfaceCheck:
             ))
         if not findings:
             findings.append(Finding(
-                id="surface.ok",
+                id="import-surface.ok",
                 status=Status.PASS,
                 title=f"vLLM {source.get('version')}: {len(source['sites'])} imports of external kernel packages "
                 f"({len(outcomes)} modules) all resolve or are guarded against what they raise here",
@@ -202,11 +202,11 @@ class ExtensionsCheck:
             if result.get("abi_tag"):
                 continue  # judged above: not a module of this interpreter
             cause = _classify(result, facts, dists, installer)
-            if cause.code == "import.needs-driver":
+            if cause.code == "imports.needs-driver":
                 needs_driver.setdefault(str(cause.evidence.get("library")), []).append((result, cause))
                 continue
             findings.append(Finding(
-                id=cause.code,
+                id=cause.id_for(ExtensionsCheck.id),
                 status=cause.status or Status.FAIL,
                 title=f"{result['distribution']}: extension {result['module']} does not load: {cause.summary}",
                 detail=_detail(result, cause.detail),
@@ -266,7 +266,7 @@ def _needs_driver(library: str, group: list[tuple[Mapping[str, Any], Cause]]) ->
     owners = sorted({str(result["distribution"]) for result, _ in group})
     first, cause = group[0]
     return Finding(
-        id=cause.code,
+        id=cause.id_for(ExtensionsCheck.id),
         status=cause.status or Status.SKIP,
         title=f"{', '.join(owners)}: {len(modules)} extension(s) need {library}, the NVIDIA driver's library, "
         f"which a machine without GPUs (--no-gpu) lacks; not loaded here: {', '.join(modules[:6])}"

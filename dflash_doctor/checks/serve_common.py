@@ -129,8 +129,8 @@ def repair_spec(raw: Any) -> dict[str, Any] | None:
     return value
 
 
-def _not_given() -> list[Finding]:
-    return [Finding("serve.not-given", Status.SKIP, "serve command: skipped, none given",
+def _not_given(check_id: str) -> list[Finding]:
+    return [Finding(f"{check_id}.not-given", Status.SKIP, "serve command: skipped, none given",
                     detail="Run `dflash-doctor serve -- vllm serve MODEL [flags]` with the exact command to judge it.")]
 
 
