@@ -26,11 +26,10 @@ from dflash_doctor.knowledge.archs_advice import (
     VLLM_RELEASE_ARCH_LIST,
 )
 from dflash_doctor.model import Finding, Remediation, Status
+from dflash_doctor.units import GIB
 
 from .archs_common import Library, plural, shown_names
 from .namespace_common import uninstall_remediation
-
-_GIB = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -85,7 +84,7 @@ def _gpu_targets(gpu: Mapping[str, Any]) -> list[Target]:
         if not cc or len(cc) != 2:
             continue
         total = (device.get("memory") or {}).get("total")
-        gib = round(total / _GIB) if isinstance(total, int) and total > 0 else None
+        gib = round(total / GIB) if isinstance(total, int) and total > 0 else None
         groups.setdefault((device.get("name"), int(cc[0]), int(cc[1]), gib), []).append(device)
     targets = []
     for (name, major, minor, gib), devices in groups.items():

@@ -17,12 +17,12 @@ from dflash_doctor.knowledge.gpu import (
     VLLM_UUID_VISIBLE_DEVICES_SINCE,
 )
 from dflash_doctor.model import Finding, Remediation, Status
+from dflash_doctor.units import gib as _gib
 
 from .gpu_common import (
     GRAPHICS_NOTE_BYTES,
     UNATTRIBUTED_BYTES,
     Visible,
-    _gib,
     _sm,
     _visible_of,
     resolve_visible,

@@ -10,14 +10,14 @@ from typing import Any
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.remedy import Installer
 from dflash_doctor.model import CheckResult, Finding, Status
+from dflash_doctor.units import GIB
 
 __all__ = ["Visible", "resolve_visible"]
 
-GIB = float(1 << 30)
 # A graphics client (Xorg, a desktop) holding less than this is not worth a warning.
 GRAPHICS_NOTE_BYTES = 256 << 20
 # Memory in use that no listed process accounts for (another container's processes): worth a warning above this.
-UNATTRIBUTED_BYTES = 1 << 30
+UNATTRIBUTED_BYTES = GIB
 
 # GPU findings after which there is no GPU for torch to use.
 NO_GPU_FINDINGS = ("gpu.nvml-library-missing", "gpu.driver-not-loaded", "gpu.driver-library-mismatch",
@@ -28,12 +28,6 @@ NO_CUDA_FINDINGS = ("cuda-stack.probe-failed", "cuda-stack.torch-absent", "cuda-
                     "cuda-stack.driver-too-old", "cuda-stack.init-failed")
 
 
-
-
-def _gib(value: float | None) -> str:
-    return "?" if value is None else f"{value / GIB:.1f} GiB"
-
-
 def _sm(cc: Sequence[int] | None) -> str:
     return f"sm_{cc[0]}{cc[1]}" if cc else "sm_?"
 
@@ -42,7 +36,6 @@ def _blocking(prior: CheckResult | None, ids: Sequence[str]) -> Finding | None:
     if prior is None:
         return None
     return next((f for f in prior.findings if f.id in ids and f.status in (Status.FAIL, Status.ERROR)), None)
-
 
 
 def _installer(facts: Facts, python: Any = None) -> Installer:

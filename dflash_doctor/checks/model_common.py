@@ -12,18 +12,17 @@ from dflash_doctor.checks.remedy import Installer
 from dflash_doctor.facts.envfacts import version_tuple
 from dflash_doctor.knowledge.archs import compute_capability
 from dflash_doctor.model import CheckResult, Finding, Status
+from dflash_doctor.units import GIB
 
 __all__ = ["gpu_view", "installer_for", "text_config", "version_tuple"]
 
 
-GIB = float(1 << 30)
 SLIDING = "sliding_attention"
 FLOAT_DTYPES = {"F16": "float16", "BF16": "bfloat16", "F32": "float32"}
 MAX_LISTED = 12
 
 
 # ------------------------------------------------------------------------------------------- helpers
-
 
 
 def installer_for(facts: Facts) -> Installer:

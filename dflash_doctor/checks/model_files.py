@@ -8,8 +8,9 @@ from typing import Any, ClassVar
 
 from dflash_doctor.check import Facts
 from dflash_doctor.model import Finding, Remediation, Status
+from dflash_doctor.units import gib
 
-from .model_common import GIB, _is_int, _not_given
+from .model_common import _is_int, _not_given
 
 __all__ = ["ModelFilesCheck"]
 
@@ -120,7 +121,7 @@ def _summary(model: Mapping[str, Any]) -> Finding:
     return Finding(
         "model-files.files-ok", Status.PASS,
         f"{model.get('role')} {path}: {weights.get('tensor_count', 0)} tensors, {len(files)} safetensors file(s), "
-        f"{(weights.get('total_bytes') or 0) / GIB:.2f} GiB, headers read in {model.get('seconds', 0) * 1000:.0f} ms",
+        f"{gib(weights.get('total_bytes') or 0, digits=2)}, headers read in {model.get('seconds', 0) * 1000:.0f} ms",
         evidence={"layout": weights.get("layout"), "dtypes": weights.get("dtypes"),
                   "source": (model.get("resolved") or {}).get("source")},
     )

@@ -12,10 +12,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from dflash_doctor.knowledge.archs import coverage, parse_arch
+from dflash_doctor.units import GIB, gib
 
 __all__ = ["gpu_lines"]
-
-GIB = float(1 << 30)
 
 
 def _sections(report: Mapping[str, Any]) -> dict[str, Any]:
@@ -73,7 +72,7 @@ def gpu_lines(report: Mapping[str, Any]) -> list[str]:
         memory = device.get("memory") or {}
         parts = [f"GPU {device.get('index')}", str(device.get("name")), f"sm_{cc[0]}{cc[1]}" if cc else "sm_?"]
         if memory.get("total"):
-            parts.append(f"{memory['total'] / GIB:.1f} GiB, {memory.get('free', 0) / GIB:.1f} free")
+            parts.append(f"{gib(memory['total'])}, {memory.get('free', 0) / GIB:.1f} free")
         if (device.get("mig") or {}).get("current"):
             parts.append("MIG on")
         if arch_list and cc:
