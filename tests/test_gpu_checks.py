@@ -382,6 +382,8 @@ def _with_vllm(version: str) -> Callable[[dict[str, Any]], None]:
     ("0.24.0", "GPU-2fe764c6", True),                               # 0.24 looks UUIDs up whole
     ("0.24.0", "GPU-2fe764c6-cabd-b5a4-4bb3-29aa3ced5992", False),  # the whole UUID works from 0.24
     ("0.23.0", "GPU-2fe764c6-cabd-b5a4-4bb3-29aa3ced5992", True),
+    ("0.24.0rc1", "GPU-2fe764c6-cabd-b5a4-4bb3-29aa3ced5992", False),  # a candidate of 0.24 holds what 0.24 holds
+    ("0.23.0+cu129", "GPU-2fe764c6-cabd-b5a4-4bb3-29aa3ced5992", True),
 ])
 def test_uuid_cuda_visible_devices_is_judged_against_the_installed_vllm(vllm: str, value: str, fails: bool) -> None:
     def setting(s: dict[str, Any]) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, ClassVar
 
 from dflash_doctor.check import Facts
-from dflash_doctor.facts.envfacts import Distributions, version_tuple
+from dflash_doctor.facts.envfacts import Distributions, release
 from dflash_doctor.knowledge.gpu import (
     CUDA_DEVICE_ORDER_DEFAULT,
     MIG_SINGLE_DEVICE_PER_PROCESS,
@@ -140,12 +140,13 @@ def _visible_findings(gpu: Mapping[str, Any], visible: Visible, vllm_version: st
                       "enumerates only one MIG device, so vLLM runs on one slice",
                       detail=MIG_SINGLE_DEVICE_PER_PROCESS.note, evidence=evidence)
     if visible.form == "uuids" and vllm_version is not None:
-        since = version_tuple(VLLM_UUID_VISIBLE_DEVICES_SINCE.value)
+        since, installed = release(VLLM_UUID_VISIBLE_DEVICES_SINCE.value), release(vllm_version)
+        older = installed is not None and since is not None and installed < since
         whole = {str(devices[i].get("uuid")) for i in visible.gpus}
         partial = [e for e in visible.entries if e not in whole]
-        if version_tuple(vllm_version) < since or partial:
+        if older or partial:
             why = (f"vLLM {vllm_version} calls int() on each entry (UUIDs are accepted from "
-                   f"{VLLM_UUID_VISIBLE_DEVICES_SINCE.value})" if version_tuple(vllm_version) < since else
+                   f"{VLLM_UUID_VISIBLE_DEVICES_SINCE.value})" if older else
                    f"vLLM {vllm_version} looks UUIDs up whole, and {', '.join(partial)} is a prefix")
             yield Finding("gpu.visible-uuid-vllm", Status.FAIL,
                           f"CUDA_VISIBLE_DEVICES={value!r}: CUDA accepts it but {why}: `vllm serve` fails at start",

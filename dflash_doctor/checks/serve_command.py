@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from dflash_doctor.check import Facts
+from dflash_doctor.facts.envfacts import release
 from dflash_doctor.knowledge.dflash import (
     DRAFT_TP_RULE,
     HEADS_DIVISIBLE_RULE,
@@ -34,7 +35,6 @@ from .model_common import (
     gpu_view,
     installer_for,
     text_config,
-    version_tuple,
 )
 from .serve_common import (
     _derived_max_len,
@@ -301,7 +301,7 @@ class _Command:
             return ["B"]
         if a:
             return ["A"]
-        version = version_tuple((self.vllm or {}).get("version"))
+        version = release((self.vllm or {}).get("version"))
         if version and version < (0, 25):
             return ["A"]
         if version and version >= (0, 34):
