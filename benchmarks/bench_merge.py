@@ -58,7 +58,7 @@ def synthesize(base: dict[str, Any], hosts: int, out: Path, seed: int = 7) -> tu
             counts["failing"] += 1
             check = report["checks"][0]
             check["status"] = "fail"
-            check["findings"].append({"id": "dist.requirement-missing", "status": "fail",
+            check["findings"].append({"id": "distributions.requirement-missing", "status": "fail",
                                       "title": f"synthetic failure on host {i}", "detail": "", "evidence": {},
                                       "remediation": []})
             report["summary"]["exit_code"] = 1

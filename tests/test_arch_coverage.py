@@ -205,7 +205,7 @@ def test_ptx_isa_of_this_nvcc_maps_to_its_own_cuda_release(envs: dict[str, Env])
 def test_sm80_sass_covers_an_sm86_target(envs: dict[str, Env]) -> None:
     result = run_check(collect(envs["sass_80_90"], "sm_86"))
     assert result.status is Status.PASS
-    covered = only(result, "archs.covered")
+    covered = only(result, "arch-coverage.covered")
     assert covered.title == "sm_86 (target): 1 library covered by SASS"
     assert covered.evidence["libraries"] == {"flash_attn_2_cuda (flash_attn 2.8.3)": "SASS sm_80, sm_90; PTX none"}
 
@@ -215,7 +215,7 @@ def test_sm80_sm90_build_has_no_kernel_image_for_turing_and_flash_attn_2_cannot_
 ) -> None:
     result = run_check(collect(envs["sass_80_90"], "sm_75"))
     assert result.status is Status.FAIL
-    missing = only(result, "archs.no-kernel-image")
+    missing = only(result, "arch-coverage.no-kernel-image")
     assert missing.title == ("flash_attn_2_cuda (flash_attn 2.8.3) has no kernel image for sm_75 (target): "
                              "SASS sm_80, sm_90; PTX none")
     assert "no kernel image is available" in missing.detail
@@ -225,12 +225,12 @@ def test_sm80_sm90_build_has_no_kernel_image_for_turing_and_flash_attn_2_cannot_
     assert remedy.command == (f"{envs['sass_80_90'].python} -m pip uninstall -y flash-attn && if [ -d {leftover} ]; "
                               f"then find {leftover} -depth \\( -type f -path '*/__pycache__/*.pyc' -o -type d "
                               "-empty \\) -delete; fi")
-    assert "archs.covered" not in ids(result)
+    assert "arch-coverage.covered" not in ids(result)
 
 
 def test_blackwell_target_gets_a_rebuild_with_flash_attn_cuda_archs_for_every_target(envs: dict[str, Env]) -> None:
     result = run_check(collect(envs["sass_80_90"], "sm_86", "sm_120"))
-    missing = only(result, "archs.no-kernel-image")
+    missing = only(result, "arch-coverage.no-kernel-image")
     assert missing.evidence["targets"] == ["sm_120 (target)"]
     [remedy] = missing.remediation
     # '80' serves the 8.6 target too; a value like '86' would build nothing (setup.py matches exact values).
@@ -238,30 +238,30 @@ def test_blackwell_target_gets_a_rebuild_with_flash_attn_cuda_archs_for_every_ta
         f"FLASH_ATTN_CUDA_ARCHS='80;120' FLASH_ATTENTION_FORCE_BUILD=TRUE MAX_JOBS=4 {envs['sass_80_90'].python} "
         "-m pip install --force-reinstall --no-deps --no-build-isolation 'flash-attn==2.8.3'")
     assert "nvcc 12.8+" in remedy.why
-    assert only(result, "archs.covered").title == "sm_86 (target): 1 library covered by SASS"
+    assert only(result, "arch-coverage.covered").title == "sm_86 (target): 1 library covered by SASS"
 
 
 def test_compute_80_ptx_only_runs_on_sm86_through_jit_with_a_warning(envs: dict[str, Env]) -> None:
     result = run_check(collect(envs["ptx_80"], "sm_86"))
     assert result.status is Status.WARN
-    jit = only(result, "archs.ptx-jit-only")
+    jit = only(result, "arch-coverage.ptx-jit-only")
     assert jit.title == ("flash_attn_2_cuda (flash_attn 2.8.3) runs on sm_86 (target) only through PTX JIT of "
                          "compute_80: slow first start")
     assert jit.evidence["jit_from"] == ["compute_80"]
-    assert only(result, "archs.covered").title == "sm_86 (target): 0 libraries covered by SASS, 1 by PTX JIT"
+    assert only(result, "arch-coverage.covered").title == "sm_86 (target): 0 libraries covered by SASS, 1 by PTX JIT"
 
 
 def test_compute_80_ptx_cannot_serve_an_older_gpu(envs: dict[str, Env]) -> None:
-    assert only(run_check(collect(envs["ptx_80"], "sm_75")), "archs.no-kernel-image").status is Status.FAIL
+    assert only(run_check(collect(envs["ptx_80"], "sm_75")), "arch-coverage.no-kernel-image").status is Status.FAIL
 
 
 def test_sm90a_code_runs_on_exactly_9_0(envs: dict[str, Env]) -> None:
     on_hopper = run_check(collect(envs["sass_90a"], "sm_90"))
     assert on_hopper.status is Status.PASS
-    assert only(on_hopper, "archs.covered").title == "sm_90 (target): 1 library covered by SASS"
+    assert only(on_hopper, "arch-coverage.covered").title == "sm_90 (target): 1 library covered by SASS"
     on_blackwell = run_check(collect(envs["sass_90a"], "sm_100"))
     assert on_blackwell.status is Status.FAIL
-    missing = only(on_blackwell, "archs.no-kernel-image")
+    missing = only(on_blackwell, "arch-coverage.no-kernel-image")
     assert "sm_100 (target)" in missing.title and "SASS sm_90a; PTX none" in missing.title
     assert "FLASH_ATTN_CUDA_ARCHS=100 " in missing.remediation[0].command
 
@@ -272,7 +272,7 @@ def test_torch_libtorch_cuda_is_judged_with_a_cuda_12_8_torch_for_blackwell(envs
     assert [lib["path"] for lib in facts["libraries"]] == ["torch/lib/libtorch_cuda.so"]  # not libc10.so
     assert facts["torch"]["cuda"] == "12.6"
     assert facts["torch"]["exporters"] == ["torch/lib/libc10.so", "torch/lib/libtorch_cuda.so"]
-    missing = only(run_check(sections), "archs.no-kernel-image")
+    missing = only(run_check(sections), "arch-coverage.no-kernel-image")
     assert missing.title.startswith("libtorch_cuda.so (torch 2.8.0) has no kernel image for sm_120 (target)")
     show, reinstall = missing.remediation
     assert "_cuda_getArchFlags" in show.command
@@ -290,14 +290,14 @@ def test_torch_libtorch_cuda_is_judged_with_a_cuda_12_8_torch_for_blackwell(envs
 def test_no_gpu_without_target_arch_skips_and_says_to_pass_target_arch(envs: dict[str, Env]) -> None:
     result = run_check(collect(envs["sass_80_90"]))
     assert result.status is Status.SKIP  # never a fail: nothing is known to be wrong
-    skipped = only(result, "archs.no-target")
+    skipped = only(result, "arch-coverage.no-target")
     assert "--target-arch" in skipped.title and "--no-gpu" in skipped.title
-    assert "archs.runtime-ok" in ids(result)  # the runtime is judged all the same
+    assert "arch-coverage.runtime-ok" in ids(result)  # the runtime is judged all the same
 
 
 def test_unreadable_target_arch_fails_naming_the_value(envs: dict[str, Env]) -> None:
     result = run_check(collect(envs["sass_80_90"], "sm86"))
-    bad = only(result, "archs.target-arch-invalid")
+    bad = only(result, "arch-coverage.target-arch-invalid")
     assert bad.status is Status.FAIL and "'sm86'" in bad.title
 
 
@@ -335,29 +335,29 @@ def vllm_env(tmp_path_factory: pytest.TempPathFactory) -> Env:
 def test_real_vllm_on_a_recorded_h200_is_covered_by_sass_and_fa3_is_counted_for_hopper(vllm_env: Env) -> None:
     sections = {**collect(vllm_env, no_gpu=False), "gpu": _h200()}
     result = run_check(sections)
-    covered = only(result, "archs.covered")
+    covered = only(result, "arch-coverage.covered")
     # _C_stable_libtorch, _moe_C_stable_libtorch, _vllm_fa3_C, _flashmla_C, _flashmla_extension_C; FA2 is
     # not vLLM's choice on 9.x, QuTLASS needs 10.0+.
     assert covered.title == "GPU0 NVIDIA H200 sm_90, 140 GiB: 5 libraries covered by SASS (2 used only on other GPUs)"
     assert covered.evidence["targets"][0]["gpus"] == [0]
-    assert "archs.ptx-jit-only" not in ids(result) and "archs.no-kernel-image" not in ids(result)
+    assert "arch-coverage.ptx-jit-only" not in ids(result) and "arch-coverage.no-kernel-image" not in ids(result)
     skipped = sections["arch_coverage"]["skipped"]
     assert len([s for s in skipped if "deep_gemm" in s["path"]]) == 4  # the other Pythons' builds
 
 
 def test_real_vllm_fa2_reaches_sm120_only_through_jit_and_qutlass_has_no_code_there(vllm_env: Env) -> None:
     result = run_check(collect(vllm_env, "sm_120"))
-    jit = only(result, "archs.ptx-jit-only")
+    jit = only(result, "arch-coverage.ptx-jit-only")
     assert jit.title.startswith("vllm.vllm_flash_attn._vllm_fa2_C (vllm 0.24.0) runs on sm_120 (target) only "
                                 "through PTX JIT of compute_80")
-    optional = only(result, "archs.optional-no-kernel-image")
+    optional = only(result, "arch-coverage.optional-no-kernel-image")
     assert optional.status is Status.WARN and "vllm._qutlass_C" in optional.title
-    assert "archs.no-kernel-image" not in ids(result)
+    assert "arch-coverage.no-kernel-image" not in ids(result)
 
 
 def test_real_vllm_against_a_cpu_torch_fails_its_torch_symbols_with_the_pinned_torch_as_fix(vllm_env: Env) -> None:
     result = run_check(collect(vllm_env, "sm_90"))
-    symbols = only(result, "archs.undefined-symbol")
+    symbols = only(result, "arch-coverage.undefined-symbol")
     assert symbols.title.startswith("vllm 0.24.0: 6 libraries")
     assert "torch 2.13.0+cpu does not export" in symbols.title
     assert "CPU build" in symbols.detail
@@ -367,7 +367,7 @@ def test_real_vllm_against_a_cpu_torch_fails_its_torch_symbols_with_the_pinned_t
 
 def test_ptx_built_by_nvcc_13_jit_compiles_on_the_recorded_h200_whose_driver_is_cuda_13(envs: dict[str, Env]) -> None:
     sections = {**collect(envs["ptx_80"], no_gpu=False), "gpu": _h200()}
-    jit = only(run_check(sections), "archs.ptx-jit-only")
+    jit = only(run_check(sections), "arch-coverage.ptx-jit-only")
     assert "GPU0 NVIDIA H200 sm_90, 140 GiB" in jit.title
     isa = jit.evidence["ptx_isa"][0]
     assert f"driver for CUDA {PTX_ISA_MIN_CUDA.value[isa]} or newer" in jit.detail
@@ -375,7 +375,7 @@ def test_ptx_built_by_nvcc_13_jit_compiles_on_the_recorded_h200_whose_driver_is_
 
 def test_no_gpu_ignores_recorded_gpus_and_judges_the_target_archs(vllm_env: Env) -> None:
     sections = {**collect(vllm_env, "sm_86", no_gpu=True), "gpu": _h200()}
-    covered = only(run_check(sections), "archs.covered")
+    covered = only(run_check(sections), "arch-coverage.covered")
     assert covered.title.startswith("sm_86 (target): ") and "GPU0" not in covered.title
 
 
@@ -406,8 +406,8 @@ def test_recorded_fatbin_lists_equal_cuobjdump_on_the_real_torch_libraries(build
 def test_recorded_h200_is_covered_by_torch_2_11_cu130() -> None:
     result = run_check(_recorded())
     assert result.status is Status.PASS
-    assert only(result, "archs.covered").title == "GPU0 NVIDIA H200 sm_90, 140 GiB: 2 libraries covered by SASS"
-    assert only(result, "archs.symbols-ok").title == "the torch symbols of 2 libraries all resolve against torch 2.11.0"
+    assert only(result, "arch-coverage.covered").title == "GPU0 NVIDIA H200 sm_90, 140 GiB: 2 libraries covered by SASS"
+    assert only(result, "arch-coverage.symbols-ok").title == "the torch symbols of 2 libraries all resolve against torch 2.11.0"
 
 
 @pytest.mark.parametrize(("arch", "covered"), [("sm_103", True), ("sm_121", True), ("sm_110", False),
@@ -416,9 +416,9 @@ def test_torch_2_11_cu130_covers_b300_and_gb10_but_not_thor_or_volta(arch: str, 
     # libtorch_cuda carries sm_75..sm_90a, sm_100/100a/103a, sm_120/120a/121a; linalg sm_80..sm_120
     result = run_check(_recorded(arch))
     if covered:
-        assert f"{arch} (target): 2 libraries covered by SASS" in only(result, "archs.covered").title
+        assert f"{arch} (target): 2 libraries covered by SASS" in only(result, "arch-coverage.covered").title
     else:
-        missing = [f for f in result.findings if f.id == "archs.no-kernel-image"]
+        missing = [f for f in result.findings if f.id == "arch-coverage.no-kernel-image"]
         assert sorted(f.title.split(" ", 1)[0] for f in missing) == ["libtorch_cuda.so", "libtorch_cuda_linalg.so"]
         assert all(f"{arch} (target)" in f.title and "_cuda_getArchFlags" in f.remediation[0].command for f in missing)
         assert result.status is Status.FAIL
@@ -433,7 +433,7 @@ def test_runtime_requirements_are_read_from_the_real_library_and_this_host_meets
     sections = collect(envs["sass_80_90"], "sm_86")
     [lib] = sections["arch_coverage"]["libraries"]
     assert "GLIBC" in lib["needs_versions"]  # cudart is linked in statically
-    ok = only(run_check(sections), "archs.runtime-ok")
+    ok = only(run_check(sections), "arch-coverage.runtime-ok")
     assert f"GLIBC {lib['needs_versions']['GLIBC']}" in ok.title
 
 
@@ -444,7 +444,7 @@ def test_a_library_built_on_a_newer_glibc_fails_on_an_ubuntu_20_04_runtime(envs:
         pytest.skip(f"this host's nvcc output needs only GLIBC {needs}")
     sections["arch_coverage"] = {**sections["arch_coverage"], "host": UBUNTU_2004_RUNTIME}
     result = run_check(sections)
-    too_old = only(result, "archs.runtime-too-old")
+    too_old = only(result, "arch-coverage.runtime-too-old")
     assert too_old.status is Status.FAIL
     assert too_old.title.startswith(f"flash_attn_2_cuda (flash_attn 2.8.3) needs GLIBC_{needs}")
     assert "this host provides GLIBC 2.31" in too_old.title
@@ -454,7 +454,7 @@ def test_a_library_built_on_a_newer_glibc_fails_on_an_ubuntu_20_04_runtime(envs:
 
 def test_a_torch_symbol_the_installed_torch_lacks_fails_before_any_import(envs: dict[str, Env]) -> None:
     result = run_check(collect(envs["foreign_torch"], "sm_86"))
-    symbols = only(result, "archs.undefined-symbol")
+    symbols = only(result, "arch-coverage.undefined-symbol")
     readable = "c10::cuda::SetDevice(int)" if shutil.which("c++filt") else "_ZN3c104cuda9SetDeviceEi"
     assert symbols.title == (f"flash_attn_2_cuda (flash_attn 2.8.3) needs {readable}, which torch 2.13.0+cpu does "
                              "not export: `import flash_attn_2_cuda` would fail with undefined symbol")
@@ -466,7 +466,7 @@ def test_a_torch_symbol_the_installed_torch_lacks_fails_before_any_import(envs: 
 
 def test_torch_symbols_that_resolve_pass(envs: dict[str, Env]) -> None:
     result = run_check(collect(envs["sass_80_90"], "sm_86"))
-    assert only(result, "archs.symbols-ok").title == "the torch symbols of 1 library all resolve against torch 2.13.0+cpu"
+    assert only(result, "arch-coverage.symbols-ok").title == "the torch symbols of 1 library all resolve against torch 2.13.0+cpu"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -483,10 +483,10 @@ def test_cli_no_gpu_ci_build_passes_for_its_target_arch_and_fails_for_one_it_lac
     [check] = report["checks"]
     assert (check["id"], check["status"]) == ("arch-coverage", "pass")
     titles = {f["id"]: f["title"] for f in findings_of(report, "arch-coverage")}
-    assert titles["archs.covered"] == "sm_86 (target): 1 library covered by SASS"
+    assert titles["arch-coverage.covered"] == "sm_86 (target): 1 library covered by SASS"
     assert check["facts"]["arch_coverage"]["target_archs"] == ["sm_86"]
 
     report, proc = doctor.report("--python", python, "--no-gpu", "--target-arch", "sm_86,sm_75",
                                  "--only", "arch-coverage")
     assert proc.returncode == 1
-    assert [f["id"] for f in findings_of(report, "arch-coverage") if f["status"] == "fail"] == ["archs.no-kernel-image"]
+    assert [f["id"] for f in findings_of(report, "arch-coverage") if f["status"] == "fail"] == ["arch-coverage.no-kernel-image"]

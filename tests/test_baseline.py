@@ -186,6 +186,26 @@ def test_parts_not_collected_now_are_reported_as_not_compared(doctor: Doctor, en
     assert skipped["status"] == "skip" and "file hashes (1 distributions)" in skipped["title"]
 
 
+def test_a_saved_report_is_judged_against_the_baseline_on_the_hashes_its_run_read(
+        doctor: Doctor, env: Env, tmp_path: Path) -> None:
+    golden = tmp_path / "golden.json"
+    save(doctor, env, golden)
+    edited = env.site_packages / "flash_attn" / "cute" / "__init__.py"
+    original = edited.read_bytes()
+    edited.write_bytes(original + b"\n# patched in the Dockerfile\n")
+    saved = tmp_path / "report.json"
+    proc = doctor("--python", str(env.python), *RUN, "--baseline", str(golden), "--json", str(saved))
+    assert proc.returncode == 1
+    live = finding(json.loads(saved.read_text()), "baseline.file-drift")
+    edited.write_bytes(original)  # the box is repaired; the report still holds what its run read
+    judged, proc = doctor.report("judge", str(saved), "--baseline", str(golden))
+    assert proc.returncode == 1
+    again = finding(judged, "baseline.file-drift")
+    assert again["title"] == live["title"] == "flash-attn-4 4.0.0b36: files differ from the baseline (1 changed)"
+    assert again["detail"] == live["detail"]
+    assert not [f for f in findings_of(judged, "baseline") if f["id"] == "baseline.not-compared"]
+
+
 @pytest.mark.parametrize("content, message", [
     ('{"schema": "dflash-doctor/baseline/v1", ', "not valid JSON (line 1"),
     ('{"schema": "dflash-doctor/report/v1", "checks": []}', "not a dflash-doctor baseline"),

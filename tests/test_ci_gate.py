@@ -70,7 +70,7 @@ def test_junit_has_one_testcase_per_check_and_validates_against_both_schemas(
     failure = distributions.find("failure")
     assert failure is not None
     assert "flash-attn-4 4.0.0b36 requires torch, which is not installed" in failure.get("message", "")
-    assert failure.get("type") == "dist.requirement-missing"
+    assert failure.get("type") == "distributions.requirement-missing"
     fixes = [r["command"] for f in findings_of(report, "distributions") if f["status"] == "fail" for r in f["remediation"]]
     assert fixes and all(f"fix: $ {cmd}" in (failure.text or "") for cmd in fixes)
     # Skipped checks are <skipped>; a warning passes without --strict and is listed in system-out.
@@ -78,7 +78,7 @@ def test_junit_has_one_testcase_per_check_and_validates_against_both_schemas(
     assert len(skipped) == sum(c["status"] == "skip" for c in report["checks"])
     namespaces = next(c for c in cases if c.get("name", "").startswith("namespaces:"))
     assert list(namespaces) == []
-    assert "namespace.v4-without-v2" in (suite.findtext("system-out") or "")
+    assert "namespaces.v4-without-v2" in (suite.findtext("system-out") or "")
     properties = {p.get("name"): p.get("value") for p in suite.iter("property")}
     assert properties["fingerprint"] == report["fingerprint"]["id"]
 
@@ -89,7 +89,7 @@ def test_under_strict_a_warning_is_a_junit_failure(doctor: Doctor, fa4_env: Env,
     root = validate_junit(junit)
     namespaces = next(c for c in root.iter("testcase") if c.get("name", "").startswith("namespaces:"))
     failure = namespaces.find("failure")
-    assert failure is not None and failure.get("type") == "namespace.v4-without-v2"
+    assert failure is not None and failure.get("type") == "namespaces.v4-without-v2"
 
 
 def test_a_passing_run_gives_a_valid_junit_without_failures(doctor: Doctor, clean_env: Env, tmp_path: Path) -> None:

@@ -177,7 +177,7 @@ def test_list_shows_every_builtin_check(doctor: Doctor) -> None:
 
 
 def test_explain_prints_a_code_and_rejects_unknown_ids(doctor: Doctor) -> None:
-    proc = doctor("explain", "namespace.v4-without-v2")
+    proc = doctor("explain", "namespaces.v4-without-v2")
     assert proc.returncode == 0
     assert "namespace package" in proc.stdout
     assert doctor("explain", "no.such-id").returncode == 2

@@ -140,7 +140,7 @@ def test_fact_sections_of_any_shape_are_judged_merged_and_compared_without_a_cra
             mutated = replaced(report, path, value)
             sections = report_module.sections_of(mutated)
             summarize(mutated, "mutated.json")
-            result = baseline_module.judge(expected, sections, "golden.json", hash_files_now=False)
+            result = baseline_module.judge(expected, sections, "golden.json")
             assert result.findings
 
 
@@ -184,7 +184,7 @@ def test_every_wrong_typed_node_of_a_real_baseline_is_rejected_or_compared(real:
             assert code == 0, err
             assert in_process(["baseline", "show", "--json", str(target)])[0] == 0
             loaded = baseline_module.load(str(target))
-            assert baseline_module.judge(loaded, sections, str(target), hash_files_now=False).findings
+            assert baseline_module.judge(loaded, sections, str(target)).findings
             counts["compared"] += 1
     assert counts["rejected"] > 500 and counts["compared"] > 50, counts
 

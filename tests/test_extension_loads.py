@@ -109,7 +109,7 @@ def test_an_extension_needing_libcuda_does_not_fail_the_ci_gate_under_no_gpu_but
 
     # The CI gate: --no-gpu --strict. libcuda.so.1 is the driver's: provided at run time, not a failure.
     report, proc = doctor.report("--python", str(env.python), "--only", "extensions", "--no-gpu", "--strict")
-    deferred = finding(report, "import.needs-driver")
+    deferred = finding(report, "extensions.needs-driver")
     assert deferred["status"] == "skip"
     assert "libcuda.so.1" in deferred["title"] and "vllm._C" in deferred["title"]
     assert "vllm.cumem_allocator" in deferred["title"]
@@ -131,12 +131,12 @@ def test_an_extension_needing_libcuda_does_not_fail_the_ci_gate_under_no_gpu_but
         f"flashinfer/_kernels{EXT_SUFFIX}": extension(build, "_kernels", {"libnvrtc.so.13": "nvrtcVersion"}),
     }, tag=PLATFORM_TAG))
     report, proc = doctor.report("--python", str(env.python), "--only", "extensions", "--no-gpu", "--strict")
-    missing = finding(report, "import.library-not-found")
+    missing = finding(report, "extensions.library-not-found")
     assert missing["status"] == "fail"
     assert "flashinfer._kernels" in missing["title"] and "libnvrtc.so.13" in missing["title"]
     assert first_detail_line(missing) == ("ImportError: libnvrtc.so.13: cannot open shared object file: "
                                           "No such file or directory")
-    assert finding(report, "import.needs-driver")["status"] == "skip"
+    assert finding(report, "extensions.needs-driver")["status"] == "skip"
     assert proc.returncode == 1
 
 
@@ -152,7 +152,7 @@ def test_a_missing_image_library_after_libcuda_in_load_order_still_fails_under_n
     }, tag=PLATFORM_TAG))
     report, proc = doctor.report("--python", str(env.python), "--only", "extensions", "--no-gpu", "--strict")
     (failed,) = findings_of(report, "extensions")
-    assert failed["id"] == "import.library-not-found" and failed["status"] == "fail"
+    assert failed["id"] == "extensions.library-not-found" and failed["status"] == "fail"
     assert "cannot load libnvrtc.so.13" in failed["title"] and "stopped earlier at libcuda.so.1" in failed["title"]
     assert first_detail_line(failed) == "ImportError: libcuda.so.1: cannot open shared object file: No such file or directory"
     assert proc.returncode == 1
@@ -168,7 +168,7 @@ def test_without_no_gpu_on_a_machine_without_a_driver_the_libcuda_failure_follow
     }, tag=PLATFORM_TAG))
     report, proc = doctor.report("--python", str(env.python), "--only", "extensions,gpu")
     (no_driver,) = [f for f in findings_of(report, "gpu") if f["status"] == "fail"]
-    failed = finding(report, "import.driver-library-missing")
+    failed = finding(report, "extensions.driver-library-missing")
     assert failed["status"] == "fail"
     assert failed["cause"] == no_driver["id"]
     assert "vllm._C" in failed["title"] and "libcuda.so.1" in failed["title"]
@@ -189,10 +189,10 @@ def test_an_extension_linking_libc10_without_torch_points_at_the_missing_torch_n
         f"vllm/_C{EXT_SUFFIX}": extension(tmp_path / "build", "_C", {"libc10.so": "c10_stub"}),
     }, requires=["torch==2.11.0"], tag=PLATFORM_TAG))
     report, proc = doctor.report("--python", str(env.python), "--only", "distributions,extensions", "--no-gpu")
-    requirement = finding(report, "dist.requirement-missing")
+    requirement = finding(report, "distributions.requirement-missing")
     (failed,) = [f for f in findings_of(report, "extensions") if f["status"] == "fail"]
-    assert failed["id"] == "import.dependency-missing"
-    assert failed["cause"] == "dist.requirement-missing"
+    assert failed["id"] == "extensions.dependency-missing"
+    assert failed["cause"] == "distributions.requirement-missing"
     assert "libc10.so" in failed["title"] and "torch is not installed" in failed["title"]
     assert first_detail_line(failed) == "ImportError: libc10.so: cannot open shared object file: No such file or directory"
     commands = [r["command"] for r in failed["remediation"]]
@@ -214,7 +214,7 @@ def test_an_extension_needing_libcuda_then_libc10_without_torch_points_at_the_mi
     }, requires=["torch==2.11.0"], tag=PLATFORM_TAG))
     report, proc = doctor.report("--python", str(env.python), "--only", "distributions,extensions", "--no-gpu")
     (failed,) = [f for f in findings_of(report, "extensions") if f["status"] == "fail"]
-    assert failed["id"] == "import.dependency-missing" and failed["cause"] == "dist.requirement-missing"
+    assert failed["id"] == "extensions.dependency-missing" and failed["cause"] == "distributions.requirement-missing"
     assert "libc10.so" in failed["title"] and "torch is not installed" in failed["title"]
     assert [r["command"] for r in failed["remediation"]] == [f"{env.python} -m pip install 'torch==2.11.0'"]
     assert not any("ldconfig" in r["command"] for f in findings_of(report) for r in f["remediation"])
@@ -291,13 +291,13 @@ def test_the_rotary_import_failing_only_on_libcuda_is_skipped_under_no_gpu_and_f
     literal = "ImportError: libcuda.so.1: cannot open shared object file: No such file or directory"
 
     report, proc = doctor.report("--python", str(env.python), "--only", "imports", "--no-gpu", "--strict")
-    deferred = finding(report, "import.needs-driver")
+    deferred = finding(report, "imports.needs-driver")
     assert deferred["status"] == "skip" and "flash_attn.ops.triton.rotary" in deferred["title"]
     assert first_detail_line(deferred) == literal
     assert proc.returncode == 0, proc.stdout[-2000:]
 
     report, proc = doctor.report("--python", str(env.python), "--only", "imports,gpu")
-    failed = finding(report, "import.driver-library-missing")
+    failed = finding(report, "imports.driver-library-missing")
     (no_driver,) = [f for f in findings_of(report, "gpu") if f["status"] == "fail"]
     assert failed["status"] == "fail" and failed["cause"] == no_driver["id"]
     assert first_detail_line(failed) == literal

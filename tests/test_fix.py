@@ -87,7 +87,7 @@ def test_a_fix_that_would_break_a_pin_ranks_below_one_that_does_not() -> None:
     order = [(r.command.rsplit(" ", 1)[-1], r.verified.split(":")[0]) for r in flashinfer.remediation]
     # the checker's own order put the flashinfer install first; it would break vLLM's apache-tvm-ffi pin
     assert order == [("'vllm==0.20.1'", "not-checked"), ("'flashinfer-python==0.6.8.post1'", "would-break")]
-    namespace = next(f for r in results for f in r.findings if f.id == "namespace.v4-without-v2")
+    namespace = next(f for r in results for f in r.findings if f.id == "namespaces.v4-without-v2")
     assert [rank(r.verified) for r in namespace.remediation] == [0, 4, 0]  # ranked by group: 0, then (4, 0)
     assert namespace.remediation[0].verified == "resolves"
     assert namespace.remediation[0].changes[0] == "remove flash-attn-4 4.0.0b36 (121 files)"
@@ -135,7 +135,7 @@ def test_a_fix_that_resolves_to_an_sdist_needs_a_build_and_fix_stops_there_unles
                                         ("install einops 0.8.2 (sdist: builds from source)",))
     build = build_env.collect({}, python="/env/bin/python", target_archs=["sm_90"])  # this machine's facts
     result = CheckResult.from_dict({"id": "imports", "layer": "python", "title": "t", "status": "fail", "findings": [
-        {"id": "import.extension-missing", "status": "fail", "title": "t", "remediation": [
+        {"id": "imports.extension-missing", "status": "fail", "title": "t", "remediation": [
             {"command": command, "why": "w"}]}]})
     checked = verify_results([result], {"python": "/env/bin/python", "items": [item], "build": build})
     step = checked[0].findings[0].remediation[0]
@@ -206,13 +206,13 @@ def test_fix_yes_clears_the_seed_failure_and_undo_restores_every_byte(
     document = json.loads(out.read_text())
     (step,) = document["steps"]
     assert step["applied"] == "cleared" and step["verified"] == "resolves"
-    assert step["findings"][0]["id"] == "namespace.v4-without-v2"
+    assert step["findings"][0]["id"] == "namespaces.v4-without-v2"
     assert document["after"] == {"namespaces": "pass", "imports": "pass"}
     applied = [r["applied"] for c in document["report"]["checks"] for f in c["findings"] for r in f["remediation"]
                if r.get("applied")]
     assert applied == ["cleared", "cleared"]  # the namespace finding's fix, and the same line under the import
     assert not (env.site_packages / "flash_attn").exists()
-    assert document["after_findings"]["imports"] == {"import.rotary-absent": "pass"}
+    assert document["after_findings"]["imports"] == {"imports.rotary-absent": "pass"}
 
     undo = fix(doctor, env, "--undo", snapshots=tmp_path / "snaps")
     assert undo.returncode == 0, undo.stdout + undo.stderr
@@ -314,7 +314,7 @@ def test_a_build_that_stopped_at_an_import_gets_its_prerequisites_judged_with_th
     # flash-attn's setup.py stopped at `import packaging`, and torch is not in the env either
     assert found["build-prerequisites.module-missing"].remediation[0].command == f"{python} -m pip install packaging"
     assert "build-prerequisites.torch-missing" in found
-    namespace = next(f for r in results for f in r.findings if f.id == "namespace.v4-without-v2")
+    namespace = next(f for r in results for f in r.findings if f.id == "namespaces.v4-without-v2")
     assert namespace.remediation[1].verified.endswith("(build prerequisites missing: module-missing, torch-missing)") \
         or "build prerequisites missing: module-missing, torch-missing" in namespace.remediation[1].verified
 

@@ -88,7 +88,7 @@ def test_h200_recording_passes_gpu_cuda_stack_and_kernels() -> None:
     assert {k: r.status for k, r in results.items()} == {"gpu": Status.PASS, "cuda-stack": Status.PASS,
                                                           "kernels": Status.PASS}
     assert one(results["gpu"], "gpu.ok").title.startswith("GPU 0 NVIDIA H200 sm_90 140.4 GiB (139.8 GiB free)")
-    cuda = one(results["cuda-stack"], "cuda.ok").title
+    cuda = one(results["cuda-stack"], "cuda-stack.ok").title
     assert "torch 2.11.0+cu130 (CUDA 13.0; driver 580.159.04 supports 13.0)" in cuda
     assert "cuda:0 NVIDIA H200 sm_90: SASS sm_90" in cuda and "Triton 3.6.0 (ptxas 12.8" in cuda
     kernels = results["kernels"]
@@ -163,7 +163,7 @@ def test_derived_fixtures_are_what_derive_py_makes_from_the_recording() -> None:
 def test_sm86_pair_derived_from_h200_passes_with_both_a6000s_visible() -> None:
     results = run(sections_of("sm86-derived-from-h200.json"))
     assert all(r.status is Status.PASS for r in results.values())
-    cuda = one(results["cuda-stack"], "cuda.ok").title
+    cuda = one(results["cuda-stack"], "cuda-stack.ok").title
     assert "2 GPU(s): cuda:0 NVIDIA RTX A6000 sm_86: SASS sm_86; cuda:1 NVIDIA RTX A6000 sm_86: SASS sm_86" in cuda
 
 
@@ -193,7 +193,7 @@ def test_torch_built_without_sm86_fails_on_the_a6000_pair() -> None:
 
     cuda = run(sections_of("sm86-derived-from-h200.json", hopper_only_torch))["cuda-stack"]
     assert cuda.status is Status.FAIL
-    missing = [f for f in cuda.findings if f.id == "cuda.arch-not-covered"]
+    missing = [f for f in cuda.findings if f.id == "cuda-stack.arch-not-covered"]
     assert len(missing) == 2
     assert "built for sm_90 sm_100 sm_120, nothing of which runs on sm_86" in missing[0].title
 
@@ -205,7 +205,7 @@ def test_ptx_only_coverage_warns_and_fails_when_the_driver_cannot_jit_it(driver_
         s["cuda_stack"]["torch"]["arch_list"] = ["sm_80", "compute_80"]
         s["gpu"]["cuda_driver_version"] = driver_cuda
 
-    finding = one(run(sections_of("h200-facts.json", ptx_only))["cuda-stack"], "cuda.arch-ptx-only")
+    finding = one(run(sections_of("h200-facts.json", ptx_only))["cuda-stack"], "cuda-stack.arch-ptx-only")
     assert finding.status is status
     assert "only PTX compute_80 to JIT" in finding.title
 
@@ -221,7 +221,7 @@ def test_driver_too_old_for_torch_cuda_fails_with_both_remedies() -> None:
             "type": "RuntimeError", "message": "The NVIDIA driver on your system is too old (found version 12080)."}}
 
     results = run(sections_of("sm86-derived-from-h200.json", old_driver))
-    finding = one(results["cuda-stack"], "cuda.driver-too-old")
+    finding = one(results["cuda-stack"], "cuda-stack.driver-too-old")
     assert finding.status is Status.FAIL
     assert finding.title == ("torch 2.11.0+cu130 is built for CUDA 13.0, but driver 570.124.06 supports CUDA 12.8 at "
                              "most: torch cannot initialize CUDA")
@@ -229,7 +229,7 @@ def test_driver_too_old_for_torch_cuda_fails_with_both_remedies() -> None:
     assert torch_fix.command == ("uv pip install --python /opt/torch/.venv/bin/python3 'torch==2.11.0' --index-url "
                                  "https://download.pytorch.org/whl/cu128")
     assert "580.65.06" in driver_fix.why and "nvidia-driver-580" in driver_fix.command
-    assert one(results["kernels"], "kernels.no-cuda").title.startswith("torch cannot use CUDA here (cuda.driver-too-old)")
+    assert one(results["kernels"], "kernels.no-cuda").title.startswith("torch cannot use CUDA here (cuda-stack.driver-too-old)")
 
 
 def test_forward_compatible_libcuda_passes_and_says_so() -> None:
@@ -249,7 +249,7 @@ def test_cpu_only_torch_fails_with_a_cuda_build_for_this_driver() -> None:
         del s["cuda_stack"]["cuda"]
 
     results = run(sections_of("h200-facts.json", cpu_torch))
-    finding = one(results["cuda-stack"], "cuda.torch-cpu-build")
+    finding = one(results["cuda-stack"], "cuda-stack.torch-cpu-build")
     assert "cu130" in finding.remediation[0].command and "torch==2.11.0" in finding.remediation[0].command
     assert results["kernels"].findings[0].id == "kernels.no-cuda"
 
@@ -260,7 +260,7 @@ def test_torch_seeing_fewer_gpus_than_nvml_fails() -> None:
         s["cuda_stack"]["cuda"]["devices"] = s["cuda_stack"]["cuda"]["devices"][:1]
 
     finding = one(run(sections_of("sm86-derived-from-h200.json", one_hidden))["cuda-stack"],
-                  "cuda.device-count-mismatch")
+                  "cuda-stack.device-count-mismatch")
     assert finding.title == "torch sees 1 GPU(s) but NVML and CUDA_VISIBLE_DEVICES give 2"
 
 
@@ -271,7 +271,7 @@ def test_triton_without_ptxas_says_where_it_looked() -> None:
         ptxas.update(path=None, version=None, error="RuntimeError: Cannot find ptxas")
         ptxas["looked"][0].update(exists=False, executable=False)
 
-    finding = one(run(sections_of("h200-facts.json", no_ptxas))["cuda-stack"], "cuda.triton-ptxas-missing")
+    finding = one(run(sections_of("h200-facts.json", no_ptxas))["cuda-stack"], "cuda-stack.triton-ptxas-missing")
     assert finding.title == ("Triton 3.6.0 cannot find ptxas: looked at bundled with triton: "
                              "/opt/torch/.venv/lib/python3.12/site-packages/triton/backends/nvidia/bin/ptxas (missing)")
     assert "triton==3.6.0" in finding.remediation[0].command
@@ -284,7 +284,7 @@ def test_triton_without_libcuda_points_at_where_the_loader_found_it() -> None:
             "looked": {"TRITON_LIBCUDA_PATH": None, "LD_LIBRARY_PATH": [], "ldconfig": []}, "dirs": None,
             "error": "AssertionError: libcuda.so cannot found!"}
 
-    finding = one(run(sections_of("h200-facts.json", no_libcuda))["cuda-stack"], "cuda.triton-libcuda-missing")
+    finding = one(run(sections_of("h200-facts.json", no_libcuda))["cuda-stack"], "cuda-stack.triton-libcuda-missing")
     assert "`ldconfig -p` lists none" in finding.title
     assert [r.command for r in finding.remediation] == ["sudo ldconfig",
                                                         "export TRITON_LIBCUDA_PATH=/usr/local/nvidia/lib64"]
@@ -367,7 +367,7 @@ def test_empty_cuda_visible_devices_hides_every_gpu_and_the_torch_layers_skip() 
     results = run(sections_of("h200-cvd-empty.json"))
     assert one(results["gpu"], "gpu.visible-none").status is Status.FAIL
     assert "(hidden by CUDA_VISIBLE_DEVICES)" in one(results["gpu"], "gpu.ok").title
-    assert results["cuda-stack"].findings[0].id == "cuda.no-gpu"
+    assert results["cuda-stack"].findings[0].id == "cuda-stack.no-gpu"
     assert "gpu.visible-none" in results["cuda-stack"].findings[0].title
 
 
@@ -382,6 +382,8 @@ def _with_vllm(version: str) -> Callable[[dict[str, Any]], None]:
     ("0.24.0", "GPU-2fe764c6", True),                               # 0.24 looks UUIDs up whole
     ("0.24.0", "GPU-2fe764c6-cabd-b5a4-4bb3-29aa3ced5992", False),  # the whole UUID works from 0.24
     ("0.23.0", "GPU-2fe764c6-cabd-b5a4-4bb3-29aa3ced5992", True),
+    ("0.24.0rc1", "GPU-2fe764c6-cabd-b5a4-4bb3-29aa3ced5992", False),  # a candidate of 0.24 holds what 0.24 holds
+    ("0.23.0+cu129", "GPU-2fe764c6-cabd-b5a4-4bb3-29aa3ced5992", True),
 ])
 def test_uuid_cuda_visible_devices_is_judged_against_the_installed_vllm(vllm: str, value: str, fails: bool) -> None:
     def setting(s: dict[str, Any]) -> None:
@@ -522,13 +524,13 @@ def test_flash_attn_installed_but_not_importable_skips_naming_the_import_finding
                 "type": "ModuleNotFoundError", "message": "No module named 'flash_attn.ops'"})
 
     imports = CheckResult("imports", "python", "flash_attn rotary import", Status.FAIL, (
-        Finding("import.namespace-package", Status.FAIL,
+        Finding("imports.namespace-package", Status.FAIL,
                 "`from flash_attn.ops.triton.rotary import apply_rotary` fails: flash_attn is a namespace package"),))
     kernels = run(sections_of("h200-facts.json", namespace_only), prior=[imports])["kernels"]
     skipped = [f for f in kernels.findings if f.id == "kernels.not-importable"]
     assert len(skipped) == 2 and all(f.status is Status.SKIP for f in skipped)
-    assert "(see import.namespace-package:" in skipped[1].title
-    assert skipped[1].evidence["import_finding"] == "import.namespace-package"
+    assert "(see imports.namespace-package:" in skipped[1].title
+    assert skipped[1].evidence["import_finding"] == "imports.namespace-package"
 
 
 def test_vllm_fa3_declined_on_sm86_is_not_applicable_while_fa2_passes() -> None:
@@ -556,5 +558,5 @@ def test_every_gpu_finding_id_has_a_code_table_entry() -> None:
     from dflash_doctor.codes import gpu as gpu_codes
 
     for code in gpu_codes.CODES:
-        assert code.id.split(".")[0] in ("gpu", "cuda", "kernels")
+        assert code.id.split(".")[0] in ("gpu", "cuda-stack", "kernels")
         assert len(code.explanation) > 80, code.id

@@ -82,7 +82,7 @@ def test_without_no_gpu_the_doctor_fails_saying_there_is_no_driver() -> None:
     assert gpu.title == ("no NVIDIA driver: libnvidia-ml.so.1 cannot be loaded, and no NVIDIA kernel module is "
                          "loaded (no /proc/driver/nvidia/version)")
     assert "--no-gpu" in gpu.detail
-    assert by_id["cuda-stack"].findings[0].id == "cuda.no-gpu"
+    assert by_id["cuda-stack"].findings[0].id == "cuda-stack.no-gpu"
     assert by_id["kernels"].findings[0].id == "kernels.no-gpu"
     assert by_id["cuda-stack"].status is by_id["kernels"].status is Status.SKIP
     # The facts are in the report for a later `judge`: the probes still said what they saw.
@@ -109,7 +109,7 @@ def test_cuda_stack_probe_without_torch_is_a_finding_not_a_traceback() -> None:
         assert facts["libcuda"]["loaded"] is False and "libcuda.so.1" in facts["libcuda"]["error"]
     # Judged against the H200's GPU facts, so that the no-GPU gate does not hide it.
     (result,) = judge([CudaStackCheck()], {"cuda_stack": facts, "gpu": h200_gpu_section()})
-    assert (result.status, result.findings[0].id) == (Status.SKIP, "cuda.torch-absent")
+    assert (result.status, result.findings[0].id) == (Status.SKIP, "cuda-stack.torch-absent")
 
 
 def test_cuda_stack_probe_in_an_interpreter_that_does_not_start_is_a_failure_finding(tmp_path: Path) -> None:
@@ -117,7 +117,7 @@ def test_cuda_stack_probe_in_an_interpreter_that_does_not_start_is_a_failure_fin
     facts = stack_facts(ctx)
     (result,) = judge([CudaStackCheck()], {"cuda_stack": facts, "gpu": h200_gpu_section()})
     finding = result.findings[0]
-    assert (finding.id, finding.status) == ("cuda.probe-failed", Status.FAIL)
+    assert (finding.id, finding.status) == ("cuda-stack.probe-failed", Status.FAIL)
     assert "cannot start" in finding.title
 
 
@@ -129,7 +129,7 @@ def test_cuda_stack_probe_with_cpu_torch_reports_a_cpu_build(torch_python: Path)
     assert torch["arch_list"] == [] and "cuda" not in facts
     (result,) = judge([CudaStackCheck()], {"cuda_stack": facts, "gpu": h200_gpu_section()})
     finding = result.findings[0]
-    assert finding.id == "cuda.torch-cpu-build"
+    assert finding.id == "cuda-stack.torch-cpu-build"
     assert finding.title == "torch 2.13.0+cpu is a CPU-only build: it cannot use the NVIDIA GPUs"
     # The recorded H200 driver supports CUDA 13.0: the fix takes the cu130 index, for this interpreter.
     assert finding.remediation[0].command.endswith("--index-url https://download.pytorch.org/whl/cu130")

@@ -56,7 +56,7 @@ def test_flash_attn_4s_own_kernel_ran_on_the_h200_within_tolerance(doctor: Docto
     (fa4,) = [f for f in kernels if f["title"].startswith("flash-attn-4 (flash_attn.cute.flash_attn_func)")]
     assert fa4["id"] == "kernels.family-ok" and "4 case(s) within tolerance" in fa4["title"]
     # v2's API is absent: flash_attn is flash-attn-4's namespace package, and the doctor says so.
-    assert finding(report, "namespace.v4-without-v2")["status"] == "warn"
+    assert finding(report, "namespaces.v4-without-v2")["status"] == "warn"
     assert any(f["id"] == "kernels.not-importable" and f["title"].startswith("flash_attn.flash_attn_func")
                for f in kernels)
 

@@ -89,7 +89,7 @@ def run(doctor: Doctor, env: Env, *extra: str) -> tuple[dict, float]:
     elapsed = time.monotonic() - started
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert elapsed < BOUND_S, f"took {elapsed:.1f} s"
-    stack = finding(report, "dist.stack")
+    stack = finding(report, "distributions.stack")
     assert "transformers 4.57.0" in stack["title"], stack["title"]
     assert not any(f["id"] == "doctor.collector-failed" for f in findings_of(report))
     return report, elapsed
@@ -125,14 +125,14 @@ def test_a_fifo_or_dev_zero_link_is_a_finding_naming_it_and_the_python_layer_sti
     make_hostile(path, how)
     report, _ = run(doctor, env)
     if what == "extension" and how == "fifo":
-        odd = finding(report, "dist.file-not-regular")
+        odd = finding(report, "distributions.file-not-regular")
         assert EXTENSION in odd["title"] and "a FIFO" in odd["title"]
     elif what == "extension":
-        escape = finding(report, "dist.record-escapes")
+        escape = finding(report, "distributions.record-escapes")
         assert EXTENSION in escape["title"] and "/dev/zero" in escape["title"]
         assert escape["status"] == "fail"
     else:
-        code = "dist.record-broken" if what == "RECORD" else "dist.metadata-broken"
+        code = "distributions.record-broken" if what == "RECORD" else "distributions.metadata-broken"
         broken = finding(report, code)
         assert str(path) in broken["title"]
         assert ("a FIFO" if how == "fifo" else "/dev/zero") in broken["title"]
@@ -154,7 +154,7 @@ def test_a_record_line_pointing_at_dev_zero_is_a_finding_naming_the_line(
     up = "../" * len(env.site_packages.parts)  # from flash_attn/ to the root ("/.." stays "/"): the real /dev/zero
     line = append_record_line(env, f"flash_attn/{up}dev/zero")
     report, _ = run(doctor, env, "--verify-hashes")
-    escape = finding(report, "dist.record-escapes")
+    escape = finding(report, "distributions.record-escapes")
     assert escape["status"] == "fail"
     assert f"line {line}" in escape["title"] and "/dev/zero" in escape["title"]
     assert str(dist_info(env, "flash-attn") / "RECORD") in escape["title"]
@@ -172,7 +172,7 @@ def test_a_record_line_to_a_library_outside_the_environment_is_never_loaded(
     line = append_record_line(env, rel)
     report, _ = run(doctor, env)
     assert not marker.exists(), "the library's constructor ran: the doctor loaded a file outside the environment"
-    escape = finding(report, "dist.record-escapes")
+    escape = finding(report, "distributions.record-escapes")
     assert f"line {line}" in escape["title"] and rel in escape["title"] and str(evil) in escape["title"]
     assert escape["evidence"]["lines"][0]["resolves_to"] == str(evil)
     # The real extension is still loaded and judged.
@@ -284,4 +284,4 @@ def test_console_scripts_of_a_pip_target_install_are_no_escape(doctor: Doctor, t
     assert escaping and not (target / escaping[0].split(",")[0]).exists()  # pip wrote the line, to nowhere
     (env.site_packages / "zz-target.pth").write_text(f"{target}\n")
     report, _ = doctor.report("--python", str(env.python), *RUN)
-    assert "dist.record-escapes" not in [f["id"] for f in findings_of(report)]
+    assert "distributions.record-escapes" not in [f["id"] for f in findings_of(report)]

@@ -29,7 +29,7 @@ def env_with_module(tmp_path: Path, name: str, body: str):  # type: ignore[no-un
 def test_a_flash_attn_that_segfaults_on_import_is_a_crash_finding(doctor: Doctor, tmp_path: Path) -> None:
     env = env_with_module(tmp_path, "flash_attn", SEGFAULT_ON_IMPORT)
     report, proc = doctor.report("--python", str(env.python), "--only", "imports")
-    crash = finding(report, "import.crashed")
+    crash = finding(report, "imports.crashed")
     assert crash["status"] == "fail"
     assert "SIGSEGV" in crash["title"]
     assert crash["evidence"]["signal"] == "SIGSEGV"
@@ -40,7 +40,7 @@ def test_a_flash_attn_that_segfaults_on_import_is_a_crash_finding(doctor: Doctor
 def test_a_flash_attn_that_hangs_on_import_is_a_timeout_finding(doctor: Doctor, tmp_path: Path) -> None:
     env = env_with_module(tmp_path, "flash_attn", HANG_ON_IMPORT)
     report, proc = doctor.report("--python", str(env.python), "--only", "imports", "--timeout", "3")
-    hang = finding(report, "import.timeout")
+    hang = finding(report, "imports.timeout")
     assert hang["status"] == "fail"
     assert "timed out after 3 s" in hang["title"]
     assert proc.returncode == 1
@@ -59,7 +59,7 @@ def test_binary_metadata_is_a_finding_naming_the_file(doctor: Doctor, tmp_path: 
     metadata = dist_info(env, "flash-attn") / "METADATA"
     metadata.write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe garbage")
     report, proc = doctor.report("--python", str(env.python), "--only", "distributions")
-    broken = finding(report, "dist.metadata-broken")
+    broken = finding(report, "distributions.metadata-broken")
     assert broken["status"] == "fail"
     assert str(metadata) in broken["title"] and "not UTF-8" in broken["title"]
     assert broken["remediation"][0]["command"].startswith("rm -rf ")
@@ -71,7 +71,7 @@ def test_malformed_record_is_a_finding_naming_the_file(doctor: Doctor, tmp_path:
     record = dist_info(env, "flash-attn") / "RECORD"
     record.write_text('flash_attn/__init__.py,sha256=abc\n"unterminated,quote\n')
     report, _ = doctor.report("--python", str(env.python), "--only", "distributions")
-    broken = finding(report, "dist.record-broken")
+    broken = finding(report, "distributions.record-broken")
     assert str(record) in broken["title"]
 
 
@@ -81,7 +81,7 @@ def test_two_dist_infos_of_one_name_are_reported(doctor: Doctor, tmp_path: Path)
     install(other, build_wheel(tmp_path / "w2", "flash-attn", "2.0", {"flash_attn/__init__.py": ""}))
     (env.site_packages / "zz-other.pth").write_text(f"{other.site_packages}\n")
     report, _ = doctor.report("--python", str(env.python), "--only", "distributions")
-    duplicate = finding(report, "dist.duplicate")
+    duplicate = finding(report, "distributions.duplicate")
     assert duplicate["status"] == "fail"  # flash-attn is part of the stack
     assert "2 installed copies" in duplicate["title"]
 

@@ -60,7 +60,7 @@ def test_the_drifted_host_is_singled_out_with_its_stack_drift_and_findings(
     assert drift["flash-attn-4"]["majority"] == "absent"
     assert drift["flash-attn-4"]["values"]["4.0.0b36"] == [by_source["gpu-b"]["label"]]
     differing = {(d["check"], d["finding"]): d for d in view["differing_findings"]}
-    namespace = differing[("namespaces", "namespace.v4-without-v2")]
+    namespace = differing[("namespaces", "namespaces.v4-without-v2")]
     assert namespace["statuses"] == {"absent": [by_source["gpu-a1"]["label"], by_source["gpu-a2"]["label"]],
                                      "warn": [by_source["gpu-b"]["label"]]}
     assert "flash-attn-4 4.0.0b36 installs flash_attn/cute only" in namespace["titles"]["warn"]
@@ -69,7 +69,7 @@ def test_the_drifted_host_is_singled_out_with_its_stack_drift_and_findings(
     # The text view: one row per host, the drifted one marked, then the drift and the differing findings.
     assert f"{by_source['gpu-b']['label']} *" in text
     assert "flash-attn-4: absent on 2 hosts" in text and "4.0.0b36 on 1 host" in text
-    assert "namespaces / namespace.v4-without-v2: absent on 2 hosts" in text
+    assert "namespaces / namespaces.v4-without-v2: absent on 2 hosts" in text
     assert f"Drifted from the rest (1):\n  {by_source['gpu-b']['label']}: flash-attn-4 4.0.0b36 (fleet: absent)" in text
 
 

@@ -72,7 +72,8 @@ def test_the_built_wheel_ships_checks_under_the_package_name_only(tmp_path: Path
 
 # Each layer may import those below it: commands -> runner/render -> checks -> facts/knowledge -> model.
 LAYER_OF = {"commands": 4, "cli": 4, "fleet": 4, "runner": 3, "render": 3, "registry": 3, "guest": 3,
-            "checks": 2, "codes": 2, "facts": 1, "knowledge": 1, "documents": 1, "check": 0, "model": 0}
+            "checks": 2, "codes": 2, "facts": 1, "knowledge": 1, "documents": 1, "check": 0, "model": 0,
+            "units": 0}
 
 
 def test_imports_point_one_way_and_probes_import_nothing_from_the_package() -> None:

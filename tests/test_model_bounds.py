@@ -76,7 +76,7 @@ def test_a_header_of_many_huge_dimensions_is_read_in_linear_time_and_kept_out_of
     report, proc = report_of(doctor, "--no-gpu", "--only", "models", argv=command(target, drafter))
     elapsed = time.monotonic() - started
     assert elapsed < 10, f"{elapsed:.1f} s for a {megabytes} MB header"
-    broken = finding(report, "models.weights-broken")
+    broken = finding(report, "model-files.weights-broken")
     assert broken["evidence"]["file"] == str(weights) and broken["evidence"]["tensor"] == "w"
     assert str(weights) in broken["title"] and "tensor 'w'" in broken["title"]
     assert "overflows: the element count passes 2**64 at dimension 1 of" in broken["title"]
@@ -105,9 +105,9 @@ def test_a_drafter_config_with_10_to_the_12_layers_is_one_finding_not_a_loop(doc
     assert f["evidence"]["weights"] == {"num_hidden_layers": 1}
     drafter_fails = [x for x in findings_of(report, "drafter") if x["status"] == "fail"]
     assert [x["id"] for x in drafter_fails] == ["drafter.config-weights"]
-    assert finding(report, "serve.drafter-broken")["cause"] == "drafter.config-weights"
-    assert "serve.memory" in {x["id"] for x in findings_of(report, "serve-resources")} or \
-        "serve.kv-cache" in {x["id"] for x in findings_of(report, "serve-resources")}
+    assert finding(report, "serve-command.drafter-broken")["cause"] == "drafter.config-weights"
+    assert "serve-resources.memory" in {x["id"] for x in findings_of(report, "serve-resources")} or \
+        "serve-resources.kv-cache" in {x["id"] for x in findings_of(report, "serve-resources")}
 
 
 def test_absurd_target_lengths_are_judged_without_a_traceback(doctor: Doctor, tmp_path: Path) -> None:
@@ -137,7 +137,7 @@ def test_one_wrong_hidden_size_is_one_decisive_fail_and_the_shapes_name_it(docto
     consequences = fails[1:]
     assert len(consequences) == 12 and {x["id"] for x in consequences} == {"drafter.fc-width", "drafter.tensor-shape"}
     assert all(x["cause"] == "drafter.hidden-size-mismatch" and not x["remediation"] for x in consequences)
-    broken = finding(report, "serve.drafter-broken")
+    broken = finding(report, "serve-command.drafter-broken")
     assert broken["cause"] == "drafter.hidden-size-mismatch" and "fails 1 drafter check(s)" in broken["title"]
 
 
@@ -175,7 +175,7 @@ def test_a_bad_speculative_config_is_one_finding_whose_fix_is_the_users_command(
             "--speculative-config", f"{{method: dflash, model: {drafter}}}"]
     report, _ = report_of(doctor, "--no-gpu", "--only", "serve", argv=argv)
     spec = [x for x in findings_of(report, "serve-command") if "speculative" in x["title"]]
-    assert [x["id"] for x in spec] == ["serve.spec-json"]
+    assert [x["id"] for x in spec] == ["serve-command.spec-json"]
     fix = spec[0]["remediation"][0]["command"]
     assert fix.startswith(f"vllm serve {target} -tp 1 --max-model-len 4096 --speculative-config ")
     fixed = parse_serve_command(shlex.split(fix))
@@ -184,7 +184,7 @@ def test_a_bad_speculative_config_is_one_finding_whose_fix_is_the_users_command(
     # applied literally, the command passes the speculative-config rules
     again, _ = report_of(doctor, "--no-gpu", "--only", "serve", argv=shlex.split(fix))
     ids = {x["id"] for x in findings_of(again, "serve-command")}
-    assert "serve.spec-json" not in ids and "serve.spec-ok" in ids
+    assert "serve-command.spec-json" not in ids and "serve-command.spec-ok" in ids
 
 
 def test_every_speculative_config_fix_is_a_whole_command(tmp_path: Path) -> None:
@@ -198,11 +198,11 @@ def test_every_speculative_config_fix_is_a_whole_command(tmp_path: Path) -> None
                 if "speculative" in r.command:
                     assert r.command.startswith(f"vllm serve {target} "), (f.id, r.command)
     plain = run_checks(tmp_path, argv=["vllm", "serve", str(target)])
-    assert found(plain, "serve.no-speculative-config").remediation[0].command.startswith(f"vllm serve {target} ")
+    assert found(plain, "serve-command.no-speculative-config").remediation[0].command.startswith(f"vllm serve {target} ")
     # the k that fills the drafter's block: block_size 16 -> 15
     k = run_checks(tmp_path, argv=["vllm", "serve", str(target), "--speculative-config",
                                    json.dumps({"method": "dflash", "model": str(drafter)})])
-    assert '"num_speculative_tokens": 15}' in found(k, "serve.spec-k-missing").remediation[0].command
+    assert '"num_speculative_tokens": 15}' in found(k, "serve-command.spec-k-missing").remediation[0].command
 
 
 def test_the_token_budget_rule_is_explained_once_for_two_gpu_tiers(doctor: Doctor, tmp_path: Path) -> None:
@@ -212,11 +212,11 @@ def test_the_token_budget_rule_is_explained_once_for_two_gpu_tiers(doctor: Docto
     argv = ["vllm", "serve", str(target), "--max-model-len", "32768", "--max-num-batched-tokens", "8192",
             "--speculative-config", spec_json(drafter)]
     proc = doctor("serve", "--no-gpu", "--only", "serve", "--", *argv, env={"NO_COLOR": "1", "COLUMNS": "100000"})
-    budget = [line for line in proc.stdout.splitlines() if "[serve.token-budget]" in line]
+    budget = [line for line in proc.stdout.splitlines() if "[serve-command.token-budget]" in line]
     assert len(budget) >= 2  # judged for both default tiers
     assert proc.stdout.count(SPEC_BUDGET_RULE_A.source[:80]) == 1
     report, _ = report_of(doctor, "--no-gpu", "--only", "serve", argv=argv)
-    rule_a = [x for x in findings_of(report, "serve-command") if x["id"] == "serve.token-budget"
+    rule_a = [x for x in findings_of(report, "serve-command") if x["id"] == "serve-command.token-budget"
               and x["evidence"].get("rule") == "0.20-0.24"]
     assert [x["status"] for x in rule_a] == ["warn", "fail"]
     assert [bool(x["detail"]) for x in rule_a] == [False, True]  # on the finding a user acts on
@@ -234,5 +234,5 @@ def test_the_drafter_checks_fixes_are_whole_commands_too(tmp_path: Path) -> None
     argv = ["vllm", "serve", str(target), "--attention-backend", "TRITON_ATTN", "--speculative-config",
             spec_json(drafter)]
     results = run_checks(tmp_path, argv=argv, vllm="0.20.1", gpu=gpu_fixture("h200-facts.json"))
-    fix = found(results, "attention.selected-invalid").remediation[0].command
+    fix = found(results, "drafter-attention.selected-invalid").remediation[0].command
     assert fix.startswith(f"vllm serve {target} ") and fix.endswith(" --attention-backend FLASH_ATTN")

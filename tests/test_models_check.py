@@ -137,8 +137,8 @@ def test_a_plain_run_without_model_paths_skips_every_model_check(tmp_path: Path)
     results = run_checks(tmp_path)
     for check in ("model-files", "drafter", "drafter-attention"):
         assert results[check].status is Status.SKIP
-        assert results[check].findings[0].id == "models.not-given"
-    assert results["serve-command"].findings[0].id == "serve.not-given"
+        assert results[check].findings[0].id == f"{check}.not-given"
+    assert results["serve-command"].findings[0].id == "serve-command.not-given"
 
 
 def test_qwen3_5_style_nested_text_config_is_read_for_the_target(tmp_path: Path) -> None:
@@ -332,7 +332,7 @@ def test_num_speculative_tokens_past_the_block_warns(tmp_path: Path, pair: tuple
 def test_truncated_target_shard_fails_naming_the_file(tmp_path: Path, pair: tuple[Path, Path]) -> None:
     shard = pair[0] / "model-00002-of-00002.safetensors"
     toy.truncate_by(shard, 100)
-    f = found(run_checks(tmp_path, target=pair[0], drafter=pair[1]), "models.weights-broken")
+    f = found(run_checks(tmp_path, target=pair[0], drafter=pair[1]), "model-files.weights-broken")
     assert f.status is Status.FAIL and f.title.startswith(f"target: {shard}: file is")
     assert "100 bytes missing" in f.title and "download" in f.detail
 
@@ -340,14 +340,14 @@ def test_truncated_target_shard_fails_naming_the_file(tmp_path: Path, pair: tupl
 def test_header_length_past_the_end_fails(tmp_path: Path, pair: tuple[Path, Path]) -> None:
     shard = pair[1] / "model.safetensors"
     toy.set_header_length(shard, os.path.getsize(shard) + 10)
-    f = found(run_checks(tmp_path, target=pair[0], drafter=pair[1]), "models.weights-broken")
+    f = found(run_checks(tmp_path, target=pair[0], drafter=pair[1]), "model-files.weights-broken")
     assert f.evidence["kind"] == "header-past-eof" and str(shard) in f.title
 
 
 def test_a_200_mb_header_claim_fails_before_anything_is_read(tmp_path: Path, pair: tuple[Path, Path]) -> None:
     shard = pair[1] / "model.safetensors"
     toy.set_header_length(shard, 200_000_000)
-    f = found(run_checks(tmp_path, target=pair[0], drafter=pair[1]), "models.weights-broken")
+    f = found(run_checks(tmp_path, target=pair[0], drafter=pair[1]), "model-files.weights-broken")
     assert f.evidence["kind"] == "header-too-large" and "100 MB" in f.detail
 
 
@@ -356,31 +356,31 @@ def test_overlapping_offsets_fail(tmp_path: Path, pair: tuple[Path, Path]) -> No
     shard.unlink()
     toy.write_raw_safetensors(shard, {"fc.weight": {"dtype": "F16", "shape": [2, 4], "data_offsets": [0, 16]},
                                       "norm.weight": {"dtype": "F16", "shape": [4], "data_offsets": [8, 16]}})
-    f = found(run_checks(tmp_path, target=pair[0], drafter=pair[1]), "models.weights-broken")
+    f = found(run_checks(tmp_path, target=pair[0], drafter=pair[1]), "model-files.weights-broken")
     assert f.evidence["kind"] == "overlap" and "overlaps 'fc.weight'" in f.title
 
 
 def test_a_missing_shard_fails_and_says_which(tmp_path: Path) -> None:
     target = toy.write_toy_target(tmp_path / "target", omit_shards=[1])
     drafter = toy.write_toy_drafter(tmp_path / "drafter")
-    f = found(run_checks(tmp_path, target=target, drafter=drafter), "models.index-mismatch")
+    f = found(run_checks(tmp_path, target=target, drafter=drafter), "model-files.index-mismatch")
     assert "model-00002-of-00002.safetensors" in f.title and "not in the directory" in f.title
 
 
 def test_a_missing_config_blocks_the_drafter_comparison(tmp_path: Path, pair: tuple[Path, Path]) -> None:
     (pair[1] / "config.json").unlink()
     results = run_checks(tmp_path, target=pair[0], drafter=pair[1])
-    assert found(results, "models.config-broken").status is Status.FAIL
-    assert results["drafter"].findings[0].id == "models.not-judged"
+    assert found(results, "model-files.config-broken").status is Status.FAIL
+    assert results["drafter"].findings[0].id == "drafter.not-judged"
 
 
 def test_a_missing_directory_fails_and_a_repo_id_is_looked_up_in_the_hf_cache(
         tmp_path: Path, pair: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     results = run_checks(tmp_path, target=tmp_path / "nope", drafter=pair[1])
-    assert found(results, "models.dir-missing").status is Status.FAIL
+    assert found(results, "model-files.dir-missing").status is Status.FAIL
     # An absolute path of two components (a volume not mounted) is a path, never a repo id.
     unmounted = run_checks(tmp_path, target=Path("/models/Qwen3-8B"), drafter=pair[1])
-    assert found(unmounted, "models.dir-missing").status is Status.FAIL
+    assert found(unmounted, "model-files.dir-missing").status is Status.FAIL
     cache = tmp_path / "hub"
     snapshot = cache / "models--z-lab--Toy-DFlash" / "snapshots" / "abc123"
     snapshot.parent.mkdir(parents=True)
@@ -391,13 +391,13 @@ def test_a_missing_directory_fails_and_a_repo_id_is_looked_up_in_the_hf_cache(
     results = run_checks(tmp_path, target=pair[0], drafter=Path("z-lab/Toy-DFlash"))
     assert results["drafter"].status is Status.PASS
     absent = run_checks(tmp_path, target=pair[0], drafter=Path("z-lab/Other-DFlash"))
-    assert found(absent, "models.not-downloaded").status is Status.WARN
-    assert absent["drafter"].findings[0].id == "models.not-judged"
+    assert found(absent, "model-files.not-downloaded").status is Status.WARN
+    assert absent["drafter"].findings[0].id == "drafter.not-judged"
 
 
 def test_target_without_tokenizer_fails(tmp_path: Path) -> None:
     target = toy.write_toy_target(tmp_path / "target", tokenizer=False)
-    assert found(run_checks(tmp_path, target=target), "models.tokenizer-missing").status is Status.FAIL
+    assert found(run_checks(tmp_path, target=target), "model-files.tokenizer-missing").status is Status.FAIL
 
 
 # ---------------------------------------------------------------------------------- attention backend
@@ -415,7 +415,7 @@ def test_target_without_tokenizer_fails(tmp_path: Path) -> None:
 def test_the_backend_vllm_picks_for_non_causal_attention_is_read_from_its_source(
         tmp_path: Path, pair: tuple[Path, Path], version: str, fixture: str, expected: str, scope: str) -> None:
     results = run_checks(tmp_path, target=pair[0], drafter=pair[1], vllm=version, gpu=gpu_fixture(fixture))
-    f = found(results, "attention.backend")
+    f = found(results, "drafter-attention.backend")
     assert f.status is Status.PASS
     assert f" picks {expected} for {scope}" in f.title
 
@@ -423,7 +423,7 @@ def test_the_backend_vllm_picks_for_non_causal_attention_is_read_from_its_source
 def test_sm100_skips_flashinfer_on_0_20_for_lack_of_non_causal(tmp_path: Path, pair: tuple[Path, Path]) -> None:
     results = run_checks(tmp_path, target=pair[0], drafter=pair[1], vllm="0.20.1",
                          gpu=gpu_fixture("sm100-derived-from-h200.json"))
-    f = found(results, "attention.backend")
+    f = found(results, "drafter-attention.backend")
     assert f.evidence["order"][0] == "FLASHINFER"
     assert "non-causal attention not supported" in f.evidence["skipped"]["FLASHINFER"]
 
@@ -432,14 +432,14 @@ def test_an_explicit_backend_without_non_causal_support_fails(tmp_path: Path, pa
     argv = ["vllm", "serve", str(pair[0]), "--attention-backend", "TRITON_ATTN", "--speculative-config",
             json.dumps({"method": "dflash", "model": str(pair[1]), "num_speculative_tokens": 15})]
     results = run_checks(tmp_path, argv=argv, vllm="0.20.1", gpu=gpu_fixture("h200-facts.json"))
-    f = found(results, "attention.selected-invalid")
+    f = found(results, "drafter-attention.selected-invalid")
     assert f.status is Status.FAIL and "non-causal attention not supported" in f.title
 
 
 def test_target_arch_alone_is_enough_to_name_the_backend(tmp_path: Path, pair: tuple[Path, Path]) -> None:
     results = run_checks(tmp_path, target=pair[0], drafter=pair[1], vllm="0.24.0", target_archs=["sm_86"])
-    assert "on sm_86 picks FLASH_ATTN for the drafter's attention" in found(results, "attention.backend").title
-    assert found(run_checks(tmp_path, target=pair[0], drafter=pair[1]), "attention.no-gpu-facts").status is Status.SKIP
+    assert "on sm_86 picks FLASH_ATTN for the drafter's attention" in found(results, "drafter-attention.backend").title
+    assert found(run_checks(tmp_path, target=pair[0], drafter=pair[1]), "drafter-attention.no-gpu-facts").status is Status.SKIP
 
 
 # ------------------------------------------------------------------------------------- the budget

@@ -83,7 +83,7 @@ class CausesCheck:
         yield Finding("site.deeper", Status.WARN, "a consequence of the consequence", cause="site.follows")
         yield Finding("site.decisive", Status.FAIL, "the root of it all", remediation=(ROOT_FIX,))
         yield Finding("site.after-namespace", Status.WARN, "follows from the namespace",
-                      cause="namespace.v4-without-v2")
+                      cause="namespaces.v4-without-v2")
         yield Finding("site.loop-a", Status.WARN, "loop a", cause="site.loop-b")
         yield Finding("site.loop-b", Status.WARN, "loop b", cause="site.loop-a")
         yield Finding("site.passing", Status.PASS, "passing")
@@ -114,7 +114,7 @@ def test_consequences_are_nested_under_their_cause_across_checks_with_the_fix_on
     assert check_lines[1].endswith("[site.decisive]")  # the decisive finding heads its check, not the orphan
     # The footer names the first decisive finding and explains that one.
     assert "start with: flash-attn-4 4.0.0b36 requires torch" in out
-    assert lines[-2] == "Explain a finding: dflash-doctor explain dist.requirement-missing"
+    assert lines[-2] == "Explain a finding: dflash-doctor explain distributions.requirement-missing"
 
     site = block(lines, "Site causes")
     follows = line_with(site, "[site.follows]")
@@ -135,7 +135,7 @@ def test_consequences_are_nested_under_their_cause_across_checks_with_the_fix_on
     # Across checks: nested under the built-in finding it follows from, naming its own check.
     namespace = block(lines, "flash_attn namespace")
     nested = line_with(namespace, "[site.after-namespace]")
-    assert "follows from namespace.v4-without-v2 in Site causes" in nested
+    assert "follows from namespaces.v4-without-v2 in Site causes" in nested
     assert "site.after-namespace" not in "\n".join(site)
 
     text = markdown.read_text()
@@ -163,7 +163,7 @@ def hidden_size_report(doctor: Doctor, tmp_path: Path) -> dict[str, Any]:
     return report
 
 
-CONSEQUENCES = ("drafter.fc-width", "drafter.tensor-shape", "serve.drafter-broken")
+CONSEQUENCES = ("drafter.fc-width", "drafter.tensor-shape", "serve-command.drafter-broken")
 
 
 def render_terminal(report: dict[str, Any]) -> str:
@@ -192,10 +192,10 @@ def test_one_wrong_hidden_size_is_one_decisive_fail_with_its_consequences_under_
     nested = [line for line in drafter if "follows from drafter.hidden-size-mismatch" in line]
     assert len(nested) == consequences
     assert all(indent(line) == 8 for line in nested)
-    broken = line_with(drafter, "[serve.drafter-broken]")
+    broken = line_with(drafter, "[serve-command.drafter-broken]")
     assert "in vllm serve command line" in broken  # nested under its cause, though another check's
     serve = block(lines, "vllm serve command line")
-    assert "[serve.drafter-broken]" not in "\n".join(serve)
+    assert "[serve-command.drafter-broken]" not in "\n".join(serve)
     assert next(line for line in lines if line.startswith("[")) == drafter[0]  # the decisive check comes first
     assert f"[drafter.hidden-size-mismatch] (DFlash drafter against its target); {consequences} more follow" in out
     assert "Explain a finding: dflash-doctor explain drafter.hidden-size-mismatch" in out
@@ -294,15 +294,15 @@ def test_on_a_terminal_no_color_makes_the_output_ascii(noisy: list[str]) -> None
 
 
 def test_of_several_findings_with_the_cause_id_the_one_whose_evidence_agrees_is_the_cause() -> None:
-    """Two missing requirements are two `dist.requirement-missing` findings; an extension that fails because
+    """Two missing requirements are two `distributions.requirement-missing` findings; an extension that fails because
     torch is missing follows from the torch one, not from whichever comes first."""
     missing = [
-        Finding("dist.requirement-missing", Status.FAIL, f"vllm 0.20.1 requires {name}, which is not installed",
+        Finding("distributions.requirement-missing", Status.FAIL, f"vllm 0.20.1 requires {name}, which is not installed",
                 evidence={"requirer": "vllm", "requirement": requirement})
         for name, requirement in (("transformers", "transformers>=4.56.0"), ("torch", "torch==2.11.0"))]
-    extension = Finding("import.dependency-missing", Status.FAIL, "vllm: extension vllm._C does not load",
+    extension = Finding("extensions.dependency-missing", Status.FAIL, "vllm: extension vllm._C does not load",
                         evidence={"missing": "torch", "requirement": "torch==2.11.0", "requirer": "vllm"},
-                        cause="dist.requirement-missing")
+                        cause="distributions.requirement-missing")
     results = [CheckResult("distributions", "python", "Installed distributions", Status.FAIL, tuple(missing)),
                CheckResult("extensions", "python", "Compiled extensions load", Status.FAIL, (extension,))]
     lines = render_terminal({"checks": [r.to_dict() for r in results]}).splitlines()

@@ -75,8 +75,8 @@ def assert_fixed(doctor: Doctor, env: Env) -> dict:
     report, proc = doctor.report("--python", str(env.python), "--only", CHECKS)
     assert statuses(report) == {"namespaces": "pass", "imports": "pass"}, [
         (f["id"], f["title"]) for f in findings_of(report)]
-    assert finding(report, "import.rotary-absent")["status"] == "pass"
-    assert finding(report, "namespace.absent")["status"] == "pass"
+    assert finding(report, "imports.rotary-absent")["status"] == "pass"
+    assert finding(report, "namespaces.absent")["status"] == "pass"
     assert not (env.site_packages / "flash_attn").exists()
     assert proc.returncode == 0
     return report
@@ -102,12 +102,12 @@ def test_the_first_remediation_of_the_failing_rotary_import_pasted_as_is_makes_i
         assert f"find '{env.site_packages / 'flash_attn'}' -depth" in first
         assert "rm " not in first
     if state in ("v4-only", "v2-then-v4-then-v2-uninstalled"):
-        assert rotary["id"] == "import.namespace-package" and rotary["cause"] == "namespace.v4-without-v2"
+        assert rotary["id"] == "imports.namespace-package" and rotary["cause"] == "namespaces.v4-without-v2"
         assert f"{env.site_packages / 'flash_attn'} (flash-attn-4 4.0.0b36's files" in rotary["title"]
         # the namespace finding offers the same line first
-        assert finding(report, "namespace.v4-without-v2")["remediation"][0]["command"] == first
+        assert finding(report, "namespaces.v4-without-v2")["remediation"][0]["command"] == first
     else:
-        assert rotary["id"] == "import.extension-missing", rotary["title"]
+        assert rotary["id"] == "imports.extension-missing", rotary["title"]
     shell(first, tmp_path)
     assert_fixed(doctor, env)
     assert not list(env.site_packages.glob("flash_attn*.dist-info"))
@@ -131,14 +131,14 @@ def test_what_pip_uninstall_leaves_is_named_as_the_cause_and_its_own_fix_clears_
     add_to_path(env, vllm_site("0.20.1"))
 
     report, _ = doctor.report("--python", str(env.python), "--only", CHECKS)
-    namespace = finding(report, "namespace.leftover")
+    namespace = finding(report, "namespaces.leftover")
     assert namespace["status"] == "fail"
     assert namespace["title"].startswith(f"{package} has no __init__.py and no installed distribution owns it")
     assert "vLLM 0.20.1 dies at engine start" in namespace["title"]
     assert {"empty": "it holds nothing", "bytecode": "it holds only __pycache__ (",
             "stray-file": "it holds 1 file(s) no distribution owns: NOTES.md"}[leftover] in namespace["title"]
-    rotary = finding(report, "import.namespace-package")
-    assert rotary["status"] == "fail" and rotary["cause"] == "namespace.leftover"
+    rotary = finding(report, "imports.namespace-package")
+    assert rotary["status"] == "fail" and rotary["cause"] == "namespaces.leftover"
     assert f"{package} (no installed distribution owns it" in rotary["title"]
     assert "flash-attn-4" not in rotary["title"]  # it is gone; the directory is the cause
     command = rotary["remediation"][0]["command"]
@@ -169,11 +169,11 @@ def test_a_source_checkout_in_the_working_directory_is_named_as_the_rotary_failu
 
     report, _ = doctor.report("--python", str(env.python), "--only", CHECKS, cwd=checkout)
     rotary = next(f for f in findings_of(report, "imports"))
-    assert rotary["status"] == "fail" and rotary["cause"] == "namespace.shadowed"
+    assert rotary["status"] == "fail" and rotary["cause"] == "namespaces.shadowed"
     assert rotary["title"].startswith(
         f"`from flash_attn.ops.triton.rotary import apply_rotary` fails: flash_attn is {checkout / 'flash_attn'}, "
         "from the current directory on sys.path, which no installed distribution owns")
-    assert finding(report, "namespace.shadowed")["status"] == "fail"
+    assert finding(report, "namespaces.shadowed")["status"] == "fail"
     command = rotary["remediation"][0]["command"]
     assert command == f"mv {checkout / 'flash_attn'} {checkout / 'flash_attn'}.disabled"
     shell(command, tmp_path)

@@ -120,16 +120,16 @@ def test_the_seed_command_passes_on_the_sm86_pair(tmp_path: Path, toys: tuple[Pa
                          gpu=gpu_fixture("sm86-derived-from-h200.json"))
     failing = [(f.id, f.title) for r in results.values() for f in r.findings if f.status in (Status.FAIL, Status.ERROR)]
     assert not failing
-    assert "leaves 29184 tokens to schedule" in found(results, "serve.token-budget").title
-    assert found(results, "serve.world-size").title.startswith("TP 2 x PP 1 = 2 of 2 GPU(s)")
-    assert found(results, "serve.memory").status is Status.PASS
+    assert "leaves 29184 tokens to schedule" in found(results, "serve-command.token-budget").title
+    assert found(results, "serve-resources.world-size").title.startswith("TP 2 x PP 1 = 2 of 2 GPU(s)")
+    assert found(results, "serve-resources.memory").status is Status.PASS
 
 
 def test_the_seed_with_8192_batched_tokens_fails_on_h200s_with_vllms_reason(tmp_path: Path,
                                                                               toys: tuple[Path, Path]) -> None:
     results = run_checks(tmp_path, argv=seed(*toys, "--port", str(free_port()), tokens="8192"), vllm="0.20.1",
                          gpu=two_h200())
-    f = found(results, "serve.token-budget")
+    f = found(results, "serve-command.token-budget")
     assert f.status is Status.FAIL
     assert "14 x 1024 = 14336 draft slots" in f.title
     assert "max_num_scheduled_tokens is set to -6144 based on the speculative decoding settings, which does not " \
@@ -137,23 +137,23 @@ def test_the_seed_with_8192_batched_tokens_fails_on_h200s_with_vllms_reason(tmp_
     assert f.remediation[0].command.endswith(" --max-num-batched-tokens 22528")
     # the same with the GPUs' shape given by hand, as on a CI machine
     assumed = run_checks(tmp_path, argv=seed(*toys, tokens="8192"), vllm="0.20.1", gpus=2, gpu_memory=139.8)
-    assert found(assumed, "serve.token-budget").status is Status.FAIL
+    assert found(assumed, "serve-command.token-budget").status is Status.FAIL
 
 
 def test_8192_only_warns_on_a6000s_whose_default_max_num_seqs_is_256(tmp_path: Path,
                                                                       toys: tuple[Path, Path]) -> None:
     results = run_checks(tmp_path, argv=seed(*toys, "--port", str(free_port()), tokens="8192"), vllm="0.20.1",
                          gpu=gpu_fixture("sm86-derived-from-h200.json"))
-    f = found(results, "serve.token-budget")
+    f = found(results, "serve-command.token-budget")
     assert f.status is Status.WARN and "leaves max_num_scheduled_tokens 4608" in f.title
 
 
 def test_without_gpu_facts_the_budget_is_judged_for_both_default_tiers(tmp_path: Path, toys: tuple[Path, Path]) -> None:
     results = run_checks(tmp_path, argv=seed(*toys, tokens="8192"), vllm="0.20.1")
-    budget = [f for f in results["serve-command"].findings if f.id == "serve.token-budget"]
+    budget = [f for f in results["serve-command"].findings if f.id == "serve-command.token-budget"]
     assert [f.status for f in budget] == [Status.WARN, Status.FAIL]
     assert "on a GPU of 70 GiB or more" in budget[1].title
-    assert found(results, "serve.gpu-facts-unavailable").status is Status.SKIP
+    assert found(results, "serve-resources.gpu-facts-unavailable").status is Status.SKIP
 
 
 def test_vllms_own_defaults_leave_no_room_for_k_15_on_a6000s(tmp_path: Path, toys: tuple[Path, Path]) -> None:
@@ -162,18 +162,18 @@ def test_vllms_own_defaults_leave_no_room_for_k_15_on_a6000s(tmp_path: Path, toy
     spec = json.dumps({"method": "dflash", "model": str(toys[1]), "num_speculative_tokens": 15})
     results = run_checks(tmp_path, argv=["vllm", "serve", str(toys[0]), "-tp", "2", "--speculative-config", spec],
                          vllm="0.20.1", gpu=gpu_fixture("sm86-derived-from-h200.json"))
-    f = found(results, "serve.token-budget")
+    f = found(results, "serve-command.token-budget")
     assert f.status is Status.FAIL
     assert f.title.startswith("max_num_batched_tokens 2048 (vLLM's default) leaves no tokens to schedule")
 
 
 def test_vllm_0_34_caps_dflash_sequences_instead(tmp_path: Path, toys: tuple[Path, Path]) -> None:
     results = run_checks(tmp_path, argv=seed(*toys, tokens="8192"), vllm="0.34.0", gpu=two_h200())
-    f = found(results, "serve.token-budget")
+    f = found(results, "serve-command.token-budget")
     assert f.status is Status.WARN
     assert "DFlash caps running sequences at max_num_batched_tokens 8192 // (k + 1 = 16) = 512" in f.title
     tiny = run_checks(tmp_path, argv=seed(*toys, tokens="16"), vllm="0.34.0", gpu=two_h200())
-    assert "VllmConfig does not have enough slots" in found(tiny, "serve.token-budget").title
+    assert "VllmConfig does not have enough slots" in found(tiny, "serve-command.token-budget").title
 
 
 # ------------------------------------------------------------------------------------ each rule
@@ -181,13 +181,13 @@ def test_vllm_0_34_caps_dflash_sequences_instead(tmp_path: Path, toys: tuple[Pat
 
 def test_tp_2_on_the_recorded_single_h200_fails_with_vllms_world_size_message(tmp_path: Path,
                                                                               toys: tuple[Path, Path]) -> None:
-    f = found(run_checks(tmp_path, argv=seed(*toys), gpu=gpu_fixture("h200-facts.json")), "serve.world-size")
+    f = found(run_checks(tmp_path, argv=seed(*toys), gpu=gpu_fixture("h200-facts.json")), "serve-resources.world-size")
     assert f.status is Status.FAIL
     assert f.title.startswith("\"World size (2) is larger than the number of available GPUs (1) in this node.\"")
 
 
 def test_cuda_visible_devices_is_applied_before_counting(tmp_path: Path, toys: tuple[Path, Path]) -> None:
-    f = found(run_checks(tmp_path, argv=seed(*toys), gpu=gpu_fixture("h200-cvd-0-7.json")), "serve.world-size")
+    f = found(run_checks(tmp_path, argv=seed(*toys), gpu=gpu_fixture("h200-cvd-0-7.json")), "serve-resources.world-size")
     assert f.status is Status.FAIL and "CUDA_VISIBLE_DEVICES='0,7'" in f.title
 
 
@@ -196,11 +196,11 @@ def test_heads_and_kv_heads_against_tensor_parallel_size(tmp_path: Path) -> None
     drafter = toy.write_toy_drafter(tmp_path / "drafter", num_attention_heads=6, num_key_value_heads=3)
     spec = json.dumps({"method": "dflash", "model": str(drafter), "num_speculative_tokens": 15})
     results = run_checks(tmp_path, argv=["vllm", "serve", str(target), "-tp", "2", "--speculative-config", spec])
-    f = found(results, "serve.kv-heads-tp")
+    f = found(results, "serve-command.kv-heads-tp")
     assert f.title.startswith("target: 3 KV heads across --tensor-parallel-size 2")
     results = run_checks(tmp_path, argv=["vllm", "serve", str(target), "-tp", "4", "--speculative-config", spec])
     assert "\"Total number of attention heads (6) must be divisible by tensor parallel size (4).\"" in \
-        found(results, "serve.heads-tp").title
+        found(results, "serve-command.heads-tp").title
 
 
 @pytest.mark.parametrize(("flags", "message"), [
@@ -213,7 +213,7 @@ def test_scheduler_limits_fail_exactly_as_vllms_scheduler_config(tmp_path: Path,
                                                                  flags: list[str], message: str) -> None:
     spec = json.dumps({"method": "dflash", "model": str(toys[1]), "num_speculative_tokens": 15})
     argv = ["vllm", "serve", str(toys[0]), "--max-model-len", "32768", *flags, "--speculative-config", spec]
-    f = found(run_checks(tmp_path, argv=argv, gpu=gpu_fixture("h200-facts.json")), "serve.scheduler")
+    f = found(run_checks(tmp_path, argv=argv, gpu=gpu_fixture("h200-facts.json")), "serve-command.scheduler")
     assert f.status is Status.FAIL and message in f.title
 
 
@@ -222,13 +222,13 @@ def test_chunked_prefill_on_lets_batched_tokens_be_smaller_than_the_model_length
     spec = json.dumps({"method": "dflash", "model": str(toys[1]), "num_speculative_tokens": 3})
     argv = ["vllm", "serve", str(toys[0]), "--max-model-len", "32768", "--max-num-batched-tokens", "4096",
             "--speculative-config", spec]
-    assert "serve.scheduler" not in ids(run_checks(tmp_path, argv=argv, gpu=gpu_fixture("h200-facts.json")),
+    assert "serve-command.scheduler" not in ids(run_checks(tmp_path, argv=argv, gpu=gpu_fixture("h200-facts.json")),
                                         "serve-command")
 
 
 def test_max_model_len_past_the_targets_own_limit_fails(tmp_path: Path) -> None:
     target, drafter = toy.write_toy_target(tmp_path / "target"), toy.write_toy_drafter(tmp_path / "drafter")
-    f = found(run_checks(tmp_path, argv=seed(target, drafter)), "serve.max-model-len")
+    f = found(run_checks(tmp_path, argv=seed(target, drafter)), "serve-command.max-model-len")
     assert f.status is Status.FAIL
     assert "--max-model-len 32768 is greater than the target's derived maximum (max_position_embeddings=4096)" \
         in f.title
@@ -236,17 +236,17 @@ def test_max_model_len_past_the_targets_own_limit_fails(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("spec", "finding_id", "words"), [
-    ("{method: dflash}", "serve.spec-json", "is not a JSON object"),
-    ({"method": "dflash", "model": "DRAFTER"}, "serve.spec-k-missing",
+    ("{method: dflash}", "serve-command.spec-json", "is not a JSON object"),
+    ({"method": "dflash", "model": "DRAFTER"}, "serve-command.spec-k-missing",
      "neither `speculative_token_tree` nor `num_speculative_tokens` was provided"),
-    ({"method": "dflash", "model": "DRAFTER", "num_speculative_tokens": 0}, "serve.spec-k-invalid",
+    ({"method": "dflash", "model": "DRAFTER", "num_speculative_tokens": 0}, "serve-command.spec-k-invalid",
      "not a positive integer"),
     ({"method": "dflash", "model": "DRAFTER", "num_speculative_tokens": 15, "draft_tensor_parallel_size": 3},
-     "serve.spec-draft-tp", "neither 1 nor --tensor-parallel-size 2"),
+     "serve-command.spec-draft-tp", "neither 1 nor --tensor-parallel-size 2"),
     ({"method": "dflash", "model": "DRAFTER", "num_speculative_tokens": 15, "tensor_parallel_size": 2},
-     "serve.spec-invalid", "draft_tensor_parallel_size"),
-    ({"model": "DRAFTER", "num_speculative_tokens": 15}, "serve.spec-method", "loads the drafter as a plain draft model"),
-    ({"method": "dflash", "num_speculative_tokens": 15}, "serve.spec-model-missing", "has no \"model\""),
+     "serve-command.spec-invalid", "draft_tensor_parallel_size"),
+    ({"model": "DRAFTER", "num_speculative_tokens": 15}, "serve-command.spec-method", "loads the drafter as a plain draft model"),
+    ({"method": "dflash", "num_speculative_tokens": 15}, "serve-command.spec-model-missing", "has no \"model\""),
 ])
 def test_each_bad_speculative_config_fails_naming_the_flag(tmp_path: Path, toys: tuple[Path, Path],
                                                            spec: Any, finding_id: str, words: str) -> None:
@@ -257,7 +257,7 @@ def test_each_bad_speculative_config_fails_naming_the_flag(tmp_path: Path, toys:
 
 
 def test_dflash_on_a_vllm_without_it_fails(tmp_path: Path, toys: tuple[Path, Path]) -> None:
-    f = found(run_checks(tmp_path, argv=seed(*toys), vllm="0.19.1"), "serve.spec-method")
+    f = found(run_checks(tmp_path, argv=seed(*toys), vllm="0.19.1"), "serve-command.spec-method")
     assert "method 'dflash' is not one vLLM 0.19.1 knows" in f.title and "0.20.0" in f.title
 
 
@@ -265,29 +265,29 @@ def test_a_broken_drafter_fails_the_serve_command_too(tmp_path: Path) -> None:
     target = toy.write_toy_target(tmp_path / "target")
     patch_config(target, max_position_embeddings=40960)
     drafter = toy.write_toy_drafter(tmp_path / "drafter", mask_token_id=None)
-    f = found(run_checks(tmp_path, argv=seed(target, drafter)), "serve.drafter-broken")
+    f = found(run_checks(tmp_path, argv=seed(target, drafter)), "serve-command.drafter-broken")
     assert "dflash_config.mask_token_id" in f.title
 
 
 def test_memory_held_by_another_process_fails_naming_it(tmp_path: Path, toys: tuple[Path, Path]) -> None:
     spec = json.dumps({"method": "dflash", "model": str(toys[1]), "num_speculative_tokens": 15})
     argv = ["vllm", "serve", str(toys[0]), "--gpu-memory-utilization", "0.99", "--speculative-config", spec]
-    f = found(run_checks(tmp_path, argv=argv, gpu=gpu_fixture("h200-memory-held.json")), "serve.memory-held")
+    f = found(run_checks(tmp_path, argv=argv, gpu=gpu_fixture("h200-memory-held.json")), "serve-resources.memory-held")
     assert f.status is Status.FAIL
     assert "136.29 GiB of 139.80 GiB free, below --gpu-memory-utilization 0.99 = 138.40 GiB" in f.title
     assert "python3 (pid" in f.title and "3.51 GiB" in f.title
     # at vLLM's default 0.92 the same GPU has room
     argv = ["vllm", "serve", str(toys[0]), "--speculative-config", spec]
     assert found(run_checks(tmp_path, argv=argv, gpu=gpu_fixture("h200-memory-held.json")),
-                 "serve.memory").status is Status.PASS
+                 "serve-resources.memory").status is Status.PASS
 
 
 def test_weights_and_kv_cache_against_the_gpu_memory_given_by_hand(tmp_path: Path, toys: tuple[Path, Path]) -> None:
     spec = json.dumps({"method": "dflash", "model": str(toys[1]), "num_speculative_tokens": 15})
     argv = ["vllm", "serve", str(toys[0]), "--max-model-len", "4096", "--speculative-config", spec]
-    weights = found(run_checks(tmp_path, argv=argv, gpus=1, gpu_memory=0.0002), "serve.memory-weights")
+    weights = found(run_checks(tmp_path, argv=argv, gpus=1, gpu_memory=0.0002), "serve-resources.memory-weights")
     assert "No available memory for the cache blocks" in weights.title
-    kv = found(run_checks(tmp_path, argv=argv, gpus=1, gpu_memory=0.002), "serve.kv-cache")
+    kv = found(run_checks(tmp_path, argv=argv, gpus=1, gpu_memory=0.002), "serve-resources.kv-cache")
     assert "one 4096-token sequence needs" in kv.title
     assert " --max-model-len " in kv.remediation[0].command and kv.remediation[0].command.startswith("vllm serve ")
 
@@ -306,14 +306,14 @@ def test_a_taken_port_fails_and_a_shared_reuseport_listener_is_told_apart(tmp_pa
         port = shared.getsockname()[1]
         assert port_facts("127.0.0.1", port)["shared_listener"] is True
         results = run_checks(tmp_path, argv=["vllm", "serve", "m", "--host", "127.0.0.1", "--port", str(port)])
-        f = found(results, "serve.port-in-use")
+        f = found(results, "serve-resources.port-in-use")
         assert f.status is Status.FAIL and "vLLM would share the port with it" in f.title
 
 
 def test_not_a_serve_command_and_a_missing_model_fail(tmp_path: Path) -> None:
-    assert found(run_checks(tmp_path, argv=["vllm", "chat"]), "serve.not-a-serve-command").status is Status.FAIL
+    assert found(run_checks(tmp_path, argv=["vllm", "chat"]), "serve-command.not-a-serve-command").status is Status.FAIL
     assert found(run_checks(tmp_path, argv=["vllm", "serve", "--port", str(free_port())]),
-                 "serve.model-missing").status is Status.FAIL
+                 "serve-command.model-missing").status is Status.FAIL
 
 
 # ----------------------------------------------------------------------- vLLM's own parser (probe)
@@ -353,13 +353,13 @@ def test_the_cli_passes_the_seed_on_an_env_with_the_real_vllm_0_20_1(doctor: Doc
     report, proc = serve_report(doctor, "--python", str(env.python), "--only", "models,serve", "--gpus", "2",
                                 "--gpu-memory", "48", "--target-arch", "sm_86", command=command)
     assert proc.returncode == 0, [(f["id"], f["title"]) for f in findings_of(report) if f["status"] == "fail"]
-    assert "vLLM 0.20.1 on sm_86 picks FLASH_ATTN" in finding(report, "attention.backend")["title"]
-    parsed = finding(report, "serve.parsed")["title"]
+    assert "vLLM 0.20.1 on sm_86 picks FLASH_ATTN" in finding(report, "drafter-attention.backend")["title"]
+    parsed = finding(report, "serve-command.parsed")["title"]
     assert "documented subset" in parsed and "No module named 'torch'" in parsed
     report, proc = serve_report(doctor, "--python", str(env.python), "--only", "models,serve", "--gpus", "2",
                                 "--gpu-memory", "141", command=seed(*toys, tokens="8192"))
     assert proc.returncode == 1
-    assert finding(report, "serve.token-budget")["status"] == "fail"
+    assert finding(report, "serve-command.token-budget")["status"] == "fail"
 
 
 def test_serve_without_a_command_is_a_usage_error(doctor: Doctor) -> None:

@@ -118,7 +118,7 @@ def test_a_failing_check_exits_1_and_starts_nothing(setup: dict[str, object]) ->
     assert proc.returncode == 1
     assert not Path(str(setup["record"])).exists()
     assert "not starting `vllm serve" in proc.stderr
-    assert "serve.spec-k-missing" in proc.stdout
+    assert "serve-command.spec-k-missing" in proc.stdout
 
 
 def test_a_serve_program_that_cannot_be_started_exits_127(setup: dict[str, object]) -> None:

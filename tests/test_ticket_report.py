@@ -57,11 +57,11 @@ def test_markdown_report_has_the_table_the_failures_with_fixes_and_facts_in_deta
     assert "| check | layer | status | finding |" in text
     for check in report["checks"]:
         assert f"| {check['title']} | {check['layer']} |" in text
-    failing = finding(report, "dist.requirement-missing")
+    failing = finding(report, "distributions.requirement-missing")
     assert f"#### ❌ fail {failing['title']}" in text
     for step in failing["remediation"]:
         assert f"```console\n{step['command']}\n```" in text
-    warned = finding(report, "namespace.v4-without-v2")
+    warned = finding(report, "namespaces.v4-without-v2")
     assert warned["title"] in text
     assert "<details>\n<summary><code>distributions</code>" in text and text.count("</details>") >= 3
     assert len(text) < 65_536  # GitHub's limit for an issue body

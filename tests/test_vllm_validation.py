@@ -126,8 +126,8 @@ def test_with_vllm_importable_the_doctor_reads_the_command_with_vllms_parser_and
     proc = doctor("serve", "--python", python, "--vllm-validate", "--gpus", "2", "--gpu-memory", "139.8",
                   "--only", "serve-command", "--json", "-", "--", *command(*toys, flags, {}), timeout=300)
     report = validate_report(json.loads(proc.stdout))
-    assert finding(report, "serve.parsed")["title"] == f"the command was read by vLLM {VLLM}'s own parser"
-    rejected = finding(report, "serve.vllm-validation")
+    assert finding(report, "serve-command.parsed")["title"] == f"the command was read by vLLM {VLLM}'s own parser"
+    rejected = finding(report, "serve-command.vllm-validation")
     assert rejected["status"] == "fail"
     assert rejected["title"] == (
         "vLLM's own config validation rejects the command: ValidationError: max_num_scheduled_tokens is set to "
@@ -135,5 +135,5 @@ def test_with_vllm_importable_the_doctor_reads_the_command_with_vllms_parser_and
         "Increase max_num_batched_tokens to accommodate the additional draft token slots, or decrease "
         "num_speculative_tokens or max_num_seqs.")
     # The doctor's own rule says the same, from the files and the flags alone.
-    assert "max_num_scheduled_tokens is set to -6144" in finding(report, "serve.token-budget")["title"]
+    assert "max_num_scheduled_tokens is set to -6144" in finding(report, "serve-command.token-budget")["title"]
     assert proc.returncode == 1

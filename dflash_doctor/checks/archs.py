@@ -58,7 +58,7 @@ class ArchCoverageCheck:
                                           facts.optional_section(Distributions))
         elif not section.target_archs_error:
             findings.append(Finding(
-                id="archs.no-target",
+                id="arch-coverage.no-target",
                 status=Status.SKIP,
                 title=f"compiled GPU code not judged: {absent_why}; pass --target-arch (e.g. sm_86,sm_90) "
                 "for the GPUs this environment will run on",

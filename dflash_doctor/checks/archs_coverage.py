@@ -29,11 +29,10 @@ from dflash_doctor.knowledge.archs_advice import (
     VLLM_RELEASE_ARCH_LIST,
 )
 from dflash_doctor.model import Finding, Remediation, Status
+from dflash_doctor.units import GIB
 
 from .archs_common import Library, plural, shown_names
 from .namespace_common import uninstall_remediation
-
-_GIB = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -57,7 +56,7 @@ class Verdict:
 def invalid_target_archs(section: ArchCoverage) -> Finding:
     given = ",".join(section.target_archs_given)
     return Finding(
-        id="archs.target-arch-invalid",
+        id="arch-coverage.target-arch-invalid",
         status=Status.FAIL,
         title=f"--target-arch {given!r} is not a list of GPU architectures: {section.target_archs_error}",
         detail="Give SASS names or compute capabilities, comma-separated: sm_86,sm_90 or 8.6,9.0.",
@@ -88,7 +87,7 @@ def _gpu_targets(gpu: Gpu) -> list[Target]:
         if not cc or len(cc) != 2:
             continue
         total = device.memory.total if device.memory else None
-        gib = round(total / _GIB) if isinstance(total, int) and total > 0 else None
+        gib = round(total / GIB) if isinstance(total, int) and total > 0 else None
         groups.setdefault((device.name, int(cc[0]), int(cc[1]), gib), []).append(device)
     targets = []
     for (name, major, minor, gib), devices in groups.items():
@@ -128,7 +127,7 @@ def coverage_findings(targets: list[Target], libraries: list[Library], section: 
     if not with_code:
         torch = section.torch or ArchTorch()
         return [Finding(
-            id="archs.no-device-code",
+            id="arch-coverage.no-device-code",
             status=Status.SKIP,
             title="no library of the stack carries CUDA device code"
             + (f" (torch {torch.version} is a CPU build)" if torch.cpu_build else ""),
@@ -154,7 +153,7 @@ def coverage_findings(targets: list[Target], libraries: list[Library], section: 
         summaries.append((target, text))
     if summaries:
         findings.append(Finding(
-            id="archs.covered",
+            id="arch-coverage.covered",
             status=Status.PASS,
             title="; ".join(text for _target, text in summaries),
             evidence={"targets": [{"label": t.label, "cc": list(t.cc), **t.evidence} for t, _ in summaries],
@@ -195,7 +194,7 @@ def _no_kernel_image(lib: Library, missing: list[tuple[Target, Verdict]], all_cc
     remedies, more = _coverage_remedy(lib, [t.cc for t, _ in missing], all_ccs, section, installer, dists)
     detail += more
     return Finding(
-        id="archs.optional-no-kernel-image" if optional else "archs.no-kernel-image",
+        id="arch-coverage.optional-no-kernel-image" if optional else "arch-coverage.no-kernel-image",
         status=Status.WARN if optional else Status.FAIL,
         title=f"{lib.label} has no kernel image for {shown_names(labels)}: {lib.code()}",
         detail="\n".join(detail),
@@ -213,7 +212,7 @@ def _ptx_jit(lib: Library, jitted: list[tuple[Target, Verdict]]) -> Finding:
     driver = PTX_ISA_MIN_CUDA.value.get(isas[0]) if isas else None
     isa = ", ".join(isas) or "unknown"
     return Finding(
-        id="archs.ptx-jit-only",
+        id="arch-coverage.ptx-jit-only",
         status=Status.WARN,
         title=f"{lib.label} runs on {shown_names(labels)} only through PTX JIT of {', '.join(by)}: slow first start",
         detail=f"{lib.label} carries {lib.code()}: no SASS runs on "

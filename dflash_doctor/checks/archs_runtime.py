@@ -41,7 +41,7 @@ def runtime_findings(libraries: list[Library], section: ArchCoverage, installer:
     have = ", ".join(f"{k} {v}" for k, v in sorted(provides.items()))
     need = ", ".join(f"{k} {v}" for k, v in sorted(highest.items()))
     return [Finding(
-        id="archs.runtime-ok",
+        id="arch-coverage.runtime-ok",
         status=Status.PASS,
         title=f"{plural(len(readable), 'library needs', 'libraries need')} at most {need or 'no versioned symbol'}; "
         f"this host provides {have}",
@@ -80,7 +80,7 @@ def _runtime_too_old(failing: list[tuple[Library, dict[str, dict[str, str | None
             "build flash-attn from source on this host, against its own glibc and libstdc++",
         ))
     return Finding(
-        id="archs.runtime-too-old",
+        id="arch-coverage.runtime-too-old",
         status=Status.FAIL,
         title=f"{group_label(libs)} need{'s' if len(libs) == 1 else ''} {', '.join(words)}; this host "
         f"provides {have}",

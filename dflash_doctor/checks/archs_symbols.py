@@ -27,7 +27,7 @@ def symbol_findings(libraries: list[Library], section: ArchCoverage, installer: 
     if not users:
         return []
     return [Finding(
-        id="archs.symbols-ok",
+        id="arch-coverage.symbols-ok",
         status=Status.PASS,
         title=f"the torch symbols of {plural(len(users), 'library', 'libraries')} all resolve against torch "
         f"{torch.version}",
@@ -60,7 +60,7 @@ def _undefined_symbols(libs: list[Library], torch: ArchTorch, demangled: Mapping
         detail.append("flash_attn/__init__.py imports flash_attn_2_cuda, so even the pure-Triton "
                       "flash_attn.ops.triton.rotary import that vLLM makes fails.")
     return Finding(
-        id="archs.undefined-symbol",
+        id="arch-coverage.undefined-symbol",
         status=Status.FAIL,
         title=title,
         detail="\n".join(detail),

@@ -8,9 +8,11 @@ failing finding whose detail is a diff: what was expected, what is there. This i
 keeps a known-good box known-good.
 
 Facts come from the report's sections through `envsummary` (so the GPU and arch layers are read when
-they are there, and recorded as "not collected" when they are not). File hashes are collected by
-`dflash_doctor.facts.file_hashes` (each stack distribution's RECORD, and the files it lists). The
-comparison (`compare`) is a pure function of two states.
+they are there, and recorded as "not collected" when they are not). File hashes are a fact section of
+their own, `file_hashes`, collected by `dflash_doctor.facts.file_hashes` (each stack distribution's
+RECORD, and the files it lists) before judging, and saved with the baseline's result, so a saved report
+is judged against a baseline on the hashes its run read. Nothing here reads a file of the environment:
+`current_state` and the comparison (`compare`, a pure function of two states) judge facts.
 """
 
 from __future__ import annotations
@@ -27,18 +29,17 @@ from packaging.version import InvalidVersion, Version
 from dflash_doctor import __version__
 from dflash_doctor.checks.remedy import Installer, quote
 from dflash_doctor.documents.jsondoc import load_document
-from dflash_doctor.facts.envfacts import canonical
-from dflash_doctor.facts.file_hashes import files_digest, hash_files
-from dflash_doctor.facts.safefile import environment_roots
+from dflash_doctor.facts.file_hashes import SECTION as FILE_HASHES
+from dflash_doctor.facts.file_hashes import first_of_each_name
 from dflash_doctor.model import CheckResult, Finding, Remediation, Status, worst
 from dflash_doctor.facts import envsummary
 from dflash_doctor.facts.environment_shapes import Target
 from dflash_doctor.facts.fingerprint import of_sections
 
-__all__ = ["SCHEMA", "BaselineError", "compare", "current_state", "default_driver_range", "judge", "load", "save"]
+__all__ = ["SCHEMA", "BaselineError", "compare", "current_state", "default_driver_range", "hashed_names", "judge",
+           "load", "save"]
 
 SCHEMA = "dflash-doctor/baseline/v1"
-OWN = "dflash-doctor"  # the doctor itself is not part of the environment it judges
 DIFF_LINES = 30
 
 
@@ -54,31 +55,28 @@ def default_driver_range(version: str | None) -> str | None:
     return f"=={major}.*" if major.isdigit() else f"=={version}"
 
 
-def current_state(sections: Mapping[str, Any], *, hash_names: Iterable[str] | None = None,
-                  driver_range: str | None = None, target_archs: Iterable[str] = ()) -> dict[str, Any]:
-    """The state of the environment the sections describe. `hash_names`: distributions whose files to hash
-    (default: the serving stack's); pass () to hash nothing."""
-    wanted = set(envsummary.STACK if hash_names is None else (canonical(n) for n in hash_names))
-    dist_section = envsummary.section(sections, "distributions")
+def hashed_names(expected: Mapping[str, Any]) -> list[str]:
+    """The distributions whose file hashes a baseline holds: those to collect hashes of to compare with it."""
+    return [n for n, d in (expected.get("distributions") or {}).items() if d.get("files") is not None]
+
+
+def current_state(sections: Mapping[str, Any], *, driver_range: str | None = None,
+                  target_archs: Iterable[str] = ()) -> dict[str, Any]:
+    """The state of the environment the sections describe; file hashes from their `file_hashes` section
+    (`facts.file_hashes.with_file_hashes`), for the distributions it holds."""
+    first = first_of_each_name(sections)
     distributions: dict[str, Any] | None = None
-    if isinstance(dist_section, Mapping):
-        first: dict[str, Mapping[str, Any]] = {}
-        items = dist_section.get("items")
-        for item in items if isinstance(items, list) else ():
-            if isinstance(item, Mapping) and item.get("name"):
-                first.setdefault(canonical(str(item["name"])), item)
-        first.pop(OWN, None)
-        target = envsummary.section(sections, "target")
-        roots = environment_roots(target if isinstance(target, Mapping) else None)
-        hashed = hash_files([d for n, d in first.items() if n in wanted], roots=roots) if wanted else {}
+    if first is not None:
+        section = sections.get(FILE_HASHES)
+        hashed = section.get("distributions") if isinstance(section, Mapping) else None
+        hashed = hashed if isinstance(hashed, Mapping) else {}
         distributions = {}
         for name, item in sorted(first.items()):
             version = item.get("version")
             entry: dict[str, Any] = {"name": str(item.get("name")), "version": None if version is None else str(version)}
-            if name in hashed:
-                files = hashed[name]
-                entry["files"] = files
-                entry["files_digest"] = None if files is None else files_digest(files)
+            if isinstance(hashed.get(name), Mapping):
+                entry["files"] = hashed[name].get("files")
+                entry["files_digest"] = hashed[name].get("files_digest")
             distributions[name] = entry
     drv = envsummary.driver(sections)
     gpu_list = envsummary.gpus(sections)
@@ -320,12 +318,10 @@ def compare(expected: Mapping[str, Any], current: Mapping[str, Any], source: str
     return findings
 
 
-def judge(expected: Mapping[str, Any], sections: Mapping[str, Any], source: str, hash_files_now: bool = True) -> CheckResult:
-    """The baseline check: collect the current state (hashing only what the baseline has hashes of) and
-    compare."""
-    want = expected.get("distributions") or {}
-    hash_names = [n for n, d in want.items() if d.get("files") is not None] if hash_files_now else []
-    current = current_state(sections, hash_names=hash_names)
+def judge(expected: Mapping[str, Any], sections: Mapping[str, Any], source: str) -> CheckResult:
+    """The baseline check: the state the sections describe (with the `file_hashes` section where it was
+    collected: a run collects the hashes `hashed_names(expected)` names first), compared with `expected`."""
+    current = current_state(sections)
     installer = Installer.for_target(Target.read(envsummary.section(sections, "target")))
     findings = tuple(compare(expected, current, source, installer))
     facts = {"baseline": {
@@ -334,6 +330,8 @@ def judge(expected: Mapping[str, Any], sections: Mapping[str, Any], source: str,
         "found_fingerprint": current.get("fingerprint"),
         "expected_created": expected.get("created"),
     }}
+    if isinstance(sections.get(FILE_HASHES), Mapping):
+        facts[FILE_HASHES] = sections[FILE_HASHES]  # saved with the report: `judge --baseline` reads it again
     status = worst(f.status for f in findings)
     if status is Status.SKIP:  # nothing drifted, a part was not compared
         status = Status.PASS

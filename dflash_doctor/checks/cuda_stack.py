@@ -65,7 +65,7 @@ def _driver_too_old(torch: CudaTorch, cuda: CudaRuntime, driver_cuda: str | None
         f"or a newer driver: CUDA {torch_cuda} needs >= {needed or 'a newer one'} (Ubuntu's package; elsewhere the "
         "distribution's or NVIDIA's installer), then reboot"))
     said = cuda.init_error
-    return Finding("cuda.driver-too-old", Status.FAIL,
+    return Finding("cuda-stack.driver-too-old", Status.FAIL,
                    f"torch {torch.version} is built for CUDA {torch_cuda}, but driver {driver} supports CUDA "
                    f"{driver_cuda} at most: torch cannot initialize CUDA",
                    detail=(said.message if said else "") or "\n".join(cuda.warnings),
@@ -95,11 +95,11 @@ def _arch_names(arch_list: Sequence[str]) -> tuple[list[str], list[str]]:
 def _triton_findings(triton: CudaTriton, stack: CudaStack, archs: Sequence[Sequence[int]],
                      installer: Installer) -> tuple[list[Finding], str]:
     if not triton.installed:
-        return [Finding("cuda.triton-absent", Status.WARN, "Triton is not installed: torch.compile and vLLM's "
+        return [Finding("cuda-stack.triton-absent", Status.WARN, "Triton is not installed: torch.compile and vLLM's "
                         "Triton kernels cannot run", remediation=(Remediation(installer.install("triton"),
                                                                               "install the Triton torch requires"),))], ""
     if not triton.import_ok:
-        return [Finding("cuda.triton-import-failed", Status.FAIL,
+        return [Finding("cuda-stack.triton-import-failed", Status.FAIL,
                         f"`import triton` fails: {_exception_text(triton.exception)}",
                         evidence={"exception": triton.exception.to_json() if triton.exception else None})], ""
     findings: list[Finding] = []
@@ -115,7 +115,7 @@ def _triton_findings(triton: CudaTriton, stack: CudaStack, archs: Sequence[Seque
             continue
         looked = "; ".join(f"{p['where']}: {p['path']} ({'found' if p.get('exists') else 'missing'})"
                            for p in tool.looked)
-        findings.append(Finding("cuda.triton-ptxas-missing", Status.FAIL,
+        findings.append(Finding("cuda-stack.triton-ptxas-missing", Status.FAIL,
                                 f"Triton {version} cannot find {name}: looked at {looked}",
                                 detail=tool.error or "", evidence={"tool": tool.to_json()},
                                 remediation=(Remediation(installer.install(f"triton=={version}", reinstall=True),
@@ -131,7 +131,7 @@ def _triton_findings(triton: CudaTriton, stack: CudaStack, archs: Sequence[Seque
             remedies.append(Remediation(f"export TRITON_LIBCUDA_PATH={loaded.rsplit('/', 1)[0]}",
                                         "or tell Triton where the dynamic loader found it"))
         findings.append(Finding(
-            "cuda.triton-libcuda-missing", Status.FAIL,
+            "cuda-stack.triton-libcuda-missing", Status.FAIL,
             f"Triton {version} cannot find libcuda.so.1: TRITON_LIBCUDA_PATH "
             f"{places.get('TRITON_LIBCUDA_PATH') or 'unset'}, `ldconfig -p` lists "
             f"{', '.join(places.get('ldconfig') or []) or 'none'}, LD_LIBRARY_PATH "
@@ -166,7 +166,7 @@ class CudaStackCheck:
     def judge(self, facts: Facts) -> Iterable[Finding]:
         blocking = _blocking(facts.prior.get("gpu"), NO_GPU_FINDINGS)
         if blocking is not None:
-            return [Finding("cuda.no-gpu", Status.SKIP, f"no usable GPU ({blocking.id}): torch's CUDA was not checked",
+            return [Finding("cuda-stack.no-gpu", Status.SKIP, f"no usable GPU ({blocking.id}): torch's CUDA was not checked",
                             evidence={"gpu_finding": blocking.id})]
         stack, gpu = facts.section(CudaStack), facts.section(Gpu)
         installer = _installer(facts, stack.executable)
@@ -175,21 +175,21 @@ class CudaStackCheck:
         if torch is None or stack.probe_error:
             said = (f"stopped: {_exception_text(stack.probe_error)}" if stack.probe_error
                     else process.error or "reported nothing")
-            return [Finding("cuda.probe-failed", Status.FAIL, f"the CUDA-stack probe in the target {said}",
+            return [Finding("cuda-stack.probe-failed", Status.FAIL, f"the CUDA-stack probe in the target {said}",
                             detail=process.stderr[-1500:],
                             evidence={"process": process.to_json(),
                                       "probe_error": stack.probe_error.to_json() if stack.probe_error else None})]
         if not torch.installed:
-            return [Finding("cuda.torch-absent", Status.SKIP, "torch is not installed in the target: nothing to check")]
+            return [Finding("cuda-stack.torch-absent", Status.SKIP, "torch is not installed in the target: nothing to check")]
         if not torch.import_ok:
-            return [Finding("cuda.torch-import-failed", Status.FAIL,
+            return [Finding("cuda-stack.torch-import-failed", Status.FAIL,
                             f"`import torch` fails: {_exception_text(torch.exception)}",
                             evidence={"exception": torch.exception.to_json() if torch.exception else None})]
         if not torch.cuda:
             kind = f"ROCm (HIP {torch.hip})" if torch.hip else "CPU-only"
             index = _torch_index_for(gpu.cuda_driver_version)
             base = (torch.version or "").split("+")[0]
-            return [Finding("cuda.torch-cpu-build", Status.FAIL,
+            return [Finding("cuda-stack.torch-cpu-build", Status.FAIL,
                             f"torch {torch.version} is a {kind} build: it cannot use the NVIDIA GPUs",
                             remediation=(Remediation(installer.install(f"torch=={base}", "--index-url", index),
                                                      f"a CUDA build the driver ({gpu.cuda_driver_version}) "
@@ -204,7 +204,7 @@ class CudaStackCheck:
                 return [_driver_too_old(torch, cuda, driver_cuda, driver, installer)]
             libcuda = stack.libcuda or Libcuda()
             error = cuda.init_error or cuda.is_available_error
-            return [Finding("cuda.init-failed", Status.FAIL,
+            return [Finding("cuda-stack.init-failed", Status.FAIL,
                             f"torch {torch.version} cannot initialize CUDA: "
                             f"{_exception_text(error) if error else '; '.join(cuda.warnings) or 'no reason given'}",
                             detail=f"cuInit: {libcuda.cuInit_name or libcuda.cuInit} "
@@ -216,7 +216,7 @@ class CudaStackCheck:
         migrated = any(d.mig is not None and d.mig.current for d in gpu.devices)
         if not migrated and visible.form != "mig" and len(devices) != len(visible.gpus):
             findings.append(Finding(
-                "cuda.device-count-mismatch", Status.FAIL,
+                "cuda-stack.device-count-mismatch", Status.FAIL,
                 f"torch sees {len(devices)} GPU(s) but NVML and CUDA_VISIBLE_DEVICES give {len(visible.gpus)}",
                 evidence={"torch": [d.get("name") for d in devices], "expected": list(visible.gpus),
                           "CUDA_VISIBLE_DEVICES": visible.value}))
@@ -235,14 +235,14 @@ class CudaStackCheck:
             if covered["status"] == "ptx-jit":
                 old_driver = version_tuple(driver_cuda) < version_tuple(torch.cuda)
                 findings.append(Finding(
-                    "cuda.arch-ptx-only", Status.FAIL if old_driver else Status.WARN,
+                    "cuda-stack.arch-ptx-only", Status.FAIL if old_driver else Status.WARN,
                     f"{label}: torch {torch.version} has no SASS for it, only PTX {covered['by']} to JIT"
                     + (f", which driver {driver} (CUDA {driver_cuda}) cannot JIT: it is newer than the driver"
                        if old_driver else ": slow first launches"), evidence=evidence))
                 coverage_notes.append(f"{label}: PTX {covered['by']}")
                 continue
             findings.append(Finding(
-                "cuda.arch-not-covered", Status.FAIL,
+                "cuda-stack.arch-not-covered", Status.FAIL,
                 f"{label}: torch {torch.version} was built for {' '.join(torch.arch_list or [])}, "
                 f"nothing of which runs on {_sm(cc)}: 'no kernel image is available for execution on the device'",
                 evidence=evidence))
@@ -257,7 +257,7 @@ class CudaStackCheck:
         summary = (f"torch {torch.version} (CUDA {torch.cuda}; driver {driver} supports "
                    f"{driver_cuda}{compat}) · {len(devices)} GPU(s): {'; '.join(coverage_notes) or 'none covered'}"
                    + (f" · {triton_note}" if triton_note else ""))
-        findings.insert(0, Finding("cuda.ok", Status.PASS, summary, evidence={
+        findings.insert(0, Finding("cuda-stack.ok", Status.PASS, summary, evidence={
             "torch": {"version": torch.version, "cuda": torch.cuda, "git": torch.git, "arch_list": torch.arch_list,
                       "file": torch.file},
             "devices": devices, "libcuda": stack.libcuda.to_json() if stack.libcuda else None,

@@ -50,7 +50,7 @@ def _stack_versions(dists: Distributions) -> Finding:
     absent = [name for name, v in versions.items() if not v]
     title = "stack: " + (", ".join(present) if present else "none of the serving stack is installed")
     return Finding(
-        id="dist.stack",
+        id="distributions.stack",
         status=Status.PASS,
         title=title,
         detail=("not installed: " + ", ".join(absent)) if absent else "",
@@ -60,13 +60,13 @@ def _stack_versions(dists: Distributions) -> Finding:
 
 def _broken_metadata(dists: Distributions, installer: Installer) -> Iterator[Finding]:
     for dist in dists.items:
-        for problem, code in ((dist.metadata_error, "dist.metadata-broken"), (dist.record.error, "dist.record-broken")):
+        for problem, code in ((dist.metadata_error, "distributions.metadata-broken"), (dist.record.error, "distributions.record-broken")):
             if not problem:
                 continue
             is_stack = dist.canonical in STACK
             yield Finding(
                 id=code,
-                status=Status.FAIL if is_stack or code == "dist.metadata-broken" else Status.WARN,
+                status=Status.FAIL if is_stack or code == "distributions.metadata-broken" else Status.WARN,
                 title=f"{dist.label()}: {problem['file']} is unreadable: {problem['error']}",
                 detail="pip, uv and importlib.metadata read this file; while it is broken they cannot "
                 "see, upgrade or uninstall the distribution cleanly.",
@@ -86,7 +86,7 @@ def _reinstall(dist: Distribution, installer: Installer) -> tuple[Remediation, .
 
 def unmet_requirements(dists: Distributions, marker_env: Mapping[str, str]) -> list[tuple[Distribution, Requirement, str | None]]:
     """The stack's requirements on each other that the installed versions do not meet: (requirer,
-    requirement, installed version or None when absent). Each is a dist.requirement-unmet/-missing finding."""
+    requirement, installed version or None when absent). Each is a distributions.requirement-unmet/-missing finding."""
     # packaging is imported here, not at module level: `dflash-doctor list` and start-up stay cheap.
     from packaging.markers import InvalidMarker, UndefinedEnvironmentName
     from packaging.requirements import InvalidRequirement, Requirement
@@ -123,7 +123,7 @@ def _requirements(
     unmet = unmet_requirements(dists, marker_env)
     if not unmet:
         yield Finding(
-            id="dist.requirements-ok",
+            id="distributions.requirements-ok",
             status=Status.PASS,
             title="every requirement of the installed stack is satisfied",
         )
@@ -135,7 +135,7 @@ def _requirements(
         else:
             title = f"{dist.label()} requires {spec}, found {found}"
         yield Finding(
-            id="dist.requirement-unmet" if found is not None else "dist.requirement-missing",
+            id="distributions.requirement-unmet" if found is not None else "distributions.requirement-missing",
             status=Status.FAIL,
             title=title,
             detail="Read from the installed METADATA (Requires-Dist)."
@@ -167,7 +167,7 @@ def _duplicates(dists: Distributions) -> Iterator[Finding]:
         first = copies[0]
         is_stack = name in STACK
         yield Finding(
-            id="dist.duplicate",
+            id="distributions.duplicate",
             status=Status.FAIL if is_stack else Status.WARN,
             title=f"{first.name}: {len(copies)} installed copies "
             + ", ".join(f"{d.version} in {d.location}" for d in copies),
@@ -191,7 +191,7 @@ def _record_integrity(dists: Distributions, installer: Installer) -> Iterator[Fi
         if not record.present:
             if dist.format == "dist-info" and not record.error:
                 yield Finding(
-                    id="dist.record-missing",
+                    id="distributions.record-missing",
                     status=Status.WARN,
                     title=f"{dist.label()} has no RECORD: its files cannot be verified or cleanly uninstalled",
                     evidence={"dist_info": dist.dist_info},
@@ -218,7 +218,7 @@ def _record_integrity(dists: Distributions, installer: Installer) -> Iterator[Fi
         sample = [*integrity.missing[:3], *(m["path"] for m in integrity.size_mismatch[:3]),
                   *(m["path"] for m in integrity.hash_mismatch[:3])]
         yield Finding(
-            id="dist.record-mismatch",
+            id="distributions.record-mismatch",
             status=Status.FAIL if integrity.missing_count else Status.WARN,
             title=f"{dist.label()}: {', '.join(parts)} of {integrity.files} files listed in RECORD"
             + (f" (e.g. {', '.join(sample[:3])})" if sample else ""),
@@ -247,7 +247,7 @@ def _record_escapes(dists: Distributions, installer: Installer) -> Iterator[Find
         record_file = record.file or f"{dist.dist_info}/RECORD"
         more = f" (and {count - 1} more line{'s' if count > 2 else ''})" if count > 1 else ""
         yield Finding(
-            id="dist.record-escapes",
+            id="distributions.record-escapes",
             status=Status.FAIL if dist.canonical in STACK else Status.WARN,
             title=f"{dist.label()}: {record_file} line {first['line']} points outside the environment: "
             f"{first['path']} resolves to {first['resolves_to']}{more}",
@@ -278,7 +278,7 @@ def _not_regular(dists: Distributions, installer: Installer) -> Iterator[Finding
         count = integrity.not_regular_count or len(odd)
         shown = ", ".join(f"{item['path']} is {item['kind']}" for item in odd[:3])
         yield Finding(
-            id="dist.file-not-regular",
+            id="distributions.file-not-regular",
             status=Status.FAIL,
             title=f"{dist.label()}: {count} file(s) in RECORD are not regular files: {shown}"
             + (" ..." if count > 3 else ""),

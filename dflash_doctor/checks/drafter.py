@@ -676,9 +676,9 @@ class DrafterCheck:
         models = facts.section(Models)
         drafter, target = models.drafter, models.target
         if drafter is None:
-            return _not_given(self.title, "drafter directory")
+            return _not_given(self.id, self.title, "drafter directory")
         if target is None:
-            return _not_given(self.title, "target directory to compare the drafter with")
+            return _not_given(self.id, self.title, "target directory to compare the drafter with")
         blocked = _skip_if_broken(facts, self.title)
         if blocked is not None:
             return blocked

@@ -89,16 +89,16 @@ class DrafterAttentionCheck:
         models = facts.section(Models)
         drafter = models.drafter
         if drafter is None or not text_config(drafter):
-            return _not_given(self.title, "readable drafter")
+            return _not_given(self.id, self.title, "readable drafter")
         vllm = facts.optional_section(VllmDflash)
         if vllm is None or not vllm.root:
-            return [Finding("attention.no-vllm", Status.SKIP,
+            return [Finding("drafter-attention.no-vllm", Status.SKIP,
                             f"{self.title}: {_vllm_label(vllm)}: no vLLM source to read its backend selection from",
                             detail=f"Without it, the rule of thumb: {ATTENTION_FALLBACK.source}.")]
         gpus = gpu_view(facts)
         ccs = gpus["ccs"]
         if not ccs:
-            return [Finding("attention.no-gpu-facts", Status.SKIP,
+            return [Finding("drafter-attention.no-gpu-facts", Status.SKIP,
                             f"{self.title}: no compute capability known ({gpus['why'] or 'the GPUs report none'})",
                             detail="Run on the GPU host, or name the GPU with --target-arch (e.g. sm_86).")]
         keys = _drafter_keys(drafter)
@@ -115,7 +115,7 @@ class DrafterAttentionCheck:
         findings: list[Finding] = []
         for cc in ccs:
             if cc not in (attention.get("priorities") or {}):
-                findings.append(Finding("attention.unknown", Status.WARN,
+                findings.append(Finding("drafter-attention.unknown", Status.WARN,
                                         f"{_vllm_label(vllm)}: the backend choice for compute capability {cc} could not be "
                                         "read from its source", evidence={"cc": cc}))
                 continue
@@ -127,10 +127,10 @@ class DrafterAttentionCheck:
                 if explicit:
                     title = (f"{_vllm_label(vllm)} on {sm}: the selected attention backend {explicit} is not valid for "
                              f"{scope}: {'; '.join(pick['skipped'].get(str(explicit), ['unknown']))}")
-                    code = "attention.selected-invalid"
+                    code = "drafter-attention.selected-invalid"
                 else:
                     title = f"{_vllm_label(vllm)} on {sm}: no attention backend supports {scope} with non-causal attention"
-                    code = "attention.none-valid"
+                    code = "drafter-attention.none-valid"
                 argv = list((facts.optional("serve_args") or {}).get("argv") or []) or ["vllm", "serve", "MODEL"]
                 fix = with_flag(argv, "--attention-backend", "FLASH_ATTN") if all_layers else \
                     with_spec(argv, {**spec, "attention_backend": "FLASH_ATTN"})
@@ -140,7 +140,7 @@ class DrafterAttentionCheck:
                 continue
             skipped = "; ".join(f"{n}: {', '.join(r)}" for n, r in pick["skipped"].items())
             findings.append(Finding(
-                "attention.backend", Status.PASS if pick["certain"] else Status.WARN,
+                "drafter-attention.backend", Status.PASS if pick["certain"] else Status.WARN,
                 f"{_vllm_label(vllm)} on {sm} picks {pick['chosen']} for {scope}"
                 + (" (non-causal supported)" if non_causal else " (causal drafter)")
                 + (f"; skipped {skipped}" if skipped else "")

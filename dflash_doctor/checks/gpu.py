@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator
 from typing import ClassVar
 
 from dflash_doctor.check import Facts
-from dflash_doctor.facts.envfacts import version_tuple
+from dflash_doctor.facts.envfacts import release, version_tuple
 from dflash_doctor.facts.environment_shapes import Distributions
 from dflash_doctor.facts.nvml_shapes import Gpu, GpuDevice, GpuHost, NvmlError
 from dflash_doctor.knowledge.gpu import (
@@ -19,12 +19,12 @@ from dflash_doctor.knowledge.gpu import (
     VLLM_UUID_VISIBLE_DEVICES_SINCE,
 )
 from dflash_doctor.model import Finding, Remediation, Status
+from dflash_doctor.units import gib as _gib
 
 from .gpu_common import (
     GRAPHICS_NOTE_BYTES,
     UNATTRIBUTED_BYTES,
     Visible,
-    _gib,
     _sm,
     _visible_of,
     resolve_visible,
@@ -145,12 +145,13 @@ def _visible_findings(gpu: Gpu, visible: Visible, vllm_version: str | None) -> I
                       "enumerates only one MIG device, so vLLM runs on one slice",
                       detail=MIG_SINGLE_DEVICE_PER_PROCESS.note, evidence=evidence)
     if visible.form == "uuids" and vllm_version is not None:
-        since = version_tuple(VLLM_UUID_VISIBLE_DEVICES_SINCE.value)
+        since, installed = release(VLLM_UUID_VISIBLE_DEVICES_SINCE.value), release(vllm_version)
+        older = installed is not None and since is not None and installed < since
         whole = {str(devices[i].uuid) for i in visible.gpus}
         partial = [e for e in visible.entries if e not in whole]
-        if version_tuple(vllm_version) < since or partial:
+        if older or partial:
             why = (f"vLLM {vllm_version} calls int() on each entry (UUIDs are accepted from "
-                   f"{VLLM_UUID_VISIBLE_DEVICES_SINCE.value})" if version_tuple(vllm_version) < since else
+                   f"{VLLM_UUID_VISIBLE_DEVICES_SINCE.value})" if older else
                    f"vLLM {vllm_version} looks UUIDs up whole, and {', '.join(partial)} is a prefix")
             yield Finding("gpu.visible-uuid-vllm", Status.FAIL,
                           f"CUDA_VISIBLE_DEVICES={value!r}: CUDA accepts it but {why}: `vllm serve` fails at start",

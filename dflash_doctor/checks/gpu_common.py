@@ -13,28 +13,22 @@ from dflash_doctor.facts.cuda_shapes import ProbeException
 from dflash_doctor.facts.environment_shapes import Target
 from dflash_doctor.facts.nvml_shapes import Gpu, GpuDevice
 from dflash_doctor.model import CheckResult, Finding, Status
+from dflash_doctor.units import GIB
 
 __all__ = ["Visible", "resolve_visible"]
 
-GIB = float(1 << 30)
 # A graphics client (Xorg, a desktop) holding less than this is not worth a warning.
 GRAPHICS_NOTE_BYTES = 256 << 20
 # Memory in use that no listed process accounts for (another container's processes): worth a warning above this.
-UNATTRIBUTED_BYTES = 1 << 30
+UNATTRIBUTED_BYTES = GIB
 
 # GPU findings after which there is no GPU for torch to use.
 NO_GPU_FINDINGS = ("gpu.nvml-library-missing", "gpu.driver-not-loaded", "gpu.driver-library-mismatch",
                    "gpu.nvml-no-permission", "gpu.nvml-failed", "gpu.no-devices", "gpu.visible-none",
                    "gpu.visible-duplicate")
 # CUDA-stack findings after which no kernel can run.
-NO_CUDA_FINDINGS = ("cuda.probe-failed", "cuda.torch-absent", "cuda.torch-import-failed", "cuda.torch-cpu-build",
-                    "cuda.driver-too-old", "cuda.init-failed")
-
-
-
-
-def _gib(value: float | None) -> str:
-    return "?" if value is None else f"{value / GIB:.1f} GiB"
+NO_CUDA_FINDINGS = ("cuda-stack.probe-failed", "cuda-stack.torch-absent", "cuda-stack.torch-import-failed", "cuda-stack.torch-cpu-build",
+                    "cuda-stack.driver-too-old", "cuda-stack.init-failed")
 
 
 def _sm(cc: Sequence[int] | None) -> str:
@@ -45,7 +39,6 @@ def _blocking(prior: CheckResult | None, ids: Sequence[str]) -> Finding | None:
     if prior is None:
         return None
     return next((f for f in prior.findings if f.id in ids and f.status in (Status.FAIL, Status.ERROR)), None)
-
 
 
 def _installer(facts: Facts, python: Any = None) -> Installer:

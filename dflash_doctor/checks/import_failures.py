@@ -30,6 +30,8 @@ SIGNAL_MRO = ("<signal>",)
 @dataclass(frozen=True)
 class Cause:
     code: str
+    """The finding id the rotary-import check gives this cause (`imports.undefined-symbol`); another check
+    that reports it as a finding of its own names it `id_for(its id)`."""
     summary: str
     evidence: Mapping[str, Any] = field(default_factory=dict)
     remediation: tuple[Remediation, ...] = ()
@@ -40,6 +42,10 @@ class Cause:
     check judges the consequence."""
     follows: str = ""
     """The id of another finding of the same report this one follows from (Finding.cause)."""
+
+    def id_for(self, check_id: str) -> str:
+        """This cause's finding id under `check_id` (`extensions.undefined-symbol`)."""
+        return f"{check_id}.{self.code.split('.', 1)[1]}"
 
 
 def literal_exception(result: ImportFacts) -> str:
@@ -101,13 +107,13 @@ def _classify(result: ImportFacts, dists: Distributions, resolution: Resolution,
     process = result.process or ImportProcess()
     module = result.module
     if process.timed_out:
-        return Cause("import.timeout", f"`import {module}` hung ({process.error})", {"stderr": process.stderr})
+        return Cause("imports.timeout", f"`import {module}` hung ({process.error})", {"stderr": process.stderr})
     if process.signal:
-        return Cause("import.crashed", f"`import {module}` killed the interpreter with {process.signal}",
+        return Cause("imports.crashed", f"`import {module}` killed the interpreter with {process.signal}",
                      {"signal": process.signal, "stderr": process.stderr})
     exception = result.exception
     if not exception:
-        return Cause("import.failed", f"`import {module}` {process.error or 'failed without an exception'}",
+        return Cause("imports.failed", f"`import {module}` {process.error or 'failed without an exception'}",
                      {"process": result.process.to_json() if result.process else {}})
     message = _message(result)
     kind = exception.type
@@ -118,7 +124,7 @@ def _classify(result: ImportFacts, dists: Distributions, resolution: Resolution,
         return _undefined_symbol(symbol.group(1), result, dists, installer, evidence)
     if glibc := re.search(r"version [`']((GLIBC|GLIBCXX|CXXABI)_[\d.]+)' not found", message):
         return Cause(
-            "import.glibc-too-old",
+            "imports.glibc-too-old",
             f"`import {module}` needs {glibc.group(1)}, which this system's C/C++ runtime lacks",
             {**evidence, "required": glibc.group(1)},
             (Remediation("ldd --version | head -1", "see the host's glibc: the wheel was built on a newer system"),),
@@ -136,7 +142,7 @@ def _classify(result: ImportFacts, dists: Distributions, resolution: Resolution,
                 return _torch_absent(torch_libraries[0], module, dists, installer, marker_env,
                                      {**evidence, "library": torch_libraries[0], "driver_library_missing": name})
             return Cause(
-                "import.library-not-found",
+                "imports.library-not-found",
                 f"`import {module}` cannot load {unfound[0]}"
                 + (f" (nor {', '.join(unfound[1:])})" if unfound[1:] else "")
                 + f"; the loader stopped earlier at {name}, the NVIDIA driver's library",
@@ -150,7 +156,7 @@ def _classify(result: ImportFacts, dists: Distributions, resolution: Resolution,
         if is_torch_library(name) and dists.get("torch") is None:
             return _torch_absent(name, module, dists, installer, marker_env, {**evidence, "library": name})
         return Cause(
-            "import.library-not-found",
+            "imports.library-not-found",
             f"`import {module}` cannot load {library.group(1)}",
             {**evidence, "library": library.group(1)},
             (Remediation(f"ldconfig -p | grep {library.group(1).split('.so')[0]}",
@@ -162,14 +168,14 @@ def _classify(result: ImportFacts, dists: Distributions, resolution: Resolution,
         if top == "flash_attn" and resolved.namespace:
             portions = namespace_portions(resolved, dists)
             return Cause(
-                "import.namespace-package",
+                "imports.namespace-package",
                 f"`{missing}` does not exist: flash_attn is a namespace package {describe_namespace(portions)}",
                 {**evidence, "search_locations": resolved.search_locations,
                  "portions": [{"path": p.path, "owners": [d.label() for d in p.owners]} for p in portions]},
             )
         if missing == "flash_attn_2_cuda":
             return Cause(
-                "import.extension-missing",
+                "imports.extension-missing",
                 "flash_attn_2_cuda is not installed: this flash-attn was built without its CUDA extension",
                 evidence,
                 (Remediation(
@@ -179,12 +185,12 @@ def _classify(result: ImportFacts, dists: Distributions, resolution: Resolution,
             )
         if top != module.split(".", 1)[0]:
             return Cause(
-                "import.dependency-missing",
+                "imports.dependency-missing",
                 f"`import {module}` needs `{top}`, which is not installed",
                 {**evidence, "missing": top},
                 (Remediation(installer.install(top), f"install {top}"),) if top in ("torch", "triton", "einops") else (),
             )
-    return Cause("import.failed", f"`import {module}` raised {kind}: {exception.message}", evidence)
+    return Cause("imports.failed", f"`import {module}` raised {kind}: {exception.message}", evidence)
 
 
 def _driver_library(name: str, module: str, gpu: Gpu | None, evidence: Mapping[str, Any]) -> Cause:
@@ -194,7 +200,7 @@ def _driver_library(name: str, module: str, gpu: Gpu | None, evidence: Mapping[s
                 "when the container starts with GPUs. An image must not ship it.")
     if gpu is not None and gpu.skipped:
         return Cause(
-            "import.needs-driver",
+            "imports.needs-driver",
             f"`import {module}` needs {name}, the NVIDIA driver's library, which a machine without GPUs lacks "
             "(--no-gpu): not loaded here",
             {**evidence, "driver_library": True},
@@ -208,7 +214,7 @@ def _driver_library(name: str, module: str, gpu: Gpu | None, evidence: Mapping[s
         cause = no_driver_finding(gpu)
     if cause is not None:
         return Cause(
-            "import.driver-library-missing",
+            "imports.driver-library-missing",
             f"`import {module}` cannot load {name}: there is no NVIDIA driver here ({cause.id})",
             {**evidence, "driver_library": True},
             detail=provided + " Without a driver, nothing that needs it loads; on a machine without GPUs (a CI "
@@ -217,7 +223,7 @@ def _driver_library(name: str, module: str, gpu: Gpu | None, evidence: Mapping[s
         )
     driver = f" ({gpu.driver_version})" if gpu and gpu.driver_version else ""
     return Cause(
-        "import.driver-library-missing",
+        "imports.driver-library-missing",
         f"`import {module}` cannot load {name}, the NVIDIA driver's library"
         + (f", although the driver{driver} answers" if gpu else ""),
         {**evidence, "driver_library": True},
@@ -241,16 +247,16 @@ def _torch_absent(name: str, module: str, dists: Distributions, installer: Insta
         dist, requirement = wanted[0]
         spec = f"{requirement.name}{requirement.specifier}"
         return Cause(
-            "import.dependency-missing",
+            "imports.dependency-missing",
             f"`import {module}` needs {name}, which torch installs, and torch is not installed "
             f"({dist.label()} requires {spec})",
             {**evidence, "missing": "torch", "requirement": str(requirement), "requirer": dist.name},
             (Remediation(installer.install(spec), f"install the torch that {dist.label()} requires"),),
             detail=f"Extensions built against torch find {name} because `import torch` loaded it first.",
-            follows="dist.requirement-missing",
+            follows="distributions.requirement-missing",
         )
     return Cause(
-        "import.dependency-missing",
+        "imports.dependency-missing",
         f"`import {module}` needs {name}, which torch installs, and torch is not installed",
         {**evidence, "missing": "torch"},
         (Remediation(installer.install("torch"), "install torch (the version this extension was built against)"),),
@@ -278,7 +284,7 @@ def _undefined_symbol(symbol: str, result: ImportFacts, dists: Distributions, in
                 "or install the prebuilt wheel built for this torch, CUDA and C++ ABI, if the release has one",
             ))
     return Cause(
-        "import.undefined-symbol",
+        "imports.undefined-symbol",
         f"`import {result.module}`: undefined symbol {symbol} — built against another torch than the "
         f"installed {torch}",
         {**evidence, "symbol": symbol, "torch": torch, "torch_cuda": versions.torch_cuda,

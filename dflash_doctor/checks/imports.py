@@ -69,7 +69,7 @@ class RotaryImportCheck:
         if result.ok:
             versions = result.versions.to_json() if result.versions is not None else {}
             return [Finding(
-                id="import.rotary-ok",
+                id="imports.rotary-ok",
                 status=Status.PASS,
                 title=f"`{statement}` works ({result.file})",
                 evidence={"file": result.file, "seconds": result.seconds, "versions": versions},
@@ -77,7 +77,7 @@ class RotaryImportCheck:
         flash_attn = resolution.names.get("flash_attn")
         if flash_attn is None or not flash_attn.found:
             return [Finding(
-                id="import.rotary-absent",
+                id="imports.rotary-absent",
                 status=Status.PASS,
                 title=f"`{statement}`: flash_attn is not installed, so vLLM's guarded import skips it",
             )]
@@ -87,7 +87,7 @@ class RotaryImportCheck:
             status, consequence = cause.status, cause.detail
         else:
             status, consequence = _consequence(facts.section(VllmSource), exception_mro(result), _resolves(resolution),
-                                               cause.code == "import.namespace-package")
+                                               cause.code == "imports.namespace-package")
             consequence = "\n".join(filter(None, (cause.detail, consequence)))
         return [Finding(
             id=cause.code,
@@ -136,9 +136,9 @@ class ImportSurfaceCheck:
     def judge(self, facts: Facts) -> Iterable[Finding]:
         source = facts.section(VllmSurface)
         if not source.installed:
-            return [Finding(id="surface.no-vllm", status=Status.SKIP, title="vLLM is not installed: no import surface to check")]
+            return [Finding(id="import-surface.no-vllm", status=Status.SKIP, title="vLLM is not installed: no import surface to check")]
         if not source.root:
-            return [Finding(id="surface.no-source", status=Status.WARN,
+            return [Finding(id="import-surface.no-source", status=Status.WARN,
                             title=f"vLLM {source.version} is installed but its package directory was not found")]
         resolves = _resolves(facts.section(Resolution))
         outcomes = {(r.module, tuple(r.names)): r for r in facts.section(SurfaceImports).imports}
@@ -159,7 +159,7 @@ class ImportSurfaceCheck:
             serving = [s for s, _ in raising if _serving_site(s)]
             shown = serving or [s for s, _ in raising]
             findings.append(Finding(
-                id="surface.unguarded-failure",
+                id="import-surface.unguarded-failure",
                 status=cause.status or (Status.FAIL if serving else Status.WARN),
                 title=f"vLLM {source.version} imports {module} at "
                 + ", ".join(f"{s.file}:{s.line}" for s in shown[:3])
@@ -176,7 +176,7 @@ class ImportSurfaceCheck:
             ))
         if not findings:
             findings.append(Finding(
-                id="surface.ok",
+                id="import-surface.ok",
                 status=Status.PASS,
                 title=f"vLLM {source.version}: {len(source.sites)} imports of external kernel packages "
                 f"({len(outcomes)} modules) all resolve or are guarded against what they raise here",
@@ -214,11 +214,11 @@ class ExtensionsCheck:
             if result.abi_tag:
                 continue  # judged above: not a module of this interpreter
             cause = _classify(result, facts, dists, installer)
-            if cause.code == "import.needs-driver":
+            if cause.code == "imports.needs-driver":
                 needs_driver.setdefault(str(cause.evidence.get("library")), []).append((result, cause))
                 continue
             findings.append(Finding(
-                id=cause.code,
+                id=cause.id_for(ExtensionsCheck.id),
                 status=cause.status or Status.FAIL,
                 title=f"{result.distribution}: extension {result.module} does not load: {cause.summary}",
                 detail=_detail(result, cause.detail),
@@ -278,7 +278,7 @@ def _needs_driver(library: str, group: list[tuple[ExtensionFacts, Cause]]) -> Fi
     owners = sorted({str(result.distribution) for result, _ in group})
     first, cause = group[0]
     return Finding(
-        id=cause.code,
+        id=cause.id_for(ExtensionsCheck.id),
         status=cause.status or Status.SKIP,
         title=f"{', '.join(owners)}: {len(modules)} extension(s) need {library}, the NVIDIA driver's library, "
         f"which a machine without GPUs (--no-gpu) lacks; not loaded here: {', '.join(modules[:6])}"

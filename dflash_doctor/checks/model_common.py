@@ -16,18 +16,17 @@ from dflash_doctor.facts.nvml_shapes import Gpu
 from dflash_doctor.facts.serve_shapes import ServeArgs, ServeAssumptions, VllmDflash
 from dflash_doctor.knowledge.archs import compute_capability
 from dflash_doctor.model import CheckResult, Finding, Status
+from dflash_doctor.units import GIB
 
 __all__ = ["gpu_view", "installer_for", "text_config", "version_tuple"]
 
 
-GIB = float(1 << 30)
 SLIDING = "sliding_attention"
 FLOAT_DTYPES = {"F16": "float16", "BF16": "bfloat16", "F32": "float32"}
 MAX_LISTED = 12
 
 
 # ------------------------------------------------------------------------------------------- helpers
-
 
 
 def installer_for(facts: Facts) -> Installer:
@@ -83,9 +82,9 @@ def _spec_value(serve: Mapping[str, Any] | None) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _not_given(check_title: str, what: str) -> list[Finding]:
+def _not_given(check_id: str, check_title: str, what: str) -> list[Finding]:
     return [Finding(
-        "models.not-given", Status.SKIP, f"{check_title}: skipped, no {what} given",
+        f"{check_id}.not-given", Status.SKIP, f"{check_title}: skipped, no {what} given",
         detail="Give the directories with `dflash-doctor serve -- vllm serve MODEL --speculative-config "
         "'{\"method\": \"dflash\", \"model\": DRAFTER, ...}'` (or the model/drafter options), and the model checks "
         "read their config.json and safetensors headers.",
@@ -102,13 +101,13 @@ def _skip_if_broken(facts: Facts, title: str) -> list[Finding] | None:
     for role, described in (("drafter", models.drafter), ("target", models.target)):
         model = described or {}
         if not (model.get("dir") or {}).get("config"):
-            return [Finding("models.not-judged", Status.SKIP,
+            return [Finding("drafter.not-judged", Status.SKIP,
                             f"{title}: not judged, the {role} {model.get('name')!r} could not be read (see Model files)",
                             detail="The drafter is compared with its target from both config.json files and the "
                             "drafter's safetensors headers; without them nothing can be compared.", cause=cause)]
     if not broken:
         return None
-    return [Finding("models.not-judged", Status.SKIP,
+    return [Finding("drafter.not-judged", Status.SKIP,
                     f"{title}: not judged, the model files are broken ({broken[0].title})",
                     detail="Fix the model-files findings first; the drafter cannot be compared with its target "
                     "without a readable config.json and weights.",

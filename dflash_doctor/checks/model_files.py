@@ -9,8 +9,9 @@ from typing import Any, ClassVar
 from dflash_doctor.check import Facts
 from dflash_doctor.facts.models_shapes import Models
 from dflash_doctor.model import Finding, Remediation, Status
+from dflash_doctor.units import gib
 
-from .model_common import GIB, _is_int, _not_given
+from .model_common import _is_int, _not_given
 
 __all__ = ["ModelFilesCheck"]
 
@@ -44,14 +45,14 @@ def _directory_findings(model: Mapping[str, Any]) -> Iterator[Finding]:
     if resolved.get("path") is None:
         cache = resolved.get("hf_cache")
         if cache:
-            yield Finding("models.not-downloaded", Status.WARN,
+            yield Finding("model-files.not-downloaded", Status.WARN,
                           f"{role} {name!r} is not a local directory and not in the Hugging Face cache "
                           f"({cache.get('cache')}): vLLM would download it at start, the doctor cannot check it",
                           evidence={"given": name, "hf_cache": cache},
                           remediation=(Remediation(f"huggingface-cli download {name}",
                                                    "download it first, so the doctor (and an offline vLLM) can read it"),))
         else:
-            yield Finding("models.dir-missing", Status.FAIL,
+            yield Finding("model-files.dir-missing", Status.FAIL,
                           f"{role} directory {name!r} does not exist (looked in {resolved.get('given')!r} "
                           "relative to the working directory)",
                           evidence={"given": name, "blocks_judgement": True},
@@ -61,11 +62,11 @@ def _directory_findings(model: Mapping[str, Any]) -> Iterator[Finding]:
     path = resolved["path"]
     if not resolved.get("exists") or not resolved.get("is_dir"):
         what = "is not a directory" if resolved.get("exists") else "does not exist"
-        yield Finding("models.dir-missing", Status.FAIL, f"{role} path {path} {what}",
+        yield Finding("model-files.dir-missing", Status.FAIL, f"{role} path {path} {what}",
                       evidence={"path": path, "blocks_judgement": True})
         return
     if not resolved.get("readable"):
-        yield Finding("models.dir-unreadable", Status.FAIL,
+        yield Finding("model-files.dir-unreadable", Status.FAIL,
                       f"{role} directory {path} is not readable by this user",
                       evidence={"path": path, "blocks_judgement": True},
                       remediation=(Remediation(f"chmod -R a+rX {path}", "let the serving user read the files"),))
@@ -75,7 +76,7 @@ def _directory_findings(model: Mapping[str, Any]) -> Iterator[Finding]:
     for problem in problems:
         kind = str(problem.get("kind"))
         yield Finding(
-            f"models.{_problem_code(kind)}", Status.FAIL, f"{role}: {problem.get('message')}",
+            f"model-files.{_problem_code(kind)}", Status.FAIL, f"{role}: {problem.get('message')}",
             detail=_PROBLEM_FIX.get(kind, "the model files are inconsistent; download them again"),
             evidence={"file": problem.get("file"), "kind": kind, "tensor": problem.get("tensor"),
                       "blocks_judgement": kind in _BLOCKING},
@@ -87,12 +88,12 @@ def _directory_findings(model: Mapping[str, Any]) -> Iterator[Finding]:
         missing = [k for k in required if not _is_int(text.get(k))]
         if missing:
             where = f" (text config under {config.get('text_from')})" if config.get("text_from") else ""
-            yield Finding("models.config-incomplete", Status.FAIL,
+            yield Finding("model-files.config-incomplete", Status.FAIL,
                           f"{role} {config.get('file')}{where} lacks {', '.join(missing)}",
                           detail="vLLM builds the model from these keys; a hand-written config.json must carry them.",
                           evidence={"file": config.get("file"), "missing": missing, "blocks_judgement": True})
     if role == "target" and config is not None and not directory.get("tokenizer_files"):
-        yield Finding("models.tokenizer-missing", Status.FAIL,
+        yield Finding("model-files.tokenizer-missing", Status.FAIL,
                       f"target {path} has no tokenizer files (tokenizer.json, tokenizer_config.json, ...): vLLM "
                       "loads the tokenizer from the model directory",
                       evidence={"path": path},
@@ -119,9 +120,9 @@ def _summary(model: Mapping[str, Any]) -> Finding:
     files = weights.get("files") or []
     path = (model.get("resolved") or {}).get("path")
     return Finding(
-        "models.files-ok", Status.PASS,
+        "model-files.files-ok", Status.PASS,
         f"{model.get('role')} {path}: {weights.get('tensor_count', 0)} tensors, {len(files)} safetensors file(s), "
-        f"{(weights.get('total_bytes') or 0) / GIB:.2f} GiB, headers read in {model.get('seconds', 0) * 1000:.0f} ms",
+        f"{gib(weights.get('total_bytes') or 0, digits=2)}, headers read in {model.get('seconds', 0) * 1000:.0f} ms",
         evidence={"layout": weights.get("layout"), "dtypes": weights.get("dtypes"),
                   "source": (model.get("resolved") or {}).get("source")},
     )
@@ -138,7 +139,7 @@ class ModelFilesCheck:
     def judge(self, facts: Facts) -> Iterable[Finding]:
         models = facts.section(Models)
         if not models.given:
-            return _not_given(self.title, "model or drafter directory")
+            return _not_given(self.id, self.title, "model or drafter directory")
         findings: list[Finding] = []
         for model in (models.target, models.drafter):
             if model is None:

@@ -213,15 +213,15 @@ def explain_layout(dists: Distributions, resolution: Resolved, installer: Instal
         why = (f"uninstall {names} (nothing installed requires it) and remove " if removed else "remove ") + \
             "every directory that makes flash_attn a namespace package: " + why_absent
         owners = {d.canonical for p in owned for d in p.owners}
-        cause = ("namespace.v4-without-v2" if "flash-attn-4" in owners
-                 else "namespace.leftover" if len(owned) < len(portions) else "namespace.incomplete")
+        cause = ("namespaces.v4-without-v2" if "flash-attn-4" in owners
+                 else "namespaces.leftover" if len(owned) < len(portions) else "namespaces.incomplete")
         return Layout(cause, f"flash_attn is a namespace package {describe_namespace(portions)}",
                       Remediation(" && ".join(steps), why) if fixable and steps else None)
     package = regular_package(resolution, dists)
     if package is None:
         return Layout("", "", None)
     if not package.owners:
-        return Layout("namespace.shadowed",
+        return Layout("namespaces.shadowed",
                       f"flash_attn is {package.path}, from {where_on_path(package)} on sys.path, which no installed "
                       "distribution owns (a source checkout or a stray copy)",
                       removal_remediation(package))

@@ -75,7 +75,7 @@ def _healthy(dists: Distributions, resolution: Resolved, claimants: Mapping[str,
              vllm_source: VllmSource) -> Finding:
     if not resolution.found:
         return Finding(
-            id="namespace.absent",
+            id="namespaces.absent",
             status=Status.PASS,
             title="flash_attn is not installed: vLLM's guarded import skips it and uses its bundled flash-attention",
         )
@@ -84,7 +84,7 @@ def _healthy(dists: Distributions, resolution: Resolved, claimants: Mapping[str,
         portions = namespace_portions(resolution, dists)
         status, consequence = _vllm_consequence(vllm_source)
         return Finding(
-            id="namespace.incomplete",
+            id="namespaces.incomplete",
             status=status,
             title=f"flash_attn is a namespace package {describe_namespace(portions)} — {consequence}",
             detail="No installed distribution provides flash_attn/__init__.py, so flash_attn.ops does not exist. "
@@ -95,7 +95,7 @@ def _healthy(dists: Distributions, resolution: Resolved, claimants: Mapping[str,
     owner = _owner_of_init(claimants)
     owner_label = owner.label() if owner else "no installed distribution"
     return Finding(
-        id="namespace.ok",
+        id="namespaces.ok",
         status=Status.PASS,
         title=f"flash_attn is a regular package from {owner_label} ({resolution.origin})",
         evidence={"origin": resolution.origin, "claimants": sorted(d.label() for d in claimants.values())},
@@ -112,7 +112,7 @@ def _shadowing(resolution: Resolved, claimants: Mapping[str, Distribution]) -> I
             return  # the first regular candidate is an installed distribution's: nothing shadows it
         where = "the current directory" if portion.entry in ("", ".") else portion.entry
         yield Finding(
-            id="namespace.shadowed",
+            id="namespaces.shadowed",
             status=Status.FAIL,
             title=f"flash_attn is shadowed by {portion.path} ({portion.kind}, from {where} on sys.path)",
             detail="Python imports the first flash_attn on sys.path; this one belongs to no installed "
@@ -159,7 +159,7 @@ def _v4_without_v2(dists: Distributions, resolution: Resolved, claimants: Mappin
         "... then put flash-attn-4's own files back on top (v2 does not use flash_attn/cute)",
     ))
     yield Finding(
-        id="namespace.v4-without-v2",
+        id="namespaces.v4-without-v2",
         status=status,
         title=f"{v4.label()} installs flash_attn/cute only and flash-attn v2 is absent: flash_attn is a namespace "
         f"package without flash_attn.ops — {consequence}",
@@ -191,7 +191,7 @@ def _unowned_portions(dists: Distributions, resolution: Resolved, vllm_source: V
         status, consequence = _vllm_consequence(vllm_source)
         contents = portion.contents
         yield Finding(
-            id="namespace.leftover",
+            id="namespaces.leftover",
             status=status,
             title=f"{portion.path} has no __init__.py and no installed distribution owns it "
             f"({contents_phrase(portion)}): flash_attn is a namespace package without flash_attn.ops — "
@@ -266,7 +266,7 @@ def _cute_overlap(dists: Distributions, claimants: Mapping[str, Distribution],
                         "files both claim"),
         )
     yield Finding(
-        id="namespace.cute-overlap",
+        id="namespaces.cute-overlap",
         status=Status.FAIL if broken else Status.WARN,
         title=f"{v2.label()} and {v4.label()} both claim {len(shared)} files under flash_attn/cute/: "
         f"{len(holds_v4)} hold flash-attn-4's bytes, {len(holds_v2)} hold flash-attn's"

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from dflash_doctor.check import Facts
+from dflash_doctor.facts.envfacts import release
 from dflash_doctor.facts.models_shapes import Models
 from dflash_doctor.facts.serve_shapes import ServeArgs, VllmDflash
 from dflash_doctor.knowledge.dflash import (
@@ -36,7 +37,6 @@ from .model_common import (
     gpu_view,
     installer_for,
     text_config,
-    version_tuple,
 )
 from .serve_common import (
     _derived_max_len,
@@ -75,7 +75,7 @@ class _Command:
 
     def findings(self) -> list[Finding]:
         if self.serve.program_error:
-            return [Finding("serve.not-a-serve-command", Status.FAIL, self.serve.program_error,
+            return [Finding("serve-command.not-a-serve-command", Status.FAIL, self.serve.program_error,
                             evidence={"argv": self.serve.argv})]
         out: list[Finding] = []
         for rule in (self.parsed, self.installed, self.speculative, self.drafter_verdict, self.max_model_len,
@@ -88,15 +88,15 @@ class _Command:
         out: list[Finding] = []
         if parser.available and parser.parse_error:
             reason = parser.parse_error.splitlines()[-1]
-            # The speculative config that is not JSON is what vLLM's parser refused: serve.spec-json says so.
-            cause = "serve.spec-json" if self._spec_unreadable() and any(
+            # The speculative config that is not JSON is what vLLM's parser refused: serve-command.spec-json says so.
+            cause = "serve-command.spec-json" if self._spec_unreadable() and any(
                 flag in reason for flag in (*_SPEC_ERROR_FLAGS, "speculative_config")) else ""
-            out.append(Finding("serve.vllm-parser-rejected", Status.FAIL,
+            out.append(Finding("serve-command.vllm-parser-rejected", Status.FAIL,
                                f"vLLM {parser.version}'s own parser rejects the command: {reason}",
                                detail=parser.parse_error, evidence={"argv": self.serve.argv},
                                cause=cause))
         if self.serve.parser == "vllm":
-            out.append(Finding("serve.parsed", Status.PASS,
+            out.append(Finding("serve-command.parsed", Status.PASS,
                                f"the command was read by vLLM {parser.version}'s own parser",
                                evidence={"flags_given": self.serve.flags_given}))
         else:
@@ -109,29 +109,29 @@ class _Command:
                    else "vLLM's parser was not run" if not parser.tried
                    else f"vLLM's parser did not answer ({(parser.process or {}).get('error')})"
                    if not parser.available else "vLLM's parser rejected it")
-            out.append(Finding("serve.parsed", Status.PASS,
+            out.append(Finding("serve-command.parsed", Status.PASS,
                                f"the command was read by the doctor's documented subset of vLLM's flags: {why}",
                                evidence={"flags_given": self.serve.flags_given}))
         for flag_error in self.serve.errors:
             if flag_error.flag in _SPEC_ERROR_FLAGS and self._spec_unreadable():
-                continue  # the same error is serve.spec-json's, with the command to fix it
-            out.append(Finding("serve.flag-invalid", Status.FAIL, flag_error.message,
+                continue  # the same error is serve-command.spec-json's, with the command to fix it
+            out.append(Finding("serve-command.flag-invalid", Status.FAIL, flag_error.message,
                                evidence={"flag": flag_error.flag}))
         unknown = self.serve.unknown_flags
         if unknown:
-            out.append(Finding("serve.flags-unchecked", Status.WARN,
+            out.append(Finding("serve-command.flags-unchecked", Status.WARN,
                                f"{len(unknown)} flag(s) outside the doctor's subset were not checked: {', '.join(unknown)}",
                                detail="Without vLLM's own parser the doctor reads only its documented subset; a typo "
                                "in one of these would only show when vLLM starts.", evidence={"flags": unknown}))
         if not isinstance(self.fields.get("model"), str) or not self.fields.get("model"):
-            out.append(Finding("serve.model-missing", Status.FAIL, "the command names no model (`vllm serve MODEL`)",
+            out.append(Finding("serve-command.model-missing", Status.FAIL, "the command names no model (`vllm serve MODEL`)",
                                evidence={"argv": self.serve.argv}))
         return out
 
     def installed(self) -> list[Finding]:
         if self.vllm is None or self.vllm.installed:
             return []
-        return [Finding("serve.vllm-missing", Status.FAIL,
+        return [Finding("serve-command.vllm-missing", Status.FAIL,
                         "vLLM is not installed in the inspected interpreter: `vllm serve` cannot run there",
                         remediation=(Remediation("dflash-doctor serve --python /path/to/serving/venv/bin/python -- vllm serve ...",
                                                  "point the doctor at the interpreter that runs vllm"),))]
@@ -152,7 +152,7 @@ class _Command:
         k_fit, k_why = self._block_k()
         if not self.spec_facts.given:
             spec = {"method": "dflash", "model": "DRAFTER_DIR", "num_speculative_tokens": k_fit}
-            return [Finding("serve.no-speculative-config", Status.WARN,
+            return [Finding("serve-command.no-speculative-config", Status.WARN,
                             "no --speculative-config: this command serves without DFlash",
                             remediation=(Remediation(with_spec(self.argv, spec),
                                                      "enable DFlash: put the drafter's directory for DRAFTER_DIR"),))]
@@ -171,31 +171,31 @@ class _Command:
                 fixed = {"method": "dflash", "model": "DRAFTER_DIR", "num_speculative_tokens": k_fit}
                 why = ("single quotes around the JSON, double quotes inside; put the drafter's directory for "
                        f"DRAFTER_DIR ({k_why})")
-            return [Finding("serve.spec-json", Status.FAIL,
+            return [Finding("serve-command.spec-json", Status.FAIL,
                             f"--speculative-config is not a JSON object: {self.spec_facts.error or 'empty'}",
                             evidence={"raw": raw, "meant": meant},
                             remediation=(Remediation(with_spec(self.argv, fixed), why),))]
         out: list[Finding] = []
         flag = "--speculative-config"
         if "tensor_parallel_size" in self.spec:
-            out.append(Finding("serve.spec-invalid", Status.FAIL,
+            out.append(Finding("serve-command.spec-invalid", Status.FAIL,
                                f"{flag} has 'tensor_parallel_size': vLLM refuses it (\"Please pass "
                                "'draft_tensor_parallel_size' instead.\")", detail=DRAFT_TP_RULE.source))
         model = self.spec.get("model")
         method = self.spec.get("method")
         methods = self.vllm.methods if self.vllm else None
         if not isinstance(model, str) or not model:
-            out.append(Finding("serve.spec-model-missing", Status.FAIL,
+            out.append(Finding("serve-command.spec-model-missing", Status.FAIL,
                                f"{flag} has no \"model\": DFlash needs the drafter directory"))
         if method is None:
             if isinstance(model, str) and "dflash" in model.lower():
-                out.append(Finding("serve.spec-method", Status.WARN,
+                out.append(Finding("serve-command.spec-method", Status.WARN,
                                    f"{flag} has no \"method\": vLLM detects DFlash only because \"dflash\" is in the path",
                                    detail=METHOD_DETECTION.source,
                                    remediation=(Remediation(with_spec(self.argv, {"method": "dflash", **self.spec}),
                                                             "name the method: do not depend on the path"),)))
             else:
-                out.append(Finding("serve.spec-method", Status.FAIL,
+                out.append(Finding("serve-command.spec-method", Status.FAIL,
                                    f"{flag} has no \"method\" and the drafter path has no \"dflash\" in it: vLLM loads "
                                    "the drafter as a plain draft model",
                                    detail=METHOD_DETECTION.source,
@@ -206,17 +206,17 @@ class _Command:
             # The drafter check says the same of this vLLM first (drafter.vllm-without-dflash), with the same fix.
             cause = "drafter.vllm-without-dflash" if method == "dflash" and drafter is not None and any(
                 f.id == "drafter.vllm-without-dflash" for f in drafter.findings) else ""
-            out.append(Finding("serve.spec-method", Status.FAIL,
+            out.append(Finding("serve-command.spec-method", Status.FAIL,
                                f"{flag}: method {method!r} is not one {self.label} knows ({', '.join(methods)})"
                                + ("; DFlash first shipped in vLLM 0.20.0" if method == "dflash" else ""),
                                remediation=(Remediation(self.installer.install("vllm>=0.20.1"), "a vLLM with DFlash"),),
                                cause=cause))
         elif method != "dflash":
-            out.append(Finding("serve.spec-method", Status.WARN,
+            out.append(Finding("serve-command.spec-method", Status.WARN,
                                f"{flag}: method {method!r} is not DFlash; the DFlash rules do not apply to it"))
         k = self.spec.get("num_speculative_tokens")
         if k is None:
-            out.append(Finding("serve.spec-k-missing", Status.FAIL,
+            out.append(Finding("serve-command.spec-k-missing", Status.FAIL,
                                f"{flag} has no \"num_speculative_tokens\": vLLM refuses to start (\"A speculative model was "
                                "provided, but neither `speculative_token_tree` nor `num_speculative_tokens` was "
                                "provided\"); it never takes it from the drafter's block_size",
@@ -225,17 +225,17 @@ class _Command:
                                                                               "num_speculative_tokens": k_fit}),
                                                         k_why),)))
         elif not _is_int(k) or k <= 0:
-            out.append(Finding("serve.spec-k-invalid", Status.FAIL,
+            out.append(Finding("serve-command.spec-k-invalid", Status.FAIL,
                                f"{flag}: num_speculative_tokens {k!r} is not a positive integer (vLLM: \"Input should "
                                "be greater than 0\")", detail=NUM_SPEC_TOKENS_REQUIRED.source))
         draft_tp = self.spec.get("draft_tensor_parallel_size")
         if draft_tp is not None and draft_tp not in (1, self.tp):
-            out.append(Finding("serve.spec-draft-tp", Status.FAIL,
+            out.append(Finding("serve-command.spec-draft-tp", Status.FAIL,
                                f"{flag}: draft_tensor_parallel_size {draft_tp} is neither 1 nor --tensor-parallel-size "
                                f"{self.tp}: vLLM refuses it (\"cannot be other value than 1 or target model "
                                "tensor_parallel_size\")", detail=DRAFT_TP_RULE.source))
         if not any(f.status is Status.FAIL for f in out):
-            out.append(Finding("serve.spec-ok", Status.PASS,
+            out.append(Finding("serve-command.spec-ok", Status.PASS,
                                f"{flag}: method {method or 'dflash (from the path)'}, drafter {model}, "
                                f"num_speculative_tokens {k}, draft TP {draft_tp or self.tp}"))
         return out
@@ -247,7 +247,7 @@ class _Command:
         failing = [f for f in result.findings if f.status in (Status.FAIL, Status.ERROR)]
         # Count causes, not their consequences: one wrong hidden_size is one reason, not thirteen.
         decisive = [f for f in failing if not f.cause] or failing
-        return [Finding("serve.drafter-broken", Status.FAIL,
+        return [Finding("serve-command.drafter-broken", Status.FAIL,
                         f"the drafter in --speculative-config fails {len(decisive)} drafter check(s): {decisive[0].title}",
                         evidence={"failed": [f.title for f in decisive[:8]], "failed_ids": [f.id for f in decisive[:8]]},
                         cause=decisive[0].id)]
@@ -259,7 +259,7 @@ class _Command:
             return []
         allowed = str(self.serve.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN") or "").lower() \
             in ("1", "true")
-        return [Finding("serve.max-model-len", Status.WARN if allowed else Status.FAIL,
+        return [Finding("serve-command.max-model-len", Status.WARN if allowed else Status.FAIL,
                         f"--max-model-len {given} is greater than the target's derived maximum ({key}): "
                         + ("allowed by VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, positions past it give NaN with RoPE" if allowed
                            else f"vLLM stops with \"User-specified max_model_len ({given}) is greater than the "
@@ -283,7 +283,7 @@ class _Command:
             mml, tokens, seqs = s["max_model_len"], s["max_num_batched_tokens"], s["max_num_seqs"]
             cond = "" if len(self._tiers()) == 1 else f" (on {why}, whose default max_num_seqs is {seqs})"
             if _is_int(mml) and tokens < mml and not s["chunked_prefill"]:
-                out.append(Finding("serve.scheduler", Status.FAIL,
+                out.append(Finding("serve-command.scheduler", Status.FAIL,
                                    f"max_num_batched_tokens ({tokens}) is smaller than max_model_len ({mml}) with chunked "
                                    f"prefill off: vLLM stops (\"This effectively limits the maximum sequence length to "
                                    f"max_num_batched_tokens and makes vLLM reject longer sequences.\"){cond}",
@@ -291,7 +291,7 @@ class _Command:
                                    remediation=(Remediation(with_flag(self.argv, "--max-num-batched-tokens", mml), "or drop "
                                                             "--no-enable-chunked-prefill"),)))
             if tokens < seqs:
-                out.append(Finding("serve.scheduler", Status.FAIL,
+                out.append(Finding("serve-command.scheduler", Status.FAIL,
                                    f"max_num_batched_tokens ({tokens}) must be greater than or equal to max_num_seqs "
                                    f"({seqs}){cond}", detail=SCHEDULER_RULES.source, evidence=s,
                                    remediation=(Remediation(with_flag(self.argv, "--max-num-seqs", tokens), "or raise "
@@ -304,7 +304,7 @@ class _Command:
             return ["B"]
         if a:
             return ["A"]
-        version = version_tuple(self.vllm.version if self.vllm else None)
+        version = release(self.vllm.version if self.vllm else None)
         if version and version < (0, 25):
             return ["A"]
         if version and version >= (0, 34):
@@ -331,7 +331,7 @@ class _Command:
                     if scheduled <= 0:
                         need = delta + 8192
                         out.append(Finding(
-                            "serve.token-budget", Status.FAIL,
+                            "serve-command.token-budget", Status.FAIL,
                             f"{tokens_note} leaves no tokens to schedule{cond}: DFlash reserves (k - 1) x "
                             f"max_num_seqs = {k - 1} x {seqs} = {delta} draft slots, so vLLM stops with "
                             f"\"max_num_scheduled_tokens is set to {scheduled} based on the speculative decoding "
@@ -344,12 +344,12 @@ class _Command:
                                          Remediation(with_flag(self.argv, "--max-num-seqs", max(1, tokens // (2 * max(1, k - 1)))),
                                                      "or run fewer sequences at once"))))
                     elif scheduled < 8192:
-                        out.append(Finding("serve.token-budget", Status.WARN,
+                        out.append(Finding("serve-command.token-budget", Status.WARN,
                                            f"{tokens_note} minus {delta} DFlash draft slots ({k - 1} x {seqs_note}) leaves "
                                            f"max_num_scheduled_tokens {scheduled}{cond}: vLLM warns of suboptimal "
                                            "performance", detail=SPEC_BUDGET_RULE_A.source, evidence=evidence))
                     else:
-                        out.append(Finding("serve.token-budget", Status.PASS,
+                        out.append(Finding("serve-command.token-budget", Status.PASS,
                                            f"{tokens_note} minus {delta} DFlash draft slots ({k - 1} x {seqs_note}) leaves "
                                            f"{scheduled} tokens to schedule per step{cond}", evidence=evidence))
                 else:
@@ -357,20 +357,20 @@ class _Command:
                     cap = tokens // lookahead
                     evidence = {**s, "rule": "0.34", "num_lookahead_tokens": lookahead, "max_draft_seqs": cap}
                     if tokens <= lookahead:
-                        out.append(Finding("serve.token-budget", Status.FAIL,
+                        out.append(Finding("serve-command.token-budget", Status.FAIL,
                                            f"\"VllmConfig does not have enough slots to schedule a token and support the "
                                            f"speculative decoding settings. Got max_num_batched_tokens={tokens} and "
                                            f"num_lookahead_tokens={lookahead}.\"{cond}",
                                            detail=SPEC_BUDGET_RULE_B.source, evidence=evidence))
                     elif cap < seqs:
-                        out.append(Finding("serve.token-budget", Status.WARN,
+                        out.append(Finding("serve-command.token-budget", Status.WARN,
                                            f"DFlash caps running sequences at {tokens_note} // (k + 1 = {lookahead}) = "
                                            f"{cap}, below {seqs_note}{cond}: vLLM lowers max_num_active_seqs to {cap}",
                                            detail=SPEC_BUDGET_RULE_B.source, evidence=evidence,
                                            remediation=(Remediation(with_flag(self.argv, "--max-num-batched-tokens", seqs * lookahead),
                                                                     f"room for {seqs} sequences of {lookahead} queries"),)))
                     else:
-                        out.append(Finding("serve.token-budget", Status.PASS,
+                        out.append(Finding("serve-command.token-budget", Status.PASS,
                                            f"DFlash fits {cap} sequences in {tokens_note} (k + 1 = {lookahead} queries "
                                            f"each), at least {seqs_note}{cond}", evidence=evidence))
         return out
@@ -385,12 +385,12 @@ class _Command:
             if not _is_int(heads) or not _is_int(tp) or tp < 1:
                 continue
             if heads % tp:
-                out.append(Finding("serve.heads-tp", Status.FAIL,
+                out.append(Finding("serve-command.heads-tp", Status.FAIL,
                                    f"{role}: \"Total number of attention heads ({heads}) must be divisible by tensor "
                                    f"parallel size ({tp}).\" ({flag} {tp})", detail=HEADS_DIVISIBLE_RULE.source,
                                    evidence={"heads": heads, "tp": tp}))
             elif _is_int(kv) and ((kv >= tp and kv % tp) or (kv < tp and tp % kv)):
-                out.append(Finding("serve.kv-heads-tp", Status.FAIL,
+                out.append(Finding("serve-command.kv-heads-tp", Status.FAIL,
                                    f"{role}: {kv} KV heads across {flag} {tp}: vLLM asserts that the KV heads divide by "
                                    "TP, or TP by the KV heads (then each is replicated)", detail=KV_HEADS_TP_RULE.source,
                                    evidence={"kv_heads": kv, "tp": tp}))
@@ -401,10 +401,10 @@ class _Command:
         if not isinstance(validation, Mapping):
             return []
         if validation.get("ok"):
-            return [Finding("serve.vllm-validation", Status.PASS,
+            return [Finding("serve-command.vllm-validation", Status.PASS,
                             "vLLM's own config validation (create_engine_config) accepts the command")]
         error = validation.get("error") or {}
-        return [Finding("serve.vllm-validation", Status.FAIL,
+        return [Finding("serve-command.vllm-validation", Status.FAIL,
                         f"vLLM's own config validation rejects the command: {error.get('type')}: "
                         f"{_validation_reason(str(error.get('message') or ''))}",
                         detail=str(error.get("traceback") or ""))]
@@ -454,5 +454,5 @@ class ServeCommandCheck:
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
         if not facts.section(ServeArgs).given:
-            return _not_given()
+            return _not_given(self.id)
         return _Command(facts).findings()

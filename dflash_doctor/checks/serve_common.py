@@ -12,6 +12,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from dflash_doctor.checks.remedy import quote
@@ -20,6 +21,7 @@ from dflash_doctor.knowledge.dflash import (
     BATCH_DEFAULTS,
 )
 from dflash_doctor.model import Finding, Status
+from dflash_doctor.units import GIB, gib
 
 from .model_common import (
     _is_int,
@@ -29,24 +31,20 @@ from .model_common import (
 
 __all__ = ["effective_settings", "repair_spec", "with_flag", "with_spec"]
 
-GIB = float(1 << 30)
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "half": 2, "float": 4}
 STORED_FLOAT = {"F16", "BF16", "F32", "F64"}
 MULTIMODAL_PREFIX_WORDS = ("visual", "vision", "image", "audio", "mm_projector", "multi_modal")
-
 
 
 def _int_or(value: Any, default: int) -> int:
     return int(value) if _is_int(value) else default
 
 
-def _gib(value: float | None) -> str:
-    return "?" if value is None else f"{value / GIB:.2f} GiB"
+_gib = partial(gib, digits=2)  # sizes of weights and KV cache, to the hundredth
 
 
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
-
 
 
 def with_flag(argv: Sequence[str], flag: str, value: Any) -> str:
@@ -130,8 +128,8 @@ def repair_spec(raw: Any) -> dict[str, Any] | None:
     return value
 
 
-def _not_given() -> list[Finding]:
-    return [Finding("serve.not-given", Status.SKIP, "serve command: skipped, none given",
+def _not_given(check_id: str) -> list[Finding]:
+    return [Finding(f"{check_id}.not-given", Status.SKIP, "serve command: skipped, none given",
                     detail="Run `dflash-doctor serve -- vllm serve MODEL [flags]` with the exact command to judge it.")]
 
 

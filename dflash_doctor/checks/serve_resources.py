@@ -111,13 +111,13 @@ class ServeResourcesCheck:
     def judge(self, facts: Facts) -> Iterable[Finding]:
         serve = facts.section(ServeArgs)
         if not serve.given or serve.program_error:
-            return _not_given()
+            return _not_given(self.id)
         argv = list(serve.argv)
         fields = dict(serve.fields)
         findings = list(self._port(serve))
         gpus = gpu_view(facts)
         if not gpus["available"]:
-            findings.append(Finding("serve.gpu-facts-unavailable", Status.SKIP,
+            findings.append(Finding("serve-resources.gpu-facts-unavailable", Status.SKIP,
                                     f"GPU count and memory not judged: {gpus['why']}",
                                     detail="On a machine without the serving GPUs, pass their shape: `dflash-doctor "
                                     "serve --gpus 2 --gpu-memory 48 -- vllm serve ...`."))
@@ -130,7 +130,7 @@ class ServeResourcesCheck:
             f"visible with CUDA_VISIBLE_DEVICES={gpus.get('cuda_visible_devices')!r}"
             if gpus.get("cuda_visible_devices") is not None else "on this host")
         if world > len(devices):
-            findings.append(Finding("serve.world-size", Status.FAIL,
+            findings.append(Finding("serve-resources.world-size", Status.FAIL,
                                     f"\"World size ({world}) is larger than the number of available GPUs ({len(devices)}) "
                                     f"in this node.\" (--tensor-parallel-size {tp} x --pipeline-parallel-size {pp}; "
                                     f"{len(devices)} GPU(s) {where})",
@@ -140,7 +140,7 @@ class ServeResourcesCheck:
                                                              "fit the GPUs there are"),
                                                  Remediation("export CUDA_VISIBLE_DEVICES=...", "or make more visible"))))
             return findings
-        findings.append(Finding("serve.world-size", Status.PASS,
+        findings.append(Finding("serve-resources.world-size", Status.PASS,
                                 f"TP {tp} x PP {pp} = {world} of {len(devices)} GPU(s) {where}"))
         findings.extend(self._memory(facts, fields, devices[:world], tp, pp))
         return findings
@@ -149,9 +149,9 @@ class ServeResourcesCheck:
         port = serve.port
         host = port.host or "0.0.0.0"
         if port.free:
-            return [Finding("serve.port-ok", Status.PASS, f"port {port.port} on {host} is free")]
+            return [Finding("serve-resources.port-ok", Status.PASS, f"port {port.port} on {host} is free")]
         shared = port.shared_listener
-        return [Finding("serve.port-in-use", Status.FAIL,
+        return [Finding("serve-resources.port-in-use", Status.FAIL,
                         f"port {port.port} on {host} cannot be bound ({port.error})"
                         + (": another SO_REUSEPORT listener holds it, so vLLM would share the port with it" if shared
                            else ": vLLM would fail after loading the model"),
@@ -166,7 +166,7 @@ class ServeResourcesCheck:
         models = facts.optional_section(Models) or Models()
         target, drafter = models.target, models.drafter
         if not ((target or {}).get("dir") or {}).get("weights", {}).get("total_bytes"):
-            return [Finding("serve.memory-unknown", Status.SKIP, "GPU memory not judged: the target's weights were not read")]
+            return [Finding("serve-resources.memory-unknown", Status.SKIP, "GPU memory not judged: the target's weights were not read")]
         spec = serve.speculative_config.value or {}
         util = fields.get("gpu_memory_utilization") if isinstance(fields.get("gpu_memory_utilization"), (int, float)) \
             else VLLM_FREE_MEMORY_CHECK.value
@@ -201,7 +201,7 @@ class ServeResourcesCheck:
                 others = [f"{p.get('name') or '?'} (pid {p.get('pid')}, {_gib(p.get('used_bytes'))})"
                           for p in device.get("processes") or [] if not p.get("own")]
                 findings.append(Finding(
-                    "serve.memory-held", Status.FAIL,
+                    "serve-resources.memory-held", Status.FAIL,
                     f"{name}: {_gib(free)} of {_gib(total)} free, below --gpu-memory-utilization {util} = {_gib(budget)}: "
                     "vLLM stops with \"Free memory on device ... on startup is less than desired GPU memory utilization\""
                     + (f"; held by {', '.join(others)}" if others else ""),
@@ -215,7 +215,7 @@ class ServeResourcesCheck:
             worst_room = room if worst_room is None else min(worst_room, room)
             if room <= 0:
                 findings.append(Finding(
-                    "serve.memory-weights", Status.FAIL,
+                    "serve-resources.memory-weights", Status.FAIL,
                     f"{name}: the weights need {_gib(per_gpu)} per GPU (target {_gib(target_bytes)} / {tp * pp} + drafter "
                     f"{_gib(drafter_bytes)} / {draft_tp}), more than {util} x {_gib(total)} = {_gib(budget)}: "
                     "\"No available memory for the cache blocks\"",
@@ -223,7 +223,7 @@ class ServeResourcesCheck:
                     remediation=(Remediation(with_flag(argv, "--tensor-parallel-size", tp * 2), "spread the weights over more GPUs"),)))
             elif mml and per_token and per_token * mml > room:
                 findings.append(Finding(
-                    "serve.kv-cache", Status.FAIL,
+                    "serve-resources.kv-cache", Status.FAIL,
                     f"{name}: after {_gib(per_gpu)} of weights, {_gib(room)} is left, but one {mml}-token sequence needs "
                     f"{_gib(per_token * mml)} of KV cache: \"To serve at least one request with the models's max seq len "
                     f"({mml}), ... KV cache is needed, which is larger than the available KV cache memory\"",
@@ -234,7 +234,7 @@ class ServeResourcesCheck:
         if not findings and worst_room is not None:
             tokens = int(worst_room / per_token) if per_token else None
             findings.append(Finding(
-                "serve.memory", Status.PASS,
+                "serve-resources.memory", Status.PASS,
                 f"weights {_gib(per_gpu)} per GPU (target {_gib(target_bytes)} / {tp * pp}"
                 + (f" + drafter {_gib(drafter_bytes)} / {draft_tp}" if drafter else "")
                 + f") leave at most {_gib(worst_room)} of {util} x GPU memory for KV cache and activations"

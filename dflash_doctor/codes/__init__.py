@@ -4,12 +4,16 @@ Every finding a check emits carries an id from this table. Ids are stable: once 
 its meaning; a retired id stays listed with `retired` set. The table is assembled from one section per
 layer of the stack (kept in sibling modules so that each layer's codes sit beside each other), and
 `dflash-doctor explain ID` prints an entry.
+
+Every id is `<check-id>.<name>`. Where a shared helper reports the same thing for several checks (a
+failing import's cause, "nothing given"), each check has its own id with the one explanation, written
+once under the first and copied to the others as the v1 alias table (`codes/aliases.py`) lists them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 __all__ = ["Code", "CODES", "lookup", "table"]
 
@@ -45,7 +49,17 @@ def _build() -> Mapping[str, Code]:
         except ModuleNotFoundError:
             continue
         sections.append(module.CODES)
-    return table(*sections)
+    return _with_shared(table(*sections))
+
+
+def _with_shared(codes: dict[str, Code]) -> dict[str, Code]:
+    from dflash_doctor.codes.aliases import V1_ALIASES
+
+    for first, *others in V1_ALIASES.values():
+        for other in others:
+            if first in codes and other not in codes:
+                codes[other] = replace(codes[first], id=other)
+    return codes
 
 
 CODES: Mapping[str, Code] = _build()

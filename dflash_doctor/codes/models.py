@@ -7,43 +7,43 @@ _IDS_FIX = ("Take dflash_config.target_layer_ids from the drafter publisher's ow
 
 CODES = (
     # model files
-    Code("models.not-given", "No model or drafter directory to check",
+    Code("model-files.not-given", "No model or drafter directory to check",
          "The model checks read the target's and the drafter's config.json and safetensors headers; none was "
          "given. `dflash-doctor serve -- vllm serve MODEL --speculative-config '{...\"model\": DRAFTER...}'` gives "
          "both."),
-    Code("models.not-judged", "The drafter was not compared: its files are broken",
+    Code("drafter.not-judged", "The drafter was not compared: its files are broken",
          "A config.json that does not parse or a directory that is missing leaves nothing to compare. Fix the "
          "model-files findings first."),
-    Code("models.files-ok", "The model directory reads cleanly",
+    Code("model-files.files-ok", "The model directory reads cleanly",
          "config.json parses, every safetensors header passes the reference reader's rules (length, JSON, "
          "contiguous offsets, sizes matching dtype x shape, file length), and the index agrees with the shards."),
-    Code("models.dir-missing", "The model directory does not exist",
+    Code("model-files.dir-missing", "The model directory does not exist",
          "vLLM treats a name that exists on disk as a local directory, otherwise as a Hugging Face repo id. A "
          "mistyped local path therefore becomes a download attempt (or an error offline). Relative paths are "
          "resolved from the directory vllm serve runs in."),
-    Code("models.dir-unreadable", "The model directory or a file in it cannot be read",
+    Code("model-files.dir-unreadable", "The model directory or a file in it cannot be read",
          "The serving user cannot read the directory or a file (permissions, a dangling link, a FIFO). vLLM fails "
          "while loading. Fix the permissions (chmod -R a+rX DIR)."),
-    Code("models.not-downloaded", "The model is a repo id that is not in the Hugging Face cache",
+    Code("model-files.not-downloaded", "The model is a repo id that is not in the Hugging Face cache",
          "vLLM would download it at start; the doctor checks only files on disk. Download it first "
          "(huggingface-cli download REPO) so it can be checked and so an offline start works."),
-    Code("models.config-broken", "config.json is missing or not valid JSON",
+    Code("model-files.config-broken", "config.json is missing or not valid JSON",
          "vLLM builds the model from config.json; without it nothing loads. Download the publisher's config.json "
          "again."),
-    Code("models.config-incomplete", "config.json lacks keys vLLM builds the model from",
+    Code("model-files.config-incomplete", "config.json lacks keys vLLM builds the model from",
          "num_hidden_layers, hidden_size, num_attention_heads and vocab_size (in the nested text_config of a "
          "multimodal model) are required. A hand-written config.json that lacks them fails at model construction."),
-    Code("models.weights-broken", "A safetensors file is corrupt",
+    Code("model-files.weights-broken", "A safetensors file is corrupt",
          "The file's header or length breaks the safetensors format (huggingface/safetensors tensor.rs "
          "read_metadata and Metadata::validate): truncated download, a header length past the end, a header claim "
          "over 100 MB, overlapping or gapped offsets, or a byte span that does not match dtype x shape. vLLM fails "
          "while loading, after minutes. Download the file again."),
-    Code("models.index-mismatch", "model.safetensors.index.json and the shards disagree",
+    Code("model-files.index-mismatch", "model.safetensors.index.json and the shards disagree",
          "A shard the index names is missing, or a tensor sits in another shard than the index says, or appears "
          "twice. Download the missing shard, or the whole snapshot again."),
-    Code("models.no-weights", "The directory has no weight files",
+    Code("model-files.no-weights", "The directory has no weight files",
          "No *.safetensors (or other weight files) in the model directory: vLLM has nothing to load."),
-    Code("models.tokenizer-missing", "The target has no tokenizer files",
+    Code("model-files.tokenizer-missing", "The target has no tokenizer files",
          "vLLM loads the tokenizer from the model directory unless --tokenizer is given. Copy tokenizer.json and "
          "tokenizer_config.json in, or pass --tokenizer."),
     # drafter
@@ -151,22 +151,22 @@ CODES = (
          "vLLM 0.20-0.21 raise '{method} is only supported for [...] models' unless the target's text model_type "
          "contains one of the listed families (llama, qwen, ...)."),
     # attention
-    Code("attention.backend", "The attention backend vLLM picks for DFlash's non-causal attention",
+    Code("drafter-attention.backend", "The attention backend vLLM picks for DFlash's non-causal attention",
          "DFlash drafts a whole block at once with non-causal attention. The doctor evaluates the installed vLLM's "
          "own backend order (platforms/cuda.py) and each backend's supports_non_causal, compute-capability and "
          "head-size checks for this GPU. In 0.20.x every layer, the target's too, needs a non-causal backend; from "
          "0.21 only the drafter."),
-    Code("attention.none-valid", "No attention backend supports DFlash here",
+    Code("drafter-attention.none-valid", "No attention backend supports DFlash here",
          "For this GPU and head size no backend in vLLM's order supports non-causal attention; vLLM stops with "
          "'No valid attention backend found'. FlashAttention supports it from sm_80."),
-    Code("attention.selected-invalid", "The selected attention backend cannot run DFlash here",
+    Code("drafter-attention.selected-invalid", "The selected attention backend cannot run DFlash here",
          "An explicitly selected backend (--attention-backend, or the speculative config's attention_backend from "
          "0.21) that does not support non-causal attention, this compute capability or this head size makes vLLM "
          "stop with 'Selected backend ... is not valid for this configuration'."),
-    Code("attention.unknown", "The backend choice could not be read from vLLM's source",
+    Code("drafter-attention.unknown", "The backend choice could not be read from vLLM's source",
          "The installed vLLM's selection code could not be evaluated for this compute capability."),
-    Code("attention.no-gpu-facts", "No GPU to choose an attention backend for",
+    Code("drafter-attention.no-gpu-facts", "No GPU to choose an attention backend for",
          "No GPU facts and no --target-arch: the choice depends on the compute capability."),
-    Code("attention.no-vllm", "No vLLM source to read the backend choice from",
+    Code("drafter-attention.no-vllm", "No vLLM source to read the backend choice from",
          "vLLM is not installed in the inspected interpreter."),
 )

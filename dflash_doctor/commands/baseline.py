@@ -26,6 +26,8 @@ from dflash_doctor.commands import run as run_command
 from dflash_doctor.commands.options import UsageError, parse_run_args, run_parser
 from dflash_doctor.commands.run import emit, live_progress, run_doctor
 from dflash_doctor.documents.jsondoc import shown_path
+from dflash_doctor.facts.envsummary import STACK
+from dflash_doctor.facts.file_hashes import with_file_hashes
 
 
 def save_parser() -> argparse.ArgumentParser:
@@ -94,7 +96,7 @@ def cmd_save(argv: Sequence[str]) -> int:
                 raise UsageError(str(exc)) from exc
             sections: Mapping[str, Any] = report_module.sections_of(saved)
             code = report_module.exit_code_of(saved)
-            hash_names: Sequence[str] | None = ()
+            hash_names: Sequence[str] = ()
             archs = report_module.options_of(saved).get("target_archs") or []
         else:
             with live_progress(args) as on_event:
@@ -104,12 +106,14 @@ def cmd_save(argv: Sequence[str]) -> int:
                 sys.stderr.write("dflash-doctor: the run did not finish; no baseline written\n")
                 return max(code, 1)
             sections = run.sections
-            hash_names = () if args.no_hashes else None
+            hash_names = () if args.no_hashes else STACK
             archs = run.report["options"]["target_archs"]
     except UsageError as exc:
         sys.stderr.write(f"dflash-doctor: error: {exc}\n")
         return 2
-    state = baseline.current_state(sections, hash_names=hash_names, driver_range=args.driver_range, target_archs=archs)
+    if hash_names:
+        sections = with_file_hashes(sections, hash_names)
+    state = baseline.current_state(sections, driver_range=args.driver_range, target_archs=archs)
     try:
         baseline.save(args.file, state)
     except OSError as exc:

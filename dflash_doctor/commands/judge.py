@@ -54,9 +54,10 @@ def main(argv: Sequence[str]) -> int:
     results = plugin_result(problems) + judge(checks, sections, ctx)
     partial = bool(saved.get("partial"))
     if expected is not None:
-        # A saved report has no file hashes: those parts are reported as not compared.
+        # The file hashes are those the report saved (a run given --baseline saves them); a report without
+        # them has those parts reported as not compared. Nothing of the environment is read again.
         try:
-            results.append(baseline_module.judge(expected, sections, args.baseline, hash_files_now=False))
+            results.append(baseline_module.judge(expected, sections, args.baseline))
         except Exception as exc:  # noqa: BLE001 - facts the comparison cannot read: an error result, not a crash
             results.append(failure_result(exc, "comparing with the baseline"))
             partial = True

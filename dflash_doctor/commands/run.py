@@ -149,9 +149,12 @@ def run_doctor(args: argparse.Namespace, *, options: Mapping[str, Any] | None = 
         from dflash_doctor.checks import (
             baseline as baseline_module,  # only when asked: it is not cheap to import
         )
+        from dflash_doctor.facts.file_hashes import with_file_hashes
 
         try:
-            results.append(baseline_module.judge(expected, outcome.sections, args.baseline))
+            # The file hashes are facts like any other: collected first, then judged (and saved with the result).
+            sections = with_file_hashes(outcome.sections, baseline_module.hashed_names(expected))
+            results.append(baseline_module.judge(expected, sections, args.baseline))
         except Exception as exc:  # noqa: BLE001 - the report is still written, with the doctor's error
             results.append(failure_result(exc, "comparing with the baseline"))
             partial = True

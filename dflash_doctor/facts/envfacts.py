@@ -1,23 +1,54 @@
-"""Read-only views over the environment facts, shared by the checks that judge them."""
+"""Read-only views over the environment facts, shared by the checks that judge them.
+
+Names, requirements and the versions of Python distributions are read with `packaging` (imported on first
+use, so that `dflash-doctor list` stays cheap); the probes, which run in the target with the standard
+library only, keep their own small copies of these rules.
+"""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
-__all__ = ["canonical", "version_tuple", "Distributions", "Dist"]
+__all__ = ["Dist", "Distributions", "canonical", "release", "requirement_name", "version_tuple"]
 
 
 def canonical(name: str) -> str:
-    """PEP 503 normalized name (the same rule as packaging.utils.canonicalize_name)."""
-    return re.sub(r"[-_.]+", "-", name).lower()
+    """The PEP 503 normalized name: packaging's canonicalize_name."""
+    from packaging.utils import canonicalize_name
+
+    return str(canonicalize_name(name))
+
+
+@lru_cache(maxsize=4096)
+def requirement_name(requirement: str) -> str | None:
+    """The normalized name a PEP 508 requirement string names; None for one that does not parse."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        return canonical(Requirement(requirement).name)
+    except InvalidRequirement:
+        return None
+
+
+def release(version: str | None) -> tuple[int, ...] | None:
+    """The release segment of a distribution's PEP 440 version (`0.24.0rc1+cu129` -> (0, 24, 0)); None when it
+    does not parse. A release candidate or dev build of X counts as X: vLLM cuts its candidates from the
+    release branch, so they hold what X holds."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(version).release if version else None
+    except InvalidVersion:
+        return None
 
 
 def version_tuple(text: str | None) -> tuple[int, ...]:
-    """Leading numeric release parts, for ordering versions that PEP 440 may not parse ("12.8",
-    "2.11.0+cu130", "580.159.04", "GLIBC 2.32"): digits of each dot-separated part until one has none."""
+    """Leading numeric release parts, for ordering versions that are not PEP 440 (CUDA "12.8", driver
+    "580.159.04", "GLIBC 2.32"): digits of each dot-separated part until one has none. A distribution's
+    version is `release`'s to read."""
     parts: list[int] = []
     for piece in (text or "").split("+")[0].split("."):
         digits = "".join(c for c in piece if c.isdigit())
@@ -88,11 +119,4 @@ class Distributions:
     def requiring(self, name: str) -> list[Dist]:
         """Installed distributions that declare a requirement on `name` (any marker, any extra)."""
         wanted = canonical(name)
-        found = []
-        for dist in self:
-            for requirement in dist.requires:
-                match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
-                if match and canonical(match.group(1)) == wanted:
-                    found.append(dist)
-                    break
-        return found
+        return [dist for dist in self if any(requirement_name(r) == wanted for r in dist.requires)]

@@ -1,7 +1,9 @@
 """The sha256 of every file a distribution installed, as its RECORD lists them (for the golden baseline).
 
-Only regular files that resolve inside the environment are read, never anything under /dev, /proc or /sys;
-a RECORD is read up to `MAX_RECORD_BYTES`.
+A collector: `with_file_hashes` adds the `file_hashes` fact section, which the baseline comparison judges
+and the report saves (under the baseline's result), so that `judge REPORT.json --baseline FILE` compares
+the hashes the run read, not the files as they are later. Only regular files that resolve inside the
+environment are read, never anything under /dev, /proc or /sys; a RECORD is read up to `MAX_RECORD_BYTES`.
 """
 
 from __future__ import annotations
@@ -15,10 +17,15 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from dflash_doctor.facts import envsummary
 from dflash_doctor.facts.envfacts import canonical
-from dflash_doctor.facts.safefile import UnsafeFile, open_regular, read_regular
+from dflash_doctor.facts.safefile import UnsafeFile, environment_roots, open_regular, read_regular
 
-__all__ = ["MAX_RECORD_BYTES", "files_digest", "hash_files"]
+__all__ = ["MAX_RECORD_BYTES", "OWN", "SECTION", "collect", "files_digest", "first_of_each_name", "hash_files",
+           "with_file_hashes"]
+
+SECTION = "file_hashes"
+OWN = "dflash-doctor"  # the doctor itself is not part of the environment it judges
 
 _SKIP_SUFFIXES = (".pyc",)
 _SIGNATURES = ("RECORD", "RECORD.jws", "RECORD.p7s")
@@ -88,3 +95,37 @@ def hash_files(dists: Iterable[Mapping[str, Any]], workers: int | None = None,
 def files_digest(files: Mapping[str, str | None]) -> str:
     text = "\n".join(f"{path}\t{value}" for path, value in sorted(files.items()))
     return "sha256=" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def first_of_each_name(sections: Mapping[str, Any]) -> dict[str, Mapping[str, Any]] | None:
+    """{canonical name: distribution facts} of the first distribution of each name on sys.path (the one
+    importlib.metadata sees), the doctor's own left out; None when the distributions were not collected."""
+    dist_section = envsummary.section(sections, "distributions")
+    if not isinstance(dist_section, Mapping):
+        return None
+    first: dict[str, Mapping[str, Any]] = {}
+    items = dist_section.get("items")
+    for item in items if isinstance(items, list) else ():
+        if isinstance(item, Mapping) and item.get("name"):
+            first.setdefault(canonical(str(item["name"])), item)
+    first.pop(OWN, None)
+    return first
+
+
+def collect(sections: Mapping[str, Any], names: Iterable[str]) -> dict[str, Any]:
+    """The `file_hashes` section: for each of `names` installed, {"files": {RECORD path: hash} or None (no
+    readable RECORD), "files_digest": ...}."""
+    wanted = sorted({canonical(n) for n in names})
+    first = first_of_each_name(sections) or {}
+    target = envsummary.section(sections, "target")
+    roots = environment_roots(target if isinstance(target, Mapping) else None)
+    chosen = [first[n] for n in wanted if n in first]
+    hashed = hash_files(chosen, roots=roots) if chosen else {}
+    return {"requested": wanted, "distributions": {
+        name: {"files": files, "files_digest": None if files is None else files_digest(files)}
+        for name, files in sorted(hashed.items())}}
+
+
+def with_file_hashes(sections: Mapping[str, Any], names: Iterable[str]) -> dict[str, Any]:
+    """`sections` with the `file_hashes` section of `names` collected now."""
+    return {**sections, SECTION: collect(sections, names)}

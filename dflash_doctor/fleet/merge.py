@@ -191,7 +191,7 @@ def merge(hosts: Sequence[HostSummary], allow_drift: bool = False) -> dict[str, 
     for cid, fid in keys:
         statuses = {h.label: h.findings.get((cid, fid), (ABSENT, ""))[0] for h in reported if cid in h.checks}
         # A passing finding that is absent elsewhere is the other side of a finding that did not pass
-        # (namespace.absent here, namespace.v4-without-v2 there): the latter tells the story.
+        # (namespaces.absent here, namespaces.v4-without-v2 there): the latter tells the story.
         if len(set(statuses.values())) <= 1 or set(statuses.values()) <= {"pass", ABSENT}:
             continue
         majority = _majority(statuses, order)

@@ -14,10 +14,9 @@ from typing import Any
 from dflash_doctor.facts.cuda_shapes import CudaStack, Kernels
 from dflash_doctor.facts.nvml_shapes import Gpu
 from dflash_doctor.knowledge.archs import coverage, parse_arch
+from dflash_doctor.units import GIB, gib
 
 __all__ = ["gpu_lines"]
-
-GIB = float(1 << 30)
 
 
 def _sections(report: Mapping[str, Any]) -> dict[str, Any]:
@@ -76,7 +75,7 @@ def gpu_lines(report: Mapping[str, Any]) -> list[str]:
         memory = device.memory
         parts = [f"GPU {device.index}", str(device.name), f"sm_{cc[0]}{cc[1]}" if cc else "sm_?"]
         if memory is not None and memory.total:
-            parts.append(f"{memory.total / GIB:.1f} GiB, {memory.free / GIB:.1f} free")
+            parts.append(f"{gib(memory.total)}, {memory.free / GIB:.1f} free")
         if device.mig is not None and device.mig.current:
             parts.append("MIG on")
         if arch_list and cc:

@@ -123,7 +123,7 @@ def arrange(results: Sequence[CheckResult]) -> Arrangement:
             candidates = [c for c in candidates if is_problem(finding(c).status)]
         if candidates:
             same_check = [c for c in candidates if c[0] == entry[0]]
-            # Several findings may carry the cause's id (one `dist.requirement-missing` per missing
+            # Several findings may carry the cause's id (one `distributions.requirement-missing` per missing
             # requirement): the cause is the one whose evidence agrees with the consequence's most
             # (the same requirement, the same distribution); a tie keeps the report's order.
             parent[entry] = max(same_check or candidates, key=lambda c: _shared_evidence(current, finding(c)))

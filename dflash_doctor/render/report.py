@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from dflash_doctor import __version__
+from dflash_doctor.codes.aliases import upgrade_findings
 from dflash_doctor.documents.jsondoc import load_document, validate_document
 from dflash_doctor.facts.environment_shapes import Target
 from dflash_doctor.facts.fingerprint import of_sections
@@ -94,13 +95,18 @@ def host_info() -> dict[str, Any]:
 
 
 def load(path: str) -> dict[str, Any]:
-    """A saved report, checked against the shipped schema (report-v1.json): the accessors below rely on it."""
-    return load_document(path, SCHEMA, "report", ReportError)
+    """A saved report, checked against the shipped schema (report-v1.json): the accessors below rely on it.
+    Its findings' v1 ids are renamed to the current ones (`codes.aliases`)."""
+    report = load_document(path, SCHEMA, "report", ReportError)
+    upgrade_findings(report)
+    return report
 
 
 def validate(data: Any, source: str) -> dict[str, Any]:
-    """A report received as data (from another node), checked as `load` checks a file."""
-    return validate_document(data, source, SCHEMA, "report", ReportError)
+    """A report received as data (from another node), checked and renamed as `load` does a file."""
+    report = validate_document(data, source, SCHEMA, "report", ReportError)
+    upgrade_findings(report)
+    return report
 
 
 # Typed reads of a loaded report: the schema guarantees each shape they return.

@@ -144,7 +144,7 @@ def scenario(name: str, venv: str, argv: list[str], port: int, **notes: object) 
 
 def fa4_chain() -> None:
     scenario("02-flash-attn-4-only", "v2", serve_argv(8102), 8102)
-    command = first_remediation(RESULTS / "02-flash-attn-4-only.report.json", "namespace.v4-without-v2")
+    command = first_remediation(RESULTS / "02-flash-attn-4-only.report.json", "namespaces.v4-without-v2")
     done = subprocess.run(["bash", "-c", command], env=venv_env("v2"), cwd="/tmp", capture_output=True,
                           text=True, timeout=120, check=False) if command else None
     scenario("03-flash-attn-4-remediated", "v2", serve_argv(8103), 8103, remediation_applied=command,

@@ -32,6 +32,7 @@ MAX_SHOWN = 20
 
 
 def canonical(name):
+    # packaging's canonicalize_name (PEP 503), copied: a probe runs in the target with the standard library only.
     return re.sub(r"[-_.]+", "-", name).lower()
 
 

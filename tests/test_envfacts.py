@@ -1,0 +1,37 @@
+"""Names, requirements and versions of distributions, read with `packaging` in the doctor's process."""
+
+from __future__ import annotations
+
+from importlib import metadata
+
+import pytest
+
+from dflash_doctor.facts.envfacts import Distributions, canonical, release, requirement_name
+
+
+@pytest.mark.parametrize(("text", "name"), [
+    ("flash_attn>=2.8", "flash-attn"),
+    ("Flash.Attn-4[cu13] ; python_version >= '3.10'", "flash-attn-4"),
+    ("torch @ https://download.pytorch.org/whl/cu130/torch-2.11.0.whl", "torch"),
+    ("nvidia-cutlass-dsl (>=4.3)", "nvidia-cutlass-dsl"),
+    ("not a requirement ===", None),
+])
+def test_a_requirement_names_its_distribution_as_pep_508_reads_it(text: str, name: str | None) -> None:
+    assert requirement_name(text) == name
+
+
+@pytest.mark.parametrize(("version", "parts"), [
+    ("0.20.1", (0, 20, 1)), ("0.24.0rc1", (0, 24, 0)), ("2.11.0+cu130", (2, 11, 0)),
+    ("1!0.3", (0, 3)), ("0.25.0.dev12+g1234abc", (0, 25, 0)), ("unknown", None), (None, None),
+])
+def test_the_release_of_a_distribution_version(version: str | None, parts: tuple[int, ...] | None) -> None:
+    assert release(version) == parts
+
+
+def test_the_requirers_of_a_distribution_are_found_from_real_installed_metadata() -> None:
+    # The doctor's own environment: pytest requires pluggy, whatever the spelling of the name.
+    items = [{"name": d.metadata["Name"], "version": d.version, "requires": d.requires or []}
+             for d in metadata.distributions()]
+    dists = Distributions({"items": items})
+    assert "pytest" in [d.canonical for d in dists.requiring("Pluggy")]
+    assert canonical("Flash_Attn.4") == "flash-attn-4"
