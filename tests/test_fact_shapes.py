@@ -23,6 +23,7 @@ from toymodels import write_toy_drafter, write_toy_target
 
 from dflash_doctor.check import Context, Facts, SectionError
 from dflash_doctor.checks import BUILTIN_CHECKS
+from dflash_doctor.codes.aliases import current_id
 from dflash_doctor.facts.environment_shapes import Distributions, Target
 from dflash_doctor.facts.sections import BUILTIN_COLLECTORS, SECTION_SHAPES, shape_of
 from dflash_doctor.facts.shape import ShapeError
@@ -161,9 +162,30 @@ def judged(source: str) -> list[list[Any]]:
     return [[r.id, r.status.value, [[f.id, f.status.value] for f in r.findings]] for r in results]
 
 
+# Findings of rules added after judged.json was recorded, by saved report and check, and where they go
+# in the check's findings: the drafter's context against --max-model-len (scenario 10 serves 65,536
+# tokens with a toy drafter of 40,960 positions; vLLM 0.20.1 runs DFlash on the V1 runner, so a warn).
+LATER_RULES: dict[str, dict[str, list[tuple[int, list[str]]]]] = {
+    "fixtures/engine/10-max-model-len-above-target.json": {
+        "drafter": [(1, ["drafter.context-shorter-than-served", "warn"])]},
+}
+
+
+def recorded(source: str) -> list[list[Any]]:
+    """judged.json's findings for `source` (recorded with the v1 ids) under today's ids, plus the findings
+    of LATER_RULES."""
+    out = []
+    for check, status, findings in json.loads(JUDGED.read_text())[source]:
+        now = [[current_id(finding, check), finding_status] for finding, finding_status in findings]
+        for at, added in LATER_RULES.get(source, {}).get(check, []):
+            now.insert(at, added)
+        out.append([check, status, now])
+    return out
+
+
 @pytest.mark.parametrize("source", sorted(json.loads(JUDGED.read_text())))
 def test_a_saved_report_judges_as_it_did_before_facts_had_shapes(source: str) -> None:
-    assert judged(source) == json.loads(JUDGED.read_text())[source]
+    assert judged(source) == recorded(source)
 
 
 def test_a_section_without_its_shape_is_an_error_finding_naming_the_section_and_field() -> None:

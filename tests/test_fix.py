@@ -31,6 +31,7 @@ from realenv import (
 )
 from stacks import add_to_path, vllm_site
 
+from dflash_doctor.codes.aliases import upgrade_findings
 from dflash_doctor.checks.build_prereqs import judge_build
 from dflash_doctor.checks.verify import judge_item, rank, verify_results
 from dflash_doctor.commands.fix import decide
@@ -43,6 +44,7 @@ CHECKS = "namespaces,imports"
 
 def recorded(name: str) -> dict[str, Any]:
     data: dict[str, Any] = json.loads((FIXTURES / name).read_text())
+    upgrade_findings(data)  # recorded with the v1 ids
     for check in data["checks"]:  # judge afresh: drop what the recording run concluded
         for f in check["findings"]:
             f["remediation"] = [{"command": r["command"], "why": r["why"]} for r in f["remediation"]]

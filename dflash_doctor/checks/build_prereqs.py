@@ -22,11 +22,12 @@ from dflash_doctor.knowledge.builds import (
 )
 from dflash_doctor.knowledge.flash_attn import FA2_CUDA_ARCHS_DEFAULT
 from dflash_doctor.model import Finding, Remediation, Status
+from dflash_doctor.units import GIB
 
 __all__ = ["BuildPlan", "judge_build"]
 
 CHECK_ID = "build-prerequisites"
-GIB = 1024 ** 3
+
 CUDA_ARCHIVE = "https://developer.nvidia.com/cuda-toolkit-archive"
 
 
