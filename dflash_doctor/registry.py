@@ -100,8 +100,10 @@ def load_checks(autoload: bool | None = None,
         for ep in metadata.entry_points(group=GROUP)
         if autoload or _distribution_name(ep) == OWN_DISTRIBUTION
     ]
-    if not any(_distribution_name(ep) == OWN_DISTRIBUTION for ep in entries):
-        entries = [metadata.EntryPoint(name, value, GROUP) for name, value in BUILTIN_CHECKS] + entries
+    # Built-ins the installed metadata does not declare (none when installed; all from a bare source tree, and
+    # the newer ones from a source tree run over an older editable install) come from the table itself.
+    own = {ep.name for ep in entries if _distribution_name(ep) == OWN_DISTRIBUTION}
+    entries = [metadata.EntryPoint(name, value, GROUP) for name, value in BUILTIN_CHECKS if name not in own] + entries
 
     loaded: list[LoadedCheck] = []
     errors: list[PluginError] = []

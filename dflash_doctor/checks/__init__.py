@@ -24,4 +24,5 @@ BUILTIN_CHECKS: tuple[tuple[str, str], ...] = (
     ("drafter-attention", "dflash_doctor.checks.drafter_attention:DrafterAttentionCheck"),
     ("serve-command", "dflash_doctor.checks.serve_command:ServeCommandCheck"),
     ("serve-resources", "dflash_doctor.checks.serve_resources:ServeResourcesCheck"),
+    ("live", "dflash_doctor.checks.live:LiveCheck"),
 )

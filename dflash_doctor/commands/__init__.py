@@ -14,6 +14,7 @@ COMMANDS: dict[str, str] = {
     "baseline": "dflash_doctor.commands.baseline",
     "merge": "dflash_doctor.commands.merge",
     "fleet": "dflash_doctor.commands.fleet",
+    "live": "dflash_doctor.commands.live",
 }
 """`dflash-doctor NAME ...` -> the module that runs it."""
 
