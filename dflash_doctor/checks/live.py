@@ -120,8 +120,8 @@ class LiveCheck:
                                     evidence={"health": health}))
         findings.extend(self._models(live))
         findings.extend(self._workload(live))
-        findings.extend(self._acceptance(live, facts))
-        return findings
+        # the acceptance verdict first: it is the headline of a running server
+        return self._acceptance(live, facts) + findings
 
     def _models(self, live: Mapping[str, Any]) -> list[Finding]:
         models = live.get("models") or {}

@@ -238,17 +238,18 @@ def counters(samples: list[tuple[str, dict[str, str], float]], names: Mapping[st
 
 # --- the installed vLLM beside the doctor -----------------------------------------------------------------
 
-def _vllm_facts(earlier: Mapping[str, Any]) -> dict[str, Any]:
-    from dflash_doctor.facts.envfacts import Distributions
-    from dflash_doctor.facts.vllm_source import vllm_package_dir
+def _vllm_facts(python: str, timeout_s: float) -> dict[str, Any]:
+    """The vLLM installed beside the doctor (in --python): located by the `locate` probe, never imported."""
+    from dflash_doctor.facts.probes import run_probe
 
-    try:
-        root = vllm_package_dir(earlier)
-        dist = Distributions(earlier.get("distributions") or {}).get("vllm")
-    except Exception:  # noqa: BLE001 - an environment the doctor could not read: no source, names from the server
-        return {"installed": False, "version": None, "root": None}
-    facts: dict[str, Any] = {"installed": dist is not None or root is not None,
-                             "version": dist.version if dist else None, "root": root}
+    outcome = run_probe(python, "locate", {"names": ["vllm"]}, timeout_s=timeout_s)
+    found = (outcome.data or {}).get("vllm") if isinstance(outcome.data, dict) else None
+    if not isinstance(found, dict):
+        return {"installed": False, "version": None, "root": None, "probe_error": outcome.error}
+    root = next((str(p) for p in found.get("locations") or [] if os.path.isfile(os.path.join(str(p), "__init__.py"))),
+                None)
+    facts: dict[str, Any] = {"installed": root is not None or found.get("version") is not None,
+                             "version": found.get("version"), "root": root}
     if root is None:
         return facts
     rel = METRICS_FILE.value.split("vllm/", 1)[1]
@@ -446,4 +447,4 @@ def collect(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
     given = ctx.options.get("live")
     if not isinstance(given, LiveOptions):
         return {"live": {"given": False}}
-    return {"live": {"given": True, **gather(given, _vllm_facts(earlier))}}
+    return {"live": {"given": True, **gather(given, _vllm_facts(ctx.python, min(ctx.timeout_s, 30.0)))}}

@@ -92,7 +92,7 @@ BUILTIN_COLLECTORS: tuple[Collector, ...] = (
     Collector("models", ("models",), "dflash_doctor.facts.models:collect", requires=("serve_args",)),
     Collector("vllm-dflash", ("vllm_dflash",), "dflash_doctor.facts.serve:collect_vllm",
               requires=("distributions", "resolution", "models")),
-    Collector("live", ("live",), "dflash_doctor.facts.live:collect", requires=("distributions", "resolution")),
+    Collector("live", ("live",), "dflash_doctor.facts.live:collect"),
 )
 
 
