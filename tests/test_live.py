@@ -49,6 +49,7 @@ def ids(report: dict[str, Any]) -> list[str]:
     ("no-spec", 0, "live.no-spec-metrics"),
     ("serve-exec-live.live", 0, "live.acceptance"),
     ("serve-exec-live-rejected.live", 1, "live.collapse"),
+    ("rejected-vs-baseline", 1, "live.baseline-drop"),
 ])
 def test_recorded_runs_are_judged_as_the_engine_behaved(doctor: Any, name: str, code: int, verdict: str) -> None:
     report, proc = doctor.report("judge", str(FIXTURES / f"{name}.report.json"))
@@ -60,6 +61,9 @@ def test_recorded_runs_are_judged_as_the_engine_behaved(doctor: Any, name: str, 
         assert fig["mean_acceptance_length"] == 1 + K
         assert fig["acceptance_rate"] == 1.0
         assert fig["per_position"] == [1.0] * K
+    if name == "rejected-vs-baseline":
+        assert "live.collapse" in ids(report)
+        fig = finding(report, "live.collapse")["evidence"]["figures"]
     if name.startswith(("rejected", "serve-exec-live-rejected")):
         assert fig["mean_acceptance_length"] == 1.0 and fig["acceptance_rate"] == 0.0
         assert fig["per_position"] == [0.0] * K
