@@ -114,6 +114,8 @@ def saved_sections() -> list[tuple[str, dict[str, Any]]]:
     found = []
     for path in sorted((ROOT / "fixtures").glob("*/*.json")):
         data = json.loads(path.read_text())
+        if not isinstance(data, dict):
+            continue  # a recording of something else (the HTTP exchanges of fixtures/live/)
         if isinstance(data.get("report"), dict):
             data = data["report"]
         if data.get("schema") == report_module.SCHEMA:

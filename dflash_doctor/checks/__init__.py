@@ -25,4 +25,5 @@ BUILTIN_CHECKS: tuple[tuple[str, str], ...] = (
     ("serve-command", "dflash_doctor.checks.serve_command:ServeCommandCheck"),
     ("serve-resources", "dflash_doctor.checks.serve_resources:ServeResourcesCheck"),
     ("fabric", "dflash_doctor.checks.fabric:FabricCheck"),
+    ("live", "dflash_doctor.checks.live:LiveCheck"),
 )

@@ -43,7 +43,7 @@ def _build() -> Mapping[str, Code]:
 
     sections = [core.CODES, python.CODES]
     # Later layers add their section here; an absent one is simply not there yet.
-    for name in ("gpu", "archs", "models", "serve", "pairing", "fleet", "fabric", "build"):
+    for name in ("gpu", "archs", "models", "serve", "pairing", "fleet", "fabric", "build", "live"):
         try:
             module = __import__(f"dflash_doctor.codes.{name}", fromlist=["CODES"])
         except ModuleNotFoundError:

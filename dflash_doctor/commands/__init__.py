@@ -15,6 +15,7 @@ COMMANDS: dict[str, str] = {
     "merge": "dflash_doctor.commands.merge",
     "fleet": "dflash_doctor.commands.fleet",
     "fix": "dflash_doctor.commands.fix",
+    "live": "dflash_doctor.commands.live",
 }
 """`dflash-doctor NAME ...` -> the module that runs it."""
 

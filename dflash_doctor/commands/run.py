@@ -131,6 +131,9 @@ def run_doctor(args: argparse.Namespace, *, options: Mapping[str, Any] | None = 
     _verify_interpreter(args)
     expected = load_baseline(args.baseline)
     checks, problems = load_selected(split_names(args.only), split_names(args.skip), sys.stderr, args.timeout)
+    # A check that runs only when asked for (the live server check): named in --only, or its options given.
+    asked = set(split_names(args.only)) | set(options or {})
+    checks = [c for c in checks if not getattr(c, "on_request", False) or c.id in asked or c.layer in asked]
     ctx = Context(
         python=args.python,
         cwd=os.getcwd(),

@@ -11,8 +11,14 @@ environment exactly as given), so that `ENTRYPOINT ["dflash-doctor", "serve", "-
 Without GPUs (a CI machine), `--gpus N --gpu-memory GIB` stand in for the serving GPUs' count and memory and
 `--target-arch sm_86` for their architecture.
 
+With --exec --live, the command starts in the background instead (its own session, output to a log file),
+the doctor waits for its /health (bounded by --live-wait), runs `dflash-doctor live` against it, prints that
+report and leaves the server running, its PID and log stated; a start that dies is reported with the last
+lines of its log.
+
 Exit codes: as `dflash-doctor`; 2 for a wrong command line (no `--`, nothing after it); with --exec, the
-serve command's own exit code (the doctor is gone), or 127 when it cannot be started.
+serve command's own exit code (the doctor is gone), or 127 when it cannot be started; with --exec --live,
+the live report's exit code.
 """
 
 from __future__ import annotations
@@ -39,6 +45,15 @@ def parser() -> argparse.ArgumentParser:
                        help="also run vLLM's own config validation (create_engine_config) in the target")
     group.add_argument("--no-vllm-parser", action="store_true",
                        help="read the command with the documented subset even when vLLM imports")
+    live = p.add_argument_group("live (with --exec --live: start the server, check it running, leave it running)")
+    live.add_argument("--live", action="store_true",
+                      help="with --exec: start the command in the background, wait for /health, run `dflash-doctor "
+                      "live` against it and leave it running (its PID is stated)")
+    live.add_argument("--live-wait", type=float, default=900.0, metavar="S",
+                      help="seconds to wait for /health to answer 200 (default 900)")
+    from dflash_doctor.commands.live import add_live_options
+
+    add_live_options(live, prefix="live-")
     return p
 
 
@@ -70,6 +85,13 @@ def main(argv: Sequence[str]) -> int:
         run_options.check_count(args.gpus, "--gpus", 1)
         if args.gpu_memory is not None:
             run_options.check_number(args.gpu_memory, "--gpu-memory", unit="GiB", most=1e6)
+        if args.live and not args.exec:
+            raise run_options.UsageError("--live needs --exec (the doctor starts the server, then checks it)")
+        if args.live:
+            from dflash_doctor.commands.live import live_options
+
+            run_options.check_number(args.live_wait, "--live-wait", most=86_400)
+            live_options(args, "http://127.0.0.1:8000")  # its options are checked before anything runs
         options = {"serve": {"argv": command, "gpus": args.gpus, "gpu_memory_gib": args.gpu_memory,
                              "validate": bool(args.vllm_validate), "vllm_parser": not args.no_vllm_parser}}
         with live_progress(args) as on_event:
@@ -90,6 +112,10 @@ def main(argv: Sequence[str]) -> int:
         shown = Redactor.for_this_machine(keep_hosts=True).secrets(" ".join(argv_secrets(command)))
         sys.stderr.write(f"dflash-doctor serve: not starting `{shown}`: the checks above failed\n")
         return code
+    if args.live:
+        from dflash_doctor.commands.live import start_and_check
+
+        return start_and_check(args, command)
     try:
         os.execvp(command[0], command)
     except OSError as exc:

@@ -102,6 +102,7 @@ BUILTIN_COLLECTORS: tuple[Collector, ...] = (
     Collector("vllm-dflash", ("vllm_dflash",), "dflash_doctor.facts.serve:collect_vllm",
               requires=("distributions", "resolution", "models")),
     Collector("fabric", ("fabric",), "dflash_doctor.facts.fabric:collect", requires=("gpu", "serve_args")),
+    Collector("live", ("live",), "dflash_doctor.facts.live:collect"),
 )
 
 
@@ -125,6 +126,7 @@ SECTION_SHAPES: Mapping[str, str] = {
     "models": "dflash_doctor.facts.models_shapes:Models",
     "vllm_dflash": "dflash_doctor.facts.serve_shapes:VllmDflash",
     "fabric": "dflash_doctor.facts.fabric_shapes:Fabric",
+    "live": "dflash_doctor.facts.live_shapes:Live",
 }
 
 

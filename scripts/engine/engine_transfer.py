@@ -9,6 +9,9 @@ One device call carries at most 64 MiB, and vLLM's wheel is 244 MB. vLLM install
 PART_MB. DEST/p1..pN each hold one part: call `run` with carry [DEST/pK] and
 `mkdir -p /tmp/g/parts && cp DEST/pK/vsite.part.* /tmp/g/parts/` while the machine is warm (30 s),
 then the last call carries DEST/last (wheels, models, driver) and runs setup.sh and scenarios.py.
+When DEST/last is over the limit with the checkout, carry xgrammar's wheel in a call of its own into
+/tmp/g/extra/ (go.sh and live_go.sh copy it in). `bash last/live_go.sh` records `dflash-doctor live`
+against real servers (live_driver.py) instead of the start-up scenarios.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-PART_MB = 58
+PART_MB = 50  # a call carries 64 MiB with the checkout it sends (about 12 MiB now): parts of 50 MiB fit
 PLATFORMS = [f"--platform=manylinux_2_{n}_x86_64" for n in (17, 24, 26, 27, 28, 31, 34, 35)] + [
     "--platform=manylinux2014_x86_64", "--platform=manylinux1_x86_64"]
 # vLLM 0.20.1's runtime requirements that the GPU machine's image lacks (KINDS.md's package list) and
@@ -88,7 +91,8 @@ def main() -> None:
         run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", last / "doctor", tmp)
     run(sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", last / "doctor", "pyelftools==0.33")
     run(args.models_python, HERE / "make_models.py", last / "models", cwd="/")
-    for name in ("setup.sh", "scenarios.py"):
+    run(args.models_python, HERE / "live_models.py", last / "live-models", cwd="/")
+    for name in ("setup.sh", "scenarios.py", "live_driver.py", "live_go.sh", "live_rejected.sh"):
         shutil.copy(HERE / name, last / name)
     for path in sorted(dest.rglob("*")):
         if path.is_file() and path.parent != dest:

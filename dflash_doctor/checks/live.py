@@ -1,0 +1,322 @@
+"""Layer: the running server (check `live`): health, and whether DFlash's drafts are accepted.
+
+Judges the `live` facts (facts/live.py): the speculative-decoding counters' differences over the doctor's
+fixed greedy workload give the mean acceptance length (1 + accepted / drafts), the acceptance rate (accepted /
+draft tokens), the per-position curve (accepted at position i / drafts) and draft tokens per step. A collapse
+(length near 1, or position 0 near 0) fails and names the likely causes in order, each with the facts that
+point at it (knowledge.live.COLLAPSE_CAUSES); a drop against a saved `--baseline` warns with both figures.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar
+
+from dflash_doctor.facts.live_shapes import Live
+from dflash_doctor.check import Facts
+from dflash_doctor.knowledge.live import (
+    BASELINE_DROP,
+    COLLAPSE_CAUSES,
+    COLLAPSE_LENGTH,
+    COLLAPSE_POS0_RATE,
+    LOW_LENGTH,
+    MEAN_ACCEPTANCE_LENGTH,
+)
+from dflash_doctor.model import Finding, Remediation, Status
+
+__all__ = ["LiveCheck", "figures"]
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def figures(live: Live) -> dict[str, Any]:
+    """The derived figures of a live run (from the counters before and after its workload)."""
+    before = ((live.metrics_before or {}).get("counters")) or {}
+    after = ((live.metrics_after or {}).get("counters")) or {}
+    out: dict[str, Any] = {}
+
+    def diff(role: str) -> float | None:
+        a, b = _num(after.get(role)), _num(before.get(role))
+        return None if a is None else a - (b or 0.0)
+
+    drafts, draft_tokens, accepted = diff("drafts"), diff("draft_tokens"), diff("accepted_tokens")
+    out.update({"drafts": drafts, "draft_tokens": draft_tokens, "accepted_tokens": accepted})
+    if drafts:
+        out["mean_acceptance_length"] = round(1.0 + (accepted or 0.0) / drafts, 4)
+        out["draft_tokens_per_step"] = round((draft_tokens or 0.0) / drafts, 4)
+        pos_after = after.get("accepted_per_pos") or {}
+        pos_before = before.get("accepted_per_pos") or {}
+        if isinstance(pos_after, dict) and pos_after:
+            out["per_position"] = [round(((_num(pos_after.get(p)) or 0.0) - (_num(pos_before.get(p)) or 0.0)) / drafts, 4)
+                                   for p in sorted(pos_after, key=lambda p: int(p) if str(p).isdigit() else 1 << 30)]
+    if draft_tokens:
+        out["acceptance_rate"] = round((accepted or 0.0) / draft_tokens, 4)
+    work = live.workload or {}
+    wall = _num(work.get("wall_s"))
+    tokens = _num(work.get("completion_tokens"))
+    if wall and tokens is not None:
+        out["output_tokens_per_s"] = round(tokens / wall, 2)
+    out["wall_s"] = wall
+    gen = diff("vllm:generation_tokens")
+    if gen is not None:
+        out["generation_tokens"] = gen
+    return out
+
+
+def _curve(per_position: list[float]) -> str:
+    shown = ", ".join(f"{v:.2f}" for v in per_position[:16])
+    return f"[{shown}{', ...' if len(per_position) > 16 else ''}]"
+
+
+class LiveCheck:
+    id: ClassVar[str] = "live"
+    layer: ClassVar[str] = "live"
+    title: ClassVar[str] = "Running server: health and DFlash acceptance"
+    needs: ClassVar[frozenset[str]] = frozenset({"live"})
+    after: ClassVar[frozenset[str]] = frozenset()
+    requires_gpu: ClassVar[bool] = False
+    on_request: ClassVar[bool] = True
+    """Runs only when asked for (`dflash-doctor live URL`, `serve --exec --live`, `--only live`)."""
+
+    def judge(self, facts: Facts) -> Iterable[Finding]:
+        live = facts.section(Live)
+        if not live.given:
+            return [Finding("live.not-given", Status.SKIP, "running server: skipped, no URL given",
+                            remediation=(Remediation("dflash-doctor live http://127.0.0.1:8000",
+                                                     "check the server that `vllm serve` started"),))]
+        url = str(live.url)
+        server = live.server or {}
+        if server.get("exit_status") is not None:
+            tail = "\n".join(server.get("log_tail") or [])
+            return [Finding("live.server-died", Status.FAIL,
+                            f"`vllm serve` exited with status {server['exit_status']} after {server.get('seconds')} s, "
+                            "before /health answered",
+                            f"last lines of {server.get('log')}:\n{tail}", evidence={"server": server})]
+        health = live.health or {}
+        if health.get("error") and server.get("ready") is False:
+            return [Finding("live.server-not-ready", Status.FAIL,
+                            f"`vllm serve` (PID {server.get('pid')}) did not answer /health within {server.get('seconds')} "
+                            f"s; it is left running: {health['error']}",
+                            "last lines of its log:\n" + "\n".join(server.get("log_tail") or []),
+                            evidence={"server": server, "health": health},
+                            remediation=(Remediation(f"tail -f {shlex.quote(str(server.get('log')))}",
+                                                     "watch it start; stop it with kill "
+                                                     f"{server.get('pid')}"),))]
+        if health.get("error"):
+            return [Finding("live.unreachable", Status.FAIL, f"{url}/health: {health['error']}",
+                            "Nothing was measured: the server did not answer its health endpoint.",
+                            evidence={"url": url, "health": health},
+                            remediation=(Remediation(f"curl -sS -m 10 {shlex.quote(url + '/health')}",
+                                                     "see what answers there (is `vllm serve` up, on this port?)"),))]
+        findings: list[Finding] = []
+        if health.get("status") != 200:
+            findings.append(Finding("live.unhealthy", Status.FAIL, f"{url}/health answered HTTP {health.get('status')}",
+                                    "vLLM answers 200 while its engine is alive; anything else means the engine died "
+                                    "or a proxy in front of it refuses.", evidence={"health": health}))
+        else:
+            findings.append(Finding("live.healthy", Status.PASS, f"{url}/health answered 200 in {health.get('seconds')} s",
+                                    evidence={"health": health}))
+        findings.extend(self._models(live))
+        findings.extend(self._workload(live))
+        # the acceptance verdict first: it is the headline of a running server
+        return self._acceptance(live, facts) + findings
+
+    def _models(self, live: Live) -> list[Finding]:
+        models = live.models or {}
+        data = models.get("data")
+        if not data:
+            why = models.get("error") or f"HTTP {models.get('status')}"
+            hint = " (a 401: give the key's variable with --api-key-env)" if models.get("status") == 401 else ""
+            return [Finding("live.models-unreadable", Status.WARN, f"/v1/models did not list a model: {why}{hint}",
+                            evidence={"models": models})]
+        names = ", ".join(f"{m.get('id')} ({m.get('root')})" if m.get("root") not in (None, m.get("id"))
+                          else str(m.get("id")) for m in data)
+        return [Finding("live.models", Status.PASS, f"serves {names}",
+                        "vLLM's /v1/models lists the served model, not the drafter; the drafter is known from the "
+                        "serve command (`dflash-doctor serve --exec --live -- vllm serve ...`).",
+                        evidence={"models": data})]
+
+    def _workload(self, live: Live) -> list[Finding]:
+        work = live.workload or {}
+        if work.get("skipped"):
+            return [Finding("live.workload-failed", Status.FAIL, f"no workload sent: {work['skipped']}",
+                            evidence={"workload": work})]
+        sent, ok = int(work.get("sent") or 0), int(work.get("ok") or 0)
+        if ok == 0:
+            errors = "; ".join(work.get("errors") or []) or "none sent"
+            return [Finding("live.workload-failed", Status.FAIL,
+                            f"none of {sent} /v1/completions requests succeeded: {errors}", evidence={"workload": work})]
+        if ok < sent:
+            return [Finding("live.workload-failed", Status.WARN,
+                            f"{sent - ok} of {sent} /v1/completions requests failed: {'; '.join(work.get('errors') or [])}",
+                            evidence={"workload": work})]
+        return []
+
+    def _acceptance(self, live: Live, facts: Facts) -> list[Finding]:
+        after = live.metrics_after or {}
+        names = live.metric_names or {}
+        if after.get("error") or after.get("status") != 200 or not after.get("samples"):
+            why = after.get("error") or (f"HTTP {after.get('status')}" if after.get("status") != 200 else
+                                         f"no Prometheus samples in {after.get('bytes')} bytes")
+            return [Finding("live.metrics-unreadable", Status.WARN, f"/metrics could not be read: {why}",
+                            "Without the counters nothing can be said about speculation.",
+                            evidence={"metrics_after": {k: v for k, v in after.items() if k != "counters"}})]
+        counters = after.get("counters") or {}
+        if not any(k in counters for k in ("drafts", "draft_tokens", "accepted_tokens")):
+            return [Finding("live.no-spec-metrics", Status.WARN,
+                            "the server exposes no speculative-decoding metrics: speculation is off, or the vLLM is "
+                            "older than its spec-decode counters",
+                            f"Looked for {', '.join(sorted((names.get('names') or {}).values()))} (names from "
+                            f"{names.get('from')}). vLLM registers them only when --speculative-config is given.",
+                            evidence={"metric_names": names},
+                            remediation=(Remediation("vllm serve TARGET --speculative-config "
+                                                     "'{\"method\": \"dflash\", \"model\": \"DRAFTER\", "
+                                                     "\"num_speculative_tokens\": 15}'",
+                                                     "start the server with the DFlash drafter"),))]
+        fig = figures(live)
+        evidence = {"figures": fig, "formula": MEAN_ACCEPTANCE_LENGTH.value, "metric_names": names.get("names")}
+        if not fig.get("drafts"):
+            return [Finding("live.no-drafts", Status.WARN,
+                            "the workload ran but the drafter proposed nothing (the draft counters did not move)",
+                            "Speculation is configured but was not used for these requests (e.g. all of them were "
+                            "shorter than one step, or speculation is disabled for the batch).", evidence=evidence)]
+        length = float(fig["mean_acceptance_length"])
+        pos = fig.get("per_position") or []
+        pos0 = pos[0] if pos else None
+        summary = (f"mean acceptance length {length:.2f}, acceptance rate {fig.get('acceptance_rate', 0):.1%}, "
+                   f"{fig.get('draft_tokens_per_step', 0):g} draft tokens/step, per position {_curve(pos)}, "
+                   f"{fig.get('output_tokens_per_s')} output tokens/s over {fig.get('wall_s')} s")
+        out: list[Finding] = []
+        if length < COLLAPSE_LENGTH.value or (pos0 is not None and pos0 < COLLAPSE_POS0_RATE.value):
+            out.append(self._collapse(live, summary, evidence, length, pos0))
+        elif length < LOW_LENGTH.value:
+            out.append(Finding("live.acceptance-low", Status.WARN, f"low DFlash acceptance: {summary}",
+                               f"A mean acceptance length under {LOW_LENGTH.value} keeps little of what speculation "
+                               f"costs ({LOW_LENGTH.source}).", evidence=evidence))
+        else:
+            out.append(Finding("live.acceptance", Status.PASS, f"DFlash drafts are accepted: {summary}",
+                               evidence=evidence))
+        out.extend(self._baseline(live, fig))
+        return out
+
+    def _collapse(self, live: Live, summary: str, evidence: dict[str, Any], length: float,
+                  pos0: float | None) -> Finding:
+        causes = _causes(live)
+        lines = [f"{i}. {c['cause']}: {c['facts']}" for i, c in enumerate(causes, 1)]
+        remediation = tuple(r for c in causes for r in c["remediation"])
+        return Finding("live.collapse", Status.FAIL,
+                       f"DFlash acceptance collapsed: {summary}",
+                       f"Below a mean length of {COLLAPSE_LENGTH.value} (or position 0 under "
+                       f"{COLLAPSE_POS0_RATE.value:.0%}) speculation is slower than none. Likely causes, in order:\n"
+                       + "\n".join(lines),
+                       evidence={**evidence, "position0_rate": pos0, "likely_causes":
+                                 [{k: v for k, v in c.items() if k != "remediation"} for c in causes]},
+                       remediation=remediation)
+
+    def _baseline(self, live: Live, fig: Mapping[str, Any]) -> list[Finding]:
+        base = live.baseline
+        if not isinstance(base, dict):
+            return []
+        then = _num((base.get("figures") or {}).get("mean_acceptance_length"))
+        now = _num(fig.get("mean_acceptance_length"))
+        where = base.get("path")
+        if base.get("digest") != (live.workload or {}).get("digest"):
+            return [Finding("live.baseline-different-workload", Status.WARN,
+                            f"the baseline {where} ran other prompts or settings: not compared",
+                            "Acceptance depends on the prompts: compare runs of the same --prompts, --requests and "
+                            "token limit.", evidence={"baseline": base})]
+        if then is None or now is None:
+            return []
+        figures_text = f"mean acceptance length {now:.2f} now, {then:.2f} in {where}"
+        if then > 0 and (then - now) / then > BASELINE_DROP.value:
+            return [Finding("live.baseline-drop", Status.WARN, f"acceptance dropped against the baseline: {figures_text}",
+                            f"A drop of more than {BASELINE_DROP.value:.0%} with the same prompts: something changed in "
+                            "the drafter, its config, the vLLM version or the serve flags.",
+                            evidence={"now": dict(fig), "baseline": base})]
+        return [Finding("live.baseline", Status.PASS, f"acceptance holds against the baseline: {figures_text}",
+                        evidence={"baseline": base})]
+
+
+def _causes(live: Live) -> list[dict[str, Any]]:
+    """The known causes of a collapse, in knowledge.live's order, each with what the facts say about it."""
+    ctx = live.context or {}
+    vllm = live.vllm or {}
+    drafter = ctx.get("drafter") or {}
+    target = ctx.get("target") or {}
+    known = bool(ctx.get("serve_command_known"))
+    unknown = "not known here: run it as `dflash-doctor serve --exec --live -- vllm serve ...` to judge it"
+    out: list[dict[str, Any]] = []
+    text = dict(COLLAPSE_CAUSES.value)
+    # 1. layer ids and the vLLM version's offset rule
+    ids = drafter.get("target_layer_ids")
+    plus_one = vllm.get("layer_ids_plus_one")
+    layers = target.get("num_hidden_layers")
+    rem: list[Remediation] = []
+    if isinstance(ids, list) and all(isinstance(i, int) for i in ids):
+        rule = ("adds 1 to each id (the id is the layer whose output is read)" if plus_one else
+                "passes the ids as they are (id i reads the output of layer i - 1)" if plus_one is False else
+                "rule unknown (vLLM's source was not readable here)")
+        facts_text = f"drafter target_layer_ids {ids}; vLLM {vllm.get('version') or '?'} {rule}"
+        if layers:
+            facts_text += f"; target has {layers} layers"
+        if plus_one is False:
+            shifted = [i + 1 for i in ids]
+            if not isinstance(layers, int) or max(shifted) < layers:
+                rem.append(Remediation(f"set dflash_config.target_layer_ids to {shifted} in "
+                                       f"{drafter.get('path')}/config.json (or upgrade vLLM to 0.22.0 or later)",
+                                       "this vLLM reads id i as the output of layer i - 1; a drafter trained on the "
+                                       f"output of layers {ids} needs {shifted} here (vLLM PRs #40727, "
+                                       "#42704)"))
+        elif plus_one:
+            shifted = [i - 1 for i in ids]
+            if min(shifted) >= 0:
+                rem.append(Remediation(f"try dflash_config.target_layer_ids {shifted} in {drafter.get('path')}/config.json",
+                                       "if the ids were written for vLLM 0.20-0.21 (ids read one layer early), this "
+                                       "vLLM (0.22+) adds 1 itself"))
+        rem.append(Remediation(f"copy dflash_config.target_layer_ids from the drafter publisher's config.json into "
+                               f"{drafter.get('path')}/config.json", "the ids the drafter was trained with"))
+    else:
+        facts_text = unknown if not known else f"the drafter's target_layer_ids could not be read ({drafter.get('path') or 'no drafter path'})"
+    out.append({"cause": "layer-ids", "about": text["layer-ids"], "facts": facts_text, "remediation": rem})
+    # 2. quantization
+    quant = {k: v for k, v in (("target quantization_config", (target.get("quantization_config") or {}).get("quant_method")
+                                if isinstance(target.get("quantization_config"), dict) else target.get("quantization_config")),
+                               ("drafter quantization_config", (drafter.get("quantization_config") or {}).get("quant_method")
+                                if isinstance(drafter.get("quantization_config"), dict) else drafter.get("quantization_config")),
+                               ("--quantization", ctx.get("quantization")),
+                               ("--kv-cache-dtype", ctx.get("kv_cache_dtype") if str(ctx.get("kv_cache_dtype") or "auto") != "auto" else None))
+             if v}
+    if quant:
+        qtext = "; ".join(f"{k}: {v}" for k, v in quant.items())
+        qrem = [Remediation("serve an unquantized (bf16) drafter, and compare with the unquantized target",
+                            "z-lab/dflash#52: quantized pairs fall to a mean length of 1.5, an FP8 drafter to 0%")]
+    else:
+        qtext = "no quantization seen in the target's or drafter's config or the serve flags" if (known or target) else unknown
+        qrem = []
+    out.append({"cause": "quantization", "about": text["quantization"], "facts": qtext, "remediation": qrem})
+    # 3. attention backend under CUDA graphs
+    backend = ctx.get("attention_backend")
+    eager = ctx.get("enforce_eager")
+    if known:
+        btext = (f"--attention-backend {backend or '(vLLM picks)'}; "
+                 f"{'--enforce-eager (no CUDA graphs)' if eager else 'CUDA graphs on (no --enforce-eager)'}")
+        brem = [] if eager else [Remediation("add --enforce-eager to the serve command",
+                                             "rules out CUDA-graph capture of the drafter's non-causal attention"),
+                                 Remediation("add --attention-backend FLASH_ATTN to the serve command",
+                                             "avoids FlashInfer's non-causal drafts under CUDA graphs (vLLM PR #48167)")]
+    else:
+        btext, brem = unknown, [Remediation("add --enforce-eager to the serve command and measure again",
+                                            "rules out CUDA-graph capture of the drafter's attention (vLLM PR #48167)")]
+    out.append({"cause": "attention-backend", "about": text["attention-backend"], "facts": btext, "remediation": brem})
+    # 4. long contexts
+    work = live.workload or {}
+    sent = int(work.get("ok") or 0)
+    avg_prompt = round(int(work.get("prompt_tokens") or 0) / sent, 1) if sent else None
+    out.append({"cause": "long-context", "about": text["long-context"],
+                "facts": f"the workload's prompts average {avg_prompt} tokens, so a collapse here is not from long "
+                         "contexts" if avg_prompt is not None and avg_prompt < 2048 else f"prompts average {avg_prompt} tokens",
+                "remediation": []})
+    return out

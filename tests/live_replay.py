@@ -1,0 +1,109 @@
+"""A local HTTP server that replays what a real vLLM server answered (fixtures/live/*.exchanges.json).
+
+The exchanges were recorded on the GPU machine by scripts/engine/live_driver.py's proxy, between
+`dflash-doctor live` and `vllm serve` 0.20.1: every request and answer, in order, byte for byte. The replay
+answers each request with the next recorded answer to the same method and path (the last one again once
+they are used up), so the doctor sees /metrics before and after its workload exactly as it did there.
+`mode` breaks the server on purpose: "hang" accepts and never answers, "garbage" answers with bytes that
+are not HTTP, "hang-metrics" answers everything but /metrics.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.server
+import json
+import socket
+import socketserver
+import threading
+import time
+from collections import defaultdict, deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "fixtures" / "live"
+
+
+def exchanges(name: str) -> list[dict[str, Any]]:
+    data: list[dict[str, Any]] = json.loads((FIXTURES / f"{name}.exchanges.json").read_text())
+    return data
+
+
+class _Replay(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, recorded: list[dict[str, Any]], mode: str) -> None:
+        self.queues: dict[tuple[str, str], deque[dict[str, Any]]] = defaultdict(deque)
+        self.last: dict[tuple[str, str], dict[str, Any]] = {}
+        for ex in recorded:
+            self.queues[(ex["method"], ex["path"])].append(ex)
+        self.mode = mode
+        self.seen: list[tuple[str, str, dict[str, str], bytes]] = []
+        self.stop = threading.Event()
+        super().__init__(("127.0.0.1", 0), _Handler)
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    server: _Replay
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _answer(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        self.server.seen.append((self.command, self.path, dict(self.headers.items()), body))
+        mode = self.server.mode
+        if mode == "hang" or (mode == "hang-metrics" and self.path == "/metrics"):
+            self.server.stop.wait(60)
+            return
+        if mode == "garbage":
+            self.wfile.write(b"\x00\x17garbage that is not HTTP\r\n\r\n")
+            return
+        key = (self.command, self.path)
+        queue = self.server.queues.get(key)
+        ex = queue.popleft() if queue else self.server.last.get(key)
+        if ex is None:
+            self.send_error(404)
+            return
+        self.server.last[key] = ex
+        data = base64.b64decode(ex["body_b64"])
+        self.send_response(ex["status"])
+        for k, v in (ex.get("headers") or {}).items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = _answer
+    do_POST = _answer
+
+
+@contextmanager
+def replay(recorded: list[dict[str, Any]], mode: str = "") -> Iterator[_Replay]:
+    server = _Replay(recorded, mode)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.stop.set()
+        server.shutdown()
+        server.server_close()
+
+
+def url_of(server: socketserver.TCPServer) -> str:
+    host, port = server.server_address[:2]
+    return f"http://{host}:{port}"
+
+
+def refused_port() -> int:
+    """A port nothing listens on (bound, then closed)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    time.sleep(0.01)
+    return port
