@@ -555,8 +555,10 @@ def test_vllm_fa3_declined_on_sm86_is_not_applicable_while_fa2_passes() -> None:
 
 
 def test_every_gpu_finding_id_has_a_code_table_entry() -> None:
-    from dflash_doctor.codes import gpu as gpu_codes
+    from dflash_doctor.checks import cuda_stack, gpu, kernels
 
-    for code in gpu_codes.CODES:
-        assert code.id.split(".")[0] in ("gpu", "cuda-stack", "kernels")
-        assert len(code.explanation) > 80, code.id
+    for check_id, module in (("gpu", gpu), ("cuda-stack", cuda_stack), ("kernels", kernels)):
+        for code in module.CODES:
+            assert code.id.split(".")[0] == check_id
+            assert CODES[code.id] == code
+            assert len(code.explanation) > 80, code.id

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.remedy import Installer
+from dflash_doctor.codes import Code
 from dflash_doctor.facts.cuda_shapes import (
     CudaRuntime,
     CudaStack,
@@ -30,6 +31,67 @@ from dflash_doctor.model import Finding, Remediation, Status
 from .gpu_common import NO_GPU_FINDINGS, Visible, _blocking, _exception_text, _installer, _sm, _visible_of
 
 __all__ = ["CudaStackCheck"]
+
+
+CODES: tuple[Code, ...] = (
+    # the CUDA stack, in the target interpreter
+    Code("cuda-stack.ok", "torch's CUDA build works with this driver and these GPUs",
+         "torch initialized CUDA, sees the GPUs the driver and CUDA_VISIBLE_DEVICES give it, was compiled for "
+         "each one's architecture (SASS), and Triton finds ptxas and libcuda."),
+    Code("cuda-stack.no-gpu", "No GPU: the CUDA stack was not checked",
+         "The GPU check found no usable NVIDIA driver or GPU (its finding says which), so there is nothing for "
+         "torch's CUDA build to run on."),
+    Code("cuda-stack.probe-failed", "The CUDA-stack probe did not finish",
+         "The subprocess that imports torch and initializes CUDA in the target was killed by a signal, timed out, "
+         "or printed no facts. The stderr in the evidence says where it stopped; a crash inside `import torch` or "
+         "CUDA initialization is itself the problem."),
+    Code("cuda-stack.torch-absent", "torch is not installed in the target",
+         "There is no torch to check against the GPU. vLLM needs it; the distributions check reports what "
+         "requires it."),
+    Code("cuda-stack.torch-import-failed", "`import torch` fails in the target",
+         "torch is installed but importing it raises; the exception is in the evidence. Reinstall torch."),
+    Code("cuda-stack.torch-cpu-build", "torch is a CPU-only (or ROCm) build",
+         "torch.version.cuda is None: this torch cannot use NVIDIA GPUs (a CPU wheel, often pulled from PyPI on "
+         "a platform or by a resolver that chose it). Install a CUDA build from the PyTorch index for a CUDA the "
+         "driver supports."),
+    Code("cuda-stack.driver-too-old", "The driver is too old for torch's CUDA",
+         "torch was built against a CUDA whose major version the installed driver does not support, so CUDA "
+         "initialization fails ('The NVIDIA driver on your system is too old', cudaErrorInsufficientDriver). Two "
+         "ways out: install a torch built for a CUDA the driver supports (the PyTorch index has one per CUDA "
+         "version; vLLM pins the torch version, and its own wheel must match that CUDA too), or install a newer "
+         "driver (at least the one the CUDA release notes list for torch's CUDA)."),
+    Code("cuda-stack.init-failed", "torch cannot initialize CUDA",
+         "torch.cuda.is_available() is False (or raises) although the driver lists GPUs; torch's own message and "
+         "cuInit's error are in the evidence (common: a container without /dev/nvidia-uvm, a GPU in a bad state, "
+         "CUDA_VISIBLE_DEVICES hiding every GPU)."),
+    Code("cuda-stack.device-count-mismatch", "torch sees a different number of GPUs than expected",
+         "torch.cuda.device_count() differs from the number of GPUs NVML lists after applying CUDA_VISIBLE_DEVICES: "
+         "a GPU is hidden from CUDA (cgroup device rules, a partly passed-through container) or the variable is "
+         "read differently than intended."),
+    Code("cuda-stack.arch-not-covered", "torch has no kernels for a GPU's architecture",
+         "torch.cuda.get_arch_list() holds no SASS for the GPU's compute capability (same major, lower or equal "
+         "minor) and no PTX it could JIT: every kernel launch fails with 'no kernel image is available for "
+         "execution on the device'. Install a torch build whose arch list covers the GPU (e.g. sm_120 needs a CUDA "
+         "12.8+ build), or build torch with TORCH_CUDA_ARCH_LIST including it."),
+    Code("cuda-stack.arch-ptx-only", "torch covers a GPU only through PTX JIT",
+         "torch was compiled for no SASS that runs on this GPU, only PTX the driver can JIT-compile: the first "
+         "launch of every kernel compiles it (slow start), and a driver older than torch's CUDA cannot JIT that "
+         "PTX at all (CUDA_ERROR_UNSUPPORTED_PTX_VERSION). Prefer a torch build with SASS for this arch."),
+    Code("cuda-stack.triton-absent", "Triton is not installed",
+         "torch's compiler (torch.compile, used by vLLM) and vLLM's Triton kernels need Triton on NVIDIA GPUs. "
+         "Install the Triton version torch requires."),
+    Code("cuda-stack.triton-import-failed", "`import triton` fails in the target",
+         "Triton is installed but importing it raises; the exception is in the evidence. torch.compile and vLLM's "
+         "Triton kernels fail the same way. Reinstall the Triton version torch requires."),
+    Code("cuda-stack.triton-ptxas-missing", "Triton cannot find ptxas",
+         "Triton compiles kernels to PTX and then runs ptxas (its bundled copy, or $TRITON_PTXAS_PATH) to make "
+         "GPU code. It found none that runs, so every Triton kernel fails to compile. The evidence lists where it "
+         "looked; reinstall Triton, or point TRITON_PTXAS_PATH at a CUDA toolkit's ptxas."),
+    Code("cuda-stack.triton-libcuda-missing", "Triton cannot find libcuda.so.1",
+         "Triton links its launcher against libcuda.so.1, found through $TRITON_LIBCUDA_PATH, `ldconfig -p` or "
+         "LD_LIBRARY_PATH. None has it, so every Triton kernel launch fails ('libcuda.so cannot found!'). Run "
+         "`sudo ldconfig` after installing the driver, or set TRITON_LIBCUDA_PATH to the directory holding it."),
+)
 
 
 # --------------------------------------------------------------------------------- cuda-stack check

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.remedy import Installer
+from dflash_doctor.codes import Code
 from dflash_doctor.facts.envfacts import canonical
 from dflash_doctor.facts.environment_shapes import Distribution, Distributions, Target
 from dflash_doctor.knowledge.stack import STACK_DISTRIBUTIONS
@@ -19,6 +20,52 @@ from dflash_doctor.model import Finding, Remediation, Status
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
+
+
+CODES: tuple[Code, ...] = (
+    # distributions
+    Code("distributions.stack", "Versions of the serving stack",
+         "Lists the installed versions of torch, triton, vllm, the flash-attention family, flashinfer, "
+         "transformers and nvidia-ml-py, as importlib.metadata sees them (the first copy on sys.path)."),
+    Code("distributions.requirements-ok", "The stack's requirements are satisfied",
+         "Every Requires-Dist of the installed stack distributions (markers evaluated for the target "
+         "interpreter) is met by an installed version."),
+    Code("distributions.requirement-unmet", "A stack distribution requires another version",
+         "Read from the installed METADATA. vLLM pins torch exactly (e.g. vllm 0.20.1 requires torch==2.11.0) "
+         "because its compiled kernels link against that torch's C++ ABI; a different torch gives `undefined "
+         "symbol` at import, or subtle failures. Install the required version, or reinstall the requirer so the "
+         "installer resolves them together."),
+    Code("distributions.requirement-missing", "A stack distribution's requirement is not installed",
+         "A Requires-Dist of an installed stack distribution names a distribution that is not installed at all. "
+         "Install it (the command names the target interpreter)."),
+    Code("distributions.duplicate", "Two installed copies of one distribution",
+         "Two dist-info (or egg-info) directories of the same name are on sys.path. Python imports the first; "
+         "pip and uv may see the other; uninstalling one leaves the other's files mixed in. Remove the stale one."),
+    Code("distributions.metadata-broken", "A distribution's METADATA cannot be read",
+         "The METADATA (or PKG-INFO) file is missing, not UTF-8, or lacks Name/Version. Installers cannot see, "
+         "upgrade or uninstall the distribution. Remove its dist-info directory and reinstall it."),
+    Code("distributions.record-broken", "A distribution's RECORD cannot be read",
+         "RECORD is not valid CSV with three fields a row, or is unreadable. Uninstall cannot remove the files, "
+         "and the doctor cannot verify them. Reinstall the distribution."),
+    Code("distributions.record-missing", "A stack distribution has no RECORD",
+         "Without RECORD its files cannot be verified or cleanly uninstalled (often a manual copy or an old "
+         "installer). Reinstall it with pip or uv."),
+    Code("distributions.record-mismatch", "Installed files differ from RECORD",
+         "Files listed in the distribution's RECORD are missing, or their size (or, with --verify-hashes, their "
+         "sha256) differs: another distribution installed the same paths, or they were edited by hand. Reinstall "
+         "the distribution with --no-deps to put its own files back."),
+    Code("distributions.record-escapes", "A RECORD line points outside the environment",
+         "A line of the distribution's RECORD resolves outside the environment's directories (site-packages, the "
+         "scripts, headers and data directories of its install scheme, the sys.path entries): `..` out of them, an "
+         "absolute path, a symlink out, or /dev, /proc, /sys. No installer writes such a line. The doctor never "
+         "opens, hashes or loads that file (a `flash_attn/../../../../tmp/x/evil.so` line would otherwise have "
+         "its constructor run by the extension probe), and an uninstall would delete it. Reinstall the "
+         "distribution from a source you trust."),
+    Code("distributions.file-not-regular", "A file RECORD lists is a FIFO, a device or a socket",
+         "A file of a stack distribution is not a regular file on disk: a FIFO blocks whoever opens it (an import "
+         "hangs), a device such as /dev/zero never ends. The doctor does not open it. Reinstall the distribution "
+         "to put its own files back."),
+)
 
 STACK = tuple(canonical(n) for n in STACK_DISTRIBUTIONS.value)
 

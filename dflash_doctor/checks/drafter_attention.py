@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from dflash_doctor.check import Facts
+from dflash_doctor.codes import Code
 from dflash_doctor.facts.models_shapes import Models
 from dflash_doctor.facts.serve_shapes import VllmDflash
 from dflash_doctor.knowledge.dflash import (
@@ -29,6 +30,29 @@ from .model_common import (
 from .serve_common import with_flag, with_spec
 
 __all__ = ["DrafterAttentionCheck", "choose_backend"]
+
+
+CODES: tuple[Code, ...] = (
+    # attention
+    Code("drafter-attention.backend", "The attention backend vLLM picks for DFlash's non-causal attention",
+         "DFlash drafts a whole block at once with non-causal attention. The doctor evaluates the installed vLLM's "
+         "own backend order (platforms/cuda.py) and each backend's supports_non_causal, compute-capability and "
+         "head-size checks for this GPU. In 0.20.x every layer, the target's too, needs a non-causal backend; from "
+         "0.21 only the drafter."),
+    Code("drafter-attention.none-valid", "No attention backend supports DFlash here",
+         "For this GPU and head size no backend in vLLM's order supports non-causal attention; vLLM stops with "
+         "'No valid attention backend found'. FlashAttention supports it from sm_80."),
+    Code("drafter-attention.selected-invalid", "The selected attention backend cannot run DFlash here",
+         "An explicitly selected backend (--attention-backend, or the speculative config's attention_backend from "
+         "0.21) that does not support non-causal attention, this compute capability or this head size makes vLLM "
+         "stop with 'Selected backend ... is not valid for this configuration'."),
+    Code("drafter-attention.unknown", "The backend choice could not be read from vLLM's source",
+         "The installed vLLM's selection code could not be evaluated for this compute capability."),
+    Code("drafter-attention.no-gpu-facts", "No GPU to choose an attention backend for",
+         "No GPU facts and no --target-arch: the choice depends on the compute capability."),
+    Code("drafter-attention.no-vllm", "No vLLM source to read the backend choice from",
+         "vLLM is not installed in the inspected interpreter."),
+)
 
 
 # --------------------------------------------------------------------------------- drafter-attention

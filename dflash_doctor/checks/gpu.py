@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator
 from typing import ClassVar
 
 from dflash_doctor.check import Facts
+from dflash_doctor.codes import Code
 from dflash_doctor.facts.envfacts import release, version_tuple
 from dflash_doctor.facts.environment_shapes import Distributions
 from dflash_doctor.facts.nvml_shapes import Gpu, GpuDevice, GpuHost, NvmlError
@@ -31,6 +32,92 @@ from .gpu_common import (
 )
 
 __all__ = ["GpuCheck", "Visible", "no_driver_finding", "resolve_visible"]
+
+
+_RESET = ("Stop every process on that GPU, then reset it (`sudo nvidia-smi -r -i N`), or reboot. A reset clears "
+          "pending states; it needs root and no process on the GPU.")
+
+CODES: tuple[Code, ...] = (
+    # the GPUs, through NVML in the doctor's own process
+    Code("gpu.ok", "The GPUs, as NVML sees them",
+         "Lists each GPU with its compute capability (sm_XY), memory and the driver's version, read through NVML "
+         "(nvidia-ml-py) without creating a CUDA context."),
+    Code("gpu.nvml-library-missing", "No NVIDIA driver library (libnvidia-ml.so.1)",
+         "NVML, which ships with the NVIDIA driver, could not be loaded: the dynamic loader finds no "
+         "libnvidia-ml.so.1. Either no NVIDIA driver is installed on this machine, or this is a container started "
+         "without the GPU runtime (`docker run --gpus all` with the NVIDIA Container Toolkit), which mounts the "
+         "driver's libraries and /dev/nvidia* into it. Without it nothing can use a GPU here. On a machine meant to "
+         "have no GPU (a CI image build), run the doctor with --no-gpu."),
+    Code("gpu.driver-not-loaded", "The NVIDIA kernel module is not loaded",
+         "The driver's user-space library is installed but NVML answered NVML_ERROR_DRIVER_NOT_LOADED: the nvidia "
+         "kernel module is not running (no /proc/driver/nvidia/version). Typical after installing a driver without "
+         "rebooting, with Secure Boot refusing an unsigned module, or with the kernel updated past the module built "
+         "for it. Load it (`sudo modprobe nvidia`) or reboot; `dmesg | grep -i nvidia` says why it did not load."),
+    Code("gpu.driver-library-mismatch", "The driver library and kernel module versions differ",
+         "NVML answered 'Driver/library version mismatch': the user-space driver (libnvidia-ml, libcuda) was "
+         "upgraded but the running kernel module is the old one. Every CUDA program fails until the module is "
+         "reloaded; reboot (or unload and reload the nvidia modules with nothing using them)."),
+    Code("gpu.nvml-no-permission", "No permission to use the GPU devices",
+         "NVML answered NVML_ERROR_NO_PERMISSION: this user cannot open /dev/nvidia*. Add the user to the group "
+         "that owns them (often `video`), or run in a container given the GPUs."),
+    Code("gpu.nvml-failed", "NVML could not be queried",
+         "NVML raised an error the doctor has no specific diagnosis for (or nvidia-ml-py is missing from the "
+         "doctor's own environment, or NVML did not answer in time). The error is in the evidence; "
+         "`nvidia-smi` usually prints the same."),
+    Code("gpu.no-devices", "The driver is loaded but lists no GPU",
+         "NVML works but reports zero GPUs: the GPUs are not passed into this container or VM, or they fell off the "
+         "bus (`dmesg | grep -i xid`)."),
+    Code("gpu.visible", "The GPUs vLLM will see",
+         "CUDA_VISIBLE_DEVICES (or its absence) resolved against the GPUs NVML lists, with CUDA's rules: which "
+         "physical GPU each cuda:N will be, in order."),
+    Code("gpu.visible-none", "CUDA_VISIBLE_DEVICES hides every GPU",
+         "CUDA_VISIBLE_DEVICES is set, but to a value that leaves no GPU visible (empty, -1, a first entry that "
+         "names no GPU, or a repeated entry, which hides them all). torch then sees no CUDA device and `vllm serve` "
+         "fails. Unset it or list the GPUs to use."),
+    Code("gpu.visible-unknown-device", "CUDA_VISIBLE_DEVICES names a GPU that does not exist",
+         "An entry of CUDA_VISIBLE_DEVICES names no GPU on this machine (an index past the last GPU, a UUID no GPU "
+         "has, an ambiguous UUID prefix). CUDA stops reading the list there: that entry and every one after it "
+         "are ignored, so fewer GPUs are visible than listed, and a --tensor-parallel-size sized for the list "
+         "fails."),
+    Code("gpu.visible-duplicate", "CUDA_VISIBLE_DEVICES lists a GPU twice",
+         "A repeated entry makes CUDA (and torch's NVML-based count, which mirrors it) see no device at all, so "
+         "`vllm serve` finds no GPU. List each GPU once."),
+    Code("gpu.visible-uuid-vllm", "vLLM cannot map these CUDA_VISIBLE_DEVICES entries",
+         "vLLM maps each CUDA_VISIBLE_DEVICES entry to a physical GPU for its NVML queries. Up to 0.23 it calls "
+         "int() on the entry, so GPU UUIDs raise ValueError at start-up; from 0.24 it looks a UUID up with "
+         "nvmlDeviceGetHandleByUUID, which needs the whole UUID, so the prefixes CUDA accepts still fail. Use the "
+         "indices (the fix shows them) or whole UUIDs with vLLM 0.24 or later."),
+    Code("gpu.visible-mig", "CUDA_VISIBLE_DEVICES names MIG devices",
+         "The entries are MIG device ids. A CUDA process enumerates only one MIG device, so vLLM runs on one MIG "
+         "slice, without tensor parallelism across slices."),
+    Code("gpu.device-order", "GPU indices may differ between CUDA and nvidia-smi",
+         "The machine has GPUs of different models and CUDA_DEVICE_ORDER is not PCI_BUS_ID. CUDA numbers devices "
+         "fastest first by default, nvidia-smi and NVML by PCI bus id, so an index in CUDA_VISIBLE_DEVICES may "
+         "select another GPU than the nvidia-smi row of that number. Set CUDA_DEVICE_ORDER=PCI_BUS_ID (vLLM warns "
+         "about the same)."),
+    Code("gpu.memory-held", "Other processes hold memory on a GPU vLLM will use",
+         "Processes other than the doctor hold memory on a visible GPU. vLLM reserves a fraction of the GPU's "
+         "total memory (--gpu-memory-utilization, default 0.92 in vLLM 0.20) and refuses to start when less than "
+         "that is free ('Free memory on device ... is less than desired GPU memory utilization'); with less, the "
+         "KV cache is smaller. Stop them, pick other GPUs, or lower --gpu-memory-utilization."),
+    Code("gpu.reset-pending", "A GPU needs a reset: memory pages or rows are pending retirement",
+         "NVML reports retired pages pending (before Ampere) or a row remapping pending (Ampere and later): the "
+         "GPU found uncorrectable memory errors and will retire the bad memory at its next reset. Until then it is "
+         "running on memory known to be bad. " + _RESET),
+    Code("gpu.row-remap-failure", "A GPU's row remapping has failed",
+         "NVML reports that a row remapping failed: the GPU has no spare rows left for its bad memory. NVIDIA "
+         "treats this as a reason to replace the GPU; take it out of service."),
+    Code("gpu.ecc-uncorrected", "Uncorrected ECC errors since the driver loaded",
+         "The volatile uncorrected ECC error count is not zero: the GPU's memory returned data it could not "
+         "correct since the driver was last loaded. Work that touched it may have been corrupted. Watch the "
+         "count (`nvidia-smi -q -d ECC`), and reset or service the GPU if it grows."),
+    Code("gpu.mig-enabled", "MIG is enabled on a GPU vLLM will use",
+         "Multi-Instance GPU mode splits the GPU into MIG devices, and a CUDA process enumerates only one of them. "
+         "vLLM then runs on one slice, with the slice's memory, and cannot use tensor parallelism across slices. "
+         "Disable MIG (`sudo nvidia-smi -i N -mig 0`, then reset) to serve on the whole GPU."),
+    Code("gpu.mig-pending", "A MIG mode change is waiting for a GPU reset",
+         "The MIG mode set for the GPU differs from the one in effect; it changes at the next GPU reset. " + _RESET),
+)
 
 
 # ---------------------------------------------------------------------------------------- gpu check

@@ -13,7 +13,9 @@ from typing import ClassVar
 
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.guards import judge_site
+from dflash_doctor.checks.namespaces import _BROKEN_FLASH_ATTN
 from dflash_doctor.checks.remedy import Installer
+from dflash_doctor.codes import Code
 from dflash_doctor.facts.environment_shapes import Distributions, Resolution, Target
 from dflash_doctor.facts.imports_shapes import (
     ExtensionFacts,
@@ -29,6 +31,99 @@ from dflash_doctor.model import Finding, Status
 
 from .extension_abi import other_python_findings
 from .import_failures import Cause, classify, exception_mro, literal_exception
+
+CODES: tuple[Code, ...] = (
+    # imports
+    Code("imports.rotary-ok", "The rotary import vLLM makes works",
+         "`from flash_attn.ops.triton.rotary import apply_rotary` succeeded in the target interpreter."),
+    Code("imports.rotary-absent", "flash_attn is absent; vLLM skips its rotary import",
+         "flash_attn is not installed, so vLLM's guarded rotary import is skipped and vLLM uses its own path."),
+    Code("imports.namespace-package", "The import fails: flash_attn is a namespace package",
+         "The import raised ModuleNotFoundError for a flash_attn submodule because flash_attn is a namespace "
+         "package (see namespaces.v4-without-v2). " + _BROKEN_FLASH_ATTN),
+    Code("imports.undefined-symbol", "A compiled extension was built against another torch",
+         "The import raised `undefined symbol: _ZN3c10...`: the extension (typically flash_attn_2_cuda) was built "
+         "against a torch with another C++ ABI or version than the installed one. Because flash_attn/__init__.py "
+         "imports it, even the pure-Triton flash_attn.ops.triton.rotary fails. Rebuild it against the installed "
+         "torch (FLASH_ATTENTION_FORCE_BUILD=TRUE, --no-build-isolation) or install the release wheel whose name "
+         "matches this torch's major.minor, CUDA major and cxx11abi. " + _BROKEN_FLASH_ATTN),
+    Code("imports.extension-missing", "flash-attn was built without its CUDA extension",
+         "flash_attn_2_cuda is not installed (the wheel was built with FLASH_ATTENTION_SKIP_CUDA_BUILD, or the "
+         "build failed quietly). flash_attn/__init__.py imports it unguarded (2.8.3 and 2.8.3.post2), so every "
+         "flash_attn import raises ModuleNotFoundError: vLLM 0.24 and later survive that, 0.18-0.23 do not. "
+         "Build flash-attn with its extension against the installed torch."),
+    Code("imports.dependency-missing", "The import needs a package that is not installed",
+         "The module imports torch, triton or another package that is not installed in the target, or links a "
+         "library of torch's (libc10.so, libtorch_cuda.so) while torch is not installed. Where an installed "
+         "distribution requires torch, this finding follows from distributions.requirement-missing and its fix is that "
+         "one's: install the torch it requires, not a loader path."),
+    Code("imports.glibc-too-old", "An extension needs a newer glibc/libstdc++",
+         "The extension was linked on a newer system (flash-attn's release wheels from 2.8.0.post2 on are built "
+         "on Ubuntu 22.04 and need GLIBC 2.32+). Build from source on this system, or use an older wheel."),
+    Code("imports.library-not-found", "A shared library the extension links is missing",
+         "The dynamic loader could not find a library the extension needs (often libcudart.so.N or libc10.so). "
+         "Install the matching CUDA runtime or torch, or fix LD_LIBRARY_PATH."),
+    Code("imports.driver-library-missing", "An extension needs the NVIDIA driver's library, and it is not there",
+         "The dynamic loader could not find a library of the NVIDIA driver (libcuda.so.1, libnvidia-ml.so.1, "
+         "libnvidia-ptxjitcompiler.so.1, ...): these come with the driver, not with an image or a wheel. On a GPU "
+         "host it is installed with the driver; in a container the NVIDIA container runtime mounts it when the "
+         "container starts with GPUs and the `compute` capability. When the gpu check finds no driver at all, "
+         "this finding follows from that one (its `cause`), and the fix is the driver. On a machine without GPUs "
+         "(a CI image build), run with --no-gpu: the load is then not tried as a failure (imports.needs-driver)."),
+    Code("imports.needs-driver", "Not loaded here: it needs the NVIDIA driver's library (--no-gpu)",
+         "Under --no-gpu (a CI image build, a machine without GPUs), an extension that fails to load only because a "
+         "library of the NVIDIA driver (libcuda.so.1, libnvidia-ml.so.1, ...) is absent is skipped, not failed: "
+         "the NVIDIA container runtime provides those libraries at run time, and an image must not ship them. "
+         "A missing library the image must ship (libcudart, libnvrtc, libcublas, torch's libraries) still fails "
+         "(imports.library-not-found). The loader stops at the first library it cannot find, so run the doctor "
+         "where the GPUs are to load these extensions for real."),
+    Code("imports.crashed", "The import killed the interpreter",
+         "Importing the module killed the process with a signal (e.g. SIGSEGV). The doctor ran it in a "
+         "subprocess, so this is a finding, not a crash. Reinstall the package; if it persists, the stderr in the "
+         "evidence is what to report upstream."),
+    Code("imports.timeout", "The import hung",
+         "Importing the module did not finish within the timeout (--timeout). Something in its import hangs: a "
+         "lock, a network call, a driver call."),
+    Code("imports.failed", "The import failed",
+         "The import raised an exception the doctor has no specific diagnosis for; the exception and traceback "
+         "are in the evidence."),
+    Code("import-surface.no-vllm", "vLLM is not installed", "There is no vLLM source to read imports from."),
+    Code("import-surface.no-source", "vLLM's package directory was not found",
+         "vLLM is installed (its dist-info is there) but the doctor could not find its package directory."),
+    Code("import-surface.ok", "vLLM's external kernel imports are all safe here",
+         "Every import of an external kernel package in the installed vLLM's source either works in the target or "
+         "is guarded against the exception it raises there."),
+    Code("import-surface.unguarded-failure", "vLLM imports a package that fails here, and nothing catches it",
+         "The installed vLLM's source imports this module, the import raises in the target, and no guard around "
+         "the import (try/except, suppress, find_spec, platform test) catches that exception. On the serving path "
+         "this stops `vllm serve`; elsewhere it raises when that feature is used. Under --no-gpu, an import that fails "
+         "only because a library of the NVIDIA driver (libcuda.so.1) is absent is a skip: the container runtime "
+         "provides it at run time (see imports.needs-driver)."),
+    Code("extensions.none", "No compiled extensions to load",
+         "The stack has no compiled extension modules besides torch's own."),
+    Code("extensions.not-loaded", "An extension file was not loaded: not a regular file, or outside the environment",
+         "The stack's extension module resolves to a FIFO, a device, a socket, or a path outside the environment "
+         "(/dev, /proc, /sys, or out of the site directories for a RECORD line). Loading it would block or run code "
+         "from elsewhere, so the doctor does not; `import` of the module meets the same file. Reinstall the "
+         "distribution, or remove what the import system finds."),
+    Code("extensions.untracked", "An extension the import system finds that no RECORD lists",
+         "`import flash_attn_2_cuda` (or vllm._C, ...) loads whatever the import system finds first: a source "
+         "build, `pip install -e`, `setup.py develop`, a build copied in by hand. The doctor resolves each of the "
+         "stack's extension modules without importing it (each package level's search path, no __init__ run) and "
+         "judges the files no RECORD lists like the others: loaded in the target, read for GPU architectures and "
+         "torch symbols. No installer verifies, upgrades or removes these files; when one shadows the file a "
+         "RECORD lists, the RECORD's file is not the one that runs."),
+    Code("extensions.other-python", "An extension is built for another Python",
+         "The file's name carries another interpreter's ABI tag (`_C.cpython-312-x86_64-linux-gnu.so` under "
+         "CPython 3.11): the import system looks only for this interpreter's EXTENSION_SUFFIXES "
+         "(`.cpython-311-x86_64-linux-gnu.so`, `.abi3.so`, `.so`), so the module does not exist here. When the "
+         "installed wheel itself was built for another Python (its WHEEL tags say so), this fails: reinstall, and "
+         "the installer picks the wheel built for this interpreter. When a wheel that fits ships such a file (vLLM "
+         "0.20.1's abi3 wheel has DeepGEMM's `_C.cpython-312-x86_64-linux-gnu.so`), it warns: whatever imports "
+         "that module fails on this Python, and only another Python version changes that."),
+    Code("extensions.ok", "Compiled extensions load",
+         "Each compiled extension module of the stack loaded in its own subprocess, after torch."),
+)
 
 
 def _resolves(resolution: Resolution) -> dict[str, bool]:

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.remedy import Installer
+from dflash_doctor.codes import Code
 from dflash_doctor.facts.cuda_shapes import KernelCase, KernelDevice, KernelFamily, KernelImport, Kernels
 from dflash_doctor.knowledge.flash_attn import V2_SPEC
 from dflash_doctor.knowledge.gpu import (
@@ -18,6 +19,47 @@ from dflash_doctor.model import CheckResult, Finding, Remediation, Status
 from .gpu_common import NO_CUDA_FINDINGS, NO_GPU_FINDINGS, _blocking, _exception_text, _installer, _sm
 
 __all__ = ["KernelsCheck"]
+
+
+CODES: tuple[Code, ...] = (
+    # the kernels, in the target interpreter, one process per family
+    Code("kernels.ok", "The kernels compute the right numbers on this GPU",
+         "Each kernel that runs here was compared with an fp32 reference computed on the same GPU from the same "
+         "inputs (a small causal problem, head sizes 128 and 64, fp16 and bf16), and stayed within the tolerance "
+         "of 2 units in the last place of its dtype at the problem's scale. First-run (compile) and warm times are "
+         "in the evidence."),
+    Code("kernels.family-ok", "One kernel family computes the right numbers",
+         "Every case of this kernel family stayed within tolerance; the cases, errors and times are in the "
+         "evidence."),
+    Code("kernels.no-gpu", "No GPU: the kernels were not run",
+         "The GPU check found no usable driver or GPU (its finding says which), so no kernel could run; fix that "
+         "first."),
+    Code("kernels.no-cuda", "torch cannot use CUDA here: the kernels were not run",
+         "The CUDA-stack check found that torch cannot run on the GPU (its finding says why)."),
+    Code("kernels.not-installed", "A kernel package is not installed: its kernels were not run",
+         "The package this family comes from (flash-attn, vLLM) is not installed in the target, so there is "
+         "nothing of it to run. vLLM does not need flash-attn on CUDA: it uses its bundled flash-attention."),
+    Code("kernels.not-importable", "A kernel package is installed but does not import",
+         "The package is installed but the import the stack makes fails; the import check's finding explains why. "
+         "Its kernels were not run."),
+    Code("kernels.unsupported", "A kernel family declines this GPU or dtype by design",
+         "The kernel refuses this compute capability or dtype with its own message (e.g. flash-attn v2 needs "
+         "Ampere or newer; torch's SDPA flash backend has no kernel for some archs). That is a limit of the "
+         "kernel, not a broken install; vLLM picks another backend there."),
+    Code("kernels.wrong-result", "A kernel computes wrong numbers on this GPU",
+         "The kernel ran but its output differs from the fp32 reference by more than the tolerance (or is not "
+         "finite). A kernel built for another arch or CUDA, a miscompiled Triton kernel, or a broken GPU gives "
+         "this. vLLM would serve wrong tokens without an error."),
+    Code("kernels.error", "A kernel fails on this GPU",
+         "The kernel raised a CUDA error (e.g. 'no kernel image is available for execution on the device', an "
+         "illegal memory access) or another exception; the text is in the evidence."),
+    Code("kernels.out-of-memory", "A kernel ran out of GPU memory",
+         "The small test problem (a few MB) could not allocate GPU memory: the GPU is full, usually because other "
+         "processes hold it (the GPU check lists them)."),
+    Code("kernels.crashed", "A kernel probe process died or hung",
+         "The subprocess running this kernel family was killed by a signal or did not finish in time. The doctor "
+         "ran it apart, so the rest of the report stands; the stderr in the evidence shows where it stopped."),
+)
 
 
 # ------------------------------------------------------------------------------------ kernels check

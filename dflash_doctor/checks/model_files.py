@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, ClassVar
 
 from dflash_doctor.check import Facts
+from dflash_doctor.codes import Code
 from dflash_doctor.facts.models_shapes import Models
 from dflash_doctor.model import Finding, Remediation, Status
 from dflash_doctor.units import gib
@@ -14,6 +15,47 @@ from dflash_doctor.units import gib
 from .model_common import _is_int, _not_given
 
 __all__ = ["ModelFilesCheck"]
+
+
+CODES: tuple[Code, ...] = (
+    # model files
+    Code("model-files.not-given", "No model or drafter directory to check",
+         "The model checks read the target's and the drafter's config.json and safetensors headers; none was "
+         "given. `dflash-doctor serve -- vllm serve MODEL --speculative-config '{...\"model\": DRAFTER...}'` gives "
+         "both."),
+    Code("model-files.files-ok", "The model directory reads cleanly",
+         "config.json parses, every safetensors header passes the reference reader's rules (length, JSON, "
+         "contiguous offsets, sizes matching dtype x shape, file length), and the index agrees with the shards."),
+    Code("model-files.dir-missing", "The model directory does not exist",
+         "vLLM treats a name that exists on disk as a local directory, otherwise as a Hugging Face repo id. A "
+         "mistyped local path therefore becomes a download attempt (or an error offline). Relative paths are "
+         "resolved from the directory vllm serve runs in."),
+    Code("model-files.dir-unreadable", "The model directory or a file in it cannot be read",
+         "The serving user cannot read the directory or a file (permissions, a dangling link, a FIFO). vLLM fails "
+         "while loading. Fix the permissions (chmod -R a+rX DIR)."),
+    Code("model-files.not-downloaded", "The model is a repo id that is not in the Hugging Face cache",
+         "vLLM would download it at start; the doctor checks only files on disk. Download it first "
+         "(huggingface-cli download REPO) so it can be checked and so an offline start works."),
+    Code("model-files.config-broken", "config.json is missing or not valid JSON",
+         "vLLM builds the model from config.json; without it nothing loads. Download the publisher's config.json "
+         "again."),
+    Code("model-files.config-incomplete", "config.json lacks keys vLLM builds the model from",
+         "num_hidden_layers, hidden_size, num_attention_heads and vocab_size (in the nested text_config of a "
+         "multimodal model) are required. A hand-written config.json that lacks them fails at model construction."),
+    Code("model-files.weights-broken", "A safetensors file is corrupt",
+         "The file's header or length breaks the safetensors format (huggingface/safetensors tensor.rs "
+         "read_metadata and Metadata::validate): truncated download, a header length past the end, a header claim "
+         "over 100 MB, overlapping or gapped offsets, or a byte span that does not match dtype x shape. vLLM fails "
+         "while loading, after minutes. Download the file again."),
+    Code("model-files.index-mismatch", "model.safetensors.index.json and the shards disagree",
+         "A shard the index names is missing, or a tensor sits in another shard than the index says, or appears "
+         "twice. Download the missing shard, or the whole snapshot again."),
+    Code("model-files.no-weights", "The directory has no weight files",
+         "No *.safetensors (or other weight files) in the model directory: vLLM has nothing to load."),
+    Code("model-files.tokenizer-missing", "The target has no tokenizer files",
+         "vLLM loads the tokenizer from the model directory unless --tokenizer is given. Copy tokenizer.json and "
+         "tokenizer_config.json in, or pass --tokenizer."),
+)
 
 
 # --------------------------------------------------------------------------------------- model-files

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.guards import judge_site
 from dflash_doctor.checks.remedy import Installer
+from dflash_doctor.codes import Code
 from dflash_doctor.facts.environment_shapes import Distribution, Distributions, Resolution, Resolved, Target
 from dflash_doctor.facts.vllm_source_shapes import ImportSite, VllmSource
 from dflash_doctor.knowledge.flash_attn import EXTEND_PATH_FIRST_RELEASE, FA2_RELEASES_SHIPPING_CUTE, V2_SPEC
@@ -30,6 +31,51 @@ from .namespace_common import (
     shown_files,
     uninstall_remediation,
     where_on_path,
+)
+
+_BROKEN_FLASH_ATTN = (
+    "vLLM imports `flash_attn.ops.triton.rotary` when it builds every rotary-embedding layer. How it guards that "
+    "import depends on the version: 0.18-0.23 check only `find_spec('flash_attn') is not None` and then import "
+    "unguarded, so anything the import raises kills `vllm serve` at engine start; 0.24 and later wrap it in "
+    "`suppress(ModuleNotFoundError)`, which survives a missing module but not an ImportError such as `undefined "
+    "symbol`. The doctor reads the guard from the installed vLLM's source."
+)
+
+CODES: tuple[Code, ...] = (
+    # the flash_attn namespace
+    Code("namespaces.absent", "flash_attn is not installed",
+         "No flash_attn on the target's sys.path. vLLM then uses its bundled flash-attention "
+         "(vllm.vllm_flash_attn) on CUDA; its guarded import of the external package is skipped."),
+    Code("namespaces.ok", "flash_attn is a regular package",
+         "flash_attn resolves to a regular package (with __init__.py) owned by an installed distribution."),
+    Code("namespaces.shadowed", "A stray flash_attn shadows the installed one",
+         "A flash_attn package or module that belongs to no installed distribution comes earlier on sys.path "
+         "(the working directory, PYTHONPATH, the user site). Python imports it instead of the installed one. "
+         "Move it away or fix the path."),
+    Code("namespaces.v4-without-v2", "flash-attn-4 without flash-attn v2: flash_attn is a namespace package",
+         "`pip install flash-attn` can resolve to flash-attn-4 (the CuTe-DSL rewrite), which installs only "
+         "flash_attn/cute/ and no flash_attn/__init__.py. flash_attn then is an implicit namespace package: "
+         "find_spec('flash_attn') is not None, but flash_attn.ops does not exist. " + _BROKEN_FLASH_ATTN +
+         " Fix: uninstall flash-attn-4 if nothing needs it, or install flash-attn v2 beside it and then reinstall "
+         "flash-attn-4's own files on top."),
+    Code("namespaces.leftover", "A flash_attn directory no distribution owns makes flash_attn a namespace package",
+         "A directory named flash_attn on sys.path without __init__.py is a namespace portion, whoever left it: "
+         "`pip uninstall flash-attn-4` leaves an empty site-packages/flash_attn/ (pip removes a directory whole "
+         "only when it lists a file directly in it) and __pycache__ bytecode other interpreters wrote; a source "
+         "checkout or a copy leaves one in the working directory or on PYTHONPATH. find_spec('flash_attn') then "
+         "is not None, yet flash_attn.ops does not exist. " + _BROKEN_FLASH_ATTN + " Fix: delete it when it holds "
+         "nothing but empty directories and __pycache__ bytecode (the remediation's find deletes only those), or "
+         "move it aside when it holds other files."),
+    Code("namespaces.incomplete", "flash_attn is a namespace package of installed distributions without __init__.py",
+         "Every directory of the namespace flash_attn belongs to an installed distribution, but none of them "
+         "installs flash_attn/__init__.py (it was deleted, or another distribution's uninstall removed it). "
+         + _BROKEN_FLASH_ATTN + " Reinstall the distribution that provides flash_attn/__init__.py."),
+    Code("namespaces.cute-overlap", "flash-attn and flash-attn-4 both install flash_attn/cute/",
+         "flash-attn 2.8.3 (and 2.8.3.post2) ship a stale copy of flash_attn/cute/ at 20 of the paths flash-attn-4 "
+         "installs. The one installed last overwrote the other's files, and uninstalling either deletes files the "
+         "other lists. v2 never imports flash_attn/cute, so the environment works while flash-attn-4's bytes are on "
+         "disk (warn) and is broken where v2's stale copy won or files are gone (fail). No released v2 coexists "
+         "cleanly yet (the extend_path fix, flash-attention #2331, is unreleased)."),
 )
 
 INIT = "flash_attn/__init__.py"

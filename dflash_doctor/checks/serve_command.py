@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from dflash_doctor.check import Facts
+from dflash_doctor.codes import Code
 from dflash_doctor.facts.envfacts import release
 from dflash_doctor.facts.models_shapes import Models
 from dflash_doctor.facts.serve_shapes import ServeArgs, VllmDflash
@@ -52,6 +53,117 @@ from .serve_common import (
 from .serve_pairing import serve_rules
 
 __all__ = ["ServeCommandCheck"]
+
+
+CODES: tuple[Code, ...] = (
+    Code("serve-command.not-given", "No serve command to check",
+         "Run `dflash-doctor serve -- vllm serve MODEL [flags]` with the exact command."),
+    Code("serve-command.not-a-serve-command", "The command after -- is not vllm serve",
+         "The doctor judges `vllm serve MODEL [flags]` or `python -m vllm.entrypoints.openai.api_server --model "
+         "MODEL [flags]`."),
+    Code("serve-command.parsed", "Which parser read the command",
+         "When vLLM imports in the target interpreter, the doctor parses the command with vLLM's own parser "
+         "(make_arg_parser + AsyncEngineArgs.from_cli_args), so every flag of the installed version counts. "
+         "Otherwise it reads a documented subset: --tensor-parallel-size, --pipeline-parallel-size, "
+         "--max-model-len, --max-num-batched-tokens, --max-num-seqs, --gpu-memory-utilization, --dtype, "
+         "--speculative-config, --enable-chunked-prefill, --trust-remote-code, --language-model-only, --port, "
+         "--host, --tokenizer, --skip-tokenizer-init, --attention-backend, --kv-cache-dtype."),
+    Code("serve-command.vllm-parser-rejected", "vLLM's own parser rejects the command",
+         "The installed vLLM's argument parser exits on this command line (an unknown flag, a bad value, invalid "
+         "JSON). `vllm serve` would stop the same way."),
+    Code("serve-command.flag-invalid", "A flag has a value vLLM would refuse",
+         "A value that does not parse (a non-integer size, an unknown dtype, a speculative config that is not a "
+         "JSON object)."),
+    Code("serve-command.flags-unchecked", "Flags outside the doctor's subset",
+         "Without vLLM's own parser, flags outside the documented subset are not checked; a typo would only show "
+         "when vLLM starts."),
+    Code("serve-command.model-missing", "The command names no model",
+         "`vllm serve MODEL`: without a model vLLM serves its built-in default, not your target."),
+    Code("serve-command.vllm-missing", "vLLM is not installed in the inspected interpreter",
+         "The doctor inspects --python (default: its own interpreter). Point it at the interpreter that runs "
+         "vllm serve."),
+    Code("serve-command.no-speculative-config", "The command does not enable DFlash",
+         "Without --speculative-config vLLM serves the target alone."),
+    Code("serve-command.spec-json", "--speculative-config is not a JSON object",
+         "vLLM parses the value as JSON; shell quoting often breaks it. Quote it with single quotes and use double "
+         "quotes inside."),
+    Code("serve-command.spec-invalid", "--speculative-config has a key vLLM refuses",
+         "'tensor_parallel_size' is refused: 'Please pass draft_tensor_parallel_size instead.'"),
+    Code("serve-command.spec-method", "The speculative method is missing or not DFlash",
+         "Without \"method\", vLLM picks dflash only when 'dflash' is in the drafter's path and otherwise loads it "
+         "as a plain draft model; a method the installed vLLM does not list fails validation. DFlash first shipped "
+         "in vLLM 0.20.0."),
+    Code("serve-command.spec-model-missing", "--speculative-config names no drafter",
+         "DFlash needs \"model\": the drafter's directory or repo id."),
+    Code("serve-command.spec-k-missing", "num_speculative_tokens is missing",
+         "DFlash drafters have no n_predict, and vLLM never reads their block_size, so vLLM refuses to start: "
+         "'A speculative model was provided, but neither `speculative_token_tree` nor `num_speculative_tokens` was "
+         "provided'. Use block_size - 1 (15 for b16 drafters)."),
+    Code("serve-command.spec-k-invalid", "num_speculative_tokens is not a positive integer",
+         "vLLM's SpeculativeConfig takes only num_speculative_tokens > 0: 'Input should be greater than 0'."),
+    Code("serve-command.spec-draft-tp", "draft_tensor_parallel_size is neither 1 nor the target's",
+         "vLLM: 'cannot be other value than 1 or target model tensor_parallel_size'."),
+    Code("serve-command.spec-ok", "The speculative config is complete",
+         "Method, drafter, num_speculative_tokens and the draft tensor-parallel size are valid."),
+    Code("serve-command.drafter-broken", "The drafter in the speculative config fails its checks",
+         "See the drafter check's findings: each is a reason this command would fail or draft badly."),
+    Code("serve-command.max-model-len", "--max-model-len exceeds the target's own maximum",
+         "vLLM derives a maximum from the target's config (max_position_embeddings scaled by rope_scaling, capped "
+         "by tokenizer_config's model_max_length) and refuses a larger --max-model-len unless "
+         "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, which risks NaNs past the trained length."),
+    Code("serve-command.scheduler", "The batch limits break vLLM's scheduler rules",
+         "SchedulerConfig.verify_max_model_len: without chunked prefill, --max-num-batched-tokens must be at least "
+         "--max-model-len; always at least --max-num-seqs. The doctor applies vLLM's defaults (which depend on the "
+         "first GPU's memory) to the flags you leave out."),
+    Code("serve-command.token-budget", "The DFlash token budget",
+         "vLLM 0.20-0.24 reserve (num_speculative_tokens - 1) x max_num_seqs draft slots out of "
+         "--max-num-batched-tokens and stop when nothing is left to schedule ('max_num_scheduled_tokens is set to "
+         "... which does not allow any tokens to be scheduled'); with max_num_seqs defaulting to 1024 on GPUs of 70 "
+         "GiB or more, k = 15 needs more than 14336 tokens. vLLM 0.34 stops when max_num_batched_tokens <= k + 1 "
+         "('VllmConfig does not have enough slots...') and caps running sequences at max_num_batched_tokens // "
+         "(k + 1)."),
+    Code("serve-command.heads-tp", "Attention heads do not divide by the tensor-parallel size",
+         "'Total number of attention heads (...) must be divisible by tensor parallel size (...).' The drafter is "
+         "checked against its own draft tensor-parallel size."),
+    Code("serve-command.kv-heads-tp", "KV heads and the tensor-parallel size do not divide",
+         "vLLM asserts that the KV heads divide by TP, or TP by the KV heads (each is then replicated)."),
+    Code("serve-command.vllm-validation", "vLLM's own config validation",
+         "With --vllm-validate and vLLM importable in the target, the doctor runs vLLM's create_engine_config on "
+         "the command (configs only, no weights) and reports its verdict beside its own."),
+    # serve-command: parsers and flags
+    Code("serve-command.reasoning-parser", "The reasoning parser is registered",
+         "--reasoning-parser names a parser the installed vLLM registers (vllm/reasoning/__init__.py)."),
+    Code("serve-command.tool-parser", "The tool-call parser is registered",
+         "--tool-call-parser names a parser the installed vLLM registers (vllm/tool_parsers/__init__.py)."),
+    Code("serve-command.unknown-reasoning-parser", "The reasoning parser is not registered",
+         "vLLM checks --reasoning-parser against its registry before the engine starts and stops with KeyError "
+         "\"invalid reasoning parser: NAME (chose from { ... })\". The registry is read from the installed vLLM's "
+         "vllm/reasoning/__init__.py; a --reasoning-parser-plugin may add names (then a warning)."),
+    Code("serve-command.unknown-tool-parser", "The tool-call parser is not registered",
+         "With --enable-auto-tool-choice vLLM checks --tool-call-parser against its registry and stops with KeyError "
+         "\"invalid tool call parser: NAME (chose from { ... })\"; without it the parser is not checked and parses "
+         "nothing (a warning). The registry is read from the installed vLLM's vllm/tool_parsers/__init__.py."),
+    Code("serve-command.auto-tool-choice-without-parser", "--enable-auto-tool-choice without --tool-call-parser",
+         "vLLM stops before loading anything: \"Error: --enable-auto-tool-choice requires --tool-call-parser\". Name "
+         "the parser for the target's tool-call format, or drop the flag."),
+    Code("serve-command.trust-remote-code-needed", "A config.json loads only with --trust-remote-code",
+         "The config's model_type is in neither vLLM's own config registry nor the installed transformers, so only "
+         "its auto_map code can load it, and transformers refuses remote code without trust_remote_code. Add "
+         "--trust-remote-code after reading that code. A known model_type with an auto_map needs nothing."),
+    Code("serve-command.multimodal-target", "A multimodal target served without --language-model-only",
+         "vLLM builds and loads the vision tower and reserves encoder memory; DFlash drafts text only. "
+         "--language-model-only sets every modality limit to 0 and vLLM skips the tower (read from the installed "
+         "vLLM's config/multimodal.py)."),
+    Code("serve-command.language-model-only", "--language-model-only and what it does here",
+         "On a multimodal target it skips the vision tower (text only); on a text-only target it changes nothing; "
+         "a vLLM without the flag stops at its parser."),
+    Code("serve-command.known-bad-combination", "A DFlash combination reported broken in this vLLM version",
+         "A combination users reported failing with DFlash, judged only for the vLLM versions it applies to "
+         "(knowledge/dflash_reports.py KNOWN_BAD, each with its issue): CUDA graphs under concurrency on 0.22.1 "
+         "(z-lab/dflash #146, --enforce-eager), zero prefix-cache hits with DFlash2 (z-lab/dflash #165, vLLM "
+         "#54360), DFlash2's candidate selector only on the V2 runner (club-3090 #1064), and acceptance collapsing "
+         "at long contexts when the drafter's sliding window is not applied (vLLM PR #40898)."),
+)
 
 _SPEC_ERROR_FLAGS = ("--speculative-config", "-sc")
 

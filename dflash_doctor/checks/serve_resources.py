@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from dflash_doctor.check import Facts
+from dflash_doctor.codes import Code
 from dflash_doctor.facts.models_shapes import Models
 from dflash_doctor.facts.serve_shapes import ServeArgs, VllmDflash
 from dflash_doctor.knowledge.dflash import (
@@ -38,6 +39,39 @@ from .serve_common import (
 )
 
 __all__ = ["ServeResourcesCheck"]
+
+
+CODES: tuple[Code, ...] = (
+    Code("serve-resources.world-size", "Tensor x pipeline parallel size against the visible GPUs",
+         "vLLM: 'World size (...) is larger than the number of available GPUs (...) in this node.' The GPUs are "
+         "those NVML lists, filtered by CUDA_VISIBLE_DEVICES as CUDA reads it (or --gpus)."),
+    Code("serve-resources.gpu-facts-unavailable", "GPU count and memory were not judged",
+         "No GPU facts here (no NVML, no driver). On a CI machine, give the serving GPUs' shape with --gpus N "
+         "--gpu-memory GIB to judge these rules."),
+    Code("serve-resources.memory", "Weights fit the GPUs, with room for the KV cache",
+         "Per GPU: the target's weights / (TP x PP) plus the drafter's / draft TP, at the serving dtype, against "
+         "total memory x --gpu-memory-utilization. What is left holds the KV cache and activations; the doctor "
+         "cannot know the activation peak before vLLM profiles it, so the room is an upper bound."),
+    Code("serve-resources.memory-held", "Other processes hold memory vLLM asks for",
+         "vLLM requests total x --gpu-memory-utilization at start and stops if less is free: 'Free memory on "
+         "device ... on startup is less than desired GPU memory utilization'."),
+    Code("serve-resources.memory-weights", "The weights alone exceed vLLM's memory budget",
+         "No room is left for the KV cache: 'No available memory for the cache blocks'. Use more GPUs (TP), a "
+         "higher --gpu-memory-utilization, or a quantized model."),
+    Code("serve-resources.kv-cache", "One max-length sequence does not fit the KV cache",
+         "After the weights, the KV cache must hold one --max-model-len sequence for the target and the drafter: "
+         "'To serve at least one request with the models's max seq len (...), (...) KV cache is needed, which is "
+         "larger than the available KV cache memory'."),
+    Code("serve-resources.memory-unknown", "GPU memory not judged",
+         "The target's weights were not read, so their size is unknown."),
+    Code("serve-resources.port-ok", "The port is free",
+         "The doctor bound the address and port vLLM will listen on, without SO_REUSEPORT, and closed it again: "
+         "nothing else listens there."),
+    Code("serve-resources.port-in-use", "The port is taken",
+         "vLLM binds (host, port) with SO_REUSEADDR and SO_REUSEPORT only after loading the model: a port held by "
+         "another server fails it late, and one held by another SO_REUSEPORT listener (another vLLM) is silently "
+         "shared. Stop the holder or pick another --port."),
+)
 
 def _served_bytes(model: Mapping[str, Any] | None, dtype_bytes: int, language_only: bool) -> tuple[int, list[str]]:
     """Bytes the model's weights take on the GPUs: floating-point tensors at the serving dtype, quantized ones

@@ -1,9 +1,11 @@
 """The one table of finding ids.
 
 Every finding a check emits carries an id from this table. Ids are stable: once released, an id keeps
-its meaning; a retired id stays listed with `retired` set. The table is assembled from one section per
-layer of the stack (kept in sibling modules so that each layer's codes sit beside each other), and
-`dflash-doctor explain ID` prints an entry.
+its meaning; a retired id stays listed with `retired` set. Each built-in check module holds the codes of
+the findings it emits (its `CODES`, right after its imports: id, title, explanation beside the code that
+emits them); the codes that belong to no check live here, in sibling modules: the doctor's own
+(`core.py`), fleet comparisons and baselines (`fleet.py`), the fix verification (`build.py`). The table is
+assembled from them on first use, and `dflash-doctor explain ID` prints an entry.
 
 Every id is `<check-id>.<name>`. Where a shared helper reports the same thing for several checks (a
 failing import's cause, "nothing given"), each check has its own id with the one explanation, written
@@ -12,7 +14,8 @@ once under the first and copied to the others as the v1 alias table (`codes/alia
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import importlib
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 
 __all__ = ["Code", "CODES", "lookup", "table"]
@@ -39,16 +42,12 @@ def table(*sections: Iterable[Code]) -> dict[str, Code]:
 
 
 def _build() -> Mapping[str, Code]:
-    from dflash_doctor.codes import core, python
+    # The check modules import `Code` from here, so they are imported only now, when the table is first read.
+    from dflash_doctor.checks import BUILTIN_CHECKS
+    from dflash_doctor.codes import build, core, fleet
 
-    sections = [core.CODES, python.CODES]
-    # Later layers add their section here; an absent one is simply not there yet.
-    for name in ("gpu", "archs", "models", "serve", "pairing", "fleet", "fabric", "build", "live"):
-        try:
-            module = __import__(f"dflash_doctor.codes.{name}", fromlist=["CODES"])
-        except ModuleNotFoundError:
-            continue
-        sections.append(module.CODES)
+    modules = dict.fromkeys(value.split(":")[0] for _, value in BUILTIN_CHECKS)  # imports.py holds three checks
+    sections = [core.CODES, *(importlib.import_module(name).CODES for name in modules), fleet.CODES, build.CODES]
     return _with_shared(table(*sections))
 
 
@@ -62,7 +61,27 @@ def _with_shared(codes: dict[str, Code]) -> dict[str, Code]:
     return codes
 
 
-CODES: Mapping[str, Code] = _build()
+class _Table(Mapping[str, Code]):
+    """The table, assembled on first use."""
+
+    _codes: Mapping[str, Code] | None = None
+
+    def _table(self) -> Mapping[str, Code]:
+        if self._codes is None:
+            self._codes = _build()
+        return self._codes
+
+    def __getitem__(self, code_id: str) -> Code:
+        return self._table()[code_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
+
+
+CODES: Mapping[str, Code] = _Table()
 
 
 def lookup(code_id: str) -> Code | None:
