@@ -61,3 +61,35 @@ def test_the_recorded_facts_judge_again_to_a_verdict_that_agrees_with_the_engine
         quoted = [f["id"] for f in findings_of(judged) if f["status"] in ("fail", "error")
                   and message in f["title"] + "\n" + f["detail"]]
         assert quoted, (engine["root_error"], sorted(failing))
+
+
+FIXED = [path for path in RECORDS if "fix" in load(path)]
+
+
+def test_fix_yes_on_the_flash_attn_4_env_then_the_real_server_starts_and_answers() -> None:
+    """Scenario 02's env (vLLM 0.20.1 + the flash-attn-4 wheel only), `dflash-doctor fix --yes`, then `vllm serve`.
+
+    Recorded by scripts/engine/fix_scenario.py: the verdict before, the fix's plan and outcome (its terminal
+    transcript beside the fixture), and the engine afterwards. The report after the fix is judged again by the
+    test above (exit 0, as the engine started and answered); this one pins what the fix did on the way.
+    """
+    assert FIXED, "no engine scenario recorded after `dflash-doctor fix --yes`"
+    for path in FIXED:
+        record = load(path)
+        fix, engine = record["fix"], record["engine"]
+        # before: the seed failure, named as the finding to start with
+        assert fix["before"]["exit_code"] == 1
+        assert "namespaces.v4-without-v2" in current_ids(fix["before"]["stop_finding"])
+        # the fix: not interactive, every planned step verified, applied and cleared, nothing left failing
+        assert fix["argv"][:2] == ["dflash-doctor", "fix"] and "--yes" in fix["argv"] and fix["exit_code"] == 0
+        steps = fix["document"]["steps"]
+        assert steps and all(s["verified"] == "resolves" and s["applied"] == "cleared" for s in steps)
+        assert "namespaces.v4-without-v2" in {i for s in steps for f in s["findings"] for i in current_ids(f["id"])}
+        assert fix["document"]["before"]["namespaces"] == "fail"
+        assert "fail" not in fix["document"]["after"].values()
+        transcript = (ENGINE / fix["transcript"]).read_text()
+        assert all(f"$ {s['command']}" in transcript for s in steps)
+        assert "after: 0 failing check(s)" in transcript
+        # after: the doctor passes the env, and the real server started and answered
+        assert record["doctor"]["exit_code"] == 0 and not record["doctor"]["failing"]
+        assert engine["started"] and engine["answered"] and engine["completion"]["usage"]["completion_tokens"] > 0

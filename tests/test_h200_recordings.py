@@ -12,7 +12,8 @@ H200 = Path(__file__).resolve().parent.parent / "fixtures" / "h200"
 
 
 @pytest.mark.parametrize("name", ["report-cold.json", "report-serve-toy.json", "report-flash-attn-4.json",
-                                  "report-one-host-first.json", "report-one-host-warm.json"])
+                                  "report-one-host-first.json", "report-one-host-warm.json",
+                                  "report-with-fabric-warm.json"])
 def test_recorded_h200_reports_validate_and_judge_again_to_the_same_statuses(doctor: Doctor, name: str) -> None:
     recorded = validate_report(json.loads((H200 / name).read_text()))
     again, proc = doctor.report("judge", str(H200 / name))
@@ -61,7 +62,8 @@ def test_flash_attn_4s_own_kernel_ran_on_the_h200_within_tolerance(doctor: Docto
                for f in kernels)
 
 
-@pytest.mark.parametrize("name", ["report-one-host-first.json", "report-one-host-warm.json"])
+@pytest.mark.parametrize("name", ["report-one-host-first.json", "report-one-host-warm.json",
+                                  "report-with-fabric-warm.json"])
 def test_on_the_h200_one_target_process_imported_torch_once_for_every_probe(name: str) -> None:
     """One host per run: the rotary import and the GPU probes were all forked children of one process."""
     report = json.loads((H200 / name).read_text())

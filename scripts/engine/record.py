@@ -21,11 +21,28 @@ def stop_finding(report: dict[str, Any]) -> str:
     return str(roots[0]["id"]) if roots else ""
 
 
+def failing(report: dict[str, Any]) -> list[str]:
+    return sorted({f["id"] for c in report["checks"] for f in c["findings"] if f["status"] in ("fail", "error")})
+
+
+def fix_record(results: Path, run: dict[str, Any]) -> dict[str, Any]:
+    """fix_scenario.py's run: the verdict before, the fix (plan, each step's outcome, its transcript's file)."""
+    name = run["scenario"]
+    before = json.loads((results / f"before-{name}.report.json").read_text())
+    document = json.loads((results / f"{name}.fix.json").read_text())
+    return {
+        "before": {**run["before"], "failing": failing(before), "stop_finding": stop_finding(before)},
+        **run["fix"],
+        "transcript": f"{name}.fix.txt",
+        "document": {k: v for k, v in document.items() if k != "report"},
+    }
+
+
 def main(results: Path, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     device = (results / "device.txt").read_text().splitlines()[0] if (results / "device.txt").exists() else ""
     for path in sorted(results.glob("[0-9][0-9]-*.json")):
-        if path.name.endswith(".report.json"):
+        if path.name.endswith((".report.json", ".fix.json")):
             continue
         run = json.loads(path.read_text())
         report = json.loads((results / f"{path.stem}.report.json").read_text())
@@ -37,6 +54,7 @@ def main(results: Path, out: Path) -> None:
             "command": run["command"].replace(str(results.parent), "/tmp/g"),
             "target_python": f"/tmp/g/{run['venv']}/bin/python",
             **{k: run[k] for k in ("remediation_applied", "remediation_exit") if k in run},
+            **({"fix": fix_record(results, run)} if "fix" in run else {}),
             "doctor": {**run["doctor"], "failing": fails},
             "engine": run["engine"],
             "verdict": {"stop_finding": stop_finding(report) if run["engine"].get("answered") is False else "",
