@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ["GIB", "gib"]
+__all__ = ["GIB", "MIB", "gib"]
 
+MIB = 1 << 20
 GIB = 1 << 30
 """Bytes in a GiB: NVML, torch and vLLM all report GPU memory in bytes and speak of it in GiB."""
 

@@ -30,6 +30,7 @@ from dflash_doctor.knowledge.fabric import (
     VLLM_SKIP_P2P_CHECK_DEFAULT,
 )
 from dflash_doctor.model import Finding, Remediation, Status
+from dflash_doctor.units import GIB, MIB
 
 from .gpu_common import resolve_visible
 
@@ -104,8 +105,6 @@ CODES: tuple[Code, ...] = (
          "GPUs need NVLink between all; every pair needs peer access; --disable-custom-all-reduce; else NCCL."),
 )
 
-_MIB = 1 << 20
-
 
 def vllm_shm_need(world: int) -> int:
     """Bytes of /dev/shm vLLM's multi-process executor maps for a TP group of `world` (0 for one process)."""
@@ -119,7 +118,7 @@ def vllm_shm_need(world: int) -> int:
 
 
 def _mib(value: float) -> str:
-    return f"{value / _MIB:,.0f} MiB"
+    return f"{value / MIB:,.0f} MiB"
 
 
 class FabricCheck:
@@ -237,7 +236,7 @@ class FabricCheck:
             if item.get("verified") is False:
                 found.append(Finding(
                     "fabric.peer-copy-corrupt", Status.FAIL,
-                    f"{name}: the driver allows peer access, but a {item.get('bytes', 0) // _MIB} MiB pattern copied "
+                    f"{name}: the driver allows peer access, but a {item.get('bytes', 0) // MIB} MiB pattern copied "
                     f"across came back wrong ({item.get('mismatched_on_dst')} words on the far GPU, "
                     f"{item.get('mismatched_back')} back)" + (f": {item['error']}" if item.get("error") else ""),
                     detail=f"{P2P_HANG_FIX.source}. vLLM trusts the driver's answer by default "
@@ -331,7 +330,7 @@ class FabricCheck:
         where = ("a container" + (" sharing the host's IPC namespace (--ipc=host)" if container.get("host_ipc_namespace")
                                   else " with its own IPC namespace") if container.get("in_container") else "the host")
         fixes = (Remediation("docker run --ipc=host ...", "share the host's /dev/shm"),
-                 Remediation(f"docker run --shm-size={max(1, -(-need // (1 << 30)))}g ...", "or give the container enough"))
+                 Remediation(f"docker run --shm-size={max(1, -(-need // GIB))}g ...", "or give the container enough"))
         if not isinstance(total, int):
             found.append(Finding("fabric.shm", Status.WARN if tp > 1 else Status.PASS,
                                  f"/dev/shm: size not known ({shm.get('error') or 'not mounted'}), in {where}",
@@ -426,7 +425,7 @@ class FabricCheck:
 
 def _peer_mib(data: Mapping[str, Any]) -> int:
     pairs = data.get("pairs") or []
-    return int((pairs[0].get("bytes") or 0) // _MIB) if pairs else 0
+    return int((pairs[0].get("bytes") or 0) // MIB) if pairs else 0
 
 
 def _arm(arm: Mapping[str, Any] | None) -> dict[str, Any]:

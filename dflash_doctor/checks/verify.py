@@ -28,6 +28,7 @@ from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvir
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
+from dflash_doctor.facts.envfacts import canonical
 from dflash_doctor.model import CheckResult, Finding, Remediation, Status
 
 __all__ = ["RANK", "judge_item", "rank", "verified_commands", "verify_results"]
@@ -35,9 +36,6 @@ __all__ = ["RANK", "judge_item", "rank", "verified_commands", "verify_results"]
 RANK = {"resolves": 0, "needs-build": 1, "not-checked": 2, "would-break": 3, "fails": 4}
 VERIFIED_STATUSES = (Status.FAIL, Status.ERROR)
 
-
-def _canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _version(text: str) -> Version | None:
@@ -60,10 +58,10 @@ def _breaks(installed: Sequence[Mapping[str, Any]], after: Mapping[str, str | No
             environment: Mapping[str, str]) -> list[str]:
     """Requirements of distributions that stay which hold now and would not after the change.
     `after`: canonical name -> new version, or None when it would be removed."""
-    before = {_canonical(str(d.get("name", ""))): str(d.get("version", "")) for d in installed}
+    before = {canonical(str(d.get("name", ""))): str(d.get("version", "")) for d in installed}
     broken: list[str] = []
     for dist in installed:
-        name = _canonical(str(dist.get("name", "")))
+        name = canonical(str(dist.get("name", "")))
         if name in after:
             continue  # replaced or removed itself: the installer resolved its requirements
         for line in dist.get("requires") or ():
@@ -71,7 +69,7 @@ def _breaks(installed: Sequence[Mapping[str, Any]], after: Mapping[str, str | No
                 requirement = Requirement(str(line))
             except InvalidRequirement:
                 continue
-            dep = _canonical(requirement.name)
+            dep = canonical(requirement.name)
             if dep not in after or not _applies(requirement, environment):
                 continue
             now, then = before.get(dep), after[dep]
@@ -96,7 +94,7 @@ def judge_item(item: Mapping[str, Any], installed: Sequence[Mapping[str, Any]],
                environment: Mapping[str, str] | None = None) -> tuple[str, tuple[str, ...]]:
     """(verified, changes) for one command's dry-run facts."""
     environment = environment or {}
-    versions = {_canonical(str(d.get("name", ""))): str(d.get("version", "")) for d in installed}
+    versions = {canonical(str(d.get("name", ""))): str(d.get("version", "")) for d in installed}
     changes: list[str] = []
     after: dict[str, str | None] = {}
     builds: list[str] = []
@@ -112,13 +110,13 @@ def judge_item(item: Mapping[str, Any], installed: Sequence[Mapping[str, Any]],
             fails.append(reason or "the installer failed")
             continue
         for entry in segment.get("remove") or ():
-            name = _canonical(str(entry.get("name", "")))
+            name = canonical(str(entry.get("name", "")))
             files = entry.get("files")
             after.setdefault(name, None)
             changes.append(f"remove {entry.get('name')} {entry.get('version')}"
                            + (f" ({files} files)" if files is not None else ""))
         for entry in segment.get("install") or ():
-            name = _canonical(str(entry.get("name", "")))
+            name = canonical(str(entry.get("name", "")))
             new, old = str(entry.get("version", "")), versions.get(name)
             after[name] = new
             source = str(entry.get("source") or "unknown")

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from dflash_doctor.commands.options import UsageError, parse_run_args, run_parser, usage_error
+from dflash_doctor.facts.envfacts import canonical
 from dflash_doctor.model import CheckResult, Finding, Remediation, Status
 
 if TYPE_CHECKING:
@@ -137,9 +137,6 @@ def _inside(path: str, roots: Sequence[str]) -> bool:
     return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
 
 
-def _canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
 
 def touched_paths(command: str, item: Mapping[str, Any] | None, installed: Sequence[Mapping[str, Any]],
                   roots: Sequence[str], python: str) -> tuple[list[str] | None, str]:
@@ -152,7 +149,7 @@ def touched_paths(command: str, item: Mapping[str, Any] | None, installed: Seque
         return None, "not a command fix runs (only installs, uninstalls, leftover cleanups and moves)"
     if any(s.python and s.python != python for s in segments):
         return None, "it names another interpreter than the target"
-    by_name = {_canonical(str(d.get("name", ""))): d for d in installed}
+    by_name = {canonical(str(d.get("name", ""))): d for d in installed}
     paths: list[str] = []
     site_dirs = sorted({str(d.get("location")) for d in installed if d.get("location") and _inside(str(d["location"]), roots)})
 
@@ -178,11 +175,11 @@ def touched_paths(command: str, item: Mapping[str, Any] | None, installed: Seque
         names += [str(e.get("name")) for e in seg_facts.get("install") or ()]
         names += [str(e.get("name")) for e in seg_facts.get("remove") or ()]
         for name in names:
-            canonical = _canonical(name)
-            if canonical in by_name:
-                add_dist(by_name[canonical])
-            tops = {canonical.replace("-", "_"), DISTRIBUTIONS.value.get(canonical, "")}
-            if canonical == "flash-attn":
+            key = canonical(name)
+            if key in by_name:
+                add_dist(by_name[key])
+            tops = {key.replace("-", "_"), DISTRIBUTIONS.value.get(key, "")}
+            if key == "flash-attn":
                 tops.update(FA2_TOP_LEVELS.value)
             for dist in installed:  # whoever shares those top-level names is touched too
                 if tops & set(dist.get("top_levels") or ()):

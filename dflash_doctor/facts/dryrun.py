@@ -35,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from dflash_doctor.facts.envfacts import canonical, release
 from dflash_doctor.knowledge.installers import BYTECODE_GLOB, PIP_DRY_RUN_REPORT_MIN
 
 __all__ = ["Segment", "collect", "failure_reason", "parse_command", "pip_report_installs", "read_record_paths"]
@@ -218,17 +219,13 @@ def _pip_version(python: str, timeout_s: float, cwd: str) -> tuple[str | None, s
     return (match.group(1) if match else None), ran["stdout"].strip()
 
 
-def _version_tuple(text: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
-
-
 def _pip_install(segment: Segment, timeout_s: float, cwd: str) -> dict[str, Any]:
     facts: dict[str, Any] = {"tool": "pip"}
     version, said = _pip_version(segment.python, timeout_s, cwd)
     facts["installer_version"] = version
     if version is None:
         return {**facts, "status": "not-checked", "reason": f"the target has no working pip ({said})"}
-    if _version_tuple(version) < _version_tuple(PIP_DRY_RUN_REPORT_MIN.value):
+    if (release(version) or ()) < (release(PIP_DRY_RUN_REPORT_MIN.value) or ()):
         return {**facts, "status": "not-checked",
                 "reason": f"pip {version} has no `install --dry-run --report` (pip >= {PIP_DRY_RUN_REPORT_MIN.value})"}
     with tempfile.TemporaryDirectory(prefix="dflash-doctor-dry-run-") as tmp:
@@ -330,9 +327,6 @@ def _uv_install(segment: Segment, timeout_s: float, cwd: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------- simulating an uninstall
 
 
-def _canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
 
 def read_record_paths(dist_info: str, location: str) -> tuple[list[str], str | None]:
     """Absolute, normalised paths a distribution's RECORD lists (bounded read; only a regular file)."""
@@ -383,12 +377,12 @@ def _cached(path: str, cache_tag: str) -> str:
 def _simulate_uninstall(segments: Sequence[Segment], index: int, installed: Sequence[Mapping[str, Any]],
                         roots: Sequence[str], cache_tag: str = "") -> dict[str, Any]:
     segment = segments[index]
-    by_name = {_canonical(str(d.get("name", ""))): d for d in installed}
+    by_name = {canonical(str(d.get("name", ""))): d for d in installed}
     removes, missing, removed_paths = [], [], set()
-    removed_names = {_canonical(n) for n in segment.names}
+    removed_names = {canonical(n) for n in segment.names}
     top_dirs: set[str] = set()
     for name in segment.names:
-        dist = by_name.get(_canonical(name))
+        dist = by_name.get(canonical(name))
         if dist is None or not dist.get("dist_info"):
             missing.append(name)
             continue
@@ -410,7 +404,7 @@ def _simulate_uninstall(segments: Sequence[Segment], index: int, installed: Sequ
     # The files of every distribution that stays, under those directories.
     kept_owned: set[str] = set()
     for dist in installed:
-        if _canonical(str(dist.get("name", ""))) in removed_names or not dist.get("dist_info"):
+        if canonical(str(dist.get("name", ""))) in removed_names or not dist.get("dist_info"):
             continue
         if not set(dist.get("top_levels") or ()) & {os.path.basename(t) for t in top_dirs}:
             continue
