@@ -319,7 +319,9 @@ def test_the_second_signal_handler_takes_the_line_down_before_the_process_ends(p
     raw = b"".join(chunks)
     assert proc.returncode == 128 + signal.SIGTERM, stderr
     assert b"stopped again by SIGTERM" in stderr and b"not reached" not in raw
-    assert b"collecting: rotary-import 0.4 s" in raw  # the line was up, refreshed, when the signal came
+    # the line was up, and refreshed, when the signal came (which refreshes land depends on the machine's load)
+    shown = set(re.findall(rb"collecting: rotary-import (\d+\.\d) s", raw))
+    assert len(shown) >= 2, raw
     screen = screen_of(raw)
     assert not any(line.strip() for line in screen.lines), screen.lines
     assert screen.cursor_visible
