@@ -6,7 +6,7 @@ from importlib import metadata
 
 import pytest
 
-from dflash_doctor.facts.envfacts import Distributions, canonical, release, requirement_name
+from dflash_doctor.facts.envfacts import Distributions, canonical, release, requirement_name, version_tuple
 
 
 @pytest.mark.parametrize(("text", "name"), [
@@ -26,6 +26,14 @@ def test_a_requirement_names_its_distribution_as_pep_508_reads_it(text: str, nam
 ])
 def test_the_release_of_a_distribution_version(version: str | None, parts: tuple[int, ...] | None) -> None:
     assert release(version) == parts
+
+
+@pytest.mark.parametrize(("text", "parts"), [
+    ("12.8", (12, 8)), ("580.159.04", (580, 159, 4)), ("2.32", (2, 32)), ("0.11.1rc1", (0, 11, 1)),
+    ("0.24.0.dev5+g1234", (0, 24, 0)), ("12.4.1+cu124", (12, 4, 1)), ("1rc1", (1,)), ("rc1", ()), ("", ()), (None, ()),
+])
+def test_a_tool_version_is_ordered_by_its_leading_numbers(text: str | None, parts: tuple[int, ...]) -> None:
+    assert version_tuple(text) == parts
 
 
 def test_the_requirers_of_a_distribution_are_found_from_real_installed_metadata() -> None:

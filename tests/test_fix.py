@@ -110,6 +110,26 @@ def test_a_report_with_remediations_but_no_verification_still_loads_and_validate
     validate_report({**report, "checks": [r.to_dict() for r in verified], "dry_runs": data["dry_runs"]})
 
 
+def test_every_report_format_shows_what_the_dry_run_proved() -> None:
+    """The terminal shows `verified:` under each fix; the Markdown, JUnit and GitHub outputs carry it too."""
+    from dflash_doctor.render import github, junit, markdown
+
+    data = recorded("seed-pip.json")
+    checks = [r.to_dict() for r in verify_results([CheckResult.from_dict(c) for c in data["checks"]], data["dry_runs"])]
+    report = {"schema": "dflash-doctor/report/v1", "tool": {"name": "dflash-doctor", "version": "0.1.0"},
+              "created": "2026-12-03T11:54:00Z", "target": {"python": "/x", "python_version": "3.11",
+                                                           "platform": "Linux", "env_kind": "venv"},
+              "summary": {"pass": 0, "warn": 0, "fail": 3, "skip": 0, "error": 0, "exit_code": 1},
+              "checks": checks, "dry_runs": data["dry_runs"]}
+    verdicts = {step["verified"] for c in checks for f in c["findings"] for step in f.get("remediation") or ()
+                if step.get("verified")}
+    assert "resolves" in verdicts and any(v.startswith("fails:") for v in verdicts)
+    shown = {"markdown": markdown.render(report), "junit": junit.render(report).decode("utf-8"),
+             "github": "\n".join(github.render_lines(report))}
+    for name, text in shown.items():
+        assert "erified: resolves" in text and "erified: fails:" in text, name
+
+
 def test_a_source_build_gets_max_jobs_from_free_memory_and_only_the_gpus_archs() -> None:
     build = {"nvcc": "/usr/local/cuda-12.8/bin/nvcc", "nvcc_release": "12.8", "cuda_home": "/usr/local/cuda-12.8",
              "ninja": "/env/bin/ninja", "cxx": "/usr/bin/c++", "mem_available_bytes": 40 * 1024 ** 3, "cores": 32,

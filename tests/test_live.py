@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -171,12 +173,55 @@ def test_serve_exec_live_reports_a_start_that_dies_with_its_log_tail(doctor: Any
     assert died["evidence"]["server"]["exit_status"] == 3
 
 
+# A server that never becomes ready: it writes its PID and that of a child it started (an engine process, in
+# vLLM), then sleeps, answering nothing on any port.
+NEVER_READY = """
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+open(sys.argv[1], "w").write(f"{child.pid}\\n")
+time.sleep(600)
+"""
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] if Path(f"/proc/{pid}/stat").exists() else "X"
+    return state not in ("Z", "X")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_stopping_serve_exec_live_while_it_waits_stops_the_server_it_started(tmp_path: Path, signum: int) -> None:
+    pids = tmp_path / "server.pids"
+    proc = subprocess.Popen([sys.executable, "-m", "dflash_doctor", "serve", "--only", "namespaces", "--no-color",
+                             "--json", str(tmp_path / "pre.json"), "--exec", "--live", "--live-wait", "120", "--",
+                             sys.executable, "-c", NEVER_READY, str(pids)],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (pids.exists() and pids.read_text().endswith("\n")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    engine = int(pids.read_text())
+    assert alive(engine)
+    started = time.monotonic()
+    proc.send_signal(signum)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signum, stderr
+    assert f"stopped by {signal.Signals(signum).name} while waiting" in stderr and "was stopped" in stderr, stderr
+    assert "Traceback" not in stderr and "left running" not in stderr
+    assert not alive(engine), "the server's own child outlived the stop"
+    assert time.monotonic() - started < 20
+
+
 @pytest.mark.parametrize("argv", [
     ["live", "ftp://example.invalid"],
     ["live", "http://127.0.0.1:1", "--requests", "0"],
     ["live", "http://127.0.0.1:1", "--prompts", "/nonexistent/prompts.txt"],
     ["live", "http://127.0.0.1:1", "--baseline", str(FIXTURES / "accepted.exchanges.json")],
     ["serve", "--live", "--", "vllm", "serve", "m"],
+    ["serve", "--exec", "--live", "--json", "-", "--", "vllm", "serve", "m"],
+    ["serve", "--exec", "--live", "--markdown", "-", "--", "vllm", "serve", "m"],
 ])
 def test_wrong_command_lines_exit_2(doctor: Any, argv: list[str]) -> None:
     proc = doctor(*argv)

@@ -9,6 +9,7 @@ environment the doctor and its target interpreter see; none may come out of any 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -171,6 +172,19 @@ def test_redaction_of_strings_wherever_they_occur() -> None:
         assert r.text(raw) == expected, raw
 
 
+def test_a_fix_s_changes_keep_four_part_versions_and_still_lose_host_names() -> None:
+    from dflash_doctor.render.redact import Redactor
+
+    r = Redactor(homes=("/home/alice",), user="alice", hosts=("gpu-17.corp.example", "gpu-17"))
+    step = {"command": "pip install x", "verified": "resolves",
+            "changes": ["install nvidia-cudnn-cu12 9.1.0.70 (wheel)", "upgrade nvidia-nccl-cu12 2.21.5.1 -> 2.26.2.1 (wheel)",
+                        "/mnt/gpu-17/env/lib/python3.11/site-packages/flash_attn/ goes"]}
+    got = r.tree({"remediation": [step], "detail": "peer 10.1.2.3 answered"})
+    assert got["remediation"][0]["changes"][:2] == step["changes"][:2]
+    assert "gpu-17" not in got["remediation"][0]["changes"][2] and "/mnt/host-" in got["remediation"][0]["changes"][2]
+    assert got["detail"] == "peer <ip> answered"
+
+
 def test_secret_flags_of_a_serve_command_are_redacted_in_both_forms_in_every_output(doctor: Doctor,
                                                                                       tmp_path: Path) -> None:
     secrets = {"--api-key": "plainkey4711value", "--hf-token": "tokvalue0815plain", "--db-password": "pw-plain-9"}
@@ -191,6 +205,39 @@ def test_secret_flags_of_a_serve_command_are_redacted_in_both_forms_in_every_out
                          "--ssl-keyfile"]
     assert "/etc/ssl/serving-key.pem" in argv  # a key file's path is not the key: kept, it helps the diagnosis
     assert "8192" in argv
+
+
+def test_a_serve_command_s_key_never_shows_in_any_process_s_command_line(tmp_path: Path) -> None:
+    """The vLLM-parser probe gets the serve command on stdin: a command line is readable by every user of the
+    box (`ps`, /proc/PID/cmdline). A `vllm` whose import takes 3 s holds the probe up while /proc is read."""
+    site = tmp_path / "site"
+    (site / "vllm").mkdir(parents=True)
+    (site / "vllm" / "__init__.py").write_text("import time\ntime.sleep(3)\n__version__ = '0.20.1'\n")
+    key = "plainkey4711cmdline"
+    env = {**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    proc = subprocess.Popen([sys.executable, "-m", "dflash_doctor", "serve", "--no-gpu", "--only", "serve-command",
+                             "--json", str(tmp_path / "r.json"), "--", "vllm", "serve", "/models/none",
+                             "--api-key", key], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    seen: set[str] = set()
+    probes_seen = 0
+    while proc.poll() is None:
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            if cmdline.parent.name in (str(proc.pid), str(os.getpid())):
+                continue  # the user's own command line (as public as their `vllm serve` is), and this test's
+            try:
+                words = cmdline.read_bytes().decode("utf-8", "replace").split("\0")
+            except OSError:
+                continue
+            if any("vllm_args" in w or "make_arg_parser" in w for w in words):
+                probes_seen += 1
+            seen.update(w for w in words if key in w)
+        time.sleep(0.05)
+    proc.communicate()
+    assert probes_seen, "the vLLM-parser probe was never seen running"
+    facts = json.loads((tmp_path / "r.json").read_text())["checks"][0]["facts"]
+    assert facts["serve_args"]["argv"][-2:] == ["--api-key", "<redacted>"]
+    assert not seen, seen
 
 
 # ----------------------------------------------------------------------------------------------- fingerprint

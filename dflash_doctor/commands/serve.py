@@ -91,6 +91,12 @@ def main(argv: Sequence[str]) -> int:
             from dflash_doctor.commands.live import live_options
 
             run_options.check_number(args.live_wait, "--live-wait", most=86_400)
+            for name, example in (("json", "report.json"), ("junit", "report.xml"), ("markdown", "report.md")):
+                if getattr(args, name, None) == "-":
+                    raise run_options.UsageError(
+                        f"--{name} - with --live would write two reports (the preflight's, then the live one) to "
+                        f"standard output: give a file (--{name} {example} writes the preflight's report there and "
+                        f"the live one beside it, with .live before the extension)")
             live_options(args, "http://127.0.0.1:8000")  # its options are checked before anything runs
         options = {"serve": {"argv": command, "gpus": args.gpus, "gpu_memory_gib": args.gpu_memory,
                              "validate": bool(args.vllm_validate), "vllm_parser": not args.no_vllm_parser}}

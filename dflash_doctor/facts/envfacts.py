@@ -47,14 +47,17 @@ def release(version: str | None) -> tuple[int, ...] | None:
 
 def version_tuple(text: str | None) -> tuple[int, ...]:
     """Leading numeric release parts, for ordering versions that are not PEP 440 (CUDA "12.8", driver
-    "580.159.04", "GLIBC 2.32"): digits of each dot-separated part until one has none. A distribution's
-    version is `release`'s to read."""
+    "580.159.04", "GLIBC 2.32"): the leading digits of each dot-separated part, up to the first part that
+    does not start with one or has more after its digits (`0.11.1rc1` -> (0, 11, 1), never (0, 11, 11)).
+    A distribution's version is `release`'s to read."""
     parts: list[int] = []
     for piece in (text or "").split("+")[0].split("."):
-        digits = "".join(c for c in piece if c.isdigit())
+        digits = len(piece) - len(piece.lstrip("0123456789"))
         if not digits:
             break
-        parts.append(int(digits))
+        parts.append(int(piece[:digits]))
+        if digits < len(piece):
+            break
     return tuple(parts)
 
 

@@ -42,6 +42,8 @@ def _message(finding: Mapping[str, Any]) -> str:
         lines += detail.splitlines()[:MESSAGE_LINES]
     for step in finding.get("remediation") or ():
         lines.append(f"fix: $ {step.get('command')}")
+        if step.get("verified"):
+            lines.append(f"verified: {step.get('verified')}")
     lines.append(f"(dflash-doctor explain {finding.get('id')})")
     return "\n".join(lines)
 

@@ -48,6 +48,10 @@ def _finding_block(finding: Mapping[str, Any]) -> str:
         lines.append(f"    fix: $ {step.get('command')}")
         if step.get("why"):
             lines.append(f"         # {step.get('why')}")
+        if step.get("verified"):
+            lines.append(f"         verified: {step.get('verified')}")
+        if step.get("applied"):
+            lines.append(f"         applied: {step.get('applied')}")
     return "\n".join(lines)
 
 

@@ -130,6 +130,10 @@ def _findings_section(report: Mapping[str, Any]) -> list[str]:
                     lines.append(_fence(step.command, "console"))
                     if step.why:
                         lines.append(f"_{_prose(step.why)}_")
+                    if step.verified:
+                        lines.append(f"Verified: {_prose(step.verified)}")
+                    if step.applied:
+                        lines.append(f"**Applied:** {_prose(step.applied)}")
                     lines.append("")
             following = _consequences(node, 0, frozenset())
             if following:

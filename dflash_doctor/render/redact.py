@@ -98,6 +98,9 @@ PUBLIC_HOSTS = frozenset({
 })
 # Values under these keys are identifiers or versions, never hosts; "1.2.3.4" there is a version.
 _NOT_HOSTS = re.compile(r"(?i)(version|(^|_)ids?$|hash|sha256|digest|fingerprint|created|schema)")
+# Lines that name distributions and their versions beside paths (a fix's `changes`: "install nvidia-cudnn-cu12
+# 9.1.0.70 (wheel)"): a dotted quad there is a version, while a path in them may still hold a host name.
+_VERSIONS_NOT_IPS = re.compile(r"^changes$")
 
 _DOTTED_DIGITS = re.compile(r"\d\.\d")
 _TOKEN_PREFIXES = ("hf_", "sk-", "gh", "xox", "AKIA", "eyJ")
@@ -146,7 +149,7 @@ class Redactor:
     keep_hosts: bool = False
     _patterns: dict[str, re.Pattern[str]] = field(default_factory=dict, compare=False, repr=False)
     # A report repeats the same paths and titles thousands of times; each distinct string is scrubbed once.
-    _memo: dict[tuple[str, bool], str] = field(default_factory=dict, compare=False, repr=False)
+    _memo: dict[tuple[str, bool, bool], str] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def for_this_machine(cls, keep_hosts: bool = False, extra_hosts: Iterable[str] = ()) -> Redactor:
@@ -199,17 +202,18 @@ class Redactor:
             text = _SECRET_CONFIG_ASSIGNMENT.sub(keep_name, text)
         return text
 
-    def text(self, text: str, host_safe: bool = False) -> str:
-        """Scrub one string. `host_safe`: the value is a version or an id, leave addresses alone."""
+    def text(self, text: str, host_safe: bool = False, versions: bool = False) -> str:
+        """Scrub one string. `host_safe`: the value is a version or an id, leave addresses alone. `versions`:
+        its dotted quads are versions, not IPv4 addresses (host names are still scrubbed)."""
         if not text:
             return text
-        key = (text, host_safe)
+        key = (text, host_safe, versions)
         done = self._memo.get(key)
         if done is None:
-            done = self._memo[key] = self._scrub(text, host_safe)
+            done = self._memo[key] = self._scrub(text, host_safe, versions)
         return done
 
-    def _scrub(self, text: str, host_safe: bool) -> str:
+    def _scrub(self, text: str, host_safe: bool, versions: bool = False) -> str:
         text = self.secrets(text)
         pats = self._compiled()
         if "home" in pats and any(home in text for home in self.homes):
@@ -226,7 +230,7 @@ class Redactor:
                 text = pats["host"].sub(lambda m: host_pseudonym(m.group(1)), text)
         if "://" in text:
             text = _URL_HOST.sub(lambda m: m.group(1) + (m.group(2) if _public(m.group(2)) else "<host>"), text)
-        if _DOTTED_DIGITS.search(text):
+        if not versions and _DOTTED_DIGITS.search(text):
             text = _IPV4.sub(lambda m: m.group(1) if m.group(1) in _KEEP_IPS else "<ip>", text)
         if "::" in text or text.count(":") >= 2:
             text = _IPV6.sub(lambda m: m.group(0) if m.group(1) in _KEEP_IPS or not _looks_ipv6(m.group(1)) else "<ip>",
@@ -240,7 +244,8 @@ class Redactor:
         if isinstance(value, str):
             if key and _ENV_NAME.match(key) and _SECRET_NAME_RE.search(key):
                 return REDACTED
-            return self.text(value, host_safe=bool(key) and bool(_NOT_HOSTS.search(key)))
+            return self.text(value, host_safe=bool(key) and bool(_NOT_HOSTS.search(key)),
+                             versions=bool(key) and bool(_VERSIONS_NOT_IPS.match(key)))
         if isinstance(value, Mapping):
             return {(self.text(k) if isinstance(k, str) else k): self.tree(v, k if isinstance(k, str) else key)
                     for k, v in value.items()}

@@ -95,14 +95,16 @@ def run_probe(
     """Run probe script `name` in `python` with `args` (JSON) and return what it reported."""
     child_env = dict(os.environ if env is None else env)
     child_env["PYTHONDONTWRITEBYTECODE"] = "1"
-    argv = [python, "-B", "-c", probe_source(name), json.dumps(args if args is not None else {})]
+    # The arguments go on stdin: argv is public (`ps`, /proc/PID/cmdline), and a serve command's may hold a key.
+    argv = [python, "-B", "-c", probe_source(name)]
+    payload = json.dumps(args if args is not None else {}).encode("utf-8")
     started = time.monotonic()
     try:
         proc = subprocess.Popen(
             argv,
             cwd=cwd,
             env=child_env,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,  # so a timeout can end whatever the probe started, too
@@ -110,7 +112,7 @@ def run_probe(
     except OSError as exc:
         return ProbeOutcome(None, None, None, False, "", 0.0, f"cannot start {python}: {exc.strerror or exc}")
     try:
-        out, err = proc.communicate(timeout=timeout_s)
+        out, err = proc.communicate(payload, timeout=timeout_s)
         timed_out = False
     except subprocess.TimeoutExpired:
         _kill_group(proc)

@@ -16,7 +16,9 @@ import stat
 import sys
 
 MARKER = "@@dflash-doctor-facts@@"
-ARGS = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+# Arguments come on stdin (never in argv, where `ps` would show a serve command's --api-key), or as
+# argv[1] in a job forked from the shared host.
+ARGS = json.loads(sys.argv[1] if len(sys.argv) > 1 else (sys.stdin.read() or "{}"))
 STACK = set(ARGS.get("stack", []))
 WATCHED_TOPS = ARGS.get("watched_top_levels", [])  # flash_attn, hopper, flash_attn_2_cuda, ...
 VERIFY_HASHES = bool(ARGS.get("verify_hashes", False))

@@ -24,7 +24,9 @@ import traceback
 import warnings
 
 MARKER = "@@dflash-doctor-facts@@"
-ARGS = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+# Arguments come on stdin (never in argv, where `ps` would show a serve command's --api-key), or as
+# argv[1] in a job forked from the shared host.
+ARGS = json.loads(sys.argv[1] if len(sys.argv) > 1 else (sys.stdin.read() or "{}"))
 FAMILY = ARGS.get("family", "sdpa")
 HEAD_DIMS = ARGS.get("head_dims") or [128, 64]
 DTYPES = ARGS.get("dtypes") or ["float16", "bfloat16"]

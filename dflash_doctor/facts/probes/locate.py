@@ -7,7 +7,7 @@ import sys
 
 MARKER = "@@dflash-doctor-facts@@"
 
-names = json.loads(sys.argv[1]).get("names") or []
+names = json.loads(sys.argv[1] if len(sys.argv) > 1 else (sys.stdin.read() or "{}")).get("names") or []
 found = {}
 for name in names:
     entry = {"locations": [], "version": None}

@@ -12,7 +12,9 @@ import time
 import traceback
 
 MARKER = "@@dflash-doctor-facts@@"
-ARGS = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+# Arguments come on stdin (never in argv, where `ps` would show a serve command's --api-key), or as
+# argv[1] in a job forked from the shared host.
+ARGS = json.loads(sys.argv[1] if len(sys.argv) > 1 else (sys.stdin.read() or "{}"))
 
 ENGINE_FIELDS = (
     "model", "tokenizer", "skip_tokenizer_init", "trust_remote_code", "dtype", "max_model_len",
