@@ -49,7 +49,7 @@ from dflash_doctor.guest import STOP, lingering
 from dflash_doctor.model import CheckResult, Finding, Status, worst
 
 __all__ = ["Outcome", "ProgressFn", "Stopped", "collect", "failure_result", "judge", "needed_sections", "run", "run_checks",
-           "select"]
+           "select", "spare"]
 
 
 ProgressFn = Callable[[str, str, float], None]
@@ -288,7 +288,8 @@ class _Recording(Collector):
         def recorded(ctx: Context, earlier: Mapping[str, Any], **wanted: Any) -> Mapping[str, Any]:
             produced = function(ctx, earlier, **wanted)
             with self.lock:
-                self.sink.update(produced)
+                if not STOP.is_set():  # facts that came in after a stop were cut short by it: not kept
+                    self.sink.update(produced)
             return produced
 
         return recorded
@@ -349,13 +350,25 @@ class _Signals:
             signal.signal(signum, previous)
 
 
+# Children started on purpose to outlive a stopped run: the server `serve --exec --live` leaves running.
+_SPARED: set[int] = set()
+
+
+def spare(pid: int) -> None:
+    """Keep child `pid` (and its process group) out of what a stopped run kills."""
+    _SPARED.add(pid)
+
+
 def _kill_probes() -> None:
-    """End the probes this process started: direct children that lead their own process group."""
+    """End the probes this process started: direct children that lead their own process group, but the
+    ones `spare` named."""
     children: list[int] = []
     for task in Path("/proc/self/task").glob("*/children"):
         with contextlib.suppress(OSError, ValueError):
             children += [int(pid) for pid in task.read_text().split()]
     for pid in children:
+        if pid in _SPARED:
+            continue
         with contextlib.suppress(OSError):
             if os.getpgid(pid) == pid:
                 os.killpg(pid, signal.SIGKILL)
@@ -422,6 +435,12 @@ def run_checks(checks: Sequence[Check], ctx: Context, handle_signals: bool = Fal
             if not STOP.is_set():  # judged after a stop, from facts the stop cut short: not kept
                 judged[result.id] = result
 
+    # The run's end is an Event, not the thread's liveness: on Python 3.11 a signal handler that raises while
+    # the main thread is in Thread.join marks the joined thread stopped although it still runs (CPython's
+    # _wait_for_tstate_lock releases the lock the running thread holds), and a stopped run would then take a
+    # collector still waiting on a server for finished, and the process's exit would wait for it.
+    done = threading.Event()
+
     def work() -> None:
         try:
             sections, durations = collect(ctx, needed_sections(checks, ctx), list(recording), relay)
@@ -430,21 +449,23 @@ def run_checks(checks: Sequence[Check], ctx: Context, handle_signals: bool = Fal
         except BaseException as exc:  # noqa: BLE001 - becomes the doctor's own error result
             state["error"] = exc
             state["traceback"] = traceback.format_exc(limit=12)
+        finally:
+            done.set()
 
     worker = threading.Thread(target=work, name="dflash-doctor-run", daemon=True)
     signals = _Signals(handle_signals, on_event)
     signals.install()
     try:
         worker.start()
-        while worker.is_alive():
-            worker.join(0.1)
+        while not done.wait(0.1):
+            pass
     except (KeyboardInterrupt, Stopped) as exc:
         signals.stopped()
         STOP.set()  # guests still judging are given up, and none is started again
         name = exc.args[0] if isinstance(exc, Stopped) else "SIGINT"
         elapsed = time.monotonic() - started
         _kill_probes()
-        worker.join(2.0)
+        done.wait(2.0)
         with lock:
             partial = dict(sink)
             kept = dict(judged)
@@ -455,7 +476,7 @@ def run_checks(checks: Sequence[Check], ctx: Context, handle_signals: bool = Fal
             detail=f"collected before the stop: {', '.join(sorted(partial)) or 'nothing'}",
             evidence={"signal": name, "elapsed_s": round(elapsed, 3), "collected": sorted(partial)})
         results = judge(checks, partial, ctx, cutoff=Cutoff(why, "doctor.interrupted", kept))
-        return Outcome(results, partial, _doctor_result(finding), lingering=worker.is_alive() or lingering())
+        return Outcome(results, partial, _doctor_result(finding), lingering=not done.is_set() or lingering())
     finally:
         signals.restore()
     if "error" in state:

@@ -214,6 +214,45 @@ def test_stopping_serve_exec_live_while_it_waits_stops_the_server_it_started(tmp
     assert time.monotonic() - started < 20
 
 
+# A server that is up (/health answers) but never answers anything else: the live checks are under way when
+# the doctor is stopped.
+HEALTHY_THEN_SILENT = """
+import http.server, os, sys, time
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        if self.path == "/health":
+            open(sys.argv[1], "w").write("up\\n")
+            self.send_response(200)
+            self.end_headers()
+            return
+        time.sleep(600)
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[3])), Handler).serve_forever()
+"""
+
+
+def test_stopping_serve_exec_live_during_the_live_checks_leaves_the_ready_server_running(tmp_path: Path) -> None:
+    port = refused_port()
+    up = tmp_path / "up"
+    proc = subprocess.Popen([sys.executable, "-m", "dflash_doctor", "serve", "--only", "namespaces", "--no-color",
+                             "--json", str(tmp_path / "pre.json"), "--exec", "--live", "--live-wait", "120", "--",
+                             sys.executable, "-c", HEALTHY_THEN_SILENT, str(up), "--port", str(port)],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not up.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.5)  # the live checks are waiting on /v1/models
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    server = int(stderr.split("as PID ", 1)[1].split()[0])
+    try:
+        assert "the server is left running: PID" in stderr, stderr
+        assert alive(server), "a stop during the live checks killed the server it promised to leave running"
+    finally:
+        os.killpg(server, signal.SIGKILL)
+
+
 @pytest.mark.parametrize("argv", [
     ["live", "ftp://example.invalid"],
     ["live", "http://127.0.0.1:1", "--requests", "0"],

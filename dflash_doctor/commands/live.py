@@ -139,8 +139,10 @@ def live_options(args: argparse.Namespace, url: str, serve_argv: Sequence[str] |
                        serve_argv=list(serve_argv) if serve_argv else None)
 
 
-def run_live(args: argparse.Namespace, options: Any) -> int:
-    """Run the live check (and nothing else) as a doctor run, and write/render its report like every other."""
+def run_live(args: argparse.Namespace, options: Any, last_words: str = "") -> int:
+    """Run the live check (and nothing else) as a doctor run, and write/render its report like every other.
+    `last_words` go to stderr after the report. A run stopped while a request hung (its thread still waiting
+    on the server) ends the process here: Python's exit would wait for that thread."""
     from dflash_doctor.commands.run import emit, run_doctor
 
     run_args = argparse.Namespace(**{**vars(args), "only": ["live"], "skip": None, "no_gpu": True, "target_arch": None,
@@ -149,7 +151,14 @@ def run_live(args: argparse.Namespace, options: Any) -> int:
     for name in ("json", "junit", "markdown"):
         setattr(run_args, name, getattr(args, name, None))
     run = run_doctor(run_args, options={"live": options}, handle_signals=True)
-    return emit(run, run_args)
+    code: int = emit(run, run_args)
+    if last_words:
+        sys.stderr.write(last_words)
+    if run.lingering:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 def main(argv: Sequence[str]) -> int:
@@ -263,6 +272,9 @@ def start_and_check(args: argparse.Namespace, command: Sequence[str]) -> int:
         return 127
     sys.stderr.write(f"dflash-doctor serve: started `{command[0]} ...` as PID {proc.pid} (log: {log}); "
                      f"waiting up to {args.live_wait:g} s for {url}/health\n")
+    from dflash_doctor.runner import spare
+
+    spare(proc.pid)  # a stop during the live checks ends the doctor's probes, never the server
     server: dict[str, Any] = {"pid": proc.pid, "log": log, "url": url}
     try:
         with _stop_raises():
@@ -300,8 +312,6 @@ def start_and_check(args: argparse.Namespace, command: Sequence[str]) -> int:
         if path and path != "-":
             root, ext = os.path.splitext(path)
             setattr(args, name, f"{root}.live{ext}")
-    code = run_live(args, options)
-    if server.get("exit_status") is None:
-        sys.stderr.write(f"dflash-doctor serve: the server is left running: PID {proc.pid} at {url} "
-                         f"(log: {log}; stop it with: kill {proc.pid})\n")
-    return code
+    left = (f"dflash-doctor serve: the server is left running: PID {proc.pid} at {url} "
+            f"(log: {log}; stop it with: kill {proc.pid})\n") if server.get("exit_status") is None else ""
+    return run_live(args, options, last_words=left)
