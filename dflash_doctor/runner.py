@@ -49,7 +49,7 @@ from dflash_doctor.guest import STOP, lingering
 from dflash_doctor.model import CheckResult, Finding, Status, worst
 
 __all__ = ["Outcome", "ProgressFn", "Stopped", "collect", "failure_result", "judge", "needed_sections", "run", "run_checks",
-           "select", "spare"]
+           "select", "Signals", "spare"]
 
 
 ProgressFn = Callable[[str, str, float], None]
@@ -309,7 +309,7 @@ class Outcome:
         return self.stopped is not None
 
 
-class _Signals:
+class Signals:
     """SIGTERM (and SIGINT, unless it was ignored when the doctor started) raise `Stopped` once; a second
     signal after that ends the process at once, with one line on stderr and exit status 128 + signal number.
     After a stop the second-signal handler stays installed: writing the partial report is not interrupted
@@ -453,7 +453,7 @@ def run_checks(checks: Sequence[Check], ctx: Context, handle_signals: bool = Fal
             done.set()
 
     worker = threading.Thread(target=work, name="dflash-doctor-run", daemon=True)
-    signals = _Signals(handle_signals, on_event)
+    signals = Signals(handle_signals, on_event)
     signals.install()
     try:
         worker.start()

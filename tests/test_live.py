@@ -198,7 +198,9 @@ def test_stopping_serve_exec_live_while_it_waits_stops_the_server_it_started(tmp
     proc = subprocess.Popen([sys.executable, "-m", "dflash_doctor", "serve", "--only", "namespaces", "--no-color",
                              "--json", str(tmp_path / "pre.json"), "--exec", "--live", "--live-wait", "120", "--",
                              sys.executable, "-c", NEVER_READY, str(pids)],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            # as from a terminal: a test runner in the background has SIGINT ignored, and so would the doctor
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while not (pids.exists() and pids.read_text().endswith("\n")) and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -279,10 +279,10 @@ def test_a_second_sigterm_ends_the_doctor_with_no_line_left_and_the_cursor_shown
 ABORT_SCRIPT = """
 import os, signal, sys, time
 from dflash_doctor.render.progress import status_line
-from dflash_doctor.runner import _Signals
+from dflash_doctor.runner import Signals
 
 with status_line(sys.stdout, plain=PLAIN) as on_event:
-    signals = _Signals(True, on_event)
+    signals = Signals(True, on_event)
     signals.install()
     signals.stopped()  # a first signal stopped the run: the next one ends the process at once
     on_event("check-planned", "imports", time.monotonic())

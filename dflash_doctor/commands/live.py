@@ -15,11 +15,10 @@ Exit codes: 0 no fail; 1 a fail (with --strict, a warn too); 2 a wrong command l
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 __all__ = ["add_live_options", "live_options", "main", "parser", "run_live"]
@@ -200,37 +199,6 @@ def _tail(path: str, lines: int = 25) -> list[str]:
     return [redactor.secrets(line)[:400] for line in text.splitlines()[-lines:]]
 
 
-class _Stopped(Exception):
-    def __init__(self, signum: int) -> None:
-        import signal
-
-        super().__init__(signum)
-        self.signum = signum
-        self.name = signal.Signals(signum).name
-
-
-@contextlib.contextmanager
-def _stop_raises() -> Iterator[None]:
-    """Ctrl-C and SIGTERM end the block with _Stopped (SIGTERM would otherwise end the doctor on the spot and
-    leave the server it started running on its own)."""
-    import signal
-
-    def stopped(signum: int, _frame: Any) -> None:
-        raise _Stopped(signum)
-
-    previous = {}
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        try:
-            previous[signum] = signal.signal(signum, stopped)
-        except ValueError:  # not the main thread: the signals stay as they are
-            pass
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-
 def _end_session(proc: Any, grace_s: float = 15.0) -> str:
     """End the server's session (its engine processes with it): SIGTERM, then SIGKILL after `grace_s`."""
     import signal
@@ -272,32 +240,36 @@ def start_and_check(args: argparse.Namespace, command: Sequence[str]) -> int:
         return 127
     sys.stderr.write(f"dflash-doctor serve: started `{command[0]} ...` as PID {proc.pid} (log: {log}); "
                      f"waiting up to {args.live_wait:g} s for {url}/health\n")
-    from dflash_doctor.runner import spare
+    from dflash_doctor.runner import Signals, Stopped, spare
 
     spare(proc.pid)  # a stop during the live checks ends the doctor's probes, never the server
     server: dict[str, Any] = {"pid": proc.pid, "log": log, "url": url}
+    # Ctrl-C and SIGTERM stop the wait as they stop a run (without this, SIGTERM would end the doctor on the
+    # spot and leave the server it started running on its own).
+    signals = Signals(True)
+    signals.install()
     try:
-        with _stop_raises():
-            while True:
-                status = proc.poll()
-                if status is not None:
-                    server.update({"exit_status": status, "seconds": round(time.monotonic() - started, 1),
-                                   "log_tail": _tail(log)})
-                    break
-                if get(url, "/health", None, 5.0, 4096).status == 200:
-                    server.update({"ready": True, "seconds": round(time.monotonic() - started, 1)})
-                    break
-                if time.monotonic() - started > args.live_wait:
-                    server.update({"ready": False, "seconds": round(time.monotonic() - started, 1),
-                                   "log_tail": _tail(log)})
-                    break
-                time.sleep(1.0)
-    except _Stopped as stop:
+        while True:
+            status = proc.poll()
+            if status is not None:
+                server.update({"exit_status": status, "seconds": round(time.monotonic() - started, 1),
+                               "log_tail": _tail(log)})
+                break
+            if get(url, "/health", None, 5.0, 4096).status == 200:
+                server.update({"ready": True, "seconds": round(time.monotonic() - started, 1)})
+                break
+            if time.monotonic() - started > args.live_wait:
+                server.update({"ready": False, "seconds": round(time.monotonic() - started, 1), "log_tail": _tail(log)})
+                break
+            time.sleep(1.0)
+    except Stopped as stop:
         # The user gave up before the server was up: it goes too, with whatever it started in its session.
         how = _end_session(proc)
-        sys.stderr.write(f"dflash-doctor serve: stopped by {stop.name} while waiting for {url}/health; "
+        sys.stderr.write(f"dflash-doctor serve: stopped by {stop.args[0]} while waiting for {url}/health; "
                          f"the server (PID {proc.pid}) {how} (log: {log})\n")
         return 128 + stop.signum
+    finally:
+        signals.restore()
     from dflash_doctor.render.redact import argv_secrets
 
     try:
