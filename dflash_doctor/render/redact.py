@@ -100,7 +100,7 @@ PUBLIC_HOSTS = frozenset({
 _NOT_HOSTS = re.compile(r"(?i)(version|(^|_)ids?$|hash|sha256|digest|fingerprint|created|schema)")
 # Lines that name distributions and their versions beside paths (a fix's `changes`: "install nvidia-cudnn-cu12
 # 9.1.0.70 (wheel)"): a dotted quad there is a version, while a path in them may still hold a host name.
-_VERSIONS_NOT_IPS = re.compile(r"^changes$")
+_VERSION_LINES = frozenset({"changes"})
 
 _DOTTED_DIGITS = re.compile(r"\d\.\d")
 _TOKEN_PREFIXES = ("hf_", "sk-", "gh", "xox", "AKIA", "eyJ")
@@ -245,7 +245,7 @@ class Redactor:
             if key and _ENV_NAME.match(key) and _SECRET_NAME_RE.search(key):
                 return REDACTED
             return self.text(value, host_safe=bool(key) and bool(_NOT_HOSTS.search(key)),
-                             versions=bool(key) and bool(_VERSIONS_NOT_IPS.match(key)))
+                             versions=key in _VERSION_LINES)
         if isinstance(value, Mapping):
             return {(self.text(k) if isinstance(k, str) else k): self.tree(v, k if isinstance(k, str) else key)
                     for k, v in value.items()}
