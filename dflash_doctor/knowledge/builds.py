@@ -5,11 +5,11 @@ runs. What the doctor cannot read from the installed packages, each with the sou
 from __future__ import annotations
 
 from dflash_doctor.knowledge import Fact
+from dflash_doctor.knowledge.flash_attn import _SDIST_283  # the one sdist these were read from, under one label
 
 __all__ = ["BUILD_MINUTES_64_CORES", "JOB_PEAK_RAM_GB", "NINJA_REQUIRED", "NVCC_MAJOR_MUST_MATCH",
            "NVCC_THREADS_DEFAULT", "TORCH_CUDA_HOME_SEARCH"]
 
-_SDIST_283 = "flash-attn 2.8.3 PyPI sdist (sha256 1e71dd64...)"
 _TORCH = "torch 2.13.0 (CPU wheel), torch/utils/cpp_extension.py"
 
 JOB_PEAK_RAM_GB: Fact[int] = Fact(
@@ -20,7 +20,8 @@ JOB_PEAK_RAM_GB: Fact[int] = Fact(
     "RAM ... MAX_JOBS=4 pip install flash-attn --no-build-isolation'",
     read_from=_SDIST_283,
     note="flash-attention issues #389, #1038, #1581: builds killed for memory at the default MAX_JOBS. The doctor "
-    "uses flash-attn's own formula: MAX_JOBS = max(1, min(cores // 2, free_GB // 9)).",
+    "uses flash-attn's own formula, which setup.py applies only when MAX_JOBS is unset: "
+    "MAX_JOBS = max(1, min(cores // 2, free_GB // 9)).",
 )
 
 NVCC_THREADS_DEFAULT: Fact[int] = Fact(

@@ -56,7 +56,6 @@ __all__ = [
     "FA4_REQUIRES_DIST",
     "FA4_VERSION_ATTRIBUTE",
     "FLASH_ATTN_CUTE_TOP_LEVELS",
-    "MAX_JOBS_DEFAULT",
     "PREBUILT_WHEEL_CUDA_BINS",
     "PREBUILT_WHEEL_FILENAME",
     "PREBUILT_WHEEL_URL",
@@ -451,12 +450,6 @@ BUILD_ENV_VARS: Fact[dict[str, str]] = Fact(
     "`MAX_JOBS=4 pip install flash-attn --no-build-isolation` for machines with < 96 GB RAM.",
 )
 
-MAX_JOBS_DEFAULT: Fact[str] = Fact(
-    value="max(1, min(os.cpu_count() // 2, int(free_memory_gb / 9)))",
-    source="setup.py NinjaBuildExtension.__init__ (2.8.3 lines 509-521): only when MAX_JOBS is unset; "
-    "'each JOB peak memory cost is ~8-9GB when threads = 4'",
-    read_from=f"{_SDIST_283}; {_SDIST_283_POST2}",
-)
 
 # ---------------------------------------------------------------------------------------------------------
 # flash-attn-4 (CuTe DSL)

@@ -46,7 +46,7 @@ def main(results: Path, out: Path) -> None:
             continue
         run = json.loads(path.read_text())
         report = json.loads((results / f"{path.stem}.report.json").read_text())
-        fails = sorted({f["id"] for c in report["checks"] for f in c["findings"] if f["status"] in ("fail", "error")})
+        fails = failing(report)
         record = {
             "scenario": run["scenario"],
             "device": device,
