@@ -213,7 +213,7 @@ def test_a_serve_command_s_key_never_shows_in_any_process_s_command_line(tmp_pat
     site = tmp_path / "site"
     (site / "vllm").mkdir(parents=True)
     (site / "vllm" / "__init__.py").write_text("import time\ntime.sleep(3)\n__version__ = '0.20.1'\n")
-    key = "plainkey4711cmdline"
+    key = f"plainkey{os.getpid()}x{time.monotonic_ns()}"  # this run's own: another run of this test shows its own
     env = {**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     proc = subprocess.Popen([sys.executable, "-m", "dflash_doctor", "serve", "--no-gpu", "--only", "serve-command",
                              "--json", str(tmp_path / "r.json"), "--", "vllm", "serve", "/models/none",
