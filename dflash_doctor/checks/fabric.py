@@ -143,11 +143,11 @@ class FabricCheck:
             return [Finding("fabric.skipped", Status.SKIP, "fabric not checked: NVML lists no GPU (see the gpu check)")]
         visible = resolve_visible((gpu.get("environ") or {}).get("CUDA_VISIBLE_DEVICES"), devices)
         group = list(visible.gpus[:tp])
-        findings.append(self._group(fabric, tp, group, devices))
         pairs = self._pairs(fabric, group)
+        findings.append(self._group(fabric, tp, group, pairs))
         findings += self._links(fabric, group, pairs)
         findings += self._peer(fabric, tp, pairs)
-        findings += self._nccl(fabric, pairs, argv)
+        findings += self._nccl(fabric, pairs)
         findings += self._host(fabric, tp, group, devices)
         findings.append(self._allreduce_choice(fabric, tp, len(group), pairs, argv))
         return findings
@@ -159,8 +159,7 @@ class FabricCheck:
         return [p for p in (fabric.nvml or {}).get("pairs") or [] if set(p.get("gpus") or []) <= members]
 
     def _group(self, fabric: Fabric, tp: int, group: Sequence[int],
-               devices: Sequence[Mapping[str, Any]]) -> Finding:
-        pairs = self._pairs(fabric, group)
+               pairs: Sequence[Mapping[str, Any]]) -> Finding:
         links = ", ".join(f"{p['gpus'][0]}-{p['gpus'][1]}: " + (f"{p['nvlinks']} NVLink(s)" if p.get("nvlinks")
                                                                 else str(p.get("topology")))
                           for p in pairs)
@@ -265,7 +264,7 @@ class FabricCheck:
 
     # ------------------------------------------------------------------------------------------- NCCL
 
-    def _nccl(self, fabric: Fabric, pairs: Sequence[Mapping[str, Any]], argv: list[str]) -> list[Finding]:
+    def _nccl(self, fabric: Fabric, pairs: Sequence[Mapping[str, Any]]) -> list[Finding]:
         arms = fabric.nccl or {}
         if not arms:
             return [Finding("fabric.nccl-skipped", Status.SKIP,
@@ -409,7 +408,7 @@ class FabricCheck:
             why, choice = "--disable-custom-all-reduce is given", "NCCL"
         elif tp not in rules["world_sizes"]:  # type: ignore[operator]
             why, choice = f"custom all-reduce supports world sizes {rules['world_sizes']}", "NCCL"
-        elif tp > 2 and not all_nvlink:
+        elif tp > rules["pcie_only_max"] and not all_nvlink:  # type: ignore[operator]
             why, choice = "custom all-reduce is off for more than two PCIe-only GPUs", "NCCL"
         elif peer and not all(p.get("can_access_peer") for p in peer):
             why, choice = "a pair has no peer access", "NCCL"
