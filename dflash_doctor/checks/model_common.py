@@ -130,7 +130,7 @@ def gpu_view(facts: Facts) -> dict[str, Any]:
             continue
         ccs.append(f"{major}.{minor}")
     raw = facts.raw("gpu")
-    gpu = Gpu.read(raw)
+    gpu = facts.optional_section(Gpu)
     nvml_devices: list[Mapping[str, Any]] | None = None
     view: dict[str, Any] = {"available": False, "why": "no GPU facts were collected", "devices": [], "source": None}
     if isinstance(raw, Mapping) and "_error" in raw:
