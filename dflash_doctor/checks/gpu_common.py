@@ -7,10 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dflash_doctor.check import Facts
-from dflash_doctor.checks.remedy import Installer
 from dflash_doctor.facts.cuda_shapes import KernelError, ProbeException
-from dflash_doctor.facts.environment_shapes import Target
 from dflash_doctor.facts.nvml_shapes import Gpu, GpuDevice
 from dflash_doctor.model import CheckResult, Finding, Status
 from dflash_doctor.units import GIB
@@ -39,14 +36,6 @@ def _blocking(prior: CheckResult | None, ids: Sequence[str]) -> Finding | None:
     if prior is None:
         return None
     return next((f for f in prior.findings if f.id in ids and f.status in (Status.FAIL, Status.ERROR)), None)
-
-
-def _installer(facts: Facts, python: Any = None) -> Installer:
-    """Commands for the target: its environment facts, else the interpreter a probe ran in."""
-    target = facts.optional_section(Target)
-    if target is not None:
-        return Installer.for_target(target)
-    return Installer(str(python) if python else "python3")
 
 
 # ------------------------------------------------------------------------------------ visible devices

@@ -16,7 +16,8 @@ from dflash_doctor.knowledge.gpu import (
 )
 from dflash_doctor.model import CheckResult, Finding, Remediation, Status
 
-from .gpu_common import NO_CUDA_FINDINGS, NO_GPU_FINDINGS, _blocking, _exception_text, _installer, _sm
+from .gpu_common import NO_CUDA_FINDINGS, NO_GPU_FINDINGS, _blocking, _exception_text, _sm
+from .model_common import installer_for
 
 __all__ = ["KernelsCheck"]
 
@@ -231,7 +232,7 @@ class KernelsCheck:
             return [Finding("kernels.no-cuda", Status.SKIP, f"torch cannot use CUDA here ({blocking.id}): no kernel "
                             "was run", evidence={"cuda_finding": blocking.id})]
         kernels = facts.section(Kernels)
-        installer = _installer(facts)
+        installer = installer_for(facts)
         tally = _Tally([], [])
         findings: list[Finding] = []
         for result in kernels.families:
