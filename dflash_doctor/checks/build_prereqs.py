@@ -22,7 +22,7 @@ from dflash_doctor.knowledge.builds import (
 )
 from dflash_doctor.knowledge.flash_attn import FA2_CUDA_ARCHS_DEFAULT
 from dflash_doctor.model import Finding, Remediation, Status
-from dflash_doctor.units import GIB
+from dflash_doctor.units import GIB, gib
 
 __all__ = ["BuildPlan", "judge_build"]
 
@@ -52,7 +52,7 @@ def _max_jobs(build: Mapping[str, Any]) -> tuple[int, str]:
         return by_cores, f"{cores} cores // 2 (free memory unknown)"
     by_memory = int(free / GIB / JOB_PEAK_RAM_GB.value)
     jobs = max(1, min(by_cores, by_memory))
-    return jobs, (f"min({cores} cores // 2, {free / GIB:.0f} GiB free / {JOB_PEAK_RAM_GB.value} GiB a job: "
+    return jobs, (f"min({cores} cores // 2, {gib(free, 0)} free / {JOB_PEAK_RAM_GB.value} GiB a job: "
                   "flash-attn 2.8.3 setup.py)")
 
 
@@ -133,7 +133,7 @@ def judge_build(build: Mapping[str, Any], *, python: str, uv: bool, what: str,
     if isinstance(free, int) and free < JOB_PEAK_RAM_GB.value * GIB:
         findings.append(Finding(
             f"{CHECK_ID}.memory-low", Status.WARN,
-            f"{free / GIB:.1f} GiB of memory is available, less than one compile job's peak "
+            f"{gib(free)} of memory is available, less than one compile job's peak "
             f"({JOB_PEAK_RAM_GB.value} GiB): building {what} may be killed for memory even with MAX_JOBS=1",
             JOB_PEAK_RAM_GB.source, evidence))
     archs = [str(a) for a in build.get("archs") or ()]

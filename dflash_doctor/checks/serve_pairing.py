@@ -25,7 +25,7 @@ from dflash_doctor.model import Finding, Remediation, Status
 
 from .drafter_pairing import model_runner
 from .model_common import text_config, version_tuple
-from .serve_common import MULTIMODAL_PREFIX_WORDS, with_flag, with_switch, without_flag
+from .serve_common import MULTIMODAL_PREFIX_WORDS, _gib, with_flag, with_switch, without_flag
 
 if TYPE_CHECKING:
     from .serve_command import _Command
@@ -159,7 +159,7 @@ def _multimodal(c: _Command) -> list[Finding]:
     why = ", ".join(([f"{config.get('file')} has vision_config"] if vision else []) + processor)
     tower = sum(int(n) for p, n in (target.get("prefix_bytes") or {}).items()
                 if any(w in p for w in MULTIMODAL_PREFIX_WORDS) and isinstance(n, int))
-    size = f" ({tower / (1 << 30):.2f} GiB of weights)" if tower else ""
+    size = f" ({_gib(tower)} of weights)" if tower else ""
     if flag and known is False:
         return [Finding("serve-command.language-model-only", Status.FAIL,
                         f"--language-model-only is not a flag {c.label} knows: its parser stops at start",
