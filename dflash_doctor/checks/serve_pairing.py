@@ -23,7 +23,7 @@ from dflash_doctor.knowledge.dflash_reports import (
 )
 from dflash_doctor.model import Finding, Remediation, Status
 
-from .drafter_pairing import model_runner
+from .drafter_pairing import _pairing, model_runner
 from .model_common import text_config, version_tuple
 from .serve_common import MULTIMODAL_PREFIX_WORDS, _gib, with_flag, with_switch, without_flag
 
@@ -37,15 +37,11 @@ def serve_rules(c: _Command) -> tuple[Callable[[], list[Finding]], ...]:
     return (lambda: _parsers(c), lambda: _remote_code(c), lambda: _multimodal(c), lambda: _known_bad(c))
 
 
-def _pairing(c: _Command) -> dict[str, Any]:
-    return dict(c.vllm.pairing) if c.vllm is not None else {}
-
-
 # ------------------------------------------------------------------------------------------ parsers
 
 
 def _parsers(c: _Command) -> list[Finding]:
-    registries = _pairing(c).get("parsers") or {}
+    registries = _pairing(c.vllm).get("parsers") or {}
     out: list[Finding] = []
     auto = bool(c.fields.get("enable_auto_tool_choice"))
     tool = c.fields.get("tool_call_parser") or None
@@ -110,7 +106,7 @@ def _tool_fixes(c: _Command, registry: Mapping[str, Any] | None) -> tuple[Remedi
 def _remote_code(c: _Command) -> list[Finding]:
     if c.fields.get("trust_remote_code"):
         return []
-    pairing = _pairing(c)
+    pairing = _pairing(c.vllm)
     registry = set(pairing.get("config_registry") or [])
     transformers = (pairing.get("transformers") or {}).get("model_types")
     out: list[Finding] = []
@@ -148,7 +144,7 @@ def _multimodal(c: _Command) -> list[Finding]:
     processor = list(directory.get("processor_files") or [])
     vision = bool(config.get("vision_config"))
     flag = bool(c.fields.get("language_model_only"))
-    facts = _pairing(c).get("language_model_only") or {}
+    facts = _pairing(c.vllm).get("language_model_only") or {}
     known = facts.get("known")
     skips = facts.get("skips_tower") is not False
     if not (vision or processor):
