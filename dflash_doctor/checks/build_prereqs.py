@@ -38,8 +38,17 @@ class BuildPlan:
     findings: tuple[Finding, ...] = field(default_factory=tuple)
 
     @property
+    def missing(self) -> tuple[str, ...]:
+        """What the build lacks: the findings that do not pass, by their id without the check's."""
+        return _missing(self.findings)
+
+    @property
     def ready(self) -> bool:
-        return not any(f.status is not Status.PASS for f in self.findings)
+        return not self.missing
+
+
+def _missing(findings: Sequence[Finding]) -> tuple[str, ...]:
+    return tuple(f.id.split(".", 1)[1] for f in findings if f.status is not Status.PASS)
 
 
 def _max_jobs(build: Mapping[str, Any]) -> tuple[int, str]:
@@ -147,9 +156,9 @@ def judge_build(build: Mapping[str, Any], *, python: str, uv: bool, what: str,
     estimate = (f"about {low}-{high} min ({count} arch(s), {jobs} job(s) on {build.get('cores')} cores; flash-attn "
                 "README: 3-5 min on 64 cores with ninja)")
     summary = (f"{what} from source; MAX_JOBS={jobs} ({jobs_why}); {arch_text}; {estimate}")
-    problems = [f for f in findings if f.status is not Status.PASS]
-    if problems:
-        summary += "; missing: " + ", ".join(f.id.split(".", 1)[1] for f in problems)
+    missing = _missing(findings)
+    if missing:
+        summary += "; missing: " + ", ".join(missing)
     else:
         findings.append(Finding(f"{CHECK_ID}.ready", Status.PASS,
                                 f"building {what}: nvcc {release} (torch CUDA {torch_cuda}), CUDA_HOME "
