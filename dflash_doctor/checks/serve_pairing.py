@@ -89,7 +89,7 @@ def _parsers(c: _Command) -> list[Finding]:
 
 def _tool_fixes(c: _Command, registry: Mapping[str, Any] | None) -> tuple[Remediation, ...]:
     names = list((registry or {}).get("names") or [])
-    model = " ".join(str(text_config(c.target).get(k) or "") for k in ("model_type",)).lower()
+    model = str(text_config(c.target).get("model_type") or "").lower()
     guess = next((n for n in names if model and n.split("_")[0] in model), None) or "PARSER"
     fixes = [Remediation(with_flag(c.argv, "--tool-call-parser", guess),
                          f"name the parser for the target's tool-call format (registered: {', '.join(names[:12])}"
