@@ -112,7 +112,7 @@ class ArchCoverageCheck:
         findings: list[Finding] = []
         if section.target_archs_error:
             findings.append(invalid_target_archs(section))
-        targets, absent_why = targets_to_judge(section, Gpu.read(facts.raw("gpu")))
+        targets, absent_why = targets_to_judge(section, facts.optional_section(Gpu))
         if targets:
             findings += coverage_findings(targets, libraries, section, installer,
                                           facts.optional_section(Distributions))

@@ -22,7 +22,7 @@ from dflash_doctor.knowledge.builds import (
 )
 from dflash_doctor.knowledge.flash_attn import FA2_CUDA_ARCHS_DEFAULT
 from dflash_doctor.model import Finding, Remediation, Status
-from dflash_doctor.units import GIB
+from dflash_doctor.units import GIB, gib
 
 __all__ = ["BuildPlan", "judge_build"]
 
@@ -38,8 +38,17 @@ class BuildPlan:
     findings: tuple[Finding, ...] = field(default_factory=tuple)
 
     @property
+    def missing(self) -> tuple[str, ...]:
+        """What the build lacks: the findings that do not pass, by their id without the check's."""
+        return _missing(self.findings)
+
+    @property
     def ready(self) -> bool:
-        return not any(f.status is not Status.PASS for f in self.findings)
+        return not self.missing
+
+
+def _missing(findings: Sequence[Finding]) -> tuple[str, ...]:
+    return tuple(f.id.split(".", 1)[1] for f in findings if f.status is not Status.PASS)
 
 
 def _max_jobs(build: Mapping[str, Any]) -> tuple[int, str]:
@@ -52,7 +61,7 @@ def _max_jobs(build: Mapping[str, Any]) -> tuple[int, str]:
         return by_cores, f"{cores} cores // 2 (free memory unknown)"
     by_memory = int(free / GIB / JOB_PEAK_RAM_GB.value)
     jobs = max(1, min(by_cores, by_memory))
-    return jobs, (f"min({cores} cores // 2, {free / GIB:.0f} GiB free / {JOB_PEAK_RAM_GB.value} GiB a job: "
+    return jobs, (f"min({cores} cores // 2, {gib(free, 0)} free / {JOB_PEAK_RAM_GB.value} GiB a job: "
                   "flash-attn 2.8.3 setup.py)")
 
 
@@ -133,7 +142,7 @@ def judge_build(build: Mapping[str, Any], *, python: str, uv: bool, what: str,
     if isinstance(free, int) and free < JOB_PEAK_RAM_GB.value * GIB:
         findings.append(Finding(
             f"{CHECK_ID}.memory-low", Status.WARN,
-            f"{free / GIB:.1f} GiB of memory is available, less than one compile job's peak "
+            f"{gib(free)} of memory is available, less than one compile job's peak "
             f"({JOB_PEAK_RAM_GB.value} GiB): building {what} may be killed for memory even with MAX_JOBS=1",
             JOB_PEAK_RAM_GB.source, evidence))
     archs = [str(a) for a in build.get("archs") or ()]
@@ -147,9 +156,9 @@ def judge_build(build: Mapping[str, Any], *, python: str, uv: bool, what: str,
     estimate = (f"about {low}-{high} min ({count} arch(s), {jobs} job(s) on {build.get('cores')} cores; flash-attn "
                 "README: 3-5 min on 64 cores with ninja)")
     summary = (f"{what} from source; MAX_JOBS={jobs} ({jobs_why}); {arch_text}; {estimate}")
-    problems = [f for f in findings if f.status is not Status.PASS]
-    if problems:
-        summary += "; missing: " + ", ".join(f.id.split(".", 1)[1] for f in problems)
+    missing = _missing(findings)
+    if missing:
+        summary += "; missing: " + ", ".join(missing)
     else:
         findings.append(Finding(f"{CHECK_ID}.ready", Status.PASS,
                                 f"building {what}: nvcc {release} (torch CUDA {torch_cuda}), CUDA_HOME "

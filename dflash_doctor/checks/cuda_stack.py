@@ -28,7 +28,8 @@ from dflash_doctor.knowledge.gpu import (
 )
 from dflash_doctor.model import Finding, Remediation, Status
 
-from .gpu_common import NO_GPU_FINDINGS, Visible, _blocking, _exception_text, _installer, _sm, _visible_of
+from .gpu_common import NO_GPU_FINDINGS, Visible, _blocking, _exception_text, _sm, _visible_of
+from .model_common import installer_for
 
 __all__ = ["CudaStackCheck"]
 
@@ -231,7 +232,7 @@ class CudaStackCheck:
             return [Finding("cuda-stack.no-gpu", Status.SKIP, f"no usable GPU ({blocking.id}): torch's CUDA was not checked",
                             evidence={"gpu_finding": blocking.id})]
         stack, gpu = facts.section(CudaStack), facts.section(Gpu)
-        installer = _installer(facts, stack.executable)
+        installer = installer_for(facts, stack.executable)
         process = stack.process
         torch = stack.torch
         if torch is None or stack.probe_error:

@@ -130,8 +130,9 @@ class DrafterAttentionCheck:
         all_layers = _marker(vllm, "non_causal_all_layers") is True
         head_sizes = [h for h in {_head_dim(text_config(drafter)),
                                   _head_dim(text_config(models.target)) if all_layers else None} if h]
-        spec = _spec_value(facts.optional("serve_args"))
-        fields = ((facts.optional("serve_args") or {}).get("fields") or {})
+        serve = facts.optional("serve_args") or {}
+        spec = _spec_value(serve)
+        fields = serve.get("fields") or {}
         explicit = fields.get("attention_backend") if all_layers else spec.get("attention_backend")
         attention = vllm.attention
         non_causal = _needs_non_causal(dflash, vllm)
@@ -155,7 +156,7 @@ class DrafterAttentionCheck:
                 else:
                     title = f"{_vllm_label(vllm)} on {sm}: no attention backend supports {scope} with non-causal attention"
                     code = "drafter-attention.none-valid"
-                argv = list((facts.optional("serve_args") or {}).get("argv") or []) or ["vllm", "serve", "MODEL"]
+                argv = list(serve.get("argv") or []) or ["vllm", "serve", "MODEL"]
                 fix = with_flag(argv, "--attention-backend", "FLASH_ATTN") if all_layers else \
                     with_spec(argv, {**spec, "attention_backend": "FLASH_ATTN"})
                 findings.append(Finding(code, Status.FAIL, title, detail=NON_CAUSAL_SCOPE.source, evidence=evidence,

@@ -26,7 +26,7 @@ from dflash_doctor.model import Finding, Remediation, Status
 
 from dflash_doctor.facts.serve_shapes import VllmDflash
 
-from .model_common import _is_int, version_tuple
+from .model_common import SLIDING, _is_int, version_tuple
 from .serve_common import _derived_max_len, with_flag
 
 if TYPE_CHECKING:
@@ -144,10 +144,10 @@ def _layer_types(d: _Drafter) -> list[Finding]:
                                      "one entry per layer; take them from the publisher's config.json"),),
                         cause=cause)]
     target_types = d.target_config.get("layer_types")
-    if isinstance(target_types, list) and "sliding_attention" in types:
+    if isinstance(target_types, list) and SLIDING in types:
         window = d.dflash.get("swa_window_size", d.config.get("sliding_window"))
-        d.ok.append(f"layer_types {types.count('sliding_attention')} sliding (window {window}) + "
-                    f"{types.count('full_attention')} full; target {target_types.count('sliding_attention')} sliding of "
+        d.ok.append(f"layer_types {types.count(SLIDING)} sliding (window {window}) + "
+                    f"{types.count('full_attention')} full; target {target_types.count(SLIDING)} sliding of "
                     f"{len(target_types)}")
     return []
 

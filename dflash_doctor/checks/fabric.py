@@ -17,6 +17,7 @@ from dflash_doctor.check import Facts
 from dflash_doctor.codes import Code
 from dflash_doctor.facts.fabric_host import sysfs_bdf
 from dflash_doctor.facts.fabric_shapes import Fabric
+from dflash_doctor.facts.nvml_shapes import Gpu, GpuDevice
 from dflash_doctor.knowledge.fabric import (
     ACS_REDIRECT,
     CUSTOM_ALL_REDUCE_RULES,
@@ -32,7 +33,7 @@ from dflash_doctor.knowledge.fabric import (
 from dflash_doctor.model import Finding, Remediation, Status
 from dflash_doctor.units import GIB, MIB
 
-from .gpu_common import resolve_visible
+from .gpu_common import _visible_of
 
 __all__ = ["FabricCheck", "vllm_shm_need"]
 
@@ -133,21 +134,20 @@ class FabricCheck:
         fabric = facts.section(Fabric)
         if fabric.skipped:
             return [Finding("fabric.skipped", Status.SKIP, f"fabric not checked ({fabric.skipped})")]
-        gpu = facts["gpu"] if isinstance(facts["gpu"], dict) else {}
-        devices = gpu.get("devices") or []
+        gpu = facts.section(Gpu)
+        devices = gpu.devices
         serve = facts.optional("serve_args") or {}
         argv = [str(a) for a in serve.get("argv") or []]
         tp = int(fabric.requested_tp or 1)
         findings: list[Finding] = []
         if not devices:
             return [Finding("fabric.skipped", Status.SKIP, "fabric not checked: NVML lists no GPU (see the gpu check)")]
-        visible = resolve_visible((gpu.get("environ") or {}).get("CUDA_VISIBLE_DEVICES"), devices)
-        group = list(visible.gpus[:tp])
-        findings.append(self._group(fabric, tp, group, devices))
+        group = list(_visible_of(gpu).gpus[:tp])
         pairs = self._pairs(fabric, group)
+        findings.append(self._group(fabric, tp, group, pairs))
         findings += self._links(fabric, group, pairs)
         findings += self._peer(fabric, tp, pairs)
-        findings += self._nccl(fabric, pairs, argv)
+        findings += self._nccl(fabric, pairs)
         findings += self._host(fabric, tp, group, devices)
         findings.append(self._allreduce_choice(fabric, tp, len(group), pairs, argv))
         return findings
@@ -159,8 +159,7 @@ class FabricCheck:
         return [p for p in (fabric.nvml or {}).get("pairs") or [] if set(p.get("gpus") or []) <= members]
 
     def _group(self, fabric: Fabric, tp: int, group: Sequence[int],
-               devices: Sequence[Mapping[str, Any]]) -> Finding:
-        pairs = self._pairs(fabric, group)
+               pairs: Sequence[Mapping[str, Any]]) -> Finding:
         links = ", ".join(f"{p['gpus'][0]}-{p['gpus'][1]}: " + (f"{p['nvlinks']} NVLink(s)" if p.get("nvlinks")
                                                                 else str(p.get("topology")))
                           for p in pairs)
@@ -265,7 +264,7 @@ class FabricCheck:
 
     # ------------------------------------------------------------------------------------------- NCCL
 
-    def _nccl(self, fabric: Fabric, pairs: Sequence[Mapping[str, Any]], argv: list[str]) -> list[Finding]:
+    def _nccl(self, fabric: Fabric, pairs: Sequence[Mapping[str, Any]]) -> list[Finding]:
         arms = fabric.nccl or {}
         if not arms:
             return [Finding("fabric.nccl-skipped", Status.SKIP,
@@ -321,7 +320,7 @@ class FabricCheck:
     # ------------------------------------------------------------------------------------------- host
 
     def _host(self, fabric: Fabric, tp: int, group: Sequence[int],
-              devices: Sequence[Mapping[str, Any]]) -> list[Finding]:
+              devices: Sequence[GpuDevice]) -> list[Finding]:
         host = fabric.host or {}
         found: list[Finding] = []
         shm, container = host.get("shm") or {}, host.get("container") or {}
@@ -367,9 +366,9 @@ class FabricCheck:
         return found
 
     def _iommu_acs(self, host: Mapping[str, Any], group: Sequence[int],
-                   devices: Sequence[Mapping[str, Any]]) -> list[Finding]:
+                   devices: Sequence[GpuDevice]) -> list[Finding]:
         iommu, acs = host.get("iommu") or {}, host.get("acs") or {}
-        bdfs = [sysfs_bdf(str(d["pci_bus_id"])) for d in devices if d.get("index") in group and d.get("pci_bus_id")]
+        bdfs = [sysfs_bdf(d.pci_bus_id) for d in devices if d.index in group and d.pci_bus_id]
         types = {b: ((iommu.get("gpus") or {}).get(b) or {}).get("type") for b in bdfs}
         translating = sorted(b for b, t in types.items() if t and t.startswith("DMA"))
         redirecting = sorted({br for b in bdfs for br in ((acs.get("paths") or {}).get(b) or [])
@@ -409,7 +408,7 @@ class FabricCheck:
             why, choice = "--disable-custom-all-reduce is given", "NCCL"
         elif tp not in rules["world_sizes"]:  # type: ignore[operator]
             why, choice = f"custom all-reduce supports world sizes {rules['world_sizes']}", "NCCL"
-        elif tp > 2 and not all_nvlink:
+        elif tp > rules["pcie_only_max"] and not all_nvlink:  # type: ignore[operator]
             why, choice = "custom all-reduce is off for more than two PCIe-only GPUs", "NCCL"
         elif peer and not all(p.get("can_access_peer") for p in peer):
             why, choice = "a pair has no peer access", "NCCL"

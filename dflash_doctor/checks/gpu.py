@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from dflash_doctor.check import Facts
 from dflash_doctor.codes import Code
-from dflash_doctor.facts.envfacts import release, version_tuple
+from dflash_doctor.facts.envfacts import release
 from dflash_doctor.facts.environment_shapes import Distributions
 from dflash_doctor.facts.nvml_shapes import Gpu, GpuDevice, GpuHost, NvmlError
 from dflash_doctor.knowledge.gpu import (

@@ -7,10 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dflash_doctor.check import Facts
-from dflash_doctor.checks.remedy import Installer
-from dflash_doctor.facts.cuda_shapes import ProbeException
-from dflash_doctor.facts.environment_shapes import Target
+from dflash_doctor.facts.cuda_shapes import KernelError, ProbeException
 from dflash_doctor.facts.nvml_shapes import Gpu, GpuDevice
 from dflash_doctor.model import CheckResult, Finding, Status
 from dflash_doctor.units import GIB
@@ -39,14 +36,6 @@ def _blocking(prior: CheckResult | None, ids: Sequence[str]) -> Finding | None:
     if prior is None:
         return None
     return next((f for f in prior.findings if f.id in ids and f.status in (Status.FAIL, Status.ERROR)), None)
-
-
-def _installer(facts: Facts, python: Any = None) -> Installer:
-    """Commands for the target: its environment facts, else the interpreter a probe ran in."""
-    target = facts.optional_section(Target)
-    if target is not None:
-        return Installer.for_target(target)
-    return Installer(str(python) if python else "python3")
 
 
 # ------------------------------------------------------------------------------------ visible devices
@@ -166,8 +155,7 @@ def _resolve_mig(value: str, devices: Sequence[GpuDevice]) -> Visible:
 def _visible_of(gpu: Gpu) -> Visible:
     return resolve_visible(gpu.environ.get("CUDA_VISIBLE_DEVICES"), gpu.devices)
 
-def _exception_text(exc: ProbeException | Mapping[str, Any] | None) -> str:
-    data = exc.to_json() if isinstance(exc, ProbeException) else exc
-    if not data:
+def _exception_text(exc: ProbeException | KernelError | None) -> str:
+    if exc is None:
         return "unknown error"
-    return f"{data.get('type')}: {str(data.get('message') or '').strip().splitlines()[0] if data.get('message') else ''}"
+    return f"{exc.type}: {exc.message.strip().splitlines()[0] if exc.message else ''}"

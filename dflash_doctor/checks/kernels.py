@@ -16,7 +16,8 @@ from dflash_doctor.knowledge.gpu import (
 )
 from dflash_doctor.model import CheckResult, Finding, Remediation, Status
 
-from .gpu_common import NO_CUDA_FINDINGS, NO_GPU_FINDINGS, _blocking, _exception_text, _installer, _sm
+from .gpu_common import NO_CUDA_FINDINGS, NO_GPU_FINDINGS, _blocking, _exception_text, _sm
+from .model_common import installer_for
 
 __all__ = ["KernelsCheck"]
 
@@ -136,7 +137,7 @@ def _family_findings(result: KernelFamily, prior: Mapping[str, CheckResult], ins
     if result.probe_error:
         error = result.probe_error
         yield Finding("kernels.out-of-memory" if error.oom else "kernels.error", Status.FAIL,
-                      f"{title}: the probe stopped: {_exception_text(error.to_json())}", detail=error.traceback,
+                      f"{title}: the probe stopped: {_exception_text(error)}", detail=error.traceback,
                       evidence={"family": family, "error": error.to_json()})
         return
     if not imported.installed:
@@ -153,7 +154,7 @@ def _family_findings(result: KernelFamily, prior: Mapping[str, CheckResult], ins
     if not imported.ok:
         explained = _import_explanation(family, prior)
         why = (f"see {explained.id}: {explained.title}" if explained is not None
-               else _exception_text(imported.exception.to_json() if imported.exception else None))
+               else _exception_text(imported.exception))
         yield Finding("kernels.not-importable", Status.SKIP,
                       f"{title}: not run, `{imported.statement}` fails ({why})",
                       evidence={"family": family, "import_finding": explained.id if explained else None,
@@ -163,7 +164,7 @@ def _family_findings(result: KernelFamily, prior: Mapping[str, CheckResult], ins
     if cuda is not None and not cuda.available:
         yield Finding("kernels.error", Status.FAIL,
                       f"{title}: torch in the probe could not use CUDA: "
-                      + (_exception_text(cuda.error.to_json()) if cuda.error else "torch.cuda.is_available() is False"),
+                      + (_exception_text(cuda.error) if cuda.error else "torch.cuda.is_available() is False"),
                       evidence={"family": family, "cuda": cuda.to_json()})
         return
     devices: list[KernelDevice] = result.devices or []
@@ -171,7 +172,7 @@ def _family_findings(result: KernelFamily, prior: Mapping[str, CheckResult], ins
     failed_setup = [(d, d.error) for d in devices if d.error]
     for device, setup_error in failed_setup:
         yield Finding("kernels.out-of-memory" if setup_error.oom else "kernels.error", Status.FAIL,
-                      f"{title} on {device.name}: {_exception_text(setup_error.to_json())}",
+                      f"{title} on {device.name}: {_exception_text(setup_error)}",
                       evidence={"family": family, "error": setup_error.to_json()})
     wrong = [(d, c) for d, c in cases if c.status == "mismatch"]
     errors = [(d, c) for d, c in cases if c.status in ("error", "not-run") and not _declined(c)]
@@ -187,11 +188,11 @@ def _family_findings(result: KernelFamily, prior: Mapping[str, CheckResult], ins
         case_error = case.error
         yield Finding("kernels.out-of-memory" if case_error and case_error.oom else "kernels.error", Status.FAIL,
                       f"{title} on {device.name} ({_sm(device.capability)}): {_case_label(case)} fails: "
-                      + (_exception_text(case_error.to_json()) if case_error else str(case.reason)),
+                      + (_exception_text(case_error) if case_error else str(case.reason)),
                       detail=case_error.traceback if case_error else "",
                       evidence={"family": family, "case": case.to_json()})
     for device, case in declined:
-        reason = case.reason or _exception_text(case.error.to_json() if case.error else None)
+        reason = case.reason or _exception_text(case.error)
         tally.declined.append(f"{_case_label(case)} ({reason})")
     for device, case in ok:
         tally.ok.append((family, case, str(device.name)))
@@ -209,7 +210,7 @@ def _family_findings(result: KernelFamily, prior: Mapping[str, CheckResult], ins
         yield Finding("kernels.unsupported", Status.SKIP,
                       f"{title}: declines this GPU: {tally.declined[-1]}",
                       evidence={"family": family, "cases": [
-                          _case_row(c) | {"reason": c.reason or _exception_text(c.error.to_json() if c.error else None)}
+                          _case_row(c) | {"reason": c.reason or _exception_text(c.error)}
                           for _, c in declined]})
 
 
@@ -231,7 +232,7 @@ class KernelsCheck:
             return [Finding("kernels.no-cuda", Status.SKIP, f"torch cannot use CUDA here ({blocking.id}): no kernel "
                             "was run", evidence={"cuda_finding": blocking.id})]
         kernels = facts.section(Kernels)
-        installer = _installer(facts)
+        installer = installer_for(facts)
         tally = _Tally([], [])
         findings: list[Finding] = []
         for result in kernels.families:

@@ -182,7 +182,7 @@ class LiveCheck:
         findings.extend(self._models(live))
         findings.extend(self._workload(live))
         # the acceptance verdict first: it is the headline of a running server
-        return self._acceptance(live, facts) + findings
+        return self._acceptance(live) + findings
 
     def _models(self, live: Live) -> list[Finding]:
         models = live.models or {}
@@ -215,7 +215,7 @@ class LiveCheck:
                             evidence={"workload": work})]
         return []
 
-    def _acceptance(self, live: Live, facts: Facts) -> list[Finding]:
+    def _acceptance(self, live: Live) -> list[Finding]:
         after = live.metrics_after or {}
         names = live.metric_names or {}
         if after.get("error") or after.get("status") != 200 or not after.get("samples"):
@@ -251,7 +251,7 @@ class LiveCheck:
                    f"{fig.get('output_tokens_per_s')} output tokens/s over {fig.get('wall_s')} s")
         out: list[Finding] = []
         if length < COLLAPSE_LENGTH.value or (pos0 is not None and pos0 < COLLAPSE_POS0_RATE.value):
-            out.append(self._collapse(live, summary, evidence, length, pos0))
+            out.append(self._collapse(live, summary, evidence, pos0))
         elif length < LOW_LENGTH.value:
             out.append(Finding("live.acceptance-low", Status.WARN, f"low DFlash acceptance: {summary}",
                                f"A mean acceptance length under {LOW_LENGTH.value} keeps little of what speculation "
@@ -262,8 +262,7 @@ class LiveCheck:
         out.extend(self._baseline(live, fig))
         return out
 
-    def _collapse(self, live: Live, summary: str, evidence: dict[str, Any], length: float,
-                  pos0: float | None) -> Finding:
+    def _collapse(self, live: Live, summary: str, evidence: dict[str, Any], pos0: float | None) -> Finding:
         causes = _causes(live)
         lines = [f"{i}. {c['cause']}: {c['facts']}" for i, c in enumerate(causes, 1)]
         remediation = tuple(r for c in causes for r in c["remediation"])

@@ -29,9 +29,13 @@ MAX_LISTED = 12
 # ------------------------------------------------------------------------------------------- helpers
 
 
-def installer_for(facts: Facts) -> Installer:
-    """Install commands that name the target interpreter (remedy.Installer)."""
-    return Installer.for_target(facts.optional_section(Target))
+def installer_for(facts: Facts, python: Any = None) -> Installer:
+    """Install commands that name the target interpreter (remedy.Installer): its environment facts, else the
+    interpreter a probe ran in (`python`), else `python3`."""
+    target = facts.optional_section(Target)
+    if target is not None:
+        return Installer.for_target(target)
+    return Installer(str(python) if python else "python3")
 
 
 def text_config(model: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -130,7 +134,7 @@ def gpu_view(facts: Facts) -> dict[str, Any]:
             continue
         ccs.append(f"{major}.{minor}")
     raw = facts.raw("gpu")
-    gpu = Gpu.read(raw)
+    gpu = facts.optional_section(Gpu)
     nvml_devices: list[Mapping[str, Any]] | None = None
     view: dict[str, Any] = {"available": False, "why": "no GPU facts were collected", "devices": [], "source": None}
     if isinstance(raw, Mapping) and "_error" in raw:

@@ -18,7 +18,7 @@ from dflash_doctor.knowledge.installers import BYTECODE_GLOB
 if TYPE_CHECKING:
     from dflash_doctor.facts.environment_shapes import Target
 
-__all__ = ["Installer", "flash_attn_source_build", "remove_leftovers"]
+__all__ = ["Installer", "flash_attn_source_build", "join", "remove_leftovers"]
 
 
 SPECIFIER_CHARS = set("<>=!~*[];, ")
@@ -31,7 +31,8 @@ def quote(word: str) -> str:
     return shlex.quote(word)
 
 
-def _join(words: Iterable[str]) -> str:
+def join(words: Iterable[str]) -> str:
+    """The words as one shell command line, each quoted (`quote`)."""
     return " ".join(quote(w) for w in words)
 
 
@@ -67,20 +68,20 @@ class Installer:
         else:
             words = [self.python, "-m", "pip", "install", *flags, *specs]
         prefix = " ".join(f"{k}={quote(v)}" for k, v in (env or {}).items())
-        return (prefix + " " if prefix else "") + _join(words)
+        return (prefix + " " if prefix else "") + join(words)
 
     def uninstall(self, *names: str, leftovers: Iterable[str] = ()) -> str:
         """Uninstall `names`; with pip, then remove what pip leaves of the directories `leftovers`
         (absolute paths of top-level directories no remaining distribution owns): see remove_leftovers."""
         if self.uv:  # knowledge.installers.UV_UNINSTALL_LEAVES: nothing
-            return _join(["uv", "pip", "uninstall", "--python", self.python, *names])
-        command = _join([self.python, "-m", "pip", "uninstall", "-y", *names])
+            return join(["uv", "pip", "uninstall", "--python", self.python, *names])
+        command = join([self.python, "-m", "pip", "uninstall", "-y", *names])
         cleanup = remove_leftovers(leftovers)
         return f"{command} && {cleanup}" if cleanup else command
 
     def run(self, *args: str) -> str:
         """A command run with the target interpreter itself."""
-        return _join([self.python, *args])
+        return join([self.python, *args])
 
 
 def remove_leftovers(directories: Iterable[str]) -> str:

@@ -182,7 +182,6 @@ class _Command:
         self.tp = _int_or(self.fields.get("tensor_parallel_size"), 1)
         self.pp = _int_or(self.fields.get("pipeline_parallel_size"), 1)
         self.label = f"vLLM {self.vllm.version}" if self.vllm and self.vllm.installed else "vLLM"
-        self.command = " ".join(self.serve.argv)
         self.argv: list[str] = list(self.serve.argv)
 
     def findings(self) -> list[Finding]:

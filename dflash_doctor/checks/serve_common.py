@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from dflash_doctor.checks.remedy import quote
+from dflash_doctor.checks.remedy import join
 from dflash_doctor.facts.serve_shapes import VllmDflash
 from dflash_doctor.knowledge.dflash import (
     BATCH_DEFAULTS,
@@ -29,7 +29,7 @@ from .model_common import (
     text_config,
 )
 
-__all__ = ["effective_settings", "repair_spec", "with_flag", "with_spec"]
+__all__ = ["effective_settings", "repair_spec", "with_flag", "with_spec", "with_switch", "without_flag"]
 
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "half": 2, "float": 4}
 STORED_FLOAT = {"F16", "BF16", "F32", "F64"}
@@ -47,24 +47,33 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def without_flag(argv: Sequence[str], flag: str, takes_value: bool) -> list[str]:
+    """`argv` without `flag` (and its value when it takes one, given as a separate word)."""
+    out: list[str] = []
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+            continue
+        if word == flag:
+            skip = takes_value
+            continue
+        if word.startswith(flag + "="):
+            continue
+        out.append(word)
+    return out
+
+
 def with_flag(argv: Sequence[str], flag: str, value: Any) -> str:
     """The user's own serve command with `flag` set to `value` (replaced where given, else appended),
     quoted for the shell: a remediation to paste, not a fragment to splice in by hand."""
-    words = list(argv)
-    out: list[str] = []
-    i = 0
-    while i < len(words):
-        word = words[i]
-        if word == flag:
-            i += 2
-            continue
-        if word.startswith(flag + "="):
-            i += 1
-            continue
-        out.append(word)
-        i += 1
-    out += [flag, str(value)]
-    return " ".join(quote(w) for w in out)
+    return join([*without_flag(argv, flag, takes_value=True), flag, str(value)])
+
+
+def with_switch(argv: Sequence[str], flag: str) -> str:
+    """The user's own command with a boolean `flag` added once, quoted for the shell."""
+    words = [w for w in argv if w != flag]
+    return join([*words, flag])
 
 
 _SPEC_FLAGS = ("--speculative-config", "-sc")
@@ -92,7 +101,7 @@ def with_spec(argv: Sequence[str], spec: Mapping[str, Any]) -> str:
         out.append(word)
         i += 1
     out += ["--speculative-config", json.dumps(dict(spec))]
-    return " ".join(quote(w) for w in out)
+    return join(out)
 
 
 _BARE = re.compile(r"""([{\[,:]\s*)([^\s"'{}\[\],:][^{}\[\],:"']*?)(\s*)(?=[,:}\]])""")

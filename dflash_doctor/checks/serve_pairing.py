@@ -9,10 +9,10 @@ known-bad combinations of DFlash with other settings, each only for the vLLM ver
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from dflash_doctor.checks.remedy import quote
+from dflash_doctor.checks.remedy import join
 from dflash_doctor.knowledge.dflash_reports import (
     AUTO_TOOL_CHOICE_RULE,
     KNOWN_BAD,
@@ -23,52 +23,25 @@ from dflash_doctor.knowledge.dflash_reports import (
 )
 from dflash_doctor.model import Finding, Remediation, Status
 
-from .drafter_pairing import model_runner
+from .drafter_pairing import _pairing, model_runner
 from .model_common import text_config, version_tuple
-from .serve_common import MULTIMODAL_PREFIX_WORDS, with_flag
+from .serve_common import MULTIMODAL_PREFIX_WORDS, _gib, with_flag, with_switch, without_flag
 
 if TYPE_CHECKING:
     from .serve_command import _Command
 
-__all__ = ["serve_rules", "with_switch", "without_flag"]
+__all__ = ["serve_rules"]
 
 
 def serve_rules(c: _Command) -> tuple[Callable[[], list[Finding]], ...]:
     return (lambda: _parsers(c), lambda: _remote_code(c), lambda: _multimodal(c), lambda: _known_bad(c))
 
 
-def _pairing(c: _Command) -> dict[str, Any]:
-    return dict(c.vllm.pairing) if c.vllm is not None else {}
-
-
-def without_flag(argv: Sequence[str], flag: str, takes_value: bool) -> list[str]:
-    """`argv` without `flag` (and its value when it takes one, given as a separate word)."""
-    out: list[str] = []
-    skip = False
-    for word in argv:
-        if skip:
-            skip = False
-            continue
-        if word == flag:
-            skip = takes_value
-            continue
-        if word.startswith(flag + "="):
-            continue
-        out.append(word)
-    return out
-
-
-def with_switch(argv: Sequence[str], flag: str) -> str:
-    """The user's own command with a boolean `flag` added once, quoted for the shell."""
-    words = [w for w in argv if w != flag]
-    return " ".join(quote(w) for w in [*words, flag])
-
-
 # ------------------------------------------------------------------------------------------ parsers
 
 
 def _parsers(c: _Command) -> list[Finding]:
-    registries = _pairing(c).get("parsers") or {}
+    registries = _pairing(c.vllm).get("parsers") or {}
     out: list[Finding] = []
     auto = bool(c.fields.get("enable_auto_tool_choice"))
     tool = c.fields.get("tool_call_parser") or None
@@ -116,13 +89,13 @@ def _parsers(c: _Command) -> list[Finding]:
 
 def _tool_fixes(c: _Command, registry: Mapping[str, Any] | None) -> tuple[Remediation, ...]:
     names = list((registry or {}).get("names") or [])
-    model = " ".join(str(text_config(c.target).get(k) or "") for k in ("model_type",)).lower()
+    model = str(text_config(c.target).get("model_type") or "").lower()
     guess = next((n for n in names if model and n.split("_")[0] in model), None) or "PARSER"
     fixes = [Remediation(with_flag(c.argv, "--tool-call-parser", guess),
                          f"name the parser for the target's tool-call format (registered: {', '.join(names[:12])}"
                          + (" ..." if len(names) > 12 else "") + ")" if names else
                          "name the parser for the target's tool-call format")]
-    fixes.append(Remediation(" ".join(quote(w) for w in without_flag(c.argv, "--enable-auto-tool-choice", False)),
+    fixes.append(Remediation(join(without_flag(c.argv, "--enable-auto-tool-choice", False)),
                              "or serve without automatic tool choice"))
     return tuple(fixes)
 
@@ -133,7 +106,7 @@ def _tool_fixes(c: _Command, registry: Mapping[str, Any] | None) -> tuple[Remedi
 def _remote_code(c: _Command) -> list[Finding]:
     if c.fields.get("trust_remote_code"):
         return []
-    pairing = _pairing(c)
+    pairing = _pairing(c.vllm)
     registry = set(pairing.get("config_registry") or [])
     transformers = (pairing.get("transformers") or {}).get("model_types")
     out: list[Finding] = []
@@ -171,7 +144,7 @@ def _multimodal(c: _Command) -> list[Finding]:
     processor = list(directory.get("processor_files") or [])
     vision = bool(config.get("vision_config"))
     flag = bool(c.fields.get("language_model_only"))
-    facts = _pairing(c).get("language_model_only") or {}
+    facts = _pairing(c.vllm).get("language_model_only") or {}
     known = facts.get("known")
     skips = facts.get("skips_tower") is not False
     if not (vision or processor):
@@ -182,13 +155,13 @@ def _multimodal(c: _Command) -> list[Finding]:
     why = ", ".join(([f"{config.get('file')} has vision_config"] if vision else []) + processor)
     tower = sum(int(n) for p, n in (target.get("prefix_bytes") or {}).items()
                 if any(w in p for w in MULTIMODAL_PREFIX_WORDS) and isinstance(n, int))
-    size = f" ({tower / (1 << 30):.2f} GiB of weights)" if tower else ""
+    size = f" ({_gib(tower)} of weights)" if tower else ""
     if flag and known is False:
         return [Finding("serve-command.language-model-only", Status.FAIL,
                         f"--language-model-only is not a flag {c.label} knows: its parser stops at start",
                         detail=LANGUAGE_MODEL_ONLY.source,
-                        remediation=(Remediation(" ".join(quote(w) for w in without_flag(
-                            c.argv, "--language-model-only", False)), "drop the flag this vLLM does not have"),))]
+                        remediation=(Remediation(join(without_flag(c.argv, "--language-model-only", False)),
+                                                 "drop the flag this vLLM does not have"),))]
     if flag:
         return [Finding("serve-command.language-model-only", Status.PASS,
                         f"multimodal target ({why}) served with --language-model-only: {c.label} "
@@ -261,7 +234,7 @@ def _applies(c: _Command, entry: KnownBad, archs: list[str]) -> tuple[bool, Reme
         runner, _ = model_runner(c.vllm, archs, c.serve.environ)
         if not _is_dflash2(c) or runner != "v1":
             return False, None, ""
-        return True, Remediation("VLLM_USE_V2_MODEL_RUNNER=1 " + " ".join(quote(w) for w in c.argv),
+        return True, Remediation("VLLM_USE_V2_MODEL_RUNNER=1 " + join(c.argv),
                                  "the V2 runner runs DFlash2's candidate selector"), ""
     if entry.condition == "no-drafter-window":
         drafter = c.prior.get("drafter")

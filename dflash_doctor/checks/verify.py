@@ -54,11 +54,11 @@ def _applies(requirement: Requirement, environment: Mapping[str, str]) -> bool:
         return True
 
 
-def _breaks(installed: Sequence[Mapping[str, Any]], after: Mapping[str, str | None],
+def _breaks(installed: Sequence[Mapping[str, Any]], before: Mapping[str, str], after: Mapping[str, str | None],
             environment: Mapping[str, str]) -> list[str]:
     """Requirements of distributions that stay which hold now and would not after the change.
-    `after`: canonical name -> new version, or None when it would be removed."""
-    before = {canonical(str(d.get("name", ""))): str(d.get("version", "")) for d in installed}
+    `before`: canonical name -> installed version; `after`: canonical name -> new version, or None when it
+    would be removed."""
     broken: list[str] = []
     for dist in installed:
         name = canonical(str(dist.get("name", "")))
@@ -155,7 +155,7 @@ def judge_item(item: Mapping[str, Any], installed: Sequence[Mapping[str, Any]],
         return "fails: " + "; ".join(fails), tuple(changes)
     if unchecked:
         return "not-checked: " + "; ".join(unchecked), tuple(changes)
-    broken = _breaks(installed, after, environment)
+    broken = _breaks(installed, versions, after, environment)
     if broken:
         return f"would-break: [{'; '.join(broken)}]", tuple(changes)
     if builds:
@@ -235,9 +235,8 @@ def verify_results(results: Sequence[CheckResult], dry_runs: Mapping[str, Any]) 
                 verified = f"needs-build: {{{plan.summary}}}"
                 rewritten[command] = prefix(plan.env, command)
             else:
-                missing = [f.id.split(".", 1)[1] for f in plan.findings if f.status is not Status.PASS]
-                if missing:
-                    verified += f" (build prerequisites missing: {', '.join(missing)})"
+                if plan.missing:
+                    verified += f" (build prerequisites missing: {', '.join(plan.missing)})"
         by_command[command] = (verified, changes)
     out = [replace(r, findings=tuple(_finding(f, by_command, rewritten) for f in r.findings)) for r in results]
     if build_findings:
