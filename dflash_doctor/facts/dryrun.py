@@ -36,6 +36,7 @@ from typing import Any
 
 from dflash_doctor.facts.envfacts import canonical, release
 from dflash_doctor.facts.probes import kill_group
+from dflash_doctor.facts.safefile import under
 from dflash_doctor.knowledge.installers import BYTECODE_GLOB, PIP_DRY_RUN_REPORT_MIN
 
 __all__ = ["Segment", "collect", "failure_reason", "parse_command", "pip_report_installs", "read_record_paths"]
@@ -351,10 +352,6 @@ def read_record_paths(dist_info: str, location: str) -> tuple[list[str], str | N
     return paths, None
 
 
-def _inside(path: str, roots: Iterable[str]) -> bool:
-    return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
-
-
 def _walk(directory: str) -> tuple[list[str], list[str]]:
     """Files and directories under `directory` (not following links), bounded."""
     files: list[str] = []
@@ -395,7 +392,7 @@ def _simulate_uninstall(segments: Sequence[Segment], index: int, installed: Sequ
         paths, error = read_record_paths(str(dist["dist_info"]), location)
         if error:
             return {"tool": segment.tool, "status": "failed", "reason": f"cannot read what {name} installed: {error}"}
-        paths = [p for p in paths if _inside(p, roots)]
+        paths = [p for p in paths if under(p, roots)]
         removed_paths.update(paths)
         # pip also removes each .py's bytecode for the interpreter it runs in (knowledge.installers)
         removed_paths.update(_cached(p, cache_tag) for p in paths if p.endswith(".py") and cache_tag)
