@@ -293,8 +293,6 @@ def _eagle3(trees: _Trees, archs: Sequence[str]) -> dict[str, Any]:
     interface = found.group(1) if found else None
     if interface is None:
         return facts
-    flag = function.removeprefix("supports_")
-    flag = f"supports_{flag}"
     facts["interface"] = interface
     registry = _registry(trees)
     for arch in archs[:8]:
@@ -306,7 +304,8 @@ def _eagle3(trees: _Trees, archs: Sequence[str]) -> dict[str, Any]:
         if module_rel is None:
             facts["archs"][arch] = {"registered": True, "class": entry[1], "implements": None}
             continue
-        implements, via = _implements(trees, module_rel, entry[1], interface, flag)
+        # the class attribute that says it too has the check's name (`supports_eagle3 = True`)
+        implements, via = _implements(trees, module_rel, entry[1], interface, function)
         facts["archs"][arch] = {"registered": True, "class": entry[1], "file": f"vllm/{module_rel}",
                                 "implements": implements, "via": via}
     return facts
