@@ -497,7 +497,8 @@ def read_vllm_dflash(root: str, head_sizes: Sequence[int] = (), target_archs: Se
 
 def collect_vllm(_ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
     started = time.monotonic()
-    dist = Distributions(earlier.get("distributions") or {}).get("vllm")
+    dists = Distributions(earlier.get("distributions") or {})
+    dist = dists.get("vllm")
     root = vllm_package_dir(earlier)
     facts: dict[str, Any] = {"installed": dist is not None or root is not None,
                              "version": dist.version if dist else None, "root": root}
@@ -505,7 +506,7 @@ def collect_vllm(_ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
         facts["skipped"] = "no model, drafter or serve command given: vLLM's DFlash rules were not read"
     elif root is not None:
         models = earlier.get("models") or {}
-        transformers = Distributions(earlier.get("distributions") or {}).get("transformers")
+        transformers = dists.get("transformers")
         package = os.path.join(transformers.location, "transformers") if transformers else None
         facts.update(read_vllm_dflash(root, head_sizes_of(models), target_architectures(models),
                                       package if package and os.path.isdir(package) else None))
