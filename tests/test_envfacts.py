@@ -6,7 +6,8 @@ from importlib import metadata
 
 import pytest
 
-from dflash_doctor.facts.envfacts import Distributions, canonical, release, requirement_name, version_tuple
+from dflash_doctor.facts.envfacts import canonical, release, requirement_name, version_tuple
+from dflash_doctor.facts.environment_shapes import Distributions
 
 
 @pytest.mark.parametrize(("text", "name"), [
@@ -38,8 +39,8 @@ def test_a_tool_version_is_ordered_by_its_leading_numbers(text: str | None, part
 
 def test_the_requirers_of_a_distribution_are_found_from_real_installed_metadata() -> None:
     # The doctor's own environment: pytest requires pluggy, whatever the spelling of the name.
-    items = [{"name": d.metadata["Name"], "version": d.version, "requires": d.requires or []}
-             for d in metadata.distributions()]
-    dists = Distributions({"items": items})
+    items = [{"name": d.metadata["Name"], "canonical": canonical(d.metadata["Name"]), "version": d.version,
+              "requires": d.requires or []} for d in metadata.distributions()]
+    dists = Distributions.from_json({"items": items})
     assert "pytest" in [d.canonical for d in dists.requiring("Pluggy")]
     assert canonical("Flash_Attn.4") == "flash-attn-4"

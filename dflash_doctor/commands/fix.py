@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from dflash_doctor.commands.options import UsageError, parse_run_args, run_parser, usage_error
 from dflash_doctor.facts.envfacts import canonical
+from dflash_doctor.facts.safefile import under
 from dflash_doctor.model import CheckResult, Finding, Remediation, Status
 
 if TYPE_CHECKING:
@@ -133,11 +134,6 @@ def _roots(target: Mapping[str, Any]) -> list[str]:
             if str(r).startswith(prefix.rstrip(os.sep) + os.sep)]
 
 
-def _inside(path: str, roots: Sequence[str]) -> bool:
-    return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
-
-
-
 def touched_paths(command: str, item: Mapping[str, Any] | None, installed: Sequence[Mapping[str, Any]],
                   roots: Sequence[str], python: str) -> tuple[list[str] | None, str]:
     """What the command will touch inside the environment (None and why when fix must not run it)."""
@@ -151,7 +147,7 @@ def touched_paths(command: str, item: Mapping[str, Any] | None, installed: Seque
         return None, "it names another interpreter than the target"
     by_name = {canonical(str(d.get("name", ""))): d for d in installed}
     paths: list[str] = []
-    site_dirs = sorted({str(d.get("location")) for d in installed if d.get("location") and _inside(str(d["location"]), roots)})
+    site_dirs = sorted({str(d.get("location")) for d in installed if d.get("location") and under(str(d["location"]), roots)})
 
     def add_dist(dist: Mapping[str, Any]) -> None:
         location = str(dist.get("location") or "")
@@ -165,7 +161,7 @@ def touched_paths(command: str, item: Mapping[str, Any] | None, installed: Seque
         seg_facts = facts[i] if i < len(facts) else {}
         if segment.kind in ("cleanup", "move"):
             source = segment.paths[0]
-            if not _inside(os.path.normpath(source), roots):
+            if not under(os.path.normpath(source), roots):
                 return None, f"{source} is outside the target environment"
             paths.append(source)
             continue
@@ -187,7 +183,7 @@ def touched_paths(command: str, item: Mapping[str, Any] | None, installed: Seque
             paths.extend(os.path.join(site, top) for site in site_dirs for top in tops if top)
         for left in seg_facts.get("left_behind") or ():
             paths.append(str(left.get("directory")))
-    inside = sorted({os.path.normpath(p) for p in paths if p and _inside(os.path.normpath(p), roots)})
+    inside = sorted({os.path.normpath(p) for p in paths if p and under(os.path.normpath(p), roots)})
     return inside, ""
 
 

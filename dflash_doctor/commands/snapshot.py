@@ -28,6 +28,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from dflash_doctor.facts.safefile import under
+
 __all__ = ["SnapshotError", "latest", "restore", "snapshot_root", "take"]
 
 FORMAT = "dflash-doctor/fix-snapshot/v1"
@@ -75,10 +77,6 @@ def manifest(roots: Sequence[str]) -> dict[str, list[Any]]:
     return found
 
 
-def _inside(path: str, roots: Iterable[str]) -> bool:
-    return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
-
-
 def _copy_into(path: str, files: Path, saved: dict[str, dict[str, Any]]) -> None:
     if path in saved or not os.path.lexists(path):
         return
@@ -117,7 +115,7 @@ def take(directory: Path, *, python: str, roots: Sequence[str], touched: Iterabl
     files.mkdir()
     saved: dict[str, dict[str, Any]] = {}
     for path in sorted({os.path.normpath(p) for p in touched}):
-        if _inside(path, roots):
+        if under(path, roots):
             _copy_into(path, files, saved)
     record = {"format": FORMAT, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "python": python,
               "command": command, "roots": list(roots), "manifest": manifest(roots), "saved": saved,

@@ -39,10 +39,11 @@ from pathlib import Path
 from typing import Any, Final
 
 from dflash_doctor.check import Context
+from dflash_doctor.facts.build_env import read_torch_cuda
 from dflash_doctor.facts.elf import ElfError, exported_symbols, host_runtime_versions, scan_library
 from dflash_doctor.facts.envfacts import Distributions
 from dflash_doctor.facts.imports import extension_jobs
-from dflash_doctor.facts.safefile import environment_roots, read_regular, refusal
+from dflash_doctor.facts.safefile import environment_roots, refusal
 from dflash_doctor.knowledge.archs import parse_target_archs
 from dflash_doctor.knowledge.stack import FLASH_ATTN_FAMILY
 
@@ -159,21 +160,16 @@ def _cached_exports(path: Path) -> tuple[frozenset[str], str | None]:
     return symbols, None
 
 
-_TORCH_CUDA_RE: Final = re.compile(r"^cuda\s*(?::[^=\n]*)?=\s*(?:'([^']*)'|\"([^\"]*)\"|None)", re.MULTILINE)
-
-
 def _torch_cuda(version_py: Path, roots: list[str] | None) -> dict[str, Any]:
     """torch.version.cuda, read from torch/version.py (generated at build time) without importing torch:
     {"cuda": "12.8" | None, "cpu_build": False | True | None (version.py unreadable)}."""
     try:
-        text = read_regular(version_py, 1 << 20, roots).decode("utf-8", "replace")
+        found, cuda = read_torch_cuda(version_py, 1 << 20, roots)
     except OSError:
         return {"cuda": None, "cpu_build": None}
-    match = _TORCH_CUDA_RE.search(text)
-    if match is None:
+    if not found:
         return {"cuda": None, "cpu_build": None}
-    cuda = match.group(1) or match.group(2) or None
-    return {"cuda": cuda, "cpu_build": cuda is None}
+    return {"cuda": cuda or None, "cpu_build": not cuda}
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -14,12 +14,17 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
 
-__all__ = ["collect", "torch_cuda"]
+from dflash_doctor.facts.safefile import read_regular
+
+__all__ = ["collect", "read_torch_cuda", "torch_cuda"]
 
 VERSION_TIMEOUT_S = 10.0
+MAX_VERSION_PY_BYTES: Final = 64 * 1024
+_TORCH_CUDA_RE: Final = re.compile(r"^cuda\s*(?::[^=\n]*)?=\s*(?:'([^']*)'|\"([^\"]*)\"|None)", re.MULTILINE)
+"""The line torch's build writes into torch/version.py: `cuda: Optional[str] = '12.8'` (`= None` for a CPU build)."""
 
 
 def _version(argv: Sequence[str], timeout_s: float) -> str | None:
@@ -32,6 +37,16 @@ def _version(argv: Sequence[str], timeout_s: float) -> str | None:
     return text[:400] if proc.returncode == 0 else None
 
 
+def read_torch_cuda(version_py: str | os.PathLike[str], limit: int = MAX_VERSION_PY_BYTES,
+                    roots: Iterable[str] | None = None) -> tuple[bool, str | None]:
+    """`torch.version.cuda` as torch/version.py says it, read as text (never imported; a regular file, at most
+    `limit` bytes, inside `roots` when given): (whether the file has the line, the string it sets, None for
+    `None`). Raises OSError as safefile.read_regular does."""
+    text = read_regular(version_py, limit, roots).decode("utf-8", "replace")
+    match = _TORCH_CUDA_RE.search(text)
+    return (True, match.group(1) or match.group(2)) if match else (False, None)
+
+
 def torch_cuda(distributions: Mapping[str, Any]) -> dict[str, Any]:
     """torch's version and `torch.version.cuda`, read from torch/version.py (no import; bounded read)."""
     for dist in distributions.get("items") or ():
@@ -41,12 +56,9 @@ def torch_cuda(distributions: Mapping[str, Any]) -> dict[str, Any]:
         try:
             if not os.path.isfile(path):
                 return {"installed": True, "version": dist.get("version"), "cuda": None, "error": f"{path}: missing"}
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                text = fh.read(64 * 1024)
+            _, cuda = read_torch_cuda(path)
         except OSError as exc:
             return {"installed": True, "version": dist.get("version"), "cuda": None, "error": f"{path}: {exc.strerror}"}
-        match = re.search(r"^cuda\s*(?::[^=]*)?=\s*(?:'([^']*)'|\"([^\"]*)\"|None)", text, re.MULTILINE)
-        cuda = (match.group(1) or match.group(2)) if match else None
         return {"installed": True, "version": dist.get("version"), "cuda": cuda, "file": path}
     return {"installed": False, "version": None, "cuda": None}
 

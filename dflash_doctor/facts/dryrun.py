@@ -26,7 +26,6 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -36,6 +35,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dflash_doctor.facts.envfacts import canonical, release
+from dflash_doctor.facts.probes import kill_group
+from dflash_doctor.facts.safefile import under
 from dflash_doctor.knowledge.installers import BYTECODE_GLOB, PIP_DRY_RUN_REPORT_MIN
 
 __all__ = ["Segment", "collect", "failure_reason", "parse_command", "pip_report_installs", "read_record_paths"]
@@ -154,8 +155,8 @@ def _run(argv: Sequence[str], env: Mapping[str, str], timeout_s: float, cwd: str
         out, err = proc.communicate(timeout=timeout_s)
         timed_out = False
     except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # not ours to kill: communicate() waits
+            kill_group(proc)
         out, err = proc.communicate()
         timed_out = True
     return {"returncode": proc.returncode, "error": None, "stdout": out.decode(errors="replace"),
@@ -219,6 +220,11 @@ def _pip_version(python: str, timeout_s: float, cwd: str) -> tuple[str | None, s
     return (match.group(1) if match else None), ran["stdout"].strip()
 
 
+def _pip_timeout(timeout_s: float) -> str:
+    """pip's --timeout (seconds per socket operation): within the run's bound, 1 to 15 s."""
+    return f"{max(1.0, min(timeout_s / 2, 15.0)):g}"
+
+
 def _pip_install(segment: Segment, timeout_s: float, cwd: str) -> dict[str, Any]:
     facts: dict[str, Any] = {"tool": "pip"}
     version, said = _pip_version(segment.python, timeout_s, cwd)
@@ -232,7 +238,7 @@ def _pip_install(segment: Segment, timeout_s: float, cwd: str) -> dict[str, Any]
         report_path = os.path.join(tmp, "report.json")
         # Ask the index once (no retries), and give up on a silent one well within the run's bound.
         argv = [segment.python, "-m", "pip", "install", "--dry-run", "--report", report_path, "--quiet",
-                "--retries", "0", "--timeout", f"{max(1.0, min(timeout_s / 2, 15.0)):g}", *segment.args]
+                "--retries", "0", "--timeout", _pip_timeout(timeout_s), *segment.args]
         ran = _run(argv, segment.env, timeout_s, cwd)
         report: Any = None
         with contextlib.suppress(OSError, ValueError), open(report_path, encoding="utf-8") as fh:
@@ -263,7 +269,7 @@ def _pip_unreachable(segment: Segment, stderr: str, timeout_s: float, cwd: str) 
     if "No matching distribution found" not in stderr:
         return ""
     argv = [segment.python, "-m", "pip", "install", "--dry-run", "-vv", "--retries", "0",
-            "--timeout", f"{max(1.0, min(timeout_s / 2, 15.0)):g}", *segment.args]
+            "--timeout", _pip_timeout(timeout_s), *segment.args]
     ran = _run(argv, segment.env, timeout_s, cwd)
     match = _PIP_FETCH_FAILED.search(ran["stdout"] + "\n" + ran["stderr"])
     return match.group(0)[:400] if match else ""
@@ -346,10 +352,6 @@ def read_record_paths(dist_info: str, location: str) -> tuple[list[str], str | N
     return paths, None
 
 
-def _inside(path: str, roots: Iterable[str]) -> bool:
-    return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
-
-
 def _walk(directory: str) -> tuple[list[str], list[str]]:
     """Files and directories under `directory` (not following links), bounded."""
     files: list[str] = []
@@ -390,7 +392,7 @@ def _simulate_uninstall(segments: Sequence[Segment], index: int, installed: Sequ
         paths, error = read_record_paths(str(dist["dist_info"]), location)
         if error:
             return {"tool": segment.tool, "status": "failed", "reason": f"cannot read what {name} installed: {error}"}
-        paths = [p for p in paths if _inside(p, roots)]
+        paths = [p for p in paths if under(p, roots)]
         removed_paths.update(paths)
         # pip also removes each .py's bytecode for the interpreter it runs in (knowledge.installers)
         removed_paths.update(_cached(p, cache_tag) for p in paths if p.endswith(".py") and cache_tag)

@@ -112,14 +112,3 @@ class Distributions:
 
     def __iter__(self) -> Iterator[Dist]:
         return iter(self._first.values())
-
-    def duplicates(self) -> dict[str, list[Dist]]:
-        groups: dict[str, list[Dist]] = {}
-        for dist in self.all:
-            groups.setdefault(dist.canonical, []).append(dist)
-        return {name: dists for name, dists in groups.items() if len(dists) > 1}
-
-    def requiring(self, name: str) -> list[Dist]:
-        """Installed distributions that declare a requirement on `name` (any marker, any extra)."""
-        wanted = canonical(name)
-        return [dist for dist in self if any(requirement_name(r) == wanted for r in dist.requires)]

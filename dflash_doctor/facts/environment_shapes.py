@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, ClassVar
 
-from dflash_doctor.facts.envfacts import canonical
+from dflash_doctor.facts.envfacts import canonical, requirement_name
 from dflash_doctor.facts.shape import Shape
 
 __all__ = [
@@ -229,14 +229,17 @@ class Distributions(Shape):
     def requiring(self, name: str) -> list[Distribution]:
         """Installed distributions that declare a requirement on `name` (any marker, any extra)."""
         wanted = canonical(name)
-        found = []
-        for dist in self.seen():
-            for requirement in dist.requires:
-                match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
-                if match and canonical(match.group(1)) == wanted:
-                    found.append(dist)
-                    break
-        return found
+        return [dist for dist in self.seen() if any(_required_name(r) == wanted for r in dist.requires)]
+
+
+def _required_name(requirement: str) -> str | None:
+    """The name a Requires-Dist line names, as PEP 508 reads it (`envfacts.requirement_name`); a line that does
+    not parse (`foo (>=1.0.*)`, written by older tools) still names its leading name."""
+    name = requirement_name(requirement)
+    if name is None:
+        match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+        name = canonical(match.group(1)) if match else None
+    return name
 
 
 @dataclass(frozen=True)

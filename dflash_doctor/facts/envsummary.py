@@ -82,11 +82,7 @@ def all_versions(sections: Mapping[str, Any]) -> dict[str, str] | None:
     dists = Distributions.read(sections.get(Distributions.SECTION))
     if dists is None:
         return None
-    found: dict[str, str] = {}
-    for item in dists.items:
-        if item.name:
-            found.setdefault(canonical(item.name), str(item.version))
-    return found
+    return {canonical(dist.name): str(dist.version) for dist in dists.seen() if dist.name}
 
 
 # ------------------------------------------------------------------------------------------ GPU facts

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from dflash_doctor.facts.environment_shapes import ProbeRun
 from dflash_doctor.facts.shape import Shape
 
 __all__ = [
@@ -18,16 +19,9 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class ImportProcess(Shape):
+class ImportProcess(ProbeRun):
     """How the import's process went (`ProbeOutcome.as_facts`; `batch`: imports its process ran)."""
 
-    returncode: int | None = None
-    signal: str | None = None
-    """The signal's name ("SIGSEGV") when one ended the process."""
-    timed_out: bool = False
-    stderr: str = ""
-    duration_s: float = 0.0
-    error: str | None = None
     batch: int | None = None
 
 

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, BinaryIO, Final
 
 __all__ = ["FORBIDDEN", "UnsafeFile", "environment_roots", "file_kind", "inside", "open_regular", "read_regular",
-           "refusal"]
+           "refusal", "under"]
 
 FORBIDDEN: Final = ("/dev", "/proc", "/sys")
 
@@ -42,12 +42,13 @@ def file_kind(mode: int) -> str:
     return "not a regular file"
 
 
-def _under(real: str, root: str) -> bool:
-    return root == "/" or real == root or real.startswith(root.rstrip("/") + "/")
+def under(path: str, roots: Iterable[str]) -> bool:
+    """`path` is one of `roots` or below one, as written: no symlink is followed (`inside` resolves them)."""
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
 
 
 def forbidden(real: str) -> bool:
-    return any(_under(real, root) for root in FORBIDDEN)
+    return under(real, FORBIDDEN)
 
 
 def environment_roots(target: Mapping[str, Any] | None) -> list[str] | None:
@@ -64,7 +65,7 @@ def inside(path: str, roots: Iterable[str] | None) -> bool:
     real = os.path.realpath(path)
     if forbidden(real):
         return False
-    return roots is None or any(_under(real, root) for root in roots)
+    return roots is None or under(real, roots)
 
 
 def refusal(path: str, roots: Iterable[str] | None = None) -> str | None:

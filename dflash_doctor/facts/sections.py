@@ -52,10 +52,14 @@ class Collector:
     sections share one costly step but need not all be collected."""
 
     def load(self) -> CollectFn:
-        module_name, _, attr = self.function.partition(":")
-        module = __import__(module_name, fromlist=[attr])
-        fn: CollectFn = getattr(module, attr)
+        fn: CollectFn = _named(self.function)
         return fn
+
+
+def _named(spec: str) -> Any:
+    """What a "module:attribute" string names, its module imported."""
+    module_name, _, attr = spec.partition(":")
+    return getattr(__import__(module_name, fromlist=[attr]), attr)
 
 
 BUILTIN_COLLECTORS: tuple[Collector, ...] = (
@@ -135,8 +139,7 @@ def shape_of(section: str) -> type[Shape] | None:
     spec = SECTION_SHAPES.get(section)
     if spec is None:
         return None
-    module_name, _, attr = spec.partition(":")
-    shape: type[Shape] = getattr(__import__(module_name, fromlist=[attr]), attr)
+    shape: type[Shape] = _named(spec)
     return shape
 
 

@@ -26,9 +26,8 @@ from typing import Any
 from dflash_doctor.check import Context
 from dflash_doctor.facts.envfacts import Distributions
 from dflash_doctor.facts.probes import run_probe
-from dflash_doctor.facts.safefile import read_regular
 from dflash_doctor.facts.serve_args import parse_serve_command
-from dflash_doctor.facts.vllm_pairing import read_vllm_pairing, target_architectures
+from dflash_doctor.facts.vllm_pairing import VllmSources, read_vllm_pairing, target_architectures
 from dflash_doctor.facts.vllm_source import vllm_package_dir
 from dflash_doctor.knowledge.dflash import (
     BATCH_HUGE_MARKER,
@@ -49,7 +48,6 @@ ENV_NAMES = ("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "VLLM_USE_V2_MODEL_RUNNER", "HF_HU
              "HF_HUB_CACHE", "CUDA_VISIBLE_DEVICES")
 # Compute capabilities the backend choice is evaluated for (every CUDA GPU vLLM runs on has one of these).
 CAPABILITIES = ("7.0", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.3", "11.0", "12.0", "12.1")
-MAX_SOURCE_BYTES = 4_000_000
 
 
 # ------------------------------------------------------------------------------------------ serve_args
@@ -280,29 +278,12 @@ def _compare(op: ast.cmpop, left: Any, right: Any) -> bool:
     raise _Unknown("compare")
 
 
-def _read(root: str, rel: str) -> str | None:
-    try:
-        return read_regular(os.path.join(root, rel), MAX_SOURCE_BYTES).decode("utf-8", "replace")
-    except OSError:
-        return None
-
-
-def _parse(root: str, rel: str, cache: dict[str, ast.Module | None]) -> ast.Module | None:
-    if rel not in cache:
-        text = _read(root, rel)
-        try:
-            cache[rel] = ast.parse(text) if text is not None else None
-        except SyntaxError:
-            cache[rel] = None
-    return cache[rel]
-
-
 def _functions(tree: ast.AST, name: str) -> list[ast.FunctionDef]:
     return [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name]
 
 
-def _registry_archs(root: str, cache: dict[str, ast.Module | None]) -> list[str] | None:
-    tree = _parse(root, "model_executor/models/registry.py", cache)
+def _registry_archs(sources: VllmSources) -> list[str] | None:
+    tree = sources.tree("model_executor/models/registry.py")
     if tree is None:
         return None
     names: set[str] = set()
@@ -369,26 +350,24 @@ _MARKERS: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 
-def _markers(root: str) -> dict[str, dict[str, Any]]:
-    texts: dict[str, str | None] = {}
+def _markers(sources: VllmSources) -> dict[str, dict[str, Any]]:
     found: dict[str, dict[str, Any]] = {}
     for name, (needle, files) in _MARKERS.items():
         where = None
         for rel in files:
-            if rel not in texts:
-                texts[rel] = _read(root, rel)
-            text = texts[rel]
+            text = sources.text(rel)
             if text is not None and needle in text:
                 where = rel
                 break
+        # any() stops at the first readable file, never past the one the needle was found in
         found[name] = {"found": where is not None, "file": where,
-                       "readable": any(texts.get(rel) is not None for rel in files)}
+                       "readable": any(sources.text(rel) is not None for rel in files)}
     return found
 
 
-def _backend_classes(root: str, cache: dict[str, ast.Module | None]) -> dict[str, tuple[str, str]]:
+def _backend_classes(sources: VllmSources) -> dict[str, tuple[str, str]]:
     """AttentionBackendEnum member -> (file relative to the vllm package, class name)."""
-    tree = _parse(root, "v1/attention/backends/registry.py", cache)
+    tree = sources.tree("v1/attention/backends/registry.py")
     found: dict[str, tuple[str, str]] = {}
     if tree is None:
         return found
@@ -403,7 +382,7 @@ def _backend_classes(root: str, cache: dict[str, ast.Module | None]) -> dict[str
     return found
 
 
-def _class_methods(root: str, rel: str, cls: str, cache: dict[str, ast.Module | None]) -> dict[str, ast.FunctionDef]:
+def _class_methods(sources: VllmSources, rel: str, cls: str) -> dict[str, ast.FunctionDef]:
     """Methods of `cls` as vLLM resolves them: its own, then its bases in the same module, then
     AttentionBackend's defaults (v1/attention/backend.py)."""
     methods: dict[str, ast.FunctionDef] = {}
@@ -414,7 +393,7 @@ def _class_methods(root: str, rel: str, cls: str, cache: dict[str, ast.Module | 
         if (file, name) in seen:
             continue
         seen.add((file, name))
-        tree = _parse(root, file, cache)
+        tree = sources.tree(file)
         if tree is None:
             continue
         for node in tree.body:
@@ -425,7 +404,7 @@ def _class_methods(root: str, rel: str, cls: str, cache: dict[str, ast.Module | 
                 for base in node.bases:
                     if isinstance(base, ast.Name):
                         chain.append((file, base.id))
-    base_tree = _parse(root, "v1/attention/backend.py", cache)
+    base_tree = sources.tree("v1/attention/backend.py")
     if base_tree is not None:
         for node in base_tree.body:
             if isinstance(node, ast.ClassDef) and node.name == "AttentionBackend":
@@ -444,8 +423,8 @@ def _try(function: ast.FunctionDef | None, evaluator: _Evaluator, values: Mappin
         return None
 
 
-def _attention(root: str, cache: dict[str, ast.Module | None], head_sizes: Sequence[int]) -> dict[str, Any]:
-    tree = _parse(root, "platforms/cuda.py", cache)
+def _attention(sources: VllmSources, head_sizes: Sequence[int]) -> dict[str, Any]:
+    tree = sources.tree("platforms/cuda.py")
     functions = _functions(tree, "_get_backend_priorities") if tree is not None else []
     facts: dict[str, Any] = {"source": "platforms/cuda.py _get_backend_priorities", "readable": bool(functions),
                              "priorities": {}, "backends": {}, "head_sizes": list(head_sizes)}
@@ -464,13 +443,13 @@ def _attention(root: str, cache: dict[str, ast.Module | None], head_sizes: Seque
             row["non_causal" if non_causal else "causal"] = order if isinstance(order, list) else None
             named.update(order if isinstance(order, list) else [])
         facts["priorities"][cc] = row
-    classes = _backend_classes(root, cache)
+    classes = _backend_classes(sources)
     for backend in sorted(named):
         if backend not in classes:
             facts["backends"][backend] = {"file": None}
             continue
         rel, cls = classes[backend]
-        methods = _class_methods(root, rel, cls, cache)
+        methods = _class_methods(sources, rel, cls)
         own = _Evaluator(methods)
         facts["backends"][backend] = {
             "file": rel, "class": cls,
@@ -499,10 +478,10 @@ def read_vllm_dflash(root: str, head_sizes: Sequence[int] = (), target_archs: Se
                      transformers: str | None = None) -> dict[str, Any]:
     """What the vLLM package at `root` (the `vllm/` directory) accepts for DFlash, from its source; "pairing"
     is what it says of the rest of the serve command and of the target's architectures (facts.vllm_pairing)."""
-    cache: dict[str, ast.Module | None] = {}
+    sources = VllmSources(root)
     model_file = DFLASH_MODEL_FILE.value.split("vllm/", 1)[1]
-    archs = _registry_archs(root, cache)
-    spec_tree = _parse(root, "config/speculative.py", cache)
+    archs = _registry_archs(sources)
+    spec_tree = sources.tree("config/speculative.py")
     return {
         "root": root,
         "has_dflash": os.path.isfile(os.path.join(root, model_file)),
@@ -510,15 +489,16 @@ def read_vllm_dflash(root: str, head_sizes: Sequence[int] = (), target_archs: Se
         "dflash_archs": [a for a in archs or [] if "DFlash" in a],
         "methods": _literal_values(spec_tree, "SpeculativeMethod") if spec_tree is not None else None,
         "aux_supported_model_types": _aux_supported(spec_tree),
-        "markers": _markers(root),
-        "attention": _attention(root, cache, head_sizes),
-        "pairing": read_vllm_pairing(root, target_archs, transformers),
+        "markers": _markers(sources),
+        "attention": _attention(sources, head_sizes),
+        "pairing": read_vllm_pairing(sources, target_archs, transformers),
     }
 
 
 def collect_vllm(_ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
     started = time.monotonic()
-    dist = Distributions(earlier.get("distributions") or {}).get("vllm")
+    dists = Distributions(earlier.get("distributions") or {})
+    dist = dists.get("vllm")
     root = vllm_package_dir(earlier)
     facts: dict[str, Any] = {"installed": dist is not None or root is not None,
                              "version": dist.version if dist else None, "root": root}
@@ -526,7 +506,7 @@ def collect_vllm(_ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
         facts["skipped"] = "no model, drafter or serve command given: vLLM's DFlash rules were not read"
     elif root is not None:
         models = earlier.get("models") or {}
-        transformers = Distributions(earlier.get("distributions") or {}).get("transformers")
+        transformers = dists.get("transformers")
         package = os.path.join(transformers.location, "transformers") if transformers else None
         facts.update(read_vllm_dflash(root, head_sizes_of(models), target_architectures(models),
                                       package if package and os.path.isdir(package) else None))
@@ -536,7 +516,7 @@ def collect_vllm(_ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _version_from_source(root: str) -> str | None:
-    text = _read(root, "_version.py") or ""
+    text = VllmSources(root).text("_version.py") or ""
     for line in text.splitlines():
         if line.startswith(("__version__", "version")) and "=" in line:
             value = line.split("=", 1)[1].strip().strip("'\"")

@@ -22,25 +22,50 @@ from dflash_doctor.knowledge.dflash_reports import (
     PARSER_REGISTRIES,
 )
 
-__all__ = ["read_vllm_pairing"]
+__all__ = ["MAX_SOURCE_BYTES", "VllmSources", "read_vllm_pairing"]
 
 MAX_SOURCE_BYTES = 4_000_000
 MAX_BASE_DEPTH = 8
 
 
-def _read(root: str, rel: str) -> str | None:
-    try:
-        return read_regular(os.path.join(root, rel), MAX_SOURCE_BYTES).decode("utf-8", "replace")
-    except OSError:
-        return None
-
-
-class _Trees:
-    """Parsed source files of one vLLM package, each parsed once."""
+class VllmSources:
+    """The source files of one vLLM package (`root` is its `vllm/` directory), shared by facts.serve and this
+    module: each file is read once (a regular file, at most MAX_SOURCE_BYTES) and parsed at most once."""
 
     def __init__(self, root: str) -> None:
         self.root = root
-        self.cache: dict[str, ast.Module | None] = {}
+        self._texts: dict[str, str | None] = {}
+        self._trees: dict[str, ast.Module | None] = {}
+
+    def text(self, rel: str) -> str | None:
+        """The file `rel` (relative to the package) as text; None when it cannot be read."""
+        if rel not in self._texts:
+            try:
+                data: bytes | None = read_regular(os.path.join(self.root, rel), MAX_SOURCE_BYTES)
+            except OSError:
+                data = None
+            self._texts[rel] = data.decode("utf-8", "replace") if data is not None else None
+        return self._texts[rel]
+
+    def tree(self, rel: str) -> ast.Module | None:
+        """The file parsed; None when it cannot be read or is not Python. The parser's other refusals
+        (ValueError, RecursionError for nesting too deep) are raised, and not kept: each reader decides."""
+        if rel not in self._trees:
+            text = self.text(rel)
+            try:
+                self._trees[rel] = ast.parse(text) if text is not None else None
+            except SyntaxError:
+                self._trees[rel] = None
+        return self._trees[rel]
+
+
+class _Trees:
+    """The package's parsed files as this module reads them: a file the parser refuses in any way is None."""
+
+    def __init__(self, sources: VllmSources) -> None:
+        self.sources = sources
+        self.root = sources.root
+        self.refused: set[str] = set()
 
     def module(self, module: str) -> str:
         """The file of a module path ("model_executor/models/qwen3"): the .py, else the package's __init__."""
@@ -48,13 +73,13 @@ class _Trees:
         return rel if os.path.isfile(os.path.join(self.root, rel)) else f"{module}/__init__.py"
 
     def get(self, rel: str) -> ast.Module | None:
-        if rel not in self.cache:
-            text = _read(self.root, rel)
-            try:
-                self.cache[rel] = ast.parse(text) if text is not None else None
-            except (SyntaxError, ValueError, RecursionError):
-                self.cache[rel] = None
-        return self.cache[rel]
+        if rel in self.refused:
+            return None
+        try:
+            return self.sources.tree(rel)
+        except (ValueError, RecursionError):
+            self.refused.add(rel)
+            return None
 
 
 def _assigned(tree: ast.Module, name: str) -> ast.expr | None:
@@ -105,11 +130,11 @@ def _parsers(trees: _Trees) -> dict[str, Any]:
     return found
 
 
-def _language_model_only(root: str) -> dict[str, Any]:
-    text = _read(root, "config/multimodal.py")
+def _language_model_only(sources: VllmSources) -> dict[str, Any]:
+    text = sources.text("config/multimodal.py")
     if text is None:
         return {"known": None, "file": None}
-    interfaces = _read(root, "model_executor/models/interfaces.py") or ""
+    interfaces = sources.text("model_executor/models/interfaces.py") or ""
     return {"known": "language_model_only" in text, "file": "vllm/config/multimodal.py",
             "zero_limits": "if self.language_model_only:" in text,
             # SupportsMultiModal._mark_tower_model: a tower whose modalities all have limit 0 is never built
@@ -124,12 +149,12 @@ def _string_set(node: ast.expr | None) -> list[str] | None:
     return None
 
 
-def _runner(root: str, trees: _Trees) -> dict[str, Any]:
+def _runner(trees: _Trees) -> dict[str, Any]:
     """Which model runner serves DFlash: 'v2-only' (no V1 GPU runner in the package), 'v2-for-archs' (V2 by
     default for the listed target architectures, VLLM_USE_V2_MODEL_RUNNER overrides), 'v1-default' (V2 only
     when VLLM_USE_V2_MODEL_RUNNER=1), or None when the source says neither."""
-    v1 = os.path.isfile(os.path.join(root, "v1/worker/gpu_model_runner.py"))
-    v2 = os.path.isfile(os.path.join(root, "v1/worker/gpu/model_runner.py"))
+    v1 = os.path.isfile(os.path.join(trees.root, "v1/worker/gpu_model_runner.py"))
+    v2 = os.path.isfile(os.path.join(trees.root, "v1/worker/gpu/model_runner.py"))
     if v2 and not v1:
         return {"kind": "v2-only", "file": "vllm/v1/worker/gpu/model_runner.py", "default_archs": None}
     tree = trees.get("config/vllm.py")
@@ -138,7 +163,8 @@ def _runner(root: str, trees: _Trees) -> dict[str, Any]:
     archs = _string_set(_assigned(tree, "DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES"))
     if archs is not None:
         return {"kind": "v2-for-archs", "file": "vllm/config/vllm.py", "default_archs": archs}
-    text = (_read(root, "config/vllm.py") or "") + (_read(root, "v1/worker/gpu_worker.py") or "")
+    sources = trees.sources
+    text = (sources.text("config/vllm.py") or "") + (sources.text("v1/worker/gpu_worker.py") or "")
     if "def use_v2_model_runner" in text or "VLLM_USE_V2_MODEL_RUNNER" in text:
         return {"kind": "v1-default", "file": "vllm/config/vllm.py", "default_archs": None}
     return {"kind": None, "file": None, "default_archs": None}
@@ -248,27 +274,25 @@ def _implements(trees: _Trees, rel: str, cls: str, interface: str, flag: str, de
     return (None if unknown else False), ""
 
 
-def _eagle3(root: str, trees: _Trees, archs: Sequence[str]) -> dict[str, Any]:
+def _eagle3(trees: _Trees, archs: Sequence[str]) -> dict[str, Any]:
     """The interface DFlash's auxiliary hidden states need, as the installed runner checks it, and whether each
     of `archs` implements it."""
     facts: dict[str, Any] = {"interface": None, "checked_in": None, "archs": {}}
     for rel in ("v1/worker/gpu/spec_decode/eagle/eagle3_utils.py", "v1/worker/gpu_model_runner.py"):
-        text = _read(root, rel)
+        text = trees.sources.text(rel)
         match = re.search(r"if not (supports_\w+)\((?:self\.get_model\(\)|model)\)", text or "")
         if match:
             facts["checked_in"] = f"vllm/{rel}"
             break
     else:
         return facts
-    interfaces = _read(root, "model_executor/models/interfaces.py") or ""
+    interfaces = trees.sources.text("model_executor/models/interfaces.py") or ""
     function = match.group(1)
     found = re.search(rf"def {function}\([^)]*\)[^:]*:\s*(?:\"\"\"[^\"]*\"\"\"\s*)?return isinstance\(model, (\w+)\)",
                       interfaces)
     interface = found.group(1) if found else None
     if interface is None:
         return facts
-    flag = function.removeprefix("supports_")
-    flag = f"supports_{flag}"
     facts["interface"] = interface
     registry = _registry(trees)
     for arch in archs[:8]:
@@ -276,11 +300,12 @@ def _eagle3(root: str, trees: _Trees, archs: Sequence[str]) -> dict[str, Any]:
         if entry is None:
             facts["archs"][arch] = {"registered": False, "implements": None}
             continue
-        module_rel = _module_file(root, entry[0])
+        module_rel = _module_file(trees.root, entry[0])
         if module_rel is None:
             facts["archs"][arch] = {"registered": True, "class": entry[1], "implements": None}
             continue
-        implements, via = _implements(trees, module_rel, entry[1], interface, flag)
+        # the class attribute that says it too has the check's name (`supports_eagle3 = True`)
+        implements, via = _implements(trees, module_rel, entry[1], interface, function)
         facts["archs"][arch] = {"registered": True, "class": entry[1], "file": f"vllm/{module_rel}",
                                 "implements": implements, "via": via}
     return facts
@@ -321,7 +346,7 @@ def _transformers_model_types(root: str, package: str | None) -> dict[str, Any]:
     return {"file": rel, "model_types": sorted(types) if types else None}
 
 
-def _fp8(trees: _Trees, root: str) -> dict[str, Any]:
+def _fp8(trees: _Trees) -> dict[str, Any]:
     tree = trees.get("model_executor/layers/quantization/fp8.py")
     facts: dict[str, Any] = {"min_capability": None, "marlin_fallback": None, "native_from": None}
     if tree is None:
@@ -332,38 +357,39 @@ def _fp8(trees: _Trees, root: str) -> dict[str, Any]:
             if len(returns) == 1 and isinstance(returns[0], ast.Constant) and isinstance(returns[0].value, int):
                 facts["min_capability"] = returns[0].value
             break
-    text = _read(root, "model_executor/layers/quantization/fp8.py") or ""
+    text = trees.sources.text("model_executor/layers/quantization/fp8.py") or ""
     facts["marlin_fallback"] = "Marlin" in text or "marlin" in text
-    platform = _read(root, "platforms/cuda.py") or ""
+    platform = trees.sources.text("platforms/cuda.py") or ""
     native = re.search(r"def supports_fp8\(cls\) -> bool:\s*return cls\.has_device_capability\((\d+)\)", platform)
     facts["native_from"] = int(native.group(1)) if native else None
     return facts
 
 
-def _fused_kv(root: str) -> list[str] | None:
-    models = os.path.join(root, "model_executor", "models")
+def _fused_kv(sources: VllmSources) -> list[str] | None:
+    models = os.path.join(sources.root, "model_executor", "models")
     try:
         names = sorted(n for n in os.listdir(models) if n.endswith("_dflash.py"))
     except OSError:
         return None
     return [f"vllm/model_executor/models/{n}" for n in names
-            if FUSED_KV_RAW_WEIGHT.value in (_read(root, f"model_executor/models/{n}") or "")]
+            if FUSED_KV_RAW_WEIGHT.value in (sources.text(f"model_executor/models/{n}") or "")]
 
 
-def read_vllm_pairing(root: str, target_archs: Sequence[str] = (), transformers: str | None = None) -> dict[str, Any]:
-    """The facts of the module docstring for the vLLM package at `root`; `transformers` is the installed
+def read_vllm_pairing(sources: VllmSources, target_archs: Sequence[str] = (),
+                      transformers: str | None = None) -> dict[str, Any]:
+    """The facts of the module docstring for the vLLM package `sources` reads; `transformers` is the installed
     transformers package directory when the distributions facts name one."""
-    trees = _Trees(root)
+    trees = _Trees(sources)
     archs = [a for a in target_archs if isinstance(a, str)]
     return {
         "parsers": _parsers(trees),
-        "language_model_only": _language_model_only(root),
-        "runner": _runner(root, trees),
-        "eagle3": _eagle3(root, trees, archs),
+        "language_model_only": _language_model_only(sources),
+        "runner": _runner(trees),
+        "eagle3": _eagle3(trees, archs),
         "config_registry": _config_registry(trees),
-        "transformers": _transformers_model_types(root, transformers),
-        "fp8": _fp8(trees, root),
-        "fused_kv_raw_weight": _fused_kv(root),
+        "transformers": _transformers_model_types(sources.root, transformers),
+        "fp8": _fp8(trees),
+        "fused_kv_raw_weight": _fused_kv(sources),
     }
 
 

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "MARKER", "ProbeJob", "ProbeOutcome", "SharedRun", "TargetHost", "documents", "run_probe",
-    "run_probes_sharing_imports", "probe_source",
+    "MARKER", "ProbeJob", "ProbeOutcome", "SharedRun", "TargetHost", "documents", "kill_group", "probe_source",
+    "run_probe", "run_probes_sharing_imports",
 ]
 
 MARKER = "@@dflash-doctor-facts@@"
@@ -115,7 +115,7 @@ def run_probe(
         out, err = proc.communicate(payload, timeout=timeout_s)
         timed_out = False
     except subprocess.TimeoutExpired:
-        _kill_group(proc)
+        kill_group(proc)
         out, err = proc.communicate()
         timed_out = True
     duration = time.monotonic() - started
@@ -241,7 +241,7 @@ class TargetHost:
                 proc.wait(timeout=self.timeout_s + 5.0)
             except subprocess.TimeoutExpired:
                 pass
-            _kill_group(proc)
+            kill_group(proc)
             proc.wait()
             for thread in self._threads[:2]:  # the readers end at the pipes' end of file
                 thread.join(timeout=5.0)
@@ -360,7 +360,7 @@ class TargetHost:
             self._state = "preload-timed-out"
             self._error = f"timed out after {self.timeout_s:g} s while importing {', '.join(self.preload)}"
         assert self._proc is not None
-        _kill_group(self._proc)
+        kill_group(self._proc)
 
     def _settle(self, job: ProbeJob, future: Future[ProbeOutcome], state: str) -> None:
         """A job the host will not run: time it out with the host, fail it with the host (which was
@@ -406,7 +406,8 @@ def _job_outcome(job: Any, timeout_s: float) -> ProbeOutcome:
     )
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the process group `proc` leads (started with start_new_session=True); `proc` alone where that fails."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
