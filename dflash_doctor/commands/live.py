@@ -147,8 +147,6 @@ def run_live(args: argparse.Namespace, options: Any, last_words: str = "") -> in
     run_args = argparse.Namespace(**{**vars(args), "only": ["live"], "skip": None, "no_gpu": True, "target_arch": None,
                                      "verify_hashes": False, "baseline": None, "profile_applied": None,
                                      "timeout": max(60.0, float(args.request_timeout))})
-    for name in ("json", "junit", "markdown"):
-        setattr(run_args, name, getattr(args, name, None))
     run = run_doctor(run_args, options={"live": options}, handle_signals=True)
     code: int = emit(run, run_args)
     if last_words:
