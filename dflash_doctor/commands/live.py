@@ -217,13 +217,14 @@ def _end_session(proc: Any, grace_s: float = 15.0) -> str:
     return "did not exit after SIGKILL: check it with ps " + str(proc.pid)
 
 
-def start_and_check(args: argparse.Namespace, command: Sequence[str]) -> int:
-    """`serve --exec --live`: start the command in its own session, wait for /health, check it, leave it running."""
+def start_and_check(args: argparse.Namespace, command: Sequence[str], options: Any) -> int:
+    """`serve --exec --live`: start the command in its own session, wait for /health, check it, leave it running.
+    `options`: the live check's, from `live_options(args, _serve_url(command), ...)` before the preflight."""
+    import dataclasses
     import subprocess
     import tempfile
     import time
 
-    from dflash_doctor.commands.options import UsageError, usage_error
     from dflash_doctor.facts.live import get
 
     url = _serve_url(command)
@@ -268,14 +269,6 @@ def start_and_check(args: argparse.Namespace, command: Sequence[str]) -> int:
         return 128 + stop.signum
     finally:
         signals.restore()
-    from dflash_doctor.render.redact import argv_secrets
-
-    try:
-        options = live_options(args, url, serve_argv=[str(w) for w in argv_secrets(list(command))])
-    except UsageError as exc:
-        return usage_error(exc)
-    import dataclasses
-
     options = dataclasses.replace(options, server=server)
     for name in ("json", "junit", "markdown"):  # the preflight's report is there already: the live one beside it
         path = getattr(args, name, None)
