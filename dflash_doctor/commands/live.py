@@ -225,6 +225,7 @@ def start_and_check(args: argparse.Namespace, command: Sequence[str], options: A
     import tempfile
     import time
 
+    from dflash_doctor.commands.options import OUTPUT_OPTIONS
     from dflash_doctor.facts.live import get
 
     url = _serve_url(command)
@@ -270,7 +271,7 @@ def start_and_check(args: argparse.Namespace, command: Sequence[str], options: A
     finally:
         signals.restore()
     options = dataclasses.replace(options, server=server)
-    for name in ("json", "junit", "markdown"):  # the preflight's report is there already: the live one beside it
+    for name in OUTPUT_OPTIONS:  # the preflight's report is there already: the live one beside it
         path = getattr(args, name, None)
         if path and path != "-":
             root, ext = os.path.splitext(path)
