@@ -142,7 +142,7 @@ def run_live(args: argparse.Namespace, options: Any, last_words: str = "") -> in
     """Run the live check (and nothing else) as a doctor run, and write/render its report like every other.
     `last_words` go to stderr after the report. A run stopped while a request hung (its thread still waiting
     on the server) ends the process here: Python's exit would wait for that thread."""
-    from dflash_doctor.commands.run import emit, run_doctor
+    from dflash_doctor.commands.run import emit, exit_if_lingering, run_doctor
 
     run_args = argparse.Namespace(**{**vars(args), "only": ["live"], "skip": None, "no_gpu": True, "target_arch": None,
                                      "verify_hashes": False, "baseline": None, "profile_applied": None,
@@ -151,10 +151,7 @@ def run_live(args: argparse.Namespace, options: Any, last_words: str = "") -> in
     code: int = emit(run, run_args)
     if last_words:
         sys.stderr.write(last_words)
-    if run.lingering:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+    exit_if_lingering(run, code)
     return code
 
 

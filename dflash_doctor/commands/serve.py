@@ -68,7 +68,7 @@ def _split_command(argv: Sequence[str]) -> tuple[list[str], list[str]] | None:
 
 def main(argv: Sequence[str]) -> int:
     from dflash_doctor.commands import options as run_options
-    from dflash_doctor.commands.run import emit, live_progress, run_doctor
+    from dflash_doctor.commands.run import emit, exit_if_lingering, live_progress, run_doctor
 
     split = _split_command(argv)
     p = parser()
@@ -112,8 +112,7 @@ def main(argv: Sequence[str]) -> int:
     code: int = emit(run, args)
     sys.stdout.flush()
     sys.stderr.flush()
-    if run.lingering:  # a collector ignored the stop: never start the server on a partial verdict
-        os._exit(code or 1)
+    exit_if_lingering(run, code or 1)  # a collector ignored the stop: never start the server on a partial verdict
     if not args.exec:
         return code
     if code != 0:
