@@ -411,6 +411,7 @@ def _fix(args: argparse.Namespace, out: TextIO) -> int:
     save_meta()
     out.write(f"snapshots: {run_dir}  (undo: dflash-doctor fix --python {python} --undo {run_dir})\n")
     current = before
+    latest: DoctorRun | None = first  # the doctor's run of the environment as it is now; None once a step rolled back
     stopped = False
     for n, step in enumerate(steps, 1):
         step.applied, stopped = decide(step.remediation.verified, allow_build=args.allow_build, stopped=stopped)
@@ -458,15 +459,17 @@ def _fix(args: argparse.Namespace, out: TextIO) -> int:
             else:
                 step.applied = "cleared"
                 current = again.raw_results
+                latest = again
         if reason:
             try:
                 step.differences = snapshot.restore(run_dir / step_dir)
             except (OSError, snapshot.SnapshotError) as exc:
                 step.differences = [f"the restore stopped: {exc}"]
             step.applied = f"rolled-back: {reason}"
+            latest = None
         out.write(f"  {step.applied}  ({step.duration_s:.1f} s)\n")
         out.writelines(f"  still different after the rollback: {line}\n" for line in step.differences[:20])
-    last = _doctor(args)
+    last = latest if latest is not None else _doctor(args)
     _status_table(before, last.raw_results, out)
     out.write(f"\nafter: {last.report['summary']['fail']} failing check(s); "
               f"undo every step: dflash-doctor fix --python {python} --undo {run_dir}\n")
