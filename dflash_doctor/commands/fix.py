@@ -297,11 +297,10 @@ def _annotate(results: Sequence[CheckResult], steps: Sequence[Step]) -> list[Che
 
 
 def _write_json(path: str, document: Mapping[str, Any]) -> None:
-    text = json.dumps(document, indent=2, default=str) + "\n"
-    if path == "-":
-        sys.stdout.write(text)
-    else:
-        Path(path).write_text(text)
+    from dflash_doctor.render import json_report
+
+    json_report.write(document, path)
+    if path != "-":
         sys.stderr.write(f"dflash-doctor: fix report written to {os.path.abspath(path)}\n")
 
 
