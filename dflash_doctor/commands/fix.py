@@ -27,14 +27,15 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from dflash_doctor.checks.verify import VERIFIED_STATUSES
 from dflash_doctor.commands.options import UsageError, parse_run_args, run_parser, usage_error
 from dflash_doctor.facts.envfacts import canonical
-from dflash_doctor.model import CheckResult, Finding, Remediation, Status
+from dflash_doctor.model import CheckResult, Finding, Remediation
 
 if TYPE_CHECKING:
     from dflash_doctor.commands.run import DoctorRun
@@ -43,7 +44,7 @@ __all__ = ["main"]
 
 FIX_FORMAT = "dflash-doctor/fix/v1"
 STEP_TIMEOUT_S = 4 * 3600.0  # a source build of flash-attn takes hours (knowledge.flash_attn.BUILD_ENV_VARS)
-FAILING = (Status.FAIL, Status.ERROR)
+FAILING = VERIFIED_STATUSES  # a failing finding: one whose fixes the dry runs verify, for the plan to pick from
 
 
 def fix_parser() -> argparse.ArgumentParser:
@@ -88,14 +89,21 @@ def failing_keys(results: Sequence[CheckResult]) -> set[tuple[str, str, str]]:
     return {(r.id, f.id, f.title) for r in results for f in r.findings if f.status in FAILING}
 
 
+def failing_cause(results: Sequence[CheckResult]) -> Callable[[Finding], bool]:
+    """Whether a finding of `results` fails as a cause of its own: failing, and not the consequence (`cause`) of
+    another failing finding there. Only such a finding's fix is a step."""
+    failing_ids = {f.id for r in results for f in r.findings if f.status in FAILING}
+    return lambda f: f.status in FAILING and not (f.cause and f.cause in failing_ids)
+
+
 def plan(results: Sequence[CheckResult]) -> tuple[list[Step], list[tuple[str, str, str]]]:
     """Steps (one per distinct first-ranked command, in check order) and the failing causes with no fix."""
-    failing_ids = {f.id for r in results for f in r.findings if f.status in FAILING}
+    fails_itself = failing_cause(results)
     steps: dict[str, Step] = {}
     unfixable: list[tuple[str, str, str]] = []
     for order, result in enumerate(results):
         for finding in result.findings:
-            if finding.status not in FAILING or (finding.cause and finding.cause in failing_ids):
+            if not fails_itself(finding):
                 continue
             key = (result.id, finding.id, finding.title)
             if not finding.remediation:
@@ -208,9 +216,8 @@ def _dry_runs(results: Sequence[CheckResult], sections: Mapping[str, Any], pytho
     from dflash_doctor.checks.verify import judge_item
     from dflash_doctor.facts import dryrun
 
-    failing_ids = {f.id for r in results for f in r.findings if f.status in FAILING}
-    causes = [f for r in results for f in r.findings
-              if f.status in FAILING and f.remediation and not (f.cause and f.cause in failing_ids)]
+    fails_itself = failing_cause(results)
+    causes = [f for r in results for f in r.findings if fails_itself(f) and f.remediation]
 
     def ask(commands: list[str]) -> dict[str, Any]:
         return dryrun.collect(commands, sections, python=python, timeout_s=args.timeout, cwd=os.getcwd(),
