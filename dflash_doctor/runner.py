@@ -48,8 +48,8 @@ from dflash_doctor.facts.sections import (
 from dflash_doctor.guest import STOP, lingering
 from dflash_doctor.model import CheckResult, Finding, Status, worst
 
-__all__ = ["Outcome", "ProgressFn", "Stopped", "collect", "failure_result", "judge", "needed_sections", "run", "run_checks",
-           "select", "Signals", "spare"]
+__all__ = ["Outcome", "ProgressFn", "Signals", "Stopped", "collect", "failure_result", "judge", "needed_sections",
+           "run", "run_checks", "select", "spare"]
 
 
 ProgressFn = Callable[[str, str, float], None]

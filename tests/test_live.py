@@ -200,7 +200,7 @@ def test_stopping_serve_exec_live_while_it_waits_stops_the_server_it_started(tmp
                              sys.executable, "-c", NEVER_READY, str(pids)],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             # as from a terminal: a test runner in the background has SIGINT ignored, and so would the doctor
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # noqa: PLW1509
     deadline = time.monotonic() + 60
     while not (pids.exists() and pids.read_text().endswith("\n")) and time.monotonic() < deadline:
         time.sleep(0.1)

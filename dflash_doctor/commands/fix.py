@@ -27,15 +27,16 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from dflash_doctor.checks.verify import VERIFIED_STATUSES
 from dflash_doctor.commands.options import UsageError, parse_run_args, run_parser, usage_error
 from dflash_doctor.facts.envfacts import canonical
 from dflash_doctor.facts.safefile import under
-from dflash_doctor.model import CheckResult, Finding, Remediation, Status
+from dflash_doctor.model import CheckResult, Finding, Remediation
 
 if TYPE_CHECKING:
     from dflash_doctor.commands.run import DoctorRun
@@ -44,7 +45,7 @@ __all__ = ["main"]
 
 FIX_FORMAT = "dflash-doctor/fix/v1"
 STEP_TIMEOUT_S = 4 * 3600.0  # a source build of flash-attn takes hours (knowledge.flash_attn.BUILD_ENV_VARS)
-FAILING = (Status.FAIL, Status.ERROR)
+FAILING = VERIFIED_STATUSES  # a failing finding: one whose fixes the dry runs verify, for the plan to pick from
 
 
 def fix_parser() -> argparse.ArgumentParser:
@@ -89,14 +90,21 @@ def failing_keys(results: Sequence[CheckResult]) -> set[tuple[str, str, str]]:
     return {(r.id, f.id, f.title) for r in results for f in r.findings if f.status in FAILING}
 
 
+def failing_cause(results: Sequence[CheckResult]) -> Callable[[Finding], bool]:
+    """Whether a finding of `results` fails as a cause of its own: failing, and not the consequence (`cause`) of
+    another failing finding there. Only such a finding's fix is a step."""
+    failing_ids = {f.id for r in results for f in r.findings if f.status in FAILING}
+    return lambda f: f.status in FAILING and not (f.cause and f.cause in failing_ids)
+
+
 def plan(results: Sequence[CheckResult]) -> tuple[list[Step], list[tuple[str, str, str]]]:
     """Steps (one per distinct first-ranked command, in check order) and the failing causes with no fix."""
-    failing_ids = {f.id for r in results for f in r.findings if f.status in FAILING}
+    fails_itself = failing_cause(results)
     steps: dict[str, Step] = {}
     unfixable: list[tuple[str, str, str]] = []
     for order, result in enumerate(results):
         for finding in result.findings:
-            if finding.status not in FAILING or (finding.cause and finding.cause in failing_ids):
+            if not fails_itself(finding):
                 continue
             key = (result.id, finding.id, finding.title)
             if not finding.remediation:
@@ -204,9 +212,8 @@ def _dry_runs(results: Sequence[CheckResult], sections: Mapping[str, Any], pytho
     from dflash_doctor.checks.verify import judge_item
     from dflash_doctor.facts import dryrun
 
-    failing_ids = {f.id for r in results for f in r.findings if f.status in FAILING}
-    causes = [f for r in results for f in r.findings
-              if f.status in FAILING and f.remediation and not (f.cause and f.cause in failing_ids)]
+    fails_itself = failing_cause(results)
+    causes = [f for r in results for f in r.findings if fails_itself(f) and f.remediation]
 
     def ask(commands: list[str]) -> dict[str, Any]:
         return dryrun.collect(commands, sections, python=python, timeout_s=args.timeout, cwd=os.getcwd(),
@@ -293,11 +300,10 @@ def _annotate(results: Sequence[CheckResult], steps: Sequence[Step]) -> list[Che
 
 
 def _write_json(path: str, document: Mapping[str, Any]) -> None:
-    text = json.dumps(document, indent=2, default=str) + "\n"
-    if path == "-":
-        sys.stdout.write(text)
-    else:
-        Path(path).write_text(text)
+    from dflash_doctor.render import json_report
+
+    json_report.write(document, path)
+    if path != "-":
         sys.stderr.write(f"dflash-doctor: fix report written to {os.path.abspath(path)}\n")
 
 
@@ -407,6 +413,7 @@ def _fix(args: argparse.Namespace, out: TextIO) -> int:
     save_meta()
     out.write(f"snapshots: {run_dir}  (undo: dflash-doctor fix --python {python} --undo {run_dir})\n")
     current = before
+    latest: DoctorRun | None = first  # the doctor's run of the environment as it is now; None once a step rolled back
     stopped = False
     for n, step in enumerate(steps, 1):
         step.applied, stopped = decide(step.remediation.verified, allow_build=args.allow_build, stopped=stopped)
@@ -454,15 +461,17 @@ def _fix(args: argparse.Namespace, out: TextIO) -> int:
             else:
                 step.applied = "cleared"
                 current = again.raw_results
+                latest = again
         if reason:
             try:
                 step.differences = snapshot.restore(run_dir / step_dir)
             except (OSError, snapshot.SnapshotError) as exc:
                 step.differences = [f"the restore stopped: {exc}"]
             step.applied = f"rolled-back: {reason}"
+            latest = None
         out.write(f"  {step.applied}  ({step.duration_s:.1f} s)\n")
         out.writelines(f"  still different after the rollback: {line}\n" for line in step.differences[:20])
-    last = _doctor(args)
+    last = latest if latest is not None else _doctor(args)
     _status_table(before, last.raw_results, out)
     out.write(f"\nafter: {last.report['summary']['fail']} failing check(s); "
               f"undo every step: dflash-doctor fix --python {python} --undo {run_dir}\n")

@@ -142,21 +142,16 @@ def run_live(args: argparse.Namespace, options: Any, last_words: str = "") -> in
     """Run the live check (and nothing else) as a doctor run, and write/render its report like every other.
     `last_words` go to stderr after the report. A run stopped while a request hung (its thread still waiting
     on the server) ends the process here: Python's exit would wait for that thread."""
-    from dflash_doctor.commands.run import emit, run_doctor
+    from dflash_doctor.commands.run import emit, exit_if_lingering, run_doctor
 
     run_args = argparse.Namespace(**{**vars(args), "only": ["live"], "skip": None, "no_gpu": True, "target_arch": None,
                                      "verify_hashes": False, "baseline": None, "profile_applied": None,
                                      "timeout": max(60.0, float(args.request_timeout))})
-    for name in ("json", "junit", "markdown"):
-        setattr(run_args, name, getattr(args, name, None))
     run = run_doctor(run_args, options={"live": options}, handle_signals=True)
     code: int = emit(run, run_args)
     if last_words:
         sys.stderr.write(last_words)
-    if run.lingering:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+    exit_if_lingering(run, code)
     return code
 
 
@@ -219,13 +214,15 @@ def _end_session(proc: Any, grace_s: float = 15.0) -> str:
     return "did not exit after SIGKILL: check it with ps " + str(proc.pid)
 
 
-def start_and_check(args: argparse.Namespace, command: Sequence[str]) -> int:
-    """`serve --exec --live`: start the command in its own session, wait for /health, check it, leave it running."""
+def start_and_check(args: argparse.Namespace, command: Sequence[str], options: Any) -> int:
+    """`serve --exec --live`: start the command in its own session, wait for /health, check it, leave it running.
+    `options`: the live check's, from `live_options(args, _serve_url(command), ...)` before the preflight."""
+    import dataclasses
     import subprocess
     import tempfile
     import time
 
-    from dflash_doctor.commands.options import UsageError, usage_error
+    from dflash_doctor.commands.options import OUTPUT_OPTIONS
     from dflash_doctor.facts.live import get
 
     url = _serve_url(command)
@@ -270,16 +267,8 @@ def start_and_check(args: argparse.Namespace, command: Sequence[str]) -> int:
         return 128 + stop.signum
     finally:
         signals.restore()
-    from dflash_doctor.render.redact import argv_secrets
-
-    try:
-        options = live_options(args, url, serve_argv=[str(w) for w in argv_secrets(list(command))])
-    except UsageError as exc:
-        return usage_error(exc)
-    import dataclasses
-
     options = dataclasses.replace(options, server=server)
-    for name in ("json", "junit", "markdown"):  # the preflight's report is there already: the live one beside it
+    for name in OUTPUT_OPTIONS:  # the preflight's report is there already: the live one beside it
         path = getattr(args, name, None)
         if path and path != "-":
             root, ext = os.path.splitext(path)

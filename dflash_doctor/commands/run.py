@@ -24,8 +24,8 @@ from dflash_doctor.check import Check, Context
 from dflash_doctor.commands.options import UsageError, parse_run_args, split_names, usage_error
 from dflash_doctor.model import CheckResult, Finding, Status, exit_code
 
-__all__ = ["DoctorRun", "emit", "finish", "live_progress", "load_baseline", "load_selected", "main", "plugin_result",
-           "run_doctor", "verify_fixes"]
+__all__ = ["DoctorRun", "emit", "exit_if_lingering", "finish", "live_progress", "load_baseline", "load_selected", "main",
+           "plugin_result", "run_doctor", "verify_fixes"]
 
 OnEvent = Callable[[str, str, float], None]
 
@@ -271,6 +271,15 @@ def emit(run: DoctorRun, args: argparse.Namespace) -> int:
     return run.exit_code if ok else max(run.exit_code, 2)
 
 
+def exit_if_lingering(run: DoctorRun, code: int) -> None:
+    """A collector or a plugin ignored the stop or its timeout: end the process now with `code`, its output
+    flushed, rather than let Python's exit wait for that thread."""
+    if run.lingering:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
 def main(argv: Sequence[str]) -> int:
     try:
         args = parse_run_args(argv)
@@ -282,8 +291,5 @@ def main(argv: Sequence[str]) -> int:
     code = emit(run, args)
     if stop is not None:
         sys.stderr.write(f"dflash-doctor: {stop.title} (exit {code})\n")
-    if run.lingering:  # a collector or a plugin ignored the stop or its timeout; do not wait for it
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+    exit_if_lingering(run, code)
     return code

@@ -27,6 +27,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 __all__ = ["main", "parser"]
 
@@ -67,7 +68,7 @@ def _split_command(argv: Sequence[str]) -> tuple[list[str], list[str]] | None:
 
 def main(argv: Sequence[str]) -> int:
     from dflash_doctor.commands import options as run_options
-    from dflash_doctor.commands.run import emit, live_progress, run_doctor
+    from dflash_doctor.commands.run import emit, exit_if_lingering, live_progress, run_doctor
 
     split = _split_command(argv)
     p = parser()
@@ -80,6 +81,7 @@ def main(argv: Sequence[str]) -> int:
                          "dflash-doctor serve -- vllm serve MODEL --speculative-config '{...}'\n")
         return 2
     doctor_argv, command = split
+    live_check: Any = None  # with --live: the live check's options, read and checked before anything runs
     try:
         args = run_options.parse_run_args(doctor_argv, p)
         run_options.check_count(args.gpus, "--gpus", 1)
@@ -88,7 +90,8 @@ def main(argv: Sequence[str]) -> int:
         if args.live and not args.exec:
             raise run_options.UsageError("--live needs --exec (the doctor starts the server, then checks it)")
         if args.live:
-            from dflash_doctor.commands.live import live_options
+            from dflash_doctor.commands.live import _serve_url, live_options
+            from dflash_doctor.render.redact import argv_secrets
 
             run_options.check_number(args.live_wait, "--live-wait", most=86_400)
             for name, example in (("json", "report.json"), ("junit", "report.xml"), ("markdown", "report.md")):
@@ -97,7 +100,8 @@ def main(argv: Sequence[str]) -> int:
                         f"--{name} - with --live would write two reports (the preflight's, then the live one) to "
                         f"standard output: give a file (--{name} {example} writes the preflight's report there and "
                         f"the live one beside it, with .live before the extension)")
-            live_options(args, "http://127.0.0.1:8000")  # its options are checked before anything runs
+            live_check = live_options(args, _serve_url(command),
+                                      serve_argv=[str(w) for w in argv_secrets(list(command))])
         options = {"serve": {"argv": command, "gpus": args.gpus, "gpu_memory_gib": args.gpu_memory,
                              "validate": bool(args.vllm_validate), "vllm_parser": not args.no_vllm_parser}}
         with live_progress(args) as on_event:
@@ -108,8 +112,7 @@ def main(argv: Sequence[str]) -> int:
     code: int = emit(run, args)
     sys.stdout.flush()
     sys.stderr.flush()
-    if run.lingering:  # a collector ignored the stop: never start the server on a partial verdict
-        os._exit(code or 1)
+    exit_if_lingering(run, code or 1)  # a collector ignored the stop: never start the server on a partial verdict
     if not args.exec:
         return code
     if code != 0:
@@ -121,7 +124,7 @@ def main(argv: Sequence[str]) -> int:
     if args.live:
         from dflash_doctor.commands.live import start_and_check
 
-        return start_and_check(args, command)
+        return start_and_check(args, command, live_check)
     try:
         os.execvp(command[0], command)
     except OSError as exc:

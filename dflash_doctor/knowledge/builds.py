@@ -5,7 +5,9 @@ runs. What the doctor cannot read from the installed packages, each with the sou
 from __future__ import annotations
 
 from dflash_doctor.knowledge import Fact
-from dflash_doctor.knowledge.flash_attn import _SDIST_283  # the one sdist these were read from, under one label
+
+# The one sdist these were read from, under the label knowledge.flash_attn gives it.
+from dflash_doctor.knowledge.flash_attn import _SDIST_283
 
 __all__ = ["BUILD_MINUTES_64_CORES", "JOB_PEAK_RAM_GB", "NINJA_REQUIRED", "NVCC_MAJOR_MUST_MATCH",
            "NVCC_THREADS_DEFAULT", "TORCH_CUDA_HOME_SEARCH"]
