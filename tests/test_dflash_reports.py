@@ -373,3 +373,17 @@ def test_the_cli_reads_the_installed_transformers_for_what_needs_trust_remote_co
     assert "and the installed transformers does not know it either" in found_[0]["title"]
     patch_config(target, model_type="olmo", auto_map=remote)  # transformers 4.57.1 has OlmoConfig
     assert not verdict()
+
+
+@pytest.mark.parametrize("value", [5, "Qwen3ForCausalLM", None, {"Qwen3ForCausalLM": 1}])
+def test_a_hand_written_architectures_that_is_no_list_is_judged_not_crashed_on(tmp_path: Path, toys: tuple[Path, Path],
+                                                                             value: Any) -> None:
+    """Found by review: the known-bad rules and the DFlash2 test read "architectures" as a list and crashed
+    (doctor.check-crashed) on `"architectures": 5` in the target's or the drafter's config.json."""
+    target, drafter = toys
+    patch_config(target, architectures=value)
+    patch_config(drafter, architectures=value)
+    results = run_checks(tmp_path, argv=seed(target, drafter), vllm="0.22.0", vllm_version="0.22.1")
+    crashed = [(r.id, f.title) for r in results.values() for f in r.findings if f.id == "doctor.check-crashed"]
+    assert not crashed, crashed
+    assert results["serve-command"].status is not Status.ERROR

@@ -26,7 +26,7 @@ from dflash_doctor.model import Finding, Remediation, Status
 
 from dflash_doctor.facts.serve_shapes import VllmDflash
 
-from .model_common import SLIDING, _is_int, version_tuple
+from .model_common import SLIDING, _is_int, architectures, version_tuple
 from .serve_common import _derived_max_len, with_flag
 
 if TYPE_CHECKING:
@@ -74,11 +74,6 @@ def model_runner(vllm: VllmDflash | None, target_archs: list[str],
     return None, "the installed vLLM's source does not show which runner is the default"
 
 
-def _target_archs(d: _Drafter) -> list[str]:
-    archs = (((d.target or {}).get("dir") or {}).get("config") or {}).get("architectures")
-    return [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
-
-
 # ------------------------------------------------------------------------------------------ 1: context
 
 
@@ -91,7 +86,7 @@ def _context(d: _Drafter) -> list[Finding]:
         if _is_int(drafter_len):
             d.ok.append(f"context {drafter_len} ({drafter_from})")
         return []
-    runner, why = model_runner(d.vllm, _target_archs(d), (d.serve or {}).get("environ"))
+    runner, why = model_runner(d.vllm, architectures(d.target), (d.serve or {}).get("environ"))
     argv = list((d.serve or {}).get("argv") or [])
     fixes = []
     if argv:
@@ -158,7 +153,7 @@ def _layer_types(d: _Drafter) -> list[Finding]:
 def _target_interface(d: _Drafter) -> list[Finding]:
     eagle3 = _pairing(d.vllm).get("eagle3") or {}
     interface = eagle3.get("interface")
-    archs = _target_archs(d)
+    archs = architectures(d.target)
     if not interface or not archs:
         return []
     known = eagle3.get("archs") or {}

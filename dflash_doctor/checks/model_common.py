@@ -43,6 +43,13 @@ def text_config(model: Mapping[str, Any] | None) -> dict[str, Any]:
     return dict(config.get("text") or {})
 
 
+def architectures(model: Mapping[str, Any] | None) -> list[str]:
+    """The names in a model's config.json "architectures" list; [] when it is absent or not a list (a
+    hand-written config may hold anything there)."""
+    archs = (((model or {}).get("dir") or {}).get("config") or {}).get("architectures")
+    return [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
+
+
 def _config_file(model: Mapping[str, Any]) -> str:
     config = ((model.get("dir") or {}).get("config") or {})
     return str(config.get("file") or f"{(model.get('resolved') or {}).get('path') or model.get('name')}/config.json")

@@ -24,7 +24,7 @@ from dflash_doctor.knowledge.dflash_reports import (
 from dflash_doctor.model import Finding, Remediation, Status
 
 from .drafter_pairing import _pairing, model_runner
-from .model_common import text_config, version_tuple
+from .model_common import architectures, text_config, version_tuple
 from .serve_common import MULTIMODAL_PREFIX_WORDS, _gib, with_flag, with_switch, without_flag
 
 if TYPE_CHECKING:
@@ -191,17 +191,15 @@ def _in_range(version: str | None, entry: KnownBad) -> bool:
 
 
 def _is_dflash2(c: _Command) -> bool:
-    config = ((c.drafter or {}).get("dir") or {}).get("config") or {}
-    archs = config.get("architectures") or []
-    return any("DFlash2" in str(a) for a in archs) or "dflash2" in str(c.spec.get("method") or "").lower()
+    method = str(c.spec.get("method") or "").lower()
+    return any("DFlash2" in a for a in architectures(c.drafter)) or "dflash2" in method
 
 
 def _known_bad(c: _Command) -> list[Finding]:
     if c.vllm is None or not c.vllm.installed or not c.spec_facts.given:
         return []
     version = c.vllm.version
-    archs = [a for a in ((((c.target or {}).get("dir") or {}).get("config") or {}).get("architectures") or [])
-             if isinstance(a, str)]
+    archs = architectures(c.target)
     out: list[Finding] = []
     for entry in KNOWN_BAD.value:
         if not _in_range(version, entry):
