@@ -277,6 +277,16 @@ def test_triton_without_ptxas_says_where_it_looked() -> None:
     assert "triton==3.6.0" in finding.remediation[0].command
 
 
+@pytest.mark.parametrize("message", ["\n", "   ", ""])
+def test_an_exception_whose_message_is_blank_is_judged_not_crashed_on(message: str) -> None:
+    # Derived: `import triton` failing with a message of white space only (the recorded Triton, made to fail).
+    def blank(s: dict[str, Any]) -> None:
+        s["cuda_stack"]["triton"].update(import_ok=False, exception={"type": "ImportError", "message": message})
+
+    finding = one(run(sections_of("h200-facts.json", blank))["cuda-stack"], "cuda-stack.triton-import-failed")
+    assert finding.title == "`import triton` fails: ImportError: "
+
+
 def test_triton_without_libcuda_points_at_where_the_loader_found_it() -> None:
     # Derived: `ldconfig -p` without libcuda and LD_LIBRARY_PATH unset, so Triton's libcuda_dirs() asserts.
     def no_libcuda(s: dict[str, Any]) -> None:

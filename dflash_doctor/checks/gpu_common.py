@@ -158,4 +158,5 @@ def _visible_of(gpu: Gpu) -> Visible:
 def _exception_text(exc: ProbeException | KernelError | None) -> str:
     if exc is None:
         return "unknown error"
-    return f"{exc.type}: {exc.message.strip().splitlines()[0] if exc.message else ''}"
+    message = exc.message.strip()
+    return f"{exc.type}: {message.splitlines()[0] if message else ''}"
