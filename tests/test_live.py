@@ -263,6 +263,8 @@ def test_stopping_serve_exec_live_during_the_live_checks_leaves_the_ready_server
     ["serve", "--live", "--", "vllm", "serve", "m"],
     ["serve", "--exec", "--live", "--json", "-", "--", "vllm", "serve", "m"],
     ["serve", "--exec", "--live", "--markdown", "-", "--", "vllm", "serve", "m"],
+    ["serve", "--exec", "--live", "--", "vllm", "serve", "m", "--port", "abc"],  # checked before anything runs
+    ["serve", "--exec", "--live", "--", "vllm", "serve", "m", "--port", "99999"],
 ])
 def test_wrong_command_lines_exit_2(doctor: Any, argv: list[str]) -> None:
     proc = doctor(*argv)
