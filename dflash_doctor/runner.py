@@ -41,11 +41,13 @@ from dflash_doctor.facts.probes import TargetHost
 from dflash_doctor.facts.sections import (
     HOST_SECTIONS,
     SHARED_IMPORTS,
+    TORCH_SECTIONS,
     Collector,
     all_collectors,
     collectors_for,
 )
 from dflash_doctor.guest import STOP, lingering
+from dflash_doctor.knowledge.stack import TORCH_USERS
 from dflash_doctor.model import CheckResult, Finding, Status, worst
 
 __all__ = ["Outcome", "ProgressFn", "Signals", "Stopped", "collect", "failure_result", "judge", "needed_sections",
@@ -96,7 +98,10 @@ def collect(
     demanded = set(sections).union(*(c.requires for c in plan))
     host: TargetHost | None = None
     if ctx.host is None and HOST_SECTIONS & demanded & {s for c in plan for s in c.provides}:
-        host = TargetHost(ctx.python, preload=SHARED_IMPORTS, timeout_s=ctx.timeout_s, cwd=ctx.cwd).start()
+        # The GPU layers use torch whatever is installed; the Python layers only through a package that loads it.
+        gpu_layers = TORCH_SECTIONS & demanded
+        host = TargetHost(ctx.python, preload=SHARED_IMPORTS, timeout_s=ctx.timeout_s, cwd=ctx.cwd,
+                          preload_if_found=None if gpu_layers else TORCH_USERS.value).start()
         ctx = dataclasses.replace(ctx, host=host)
     try:
         return _collect(ctx, plan, demanded, on_event)

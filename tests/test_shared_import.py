@@ -11,7 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
-from realenv import HANG_ON_IMPORT, SEGFAULT_ON_IMPORT
+from conftest import Doctor
+from realenv import HANG_ON_IMPORT, SEGFAULT_ON_IMPORT, fa4_wheel, install, make_venv
+from stacks import add_to_path, torch_site
 
 from dflash_doctor.facts.probes import ProbeJob, run_probe, run_probes_sharing_imports
 
@@ -112,3 +114,21 @@ def test_where_fork_is_missing_each_job_runs_in_an_interpreter_of_its_own(
     assert shared.host["forked"] is False
     assert shared.outcomes["crash"].signal == "SIGSEGV" and shared.outcomes["fine"].ok
     assert shared.outcomes["hang"].timed_out
+
+
+def _rotary_loaded(doctor: Doctor, python: Path) -> dict[str, object]:
+    report, proc = doctor.report("--python", str(python), "--no-gpu", "--only", "imports")
+    assert proc.returncode in (0, 1), proc.stderr
+    check = next(c for c in report["checks"] if c["id"] == "imports")
+    loaded: dict[str, object] = check["facts"]["rotary_import"]["loaded"]
+    return loaded
+
+
+def test_the_python_layers_import_no_torch_when_no_installed_package_would(tmp_path: Path, doctor: Doctor) -> None:
+    # torch alone (real, 2.13 CPU): the rotary import cannot reach it, so nothing imports it; once
+    # flash-attn-4 (whose import loads torch) is installed beside it, the shared process imports it once.
+    env = make_venv(tmp_path)
+    add_to_path(env, torch_site(), "zz-torch")
+    assert "torch" not in _rotary_loaded(doctor, env.python)
+    install(env, fa4_wheel())
+    assert "torch" in _rotary_loaded(doctor, env.python)

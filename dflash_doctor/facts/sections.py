@@ -24,7 +24,8 @@ from typing import Any
 
 from dflash_doctor.facts.shape import Shape
 
-__all__ = ["BUILTIN_COLLECTORS", "COLLECTOR_GROUP", "HOST_SECTIONS", "SECTION_SHAPES", "SHARED_IMPORTS", "Collector",
+__all__ = ["BUILTIN_COLLECTORS", "COLLECTOR_GROUP", "HOST_SECTIONS", "SECTION_SHAPES", "SHARED_IMPORTS", "TORCH_SECTIONS",
+           "Collector",
            "collectors_for", "shape_of"]
 
 COLLECTOR_GROUP = "dflash_doctor.collectors"
@@ -34,6 +35,9 @@ COLLECTOR_GROUP = "dflash_doctor.collectors"
 # and each probe importing it again made the cost scale with the stack (one import per extension).
 HOST_SECTIONS = frozenset({"rotary_import", "surface_imports", "extensions", "cuda_stack", "kernels"})
 SHARED_IMPORTS = ("torch",)
+# The sections whose probes use torch itself (the GPU layers). The others reach torch only through a stack
+# package that loads it (knowledge.stack.TORCH_USERS): without one installed, the shared process imports nothing.
+TORCH_SECTIONS = frozenset({"cuda_stack", "kernels"})
 
 CollectFn = Callable[..., Mapping[str, Any]]
 """function(context, earlier_sections) -> {section: facts}; partial ones also take `wanted=`."""

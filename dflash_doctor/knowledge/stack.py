@@ -68,6 +68,25 @@ STACK_EXTENSION_MODULES: Fact[dict[str, str]] = Fact(
 )
 
 
+TORCH_USERS: Fact[tuple[str, ...]] = Fact(
+    value=tuple(dict.fromkeys([
+        "vllm",
+        "flashinfer",
+        *WATCHED_TOP_LEVELS.value,
+        *(module.split(".", 1)[0] for module in STACK_EXTENSION_MODULES.value),
+    ])),
+    source="Import names of the stack whose import loads torch first: vllm/__init__ and flashinfer/__init__ "
+    "import torch; flash_attn/__init__ (v2) imports flash_attn_interface, which imports torch and "
+    "flash_attn_2_cuda; flash_attn.cute (v4) imports torch; every compiled extension of the stack is a "
+    "torch.utils.cpp_extension build that needs libtorch loaded. "
+    f"Extension modules: {STACK_EXTENSION_MODULES.source}",
+    read_from="vllm 0.20.1 and 0.24.0 wheels; flash-attn 2.8.3 sdist; flash-attn-4 4.0.0b36 wheel",
+    note="The Python layers' probes (the rotary import, vLLM's import surface, the stack's extensions) import "
+    "torch once, in the run's shared target process, only when one of these is installed: with none of them "
+    "the imports they test cannot reach torch, and a cold `import torch` costs seconds.",
+)
+
+
 TORCH_LIBRARIES: Fact[tuple[str, ...]] = Fact(
     # Name prefixes: libtorch covers libtorch.so, libtorch_cpu.so, libtorch_cuda.so, libtorch_python.so.
     value=("libtorch", "libc10", "libshm.so", "libcaffe2_nvrtc.so"),

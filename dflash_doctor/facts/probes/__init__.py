@@ -173,9 +173,11 @@ class TargetHost:
     """
 
     def __init__(self, python: str, *, preload: tuple[str, ...], timeout_s: float, cwd: str | None = None,
-                 parallel: int | None = None) -> None:
+                 parallel: int | None = None, preload_if_found: tuple[str, ...] | None = None) -> None:
         self.python = python
         self.preload = tuple(preload)
+        # Preload only if the target has one of these import names (None: always).
+        self.preload_if_found = tuple(preload_if_found) if preload_if_found is not None else None
         self.timeout_s = timeout_s
         self.cwd = cwd
         self.parallel = parallel or os.cpu_count() or 1
@@ -202,7 +204,8 @@ class TargetHost:
                 return self
             env = dict(os.environ)
             env["PYTHONDONTWRITEBYTECODE"] = "1"
-            args = {"preload": list(self.preload), "parallel": self.parallel}
+            args = {"preload": list(self.preload), "parallel": self.parallel,
+                    "preload_if_found": list(self.preload_if_found) if self.preload_if_found is not None else None}
             argv = [self.python, "-B", "-c", probe_source("host"), json.dumps(args)]
             self._started = time.monotonic()
             try:

@@ -27,6 +27,9 @@ import traceback
 MARKER = "@@dflash-doctor-host@@"
 ARGS = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
 PRELOAD = ARGS.get("preload") or []
+# Preload only when one of these import names is installed (None: always). Asking the import system
+# where a top-level name is imports nothing.
+PRELOAD_IF_FOUND = ARGS.get("preload_if_found")
 PARALLEL = max(1, int(ARGS.get("parallel") or os.cpu_count() or 1))
 STDOUT_KEEP = 2000000
 STDERR_KEEP = 4000
@@ -38,6 +41,13 @@ def trim(text, keep):
         return text
     half = keep // 2
     return text[:half] + "\n[... %d characters trimmed ...]\n" % (len(text) - keep) + text[-half:]
+
+
+def found(name):
+    try:
+        return importlib.util.find_spec(name) is not None
+    except BaseException:  # a broken finder or package: whoever imports it meets the same, so say found
+        return True
 
 
 def preload(name):
@@ -240,7 +250,13 @@ def main():
     os.dup2(2, 1)
     started = time.monotonic()
     facts = {"event": "ready", "forked": hasattr(os, "fork"), "parallel": PARALLEL, "pid": os.getpid()}
-    facts["preload"] = [preload(name) for name in PRELOAD]
+    wanted = PRELOAD
+    if PRELOAD_IF_FOUND is not None:
+        users = [name for name in PRELOAD_IF_FOUND if found(name)]
+        facts["preload_wanted_by"] = users
+        if not users:
+            wanted = []
+    facts["preload"] = [preload(name) for name in wanted]
     facts["preload_seconds"] = round(time.monotonic() - started, 3)
     sys.stdout.flush()
     sys.stderr.flush()
