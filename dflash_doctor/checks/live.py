@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 from dflash_doctor.check import Facts
 from dflash_doctor.codes import Code
-from dflash_doctor.facts.live import COUNTED, MAX_COUNT
+from dflash_doctor.facts.live import MAX_COUNT
 from dflash_doctor.facts.live_shapes import Live
 from dflash_doctor.knowledge.live import (
     BASELINE_DROP,
@@ -142,17 +142,23 @@ def _figure(value: float, digits: int) -> float | None:
     return round(value, digits) if math.isfinite(value) else None
 
 
+SPEC_ROLES = ("drafts", "draft_tokens", "accepted_tokens")
+
+
 def invalid_counters(live: Live) -> dict[str, str]:
-    """The counters of either scrape that are not counts: those the collector found so (NaN, an infinity, a
-    negative or fractional value, out of range; facts.live.tally) and any in the counters that is not a whole
-    number (a report's facts edited by hand). Keys say which scrape: "drafts (before)"."""
+    """The spec-decode counters of either scrape that are not counts: those the collector found so (NaN, an
+    infinity, a negative or fractional value, out of range; facts.live.tally) and any in the counters that is
+    not a whole number (a report's facts edited by hand). Keys say which scrape: "drafts (before)". (The token
+    counters, vllm:generation_tokens and vllm:prompt_tokens, only add a figure: one that is not a count is left
+    out.)"""
     out: dict[str, str] = {}
     for when, scrape in (("before", live.metrics_before), ("after", live.metrics_after)):
         scrape = _dict(scrape)
         for name, value in _dict(scrape.get("invalid_counters")).items():
-            out[f"{name} ({when})"] = str(value)[:80]
+            if name in SPEC_ROLES or name.startswith("accepted_per_pos"):
+                out[f"{name} ({when})"] = str(value)[:80]
         counters = _dict(scrape.get("counters"))
-        for role in COUNTED:
+        for role in SPEC_ROLES:
             if role in counters and _count(counters[role]) is None:
                 out[f"{role} ({when})"] = json.dumps(counters[role], default=str)[:80]
         per_pos = counters.get("accepted_per_pos")
