@@ -328,7 +328,7 @@ def test_a_server_that_drips_its_answer_is_bounded_by_the_request_timeout(what: 
         answer = get(url, "/health", None, 3.0)
         took = time.monotonic() - started
     assert answer.error == "no complete answer within 3 s"
-    assert took < 4
+    assert took < 5  # without the deadline: until the server gives up dripping, 45 s
 
 
 def test_live_against_a_dripping_server_ends_within_the_request_timeout(doctor: Any) -> None:
@@ -338,7 +338,7 @@ def test_live_against_a_dripping_server_ends_within_the_request_timeout(doctor: 
         took = time.monotonic() - started
     assert proc.returncode == 1, proc.stderr
     assert finding(report, "live.unreachable")["title"].endswith("/health: no complete answer within 5 s")
-    assert took < 5 + 5  # the request's 5 s, and the doctor's start
+    assert took < 5 + 15  # the request's 5 s and the doctor's start on a busy machine (without the deadline: 45 s)
 
 
 # --- counters that are not counts, or that go backwards ----------------------------------------------------

@@ -4,10 +4,10 @@ workload sent through /v1/completions, and the speculative-decoding counters' di
 Standard library HTTP only (http.client), every request bounded in size and by a deadline on the whole
 exchange (not only each socket read). What the server answers is data: fields of the wrong type are named
 (`malformed`) and read as absent, counters that are not counts are named (`invalid_counters`), and a path it
-names is never opened. The API key is read from
-the environment variable the user names and sent as a bearer token; it is never part of the facts. The
-metric names come from the installed vLLM's source (vllm/v1/spec_decode/metrics.py) where the doctor runs
-beside it, else from the names the server exposes, else from knowledge.live. Judging is checks/live.py's.
+names is never opened. The API key is read from the environment variable the user names and sent as a bearer
+token; it is never part of the facts. The metric names come from the installed vLLM's source
+(vllm/v1/spec_decode/metrics.py) where the doctor runs beside it, else from the names the server exposes, else
+from knowledge.live. Judging is checks/live.py's.
 """
 
 from __future__ import annotations
