@@ -424,7 +424,6 @@ def test_wrong_types_in_models_and_usage_are_named_not_a_crash() -> None:
 def _mutants(text: str, rng: random.Random, count: int) -> list[str]:
     """Mutants of a JSON document: truncated, a value swapped for one of another type, a huge number, a deep
     nesting, a key dropped."""
-    data = json.loads(text)
     odd: list[Any] = [None, True, -1, 0, 2.5, 1e308, -1e308, "", "x", "\u0663", [], {}, [1, "a"], {"0": "x"},
                       2**63, -(2**63)]
     out = []
@@ -460,8 +459,16 @@ def _mutants(text: str, rng: random.Random, count: int) -> list[str]:
             depth = rng.choice((70, 2000, 100_000))
             dumped = dumped.replace(json.dumps(marker), "[" * depth + "1" + "]" * depth)
         out.append(dumped)
-    assert data is not None
     return out
+
+
+def _with_live_facts(report_text: str, live_text: str) -> str:
+    """The report with its live facts' JSON text replaced by `live_text` (which may be broken JSON)."""
+    report = json.loads(report_text)
+    for check in report["checks"]:
+        if check["id"] == "live":
+            check["facts"]["live"] = "\x00LIVE\x00"
+    return json.dumps(report).replace(json.dumps("\x00LIVE\x00"), live_text)
 
 
 def test_mutated_baseline_and_prompts_files_give_usage_errors_or_verdicts_never_tracebacks(tmp_path: Path) -> None:
@@ -474,8 +481,10 @@ def test_mutated_baseline_and_prompts_files_give_usage_errors_or_verdicts_never_
     rejected = live_facts(recorded_report("rejected"))
     baseline_text = (FIXTURES / "accepted.report.json").read_text()
     prompts_text = json.dumps(["The capital of France is", "def f(n):", "1, 2, 3,"])
-    cases = [("--baseline", m) for m in _mutants(baseline_text, rng, 240)]
-    cases += [("--prompts", m) for m in _mutants(prompts_text, rng, 120)]
+    live_text = json.dumps(live_facts(json.loads(baseline_text)))
+    cases = [("--baseline", m) for m in _mutants(baseline_text, rng, 100)]
+    cases += [("--baseline", _with_live_facts(baseline_text, m)) for m in _mutants(live_text, rng, 160)]
+    cases += [("--prompts", m) for m in _mutants(prompts_text, rng, 100)]
     codes: dict[int, int] = {}
     for i, (option, text) in enumerate(cases):
         path = tmp_path / f"mutant-{i}.json"
@@ -495,3 +504,21 @@ def test_mutated_baseline_and_prompts_files_give_usage_errors_or_verdicts_never_
         code = exit_code([result])
         codes[code] = codes.get(code, 0) + 1
     assert set(codes) <= {0, 1, 2} and codes.get(2) and codes.get(1), codes
+
+
+def test_a_saved_live_report_with_mutated_facts_is_judged_never_a_crashed_check() -> None:
+    from dflash_doctor.documents.jsondoc import DocumentError, parse_json
+    from dflash_doctor.runner import judge_one
+
+    rng = random.Random(21)
+    judged_ids: set[str] = set()
+    for text in _mutants(json.dumps(live_facts(recorded_report("rejected"))), rng, 300):
+        try:
+            facts = parse_json(text)  # as `judge` reads a report: what it refuses never reaches the check
+        except DocumentError:
+            continue
+        result = judge_one(LiveCheck(), Facts({"live": facts}))
+        assert "doctor.check-crashed" not in {f.id for f in result.findings}, (text[:300], result.findings)
+        judged_ids.update(f.id for f in result.findings)
+    # a field of the wrong shape is named (doctor.facts-unavailable); content of the wrong type is judged
+    assert {"live.collapse", "doctor.facts-unavailable"} <= judged_ids
