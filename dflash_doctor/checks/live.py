@@ -5,6 +5,8 @@ fixed greedy workload give the mean acceptance length (1 + accepted / drafts), t
 draft tokens), the per-position curve (accepted at position i / drafts) and draft tokens per step. A collapse
 (length near 1, or position 0 near 0) fails and names the likely causes in order, each with the facts that
 point at it (knowledge.live.COLLAPSE_CAUSES); a drop against a saved `--baseline` warns with both figures.
+Counters that are not counts (NaN, infinities, negative or fractional values) fail and counters that go backwards
+warn, with no figure derived from either; every fact is read defensively, as a saved report may hold anything.
 """
 
 from __future__ import annotations
@@ -109,7 +111,10 @@ CODES: tuple[Code, ...] = (
 def _num(value: Any) -> float | None:
     """A finite number, else None (a report's facts may hold anything of any type)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        number = float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an int beyond any float
+            return None
         return number if math.isfinite(number) else None
     return None
 
