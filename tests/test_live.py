@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -21,10 +22,24 @@ from typing import Any
 
 import pytest
 from conftest import finding, findings_of
-from live_replay import FIXTURES, exchanges, refused_port, replay, url_of
+from live_replay import (
+    FIXTURES,
+    dripping,
+    edited,
+    exchanges,
+    refused_port,
+    replay,
+    url_of,
+    with_json,
+    with_sample,
+)
 from stacks import vllm_site
 
-from dflash_doctor.facts.live import LiveOptions, gather
+from dflash_doctor.check import Facts
+from dflash_doctor.checks.live import LiveCheck
+from dflash_doctor.facts.live import LiveOptions, gather, get
+from dflash_doctor.model import Finding
+from dflash_doctor.render import report as report_module
 
 K = 15  # num_speculative_tokens of the recorded servers
 
@@ -41,6 +56,18 @@ def live_facts(report: dict[str, Any]) -> dict[str, Any]:
 
 def ids(report: dict[str, Any]) -> list[str]:
     return [f["id"] for f in findings_of(report, "live")]
+
+
+def judged(facts: dict[str, Any]) -> dict[str, Finding]:
+    """The live check's findings on facts gathered in this process, by id."""
+    return {f.id: f for f in LiveCheck().judge(Facts({"live": {"given": True, **facts}}))}
+
+
+def strict_json(text: str) -> Any:
+    """JSON as RFC 8259 has it: NaN, Infinity and -Infinity are not JSON."""
+    def refuse(word: str) -> Any:
+        raise ValueError(f"{word} is not JSON")
+    return json.loads(text, parse_constant=refuse)
 
 
 # --- judgement of the recorded runs ------------------------------------------------------------------------
@@ -270,3 +297,227 @@ def test_wrong_command_lines_exit_2(doctor: Any, argv: list[str]) -> None:
     proc = doctor(*argv)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+# --- what the server says is data, never a reason to read a local file or to wait ---------------------------
+
+def test_a_root_path_the_server_names_is_never_opened(tmp_path: Path) -> None:
+    # a directory of this machine with a config.json, named as the served model's root by a (rejected) server
+    local = tmp_path / "someone-elses-model"
+    local.mkdir()
+    (local / "config.json").write_text(json.dumps({"num_hidden_layers": 4242,
+                                                   "quantization_config": {"quant_method": "read-from-local-disk"}}))
+
+    def rooted(_: int, body: bytes) -> bytes:
+        return with_json(body, lambda d: d["data"][0].update(root=str(local)))
+
+    with replay(edited("rejected", "/v1/models", rooted)) as server:
+        facts = gather(LiveOptions(url=url_of(server), timeout_s=5.0, requests=2))
+    assert facts["models"]["data"][0]["root"] == str(local)  # what the server said is a fact...
+    assert facts["context"]["target"] is None  # ...and was not followed
+    collapse = judged(facts)["live.collapse"]  # whose causes name what the doctor knows
+    for text in (json.dumps(facts), json.dumps(collapse.evidence), collapse.detail):
+        assert "4242" not in text and "read-from-local-disk" not in text
+
+
+@pytest.mark.parametrize("what", ["headers", "chunk-size"])
+def test_a_server_that_drips_its_answer_is_bounded_by_the_request_timeout(what: str) -> None:
+    # a byte every second answers every socket read in time: only a deadline on the whole request ends it
+    with dripping(what, every_s=1.0) as url:
+        started = time.monotonic()
+        answer = get(url, "/health", None, 2.0)
+        took = time.monotonic() - started
+    assert answer.error == "no complete answer within 2 s"
+    assert took < 4  # without the deadline: until the server gives up dripping, 45 s
+
+
+def test_live_against_a_dripping_server_ends_within_the_request_timeout(doctor: Any) -> None:
+    with dripping("headers", every_s=2.0) as url:
+        started = time.monotonic()
+        report, proc = doctor.report("live", url, "--request-timeout", "5", timeout=60)
+        took = time.monotonic() - started
+    assert proc.returncode == 1, proc.stderr
+    assert finding(report, "live.unreachable")["title"].endswith("/health: no complete answer within 5 s")
+    assert took < 5 + 15  # the request's 5 s and the doctor's start on a busy machine (without the deadline: 45 s)
+
+
+# --- counters that are not counts, or that go backwards ----------------------------------------------------
+
+DRAFTS = "vllm:spec_decode_num_drafts_total"
+ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
+
+
+def test_nan_and_inf_counters_fail_and_the_report_is_strict_json(doctor: Any, tmp_path: Path) -> None:
+    def broken(i: int, body: bytes) -> bytes:  # the real /metrics after the workload, two counters broken
+        return with_sample(with_sample(body, DRAFTS, "NaN"), ACCEPTED, "+Inf") if i == 1 else body
+
+    out = tmp_path / "nan.json"
+    with replay(edited("accepted", "/metrics", broken)) as server:
+        proc = doctor("live", url_of(server), "--json", str(out))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    report = strict_json(out.read_text())
+    bad = finding(report, "live.counters-invalid")
+    assert bad["status"] == "fail"
+    assert "drafts (after) = NaN" in bad["title"] and "accepted_tokens (after) = +Inf" in bad["title"]
+    assert "live.acceptance" not in ids(report)
+    again = report_module.load(str(out))  # as `judge` reads it back: it refused the NaN before
+    assert "live.counters-invalid" in ids(again)
+
+
+def test_counters_that_go_backwards_warn_and_give_no_figures() -> None:
+    def restarted(i: int, body: bytes) -> bytes:  # before the workload: higher than the recorded after
+        return with_sample(body, DRAFTS, "1000.0") if i == 0 else body
+
+    with replay(edited("accepted", "/metrics", restarted)) as server:
+        facts = gather(LiveOptions(url=url_of(server), timeout_s=5.0, requests=2))
+    found = judged(facts)
+    back = found["live.counters-backwards"]
+    assert back.status.value == "warn"
+    assert "drafts 1000 -> 32" in back.title
+    assert not {"live.acceptance", "live.collapse", "live.acceptance-low"} & set(found)
+    assert "mean_acceptance_length" not in back.evidence["figures"]
+
+
+def test_the_json_writer_writes_null_for_a_float_that_is_not_finite(tmp_path: Path) -> None:
+    from dflash_doctor.render import json_report
+
+    json_report.write({"checks": [{"evidence": {"ratio": float("nan"), "rates": [1.5, float("-inf")]}}]},
+                      str(tmp_path / "r.json"))
+    assert strict_json((tmp_path / "r.json").read_text()) == {"checks": [{"evidence": {"ratio": None,
+                                                                                       "rates": [1.5, None]}}]}
+
+
+# --- wrong types in the server's answers --------------------------------------------------------------------
+
+def test_wrong_types_in_models_and_usage_are_named_not_a_crash() -> None:
+    def models(_: int, body: bytes) -> bytes:
+        def change(d: Any) -> None:
+            d["data"][0].update(root=["/", "etc"], max_model_len="4096")
+            d["data"].insert(0, {"id": 7})
+        return with_json(body, change)
+
+    def usage(i: int, body: bytes) -> bytes:
+        return with_json(body, lambda d: d["usage"].update(completion_tokens="64", prompt_tokens=[5]))
+
+    recorded = edited("accepted", "/v1/models", models)
+    with replay([ex for ex in recorded if ex["path"] != "/v1/completions"] +
+                edited("accepted", "/v1/completions", usage)) as server:
+        facts = gather(LiveOptions(url=url_of(server), timeout_s=5.0, requests=2))
+    fields = {m["field"]: m for m in facts["malformed"]}
+    assert set(fields) == {"data[0].id", "data[1].root", "data[1].max_model_len", "usage.completion_tokens",
+                           "usage.prompt_tokens"}
+    assert fields["data[1].root"]["found"] == "a list"
+    assert fields["usage.completion_tokens"]["found"] == "a string ('64')"
+    assert fields["usage.completion_tokens"]["times"] == 2
+    assert facts["workload"]["ok"] == 2  # the model with a string id was used
+    found = judged(facts)
+    malformed = found["live.answer-malformed"]
+    assert malformed.status.value == "warn"
+    assert "GET /v1/models data[1].root: a list, not a string or null" in malformed.title
+    assert "POST /v1/completions usage.prompt_tokens: a list, not a whole number" in malformed.title
+    assert "live.acceptance" in found  # the counters still say what they say
+
+
+# --- mutated workload and baseline files: a usage error or a verdict, never a traceback ---------------------
+
+def _mutants(text: str, rng: random.Random, count: int) -> list[str]:
+    """Mutants of a JSON document: truncated, a value swapped for one of another type, a huge number, a deep
+    nesting, a key dropped."""
+    odd: list[Any] = [None, True, -1, 0, 2.5, 1e308, -1e308, "", "x", "\u0663", [], {}, [1, "a"], {"0": "x"},
+                      2**63, -(2**63)]
+    out = []
+    for _ in range(count):
+        kind = rng.choice(("truncate", "swap", "swap", "swap", "huge", "deep", "drop"))
+        if kind == "truncate":
+            out.append(text[:rng.randrange(len(text))])
+            continue
+        copy = json.loads(text)
+        paths: list[tuple[Any, Any]] = []
+        stack: list[Any] = [copy]
+        while stack:
+            node = stack.pop()
+            keys = list(node) if isinstance(node, dict) else range(len(node)) if isinstance(node, list) else []
+            for key in keys:
+                paths.append((node, key))
+                stack.append(node[key])
+        if not paths:
+            out.append(json.dumps(rng.choice(odd)))
+            continue
+        node, key = rng.choice(paths)
+        marker = "\x00MARK\x00"
+        if kind == "drop" and isinstance(node, dict):
+            del node[key]
+        elif kind == "huge" or kind == "deep":
+            node[key] = marker
+        else:
+            node[key] = rng.choice(odd)
+        dumped = json.dumps(copy)
+        if kind == "huge":
+            dumped = dumped.replace(json.dumps(marker), rng.choice(("1" + "0" * 5000, "1e999", "-1e999", "9" * 400)))
+        elif kind == "deep":
+            depth = rng.choice((70, 2000, 100_000))
+            dumped = dumped.replace(json.dumps(marker), "[" * depth + "1" + "]" * depth)
+        out.append(dumped)
+    return out
+
+
+def _with_live_facts(report_text: str, live_text: str) -> str:
+    """The report with its live facts' JSON text replaced by `live_text` (which may be broken JSON)."""
+    report = json.loads(report_text)
+    for check in report["checks"]:
+        if check["id"] == "live":
+            check["facts"]["live"] = "\x00LIVE\x00"
+    return json.dumps(report).replace(json.dumps("\x00LIVE\x00"), live_text)
+
+
+def test_mutated_baseline_and_prompts_files_give_usage_errors_or_verdicts_never_tracebacks(tmp_path: Path) -> None:
+    from dflash_doctor.commands.live import live_options, parser
+    from dflash_doctor.commands.options import UsageError
+    from dflash_doctor.model import exit_code
+    from dflash_doctor.runner import judge_one
+
+    rng = random.Random(20)
+    rejected = live_facts(recorded_report("rejected"))
+    baseline_text = (FIXTURES / "accepted.report.json").read_text()
+    prompts_text = json.dumps(["The capital of France is", "def f(n):", "1, 2, 3,"])
+    live_text = json.dumps(live_facts(json.loads(baseline_text)))
+    cases = [("--baseline", m) for m in _mutants(baseline_text, rng, 100)]
+    cases += [("--baseline", _with_live_facts(baseline_text, m)) for m in _mutants(live_text, rng, 160)]
+    cases += [("--prompts", m) for m in _mutants(prompts_text, rng, 100)]
+    codes: dict[int, int] = {}
+    for i, (option, text) in enumerate(cases):
+        path = tmp_path / f"mutant-{i}.json"
+        path.write_text(text)
+        args = parser().parse_args(["http://127.0.0.1:1", option, str(path)])
+        try:
+            options = live_options(args, args.url)
+        except UsageError as exc:
+            assert str(path) in str(exc) or option in str(exc)
+            codes[2] = codes.get(2, 0) + 1
+            continue
+        facts = {**rejected, "baseline": options.baseline} if options.baseline else rejected
+        if options.baseline and isinstance(options.baseline.get("digest"), str):
+            facts = {**facts, "workload": {**facts["workload"], "digest": options.baseline["digest"]}}
+        result = judge_one(LiveCheck(), Facts({"live": facts}))
+        assert not [f for f in result.findings if f.id.startswith("doctor.")], (option, text[:300], result.findings)
+        code = exit_code([result])
+        codes[code] = codes.get(code, 0) + 1
+    assert set(codes) <= {0, 1, 2} and codes.get(2) and codes.get(1), codes
+
+
+def test_a_saved_live_report_with_mutated_facts_is_judged_never_a_crashed_check() -> None:
+    from dflash_doctor.documents.jsondoc import DocumentError, parse_json
+    from dflash_doctor.runner import judge_one
+
+    rng = random.Random(21)
+    judged_ids: set[str] = set()
+    for text in _mutants(json.dumps(live_facts(recorded_report("rejected"))), rng, 300):
+        try:
+            facts = parse_json(text)  # as `judge` reads a report: what it refuses never reaches the check
+        except DocumentError:
+            continue
+        result = judge_one(LiveCheck(), Facts({"live": facts}))
+        assert "doctor.check-crashed" not in {f.id for f in result.findings}, (text[:300], result.findings)
+        judged_ids.update(f.id for f in result.findings)
+    # a field of the wrong shape is named (doctor.facts-unavailable); content of the wrong type is judged
+    assert {"live.collapse", "doctor.facts-unavailable"} <= judged_ids

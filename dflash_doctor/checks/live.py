@@ -5,17 +5,22 @@ fixed greedy workload give the mean acceptance length (1 + accepted / drafts), t
 draft tokens), the per-position curve (accepted at position i / drafts) and draft tokens per step. A collapse
 (length near 1, or position 0 near 0) fails and names the likely causes in order, each with the facts that
 point at it (knowledge.live.COLLAPSE_CAUSES); a drop against a saved `--baseline` warns with both figures.
+Counters that are not counts (NaN, infinities, negative or fractional values) fail and counters that go backwards
+warn, with no figure derived from either; every fact is read defensively, as a saved report may hold anything.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import shlex
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
-from dflash_doctor.codes import Code
-from dflash_doctor.facts.live_shapes import Live
 from dflash_doctor.check import Facts
+from dflash_doctor.codes import Code
+from dflash_doctor.facts.live import MAX_COUNT
+from dflash_doctor.facts.live_shapes import Live
 from dflash_doctor.knowledge.live import (
     BASELINE_DROP,
     COLLAPSE_CAUSES,
@@ -26,7 +31,7 @@ from dflash_doctor.knowledge.live import (
 )
 from dflash_doctor.model import Finding, Remediation, Status
 
-__all__ = ["LiveCheck", "figures"]
+__all__ = ["LiveCheck", "figures", "invalid_counters"]
 
 
 CODES: tuple[Code, ...] = (
@@ -60,6 +65,21 @@ CODES: tuple[Code, ...] = (
     Code("live.no-drafts", "The drafter proposed nothing during the workload",
          "The spec-decode counters did not move while the doctor's requests ran: speculation is configured but was "
          "not used."),
+    Code("live.answer-malformed", "The server answered fields of the wrong type",
+         "A field of /v1/models (data, id, root, parent, max_model_len) or of a /v1/completions answer (usage, "
+         "usage.completion_tokens, usage.prompt_tokens) did not have the type vLLM's OpenAI server gives it. The "
+         "finding names each field, what was expected and what came; the doctor read those fields as absent, so "
+         "the figures that use them may be missing. Something other than vLLM, or a proxy that rewrites answers, "
+         "is answering."),
+    Code("live.counters-invalid", "The speculative-decoding counters are not counts",
+         "A Prometheus counter is a whole number that only grows from 0. NaN, +Inf/-Inf, a negative or fractional "
+         "value (or a sum of samples out of range) in /metrics means the server's metrics are broken or rewritten "
+         "on the way; acceptance cannot be measured from them, and the doctor fails rather than pass a number "
+         "computed from NaN. The finding names each counter and its value."),
+    Code("live.counters-backwards", "The speculative-decoding counters went backwards",
+         "A counter was lower in /metrics after the workload than before it: the server restarted in between, or "
+         "several servers answer at one address (a load balancer, each scrape from another replica). The "
+         "differences are not the workload's, so acceptance is not judged; measure again against one server."),
     Code("live.acceptance", "DFlash drafts are accepted",
          "Mean acceptance length = 1 + accepted / drafts (vLLM's metrics.py docstring), acceptance rate = accepted / "
          "draft tokens, the per-position curve = accepted at position i / drafts, over the doctor's fixed greedy "
@@ -89,40 +109,115 @@ CODES: tuple[Code, ...] = (
 
 
 def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    """A finite number, else None (a report's facts may hold anything of any type)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            number = float(value)
+        except OverflowError:  # an int beyond any float
+            return None
+        return number if math.isfinite(number) else None
+    return None
+
+
+def _count(value: Any) -> float | None:
+    """A counter's value: a whole number from 0 to MAX_COUNT, else None."""
+    number = _num(value)
+    return number if number is not None and 0 <= number <= MAX_COUNT and number.is_integer() else None
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _whole(value: Any) -> int:
+    count = _count(value)
+    return int(count) if count is not None else 0
+
+
+def _position(key: Any) -> int:
+    text = str(key)
+    return int(text) if text.isascii() and text.isdigit() and len(text) < 10 else 1 << 30
+
+
+def _figure(value: float, digits: int) -> float | None:
+    return round(value, digits) if math.isfinite(value) else None
+
+
+SPEC_ROLES = ("drafts", "draft_tokens", "accepted_tokens")
+
+
+def invalid_counters(live: Live) -> dict[str, str]:
+    """The spec-decode counters of either scrape that are not counts: those the collector found so (NaN, an
+    infinity, a negative or fractional value, out of range; facts.live.tally) and any in the counters that is
+    not a whole number (a report's facts edited by hand). Keys say which scrape: "drafts (before)". (The token
+    counters, vllm:generation_tokens and vllm:prompt_tokens, only add a figure: one that is not a count is left
+    out.)"""
+    out: dict[str, str] = {}
+    for when, scrape in (("before", live.metrics_before), ("after", live.metrics_after)):
+        scrape = _dict(scrape)
+        for name, value in _dict(scrape.get("invalid_counters")).items():
+            if name in SPEC_ROLES or name.startswith("accepted_per_pos"):
+                out[f"{name} ({when})"] = str(value)[:80]
+        counters = _dict(scrape.get("counters"))
+        for role in SPEC_ROLES:
+            if role in counters and _count(counters[role]) is None:
+                out[f"{role} ({when})"] = json.dumps(counters[role], default=str)[:80]
+        per_pos = counters.get("accepted_per_pos")
+        if per_pos is not None and not isinstance(per_pos, dict):
+            out[f"accepted_per_pos ({when})"] = json.dumps(per_pos, default=str)[:80]
+        for pos, value in _dict(per_pos).items():
+            if _count(value) is None:
+                out[f"accepted_per_pos[{pos}] ({when})"] = json.dumps(value, default=str)[:80]
+    return dict(list(out.items())[:16])
 
 
 def figures(live: Live) -> dict[str, Any]:
-    """The derived figures of a live run (from the counters before and after its workload)."""
-    before = ((live.metrics_before or {}).get("counters")) or {}
-    after = ((live.metrics_after or {}).get("counters")) or {}
+    """The derived figures of a live run (from the counters before and after its workload). A counter that is
+    lower after the workload than before it is in "backwards" ([before, after]), and no figure is derived from
+    it; a counter that is not a count reads as absent (see `invalid_counters`)."""
+    before = _dict(_dict(live.metrics_before).get("counters"))
+    after = _dict(_dict(live.metrics_after).get("counters"))
     out: dict[str, Any] = {}
+    backwards: dict[str, list[float]] = {}
 
-    def diff(role: str) -> float | None:
-        a, b = _num(after.get(role)), _num(before.get(role))
-        return None if a is None else a - (b or 0.0)
+    def diff(role: str, now: Any, then: Any) -> float | None:
+        a, b = _count(now), _count(then)
+        if a is None:
+            return None
+        if b is not None and a < b:
+            backwards[role] = [b, a]
+            return None
+        return a - (b or 0.0)
 
-    drafts, draft_tokens, accepted = diff("drafts"), diff("draft_tokens"), diff("accepted_tokens")
+    drafts = diff("drafts", after.get("drafts"), before.get("drafts"))
+    draft_tokens = diff("draft_tokens", after.get("draft_tokens"), before.get("draft_tokens"))
+    accepted = diff("accepted_tokens", after.get("accepted_tokens"), before.get("accepted_tokens"))
     out.update({"drafts": drafts, "draft_tokens": draft_tokens, "accepted_tokens": accepted})
+    pos_after, pos_before = _dict(after.get("accepted_per_pos")), _dict(before.get("accepted_per_pos"))
+    per_pos = {p: diff(f"accepted_per_pos[{p}]", pos_after[p], pos_before.get(p))
+               for p in sorted(pos_after, key=_position)}
     if drafts:
-        out["mean_acceptance_length"] = round(1.0 + (accepted or 0.0) / drafts, 4)
-        out["draft_tokens_per_step"] = round((draft_tokens or 0.0) / drafts, 4)
-        pos_after = after.get("accepted_per_pos") or {}
-        pos_before = before.get("accepted_per_pos") or {}
-        if isinstance(pos_after, dict) and pos_after:
-            out["per_position"] = [round(((_num(pos_after.get(p)) or 0.0) - (_num(pos_before.get(p)) or 0.0)) / drafts, 4)
-                                   for p in sorted(pos_after, key=lambda p: int(p) if str(p).isdigit() else 1 << 30)]
+        out["mean_acceptance_length"] = _figure(1.0 + (accepted or 0.0) / drafts, 4)
+        out["draft_tokens_per_step"] = _figure((draft_tokens or 0.0) / drafts, 4)
+        if per_pos:
+            out["per_position"] = [_figure((v or 0.0) / drafts, 4) for v in per_pos.values()]
     if draft_tokens:
-        out["acceptance_rate"] = round((accepted or 0.0) / draft_tokens, 4)
-    work = live.workload or {}
+        out["acceptance_rate"] = _figure((accepted or 0.0) / draft_tokens, 4)
+    work = _dict(live.workload)
     wall = _num(work.get("wall_s"))
-    tokens = _num(work.get("completion_tokens"))
-    if wall and tokens is not None:
-        out["output_tokens_per_s"] = round(tokens / wall, 2)
+    tokens = _count(work.get("completion_tokens"))
+    if wall and wall > 0 and tokens is not None:
+        out["output_tokens_per_s"] = _figure(tokens / wall, 2)
     out["wall_s"] = wall
-    gen = diff("vllm:generation_tokens")
+    gen = diff("vllm:generation_tokens", after.get("vllm:generation_tokens"), before.get("vllm:generation_tokens"))
     if gen is not None:
         out["generation_tokens"] = gen
+    if backwards:
+        out["backwards"] = backwards
     return out
 
 
@@ -148,19 +243,19 @@ class LiveCheck:
                             remediation=(Remediation("dflash-doctor live http://127.0.0.1:8000",
                                                      "check the server that `vllm serve` started"),))]
         url = str(live.url)
-        server = live.server or {}
+        server = _dict(live.server)
         if server.get("exit_status") is not None:
-            tail = "\n".join(server.get("log_tail") or [])
+            tail = "\n".join(str(line) for line in _list(server.get("log_tail")))
             return [Finding("live.server-died", Status.FAIL,
                             f"`vllm serve` exited with status {server['exit_status']} after {server.get('seconds')} s, "
                             "before /health answered",
                             f"last lines of {server.get('log')}:\n{tail}", evidence={"server": server})]
-        health = live.health or {}
+        health = live.health
         if health.get("error") and server.get("ready") is False:
             return [Finding("live.server-not-ready", Status.FAIL,
                             f"`vllm serve` (PID {server.get('pid')}) did not answer /health within {server.get('seconds')} "
                             f"s; it is left running: {health['error']}",
-                            "last lines of its log:\n" + "\n".join(server.get("log_tail") or []),
+                            "last lines of its log:\n" + "\n".join(str(line) for line in _list(server.get("log_tail"))),
                             evidence={"server": server, "health": health},
                             remediation=(Remediation(f"tail -f {shlex.quote(str(server.get('log')))}",
                                                      "watch it start; stop it with kill "
@@ -180,13 +275,14 @@ class LiveCheck:
             findings.append(Finding("live.healthy", Status.PASS, f"{url}/health answered 200 in {health.get('seconds')} s",
                                     evidence={"health": health}))
         findings.extend(self._models(live))
+        findings.extend(self._malformed(live))
         findings.extend(self._workload(live))
         # the acceptance verdict first: it is the headline of a running server
         return self._acceptance(live) + findings
 
     def _models(self, live: Live) -> list[Finding]:
-        models = live.models or {}
-        data = models.get("data")
+        models = live.models
+        data = [m for m in _list(models.get("data")) if isinstance(m, dict)]
         if not data:
             why = models.get("error") or f"HTTP {models.get('status')}"
             hint = " (a 401: give the key's variable with --api-key-env)" if models.get("status") == 401 else ""
@@ -199,37 +295,60 @@ class LiveCheck:
                         "serve command (`dflash-doctor serve --exec --live -- vllm serve ...`).",
                         evidence={"models": data})]
 
+    def _malformed(self, live: Live) -> list[Finding]:
+        wrong = [m for m in live.malformed if isinstance(m, dict)]
+        if not wrong:
+            return []
+        named = "; ".join(f"{m.get('answer')} {m.get('field')}: {m.get('found')}, not {m.get('expected')}"
+                          for m in wrong[:6])
+        return [Finding("live.answer-malformed", Status.WARN,
+                        f"the server answered fields of the wrong type: {named}{'; ...' if len(wrong) > 6 else ''}",
+                        "vLLM's OpenAI server answers these fields with the types named; the doctor read each wrong "
+                        "one as absent, so the figures that use it (the model sent, the token counts, throughput) "
+                        "may be missing. Something that is not vLLM, or a proxy that rewrites the answers, may be "
+                        "answering at this address.", evidence={"malformed": wrong})]
+
     def _workload(self, live: Live) -> list[Finding]:
-        work = live.workload or {}
+        work = live.workload
         if work.get("skipped"):
             return [Finding("live.workload-failed", Status.FAIL, f"no workload sent: {work['skipped']}",
                             evidence={"workload": work})]
-        sent, ok = int(work.get("sent") or 0), int(work.get("ok") or 0)
+        sent, ok = _whole(work.get("sent")), _whole(work.get("ok"))
         if ok == 0:
-            errors = "; ".join(work.get("errors") or []) or "none sent"
+            errors = "; ".join(str(e) for e in _list(work.get("errors"))) or "none sent"
             return [Finding("live.workload-failed", Status.FAIL,
                             f"none of {sent} /v1/completions requests succeeded: {errors}", evidence={"workload": work})]
         if ok < sent:
             return [Finding("live.workload-failed", Status.WARN,
-                            f"{sent - ok} of {sent} /v1/completions requests failed: {'; '.join(work.get('errors') or [])}",
+                            f"{sent - ok} of {sent} /v1/completions requests failed: "
+                            f"{'; '.join(str(e) for e in _list(work.get('errors')))}",
                             evidence={"workload": work})]
         return []
 
     def _acceptance(self, live: Live) -> list[Finding]:
-        after = live.metrics_after or {}
-        names = live.metric_names or {}
+        after = _dict(live.metrics_after)
+        names = live.metric_names
         if after.get("error") or after.get("status") != 200 or not after.get("samples"):
             why = after.get("error") or (f"HTTP {after.get('status')}" if after.get("status") != 200 else
                                          f"no Prometheus samples in {after.get('bytes')} bytes")
             return [Finding("live.metrics-unreadable", Status.WARN, f"/metrics could not be read: {why}",
                             "Without the counters nothing can be said about speculation.",
                             evidence={"metrics_after": {k: v for k, v in after.items() if k != "counters"}})]
-        counters = after.get("counters") or {}
+        invalid = invalid_counters(live)
+        if invalid:
+            shown = "; ".join(f"{k} = {v}" for k, v in invalid.items())
+            return [Finding("live.counters-invalid", Status.FAIL,
+                            f"the server's speculative-decoding counters are not counts: {shown}",
+                            "A Prometheus counter is a whole number that only grows from 0; NaN, an infinity, a "
+                            "negative or fractional value means the server's metrics are broken (or something in "
+                            "front of it rewrites them). Acceptance cannot be measured from them, so nothing is "
+                            "judged.", evidence={"invalid_counters": invalid, "metric_names": names.get("names")})]
+        counters = _dict(after.get("counters"))
         if not any(k in counters for k in ("drafts", "draft_tokens", "accepted_tokens")):
             return [Finding("live.no-spec-metrics", Status.WARN,
                             "the server exposes no speculative-decoding metrics: speculation is off, or the vLLM is "
                             "older than its spec-decode counters",
-                            f"Looked for {', '.join(sorted((names.get('names') or {}).values()))} (names from "
+                            f"Looked for {', '.join(sorted(str(n) for n in _dict(names.get('names')).values()))} (names from "
                             f"{names.get('from')}). vLLM registers them only when --speculative-config is given.",
                             evidence={"metric_names": names},
                             remediation=(Remediation("vllm serve TARGET --speculative-config "
@@ -238,16 +357,27 @@ class LiveCheck:
                                                      "start the server with the DFlash drafter"),))]
         fig = figures(live)
         evidence = {"figures": fig, "formula": MEAN_ACCEPTANCE_LENGTH.value, "metric_names": names.get("names")}
+        if fig.get("backwards"):
+            went = "; ".join(f"{k} {v[0]:g} -> {v[1]:g}" for k, v in list(fig["backwards"].items())[:6])
+            return [Finding("live.counters-backwards", Status.WARN,
+                            f"the speculative-decoding counters went backwards during the workload: {went}",
+                            "A counter only grows while its server runs: one that is lower after the workload than "
+                            "before it means the server restarted in between, or more than one server answers at "
+                            "this address (a load balancer, each scrape from another replica). The differences are "
+                            "not the workload's, so nothing is judged.", evidence=evidence,
+                            remediation=(Remediation(f"dflash-doctor live {shlex.quote(str(live.url))}",
+                                                     "measure again, against one server's own address, while "
+                                                     "it is not restarting"),))]
         if not fig.get("drafts"):
             return [Finding("live.no-drafts", Status.WARN,
                             "the workload ran but the drafter proposed nothing (the draft counters did not move)",
                             "Speculation is configured but was not used for these requests (e.g. all of them were "
                             "shorter than one step, or speculation is disabled for the batch).", evidence=evidence)]
-        length = float(fig["mean_acceptance_length"])
-        pos = fig.get("per_position") or []
+        length = _num(fig.get("mean_acceptance_length")) or 1.0
+        pos = [p for p in _list(fig.get("per_position")) if isinstance(p, float)]
         pos0 = pos[0] if pos else None
-        summary = (f"mean acceptance length {length:.2f}, acceptance rate {fig.get('acceptance_rate', 0):.1%}, "
-                   f"{fig.get('draft_tokens_per_step', 0):g} draft tokens/step, per position {_curve(pos)}, "
+        summary = (f"mean acceptance length {length:.2f}, acceptance rate {_num(fig.get('acceptance_rate')) or 0:.1%}, "
+                   f"{_num(fig.get('draft_tokens_per_step')) or 0:g} draft tokens/step, per position {_curve(pos)}, "
                    f"{fig.get('output_tokens_per_s')} output tokens/s over {fig.get('wall_s')} s")
         out: list[Finding] = []
         if length < COLLAPSE_LENGTH.value or (pos0 is not None and pos0 < COLLAPSE_POS0_RATE.value):
@@ -279,10 +409,10 @@ class LiveCheck:
         base = live.baseline
         if not isinstance(base, dict):
             return []
-        then = _num((base.get("figures") or {}).get("mean_acceptance_length"))
+        then = _num(_dict(base.get("figures")).get("mean_acceptance_length"))
         now = _num(fig.get("mean_acceptance_length"))
         where = base.get("path")
-        if base.get("digest") != (live.workload or {}).get("digest"):
+        if base.get("digest") != live.workload.get("digest"):
             return [Finding("live.baseline-different-workload", Status.WARN,
                             f"the baseline {where} ran other prompts or settings: not compared",
                             "Acceptance depends on the prompts: compare runs of the same --prompts, --requests and "
@@ -301,10 +431,10 @@ class LiveCheck:
 
 def _causes(live: Live) -> list[dict[str, Any]]:
     """The known causes of a collapse, in knowledge.live's order, each with what the facts say about it."""
-    ctx = live.context or {}
-    vllm = live.vllm or {}
-    drafter = ctx.get("drafter") or {}
-    target = ctx.get("target") or {}
+    ctx = live.context
+    vllm = live.vllm
+    drafter = _dict(ctx.get("drafter"))
+    target = _dict(ctx.get("target"))
     known = bool(ctx.get("serve_command_known"))
     unknown = "not known here: run it as `dflash-doctor serve --exec --live -- vllm serve ...` to judge it"
     out: list[dict[str, Any]] = []
@@ -314,16 +444,17 @@ def _causes(live: Live) -> list[dict[str, Any]]:
     plus_one = vllm.get("layer_ids_plus_one")
     layers = target.get("num_hidden_layers")
     rem: list[Remediation] = []
-    if isinstance(ids, list) and all(isinstance(i, int) for i in ids):
+    if isinstance(ids, list) and ids and all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
         rule = ("adds 1 to each id (the id is the layer whose output is read)" if plus_one else
                 "passes the ids as they are (id i reads the output of layer i - 1)" if plus_one is False else
                 "rule unknown (vLLM's source was not readable here)")
         facts_text = f"drafter target_layer_ids {ids}; vLLM {vllm.get('version') or '?'} {rule}"
         if layers:
             facts_text += f"; target has {layers} layers"
+        layers = layers if isinstance(layers, int) and not isinstance(layers, bool) else None
         if plus_one is False:
             shifted = [i + 1 for i in ids]
-            if not isinstance(layers, int) or max(shifted) < layers:
+            if layers is None or max(shifted) < layers:
                 rem.append(Remediation(f"set dflash_config.target_layer_ids to {shifted} in "
                                        f"{drafter.get('path')}/config.json (or upgrade vLLM to 0.22.0 or later)",
                                        "this vLLM reads id i as the output of layer i - 1; a drafter trained on the "
@@ -371,9 +502,9 @@ def _causes(live: Live) -> list[dict[str, Any]]:
                                             "rules out CUDA-graph capture of the drafter's attention (vLLM PR #48167)")]
     out.append({"cause": "attention-backend", "about": text["attention-backend"], "facts": btext, "remediation": brem})
     # 4. long contexts
-    work = live.workload or {}
-    sent = int(work.get("ok") or 0)
-    avg_prompt = round(int(work.get("prompt_tokens") or 0) / sent, 1) if sent else None
+    work = live.workload
+    sent = _whole(work.get("ok"))
+    avg_prompt = round(_whole(work.get("prompt_tokens")) / sent, 1) if sent else None
     out.append({"cause": "long-context", "about": text["long-context"],
                 "facts": f"the workload's prompts average {avg_prompt} tokens, so a collapse here is not from long "
                          "contexts" if avg_prompt is not None and avg_prompt < 2048 else f"prompts average {avg_prompt} tokens",

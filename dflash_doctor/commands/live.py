@@ -100,6 +100,7 @@ def _baseline(path: str) -> dict[str, Any]:
     from dflash_doctor.commands.options import UsageError
     from dflash_doctor.documents.jsondoc import shown_path
     from dflash_doctor.facts.live_shapes import Live
+    from dflash_doctor.facts.shape import ShapeError
     from dflash_doctor.render import report as report_module
 
     try:
@@ -107,10 +108,15 @@ def _baseline(path: str) -> dict[str, Any]:
     except report_module.ReportError as exc:
         raise UsageError(f"--baseline: {exc}") from None
     live = report_module.sections_of(saved).get("live")
-    if not isinstance(live, dict) or not live.get("given") or "metrics_after" not in live:
+    if not isinstance(live, dict) or live.get("given") is not True or "metrics_after" not in live:
         raise UsageError(f"--baseline {shown_path(path)}: not a report of `dflash-doctor live` (no live facts)")
-    return {"path": shown_path(path), "digest": (live.get("workload") or {}).get("digest"),
-            "figures": figures(Live.from_json(live)), "created": saved.get("created") or saved.get("generated")}
+    try:
+        facts = Live.from_json(live)
+    except ShapeError as exc:
+        raise UsageError(f"--baseline {shown_path(path)}: {exc}") from None
+    created = saved.get("created") or saved.get("generated")
+    return {"path": shown_path(path), "digest": facts.workload.get("digest"), "figures": figures(facts),
+            "created": created if isinstance(created, str) else None}
 
 
 def live_options(args: argparse.Namespace, url: str, serve_argv: Sequence[str] | None = None) -> Any:

@@ -1,10 +1,13 @@
 """Facts from a running vLLM server: /health, /v1/models, /metrics before and after a small fixed greedy
 workload sent through /v1/completions, and the speculative-decoding counters' differences.
 
-Standard library HTTP only (http.client), every request bounded in time and size. The API key is read from
-the environment variable the user names and sent as a bearer token; it is never part of the facts. The
-metric names come from the installed vLLM's source (vllm/v1/spec_decode/metrics.py) where the doctor runs
-beside it, else from the names the server exposes, else from knowledge.live. Judging is checks/live.py's.
+Standard library HTTP only (http.client), every request bounded in size and by a deadline on the whole
+exchange (not only each socket read). What the server answers is data: fields of the wrong type are named
+(`malformed`) and read as absent, counters that are not counts are named (`invalid_counters`), and a path it
+names is never opened. The API key is read from the environment variable the user names and sent as a bearer
+token; it is never part of the facts. The metric names come from the installed vLLM's source
+(vllm/v1/spec_decode/metrics.py) where the doctor runs beside it, else from the names the server exposes, else
+from knowledge.live. Judging is checks/live.py's.
 """
 
 from __future__ import annotations
@@ -12,8 +15,11 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
+import math
 import os
 import re
+import socket
+import threading
 import time
 import urllib.parse
 from collections.abc import Mapping, Sequence
@@ -21,12 +27,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from dflash_doctor.check import Context
+from dflash_doctor.documents.jsondoc import DocumentError, parse_json
 from dflash_doctor.facts.safefile import read_regular
 from dflash_doctor.knowledge.dflash import LAYER_IDS_PLUS_ONE_MARKER
 from dflash_doctor.knowledge.live import METRICS_FILE, SPEC_DECODE_METRICS
 
 __all__ = ["DEFAULT_PROMPTS", "Answer", "LiveOptions", "collect", "counters", "gather", "get", "metric_names_from_source",
-           "parse_prometheus", "post_json", "split_url"]
+           "parse_prometheus", "post_json", "split_url", "tally"]
 
 MAX_BODY = 16 * 2**20          # a /metrics payload of a big server is well under 1 MB
 MAX_JSON = 4 * 2**20
@@ -88,53 +95,92 @@ def split_url(url: str) -> tuple[str, str, int, str]:
     return parts.scheme, parts.hostname, port, parts.path.rstrip("/")
 
 
-def _request(url: str, method: str, path: str, body: bytes | None, headers: Mapping[str, str],
-             timeout_s: float, limit: int) -> Answer:
-    """One request, bounded: `timeout_s` for the whole exchange (connect, headers, body), `limit` bytes."""
-    started = time.monotonic()
-    deadline = started + timeout_s
+class _Exchange:
+    """One HTTP exchange, run on a worker thread so that the caller's wait ends at the deadline whatever the
+    server does: a socket timeout bounds each read, and a server that drips its status line, a header or a
+    chunk-size line one byte at a time answers every read in time. At the deadline the caller stops waiting
+    and shuts the socket, which ends the worker's blocked read (a TLS one too)."""
 
-    def left() -> float:
-        return max(0.01, deadline - time.monotonic())
+    def __init__(self, url: str, method: str, path: str, body: bytes | None, headers: Mapping[str, str],
+                 deadline: float, limit: int) -> None:
+        self.url, self.method, self.path, self.body, self.headers = url, method, path, body, dict(headers)
+        self.deadline, self.limit = deadline, limit
+        self.conn: http.client.HTTPConnection | None = None
+        self.answer: tuple[int | None, bytes, str, bool] | None = None
+        """(status, body, error, truncated), once the exchange ended."""
 
-    scheme, host, port, base = split_url(url)
-    cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
-    conn = cls(host, port, timeout=left())
-    try:
-        conn.request(method, base + path, body=body, headers=dict(headers))
+    def left(self) -> float:
+        return max(0.01, self.deadline - time.monotonic())
+
+    def run(self) -> None:
+        try:
+            self.answer = self._exchange()
+        except ConnectionRefusedError:
+            _, host, port, _ = split_url(self.url)
+            self.answer = (None, b"", f"connection refused by {host}:{port}", False)
+        except TimeoutError:
+            self.answer = (None, b"", "", False)  # the caller words it, with the limit
+        except http.client.HTTPException as exc:
+            self.answer = (None, b"", f"not an HTTP answer ({type(exc).__name__}: {str(exc)[:120]})", False)
+        except OSError as exc:
+            self.answer = (None, b"", f"{type(exc).__name__}: {exc.strerror or exc}"[:200], False)
+        except Exception as exc:  # noqa: BLE001 - whatever the server sends is a fact, never a crash
+            self.answer = (None, b"", f"unreadable answer ({type(exc).__name__}: {str(exc)[:120]})", False)
+        finally:
+            if self.conn is not None:
+                self.conn.close()
+
+    def _exchange(self) -> tuple[int | None, bytes, str, bool]:
+        scheme, host, port, base = split_url(self.url)
+        cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
+        conn = self.conn = cls(host, port, timeout=self.left())
+        conn.request(self.method, base + self.path, body=self.body, headers=self.headers)
         if conn.sock is not None:
-            conn.sock.settimeout(left())
+            conn.sock.settimeout(self.left())
         response = conn.getresponse()
         chunks: list[bytes] = []
         size = 0
-        truncated = False
         while True:
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= self.deadline:
                 raise TimeoutError
             if conn.sock is not None:
-                conn.sock.settimeout(left())
-            chunk = response.read1(65536) if hasattr(response, "read1") else response.read(65536)
+                conn.sock.settimeout(self.left())
+            chunk = response.read1(65536)
             if not chunk:
-                break
+                return response.status, b"".join(chunks), "", False
             chunks.append(chunk)
             size += len(chunk)
-            if size > limit:
-                truncated = True
-                break
-        return Answer(response.status, b"".join(chunks)[:limit], round(time.monotonic() - started, 3),
-                      truncated=truncated)
-    except ConnectionRefusedError:
-        return Answer(None, b"", round(time.monotonic() - started, 3), f"connection refused by {host}:{port}")
-    except TimeoutError:
-        return Answer(None, b"", round(time.monotonic() - started, 3), f"no complete answer within {timeout_s:g} s")
-    except http.client.HTTPException as exc:
-        return Answer(None, b"", round(time.monotonic() - started, 3),
-                      f"not an HTTP answer ({type(exc).__name__}: {str(exc)[:120]})")
-    except OSError as exc:
-        return Answer(None, b"", round(time.monotonic() - started, 3),
-                      f"{type(exc).__name__}: {exc.strerror or exc}"[:200])
-    finally:
-        conn.close()
+            if size > self.limit:
+                return response.status, b"".join(chunks)[:self.limit], "", True
+
+    def abort(self) -> None:
+        """Shut the connection's socket: a read blocked in the worker returns at once."""
+        sock = self.conn.sock if self.conn is not None else None
+        if sock is not None:
+            try:
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the plain socket's: a TLS one keeps its state
+            except OSError:
+                pass
+
+
+def _request(url: str, method: str, path: str, body: bytes | None, headers: Mapping[str, str],
+             timeout_s: float, limit: int) -> Answer:
+    """One request, bounded: `timeout_s` for the whole exchange (name lookup, connect, headers, body), `limit`
+    bytes."""
+    started = time.monotonic()
+    exchange = _Exchange(url, method, path, body, headers, started + timeout_s, limit)
+    worker = threading.Thread(target=exchange.run, name=f"dflash-doctor live {method} {path}", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    answer = exchange.answer
+    if worker.is_alive() or answer is None:
+        exchange.abort()
+        answer = (None, b"", "", False)
+    status, data, error, truncated = answer
+    seconds = round(time.monotonic() - started, 3)
+    if status is None and not error:
+        error = f"no complete answer within {timeout_s:g} s"
+    return Answer(status, data, seconds, error, truncated)
 
 
 def _headers(api_key: str | None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -213,27 +259,73 @@ def names_exposed(samples: list[tuple[str, dict[str, str], float]]) -> dict[str,
     return names
 
 
-def counters(samples: list[tuple[str, dict[str, str], float]], names: Mapping[str, str]) -> dict[str, Any]:
-    """The spec-decode counters' totals over every engine and model label (per position for the curve)."""
+MAX_COUNT = 2**53
+"""A count above this is not exact in a float: no server counts that many tokens."""
+COUNTED = ("drafts", "draft_tokens", "accepted_tokens", "vllm:generation_tokens", "vllm:prompt_tokens")
+
+
+def _prometheus_text(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(value)
+
+
+def _is_count(value: float) -> bool:
+    return math.isfinite(value) and 0 <= value <= MAX_COUNT and value.is_integer()
+
+
+def tally(samples: list[tuple[str, dict[str, str], float]],
+          names: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """(counters, invalid) of one scrape: the spec-decode counters' totals over every engine and model label
+    (per position for the curve) and the token counters; `invalid` names each counter whose samples or sum is
+    not a count (NaN, an infinity, a negative or fractional value, more than MAX_COUNT), with the value as
+    Prometheus writes it. An invalid counter is left out of the counters."""
     totals: dict[str, Any] = {}
     per_pos: dict[str, float] = {}
+    invalid: dict[str, str] = {}
     wanted = {f"{names[r]}_total": r for r in names} | {names[r]: r for r in names}
+    for prefix in KEPT_METRICS:
+        wanted.update({prefix: prefix, prefix + "_total": prefix})
+
+    def add(into: dict[str, Any], key: str, shown: str, value: float) -> None:
+        if shown in invalid:
+            return
+        total = into.get(key, 0.0) + value
+        if key in COUNTED or into is per_pos:
+            if not _is_count(value):
+                invalid[shown] = _prometheus_text(value)
+                return
+            if not _is_count(total):
+                invalid[shown] = f"{_prometheus_text(total)} (the sum of its samples)"
+                return
+        elif not math.isfinite(total):
+            invalid[shown] = _prometheus_text(total)
+            return
+        into[key] = total
+
     for name, labels, value in samples:
         role = wanted.get(name)
         if role is None:
             continue
         if role == "accepted_per_pos":
             pos = labels.get("position", "?")
-            per_pos[pos] = per_pos.get(pos, 0.0) + value
+            add(per_pos, pos, f"accepted_per_pos[{pos}]", value)
         else:
-            totals[role] = totals.get(role, 0.0) + value
+            add(totals, role, role, value)
+    for shown in invalid:
+        totals.pop(shown, None)
+        if shown.startswith("accepted_per_pos["):
+            per_pos.pop(shown[len("accepted_per_pos["):-1], None)
     if per_pos:
         totals["accepted_per_pos"] = dict(sorted(per_pos.items(), key=lambda kv: (len(kv[0]), kv[0])))
-    for prefix in KEPT_METRICS:
-        found = [v for n, _, v in samples if n in (prefix, prefix + "_total")]
-        if found:
-            totals[prefix] = sum(found)
-    return totals
+    return totals, invalid
+
+
+def counters(samples: list[tuple[str, dict[str, str], float]], names: Mapping[str, str]) -> dict[str, Any]:
+    """The counters of `tally` (the valid ones)."""
+    return tally(samples, names)[0]
 
 
 # --- the installed vLLM beside the doctor -----------------------------------------------------------------
@@ -297,7 +389,10 @@ def _flag(argv: Sequence[str], name: str) -> str | None:
     return None
 
 
-def _serve_context(argv: Sequence[str] | None, served_root: str | None) -> dict[str, Any]:
+def _serve_context(argv: Sequence[str] | None) -> dict[str, Any]:
+    """What the serve command (the user's own, from `serve --exec --live`) says, and the configs of the
+    directories it names. A path in the server's answers (/v1/models' `root`) is never opened: the server may
+    be anyone's, and its answer must not make the doctor read a local file into the report."""
     words = list(argv or ())
     ctx: dict[str, Any] = {"serve_command_known": bool(words)}
     model = None
@@ -320,17 +415,84 @@ def _serve_context(argv: Sequence[str] | None, served_root: str | None) -> dict[
         ctx["quantization"] = _flag(words, "--quantization") or _flag(words, "-q")
         ctx["kv_cache_dtype"] = _flag(words, "--kv-cache-dtype")
         ctx["max_model_len"] = _flag(words, "--max-model-len")
-    ctx["target"] = _config(model or served_root)
+    ctx["target"] = _config(model)
     return ctx
 
 
 # --- the run -----------------------------------------------------------------------------------------------
 
-def _json(answer: Answer) -> Any:
+def _json(answer: Answer) -> tuple[Any, str]:
+    """(the JSON value of the answer's body, "") or (None, why it is not usable JSON)."""
     try:
-        return json.loads(answer.body)
-    except (ValueError, RecursionError):
+        return parse_json(answer.body.decode("utf-8")), ""
+    except UnicodeDecodeError:
+        return None, "the answer is not UTF-8 text"
+    except DocumentError as exc:
+        return None, f"the answer is {exc}"
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, (int, float)):
+        text = repr(value)
+        return f"a number ({text if len(text) <= 24 else text[:12] + '...'})"
+    if isinstance(value, str):
+        return f"a string ({value[:40]!r}{'...' if len(value) > 40 else ''})"
+    return "a list" if isinstance(value, list) else "an object"
+
+
+class _Malformed:
+    """The fields of the server's answers that do not have their type (vLLM's protocol.py), each named once
+    with the first wrong value; the doctor reads them as absent."""
+
+    def __init__(self) -> None:
+        self.found: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def note(self, answer: str, field: str, expected: str, value: Any) -> None:
+        seen = self.found.setdefault((answer, field), {"answer": answer, "field": field, "expected": expected,
+                                                       "found": _json_type(value), "times": 0})
+        seen["times"] += 1
+
+    def string(self, answer: str, field: str, value: Any, required: bool = False) -> str | None:
+        if isinstance(value, str) and (value or not required):
+            return value
+        if value is not None or required:
+            self.note(answer, field, "a string" if required else "a string or null", value)
         return None
+
+    def count(self, answer: str, field: str, value: Any) -> int | None:
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT:
+            return value
+        if value is not None:
+            self.note(answer, field, f"a whole number from 0 to {MAX_COUNT}", value)
+        return None
+
+    def listed(self) -> list[dict[str, Any]]:
+        return list(self.found.values())[:32]
+
+
+def _models(listed: Any, malformed: _Malformed) -> list[dict[str, Any]] | None:
+    """The models /v1/models lists (at most 16), each field of its type or None."""
+    where = "GET /v1/models"
+    data = listed.get("data") if isinstance(listed, dict) else None
+    if not isinstance(data, list):
+        malformed.note(where, "data" if isinstance(listed, dict) else "(the answer)",
+                       "a list" if isinstance(listed, dict) else "an object with a data list",
+                       data if isinstance(listed, dict) else listed)
+        return None
+    models = []
+    for i, entry in enumerate(data[:16]):
+        if not isinstance(entry, dict):
+            malformed.note(where, f"data[{i}]", "an object", entry)
+            continue
+        models.append({"id": malformed.string(where, f"data[{i}].id", entry.get("id"), required=True),
+                       "root": malformed.string(where, f"data[{i}].root", entry.get("root")),
+                       "parent": malformed.string(where, f"data[{i}].parent", entry.get("parent")),
+                       "max_model_len": malformed.count(where, f"data[{i}].max_model_len", entry.get("max_model_len"))})
+    return models
 
 
 def _metrics(url: str, key: str | None, timeout_s: float) -> tuple[dict[str, Any], list[Any]]:
@@ -346,6 +508,15 @@ def _metrics(url: str, key: str | None, timeout_s: float) -> tuple[dict[str, Any
     if answer.status != 200:
         facts["body_head"] = answer.body[:200].decode("utf-8", "replace")
     return facts, samples
+
+
+def _count_into(scrape: dict[str, Any], samples: list[tuple[str, dict[str, str], float]],
+                names: Mapping[str, str]) -> None:
+    scrape["counters"], invalid = tally(samples, names)
+    if invalid:
+        scrape["invalid_counters"] = invalid
+    else:
+        scrape.pop("invalid_counters", None)
 
 
 def prompts_digest(prompts: Sequence[str], max_tokens: int, requests: int) -> str:
@@ -374,13 +545,16 @@ def gather(options: LiveOptions, vllm: Mapping[str, Any] | None = None) -> dict[
     if health.error:
         facts["seconds"] = round(time.monotonic() - started, 3)
         return facts
+    malformed = _Malformed()
     models = get(options.url, "/v1/models", key, options.timeout_s, MAX_JSON)
-    listed = _json(models) if models.status == 200 else None
-    data = listed.get("data") if isinstance(listed, dict) else None
-    facts["models"] = {"status": models.status, **({"error": models.error} if models.error else {}),
-                       "data": [{k: m.get(k) for k in ("id", "root", "parent", "max_model_len")}
-                                for m in data[:16] if isinstance(m, dict)] if isinstance(data, list) else None}
-    served = next((m for m in facts["models"]["data"] or [] if isinstance(m.get("id"), str)), None)
+    facts["models"] = {"status": models.status, **({"error": models.error} if models.error else {}), "data": None}
+    if models.status == 200:
+        listed, unusable = _json(models)
+        if unusable:
+            facts["models"]["error"] = unusable
+        else:
+            facts["models"]["data"] = _models(listed, malformed)
+    served = next((m for m in facts["models"]["data"] or [] if m["id"] is not None), None)
     before, samples_before = _metrics(options.url, key, options.timeout_s)
     from_source = (vllm or {}).get("metric_names") or {}
     exposed = names_exposed(samples_before)
@@ -391,7 +565,7 @@ def gather(options: LiveOptions, vllm: Mapping[str, Any] | None = None) -> dict[
     else:
         names, names_from = dict(SPEC_DECODE_METRICS.value), f"knowledge.live ({SPEC_DECODE_METRICS.read_from})"
     facts["metric_names"] = {"from": names_from, "names": names, "exposed": exposed}
-    before["counters"] = counters(samples_before, names)
+    _count_into(before, samples_before, names)
     facts["metrics_before"] = before
     workload = facts["workload"]
     results: list[dict[str, Any]] = []
@@ -409,15 +583,19 @@ def gather(options: LiveOptions, vllm: Mapping[str, Any] | None = None) -> dict[
                                {"model": served["id"], "prompt": prompt, "max_tokens": options.max_tokens,
                                 "temperature": 0, "seed": 0}, key, min(options.timeout_s, left))
             result: dict[str, Any] = {"status": answer.status, "seconds": answer.seconds}
-            body = _json(answer)
+            body, _ = _json(answer)
             if answer.error:
                 result["error"] = answer.error
             elif answer.status != 200 or not isinstance(body, dict):
                 result["error"] = f"HTTP {answer.status}: {answer.body[:160].decode('utf-8', 'replace')}"
             else:
-                usage: dict[str, Any] = body["usage"] if isinstance(body.get("usage"), dict) else {}
-                result["completion_tokens"] = usage.get("completion_tokens")
-                result["prompt_tokens"] = usage.get("prompt_tokens")
+                usage = body.get("usage")
+                if not isinstance(usage, dict):
+                    if usage is not None:
+                        malformed.note("POST /v1/completions", "usage", "an object", usage)
+                    usage = {}
+                for field in ("completion_tokens", "prompt_tokens"):
+                    result[field] = malformed.count("POST /v1/completions", f"usage.{field}", usage.get(field))
             results.append(result)
         workload["wall_s"] = round(time.monotonic() - w_started, 3)
     ok = [r for r in results if "error" not in r]
@@ -432,10 +610,11 @@ def gather(options: LiveOptions, vllm: Mapping[str, Any] | None = None) -> dict[
         if later:
             names = later
             facts["metric_names"] = {"from": "the names the server exposes", "names": names, "exposed": later}
-            before["counters"] = counters(samples_before, names)
-    after["counters"] = counters(samples_after, names)
+            _count_into(before, samples_before, names)
+    _count_into(after, samples_after, names)
     facts["metrics_after"] = after
-    facts["context"] = _serve_context(options.serve_argv, served.get("root") if served else None)
+    facts["context"] = _serve_context(options.serve_argv)
+    facts["malformed"] = malformed.listed()
     if options.baseline is not None:
         facts["baseline"] = dict(options.baseline)
     facts["seconds"] = round(time.monotonic() - started, 3)

@@ -32,5 +32,8 @@ class Live(Shape):
     workload: dict[str, Any] = field(default_factory=dict)
     vllm: dict[str, Any] = field(default_factory=dict)
     context: dict[str, Any] = field(default_factory=dict)
+    malformed: list[dict[str, Any]] = field(default_factory=list)
+    """Fields of the server's answers that did not have their type (read as absent): answer, field, expected,
+    found (the first wrong value's JSON type), times."""
     baseline: dict[str, Any] | None = None
     seconds: float | None = None
