@@ -38,7 +38,8 @@ def payload(where: str) -> str:
             "index": "`touch${IFS}PWNED-index`", "target": ";touch${IFS}PWNED-target;",
             "drafter": "$(touch${IFS}PWNED-drafter)", "tokenizer": "\ntouch PWNED-tokenizer\n",
             "layer": "'$(touch${IFS}PWNED-layer)'", "readme": "$(touch${IFS}PWNED-readme)",
-            "elf": "$(touch${IFS}PWNED-elf)", "version": "$(touch${IFS}PWNED-version)"}[where]
+            "elf": "$(touch${IFS}PWNED-elf)", "version": "$(touch${IFS}PWNED-version)",
+            "missing": "$(touch${IFS}PWNED-missing)"}[where]
 
 
 def _driver_present() -> bool:
@@ -123,12 +124,15 @@ def run_as_pasted(commands: list[str], sandbox: Path) -> list[str]:
 def test_no_remediation_run_by_a_shell_executes_anything_written_in_the_inputs(doctor: Doctor, tmp_path: Path) -> None:
     env, argv = hostile_inputs(tmp_path / "inputs")
     proc = doctor("serve", "--python", str(env.python), "--no-gpu", "--no-vllm-parser", "--json", "-", "--", *argv)
-    report = validate_report(json.loads(proc.stdout))
-    commands = [r["command"] for f in findings_of(report) for r in f.get("remediation") or []]
-    by_id = {f["id"] for f in findings_of(report) if f.get("remediation")}
+    # A second run, for a target directory that is not there (relative: vLLM resolves it from its working directory).
+    missing = doctor("serve", "--python", str(env.python), "--no-gpu", "--no-vllm-parser", "--json", "-", "--",
+                     "vllm", "serve", f"./gone{payload('missing')}")
+    reports = [validate_report(json.loads(p.stdout)) for p in (proc, missing)]
+    commands = [r["command"] for report in reports for f in findings_of(report) for r in f.get("remediation") or []]
+    by_id = {f["id"] for report in reports for f in findings_of(report) if f.get("remediation")}
     # The remediations that take a name from the inputs are all there (else the test proves nothing about them).
     expected = {"drafter.weights-file", "drafter.layer-types-length", "drafter.made-for", "serve-command.token-budget",
-                "distributions.record-broken"}
+                "distributions.record-broken", "model-files.dir-missing"}
     if (tmp_path / "inputs" / "wheels").exists():
         expected.add("extensions.library-not-found")
     assert expected <= by_id, (sorted(expected - by_id), sorted(by_id), proc.stderr[-2000:])
@@ -136,6 +140,7 @@ def test_no_remediation_run_by_a_shell_executes_anything_written_in_the_inputs(d
     assert any("PWNED-readme" in c for c in commands)
     assert any("PWNED-layer" in c for c in commands)
     assert any("PWNED-env" in c for c in commands)
+    assert any("PWNED-missing" in c for c in commands)
     assert not (tmp_path / "sandbox").exists()
     assert run_as_pasted(commands, tmp_path / "sandbox") == [], "\n".join(commands)
     assert not list((tmp_path / "inputs").rglob("PWNED*"))
