@@ -107,3 +107,17 @@ def test_a_secret_variable_of_the_environment_is_masked_wherever_its_value_appea
     assert redactor.text("401: plainvalue-of-the-hf-token rejected") == "401: <redacted> rejected"
     assert redactor.text("socket /tmp/ssh-XXXX/agent.1") == "socket /tmp/ssh-XXXX/agent.1"
     assert redactor.text("false-and-long") == "false-and-long"
+
+
+@pytest.mark.parametrize(("key", "secret"), [
+    ("api_key", True), ("hf_token", True), ("token", True), ("password", True), ("client_secret", True),
+    ("access_token", True), ("bos_token", False), ("pad_token", False), ("max_tokens", False),
+    ("tokenizer", False), ("api_key_env", False), ("num_speculative_tokens", False),
+])
+def test_a_json_key_names_a_secret_by_its_words_not_by_containing_token(key: str, secret: bool) -> None:
+    from dflash_doctor.facts.secrets import secret_key
+    from dflash_doctor.render.redact import Redactor
+
+    assert secret_key(key) is secret
+    shown = Redactor().tree({key: "<s>-value"})[key]
+    assert (shown == "<redacted>") is secret
