@@ -121,7 +121,7 @@ def test_the_drafter_weights_need_no_renaming_unless_an_index_names_another_file
         {"metadata": {}, "weight_map": {"fc.weight": "model.safetensors", "norm.weight": "model.safetensors"}}))
     f = found(run_checks(tmp_path, target=target, drafter=drafter), "drafter.weights-file")
     assert f.status is Status.FAIL and "does not list dflash-q36-27b.safetensors" in f.title
-    assert f.remediation[0].command == f"mv {drafter}/dflash-q36-27b.safetensors {drafter}/model.safetensors"
+    assert f.remediation[0].command == f"mv -- {drafter}/dflash-q36-27b.safetensors {drafter}/model.safetensors"
 
 
 # ------------------------------------------------------------------------- 1: the drafter's context
@@ -162,7 +162,7 @@ def test_layer_types_of_another_length_than_the_layers_fail(tmp_path: Path, toys
     f = found(run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0"), "drafter.layer-types-length")
     assert f.status is Status.FAIL
     assert "must be equal to the number of layer types (2)" in f.title
-    assert "\"layer_types\": ['sliding_attention']" in f.remediation[0].command
+    assert f.remediation[0].command == f"set '\"layer_types\": [\"sliding_attention\"]' in {drafter}/config.json"
 
 
 # ----------------------------------------------------------------------------- 4: layer counts

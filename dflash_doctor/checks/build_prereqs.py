@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dflash_doctor.checks.remedy import Installer, quote
+from dflash_doctor.checks.remedy import Installer, export, quote
 from dflash_doctor.knowledge.builds import (
     BUILD_MINUTES_64_CORES,
     JOB_PEAK_RAM_GB,
@@ -116,7 +116,7 @@ def judge_build(build: Mapping[str, Any], *, python: str, uv: bool, what: str,
             f"{CHECK_ID}.nvcc-mismatch", Status.FAIL,
             f"nvcc is CUDA {release} and torch is built with CUDA {torch_cuda}: the build stops at once "
             "(the CUDA majors differ)", f"{NVCC_MAJOR_MUST_MATCH.value}.", evidence,
-            (Remediation(f"export CUDA_HOME=/usr/local/cuda-{torch_cuda} && export PATH=\"$CUDA_HOME/bin:$PATH\"",
+            (Remediation(f"{export('CUDA_HOME', f'/usr/local/cuda-{torch_cuda}')} && export PATH=\"$CUDA_HOME/bin:$PATH\"",
                          f"a CUDA {torch_cuda} toolkit (install it from {CUDA_ARCHIVE} when that directory does "
                          "not exist)"),)))
     if not build.get("cuda_home"):

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
 from dflash_doctor.check import Facts
-from dflash_doctor.checks.remedy import Installer
+from dflash_doctor.checks.remedy import Installer, export
 from dflash_doctor.codes import Code
 from dflash_doctor.facts.cuda_shapes import (
     CudaRuntime,
@@ -191,7 +191,7 @@ def _triton_findings(triton: CudaTriton, stack: CudaStack, archs: Sequence[Seque
         loaded = stack.libcuda.path if stack.libcuda else None
         remedies = [Remediation("sudo ldconfig", "refresh the linker cache Triton reads (ldconfig -p)")]
         if loaded:
-            remedies.append(Remediation(f"export TRITON_LIBCUDA_PATH={loaded.rsplit('/', 1)[0]}",
+            remedies.append(Remediation(export("TRITON_LIBCUDA_PATH", loaded.rsplit('/', 1)[0]),
                                         "or tell Triton where the dynamic loader found it"))
         findings.append(Finding(
             "cuda-stack.triton-libcuda-missing", Status.FAIL,

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar
 
 from dflash_doctor.check import Facts
-from dflash_doctor.checks.remedy import Installer
+from dflash_doctor.checks.remedy import Installer, quote
 from dflash_doctor.codes import Code
 from dflash_doctor.facts.models_shapes import Models
 from dflash_doctor.facts.serve_shapes import VllmDflash
@@ -396,14 +396,14 @@ class _Drafter:
                             "with DFlash, then looks it up in its model registry; an unknown name fails at start.",
                             evidence={"file": self.file, "architectures": archs, "accepted": known},
                             remediation=(Remediation(f"set \"architectures\": [\"{DRAFTER_REGISTRY_ARCH.value}\"] in "
-                                                     f"{self.file}", "the name every released DFlash drafter uses"),))]
+                                                     f"{quote(self.file)}", "the name every released DFlash drafter uses"),))]
         self.ok.append(f"architecture {archs[0]}")
         return []
 
     def mask_token(self) -> list[Finding]:
         mask = self.dflash.get("mask_token_id")
         vocab = self.target_config.get("vocab_size")
-        fix = Remediation(f"add \"dflash_config\": {{\"mask_token_id\": ID, ...}} to {self.file}",
+        fix = Remediation(f"add \"dflash_config\": {{\"mask_token_id\": ID, ...}} to {quote(self.file)}",
                           "take ID from the drafter publisher's config.json (the target tokenizer's mask token)")
         if "mask_token_id" not in self.dflash:
             top = self.keys.get("mask_token_id")
@@ -437,7 +437,7 @@ class _Drafter:
         ids = self.dflash.get("target_layer_ids")
         depth = self.target_config.get("num_hidden_layers")
         publisher = Remediation(f"copy dflash_config.target_layer_ids from the drafter publisher's own config.json "
-                                f"into {self.file}", "the ids the drafter was trained on; never recompute them")
+                                f"into {quote(self.file)}", "the ids the drafter was trained on; never recompute them")
         if ids is None:
             elsewhere = [k for k in ("layer_ids",) if k in self.dflash] + \
                 [k for k in ("target_layer_ids",) if k in self.keys]
@@ -505,7 +505,7 @@ class _Drafter:
                                     f"{self.file} has \"target_hidden_size\": null: {self.label} multiplies it "
                                     "(None * n) when building fc and stops with a TypeError",
                                     detail=TARGET_HIDDEN_SIZE_NULL.source, evidence={"file": self.file},
-                                    remediation=(Remediation(f"delete the target_hidden_size line from {self.file}",
+                                    remediation=(Remediation(f"delete the target_hidden_size line from {quote(self.file)}",
                                                              "or set it to the target's hidden_size"),)))
         declared = self.keys.get("target_hidden_size")
         if _is_int(declared) and _is_int(target_hidden) and declared != target_hidden:
@@ -524,7 +524,7 @@ class _Drafter:
                     "states; both are the target's width, and so are these weights.",
                     evidence={"file": self.file, "hidden_size": hidden, "target_hidden_size": target_hidden,
                               "weights_hidden_size": stored},
-                    remediation=(Remediation(f"set \"hidden_size\": {stored} in {self.file}",
+                    remediation=(Remediation(f"set \"hidden_size\": {stored} in {quote(self.file)}",
                                              "the width of the weights and of the target"),)))
             else:
                 findings.append(Finding("drafter.hidden-size-mismatch", Status.FAIL,
@@ -589,7 +589,7 @@ class _Drafter:
                         evidence={"file": self.file, "config": {k: g for k, (g, _) in wrong.items()},
                                   "weights": {k: w for k, (_, w) in wrong.items()},
                                   "read_from": {k: geometry["from"].get(k) for k in wrong}},
-                        remediation=(Remediation(f"set {settings} in {self.file}",
+                        remediation=(Remediation(f"set {settings} in {quote(self.file)}",
                                                  "what the weights were saved with; or take the publisher's config.json"),))]
 
     def fc(self) -> list[Finding]:
@@ -623,7 +623,7 @@ class _Drafter:
                             evidence={"file": where, "shape": shape, "expected": [hidden, config_in],
                                       "target_layer_ids": ids},
                             remediation=() if cause else
-                            (Remediation(f"compare {self.file} with the publisher's config.json",
+                            (Remediation(f"compare {quote(self.file)} with the publisher's config.json",
                                          "the fc width fixes how many layer ids the drafter was trained on"),),
                             cause=cause)]
         if provided is not None and provided != config_in:
@@ -790,7 +790,7 @@ class _Drafter:
                                         f"{self.file}: sliding-attention layers but no window (dflash_config.swa_window_size "
                                         "or sliding_window): vLLM stops with \"DFlash sliding attention requires a "
                                         "window size\"", detail=SLIDING_WINDOW_MARKER.source, evidence={"file": self.file},
-                                        remediation=(Remediation(f"set dflash_config.swa_window_size in {self.file}",
+                                        remediation=(Remediation(f"set dflash_config.swa_window_size in {quote(self.file)}",
                                                                  "from the publisher's config"),)))
             elif reads is False:
                 findings.append(Finding("drafter.sliding-ignored", Status.WARN,

@@ -8,6 +8,7 @@ weights files as vLLM's loader picks them. Each rule reads the installed vLLM's 
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ from dflash_doctor.knowledge.dflash_reports import (
     V2_DEFAULT_SINCE,
     WEIGHT_FILE_SELECTION,
 )
+from dflash_doctor.checks.remedy import quote
 from dflash_doctor.model import Finding, Remediation, Status
 
 from dflash_doctor.facts.serve_shapes import VllmDflash
@@ -92,7 +94,7 @@ def _context(d: _Drafter) -> list[Finding]:
     if argv:
         fixes.append(Remediation(with_flag(argv, "--max-model-len", drafter_len),
                                  "serve no longer than the drafter's own context"))
-    fixes.append(Remediation(f"set \"max_position_embeddings\": {served} in {d.file}",
+    fixes.append(Remediation(f"set \"max_position_embeddings\": {served} in {quote(str(d.file))}",
                              "what vLLM PR #57964 does: size the drafter's rotary cache for the served length "
                              "(the drafter then runs past the context it was trained on)"))
     where = f"served {served} ({served_from}), drafter {drafter_len} ({drafter_from})"
@@ -118,6 +120,8 @@ def _context(d: _Drafter) -> list[Finding]:
 
 # -------------------------------------------------------------------------------------- 1: layer_types
 
+LAYER_TYPES_KEY = '"layer_types": '
+
 
 def _layer_types(d: _Drafter) -> list[Finding]:
     types = d.config.get("layer_types")
@@ -135,7 +139,7 @@ def _layer_types(d: _Drafter) -> list[Finding]:
                         detail=f"{LAYER_TYPES_LENGTH.value}. {LAYER_TYPES_LENGTH.source}.",
                         evidence={"file": d.file, "layer_types": types[:64], "num_hidden_layers": layers},
                         remediation=() if cause else
-                        (Remediation(f"set \"layer_types\": {fixed[:64]} in {d.file}",
+                        (Remediation(f"set {quote(LAYER_TYPES_KEY + json.dumps(fixed[:64]))} in {quote(str(d.file))}",
                                      "one entry per layer; take them from the publisher's config.json"),),
                         cause=cause)]
     target_types = d.target_config.get("layer_types")
@@ -318,8 +322,9 @@ def _made_for(d: _Drafter) -> list[Finding]:
                     "target it was trained on; another target gives other layers and widths.",
                     evidence={"made_for": named, "from": where, "target": (d.target or {}).get("name"),
                               "follows": mismatches},
-                    remediation=(Remediation(f"serve {named[0]} as the target, or take the DFlash drafter made for "
-                                             f"{target_name or 'this target'}", "a drafter fits one target"),),
+                    remediation=(Remediation(f"serve {quote(str(named[0]))} as the target, or take the DFlash drafter "
+                                             f"made for {quote(target_name) if target_name else 'this target'}",
+                                             "a drafter fits one target"),),
                     cause=mismatches[0])]
 
 
@@ -340,12 +345,12 @@ def _weights_files(d: _Drafter) -> list[Finding]:
                         f"consolidated*.safetensors; {', '.join(others[:4])} would be ignored",
                         detail=f"{WEIGHT_FILE_SELECTION.value}. {WEIGHT_FILE_SELECTION.source}.",
                         evidence={"consolidated": consolidated, "ignored": others},
-                        remediation=(Remediation(f"mv {path}/{consolidated[0]} {path}/{consolidated[0]}.bak",
+                        remediation=(Remediation(f"mv -- {quote(f'{path}/{consolidated[0]}')} {quote(f'{path}/{consolidated[0]}.bak')}",
                                                  "keep one copy of the weights, not named consolidated*"),))]
     if unlisted and index.get("shards"):
         missing = [s for s in index.get("shards") or [] if s not in files]
-        fix = (f"mv {path}/{unlisted[0]} {path}/{missing[0]}" if len(unlisted) == 1 and len(missing) == 1 else
-               f"rm {path}/model.safetensors.index.json")
+        fix = (f"mv -- {quote(f'{path}/{unlisted[0]}')} {quote(f'{path}/{missing[0]}')}"
+               if len(unlisted) == 1 and len(missing) == 1 else f"rm -- {quote(f'{path}/model.safetensors.index.json')}")
         return [Finding("drafter.weights-file", Status.FAIL,
                         f"{path}: model.safetensors.index.json does not list {', '.join(unlisted[:4])}: vLLM loads only "
                         "the files the index names" + (f" ({', '.join(missing[:4])}, which are not there)" if missing

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from dflash_doctor.check import Facts
+from dflash_doctor.checks.remedy import quote
 from dflash_doctor.codes import Code
 from dflash_doctor.facts.fabric_host import sysfs_bdf
 from dflash_doctor.facts.fabric_shapes import Fabric
@@ -255,7 +256,7 @@ class FabricCheck:
                    if "p2p_request_redirect" in (a.get("enabled") or [])]
         fixes = [Remediation("export NCCL_P2P_DISABLE=1", "NCCL stops using the peer path (the control arm's setting)"),
                  Remediation("vllm serve ... --disable-custom-all-reduce", "vLLM's own all-reduce stops using it too")]
-        fixes += [Remediation(f"sudo setpci -s {b} ECAP_ACS+0x6.w=0000", f"ACS redirect off on bridge {b} until "
+        fixes += [Remediation(f"sudo setpci -s {quote(str(b))} ECAP_ACS+0x6.w=0000", f"ACS redirect off on bridge {b} until "
                               f"the next boot ({ACS_REDIRECT.source.split(':')[0]}); for good: the BIOS's ACS setting")
                   for b in bridges]
         fixes.append(Remediation("add iommu=pt to the kernel command line and reboot",
@@ -384,7 +385,7 @@ class FabricCheck:
                                ": peer traffic goes up to the root complex"),
                             detail=f"{ACS_REDIRECT.source}. {P2P_HANG_FIX.source}. {summary}",
                             evidence={"iommu": dict(iommu), "acs": dict(acs)},
-                            remediation=tuple(Remediation(f"sudo setpci -s {b} ECAP_ACS+0x6.w=0000",
+                            remediation=tuple(Remediation(f"sudo setpci -s {quote(str(b))} ECAP_ACS+0x6.w=0000",
                                                           "ACS redirect off until the next boot (BIOS for good)")
                                               for b in redirecting))]
         return [Finding("fabric.iommu", Status.PASS, summary + ("; no ACS redirect above the GPUs"

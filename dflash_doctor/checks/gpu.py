@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator
 from typing import ClassVar
 
 from dflash_doctor.check import Facts
+from dflash_doctor.checks.remedy import export, quote
 from dflash_doctor.codes import Code
 from dflash_doctor.facts.envfacts import release
 from dflash_doctor.facts.environment_shapes import Distributions
@@ -224,7 +225,7 @@ def _visible_findings(gpu: Gpu, visible: Visible, vllm_version: str | None) -> I
                       f"({visible.stop_reason}); CUDA stops reading there, so vLLM sees only "
                       f"{len(visible.gpus)}: {', '.join(order)}",
                       evidence=evidence,
-                      remediation=(Remediation(f"export CUDA_VISIBLE_DEVICES={by_index}",
+                      remediation=(Remediation(export("CUDA_VISIBLE_DEVICES", by_index),
                                                "what CUDA makes of it now; list the GPUs you meant instead"),))
     if visible.form == "mig":
         yield Finding("gpu.visible-mig", Status.WARN,
@@ -243,7 +244,7 @@ def _visible_findings(gpu: Gpu, visible: Visible, vllm_version: str | None) -> I
             yield Finding("gpu.visible-uuid-vllm", Status.FAIL,
                           f"CUDA_VISIBLE_DEVICES={value!r}: CUDA accepts it but {why}: `vllm serve` fails at start",
                           evidence={**evidence, "vllm": vllm_version},
-                          remediation=(Remediation(f"export CUDA_VISIBLE_DEVICES={by_index}",
+                          remediation=(Remediation(export("CUDA_VISIBLE_DEVICES", by_index),
                                                    "the same GPUs by index"),))
     names = {str(d.name) for d in devices.values()}
     order_env = gpu.environ.get("CUDA_DEVICE_ORDER")
@@ -293,7 +294,7 @@ def _memory_findings(device: GpuDevice) -> Iterator[Finding]:
 
 def _health_findings(device: GpuDevice) -> Iterator[Finding]:
     label = f"GPU {device.index} ({device.name})"
-    reset = Remediation(f"sudo nvidia-smi -r -i {device.index}", "stop every process on the GPU first; or reboot")
+    reset = Remediation(f"sudo nvidia-smi -r -i {quote(str(device.index))}", "stop every process on the GPU first; or reboot")
     rows = device.remapped_rows
     if device.retired_pages_pending or (rows and rows.pending):
         what = "row remapping" if rows and rows.pending else "page retirement"
@@ -320,7 +321,7 @@ def _health_findings(device: GpuDevice) -> Iterator[Finding]:
                       "one MIG slice per process, and no tensor parallelism across slices",
                       detail=MIG_SINGLE_DEVICE_PER_PROCESS.note,
                       evidence={"gpu": device.index, "mig": mig.to_json()},
-                      remediation=(Remediation(f"sudo nvidia-smi -i {device.index} -mig 0",
+                      remediation=(Remediation(f"sudo nvidia-smi -i {quote(str(device.index))} -mig 0",
                                                "disable MIG, then reset the GPU"),))
     if mig and mig.current != mig.pending:
         yield Finding("gpu.mig-pending", Status.WARN,

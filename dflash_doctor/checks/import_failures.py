@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from dflash_doctor.checks.remedy import Installer, flash_attn_source_build
+from dflash_doctor.checks.remedy import Installer, flash_attn_source_build, quote
 from dflash_doctor.facts.envfacts import canonical
 from dflash_doctor.facts.environment_shapes import Distributions, Resolution, Resolved
 from dflash_doctor.facts.imports_shapes import ImportFacts, ImportProcess, StackVersions
@@ -148,7 +148,7 @@ def _classify(result: ImportFacts, dists: Distributions, resolution: Resolution,
                 + f"; the loader stopped earlier at {name}, the NVIDIA driver's library",
                 {**evidence, "library": unfound[0], "also_missing": unfound[1:], "driver_library_missing": name,
                  "libraries": [lib.to_json() for lib in result.libraries or []]},
-                (Remediation(f"ldconfig -p | grep {unfound[0].split('.so')[0]}",
+                (Remediation(_loader_lookup(unfound[0]),
                              "see whether the dynamic loader knows the library at all"),),
                 detail=f"{name} comes with the NVIDIA driver (provided at run time), but {unfound[0]} is not the "
                 "driver's: the image must ship it.",
@@ -159,7 +159,7 @@ def _classify(result: ImportFacts, dists: Distributions, resolution: Resolution,
             "imports.library-not-found",
             f"`import {module}` cannot load {library.group(1)}",
             {**evidence, "library": library.group(1)},
-            (Remediation(f"ldconfig -p | grep {library.group(1).split('.so')[0]}",
+            (Remediation(_loader_lookup(library.group(1)),
                          "see whether the dynamic loader knows the library at all"),),
         )
     if kind == "ModuleNotFoundError" and missing:
@@ -191,6 +191,11 @@ def _classify(result: ImportFacts, dists: Distributions, resolution: Resolution,
                 (Remediation(installer.install(top), f"install {top}"),) if top in ("torch", "triton", "einops") else (),
             )
     return Cause("imports.failed", f"`import {module}` raised {kind}: {exception.message}", evidence)
+
+
+def _loader_lookup(library: str) -> str:
+    """`ldconfig -p | grep NAME`: the library's name up to `.so`, quoted (it is read from an ELF file)."""
+    return f"ldconfig -p | grep -F -- {quote(library.split('.so')[0])}"
 
 
 def _driver_library(name: str, module: str, gpu: Gpu | None, evidence: Mapping[str, Any]) -> Cause:
@@ -227,7 +232,7 @@ def _driver_library(name: str, module: str, gpu: Gpu | None, evidence: Mapping[s
         f"`import {module}` cannot load {name}, the NVIDIA driver's library"
         + (f", although the driver{driver} answers" if gpu else ""),
         {**evidence, "driver_library": True},
-        (Remediation(f"ldconfig -p | grep {name.split('.so')[0]}", "see whether the dynamic loader knows the "
+        (Remediation(_loader_lookup(name), "see whether the dynamic loader knows the "
                      "driver's library; after installing a driver on a host, `sudo ldconfig` registers it"),),
         detail=provided + (" The driver answers here, but the target's dynamic loader does not find "
                            f"{name}: in a container, the runtime mounts it only with the `compute` capability."

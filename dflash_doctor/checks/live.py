@@ -452,22 +452,23 @@ def _causes(live: Live) -> list[dict[str, Any]]:
         if layers:
             facts_text += f"; target has {layers} layers"
         layers = layers if isinstance(layers, int) and not isinstance(layers, bool) else None
+        config_file = shlex.quote(f"{drafter.get('path')}/config.json")  # a path: pasted, it stays one word
         if plus_one is False:
             shifted = [i + 1 for i in ids]
             if layers is None or max(shifted) < layers:
                 rem.append(Remediation(f"set dflash_config.target_layer_ids to {shifted} in "
-                                       f"{drafter.get('path')}/config.json (or upgrade vLLM to 0.22.0 or later)",
+                                       f"{config_file} (or upgrade vLLM to 0.22.0 or later)",
                                        "this vLLM reads id i as the output of layer i - 1; a drafter trained on the "
                                        f"output of layers {ids} needs {shifted} here (vLLM PRs #40727, "
                                        "#42704)"))
         elif plus_one:
             shifted = [i - 1 for i in ids]
             if min(shifted) >= 0:
-                rem.append(Remediation(f"try dflash_config.target_layer_ids {shifted} in {drafter.get('path')}/config.json",
+                rem.append(Remediation(f"try dflash_config.target_layer_ids {shifted} in {config_file}",
                                        "if the ids were written for vLLM 0.20-0.21 (ids read one layer early), this "
                                        "vLLM (0.22+) adds 1 itself"))
         rem.append(Remediation(f"copy dflash_config.target_layer_ids from the drafter publisher's config.json into "
-                               f"{drafter.get('path')}/config.json", "the ids the drafter was trained with"))
+                               f"{config_file}", "the ids the drafter was trained with"))
     else:
         facts_text = unknown if not known else f"the drafter's target_layer_ids could not be read ({drafter.get('path') or 'no drafter path'})"
     out.append({"cause": "layer-ids", "about": text["layer-ids"], "facts": facts_text, "remediation": rem})

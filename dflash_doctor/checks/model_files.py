@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, ClassVar
 
 from dflash_doctor.check import Facts
+from dflash_doctor.checks.remedy import quote
 from dflash_doctor.codes import Code
 from dflash_doctor.facts.models_shapes import Models
 from dflash_doctor.model import Finding, Remediation, Status
@@ -91,14 +92,14 @@ def _directory_findings(model: Mapping[str, Any]) -> Iterator[Finding]:
                           f"{role} {name!r} is not a local directory and not in the Hugging Face cache "
                           f"({cache.get('cache')}): vLLM would download it at start, the doctor cannot check it",
                           evidence={"given": name, "hf_cache": cache},
-                          remediation=(Remediation(f"huggingface-cli download {name}",
+                          remediation=(Remediation(f"huggingface-cli download {quote(str(name))}",
                                                    "download it first, so the doctor (and an offline vLLM) can read it"),))
         else:
             yield Finding("model-files.dir-missing", Status.FAIL,
                           f"{role} directory {name!r} does not exist (looked in {resolved.get('given')!r} "
                           "relative to the working directory)",
                           evidence={"given": name, "blocks_judgement": True},
-                          remediation=(Remediation(f"ls -ld {name}", "check the path; vLLM resolves it from its own "
+                          remediation=(Remediation(f"ls -ld -- {quote(str(name))}", "check the path; vLLM resolves it from its own "
                                                    "working directory"),))
         return
     path = resolved["path"]
@@ -111,7 +112,7 @@ def _directory_findings(model: Mapping[str, Any]) -> Iterator[Finding]:
         yield Finding("model-files.dir-unreadable", Status.FAIL,
                       f"{role} directory {path} is not readable by this user",
                       evidence={"path": path, "blocks_judgement": True},
-                      remediation=(Remediation(f"chmod -R a+rX {path}", "let the serving user read the files"),))
+                      remediation=(Remediation(f"chmod -R a+rX -- {quote(str(path))}", "let the serving user read the files"),))
         return
     directory = model.get("dir") or {}
     problems = directory.get("problems") or []

@@ -3,6 +3,11 @@
 Commands name the target interpreter (`/root/ml-env/bin/python3 -m pip ...`), or use
 `uv pip ... --python PY` where the environment was made by uv (pyvenv.cfg says so; such environments
 usually have no pip). Arguments are quoted for a POSIX shell, so version specifiers survive pasting.
+
+Every value a command takes from the environment, a file or a report (a path, a library name read from an ELF
+file, a weights file named in an index, a model name from a README) goes through `quote` (or `join`, `export`),
+whether the remediation is a command or a sentence that names a file: a user pastes either into a shell, and a
+name like `w$(touch${IFS}PWNED).safetensors` must stay a name there.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from dflash_doctor.knowledge.installers import BYTECODE_GLOB
 if TYPE_CHECKING:
     from dflash_doctor.facts.environment_shapes import Target
 
-__all__ = ["Installer", "flash_attn_source_build", "join", "remove_leftovers"]
+__all__ = ["Installer", "export", "flash_attn_source_build", "join", "quote", "remove_leftovers"]
 
 
 SPECIFIER_CHARS = set("<>=!~*[];, ")
@@ -34,6 +39,11 @@ def quote(word: str) -> str:
 def join(words: Iterable[str]) -> str:
     """The words as one shell command line, each quoted (`quote`)."""
     return " ".join(quote(w) for w in words)
+
+
+def export(name: str, value: object) -> str:
+    """`export NAME=VALUE`, the value quoted (`NAME` is the doctor's own constant)."""
+    return f"export {name}={quote(str(value))}"
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from dflash_doctor.check import Facts
+from dflash_doctor.checks.remedy import quote
 from dflash_doctor.codes import Code
 from dflash_doctor.facts.models_shapes import Models
 from dflash_doctor.facts.serve_shapes import ServeArgs, VllmDflash
@@ -190,7 +191,7 @@ class ServeResourcesCheck:
                         + (": another SO_REUSEPORT listener holds it, so vLLM would share the port with it" if shared
                            else ": vLLM would fail after loading the model"),
                         evidence=port.to_json(),
-                        remediation=(Remediation(f"ss -ltnp 'sport = :{port.port}'", "see who holds it"),
+                        remediation=(Remediation(f"ss -ltnp {quote(f'sport = :{port.port}')}", "see who holds it"),
                                      Remediation(with_flag(list(serve.argv), "--port", 8001), "or serve on another port")))]
 
     def _memory(self, facts: Facts, fields: Mapping[str, Any], devices: list[Mapping[str, Any]], tp: int,

@@ -144,16 +144,16 @@ def live_options(args: argparse.Namespace, url: str, serve_argv: Sequence[str] |
                        serve_argv=list(serve_argv) if serve_argv else None)
 
 
-def run_live(args: argparse.Namespace, options: Any, last_words: str = "") -> int:
+def run_live(args: argparse.Namespace, options: Any, last_words: str = "", secrets: Sequence[str] = ()) -> int:
     """Run the live check (and nothing else) as a doctor run, and write/render its report like every other.
-    `last_words` go to stderr after the report. A run stopped while a request hung (its thread still waiting
+    `last_words` go to stderr after the report; `secrets` (the serve command's) are masked in it by value. A run stopped while a request hung (its thread still waiting
     on the server) ends the process here: Python's exit would wait for that thread."""
     from dflash_doctor.commands.run import emit, exit_if_lingering, run_doctor
 
     run_args = argparse.Namespace(**{**vars(args), "only": ["live"], "skip": None, "no_gpu": True, "target_arch": None,
                                      "verify_hashes": False, "baseline": None, "profile_applied": None,
                                      "timeout": max(60.0, float(args.request_timeout))})
-    run = run_doctor(run_args, options={"live": options}, handle_signals=True)
+    run = run_doctor(run_args, options={"live": options}, handle_signals=True, secrets=secrets)
     code: int = emit(run, run_args)
     if last_words:
         sys.stderr.write(last_words)
@@ -281,4 +281,6 @@ def start_and_check(args: argparse.Namespace, command: Sequence[str], options: A
             setattr(args, name, f"{root}.live{ext}")
     left = (f"dflash-doctor serve: the server is left running: PID {proc.pid} at {url} "
             f"(log: {log}; stop it with: kill {proc.pid})\n") if server.get("exit_status") is None else ""
-    return run_live(args, options, last_words=left)
+    from dflash_doctor.render.redact import given_secrets
+
+    return run_live(args, options, last_words=left, secrets=given_secrets(command))

@@ -94,7 +94,7 @@ def _verify_interpreter(args: argparse.Namespace) -> None:
 
 def finish(results: list[CheckResult], sections: Mapping[str, Any], python: str, args: argparse.Namespace,
             extra: dict[str, Any], host: Mapping[str, Any] | None, partial: bool,
-            lingering: bool = False) -> DoctorRun:
+            lingering: bool = False, secrets: Sequence[str] = ()) -> DoctorRun:
     from dflash_doctor.render import report as report_module
     from dflash_doctor.render.redact import redact_report
 
@@ -102,7 +102,7 @@ def finish(results: list[CheckResult], sections: Mapping[str, Any], python: str,
     if partial:
         extra["partial"] = True
     raw = report_module.build(results, sections, python, strict, extra, host=host)
-    report = redact_report(raw, keep_hosts=bool(args.keep_hosts))
+    report = redact_report(raw, keep_hosts=bool(args.keep_hosts), secrets=secrets)
     rendered = [CheckResult.from_dict(c) for c in report["checks"]]
     return DoctorRun(report, rendered, exit_code(results, strict), sections, lingering, list(results))
 
@@ -113,16 +113,28 @@ def _options(args: argparse.Namespace, target_archs: Sequence[str]) -> dict[str,
             "profile": getattr(args, "profile_applied", None), "baseline": args.baseline}
 
 
+def given_secrets(options: Mapping[str, Any] | None) -> list[str]:
+    """The secrets in what the checks were given: the serve command's (`serve.argv`) and the live check's key
+    (the variable its `api_key_env` names). Every output masks them by value (render.redact)."""
+    from dflash_doctor.render import redact
+
+    serve = (options or {}).get("serve")
+    argv = serve.get("argv") if isinstance(serve, Mapping) else None
+    live = (options or {}).get("live")
+    return redact.given_secrets([str(w) for w in argv or []], getattr(live, "api_key_env", None))
+
+
 def run_doctor(args: argparse.Namespace, *, options: Mapping[str, Any] | None = None,
                host: Mapping[str, Any] | None = None, handle_signals: bool = False,
-               on_event: OnEvent | None = None) -> DoctorRun:
+               on_event: OnEvent | None = None, secrets: Sequence[str] = ()) -> DoctorRun:
     """Run the doctor as `dflash-doctor [options]` does, without rendering.
 
     `args` comes from `parse_run_args`; `options` reach the checks as `Context.options` (e.g. the serve
     command line); `host` is merged into the report's host record. A failure of the doctor itself, or
     SIGTERM/SIGINT with `handle_signals`, still returns a (partial) run. UsageError for a bad --baseline
     file; SystemExit(2) for an unknown --only/--skip name. `on_event` is told the run's progress
-    (`runner.ProgressFn`; `live_progress` gives one that draws it).
+    (`runner.ProgressFn`; `live_progress` gives one that draws it). `secrets` (beside those in `options`,
+    `given_secrets`) are masked by value in the report.
     """
     from dflash_doctor.render.report import host_info
     from dflash_doctor.runner import failure_result, run_checks
@@ -167,11 +179,13 @@ def run_doctor(args: argparse.Namespace, *, options: Mapping[str, Any] | None = 
                                target_archs=ctx.target_archs)
     extra["wall_s"] = round(time.monotonic() - started, 3)
     host_record = {**host_info(), **(host or {})}
+    masked = [*secrets, *given_secrets(options)]
     try:
-        return finish(results, outcome.sections, args.python, args, extra, host_record, partial, outcome.lingering)
+        return finish(results, outcome.sections, args.python, args, extra, host_record, partial, outcome.lingering,
+                      masked)
     except Exception as exc:  # noqa: BLE001 - the facts broke the report: write what is certain, and why
         kept = [replace(r, facts={}) for r in results if r.id != "doctor"] + [failure_result(exc, "building the report")]
-        return finish(kept, {}, args.python, args, extra, host_record, True, outcome.lingering)
+        return finish(kept, {}, args.python, args, extra, host_record, True, outcome.lingering, masked)
 
 
 def verify_fixes(results: list[CheckResult], sections: Mapping[str, Any], extra: dict[str, Any], *, python: str,

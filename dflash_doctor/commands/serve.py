@@ -116,9 +116,10 @@ def main(argv: Sequence[str]) -> int:
     if not args.exec:
         return code
     if code != 0:
-        from dflash_doctor.render.redact import Redactor, argv_secrets
+        from dflash_doctor.render.redact import Redactor, argv_secrets, given_secrets
 
-        shown = Redactor.for_this_machine(keep_hosts=True).secrets(" ".join(argv_secrets(command)))
+        redactor = Redactor.for_this_machine(keep_hosts=True, secrets=given_secrets(command))
+        shown = redactor.secrets(" ".join(argv_secrets(command)))
         sys.stderr.write(f"dflash-doctor serve: not starting `{shown}`: the checks above failed\n")
         return code
     if args.live:

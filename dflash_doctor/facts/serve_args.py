@@ -10,7 +10,10 @@ the facts say which parser read the command. The subset follows vLLM 0.20.1's pa
 - `--speculative-config '{json}'` (alias `-sc`), and `--speculative-config.KEY VALUE` for one key;
 - `k/m/g/t` (decimal) and `K/M/G/T` (binary) suffixes for `--max-model-len` and
   `--max-num-batched-tokens`; `--max-model-len auto` (or -1) leaves it to the model;
-- booleans as `--flag` / `--no-flag`.
+- booleans as `--flag` / `--no-flag`;
+- `--api-key K1 [K2 ...]`: a list (`api_key: list[str]` in vllm/entrypoints/openai/cli_args.py FrontendArgs, which
+  vllm/engine/arg_utils.py get_kwargs turns into `nargs="+"`): every word up to the next flag is a key, none of
+  them the model; `--api-key=K` is one. The keys are secrets: the facts say only that the flag was given.
 
 Flags outside the subset are listed as unknown (the subset cannot check them), never rejected.
 """
@@ -24,7 +27,7 @@ from typing import Any
 
 from dflash_doctor.documents.jsondoc import parse_json
 
-__all__ = ["FLAGS", "SUBSET", "parse_serve_command", "split_program"]
+__all__ = ["FLAGS", "LIST_FLAGS", "SUBSET", "parse_serve_command", "split_program"]
 
 DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
 
@@ -105,8 +108,11 @@ FLAGS: dict[str, tuple[str, Callable[[str], Any] | None]] = {
     "--enforce-eager": ("enforce_eager", None),
 }
 
+# Flags whose value is a list (argparse nargs="+"); their values are secrets, never kept in the facts.
+LIST_FLAGS: dict[str, str] = {"--api-key": "api_key"}
+
 # What the report calls the documented subset (one name per field).
-SUBSET: tuple[str, ...] = tuple(dict.fromkeys(f for f in FLAGS if f.startswith("--")))
+SUBSET: tuple[str, ...] = tuple(dict.fromkeys([*(f for f in FLAGS if f.startswith("--")), *LIST_FLAGS]))
 
 _DEFAULTS: dict[str, Any] = {
     "tensor_parallel_size": 1,
@@ -192,6 +198,17 @@ def parse_serve_command(argv: Sequence[str]) -> dict[str, Any]:
             except ValueError:
                 dotted[key] = value_text
             given.append("speculative_config")
+            continue
+        if flag in LIST_FLAGS:
+            # nargs="+": `--flag=V` is one value; else every word up to the next flag (argparse's greedy match).
+            count = 1 if has_value else 0
+            while not has_value and index < len(args) and not args[index].startswith("-"):
+                count += 1
+                index += 1
+            if count:
+                given.append(LIST_FLAGS[flag])
+            else:
+                errors.append({"flag": flag, "message": f"{flag} expects at least one value"})
             continue
         negated = flag.startswith("--no-") and f"--{flag[5:]}" in FLAGS and FLAGS[f"--{flag[5:]}"][1] is None
         known = FLAGS.get(f"--{flag[5:]}" if negated else flag)

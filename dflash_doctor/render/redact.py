@@ -5,6 +5,10 @@ Reports go into bug tickets and CI logs, so every output is redacted by default:
 - Environment variables are listed by name; values are kept only for an allow-list of settings that
   decide how the stack behaves, and never for a name that looks like a key or token (the probe applies
   this, through `env_allow_args`), nor for a value shaped like one (`scrub_values`).
+- Every secret the doctor was given is masked by its value, wherever it appears in any output (a server's
+  401 answer that echoes the key, a log line, a traceback): the values of the serve command's secret flags
+  (every value of `--api-key K1 K2`) and of secret-named keys in its JSON values (`"api_key"`), the variable
+  `--api-key-env` names, and the environment's variables whose names say secret (`facts.secrets`).
 - Whatever still slips into a string anywhere in a report (a command line, a URL, a traceback) is
   scrubbed by `Redactor`: credential-shaped values (`hf_...`, `sk-...`, `ghp_...`, bearer tokens, URLs
   with a password, `NAME=value` and `--token VALUE` where the name says secret), the user's home
@@ -20,18 +24,25 @@ import hashlib
 import os
 import re
 import socket
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from dflash_doctor.facts.secrets import (
     ENV_ALLOW_NAMES,
     ENV_ALLOW_PREFIXES,
+    LIST_SECRET_FLAGS,
+    MIN_SECRET_CHARS,
     REDACTED,
+    SECRET_FLAG_NAME,
     SECRET_NAME,
     SECRET_VALUE,
     env_allow_args,
+    environ_secret_values,
+    names_a_path,
     scrub_values,
+    secret_flag,
+    secret_key,
 )
 
 __all__ = [
@@ -42,10 +53,12 @@ __all__ = [
     "Redactor",
     "argv_secrets",
     "env_allow_args",
+    "given_secrets",
     "host_pseudonym",
     "redact_report",
     "scrub_values",
     "secret_flag",
+    "secret_values",
 ]
 
 
@@ -64,14 +77,10 @@ _SECRET_ENV_ASSIGNMENT = re.compile(
 _SECRET_CONFIG_ASSIGNMENT = re.compile(
     r"\b([a-z0-9_]*(?:api_key|access_key|secret|token(?!s|izer)|password|passwd|credential)[a-z0-9_]*)(\s*=\s*)(['\"]?)(?!<)([^\s'\",;]+)"
 )
-# A command-line flag whose name says it carries a secret: one of its words (split at - _ .) is key, token,
-# secret, password, credential or auth (--api-key, --hf-token, --db-password, --speculative-config.api_key),
-# unless its last word says the value is where the secret lives (--api-key-file, --ssl-keyfile: a path).
-_SECRET_FLAG_NAME = (r"--(?:[a-z0-9]+[-_.])*?(?:api[-_]?key|key|token|secret|password|passwd|credentials?|auth"
-                     r"|authorization)(?:[-_.][a-z0-9]+)*")
-_SECRET_FLAG = re.compile(rf"(?i)(?<![\w-])({_SECRET_FLAG_NAME})(=|\s+)(?![-<])(\S+)")
-_SECRET_FLAG_WORD = re.compile(rf"(?i){_SECRET_FLAG_NAME}")
-_PATH_WORDS = frozenset({"file", "path", "dir", "directory"})
+# A secret flag (facts.secrets.SECRET_FLAG_NAME) and its value in one string.
+_SECRET_FLAG = re.compile(rf"(?i)(?<![\w-])({SECRET_FLAG_NAME})(=|\s+)(?![-<])(\S+)")
+# "key": "value" in JSON (or a Python dict's repr) where the key names a secret (facts.secrets.secret_key).
+_QUOTED_PAIR = re.compile(r"""(["'])([A-Za-z0-9_.-]{2,64})\1(\s*:\s*)(["'])((?:(?!\4)[^\\]|\\.)*)\4""")
 _ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _SECRET_NAME_RE = re.compile(SECRET_NAME, re.IGNORECASE)
 
@@ -147,12 +156,17 @@ class Redactor:
     user: str | None = None
     hosts: tuple[str, ...] = ()
     keep_hosts: bool = False
+    values: tuple[str, ...] = ()
+    """Secrets the doctor was given, masked wherever they appear (longest first)."""
     _patterns: dict[str, re.Pattern[str]] = field(default_factory=dict, compare=False, repr=False)
     # A report repeats the same paths and titles thousands of times; each distinct string is scrubbed once.
     _memo: dict[tuple[str, bool, bool], str] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def for_this_machine(cls, keep_hosts: bool = False, extra_hosts: Iterable[str] = ()) -> Redactor:
+    def for_this_machine(cls, keep_hosts: bool = False, extra_hosts: Iterable[str] = (),
+                         secrets: Iterable[str] = ()) -> Redactor:
+        """This machine's home, user and host names, the secrets in its environment
+        (`facts.secrets.environ_secret_values`) and `secrets` (what the doctor was given: `given_secrets`)."""
         homes: set[str] = set()
         for home in (os.environ.get("HOME"), os.path.expanduser("~")):
             if home and home not in ("/", ""):
@@ -164,6 +178,7 @@ class Redactor:
             user=user if user and len(user) >= 2 else None,
             hosts=tuple(sorted({*_this_hosts(), *_with_short_names(extra_hosts)}, key=len, reverse=True)),
             keep_hosts=keep_hosts,
+            values=secret_values([*secrets, *environ_secret_values(os.environ)]),
         )
 
     def _compiled(self) -> dict[str, re.Pattern[str]]:
@@ -186,6 +201,15 @@ class Redactor:
         def keep_name(m: re.Match[str]) -> str:
             return m.group(1) + m.group(2) + m.group(3) + REDACTED
 
+        def quoted_pair(m: re.Match[str]) -> str:
+            if not secret_key(m.group(2)) or not m.group(5) or m.group(5) == REDACTED:
+                return m.group(0)
+            return m.group(1) + m.group(2) + m.group(1) + m.group(3) + m.group(4) + REDACTED + m.group(4)
+
+        for value in self.values:
+            if value in text:
+                text = text.replace(value, REDACTED)
+
         # Each pattern runs only where its trigger is in the text: most strings of a report hold none.
         if "@" in text and "://" in text:
             text = _URL_CREDENTIALS.sub(lambda m: m.group(1) + REDACTED + "@", text)
@@ -194,12 +218,14 @@ class Redactor:
         if "earer" in text or "EARER" in text:
             text = _BEARER.sub(lambda m: m.group(1) + m.group(2) + REDACTED, text)
         if "--" in text:
-            text = _SECRET_FLAG.sub(lambda m: m.group(0) if _names_a_path(m.group(1)) else m.group(1) + m.group(2) + REDACTED,
+            text = _SECRET_FLAG.sub(lambda m: m.group(0) if names_a_path(m.group(1)) else m.group(1) + m.group(2) + REDACTED,
                                     text)
         if "=" in text or ":" in text:
             text = _SECRET_ENV_ASSIGNMENT.sub(keep_name, text)
         if "=" in text:
             text = _SECRET_CONFIG_ASSIGNMENT.sub(keep_name, text)
+        if ":" in text and ('"' in text or "'" in text):
+            text = _QUOTED_PAIR.sub(quoted_pair, text)
         return text
 
     def text(self, text: str, host_safe: bool = False, versions: bool = False) -> str:
@@ -242,7 +268,7 @@ class Redactor:
     def tree(self, value: Any, key: str = "") -> Any:
         """A redacted deep copy of JSON-like data (keys are scrubbed too: paths are often keys)."""
         if isinstance(value, str):
-            if key and _ENV_NAME.match(key) and _SECRET_NAME_RE.search(key):
+            if key and (_ENV_NAME.match(key) and _SECRET_NAME_RE.search(key) or secret_key(key)) and value:
                 return REDACTED
             return self.text(value, host_safe=bool(key) and bool(_NOT_HOSTS.search(key)),
                              versions=key in _VERSION_LINES)
@@ -254,25 +280,42 @@ class Redactor:
         return value
 
 
-def secret_flag(word: str) -> bool:
-    """Whether `word` is a flag (no `=value`) whose value, the next word, is a secret."""
-    return _SECRET_FLAG_WORD.fullmatch(word) is not None and not _names_a_path(word)
+def secret_values(values: Iterable[str]) -> tuple[str, ...]:
+    """The secrets to mask by value: distinct, long enough not to mask ordinary words (MIN_SECRET_CHARS), never
+    the mask itself, longest first (a key that contains another is masked whole)."""
+    kept = {v for v in values if isinstance(v, str) and len(v.strip()) >= MIN_SECRET_CHARS and v != REDACTED}
+    return tuple(sorted(kept, key=lambda v: (-len(v), v)))
 
 
-def _names_a_path(flag: str) -> bool:
-    return re.split(r"[-_.]", flag.lower())[-1] in _PATH_WORDS
+def given_secrets(argv: Sequence[str] | None = None, key_env: str | None = None) -> list[str]:
+    """What the doctor was given that is a secret: the serve command line's (`facts.secrets.argv_secret_values`)
+    and the value of the variable that `--api-key-env` names."""
+    from dflash_doctor.facts.secrets import argv_secret_values
+
+    found = argv_secret_values(argv or [])
+    if key_env:
+        found += environ_secret_values(os.environ, [key_env])
+    return found
 
 
 def argv_secrets(words: list[Any] | tuple[Any, ...]) -> list[Any]:
     """A command line (any list of words) with the value after each secret flag replaced: `--api-key VALUE`
     is two words, so no single string shows that VALUE is a secret (`--api-key=VALUE` is one, and
-    `Redactor.secrets` handles it)."""
+    `Redactor.secrets` handles it). A flag that takes a list (`--api-key K1 K2`, LIST_SECRET_FLAGS) has each
+    word up to the next flag replaced."""
     out = list(words)
+    listing = False
     for at in range(len(out) - 1):
         word, following = out[at], out[at + 1]
-        if isinstance(word, str) and word.startswith("--") and isinstance(following, str) \
-                and not following.startswith("-") and following != REDACTED and secret_flag(word):
+        if isinstance(word, str) and word.startswith("--") and secret_flag(word):
+            listing = word.replace("_", "-") in LIST_SECRET_FLAGS
+        elif not (listing and word == REDACTED):
+            listing = False
+            continue
+        if isinstance(following, str) and not following.startswith("-"):
             out[at + 1] = REDACTED
+        else:
+            listing = False
     return out
 
 
@@ -289,9 +332,11 @@ def _looks_ipv6(candidate: str) -> bool:
     return candidate.count(":") >= 2 and len(groups) >= 2 and not all(g.isdigit() and len(g) <= 2 for g in groups)
 
 
-def redact_report(report: Mapping[str, Any], keep_hosts: bool = False, extra_hosts: Iterable[str] = ()) -> dict[str, Any]:
-    """The report as it may leave the machine. Marks itself so a second pass is recognisable."""
-    redactor = Redactor.for_this_machine(keep_hosts=keep_hosts, extra_hosts=extra_hosts)
+def redact_report(report: Mapping[str, Any], keep_hosts: bool = False, extra_hosts: Iterable[str] = (),
+                  secrets: Iterable[str] = ()) -> dict[str, Any]:
+    """The report as it may leave the machine (`secrets`: what the doctor was given, masked by value). Marks
+    itself so a second pass is recognisable."""
+    redactor = Redactor.for_this_machine(keep_hosts=keep_hosts, extra_hosts=extra_hosts, secrets=secrets)
     redacted: dict[str, Any] = redactor.tree(dict(report))
     redacted["redaction"] = {"enabled": True, "keep_hosts": keep_hosts}
     return redacted
