@@ -20,13 +20,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import Doctor, findings_of
+from conftest import Doctor, finding, findings_of
 from realenv import Env, build_wheel, install, make_venv
 from stacks import torch_site
+from test_hostile_files import constructor_library
 
 pytestmark = [pytest.mark.slow, pytest.mark.layouts]
 
-CHECKS = ("--no-gpu", "--only", "distributions,namespaces,imports", "--timeout", "60")
+COMMON = ("--no-gpu", "--timeout", "60")
+CHECKS = (*COMMON, "--only", "distributions,namespaces,imports")
 HOSTILE_WORDS = ("hostile", "points outside the environment")
 
 
@@ -185,3 +187,21 @@ def test_the_container_layout_is_found_where_the_installer_put_it(tmp_path: Path
     container_prefix(tmp_path)
     record = next((tmp_path / "image").glob("usr/local/lib/python*/dist-packages/tiny_tool-1.0.dist-info/RECORD"))
     assert "../../../bin/tiny-tool" in textwrap.dedent(record.read_text())
+
+
+def test_a_record_line_leaving_every_prefix_is_still_reported_and_never_loaded(doctor: Doctor, tmp_path: Path) -> None:
+    """The base venv a `.pth` line reaches is inside; a RECORD line of its distribution that leaves it (and every
+    other root) for a library elsewhere is still a finding, and the library is never loaded."""
+    env, _ = pth_to_other_venv(tmp_path)
+    marker = tmp_path / "constructor-ran"
+    evil = constructor_library(tmp_path / "outside", marker)
+    record = next((tmp_path / "base").glob("lib/python*/site-packages/tiny_tool-1.0.dist-info/RECORD"))
+    rel = "../../../../" + os.path.relpath(evil, tmp_path)
+    assert (record.parent.parent / rel).resolve() == evil
+    record.write_text(record.read_text() + f"{rel},sha256=AAAA,16\n")
+    report, _ = doctor.report("--python", str(env.python), *COMMON, "--only", "distributions,extensions",
+                              timeout=200)
+    assert not marker.exists(), "the library's constructor ran: the doctor loaded a file outside the environment"
+    escape = finding(report, "distributions.record-escapes")
+    assert rel in escape["title"] and str(evil) in escape["title"]
+    assert [line["path"] for line in escape["evidence"]["lines"]] == [rel]  # the console script is no escape

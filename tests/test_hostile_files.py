@@ -208,6 +208,9 @@ def test_an_extension_symlinked_to_a_library_outside_the_environment_is_never_lo
     if in_record:
         escape = finding(report, "distributions.record-escapes")
         assert EXTENSION in escape["title"] and str(evil) in escape["title"]
+        assert f"listed in {dist_info(env, 'flash-attn') / 'RECORD'} line" in not_loaded["title"]
+    else:
+        assert "not in any RECORD" in not_loaded["title"]
 
 
 def test_a_dotted_extension_symlinked_outside_the_environment_is_never_loaded(

@@ -144,6 +144,14 @@ def extension_jobs(earlier: Mapping[str, Any]) -> list[dict[str, Any]]:
             jobs.append({"distribution": dist.name, "version": dist.version, "canonical": dist.canonical,
                          "module": ext["module"], "path": path, "found_by": "record",
                          "abi_tag": ext.get("abi_tag"), "refused": refusal(path, roots)})
+    # RECORD lines that resolve outside the environment (escapes), by the path as written: a symlink RECORD lists
+    # that leaves the environment is one, and the import system finds it by its name.
+    escaped: dict[str, dict[str, Any]] = {}
+    for dist in dists:
+        record = dist.facts.get("record") or {}
+        for line in record.get("escapes") or []:
+            escaped[os.path.normpath(os.path.join(dist.location, str(line.get("path"))))] = {
+                "record": record.get("file"), "line": line.get("line")}
     for found in (earlier.get("distributions") or {}).get("import_extensions", {}).get("found") or []:
         owner_name = STACK_EXTENSION_MODULES.value.get(found["module"])
         owner = dists.get(owner_name) if owner_name else None
@@ -153,6 +161,7 @@ def extension_jobs(earlier: Mapping[str, Any]) -> list[dict[str, Any]]:
                      "version": owner.version if owner else None, "canonical": owner_name,
                      "module": found["module"], "path": found["path"], "found_by": "import-system",
                      "finder": found.get("finder"), "shadows": found.get("shadows"),
+                     "record_line": escaped.get(os.path.normpath(found["path"])),
                      "refused": refusal(found["path"], roots)})
     return jobs
 
@@ -178,7 +187,7 @@ def collect_extensions(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, An
     results = []
     for job in jobs:
         label = {k: job[k] for k in ("distribution", "path", "found_by") if job.get(k) is not None}
-        label.update({k: job[k] for k in ("finder", "shadows") if job.get(k)})
+        label.update({k: job[k] for k in ("finder", "shadows", "record_line") if job.get(k)})
         if job["refused"]:
             results.append({"module": job["module"], "ok": False, "refused": job["refused"], **label})
         else:
