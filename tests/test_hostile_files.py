@@ -181,6 +181,80 @@ def test_a_record_line_to_a_library_outside_the_environment_is_never_loaded(
     assert str(evil) not in files and str(env.site_packages / EXTENSION) in files
 
 
+@pytest.mark.parametrize("in_record", [True, False], ids=["listed-in-record", "not-in-record"])
+def test_an_extension_symlinked_to_a_library_outside_the_environment_is_never_loaded(
+    doctor: Doctor, tmp_path: Path, extension: Path, in_record: bool
+) -> None:
+    """flash_attn_2_cuda in site-packages is a symlink to a library outside every root of the environment. The
+    import system finds it under its extension name; the doctor resolves it and never loads it (its constructor
+    would run), whether RECORD lists the name or not."""
+    env = stack_env(tmp_path / "inside", extension)
+    marker = tmp_path / "constructor-ran"
+    evil = constructor_library(tmp_path / "outside", marker)
+    link = env.site_packages / EXTENSION
+    link.unlink()
+    link.symlink_to(evil)
+    if not in_record:
+        record = dist_info(env, "flash-attn") / "RECORD"
+        record.write_text("".join(line for line in record.read_text().splitlines(keepends=True)
+                                  if not line.startswith(EXTENSION + ",")))
+    report, _ = run(doctor, env)
+    assert not marker.exists(), "the library's constructor ran: the doctor loaded a file outside the environment"
+    not_loaded = finding(report, "extensions.not-loaded")
+    assert not_loaded["status"] == "fail"
+    assert str(link) in not_loaded["title"] and str(evil) in not_loaded["title"], not_loaded["title"]
+    files = [lib["file"] for lib in report_section(report, "arch_coverage")["libraries"]]
+    assert str(evil) not in files and str(link) not in files
+    if in_record:
+        escape = finding(report, "distributions.record-escapes")
+        assert EXTENSION in escape["title"] and str(evil) in escape["title"]
+        assert f"listed in {dist_info(env, 'flash-attn') / 'RECORD'} line" in not_loaded["title"]
+    else:
+        assert "not in any RECORD" in not_loaded["title"]
+
+
+def test_a_dotted_extension_symlinked_outside_the_environment_is_never_loaded(
+    doctor: Doctor, tmp_path: Path
+) -> None:
+    """vllm/_C.abi3.so, which no RECORD lists, a symlink to a library outside the environment."""
+    vllm = build_wheel(tmp_path / "wheels", "vllm", "0.24.0", {"vllm/__init__.py": ""})
+    env = make_venv(tmp_path)
+    install(env, vllm, installer="uv")
+    marker = tmp_path / "constructor-ran"
+    evil = constructor_library(tmp_path / "outside", marker)
+    link = env.site_packages / "vllm" / "_C.abi3.so"
+    link.symlink_to(evil)
+    report, _ = doctor.report("--python", str(env.python), "--only", "distributions,extensions,arch-coverage",
+                              "--no-gpu", "--target-arch", "sm_90", *TIMEOUT, timeout=200)
+    assert not marker.exists(), "the library's constructor ran: the doctor loaded a file outside the environment"
+    not_loaded = finding(report, "extensions.not-loaded")
+    assert "vllm._C" in not_loaded["title"] and str(evil) in not_loaded["title"], not_loaded["title"]
+    assert "extensions.untracked" not in [f["id"] for f in findings_of(report)]
+
+
+def test_an_import_never_loads_an_extension_that_resolves_outside_the_environment(
+    doctor: Doctor, tmp_path: Path, extension: Path
+) -> None:
+    """`import flash_attn`, whose __init__ imports flash_attn_2_cuda (as flash-attn 2 does), with that name a
+    symlink out of the environment: the import the doctor makes (the rotary import) fails on it, unloaded."""
+    fa = build_wheel(tmp_path / "wheels", "flash_attn", "2.8.3",
+                     {"flash_attn/__init__.py": '__version__ = "2.8.3"\nimport flash_attn_2_cuda\n',
+                      EXTENSION: extension.read_bytes()}, tag=f"{PY_TAG}-{PY_TAG}-linux_x86_64")
+    env = make_venv(tmp_path / "inside")
+    install(env, fa, installer="uv")
+    marker = tmp_path / "constructor-ran"
+    evil = constructor_library(tmp_path / "outside", marker)
+    link = env.site_packages / EXTENSION
+    link.unlink()
+    link.symlink_to(evil)
+    report, proc = doctor.report("--python", str(env.python), "--only", "imports", "--no-gpu", *TIMEOUT,
+                                 timeout=200)
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert not marker.exists(), "the library's constructor ran: the doctor loaded a file outside the environment"
+    rotary = report_section(report, "rotary_import")
+    assert not rotary["ok"] and "outside the environment" in rotary["exception"]["message"], rotary
+
+
 def test_baseline_save_hashes_no_fifo_and_nothing_outside_the_environment(
     doctor: Doctor, tmp_path: Path, extension: Path
 ) -> None:

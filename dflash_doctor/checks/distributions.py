@@ -55,9 +55,13 @@ CODES: tuple[Code, ...] = (
          "sha256) differs: another distribution installed the same paths, or they were edited by hand. Reinstall "
          "the distribution with --no-deps to put its own files back."),
     Code("distributions.record-escapes", "A RECORD line points outside the environment",
-         "A line of the distribution's RECORD resolves outside the environment's directories (site-packages, the "
-         "scripts, headers and data directories of its install scheme, the sys.path entries): `..` out of them, an "
-         "absolute path, a symlink out, or /dev, /proc, /sys. No installer writes such a line. The doctor never "
+         "A line of the distribution's RECORD resolves outside the environment's directories: the sys.path "
+         "entries, and for each site directory (the environment's own, the base interpreter's with "
+         "--system-site-packages, the user site, one a `.pth` line adds) the install-scheme directories of the "
+         "prefix it belongs to (its site-packages, scripts, headers and data), and the project directories of "
+         "editable installs. A console script in the base interpreter's bin/ is inside; `..` out of all of them, "
+         "an absolute path elsewhere, a symlink out, or /dev, /proc, /sys is not. No installer writes such a "
+         "line. The doctor never "
          "opens, hashes or loads that file (a `flash_attn/../../../../tmp/x/evil.so` line would otherwise have "
          "its constructor run by the extension probe), and an uninstall would delete it. Reinstall the "
          "distribution from a source you trust."),
@@ -298,8 +302,9 @@ def _record_escapes(dists: Distributions, installer: Installer) -> Iterator[Find
             status=Status.FAIL if dist.canonical in STACK else Status.WARN,
             title=f"{dist.label()}: {record_file} line {first['line']} points outside the environment: "
             f"{first['path']} resolves to {first['resolves_to']}{more}",
-            detail="An installer writes only inside the environment (site-packages, its scripts, headers and data "
-            "directories). A RECORD line that leaves it (`..`, an absolute path, a symlink out, /dev, /proc) was "
+            detail="An installer writes only inside the prefix it installs into (its site-packages, scripts, headers "
+            "and data directories); the doctor takes those of every site directory on sys.path as the environment. "
+            "A RECORD line that leaves all of them (`..`, an absolute path, a symlink out, /dev, /proc) was "
             "written by hand or by something hostile: the doctor never opens, hashes or loads such a file, and an "
             "uninstall would delete it. Reinstall the distribution from a source you trust.",
             evidence={"record": record_file, "distribution": dist.name, "version": dist.version,

@@ -333,8 +333,12 @@ class ExtensionsCheck:
 
 
 def _refused(result: ExtensionFacts) -> Finding:
-    how = ("found by the import system, not in any RECORD" if result.found_by == "import-system"
-           else "listed in RECORD")
+    if result.record_line:
+        how = f"listed in {result.record_line.get('record')} line {result.record_line.get('line')}, found by the import system"
+    elif result.found_by == "import-system":
+        how = "found by the import system, not in any RECORD"
+    else:
+        how = "listed in RECORD"
     return Finding(
         id="extensions.not-loaded",
         status=Status.FAIL,

@@ -109,9 +109,16 @@ def _import_facts(job: ImportJob, outcome: ProbeOutcome, data: Any) -> dict[str,
     return facts
 
 
-def collect_rotary(ctx: Context, _earlier: Mapping[str, Any]) -> dict[str, Any]:
+def _roots(earlier: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """The environment's roots (target.environment_roots): no extension module that resolves outside them is
+    loaded by an import the doctor makes."""
+    roots = environment_roots(earlier.get("target"))
+    return tuple(roots) if roots is not None else None
+
+
+def collect_rotary(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
     """`from flash_attn.ops.triton.rotary import apply_rotary`, exactly as vLLM's ApplyRotaryEmb does it."""
-    return {"rotary_import": try_import(ctx, ROTARY_MODULE, ROTARY_NAMES)}
+    return {"rotary_import": try_import(ctx, ROTARY_MODULE, ROTARY_NAMES, roots=_roots(earlier))}
 
 
 def collect_surface(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
@@ -119,8 +126,9 @@ def collect_surface(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
     source = earlier.get("vllm_surface") or {}
     wanted = sorted({(s["module"], tuple(s["names"])) for s in source.get("sites") or []})
     by_package: dict[str, list[ImportJob]] = {}
+    roots = _roots(earlier)
     for module, names in wanted:
-        by_package.setdefault(module.split(".", 1)[0], []).append(ImportJob(module, names))
+        by_package.setdefault(module.split(".", 1)[0], []).append(ImportJob(module, names, roots=roots))
     return {"surface_imports": {"imports": try_import_batches(ctx, list(by_package.values()))}}
 
 
@@ -136,16 +144,25 @@ def extension_jobs(earlier: Mapping[str, Any]) -> list[dict[str, Any]]:
             jobs.append({"distribution": dist.name, "version": dist.version, "canonical": dist.canonical,
                          "module": ext["module"], "path": path, "found_by": "record",
                          "abi_tag": ext.get("abi_tag"), "refused": refusal(path, roots)})
+    # RECORD lines that resolve outside the environment (escapes), by the path as written: a symlink RECORD lists
+    # that leaves the environment is one, and the import system finds it by its name.
+    escaped: dict[str, dict[str, Any]] = {}
+    for dist in dists:
+        record = dist.facts.get("record") or {}
+        for line in record.get("escapes") or []:
+            escaped[os.path.normpath(os.path.join(dist.location, str(line.get("path"))))] = {
+                "record": record.get("file"), "line": line.get("line")}
     for found in (earlier.get("distributions") or {}).get("import_extensions", {}).get("found") or []:
         owner_name = STACK_EXTENSION_MODULES.value.get(found["module"])
         owner = dists.get(owner_name) if owner_name else None
-        # What `import name` itself would load, wherever the import system found it (an editable finder may
-        # point into a source tree): only the file kind and /dev, /proc, /sys decide.
+        # What `import name` itself would load, resolved (a symlink in site-packages named like the extension):
+        # loaded only when it lies inside the environment's roots (an editable install's project is one).
         jobs.append({"distribution": owner.name if owner else (owner_name or found["module"]),
                      "version": owner.version if owner else None, "canonical": owner_name,
                      "module": found["module"], "path": found["path"], "found_by": "import-system",
                      "finder": found.get("finder"), "shadows": found.get("shadows"),
-                     "refused": refusal(found["path"])})
+                     "record_line": escaped.get(os.path.normpath(found["path"])),
+                     "refused": refusal(found["path"], roots)})
     return jobs
 
 
@@ -160,21 +177,17 @@ def collect_extensions(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, An
                      "abi_tag": job["abi_tag"], "ok": False, "loaded": False} for job in jobs if job.get("abi_tag")]
     jobs = [job for job in jobs if not job.get("abi_tag")]
     has_torch = dists.get("torch") is not None
-    roots = environment_roots(earlier.get("target"))
+    roots = _roots(earlier)
 
     preload = ("torch",) if has_torch else ()
     loadable = [job for job in jobs if not job["refused"]]
-    loaded = try_imports(ctx, [
-        # A file only the import system found is what `import` itself would load, wherever it is: only the
-        # file's kind and /dev, /proc, /sys decide, not the environment's directories.
-        ImportJob(job["module"], preload=preload, file=job["path"],
-                  roots=None if job["found_by"] == "import-system" or roots is None else tuple(roots))
-        for job in loadable])
+    loaded = try_imports(ctx, [ImportJob(job["module"], preload=preload, file=job["path"], roots=roots)
+                               for job in loadable])
     facts_in_order = iter(loaded)
     results = []
     for job in jobs:
         label = {k: job[k] for k in ("distribution", "path", "found_by") if job.get(k) is not None}
-        label.update({k: job[k] for k in ("finder", "shadows") if job.get(k)})
+        label.update({k: job[k] for k in ("finder", "shadows", "record_line") if job.get(k)})
         if job["refused"]:
             results.append({"module": job["module"], "ok": False, "refused": job["refused"], **label})
         else:

@@ -120,6 +120,9 @@ class ExtensionFacts(ImportFacts):
     shadows: dict[str, Any] | None = None
     refused: str | None = None
     """Why the file was not loaded (not a regular file, outside the environment)."""
+    record_line: dict[str, Any] | None = None
+    """{"record", "line"}: a RECORD line lists the file the import system found, resolving outside the
+    environment (a symlink out), so it is no extension RECORD keeps."""
     abi_tag: str | None = None
     """Another interpreter's ABI tag in the file name: not loaded, no import of this one would."""
 

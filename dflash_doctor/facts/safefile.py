@@ -8,8 +8,9 @@ from blocking it (a FIFO), feeding it without end (/dev/zero), or pointing it ou
 - only regular files are opened, with O_NONBLOCK (a FIFO swapped in after a stat cannot block), checked
   again with fstat after the open;
 - nothing whose real path is under /dev, /proc or /sys;
-- where the caller gives the environment's roots (the target's site directories, install scheme and
-  sys.path entries, recorded by the probe as target.environment_roots), nothing that resolves outside them.
+- where the caller gives the environment's roots (recorded by the probe as target.environment_roots: the
+  sys.path entries, the install-scheme directories of the prefix of each site directory on sys.path, the
+  project directories of editable installs), nothing that resolves outside them.
 """
 
 from __future__ import annotations

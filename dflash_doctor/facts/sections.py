@@ -88,12 +88,13 @@ BUILTIN_COLLECTORS: tuple[Collector, ...] = (
         "rotary-import",
         ("rotary_import",),
         "dflash_doctor.facts.imports:collect_rotary",
+        requires=("target",),
     ),
     Collector(
         "surface-imports",
         ("surface_imports",),
         "dflash_doctor.facts.imports:collect_surface",
-        requires=("vllm_surface",),
+        requires=("vllm_surface", "target"),
     ),
     Collector(
         "extensions",

@@ -112,32 +112,124 @@ def file_sha256(path):
 # ---------------------------------------------------------------- where the environment's files may live
 
 
+# A site directory as installers lay it out under a prefix: PREFIX/lib/python3.12/site-packages, lib64/...,
+# Debian's PREFIX/lib/python3/dist-packages and PREFIX/local/lib/python3.12/dist-packages (PREFIX/local).
+SITE_LAYOUT = re.compile(r"/(?:lib|lib64)/python\d+(?:\.\d+)?t?/(?:site|dist)-packages$")
+SCHEME_KEYS = ("purelib", "platlib", "scripts", "data", "include", "platinclude")
+PREFIX_WALK = 6  # how far up from a site directory a pyvenv.cfg is looked for
+
+
+def site_prefix(site_dir):
+    """The prefix an installer installed into when it wrote `site_dir` (a real path): the directory holding
+    lib/pythonX.Y/site-packages (or dist-packages), else the nearest ancestor holding pyvenv.cfg; None when
+    neither, or when that would be / or under /dev, /proc, /sys (a prefix's data directory is the prefix itself:
+    / would make everything the environment)."""
+    match = SITE_LAYOUT.search(site_dir)
+    prefix = site_dir[:match.start()] if match else None
+    if prefix is None:
+        parent = site_dir
+        for _ in range(PREFIX_WALK):
+            parent = os.path.dirname(parent)
+            if os.path.isfile(os.path.join(parent, "pyvenv.cfg")):
+                prefix = parent
+                break
+            if parent == "/":
+                break
+    if not prefix or prefix == "/" or forbidden(prefix):
+        return None
+    return prefix
+
+
+def prefix_scheme(prefix, site_dir):
+    """The install-scheme directories (site-packages, scripts, data, headers) of `prefix`, computed by this
+    interpreter's sysconfig: those of every scheme whose site-packages is `site_dir`, else those of the default
+    scheme (a layout no scheme names, such as dist-packages under a prefix made by `pip install --root`)."""
+    import sysconfig
+
+    config = {"base": prefix, "platbase": prefix, "installed_base": prefix, "installed_platbase": prefix,
+              "userbase": prefix}
+    matched, default = [], []
+    for scheme in [None] + list(sysconfig.get_scheme_names()):
+        try:
+            paths = sysconfig.get_paths(scheme, vars=config) if scheme else sysconfig.get_paths(vars=config)
+        except (KeyError, ValueError, OSError):
+            continue
+        dirs = [paths[key] for key in SCHEME_KEYS if paths.get(key)]
+        if scheme is None:
+            default = dirs
+        elif any(os.path.realpath(paths.get(key) or "") == site_dir for key in ("purelib", "platlib")):
+            matched += dirs
+    return matched or default
+
+
+def editable_projects(site_dir, children):
+    """The project directories of the editable installs in `site_dir` (their direct_url.json): the installer
+    points the import system there (a `.pth` line, setuptools' finder), so their files are the environment's."""
+    projects = []
+    for child in children:
+        if not child.endswith(".dist-info"):
+            continue
+        url = direct_url(os.path.join(site_dir, child)) or {}
+        where = url.get("url") if isinstance(url, dict) else None
+        if not (isinstance(where, str) and where.startswith("file://") and isinstance(url.get("dir_info"), dict)
+                and url["dir_info"].get("editable")):
+            continue
+        path = where[len("file://"):]
+        if path.startswith("/") and os.path.isdir(path):
+            projects.append(path)
+    return projects
+
+
 def environment_roots():
-    """The directories the environment's files may resolve into: its install scheme (site-packages, scripts,
-    headers, data), the site directories and every sys.path entry (where distributions are found), as real
-    paths. A RECORD line that resolves anywhere else is never opened."""
+    """The directories the environment's files may resolve into, as the installers see them (real paths):
+    this interpreter's install scheme and every sys.path entry (where the import system loads from), and for
+    each site directory on sys.path (its own, the base interpreter's with --system-site-packages, the user
+    site, one a `.pth` line adds) the scheme directories of the prefix it belongs to: its site-packages,
+    scripts, data and headers. A RECORD line inside any of them is an installer's ordinary output (a console
+    script in that prefix's bin/); one that resolves anywhere else is never opened, hashed or loaded. Editable
+    installs add their project directories."""
     import sysconfig
 
     paths = sysconfig.get_paths()
-    roots = [paths.get(key) for key in ("purelib", "platlib", "scripts", "data", "include", "platinclude")]
+    roots = [paths.get(key) for key in SCHEME_KEYS]
     roots += [sys.prefix, sys.exec_prefix]
     # site.getsitepackages() is missing from old virtualenv's site.py: AttributeError.
-    roots += getattr(site, "getsitepackages", list)()
+    sites = list(getattr(site, "getsitepackages", list)())
     if site.ENABLE_USER_SITE:
-        roots.append(site.getusersitepackages())
+        sites.append(site.getusersitepackages())
     cwd = os.path.realpath(os.getcwd())
-    roots += [entry for entry in sys.path if entry and os.path.realpath(entry) != cwd]
-    real = []
+    entries = [entry for entry in sys.path if entry and os.path.realpath(entry) != cwd]
+    roots += sites + entries
+    seen = set()
+    for entry in sites + entries:
+        real = os.path.realpath(entry)
+        if real in seen or forbidden(real):
+            continue
+        seen.add(real)
+        try:
+            children = os.listdir(real)
+        except OSError:
+            continue
+        holds_distributions = any(child.endswith((".dist-info", ".egg-info")) for child in children)
+        if not (holds_distributions or SITE_LAYOUT.search(real)):
+            continue  # the stdlib, a source tree on PYTHONPATH: a root of its own, no prefix
+        prefix = site_prefix(real)
+        if prefix is not None:
+            roots += [prefix] + prefix_scheme(prefix, real)
+        roots += editable_projects(real, children)
+    real_roots = []
     for root in roots:
         if root:
             resolved = os.path.realpath(root).rstrip("/") or "/"
-            if resolved not in real and not forbidden(resolved):
-                real.append(resolved)
-    return real
+            if resolved not in real_roots and not forbidden(resolved):
+                real_roots.append(resolved)
+    return real_roots
 
 
-ROOTS = environment_roots()
-ROOT_PREFIXES = tuple("/" if root == "/" else root + "/" for root in ROOTS)
+
+
+ROOTS = ()  # environment_roots(), computed in main(): it reads each site's distributions
+ROOT_PREFIXES = ()
 
 
 def inside(real):
@@ -734,6 +826,9 @@ def import_system_extensions(names, dists):
 
 
 def main():
+    global ROOTS, ROOT_PREFIXES
+    ROOTS = environment_roots()
+    ROOT_PREFIXES = tuple("/" if root == "/" else root + "/" for root in ROOTS)
     target = target_facts()
     target["environment_roots"] = ROOTS
     dists = scan_distributions()

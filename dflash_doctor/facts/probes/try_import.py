@@ -57,6 +57,28 @@ def refuse_file(path, roots):
     return None
 
 
+# The environment's roots for the extension guard: every extension module this process would load is
+# checked against them first (refuse_file), whoever asks for it.
+GUARD = {"roots": None}
+
+
+def guard_extensions():
+    """Check every extension module the import system is about to load in this process: the import's own, one
+    its package's __init__ imports, a preload's. The import system finds files by name (a symlink in
+    site-packages named like an extension module included), and dlopen runs a library's constructors before
+    Python sees it; only a regular file that resolves inside the environment's roots is loaded."""
+    loader = importlib.machinery.ExtensionFileLoader
+    original = loader.create_module
+
+    def create_module(self, spec):
+        refused = refuse_file(self.path, GUARD["roots"])
+        if refused:
+            raise ImportError("not loaded: " + refused, name=spec.name, path=self.path)
+        return original(self, spec)
+
+    loader.create_module = create_module
+
+
 def elf_dynamic(path):
     """(DT_NEEDED names, RPATH/RUNPATH directories) of an ELF64 little-endian file; None when it is not one or
     cannot be read. Every offset and size read from the file is checked against the file's size."""
@@ -176,6 +198,7 @@ def run_one(spec, preloaded):
     names = spec.get("names") or []
     facts = {"module": module, "names": names, "preload": preloaded, "ok": False}
     started = time.monotonic()
+    GUARD["roots"] = spec.get("roots")
     try:
         if spec.get("file"):
             refused = refuse_file(spec["file"], spec.get("roots"))
@@ -205,6 +228,9 @@ def run_one(spec, preloaded):
 
 
 def main():
+    batch = ARGS.get("imports")
+    guard_extensions()
+    GUARD["roots"] = (batch[0] if batch else {}).get("roots") if batch is not None else ARGS.get("roots")
     preloaded = []
     for name in ARGS.get("preload") or []:
         try:
@@ -212,7 +238,6 @@ def main():
             preloaded.append({"module": name, "ok": True})
         except BaseException as exc:  # a missing torch is itself the finding
             preloaded.append({"module": name, "ok": False, "exception": describe(exc)})
-    batch = ARGS.get("imports")
     if batch is None:
         facts = run_one(ARGS, preloaded)
         sys.stdout.write("\n" + MARKER + json.dumps(facts, default=str) + "\n")
