@@ -177,3 +177,14 @@ def test_on_the_debian_system_python_no_fix_deletes_what_dpkg_owns(doctor: Docto
             assert "metadata directories" in duplicate["title"] and "dpkg" in duplicate["title"]
             owner = subprocess.run(["dpkg", "-S", copies[0]["dist_info"]], capture_output=True, text=True, check=False)
             assert owner.returncode == 0, owner.stderr  # dpkg does own it
+
+
+def test_one_directory_on_sys_path_twice_through_a_symlink_is_no_duplicate(doctor: Doctor, tmp_path: Path) -> None:
+    # The probe walks each real directory once, however many sys.path entries lead to it.
+    env = make_venv(tmp_path)
+    install(env, build_wheel(tmp_path / "wheels", "flash-attn", "2.8.3", {"flash_attn/__init__.py": ""}))
+    alias = tmp_path / "alias-of-site-packages"
+    alias.symlink_to(env.site_packages, target_is_directory=True)
+    (env.site_packages / "zz-alias.pth").write_text(f"{alias}\n{env.site_packages}\n")
+    report, _ = doctor.report("--python", str(env.python), "--only", "distributions")
+    assert not [f for f in findings_of(report) if f["id"] == "distributions.duplicate"], findings_of(report)
