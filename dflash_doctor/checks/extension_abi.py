@@ -76,10 +76,10 @@ def _elsewhere(dist: Distribution, module: str, built_for: str, here: str,
             f"serve from a {built_for} environment (VENV: a new directory), the one Python this file loads on"))
     if dist.canonical == "vllm" and module.startswith("vllm.third_party.deep_gemm."):
         minor = here.removeprefix("CPython ")
-        ships = [v for v, pythons in VENDORED_DEEP_GEMM.value.items() if minor in pythons]
+        ships = [v for v, pythons in VENDORED_DEEP_GEMM.value.items() if minor in pythons and v != dist.version]
         if ships:
-            steps.append(Remediation(installer.install(f"vllm>={ships[0]}"),
-                                     f"or upgrade: vLLM {ships[0]}'s wheel ships DeepGEMM's _C for {here} "
+            steps.append(Remediation(installer.install(f"vllm=={ships[0]}"),
+                                     f"or move to vLLM {ships[0]}, whose wheel ships DeepGEMM's _C for {here} "
                                      "(an upgrade brings its own torch pin)"))
         steps.append(Remediation(
             "export VLLM_USE_DEEP_GEMM=0",

@@ -17,8 +17,9 @@ from typing import Any, NoReturn
 from dflash_doctor import __version__
 from dflash_doctor.commands import COMMANDS
 
-__all__ = ["MAX_TIMEOUT_S", "OUTPUT_OPTIONS", "Parser", "UsageError", "add_render_options", "check_count", "check_number",
-           "check_output_paths", "parse_run_args", "run_parser", "split_names", "unknown_command", "usage_error"]
+__all__ = ["MAX_TIMEOUT_S", "OUTPUT_OPTIONS", "Parser", "UsageError", "add_render_options", "check_count",
+           "check_number", "check_output_paths", "parse_run_args", "run_parser", "split_names", "unknown_command",
+           "usage_error"]
 
 SUBCOMMANDS = tuple(COMMANDS)
 OUTPUT_OPTIONS = ("json", "junit", "markdown")
@@ -42,7 +43,9 @@ class Parser(argparse.ArgumentParser):
             return ""
         known = sorted(self._option_string_actions)
         for word in message[len(prefix):].split():
-            close = difflib.get_close_matches(word.split("=", 1)[0], known, n=1, cutoff=0.75) if word.startswith("-") else []
+            if not word.startswith("-"):
+                continue
+            close = difflib.get_close_matches(word.split("=", 1)[0], known, n=1, cutoff=0.75)
             if close:
                 return f"; did you mean {close[0]}?"
         return ""

@@ -61,7 +61,8 @@ def _no_answer(shown: str, why: str, stderr: str) -> str:
     source_lines = {line.strip() for line in probe_source("handshake").splitlines() if len(line.strip()) > 8}
     said = [line for line in stderr.strip().splitlines() if line.strip()]
     echoed = any(known in line for line in said for known in source_lines)
-    if echoed or not said:
+    python_said = any(line.startswith(("Traceback (most recent call last)", "Fatal Python error")) for line in said)
+    if (echoed and not python_said) or not said:
         return f"{shown} is not a Python interpreter (the doctor's handshake {why})"
     return f"{shown}: not a Python interpreter the doctor can use (the handshake {why}; it said: {said[-1][:200]})"
 
