@@ -132,7 +132,7 @@ class TerminalReporter:
             yield from self.consequence_lines(node, 1)
         if self.verbose:
             for finding, root in view.followers:
-                if not is_problem(finding.status):
+                if not is_problem(finding.status) and not (headline is None and finding is view.followers[0][0]):
                     yield Text(f"    [{finding.id}] follows from {root.finding.id}, shown there", style="dim")
         if self.verbose and result.facts:
             yield Text("    facts: " + _compact(result.facts, 2 * EVIDENCE_CHARS), style="dim")
