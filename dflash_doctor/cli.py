@@ -31,6 +31,12 @@ def _dispatch(argv: list[str]) -> int:
     """`dflash-doctor NAME ...` runs the command NAME of the table; anything else is the default run."""
     if argv and argv[0] in COMMANDS:
         name, rest = COMMANDS[argv[0]], argv[1:]
+    elif argv and not argv[0].startswith("-"):
+        # The run takes options only: a first word that is no option is a command name, mistyped.
+        from dflash_doctor.commands.options import unknown_command
+
+        sys.stderr.write(unknown_command(argv[0]))
+        return 2
     else:
         name, rest = DEFAULT_COMMAND, argv
     module = importlib.import_module(name)  # only the command that runs is imported

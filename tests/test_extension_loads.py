@@ -256,12 +256,21 @@ def test_an_extension_built_for_another_python_is_named_as_its_module_and_judged
 
     shipped = found["vllm.third_party.deep_gemm._C"]
     assert shipped["status"] == "warn"
-    assert shipped["title"] == (f"vllm 0.20.1 ships _C.{other}.so, built for {other_label} only: this interpreter "
-                                f"is {here_label} and cannot import vllm.third_party.deep_gemm._C")
+    # One statement, no contradiction: the wheel fits this Python, the one file in it does not.
+    assert shipped["title"] == (f"vllm 0.20.1's wheel (cp38-abi3-linux_x86_64) fits {here_label} but ships "
+                                f"vllm.third_party.deep_gemm._C only as _C.{other}.so, built for {other_label}: "
+                                f"vllm.third_party.deep_gemm._C cannot be imported on {here_label}")
+    assert "built for this interpreter" not in shipped["detail"]
     assert first_detail_line(shipped).startswith(
         f"`import vllm.third_party.deep_gemm._C` finds no module: _C.{other}.so is built for {other_label}, and "
         f"{here_label} loads extension modules only from files ending in {EXT_SUFFIX}")
-    assert not shipped["remediation"]
+    # Where it does load: that Python's environment; a vLLM that ships the file for this Python; DeepGEMM off.
+    commands = [r["command"] for r in shipped["remediation"]]
+    other_python = other_label.removeprefix("CPython ")
+    assert commands[0] == (f"python{other_python} -m venv VENV && VENV/bin/python -m pip install 'vllm==0.20.1'")
+    if here_label.removeprefix("CPython ") in ("3.10", "3.11", "3.12", "3.13", "3.14"):
+        assert commands[1] == f"{env.python} -m pip install 'vllm==0.24.0'"
+    assert commands[-1] == "export VLLM_USE_DEEP_GEMM=0"
 
     wrong_wheel = found["flashinfer._kernels"]
     assert wrong_wheel["status"] == "fail"

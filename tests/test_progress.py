@@ -57,16 +57,16 @@ class TerminalRun:
 
 
 def on_a_terminal(argv: list[str], *, env: dict[str, str] | None = None, signals: tuple[float, ...] = (),
-                  timeout: float = 120) -> TerminalRun:
-    """Run the CLI with stdout on a pseudo-terminal of 120 columns; send SIGTERM at each time in `signals`
-    (seconds after the status line first appeared)."""
+                  timeout: float = 120, size: tuple[int, int] = (40, 120)) -> TerminalRun:
+    """Run the CLI with stdout on a pseudo-terminal of 120 columns (`size`: rows, columns; 0, 0 is one that
+    tells no size); send SIGTERM at each time in `signals` (seconds after the status line first appeared)."""
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     if env is None or "NO_COLOR" not in env:
         full_env.pop("NO_COLOR", None)
     if full_env.get("TERM") in (None, "dumb", "unknown"):
         full_env["TERM"] = "xterm-256color"  # a terminal that takes cursor control, as a user's does
     leader, follower = pty.openpty()
-    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", *size, 0, 0))
     proc = subprocess.Popen([sys.executable, "-m", "dflash_doctor", *argv], stdin=subprocess.DEVNULL,
                             stdout=follower, stderr=subprocess.PIPE, env=full_env, cwd=ROOT)
     os.close(follower)
@@ -192,6 +192,18 @@ def test_with_no_color_the_line_is_ascii_without_escape_sequences(slow_env: Env)
     screen = screen_of(raw)
     assert not any("collecting" in line for line in screen.lines), screen.lines
     assert next(line for line in screen.lines if line).startswith("dflash-doctor ")
+
+
+def test_with_no_color_on_a_terminal_that_tells_no_width_the_line_has_80_columns(
+        slow_env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("COLUMNS", raising=False)  # nothing else tells the width either
+    run = on_a_terminal(["--python", str(slow_env.python), *ARGS], env={"NO_COLOR": "1"}, size=(0, 0))
+    assert run.returncode in (0, 1), run.stderr
+    drawn = [part for part in run.raw.decode("ascii").split("\r") if "collecting" in part]
+    assert drawn, run.raw
+    # Whole lines ("... (N of M checks ready, T s)"), as wide as 79 columns at most: not cut to 20.
+    assert any(re.search(r"checks ready, \d+\.\d s\)", part) for part in drawn), drawn
+    assert max(len(part.rstrip()) for part in drawn) <= 79, drawn
 
 
 def test_piped_stdout_json_on_stdout_and_judge_get_none_of_it(doctor: Doctor, slow_env: Env, tmp_path: Path) -> None:

@@ -40,7 +40,12 @@ CODES: tuple[Code, ...] = (
          "Install it (the command names the target interpreter)."),
     Code("distributions.duplicate", "Two installed copies of one distribution",
          "Two dist-info (or egg-info) directories of the same name are on sys.path. Python imports the first; "
-         "pip and uv may see the other; uninstalling one leaves the other's files mixed in. Remove the stale one."),
+         "pip and uv may see the other; uninstalling one leaves the other's files mixed in. Remove the stale one. "
+         "A copy the system package manager owns (INSTALLER says debian or rpm, or it lies in Debian's "
+         "/usr/lib/python3/dist-packages) is never deleted by hand: the fix asks dpkg (or rpm) which package owns "
+         "it, for apt (or dnf) to remove or upgrade. When every copy is that manager's and the same version in one "
+         "directory (Debian's python3-cryptography ships both a dist-info and an egg-info), nothing is shadowed, "
+         "and the finding passes."),
     Code("distributions.metadata-broken", "A distribution's METADATA cannot be read",
          "The METADATA (or PKG-INFO) file is missing, not UTF-8, or lacks Name/Version. Installers cannot see, "
          "upgrade or uninstall the distribution. Remove its dist-info directory and reinstall it."),
@@ -217,20 +222,66 @@ def _duplicates(dists: Distributions) -> Iterator[Finding]:
     for name, copies in sorted(dists.duplicates().items()):
         first = copies[0]
         is_stack = name in STACK
+        managers = [_package_manager(d) for d in copies]
+        one_place = len({(d.location.rstrip("/"), d.version) for d in copies}) == 1
+        if one_place:
+            where = (f"{len(copies)} metadata directories for {first.version} in {first.location} ("
+                     + ", ".join(d.dist_info.rstrip("/").rsplit("/", 1)[-1] for d in copies) + ")")
+        else:
+            where = f"{len(copies)} installed copies " + ", ".join(f"{d.version} in {d.location}" for d in copies)
+        if one_place and all(managers):
+            yield Finding(
+                id="distributions.duplicate",
+                status=Status.PASS,
+                title=f"{first.name}: {where}, all from the system package manager ({managers[0]}): one version in "
+                "one directory, nothing shadowed; leave them to it",
+                evidence={"copies": [{"version": d.version, "dist_info": d.dist_info, "package_manager": m}
+                                     for d, m in zip(copies, managers)]},
+            )
+            continue
         yield Finding(
             id="distributions.duplicate",
-            status=Status.FAIL if is_stack else Status.WARN,
-            title=f"{first.name}: {len(copies)} installed copies "
-            + ", ".join(f"{d.version} in {d.location}" for d in copies),
+            status=Status.FAIL if is_stack and not one_place else Status.WARN,
+            title=f"{first.name}: {where}",
             detail=f"Python imports the one first on sys.path ({first.label()} in {first.location}); "
-            "the installers see them differently, and uninstalling one leaves the other's files mixed in.",
-            evidence={"copies": [{"version": d.version, "dist_info": d.dist_info} for d in copies]},
-            remediation=tuple(
-                Remediation(f"rm -rf {shlex.quote(d.dist_info)}",
-                            f"remove the shadowed metadata of {d.label()}")
-                for d in copies[1:]
-            ),
+            "the installers see them differently, and uninstalling one leaves the other's files mixed in."
+            + (" A copy the system package manager owns is its to remove: never delete its files by hand."
+               if any(managers[1:]) else ""),
+            evidence={"copies": [{"version": d.version, "dist_info": d.dist_info, "package_manager": m}
+                                 for d, m in zip(copies, managers)]},
+            remediation=tuple(_remove_copy(d, m) for d, m in zip(copies[1:], managers[1:])),
         )
+
+
+_DPKG_INSTALLERS = frozenset({"debian", "dpkg", "apt"})
+_RPM_INSTALLERS = frozenset({"rpm", "dnf", "yum"})
+
+
+def _package_manager(dist: Distribution) -> str | None:
+    """"dpkg" or "rpm" when the system package manager installed `dist` (its INSTALLER file, or Debian's own
+    dist-packages directories under /usr/lib, which pip never writes to), else None."""
+    installer = (dist.installer or "").strip().lower()
+    location = dist.location.rstrip("/")
+    debian_dir = location == "/usr/lib/python3/dist-packages" or (
+        location.startswith("/usr/lib/python3.") and location.endswith("/dist-packages") and location.count("/") == 4)
+    if installer in _DPKG_INSTALLERS or debian_dir:
+        return "dpkg"
+    if installer in _RPM_INSTALLERS:
+        return "rpm"
+    return None
+
+
+def _remove_copy(dist: Distribution, manager: str | None) -> Remediation:
+    path = shlex.quote(dist.dist_info)
+    if manager == "dpkg":
+        return Remediation(f"dpkg -S {path}",
+                           f"{dist.label()} belongs to a Debian package: this names it; remove or upgrade that "
+                           "package with apt (sudo apt-get remove PACKAGE), never its files by hand")
+    if manager == "rpm":
+        return Remediation(f"rpm -qf {path}",
+                           f"{dist.label()} belongs to an RPM package: this names it; remove or upgrade that "
+                           "package with dnf (sudo dnf remove PACKAGE), never its files by hand")
+    return Remediation(f"rm -rf {path}", f"remove the shadowed metadata of {dist.label()}")
 
 
 def _record_integrity(dists: Distributions, installer: Installer) -> Iterator[Finding]:

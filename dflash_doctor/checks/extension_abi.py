@@ -13,9 +13,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from dflash_doctor.checks.remedy import Installer
-from dflash_doctor.facts.environment_shapes import Distributions, Target
+from dflash_doctor.checks.remedy import Installer, quote
+from dflash_doctor.facts.environment_shapes import Distribution, Distributions, Target
 from dflash_doctor.facts.imports_shapes import ExtensionFacts
+from dflash_doctor.knowledge.vllm_imports import VENDORED_DEEP_GEMM
 from dflash_doctor.model import Finding, Remediation, Status
 
 __all__ = ["interpreter_label", "other_python_findings"]
@@ -63,6 +64,31 @@ def wheel_fits(tags: Sequence[str], target: Target) -> bool | None:
     return False
 
 
+def _elsewhere(dist: Distribution, module: str, built_for: str, here: str,
+               installer: Installer) -> tuple[Remediation, ...]:
+    """Where the module does load: an environment of the Python the file is for, or (from the knowledge)
+    a release that ships it for this Python, or vLLM without the feature."""
+    steps = []
+    python = built_for.removeprefix("CPython ")
+    if re.fullmatch(r"\d+\.\d+", python):
+        steps.append(Remediation(
+            f"python{python} -m venv VENV && VENV/bin/python -m pip install {quote(f'{dist.name}=={dist.version}')}",
+            f"serve from a {built_for} environment (VENV: a new directory), the one Python this file loads on"))
+    if dist.canonical == "vllm" and module.startswith("vllm.third_party.deep_gemm."):
+        minor = here.removeprefix("CPython ")
+        ships = [v for v, pythons in VENDORED_DEEP_GEMM.value.items() if minor in pythons and v != dist.version]
+        if ships:
+            steps.append(Remediation(installer.install(f"vllm=={ships[0]}"),
+                                     f"or move to vLLM {ships[0]}, whose wheel ships DeepGEMM's _C for {here} "
+                                     "(an upgrade brings its own torch pin)"))
+        steps.append(Remediation(
+            "export VLLM_USE_DEEP_GEMM=0",
+            "or keep this environment and turn DeepGEMM off before `vllm serve`: with it on (the default), vLLM "
+            "selects DeepGEMM's FP8 kernels on GPUs it supports and raises \"DeepGEMM backend is not available "
+            "or outdated\" here"))
+    return tuple(steps)
+
+
 def other_python_findings(items: Iterable[ExtensionFacts], dists: Distributions, target: Target,
                           installer: Installer) -> list[Finding]:
     items = list(items)
@@ -100,16 +126,18 @@ def other_python_findings(items: Iterable[ExtensionFacts], dists: Distributions,
                     f"reinstall the wheel built for {here}"),) if dist else (),
             ))
         else:
+            wheel = f"{label}'s wheel ({', '.join(tags)}) fits {here}" if fits else f"{label}"
             findings.append(Finding(
                 id="extensions.other-python",
                 status=Status.WARN,
-                title=f"{label} ships {file_name}, built for {built_for} only: this interpreter is {here} and "
-                f"cannot import {item.module}",
+                title=f"{wheel} but ships {item.module} only as {file_name}, built for {built_for}: "
+                f"{item.module} cannot be imported on {here}",
                 detail=first + f"\nWhatever imports {item.module} fails on {here}; a {built_for} environment "
                 "can load it. "
-                + ("Reinstalling does not change it: the installed wheel is built for this interpreter and ships "
-                   "only that file." if fits else "Its WHEEL file does not say which Python the wheel was for: "
+                + ("Reinstalling the same release does not change it: its wheel has no such file for "
+                   f"{here}." if fits else "Its WHEEL file does not say which Python the wheel was for: "
                    "reinstalling helps only if it was another one."),
                 evidence=evidence,
+                remediation=_elsewhere(dist, item.module, built_for, here, installer) if dist else (),
             ))
     return findings

@@ -13,7 +13,7 @@ from typing import ClassVar
 
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.guards import judge_site
-from dflash_doctor.checks.namespaces import _BROKEN_FLASH_ATTN
+from dflash_doctor.checks.namespaces import _BROKEN_FLASH_ATTN, ABSENT_IS_SKIPPED
 from dflash_doctor.checks.remedy import Installer
 from dflash_doctor.codes import Code
 from dflash_doctor.facts.environment_shapes import Distributions, Resolution, Target
@@ -120,7 +120,9 @@ CODES: tuple[Code, ...] = (
          "installed wheel itself was built for another Python (its WHEEL tags say so), this fails: reinstall, and "
          "the installer picks the wheel built for this interpreter. When a wheel that fits ships such a file (vLLM "
          "0.20.1's abi3 wheel has DeepGEMM's `_C.cpython-312-x86_64-linux-gnu.so`), it warns: whatever imports "
-         "that module fails on this Python, and only another Python version changes that."),
+         "that module fails on this Python, and reinstalling the same release does not change that: the fix is an "
+         "environment of the Python the file is built for, or (vLLM's DeepGEMM) a release that ships the file "
+         "for this Python, or VLLM_USE_DEEP_GEMM=0 so that vLLM does not select it."),
     Code("extensions.ok", "Compiled extensions load",
          "Each compiled extension module of the stack loaded in its own subprocess, after torch."),
 )
@@ -171,10 +173,13 @@ class RotaryImportCheck:
             )]
         flash_attn = resolution.names.get("flash_attn")
         if flash_attn is None or not flash_attn.found:
+            vllm_source = facts.section(VllmSource)
             return [Finding(
                 id="imports.rotary-absent",
                 status=Status.PASS,
-                title=f"`{statement}`: flash_attn is not installed, so vLLM's guarded import skips it",
+                title=f"`{statement}`: flash_attn is not installed, so vLLM {vllm_source.version}'s guarded import "
+                "skips it" if vllm_source.installed else
+                f"`{statement}`: neither flash_attn nor vLLM is installed here; {ABSENT_IS_SKIPPED}",
             )]
         dists = facts.section(Distributions)
         cause = _classify(result, facts, dists, Installer.for_target(facts.section(Target)))

@@ -95,12 +95,15 @@ def _directory_findings(model: Mapping[str, Any]) -> Iterator[Finding]:
                           remediation=(Remediation(f"huggingface-cli download {quote(str(name))}",
                                                    "download it first, so the doctor (and an offline vLLM) can read it"),))
         else:
+            given = str(resolved.get("given") or name)
+            relative = not given.startswith("/")  # an absolute path is looked up as it is, from anywhere
             yield Finding("model-files.dir-missing", Status.FAIL,
-                          f"{role} directory {name!r} does not exist (looked in {resolved.get('given')!r} "
-                          "relative to the working directory)",
+                          f"{role} directory {name!r} does not exist"
+                          + (f" (looked in {given!r} relative to the working directory)" if relative else ""),
                           evidence={"given": name, "blocks_judgement": True},
-                          remediation=(Remediation(f"ls -ld -- {quote(str(name))}", "check the path; vLLM resolves it from its own "
-                                                   "working directory"),))
+                          remediation=(Remediation(f"ls -ld -- {quote(given)}", "check the path"
+                                                   + ("; vLLM resolves it from its own working directory"
+                                                      if relative else "")),))
         return
     path = resolved["path"]
     if not resolved.get("exists") or not resolved.get("is_dir"):

@@ -41,11 +41,16 @@ _BROKEN_FLASH_ATTN = (
     "symbol`. The doctor reads the guard from the installed vLLM's source."
 )
 
+ABSENT_IS_SKIPPED = "every vLLM from 0.18 on skips its flash_attn import when flash_attn is absent"
+"""What a missing flash_attn does to vLLM (no release dies of it: see _BROKEN_FLASH_ATTN for the guards)."""
+
 CODES: tuple[Code, ...] = (
     # the flash_attn namespace
     Code("namespaces.absent", "flash_attn is not installed",
          "No flash_attn on the target's sys.path. vLLM then uses its bundled flash-attention "
-         "(vllm.vllm_flash_attn) on CUDA; its guarded import of the external package is skipped."),
+         "(vllm.vllm_flash_attn) on CUDA; its guarded import of the external package is skipped: 0.18-0.23 "
+         "import only when find_spec('flash_attn') finds it, 0.24 and later catch the ModuleNotFoundError. When "
+         "vLLM is not installed either, the finding says so: nothing in the environment imports flash_attn yet."),
     Code("namespaces.ok", "flash_attn is a regular package",
          "flash_attn resolves to a regular package (with __init__.py) owned by an installed distribution."),
     Code("namespaces.shadowed", "A stray flash_attn shadows the installed one",
@@ -123,7 +128,9 @@ def _healthy(dists: Distributions, resolution: Resolved, claimants: Mapping[str,
         return Finding(
             id="namespaces.absent",
             status=Status.PASS,
-            title="flash_attn is not installed: vLLM's guarded import skips it and uses its bundled flash-attention",
+            title=(f"flash_attn is not installed: vLLM {vllm_source.version}'s guarded import skips it and uses its "
+                   "bundled flash-attention") if vllm_source.installed else
+            f"neither flash_attn nor vLLM is installed here; {ABSENT_IS_SKIPPED}",
         )
     if resolution.namespace:
         # Every directory of it is owned, by distributions other than flash-attn-4, none with __init__.py.

@@ -23,7 +23,7 @@ from typing import Any
 
 from dflash_doctor.checks import baseline
 from dflash_doctor.commands import run as run_command
-from dflash_doctor.commands.options import UsageError, parse_run_args, run_parser
+from dflash_doctor.commands.options import Parser, UsageError, parse_run_args, run_parser
 from dflash_doctor.commands.run import emit, live_progress, run_doctor
 from dflash_doctor.documents.jsondoc import shown_path
 from dflash_doctor.facts.envsummary import STACK
@@ -128,7 +128,7 @@ def cmd_save(argv: Sequence[str]) -> int:
 
 
 def cmd_show(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(prog="dflash-doctor baseline show", description="Summarize a baseline file.")
+    parser = Parser(prog="dflash-doctor baseline show", description="Summarize a baseline file.")
     parser.add_argument("file", metavar="FILE")
     parser.add_argument("--json", action="store_true", help="print the baseline without file hashes, as JSON")
     args = parser.parse_args(argv)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-import argparse
+import re
+import shutil
 import sys
+import textwrap
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -14,7 +16,9 @@ __all__ = ["main"]
 
 
 def main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(prog="dflash-doctor explain", description="Explain a finding id.")
+    from dflash_doctor.commands.options import Parser
+
+    parser = Parser(prog="dflash-doctor explain", description="Explain a finding id.")
     parser.add_argument("id", nargs="?", help="a finding id, e.g. namespaces.v4-without-v2 (none: list them all)")
     args = parser.parse_args(argv)
     from dflash_doctor.codes import CODES
@@ -22,7 +26,7 @@ def main(argv: Sequence[str]) -> int:
 
     if args.id is None:
         for code in CODES.values():
-            sys.stdout.write(f"{code.id:<34} {code.title}\n")
+            sys.stdout.write(_wrap(f"{code.id:<34} {code.title}", indent=" " * 35) + "\n")
         return 0
     renamed = V1_ALIASES.get(args.id)
     if renamed:
@@ -41,4 +45,20 @@ def main(argv: Sequence[str]) -> int:
 
 
 def _entry(entry: Code) -> str:
-    return f"{entry.id}: {entry.title}\n\n{entry.explanation}\n\n(since {entry.since})\n"
+    # The heading stays one line (an id and its title, what one searches for); the explanation is wrapped.
+    paragraphs = [_wrap(p) for p in entry.explanation.split("\n") if p.strip()]
+    return "\n\n".join([f"{entry.id}: {entry.title}", *paragraphs, f"(since {entry.since})"]) + "\n"
+
+
+_QUOTED = re.compile(r"`[^`\n]*`")
+_KEPT = "\x00"  # stands for a space inside a `quoted command` while the text is wrapped
+
+
+def _wrap(text: str, indent: str = "") -> str:
+    """`text` wrapped to the terminal's width (80 columns when it is not known); a `quoted command`, a path
+    or a flag is never broken, so what is copied from it still runs."""
+    columns = shutil.get_terminal_size((80, 24)).columns
+    width = max(40, (columns if columns > 0 else 80) - 1)
+    kept = _QUOTED.sub(lambda m: m.group(0).replace(" ", _KEPT), text)
+    lines = textwrap.wrap(kept, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
+    return "\n".join(lines).replace(_KEPT, " ")

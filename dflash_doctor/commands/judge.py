@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from dflash_doctor.check import Context
 from dflash_doctor.commands.options import (
+    Parser,
     UsageError,
     add_render_options,
     check_output_paths,
@@ -21,7 +22,7 @@ __all__ = ["judge_parser", "main"]
 
 
 def judge_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dflash-doctor judge",
+    parser = Parser(prog="dflash-doctor judge",
                                      description="Judge the facts of a saved JSON report again with this version's checks.")
     parser.add_argument("report", metavar="REPORT.json")
     add_render_options(parser)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 
@@ -10,7 +9,9 @@ __all__ = ["main"]
 
 
 def main(argv: Sequence[str]) -> int:
-    argparse.ArgumentParser(prog="dflash-doctor list", description="List the checks.").parse_args(argv)
+    from dflash_doctor.commands.options import Parser
+
+    Parser(prog="dflash-doctor list", description="List the checks.").parse_args(argv)
     from dflash_doctor.registry import load_checks
     from dflash_doctor.render.plain import plain_output, to_ascii
 

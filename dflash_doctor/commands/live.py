@@ -45,8 +45,9 @@ def add_live_options(p: argparse.ArgumentParser | argparse._ArgumentGroup, prefi
 
 def parser() -> argparse.ArgumentParser:
     from dflash_doctor import __version__
+    from dflash_doctor.commands.options import Parser
 
-    p = argparse.ArgumentParser(prog="dflash-doctor live", description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p = Parser(prog="dflash-doctor live", description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--version", action="version", version=f"dflash-doctor {__version__}")
     p.add_argument("url", metavar="URL", help="the server, e.g. http://127.0.0.1:8000")
     add_live_options(p)

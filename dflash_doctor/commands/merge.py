@@ -32,7 +32,9 @@ def add_output_options(parser: argparse.ArgumentParser) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="dflash-doctor merge", description=__doc__.split("\n\n")[0])
+    from dflash_doctor.commands.options import Parser
+
+    p = Parser(prog="dflash-doctor merge", description=__doc__.split("\n\n")[0])
     p.add_argument("reports", nargs="+", metavar="REPORT.json",
                    help="per-host JSON reports (from `dflash-doctor --json FILE`); a directory means its *.json")
     add_output_options(p)

@@ -6,18 +6,20 @@ fleet): the parsers, the checks on numbers, archs and output paths, and --profil
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from dflash_doctor import __version__
 from dflash_doctor.commands import COMMANDS
 
-__all__ = ["MAX_TIMEOUT_S", "OUTPUT_OPTIONS", "UsageError", "add_render_options", "check_count", "check_number",
-           "check_output_paths", "parse_run_args", "run_parser", "split_names", "usage_error"]
+__all__ = ["MAX_TIMEOUT_S", "OUTPUT_OPTIONS", "Parser", "UsageError", "add_render_options", "check_count",
+           "check_number", "check_output_paths", "parse_run_args", "run_parser", "split_names", "unknown_command",
+           "usage_error"]
 
 SUBCOMMANDS = tuple(COMMANDS)
 OUTPUT_OPTIONS = ("json", "junit", "markdown")
@@ -26,6 +28,35 @@ MAX_TIMEOUT_S = 86_400.0  # a day: past this a per-probe timeout means "never", 
 
 class UsageError(Exception):
     """Wrong command line or unusable input file: reported on stderr, exit 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser whose command-line error is one line on stderr (exit 2): the message, the closest
+    option to a mistyped one, and where the usage is, not the whole usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}{self._closest(message)} (try '{self.prog} --help')\n")
+
+    def _closest(self, message: str) -> str:
+        prefix = "unrecognized arguments: "
+        if not message.startswith(prefix):
+            return ""
+        known = sorted(self._option_string_actions)
+        for word in message[len(prefix):].split():
+            if not word.startswith("-"):
+                continue
+            close = difflib.get_close_matches(word.split("=", 1)[0], known, n=1, cutoff=0.75)
+            if close:
+                return f"; did you mean {close[0]}?"
+        return ""
+
+
+def unknown_command(word: str) -> str:
+    """The usage error for `dflash-doctor WORD` where WORD is no command: the closest one, and all of them."""
+    close = difflib.get_close_matches(word, SUBCOMMANDS, n=1, cutoff=0.5)
+    hint = f"; did you mean '{close[0]}'?" if close else ""
+    return (f"dflash-doctor: error: unknown command {word!r}{hint} (commands: {', '.join(SUBCOMMANDS)}; "
+            "try 'dflash-doctor --help')\n")
 
 
 def split_names(values: Sequence[str] | None) -> list[str]:
@@ -49,7 +80,7 @@ def add_render_options(parser: argparse.ArgumentParser) -> None:
 
 
 def run_parser(prog: str = "dflash-doctor") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog=prog,
         description="Finds what would break `vllm serve` with DFlash speculative decoding, before it runs. "
         f"Subcommands: {', '.join(SUBCOMMANDS)} (see `dflash-doctor SUBCOMMAND --help`).",

@@ -224,7 +224,9 @@ def apply(profile: Profile, args: argparse.Namespace, parser: argparse.ArgumentP
 
 
 def main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(
+    from dflash_doctor.commands.options import Parser
+
+    parser = Parser(
         prog="dflash-doctor profiles",
         description="List the profiles: built-in, from pyproject.toml's [tool.dflash-doctor.profiles.*], "
         "and from --config FILE.")

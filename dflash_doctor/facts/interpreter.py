@@ -14,7 +14,7 @@ import stat
 from dataclasses import dataclass
 
 from dflash_doctor.documents.jsondoc import shown_path
-from dflash_doctor.facts.probes import run_probe
+from dflash_doctor.facts.probes import probe_source, run_probe
 
 __all__ = ["MIN_VERSION", "Interpreter", "InterpreterError", "absolute", "verify"]
 
@@ -55,6 +55,18 @@ def _precheck(path: str, shown: str) -> None:
         raise InterpreterError(f"{shown}: not executable")
 
 
+def _no_answer(shown: str, why: str, stderr: str) -> str:
+    """Why the handshake got no answer. A program that is no Python (`/bin/ls`) takes the handshake's
+    source, passed after -c, for a file name or text and echoes it: that is not quoted back to the user."""
+    source_lines = {line.strip() for line in probe_source("handshake").splitlines() if len(line.strip()) > 8}
+    said = [line for line in stderr.strip().splitlines() if line.strip()]
+    echoed = any(known in line for line in said for known in source_lines)
+    python_said = any(line.startswith(("Traceback (most recent call last)", "Fatal Python error")) for line in said)
+    if (echoed and not python_said) or not said:
+        return f"{shown} is not a Python interpreter (the doctor's handshake {why})"
+    return f"{shown}: not a Python interpreter the doctor can use (the handshake {why}; it said: {said[-1][:200]})"
+
+
 def verify(path: str, timeout_s: float, cwd: str | None = None) -> Interpreter:
     """Check that `path` is a CPython >= 3.8 that answers the handshake within `timeout_s`."""
     shown = shown_path(path)
@@ -64,10 +76,7 @@ def verify(path: str, timeout_s: float, cwd: str | None = None) -> Interpreter:
     if outcome.timed_out:
         raise InterpreterError(f"{shown}: did not answer within {timeout_s:g} s (--timeout); is it a Python interpreter?")
     if not isinstance(data, dict) or not isinstance(data.get("version"), list):
-        why = outcome.error or "no answer"
-        tail = outcome.stderr.strip().splitlines()[-1:] if outcome.stderr.strip() else []
-        detail = f"; it said: {tail[0][:200]}" if tail else ""
-        raise InterpreterError(f"{shown}: not a Python interpreter the doctor can use (the handshake {why}{detail})")
+        raise InterpreterError(_no_answer(shown, outcome.error or "gave no answer", outcome.stderr))
     implementation = str(data.get("implementation"))
     try:
         version = tuple(int(part) for part in data["version"][:3])

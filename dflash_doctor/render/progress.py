@@ -132,7 +132,9 @@ class _PlainLine:
         try:
             columns = os.get_terminal_size(self.stream.fileno()).columns
         except (OSError, ValueError, AttributeError):
-            columns = 80
+            columns = 0
+        if columns <= 0:  # a terminal that tells no size (a pseudo-terminal nobody sized, a serial line)
+            columns = _columns_from_environment() or 80
         return max(20, columns - 1)  # never the last column: some terminals wrap there
 
     def _run(self) -> None:
@@ -167,6 +169,12 @@ class _PlainLine:
             if self.shown:
                 self._write("\r" + " " * self.shown + "\r")
                 self.shown = 0
+
+
+def _columns_from_environment() -> int:
+    """COLUMNS, when it is a positive whole number (as the shell exports it); else 0."""
+    value = os.environ.get("COLUMNS", "")
+    return int(value) if value.isdigit() and int(value) > 0 else 0
 
 
 @contextlib.contextmanager

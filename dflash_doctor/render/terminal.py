@@ -109,8 +109,14 @@ class TerminalReporter:
         else:
             causes = view.causes_elsewhere
             count = sum(1 for f, _ in view.followers if is_problem(f.status))
-            line.append(f"{self.dash}{count} finding{'s follow' if count != 1 else ' follows'} from "
-                        + ", ".join(f"{c.finding.id} ({c.check.title})" for c in causes) + ", shown there")
+            if count:
+                line.append(f"{self.dash}{count} finding{'s follow' if count != 1 else ' follows'} from "
+                            + ", ".join(f"{c.finding.id} ({c.check.title})" for c in causes) + ", shown there")
+            elif view.followers:
+                # Only skips (or passes) that follow from a problem elsewhere: the first says why.
+                first, root = view.followers[0]
+                line.append(f"{self.dash}{line_title(first.title, result.title)}")
+                line.append(f"  [{first.id}, follows from {root.finding.id}]", style="dim")
         if self.verbose:
             line.append(f"  ({result.duration_s:.2f} s)", style="dim")
         yield line
@@ -126,7 +132,7 @@ class TerminalReporter:
             yield from self.consequence_lines(node, 1)
         if self.verbose:
             for finding, root in view.followers:
-                if not is_problem(finding.status):
+                if not is_problem(finding.status) and not (headline is None and finding is view.followers[0][0]):
                     yield Text(f"    [{finding.id}] follows from {root.finding.id}, shown there", style="dim")
         if self.verbose and result.facts:
             yield Text("    facts: " + _compact(result.facts, 2 * EVIDENCE_CHARS), style="dim")
