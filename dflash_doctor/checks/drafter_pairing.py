@@ -12,7 +12,9 @@ import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from dflash_doctor.facts.serve_shapes import VllmDflash
 from dflash_doctor.knowledge.dflash_reports import (
+    DRAFTER_CONTEXT_RAISED,
     DRAFTER_CONTEXT_V2,
     EAGLE3_INTERFACE_RULE,
     FP8_KERNELS,
@@ -24,10 +26,8 @@ from dflash_doctor.knowledge.dflash_reports import (
 )
 from dflash_doctor.model import Finding, Remediation, Status
 
-from dflash_doctor.facts.serve_shapes import VllmDflash
-
-from .model_common import SLIDING, _is_int, architectures, version_tuple
-from .serve_common import _derived_max_len, with_flag
+from .model_common import SLIDING, _is_int, _marker, architectures, version_tuple
+from .serve_common import _derived_max_len, _rope_entries, with_flag
 
 if TYPE_CHECKING:
     from .drafter import _Drafter
@@ -80,14 +80,35 @@ def model_runner(vllm: VllmDflash | None, target_archs: list[str],
 def _context(d: _Drafter) -> list[Finding]:
     fields = (d.serve or {}).get("fields") or {}
     given = fields.get("max_model_len")
-    served, served_from = (given, f"--max-model-len {given}") if _is_int(given) else _derived_max_len(d.target)
-    drafter_len, drafter_from = _derived_max_len({"dir": d.drafter.get("dir")})
+    served, served_from = (given, f"--max-model-len {given}") if _is_int(given) else _derived_max_len(d.target, d.vllm)
+    drafter_len, drafter_from = _derived_max_len({"dir": d.drafter.get("dir")}, d.vllm)
     if not _is_int(served) or not _is_int(drafter_len) or drafter_len >= served:
         if _is_int(drafter_len):
             d.ok.append(f"context {drafter_len} ({drafter_from})")
         return []
     runner, why = model_runner(d.vllm, architectures(d.target), (d.serve or {}).get("environ"))
     argv = list((d.serve or {}).get("argv") or [])
+    raised, limited = _context_handling(d.vllm)
+    where = f"served {served} ({served_from}), drafter {drafter_len} ({drafter_from})"
+    rope_types = [str(e.get("rope_type") or e.get("type") or "default") for e in _rope_entries(d.config)]
+    cache_only = DRAFTER_CONTEXT_RAISED.value["cache_only_rope_types"]
+    if raised and all(kind in cache_only for kind in rope_types):
+        d.ok.append(f"context {drafter_len} raised by vLLM to the served {served} (RoPE {', '.join(rope_types) or 'default'})")
+        return []
+    if limited and runner == "v2":
+        fix = Remediation(with_flag(argv, "--max-model-len", drafter_len), "say the served length the drafter allows") \
+            if argv else None
+        return [Finding("drafter.context-limits-served", Status.WARN,
+                        f"{d.file}: the drafter's context {drafter_len} is shorter than the served {served} and its "
+                        f"RoPE ({', '.join(rope_types)}) cannot simply grow: vLLM {d.vllm.version if d.vllm else ''} "
+                        f"lowers the served max_model_len to {drafter_len} with only a log line, and refuses longer "
+                        "requests",
+                        detail=f"Source: {DRAFTER_CONTEXT_RAISED.source}.",
+                        evidence={"file": d.file, "served": served, "drafter": drafter_len, "rope_types": rope_types,
+                                  "runner": runner, "why": why, "read": where},
+                        remediation=tuple(f for f in (fix,) if f is not None)
+                        + (Remediation(f"serve a drafter trained for {served} tokens, or accept {drafter_len}",
+                                       "the served context is what the drafter can follow"),))]
     fixes = []
     if argv:
         fixes.append(Remediation(with_flag(argv, "--max-model-len", drafter_len),
@@ -95,7 +116,6 @@ def _context(d: _Drafter) -> list[Finding]:
     fixes.append(Remediation(f"set \"max_position_embeddings\": {served} in {d.file}",
                              "what vLLM PR #57964 does: size the drafter's rotary cache for the served length "
                              "(the drafter then runs past the context it was trained on)"))
-    where = f"served {served} ({served_from}), drafter {drafter_len} ({drafter_from})"
     if runner == "v2":
         return [Finding("drafter.context-shorter-than-served", Status.FAIL,
                         f"{d.file}: the drafter's context {drafter_len} is shorter than the served {served}: on the V2 "
@@ -114,6 +134,17 @@ def _context(d: _Drafter) -> list[Finding]:
                     evidence={"file": d.file, "served": served, "drafter": drafter_len, "runner": runner, "why": why,
                               "read": where},
                     remediation=tuple(fixes))]
+
+
+def _context_handling(vllm: VllmDflash | None) -> tuple[bool, bool]:
+    """(raises a cache-only drafter's context, lowers the served length to a drafter's) in the installed
+    vLLM: its own source (markers), else its version (DRAFTER_CONTEXT_RAISED), else the newest behaviour."""
+    raised, limited = _marker(vllm, "draft_context_raised"), _marker(vllm, "limit_to_draft")
+    if raised is not None and limited is not None:
+        return raised, limited
+    version = version_tuple(str((vllm.version if vllm is not None else None) or ""))
+    newer = not version or version >= version_tuple(DRAFTER_CONTEXT_RAISED.value["since"])
+    return (newer if raised is None else raised), (newer if limited is None else limited)
 
 
 # -------------------------------------------------------------------------------------- 1: layer_types

@@ -40,7 +40,7 @@ from .model_common import (
     text_config,
 )
 from .serve_common import (
-    _derived_max_len,
+    max_len_refused,
     _gib,
     _int_or,
     _not_given,
@@ -365,9 +365,12 @@ class _Command:
 
     def max_model_len(self) -> list[Finding]:
         given = self.fields.get("max_model_len")
-        derived, key = _derived_max_len(self.target)
-        if not _is_int(given) or derived is None or given <= derived:
+        if not _is_int(given):
             return []
+        refused, derived, key = max_len_refused(self.target, self.vllm, given)
+        if not refused or derived is None:
+            return []
+        derived = int(derived)
         allowed = str(self.serve.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN") or "").lower() \
             in ("1", "true")
         return [Finding("serve-command.max-model-len", Status.WARN if allowed else Status.FAIL,
@@ -390,7 +393,7 @@ class _Command:
     def scheduler(self) -> list[Finding]:
         out: list[Finding] = []
         for tier, why in self._tiers():
-            s = effective_settings(self.fields, self.target, tier)
+            s = effective_settings(self.fields, self.target, tier, self.vllm)
             mml, tokens, seqs = s["max_model_len"], s["max_num_batched_tokens"], s["max_num_seqs"]
             cond = "" if len(self._tiers()) == 1 else f" (on {why}, whose default max_num_seqs is {seqs})"
             if _is_int(mml) and tokens < mml and not s["chunked_prefill"]:
@@ -430,7 +433,7 @@ class _Command:
         tiers = self._tiers()
         for rule in self._budget_rules():
             for tier, why in tiers:
-                s = effective_settings(self.fields, self.target, tier)
+                s = effective_settings(self.fields, self.target, tier, self.vllm)
                 tokens, seqs = s["max_num_batched_tokens"], s["max_num_seqs"]
                 cond = "" if len(tiers) == 1 else f" on {why}"
                 seqs_note = f"max_num_seqs {seqs}" + (" (vLLM's default)" if s["seqs_defaulted"] else "")
