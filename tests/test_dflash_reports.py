@@ -403,3 +403,17 @@ def test_a_hand_written_architectures_that_is_no_list_is_judged_not_crashed_on(t
     crashed = [(r.id, f.title) for r in results.values() for f in r.findings if f.id == "doctor.check-crashed"]
     assert not crashed, crashed
     assert results["serve-command"].status is not Status.ERROR
+
+
+def test_a_vllm_newer_than_the_verified_releases_is_said(tmp_path: Path, toys: tuple[Path, Path]) -> None:
+    # DERIVED: vLLM 0.34.0's source labelled 0.35.0, a release newer than tests/vllm_release.MATRIX
+    from vllm_release import MATRIX
+
+    from dflash_doctor.knowledge.dflash_reports import RULES_VERIFIED_THROUGH
+    assert RULES_VERIFIED_THROUGH.value == MATRIX[-1]
+    target, drafter = toys
+    newer = found(run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0", vllm_version="0.35.0rc1"),
+                  "serve-command.vllm-newer-than-verified")
+    assert newer.status is Status.WARN and "vLLM 0.35.0rc1 is newer than 0.34.0" in newer.title
+    assert "serve-command.vllm-newer-than-verified" not in ids(
+        run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0"), "serve-command")

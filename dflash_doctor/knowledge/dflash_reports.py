@@ -28,6 +28,7 @@ __all__ = [
     "PARSER_REGISTRIES",
     "PARSER_VALIDATION",
     "QUANTIZED_PAIR_ACCEPTANCE",
+    "RULES_VERIFIED_THROUGH",
     "TRUST_REMOTE_CODE_RULE",
     "V2_DEFAULT_SINCE",
     "WEIGHT_FILE_SELECTION",
@@ -149,6 +150,14 @@ DRAFTER_CONTEXT_RAISED: Fact[dict[str, Any]] = Fact(
     "max_model_len to %d.\" In 0.29.0-0.32.0 the override covers eagle and eagle3 only and there is no limiter; "
     "the fix cites vLLM #48894 and #57941",
     read_from="vllm sdists 0.29.0, 0.30.0, 0.32.0 (absent), 0.33.0, 0.34.0 (present)",
+)
+
+RULES_VERIFIED_THROUGH: Fact[str] = Fact(
+    value="0.34.0",
+    source="tests/test_release_matrix.py: the newest release whose own functions the doctor's version-dependent "
+    "rules (context length, the drafter's context, the model runner) are held to in CI (vllm_release.MATRIX)",
+    read_from="vllm sdists 0.20.1, 0.22.1, 0.24.0, 0.26.0, 0.29.0, 0.30.0, 0.33.0, 0.34.0",
+    note="A newer vLLM gets serve-command.vllm-newer-than-verified: its own parser and validation count first.",
 )
 
 EAGLE3_INTERFACE_RULE: Fact[str] = Fact(
