@@ -7,6 +7,7 @@ learns it on a user's machine: the markers it reads from that release's installe
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -60,7 +61,8 @@ GIVEN = (4096, 32768, 40960, 65536, 131072)
 
 
 def _vllm_facts(version: str) -> VllmDflash:
-    return VllmDflash(installed=True, version=version, markers=_markers(VllmSources(str(vllm_source(version)))))
+    root = str(vllm_source(version))
+    return VllmDflash(installed=True, version=version, root=root, markers=_markers(VllmSources(root)))
 
 
 def _model(config: Mapping[str, Any], tokenizer: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -151,3 +153,34 @@ def test_which_drafters_vllm_lengthens_is_each_releases_own_rule(version: str) -
         kinds = [str(e.get("rope_type") or "default") for e in _rope_entries(text)]
         doctor = all(kind in cache_only_set for kind in kinds)
         assert doctor == only_cache(SimpleNamespace(**text)), (version, rope)
+
+
+RUNNER_ARCHS = (["Qwen3ForCausalLM"], ["LlamaForCausalLM"], ["Gemma3ForCausalLM"])
+DRAFTER_LAYERS = (["full_attention"] * 5, ["sliding_attention", "sliding_attention", "full_attention"])
+
+
+@pytest.mark.parametrize("version", MATRIX)
+def test_the_model_runner_is_the_one_each_release_picks(version: str) -> None:
+    from vllm_release import vllm_runs_v2
+
+    from dflash_doctor.checks.drafter_pairing import model_runner
+    from dflash_doctor.facts.vllm_pairing import read_vllm_pairing
+
+    runs_v2 = vllm_runs_v2(version)
+    vllm = dataclasses.replace(_vllm_facts(version), pairing=read_vllm_pairing(VllmSources(str(vllm_source(version)))))
+    disagree = []
+    for archs in RUNNER_ARCHS:
+        for layers in DRAFTER_LAYERS:
+            for env in (None, "1", "0"):
+                parsed = None if env is None else env == "1"
+                if runs_v2 is None:  # no switch: V1 unless asked for V2, or V2 alone (no V1 GPU runner)
+                    has_v1 = (vllm_source(version) / "v1/worker/gpu_model_runner.py").is_file()
+                    expected = "v2" if env == "1" or not has_v1 else "v1"
+                else:
+                    expected = "v2" if runs_v2(archs, layers, parsed) else "v1"
+                doctor, why = model_runner(vllm, archs, {"VLLM_USE_V2_MODEL_RUNNER": env} if env else {},
+                                           drafter_layer_types=layers, target=_model({"architectures": archs}, None))
+                if doctor != expected:
+                    disagree.append(f"{archs[0]} drafter {sorted(set(layers))} env={env}: vLLM {expected}, "
+                                    f"doctor {doctor} ({why})")
+    assert not disagree, f"vLLM {version}:\n" + "\n".join(disagree)

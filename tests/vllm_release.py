@@ -8,12 +8,13 @@ logger. Every decision is the release's own code; only what it would ask the mac
 """
 
 from __future__ import annotations
+import __future__
 
 import ast
-import __future__
 import logging
+import sys
 from collections.abc import Callable, Mapping
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 from vllm_sources import vllm_source
@@ -91,3 +92,61 @@ def vllm_max_len(version: str) -> Callable[[Mapping[str, Any], Mapping[str, Any]
         return int(verify(hf_config, arch, dict(tokenizer_config) if tokenizer_config else None, given,
                           False, None))
     return max_len
+
+
+# ------------------------------------------------------------------------------ the model runner
+
+
+def _literal(version: str, rel: str, name: str) -> Any:
+    tree = ast.parse((vllm_source(version) / rel).read_text())
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets) and node.value is not None:
+            value = node.value
+            if isinstance(value, ast.Call) and value.args:  # frozenset({...}) / frozenset([...])
+                value = value.args[0]
+            return frozenset(ast.literal_eval(value))
+    return frozenset()
+
+
+def vllm_runs_v2(version: str) -> Callable[..., bool] | None:
+    """The release's own VllmConfig.use_v2_model_runner (None where the release has none) on a plain DFlash
+    serve: a dense, unquantized generate model of `archs`, a DFlash drafter of `layer_types`, and
+    VLLM_USE_V2_MODEL_RUNNER as `env` (None, True or False as vLLM's envs parses it)."""
+    rel = "config/vllm.py"
+    source = (vllm_source(version) / rel).read_text()
+    if "def use_v2_model_runner(" not in source:
+        return None
+    platforms = ModuleType("vllm.platforms")  # the property imports current_platform from here in 0.29+
+    platforms.current_platform = SimpleNamespace(  # type: ignore[attr-defined]
+        is_rocm=lambda: False, is_unspecified=lambda: False)
+    helpers = [name for name in ("_is_default_v2_model_runner_model", "_dflash_needs_multi_kv_group",
+                                 "_is_dflash2_draft") if f"def {name}(" in source]
+
+    def runs_v2(archs: list[str], layer_types: list[str], env: bool | None) -> bool:
+        namespace = {
+            "envs": SimpleNamespace(VLLM_USE_V2_MODEL_RUNNER=env), "HAS_TRITON": True,
+            "current_platform": SimpleNamespace(is_rocm=lambda: False, is_unspecified=lambda: False),
+            "DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES": _literal(version, rel, "DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES"),
+            "ROCM_DEFAULT_MRV1_ARCHITECTURES": _literal(version, rel, "ROCM_DEFAULT_MRV1_ARCHITECTURES"),
+        }
+        model = SimpleNamespace(architectures=archs, runner_type="generate", is_moe=False, is_quantized=False,
+                                is_diffusion=False, is_hybrid=False, is_attention_free=False)
+        drafter = SimpleNamespace(architectures=["DFlashDraftModel"], hf_config=SimpleNamespace(layer_types=layer_types))
+        config = SimpleNamespace(
+            model_config=model, attention_config=SimpleNamespace(hisparse_config=None), watermark_config=None,
+            speculative_config=SimpleNamespace(method="dflash", draft_model_config=drafter, parallel_drafting=False),
+            _get_v2_model_runner_unsupported_features=list)
+        for name in helpers:
+            setattr(config, name, release_function(version, rel, f"VllmConfig.{name}", namespace).__get__(config))
+        saved = {name: sys.modules.get(name) for name in ("vllm", "vllm.platforms")}
+        sys.modules["vllm"], sys.modules["vllm.platforms"] = ModuleType("vllm"), platforms
+        try:
+            return bool(release_function(version, rel, "VllmConfig.use_v2_model_runner", namespace)(config))
+        finally:
+            for name, module in saved.items():
+                if module is None:
+                    sys.modules.pop(name, None)
+                else:
+                    sys.modules[name] = module
+    return runs_v2

@@ -26,7 +26,7 @@ from dflash_doctor.knowledge.dflash_reports import (
 )
 from dflash_doctor.model import Finding, Remediation, Status
 
-from .model_common import SLIDING, _is_int, _marker, architectures, version_tuple
+from .model_common import SLIDING, _is_int, _marker, architectures, text_config, version_tuple
 from .serve_common import _derived_max_len, _rope_entries, with_flag
 
 if TYPE_CHECKING:
@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 __all__ = ["model_runner", "pairing_rules", "quantization"]
 
 ATTENTION_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "qkv_proj")
+# The config keys vLLM counts experts by (model_arch_config_convertor.get_num_experts, 0.22.1-0.34.0).
+MOE_KEYS = ("num_experts", "moe_num_experts", "n_routed_experts", "num_local_experts")
 
 
 def pairing_rules(d: _Drafter, ccs: list[str]) -> tuple[Callable[[], list[Finding]], ...]:
@@ -47,11 +49,12 @@ def _pairing(vllm: VllmDflash | None) -> dict[str, Any]:
     return dict(vllm.pairing) if vllm is not None else {}
 
 
-def model_runner(vllm: VllmDflash | None, target_archs: list[str],
-                 environ: Mapping[str, Any] | None) -> tuple[str | None, str]:
+def model_runner(vllm: VllmDflash | None, target_archs: list[str], environ: Mapping[str, Any] | None,
+                 drafter_layer_types: object = None, target: Mapping[str, Any] | None = None) -> tuple[str | None, str]:
     """Which model runner the installed vLLM serves DFlash with ("v1", "v2" or None when it cannot be told),
     and why: VLLM_USE_V2_MODEL_RUNNER when set, else what the source shows, else the version
-    (knowledge.dflash_reports.V2_DEFAULT_SINCE)."""
+    (knowledge.dflash_reports.V2_DEFAULT_SINCE). A drafter that mixes sliding and full attention needs V2's
+    several KV-cache groups, and the releases that know it (marker `multi_kv_group_v2`) pick V2 for it."""
     runner = _pairing(vllm).get("runner") or {}
     kind = runner.get("kind")
     env = str((environ or {}).get("VLLM_USE_V2_MODEL_RUNNER") or "").strip().lower()
@@ -61,10 +64,23 @@ def model_runner(vllm: VllmDflash | None, target_archs: list[str],
         return "v2", "VLLM_USE_V2_MODEL_RUNNER=1"
     if env in ("0", "false"):
         return "v1", "VLLM_USE_V2_MODEL_RUNNER=0"
+    if kind == "v2-default":
+        return "v2", f"V2 is the default runner ({runner.get('file')}: use_v2_model_runner)"
+    types = drafter_layer_types if isinstance(drafter_layer_types, list) else []
+    sliding = sum(1 for t in types if t == SLIDING)
+    if 0 < sliding < len(types) and _marker(vllm, "multi_kv_group_v2"):
+        return "v2", ("the drafter mixes sliding and full attention, which needs V2's several KV-cache groups "
+                      "(config/vllm.py _dflash_needs_multi_kv_group)")
     if kind == "v2-for-archs":
         listed = [a for a in target_archs if a in (runner.get("default_archs") or [])]
+        moe, quantized = _moe(target), _quantized(target)
+        if listed and _marker(vllm, "v2_dense_unquantized_only") and (moe or quantized):
+            return "v1", (f"{listed[0]} is in DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES, but only a dense, unquantized "
+                          f"model runs V2 by default ({runner.get('file')})")
         if listed:
             return "v2", f"{listed[0]} is in DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES ({runner.get('file')})"
+        if _marker(vllm, "v2_dense_default") and target is not None and not moe:
+            return "v2", f"a dense (not MoE) target runs V2 by default ({runner.get('file')})"
         return "v1", f"the target's architectures are not in DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES ({runner.get('file')})"
     if kind == "v1-default":
         return "v1", "V2 runs only with VLLM_USE_V2_MODEL_RUNNER=1 in this vLLM"
@@ -72,6 +88,19 @@ def model_runner(vllm: VllmDflash | None, target_archs: list[str],
     if version and version >= version_tuple(V2_DEFAULT_SINCE.value):
         return "v2", f"the default from vLLM {V2_DEFAULT_SINCE.value} ({V2_DEFAULT_SINCE.source.split(';')[0]})"
     return None, "the installed vLLM's source does not show which runner is the default"
+
+
+def _moe(target: Mapping[str, Any] | None) -> bool:
+    """vLLM's ModelConfig.is_moe: any of the experts-count keys is set (transformers_utils
+    model_arch_config_convertor.get_num_experts)."""
+    text = text_config(target)
+    return any(isinstance(text.get(k), (int, list)) and bool(text.get(k)) for k in MOE_KEYS)
+
+
+def _quantized(target: Mapping[str, Any] | None) -> bool:
+    """vLLM's ModelConfig.is_quantized: config.json has a quantization_config."""
+    config = ((target or {}).get("dir") or {}).get("config") or {}
+    return bool(config.get("quantization_config"))
 
 
 # ------------------------------------------------------------------------------------------ 1: context
@@ -86,7 +115,8 @@ def _context(d: _Drafter) -> list[Finding]:
         if _is_int(drafter_len):
             d.ok.append(f"context {drafter_len} ({drafter_from})")
         return []
-    runner, why = model_runner(d.vllm, architectures(d.target), (d.serve or {}).get("environ"))
+    runner, why = model_runner(d.vllm, architectures(d.target), (d.serve or {}).get("environ"),
+                               d.config.get("layer_types"), d.target)
     argv = list((d.serve or {}).get("argv") or [])
     raised, limited = _context_handling(d.vllm)
     where = f"served {served} ({served_from}), drafter {drafter_len} ({drafter_from})"

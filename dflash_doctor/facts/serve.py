@@ -351,6 +351,10 @@ _MARKERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "yarn_already_scaled": (YARN_ALREADY_SCALED_MARKER.value, ("config/model.py",)),
     "draft_context_raised": (DRAFTER_CONTEXT_RAISED.value["override_marker"], ("config/speculative.py",)),
     "limit_to_draft": (DRAFTER_CONTEXT_RAISED.value["limiter_marker"], ("config/vllm.py",)),
+    "multi_kv_group_v2": ("if self._dflash_needs_multi_kv_group():", ("config/vllm.py",)),
+    "v2_dense_unquantized_only": ("return not model_config.is_moe and not model_config.is_quantized",
+                                  ("config/vllm.py",)),
+    "v2_dense_default": ("or not model_config.is_moe", ("config/vllm.py",)),
     "dflash_causal_key": ('.get("causal"', ("v1/spec_decode/dflash.py", "model_executor/models/qwen3_dflash.py")),
 }
 

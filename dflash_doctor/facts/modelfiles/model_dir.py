@@ -61,6 +61,11 @@ TEXT_KEYS: Final[tuple[str, ...]] = (
     "max_seq_length",
     "seq_len",
     "original_max_position_embeddings",
+    # Experts counts: vLLM's is_moe (model_arch_config_convertor.get_num_experts), which picks the model runner.
+    "num_experts",
+    "moe_num_experts",
+    "n_routed_experts",
+    "num_local_experts",
     "tie_word_embeddings",
     "layer_types",
     "sliding_window",
