@@ -131,8 +131,9 @@ def test_a_drafter_shorter_than_the_served_context_fails_on_the_v2_runner_only(
         tmp_path: Path, toys: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     target, drafter = toys
     patch_config(drafter, max_position_embeddings=4096)
-    # 0.34.0 has no V1 GPU runner: the first long request kills the engine
-    f = found(run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0"), "drafter.context-shorter-than-served")
+    # 0.29.0 runs DFlash on V2 by default (use_v2_model_runner ends in `return True`), with no limiter: the first
+    # long request kills the engine
+    f = found(run_checks(tmp_path, argv=seed(target, drafter), vllm="0.29.0"), "drafter.context-shorter-than-served")
     assert f.status is Status.FAIL
     assert "the drafter's context 4096 is shorter than the served 32768: on the V2 model runner" in f.title
     assert f.remediation[0].command.endswith(" --max-model-len 4096")
@@ -148,12 +149,27 @@ def test_a_drafter_shorter_than_the_served_context_fails_on_the_v2_runner_only(
     assert found(forced, "drafter.context-shorter-than-served").status is Status.FAIL
 
 
-def test_rope_scaling_lengthens_the_drafters_context(tmp_path: Path, toys: tuple[Path, Path]) -> None:
+def test_from_0_33_vllm_raises_a_default_rope_drafters_context(tmp_path: Path, toys: tuple[Path, Path]) -> None:
+    # SpeculativeConfig._maybe_override_draft_max_position_embeddings: default RoPE only sizes a cache.
+    target, drafter = toys
+    patch_config(drafter, max_position_embeddings=4096)
+    results = run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0")
+    assert not {"drafter.context-shorter-than-served", "drafter.context-limits-served"} & set(ids(results, "drafter"))
+
+
+def test_from_0_33_a_yarn_drafter_shorter_than_served_lowers_the_served_context(
+        tmp_path: Path, toys: tuple[Path, Path]) -> None:
+    # From 0.30 yarn's factor is not multiplied in (the drafter is 8192 long); from 0.33 a yarn drafter is not
+    # raised, and VllmConfig._limit_max_model_len_to_draft serves 8192 with only a log line.
     target, drafter = toys
     patch_config(drafter, max_position_embeddings=8192,
                  rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8192})
-    results = run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0")
-    assert "drafter.context-shorter-than-served" not in ids(results, "drafter")
+    f = found(run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0"), "drafter.context-limits-served")
+    assert f.status is Status.WARN and "lowers the served max_model_len to 8192" in f.title
+    assert f.remediation[0].command.endswith(" --max-model-len 8192")
+    # Up to 0.29 the yarn factor lengthens it to 32768, the served length: nothing to say
+    results = run_checks(tmp_path, argv=seed(target, drafter), vllm="0.29.0")
+    assert not {"drafter.context-shorter-than-served", "drafter.context-limits-served"} & set(ids(results, "drafter"))
 
 
 def test_layer_types_of_another_length_than_the_layers_fail(tmp_path: Path, toys: tuple[Path, Path]) -> None:
@@ -387,3 +403,17 @@ def test_a_hand_written_architectures_that_is_no_list_is_judged_not_crashed_on(t
     crashed = [(r.id, f.title) for r in results.values() for f in r.findings if f.id == "doctor.check-crashed"]
     assert not crashed, crashed
     assert results["serve-command"].status is not Status.ERROR
+
+
+def test_a_vllm_newer_than_the_verified_releases_is_said(tmp_path: Path, toys: tuple[Path, Path]) -> None:
+    # DERIVED: vLLM 0.34.0's source labelled 0.35.0, a release newer than tests/vllm_release.MATRIX
+    from vllm_release import MATRIX
+
+    from dflash_doctor.knowledge.dflash_reports import RULES_VERIFIED_THROUGH
+    assert RULES_VERIFIED_THROUGH.value == MATRIX[-1]
+    target, drafter = toys
+    newer = found(run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0", vllm_version="0.35.0rc1"),
+                  "serve-command.vllm-newer-than-verified")
+    assert newer.status is Status.WARN and "vLLM 0.35.0rc1 is newer than 0.34.0" in newer.title
+    assert "serve-command.vllm-newer-than-verified" not in ids(
+        run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0"), "serve-command")

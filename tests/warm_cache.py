@@ -18,13 +18,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from realenv import cache_dir, fa2_wheel, fa4_wheel  # noqa: E402
 from stacks import fa2_wheel_with_foreign_extension, torch_site, vllm_python, vllm_site  # noqa: E402
+from vllm_release import MATRIX  # noqa: E402
 from vllm_sources import pypi_sdist, vllm_source  # noqa: E402
 
 from dflash_doctor.knowledge import vllm as vl  # noqa: E402
 
 # The vLLM wheels the scenario tests install, and the sdists whose source the tests read.
 VLLM_WHEELS = ("0.20.1", "0.24.0")
-VLLM_SOURCES = sorted({"0.20.1", "0.22.0", "0.24.0", *(v for e in vl.ROTARY_FLASH_ATTN_GUARD.value for v in e[:2])})
+VLLM_SOURCES = sorted({"0.20.1", "0.22.0", "0.24.0", *MATRIX,
+                       *(v for e in vl.ROTARY_FLASH_ATTN_GUARD.value for v in e[:2])})
 FA2_SDISTS = ("2.8.3.post1", "2.8.3.post2")  # 2.8.3 comes with its wheel's build
 
 

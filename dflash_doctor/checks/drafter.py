@@ -175,7 +175,13 @@ CODES: tuple[Code, ...] = (
          "than the drafter's context reads past its rotary cache and the engine dies with a CUDA illegal memory "
          "access (vLLM #57941, PR #57964); on the V1 runner drafting stops for such requests. Serve with "
          "--max-model-len no longer than the drafter's context, or raise the drafter's max_position_embeddings as "
-         "PR #57964 does."),
+         "PR #57964 does. From vLLM 0.33 vLLM itself raises a drafter whose RoPE only sizes a cache (default, linear, "
+         "llama3, ntk, proportional) and lowers the served length for the others (drafter.context-limits-served)."),
+    Code("drafter.context-limits-served", "vLLM lowers the served context to the drafter's",
+         "From vLLM 0.33, a drafter shorter than the served context whose RoPE cannot simply grow (yarn, dynamic, "
+         "longrope) makes VllmConfig._limit_max_model_len_to_draft lower the served max_model_len to the drafter's, "
+         "with only a log line: the server starts, and every request longer than the drafter's context is refused. "
+         "Say the length on the command line (--max-model-len), or serve a drafter made for the longer context."),
     Code("drafter.layer-types-length", "layer_types and num_hidden_layers disagree",
          "transformers refuses a config whose layer_types does not have one entry per layer (\"`num_hidden_layers` "
          "(N) must be equal to the number of layer types (M)\"), so vLLM never builds the drafter. Take layer_types "

@@ -13,7 +13,9 @@ import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from dflash_doctor.facts.serve_shapes import VllmDflash
 from dflash_doctor.knowledge.dflash_reports import (
+    DRAFTER_CONTEXT_RAISED,
     DRAFTER_CONTEXT_V2,
     EAGLE3_INTERFACE_RULE,
     FP8_KERNELS,
@@ -26,10 +28,8 @@ from dflash_doctor.knowledge.dflash_reports import (
 from dflash_doctor.checks.remedy import quote
 from dflash_doctor.model import Finding, Remediation, Status
 
-from dflash_doctor.facts.serve_shapes import VllmDflash
-
-from .model_common import SLIDING, _is_int, architectures, version_tuple
-from .serve_common import _derived_max_len, with_flag
+from .model_common import SLIDING, _is_int, _marker, architectures, text_config, version_tuple
+from .serve_common import _derived_max_len, _rope_entries, with_flag
 
 if TYPE_CHECKING:
     from .drafter import _Drafter
@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 __all__ = ["model_runner", "pairing_rules", "quantization"]
 
 ATTENTION_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "qkv_proj")
+# The config keys vLLM counts experts by (model_arch_config_convertor.get_num_experts, 0.22.1-0.34.0).
+MOE_KEYS = ("num_experts", "moe_num_experts", "n_routed_experts", "num_local_experts")
 
 
 def pairing_rules(d: _Drafter, ccs: list[str]) -> tuple[Callable[[], list[Finding]], ...]:
@@ -49,11 +51,12 @@ def _pairing(vllm: VllmDflash | None) -> dict[str, Any]:
     return dict(vllm.pairing) if vllm is not None else {}
 
 
-def model_runner(vllm: VllmDflash | None, target_archs: list[str],
-                 environ: Mapping[str, Any] | None) -> tuple[str | None, str]:
+def model_runner(vllm: VllmDflash | None, target_archs: list[str], environ: Mapping[str, Any] | None,
+                 drafter_layer_types: object = None, target: Mapping[str, Any] | None = None) -> tuple[str | None, str]:
     """Which model runner the installed vLLM serves DFlash with ("v1", "v2" or None when it cannot be told),
     and why: VLLM_USE_V2_MODEL_RUNNER when set, else what the source shows, else the version
-    (knowledge.dflash_reports.V2_DEFAULT_SINCE)."""
+    (knowledge.dflash_reports.V2_DEFAULT_SINCE). A drafter that mixes sliding and full attention needs V2's
+    several KV-cache groups, and the releases that know it (marker `multi_kv_group_v2`) pick V2 for it."""
     runner = _pairing(vllm).get("runner") or {}
     kind = runner.get("kind")
     env = str((environ or {}).get("VLLM_USE_V2_MODEL_RUNNER") or "").strip().lower()
@@ -63,10 +66,23 @@ def model_runner(vllm: VllmDflash | None, target_archs: list[str],
         return "v2", "VLLM_USE_V2_MODEL_RUNNER=1"
     if env in ("0", "false"):
         return "v1", "VLLM_USE_V2_MODEL_RUNNER=0"
+    if kind == "v2-default":
+        return "v2", f"V2 is the default runner ({runner.get('file')}: use_v2_model_runner)"
+    types = drafter_layer_types if isinstance(drafter_layer_types, list) else []
+    sliding = sum(1 for t in types if t == SLIDING)
+    if 0 < sliding < len(types) and _marker(vllm, "multi_kv_group_v2"):
+        return "v2", ("the drafter mixes sliding and full attention, which needs V2's several KV-cache groups "
+                      "(config/vllm.py _dflash_needs_multi_kv_group)")
     if kind == "v2-for-archs":
         listed = [a for a in target_archs if a in (runner.get("default_archs") or [])]
+        moe, quantized = _moe(target), _quantized(target)
+        if listed and _marker(vllm, "v2_dense_unquantized_only") and (moe or quantized):
+            return "v1", (f"{listed[0]} is in DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES, but only a dense, unquantized "
+                          f"model runs V2 by default ({runner.get('file')})")
         if listed:
             return "v2", f"{listed[0]} is in DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES ({runner.get('file')})"
+        if _marker(vllm, "v2_dense_default") and target is not None and not moe:
+            return "v2", f"a dense (not MoE) target runs V2 by default ({runner.get('file')})"
         return "v1", f"the target's architectures are not in DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES ({runner.get('file')})"
     if kind == "v1-default":
         return "v1", "V2 runs only with VLLM_USE_V2_MODEL_RUNNER=1 in this vLLM"
@@ -76,20 +92,55 @@ def model_runner(vllm: VllmDflash | None, target_archs: list[str],
     return None, "the installed vLLM's source does not show which runner is the default"
 
 
+def _moe(target: Mapping[str, Any] | None) -> bool:
+    """vLLM's ModelConfig.is_moe: any of the experts-count keys is set (transformers_utils
+    model_arch_config_convertor.get_num_experts)."""
+    text = text_config(target)
+    return any(isinstance(text.get(k), (int, list)) and bool(text.get(k)) for k in MOE_KEYS)
+
+
+def _quantized(target: Mapping[str, Any] | None) -> bool:
+    """vLLM's ModelConfig.is_quantized: config.json has a quantization_config."""
+    config = ((target or {}).get("dir") or {}).get("config") or {}
+    return bool(config.get("quantization_config"))
+
+
 # ------------------------------------------------------------------------------------------ 1: context
 
 
 def _context(d: _Drafter) -> list[Finding]:
     fields = (d.serve or {}).get("fields") or {}
     given = fields.get("max_model_len")
-    served, served_from = (given, f"--max-model-len {given}") if _is_int(given) else _derived_max_len(d.target)
-    drafter_len, drafter_from = _derived_max_len({"dir": d.drafter.get("dir")})
+    served, served_from = (given, f"--max-model-len {given}") if _is_int(given) else _derived_max_len(d.target, d.vllm)
+    drafter_len, drafter_from = _derived_max_len({"dir": d.drafter.get("dir")}, d.vllm)
     if not _is_int(served) or not _is_int(drafter_len) or drafter_len >= served:
         if _is_int(drafter_len):
             d.ok.append(f"context {drafter_len} ({drafter_from})")
         return []
-    runner, why = model_runner(d.vllm, architectures(d.target), (d.serve or {}).get("environ"))
+    runner, why = model_runner(d.vllm, architectures(d.target), (d.serve or {}).get("environ"),
+                               d.config.get("layer_types"), d.target)
     argv = list((d.serve or {}).get("argv") or [])
+    raised, limited = _context_handling(d.vllm)
+    where = f"served {served} ({served_from}), drafter {drafter_len} ({drafter_from})"
+    rope_types = [str(e.get("rope_type") or e.get("type") or "default") for e in _rope_entries(d.config)]
+    cache_only = DRAFTER_CONTEXT_RAISED.value["cache_only_rope_types"]
+    if raised and all(kind in cache_only for kind in rope_types):
+        d.ok.append(f"context {drafter_len} raised by vLLM to the served {served} (RoPE {', '.join(rope_types) or 'default'})")
+        return []
+    if limited and runner == "v2":
+        fix = Remediation(with_flag(argv, "--max-model-len", drafter_len), "say the served length the drafter allows") \
+            if argv else None
+        return [Finding("drafter.context-limits-served", Status.WARN,
+                        f"{d.file}: the drafter's context {drafter_len} is shorter than the served {served} and its "
+                        f"RoPE ({', '.join(rope_types)}) cannot simply grow: vLLM {d.vllm.version if d.vllm else ''} "
+                        f"lowers the served max_model_len to {drafter_len} with only a log line, and refuses longer "
+                        "requests",
+                        detail=f"Source: {DRAFTER_CONTEXT_RAISED.source}.",
+                        evidence={"file": d.file, "served": served, "drafter": drafter_len, "rope_types": rope_types,
+                                  "runner": runner, "why": why, "read": where},
+                        remediation=tuple(f for f in (fix,) if f is not None)
+                        + (Remediation(f"serve a drafter trained for {served} tokens, or accept {drafter_len}",
+                                       "the served context is what the drafter can follow"),))]
     fixes = []
     if argv:
         fixes.append(Remediation(with_flag(argv, "--max-model-len", drafter_len),
@@ -97,7 +148,6 @@ def _context(d: _Drafter) -> list[Finding]:
     fixes.append(Remediation(f"set \"max_position_embeddings\": {served} in {quote(str(d.file))}",
                              "what vLLM PR #57964 does: size the drafter's rotary cache for the served length "
                              "(the drafter then runs past the context it was trained on)"))
-    where = f"served {served} ({served_from}), drafter {drafter_len} ({drafter_from})"
     if runner == "v2":
         return [Finding("drafter.context-shorter-than-served", Status.FAIL,
                         f"{d.file}: the drafter's context {drafter_len} is shorter than the served {served}: on the V2 "
@@ -116,6 +166,17 @@ def _context(d: _Drafter) -> list[Finding]:
                     evidence={"file": d.file, "served": served, "drafter": drafter_len, "runner": runner, "why": why,
                               "read": where},
                     remediation=tuple(fixes))]
+
+
+def _context_handling(vllm: VllmDflash | None) -> tuple[bool, bool]:
+    """(raises a cache-only drafter's context, lowers the served length to a drafter's) in the installed
+    vLLM: its own source (markers), else its version (DRAFTER_CONTEXT_RAISED), else the newest behaviour."""
+    raised, limited = _marker(vllm, "draft_context_raised"), _marker(vllm, "limit_to_draft")
+    if raised is not None and limited is not None:
+        return raised, limited
+    version = version_tuple(str((vllm.version if vllm is not None else None) or ""))
+    newer = not version or version >= version_tuple(DRAFTER_CONTEXT_RAISED.value["since"])
+    return (newer if raised is None else raised), (newer if limited is None else limited)
 
 
 # -------------------------------------------------------------------------------------- 1: layer_types

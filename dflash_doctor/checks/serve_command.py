@@ -30,6 +30,7 @@ from dflash_doctor.knowledge.dflash import (
     SPEC_BUDGET_RULE_A,
     SPEC_BUDGET_RULE_B,
 )
+from dflash_doctor.knowledge.dflash_reports import RULES_VERIFIED_THROUGH
 from dflash_doctor.model import Finding, Remediation, Status
 
 from .model_common import (
@@ -40,12 +41,12 @@ from .model_common import (
     text_config,
 )
 from .serve_common import (
-    _derived_max_len,
     _gib,
     _int_or,
     _not_given,
     _tier,
     effective_settings,
+    max_len_refused,
     repair_spec,
     with_flag,
     with_spec,
@@ -61,6 +62,11 @@ CODES: tuple[Code, ...] = (
     Code("serve-command.not-a-serve-command", "The command after -- is not vllm serve",
          "The doctor judges `vllm serve MODEL [flags]` or `python -m vllm.entrypoints.openai.api_server --model "
          "MODEL [flags]`."),
+    Code("serve-command.vllm-newer-than-verified", "The installed vLLM is newer than the rules were checked against",
+         "The doctor's version-dependent rules are held in CI to the code of each vLLM release up to the one named "
+         "(knowledge.dflash_reports.RULES_VERIFIED_THROUGH). A newer vLLM may have changed what they encode: vLLM's "
+         "own parser and config validation (dflash-doctor serve --vllm-validate) are the judge; the doctor's "
+         "rules are what that release's predecessor does. Upgrade the doctor when a newer one is out."),
     Code("serve-command.parsed", "Which parser read the command",
          "When vLLM imports in the target interpreter, the doctor parses the command with vLLM's own parser "
          "(make_arg_parser + AsyncEngineArgs.from_cli_args), so every flag of the installed version counts. "
@@ -206,6 +212,15 @@ class _Command:
                                f"vLLM {parser.version}'s own parser rejects the command: {reason}",
                                detail=parser.parse_error, evidence={"argv": self.serve.argv},
                                cause=cause))
+        version = release(self.vllm.version) if self.vllm is not None and self.vllm.installed else None
+        if version and version > (release(RULES_VERIFIED_THROUGH.value) or ()):
+            out.append(Finding("serve-command.vllm-newer-than-verified", Status.WARN,
+                               f"vLLM {self.vllm.version if self.vllm else ''} is newer than {RULES_VERIFIED_THROUGH.value}, "
+                               "the newest release the doctor's rules are checked against: vLLM's own validation "
+                               "decides where it speaks",
+                               detail=RULES_VERIFIED_THROUGH.source,
+                               evidence={"installed": self.vllm.version if self.vllm else None,
+                                         "verified_through": RULES_VERIFIED_THROUGH.value}))
         if self.serve.parser == "vllm":
             out.append(Finding("serve-command.parsed", Status.PASS,
                                f"the command was read by vLLM {parser.version}'s own parser",
@@ -365,9 +380,12 @@ class _Command:
 
     def max_model_len(self) -> list[Finding]:
         given = self.fields.get("max_model_len")
-        derived, key = _derived_max_len(self.target)
-        if not _is_int(given) or derived is None or given <= derived:
+        if not _is_int(given):
             return []
+        refused, derived, key = max_len_refused(self.target, self.vllm, given)
+        if not refused or derived is None:
+            return []
+        derived = int(derived)
         allowed = str(self.serve.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN") or "").lower() \
             in ("1", "true")
         return [Finding("serve-command.max-model-len", Status.WARN if allowed else Status.FAIL,
@@ -390,7 +408,7 @@ class _Command:
     def scheduler(self) -> list[Finding]:
         out: list[Finding] = []
         for tier, why in self._tiers():
-            s = effective_settings(self.fields, self.target, tier)
+            s = effective_settings(self.fields, self.target, tier, self.vllm)
             mml, tokens, seqs = s["max_model_len"], s["max_num_batched_tokens"], s["max_num_seqs"]
             cond = "" if len(self._tiers()) == 1 else f" (on {why}, whose default max_num_seqs is {seqs})"
             if _is_int(mml) and tokens < mml and not s["chunked_prefill"]:
@@ -430,7 +448,7 @@ class _Command:
         tiers = self._tiers()
         for rule in self._budget_rules():
             for tier, why in tiers:
-                s = effective_settings(self.fields, self.target, tier)
+                s = effective_settings(self.fields, self.target, tier, self.vllm)
                 tokens, seqs = s["max_num_batched_tokens"], s["max_num_seqs"]
                 cond = "" if len(tiers) == 1 else f" on {why}"
                 seqs_note = f"max_num_seqs {seqs}" + (" (vLLM's default)" if s["seqs_defaulted"] else "")

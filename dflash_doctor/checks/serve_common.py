@@ -13,12 +13,14 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, TypeGuard
 
 from dflash_doctor.checks.remedy import join
+from dflash_doctor.facts.envfacts import version_tuple
 from dflash_doctor.facts.serve_shapes import VllmDflash
 from dflash_doctor.knowledge.dflash import (
     BATCH_DEFAULTS,
+    MAX_LEN_DERIVATION,
 )
 from dflash_doctor.model import Finding, Status
 from dflash_doctor.units import GIB, gib
@@ -145,33 +147,99 @@ def _not_given(check_id: str) -> list[Finding]:
 # ---------------------------------------------------------------------------------- effective values
 
 
-def _derived_max_len(target: Mapping[str, Any] | None) -> tuple[int | None, str]:
-    """vLLM's derived max_model_len: max_position_embeddings x rope scaling factor (not for su/longrope/llama3;
-    yarn scales original_max_position_embeddings), capped by tokenizer_config's model_max_length."""
-    text = text_config(target)
-    base = text.get("max_position_embeddings")
-    if not _is_int(base):
-        return None, "no max_position_embeddings"
-    if not 0 < base < 2**53:  # read from config.json: a float must hold it exactly, scaling included
-        return None, f"max_position_embeddings={base} is not a usable length"
-    key = f"max_position_embeddings={base}"
-    derived = float(base)
+def _length(value: object) -> TypeGuard[float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+def yarn_already_scaled(vllm: VllmDflash | None) -> bool:
+    """Whether the installed vLLM takes a YaRN model's max_position_embeddings as already scaled: its own
+    source says so (marker), else its version; with no vLLM at all, the newest verified behaviour."""
+    found = _marker(vllm, "yarn_already_scaled")
+    if found is not None:
+        return found
+    version = version_tuple(str((vllm.version if vllm is not None else None) or ""))
+    return not version or version >= version_tuple(MAX_LEN_DERIVATION.value["yarn_already_scaled_since"])
+
+
+def _rope_entries(text: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     rope = text.get("rope_parameters") or text.get("rope_scaling")
-    if isinstance(rope, dict):
-        kind = rope.get("rope_type") or rope.get("type")
-        factor = rope.get("factor")
-        if kind not in (None, "default", "su", "longrope", "llama3") and isinstance(factor, (int, float)):
-            if kind == "yarn" and _is_int(rope.get("original_max_position_embeddings")):
-                derived = float(rope["original_max_position_embeddings"])
-            derived *= float(factor)
-            key += f" x {kind} factor {factor}"
-    if not math.isfinite(derived) or derived >= 2**63:
+    if not isinstance(rope, dict) or not rope:
+        return []
+    if set(rope) <= set(MAX_LEN_DERIVATION.value["layer_types"]):
+        return [entry for entry in rope.values() if isinstance(entry, dict) and entry]
+    return [rope]
+
+
+def derived_max_len(model: Mapping[str, Any] | None, vllm: VllmDflash | None) -> tuple[float | None, str]:
+    """The length vLLM derives from a model's config (knowledge.dflash.MAX_LEN_DERIVATION, per release):
+    the smallest length key, capped by tokenizer_config's model_max_length, times the RoPE factor."""
+    rule = MAX_LEN_DERIVATION.value
+    text = text_config(model)
+    base, key = math.inf, ""
+    for name in rule["length_keys"]:
+        value = text.get(name)
+        if _length(value) and value < base:
+            base, key = float(value), f"{name}={value}"
+    if _length(text.get("model_max_length")):
+        base, key = float(text["model_max_length"]), f"model_max_length={text['model_max_length']}"
+    if base == math.inf:
+        return None, "no max_position_embeddings"
+    tokenizer = (model or {}).get("tokenizer_config") or {}
+    limit = tokenizer.get("model_max_length") if isinstance(tokenizer, Mapping) else None
+    if _length(limit) and limit < base:
+        base, key = float(limit), f"tokenizer_config model_max_length={limit}"
+    model_type = ((model or {}).get("dir") or {}).get("config") or {}
+    model_type = model_type.get("model_type") if isinstance(model_type, Mapping) else None
+    entries = _rope_entries(text)
+    if entries and rule["already_scaled_model_type"] not in str(model_type or text.get("model_type") or ""):
+        excluded = tuple(rule["unscaled_rope_types"])
+        scaled = yarn_already_scaled(vllm)
+        if scaled:
+            excluded += tuple(rule["already_scaled_rope_types"])
+        factor: Any = 1.0
+        kind = None
+        for entry in entries:
+            kind = entry.get("rope_type") or entry.get("type")
+            if kind in excluded:
+                continue
+            factor = entry.get("factor", factor)
+            if kind == "yarn" and not scaled:
+                original = entry.get("original_max_position_embeddings")
+                if not _length(original):
+                    return None, "a yarn rope entry without original_max_position_embeddings"
+                base, key = float(original), f"original_max_position_embeddings={original}"
+        if factor is None:
+            factor = 1.0
+        if not isinstance(factor, (int, float)) or isinstance(factor, bool) or not math.isfinite(factor):
+            return None, f"{key} with a RoPE factor {factor!r} that is no number"
+        if factor != 1.0:
+            base, key = base * float(factor), f"{key} x {kind} factor {factor}"
+    if not math.isfinite(base) or base >= 2**63:
         return None, f"{key} is not a usable length"
-    tokenizer = (target or {}).get("tokenizer_config") or {}
-    limit = tokenizer.get("model_max_length")
-    if isinstance(limit, (int, float)) and limit < derived:
-        derived, key = float(limit), f"tokenizer_config model_max_length={int(limit)}"
+    return base, key
+
+
+def _derived_max_len(model: Mapping[str, Any] | None, vllm: VllmDflash | None = None) -> tuple[int | None, str]:
+    """The length vLLM serves a model at when --max-model-len is not given (a longrope model: its
+    original_max_position_embeddings), and what it came from."""
+    derived, key = derived_max_len(model, vllm)
+    if derived is None:
+        return None, key
+    if any((e.get("rope_type") or e.get("type")) == "longrope" for e in _rope_entries(text_config(model))):
+        original = text_config(model).get("original_max_position_embeddings")
+        if _length(original):
+            return int(original), f"original_max_position_embeddings={original} (longrope)"
     return int(derived), key
+
+
+def max_len_refused(model: Mapping[str, Any] | None, vllm: VllmDflash | None, given: int) -> tuple[bool, float | None, str]:
+    """Whether vLLM refuses --max-model-len `given` for this model (without VLLM_ALLOW_LONG_MAX_MODEL_LEN):
+    over the derived length and over the config's own model_max_length, when it has one."""
+    derived, key = derived_max_len(model, vllm)
+    if derived is None or given <= derived:
+        return False, derived, key
+    own = text_config(model).get("model_max_length")
+    return (not _length(own) or given > own), derived, key
 
 
 def _tier(device: Mapping[str, Any] | None, vllm: VllmDflash | None) -> str:
@@ -191,11 +259,12 @@ def _tier(device: Mapping[str, Any] | None, vllm: VllmDflash | None) -> str:
     return "small"
 
 
-def effective_settings(fields: Mapping[str, Any], target: Mapping[str, Any] | None, tier: str) -> dict[str, Any]:
+def effective_settings(fields: Mapping[str, Any], target: Mapping[str, Any] | None, tier: str,
+                       vllm: VllmDflash | None = None) -> dict[str, Any]:
     """The scheduler values vLLM ends up with for one GPU tier ("small", "large", "huge")
     (engine/arg_utils.py _set_default_max_num_seqs_and_batched_tokens_args)."""
     defaults = BATCH_DEFAULTS.value[tier]
-    derived, _ = _derived_max_len(target)
+    derived, _ = _derived_max_len(target, vllm)
     given_len, given_seqs, given_tokens = (fields.get(k) for k in ("max_model_len", "max_num_seqs",
                                                                    "max_num_batched_tokens"))
     max_model_len = given_len if _is_int(given_len) else derived

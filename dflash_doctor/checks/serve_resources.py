@@ -210,7 +210,8 @@ class ServeResourcesCheck:
         draft_tp = _int_or(spec.get("draft_tensor_parallel_size"), tp)
         drafter_bytes, _ = _served_bytes(drafter, dtype_bytes, False) if drafter else (0, [])
         per_gpu = target_bytes / (tp * pp) + drafter_bytes / max(1, draft_tp)
-        settings = effective_settings(fields, target, _tier(devices[0], facts.optional_section(VllmDflash)))
+        vllm = facts.optional_section(VllmDflash)
+        settings = effective_settings(fields, target, _tier(devices[0], vllm), vllm)
         mml = settings["max_model_len"] if _is_int(settings["max_model_len"]) else 0
         kv_dtype = fields.get("kv_cache_dtype")
         kv_bytes = 1 if isinstance(kv_dtype, str) and kv_dtype.startswith("fp8") else dtype_bytes

@@ -40,7 +40,9 @@ from dflash_doctor.knowledge.dflash import (
     SPEC_BUDGET_RULE_A,
     SPEC_BUDGET_RULE_B,
     TARGET_HIDDEN_SIZE_NULL,
+    YARN_ALREADY_SCALED_MARKER,
 )
+from dflash_doctor.knowledge.dflash_reports import DRAFTER_CONTEXT_RAISED
 
 __all__ = ["CAPABILITIES", "collect_args", "collect_vllm", "head_sizes_of", "port_facts", "read_vllm_dflash"]
 
@@ -346,6 +348,13 @@ _MARKERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "drafter_own_backend_v2": (NON_CAUSAL_SCOPE.value["drafter-own-backend-v2"],
                                ("v1/worker/gpu/spec_decode/dflash/utils.py",)),
     "batch_huge_tier": (BATCH_HUGE_MARKER.value, ("engine/arg_utils.py",)),
+    "yarn_already_scaled": (YARN_ALREADY_SCALED_MARKER.value, ("config/model.py",)),
+    "draft_context_raised": (DRAFTER_CONTEXT_RAISED.value["override_marker"], ("config/speculative.py",)),
+    "limit_to_draft": (DRAFTER_CONTEXT_RAISED.value["limiter_marker"], ("config/vllm.py",)),
+    "multi_kv_group_v2": ("if self._dflash_needs_multi_kv_group():", ("config/vllm.py",)),
+    "v2_dense_unquantized_only": ("return not model_config.is_moe and not model_config.is_quantized",
+                                  ("config/vllm.py",)),
+    "v2_dense_default": ("or not model_config.is_moe", ("config/vllm.py",)),
     "dflash_causal_key": ('.get("causal"', ("v1/spec_decode/dflash.py", "model_executor/models/qwen3_dflash.py")),
 }
 

@@ -151,7 +151,8 @@ def _string_set(node: ast.expr | None) -> list[str] | None:
 
 def _runner(trees: _Trees) -> dict[str, Any]:
     """Which model runner serves DFlash: 'v2-only' (no V1 GPU runner in the package), 'v2-for-archs' (V2 by
-    default for the listed target architectures, VLLM_USE_V2_MODEL_RUNNER overrides), 'v1-default' (V2 only
+    default for the listed target architectures, VLLM_USE_V2_MODEL_RUNNER overrides), 'v2-default' (V2
+    unless VLLM_USE_V2_MODEL_RUNNER=0 or a feature V2 lacks), 'v1-default' (V2 only
     when VLLM_USE_V2_MODEL_RUNNER=1), or None when the source says neither."""
     v1 = os.path.isfile(os.path.join(trees.root, "v1/worker/gpu_model_runner.py"))
     v2 = os.path.isfile(os.path.join(trees.root, "v1/worker/gpu/model_runner.py"))
@@ -163,11 +164,23 @@ def _runner(trees: _Trees) -> dict[str, Any]:
     archs = _string_set(_assigned(tree, "DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES"))
     if archs is not None:
         return {"kind": "v2-for-archs", "file": "vllm/config/vllm.py", "default_archs": archs}
+    if _returns_true_last(tree, "use_v2_model_runner"):
+        return {"kind": "v2-default", "file": "vllm/config/vllm.py", "default_archs": None}
     sources = trees.sources
     text = (sources.text("config/vllm.py") or "") + (sources.text("v1/worker/gpu_worker.py") or "")
     if "def use_v2_model_runner" in text or "VLLM_USE_V2_MODEL_RUNNER" in text:
         return {"kind": "v1-default", "file": "vllm/config/vllm.py", "default_archs": None}
     return {"kind": None, "file": None, "default_archs": None}
+
+
+def _returns_true_last(tree: ast.Module, name: str) -> bool:
+    """Whether a function or method `name` ends with `return True` (vLLM 0.29+'s use_v2_model_runner: V2
+    unless VLLM_USE_V2_MODEL_RUNNER=0 or a feature V2 lacks)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == name and node.body:
+            last = node.body[-1]
+            return isinstance(last, ast.Return) and isinstance(last.value, ast.Constant) and last.value.value is True
+    return False
 
 
 def _registry(trees: _Trees) -> dict[str, tuple[str, str]]:

@@ -9,6 +9,8 @@ when no source can be read.
 
 from __future__ import annotations
 
+from typing import Any
+
 from dflash_doctor.knowledge import Fact
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "MASK_HIDDEN_FORBIDDEN",
     "MASK_TOKEN_RULE",
     "MASK_TOP_LEVEL_MARKER",
+    "MAX_LEN_DERIVATION",
     "MAX_MODEL_LEN_RULE",
     "METHOD_DETECTION",
     "NON_CAUSAL_SCOPE",
@@ -46,6 +49,7 @@ __all__ = [
     "UNSUPPORTED_DRAFTER_TENSORS",
     "WEIGHT_LOADER_STRICT",
     "WORLD_SIZE_RULE",
+    "YARN_ALREADY_SCALED_MARKER",
     "uniform_layer_ids",
 ]
 
@@ -336,6 +340,12 @@ BATCH_HUGE_MARKER: Fact[str] = Fact(
     read_from="vllm sdists 0.20.1, 0.24.0, 0.34.0",
 )
 
+YARN_ALREADY_SCALED_MARKER: Fact[str] = Fact(
+    value="YaRN variants leave max_position_embeddings already scaled",
+    source="vllm/config/model.py _get_and_verify_max_len, from vLLM PR #56446 (see MAX_LEN_DERIVATION)",
+    read_from="vllm sdists 0.29.0 (absent), 0.30.0, 0.31.0, 0.32.0, 0.33.0, 0.34.0 (present)",
+)
+
 SPEC_BUDGET_RULE_A: Fact[str] = Fact(
     value="scheduled_token_delta",
     source="0.20.0-0.24.0 vllm/config/vllm.py VllmConfig._set_max_num_scheduled_tokens: max_num_scheduled_tokens = "
@@ -356,6 +366,38 @@ SPEC_BUDGET_RULE_B: Fact[str] = Fact(
     "max_num_batched_tokens // (num_speculative_tokens + 1) requests and max_num_active_seqs is lowered to that, "
     "with a warning",
     read_from="vllm 0.34.0 sdist (v1/worker/gpu/spec_decode/dflash/config.py max_num_draft_seqs)",
+)
+
+MAX_LEN_DERIVATION: Fact[dict[str, Any]] = Fact(
+    value={
+        # The smallest of these keys is the base length; a truthy model_max_length replaces it.
+        "length_keys": ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
+                        "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len"),
+        # rope_parameters nested by these layer types hold one RoPE entry per layer type.
+        "layer_types": ("full_attention", "sliding_attention", "chunked_attention", "linear_attention", "main",
+                        "compress"),
+        # RoPE types whose factor is never multiplied into the length.
+        "unscaled_rope_types": ("su", "longrope", "llama3"),
+        # From this release, YaRN variants too: max_position_embeddings is taken as already scaled.
+        "yarn_already_scaled_since": "0.30.0",
+        "already_scaled_rope_types": ("yarn", "deepseek_yarn", "deepseek_llama_scaling"),
+        # A model_type containing this takes max_position_embeddings as already scaled by RoPE.
+        "already_scaled_model_type": "gemma3",
+    },
+    source="vllm/config/model.py _get_and_verify_max_len and transformers_utils/model_arch_config_convertor.py "
+    "derive_max_model_len_and_key: the base is the smallest of the length keys (\"Choose the smallest "
+    "'max_length' from the possible keys\"), model_max_length overriding; the tokenizer_config's model_max_length "
+    "caps it before RoPE scaling; then, unless the model_type contains gemma3, each RoPE entry's factor is "
+    "multiplied in except for su/longrope/llama3. Up to 0.29.0 a yarn entry first replaces the length with its "
+    "original_max_position_embeddings (rp[\"original_max_position_embeddings\"], a KeyError when absent); from "
+    "0.30.0 (PR #56446) yarn, deepseek_yarn and deepseek_llama_scaling are not scaled at all: \"YaRN variants "
+    "leave max_position_embeddings already scaled, as Transformers' _compute_yarn_parameters assumes\". With no "
+    "--max-model-len a longrope model serves original_max_position_embeddings. A given length over the derived "
+    "one passes when it is at most the config's model_max_length. The layer types are transformers' "
+    "ALLOWED_LAYER_TYPES (configuration_utils, 4.57.1) that is_rope_parameters_nested accepts, plus DeepSeek-V4's "
+    "\"main\" and \"compress\" (from 0.33.0; a model no older release serves).",
+    read_from="vLLM sdists 0.20.1, 0.22.1, 0.24.0, 0.26.0, 0.29.0 (one function, unchanged), 0.30.0, 0.33.0, "
+    "0.34.0; tests/test_release_matrix.py runs each release's own functions against this rule",
 )
 
 MAX_MODEL_LEN_RULE: Fact[str] = Fact(

@@ -11,11 +11,13 @@ Releases whose sdists were read: 0.18.0, 0.19.1, 0.20.1, 0.21.0, 0.22.0, 0.23.0,
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from dflash_doctor.knowledge import Fact
 
 __all__ = [
     "AUTO_TOOL_CHOICE_RULE",
+    "DRAFTER_CONTEXT_RAISED",
     "DRAFTER_CONTEXT_V2",
     "EAGLE3_INTERFACE_RULE",
     "FP8_KERNELS",
@@ -26,6 +28,7 @@ __all__ = [
     "PARSER_REGISTRIES",
     "PARSER_VALIDATION",
     "QUANTIZED_PAIR_ACCEPTANCE",
+    "RULES_VERIFIED_THROUGH",
     "TRUST_REMOTE_CODE_RULE",
     "V2_DEFAULT_SINCE",
     "WEIGHT_FILE_SELECTION",
@@ -129,6 +132,32 @@ V2_DEFAULT_SINCE: Fact[str] = Fact(
     "GPU runner (vllm/v1/worker/gpu_model_runner.py is gone)",
     read_from="vLLM PR #57964; vllm 0.22.0, 0.24.0, 0.34.0 sdists",
     note="Used only when the installed source does not show which runner is the default.",
+)
+
+DRAFTER_CONTEXT_RAISED: Fact[dict[str, Any]] = Fact(
+    value={
+        "since": "0.33.0",
+        "cache_only_rope_types": ("default", "linear", "llama3", "ntk", "proportional"),
+        "override_marker": "_CACHE_ONLY_ROPE_TYPES",
+        "limiter_marker": "def _limit_max_model_len_to_draft",
+    },
+    source="vllm/config/speculative.py SpeculativeConfig._maybe_override_draft_max_position_embeddings: \"Raise a "
+    "draft's max_position_embeddings up to the target's ... Only drafts whose RoPE types are all in "
+    "_CACHE_ONLY_ROPE_TYPES are resized\" (_rope_only_sizes_cache: every RoPE entry's rope_type, \"default\" when "
+    "absent; every method but draft_model, draft_shares_target_positions); otherwise vllm/config/vllm.py "
+    "VllmConfig._limit_max_model_len_to_draft on the V2 runner: \"The draft model's max_model_len (%d) is smaller "
+    "than the target model's (%d) and the V2 model runner can't skip speculation for longer sequences; reducing "
+    "max_model_len to %d.\" In 0.29.0-0.32.0 the override covers eagle and eagle3 only and there is no limiter; "
+    "the fix cites vLLM #48894 and #57941",
+    read_from="vllm sdists 0.29.0, 0.30.0, 0.32.0 (absent), 0.33.0, 0.34.0 (present)",
+)
+
+RULES_VERIFIED_THROUGH: Fact[str] = Fact(
+    value="0.34.0",
+    source="tests/test_release_matrix.py: the newest release whose own functions the doctor's version-dependent "
+    "rules (context length, the drafter's context, the model runner) are held to in CI (vllm_release.MATRIX)",
+    read_from="vllm sdists 0.20.1, 0.22.1, 0.24.0, 0.26.0, 0.29.0, 0.30.0, 0.33.0, 0.34.0",
+    note="A newer vLLM gets serve-command.vllm-newer-than-verified: its own parser and validation count first.",
 )
 
 EAGLE3_INTERFACE_RULE: Fact[str] = Fact(

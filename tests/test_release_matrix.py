@@ -1,0 +1,186 @@
+"""The doctor's version-dependent rules against each vLLM release's own code, on a grid of inputs.
+
+For every release in vllm_release.MATRIX, the release's own functions (compiled from its sdist) and the
+doctor's rule judge the same inputs; any disagreement fails. The doctor is told the release the way it
+learns it on a user's machine: the markers it reads from that release's installed source, and its version.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from vllm_release import MATRIX, vllm_max_len
+from vllm_sources import vllm_source
+
+from dflash_doctor.checks.serve_common import _derived_max_len, max_len_refused
+from dflash_doctor.facts.serve import _markers
+from dflash_doctor.facts.serve_shapes import VllmDflash
+from dflash_doctor.facts.vllm_pairing import VllmSources
+
+YARN_X4 = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768, "rope_theta": 1e6}
+
+# (name, the config as transformers v5 standardizes it, tokenizer_config)
+CONTEXT_GRID: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = [
+    ("plain", {"model_type": "qwen3", "max_position_embeddings": 40960}, None),
+    ("default rope", {"model_type": "qwen3", "max_position_embeddings": 40960,
+                      "rope_parameters": {"rope_type": "default", "rope_theta": 1e6}}, None),
+    ("qwen3 yarn x4 recipe", {"model_type": "qwen3", "max_position_embeddings": 40960, "rope_parameters": YARN_X4},
+     None),
+    ("yarn already scaled", {"model_type": "qwen3", "max_position_embeddings": 131072, "rope_parameters": YARN_X4},
+     None),
+    ("yarn x4 over 8192 drafter", {"model_type": "qwen3", "max_position_embeddings": 8192, "rope_parameters": {
+        "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8192}}, None),
+    ("linear x2", {"model_type": "llama", "max_position_embeddings": 4096,
+                   "rope_parameters": {"rope_type": "linear", "factor": 2.0}}, None),
+    ("dynamic x2", {"model_type": "llama", "max_position_embeddings": 4096,
+                    "rope_parameters": {"rope_type": "dynamic", "factor": 2.0}}, None),
+    ("llama3 x8", {"model_type": "llama", "max_position_embeddings": 131072, "rope_parameters": {
+        "rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8192,
+        "low_freq_factor": 1.0, "high_freq_factor": 4.0}}, None),
+    ("longrope", {"model_type": "phi3", "max_position_embeddings": 131072, "original_max_position_embeddings": 4096,
+                  "rope_parameters": {"rope_type": "longrope", "short_factor": [1.0], "long_factor": [2.0]}}, None),
+    ("gemma3 linear x8", {"model_type": "gemma3_text", "max_position_embeddings": 131072,
+                          "rope_parameters": {"rope_type": "linear", "factor": 8.0}}, None),
+    ("deepseek_yarn x40", {"model_type": "deepseek_v3", "max_position_embeddings": 163840, "rope_parameters": {
+        "rope_type": "deepseek_yarn", "factor": 40.0, "original_max_position_embeddings": 4096}}, None),
+    ("nested by layer type", {"model_type": "gemma3n", "max_position_embeddings": 32768, "rope_parameters": {
+        "full_attention": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8192},
+        "sliding_attention": {"rope_type": "default"}}}, None),
+    ("n_positions only", {"model_type": "gpt2", "n_positions": 1024}, None),
+    ("smallest key wins", {"model_type": "chatglm", "max_position_embeddings": 40960, "seq_length": 8192}, None),
+    ("model_max_length overrides", {"model_type": "cohere", "max_position_embeddings": 8192,
+                                    "model_max_length": 131072}, None),
+    ("tokenizer cap before yarn", {"model_type": "qwen3", "max_position_embeddings": 40960,
+                                   "rope_parameters": YARN_X4}, {"model_max_length": 16384}),
+    ("tokenizer cap", {"model_type": "qwen3", "max_position_embeddings": 40960}, {"model_max_length": 8192}),
+]
+GIVEN = (4096, 32768, 40960, 65536, 131072)
+
+
+def _vllm_facts(version: str) -> VllmDflash:
+    root = str(vllm_source(version))
+    return VllmDflash(installed=True, version=version, root=root, markers=_markers(VllmSources(root)))
+
+
+def _model(config: Mapping[str, Any], tokenizer: Mapping[str, Any] | None) -> dict[str, Any]:
+    # The doctor's model facts: config.json's text view (facts.modelfiles), the tokenizer_config read beside it.
+    return {"dir": {"config": {"model_type": config.get("model_type"), "text": dict(config)}},
+            "tokenizer_config": dict(tokenizer) if tokenizer else None}
+
+
+@pytest.mark.parametrize("version", MATRIX)
+def test_the_context_length_is_the_one_each_release_derives(version: str) -> None:
+    vllm_len = vllm_max_len(version)
+    vllm = _vllm_facts(version)
+    disagree = []
+    for name, config, tokenizer in CONTEXT_GRID:
+        model = _model(config, tokenizer)
+        expected: int | str
+        try:
+            expected = vllm_len(config, tokenizer, None)
+        except Exception as exc:  # the release itself refuses the config
+            expected = type(exc).__name__
+        served, key = _derived_max_len(model, vllm)
+        if served != expected and not (isinstance(expected, str) and served is None):
+            disagree.append(f"{name}: vLLM {expected}, doctor {served} ({key})")
+        for given in GIVEN:
+            try:
+                vllm_len(config, tokenizer, given)
+                refused_by_vllm = False
+            except ValueError:
+                refused_by_vllm = True
+            except Exception:
+                continue  # a config the release cannot read at all is judged above
+            refused, _, why = max_len_refused(model, vllm, given)
+            if refused != refused_by_vllm:
+                disagree.append(f"{name} --max-model-len {given}: vLLM refuses={refused_by_vllm}, doctor {refused} ({why})")
+    assert not disagree, f"vLLM {version}:\n" + "\n".join(disagree)
+
+
+def test_without_readable_source_the_version_decides_the_yarn_rule() -> None:
+    # A vLLM whose source the doctor cannot read (markers unreadable): the recorded version range decides.
+    model = _model(CONTEXT_GRID[2][1], None)
+    assert _derived_max_len(model, VllmDflash(installed=True, version="0.29.0"))[0] == 131072
+    assert _derived_max_len(model, VllmDflash(installed=True, version="0.30.0"))[0] == 40960
+
+
+DRAFTER_ROPES: list[dict[str, Any] | None] = [
+    None, {"rope_type": "default", "rope_theta": 1e6}, {"rope_type": "linear", "factor": 2.0},
+    {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8192},
+    {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8192},
+    {"rope_type": "dynamic", "factor": 2.0}, {"rope_type": "longrope", "short_factor": [1.0], "long_factor": [1.0]},
+    {"full_attention": {"rope_type": "default"}, "sliding_attention": {"rope_type": "linear", "factor": 2.0}},
+    {"full_attention": {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 4096},
+     "sliding_attention": {"rope_type": "default"}},
+]
+
+
+@pytest.mark.parametrize("version", MATRIX)
+def test_which_drafters_vllm_lengthens_is_each_releases_own_rule(version: str) -> None:
+    """A drafter shorter than the served context: raised to it (RoPE that only sizes a cache), or the served
+    length lowered to the drafter's, as the release's own _rope_only_sizes_cache and limiter decide."""
+    from dflash_doctor.checks.drafter_pairing import _context_handling
+    from dflash_doctor.checks.serve_common import _rope_entries
+    from dflash_doctor.knowledge.dflash_reports import DRAFTER_CONTEXT_RAISED
+
+    speculative = (vllm_source(version) / "config/speculative.py").read_text()
+    has_rule = "def _rope_only_sizes_cache(" in speculative
+    has_limiter = "def _limit_max_model_len_to_draft(" in (vllm_source(version) / "config/vllm.py").read_text()
+    raised, limited = _context_handling(_vllm_facts(version))
+    assert (raised, limited) == (has_rule, has_limiter), version
+    if not has_rule:
+        return
+    from vllm_release import ATTENTION_LAYER_TYPES, release_function
+    nested = release_function(version, "transformers_utils/config.py", "is_rope_parameters_nested",
+                              {"ALLOWED_ATTENTION_LAYER_TYPES": ATTENTION_LAYER_TYPES,
+                               "ALLOWED_LAYER_TYPES": ATTENTION_LAYER_TYPES})
+    iterate = release_function(version, "transformers_utils/config.py", "iter_rope_parameters",
+                               {"is_rope_parameters_nested": nested})
+    # The release's own set, read from its source, is what its function runs with; the doctor's must equal it.
+    import ast
+    assigned = next(n.value for n in ast.parse(speculative).body if isinstance(n, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == "_CACHE_ONLY_ROPE_TYPES" for t in n.targets))
+    cache_only_set = frozenset(ast.literal_eval(assigned.args[0]))  # type: ignore[attr-defined]
+    assert cache_only_set == frozenset(DRAFTER_CONTEXT_RAISED.value["cache_only_rope_types"]), version
+    only_cache = release_function(version, "config/speculative.py", "_rope_only_sizes_cache",
+                                  {"iter_rope_parameters": iterate, "_CACHE_ONLY_ROPE_TYPES": cache_only_set})
+    from types import SimpleNamespace
+    for rope in DRAFTER_ROPES:
+        text = {"rope_parameters": rope} if rope is not None else {}
+        kinds = [str(e.get("rope_type") or "default") for e in _rope_entries(text)]
+        doctor = all(kind in cache_only_set for kind in kinds)
+        assert doctor == only_cache(SimpleNamespace(**text)), (version, rope)
+
+
+RUNNER_ARCHS = (["Qwen3ForCausalLM"], ["LlamaForCausalLM"], ["Gemma3ForCausalLM"])
+DRAFTER_LAYERS = (["full_attention"] * 5, ["sliding_attention", "sliding_attention", "full_attention"])
+
+
+@pytest.mark.parametrize("version", MATRIX)
+def test_the_model_runner_is_the_one_each_release_picks(version: str) -> None:
+    from vllm_release import vllm_runs_v2
+
+    from dflash_doctor.checks.drafter_pairing import model_runner
+    from dflash_doctor.facts.vllm_pairing import read_vllm_pairing
+
+    runs_v2 = vllm_runs_v2(version)
+    vllm = dataclasses.replace(_vllm_facts(version), pairing=read_vllm_pairing(VllmSources(str(vllm_source(version)))))
+    disagree = []
+    for archs in RUNNER_ARCHS:
+        for layers in DRAFTER_LAYERS:
+            for env in (None, "1", "0"):
+                parsed = None if env is None else env == "1"
+                if runs_v2 is None:  # no switch: V1 unless asked for V2, or V2 alone (no V1 GPU runner)
+                    has_v1 = (vllm_source(version) / "v1/worker/gpu_model_runner.py").is_file()
+                    expected = "v2" if env == "1" or not has_v1 else "v1"
+                else:
+                    expected = "v2" if runs_v2(archs, layers, parsed) else "v1"
+                doctor, why = model_runner(vllm, archs, {"VLLM_USE_V2_MODEL_RUNNER": env} if env else {},
+                                           drafter_layer_types=layers, target=_model({"architectures": archs}, None))
+                if doctor != expected:
+                    disagree.append(f"{archs[0]} drafter {sorted(set(layers))} env={env}: vLLM {expected}, "
+                                    f"doctor {doctor} ({why})")
+    assert not disagree, f"vLLM {version}:\n" + "\n".join(disagree)

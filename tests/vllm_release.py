@@ -1,0 +1,152 @@
+"""A vLLM release's own functions, compiled from that release's source, to hold the doctor's rules to.
+
+`release_function(version, "config/model.py", "_get_and_verify_max_len", globals)` finds the function (or
+`Class.method`) in the release's sdist (tests/vllm_sources.py) and compiles exactly its source. vLLM's
+module imports torch, transformers and the rest, none of which a rule needs, so only the names the
+function looks up at run time are given, in `globals`: the platform (`current_platform`), `envs`, the
+logger. Every decision is the release's own code; only what it would ask the machine is supplied.
+"""
+
+from __future__ import annotations
+import __future__
+
+import ast
+import logging
+import sys
+from collections.abc import Callable, Mapping
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+from vllm_sources import vllm_source
+
+# The releases the rules are held to (issue: "at least" these), oldest first.
+MATRIX = ("0.20.1", "0.22.1", "0.24.0", "0.26.0", "0.29.0", "0.30.0", "0.33.0", "0.34.0")
+
+LOGGER = logging.getLogger("vllm-release-under-test")
+
+
+def _find(tree: ast.Module, qualname: str) -> ast.FunctionDef:
+    *owners, name = qualname.split(".")
+    body: list[ast.stmt] = tree.body
+    for owner in owners:
+        body = next(n.body for n in body if isinstance(n, ast.ClassDef) and n.name == owner)
+    return next(n for n in body if isinstance(n, ast.FunctionDef) and n.name == name)
+
+
+def release_function(version: str, rel: str, qualname: str, namespace: Mapping[str, Any]) -> Callable[..., Any]:
+    source = (vllm_source(version) / rel).read_text()
+    node = _find(ast.parse(source), qualname)
+    node.decorator_list = []
+    module = ast.Module(body=[node], type_ignores=[])
+    code = compile(module, f"<vllm {version} {rel}>", "exec",
+                   flags=__future__.annotations.compiler_flag, dont_inherit=True)
+    scope: dict[str, Any] = {"logger": LOGGER, "Any": Any, **namespace}
+    exec(code, scope)
+    return scope[node.name]  # type: ignore[no-any-return]
+
+
+def first_class_with(version: str, rel: str, method: str) -> str:
+    """The first class in `rel` that defines `method` (the base class, where subclasses override it)."""
+    tree = ast.parse((vllm_source(version) / rel).read_text())
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and any(isinstance(n, ast.FunctionDef) and n.name == method
+                                                   for n in node.body):
+            return node.name
+    raise LookupError(f"no class defines {method} in vLLM {version} {rel}")
+
+
+# ------------------------------------------------------------------------------ the context length
+
+
+# transformers' configuration_utils.ALLOWED_LAYER_TYPES (4.57.1; also imported as ALLOWED_ATTENTION_LAYER_TYPES).
+ATTENTION_LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention", "linear_attention")
+
+
+class _Platform:
+    @staticmethod
+    def check_max_model_len(max_model_len: int) -> int:
+        return max_model_len  # the CUDA platform's own: Platform.check_max_model_len returns it unchanged
+
+
+def vllm_max_len(version: str) -> Callable[[Mapping[str, Any], Mapping[str, Any] | None, int | None], int]:
+    """The release's own max_model_len: derive_max_model_len_and_key (its ModelArchConfigConvertor) and
+    _get_and_verify_max_len (config/model.py), on a config in transformers v5's standardized form."""
+    nested = release_function(version, "transformers_utils/config.py", "is_rope_parameters_nested",
+                              {"ALLOWED_ATTENTION_LAYER_TYPES": ATTENTION_LAYER_TYPES,
+                               "ALLOWED_LAYER_TYPES": ATTENTION_LAYER_TYPES})
+    helpers: dict[str, Any] = {"is_rope_parameters_nested": nested}
+    if "def iter_rope_parameters(" in (vllm_source(version) / "transformers_utils/config.py").read_text():
+        helpers["iter_rope_parameters"] = release_function(version, "transformers_utils/config.py",
+                                                           "iter_rope_parameters", helpers)
+    convertor = "transformers_utils/model_arch_config_convertor.py"
+    derive = release_function(version, convertor,
+                              f"{first_class_with(version, convertor, 'derive_max_model_len_and_key')}"
+                              ".derive_max_model_len_and_key", {})
+    verify = release_function(version, "config/model.py", "_get_and_verify_max_len", {
+        **helpers, "current_platform": _Platform(),
+        "envs": SimpleNamespace(VLLM_ALLOW_LONG_MAX_MODEL_LEN=False)})
+
+    def max_len(config: Mapping[str, Any], tokenizer_config: Mapping[str, Any] | None, given: int | None) -> int:
+        hf_config = SimpleNamespace(**config)
+        arch = SimpleNamespace(derived_max_model_len_and_key=derive(SimpleNamespace(hf_text_config=hf_config)))
+        return int(verify(hf_config, arch, dict(tokenizer_config) if tokenizer_config else None, given,
+                          False, None))
+    return max_len
+
+
+# ------------------------------------------------------------------------------ the model runner
+
+
+def _literal(version: str, rel: str, name: str) -> Any:
+    tree = ast.parse((vllm_source(version) / rel).read_text())
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets) and node.value is not None:
+            value = node.value
+            if isinstance(value, ast.Call) and value.args:  # frozenset({...}) / frozenset([...])
+                value = value.args[0]
+            return frozenset(ast.literal_eval(value))
+    return frozenset()
+
+
+def vllm_runs_v2(version: str) -> Callable[..., bool] | None:
+    """The release's own VllmConfig.use_v2_model_runner (None where the release has none) on a plain DFlash
+    serve: a dense, unquantized generate model of `archs`, a DFlash drafter of `layer_types`, and
+    VLLM_USE_V2_MODEL_RUNNER as `env` (None, True or False as vLLM's envs parses it)."""
+    rel = "config/vllm.py"
+    source = (vllm_source(version) / rel).read_text()
+    if "def use_v2_model_runner(" not in source:
+        return None
+    platforms = ModuleType("vllm.platforms")  # the property imports current_platform from here in 0.29+
+    platforms.current_platform = SimpleNamespace(  # type: ignore[attr-defined]
+        is_rocm=lambda: False, is_unspecified=lambda: False)
+    helpers = [name for name in ("_is_default_v2_model_runner_model", "_dflash_needs_multi_kv_group",
+                                 "_is_dflash2_draft") if f"def {name}(" in source]
+
+    def runs_v2(archs: list[str], layer_types: list[str], env: bool | None) -> bool:
+        namespace = {
+            "envs": SimpleNamespace(VLLM_USE_V2_MODEL_RUNNER=env), "HAS_TRITON": True,
+            "current_platform": SimpleNamespace(is_rocm=lambda: False, is_unspecified=lambda: False),
+            "DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES": _literal(version, rel, "DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES"),
+            "ROCM_DEFAULT_MRV1_ARCHITECTURES": _literal(version, rel, "ROCM_DEFAULT_MRV1_ARCHITECTURES"),
+        }
+        model = SimpleNamespace(architectures=archs, runner_type="generate", is_moe=False, is_quantized=False,
+                                is_diffusion=False, is_hybrid=False, is_attention_free=False)
+        drafter = SimpleNamespace(architectures=["DFlashDraftModel"], hf_config=SimpleNamespace(layer_types=layer_types))
+        config = SimpleNamespace(
+            model_config=model, attention_config=SimpleNamespace(hisparse_config=None), watermark_config=None,
+            speculative_config=SimpleNamespace(method="dflash", draft_model_config=drafter, parallel_drafting=False),
+            _get_v2_model_runner_unsupported_features=list)
+        for name in helpers:
+            setattr(config, name, release_function(version, rel, f"VllmConfig.{name}", namespace).__get__(config))
+        saved = {name: sys.modules.get(name) for name in ("vllm", "vllm.platforms")}
+        sys.modules["vllm"], sys.modules["vllm.platforms"] = ModuleType("vllm"), platforms
+        try:
+            return bool(release_function(version, rel, "VllmConfig.use_v2_model_runner", namespace)(config))
+        finally:
+            for name, module in saved.items():
+                if module is None:
+                    sys.modules.pop(name, None)
+                else:
+                    sys.modules[name] = module
+    return runs_v2
