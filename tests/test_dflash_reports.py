@@ -417,3 +417,46 @@ def test_a_vllm_newer_than_the_verified_releases_is_said(tmp_path: Path, toys: t
     assert newer.status is Status.WARN and "vLLM 0.35.0rc1 is newer than 0.34.0" in newer.title
     assert "serve-command.vllm-newer-than-verified" not in ids(
         run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0"), "serve-command")
+
+
+def _to_speculators_format(drafter: Path) -> dict[str, Any]:
+    """Rewrite the toy drafter's config.json as vllm-project/speculators writes a DFlash drafter: the model's dims
+    under transformer_layer_config, aux_hidden_state_layer_ids in the EAGLE convention (DFlash id + 1), a top-level
+    mask_token_id, the proposal under speculators_config, and no top-level architectures."""
+    path = drafter / "config.json"
+    config = json.loads(path.read_text())
+    dflash = config.pop("dflash_config")
+    for key in ("architectures", "block_size", "num_target_layers", "target_hidden_size"):
+        config.pop(key, None)
+    speculators = {
+        "speculators_model_type": "dflash", "mask_token_id": dflash["mask_token_id"],
+        "aux_hidden_state_layer_ids": [i + 1 for i in dflash["target_layer_ids"]],
+        "transformer_layer_config": {**config, "architectures": ["Qwen3ForCausalLM"]},
+        "speculators_config": {"proposal_methods": [{"proposal_type": "greedy", "speculative_tokens": 15}],
+                               "default_proposal_method": "greedy",
+                               "verifier": {"name_or_path": "Qwen/Qwen3-8B", "architectures": ["Qwen3ForCausalLM"]}},
+    }
+    path.write_text(json.dumps(speculators, indent=2))
+    return speculators
+
+
+@pytest.mark.parametrize("vllm", ["0.24.0", "0.34.0"])
+def test_a_speculators_format_drafter_is_judged_like_a_z_lab_one(
+        tmp_path: Path, toys: tuple[Path, Path], vllm: str) -> None:
+    target, drafter = toys
+    z_lab = run_checks(tmp_path, argv=seed(target, drafter), vllm=vllm)
+    _to_speculators_format(drafter)
+    results = run_checks(tmp_path, argv=seed(target, drafter), vllm=vllm)
+    assert results["drafter"].status is z_lab["drafter"].status
+    assert "drafter.layer-ids-missing" not in ids(results, "drafter")
+    ok = found(results, "drafter.ok")
+    assert "target_layer_ids [1, 2]" in ok.title and "mask_token_id 500" in ok.title
+
+
+def test_speculators_aux_ids_off_by_one_are_caught_as_for_any_drafter(tmp_path: Path, toys: tuple[Path, Path]) -> None:
+    # vLLM subtracts 1 from aux_hidden_state_layer_ids: an aux id of 0 (written in DFlash's convention) is layer -1
+    target, drafter = toys
+    speculators = _to_speculators_format(drafter)
+    patch_config(drafter, aux_hidden_state_layer_ids=[0, *speculators["aux_hidden_state_layer_ids"][1:]])
+    f = found(run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0"), "drafter.layer-ids-invalid")
+    assert "[-1]" in f.title

@@ -81,7 +81,7 @@ def test_the_context_length_is_the_one_each_release_derives(version: str) -> Non
         expected: int | str
         try:
             expected = vllm_len(config, tokenizer, None)
-        except Exception as exc:  # the release itself refuses the config
+        except Exception as exc:  # noqa: BLE001 - the release itself refuses the config, whatever it raises
             expected = type(exc).__name__
         served, key = _derived_max_len(model, vllm)
         if served != expected and not (isinstance(expected, str) and served is None):
@@ -92,8 +92,8 @@ def test_the_context_length_is_the_one_each_release_derives(version: str) -> Non
                 refused_by_vllm = False
             except ValueError:
                 refused_by_vllm = True
-            except Exception:
-                continue  # a config the release cannot read at all is judged above
+            except Exception:  # noqa: BLE001, S112 - a config the release cannot read at all is judged above
+                continue
             refused, _, why = max_len_refused(model, vllm, given)
             if refused != refused_by_vllm:
                 disagree.append(f"{name} --max-model-len {given}: vLLM refuses={refused_by_vllm}, doctor {refused} ({why})")
@@ -184,3 +184,39 @@ def test_the_model_runner_is_the_one_each_release_picks(version: str) -> None:
                     disagree.append(f"{archs[0]} drafter {sorted(set(layers))} env={env}: vLLM {expected}, "
                                     f"doctor {doctor} ({why})")
     assert not disagree, f"vLLM {version}:\n" + "\n".join(disagree)
+
+
+SPECULATORS_CONFIGS: list[dict[str, Any]] = [
+    {"speculators_model_type": "dflash", "mask_token_id": 151669, "aux_hidden_state_layer_ids": [2, 10, 18, 26, 34],
+     "transformer_layer_config": {"model_type": "qwen3", "hidden_size": 4096}},
+    {"speculators_model_type": "dflash", "mask_token_id": 5, "aux_hidden_state_layer_ids": [1, 2],
+     "draft_vocab_size": 32000, "target_hidden_size": 2048, "sliding_window_non_causal": False,
+     "sample_from_anchor": True, "transformer_layer_config": {}},
+    {"speculators_model_type": "dflash2", "mask_token_id": 7, "aux_hidden_state_layer_ids": [3, 9],
+     "conv_kernel_size": 4, "conv_group_size": 2, "selector_rank": 64, "selector_top_k": None,
+     "transformer_layer_config": {}},
+]
+
+
+@pytest.mark.parametrize("version", MATRIX)
+def test_a_speculators_drafter_reads_as_each_release_converts_it(version: str) -> None:
+    from vllm_release import release_function
+
+    from dflash_doctor.checks.model_common import speculators_keys
+
+    rel = "transformers_utils/configs/speculators/algos.py"
+    source = (vllm_source(version) / rel).read_text()
+    vllm = _vllm_facts(version)
+    for config in SPECULATORS_CONFIGS:
+        kind = config["speculators_model_type"]
+        if f'register_speculator("{kind}")' not in source:
+            continue
+        update = release_function(version, rel, f"update_{kind}", {})
+        if kind == "dflash2":  # it calls update_dflash first
+            update = release_function(version, rel, "update_dflash2",
+                                      {"update_dflash": release_function(version, rel, "update_dflash", {})})
+        pre_trained: dict[str, Any] = {}
+        update(config_dict=dict(config), pre_trained_config=pre_trained)
+        doctor = speculators_keys(config, vllm)
+        for key in ("architectures", "eagle_aux_hidden_state_layer_ids", "dflash_config", "draft_vocab_size"):
+            assert doctor.get(key) == pre_trained.get(key), (version, kind, key, doctor.get(key), pre_trained.get(key))

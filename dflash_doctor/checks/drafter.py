@@ -340,7 +340,7 @@ class _Drafter:
         self.file = _config_file(drafter)
         self.path = (drafter.get("resolved") or {}).get("path")
         self.config = text_config(drafter)
-        self.keys = _drafter_keys(drafter)
+        self.keys = _drafter_keys(drafter, vllm)
         self.dflash = _dflash_config(self.keys)
         self.target_config = text_config(target)
         self.weights = ((drafter.get("dir") or {}).get("weights")) or {}

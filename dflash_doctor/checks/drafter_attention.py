@@ -125,7 +125,7 @@ class DrafterAttentionCheck:
             return [Finding("drafter-attention.no-gpu-facts", Status.SKIP,
                             f"{self.title}: no compute capability known ({gpus['why'] or 'the GPUs report none'})",
                             detail="Run on the GPU host, or name the GPU with --target-arch (e.g. sm_86).")]
-        keys = _drafter_keys(drafter)
+        keys = _drafter_keys(drafter, vllm)
         dflash = _dflash_config(keys)
         all_layers = _marker(vllm, "non_causal_all_layers") is True
         head_sizes = [h for h in {_head_dim(text_config(drafter)),

@@ -15,6 +15,7 @@ from dflash_doctor.facts.models_shapes import Models
 from dflash_doctor.facts.nvml_shapes import Gpu
 from dflash_doctor.facts.serve_shapes import ServeArgs, ServeAssumptions, VllmDflash
 from dflash_doctor.knowledge.archs import compute_capability
+from dflash_doctor.knowledge.dflash_reports import SPECULATORS_DFLASH
 from dflash_doctor.model import CheckResult, Finding, Status
 from dflash_doctor.units import GIB
 
@@ -55,8 +56,45 @@ def _config_file(model: Mapping[str, Any]) -> str:
     return str(config.get("file") or f"{(model.get('resolved') or {}).get('path') or model.get('name')}/config.json")
 
 
-def _drafter_keys(model: Mapping[str, Any]) -> dict[str, Any]:
-    return dict((((model.get("dir") or {}).get("config") or {}).get("drafter")) or {})
+def _drafter_keys(model: Mapping[str, Any], vllm: VllmDflash | None = None) -> dict[str, Any]:
+    """The drafter's config keys as vLLM sees them: a speculators-format config converted as vLLM converts it."""
+    return speculators_keys(dict((((model.get("dir") or {}).get("config") or {}).get("drafter")) or {}), vllm)
+
+
+def _writes(vllm: VllmDflash | None, marker: str, since: str) -> bool:
+    """The installed vLLM's source has `marker` (else: its version is at least `since`; no vLLM: the newest)."""
+    found = _marker(vllm, marker)
+    if found is not None:
+        return found
+    version = version_tuple(str((vllm.version if vllm is not None else None) or ""))
+    return not version or version >= version_tuple(since)
+
+
+def speculators_keys(keys: Mapping[str, Any], vllm: VllmDflash | None) -> dict[str, Any]:
+    """A speculators-format DFlash drafter's keys (speculators_model_type dflash/dflash2, the dims under
+    transformer_layer_config, aux_hidden_state_layer_ids, a top-level mask_token_id) as the installed vLLM turns
+    them into a DFlash config (knowledge.dflash_reports.SPECULATORS_DFLASH); any other config as it is."""
+    rule = SPECULATORS_DFLASH.value
+    kind = keys.get("speculators_model_type")
+    if not isinstance(kind, str) or kind not in rule["types"]:
+        return dict(keys)
+    out = dict(keys)
+    aux = keys.get("aux_hidden_state_layer_ids")
+    out["architectures"] = [rule["types"][kind]]
+    out["draft_vocab_size"] = keys.get("draft_vocab_size")
+    out["eagle_aux_hidden_state_layer_ids"] = aux
+    minus_one = _writes(vllm, "speculators_aux_minus_one", rule["aux_minus_one_since"])
+    ids = [i - 1 for i in aux] if minus_one and isinstance(aux, list) and all(_is_int(i) for i in aux) else aux
+    dflash: dict[str, Any] = {"mask_token_id": keys.get("mask_token_id"), "target_layer_ids": ids}
+    if _writes(vllm, "speculators_sample_from_anchor", rule["optional_keys"]["sample_from_anchor"][1]):
+        dflash["sample_from_anchor"] = keys.get("sample_from_anchor", False)
+    if _writes(vllm, "speculators_causal", rule["optional_keys"]["causal"][1]):
+        dflash["causal"] = not keys.get("sliding_window_non_causal", True)
+    if kind == "dflash2":
+        dflash.update({k: keys[k] for k in rule["dflash2_keys"] if keys.get(k) is not None})
+    out["dflash_config"] = dflash
+    out["speculators_format"] = kind
+    return out
 
 
 def _is_int(value: Any) -> TypeGuard[int]:

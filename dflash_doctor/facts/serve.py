@@ -42,7 +42,7 @@ from dflash_doctor.knowledge.dflash import (
     TARGET_HIDDEN_SIZE_NULL,
     YARN_ALREADY_SCALED_MARKER,
 )
-from dflash_doctor.knowledge.dflash_reports import DRAFTER_CONTEXT_RAISED
+from dflash_doctor.knowledge.dflash_reports import DRAFTER_CONTEXT_RAISED, SPECULATORS_DFLASH
 
 __all__ = ["CAPABILITIES", "collect_args", "collect_vllm", "head_sizes_of", "port_facts", "read_vllm_dflash"]
 
@@ -351,6 +351,12 @@ _MARKERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "yarn_already_scaled": (YARN_ALREADY_SCALED_MARKER.value, ("config/model.py",)),
     "draft_context_raised": (DRAFTER_CONTEXT_RAISED.value["override_marker"], ("config/speculative.py",)),
     "limit_to_draft": (DRAFTER_CONTEXT_RAISED.value["limiter_marker"], ("config/vllm.py",)),
+    "speculators_aux_minus_one": (SPECULATORS_DFLASH.value["aux_minus_one_marker"],
+                                  ("transformers_utils/configs/speculators/algos.py",)),
+    "speculators_sample_from_anchor": (SPECULATORS_DFLASH.value["optional_keys"]["sample_from_anchor"][0],
+                                       ("transformers_utils/configs/speculators/algos.py",)),
+    "speculators_causal": (SPECULATORS_DFLASH.value["optional_keys"]["causal"][0],
+                           ("transformers_utils/configs/speculators/algos.py",)),
     "multi_kv_group_v2": ("if self._dflash_needs_multi_kv_group():", ("config/vllm.py",)),
     "v2_dense_unquantized_only": ("return not model_config.is_moe and not model_config.is_quantized",
                                   ("config/vllm.py",)),

@@ -29,6 +29,7 @@ __all__ = [
     "PARSER_VALIDATION",
     "QUANTIZED_PAIR_ACCEPTANCE",
     "RULES_VERIFIED_THROUGH",
+    "SPECULATORS_DFLASH",
     "TRUST_REMOTE_CODE_RULE",
     "V2_DEFAULT_SINCE",
     "WEIGHT_FILE_SELECTION",
@@ -158,6 +159,28 @@ RULES_VERIFIED_THROUGH: Fact[str] = Fact(
     "rules (context length, the drafter's context, the model runner) are held to in CI (vllm_release.MATRIX)",
     read_from="vllm sdists 0.20.1, 0.22.1, 0.24.0, 0.26.0, 0.29.0, 0.30.0, 0.33.0, 0.34.0",
     note="A newer vLLM gets serve-command.vllm-newer-than-verified: its own parser and validation count first.",
+)
+
+SPECULATORS_DFLASH: Fact[dict[str, Any]] = Fact(
+    value={
+        "types": {"dflash": "DFlashDraftModel", "dflash2": "DFlash2DraftModel"},
+        "aux_minus_one_marker": "[i - 1 for i in aux_layer_ids]",
+        "aux_minus_one_since": "0.22.1",
+        # What each later addition to update_dflash writes into dflash_config: marker in algos.py, first release.
+        "optional_keys": {"causal": ("sliding_window_non_causal", "0.26.0"),
+                          "sample_from_anchor": ('"sample_from_anchor": config_dict.get(', "0.29.0")},
+        "dflash2_keys": ("conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k"),
+    },
+    source="vllm/transformers_utils/configs/speculators/base.py SpeculatorsConfig.extract_transformers_pre_trained_"
+    "config (the model's config is transformer_layer_config, then the algorithm's updater) and algos.py update_dflash: "
+    "architectures [\"DFlashDraftModel\"], draft_vocab_size and target_hidden_size copied, "
+    "eagle_aux_hidden_state_layer_ids = aux_hidden_state_layer_ids, dflash_config = {mask_token_id (required), "
+    "target_layer_ids: [i - 1 for i in aux_layer_ids] (\"DFlash configs use different indexing for the target "
+    "layers, see #40727\"; 0.20.1 takes them as they are), sample_from_anchor (default False), causal: not "
+    "sliding_window_non_causal (default True)} (sample_from_anchor from 0.29.0, causal from 0.26.0); update_dflash2 (from 0.29.0) the same with DFlash2DraftModel and "
+    "conv_kernel_size, conv_group_size, selector_rank, selector_top_k into dflash_config",
+    read_from="vllm sdists 0.20.1, 0.22.1, 0.24.0, 0.26.0, 0.29.0, 0.30.0, 0.33.0, 0.34.0; tests/test_release_matrix.py "
+    "runs each release's update_dflash against speculators_keys",
 )
 
 EAGLE3_INTERFACE_RULE: Fact[str] = Fact(

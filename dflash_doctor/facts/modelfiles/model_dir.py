@@ -87,6 +87,17 @@ DRAFTER_KEYS: Final[tuple[str, ...]] = (
     "target_layer_ids",
     "draft_vocab_size",
     "eagle_config",
+    # vllm-project/speculators' format (vLLM transformers_utils/configs/speculators): the dims are nested in
+    # transformer_layer_config (read as the text config), the DFlash keys sit at the top level.
+    "speculators_model_type",
+    "aux_hidden_state_layer_ids",
+    "eagle_aux_hidden_state_layer_ids",
+    "sample_from_anchor",
+    "sliding_window_non_causal",
+    "conv_kernel_size",
+    "conv_group_size",
+    "selector_rank",
+    "selector_top_k",
 )
 
 # Where multimodal configs keep the language model's config, in lookup order.
@@ -95,6 +106,7 @@ _TEXT_CONFIG_PATHS: Final[tuple[tuple[str, ...], ...]] = (
     ("llm_config",),
     ("language_config",),
     ("thinker_config", "text_config"),
+    ("transformer_layer_config",),
 )
 
 TOKENIZER_FILES: Final[tuple[str, ...]] = (
