@@ -1,8 +1,9 @@
 """`dflash-doctor fix`: apply the first-ranked remediation of each failing finding, proving each step.
 
 1. Run the doctor, and ask the target's installer what each failing finding's fixes would do (the dry runs
-   of `--verify-fixes`); the first-ranked fix of each failing finding that is a cause of its own is a step,
-   in the order of the checks (distributions before imports before kernels).
+   of `--verify-fixes`); the first-ranked fix of each failing finding that is a cause of its own is a step:
+   what stops `vllm serve` first, then in the order of the checks; a step another step undoes, or a CUDA build
+   of torch for a run told there is no GPU, is left out, and the plan says why (commands.fix_plan).
 2. Show the plan and ask (`--yes` for CI; with stdin not a terminal and no `--yes`, exit 2, nothing done).
 3. For each step: skip it when the installer said it fails or would break another requirement, when it was not
    asked (offline: what it would touch is unknown), or when it is not a command fix knows (only installs,
