@@ -5,8 +5,9 @@ show a cause with its consequences nested under it, wherever in the report they 
 order of what decides the verdict: checks with a failing (or erroring) cause first, then those with a
 warning of their own, then checks whose problems all follow from a finding elsewhere, then the rest in
 declared order; within each, first a check whose finding (or one that follows from it) stops `vllm serve`
-(`model.stops_serve`: what `vllm serve` meets before a missing requirement matters). The doctor's own results (layer "doctor") come after the others of their tier, so that
-the first finding shown is the one to fix first.
+(`model.stops_serve`: a fatal import on its serving path before a missing requirement). The doctor's own
+results (layer "doctor") come after the others of their tier, so that the first finding shown is the one to
+fix first.
 
 A cause that names no finding in the report, a cycle of causes, or a problem "following from" a finding
 that passed is shown as a finding of its own: a report never hides a problem and never breaks rendering.
