@@ -12,13 +12,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
-    "Status",
-    "Remediation",
-    "Finding",
+    "STOPS_SERVE",
     "CheckResult",
-    "worst",
-    "summarize",
+    "Finding",
+    "Remediation",
+    "Status",
     "exit_code",
+    "stops_serve",
+    "summarize",
+    "worst",
 ]
 
 JSON = Any
@@ -45,6 +47,11 @@ class Status(str, enum.Enum):
 
 
 _RANK = {Status.PASS: 0, Status.SKIP: 1, Status.WARN: 2, Status.FAIL: 3, Status.ERROR: 4}
+
+# The evidence key a check sets to true on a failing finding that, as judged from the facts, stops `vllm serve`
+# on its way up (an import on its serving path that raises here, caught by nothing). What to fix first reads it:
+# `fix` orders its plan by it, the terminal's "start with:" prefers it.
+STOPS_SERVE = "stops_serve"
 
 
 def worst(statuses: Iterable[Status], default: Status = Status.PASS) -> Status:
@@ -170,3 +177,9 @@ def exit_code(results: Iterable[CheckResult], strict: bool = False) -> int:
     """0: no fail and no error. 1: any fail or error (with `strict`, any warn too)."""
     failing = {Status.FAIL, Status.ERROR} | ({Status.WARN} if strict else set())
     return 1 if any(r.status in failing for r in results) else 0
+
+
+def stops_serve(finding: Finding) -> bool:
+    """Whether the finding fails and its check judged that it stops `vllm serve` (evidence `STOPS_SERVE`)."""
+    evidence = finding.evidence if isinstance(finding.evidence, Mapping) else {}
+    return finding.status in (Status.FAIL, Status.ERROR) and evidence.get(STOPS_SERVE) is True

@@ -27,7 +27,7 @@ from dflash_doctor.facts.imports_shapes import (
 from dflash_doctor.facts.nvml_shapes import Gpu
 from dflash_doctor.facts.vllm_source_shapes import ImportSite, VllmSource, VllmSurface
 from dflash_doctor.knowledge.vllm_imports import SERVING_PATH_SITES
-from dflash_doctor.model import Finding, Status
+from dflash_doctor.model import STOPS_SERVE, Finding, Status
 
 from .extension_abi import other_python_findings
 from .import_failures import Cause, classify, exception_mro, literal_exception
@@ -258,9 +258,10 @@ class ImportSurfaceCheck:
             cause = _classify(result, facts, dists, installer)
             serving = [s for s, _ in raising if _serving_site(s)]
             shown = serving or [s for s, _ in raising]
+            status = cause.status or (Status.FAIL if serving else Status.WARN)
             findings.append(Finding(
                 id="import-surface.unguarded-failure",
-                status=cause.status or (Status.FAIL if serving else Status.WARN),
+                status=status,
                 title=f"vLLM {source.version} imports {module} at "
                 + ", ".join(f"{s.file}:{s.line}" for s in shown[:3])
                 + f" and it fails here: {cause.summary}",
@@ -270,7 +271,8 @@ class ImportSurfaceCheck:
                                "package)."),
                 evidence={**cause.evidence, "cause_code": cause.code,
                           "sites": [{"file": s.file, "line": s.line, "where": s.where,
-                                     "guards": [g.to_json() for g in s.guards]} for s in shown]},
+                                     "guards": [g.to_json() for g in s.guards]} for s in shown],
+                          STOPS_SERVE: bool(serving) and status is Status.FAIL},
                 remediation=cause.remediation,
                 cause=cause.follows,
             ))

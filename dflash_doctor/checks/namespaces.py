@@ -20,7 +20,7 @@ from dflash_doctor.facts.environment_shapes import Distribution, Distributions, 
 from dflash_doctor.facts.vllm_source_shapes import ImportSite, VllmSource
 from dflash_doctor.knowledge.flash_attn import EXTEND_PATH_FIRST_RELEASE, FA2_RELEASES_SHIPPING_CUTE, V2_SPEC
 from dflash_doctor.knowledge.vllm_imports import SERVING_PATH_SITES
-from dflash_doctor.model import Finding, Remediation, Status
+from dflash_doctor.model import STOPS_SERVE, Finding, Remediation, Status
 
 from .namespace_common import (
     Portion,
@@ -221,7 +221,8 @@ def _v4_without_v2(dists: Distributions, resolution: Resolved, claimants: Mappin
         + (f" Required by: {', '.join(needed_by)}." if needed_by else ""),
         evidence={"search_locations": resolution.search_locations, "flash_attn_4": v4.version,
                   "required_by": needed_by, "vllm": vllm_source.version,
-                  "vllm_sites": [f"{s.file}:{s.line}" for s in _rotary_sites(vllm_source)]},
+                  "vllm_sites": [f"{s.file}:{s.line}" for s in _rotary_sites(vllm_source)],
+                  STOPS_SERVE: status is Status.FAIL},
         remediation=tuple(remediation),
     )
 
@@ -257,12 +258,15 @@ def _unowned_portions(dists: Distributions, resolution: Resolved, vllm_source: V
             + (f" Files in it: {shown_files(contents)}." if contents is not None and contents.file_count else ""),
             evidence={**_portion_evidence(portion), "search_locations": resolution.search_locations,
                       "vllm": vllm_source.version,
-                      "vllm_sites": [f"{s.file}:{s.line}" for s in _rotary_sites(vllm_source)]},
+                      "vllm_sites": [f"{s.file}:{s.line}" for s in _rotary_sites(vllm_source)],
+                      STOPS_SERVE: status is Status.FAIL},
             remediation=(removal_remediation(portion),),
         )
 
 
 def _vllm_consequence(vllm_source: VllmSource) -> tuple[Status, str]:
+    """FAIL when vLLM's serving path imports flash_attn.ops where a namespace package lets it through: it stops
+    `vllm serve` (evidence STOPS_SERVE); WARN otherwise."""
     if not vllm_source.installed:
         return Status.WARN, "vLLM is not installed here; vLLM 0.18-0.23 would die at engine start on it"
     sites = _rotary_sites(vllm_source)

@@ -6,7 +6,8 @@ uninstall) and the installed distributions saved with them, so a saved report is
 - fails: the installer could not resolve it (no version matches, metadata that does not build), a name it
   uninstalls is not installed, or an uninstall leaves the top-level directory it meant to remove on
   sys.path (still a namespace package: what `pip uninstall flash-attn-4` alone does);
-- not-checked: the installer was not asked, or did not answer within --timeout (offline), and why;
+- not-checked: the installer was not asked, or did not answer within --timeout (offline), and why; a report
+  gives every remediation nobody checked this (`mark_unchecked`), with how to check it;
 - would-break: after it, a distribution that stays no longer meets a requirement it met before
   (`vllm 0.20.1 requires torch==2.11.0; torch would be 2.13.0`), loses one, or the command puts in a
   version of a distribution that leaves another's requirement on it unmet;
@@ -31,11 +32,13 @@ from packaging.version import InvalidVersion, Version
 from dflash_doctor.facts.envfacts import canonical
 from dflash_doctor.model import CheckResult, Finding, Remediation, Status
 
-__all__ = ["RANK", "judge_item", "rank", "verified_commands", "verify_results"]
+__all__ = ["NOT_AN_INSTALLER_COMMAND", "RANK", "judge_item", "mark_unchecked", "rank", "unchecked_reason",
+           "verified_commands", "verify_results"]
 
 RANK = {"resolves": 0, "needs-build": 1, "not-checked": 2, "would-break": 3, "fails": 4}
 VERIFIED_STATUSES = (Status.FAIL, Status.ERROR)
-
+NOT_AN_INSTALLER_COMMAND = ("not an installer command: only pip and uv installs and uninstalls, leftover cleanups "
+                            "and moves (the commands `dflash-doctor fix` runs) are asked about")
 
 
 def _version(text: str) -> Version | None:
@@ -244,6 +247,37 @@ def verify_results(results: Sequence[CheckResult], dry_runs: Mapping[str, Any]) 
         out.append(CheckResult(CHECK_ID, "python", "Source-build prerequisites", status,
                                tuple(build_findings.values()), facts={"build": dict(build or {})}))
     return out
+
+
+def unchecked_reason(dry_runs: Any, python: str) -> str:
+    """Why a run's remediations that carry no `verified` were not checked, and how to check them: `dry_runs` is
+    what the run kept of the dry runs (the report's `dry_runs`: None without --verify-fixes)."""
+    how = f"to check: dflash-doctor --python {python} --verify-fixes"
+    if not isinstance(dry_runs, Mapping):
+        return f"the installer was not asked (no --verify-fixes); {how}"
+    if dry_runs.get("error"):
+        return f"the dry runs stopped ({dry_runs['error']}); {how}"
+    return "--verify-fixes asks the installer only about the fixes of failing findings"
+
+
+def mark_unchecked(results: Sequence[CheckResult], why: str) -> list[CheckResult]:
+    """Each remediation without `verified` gets `not-checked: WHY` (NOT_AN_INSTALLER_COMMAND for a command the
+    installer cannot be asked about), so that a reader, and a JSON consumer, tells a fix nobody checked from
+    one the installer vouched for."""
+    from dflash_doctor.facts.dryrun import parse_command
+
+    def one(step: Remediation) -> Remediation:
+        if step.verified:
+            return step
+        reason = why if parse_command(step.command) is not None else NOT_AN_INSTALLER_COMMAND
+        return replace(step, verified=f"not-checked: {reason}")
+
+    def finding(f: Finding) -> Finding:
+        if all(r.verified for r in f.remediation):
+            return f
+        return replace(f, remediation=tuple(one(r) for r in f.remediation))
+
+    return [replace(r, findings=tuple(finding(f) for f in r.findings)) for r in results]
 
 
 def seg_names(item: Mapping[str, Any]) -> list[str]:

@@ -1,8 +1,9 @@
 """`dflash-doctor fix`: apply the first-ranked remediation of each failing finding, proving each step.
 
 1. Run the doctor, and ask the target's installer what each failing finding's fixes would do (the dry runs
-   of `--verify-fixes`); the first-ranked fix of each failing finding that is a cause of its own is a step,
-   in the order of the checks (distributions before imports before kernels).
+   of `--verify-fixes`); the first-ranked fix of each failing finding that is a cause of its own is a step:
+   what stops `vllm serve` first, then in the order of the checks; a step another step undoes, or a CUDA build
+   of torch for a run told there is no GPU, is left out, and the plan says why (commands.fix_plan).
 2. Show the plan and ask (`--yes` for CI; with stdin not a terminal and no `--yes`, exit 2, nothing done).
 3. For each step: skip it when the installer said it fails or would break another requirement, when it was not
    asked (offline: what it would touch is unknown), or when it is not a command fix knows (only installs,
@@ -27,16 +28,16 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from dflash_doctor.checks.verify import VERIFIED_STATUSES
+from dflash_doctor.commands.fix_plan import FAILING, Step, decide, failing_cause, failing_keys, plan
 from dflash_doctor.commands.options import UsageError, parse_run_args, run_parser, usage_error
 from dflash_doctor.facts.envfacts import canonical
 from dflash_doctor.facts.safefile import under
-from dflash_doctor.model import CheckResult, Finding, Remediation
+from dflash_doctor.model import CheckResult, Finding
 
 if TYPE_CHECKING:
     from dflash_doctor.commands.run import DoctorRun
@@ -45,7 +46,8 @@ __all__ = ["main"]
 
 FIX_FORMAT = "dflash-doctor/fix/v1"
 STEP_TIMEOUT_S = 4 * 3600.0  # a source build of flash-attn takes hours (knowledge.flash_attn.BUILD_ENV_VARS)
-FAILING = VERIFIED_STATUSES  # a failing finding: one whose fixes the dry runs verify, for the plan to pick from
+UNASKED = ("fix asks the installer about the first fix of each failing cause, and about the others only when that "
+           "one does not resolve; to check: dflash-doctor --verify-fixes")
 
 
 def fix_parser() -> argparse.ArgumentParser:
@@ -59,74 +61,6 @@ def fix_parser() -> argparse.ArgumentParser:
     parser.add_argument("--undo", nargs="?", const="", metavar="SNAPSHOT",
                         help="restore the environment from a fix run's snapshots (default: the newest for --python)")
     return parser
-
-
-# --------------------------------------------------------------------------- the plan
-
-
-@dataclass
-class Step:
-    command: str
-    remediation: Remediation
-    findings: list[tuple[str, str, str]]  # (check, finding id, title)
-    order: int
-    applied: str = ""
-    returncode: int | None = None
-    duration_s: float = 0.0
-    output: str = ""
-    snapshot: str = ""
-    touched: list[str] = field(default_factory=list)
-    differences: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"command": self.command, "verified": self.remediation.verified,
-                "changes": list(self.remediation.changes),
-                "findings": [{"check": c, "id": i, "title": t} for c, i, t in self.findings],
-                "applied": self.applied, "returncode": self.returncode, "duration_s": round(self.duration_s, 3),
-                "output": self.output, "snapshot": self.snapshot, "left_different": self.differences}
-
-
-def failing_keys(results: Sequence[CheckResult]) -> set[tuple[str, str, str]]:
-    return {(r.id, f.id, f.title) for r in results for f in r.findings if f.status in FAILING}
-
-
-def failing_cause(results: Sequence[CheckResult]) -> Callable[[Finding], bool]:
-    """Whether a finding of `results` fails as a cause of its own: failing, and not the consequence (`cause`) of
-    another failing finding there. Only such a finding's fix is a step."""
-    failing_ids = {f.id for r in results for f in r.findings if f.status in FAILING}
-    return lambda f: f.status in FAILING and not (f.cause and f.cause in failing_ids)
-
-
-def plan(results: Sequence[CheckResult]) -> tuple[list[Step], list[tuple[str, str, str]]]:
-    """Steps (one per distinct first-ranked command, in check order) and the failing causes with no fix."""
-    fails_itself = failing_cause(results)
-    steps: dict[str, Step] = {}
-    unfixable: list[tuple[str, str, str]] = []
-    for order, result in enumerate(results):
-        for finding in result.findings:
-            if not fails_itself(finding):
-                continue
-            key = (result.id, finding.id, finding.title)
-            if not finding.remediation:
-                unfixable.append(key)
-                continue
-            first = finding.remediation[0]
-            step = steps.setdefault(first.command, Step(first.command, first, [], order))
-            step.findings.append(key)
-    return sorted(steps.values(), key=lambda s: s.order), unfixable
-
-
-def decide(verified: str, *, allow_build: bool, stopped: bool) -> tuple[str, bool]:
-    """Whether a step runs ("") or is skipped (and why), and whether the plan stops there: at the first source
-    build without --allow-build, every later step is skipped too."""
-    kind = verified.split(":", 1)[0]
-    if stopped:
-        return "skipped: an earlier step needs a source build (--allow-build)", True
-    if kind in ("fails", "would-break"):
-        return f"skipped: the installer says it {'fails' if kind == 'fails' else 'would break another requirement'}", False
-    if kind == "needs-build" and not allow_build:
-        return "skipped: it builds from source (hours); pass --allow-build to run it", True
-    return "", False
 
 
 # --------------------------------------------------------------------------- what a step touches
@@ -299,6 +233,22 @@ def _annotate(results: Sequence[CheckResult], steps: Sequence[Step]) -> list[Che
     return [replace(r, findings=tuple(one(f) for f in r.findings)) for r in results]
 
 
+def _show_dropped(dropped: Sequence[Step], out: TextIO) -> None:
+    if dropped:
+        out.write(f"left out of the plan ({len(dropped)}):\n")
+    for step in dropped:
+        out.write(f"  - $ {step.command}\n")
+        out.write(f"     for: {'; '.join(f'{t}  [{i}]' for _, i, t in step.findings)}\n")
+        out.write(f"     left out: {step.dropped}\n")
+
+
+def _plan_document(python: str, steps: Sequence[Step], dropped: Sequence[Step],
+                   unfixable: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
+    return {"schema": FIX_FORMAT, "python": python, "steps": [s.to_dict() for s in steps],
+            "dropped": [s.to_dict() for s in dropped],
+            "unfixable": [{"check": c, "id": i, "title": t} for c, i, t in unfixable]}
+
+
 def _write_json(path: str, document: Mapping[str, Any]) -> None:
     from dflash_doctor.render import json_report
 
@@ -371,7 +321,7 @@ def main(argv: Sequence[str]) -> int:
 
 
 def _fix(args: argparse.Namespace, out: TextIO) -> int:
-    from dflash_doctor.checks.verify import verify_results
+    from dflash_doctor.checks.verify import mark_unchecked, verify_results
     from dflash_doctor.commands import snapshot
 
     first = _doctor(args)
@@ -380,25 +330,34 @@ def _fix(args: argparse.Namespace, out: TextIO) -> int:
     python = str(args.python)
     dry = _dry_runs(first.raw_results, sections, python, args)
     before = verify_results(first.raw_results, dry)
-    steps, unfixable = plan(before)
     roots = _roots(target)
     items = {str(i.get("command")): i for i in dry.get("items") or ()}
     # A build's command carries MAX_JOBS and FLASH_ATTN_CUDA_ARCHS in front of the one the installer was asked about.
-    items.update({s.command: items[c] for s in steps for c in list(items) if s.command.endswith(" " + c)})
+    commands = {r.command for result in before for f in result.findings for r in f.remediation}
+    items.update({command: items[c] for command in commands for c in list(items) if command.endswith(" " + c)})
+    steps, dropped, unfixable = plan(before, dry, items=items, gpu_expected=not (args.no_gpu and not _archs(args)))
     out.write(f"dflash-doctor fix | {python}\n")
     if not steps:
-        out.write("nothing to fix: no failing finding offers a fix\n" if unfixable or first.exit_code else "nothing fails\n")
+        out.write("nothing to fix: no failing finding offers a fix\n" if unfixable or dropped or first.exit_code
+                  else "nothing fails\n")
+        _show_dropped(dropped, out)
         out.writelines(f"  no fix offered: {key[2]}  [{key[1]}]\n" for key in unfixable)
+        if args.json:
+            _write_json(args.json, _plan_document(python, steps, dropped, unfixable))
         return first.exit_code
     out.write(f"plan ({len(steps)} step(s); environment: {', '.join(roots) or '?'}):\n")
     for n, step in enumerate(steps, 1):
         out.write(f"  {n}. $ {step.command}\n")
-        out.write(f"     for: {'; '.join(f'{t}  [{i}]' for _, i, t in step.findings)}\n")
+        out.write(f"     for: {'; '.join(f'{t}  [{i}]' for _, i, t in step.findings)}"
+                  + ("  (stops `vllm serve`)" if step.stops_serve else "") + "\n")
         out.write(f"     verified: {step.remediation.verified or 'not-checked: not an installer command'}\n")
         out.writelines(f"       {change}\n" for change in step.remediation.changes)
+    _show_dropped(dropped, out)
     out.writelines(f"  (no fix offered: {key[2]}  [{key[1]}])\n" for key in unfixable)
     answer = _confirm(steps, args, out)
     if answer is not None:
+        if args.json:  # the plan, as shown, with nothing applied
+            _write_json(args.json, _plan_document(python, steps, dropped, unfixable))
         return answer
 
     snapshots = Path(args.snapshots) if args.snapshots else snapshot.snapshot_root()
@@ -479,11 +438,9 @@ def _fix(args: argparse.Namespace, out: TextIO) -> int:
         from dflash_doctor.render.redact import redact_report
 
         _write_json(args.json, {
-            "schema": FIX_FORMAT, "python": python, "snapshots": str(run_dir),
-            "steps": [s.to_dict() for s in steps],
-            "unfixable": [{"check": c, "id": i, "title": t} for c, i, t in unfixable],
+            **_plan_document(python, steps, dropped, unfixable), "snapshots": str(run_dir),
             "before": {r.id: r.status.value for r in before},
             "after": {r.id: r.status.value for r in last.raw_results},
             "after_findings": {r.id: {f.id: f.status.value for f in r.findings} for r in last.raw_results},
-            "report": redact_report({"checks": [r.to_dict() for r in _annotate(before, steps)]})})
+            "report": redact_report({"checks": [r.to_dict() for r in mark_unchecked(_annotate(before, steps), UNASKED)]})})
     return last.exit_code

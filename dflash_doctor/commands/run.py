@@ -95,13 +95,16 @@ def _verify_interpreter(args: argparse.Namespace) -> None:
 def finish(results: list[CheckResult], sections: Mapping[str, Any], python: str, args: argparse.Namespace,
             extra: dict[str, Any], host: Mapping[str, Any] | None, partial: bool,
             lingering: bool = False, secrets: Sequence[str] = ()) -> DoctorRun:
+    from dflash_doctor.checks.verify import mark_unchecked, unchecked_reason
     from dflash_doctor.render import report as report_module
     from dflash_doctor.render.redact import redact_report
 
     strict = bool(args.strict)
     if partial:
         extra["partial"] = True
-    raw = report_module.build(results, sections, python, strict, extra, host=host)
+    # Every fix in the report says whether the installer vouched for it; the run's own results stay as judged.
+    shown = mark_unchecked(results, unchecked_reason(extra.get("dry_runs"), python))
+    raw = report_module.build(shown, sections, python, strict, extra, host=host)
     report = redact_report(raw, keep_hosts=bool(args.keep_hosts), secrets=secrets)
     rendered = [CheckResult.from_dict(c) for c in report["checks"]]
     return DoctorRun(report, rendered, exit_code(results, strict), sections, lingering, list(results))

@@ -103,3 +103,28 @@ def is_torch_library(name: str) -> bool:
     """Whether a library name (`libc10.so`, a path to one) is one that torch's wheel installs."""
     base = name.rsplit("/", 1)[-1]
     return any(base.startswith(prefix) for prefix in TORCH_LIBRARIES.value)
+
+
+TORCH_CUDA_WHEELS: Fact[tuple[str, ...]] = Fact(
+    # Name prefixes of canonical distribution names: nvidia-cublas covers nvidia-cublas-cu12 and nvidia-cublas.
+    value=("nvidia-cublas", "nvidia-cudnn-cu", "nvidia-cuda-runtime", "nvidia-nccl", "nvidia-cufft",
+           "nvidia-cusolver", "nvidia-cusparse"),
+    source="pip's dry runs of `pip install 'torch==2.11.0'` and `pip install torch` against PyPI on Linux x86_64 "
+    "(tests/fixtures/dry_runs/seed-pip.json): torch's wheel brings the CUDA libraries as wheels of their own, "
+    "nvidia-cublas, nvidia-cudnn-cu13, nvidia-cuda-runtime, nvidia-nccl-cu13, nvidia-cufft, nvidia-cusolver, "
+    "nvidia-cusparse (torch's METADATA: `Requires-Dist: nvidia-... ; platform_system == \"Linux\"`). PyTorch's "
+    "CPU-only build is the `+cpu` wheel of https://download.pytorch.org/whl/cpu, which needs none of them.",
+    read_from="torch 2.11.0 and 2.14.1 as PyPI resolved them for pip 23.2.1 on this project's CI machine "
+    "(2026-12-03); torch 2.13.0+cpu from the CPU index",
+    note="A resolution that installs one of these is a CUDA build of torch: several GB, useful only where a GPU "
+    "will run the environment.",
+)
+
+TORCH_PYPI_IS_CUDA_ON: Fact[tuple[tuple[str, str], ...]] = Fact(
+    value=(("Linux", "x86_64"),),
+    source="The same dry runs: on Linux x86_64 torch from PyPI (no --index-url) resolves with the CUDA wheels of "
+    "TORCH_CUDA_WHEELS; its METADATA gates them on platform_system == \"Linux\" only where a CUDA wheel exists",
+    read_from="torch 2.11.0 and 2.14.1 from PyPI, pip 23.2.1, 2026-12-03",
+    note="(platform_system, platform_machine) pairs of the target's marker environment where an install of torch "
+    "from the default index is a CUDA build, when the installer's own answer is not there to say it.",
+)

@@ -4,8 +4,10 @@ A finding names its cause (`Finding.cause`, the id of another finding in the sam
 show a cause with its consequences nested under it, wherever in the report they are, and the checks in
 order of what decides the verdict: checks with a failing (or erroring) cause first, then those with a
 warning of their own, then checks whose problems all follow from a finding elsewhere, then the rest in
-declared order. The doctor's own results (layer "doctor") come after the others of their tier, so that
-the first finding shown is the one to fix first.
+declared order; within each, first a check whose finding (or one that follows from it) stops `vllm serve`
+(`model.stops_serve`: a fatal import on its serving path before a missing requirement). The doctor's own
+results (layer "doctor") come after the others of their tier, so that the first finding shown is the one to
+fix first.
 
 A cause that names no finding in the report, a cycle of causes, or a problem "following from" a finding
 that passed is shown as a finding of its own: a report never hides a problem and never breaks rendering.
@@ -17,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from dflash_doctor.model import CheckResult, Finding, Status
+from dflash_doctor.model import CheckResult, Finding, Status, stops_serve
 
 __all__ = ["Arrangement", "CheckView", "Node", "arrange", "is_problem", "line_title", "raised_text"]
 
@@ -151,9 +153,13 @@ def arrange(results: Sequence[CheckResult]) -> Arrangement:
     def following(entry: tuple[int, int]) -> int:
         return sum(1 + following(c) for c in children.get(entry, ()))  # acyclic now
 
-    def order(entry: tuple[int, int]) -> tuple[int, int, int, int, int]:
-        # Worst first; among equals, the one more findings follow from; then as reported.
-        return (-weight(entry), -finding(entry).status.rank, -following(entry), entry[0], entry[1])
+    def stops(entry: tuple[int, int]) -> bool:
+        """It, or a finding that follows from it, stops `vllm serve` (model.stops_serve)."""
+        return stops_serve(finding(entry)) or any(stops(c) for c in children.get(entry, ()))
+
+    def order(entry: tuple[int, int]) -> tuple[int, bool, int, int, int, int]:
+        # Worst first; among equals, what stops `vllm serve`, then the one more findings follow from; then as reported.
+        return (-weight(entry), not stops(entry), -finding(entry).status.rank, -following(entry), entry[0], entry[1])
 
     def node(entry: tuple[int, int], cause: Node | None) -> Node:
         built = Node(finding(entry), results[entry[0]], weight(entry), cause)
@@ -166,19 +172,20 @@ def arrange(results: Sequence[CheckResult]) -> Arrangement:
         return entry
 
     roots = {e: node(e, None) for e in sorted((e for e in entries if e not in parent), key=order)}
-    views: list[tuple[tuple[int, int, int, int], CheckView]] = []
+    views: list[tuple[tuple[int, int, bool, int, int], CheckView]] = []
     for ci, result in enumerate(results):
         own = tuple(n for e, n in roots.items() if e[0] == ci)
         followers = tuple((finding(e), roots[root_of(e)]) for e in entries
                           if e[0] == ci and e in parent and root_of(e)[0] != ci)
         tier = max((_TIER[_status_at(n.weight)] for n in own), default=0)
         doctor = 1 if result.layer == "doctor" else 0
+        serve = not any(stops(e) for e in roots if e[0] == ci)
         if tier:
-            key = (0, -tier, doctor, ci)
+            key = (0, -tier, serve, doctor, ci)
         elif _TIER[result.status]:
-            key = (1, -_TIER[result.status], doctor, ci)
+            key = (1, -_TIER[result.status], serve, doctor, ci)
         else:
-            key = (2, 0, 0, ci)
+            key = (2, 0, serve, 0, ci)
         views.append((key, CheckView(result, ci, own, followers)))
     ordered = tuple(view for _, view in sorted(views, key=lambda kv: kv[0]))
     decisive = next((n for view in ordered for n in view.roots if n.problem), None)
