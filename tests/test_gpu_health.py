@@ -368,3 +368,25 @@ def test_the_collector_puts_each_health_reading_into_the_shape() -> None:
     sections = {"gpu": {**facts, "host": nvml._host_facts(), "environ": {}}}
     result = gpu_result(sections)
     assert {i for i in ids(result) if i in NEW_IDS - {"gpu.host-limits"}} == {"gpu.throttled"}
+
+
+def test_nvlinks_are_listed_up_to_the_last_with_counters_for_active_ones() -> None:
+    # Fake GPU hardware: link 0 active, link 1 absent on this SKU, link 2 down, link 3 past the last.
+    fake = _FakeNvml()
+    real = fake.real
+    module = fake.module()
+
+    def state(_: Any, link: int) -> int:
+        if link == 1:
+            raise real.NVMLError(real.NVML_ERROR_NOT_SUPPORTED)
+        if link >= 3:
+            raise real.NVMLError(real.NVML_ERROR_INVALID_ARGUMENT)
+        return int(real.NVML_FEATURE_ENABLED if link == 0 else real.NVML_FEATURE_DISABLED)
+
+    module.nvmlDeviceGetNvLinkState = state
+    module.nvmlDeviceGetNvLinkErrorCounter = lambda h, link, counter: 7 if counter == real.NVML_NVLINK_ERROR_DL_REPLAY else 0
+    device = Gpu.from_json(nvml._gather_initialized(module)).devices[0]
+    assert [link.to_json() for link in device.nvlinks] == [
+        {"link": 0, "active": True, "replay": 7, "recovery": 0, "crc_flit": 0, "crc_data": 0},
+        {"link": 2, "active": False, "replay": None, "recovery": None, "crc_flit": None, "crc_data": None}]
+    assert "nvlink_state" not in device.unsupported and device.errors == {}

@@ -350,7 +350,8 @@ _NVLINK_COUNTERS = (("replay", "NVML_NVLINK_ERROR_DL_REPLAY"), ("recovery", "NVM
 
 def _nvlinks(pynvml: Any, q: _Queries, handle: Any) -> list[dict[str, Any]]:
     """Each NVLink NVML lists and its error counters. A GPU without NVLink answers the first query
-    unsupported (recorded once); links past the last are errors of their own and end the list."""
+    unsupported (recorded once); a link number past the GPU's last is an invalid argument and ends the list;
+    a link the GPU lacks in between is skipped."""
     if not hasattr(pynvml, "nvmlDeviceGetNvLinkState"):
         q.unsupported.append("nvlink_state")
         return []
@@ -362,9 +363,12 @@ def _nvlinks(pynvml: Any, q: _Queries, handle: Any) -> list[dict[str, Any]]:
             name = _error_name(pynvml, exc)
             if link == 0 and name in ("NVML_ERROR_NOT_SUPPORTED", "NVML_ERROR_FUNCTION_NOT_FOUND"):
                 q.unsupported.append("nvlink_state")
-            elif name not in ("NVML_ERROR_INVALID_ARGUMENT", "NVML_ERROR_NOT_SUPPORTED"):
+                break
+            if name == "NVML_ERROR_INVALID_ARGUMENT":
+                break
+            if name != "NVML_ERROR_NOT_SUPPORTED":
                 q.errors[f"nvlink_state[{link}]"] = f"{name}: {exc}"
-            break
+            continue
         active = bool(state == pynvml.NVML_FEATURE_ENABLED)
         entry: dict[str, Any] = {"link": link, "active": active}
         for key, constant in _NVLINK_COUNTERS:
