@@ -106,6 +106,18 @@ def test_recordings_without_health_fields_load_and_judge_as_before() -> None:
     assert [f["id"] for f in recorded_gpu["findings"]] == ids(gpu_result(recorded_gpu["facts"]))
 
 
+def test_every_saved_h200_report_judges_its_gpu_facts_as_it_recorded_them() -> None:
+    reports = sorted((ROOT / "fixtures" / "h200").glob("report-*.json"))
+    assert len(reports) >= 5
+    for path in reports:
+        saved = next((c for c in json.loads(path.read_text())["checks"] if c["id"] == "gpu"), None)
+        if saved is None or "gpu" not in saved["facts"]:
+            continue
+        again = gpu_result(saved["facts"])
+        assert [(f["id"], f["status"]) for f in saved["findings"]] == [
+            (f.id, f.status.value) for f in again.findings], path.name
+
+
 def test_neutral_health_values_pass_and_are_in_the_summary_evidence() -> None:
     result = gpu_result(health(h200()))
     assert result.status is Status.PASS and ids(result) == ["gpu.ok"]
@@ -119,8 +131,15 @@ def test_neutral_health_values_pass_and_are_in_the_summary_evidence() -> None:
 def test_recorded_h200_health_facts_judge_healthy() -> None:
     doc = json.loads((GPU_FIXTURES / "h200-health.json").read_text())
     gpu = next(c for c in doc["checks"] if c["id"] == "gpu")
-    device = Gpu.from_json(gpu["facts"]["gpu"]).devices[0]
-    assert device.power is not None and device.pcie is not None and device.temperature is not None
+    facts = Gpu.from_json(gpu["facts"]["gpu"])
+    assert facts.host is not None and facts.host.limits is not None and facts.host.limits.nofile is not None
+    for device in facts.devices:
+        # each reading is there, or NVML said why not (unsupported on this GPU, or its error)
+        named = set(device.unsupported) | set(device.errors)
+        assert device.clock_event_reasons is not None or "clock_event_reasons" in named
+        assert device.power is not None or {"power_limit", "power_default_limit"} <= named
+        assert device.temperature is not None or "temperature" in named
+        assert device.pcie is not None or {"pcie_width", "pcie_max_width"} <= named
     result = gpu_result(gpu["facts"])
     assert not {"gpu.throttled", "gpu.power-capped", "gpu.pcie-link-degraded"} & set(ids(result))
 
