@@ -344,11 +344,11 @@ def test_pending_row_remap_fails_with_the_reset_command_and_a_failed_remap_fails
     assert one(gpu, "gpu.row-remap-failure").status is Status.FAIL
 
 
-def test_uncorrected_ecc_errors_warn() -> None:
+def test_uncorrected_ecc_errors_fail_as_dcgm_does() -> None:
     def ecc(s: dict[str, Any]) -> None:  # derived: a volatile uncorrected count of 3
         s["gpu"]["devices"][0]["ecc"]["volatile_uncorrected"] = 3
 
-    assert one(run(sections_of("h200-facts.json", ecc))["gpu"], "gpu.ecc-uncorrected").status is Status.WARN
+    assert one(run(sections_of("h200-facts.json", ecc))["gpu"], "gpu.ecc-uncorrected").status is Status.FAIL
 
 
 def test_mig_enabled_warns_and_a_pending_mig_change_asks_for_a_reset() -> None:

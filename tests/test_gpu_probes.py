@@ -21,7 +21,7 @@ from dflash_doctor.checks.cuda_stack import CudaStackCheck
 from dflash_doctor.checks.gpu import GpuCheck
 from dflash_doctor.checks.kernels import KernelsCheck
 from dflash_doctor.facts import cuda as cuda_collectors
-from dflash_doctor.facts.nvml import nvml_facts
+from dflash_doctor.facts.nvml import host_limits, nvml_facts
 from dflash_doctor.facts.probes import run_probe
 from dflash_doctor.model import Status
 from dflash_doctor.runner import judge, run
@@ -68,7 +68,7 @@ def test_nvml_without_a_driver_records_which_library_the_loader_could_not_find()
     assert facts["nvml"]["ok"] is False and facts["devices"] == []
     assert error["name"] == "NVML_ERROR_LIBRARY_NOT_FOUND"
     assert error["loader"].startswith("libnvidia-ml.so.1: cannot open shared object file")
-    assert facts["host"] == {"kernel_module": None, "dev_nodes": []}
+    assert facts["host"] == {"kernel_module": None, "dev_nodes": [], "limits": host_limits()}
     assert facts["doctor_pid"] > 0 and facts["seconds"] < 5
 
 

@@ -1,5 +1,10 @@
 """Layer: the GPUs, through NVML: the driver, each GPU's health flags, the memory other processes hold,
-MIG, and which physical GPUs CUDA_VISIBLE_DEVICES leaves vLLM."""
+MIG, and which physical GPUs CUDA_VISIBLE_DEVICES leaves vLLM.
+
+Health (knowledge.health, after DCGM's health watches): memory errors (gpu.reset-pending,
+gpu.row-remap-failure, gpu.ecc-uncorrected), clocks held down for power or heat (gpu.throttled), a power limit
+below the board's default (gpu.power-capped), a PCIe link narrower or older than GPU and slot support
+(gpu.pcie-link-degraded), and the host's open-file and locked-memory limits (gpu.host-limits)."""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ from dflash_doctor.checks.remedy import export, quote
 from dflash_doctor.codes import Code
 from dflash_doctor.facts.envfacts import release
 from dflash_doctor.facts.environment_shapes import Distributions
-from dflash_doctor.facts.nvml_shapes import Gpu, GpuDevice, GpuHost, NvmlError
+from dflash_doctor.facts.nvml_shapes import Gpu, GpuDevice, GpuHost, HostLimits, NvmlError, Rlimit
 from dflash_doctor.knowledge.gpu import (
     CUDA_DEVICE_ORDER_DEFAULT,
     MIG_SINGLE_DEVICE_PER_PROCESS,
@@ -19,6 +24,16 @@ from dflash_doctor.knowledge.gpu import (
     ROW_REMAPPING,
     VLLM_FREE_MEMORY_CHECK,
     VLLM_UUID_VISIBLE_DEVICES_SINCE,
+)
+from dflash_doctor.knowledge.health import (
+    CLOCK_EVENT_REASONS,
+    ECC_VOLATILE_UNCORRECTED,
+    MEMLOCK_FOR_RDMA,
+    NOFILE_VLLM,
+    PCIE_LINK,
+    POWER_LIMIT,
+    TEMPERATURE_SLOWDOWN,
+    THROTTLE_REASONS_JUDGED,
 )
 from dflash_doctor.model import Finding, Remediation, Status
 from dflash_doctor.units import gib as _gib
@@ -110,8 +125,32 @@ CODES: tuple[Code, ...] = (
          "treats this as a reason to replace the GPU; take it out of service."),
     Code("gpu.ecc-uncorrected", "Uncorrected ECC errors since the driver loaded",
          "The volatile uncorrected ECC error count is not zero: the GPU's memory returned data it could not "
-         "correct since the driver was last loaded. Work that touched it may have been corrupted. Watch the "
-         "count (`nvidia-smi -q -d ECC`), and reset or service the GPU if it grows."),
+         "correct since the driver was last loaded. Work that touched it may have been corrupted. DCGM's health "
+         "watch fails a GPU on any volatile double-bit error, and so does the doctor. Check the count and the "
+         "row remapping (`nvidia-smi -q -d ECC,ROW_REMAPPER`), reset the GPU, and service it if errors recur."),
+    Code("gpu.throttled", "A GPU's clocks are held down for power or heat",
+         "NVML's clock event reasons say the GPU is slowing its clocks now: the power-scaling algorithm holding "
+         "it under its power limit (SwPowerCap), or thermal and hardware slowdowns (SW/HW thermal slowdown, HW "
+         "slowdown, HW power brake), or its temperature is at or above its own slowdown threshold. DCGM's health "
+         "watches warn on the same. On an idle GPU none of them should be active: check cooling, the power "
+         "supply and `nvidia-smi -q -d PERFORMANCE,TEMPERATURE`. Decode throughput drops with the clocks."),
+    Code("gpu.power-capped", "A GPU's power limit is below the board's default",
+         "The power limit in effect (or the one the driver enforces) is lower than the limit the board boots "
+         "with, so under load the clocks are held lower than the GPU can run. It was set with `nvidia-smi -pl`, "
+         "by the system, or by a datacenter power policy. Restore it with `sudo nvidia-smi -i N -pl DEFAULT_W` "
+         "if the lower limit is not intended."),
+    Code("gpu.pcie-link-degraded", "A GPU's PCIe link is narrower or older than it could be",
+         "The PCIe link trained narrower than the GPU and slot support (x8 where x16 is possible), or the slot is "
+         "of an older PCIe generation than the GPU (a Gen5 GPU in a Gen3 slot). Each halving halves host-to-GPU "
+         "copies (model loading, CPU offload) and, without NVLink, the peer-to-peer bandwidth tensor parallelism "
+         "all-reduces over. Reseat the card or move it to a full-width slot of its generation; DCGM's PCIe "
+         "diagnostic fails a GPU on the same."),
+    Code("gpu.host-limits", "The host's open-file and locked-memory limits",
+         "The doctor's RLIMIT_NOFILE and RLIMIT_MEMLOCK, which a vLLM started from the same shell inherits, and "
+         "the transparent huge page mode. vLLM raises its soft open-file limit to 65535 itself but cannot pass "
+         "the hard limit: below it, many connections end in `OSError: [Errno 24] Too many open files` (warned). "
+         "NCCL over InfiniBand/RoCE pins the memory it registers and needs memlock unlimited; on one host it "
+         "does not (reported, not judged)."),
     Code("gpu.mig-enabled", "MIG is enabled on a GPU vLLM will use",
          "Multi-Instance GPU mode splits the GPU into MIG devices, and a CUDA process enumerates only one of them. "
          "vLLM then runs on one slice, with the slice's memory, and cannot use tensor parallelism across slices. "
@@ -196,7 +235,12 @@ def _gpu_summary(gpu: Gpu, visible: Visible) -> Finding:
         "driver_version": gpu.driver_version, "cuda_driver_version": gpu.cuda_driver_version,
         "devices": [{"index": d.index, "name": d.name, "uuid": d.uuid, "pci_bus_id": d.pci_bus_id,
                      "compute_capability": d.compute_capability,
-                     "memory": d.memory.to_json() if d.memory else None, "persistence_mode": d.persistence_mode}
+                     "memory": d.memory.to_json() if d.memory else None, "persistence_mode": d.persistence_mode,
+                     "clock_event_reasons": (reason_names(d.clock_event_reasons)
+                                             if d.clock_event_reasons is not None else None),
+                     "temperature": d.temperature.to_json() if d.temperature else None,
+                     "power": d.power.to_json() if d.power else None,
+                     "pcie": d.pcie.to_json() if d.pcie else None}
                     for d in devices]})
 
 
@@ -292,6 +336,113 @@ def _memory_findings(device: GpuDevice) -> Iterator[Finding]:
                             "processes": [p.to_json() for p in others], "unattributed_bytes": max(unattributed, 0)})
 
 
+def reason_names(mask: int) -> list[str]:
+    """NVML's clock event reason bits, by name (an unknown bit as its hex value)."""
+    names = [name for bit, name, _ in CLOCK_EVENT_REASONS.value if mask & bit]
+    known = sum(bit for bit, _, _ in CLOCK_EVENT_REASONS.value)
+    names += [hex(1 << b) for b in range(64) if mask & ~known & (1 << b)]
+    return names
+
+
+def _throttle_findings(device: GpuDevice, label: str) -> Iterator[Finding]:
+    mask = device.clock_event_reasons
+    judged = mask & THROTTLE_REASONS_JUDGED.value if mask is not None else 0
+    temperature = device.temperature
+    hot = (temperature is not None and temperature.gpu_c is not None and temperature.slowdown_c is not None
+           and temperature.slowdown_c > 0 and temperature.gpu_c >= temperature.slowdown_c)
+    if not judged and not hot:
+        return
+    meaning = {name: what for _, name, what in CLOCK_EVENT_REASONS.value}
+    parts = []
+    if judged:
+        parts.append("clocks held down: " + ", ".join(reason_names(judged)))
+    if hot and temperature is not None:
+        parts.append(f"{temperature.gpu_c} C, at or above its slowdown threshold {temperature.slowdown_c} C")
+    detail = "; ".join(f"{name}: {meaning[name]}" for name in reason_names(judged) if name in meaning)
+    detail = (detail + ". " if detail else "") + THROTTLE_REASONS_JUDGED.note
+    if hot:
+        detail += " " + TEMPERATURE_SLOWDOWN.note
+    yield Finding("gpu.throttled", Status.WARN, f"{label}: " + "; ".join(parts), detail=detail,
+                  evidence={"gpu": device.index, "clock_event_reasons": mask,
+                            "reasons": reason_names(mask) if mask is not None else None,
+                            "temperature": temperature.to_json() if temperature else None},
+                  remediation=(Remediation(f"nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER -i {device.index}",
+                                           "see which limit is active and how close the GPU is to it"),))
+
+
+def _power_findings(device: GpuDevice, label: str) -> Iterator[Finding]:
+    power = device.power
+    if power is None or not power.default_limit_mw:
+        return
+    limits = [v for v in (power.limit_mw, power.enforced_limit_mw) if v is not None]
+    if not limits or min(limits) >= power.default_limit_mw:
+        return
+    low = min(limits)
+    which = "enforced" if low == power.enforced_limit_mw and low != power.limit_mw else "set"
+    yield Finding("gpu.power-capped", Status.WARN,
+                  f"{label}: power limit {which} to {low / 1000:g} W, below the board's default "
+                  f"{power.default_limit_mw / 1000:g} W: clocks are held lower under load",
+                  detail=POWER_LIMIT.note, evidence={"gpu": device.index, "power": power.to_json()},
+                  remediation=(Remediation(f"sudo nvidia-smi -i {device.index} -pl {power.default_limit_mw / 1000:g}",
+                                           "restore the default limit, if the lower one is not intended"),))
+
+
+def _pcie_findings(device: GpuDevice, label: str) -> Iterator[Finding]:
+    pcie = device.pcie
+    if pcie is None:
+        return
+    parts = []
+    if pcie.width is not None and pcie.max_width and 0 < pcie.width < pcie.max_width:
+        parts.append(f"link x{pcie.width} where x{pcie.max_width} is possible")
+    if pcie.max_generation and pcie.gpu_max_generation and pcie.max_generation < pcie.gpu_max_generation:
+        parts.append(f"the slot allows PCIe Gen{pcie.max_generation}, the GPU Gen{pcie.gpu_max_generation}")
+    if not parts:
+        return
+    yield Finding("gpu.pcie-link-degraded", Status.WARN,
+                  f"{label}: PCIe {'; '.join(parts)}: host-to-GPU and PCIe peer-to-peer bandwidth is lower",
+                  detail=PCIE_LINK.note, evidence={"gpu": device.index, "pci_bus_id": device.pci_bus_id,
+                                                   "pcie": pcie.to_json()})
+
+
+def _limit_text(limit: Rlimit | None, unit: float = 1) -> str:
+    if limit is None:
+        return "unknown"
+
+    def one(value: int | None) -> str:
+        if value is None:
+            return "?"
+        return "unlimited" if value < 0 else (f"{value / unit:g}" if unit != 1 else str(value))
+
+    return f"{one(limit.soft)} (hard {one(limit.hard)})"
+
+
+def host_limits_finding(limits: HostLimits) -> Finding:
+    """gpu.host-limits: a hard open-file limit vLLM cannot raise its soft one to warns; memlock and THP are
+    reported (knowledge.health)."""
+    nofile, memlock = limits.nofile, limits.memlock
+    need = NOFILE_VLLM.value
+    low_hard = nofile is not None and nofile.hard is not None and 0 <= nofile.hard < need
+    memlock_unlimited = memlock is not None and memlock.soft is not None and memlock.soft < 0
+    text = (f"open files {_limit_text(nofile)}, locked memory "
+            f"{_limit_text(memlock, 1 << 20)}{'' if memlock_unlimited or memlock is None else ' MiB'}, "
+            f"transparent huge pages {limits.transparent_hugepage or 'unknown'}")
+    evidence = {**limits.to_json(), "nofile_needed_by_vllm": need}
+    memlock_note = ("" if memlock_unlimited else
+                    " Locked memory is limited: fine on one host; multi-node NCCL over InfiniBand/RoCE needs it "
+                    f"{MEMLOCK_FOR_RDMA.value} (`ulimit -l unlimited`, or `--ulimit memlock=-1` for a container).")
+    if low_hard:
+        return Finding("gpu.host-limits", Status.WARN,
+                       f"the hard open-file limit {nofile.hard if nofile else '?'} is below the {need} vLLM "
+                       f"raises its soft limit to: it cannot, and many connections fail with 'Too many open "
+                       f"files' ({text})",
+                       detail=NOFILE_VLLM.note + memlock_note, evidence=evidence,
+                       remediation=(Remediation(f"ulimit -Hn {need}; ulimit -n {need}",
+                                                "as root, in the shell that starts vLLM (or LimitNOFILE= in its "
+                                                "systemd unit, --ulimit nofile= for a container)"),))
+    return Finding("gpu.host-limits", Status.PASS, f"host limits: {text}",
+                   detail=(NOFILE_VLLM.note + memlock_note).strip(), evidence=evidence)
+
+
 def _health_findings(device: GpuDevice) -> Iterator[Finding]:
     label = f"GPU {device.index} ({device.name})"
     reset = Remediation(f"sudo nvidia-smi -r -i {quote(str(device.index))}", "stop every process on the GPU first; or reboot")
@@ -311,9 +462,19 @@ def _health_findings(device: GpuDevice) -> Iterator[Finding]:
                       evidence={"gpu": device.index, "remapped_rows": rows.to_json()})
     ecc = device.ecc
     if ecc and ecc.volatile_uncorrected:
-        yield Finding("gpu.ecc-uncorrected", Status.WARN,
-                      f"{label}: {ecc.volatile_uncorrected} uncorrected ECC error(s) since the driver loaded",
-                      evidence={"gpu": device.index, "ecc": ecc.to_json()})
+        lifetime = (f" ({ecc.aggregate_uncorrected} over the GPU's lifetime)"
+                    if ecc.aggregate_uncorrected is not None else "")
+        yield Finding("gpu.ecc-uncorrected", Status.FAIL,
+                      f"{label}: {ecc.volatile_uncorrected} uncorrected ECC error(s) since the driver loaded"
+                      f"{lifetime}",
+                      detail=ECC_VOLATILE_UNCORRECTED.value + " (DCGM's health watch); work that touched that "
+                      "memory may have been corrupted.",
+                      evidence={"gpu": device.index, "ecc": ecc.to_json(),
+                                "remapped_rows": rows.to_json() if rows else None},
+                      remediation=(reset,))
+    yield from _throttle_findings(device, label)
+    yield from _power_findings(device, label)
+    yield from _pcie_findings(device, label)
     mig = device.mig
     if mig and mig.current:
         yield Finding("gpu.mig-enabled", Status.WARN,
@@ -354,4 +515,6 @@ class GpuCheck:
         for device in used:
             findings.extend(_health_findings(device))
             findings.extend(_memory_findings(device))
+        if gpu.host is not None and gpu.host.limits is not None:
+            findings.append(host_limits_finding(gpu.host.limits))
         return findings

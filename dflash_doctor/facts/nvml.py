@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import importlib
 import os
+import resource
+import stat
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -27,6 +29,9 @@ SECTION = "gpu"
 ENVIRON_NAMES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES")
 # NVML answers in milliseconds; a wedged driver can block nvmlInit for ever. Past this the facts say so.
 NVML_TIMEOUT_S = 20.0
+THP_ENABLED = "/sys/kernel/mm/transparent_hugepage/enabled"
+# The file holds one line such as "always [madvise] never"; anything longer is not that file.
+THP_READ_LIMIT = 4096
 
 
 def collect(ctx: Context, _earlier: Mapping[str, Any]) -> dict[str, Any]:
@@ -75,7 +80,52 @@ def _host_facts() -> dict[str, Any]:
         nodes = sorted(n for n in os.listdir("/dev") if n.startswith("nvidia"))
     except OSError:
         nodes = []
-    return {"kernel_module": kernel_module, "dev_nodes": nodes}
+    return {"kernel_module": kernel_module, "dev_nodes": nodes, "limits": host_limits()}
+
+
+def host_limits(thp_path: str = THP_ENABLED) -> dict[str, Any]:
+    """RLIMIT_NOFILE and RLIMIT_MEMLOCK of this process (what vLLM started from here inherits) and the
+    transparent huge page mode; each that cannot be read is None, with the reason in `errors`."""
+    errors: dict[str, str] = {}
+    limits: dict[str, Any] = {"errors": errors}
+    for name, which in (("nofile", resource.RLIMIT_NOFILE), ("memlock", resource.RLIMIT_MEMLOCK)):
+        try:
+            soft, hard = resource.getrlimit(which)
+        except (OSError, ValueError) as exc:
+            limits[name] = None
+            errors[name] = str(exc)
+            continue
+        limits[name] = {"soft": _rlim(soft), "hard": _rlim(hard)}
+    limits["transparent_hugepage"], error = _thp_mode(thp_path)
+    if error:
+        errors["transparent_hugepage"] = error
+    return limits
+
+
+def _rlim(value: int) -> int:
+    return -1 if value == resource.RLIM_INFINITY or value < 0 else int(value)
+
+
+def _thp_mode(path: str) -> tuple[str | None, str | None]:
+    """The bracketed mode of a sysfs THP file, read only if it is a regular file, at most THP_READ_LIMIT bytes."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        return None, f"{path}: {exc.strerror or exc}"
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            return None, f"{path}: not a regular file: never read"
+        data = os.read(fd, THP_READ_LIMIT)
+    except OSError as exc:
+        return None, f"{path}: {exc.strerror or exc}"
+    finally:
+        os.close(fd)
+    text = data.decode("ascii", "replace")
+    start, end = text.find("["), text.find("]")
+    if start < 0 or end <= start:
+        return None, f"{path}: no mode in brackets in {text.strip()[:80]!r}"
+    return text[start + 1:end], None
 
 
 def _gather() -> dict[str, Any]:
@@ -180,6 +230,11 @@ def _device(pynvml: Any, index: int) -> dict[str, Any]:
         "retired_pages_pending": _enabled(pynvml, q(
             "retired_pages_pending", lambda: pynvml.nvmlDeviceGetRetiredPagesPendingStatus(handle))),
         "remapped_rows": _remapped_rows(q, pynvml, handle),
+        "clock_event_reasons": _clock_event_reasons(pynvml, q, handle),
+        "power": _power(pynvml, q, handle),
+        "temperature": _temperature(pynvml, q, handle),
+        "pcie": _pcie(pynvml, q, handle),
+        "nvlinks": _nvlinks(pynvml, q, handle),
         "processes": _processes(pynvml, q, handle),
     }
     device["unsupported"] = q.unsupported
@@ -232,8 +287,96 @@ def _ecc(pynvml: Any, q: _Queries, handle: Any) -> dict[str, Any] | None:
     current = bool(modes[0] == pynvml.NVML_FEATURE_ENABLED)
     volatile = q("ecc_volatile_uncorrected", lambda: pynvml.nvmlDeviceGetTotalEccErrors(
         handle, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC)) if current else None
+    aggregate = q("ecc_aggregate_uncorrected", lambda: pynvml.nvmlDeviceGetTotalEccErrors(
+        handle, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_AGGREGATE_ECC)) if current else None
     return {"enabled": current, "pending": bool(modes[1] == pynvml.NVML_FEATURE_ENABLED),
-            "volatile_uncorrected": int(volatile) if volatile is not None else None}
+            "volatile_uncorrected": int(volatile) if volatile is not None else None,
+            "aggregate_uncorrected": int(aggregate) if aggregate is not None else None}
+
+
+def _int(value: Any) -> int | None:
+    return int(value) if isinstance(value, int) else None
+
+
+def _query(pynvml: Any, q: _Queries, field: str, names: tuple[str, ...], *args: Any) -> Any:
+    """The first of `names` that these bindings have (older ones lack the newer names), else unsupported."""
+    for name in names:
+        function = getattr(pynvml, name, None)
+        if function is not None:
+            return q(field, partial(function, *args))
+    q.unsupported.append(field)
+    return None
+
+
+def _clock_event_reasons(pynvml: Any, q: _Queries, handle: Any) -> int | None:
+    return _int(_query(pynvml, q, "clock_event_reasons", ("nvmlDeviceGetCurrentClocksEventReasons",
+                                                          "nvmlDeviceGetCurrentClocksThrottleReasons"), handle))
+
+
+def _power(pynvml: Any, q: _Queries, handle: Any) -> dict[str, Any] | None:
+    power = {"limit_mw": _int(_query(pynvml, q, "power_limit", ("nvmlDeviceGetPowerManagementLimit",), handle)),
+             "default_limit_mw": _int(_query(pynvml, q, "power_default_limit",
+                                             ("nvmlDeviceGetPowerManagementDefaultLimit",), handle)),
+             "enforced_limit_mw": _int(_query(pynvml, q, "power_enforced_limit",
+                                              ("nvmlDeviceGetEnforcedPowerLimit",), handle))}
+    return power if any(v is not None for v in power.values()) else None
+
+
+def _temperature(pynvml: Any, q: _Queries, handle: Any) -> dict[str, Any] | None:
+    temperature = {
+        "gpu_c": _int(_query(pynvml, q, "temperature", ("nvmlDeviceGetTemperature",), handle,
+                             pynvml.NVML_TEMPERATURE_GPU)),
+        "slowdown_c": _int(_query(pynvml, q, "temperature_slowdown", ("nvmlDeviceGetTemperatureThreshold",),
+                                  handle, pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN)),
+        "shutdown_c": _int(_query(pynvml, q, "temperature_shutdown", ("nvmlDeviceGetTemperatureThreshold",),
+                                  handle, pynvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN))}
+    return temperature if any(v is not None for v in temperature.values()) else None
+
+
+def _pcie(pynvml: Any, q: _Queries, handle: Any) -> dict[str, Any] | None:
+    link = {"generation": ("pcie_generation", "nvmlDeviceGetCurrPcieLinkGeneration"),
+            "max_generation": ("pcie_max_generation", "nvmlDeviceGetMaxPcieLinkGeneration"),
+            "gpu_max_generation": ("pcie_gpu_max_generation", "nvmlDeviceGetGpuMaxPcieLinkGeneration"),
+            "width": ("pcie_width", "nvmlDeviceGetCurrPcieLinkWidth"),
+            "max_width": ("pcie_max_width", "nvmlDeviceGetMaxPcieLinkWidth"),
+            "replay_counter": ("pcie_replay_counter", "nvmlDeviceGetPcieReplayCounter")}
+    pcie = {key: _int(_query(pynvml, q, field, (name,), handle)) for key, (field, name) in link.items()}
+    return pcie if any(v is not None for v in pcie.values()) else None
+
+
+_NVLINK_COUNTERS = (("replay", "NVML_NVLINK_ERROR_DL_REPLAY"), ("recovery", "NVML_NVLINK_ERROR_DL_RECOVERY"),
+                    ("crc_flit", "NVML_NVLINK_ERROR_DL_CRC_FLIT"), ("crc_data", "NVML_NVLINK_ERROR_DL_CRC_DATA"))
+
+
+def _nvlinks(pynvml: Any, q: _Queries, handle: Any) -> list[dict[str, Any]]:
+    """Each NVLink NVML lists and its error counters. A GPU without NVLink answers the first query
+    unsupported (recorded once); a link number past the GPU's last is an invalid argument and ends the list;
+    a link the GPU lacks in between is skipped."""
+    if not hasattr(pynvml, "nvmlDeviceGetNvLinkState"):
+        q.unsupported.append("nvlink_state")
+        return []
+    links: list[dict[str, Any]] = []
+    for link in range(int(getattr(pynvml, "NVML_NVLINK_MAX_LINKS", 18))):
+        try:
+            state = pynvml.nvmlDeviceGetNvLinkState(handle, link)
+        except pynvml.NVMLError as exc:
+            name = _error_name(pynvml, exc)
+            if link == 0 and name in ("NVML_ERROR_NOT_SUPPORTED", "NVML_ERROR_FUNCTION_NOT_FOUND"):
+                q.unsupported.append("nvlink_state")
+                break
+            if name == "NVML_ERROR_INVALID_ARGUMENT":
+                break
+            if name != "NVML_ERROR_NOT_SUPPORTED":
+                q.errors[f"nvlink_state[{link}]"] = f"{name}: {exc}"
+            continue
+        active = bool(state == pynvml.NVML_FEATURE_ENABLED)
+        entry: dict[str, Any] = {"link": link, "active": active}
+        for key, constant in _NVLINK_COUNTERS:
+            counter = getattr(pynvml, constant, None)
+            entry[key] = _int(q(f"nvlink_{key}", partial(pynvml.nvmlDeviceGetNvLinkErrorCounter, handle, link,
+                                                         counter))) if counter is not None and active else None
+        links.append(entry)
+    return links
 
 
 def _remapped_rows(q: _Queries, pynvml: Any, handle: Any) -> dict[str, Any] | None:

@@ -11,8 +11,8 @@ from typing import Any, ClassVar
 
 from dflash_doctor.facts.shape import Shape
 
-__all__ = ["Ecc", "Gpu", "GpuDevice", "GpuHost", "GpuMemory", "GpuProcess", "Mig", "MigDevice", "Nvml",
-           "NvmlError", "RemappedRows"]
+__all__ = ["Ecc", "Gpu", "GpuDevice", "GpuHost", "GpuMemory", "GpuPower", "GpuProcess", "GpuTemperature",
+           "HostLimits", "Mig", "MigDevice", "NvLink", "Nvml", "NvmlError", "PcieLink", "RemappedRows", "Rlimit"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,8 @@ class Ecc(Shape):
     enabled: bool | None = None
     pending: bool | None = None
     volatile_uncorrected: int | None = None
+    aggregate_uncorrected: int | None = None
+    """Uncorrected ECC errors over the GPU's lifetime (persist across reboots); None in older reports."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,52 @@ class RemappedRows(Shape):
     uncorrectable: int = 0
     pending: bool = False
     failure: bool = False
+
+
+@dataclass(frozen=True)
+class GpuPower(Shape):
+    """Power limits in milliwatts, as NVML gives them."""
+
+    limit_mw: int | None = None
+    """The power management limit now (`nvidia-smi -pl` sets it)."""
+    default_limit_mw: int | None = None
+    """The limit the board boots with."""
+    enforced_limit_mw: int | None = None
+    """The limit the driver enforces after every limiter."""
+
+
+@dataclass(frozen=True)
+class GpuTemperature(Shape):
+    """Degrees C: the GPU die now, and the GPU's own slowdown and shutdown thresholds."""
+
+    gpu_c: int | None = None
+    slowdown_c: int | None = None
+    shutdown_c: int | None = None
+
+
+@dataclass(frozen=True)
+class PcieLink(Shape):
+    """The PCIe link now and the most it can be: `max_*` for this GPU in this slot, `gpu_max_generation` for
+    the GPU alone."""
+
+    generation: int | None = None
+    max_generation: int | None = None
+    gpu_max_generation: int | None = None
+    width: int | None = None
+    max_width: int | None = None
+    replay_counter: int | None = None
+
+
+@dataclass(frozen=True)
+class NvLink(Shape):
+    """One NVLink that NVML lists, with its error counters (None where the query is not supported)."""
+
+    link: int = 0
+    active: bool = False
+    replay: int | None = None
+    recovery: int | None = None
+    crc_flit: int | None = None
+    crc_data: int | None = None
 
 
 @dataclass(frozen=True)
@@ -98,17 +146,45 @@ class GpuDevice(Shape):
     ecc: Ecc | None = None
     retired_pages_pending: bool | None = None
     remapped_rows: RemappedRows | None = None
+    clock_event_reasons: int | None = None
+    """NVML's bit mask of why the clocks are held down now (knowledge.health.CLOCK_EVENT_REASONS)."""
+    power: GpuPower | None = None
+    temperature: GpuTemperature | None = None
+    pcie: PcieLink | None = None
+    nvlinks: list[NvLink] = field(default_factory=list)
     processes: list[GpuProcess] = field(default_factory=list)
     unsupported: list[str] = field(default_factory=list)
     errors: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
+class Rlimit(Shape):
+    """A resource limit of the doctor's process (inherited by what it starts); -1 is unlimited."""
+
+    soft: int | None = None
+    hard: int | None = None
+
+
+@dataclass(frozen=True)
+class HostLimits(Shape):
+    """Host limits that vLLM and NCCL run into; None where they could not be read."""
+
+    nofile: Rlimit | None = None
+    memlock: Rlimit | None = None
+    """Bytes."""
+    transparent_hugepage: str | None = None
+    """The mode in effect ("always", "madvise", "never"), from /sys/kernel/mm/transparent_hugepage/enabled."""
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class GpuHost(Shape):
-    """What the kernel says about the driver, independent of NVML."""
+    """What the kernel says about the driver, independent of NVML, and the host's limits."""
 
     kernel_module: str | None = None
     dev_nodes: list[str] = field(default_factory=list)
+    limits: HostLimits | None = None
+    """None in reports from before the doctor read them."""
 
 
 @dataclass(frozen=True)
