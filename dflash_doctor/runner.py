@@ -45,7 +45,7 @@ from dflash_doctor.facts.sections import (
     all_collectors,
     collectors_for,
 )
-from dflash_doctor.guest import STOP, lingering
+from dflash_doctor.guest import STOP
 from dflash_doctor.model import CheckResult, Finding, Status, worst
 
 __all__ = ["Outcome", "ProgressFn", "Signals", "Stopped", "collect", "failure_result", "judge", "needed_sections",
@@ -302,7 +302,7 @@ class Outcome:
     stopped: CheckResult | None = None
     """The doctor's own failure (interrupted or crashed); None when the run completed."""
     lingering: bool = False
-    """A worker or guest thread was still busy when the run ended (the caller should not wait for it)."""
+    """The run's worker thread was still busy when the run ended (the caller should not wait for it)."""
 
     @property
     def partial(self) -> bool:
@@ -476,7 +476,7 @@ def run_checks(checks: Sequence[Check], ctx: Context, handle_signals: bool = Fal
             detail=f"collected before the stop: {', '.join(sorted(partial)) or 'nothing'}",
             evidence={"signal": name, "elapsed_s": round(elapsed, 3), "collected": sorted(partial)})
         results = judge(checks, partial, ctx, cutoff=Cutoff(why, "doctor.interrupted", kept))
-        return Outcome(results, partial, _doctor_result(finding), lingering=not done.is_set() or lingering())
+        return Outcome(results, partial, _doctor_result(finding), lingering=not done.is_set())
     finally:
         signals.restore()
     if "error" in state:
@@ -489,8 +489,8 @@ def run_checks(checks: Sequence[Check], ctx: Context, handle_signals: bool = Fal
             title=f"the doctor itself failed ({type(error).__name__}: {error}); this report is partial",
             detail=state["traceback"], evidence={"exception": type(error).__name__})
         results = judge(checks, partial, ctx, cutoff=Cutoff("the doctor failed", "doctor.crashed", kept))
-        return Outcome(results, partial, _doctor_result(finding), lingering=lingering())
-    return Outcome(state["results"], state["sections"], lingering=lingering())
+        return Outcome(results, partial, _doctor_result(finding))
+    return Outcome(state["results"], state["sections"])
 
 
 def failure_result(exc: BaseException, where: str) -> CheckResult:
