@@ -334,8 +334,8 @@ def test_sigterm_while_a_judge_holds_the_gil_stops_the_doctor_and_its_guest(tmp_
     assert proc.returncode == 1 and "Traceback" not in stderr
     report = validate_report(json.loads(out.read_text()))
     assert report["partial"] is True
-    (guest,) = check_result(report, "site-guest")["findings"]  # type: ignore[misc]
-    assert guest["id"] == "doctor.incomplete" and guest["cause"] == "doctor.interrupted"
+    (unjudged,) = check_result(report, "site-guest")["findings"]  # type: ignore[misc]
+    assert unjudged["id"] == "doctor.incomplete" and unjudged["cause"] == "doctor.interrupted"
     assert _gone(int(started_flag.read_text()), 5), "the plugin's process outlived the doctor"
 
 
@@ -401,3 +401,33 @@ def test_a_plugin_reads_the_facts_and_earlier_results_as_an_in_process_check_wou
     assert seen["remediation"] == [{"command": "echo hi", "why": "because"}]
     assert "distributions" in seen["detail"]
     assert not [f for f in findings_of(report) if f["id"].startswith("doctor.")], proc.stderr
+
+
+def test_only_a_third_party_check_runs_in_a_guest_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The built-ins judge in the doctor's process; a guest process is started only for an installed plugin."""
+    from dflash_doctor import guest
+    from dflash_doctor.check import Facts
+    from dflash_doctor.model import Finding, Status
+    from dflash_doctor.registry import load_checks
+
+    env = install_plugin(tmp_path, HEADER + check_class("yield Finding('site.ok', Status.PASS, 'ok')"))
+    for entry in reversed(env["PYTHONPATH"].split(os.pathsep)):
+        monkeypatch.syspath_prepend(entry)
+    started: list[str] = []
+    real = guest.run_guest
+
+    def counted(request, timeout_s, stop=None):  # type: ignore[no-untyped-def]
+        started.append(request["mode"])
+        return real(request, timeout_s, stop)
+
+    monkeypatch.setattr(guest, "run_guest", counted)
+    builtins, errors = load_checks(autoload=False, timeout_s=30)
+    assert not errors and started == []
+    assert not any(isinstance(lc.check, guest.GuestCheck) for lc in builtins)
+    loaded, errors = load_checks(autoload=True, timeout_s=30)
+    assert not errors and started == ["declare"]
+    guests = [lc for lc in loaded if isinstance(lc.check, guest.GuestCheck)]
+    assert [(lc.check.id, lc.origin) for lc in guests] == [("site-guest", "acme-guest")]
+    (site,) = guests
+    assert list(site.check.judge(Facts({"target": {}}))) == [Finding("site.ok", Status.PASS, "ok")]
+    assert started == ["declare", "judge"]
