@@ -44,7 +44,7 @@ STDERR_KEEP = 4000
 STDOUT_CAP = 8 << 20
 """The most a probe may write to stdout (its JSON document: the environment probe's is about 1 kB per
 distribution); past it the probe is stopped."""
-STDERR_CAP = 1 << 20
+STDERR_CAP = 4 << 20
 """The most a probe may write to stderr (only its trimmed ends are kept as evidence)."""
 _CHUNK = 1 << 16
 

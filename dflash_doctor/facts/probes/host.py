@@ -29,7 +29,7 @@ ARGS = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
 PRELOAD = ARGS.get("preload") or []
 PARALLEL = max(1, int(ARGS.get("parallel") or os.cpu_count() or 1))
 STDOUT_CAP = 8 << 20  # a job that writes more than this to stdout (its JSON document) is stopped: the doctor's cap
-STDERR_CAP = 1 << 20
+STDERR_CAP = 4 << 20
 STDERR_KEEP = 4000
 SOURCES = {}
 
