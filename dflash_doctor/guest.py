@@ -258,6 +258,8 @@ class GuestCheck:
     origin: ClassVar[str] = ""
     entry_point: ClassVar[str] = ""
     timeout_s: ClassVar[float] = 60.0
+    judged_apart: ClassVar[bool] = True
+    """Judged in a process of its own: the runner may judge several side by side."""
 
     def _error(self, code: str, title: str, detail: str = "", cause: str = "", **evidence: Any) -> tuple[Finding, ...]:
         return (Finding(id=code, status=Status.ERROR, title=title, detail=detail,

@@ -2,8 +2,9 @@
 leaves a report.
 
 Collectors run concurrently (each waits only for the sections it requires); judging is cheap and runs
-in declared order, after the checks a check reads. Whatever a check or collector raises becomes an
-`error` result naming what broke: one broken layer never takes the doctor down.
+in declared order, after the checks a check reads (third-party checks, each judged in a process of its
+own, are started side by side, their results taken in that order). Whatever a check or collector raises
+becomes an `error` result naming what broke: one broken layer never takes the doctor down.
 
 What a check cannot survive is the doctor being stopped (a CI job's timeout sends SIGTERM, a user presses
 Ctrl-C) or its own code raising outside a check. `run_checks` runs collection and judging in a worker
@@ -230,20 +231,45 @@ def judge(
     report). With `cutoff` (a run that stopped), the results judged before the stop are kept as they were,
     the rest are judged where their facts are in, else marked `doctor.incomplete`."""
     done: dict[str, CheckResult] = {}
-    for check in checks:
-        if cutoff is not None and check.id in cutoff.judged:
-            done[check.id] = cutoff.judged[check.id]
-        elif ctx is not None and ctx.no_gpu and getattr(check, "requires_gpu", False):
-            done[check.id] = _skip_for_gpu(check)
-        elif cutoff is not None and not _ready(check, sections, done):
-            done[check.id] = _incomplete(check, sections, cutoff)
-        else:
-            _tell(on_event, "judge-start", check.id)
-            done[check.id] = judge_one(check, Facts(sections, prior=done), durations)
-        _tell(on_event, "judge-end", check.id)
-        if on_result is not None:
-            on_result(done[check.id])
+    apart: dict[str, Future[CheckResult]] = {}
+    pool: ThreadPoolExecutor | None = None
+    try:
+        for index, check in enumerate(checks):
+            if cutoff is not None and check.id in cutoff.judged:
+                done[check.id] = cutoff.judged[check.id]
+            elif ctx is not None and ctx.no_gpu and getattr(check, "requires_gpu", False):
+                done[check.id] = _skip_for_gpu(check)
+            elif cutoff is not None and not _ready(check, sections, done):
+                done[check.id] = _incomplete(check, sections, cutoff)
+            else:
+                if pool is None and cutoff is None and getattr(check, "judged_apart", False):
+                    pool, apart = _judge_apart(checks[index:], sections, ctx, durations, done)
+                _tell(on_event, "judge-start", check.id)
+                future = apart.get(check.id)
+                done[check.id] = (future.result() if future is not None
+                                  else judge_one(check, Facts(sections, prior=done), durations))
+            _tell(on_event, "judge-end", check.id)
+            if on_result is not None:
+                on_result(done[check.id])
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=False)  # each guest ends within its timeout, or at once when the run is stopped
     return [done[c.id] for c in checks]
+
+
+def _judge_apart(rest: Sequence[Check], sections: Mapping[str, Any], ctx: Context | None,
+                 durations: Mapping[str, float] | None,
+                 done: Mapping[str, CheckResult]) -> tuple[ThreadPoolExecutor | None, dict[str, Future[CheckResult]]]:
+    """Start, side by side, the checks judged in processes of their own (third-party checks) that read no
+    result still to come: several hung plugins then cost one --timeout, not one each. They see the results
+    judged so far (every built-in: the plugins come after them)."""
+    ready = [c for c in rest if getattr(c, "judged_apart", False) and set(getattr(c, "after", ())) <= set(done)
+             and not (ctx is not None and ctx.no_gpu and getattr(c, "requires_gpu", False))]
+    if len(ready) < 2:
+        return None, {}
+    pool = ThreadPoolExecutor(max_workers=min(8, len(ready)), thread_name_prefix="dflash-doctor-guest")
+    prior = dict(done)
+    return pool, {c.id: pool.submit(judge_one, c, Facts(sections, prior=prior), durations) for c in ready}
 
 
 def needed_sections(checks: Sequence[Check], ctx: Context) -> set[str]:

@@ -431,3 +431,28 @@ def test_only_a_third_party_check_runs_in_a_guest_process(tmp_path: Path, monkey
     (site,) = guests
     assert list(site.check.judge(Facts({"target": {}}))) == [Finding("site.ok", Status.PASS, "ok")]
     assert started == ["declare", "judge"]
+
+
+def test_several_plugins_holding_the_gil_cost_one_timeout_not_one_each(tmp_path: Path) -> None:
+    names = ("first", "second", "third")
+    source = HEADER + "".join(check_class(CATASTROPHIC + "\nyield", name=f"Check{i}", check_id=repr(f"site-{n}"))
+                              for i, n in enumerate(names))
+    wheel = build_wheel(tmp_path / "wheels", "acme-hogs", "0.1", {"acme_hogs.py": source},
+                        entry_points={"dflash_doctor.checks": {f"site-{n}": f"acme_hogs:Check{i}"
+                                                               for i, n in enumerate(names)}})
+    plugins = tmp_path / "plugins"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target",
+                    str(plugins), str(wheel)], check=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugins), str(ROOT)])}
+    out = tmp_path / "r.json"
+    timeout = 10
+    argv = [sys.executable, "-m", "dflash_doctor", "--no-gpu", "--timeout", str(timeout), "--only", "site",
+            "--json", str(out)]
+    code, _, stderr, took = _run_watched(argv, env, tmp_path, 3 * timeout + 60)
+    assert took < 2 * timeout + 8, f"took {took:.1f} s: the three plugins were waited for one after the other"
+    report = validate_report(json.loads(out.read_text()))
+    assert [c["id"] for c in report["checks"]] == [f"site-{n}" for n in names]  # declared order kept
+    for name in names:
+        (only,) = check_result(report, f"site-{name}")["findings"]  # type: ignore[misc]
+        assert only["id"] == "doctor.plugin-timeout" and f"acme_hogs:Check{names.index(name)}" in only["title"]
+    assert code == 1 and "Traceback" not in stderr
