@@ -61,7 +61,7 @@ class SectionError(Exception):
 # over the same data, and a 300-distribution environment is worth reading once.
 _LOADED: dict[tuple[int, type[Shape]], tuple[Any, Any]] = {}
 _LOADED_MAX = 64
-_LOADED_LOCK = threading.Lock()  # a plugin's check may still run in its own thread past its time
+_LOADED_LOCK = threading.Lock()  # a stopped run judges again while its worker thread may still be judging
 
 
 class Facts(Mapping[str, Any]):

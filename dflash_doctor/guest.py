@@ -1,26 +1,35 @@
-"""Third-party checks are guests: what they declare is validated, their code runs bounded in time, and
-whatever they raise (SystemExit and KeyboardInterrupt included) becomes an `error` finding naming the
-plugin and its entry point.
+"""Third-party checks are guests: what they declare is validated, their code runs in a process of its own
+bounded in time and output, and whatever goes wrong there (an exception, SystemExit, a crash, a hang, a C
+call that never lets go of the GIL) becomes an `error` finding naming the plugin and its entry point.
 
-A plugin's code (its import, its attributes, its `judge`) runs in a daemon thread that the doctor waits
-for at most the run's `--timeout`; a thread still busy then is abandoned (the doctor ends with
-`os._exit` when one is left, see `lingering`). The built-in checks are the doctor's own code and run
-directly.
+A plugin's code never runs in the doctor's process: loading it (its import, its attributes) and judging
+(its `judge`) each run in a child of the doctor's own interpreter (`dflash_doctor.guest_host`), fed the
+facts as JSON on stdin and answering with the findings as JSON. The doctor kills the child's process group
+at the run's `--timeout` or when the run is stopped (a thread could not be stopped: a plugin holding the
+GIL would hold the doctor with it). The built-in checks are the doctor's own code and run in-process; the
+extra process is paid only where a plugin is installed.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, ClassVar, TypeVar
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from dflash_doctor.check import Check, Facts, SectionError
+from dflash_doctor.facts.probes import exchange, kill_group
 from dflash_doctor.model import Finding, Remediation, Status
 
-__all__ = ["CHECK_ID", "STOP", "GuestCheck", "Overtime", "bounded", "declaration_problems", "lingering", "wrap"]
+__all__ = ["ANSWER", "CHECK_ID", "STOP", "Declared", "GuestCheck", "GuestRun", "declaration_problems", "declare",
+           "describe", "run_guest", "wrap"]
 
 CHECK_ID = re.compile(r"[a-z0-9][a-z0-9._-]*")
 """A check id or layer, as the report schema allows it."""
@@ -31,32 +40,16 @@ KNOWN_LAYERS = ("python", "gpu", "kernels", "models", "serve")
 """The built-in layers; a plugin may name a layer of its own (e.g. "site")."""
 
 STOP = threading.Event()
-"""Set when the run is being stopped (SIGTERM, SIGINT): nobody waits for a guest any more."""
+"""Set when the run is being stopped (SIGTERM, SIGINT): a guest still busy is killed, none is started."""
 
-_abandoned: list[threading.Thread] = []
-_abandoned_lock = threading.Lock()
-
-T = TypeVar("T")
-
-
-class Overtime(Exception):
-    """The guest did not finish in time (or the run was stopped while it was busy)."""
-
-    def __init__(self, seconds: float, stopped: bool) -> None:
-        super().__init__(f"still busy after {seconds:.1f} s" + (" when the run was stopped" if stopped else ""))
-        self.seconds = seconds
-        self.stopped = stopped
-
-
-class Raised(Exception):
-    """What a guest raised, caught in its own thread (BaseException included)."""
-
-    def __init__(self, exception: BaseException) -> None:
-        super().__init__(describe(exception))
-        self.exception = exception
-
-    def __str__(self) -> str:
-        return describe(self.exception)
+ANSWER = "@@dflash-doctor-guest@@"
+"""Marks the guest's answer on its stdout (the only thing written there: a plugin's prints go to stderr)."""
+ANSWER_CAP = 16 << 20
+"""The most a guest's answer may hold (its findings as JSON)."""
+STDERR_CAP = 1 << 20
+"""The most a guest may print (to stderr; its last lines are kept as evidence)."""
+STDERR_SHOWN = 1000
+BOOT = "import sys, json; sys.path[:] = json.loads(sys.argv[1]); from dflash_doctor.guest_host import main; main()"
 
 
 def describe(exc: BaseException) -> str:
@@ -64,48 +57,76 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def bounded(call: Callable[[], T], timeout_s: float, name: str) -> T:
-    """Run a guest's `call` in a daemon thread and wait at most `timeout_s` (less when STOP is set).
+@dataclass(frozen=True)
+class GuestRun:
+    """How one guest process went: its answer, or why there is none."""
 
-    Returns what it returned. Raises `Raised` for anything it raised (BaseException included; a
-    `SectionError` is re-raised as itself so the runner reports the missing facts) and `Overtime` when it
-    did not finish; the thread is then abandoned.
-    """
-    if STOP.is_set():
-        raise Overtime(0.0, True)  # the run is being stopped: a guest's code is not started any more
-    box: dict[str, Any] = {}
+    answer: Mapping[str, Any] | None
+    """The guest's JSON answer (see `dflash_doctor.guest_host`); None when there is none."""
+    failure: str = ""
+    """Why there is no answer, as a phrase ("was killed by SIGSEGV"); "" with an answer."""
+    timed_out: bool = False
+    stopped: bool = False
+    seconds: float = 0.0
+    stderr: str = ""
+    """The end of what the guest printed."""
 
-    def run() -> None:
-        try:
-            box["value"] = call()
-        except BaseException as exc:  # noqa: BLE001 - a guest's SystemExit/KeyboardInterrupt is a finding
-            box["error"] = exc
 
-    thread = threading.Thread(target=run, name=f"dflash-doctor-guest:{name}", daemon=True)
+def run_guest(request: Mapping[str, Any], timeout_s: float, stop: threading.Event | None = None) -> GuestRun:
+    """Run the guest host on `request` in a child of this interpreter, at most `timeout_s` (less if `stop` is
+    set); whatever it does, the answer or the reason there is none comes back, never an exception."""
+    if stop is not None and stop.is_set():
+        return GuestRun(None, "was not started: the run was stopped", stopped=True)
+    payload = json.dumps({**request, "timeout_s": timeout_s, "parent": os.getpid()}, default=str).encode("utf-8")
     started = time.monotonic()
-    thread.start()
-    deadline = started + max(timeout_s, 0.0)
-    while thread.is_alive() and not STOP.is_set():
-        thread.join(min(0.05, max(deadline - time.monotonic(), 0.0)))
-        if time.monotonic() >= deadline:
-            break
-    if thread.is_alive():
-        with _abandoned_lock:
-            _abandoned.append(thread)
-        raise Overtime(time.monotonic() - started, STOP.is_set())
-    if "error" in box:
-        error: BaseException = box["error"]
-        if isinstance(error, SectionError):
-            raise error
-        raise Raised(error)
-    value: T = box["value"]
-    return value
+    try:
+        proc = subprocess.Popen([sys.executable or "python3", "-c", BOOT, json.dumps(sys.path)],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)  # its process group is killed past its time
+    except OSError as exc:
+        return GuestRun(None, f"could not be started ({exc.strerror or exc})")
+    try:
+        ran = exchange(proc, payload, timeout_s, stdout_cap=ANSWER_CAP, stderr_cap=STDERR_CAP, stop=stop)
+    except BaseException:
+        kill_group(proc)
+        proc.wait()
+        raise
+    seconds = time.monotonic() - started
+    stderr = ran.stderr.decode("utf-8", "replace").strip()[-STDERR_SHOWN:]
+    stopped = ran.stopped or (stop is not None and stop.is_set() and ran.overflow is None)
+    if ran.timed_out or stopped:
+        return GuestRun(None, f"was still busy after {seconds:.1f} s", ran.timed_out, stopped, seconds, stderr)
+    if ran.overflow is not None:
+        cap = ANSWER_CAP if ran.overflow == "stdout" else STDERR_CAP
+        return GuestRun(None, f"wrote more than {cap >> 20} MiB to {ran.overflow} and was stopped",
+                        seconds=seconds, stderr=stderr)
+    answer = _answer(ran.stdout)
+    if answer is not None:
+        return GuestRun(answer, seconds=seconds, stderr=stderr)
+    code = proc.returncode
+    if code is not None and code < 0:
+        failure = f"was killed by {_signal_name(-code)}"
+    else:
+        failure = f"exited with code {code} without an answer"
+    return GuestRun(None, failure, seconds=seconds, stderr=stderr)
 
 
-def lingering() -> bool:
-    """Whether a guest's thread abandoned on timeout is still running (the process should not wait)."""
-    with _abandoned_lock:
-        return any(t.is_alive() for t in _abandoned)
+def _answer(stdout: bytes) -> Mapping[str, Any] | None:
+    _, found, payload = stdout.partition(ANSWER.encode())
+    if not found:
+        return None
+    try:
+        answer = json.loads(payload)
+    except (ValueError, RecursionError):
+        return None
+    return answer if isinstance(answer, dict) else None
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def _names(value: object) -> frozenset[str] | None:
@@ -173,9 +194,58 @@ def _plain(item: Finding) -> Finding:
     return Finding(item.id, item.status, item.title, item.detail, evidence, tuple(item.remediation), item.cause)
 
 
+@dataclass(frozen=True)
+class Declared:
+    """What loading a plugin in a guest process gave: its declarations, or why there are none."""
+
+    declarations: Mapping[str, Any] | None
+    """id, layer, title, needs, after, requires_gpu, as validated in the guest (None: see below)."""
+    reason: str = ""
+    """Why it could not be used ("SystemExit: 0", "loading it did not finish (...)")."""
+    invalid: bool = False
+    """It loaded, but what it declares is not usable (rather than: loading it raised, hung or crashed)."""
+
+
+def declare(name: str, entry_point: str, timeout_s: float) -> Declared:
+    """Load the plugin at `entry_point` ("module:attr") in a guest process and read what it declares."""
+    ran = run_guest({"mode": "declare", "name": name, "entry_point": entry_point}, timeout_s)
+    answer = ran.answer
+    if answer is None:
+        if ran.timed_out or ran.stopped:
+            return Declared(None, f"loading it did not finish (still busy after {ran.seconds:.1f} s)")
+        return Declared(None, f"loading it in a process of its own failed: it {ran.failure}" + _said(ran.stderr))
+    if "raised" in answer:
+        return Declared(None, str(answer["raised"]))
+    if "invalid" in answer:
+        return Declared(None, str(answer["invalid"]), invalid=True)
+    declared = answer.get("declared")
+    problems = declaration_problems(_Declaration(declared)) if isinstance(declared, dict) else ["no declarations"]
+    if problems:
+        return Declared(None, "; ".join(problems), invalid=True)
+    assert isinstance(declared, dict)
+    return Declared(declared)
+
+
+def _said(stderr: str) -> str:
+    last = stderr.strip().splitlines()[-1:]
+    return f" (its last words: {last[0][:300]})" if last else ""
+
+
+class _Declaration:
+    """A guest's declarations as attributes, for `declaration_problems`."""
+
+    def __init__(self, declared: Mapping[str, Any]) -> None:
+        for key in ("id", "layer", "title", "needs", "after", "requires_gpu"):
+            if key in declared:
+                setattr(self, key, declared[key])
+
+    def judge(self, facts: Facts) -> Iterable[Finding]:
+        return ()
+
+
 class GuestCheck:
     """A validated third-party check; `wrap` makes one (a subclass per plugin, so the declarations stay
-    class attributes as the Check protocol has them)."""
+    class attributes as the Check protocol has them). Its `judge` runs the plugin's in a guest process."""
 
     id: ClassVar[str] = ""
     layer: ClassVar[str] = ""
@@ -183,10 +253,13 @@ class GuestCheck:
     needs: ClassVar[frozenset[str]] = frozenset()
     after: ClassVar[frozenset[str]] = frozenset()
     requires_gpu: ClassVar[bool] = False
-    plugin: ClassVar[Any] = None
+    name: ClassVar[str] = ""
+    """The entry point's name."""
     origin: ClassVar[str] = ""
     entry_point: ClassVar[str] = ""
     timeout_s: ClassVar[float] = 60.0
+    judged_apart: ClassVar[bool] = True
+    """Judged in a process of its own: the runner may judge several side by side."""
 
     def _error(self, code: str, title: str, detail: str = "", cause: str = "", **evidence: Any) -> tuple[Finding, ...]:
         return (Finding(id=code, status=Status.ERROR, title=title, detail=detail,
@@ -194,40 +267,49 @@ class GuestCheck:
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
         who = f"check plugin {self.id!r} ({self.entry_point} from {self.origin})"
-
-        def call() -> tuple[Finding, ...] | str:
-            findings = tuple(self.plugin.judge(facts))
-            for item in findings:
-                problem = _finding_problem(item)
-                if problem:
-                    return problem
-            return tuple(_plain(f) for f in findings)
-
-        try:
-            judged = bounded(call, self.timeout_s, self.id)
-        except Overtime as over:
-            if over.stopped:
-                return self._error("doctor.incomplete", f"{self.title}: not judged, the run stopped first",
-                                   f"{who} was still judging when the run was stopped", cause="doctor.interrupted")
+        request = {"mode": "judge", "name": self.name, "entry_point": self.entry_point,
+                   "sections": {name: facts.raw(name) for name in facts},
+                   "prior": {key: result.to_dict() for key, result in facts.prior.items()}}
+        ran = run_guest(request, self.timeout_s, STOP)
+        if ran.stopped:
+            return self._error("doctor.incomplete", f"{self.title}: not judged, the run stopped first",
+                               f"{who} was still judging when the run was stopped", cause="doctor.interrupted")
+        if ran.timed_out:
             return self._error("doctor.plugin-timeout",
                                f"{who}: judge did not return within --timeout {self.timeout_s:g} s",
-                               "The doctor stopped waiting for it; its thread is abandoned.",
-                               timeout_s=self.timeout_s)
-        except Raised as raised:
-            return self._error("doctor.plugin-crashed", f"{who}: judge raised {raised}",
-                               exception=describe(raised.exception))
-        if isinstance(judged, str):
-            return self._error("doctor.plugin-invalid", f"{who}: judge returned {judged}")
-        return judged
+                               "The doctor stopped it: its process was killed.", timeout_s=self.timeout_s)
+        answer = ran.answer
+        if answer is None:
+            return self._error("doctor.plugin-crashed", f"{who}: judging, its process {ran.failure}",
+                               ran.stderr, failure=ran.failure)
+        if "section_error" in answer:
+            missing = answer["section_error"]
+            if isinstance(missing, dict):
+                raise SectionError(str(missing.get("section")), str(missing.get("reason")),
+                                   str(missing.get("what") or "could not be collected"))
+        if "raised" in answer:
+            return self._error("doctor.plugin-crashed", f"{who}: judge raised {answer['raised']}",
+                               exception=str(answer["raised"]))
+        if "invalid" in answer:
+            return self._error("doctor.plugin-invalid", f"{who}: judge returned {answer['invalid']}")
+        try:
+            findings = tuple(Finding.from_dict(item) for item in answer["findings"])
+            problem = next((p for p in map(_finding_problem, findings) if p), "")
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            problem = describe(exc)
+        if problem:
+            return self._error("doctor.plugin-crashed", f"{who}: judging, its process gave an answer the doctor "
+                               f"cannot read ({problem})", ran.stderr, failure=problem)
+        return findings
 
 
-def wrap(plugin: object, origin: str, entry_point: str, timeout_s: float) -> Check:
-    """A GuestCheck for a plugin whose `declaration_problems` are none."""
-    needs = _names(getattr(plugin, "needs", None)) or frozenset()
-    after = _names(getattr(plugin, "after", frozenset())) or frozenset()
-    attrs = {"id": plugin.id, "layer": plugin.layer, "title": plugin.title.strip(),  # type: ignore[attr-defined]
-             "needs": needs, "after": after, "requires_gpu": bool(getattr(plugin, "requires_gpu", False)),
-             "plugin": plugin, "origin": origin, "entry_point": entry_point, "timeout_s": timeout_s}
+def wrap(declared: Mapping[str, Any], name: str, origin: str, entry_point: str, timeout_s: float) -> Check:
+    """A GuestCheck for a plugin whose declarations (`declare`) are usable."""
+    attrs = {"id": declared["id"], "layer": declared["layer"], "title": str(declared["title"]).strip(),
+             "needs": _names(declared.get("needs")) or frozenset(),
+             "after": _names(declared.get("after", ())) or frozenset(),
+             "requires_gpu": bool(declared.get("requires_gpu", False)), "name": name,
+             "origin": origin, "entry_point": entry_point, "timeout_s": timeout_s}
     cls = type(f"GuestCheck[{attrs['id']}]", (GuestCheck,), attrs)
     guest: Check = cls()
     return guest

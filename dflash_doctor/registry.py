@@ -1,20 +1,22 @@
 """Finds the checks: built-in and third-party, through one path.
 
 Both come from the entry-point group `dflash_doctor.checks`; the built-ins are the ones this
-distribution itself declares. A third-party check is a guest (`dflash_doctor.guest`): its import is
-bounded in time, anything it raises is caught, and what it declares is validated before it runs. Setting DFLASH_DOCTOR_DISABLE_PLUGIN_AUTOLOAD=1 keeps only those, for
-reproducible CI runs (as pytest's PYTEST_DISABLE_PLUGIN_AUTOLOAD does).
+distribution itself declares. A third-party check is a guest (`dflash_doctor.guest`): it is loaded in a
+process of its own, bounded in time, anything it raises is caught, and what it declares is validated before
+it runs; the plugins load side by side. Setting DFLASH_DOCTOR_DISABLE_PLUGIN_AUTOLOAD=1 keeps only the
+built-ins, for reproducible CI runs (as pytest's PYTEST_DISABLE_PLUGIN_AUTOLOAD does).
 """
 
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import metadata
 
 from dflash_doctor.check import Check
 from dflash_doctor.checks import BUILTIN_CHECKS
-from dflash_doctor.guest import Overtime, Raised, bounded, declaration_problems, wrap
+from dflash_doctor.guest import Declared, declare, wrap
 from dflash_doctor.model import Finding, Status
 
 __all__ = ["GROUP", "AUTOLOAD_ENV", "LoadedCheck", "PluginError", "load_checks", "BUILTIN_CHECKS"]
@@ -56,10 +58,6 @@ class PluginError:
                        evidence={"plugin": self.name, "origin": self.origin, "entry_point": self.entry_point})
 
 
-class _Invalid(Exception):
-    pass
-
-
 def _load(target: str) -> type:
     module_name, _, attr = target.partition(":")
     module = __import__(module_name, fromlist=[attr])
@@ -75,24 +73,11 @@ def _instantiate(obj: object) -> Check:
     return check
 
 
-def _load_plugin(ep: metadata.EntryPoint, origin: str, timeout_s: float) -> Check:
-    """A third-party check: imported, instantiated and validated as a guest (bounded, nothing escapes)."""
-
-    def load() -> Check:
-        loaded = ep.load()
-        plugin = loaded() if isinstance(loaded, type) else loaded
-        problems = declaration_problems(plugin)
-        if problems:
-            raise _Invalid("; ".join(problems))
-        return wrap(plugin, origin, ep.value, timeout_s)
-
-    return bounded(load, timeout_s, ep.name)
-
-
 def load_checks(autoload: bool | None = None,
                 timeout_s: float = LOAD_TIMEOUT_S) -> tuple[list[LoadedCheck], list[PluginError]]:
     """Every check, built-ins first, each at most once by id; a plugin that fails to load, hangs in its
-    import or declares something unusable is reported as a PluginError (at most `timeout_s` each)."""
+    import or declares something unusable is reported as a PluginError (the plugins load side by side, each in
+    a process of its own that is killed after `timeout_s`)."""
     if autoload is None:
         autoload = os.environ.get(AUTOLOAD_ENV, "") in ("", "0")
     entries = [
@@ -115,20 +100,24 @@ def load_checks(autoload: bool | None = None,
             return (0, declared.index(ep.name) if ep.name in declared else len(declared))
         return (1, 0)  # plugins after the built-ins, in the order they were found
 
-    for ep in sorted(entries, key=order):
-        origin = _distribution_name(ep) or "builtin"
-        if origin == OWN_DISTRIBUTION:
-            origin = "builtin"
+    ordered = sorted(entries, key=order)
+    guests = [ep for ep in ordered if _origin(ep) != "builtin"]
+    guests_declared: dict[int, Declared] = {}
+    if guests:  # each in a guest process of its own, side by side: a hung one costs `timeout_s`, not each
+        with ThreadPoolExecutor(max_workers=min(8, len(guests))) as pool:
+            for ep, result in zip(guests, pool.map(lambda e: declare(e.name, e.value, timeout_s), guests)):
+                guests_declared[id(ep)] = result
+    for ep in ordered:
+        origin = _origin(ep)
         try:
-            check = _instantiate(ep.load()) if origin == "builtin" else _load_plugin(ep, origin, timeout_s)
-        except Raised as exc:  # a broken plugin must not take the doctor down, whatever it raises
-            invalid = isinstance(exc.exception, _Invalid)
-            reason = str(exc.exception) if invalid else str(exc)
-            errors.append(PluginError(ep.name, origin, reason, ep.value, invalid=invalid))
-            continue
-        except Overtime as exc:
-            errors.append(PluginError(ep.name, origin, f"loading it did not finish ({exc})", ep.value))
-            continue
+            if origin == "builtin":
+                check = _instantiate(ep.load())
+            else:
+                guest = guests_declared[id(ep)]
+                if guest.declarations is None:  # a broken plugin must not take the doctor down, whatever it does
+                    errors.append(PluginError(ep.name, origin, guest.reason, ep.value, invalid=guest.invalid))
+                    continue
+                check = wrap(guest.declarations, ep.name, origin, ep.value, timeout_s)
         except Exception as exc:  # noqa: BLE001 - a built-in that fails to load is reported the same way
             errors.append(PluginError(ep.name, origin, f"{type(exc).__name__}: {exc}", ep.value))
             continue
@@ -139,6 +128,12 @@ def load_checks(autoload: bool | None = None,
         seen.add(check.id)
         loaded.append(LoadedCheck(check, origin))
     return loaded, errors
+
+
+def _origin(ep: metadata.EntryPoint) -> str:
+    """"builtin" or the distribution that provides the entry point."""
+    origin = _distribution_name(ep) or "builtin"
+    return "builtin" if origin == OWN_DISTRIBUTION else origin
 
 
 def _distribution_name(ep: metadata.EntryPoint) -> str | None:

@@ -2,8 +2,9 @@
 leaves a report.
 
 Collectors run concurrently (each waits only for the sections it requires); judging is cheap and runs
-in declared order, after the checks a check reads. Whatever a check or collector raises becomes an
-`error` result naming what broke: one broken layer never takes the doctor down.
+in declared order, after the checks a check reads (third-party checks, each judged in a process of its
+own, are started side by side, their results taken in that order). Whatever a check or collector raises
+becomes an `error` result naming what broke: one broken layer never takes the doctor down.
 
 What a check cannot survive is the doctor being stopped (a CI job's timeout sends SIGTERM, a user presses
 Ctrl-C) or its own code raising outside a check. `run_checks` runs collection and judging in a worker
@@ -46,7 +47,7 @@ from dflash_doctor.facts.sections import (
     all_collectors,
     collectors_for,
 )
-from dflash_doctor.guest import STOP, lingering
+from dflash_doctor.guest import STOP
 from dflash_doctor.knowledge.stack import TORCH_USERS
 from dflash_doctor.model import CheckResult, Finding, Status, worst
 
@@ -235,20 +236,45 @@ def judge(
     report). With `cutoff` (a run that stopped), the results judged before the stop are kept as they were,
     the rest are judged where their facts are in, else marked `doctor.incomplete`."""
     done: dict[str, CheckResult] = {}
-    for check in checks:
-        if cutoff is not None and check.id in cutoff.judged:
-            done[check.id] = cutoff.judged[check.id]
-        elif ctx is not None and ctx.no_gpu and getattr(check, "requires_gpu", False):
-            done[check.id] = _skip_for_gpu(check)
-        elif cutoff is not None and not _ready(check, sections, done):
-            done[check.id] = _incomplete(check, sections, cutoff)
-        else:
-            _tell(on_event, "judge-start", check.id)
-            done[check.id] = judge_one(check, Facts(sections, prior=done), durations)
-        _tell(on_event, "judge-end", check.id)
-        if on_result is not None:
-            on_result(done[check.id])
+    apart: dict[str, Future[CheckResult]] = {}
+    pool: ThreadPoolExecutor | None = None
+    try:
+        for index, check in enumerate(checks):
+            if cutoff is not None and check.id in cutoff.judged:
+                done[check.id] = cutoff.judged[check.id]
+            elif ctx is not None and ctx.no_gpu and getattr(check, "requires_gpu", False):
+                done[check.id] = _skip_for_gpu(check)
+            elif cutoff is not None and not _ready(check, sections, done):
+                done[check.id] = _incomplete(check, sections, cutoff)
+            else:
+                if pool is None and cutoff is None and getattr(check, "judged_apart", False):
+                    pool, apart = _judge_apart(checks[index:], sections, ctx, durations, done)
+                _tell(on_event, "judge-start", check.id)
+                future = apart.get(check.id)
+                done[check.id] = (future.result() if future is not None
+                                  else judge_one(check, Facts(sections, prior=done), durations))
+            _tell(on_event, "judge-end", check.id)
+            if on_result is not None:
+                on_result(done[check.id])
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=False)  # each guest ends within its timeout, or at once when the run is stopped
     return [done[c.id] for c in checks]
+
+
+def _judge_apart(rest: Sequence[Check], sections: Mapping[str, Any], ctx: Context | None,
+                 durations: Mapping[str, float] | None,
+                 done: Mapping[str, CheckResult]) -> tuple[ThreadPoolExecutor | None, dict[str, Future[CheckResult]]]:
+    """Start, side by side, the checks judged in processes of their own (third-party checks) that read no
+    result still to come: several hung plugins then cost one --timeout, not one each. They see the results
+    judged so far (every built-in: the plugins come after them)."""
+    ready = [c for c in rest if getattr(c, "judged_apart", False) and set(getattr(c, "after", ())) <= set(done)
+             and not (ctx is not None and ctx.no_gpu and getattr(c, "requires_gpu", False))]
+    if len(ready) < 2:
+        return None, {}
+    pool = ThreadPoolExecutor(max_workers=min(8, len(ready)), thread_name_prefix="dflash-doctor-guest")
+    prior = dict(done)
+    return pool, {c.id: pool.submit(judge_one, c, Facts(sections, prior=prior), durations) for c in ready}
 
 
 def needed_sections(checks: Sequence[Check], ctx: Context) -> set[str]:
@@ -307,7 +333,7 @@ class Outcome:
     stopped: CheckResult | None = None
     """The doctor's own failure (interrupted or crashed); None when the run completed."""
     lingering: bool = False
-    """A worker or guest thread was still busy when the run ended (the caller should not wait for it)."""
+    """The run's worker thread was still busy when the run ended (the caller should not wait for it)."""
 
     @property
     def partial(self) -> bool:
@@ -481,7 +507,7 @@ def run_checks(checks: Sequence[Check], ctx: Context, handle_signals: bool = Fal
             detail=f"collected before the stop: {', '.join(sorted(partial)) or 'nothing'}",
             evidence={"signal": name, "elapsed_s": round(elapsed, 3), "collected": sorted(partial)})
         results = judge(checks, partial, ctx, cutoff=Cutoff(why, "doctor.interrupted", kept))
-        return Outcome(results, partial, _doctor_result(finding), lingering=not done.is_set() or lingering())
+        return Outcome(results, partial, _doctor_result(finding), lingering=not done.is_set())
     finally:
         signals.restore()
     if "error" in state:
@@ -494,8 +520,8 @@ def run_checks(checks: Sequence[Check], ctx: Context, handle_signals: bool = Fal
             title=f"the doctor itself failed ({type(error).__name__}: {error}); this report is partial",
             detail=state["traceback"], evidence={"exception": type(error).__name__})
         results = judge(checks, partial, ctx, cutoff=Cutoff("the doctor failed", "doctor.crashed", kept))
-        return Outcome(results, partial, _doctor_result(finding), lingering=lingering())
-    return Outcome(state["results"], state["sections"], lingering=lingering())
+        return Outcome(results, partial, _doctor_result(finding))
+    return Outcome(state["results"], state["sections"])
 
 
 def failure_result(exc: BaseException, where: str) -> CheckResult:

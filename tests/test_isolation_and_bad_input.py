@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,8 @@ from conftest import Doctor, finding, findings_of
 from realenv import HANG_ON_IMPORT, SEGFAULT_ON_IMPORT, build_wheel, dist_info, install, make_venv
 
 pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def pip_target(wheel: Path, directory: Path) -> None:
@@ -101,7 +104,7 @@ def test_a_third_party_check_runs_through_the_same_entry_point_group(doctor: Doc
     plugin_dir = tmp_path / "plugins"
     install_target = make_venv(tmp_path, name="target")
     pip_target(wheel, plugin_dir)
-    env = {"PYTHONPATH": str(plugin_dir)}
+    env = {"PYTHONPATH": os.pathsep.join([str(plugin_dir), str(ROOT)])}  # this checkout's doctor, not an installed one
     listed = doctor("list", env=env)
     assert "site-env-kind" in listed.stdout and "[plugin: acme-doctor-checks]" in listed.stdout
     report, _ = doctor.report("--python", str(install_target.python), "--only", "site", env=env)
@@ -115,7 +118,8 @@ def test_a_broken_plugin_is_an_error_result_and_the_builtins_still_run(doctor: D
                         entry_points={"dflash_doctor.checks": {"broken": "broken_checks:Check"}})
     plugin_dir = tmp_path / "plugins"
     pip_target(wheel, plugin_dir)
-    report, proc = doctor.report("--only", "distributions", env={"PYTHONPATH": str(plugin_dir)})
+    report, proc = doctor.report("--only", "distributions",
+                                 env={"PYTHONPATH": os.pathsep.join([str(plugin_dir), str(ROOT)])})
     plugin = finding(report, "doctor.plugin-failed")
     assert "broken-checks" in plugin["title"] and "nope" in plugin["title"]
     assert any(c["id"] == "distributions" for c in report["checks"])

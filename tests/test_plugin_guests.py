@@ -248,3 +248,211 @@ def test_a_plugin_whose_import_never_returns_is_a_load_error_within_the_timeout(
     assert "did not finish" in failed["title"] and "acme_guest:SiteCheck" in failed["detail"]
     assert check_result(report, "distributions")["status"] in JUDGED
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
+
+
+# ----------------------------------------------------------------- a guest process, not a thread
+
+
+CATASTROPHIC = "import re\nre.match(r'(a+)+$', 'a' * 40 + 'b')  # holds the GIL for hours"
+
+
+def _run_watched(argv: list[str], env: dict[str, str], cwd: Path, limit_s: float) -> tuple[int, str, str, float]:
+    """Run the CLI, killed (and the test failed) past `limit_s`: a doctor held by a plugin must not hang the suite."""
+    started = time.monotonic()
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=limit_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise AssertionError(f"the doctor was still running after {limit_s:.0f} s") from None
+    return proc.returncode, stdout, stderr, time.monotonic() - started
+
+
+def test_a_judge_holding_the_gil_is_a_timeout_error_within_the_timeout(tmp_path: Path) -> None:
+    env = {**os.environ, **install_plugin(tmp_path, HEADER + check_class(CATASTROPHIC + "\nyield"))}
+    out = tmp_path / "r.json"
+    argv = [sys.executable, "-m", "dflash_doctor", "--no-gpu", "--timeout", "5", "--only", "site,distributions",
+            "--json", str(out)]
+    code, _, stderr, took = _run_watched(argv, env, tmp_path, 5 + 40)
+    assert took < 5 + 8, f"the doctor took {took:.1f} s with --timeout 5"
+    report = validate_report(json.loads(out.read_text()))
+    timeout = finding(report, "doctor.plugin-timeout")
+    assert "acme_guest:SiteCheck" in timeout["title"] and "acme-guest" in timeout["title"]
+    assert check_result(report, "site-guest")["status"] == "error"
+    assert check_result(report, "distributions")["status"] in JUDGED
+    assert code == 1 and "Traceback" not in stderr
+
+
+def test_an_import_holding_the_gil_is_a_load_error_within_the_timeout(tmp_path: Path) -> None:
+    env = {**os.environ, **install_plugin(tmp_path, HEADER + check_class("pass\nyield") + CATASTROPHIC + "\n")}
+    out = tmp_path / "r.json"
+    argv = [sys.executable, "-m", "dflash_doctor", "--no-gpu", "--timeout", "4", "--only", "distributions",
+            "--json", str(out)]
+    code, _, stderr, took = _run_watched(argv, env, tmp_path, 4 + 40)
+    assert took < 4 + 8, f"the doctor took {took:.1f} s with --timeout 4"
+    report = validate_report(json.loads(out.read_text()))
+    failed = finding(report, "doctor.plugin-failed")
+    assert "did not finish" in failed["title"] and "acme_guest:SiteCheck" in failed["detail"]
+    assert check_result(report, "distributions")["status"] in JUDGED
+    assert code == 1 and "Traceback" not in stderr
+
+
+def _gone(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_sigterm_while_a_judge_holds_the_gil_stops_the_doctor_and_its_guest(tmp_path: Path) -> None:
+    started_flag = tmp_path / "judging"
+    body = f"open({str(started_flag)!r}, 'w').write(str(os.getpid()))\n{CATASTROPHIC}\nyield"
+    env = {**os.environ, **install_plugin(tmp_path, HEADER + check_class(body))}
+    out = tmp_path / "r.json"
+    argv = [sys.executable, "-m", "dflash_doctor", "--no-gpu", "--timeout", "600", "--only", "site,distributions",
+            "--json", str(out)]
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(started_flag, proc)
+        time.sleep(0.3)  # well inside the regex
+        stopped = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=30)
+        exit_after = time.monotonic() - stopped
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert exit_after < 3.0, f"exited {exit_after:.2f} s after SIGTERM"
+    assert proc.returncode == 1 and "Traceback" not in stderr
+    report = validate_report(json.loads(out.read_text()))
+    assert report["partial"] is True
+    (unjudged,) = check_result(report, "site-guest")["findings"]  # type: ignore[misc]
+    assert unjudged["id"] == "doctor.incomplete" and unjudged["cause"] == "doctor.interrupted"
+    assert _gone(int(started_flag.read_text()), 5), "the plugin's process outlived the doctor"
+
+
+def test_sigterm_while_a_plugin_import_holds_the_gil_leaves_no_guest_behind(tmp_path: Path) -> None:
+    started_flag = tmp_path / "importing"
+    at_import = f"open({str(started_flag)!r}, 'w').write(str(os.getpid()))\n{CATASTROPHIC}\n"
+    env = {**os.environ, **install_plugin(tmp_path, HEADER + check_class("pass\nyield") + at_import)}
+    argv = [sys.executable, "-m", "dflash_doctor", "--no-gpu", "--timeout", "600", "--only", "distributions"]
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(started_flag, proc)
+        stopped = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+        exit_after = time.monotonic() - stopped
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert exit_after < 3.0, f"exited {exit_after:.2f} s after SIGTERM"
+    assert _gone(int(started_flag.read_text()), 5), "the plugin's process outlived the doctor"
+
+
+GUEST_FAILURES = {
+    "segfault": ("import ctypes\nctypes.string_at(0)\nyield", "killed by SIGSEGV"),
+    "exits-the-process": ("os._exit(3)\nyield", "exited with code 3 without an answer"),
+    "prints-forever": ("while True:\n    print('chatter ' * 100)\nyield", "wrote more than 1 MiB to stderr"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(GUEST_FAILURES))
+def test_a_judge_that_takes_its_process_down_is_a_crash_finding(tmp_path: Path, case: str) -> None:
+    body, said = GUEST_FAILURES[case]
+    env = {**os.environ, **install_plugin(tmp_path, HEADER + check_class(body))}
+    out = tmp_path / "r.json"
+    argv = [sys.executable, "-m", "dflash_doctor", "--no-gpu", "--timeout", "20", "--only", "site,distributions",
+            "--json", str(out)]
+    code, _, stderr, took = _run_watched(argv, env, tmp_path, 60)
+    assert took < 20, f"took {took:.1f} s"
+    report = validate_report(json.loads(out.read_text()))
+    crashed = finding(report, "doctor.plugin-crashed")
+    assert said in crashed["title"] and "acme_guest:SiteCheck" in crashed["title"]
+    assert check_result(report, "distributions")["status"] in JUDGED
+    assert code == 1 and "Traceback" not in stderr
+
+
+def test_a_plugin_reads_the_facts_and_earlier_results_as_an_in_process_check_would(doctor: Doctor,
+                                                                                  tmp_path: Path) -> None:
+    body = (
+        "prior = facts.prior['distributions']\n"
+        "names = sorted(facts)\n"
+        "yield Finding('site.seen', Status.WARN, f'distributions was {prior.status.value}', 'sections ' + ','.join(names),\n"
+        "              evidence={'n': len(facts['distributions']['items']), 'obj': object.__name__},\n"
+        "              remediation=(Remediation('echo hi', 'because'),))\n"
+    )
+    source = HEADER + check_class(body, needs="frozenset({'distributions'})").replace(
+        "after = frozenset()", "after = frozenset({'distributions'})")
+    env = install_plugin(tmp_path, source)
+    report, proc = doctor.report("--no-gpu", "--only", "site", env=env)
+    seen = finding(report, "site.seen")
+    distributions = check_result(report, "distributions")
+    assert seen["title"] == f"distributions was {distributions['status']}"
+    assert seen["evidence"]["n"] == len(distributions["facts"]["distributions"]["items"])  # type: ignore[index]
+    assert seen["remediation"] == [{"command": "echo hi", "why": "because"}]
+    assert "distributions" in seen["detail"]
+    assert not [f for f in findings_of(report) if f["id"].startswith("doctor.")], proc.stderr
+
+
+def test_only_a_third_party_check_runs_in_a_guest_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The built-ins judge in the doctor's process; a guest process is started only for an installed plugin."""
+    from dflash_doctor import guest
+    from dflash_doctor.check import Facts
+    from dflash_doctor.model import Finding, Status
+    from dflash_doctor.registry import load_checks
+
+    env = install_plugin(tmp_path, HEADER + check_class("yield Finding('site.ok', Status.PASS, 'ok')"))
+    for entry in reversed(env["PYTHONPATH"].split(os.pathsep)):
+        monkeypatch.syspath_prepend(entry)
+    started: list[str] = []
+    real = guest.run_guest
+
+    def counted(request, timeout_s, stop=None):  # type: ignore[no-untyped-def]
+        started.append(request["mode"])
+        return real(request, timeout_s, stop)
+
+    monkeypatch.setattr(guest, "run_guest", counted)
+    builtins, errors = load_checks(autoload=False, timeout_s=30)
+    assert not errors and started == []
+    assert not any(isinstance(lc.check, guest.GuestCheck) for lc in builtins)
+    loaded, errors = load_checks(autoload=True, timeout_s=30)
+    assert not errors and started == ["declare"]
+    guests = [lc for lc in loaded if isinstance(lc.check, guest.GuestCheck)]
+    assert [(lc.check.id, lc.origin) for lc in guests] == [("site-guest", "acme-guest")]
+    (site,) = guests
+    assert list(site.check.judge(Facts({"target": {}}))) == [Finding("site.ok", Status.PASS, "ok")]
+    assert started == ["declare", "judge"]
+
+
+def test_several_plugins_holding_the_gil_cost_one_timeout_not_one_each(tmp_path: Path) -> None:
+    names = ("first", "second", "third")
+    source = HEADER + "".join(check_class(CATASTROPHIC + "\nyield", name=f"Check{i}", check_id=repr(f"site-{n}"))
+                              for i, n in enumerate(names))
+    wheel = build_wheel(tmp_path / "wheels", "acme-hogs", "0.1", {"acme_hogs.py": source},
+                        entry_points={"dflash_doctor.checks": {f"site-{n}": f"acme_hogs:Check{i}"
+                                                               for i, n in enumerate(names)}})
+    plugins = tmp_path / "plugins"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target",
+                    str(plugins), str(wheel)], check=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugins), str(ROOT)])}
+    out = tmp_path / "r.json"
+    timeout = 10
+    argv = [sys.executable, "-m", "dflash_doctor", "--no-gpu", "--timeout", str(timeout), "--only", "site",
+            "--json", str(out)]
+    code, _, stderr, took = _run_watched(argv, env, tmp_path, 3 * timeout + 60)
+    assert took < 2 * timeout + 8, f"took {took:.1f} s: the three plugins were waited for one after the other"
+    report = validate_report(json.loads(out.read_text()))
+    assert [c["id"] for c in report["checks"]] == [f"site-{n}" for n in names]  # declared order kept
+    for name in names:
+        (only,) = check_result(report, f"site-{name}")["findings"]  # type: ignore[misc]
+        assert only["id"] == "doctor.plugin-timeout" and f"acme_hogs:Check{names.index(name)}" in only["title"]
+    assert code == 1 and "Traceback" not in stderr

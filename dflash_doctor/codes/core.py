@@ -26,12 +26,15 @@ CODES = (
          "finding names the plugin and its entry point; fix the plugin, or uninstall it."),
     Code("doctor.plugin-crashed", "A third-party check raised while judging",
          "A plugin's `judge` raised, and the doctor caught it, whatever it was: an exception, `SystemExit` (a "
-         "`sys.exit()` call) or `KeyboardInterrupt`. Its check is an error and the doctor exits 1; the other "
+         "`sys.exit()` call) or `KeyboardInterrupt`; or the process it judges in (a child of the doctor's "
+         "interpreter) died (a segfault, `os._exit`), wrote more than its cap, or gave no answer the doctor can "
+         "read (the title says which; the detail holds the end of what it printed). Its check is an error and "
+         "the doctor exits 1; the other "
          "checks ran as usual. This is a bug in the plugin (the finding names it and its entry point): report it "
          "to its authors, or set DFLASH_DOCTOR_DISABLE_PLUGIN_AUTOLOAD=1 to run only the built-in checks."),
     Code("doctor.plugin-timeout", "A third-party check did not finish within --timeout",
          "A plugin's `judge` was still running after --timeout seconds. A check only judges facts already "
-         "collected, so it should take milliseconds; the doctor stopped waiting for it (its thread is abandoned "
-         "and the doctor exits without waiting for it) and reports its check as an error. Report it to the "
+         "collected, so it should take milliseconds; the doctor killed the process it judges in (whatever it "
+         "was doing, a C call that holds the GIL included) and reports its check as an error. Report it to the "
          "plugin's authors, or set DFLASH_DOCTOR_DISABLE_PLUGIN_AUTOLOAD=1."),
 )

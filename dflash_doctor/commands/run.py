@@ -289,7 +289,7 @@ def emit(run: DoctorRun, args: argparse.Namespace) -> int:
 
 
 def exit_if_lingering(run: DoctorRun, code: int) -> None:
-    """A collector or a plugin ignored the stop or its timeout: end the process now with `code`, its output
+    """A collector ignored the stop or its timeout: end the process now with `code`, its output
     flushed, rather than let Python's exit wait for that thread."""
     if run.lingering:
         sys.stdout.flush()

@@ -72,6 +72,10 @@ def verify(path: str, timeout_s: float, cwd: str | None = None) -> Interpreter:
     shown = shown_path(path)
     _precheck(path, shown)
     outcome = run_probe(path, "handshake", {}, timeout_s=timeout_s, cwd=cwd)
+    if outcome.overflow is not None:
+        # Its startup (a .pth file, say) writes without end: the interpreter is usable, its environment is what is
+        # broken, and every probe's finding says so. Without its site, it answers which Python it is.
+        outcome = run_probe(path, "handshake", {}, timeout_s=timeout_s, cwd=cwd, flags=("-S",))
     data = outcome.data
     if outcome.timed_out:
         raise InterpreterError(f"{shown}: did not answer within {timeout_s:g} s (--timeout); is it a Python interpreter?")

@@ -4,34 +4,49 @@ The scripts beside this module use the standard library only (the target may lac
 packaging or rich) and print one JSON document after a marker line, so that anything an imported
 module prints on its own cannot be mistaken for facts. Each runs as `python -B -c SOURCE` in its own
 process group with a timeout: a segfault becomes a signal name, a hang a timeout, and stderr is kept
-(trimmed) as evidence. Probes that need torch run as forked children of one process per doctor run
+(trimmed) as evidence. What a probe writes is read as it comes, up to `STDOUT_CAP` bytes of stdout (its JSON
+document) and `STDERR_CAP` of stderr: past either, its process group is killed and the outcome says so
+(a `.pth` file or a `sitecustomize` that writes endlessly while the interpreter starts would otherwise
+grow the doctor without bound). Probes that need torch run as forked children of one process per doctor run
 that imported it once (`TargetHost`), each still a process of its own. The user's environment (PYTHONPATH, cwd, CUDA_VISIBLE_DEVICES) is passed as it
 is, plus PYTHONDONTWRITEBYTECODE=1, so nothing is written into the target.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import os
+import selectors
 import signal
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "MARKER", "ProbeJob", "ProbeOutcome", "SharedRun", "TargetHost", "documents", "kill_group", "probe_source",
-    "run_probe", "run_probes_sharing_imports",
+    "MARKER", "STDERR_CAP", "STDOUT_CAP", "Exchange", "ProbeJob", "ProbeOutcome", "SharedRun", "TargetHost",
+    "documents", "exchange", "kill_group", "overflow_error", "probe_source", "run_probe", "run_probes_sharing_imports",
 ]
 
 MARKER = "@@dflash-doctor-facts@@"
 # The host's own marker (probes/host.py): the jobs' output it relays holds MARKER.
 HOST_MARKER = "@@dflash-doctor-host@@"
+HOST_LINE_CAP = 64 << 20
+"""The longest line of the host's protocol: a job's outcome holds its stdout (up to STDOUT_CAP, JSON-escaped)."""
 _HERE = Path(__file__).resolve().parent
 STDERR_KEEP = 4000
+STDOUT_CAP = 8 << 20
+"""The most a probe may write to stdout (its JSON document: the environment probe's is about 1 kB per
+distribution); past it the probe is stopped."""
+STDERR_CAP = 4 << 20
+"""The most a probe may write to stderr (only its trimmed ends are kept as evidence)."""
+_CHUNK = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -47,6 +62,8 @@ class ProbeOutcome:
     """Why there is no data: spawn failure, timeout, signal, no output."""
     stdout: str = ""
     """What the probe printed (kept in memory, never reported): a batch probe's documents, one per item."""
+    overflow: str | None = None
+    """"stdout" or "stderr" when the probe wrote more than its cap there and was stopped for it."""
 
     @property
     def ok(self) -> bool:
@@ -91,12 +108,15 @@ def run_probe(
     cwd: str | None = None,
     env: dict[str, str] | None = None,
     marker: str = MARKER,
+    flags: tuple[str, ...] = (),
 ) -> ProbeOutcome:
-    """Run probe script `name` in `python` with `args` (JSON) and return what it reported."""
+    """Run probe script `name` in `python` with `args` (JSON) and return what it reported.
+
+    `flags` go before the script (e.g. "-S": the interpreter without its site, for the handshake)."""
     child_env = dict(os.environ if env is None else env)
     child_env["PYTHONDONTWRITEBYTECODE"] = "1"
     # The arguments go on stdin: argv is public (`ps`, /proc/PID/cmdline), and a serve command's may hold a key.
-    argv = [python, "-B", "-c", probe_source(name)]
+    argv = [python, "-B", *flags, "-c", probe_source(name)]
     payload = json.dumps(args if args is not None else {}).encode("utf-8")
     started = time.monotonic()
     try:
@@ -111,16 +131,112 @@ def run_probe(
         )
     except OSError as exc:
         return ProbeOutcome(None, None, None, False, "", 0.0, f"cannot start {python}: {exc.strerror or exc}")
-    try:
-        out, err = proc.communicate(payload, timeout=timeout_s)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        kill_group(proc)
-        out, err = proc.communicate()
-        timed_out = True
+    ran = exchange(proc, payload, timeout_s)
     duration = time.monotonic() - started
-    stderr = _trim(err.decode("utf-8", "replace"))
-    return _outcome(out.decode("utf-8", "replace"), proc.returncode, timed_out, stderr, duration, timeout_s, marker)
+    stderr = _trim(ran.stderr.decode("utf-8", "replace"))
+    outcome = _outcome(ran.stdout.decode("utf-8", "replace"), proc.returncode, ran.timed_out, stderr, duration,
+                       timeout_s, marker)
+    if ran.overflow is None:
+        return outcome
+    return dataclasses.replace(outcome, data=None, error=overflow_error(ran.overflow, python), overflow=ran.overflow)
+
+
+def overflow_error(stream: str, python: str) -> str:
+    """Why a process that wrote past its cap was stopped, with the likely cause."""
+    cap = STDOUT_CAP if stream == "stdout" else STDERR_CAP
+    return (f"wrote more than {cap >> 20} MiB to {stream} and was stopped: something that runs in {python} before "
+            f"or while the probe does writes to {stream} without end (most often a .pth file in its site-packages, "
+            "or a sitecustomize module, that runs at every interpreter start)")
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """What a child wrote, and how its run ended (`exchange`)."""
+
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool
+    overflow: str | None
+    """"stdout" or "stderr": it wrote more than its cap there and its process group was killed."""
+    stopped: bool = False
+    """`stop` was set while it ran, and its process group was killed."""
+
+
+def exchange(proc: subprocess.Popen[bytes], payload: bytes, timeout_s: float, *, stdout_cap: int = STDOUT_CAP,
+             stderr_cap: int = STDERR_CAP, stop: threading.Event | None = None) -> Exchange:
+    """Feed `payload` to `proc`'s stdin and read its stdout and stderr as they come, each up to its cap.
+
+    `proc` leads its own process group (start_new_session=True) and has pipes for all three streams. The
+    group is killed when `timeout_s` has passed, when a stream goes past its cap, or when `stop` is set;
+    `proc` has been waited for when this returns. Memory stays within the caps however much it writes."""
+    deadline = time.monotonic() + max(timeout_s, 0.0)
+    caps = {"stdout": stdout_cap, "stderr": stderr_cap}
+    buffers = {"stdout": bytearray(), "stderr": bytearray()}
+    timed_out = stopped = False
+    overflow: str | None = None
+    view = memoryview(payload)
+    with selectors.DefaultSelector() as selector:
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        if view:
+            os.set_blocking(proc.stdin.fileno(), False)
+            selector.register(proc.stdin, selectors.EVENT_WRITE, "stdin")
+        else:
+            _close(proc.stdin)
+        for stream, pipe in (("stdout", proc.stdout), ("stderr", proc.stderr)):
+            os.set_blocking(pipe.fileno(), False)
+            selector.register(pipe, selectors.EVENT_READ, stream)
+        while selector.get_map() and overflow is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                timed_out = True
+                break
+            if stop is not None and stop.is_set():
+                stopped = True
+                break
+            for key, _ in selector.select(min(left, 0.05) if stop is not None else left):
+                if key.data == "stdin":
+                    try:
+                        view = view[os.write(key.fd, view[:_CHUNK]):]
+                    except BlockingIOError:
+                        continue
+                    except OSError:  # it closed its stdin (or exited) without reading it all: its business
+                        view = view[:0]
+                    if not view:
+                        selector.unregister(key.fileobj)
+                        _close(proc.stdin)
+                    continue
+                try:
+                    chunk = os.read(key.fd, _CHUNK)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                    continue
+                buffer = buffers[key.data]
+                buffer += chunk
+                if len(buffer) > caps[key.data]:
+                    del buffer[caps[key.data]:]
+                    overflow = key.data
+                    break
+    if not (timed_out or stopped or overflow):
+        try:  # its pipes are closed; it may still run (a grandchild holds none of them): bounded by the rest
+            proc.wait(timeout=max(deadline - time.monotonic(), 0.0))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+    if timed_out or stopped or overflow or proc.poll() is None:
+        kill_group(proc)
+    proc.wait()
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        _close(pipe)
+    return Exchange(bytes(buffers["stdout"]), bytes(buffers["stderr"]), timed_out, overflow, stopped)
+
+
+def _close(pipe: Any) -> None:
+    with contextlib.suppress(OSError):
+        if pipe is not None:
+            pipe.close()
 
 
 def _outcome(
@@ -308,13 +424,21 @@ class TargetHost:
     def _read_protocol(self) -> None:
         proc = self._proc
         assert proc is not None and proc.stdout is not None
-        for raw in proc.stdout:
-            line = raw.decode("utf-8", "replace")
-            if not line.startswith(HOST_MARKER):
+        for line in _lines(proc.stdout.fileno(), HOST_LINE_CAP):
+            if line is None:  # more than STDOUT_CAP that is not the protocol: its startup writes without end
+                with self._lock:
+                    if self._state == "serving" and not self._ready.is_set():
+                        self._state = "failed"
+                        self._error = overflow_error("stdout", self.python)
+                        self._fallback = (f"the shared process gave no facts ({self._error}); each job ran in a "
+                                          "process of its own")
+                kill_group(proc)
+                break
+            if not line.startswith(HOST_MARKER.encode()):
                 continue
             try:
                 message = json.loads(line[len(HOST_MARKER):])
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):
                 continue
             if not isinstance(message, dict):
                 continue
@@ -325,7 +449,7 @@ class TargetHost:
                 with self._lock:
                     entry = self._pending.pop(str(message.get("name")), None)
                 if entry is not None:
-                    entry[1].set_result(_job_outcome(message, self.timeout_s))
+                    entry[1].set_result(_job_outcome(message, self.timeout_s, self.python))
         proc.wait()
         self._ended_after = time.monotonic() - self._started
         with self._lock:
@@ -334,7 +458,7 @@ class TargetHost:
             returncode = proc.returncode
             why = f"killed by {_signal_name(returncode)}" if returncode is not None and returncode < 0 else (
                 f"exited with code {returncode}")
-            if self._state == "failed":
+            if self._state == "failed" and self._error is None:
                 self._error = f"{why} before it was ready"
                 self._fallback = f"the shared process gave no facts ({self._error}); each job ran in a process of its own"
             elif self._state == "ended" and self._pending:
@@ -395,18 +519,55 @@ def run_probes_sharing_imports(
     return SharedRun(host.facts(), outcomes)
 
 
-def _job_outcome(job: Any, timeout_s: float) -> ProbeOutcome:
+def _job_outcome(job: Any, timeout_s: float, python: str = "the target interpreter") -> ProbeOutcome:
     if not isinstance(job, dict):
         return ProbeOutcome(None, None, None, False, "", 0.0, "the shared process did not run this job")
     returncode = job.get("returncode") if isinstance(job.get("returncode"), int) else None
-    return _outcome(
+    outcome = _outcome(
         str(job.get("stdout") or ""),
         returncode,
         bool(job.get("timed_out")),
-        str(job.get("stderr") or ""),
+        _trim(str(job.get("stderr") or "")),
         float(job.get("duration_s") or 0.0),
         timeout_s,
     )
+    overflow = job.get("overflow")
+    if overflow not in ("stdout", "stderr"):
+        return outcome
+    return dataclasses.replace(outcome, data=None, error=overflow_error(str(overflow), python), overflow=str(overflow))
+
+
+def _lines(fd: int, cap: int) -> Iterator[bytes | None]:
+    """The lines read from `fd` (without their end), each cut at `cap` bytes; None once more than STDOUT_CAP
+    bytes have come that are no line of the protocol (lines cut short count as such), and nothing after."""
+    pending = bytearray()
+    stray = 0
+    while True:
+        try:
+            chunk = os.read(fd, _CHUNK)
+        except OSError:
+            chunk = b""
+        if not chunk:
+            if pending:
+                yield bytes(pending)
+            return
+        pending += chunk
+        while True:
+            end = pending.find(b"\n")
+            if end < 0:
+                break
+            line = bytes(pending[:end])
+            del pending[:end + 1]
+            if not line.startswith(HOST_MARKER.encode()):
+                stray += len(line) + 1
+            yield line
+        if len(pending) > cap or (pending and not pending.startswith(HOST_MARKER.encode()[:len(pending)])
+                                  and stray + len(pending) > STDOUT_CAP):
+            stray += len(pending)
+            del pending[:]  # the rest of that line is read and dropped
+        if stray > STDOUT_CAP:
+            yield None
+            return
 
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:

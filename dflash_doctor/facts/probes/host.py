@@ -31,7 +31,8 @@ PRELOAD = ARGS.get("preload") or []
 # where a top-level name is imports nothing.
 PRELOAD_IF_FOUND = ARGS.get("preload_if_found")
 PARALLEL = max(1, int(ARGS.get("parallel") or os.cpu_count() or 1))
-STDOUT_KEEP = 2000000
+STDOUT_CAP = 8 << 20  # a job that writes more than this to stdout (its JSON document) is stopped: the doctor's cap
+STDERR_CAP = 4 << 20
 STDERR_KEEP = 4000
 SOURCES = {}
 
@@ -103,7 +104,9 @@ class Running:
         self.err_r = err_r
         self.buffers = {out_r: bytearray(), err_r: bytearray()}
         self.open_fds = {out_r, err_r}
+        self.caps = {out_r: STDOUT_CAP, err_r: STDERR_CAP}
         self.timed_out = False
+        self.overflow = None
 
 
 class Host:
@@ -186,7 +189,18 @@ class Host:
             if not chunk:
                 self.close_fd(fd, running)
                 return
-            running.buffers[fd].extend(chunk)
+            buffer = running.buffers[fd]
+            buffer.extend(chunk)
+            if len(buffer) > running.caps[fd]:  # kept in memory no further: the job is stopped for it
+                del buffer[running.caps[fd]:]
+                if running.overflow is None:
+                    running.overflow = "stdout" if fd == running.out_r else "stderr"
+                    try:
+                        os.kill(running.pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+                self.close_fd(fd, running)
+                return
 
     def reap(self):
         now = time.monotonic()
@@ -223,10 +237,11 @@ class Host:
         return {
             "event": "done",
             "name": job["name"],
-            "stdout": trim(running.buffers[running.out_r].decode("utf-8", "replace"), STDOUT_KEEP),
+            "stdout": running.buffers[running.out_r].decode("utf-8", "replace"),
             "stderr": trim(running.buffers[running.err_r].decode("utf-8", "replace"), STDERR_KEEP),
             "returncode": returncode,
             "timed_out": running.timed_out,
+            "overflow": running.overflow,
             "duration_s": round(now - running.started, 3),
             "queued_s": round(running.started - job["queued_at"], 3),
         }

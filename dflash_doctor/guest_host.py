@@ -1,0 +1,107 @@
+"""The guest process: where a third-party check's code runs (see `dflash_doctor.guest`).
+
+Started by the doctor as a child of its own interpreter, with the doctor's sys.path. Reads one request, a
+JSON document, on stdin: {"mode": "declare" or "judge", "name", "entry_point": "module:attr", "timeout_s",
+and for "judge" the fact "sections" and the "prior" results as report JSON}. Loads the plugin, validates
+what it declares, and for "judge" runs its `judge` on Facts rebuilt from that JSON. Writes one answer on
+stdout after `ANSWER`: {"declared": {...}}, {"findings": [...]}, {"raised": "Type: message"},
+{"invalid": "why"} or {"section_error": {"section", "reason", "what"}}; what the plugin prints goes to
+stderr. Its time is the doctor's to bound (it kills this process group); an alarm ends it a little after
+its timeout should the doctor be gone.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import sys
+from importlib import metadata
+from typing import Any
+
+from dflash_doctor.check import Facts, SectionError
+from dflash_doctor.guest import ANSWER, _finding_problem, _names, _plain, declaration_problems, describe
+from dflash_doctor.model import CheckResult
+
+__all__ = ["main"]
+
+GROUP = "dflash_doctor.checks"
+GRACE_S = 5
+
+
+def _orphan_guard(timeout_s: float, parent: int) -> None:
+    """End this process (by the kernel, whatever holds the GIL) if the doctor is gone or long past its timeout."""
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    signal.alarm(max(1, math.ceil(timeout_s)) + GRACE_S)
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: killed with the doctor (Linux)
+        if os.getppid() != parent:  # it ended before the line above
+            os._exit(1)
+    except (OSError, AttributeError):
+        pass
+
+
+def _load(request: dict[str, Any]) -> Any:
+    loaded = metadata.EntryPoint(str(request.get("name") or "plugin"), str(request["entry_point"]), GROUP).load()
+    return loaded() if isinstance(loaded, type) else loaded
+
+
+def _declared(plugin: Any) -> dict[str, Any]:
+    problems = declaration_problems(plugin)
+    if problems:
+        return {"invalid": "; ".join(problems)}
+    return {"declared": {
+        "id": plugin.id, "layer": plugin.layer, "title": plugin.title.strip(),
+        "needs": sorted(_names(plugin.needs) or ()), "after": sorted(_names(getattr(plugin, "after", ())) or ()),
+        "requires_gpu": bool(getattr(plugin, "requires_gpu", False)),
+    }}
+
+
+def _judge(plugin: Any, request: dict[str, Any]) -> dict[str, Any]:
+    prior = {str(key): CheckResult.from_dict(value) for key, value in (request.get("prior") or {}).items()}
+    facts = Facts(request.get("sections") or {}, prior=prior)
+    try:
+        findings = tuple(plugin.judge(facts))
+    except SectionError as exc:
+        return {"section_error": {"section": exc.section, "reason": exc.reason, "what": exc.what}}
+    except BaseException as exc:  # noqa: BLE001 - a plugin's SystemExit/KeyboardInterrupt is a finding
+        return {"raised": describe(exc)}
+    for item in findings:
+        problem = _finding_problem(item)
+        if problem:
+            return {"invalid": problem}
+    return {"findings": [_plain(item).to_dict() for item in findings]}
+
+
+def answer(request: dict[str, Any]) -> dict[str, Any]:
+    """What the guest answers to `request`."""
+    try:
+        plugin = _load(request)
+        declared = _declared(plugin)
+    except BaseException as exc:  # noqa: BLE001 - whatever loading it raises is reported, SystemExit included
+        return {"raised": describe(exc)}
+    if request.get("mode") != "judge" or "invalid" in declared:
+        return declared
+    return _judge(plugin, request)
+
+
+def main() -> None:
+    sys.argv[:] = ["dflash-doctor-guest"]  # not the doctor's sys.path, which came in this way
+    protocol = os.dup(1)
+    os.dup2(2, 1)  # the plugin's prints go to stderr; stdout carries the answer alone
+    request = json.loads(sys.stdin.buffer.read() or b"{}")
+    _orphan_guard(float(request.get("timeout_s") or 60.0), int(request.get("parent") or os.getppid()))
+    reply = json.dumps(answer(request), default=repr)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    data = (ANSWER + reply + "\n").encode("utf-8")
+    while data:
+        data = data[os.write(protocol, data):]
+    os._exit(0)  # a plugin's threads and atexit handlers are not waited for
