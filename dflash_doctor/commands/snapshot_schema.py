@@ -248,6 +248,8 @@ def confine(snapshots: Iterable[Snapshot], roots: Sequence[str]) -> None:
         for table, path in [("manifest", p) for p in snap.manifest] + [("saved", p) for p in snap.saved]:
             if not under(path, snap.roots):
                 raise SnapshotError(f"{snap.file}: {table} path {shown(path)} is outside its roots")
+            if path in not_dirs and path in roots:
+                raise SnapshotError(f"{snap.file}: {table} says the environment's root {shown(path)} is no directory")
             above = os.path.dirname(path)
             while above not in snap.roots and above != "/" and path not in snap.roots:
                 if above in not_dirs:
