@@ -43,7 +43,7 @@ def doctor_fix(env: Env, *args: str, snapshots: Path, cwd: Path, timeout: float 
     return subprocess.run([sys.executable, "-m", "dflash_doctor", "fix", "--python", str(env.python), "--no-gpu",
                            "--only", "namespaces,imports", *args], cwd=cwd, env={**environ, "PYTHONPATH": str(REPO)},
                           capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, check=False,
-                          preexec_fn=_limit_memory)  # noqa: PLW1509 - the limit must be set in the child
+                          preexec_fn=_limit_memory)  # the limit is set in the child
 
 
 def state(root: Path) -> dict[str, tuple[Any, ...]]:
@@ -106,11 +106,11 @@ class Case:
     outside: Path
 
     @property
-    def E(self) -> str:  # noqa: N802 - the environment root, as in the snapshot
+    def E(self) -> str:  # the environment root, as the snapshot writes it
         return str(self.env.root)
 
     @property
-    def O(self) -> str:  # noqa: N802,E743 - the sentinel directory outside it
+    def O(self) -> str:  # the sentinel directory outside it
         return str(self.outside)
 
     @property
@@ -141,7 +141,7 @@ class Case:
         return self.write(data, step)
 
     def a_saved_file(self, data: dict[str, Any]) -> str:
-        return sorted(p for p, i in data["saved"].items() if i["type"] == "file")[0]
+        return min(p for p, i in data["saved"].items() if i["type"] == "file")
 
     def plant_copy(self, path: str, content: bytes) -> str:
         """A copy in files/ for `path`, where the snapshot keeps them; its sha256."""
