@@ -13,10 +13,12 @@
 4. Print the checks before and after, side by side (`--json PATH`: the plan and each step's outcome).
 
 `fix --undo [SNAPSHOT]` restores the environment from the snapshots of a fix run (the newest for this
-interpreter when none is named), last step first, and says what, if anything, still differs.
+interpreter when none is named), last step first, and says what, if anything, still differs. It restores only
+inside the environment roots the interpreter reports now, and only after every snapshot of the run passed
+commands.snapshot_schema (read safely, its schema, every path inside those roots); else exit 2, nothing changed.
 
 Exit codes: 0 nothing fails after; 1 something still fails (or a restore left differences); 2 a wrong
-command line, or a plan that needed a yes it could not ask for.
+command line, a plan that needed a yes it could not ask for, or a snapshot `--undo` will not trust.
 """
 
 from __future__ import annotations
