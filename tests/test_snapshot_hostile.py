@@ -307,6 +307,10 @@ def saved_without_sha256(c: Case) -> Path:
     return c.edit(lambda d: d["saved"][c.a_saved_file(d)].pop("sha256"))
 
 
+def saved_kind_not_the_manifests(c: Case) -> Path:
+    return c.edit(lambda d: d["saved"].update({c.a_saved_file(d): {"type": "dir", "mode": 0o755}}))
+
+
 def saved_type_unknown(c: Case) -> Path:
     return c.edit(lambda d: d["saved"].update({c.E + "/zz-fifo": {"type": "fifo"}}))
 
@@ -379,7 +383,7 @@ HOSTILE: dict[str, Callable[[Case], Path]] = {fn.__name__.replace("_", "-"): fn 
     saved_below_a_saved_link, link_in_a_later_step, saved_root_as_a_link, manifest_wrong_types, manifest_a_list,
     manifest_malformed_entry, mode_huge, mtime_huge, mode_a_bool, size_infinite, number_too_long, nesting_deep,
     fix_json_nesting_deep, fifo_snapshot_json, fifo_fix_json, dev_zero_snapshot_json, dev_zero_fix_json,
-    snapshot_json_a_directory, saved_without_sha256, saved_type_unknown, link_target_a_number, copy_tampered,
+    snapshot_json_a_directory, saved_without_sha256, saved_kind_not_the_manifests, saved_type_unknown, link_target_a_number, copy_tampered,
     copy_a_link_outside, steps_dotdot, steps_a_string, steps_numbers, fix_json_another_python,
     snapshot_another_python, format_wrong, command_not_text, step_dir_a_link, path_with_a_newline)}
 

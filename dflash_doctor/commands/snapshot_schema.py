@@ -205,6 +205,10 @@ def load(directory: Path, python: str | None = None) -> Snapshot:
         problem = _path_problem(path) or _saved_problem(info)
         if problem:
             raise SnapshotError(f"{where}: saved path {shown(path)}: {problem}")
+        listed = manifest.get(path)
+        if isinstance(listed, list) and listed and listed[0] != info["type"]:  # taken together: they agree
+            raise SnapshotError(f"{where}: saved path {shown(path)} is a {info['type']}, the manifest says a "
+                                f"{shown(listed[0])}")
     for root in roots:
         if manifest.get(root, [None])[0] != "dir":
             raise SnapshotError(f"{where}: the manifest does not hold its root {shown(root)} as a directory")
