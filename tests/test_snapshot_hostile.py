@@ -420,6 +420,24 @@ def test_undo_refuses_a_hostile_snapshot_with_one_line_naming_the_file_and_chang
 
 
 @pytest.mark.slow
+def test_undo_looking_for_the_newest_run_passes_over_fix_json_that_is_a_fifo_dev_zero_or_too_deep(
+    taken: Taken, tmp_path: Path
+) -> None:
+    snaps = tmp_path / "snaps"
+    for name in ("fifo", "zero", "deep"):
+        (snaps / name).mkdir(parents=True)
+    os.mkfifo(snaps / "fifo" / "fix.json")
+    (snaps / "zero" / "fix.json").symlink_to("/dev/zero")
+    (snaps / "deep" / "fix.json").write_text("[" * 200_000)
+    before = state(taken.env.root)
+    proc = doctor_fix(taken.env, "--undo", snapshots=snaps, cwd=tmp_path, timeout=60)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and proc.stderr.strip() == (
+        f"dflash-doctor: error: fix --undo: no fix snapshot for {taken.env.python} under {snaps}"), proc.stderr
+    assert state(taken.env.root) == before
+
+
+@pytest.mark.slow
 def test_undo_never_follows_a_link_the_snapshot_says_was_a_directory(tmp_path: Path) -> None:
     """A snapshot may rightly say a path was a directory; the link found there now is removed, never followed."""
     env, run_dir = fixed(tmp_path)
