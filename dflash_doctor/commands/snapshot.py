@@ -35,6 +35,7 @@ from typing import Any
 from dflash_doctor.commands.snapshot_schema import (
     FORMAT,
     MAX_RUN_BYTES,
+    RealPaths,
     Snapshot,
     SnapshotError,
     confine,
@@ -83,25 +84,34 @@ def _entry(path: str) -> list[Any]:
 
 
 def manifest(roots: Sequence[str]) -> dict[str, list[Any]]:
-    """Every path under the roots (links not followed) -> [type, size, mode, mtime_ns]."""
+    """Every path under the roots (links not followed) -> [type, size, mode, mtime_ns]. Walked with a list, not
+    recursion: no depth of directories ends it."""
     found: dict[str, list[Any]] = {}
     for root in roots:
         if not os.path.isdir(root):
             continue
-        found[root] = _entry(root)
-        for dirpath, dirnames, filenames in os.walk(root):
-            for name in dirnames + filenames:
-                path = os.path.join(dirpath, name)
+        st = os.stat(root)  # a root reached through a link is still the directory it names
+        found[root] = ["dir", st.st_size, stat.S_IMODE(st.st_mode), st.st_mtime_ns]
+        pending = [root]
+        while pending:
+            try:
+                with os.scandir(pending.pop()) as entries:
+                    listed = [entry.path for entry in entries]
+            except OSError:
+                continue
+            for path in listed:
                 try:
-                    found[path] = _entry(path)
+                    found[path] = entry = _entry(path)
                 except OSError:
                     continue
+                if entry[0] == "dir":
+                    pending.append(path)
     return found
 
 
-def _real_key(path: str, roots: Sequence[str], real_roots: Sequence[str]) -> str | None:
+def _real_key(path: str, roots: Sequence[str], real_roots: Sequence[str], paths: RealPaths) -> str | None:
     """`path` with its parent's links resolved, written below the root (as given) it lies in; None outside."""
-    real = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+    real = os.path.join(paths.real(os.path.dirname(path)), os.path.basename(path))
     for root, real_root in zip(roots, real_roots):
         if path == root:
             return root
@@ -136,26 +146,33 @@ def _copy_file(source: str, dest: Path) -> tuple[str, int, int]:
     return digest.hexdigest(), stat.S_IMODE(st.st_mode), st.st_mtime_ns
 
 
-def _copy_into(path: str, files: Path, saved: dict[str, dict[str, Any]], roots: Sequence[str],
-               real_roots: Sequence[str]) -> None:
-    key = _real_key(path, roots, real_roots)
+def _copy_into(start: str, files: Path, saved: dict[str, dict[str, Any]], roots: Sequence[str],
+               real_roots: Sequence[str], paths: RealPaths) -> None:
+    key = _real_key(start, roots, real_roots, paths)
     if key is None or key in saved or not os.path.lexists(key):
         return
-    st = os.lstat(key)
-    if stat.S_ISLNK(st.st_mode):
-        target = os.readlink(key)
-        os.symlink(target, _dest(files, key))
-        saved[key] = {"type": "link", "target": target}
-    elif stat.S_ISDIR(st.st_mode):
-        dest = _dest(files, key)
-        if not os.path.lexists(dest):
-            os.mkdir(dest, DIR_MODE)
-        saved[key] = {"type": "dir", "mode": stat.S_IMODE(st.st_mode)}
-        for name in sorted(os.listdir(key)):
-            _copy_into(os.path.join(key, name), files, saved, roots, real_roots)
-    elif stat.S_ISREG(st.st_mode):
-        sha, mode, mtime_ns = _copy_file(key, _dest(files, key))
-        saved[key] = {"type": "file", "sha256": sha, "mode": mode, "mtime_ns": mtime_ns}
+    # A list, not recursion (no depth of directories ends it); a directory's entries are real paths already,
+    # and their copies go in the directory's copy, made just before.
+    pending: list[tuple[str, Path]] = [(key, _dest(files, key))]
+    while pending:
+        key, dest = pending.pop()
+        if key in saved:
+            continue
+        st = os.lstat(key)
+        if stat.S_ISLNK(st.st_mode):
+            target = os.readlink(key)
+            os.symlink(target, dest)
+            saved[key] = {"type": "link", "target": target}
+        elif stat.S_ISDIR(st.st_mode):
+            if not os.path.lexists(dest):
+                os.mkdir(dest, DIR_MODE)
+            elif not stat.S_ISDIR(os.lstat(dest).st_mode):
+                raise SnapshotError(f"{dest}: not a directory in the snapshot, where a copy goes")
+            saved[key] = {"type": "dir", "mode": stat.S_IMODE(st.st_mode)}
+            pending.extend((os.path.join(key, name), dest / name) for name in sorted(os.listdir(key), reverse=True))
+        elif stat.S_ISREG(st.st_mode):
+            sha, mode, mtime_ns = _copy_file(key, dest)
+            saved[key] = {"type": "file", "sha256": sha, "mode": mode, "mtime_ns": mtime_ns}
 
 
 def _freeze(python: str, uv: bool) -> str:
@@ -177,10 +194,11 @@ def take(directory: Path, *, python: str, roots: Sequence[str], touched: Iterabl
     files.mkdir(mode=DIR_MODE)
     os.chmod(files, DIR_MODE)
     real_roots = [os.path.realpath(r) for r in roots]
+    paths = RealPaths()
     saved: dict[str, dict[str, Any]] = {}
     for path in sorted({os.path.normpath(p) for p in touched}):
         if under(path, roots):
-            _copy_into(path, files, saved, roots, real_roots)
+            _copy_into(path, files, saved, roots, real_roots, paths)
     record = {"format": FORMAT, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "python": python,
               "command": command, "roots": list(roots), "manifest": manifest(roots), "saved": saved,
               "freeze": _freeze(python, uv)}
@@ -189,10 +207,22 @@ def take(directory: Path, *, python: str, roots: Sequence[str], touched: Iterabl
 
 
 def _remove(path: str) -> None:
-    if stat.S_ISDIR(os.lstat(path).st_mode):
-        shutil.rmtree(path)
-    else:
+    """Remove `path`, a directory with all in it (links not followed; a list, not recursion, as manifest)."""
+    if not stat.S_ISDIR(os.lstat(path).st_mode):
         os.unlink(path)
+        return
+    dirs, pending = [], [path]
+    while pending:
+        directory = pending.pop()
+        dirs.append(directory)
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(entry.path)
+                else:
+                    os.unlink(entry.path)
+    for directory in reversed(dirs):  # every directory after those below it
+        os.rmdir(directory)
 
 
 def _is_dir(path: str) -> bool:
@@ -213,22 +243,30 @@ def apply(snap: Snapshot, roots: Sequence[str]) -> list[str]:
     real_roots = [os.path.realpath(r) for r in roots]
     walked = [r for r in snap.roots if r in roots]
 
+    paths = RealPaths()
+
     def guard(path: str) -> str:
         # Checked again just before each write: what was restored before it must not lead it outside.
-        if not resolves_inside(path, walked, real_roots):
+        if not resolves_inside(path, walked, real_roots, paths):
             raise SnapshotError(f"{snap.file}: {path} resolves outside the environment now: stopped there")
         return path
+
+    def remove(path: str) -> None:
+        link = os.path.islink(path)
+        _remove(path)
+        if link:
+            paths.forget()
 
     before, saved = snap.manifest, snap.saved
     now = manifest(walked)
     # What appeared since: deepest first, so a new directory goes with everything in it.
     for path in sorted((p for p in now if p not in before), key=lambda p: p.count(os.sep), reverse=True):
         if os.path.lexists(guard(path)):
-            _remove(path)
+            remove(path)
     for path, entry in sorted(before.items(), key=lambda kv: kv[0].count(os.sep)):
         if entry[0] == "dir" and path not in saved:
             if os.path.lexists(guard(path)) and not _is_dir(path):
-                _remove(path)
+                remove(path)
             os.makedirs(path, exist_ok=True)
             os.chmod(path, entry[2])
     for path, info in sorted(saved.items(), key=lambda kv: kv[0].count(os.sep)):
@@ -236,19 +274,20 @@ def apply(snap: Snapshot, roots: Sequence[str]) -> list[str]:
         current = _entry(path)[0] if os.path.lexists(guard(path)) else None
         if kind == "dir":
             if current not in (None, "dir"):
-                _remove(path)
+                remove(path)
             os.makedirs(path, exist_ok=True)
             os.chmod(path, int(info["mode"]))
         elif kind == "link":
             if current is not None:
-                _remove(path)
+                remove(path)
             os.symlink(str(info["target"]), path)
+            paths.forget()
         else:
             if current == "file" and sha256_of(path) == info["sha256"]:
                 os.chmod(path, int(info["mode"]))
                 continue
             if current is not None:
-                _remove(path)
+                remove(path)
             shutil.copyfile(snap.copy_of(path), path, follow_symlinks=False)
             os.chmod(path, int(info["mode"]))
             os.utime(path, ns=(int(info["mtime_ns"]), int(info["mtime_ns"])))

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dflash_doctor.facts.safefile import UnsafeFile, forbidden, open_regular, read_regular, under
+from dflash_doctor.facts.safefile import UnsafeFile, forbidden, open_regular, under
 
-__all__ = ["FORMAT", "Snapshot", "SnapshotError", "confine", "load", "load_run", "read_json", "resolves_inside",
+__all__ = ["FORMAT", "RealPaths", "Snapshot", "SnapshotError", "confine", "load", "load_run", "read_json", "resolves_inside",
            "sha256_of"]
 
 FORMAT = "dflash-doctor/fix-snapshot/v1"
@@ -66,7 +66,10 @@ def shown(value: object, limit: int = 120) -> str:
 def read_json(path: Path, limit: int) -> Any:
     """The JSON document in `path`, a regular file of at most `limit` bytes; raises SnapshotError naming it."""
     try:
-        raw = read_regular(path, limit + 1)
+        with open_regular(path) as handle:
+            if os.fstat(handle.fileno()).st_size > limit:
+                raise SnapshotError(f"{path}: larger than {limit} bytes, more than a fix snapshot writes")
+            raw = handle.read(limit + 1)
     except UnsafeFile as exc:
         raise SnapshotError(f"{path}: {exc.reason}") from None
     except OSError as exc:
@@ -220,19 +223,41 @@ def load(directory: Path, python: str | None = None) -> Snapshot:
 # --------------------------------------------------------------------------- the environment it may touch
 
 
-def resolves_inside(path: str, roots: Sequence[str], real_roots: Sequence[str],
-                    cache: dict[str, str] | None = None) -> bool:
+class RealPaths:
+    """Real paths (symlinks resolved, as os.path.realpath), each worked out from its parent's, remembered: one
+    lstat a level instead of a walk from / for every path, so no depth of directories makes it quadratic."""
+
+    def __init__(self) -> None:
+        self.known: dict[str, str] = {}
+
+    def forget(self) -> None:
+        """After a link was made or removed: what was worked out may resolve otherwise now."""
+        self.known.clear()
+
+    def real(self, path: str) -> str:
+        chain = []
+        above = path
+        while above not in self.known and os.path.dirname(above) != above:
+            chain.append(above)
+            above = os.path.dirname(above)
+        real = self.known.get(above, above)
+        for step in reversed(chain):
+            candidate = os.path.join(real, os.path.basename(step))
+            try:
+                link = stat.S_ISLNK(os.lstat(candidate).st_mode)
+            except OSError:
+                link = False
+            real = os.path.realpath(candidate) if link else candidate
+            self.known[step] = real
+        return real
+
+
+def resolves_inside(path: str, roots: Sequence[str], real_roots: Sequence[str], paths: RealPaths) -> bool:
     """`path` is a root, or its parent's real path (symlinks followed) with its name lies inside `real_roots`;
     `path` itself is never followed (a link is restored or removed as a link)."""
     if path in roots:
         return True
-    parent = os.path.dirname(path)
-    real_parent = cache.get(parent) if cache is not None else None
-    if real_parent is None:
-        real_parent = os.path.realpath(parent)
-        if cache is not None:
-            cache[parent] = real_parent
-    real = os.path.join(real_parent, os.path.basename(path))
+    real = os.path.join(paths.real(os.path.dirname(path)), os.path.basename(path))
     return not forbidden(real) and under(real, real_roots)
 
 
@@ -243,7 +268,7 @@ def confine(snapshots: Iterable[Snapshot], roots: Sequence[str]) -> None:
     real_roots = [os.path.realpath(r) for r in roots]
     not_dirs = {p for s in snapshots for p, e in s.manifest.items() if e[0] != "dir"}
     not_dirs |= {p for s in snapshots for p, i in s.saved.items() if i["type"] != "dir"}
-    cache: dict[str, str] = {}
+    paths = RealPaths()
     for snap in snapshots:
         foreign = [r for r in snap.roots if r not in roots]
         if foreign:
@@ -260,15 +285,15 @@ def confine(snapshots: Iterable[Snapshot], roots: Sequence[str]) -> None:
                     raise SnapshotError(f"{snap.file}: {table} path {shown(path)} lies below {shown(above)}, "
                                         "which a snapshot says is a link or a file")
                 above = os.path.dirname(above)
-            if not resolves_inside(path, snap.roots, real_roots, cache):
+            if not resolves_inside(path, snap.roots, real_roots, paths):
                 raise SnapshotError(f"{snap.file}: {table} path {shown(path)} resolves to "
-                                    f"{shown(os.path.realpath(os.path.dirname(path)))}/..., outside the environment")
+                                    f"{shown(paths.real(os.path.dirname(path)))}/..., outside the environment")
         files = os.path.realpath(snap.directory / "files")
         for path, info in snap.saved.items():
             if info["type"] != "file":
                 continue
             copy = snap.copy_of(path)
-            if os.path.realpath(copy) != os.path.join(files, path.lstrip(os.sep)):
+            if paths.real(str(copy)) != os.path.join(files, path.lstrip(os.sep)):
                 raise SnapshotError(f"{copy}: the saved copy of {shown(path)} is reached through a link")
             try:
                 st = os.lstat(copy)
