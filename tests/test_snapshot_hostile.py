@@ -256,6 +256,12 @@ def number_too_long(c: Case) -> Path:
     return path
 
 
+def too_large(c: Case) -> Path:
+    path = c.step / "snapshot.json"
+    os.truncate(path, 300 << 20)  # sparse: more than a snapshot.json may be, costing no disk
+    return path
+
+
 def nesting_deep(c: Case) -> Path:
     path = c.step / "snapshot.json"
     path.write_text("[" * 200_000 + "]" * 200_000)
@@ -381,7 +387,7 @@ HOSTILE: dict[str, Callable[[Case], Path]] = {fn.__name__.replace("_", "-"): fn 
     roots_other, roots_a_string, roots_added_outside, roots_empty, saved_dir_outside, saved_file_outside_chmod,
     saved_file_outside_write, saved_dotdot, manifest_dotdot, saved_relative, saved_through_a_link,
     saved_below_a_saved_link, link_in_a_later_step, saved_root_as_a_link, manifest_wrong_types, manifest_a_list,
-    manifest_malformed_entry, mode_huge, mtime_huge, mode_a_bool, size_infinite, number_too_long, nesting_deep,
+    manifest_malformed_entry, mode_huge, mtime_huge, mode_a_bool, size_infinite, number_too_long, too_large, nesting_deep,
     fix_json_nesting_deep, fifo_snapshot_json, fifo_fix_json, dev_zero_snapshot_json, dev_zero_fix_json,
     snapshot_json_a_directory, saved_without_sha256, saved_kind_not_the_manifests, saved_type_unknown, link_target_a_number, copy_tampered,
     copy_a_link_outside, steps_dotdot, steps_a_string, steps_numbers, fix_json_another_python,
