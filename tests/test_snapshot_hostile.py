@@ -29,6 +29,10 @@ from realenv import Env, _clean_environ, dir_digest, fa4_wheel, install, make_ve
 from stacks import add_to_path, vllm_site
 
 REPO = Path(__file__).resolve().parent.parent
+# The code before snapshots were checked took "roots": "/" (a string) as the roots "/", and removed every path
+# under them that its manifest did not list: the cases that could hand it such roots never run against it.
+CHECKED = (REPO / "dflash_doctor" / "commands" / "snapshot_schema.py").is_file()
+UNSAFE_ON_OLD_CODE = "the unchecked code would walk / and remove what it could: not run against it"
 MEMORY_LIMIT = 2 << 30  # an unbounded read (/dev/zero) ends in MemoryError, not in the machine's swap
 
 
@@ -405,6 +409,8 @@ def case_of(taken: Taken, tmp_path: Path) -> Case:
 def test_undo_refuses_a_hostile_snapshot_with_one_line_naming_the_file_and_changes_nothing(
     taken: Taken, tmp_path: Path, name: str
 ) -> None:
+    if name == "roots-a-string" and not CHECKED:
+        pytest.skip(UNSAFE_ON_OLD_CODE)
     case = case_of(taken, tmp_path)
     made: list[Path] = []
     try:
@@ -540,6 +546,8 @@ def _mutate(rng: random.Random, case: Case) -> None:
 def test_thirty_randomly_damaged_snapshots_give_no_traceback_and_write_nothing_outside(
     taken: Taken, tmp_path: Path
 ) -> None:
+    if not CHECKED:
+        pytest.skip(UNSAFE_ON_OLD_CODE)
     rng = random.Random(20)
     outside_before = state(taken.outside)
     tracebacks, written = [], []
