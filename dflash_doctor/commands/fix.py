@@ -14,10 +14,12 @@
 4. Print the checks before and after, side by side (`--json PATH`: the plan and each step's outcome).
 
 `fix --undo [SNAPSHOT]` restores the environment from the snapshots of a fix run (the newest for this
-interpreter when none is named), last step first, and says what, if anything, still differs.
+interpreter when none is named), last step first, and says what, if anything, still differs. It restores only
+inside the environment roots the interpreter reports now, and only after every snapshot of the run passed
+commands.snapshot_schema (read safely, its schema, every path inside those roots); else exit 2, nothing changed.
 
 Exit codes: 0 nothing fails after; 1 something still fails (or a restore left differences); 2 a wrong
-command line, or a plan that needed a yes it could not ask for.
+command line, a plan that needed a yes it could not ask for, or a snapshot `--undo` will not trust.
 """
 
 from __future__ import annotations
@@ -257,6 +259,22 @@ def _write_json(path: str, document: Mapping[str, Any]) -> None:
         sys.stderr.write(f"dflash-doctor: fix report written to {os.path.abspath(path)}\n")
 
 
+def _live_roots(args: argparse.Namespace) -> list[str]:
+    """The target's environment roots as its interpreter reports them now (the environment probe), never as a
+    snapshot claims them: `fix --undo` restores inside these only."""
+    from dflash_doctor.check import Context
+    from dflash_doctor.facts import environment
+
+    sections = environment.collect(Context(python=str(args.python), cwd=os.getcwd(), timeout_s=args.timeout), {})
+    target = sections.get("target") or {}
+    if "_error" in target:
+        raise UsageError(f"fix --undo: cannot ask {args.python} where its environment is: {target['_error']}")
+    roots = _roots(target)
+    if not roots:
+        raise UsageError(f"fix --undo: {args.python} reports no environment directory to restore into")
+    return roots
+
+
 def _undo(args: argparse.Namespace, out: TextIO) -> int:
     from dflash_doctor.commands import snapshot
 
@@ -264,20 +282,23 @@ def _undo(args: argparse.Namespace, out: TextIO) -> int:
     run_dir = Path(args.undo) if args.undo else snapshot.latest(args.python, root)
     if run_dir is None:
         raise UsageError(f"fix --undo: no fix snapshot for {args.python} under {root}")
+    # Every snapshot is read, checked against its schema and confined to the live environment before anything
+    # is touched: a snapshot that fails is a usage error, with nothing changed.
     try:
-        meta = json.loads((run_dir / "fix.json").read_text())
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"fix --undo {run_dir}: not a fix snapshot ({exc})") from None
+        steps = snapshot.load_run(run_dir, FIX_FORMAT, str(args.python))
+        roots = _live_roots(args)
+        snaps = [snapshot.load(run_dir / step_dir, str(args.python)) for step_dir in reversed(steps)]
+        snapshot.confine(snaps, roots)
+    except snapshot.SnapshotError as exc:
+        raise UsageError(f"fix --undo: {exc}") from None
     left: list[str] = []
-    for step_dir in reversed(meta.get("steps_taken") or ()):
+    for snap in snaps:
         try:
-            left = snapshot.restore(run_dir / step_dir)
-        except snapshot.SnapshotError as exc:
-            raise UsageError(f"fix --undo: {exc}") from None
-        except OSError as exc:
-            out.write(f"the restore of {run_dir / step_dir} stopped: {exc}\n")
+            left = snapshot.apply(snap, roots)
+        except (OSError, snapshot.SnapshotError) as exc:
+            out.write(f"the restore of {snap.directory} stopped: {exc}\n")
             return 1
-        out.write(f"restored {run_dir / step_dir} (before: {snapshot.load(run_dir / step_dir)['command']})\n")
+        out.write(f"restored {snap.directory} (before: {snap.command})\n")
     if left:
         out.write("still different from the snapshot:\n" + "".join(f"  {d}\n" for d in left[:50]))
         return 1
@@ -363,13 +384,16 @@ def _fix(args: argparse.Namespace, out: TextIO) -> int:
     snapshots = Path(args.snapshots) if args.snapshots else snapshot.snapshot_root()
     created = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     run_dir = snapshots / f"{created}-{os.getpid()}"
-    run_dir.mkdir(parents=True, exist_ok=True)
     meta: dict[str, Any] = {"format": FIX_FORMAT, "python": python, "created": created, "steps_taken": []}
 
     def save_meta() -> None:
-        (run_dir / "fix.json").write_text(json.dumps(meta, indent=1) + "\n")
+        snapshot.write_private(run_dir / "fix.json", json.dumps(meta, indent=1) + "\n")
 
-    save_meta()
+    try:
+        snapshot.private_dir(run_dir)  # owner-only: the copies may hold anything the environment holds
+        save_meta()
+    except (OSError, snapshot.SnapshotError) as exc:
+        raise UsageError(f"fix: cannot keep snapshots in {run_dir}: {exc}") from None
     out.write(f"snapshots: {run_dir}  (undo: dflash-doctor fix --python {python} --undo {run_dir})\n")
     current = before
     latest: DoctorRun | None = first  # the doctor's run of the environment as it is now; None once a step rolled back
@@ -391,8 +415,9 @@ def _fix(args: argparse.Namespace, out: TextIO) -> int:
         try:
             snapshot.take(run_dir / step_dir, python=python, roots=roots, touched=touched, command=step.command,
                           uv=target.get("env_kind") == "uv")
-        except OSError as exc:  # nothing was run: a step without its snapshot is not taken
-            step.applied = f"skipped: its snapshot could not be written ({exc.strerror or exc})"
+        except (OSError, snapshot.SnapshotError) as exc:  # nothing was run: a step without its snapshot is not taken
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            step.applied = f"skipped: its snapshot could not be written ({reason})"
             out.write(f"step {n}: {step.applied}\n")
             continue
         meta["steps_taken"].append(step_dir)
@@ -423,7 +448,7 @@ def _fix(args: argparse.Namespace, out: TextIO) -> int:
                 latest = again
         if reason:
             try:
-                step.differences = snapshot.restore(run_dir / step_dir)
+                step.differences = snapshot.restore(run_dir / step_dir, roots)
             except (OSError, snapshot.SnapshotError) as exc:
                 step.differences = [f"the restore stopped: {exc}"]
             step.applied = f"rolled-back: {reason}"

@@ -1,18 +1,22 @@
 """Snapshots for `dflash-doctor fix`: what a step will touch, copied before it runs, so that the step can be
 rolled back and `fix --undo` can put every byte back.
 
-A snapshot is a directory holding `snapshot.json` and `files/` (copies, by absolute path). It records:
+A snapshot is a directory holding `snapshot.json` and `files/` (copies, by absolute path), readable by its
+owner only (directories 0o700, files 0o600: the copies may hold anything the environment holds). It records:
 
 - a manifest of the environment's roots (the venv's prefix; for an interpreter that is not a venv, its
   site-packages and scripts directories): every path with its type, size, mode and mtime;
 - a copy of every file, link and directory the step will touch (the distributions it removes or replaces:
   their RECORD'd files and dist-info; the top-level directories they share; the leftovers it deletes), with
-  each file's sha256;
+  each file's sha256. A path is copied by its real path (its parent's symlinks resolved, inside the roots),
+  never through a link, and nothing is written in the snapshot through a link;
 - the installer's freeze output, for a person reading it.
 
-Restoring removes what appeared inside the roots since the snapshot, puts every copied path back byte for
-byte (mode and mtime too), recreates directories that went, and then says what differs still: a file the
-step changed that the snapshot did not copy (so it cannot be restored) is named, never ignored.
+Restoring first checks the snapshot (commands.snapshot_schema: its schema, and every path inside the roots the
+live interpreter reports), then removes what appeared inside the roots since the snapshot, puts every copied
+path back byte for byte (mode and mtime too), recreates directories that went, and then says what differs
+still: a file the step changed that the snapshot did not copy (so it cannot be restored) is named, never
+ignored. Each write is checked again, just before it, to resolve inside the roots.
 """
 
 from __future__ import annotations
@@ -24,19 +28,30 @@ import shutil
 import stat
 import subprocess
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from dflash_doctor.facts.safefile import under
+from dflash_doctor.commands.snapshot_schema import (
+    FORMAT,
+    MAX_RUN_BYTES,
+    RealPaths,
+    Snapshot,
+    SnapshotError,
+    confine,
+    load,
+    load_run,
+    read_json,
+    resolves_inside,
+    sha256_of,
+)
+from dflash_doctor.facts.safefile import open_regular, under
 
-__all__ = ["SnapshotError", "latest", "restore", "snapshot_root", "take"]
+__all__ = ["Snapshot", "SnapshotError", "apply", "confine", "latest", "load", "load_run", "private_dir", "restore",
+           "snapshot_root", "take", "write_private"]
 
-FORMAT = "dflash-doctor/fix-snapshot/v1"
-
-
-class SnapshotError(Exception):
-    """A snapshot that cannot be read or written."""
+DIR_MODE = 0o700
+FILE_MODE = 0o600
 
 
 def snapshot_root() -> Path:
@@ -45,12 +60,20 @@ def snapshot_root() -> Path:
     return Path(base)
 
 
-def _sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+def private_dir(path: Path) -> None:
+    """`path` made (parents too) or found, a directory (not a link), then made owner-only."""
+    path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    if os.path.islink(path):
+        raise SnapshotError(f"{path}: a link, where a snapshot directory goes")
+    os.chmod(path, DIR_MODE)
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write `path` as a file only its owner reads (replacing one there, never following a link)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        os.fchmod(fd, FILE_MODE)
+        fh.write(text)
 
 
 def _entry(path: str) -> list[Any]:
@@ -61,40 +84,95 @@ def _entry(path: str) -> list[Any]:
 
 
 def manifest(roots: Sequence[str]) -> dict[str, list[Any]]:
-    """Every path under the roots (links not followed) -> [type, size, mode, mtime_ns]."""
+    """Every path under the roots (links not followed) -> [type, size, mode, mtime_ns]. Walked with a list, not
+    recursion: no depth of directories ends it."""
     found: dict[str, list[Any]] = {}
     for root in roots:
         if not os.path.isdir(root):
             continue
-        found[root] = _entry(root)
-        for dirpath, dirnames, filenames in os.walk(root):
-            for name in dirnames + filenames:
-                path = os.path.join(dirpath, name)
+        st = os.stat(root)  # a root reached through a link is still the directory it names
+        found[root] = ["dir", st.st_size, stat.S_IMODE(st.st_mode), st.st_mtime_ns]
+        pending = [root]
+        while pending:
+            try:
+                with os.scandir(pending.pop()) as entries:
+                    listed = [entry.path for entry in entries]
+            except OSError:
+                continue
+            for path in listed:
                 try:
-                    found[path] = _entry(path)
+                    found[path] = entry = _entry(path)
                 except OSError:
                     continue
+                if entry[0] == "dir":
+                    pending.append(path)
     return found
 
 
-def _copy_into(path: str, files: Path, saved: dict[str, dict[str, Any]]) -> None:
-    if path in saved or not os.path.lexists(path):
+def _real_key(path: str, roots: Sequence[str], real_roots: Sequence[str], paths: RealPaths) -> str | None:
+    """`path` with its parent's links resolved, written below the root (as given) it lies in; None outside."""
+    real = os.path.join(paths.real(os.path.dirname(path)), os.path.basename(path))
+    for root, real_root in zip(roots, real_roots):
+        if path == root:
+            return root
+        if real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep):
+            return root.rstrip(os.sep) + real[len(real_root.rstrip(os.sep)):]
+    return None
+
+
+def _dest(files: Path, path: str) -> Path:
+    """Where `path`'s copy goes under `files`, its directories made owner-only on the way, none a link."""
+    dest = files
+    for part in path.strip(os.sep).split(os.sep)[:-1]:
+        dest = dest / part
+        try:
+            os.mkdir(dest, DIR_MODE)
+        except FileExistsError:
+            if not stat.S_ISDIR(os.lstat(dest).st_mode):
+                raise SnapshotError(f"{dest}: not a directory in the snapshot, where a copy goes") from None
+    return dest / os.path.basename(path)
+
+
+def _copy_file(source: str, dest: Path) -> tuple[str, int, int]:
+    """Copy the regular file `source` to a new owner-only `dest`: its sha256 (of the bytes copied), mode, mtime."""
+    digest = hashlib.sha256()
+    with open_regular(source) as src:
+        st = os.fstat(src.fileno())
+        fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+        with os.fdopen(fd, "wb") as out:
+            for chunk in iter(lambda: src.read(1 << 20), b""):
+                digest.update(chunk)
+                out.write(chunk)
+    return digest.hexdigest(), stat.S_IMODE(st.st_mode), st.st_mtime_ns
+
+
+def _copy_into(start: str, files: Path, saved: dict[str, dict[str, Any]], roots: Sequence[str],
+               real_roots: Sequence[str], paths: RealPaths) -> None:
+    key = _real_key(start, roots, real_roots, paths)
+    if key is None or key in saved or not os.path.lexists(key):
         return
-    dest = files / path.lstrip(os.sep)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    st = os.lstat(path)
-    if stat.S_ISLNK(st.st_mode):
-        os.symlink(os.readlink(path), dest)
-        saved[path] = {"type": "link", "target": os.readlink(path)}
-    elif stat.S_ISDIR(st.st_mode):
-        dest.mkdir(exist_ok=True)
-        saved[path] = {"type": "dir", "mode": stat.S_IMODE(st.st_mode)}
-        for name in sorted(os.listdir(path)):
-            _copy_into(os.path.join(path, name), files, saved)
-    elif stat.S_ISREG(st.st_mode):
-        shutil.copy2(path, dest, follow_symlinks=False)
-        saved[path] = {"type": "file", "sha256": _sha256(path), "mode": stat.S_IMODE(st.st_mode),
-                       "mtime_ns": st.st_mtime_ns}
+    # A list, not recursion (no depth of directories ends it); a directory's entries are real paths already,
+    # and their copies go in the directory's copy, made just before.
+    pending: list[tuple[str, Path]] = [(key, _dest(files, key))]
+    while pending:
+        key, dest = pending.pop()
+        if key in saved:
+            continue
+        st = os.lstat(key)
+        if stat.S_ISLNK(st.st_mode):
+            target = os.readlink(key)
+            os.symlink(target, dest)
+            saved[key] = {"type": "link", "target": target}
+        elif stat.S_ISDIR(st.st_mode):
+            if not os.path.lexists(dest):
+                os.mkdir(dest, DIR_MODE)
+            elif not stat.S_ISDIR(os.lstat(dest).st_mode):
+                raise SnapshotError(f"{dest}: not a directory in the snapshot, where a copy goes")
+            saved[key] = {"type": "dir", "mode": stat.S_IMODE(st.st_mode)}
+            pending.extend((os.path.join(key, name), dest / name) for name in sorted(os.listdir(key), reverse=True))
+        elif stat.S_ISREG(st.st_mode):
+            sha, mode, mtime_ns = _copy_file(key, dest)
+            saved[key] = {"type": "file", "sha256": sha, "mode": mode, "mtime_ns": mtime_ns}
 
 
 def _freeze(python: str, uv: bool) -> str:
@@ -110,85 +188,116 @@ def _freeze(python: str, uv: bool) -> str:
 def take(directory: Path, *, python: str, roots: Sequence[str], touched: Iterable[str], command: str,
          uv: bool = False) -> dict[str, Any]:
     """Copy what `command` will touch (paths inside `roots` only) into `directory`, with the roots' manifest."""
-    directory.mkdir(parents=True, exist_ok=False)
+    directory.mkdir(mode=DIR_MODE, parents=True, exist_ok=False)
+    os.chmod(directory, DIR_MODE)
     files = directory / "files"
-    files.mkdir()
+    files.mkdir(mode=DIR_MODE)
+    os.chmod(files, DIR_MODE)
+    real_roots = [os.path.realpath(r) for r in roots]
+    paths = RealPaths()
     saved: dict[str, dict[str, Any]] = {}
     for path in sorted({os.path.normpath(p) for p in touched}):
         if under(path, roots):
-            _copy_into(path, files, saved)
+            _copy_into(path, files, saved, roots, real_roots, paths)
     record = {"format": FORMAT, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "python": python,
               "command": command, "roots": list(roots), "manifest": manifest(roots), "saved": saved,
               "freeze": _freeze(python, uv)}
-    (directory / "snapshot.json").write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    write_private(directory / "snapshot.json", json.dumps(record, indent=1, sort_keys=True) + "\n")
     return record
 
 
-def load(directory: Path) -> dict[str, Any]:
-    try:
-        data = json.loads((directory / "snapshot.json").read_text())
-    except (OSError, ValueError) as exc:
-        raise SnapshotError(f"{directory}: not a dflash-doctor fix snapshot ({exc})") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise SnapshotError(f"{directory}: not a dflash-doctor fix snapshot")
-    return data
-
-
 def _remove(path: str) -> None:
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path)
-    elif os.path.lexists(path):
+    """Remove `path`, a directory with all in it (links not followed; a list, not recursion, as manifest)."""
+    if not stat.S_ISDIR(os.lstat(path).st_mode):
         os.unlink(path)
+        return
+    dirs, pending = [], [path]
+    while pending:
+        directory = pending.pop()
+        dirs.append(directory)
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(entry.path)
+                else:
+                    os.unlink(entry.path)
+    for directory in reversed(dirs):  # every directory after those below it
+        os.rmdir(directory)
 
 
-def restore(directory: Path) -> list[str]:
-    """Put the environment back as the snapshot in `directory` found it; returns what still differs."""
-    data = load(directory)
-    roots: list[str] = data["roots"]
-    before: Mapping[str, list[Any]] = data["manifest"]
-    saved: Mapping[str, Mapping[str, Any]] = data["saved"]
-    files = directory / "files"
-    now = manifest(roots)
+def _is_dir(path: str) -> bool:
+    return stat.S_ISDIR(os.lstat(path).st_mode)
+
+
+def restore(directory: Path, roots: Sequence[str]) -> list[str]:
+    """Put the environment (whose roots, as its interpreter reports them, are `roots`) back as the snapshot in
+    `directory` found it; returns what still differs. Raises SnapshotError, with nothing changed, for a snapshot
+    that does not have its schema or would touch anything outside `roots`."""
+    snap = load(directory)
+    confine([snap], roots)
+    return apply(snap, roots)
+
+
+def apply(snap: Snapshot, roots: Sequence[str]) -> list[str]:
+    """Restore a snapshot that `confine` passed for `roots`; returns what still differs."""
+    real_roots = [os.path.realpath(r) for r in roots]
+    walked = [r for r in snap.roots if r in roots]
+
+    paths = RealPaths()
+
+    def guard(path: str) -> str:
+        # Checked again just before each write: what was restored before it must not lead it outside.
+        if not resolves_inside(path, walked, real_roots, paths):
+            raise SnapshotError(f"{snap.file}: {path} resolves outside the environment now: stopped there")
+        return path
+
+    def remove(path: str) -> None:
+        link = os.path.islink(path)
+        _remove(path)
+        if link:
+            paths.forget()
+
+    before, saved = snap.manifest, snap.saved
+    now = manifest(walked)
     # What appeared since: deepest first, so a new directory goes with everything in it.
     for path in sorted((p for p in now if p not in before), key=lambda p: p.count(os.sep), reverse=True):
-        if os.path.lexists(path):
-            _remove(path)
+        if os.path.lexists(guard(path)):
+            remove(path)
     for path, entry in sorted(before.items(), key=lambda kv: kv[0].count(os.sep)):
         if entry[0] == "dir" and path not in saved:
-            if os.path.lexists(path) and not os.path.isdir(path):
-                _remove(path)
+            if os.path.lexists(guard(path)) and not _is_dir(path):
+                remove(path)
             os.makedirs(path, exist_ok=True)
             os.chmod(path, entry[2])
     for path, info in sorted(saved.items(), key=lambda kv: kv[0].count(os.sep)):
-        copy = files / path.lstrip(os.sep)
         kind = info["type"]
-        current = _entry(path)[0] if os.path.lexists(path) else None
+        current = _entry(path)[0] if os.path.lexists(guard(path)) else None
         if kind == "dir":
             if current not in (None, "dir"):
-                _remove(path)
+                remove(path)
             os.makedirs(path, exist_ok=True)
             os.chmod(path, int(info["mode"]))
         elif kind == "link":
             if current is not None:
-                _remove(path)
+                remove(path)
             os.symlink(str(info["target"]), path)
+            paths.forget()
         else:
-            if current == "file" and _sha256(path) == info["sha256"]:
+            if current == "file" and sha256_of(path) == info["sha256"]:
                 os.chmod(path, int(info["mode"]))
                 continue
             if current is not None:
-                _remove(path)
-            shutil.copy2(copy, path, follow_symlinks=False)
+                remove(path)
+            shutil.copyfile(snap.copy_of(path), path, follow_symlinks=False)
             os.chmod(path, int(info["mode"]))
             os.utime(path, ns=(int(info["mtime_ns"]), int(info["mtime_ns"])))
-    return differences(data)
+    return differences(snap, walked)
 
 
-def differences(data: Mapping[str, Any]) -> list[str]:
+def differences(snap: Snapshot, roots: Sequence[str]) -> list[str]:
     """What differs between the environment now and the snapshot (nothing, after a clean restore)."""
-    before: Mapping[str, list[Any]] = data["manifest"]
-    saved: Mapping[str, Mapping[str, Any]] = data["saved"]
-    now = manifest(data["roots"])
+    before, saved = snap.manifest, snap.saved
+    now = manifest(roots)
     found = [f"{p}: appeared" for p in now if p not in before]
     found += [f"{p}: gone" for p in before if p not in now]
     for path, entry in before.items():
@@ -196,24 +305,24 @@ def differences(data: Mapping[str, Any]) -> list[str]:
             continue
         info = saved.get(path)
         if info is not None and info["type"] == "file":
-            if now[path][0] != "file" or _sha256(path) != info["sha256"]:
+            if now[path][0] != "file" or sha256_of(path) != info["sha256"]:
                 found.append(f"{path}: content differs")
-        elif now[path][:2] != entry[:2] or (entry[0] == "file" and now[path][3] != entry[3]):
+        elif tuple(now[path][:2]) != entry[:2] or (entry[0] == "file" and now[path][3] != entry[3]):
             found.append(f"{path}: changed, and the snapshot holds no copy of it")
     return sorted(found)
 
 
 def latest(python: str, root: Path | None = None) -> Path | None:
-    """The newest snapshot (the first step's) taken for `python` under `root`."""
+    """The newest snapshot (the first step's) taken for `python` under `root` (a fix.json that cannot be read,
+    or is not a regular file, is passed over)."""
     base = root or snapshot_root()
     best: tuple[str, Path] | None = None
     if not base.is_dir():
         return None
     for run_dir in base.iterdir():
-        meta = run_dir / "fix.json"
         try:
-            data = json.loads(meta.read_text())
-        except (OSError, ValueError):
+            data = read_json(run_dir / "fix.json", MAX_RUN_BYTES)
+        except SnapshotError:
             continue
         if isinstance(data, dict) and data.get("python") == python and data.get("steps_taken"):
             key = str(data.get("created", ""))

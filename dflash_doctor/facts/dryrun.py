@@ -28,6 +28,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -141,24 +142,58 @@ def parse_command(command: str) -> list[Segment] | None:
 # --------------------------------------------------------------------------- running an installer
 
 
+_LIVE: set[subprocess.Popen[bytes]] = set()  # installer runs under way, for collect() to stop on Ctrl-C
+_LIVE_LOCK = threading.Lock()
+_STOPPED = threading.Event()  # set on Ctrl-C: a worker that had not started its installer yet does not start it
+
+
+def _kill_live() -> None:
+    with _LIVE_LOCK:
+        _STOPPED.set()
+        live = list(_LIVE)
+    for proc in live:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            kill_group(proc)
+
+
 def _run(argv: Sequence[str], env: Mapping[str, str], timeout_s: float, cwd: str) -> dict[str, Any]:
     started = time.monotonic()
-    full_env = {**os.environ, **env, "PYTHONDONTWRITEBYTECODE": "1", "PIP_NO_INPUT": "1",
-                "PIP_DISABLE_PIP_VERSION_CHECK": "1", "UV_NO_PROGRESS": "1"}
+    # Each installer run gets a temporary directory of its own (TMPDIR), removed on every path: pip unpacks the
+    # wheels a dry run downloads there (torch's is ~500 MB), and a pip killed at the timeout or by Ctrl-C never
+    # removes its own.
+    tmp = tempfile.mkdtemp(prefix="dflash-doctor-installer-")
     try:
-        proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                env=full_env, cwd=cwd, start_new_session=True)
-    except OSError as exc:
-        return {"returncode": None, "error": f"{type(exc).__name__}: {exc.strerror or exc}", "stdout": "",
-                "stderr": "", "timed_out": False, "duration_s": 0.0}
-    try:
-        out, err = proc.communicate(timeout=timeout_s)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError, PermissionError):  # not ours to kill: communicate() waits
-            kill_group(proc)
-        out, err = proc.communicate()
-        timed_out = True
+        full_env = {**os.environ, **env, "PYTHONDONTWRITEBYTECODE": "1", "PIP_NO_INPUT": "1",
+                    "PIP_DISABLE_PIP_VERSION_CHECK": "1", "UV_NO_PROGRESS": "1", "TMPDIR": tmp, "TEMP": tmp, "TMP": tmp}
+        with _LIVE_LOCK:  # started and registered at once, so that _kill_live() misses none
+            if _STOPPED.is_set():
+                return {"returncode": None, "error": "interrupted", "stdout": "", "stderr": "", "timed_out": False,
+                        "duration_s": 0.0}
+            try:
+                proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        stdin=subprocess.DEVNULL, env=full_env, cwd=cwd, start_new_session=True)
+            except OSError as exc:
+                return {"returncode": None, "error": f"{type(exc).__name__}: {exc.strerror or exc}", "stdout": "",
+                        "stderr": "", "timed_out": False, "duration_s": 0.0}
+            _LIVE.add(proc)
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):  # not ours to kill: communicate() waits
+                kill_group(proc)
+            out, err = proc.communicate()
+            timed_out = True
+        except BaseException:  # Ctrl-C: the installer's whole group goes, then its directory
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                kill_group(proc)
+            proc.wait()
+            raise
+        finally:
+            with _LIVE_LOCK:
+                _LIVE.discard(proc)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return {"returncode": proc.returncode, "error": None, "stdout": out.decode(errors="replace"),
             "stderr": err.decode(errors="replace"), "timed_out": timed_out,
             "duration_s": round(time.monotonic() - started, 3)}
@@ -502,16 +537,25 @@ def collect(commands: Iterable[str], sections: Mapping[str, Any], *, python: str
             continue
         planned[command] = segments
     started = time.monotonic()
+    _STOPPED.clear()
     with ThreadPoolExecutor(max_workers=MAX_WORKERS) as pool:
         futures = {c: pool.submit(_one, c, s, installed, roots, timeout_s, cwd, _cache_tag(target))
                    for c, s in planned.items()}
         items = []
-        for command, future in futures.items():
-            try:
-                items.append(future.result())
-            except Exception as exc:  # noqa: BLE001 - a broken check of one command is that command's "not asked"
-                items.append({"command": command, "segments": [
-                    {"kind": "?", "tool": "", "status": "not-checked", "reason": f"{type(exc).__name__}: {exc}"}]})
+        try:
+            for command, future in futures.items():
+                try:
+                    items.append(future.result())
+                except Exception as exc:  # noqa: BLE001 - a broken check of one command is that command's "not asked"
+                    items.append({"command": command, "segments": [
+                        {"kind": "?", "tool": "", "status": "not-checked", "reason": f"{type(exc).__name__}: {exc}"}]})
+        except BaseException:
+            # Ctrl-C reaches this thread only: stop the installers (their own sessions do not get the signal), so
+            # that the workers return at once and remove their temporary directories before the pool is left.
+            for future in futures.values():
+                future.cancel()
+            _kill_live()
+            raise
     items += [{"command": c, "segments": [{"kind": "?", "tool": "", "status": "not-checked", "reason": why}]}
               for c, why in skipped.items()]
     document: dict[str, Any] = {
