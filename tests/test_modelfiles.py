@@ -659,10 +659,11 @@ def test_top_level_keys_are_stable(drafter: Path) -> None:
             "dtypes",
             "tensors_complete",
             "tensors",
+            "layers",
         ]
     )
     assert sorted(facts["config"]) == sorted(
-        ["file", "keys", "architectures", "model_type", "text_from", "text", "drafter", "auto_map",
+        ["file", "keys", "architectures", "model_type", "text_from", "text", "drafter", "lists", "auto_map",
          "quantization_config", "vision_config"]
     )
 
