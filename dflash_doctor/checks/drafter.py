@@ -426,11 +426,11 @@ class _Drafter:
         known = vllm.dflash_archs if vllm.registry_readable else [DRAFTER_REGISTRY_ARCH.value]
         if not any(a in (known or []) for a in renamed):
             return [Finding("drafter.architecture-unknown", Status.FAIL,
-                            f"{self.file}: architectures {archs} (looked up as {renamed}) are not in {self.label}'s "
-                            f"registry, which accepts {known}",
+                            f"{self.file}: architectures {listed(archs, limit=4)} (looked up as "
+                            f"{listed(renamed, limit=4)}) are not in {self.label}'s registry, which accepts {known}",
                             detail="vLLM renames a drafter's architecture to DFlash{arch} unless it starts or ends "
                             "with DFlash, then looks it up in its model registry; an unknown name fails at start.",
-                            evidence={"file": self.file, "architectures": archs, "accepted": known},
+                            evidence={"file": self.file, "architectures": archs[:MAX_LISTED], "accepted": known},
                             remediation=(Remediation(f"set \"architectures\": [\"{DRAFTER_REGISTRY_ARCH.value}\"] in "
                                                      f"{self.file}", "the name every released DFlash drafter uses"),))]
         self.ok.append(f"architecture {archs[0]}")

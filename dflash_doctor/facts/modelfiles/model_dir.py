@@ -16,7 +16,9 @@ from collections.abc import Callable, Collection, Iterable
 from typing import Any, Final
 
 from dflash_doctor.facts.modelfiles.safetensors_header import (
+    DTYPE_BITS,
     FATAL_KINDS,
+    MAX_DTYPES,
     MAX_GROUPS,
     MAX_TENSORS_KEPT,
     OTHER_GROUP,
@@ -53,6 +55,9 @@ MAX_SHARDS: Final[int] = 4096
 CONFIG_LIST_MAX: Final[int] = 1024
 CONFIG_DICT_MAX: Final[int] = 256
 CONFIG_DEPTH_MAX: Final[int] = 8
+CONFIG_STRING_MAX: Final[int] = 1024
+CONFIG_NODES_MAX: Final[int] = 20_000
+CONFIG_CHARS_MAX: Final[int] = 1_000_000
 # The index facts list this many shard names ("shard_count" has them all).
 SHARDS_LISTED: Final[int] = 256
 # Tensors a drafter's checks read by name, kept in the facts whatever else its files hold: these names, and
@@ -235,7 +240,7 @@ def _read_json(file: str, max_bytes: int, problems: list[JSONDict], max_pairs: i
         return None
     if max_pairs is not None and _estimated_entries(raw) > max_pairs:
         problems.append(
-            problem("too-large", file, f"holds up to {_estimated_entries(raw)} name/value pairs; refusing to parse "
+            problem("bad-index", file, f"holds up to {_estimated_entries(raw)} name/value pairs; refusing to parse "
                     f"more than {max_pairs} (the largest published checkpoints index about 200000 tensors)")
         )
         return None
@@ -274,36 +279,59 @@ def _read_config(root: str, names: set[str], problems: list[JSONDict]) -> JSONDi
         return None
     nested, text_from = _text_config(config)
     lists: dict[str, JSONDict] = {}
+    budget = _Budget()
     return {
         "file": file,
-        "keys": sorted(config)[:CONFIG_DICT_MAX],
-        "architectures": _bounded_config(config.get("architectures"), "architectures", lists),
-        "model_type": _bounded_config(config.get("model_type"), "model_type", lists),
+        # The first keys in order, and always those a check looks for by name.
+        "keys": sorted({k[:CONFIG_STRING_MAX] for k in sorted(config)[:CONFIG_DICT_MAX]}
+                       | {k for k in ("quantization_config", "compression_config") if k in config}),
+        "architectures": _bounded_config(config.get("architectures"), "architectures", lists, budget),
+        "model_type": _bounded_config(config.get("model_type"), "model_type", lists, budget),
         "text_from": text_from,
-        "text": _bounded_config(_text_view(config, nested), "text", lists),
-        "drafter": _bounded_config({k: config[k] for k in DRAFTER_KEYS if k in config}, "drafter", lists),
+        "text": _bounded_config(_text_view(config, nested), "text", lists, budget),
+        "drafter": _bounded_config({k: config[k] for k in DRAFTER_KEYS if k in config}, "drafter", lists, budget),
         "lists": lists,
-        "auto_map": sorted(str(k) for k in config["auto_map"]) if isinstance(config.get("auto_map"), dict) else None,
+        "auto_map": sorted(str(k)[:CONFIG_STRING_MAX] for k in list(config["auto_map"])[:CONFIG_DICT_MAX])
+        if isinstance(config.get("auto_map"), dict) else None,
         "quantization_config": _bounded(_quantization_config(config, nested)),
         "vision_config": isinstance(config.get("vision_config"), dict),
     }
 
 
-def _bounded_config(value: Any, where: str, lists: dict[str, JSONDict], depth: int = 0) -> Any:
+class _Budget:
+    """What the config facts may still copy: CONFIG_NODES_MAX values and CONFIG_CHARS_MAX characters of strings
+    in all, so that a 16 MB config.json gives facts of well under a few MB whatever its shape."""
+
+    def __init__(self) -> None:
+        self.nodes, self.chars = CONFIG_NODES_MAX, CONFIG_CHARS_MAX
+
+    def take(self, chars: int = 0) -> bool:
+        self.nodes -= 1
+        self.chars -= chars
+        return self.nodes >= 0 and self.chars >= 0
+
+
+def _bounded_config(value: Any, where: str, lists: dict[str, JSONDict], budget: _Budget | None = None,
+                    depth: int = 0) -> Any:
     """A config value as the facts keep it: lists cut to CONFIG_LIST_MAX items (the count and a summary of
     the whole list go to `lists[where]`, e.g. "drafter.dflash_config.target_layer_ids"), objects to
-    CONFIG_DICT_MAX keys, strings to 4096 characters, nesting to CONFIG_DEPTH_MAX levels."""
+    CONFIG_DICT_MAX keys, strings to CONFIG_STRING_MAX characters, nesting to CONFIG_DEPTH_MAX levels, all of
+    it to the budget (None past it)."""
+    budget = budget if budget is not None else _Budget()
     if depth >= CONFIG_DEPTH_MAX:
         return None
+    if isinstance(value, str):
+        kept = value[:CONFIG_STRING_MAX]
+        return kept if budget.take(len(kept)) else None
+    if not budget.take():
+        return None
     if isinstance(value, dict):
-        return {str(k): _bounded_config(v, f"{where}.{k}", lists, depth + 1)
+        return {str(k)[:CONFIG_STRING_MAX]: _bounded_config(v, f"{where}.{k}", lists, budget, depth + 1)
                 for k, v in list(value.items())[:CONFIG_DICT_MAX]}
     if isinstance(value, list):
         if len(value) > CONFIG_LIST_MAX:
-            lists[where] = list_summary(value)
-        return [_bounded_config(v, f"{where}[]", lists, depth + 1) for v in value[:CONFIG_LIST_MAX]]
-    if isinstance(value, str):
-        return value[:4096]
+            lists[where[:CONFIG_STRING_MAX]] = list_summary(value)
+        return [_bounded_config(v, f"{where}[]", lists, budget, depth + 1) for v in value[:CONFIG_LIST_MAX]]
     return value
 
 
@@ -576,6 +604,8 @@ def _summarise(
             if number is not None:
                 layers.add(number)
         for dtype, info in header["dtypes"].items():
+            if dtype not in DTYPE_BITS and dtype not in dtype_tensors and len(dtype_tensors) >= MAX_DTYPES:
+                dtype = OTHER_GROUP
             dtype_tensors[dtype] = dtype_tensors.get(dtype, 0) + info["tensors"]
             dtype_bytes[dtype] = dtype_bytes.get(dtype, 0) + info["bytes"]
         for key, size in (header.get("groups") or {}).items():

@@ -29,6 +29,7 @@ from typing import Any, Final, TypeGuard
 __all__ = [
     "DTYPE_BITS",
     "FATAL_KINDS",
+    "MAX_DTYPES",
     "MAX_GROUPS",
     "MAX_HEADER_SIZE",
     "MAX_PROBLEMS_PER_KIND",
@@ -90,6 +91,17 @@ FATAL_KINDS: Final[frozenset[str]] = frozenset(
     }
 )
 
+# What a problem record quotes of a message and of a tensor name; longer names are never kept as facts.
+MAX_MESSAGE: Final[int] = 2000
+MAX_NAME: Final[int] = 512
+# What the facts keep of a header's __metadata__ (a string-to-string map the header may make 100 MB long).
+METADATA_MAX_KEYS: Final[int] = 64
+METADATA_MAX_CHARS: Final[int] = 512
+
+# The per-dtype totals: every real dtype, and unknown ones (each a problem) up to MAX_DTYPES names in all.
+MAX_DTYPES: Final[int] = 64
+MAX_DTYPE_CHARS: Final[int] = 64
+
 # A file with a wrong dtype on every tensor would otherwise produce thousands of lines.
 MAX_PROBLEMS_PER_KIND: Final[int] = 10
 
@@ -106,10 +118,13 @@ OTHER_GROUP: Final[str] = "(other)"
 
 
 def problem(kind: str, file: str, message: str, tensor: str | None = None) -> JSONDict:
-    """One problem record; the message always starts with the file it is about."""
-    record: JSONDict = {"kind": kind, "message": f"{file}: {message}", "file": file}
+    """One problem record; the message always starts with the file it is about. A message (which may quote a
+    tensor name of megabytes) is cut at MAX_MESSAGE characters, the tensor name at MAX_NAME."""
+    text = f"{file}: {message}"
+    record: JSONDict = {"kind": kind, "message": text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE] + "...",
+                        "file": file}
     if tensor is not None:
-        record["tensor"] = tensor
+        record["tensor"] = tensor if len(tensor) <= MAX_NAME else tensor[:MAX_NAME] + "..."
     return record
 
 
@@ -480,6 +495,10 @@ class _Table:
         bits = DTYPE_BITS.get(dtype)
         if bits is None or elements >= limit or span * 8 != elements * bits:
             _check_size(file, name, dtype, shape, elements, begin, end, problems)
+        if bits is None:  # an unknown dtype (a problem already): any string, so bounded as a key
+            dtype = dtype[:MAX_DTYPE_CHARS]
+            if dtype not in self.dtypes and len(self.dtypes) >= MAX_DTYPES:
+                dtype = OTHER_GROUP
         totals = self.dtypes.get(dtype)
         if totals is None:
             totals = self.dtypes[dtype] = [0, 0]
@@ -492,7 +511,7 @@ class _Table:
             self.groups[key] = self.groups.get(key, 0) + span
         count = len(self.names)
         asked = self.keep is not None and self.asked < MAX_TENSORS_KEPT and self.keep(name)
-        if count < MAX_TENSORS_KEPT or asked or name in self.kept:
+        if (count < MAX_TENSORS_KEPT or asked or name in self.kept) and len(name) <= MAX_NAME:
             entry: JSONDict = {"dtype": dtype, "shape": shape, "bytes": span if span >= 0 else None}
             if len(shape) > MAX_SHAPE_DIMS:
                 entry["shape"], entry["rank"] = shape[:MAX_SHAPE_DIMS], len(shape)
@@ -532,14 +551,15 @@ def _metadata(file: str, info: Any, problems: list[JSONDict]) -> dict[str, str]:
     if not isinstance(info, dict):
         problems.append(problem("bad-metadata", file, "__metadata__ is not a string-to-string map"))
         return {}
-    bad = sorted(k for k, v in info.items() if not isinstance(v, str))
+    bad = [k for k, v in info.items() if not isinstance(v, str)]
     if bad:
         problems.append(
             problem(
-                "bad-metadata", file, f"__metadata__ values must be strings; not for {', '.join(bad[:5])}"
+                "bad-metadata", file, f"__metadata__ values must be strings; not for {', '.join(sorted(bad)[:5])}"
             )
         )
-    return {k: v for k, v in info.items() if isinstance(v, str)}
+    kept = [(k, v) for k, v in info.items() if isinstance(v, str)][:METADATA_MAX_KEYS]
+    return {k[:METADATA_MAX_CHARS]: v[:METADATA_MAX_CHARS] for k, v in kept}
 
 
 def _usizes(values: object) -> TypeGuard[list[int]]:
