@@ -792,3 +792,15 @@ def test_config_facts_stay_small_whatever_the_config_holds(tmp_path: Path) -> No
     ids = config["lists"]["drafter.dflash_config.target_layer_ids"]
     assert (ids["count"], ids["min"], ids["max"], ids["increasing"], ids["repeats"]) == (50_000, 0, 49_999, True, False)
     assert len(config["architectures"][0]) == model_dir_module.CONFIG_STRING_MAX
+
+
+def test_headers_past_the_total_budget_are_not_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One header may be 100 MB; the names of all of them are kept for the cross-checks, so the total is
+    bounded too (here lowered to less than one toy header, so the second shard is the one left unread)."""
+    target = toy.write_toy_target(tmp_path / "t", shards=2, tokenizer=True)
+    monkeypatch.setattr(model_dir_module, "HEADERS_MAX_BYTES", 100)
+    facts = read_model_dir(target, keep_tensors=False)
+    p = only(facts, "too-many-shards")
+    assert p["message"].startswith(f"{target}: the headers of 1 files hold ") and "the other 1 files were not read" \
+        in p["message"]
+    assert [f["file"] for f in facts["weights"]["files"]] == ["model-00001-of-00002.safetensors"]

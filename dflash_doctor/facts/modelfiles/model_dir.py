@@ -50,6 +50,10 @@ INDEX_MAX_BYTES: Final[int] = 128 * 1024 * 1024
 # to MAX_SHARDS.
 INDEX_MAX_TENSORS: Final[int] = 1_000_000
 MAX_SHARDS: Final[int] = 4096
+# The headers of all files together: a real checkpoint's come to a few MB (1e5 tensors); past this many bytes
+# (one header may be 100 MB) the remaining files are not read, so that the names kept for the cross-checks stay
+# within memory and time.
+HEADERS_MAX_BYTES: Final[int] = 128 * 1024 * 1024
 # Lists kept from config.json: the first CONFIG_LIST_MAX items; config["lists"] has the count and a summary of
 # every longer one (a config may say "layer_types" four million times).
 CONFIG_LIST_MAX: Final[int] = 1024
@@ -160,7 +164,7 @@ def read_model_dir(
     `keep_tensors=True` keeps every tensor's dtype/shape/bytes/file (use for a drafter) up to
     MAX_TENSORS_KEPT; past that, the tensors a drafter check reads by name (DRAFTER_NAMED, the layers
     below LAYERS_KEPT) and the first others, with "tensors_complete" False and "layers" counting every
-    decoder layer the names show. False keeps counts, bytes and a dtype histogram, plus only tensors
+    `layers.N` (or `midlayer`) the names show, as vLLM's DFlash loader reads a drafter's names. False keeps counts, bytes and a dtype histogram, plus only tensors
     whose names end with one of `landmarks` (use for a target with thousands of tensors). `group`
     adds "groups" to the weights: bytes per group(name).
     """
@@ -558,7 +562,13 @@ def _read_headers(
     problems: list[JSONDict],
 ) -> dict[str, tuple[JSONDict, list[str]]]:
     headers: dict[str, tuple[JSONDict, list[str]]] = {}
-    for shard in shards:
+    read = 0
+    shards = list(shards)
+    for at, shard in enumerate(shards):
+        if read >= HEADERS_MAX_BYTES:
+            problems.append(problem("too-many-shards", root, f"the headers of {at} files hold {read} bytes, more than "
+                                    f"any published checkpoint's; the other {len(shards) - at} files were not read"))
+            break
         file = os.path.join(root, shard)
         if not os.path.lexists(file):
             problems.append(
@@ -571,6 +581,7 @@ def _read_headers(
             )
             continue
         headers[shard] = read_header_and_names(file, keep, group)
+        read += headers[shard][0]["header_len"] or 0
     return headers
 
 
