@@ -369,7 +369,7 @@ class _Drafter:
         self.geometry = None if self.quantized or not self.tensors else \
             weights_geometry({n: self.tensors[stored] for n, stored in self.names.items()},
                              layers if isinstance(layers, Mapping) else None)
-        self.id_key, self.ids, self.id_count = self._layer_ids()
+        self.id_key, _, self.id_count = self._layer_ids()
         # config.json key -> the id of the finding that blames it; a consequence of that key names the finding.
         self.blamed: dict[str, str] = {}
         self.emitted: set[str] = set()
