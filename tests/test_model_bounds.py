@@ -7,9 +7,12 @@ subprocess with a short timeout."""
 from __future__ import annotations
 
 import json
+import math
 import resource
 import shlex
 import struct
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -21,6 +24,8 @@ pytest.importorskip("safetensors")
 from conftest import Doctor, finding, findings_of, validate_report
 from test_models_check import found, patch_config, run_checks
 
+from dflash_doctor.facts.modelfiles.model_dir import CONFIG_LIST_MAX
+from dflash_doctor.facts.modelfiles.safetensors_header import MAX_HEADER_SIZE, MAX_TENSORS_KEPT
 from dflash_doctor.facts.serve_args import parse_serve_command
 from dflash_doctor.knowledge.dflash import SPEC_BUDGET_RULE_A
 from dflash_doctor.model import Status
@@ -118,6 +123,142 @@ def test_absurd_target_lengths_are_judged_without_a_traceback(doctor: Doctor, tm
                                 argv=command(target, drafter))
     assert not [x for x in findings_of(report) if x["status"] == "error"], proc.stderr[-2000:]
     assert "Infinity" not in proc.stdout and "NaN" not in proc.stdout
+
+
+# ------------------------------------------------------------------ inputs far larger than any real model
+
+# Run the doctor under a fresh parent that reports its child's peak RSS and CPU seconds: RUSAGE_CHILDREN of the
+# test process would include every earlier child of this worker.
+_MEASURED = """
+import json, resource, subprocess, sys
+proc = subprocess.run(sys.argv[2:], capture_output=True, text=True, timeout=float(sys.argv[1]))
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+sys.stdout.write(proc.stdout)
+sys.stderr.write(proc.stderr + "\\n" + json.dumps({"rc": proc.returncode, "rss_mib": usage.ru_maxrss / 1024,
+                                                  "cpu_s": usage.ru_utime + usage.ru_stime}))
+"""
+
+
+def measured_report(tmp_path: Path, argv: list[str], timeout: float = 300) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`dflash-doctor serve --no-gpu --only models --json REPORT -- ARGV`: the validated report, and the run's
+    rc, peak RSS (MiB), CPU seconds, wall seconds and report bytes."""
+    out = tmp_path / "report.json"
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", _MEASURED, str(timeout), sys.executable, "-m", "dflash_doctor",
+                           "serve", "--no-gpu", "--only", "models", "--json", str(out), "--", *argv],
+                          check=False, capture_output=True, text=True, timeout=timeout + 30, cwd=tmp_path)
+    wall = time.monotonic() - started
+    figures = json.loads(proc.stderr.strip().splitlines()[-1])
+    figures.update(wall_s=wall, report_bytes=out.stat().st_size if out.exists() else None)
+    assert figures["rc"] in (0, 1), proc.stderr[-3000:]
+    return validate_report(json.loads(out.read_text())), figures
+
+
+def assert_within_budget(figures: dict[str, Any]) -> None:
+    """The issue's budget: under 1 GB, a report of a few MB, and done in seconds of CPU (wall time on a loaded
+    test machine says little; the CPU seconds are what --timeout would see on an idle one)."""
+    assert figures["rss_mib"] < 1024, figures
+    assert figures["report_bytes"] < 5_000_000, figures
+    assert figures["cpu_s"] < 30, figures
+
+
+def test_a_drafter_with_3e8_layers_and_one_layer_type_is_counted_not_expanded(tmp_path: Path) -> None:
+    """`[layer_types[-1]] * num_hidden_layers` once built a 3e8-item list (4.6 GB) for the remediation."""
+    target = toy.write_toy_target(tmp_path / "target")
+    drafter = toy.write_toy_drafter(tmp_path / "drafter", config_overrides={
+        "num_hidden_layers": 300_000_000, "layer_types": ["full_attention"]})
+    report, figures = measured_report(tmp_path, command(target, drafter))
+    assert_within_budget(figures)
+    f = finding(report, "drafter.layer-types-length")
+    assert "layer_types has 1 entries for num_hidden_layers 300000000" in f["title"]
+    assert f["evidence"]["layer_types_count"] == 1 and f["evidence"]["num_hidden_layers"] == 300_000_000
+    assert f["cause"] == "drafter.config-weights"  # the weights hold 1 layer: num_hidden_layers is what is wrong
+    assert "num_hidden_layers 300000000, but the weights hold 1 layer" in finding(report, "drafter.config-weights")["title"]
+
+
+def test_a_target_layer_ids_list_of_7_million_entries_is_summarised(tmp_path: Path) -> None:
+    """7 million ids (a 14 MB config.json, under the 16 MB a config may have) once took 2.6 GB and wrote a
+    476 MB report: the ids went into the facts and every finding's title and evidence."""
+    target = toy.write_toy_target(tmp_path / "target")
+    drafter = toy.write_toy_drafter(tmp_path / "drafter")
+    config = json.loads((drafter / "config.json").read_text())
+    config["dflash_config"]["target_layer_ids"] = [1] * 7_000_000
+    (drafter / "config.json").write_text(json.dumps(config, separators=(",", ":")))
+    report, figures = measured_report(tmp_path, command(target, drafter))
+    assert_within_budget(figures)
+    ids = finding(report, "drafter.layer-ids-invalid")
+    assert "target_layer_ids [1, 1, 1, 1, 1, 1, 1, 1, ...] (7000000 in all) are not strictly increasing (repeats)" \
+        in ids["title"]
+    assert ids["evidence"]["count"] == 7_000_000 and len(ids["evidence"]["target_layer_ids"]) <= 12
+    fc = finding(report, "drafter.fc-width")  # fc reads 7e6 x 64 features: the whole count, not the kept ids
+    assert fc["evidence"]["expected"] == [64, 7_000_000 * 64]
+    config_facts = next(c["facts"] for c in report["checks"] if c["id"] == "model-files")["models"]["drafter"]["dir"]["config"]
+    summary = config_facts["lists"]["drafter.dflash_config.target_layer_ids"]
+    assert summary["count"] == 7_000_000 and summary["repeats"] and not summary["increasing"]
+    assert len(config_facts["drafter"]["dflash_config"]["target_layer_ids"]) == CONFIG_LIST_MAX
+
+
+def _many_tiny_tensors_header(path: Path, junk: int, real: dict[str, tuple[int, ...]]) -> int:
+    """A valid safetensors file: `junk` one-byte U8 scalars named by hex number, then the drafter's own F16
+    tensors (`real`), in offset order as the writer lays them out. Returns the header length."""
+    entries = [f'"{i:x}":{{"dtype":"U8","shape":[],"data_offsets":[{i},{i + 1}]}}' for i in range(junk)]
+    offset = junk
+    for name, shape in real.items():
+        size = 2 * math.prod(shape)
+        entries.append(f'"{name}":{{"dtype":"F16","shape":{list(shape)},"data_offsets":[{offset},{offset + size}]}}'
+                       .replace(" ", ""))
+        offset += size
+    raw = ("{" + ",".join(entries) + "}").encode()
+    del entries
+    raw += b" " * (-len(raw) % 8)
+    with path.open("wb") as handle:
+        handle.write(struct.pack("<Q", len(raw)))
+        handle.write(raw)
+        handle.truncate(8 + len(raw) + offset)  # the data: zeros
+    return len(raw)
+
+
+def test_a_header_of_1_5_million_tiny_tensors_is_counted_not_copied(tmp_path: Path) -> None:
+    """A 98 MB header (under safetensors' 100 MB MAX_HEADER_SIZE) of 1.5 million tensors once took 3.3 GB,
+    176 s and a 370 MB report: every tensor went into the facts. The drafter's own tensors come after the first
+    million names and are still the ones judged."""
+    target = toy.write_toy_target(tmp_path / "target")
+    drafter = toy.write_toy_drafter(tmp_path / "drafter")
+    header_len = _many_tiny_tensors_header(drafter / "model.safetensors", 1_500_000, toy.drafter_tensor_shapes())
+    assert header_len <= MAX_HEADER_SIZE
+    report, figures = measured_report(tmp_path, command(target, drafter))
+    assert_within_budget(figures)
+    assert not [f for f in findings_of(report, "model-files") if f["status"] == "fail"]  # the file is valid
+    unexpected = finding(report, "drafter.tensor-unexpected")
+    assert unexpected["title"].startswith(f"{drafter}: ") and "0, 1, 10, 100, " in unexpected["title"]
+    assert "of its 1500014 tensors are not in the facts and were not judged by name" in unexpected["title"]
+    ids = {f["id"] for f in findings_of(report, "drafter") if f["status"] == "fail"}
+    assert ids == {"drafter.tensor-unexpected"}  # fc, norms and layer 0 are found and match: nothing missing
+    weights = next(c["facts"] for c in report["checks"] if c["id"] == "model-files")["models"]["drafter"]["dir"]["weights"]
+    assert weights["tensor_count"] == 1_500_014 and not weights["tensors_complete"]
+    assert len(weights["tensors"]) <= MAX_TENSORS_KEPT and "fc.weight" in weights["tensors"]
+    assert weights["dtypes"]["U8"] == {"tensors": 1_500_000, "bytes": 1_500_000}
+
+
+def test_an_index_of_a_million_names_is_read_in_bounds_and_a_larger_one_is_refused(tmp_path: Path) -> None:
+    """A weight_map of 900000 names that no shard holds: read, and its problems capped; one of 1.1 million:
+    refused with a finding that names the file (its dict alone would take gigabytes)."""
+    drafter = toy.write_toy_drafter(tmp_path / "drafter")
+    target = toy.write_toy_target(tmp_path / "target")
+    index_file = target / "model.safetensors.index.json"
+    index = json.loads(index_file.read_text())
+    index["weight_map"].update({f"x.{i}": "model-00001-of-00002.safetensors" for i in range(900_000)})
+    index_file.write_text(json.dumps(index))
+    report, figures = measured_report(tmp_path, command(target, drafter))
+    assert_within_budget(figures)
+    missing = [f for f in findings_of(report, "model-files") if f["id"] == "model-files.index-mismatch"]
+    assert len(missing) == 11 and "... and 899990 more 'index-tensor-missing' problems not listed" in missing[-1]["title"]
+    index["weight_map"].update({f"y.{i}": "model-00002-of-00002.safetensors" for i in range(200_000)})
+    index_file.write_text(json.dumps(index))
+    report, figures = measured_report(tmp_path, command(target, drafter))
+    assert_within_budget(figures)
+    refused = finding(report, "model-files.index-mismatch")
+    assert refused["title"].startswith(f"target: {index_file}: holds up to ") and "refusing to parse" in refused["title"]
 
 
 # -------------------------------------------------------------------------------- causes and consequences

@@ -21,6 +21,7 @@ import pytest
 pytest.importorskip("safetensors")
 pytest.importorskip("numpy")
 
+import numpy as np
 from safetensors import safe_open
 
 from dflash_doctor.facts.modelfiles import model_dir as model_dir_module
@@ -659,10 +660,11 @@ def test_top_level_keys_are_stable(drafter: Path) -> None:
             "dtypes",
             "tensors_complete",
             "tensors",
+            "layers",
         ]
     )
     assert sorted(facts["config"]) == sorted(
-        ["file", "keys", "architectures", "model_type", "text_from", "text", "drafter", "auto_map",
+        ["file", "keys", "architectures", "model_type", "text_from", "text", "drafter", "lists", "auto_map",
          "quantization_config", "vision_config"]
     )
 
@@ -727,3 +729,78 @@ def test_problems_agree_with_the_safetensors_library_on_mutated_files(tmp_path: 
             disagreements.append((raw, data_len, kinds(facts)))
     assert disagreements == []
     assert verdicts.count(True) >= 20 and verdicts.count(False) >= 200  # both outcomes exercised
+
+
+# ----------------------------------------------------------------------------- bounded by what checks need
+
+
+def test_a_header_with_blanks_between_tokens_reads_as_the_compact_one(tmp_path: Path) -> None:
+    header = {"__metadata__": {"format": "pt"}, "a": f32([2, 2], 0, 16), "b": f32([], 16, 20)}
+    compact = read_safetensors_header(toy.write_raw_safetensors(tmp_path / "c.safetensors", header))
+    spaced = json.dumps(header, indent=2).replace(":", " :\t").encode()
+    loose = read_safetensors_header(toy.write_raw_safetensors(tmp_path / "s.safetensors", spaced, 20))
+    assert loose["tensors"] == compact["tensors"] and loose["metadata"] == {"format": "pt"}
+    assert kinds(loose) == [] and loose["tensor_count"] == 2 and loose["tensors_complete"]
+
+
+def test_data_after_the_header_object_is_bad_json(tmp_path: Path) -> None:
+    raw = json.dumps({"w": f32([1], 0, 4)}).encode() + b' {"x": 1}'
+    p = only(read_safetensors_header(toy.write_raw_safetensors(tmp_path / "x.safetensors", raw, 4)), "bad-json")
+    assert "Extra data" in p["message"]
+
+
+def test_metadata_and_tensor_names_of_megabytes_stay_out_of_the_facts(tmp_path: Path) -> None:
+    long_name = "n" * 200_000
+    header = {"__metadata__": {f"k{i}": "v" * 5000 for i in range(1000)},
+              long_name: {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+              "w": {"dtype": "F32", "shape": [1], "data_offsets": [4, 9]}}  # 5 bytes for 4: named in a problem
+    facts = read_safetensors_header(toy.write_raw_safetensors(tmp_path / "m.safetensors", header))
+    assert facts["tensor_count"] == 2 and sorted(facts["tensors"]) == ["w"] and not facts["tensors_complete"]
+    assert len(facts["metadata"]) == header_module.METADATA_MAX_KEYS
+    assert all(len(v) == header_module.METADATA_MAX_CHARS for v in facts["metadata"].values())
+    assert len(json.dumps(facts)) < 100_000
+
+
+def test_a_drafter_with_thousands_of_tensors_keeps_those_its_checks_read(tmp_path: Path) -> None:
+    """Written by the real safetensors library: 3000 junk tensors sort before the drafter's own (the writer
+    orders by name), and the facts keep fc, the norms and layer 0 past MAX_TENSORS_KEPT, with the counts."""
+    from safetensors.numpy import save_file
+
+    drafter = toy.write_toy_drafter(tmp_path / "drafter")
+    arrays = {n: np.zeros(s, dtype=np.float16) for n, s in toy.drafter_tensor_shapes().items()}
+    arrays.update({f"a.{i:05d}": np.zeros((1,), dtype=np.float16) for i in range(3000)})
+    arrays.update({f"layers.{i}.x": np.zeros((1,), dtype=np.float16) for i in range(9, 40)})
+    save_file(arrays, str(drafter / "model.safetensors"))
+    weights = read_model_dir(drafter)["weights"]
+    assert weights["tensor_count"] == len(arrays) and not weights["tensors_complete"]
+    assert len(weights["tensors"]) == header_module.MAX_TENSORS_KEPT
+    assert set(toy.drafter_tensor_shapes()) <= set(weights["tensors"])
+    assert weights["layers"] == {"count": 32, "first": [0, *range(9, 24)], "max": 39}
+
+
+def test_config_facts_stay_small_whatever_the_config_holds(tmp_path: Path) -> None:
+    drafter = toy.write_toy_drafter(tmp_path / "drafter", config_overrides={
+        "dflash_config": {"mask_token_id": 5, "target_layer_ids": list(range(50_000)),
+                          "blob": {f"k{i}": "x" * 400 for i in range(20_000)}},
+        "layer_types": ["sliding_attention", "full_attention"] * 100_000,
+        "architectures": ["A" * 3_000_000]})
+    config = read_model_dir(drafter)["config"]
+    assert len(json.dumps(config)) < 2_000_000
+    assert config["lists"]["text.layer_types"] == {
+        "count": 200_000, "kept": model_dir_module.CONFIG_LIST_MAX, "ints": False,
+        "values": {"sliding_attention": 100_000, "full_attention": 100_000}, "other": 0}
+    ids = config["lists"]["drafter.dflash_config.target_layer_ids"]
+    assert (ids["count"], ids["min"], ids["max"], ids["increasing"], ids["repeats"]) == (50_000, 0, 49_999, True, False)
+    assert len(config["architectures"][0]) == model_dir_module.CONFIG_STRING_MAX
+
+
+def test_headers_past_the_total_budget_are_not_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One header may be 100 MB; the names of all of them are kept for the cross-checks, so the total is
+    bounded too (here lowered to less than one toy header, so the second shard is the one left unread)."""
+    target = toy.write_toy_target(tmp_path / "t", shards=2, tokenizer=True)
+    monkeypatch.setattr(model_dir_module, "HEADERS_MAX_BYTES", 100)
+    facts = read_model_dir(target, keep_tensors=False)
+    p = only(facts, "too-many-shards")
+    assert p["message"].startswith(f"{target}: the headers of 1 files hold ") and "the other 1 files were not read" \
+        in p["message"]
+    assert [f["file"] for f in facts["weights"]["files"]] == ["model-00001-of-00002.safetensors"]

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.remedy import Installer, quote
 from dflash_doctor.codes import Code
+from dflash_doctor.facts.modelfiles.model_dir import LAYERS_KEPT
 from dflash_doctor.facts.models_shapes import Models
 from dflash_doctor.facts.serve_shapes import VllmDflash
 from dflash_doctor.knowledge.dflash import (
@@ -50,7 +51,11 @@ from .model_common import (
     _vllm_label,
     gpu_view,
     installer_for,
+    list_length,
+    listed,
+    long_list,
     text_config,
+    value_count,
 )
 from .serve_common import with_spec
 
@@ -224,10 +229,11 @@ CODES: tuple[Code, ...] = (
 
 
 def expected_drafter_tensors(config: Mapping[str, Any], keys: Mapping[str, Any], *,
-                             max_layers: int) -> dict[str, list[int]] | None:
+                             max_layers: int, id_count: int | None = None) -> dict[str, list[int]] | None:
     """The tensors vLLM's DFlashQwen3ForCausalLM loads, by name, with their shapes (knowledge.dflash), for its
     first min(num_hidden_layers, max_layers) layers. `max_layers` is the caller's bound from what the weights
-    hold: num_hidden_layers is read from a file and may say 10**12."""
+    hold: num_hidden_layers is read from a file and may say 10**12. `id_count`: the length of
+    target_layer_ids when the facts keep only its first items."""
     values = [config.get(k) for k in ("hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size")]
     values.append(config.get("num_key_value_heads", config.get("num_attention_heads")))
     values.append(_head_dim(config))
@@ -238,7 +244,7 @@ def expected_drafter_tensors(config: Mapping[str, Any], keys: Mapping[str, Any],
     shapes: dict[str, list[int]] = {"hidden_norm.weight": [hidden], "norm.weight": [hidden]}
     if dflash.get("use_aux_hidden_state", True):
         ids = dflash.get("target_layer_ids", dflash.get("layer_ids"))
-        count = len(ids) if isinstance(ids, list) else layers
+        count = (id_count if id_count is not None else len(ids)) if isinstance(ids, list) else layers
         declared = keys.get("target_hidden_size")
         width = declared if _is_int(declared) else hidden
         shapes["fc.weight"] = [hidden, count * width]
@@ -281,6 +287,12 @@ GEOMETRY_KEYS = ("num_hidden_layers", "hidden_size", "num_attention_heads", "num
                  "intermediate_size")
 
 
+def _beyond(name: str, layers: int) -> bool:
+    """A `layers.N....` name with N >= layers."""
+    found = layer_indices((name,))
+    return bool(found) and min(found) >= layers
+
+
 def layer_indices(names: Iterable[str]) -> set[int]:
     """The decoder layer numbers present in tensor names `layers.N....` (a number of at most 18 digits: a name
     may say anything, and int() of thousands of digits is slow)."""
@@ -293,10 +305,12 @@ def layer_indices(names: Iterable[str]) -> set[int]:
     return found
 
 
-def weights_geometry(tensors: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+def weights_geometry(tensors: Mapping[str, Mapping[str, Any]],
+                     layers: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What the drafter's own tensors say its config.json should hold: the layer count, and hidden size, head_dim,
     heads, KV heads and intermediate size read from the lowest layer's shapes. A value the tensors do not show is
-    left out; "from" names the tensor each value was read from."""
+    left out; "from" names the tensor each value was read from. `layers`: the weights facts' count of every
+    layer the names show, when the facts keep only some of the tensors."""
     def shape(name: str) -> list[Any]:
         info = tensors.get(name)
         found = list((info or {}).get("shape") or [])
@@ -304,6 +318,9 @@ def weights_geometry(tensors: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]
 
     indices = layer_indices(tensors)
     geometry: dict[str, Any] = {"num_hidden_layers": len(indices), "layers": sorted(indices)[:MAX_LISTED], "from": {}}
+    if layers is not None and _is_int(layers.get("count")):
+        geometry["num_hidden_layers"] = layers["count"]
+        geometry["layers"] = [i for i in layers.get("first") or [] if _is_int(i)][:MAX_LISTED]
     first = f"layers.{min(indices)}" if indices else None
     for key, names in (("hidden_size", ["norm.weight", "hidden_norm.weight"]
                         + ([f"{first}.input_layernorm.weight"] if first else [])),
@@ -350,13 +367,32 @@ class _Drafter:
         config_keys = ((drafter.get("dir") or {}).get("config") or {}).get("keys") or []
         self.quantized = "quantization_config" in config_keys
         # What the weights themselves say of the geometry (None: no tensors, or packed quantized ones).
+        # Past model_dir.MAX_TENSORS_KEPT the facts keep the tensors these rules read by name (fc, norms, the layers
+        # below LAYERS_KEPT) and count the rest: names are judged on what is kept, counts on the whole.
+        self.complete = bool(self.weights.get("tensors_complete", True))
+        self.omitted = max(0, int(self.weights.get("tensor_count") or 0) - len(self.tensors)) if not self.complete else 0
+        layers = self.weights.get("layers") if not self.complete else None
         self.geometry = None if self.quantized or not self.tensors else \
-            weights_geometry({n: self.tensors[stored] for n, stored in self.names.items()})
+            weights_geometry({n: self.tensors[stored] for n, stored in self.names.items()},
+                             layers if isinstance(layers, Mapping) else None)
+        self.id_key, _, self.id_count = self._layer_ids()
         # config.json key -> the id of the finding that blames it; a consequence of that key names the finding.
         self.blamed: dict[str, str] = {}
         self.emitted: set[str] = set()
         self.label = _vllm_label(vllm)
         self.ok: list[str] = []
+
+    def _layer_ids(self) -> tuple[str, Any, int | None]:
+        """(where, value, length) of the target_layer_ids vLLM reads (dflash_config over eagle_config; "layer_ids"
+        when the former is absent); the length counts a list the facts keep only the start of."""
+        for key in ("target_layer_ids", "layer_ids"):
+            for source in ("dflash_config", "eagle_config"):
+                block = self.keys.get(source)
+                if isinstance(block, Mapping) and key in block:
+                    value = block[key]
+                    where = f"drafter.{source}.{key}"
+                    return where, value, list_length(self.drafter, where, value) if isinstance(value, list) else None
+        return "", None, None
 
     def findings(self) -> list[Finding]:
         out: list[Finding] = []
@@ -396,11 +432,11 @@ class _Drafter:
         known = vllm.dflash_archs if vllm.registry_readable else [DRAFTER_REGISTRY_ARCH.value]
         if not any(a in (known or []) for a in renamed):
             return [Finding("drafter.architecture-unknown", Status.FAIL,
-                            f"{self.file}: architectures {archs} (looked up as {renamed}) are not in {self.label}'s "
-                            f"registry, which accepts {known}",
+                            f"{self.file}: architectures {listed(archs, limit=4)} (looked up as "
+                            f"{listed(renamed, limit=4)}) are not in {self.label}'s registry, which accepts {known}",
                             detail="vLLM renames a drafter's architecture to DFlash{arch} unless it starts or ends "
                             "with DFlash, then looks it up in its model registry; an unknown name fails at start.",
-                            evidence={"file": self.file, "architectures": archs, "accepted": known},
+                            evidence={"file": self.file, "architectures": archs[:MAX_LISTED], "accepted": known},
                             remediation=(Remediation(f"set \"architectures\": [\"{DRAFTER_REGISTRY_ARCH.value}\"] in "
                                                      f"{quote(self.file)}", "the name every released DFlash drafter uses"),))]
         self.ok.append(f"architecture {archs[0]}")
@@ -453,28 +489,39 @@ class _Drafter:
                             "EAGLE-3's default layers, which no DFlash drafter was trained on",
                             detail=TARGET_LAYER_IDS_REQUIRED.value + ". " + TARGET_LAYER_IDS_REQUIRED.source,
                             evidence={"file": self.file}, remediation=(publisher,))]
-        if not isinstance(ids, list) or not ids or not all(_is_int(i) for i in ids):
+        summary = long_list(self.drafter, self.id_key) if self.id_key else None
+        count = self.id_count if self.id_count is not None else (len(ids) if isinstance(ids, list) else 0)
+        all_ints = isinstance(ids, list) and all(_is_int(i) for i in ids) and (summary is None or summary.get("ints"))
+        if not isinstance(ids, list) or not ids or not all_ints:
+            shown = listed(ids, count) if isinstance(ids, list) else repr(ids)[:200]
             return [Finding("drafter.layer-ids-invalid", Status.FAIL,
-                            f"{self.file}: dflash_config.target_layer_ids is {ids!r}, not a list of integers",
+                            f"{self.file}: dflash_config.target_layer_ids is {shown}, not a list of integers",
                             evidence={"file": self.file}, remediation=(publisher,))]
         problems: list[str] = []
         if _is_int(depth):
             outside = [i for i in ids if not 0 <= i < depth]
-            if outside:
-                problems.append(f"{outside} outside [0, {depth}) for a {depth}-layer target")
-        if any(b <= a for a, b in itertools.pairwise(ids)):
-            problems.append("not strictly increasing" + (" (repeats)" if len(set(ids)) != len(ids) else ""))
+            if summary is not None and (summary.get("min", 0) < 0 or summary.get("max", 0) >= depth):
+                problems.append(f"{listed(outside) if outside else 'ids'} (from {summary.get('min')} to "
+                                f"{summary.get('max')}) outside [0, {depth}) for a {depth}-layer target")
+            elif outside:
+                problems.append(f"{listed(outside)} outside [0, {depth}) for a {depth}-layer target")
+        increasing = summary.get("increasing") if summary is not None else \
+            not any(b <= a for a, b in itertools.pairwise(ids))
+        if not increasing:
+            repeats = summary.get("repeats") if summary is not None else len(set(ids)) != len(ids)
+            problems.append("not strictly increasing" + (" (repeats)" if repeats else ""))
         trained_for = self.keys.get("num_target_layers")
         if problems:
             also = (f"; the drafter says num_target_layers {trained_for}: it was made for another target"
                     if _is_int(trained_for) and _is_int(depth) and trained_for != depth else "")
             return [Finding("drafter.layer-ids-invalid", Status.FAIL,
-                            f"{self.file}: target_layer_ids {ids} are {'; '.join(problems)}{also}",
+                            f"{self.file}: target_layer_ids {listed(ids, count)} are {'; '.join(problems)}{also}",
                             detail="vLLM records the target's hidden state after each listed layer; an id the target "
                             "does not have is never recorded, the fc input comes up short, and the first forward "
                             "pass fails (vLLM 0.34: \"target_layer_ids reference layers that do not exist in the "
                             "target model\").",
-                            evidence={"file": self.file, "target_layer_ids": ids, "target_layers": depth},
+                            evidence={"file": self.file, "target_layer_ids": ids[:MAX_LISTED], "count": count,
+                                      "target_layers": depth},
                             remediation=(publisher,))]
         findings: list[Finding] = []
         if _is_int(trained_for) and _is_int(depth) and trained_for != depth:
@@ -483,15 +530,17 @@ class _Drafter:
                                     "this drafter was trained for another target",
                                     evidence={"file": self.file, "num_target_layers": trained_for, "target_layers": depth}))
         # The formula gives n ids for n draft layers, so only n = len(ids) can reproduce them (and the drafter's
-        # num_hidden_layers, read from its config, must not size a list); floats stay exact below 2**53.
-        if _is_int(depth) and 0 < depth < 2**53 and ids == uniform_layer_ids(depth, len(ids)):
+        # num_hidden_layers, read from its config, must not size a list); floats stay exact below 2**53. Strictly
+        # increasing ids below depth number at most depth, so the formula is never asked for more.
+        if _is_int(depth) and 0 < depth < 2**53 and count == len(ids) <= depth and \
+                ids == uniform_layer_ids(depth, len(ids)):
             findings.append(Finding(
                 "drafter.layer-ids-heuristic", Status.WARN,
-                f"{self.file}: target_layer_ids {ids} are exactly the uniform-spacing formula for a {depth}-layer "
-                "target: they look computed, not trained",
+                f"{self.file}: target_layer_ids {listed(ids)} are exactly the uniform-spacing formula for a "
+                f"{depth}-layer target: they look computed, not trained",
                 detail=f"{UNIFORM_LAYER_HEURISTIC.value}. {UNIFORM_LAYER_HEURISTIC.note} Sources: "
                 f"{UNIFORM_LAYER_HEURISTIC.source}.",
-                evidence={"file": self.file, "target_layer_ids": ids}, remediation=(publisher,)))
+                evidence={"file": self.file, "target_layer_ids": ids[:MAX_LISTED]}, remediation=(publisher,)))
         if _marker(self.vllm, "layer_ids_plus_one") is False and self.vllm is not None and self.vllm.has_dflash:
             findings.append(Finding(
                 "drafter.layer-ids-vllm-offset", Status.WARN,
@@ -499,7 +548,7 @@ class _Drafter:
                 "layer before the one the drafter was trained on (fixed in vLLM 0.22.0); acceptance suffers",
                 detail=LAYER_IDS_PLUS_ONE_MARKER.source,
                 remediation=(Remediation(self.installer.install("vllm>=0.22.0"), "a vLLM that adds 1 to DFlash's layer ids"),)))
-        self.ok.append(f"target_layer_ids {ids}")
+        self.ok.append(f"target_layer_ids {listed(ids, count, limit=16)}")
         return findings
 
     def hidden_sizes(self) -> list[Finding]:
@@ -609,25 +658,26 @@ class _Drafter:
         if not isinstance(ids, list) or not _is_int(width) or tensor is None:
             return []  # reported by layer_ids / tensors_match
         shape = list(tensor.get("shape") or [])
-        config_in = len(ids) * width
-        provided = len(ids) * target_hidden if _is_int(target_hidden) else None
+        n_ids = self.id_count if self.id_count is not None else len(ids)
+        config_in = n_ids * width
+        provided = n_ids * target_hidden if _is_int(target_hidden) else None
         where = f"{self.path}/{tensor.get('file')}"
         if shape != [hidden, config_in]:
             # Follows from a blamed hidden_size when the weights' width gives exactly the stored shape.
             fixed_hidden = (self.geometry or {}).get("hidden_size") if "hidden_size" in self.blamed else hidden
             fixed_width = declared if _is_int(declared) else fixed_hidden
             cause = self.blamed["hidden_size"] if "hidden_size" in self.blamed and _is_int(fixed_width) and \
-                shape == [fixed_hidden, len(ids) * fixed_width] else ""
+                shape == [fixed_hidden, n_ids * fixed_width] else ""
             return [Finding("drafter.fc-width", Status.FAIL,
                             f"{where}: fc.weight is {shape}, but {self.file} makes vLLM build it as [{hidden}, "
-                            f"{config_in}] = [hidden_size, {len(ids)} target_layer_ids x {width}]",
+                            f"{config_in}] = [hidden_size, {n_ids} target_layer_ids x {width}]",
                             detail=f"{FC_INPUT_RULE.value}. The weight loader refuses a shape that differs "
                             "(vLLM's default_weight_loader asserts equal shapes). "
                             + (f"It follows from hidden_size {hidden} ({cause})." if cause else
                                "Either target_layer_ids has the wrong length (taken from another drafter) or the "
                                "weights are from another model."),
                             evidence={"file": where, "shape": shape, "expected": [hidden, config_in],
-                                      "target_layer_ids": ids},
+                                      "target_layer_ids": ids[:MAX_LISTED], "target_layer_ids_count": n_ids},
                             remediation=() if cause else
                             (Remediation(f"compare {quote(self.file)} with the publisher's config.json",
                                          "the fc width fixes how many layer ids the drafter was trained on"),),
@@ -635,10 +685,10 @@ class _Drafter:
         if provided is not None and provided != config_in:
             cause = "drafter.hidden-size-mismatch" if "drafter.hidden-size-mismatch" in self.emitted else ""
             return [Finding("drafter.fc-width", Status.FAIL,
-                            f"the target provides {len(ids)} x {target_hidden} = {provided} features, fc.weight "
+                            f"the target provides {n_ids} x {target_hidden} = {provided} features, fc.weight "
                             f"takes {config_in}", evidence={"file": where, "provided": provided, "expected": config_in},
                             cause=cause)]
-        self.ok.append(f"fc.weight {shape} = {len(ids)} x {width}")
+        self.ok.append(f"fc.weight {shape} = {n_ids} x {width}")
         return []
 
     def tensors_match(self) -> list[Finding]:
@@ -651,7 +701,7 @@ class _Drafter:
             findings.append(Finding("drafter.mask-hidden", Status.FAIL,
                                     f"{self.path} ships {mask_hidden[0]}: vLLM asserts \"DFlash should use mask_token_id "
                                     "to embed the padding hidden state\" while loading",
-                                    detail=MASK_HIDDEN_FORBIDDEN.source, evidence={"tensors": mask_hidden},
+                                    detail=MASK_HIDDEN_FORBIDDEN.source, evidence={"tensors": mask_hidden[:MAX_LISTED], "count": len(mask_hidden)},
                                     remediation=(Remediation("use the publisher's DFlash checkpoint", "this one was "
                                                              "exported for another runtime"),)))
         prefixed = [n for n in names if n.startswith("model.")]
@@ -680,7 +730,8 @@ class _Drafter:
         optional = {"embed_tokens.weight", "lm_head.weight", "d2t", "t2d"}
         missing = sorted(set(expected) - set(names))
         unexpected = sorted(n for n in names if n not in expected and n not in optional
-                            and not n.startswith("model.") and MASK_HIDDEN_FORBIDDEN.value not in n)
+                            and not n.startswith("model.") and MASK_HIDDEN_FORBIDDEN.value not in n
+                            and (self.complete or not _beyond(n, LAYERS_KEPT)))
         wrong = [(n, names[n]) for n in sorted(set(expected) & set(names))
                  if list(self.tensors[names[n]].get("shape") or []) != expected[n]]
         for cause, group in _grouped(missing, lambda n: cause_of(lambda fixed: n not in fixed)):
@@ -690,14 +741,19 @@ class _Drafter:
                                     detail="vLLM stops with \"Following weights were not initialized from checkpoint\". "
                                     + (f"They follow from {cause}." if cause else "num_hidden_layers or attention_bias "
                                        "in config.json may not match the weights."),
-                                    evidence={"missing": group[:MAX_LISTED], "file": self.file}, cause=cause))
+                                    evidence={"missing": group[:MAX_LISTED], "count": len(group), "file": self.file},
+                                    cause=cause))
+        unread = (f"; {self.omitted} more of its {self.weights.get('tensor_count')} tensors are not in the facts "
+                  "and were not judged by name") if self.omitted else ""
         for cause, group in _grouped(unexpected, lambda n: cause_of(lambda fixed: n in fixed)):
             findings.append(Finding("drafter.tensor-unexpected", Status.FAIL,
                                     f"{self.path}: {len(group)} tensors match no parameter of vLLM's DFlash drafter: "
-                                    f"{', '.join(group[:6])}" + (" ..." if len(group) > 6 else ""),
+                                    f"{', '.join(group[:6])}" + (" ..." if len(group) > 6 else "") + unread,
                                     detail="vLLM stops with \"There is no module or parameter named ...\". "
                                     + (f"They follow from {cause}." if cause else WEIGHT_LOADER_STRICT.source),
-                                    evidence={"unexpected": group[:MAX_LISTED]}, cause=cause))
+                                    evidence={"unexpected": group[:MAX_LISTED], "count": len(group),
+                                              "not_judged": self.omitted}, cause=cause))
+            unread = ""
         for name, stored in wrong[:MAX_LISTED]:
             if name == "fc.weight":
                 continue  # the fc rule explains it better
@@ -713,7 +769,8 @@ class _Drafter:
                                     evidence={"tensor": stored, "shape": info.get("shape"), "expected": expected[name]},
                                     cause=cause))
         if not (missing or unexpected or wrong):
-            self.ok.append(f"{len(expected)} tensors match config.json")
+            self.ok.append(f"{len(expected)} tensors match config.json"
+                           + (f" ({self.omitted} more not judged by name)" if self.omitted else ""))
         return findings
 
     def _expected(self, corrected: Iterable[str]) -> dict[str, list[int]] | None:
@@ -723,7 +780,9 @@ class _Drafter:
         config = self._corrected(corrected)
         present = layer_indices(self.names)
         reach = min(max(present) + 1 if present else 0, len(self.names))
-        return expected_drafter_tensors(config, self.keys, max_layers=reach)
+        if not self.complete:
+            reach = min(reach, LAYERS_KEPT)  # the facts keep every tensor of these layers, not of the others
+        return expected_drafter_tensors(config, self.keys, max_layers=reach, id_count=self.id_count)
 
     def vocabulary(self) -> list[Finding]:
         vocab, target_vocab = self.config.get("vocab_size"), self.target_config.get("vocab_size")
@@ -787,7 +846,8 @@ class _Drafter:
     def attention_kinds(self) -> list[Finding]:
         findings: list[Finding] = []
         layer_types = self.config.get("layer_types") or []
-        sliding = self.dflash.get("use_swa") or (isinstance(layer_types, list) and SLIDING in layer_types)
+        sliding = self.dflash.get("use_swa") or (isinstance(layer_types, list) and
+                                                 value_count(self.drafter, "text.layer_types", layer_types, SLIDING) > 0)
         window = self.dflash.get("swa_window_size", self.config.get("sliding_window"))
         if sliding:
             required, reads = _marker(self.vllm, "sliding_window_required"), _marker(self.vllm, "reads_layer_types")

@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from dflash_doctor.checks.remedy import quote
 from dflash_doctor.facts.serve_shapes import VllmDflash
 from dflash_doctor.knowledge.dflash_reports import (
     DRAFTER_CONTEXT_RAISED,
@@ -25,10 +26,18 @@ from dflash_doctor.knowledge.dflash_reports import (
     V2_DEFAULT_SINCE,
     WEIGHT_FILE_SELECTION,
 )
-from dflash_doctor.checks.remedy import quote
 from dflash_doctor.model import Finding, Remediation, Status
 
-from .model_common import SLIDING, _is_int, _marker, architectures, text_config, version_tuple
+from .model_common import (
+    SLIDING,
+    _is_int,
+    _marker,
+    architectures,
+    list_length,
+    text_config,
+    value_count,
+    version_tuple,
+)
 from .serve_common import _derived_max_len, _rope_entries, with_flag
 
 if TYPE_CHECKING:
@@ -39,6 +48,8 @@ __all__ = ["model_runner", "pairing_rules", "quantization"]
 ATTENTION_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "qkv_proj")
 # The config keys vLLM counts experts by (model_arch_config_convertor.get_num_experts, 0.22.1-0.34.0).
 MOE_KEYS = ("num_experts", "moe_num_experts", "n_routed_experts", "num_local_experts")
+# A remediation lists at most this many layer types (a config may ask for 3e8 layers).
+FIX_LISTED = 64
 
 
 def pairing_rules(d: _Drafter, ccs: list[str]) -> tuple[Callable[[], list[Finding]], ...]:
@@ -189,26 +200,34 @@ def _layer_types(d: _Drafter) -> list[Finding]:
     layers = d.config.get("num_hidden_layers")
     if not isinstance(types, list) or not _is_int(layers):
         return []
-    if len(types) != layers:
-        fixed = (types + [types[-1] if types else "full_attention"] * layers)[:layers]
+    # Counted, never expanded: num_hidden_layers is read from config.json and may say 3e8, and the facts keep
+    # only the first model_dir.CONFIG_LIST_MAX entries of a longer list (its count is in the config's "lists").
+    count = list_length(d.drafter, "text.layer_types", types)
+    if count != layers:
+        shown = max(0, min(layers, FIX_LISTED))
+        fixed = (types[:shown] + [types[-1] if types else "full_attention"] * max(0, shown - len(types)))[:shown]
+        more = f" (and {layers - shown} more)" if layers > shown else ""
         # A num_hidden_layers the weights contradict (drafter.config-weights) is the cause: layer_types may be right.
         cause = d.blamed.get("num_hidden_layers", "")
         return [Finding("drafter.layer-types-length", Status.FAIL,
-                        f"{d.file}: layer_types has {len(types)} entries for num_hidden_layers {layers}: transformers "
+                        f"{d.file}: layer_types has {count} entries for num_hidden_layers {layers}: transformers "
                         f"refuses the config (\"`num_hidden_layers` ({layers}) must be equal to the number of layer "
-                        f"types ({len(types)})\") and vLLM never builds the drafter",
+                        f"types ({count})\") and vLLM never builds the drafter",
                         detail=f"{LAYER_TYPES_LENGTH.value}. {LAYER_TYPES_LENGTH.source}.",
-                        evidence={"file": d.file, "layer_types": types[:64], "num_hidden_layers": layers},
+                        evidence={"file": d.file, "layer_types": types[:FIX_LISTED], "layer_types_count": count,
+                                  "num_hidden_layers": layers},
                         remediation=() if cause else
-                        (Remediation(f"set {quote(LAYER_TYPES_KEY + json.dumps(fixed[:64]))} in {quote(str(d.file))}",
+                        (Remediation(f"set {quote(LAYER_TYPES_KEY + json.dumps(fixed))}{more} in {quote(str(d.file))}",
                                      "one entry per layer; take them from the publisher's config.json"),),
                         cause=cause)]
     target_types = d.target_config.get("layer_types")
-    if isinstance(target_types, list) and SLIDING in types:
+    sliding = value_count(d.drafter, "text.layer_types", types, SLIDING)
+    if isinstance(target_types, list) and sliding:
         window = d.dflash.get("swa_window_size", d.config.get("sliding_window"))
-        d.ok.append(f"layer_types {types.count(SLIDING)} sliding (window {window}) + "
-                    f"{types.count('full_attention')} full; target {target_types.count(SLIDING)} sliding of "
-                    f"{len(target_types)}")
+        d.ok.append(f"layer_types {sliding} sliding (window {window}) + "
+                    f"{value_count(d.drafter, 'text.layer_types', types, 'full_attention')} full; target "
+                    f"{value_count(d.target, 'text.layer_types', target_types, SLIDING)} sliding of "
+                    f"{list_length(d.target, 'text.layer_types', target_types)}")
     return []
 
 

@@ -19,7 +19,8 @@ from dflash_doctor.knowledge.dflash_reports import SPECULATORS_DFLASH
 from dflash_doctor.model import CheckResult, Finding, Status
 from dflash_doctor.units import GIB
 
-__all__ = ["gpu_view", "installer_for", "text_config", "version_tuple"]
+__all__ = ["gpu_view", "installer_for", "list_length", "listed", "long_list", "text_config", "value_count",
+           "version_tuple"]
 
 
 SLIDING = "sliding_attention"
@@ -42,6 +43,39 @@ def installer_for(facts: Facts, python: Any = None) -> Installer:
 def text_config(model: Mapping[str, Any] | None) -> dict[str, Any]:
     config = ((model or {}).get("dir") or {}).get("config") or {}
     return dict(config.get("text") or {})
+
+
+def long_list(model: Mapping[str, Any] | None, where: str) -> dict[str, Any] | None:
+    """The facts' summary of a config.json list longer than the facts keep (model_dir.list_summary: "count",
+    "min", "max", "increasing", "repeats", "values"), by its place: "text.layer_types",
+    "drafter.dflash_config.target_layer_ids"; None when the list is kept whole."""
+    lists = (((model or {}).get("dir") or {}).get("config") or {}).get("lists")
+    found = lists.get(where) if isinstance(lists, Mapping) else None
+    return dict(found) if isinstance(found, Mapping) else None
+
+
+def list_length(model: Mapping[str, Any] | None, where: str, kept: list[Any]) -> int:
+    """How many items the config's list had (the kept part is cut at model_dir.CONFIG_LIST_MAX)."""
+    summary = long_list(model, where)
+    count = summary.get("count") if summary else None
+    return count if _is_int(count) else len(kept)
+
+
+def value_count(model: Mapping[str, Any] | None, where: str, kept: list[Any], value: str) -> int:
+    """How often `value` occurs in the config's whole list (kept part, or the summary's counts)."""
+    summary = long_list(model, where)
+    if summary and isinstance(summary.get("values"), Mapping):
+        n = summary["values"].get(value)
+        return n if _is_int(n) else 0
+    return kept.count(value)
+
+
+def listed(values: list[Any], count: int | None = None, limit: int = 8) -> str:
+    """`[1, 2, 3]`, or the first `limit` items and how many there are: `[0, 1, ...] (7000000 in all)`."""
+    count = len(values) if count is None else count
+    if count <= limit and len(values) == count:
+        return str(values)
+    return f"[{', '.join(repr(v) for v in values[:limit])}, ...] ({count} in all)"
 
 
 def architectures(model: Mapping[str, Any] | None) -> list[str]:

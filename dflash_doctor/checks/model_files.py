@@ -77,6 +77,10 @@ _PROBLEM_FIX = {
     "no-weights": "no weights in the directory: download the model's *.safetensors files",
     "missing-dir": "the directory does not exist: check the path (relative paths are relative to where vllm "
     "serve runs)",
+    "too-many-shards": "more safetensors files than any published checkpoint has: only the first ones were read; "
+    "remove the files that are not this model's",
+    "bad-index": "model.safetensors.index.json cannot be used (malformed, or far larger than any real index): "
+    "download it again",
 }
 _BLOCKING = {"missing-dir", "not-a-dir", "unreadable", "missing-config", "bad-json", "too-large", "not-a-file",
              "no-weights"}

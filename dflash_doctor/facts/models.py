@@ -5,9 +5,10 @@ model directories), else the parsed serve command (`serve_args`: the model, and 
 `model`). A name that is not a local path is looked up in the Hugging Face cache the way vLLM would find a
 downloaded model; if it is not there, the facts say so and nothing is read.
 
-The drafter keeps its whole tensor table (a few dozen tensors). The target keeps only a summary: bytes per
-top-level name prefix (so the language model can be told from a vision tower), the landmark tensors, and
-counts; a 60 GB target costs one small read per shard.
+The drafter keeps its whole tensor table (a few dozen tensors; past MAX_TENSORS_KEPT, the ones its checks read
+and counts). The target keeps only a summary: bytes per top-level name prefix (so the language model can be
+told from a vision tower; at most MAX_GROUPS prefixes), the landmark tensors, and counts; a 60 GB target costs
+one small read per shard.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from typing import Any
 
 from dflash_doctor.check import Context
 from dflash_doctor.facts.modelfiles import read_model_dir
-from dflash_doctor.facts.modelfiles.model_dir import LANDMARK_SUFFIXES
 
 __all__ = ["SECTION", "collect", "describe_model", "prefix_of", "resolve_model_path"]
 
@@ -111,16 +111,11 @@ def describe_model(name: str, cwd: str, role: str, environ: Mapping[str, str] | 
     if path is None or not resolved["exists"] or not resolved["is_dir"]:
         return facts
     started = time.monotonic()
-    model_dir = read_model_dir(path, keep_tensors=True)
+    target = role == "target"
+    model_dir = read_model_dir(path, keep_tensors=not target, group=prefix_of if target else None)
     weights = model_dir["weights"]
-    if role == "target":
-        prefix_bytes: dict[str, int] = {}
-        for tensor_name, info in weights["tensors"].items():
-            key = prefix_of(tensor_name)
-            prefix_bytes[key] = prefix_bytes.get(key, 0) + int(info.get("bytes") or 0)
-        weights["tensors"] = {n: t for n, t in weights["tensors"].items() if n.endswith(LANDMARK_SUFFIXES)}
-        weights["tensors_complete"] = False
-        facts["prefix_bytes"] = dict(sorted(prefix_bytes.items()))
+    if target:
+        facts["prefix_bytes"] = weights.pop("groups", {})
     else:
         facts["extra_files"] = [n for n in DRAFTER_EXTRA_FILES if os.path.exists(os.path.join(path, n))]
     facts["dir"] = model_dir

@@ -7,23 +7,32 @@ lives elsewhere and works on the dict returned here.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import re
 import stat
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any, Final
 
 from dflash_doctor.facts.modelfiles.safetensors_header import (
+    DTYPE_BITS,
     FATAL_KINDS,
+    MAX_DTYPES,
+    MAX_GROUPS,
+    MAX_TENSORS_KEPT,
+    OTHER_GROUP,
     JSONDict,
-    cap_problems,
+    Problems,
     problem,
-    read_safetensors_header,
+    read_header_and_names,
 )
 
 __all__ = [
+    "CONFIG_LIST_MAX",
     "DRAFTER_KEYS",
     "LANDMARK_SUFFIXES",
+    "LAYERS_KEPT",
     "TEXT_KEYS",
     "TOKENIZER_FILES",
     "read_model_dir",
@@ -36,6 +45,36 @@ INDEX_NAME: Final[str] = "model.safetensors.index.json"
 # A config or index larger than this is not a config: refuse instead of loading it.
 CONFIG_MAX_BYTES: Final[int] = 16 * 1024 * 1024
 INDEX_MAX_BYTES: Final[int] = 128 * 1024 * 1024
+# The largest published checkpoints index ~2e5 tensors in a few hundred shards; an index that names more is
+# not read (its weight_map alone would take gigabytes as Python objects), and the shards it names are read up
+# to MAX_SHARDS.
+INDEX_MAX_TENSORS: Final[int] = 1_000_000
+MAX_SHARDS: Final[int] = 4096
+# The headers of all files together: a real checkpoint's come to a few MB (1e5 tensors); past this many bytes
+# (one header may be 100 MB) the remaining files are not read, so that the names kept for the cross-checks stay
+# within memory and time.
+HEADERS_MAX_BYTES: Final[int] = 128 * 1024 * 1024
+# Lists kept from config.json: the first CONFIG_LIST_MAX items; config["lists"] has the count and a summary of
+# every longer one (a config may say "layer_types" four million times).
+CONFIG_LIST_MAX: Final[int] = 1024
+CONFIG_DICT_MAX: Final[int] = 256
+CONFIG_DEPTH_MAX: Final[int] = 8
+CONFIG_STRING_MAX: Final[int] = 1024
+CONFIG_NODES_MAX: Final[int] = 20_000
+CONFIG_CHARS_MAX: Final[int] = 1_000_000
+# The index facts list this many shard names ("shard_count" has them all).
+SHARDS_LISTED: Final[int] = 256
+# Tensors a drafter's checks read by name, kept in the facts whatever else its files hold: these names, and
+# the decoder layers below LAYERS_KEPT.
+DRAFTER_NAMED: Final[frozenset[str]] = frozenset(
+    {"fc.weight", "norm.weight", "hidden_norm.weight", "embed_tokens.weight", "lm_head.weight", "d2t", "t2d"}
+)
+LAYERS_KEPT: Final[int] = 8  # _WANTED spells it [0-7]
+# One match per name (a header may hold a million): DRAFTER_NAMED with or without "model.", or a layer below
+# LAYERS_KEPT (a single digit: LAYERS_KEPT is 8) or midlayer (layer 0 of EAGLE-style checkpoints).
+_WANTED: Final[re.Pattern[str]] = re.compile(
+    r"(?:model\.)?(?:(?:" + "|".join(re.escape(n) for n in sorted(DRAFTER_NAMED)) + r")$|(?:layers\.[0-7]|midlayer)\.)"
+)
 
 # The flat "text" view: what a drafter/target comparison needs, wherever the config nests it.
 TEXT_KEYS: Final[tuple[str, ...]] = (
@@ -145,12 +184,16 @@ def read_model_dir(
     *,
     keep_tensors: bool = True,
     landmarks: Collection[str] = LANDMARK_SUFFIXES,
+    group: Callable[[str], str] | None = None,
 ) -> JSONDict:
     """Facts about the model in `path`; JSON-able; never raises on bad input.
 
-    `keep_tensors=True` keeps every tensor's dtype/shape/bytes/file (use for a drafter);
-    False keeps counts, bytes and a dtype histogram, plus only tensors whose names end with
-    one of `landmarks` (use for a target with thousands of tensors).
+    `keep_tensors=True` keeps every tensor's dtype/shape/bytes/file (use for a drafter) up to
+    MAX_TENSORS_KEPT; past that, the tensors a drafter check reads by name (DRAFTER_NAMED, the layers
+    below LAYERS_KEPT) and the first others, with "tensors_complete" False and "layers" counting every
+    `layers.N` (or `midlayer`) the names show, as vLLM's DFlash loader reads a drafter's names. False keeps counts, bytes and a dtype histogram, plus only tensors
+    whose names end with one of `landmarks` (use for a target with thousands of tensors). `group`
+    adds "groups" to the weights: bytes per group(name).
     """
     root = os.fspath(path)
     facts: JSONDict = {
@@ -162,16 +205,17 @@ def read_model_dir(
         "card": None,
         "problems": [],
     }
-    problems: list[JSONDict] = facts["problems"]
+    problems = Problems()
     names = _list_dir(root, problems)
     if names is None:
+        facts["problems"] = problems.capped()
         return facts
     facts["config"] = _read_config(root, names, problems)
-    facts["weights"] = _read_weights(root, names, keep_tensors, tuple(landmarks), problems)
+    facts["weights"] = _read_weights(root, names, keep_tensors, tuple(landmarks), group, problems)
     facts["tokenizer_files"] = [n for n in TOKENIZER_FILES if n in names]
     facts["processor_files"] = [n for n in PROCESSOR_FILES if n in names]
     facts["card"] = _model_card(root, names)
-    facts["problems"] = cap_problems(problems)
+    facts["problems"] = problems.capped()
     return facts
 
 
@@ -188,6 +232,7 @@ def _empty_weights(keep_tensors: bool) -> JSONDict:
         "dtypes": {},
         "tensors_complete": keep_tensors,
         "tensors": {},
+        "layers": {"count": 0, "first": [], "max": None},
     }
 
 
@@ -206,7 +251,7 @@ def _list_dir(root: str, problems: list[JSONDict]) -> set[str] | None:
 # --- JSON files -------------------------------------------------------------------------------
 
 
-def _read_json(file: str, max_bytes: int, problems: list[JSONDict]) -> Any:
+def _read_json(file: str, max_bytes: int, problems: list[JSONDict], max_pairs: int | None = None) -> Any:
     """Parsed JSON, or None with a problem. A missing file is the caller's business (checked before)."""
     try:
         # Opening a FIFO named config.json would block: only regular files are opened.
@@ -224,11 +269,18 @@ def _read_json(file: str, max_bytes: int, problems: list[JSONDict]) -> Any:
     except OSError as exc:
         problems.append(problem("unreadable", file, f"cannot read: {exc.strerror or exc.__class__.__name__}"))
         return None
+    if max_pairs is not None and _estimated_entries(raw) > max_pairs:
+        problems.append(
+            problem("bad-index", file, f"holds up to {_estimated_entries(raw)} name/value pairs; refusing to parse "
+                    f"more than {max_pairs} (the largest published checkpoints index about 200000 tensors)")
+        )
+        return None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         problems.append(problem("bad-json", file, f"not UTF-8 text (binary data at byte {exc.start})"))
         return None
+    del raw
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -257,18 +309,84 @@ def _read_config(root: str, names: set[str], problems: list[JSONDict]) -> JSONDi
         )
         return None
     nested, text_from = _text_config(config)
+    lists: dict[str, JSONDict] = {}
+    budget = _Budget()
     return {
         "file": file,
-        "keys": sorted(config),
-        "architectures": config.get("architectures"),
-        "model_type": config.get("model_type"),
+        # The first keys in order, and always those a check looks for by name.
+        "keys": sorted({k[:CONFIG_STRING_MAX] for k in sorted(config)[:CONFIG_DICT_MAX]}
+                       | {k for k in ("quantization_config", "compression_config") if k in config}),
+        "architectures": _bounded_config(config.get("architectures"), "architectures", lists, budget),
+        "model_type": _bounded_config(config.get("model_type"), "model_type", lists, budget),
         "text_from": text_from,
-        "text": _text_view(config, nested),
-        "drafter": {k: config[k] for k in DRAFTER_KEYS if k in config},
-        "auto_map": sorted(str(k) for k in config["auto_map"]) if isinstance(config.get("auto_map"), dict) else None,
+        "text": _bounded_config(_text_view(config, nested), "text", lists, budget),
+        "drafter": _bounded_config({k: config[k] for k in DRAFTER_KEYS if k in config}, "drafter", lists, budget),
+        "lists": lists,
+        "auto_map": sorted(str(k)[:CONFIG_STRING_MAX] for k in list(config["auto_map"])[:CONFIG_DICT_MAX])
+        if isinstance(config.get("auto_map"), dict) else None,
         "quantization_config": _bounded(_quantization_config(config, nested)),
         "vision_config": isinstance(config.get("vision_config"), dict),
     }
+
+
+class _Budget:
+    """What the config facts may still copy: CONFIG_NODES_MAX values and CONFIG_CHARS_MAX characters of strings
+    in all, so that a 16 MB config.json gives facts of well under a few MB whatever its shape."""
+
+    def __init__(self) -> None:
+        self.nodes, self.chars = CONFIG_NODES_MAX, CONFIG_CHARS_MAX
+
+    def take(self, chars: int = 0) -> bool:
+        self.nodes -= 1
+        self.chars -= chars
+        return self.nodes >= 0 and self.chars >= 0
+
+
+def _bounded_config(value: Any, where: str, lists: dict[str, JSONDict], budget: _Budget | None = None,
+                    depth: int = 0) -> Any:
+    """A config value as the facts keep it: lists cut to CONFIG_LIST_MAX items (the count and a summary of
+    the whole list go to `lists[where]`, e.g. "drafter.dflash_config.target_layer_ids"), objects to
+    CONFIG_DICT_MAX keys, strings to CONFIG_STRING_MAX characters, nesting to CONFIG_DEPTH_MAX levels, all of
+    it to the budget (None past it)."""
+    budget = budget if budget is not None else _Budget()
+    if depth >= CONFIG_DEPTH_MAX:
+        return None
+    if isinstance(value, str):
+        kept = value[:CONFIG_STRING_MAX]
+        return kept if budget.take(len(kept)) else None
+    if not budget.take():
+        return None
+    if isinstance(value, dict):
+        return {str(k)[:CONFIG_STRING_MAX]: _bounded_config(v, f"{where}.{k}", lists, budget, depth + 1)
+                for k, v in list(value.items())[:CONFIG_DICT_MAX]}
+    if isinstance(value, list):
+        if len(value) > CONFIG_LIST_MAX:
+            lists[where[:CONFIG_STRING_MAX]] = list_summary(value)
+        return [_bounded_config(v, f"{where}[]", lists, budget, depth + 1) for v in value[:CONFIG_LIST_MAX]]
+    return value
+
+
+def list_summary(values: list[Any]) -> JSONDict:
+    """What a check needs of a long list without the list: its length; for integers (layer ids) min, max and
+    whether they strictly increase or repeat; for strings (layer types) the count of each of the first 16
+    distinct values."""
+    summary: JSONDict = {"count": len(values), "kept": CONFIG_LIST_MAX}
+    if all(type(v) is int for v in values):
+        summary.update(ints=True, min=min(values, default=None), max=max(values, default=None),
+                       increasing=all(a < b for a, b in itertools.pairwise(values)),
+                       repeats=len(set(values)) != len(values))
+    else:
+        summary["ints"] = False
+        if all(type(v) is str for v in values):
+            counts: dict[str, int] = {}
+            other = 0
+            for v in values:
+                if v in counts or len(counts) < 16:
+                    counts[v] = counts.get(v, 0) + 1
+                else:
+                    other += 1
+            summary.update(values={k[:64]: n for k, n in counts.items()}, other=other)
+    return summary
 
 
 def _quantization_config(config: dict[str, Any], nested: dict[str, Any] | None) -> Any:
@@ -353,18 +471,24 @@ def _text_view(config: dict[str, Any], nested: dict[str, Any] | None) -> dict[st
 
 
 def _read_weights(
-    root: str, names: set[str], keep_tensors: bool, landmarks: tuple[str, ...], problems: list[JSONDict]
+    root: str,
+    names: set[str],
+    keep_tensors: bool,
+    landmarks: tuple[str, ...],
+    group: Callable[[str], str] | None,
+    problems: list[JSONDict],
 ) -> JSONDict:
     weights = _empty_weights(keep_tensors)
     on_disk = sorted(n for n in names if n.endswith(".safetensors"))
-    weights["other_weight_files"] = sorted(n for n in names if n.endswith(_OTHER_WEIGHT_SUFFIXES))
+    weights["other_weight_files"] = sorted(n for n in names if n.endswith(_OTHER_WEIGHT_SUFFIXES))[:SHARDS_LISTED]
     weight_map: dict[str, str] | None = None
     if INDEX_NAME in names:
         weights["layout"] = "sharded"
         weight_map = _read_index(root, weights, problems)
     if weight_map is not None:
         to_read = sorted(set(weight_map.values()))
-        weights["unlisted_files"] = [n for n in on_disk if n not in set(to_read)]
+        listed = set(to_read)
+        weights["unlisted_files"] = [n for n in on_disk if n not in listed][:SHARDS_LISTED]
     else:
         # No usable index: vLLM loads every *.safetensors in the directory, so read them all.
         to_read = on_disk
@@ -374,17 +498,43 @@ def _read_weights(
         problems.append(
             problem("no-weights", root, "no weight files (*.safetensors, *.bin, ...) in the directory")
         )
+    if len(to_read) > MAX_SHARDS:
+        problems.append(problem("too-many-shards", root, f"{len(to_read)} safetensors files to read; the first "
+                                f"{MAX_SHARDS} are read"))
+        to_read = to_read[:MAX_SHARDS]
     by_shard = _group_by_shard(weight_map) if weight_map is not None else {}
-    headers = _read_headers(root, to_read, {s: len(names) for s, names in by_shard.items()}, problems)
+    keep = _drafter_wanted if keep_tensors else (lambda name: name.endswith(landmarks))
+    headers = _read_headers(root, to_read, {s: len(names) for s, names in by_shard.items()}, keep, group, problems)
     _summarise(headers, weights, keep_tensors, landmarks, problems)
     if weight_map is not None:
         _cross_check_index(weight_map, by_shard, headers, problems)
     return weights
 
 
+def _drafter_wanted(name: str) -> bool:
+    """A tensor a drafter check reads by name (DRAFTER_NAMED, mask_hidden, the decoder layers below LAYERS_KEPT)."""
+    return _WANTED.match(name) is not None or "mask_hidden" in name
+
+
+def _layer_number(name: str) -> int | None:
+    """N of a `layers.N....` name (midlayer is layer 0), as the drafter check reads it."""
+    if name.startswith("midlayer."):
+        return 0
+    if name.startswith("layers."):
+        number = name.split(".", 2)[1]
+        if number.isdigit() and len(number) <= 18:
+            return int(number)
+    return None
+
+
+def _estimated_entries(raw: bytes) -> int:
+    """An upper bound on the string pairs in a JSON document: a string takes two quotes, a pair two strings."""
+    return raw.count(b'"') // 4
+
+
 def _read_index(root: str, weights: JSONDict, problems: list[JSONDict]) -> dict[str, str] | None:
     file = os.path.join(root, INDEX_NAME)
-    index = _read_json(file, INDEX_MAX_BYTES, problems)
+    index = _read_json(file, INDEX_MAX_BYTES, problems, max_pairs=INDEX_MAX_TENSORS)
     if index is None:
         return None
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
@@ -394,7 +544,8 @@ def _read_index(root: str, weights: JSONDict, problems: list[JSONDict]) -> dict[
             problem("bad-index", file, "no 'weight_map' object mapping tensor names to shard files")
         )
         return None
-    unsafe = sorted(v for v in set(weight_map.values()) if not _is_plain_relative(v))
+    shards = set(weight_map.values())
+    unsafe = sorted(v for v in shards if not _is_plain_relative(v))
     if unsafe:
         # Never follow an index out of the model directory.
         problems.append(
@@ -402,12 +553,14 @@ def _read_index(root: str, weights: JSONDict, problems: list[JSONDict]) -> dict[
         )
         refused = set(unsafe)
         weight_map = {k: v for k, v in weight_map.items() if v not in refused}
+        shards -= refused
     metadata = index.get("metadata")
     total = metadata.get("total_size") if isinstance(metadata, dict) else None
     weights["index"] = {
         "file": file,
         "total_size": total if isinstance(total, int) and not isinstance(total, bool) else None,
-        "shards": sorted(set(weight_map.values())),
+        "shards": sorted(shards)[:SHARDS_LISTED],
+        "shard_count": len(shards),
         "tensor_count": len(weight_map),
     }
     return weight_map
@@ -428,10 +581,21 @@ def _group_by_shard(weight_map: dict[str, str]) -> dict[str, set[str]]:
 
 
 def _read_headers(
-    root: str, shards: Iterable[str], expected: dict[str, int], problems: list[JSONDict]
-) -> dict[str, JSONDict]:
-    headers: dict[str, JSONDict] = {}
-    for shard in shards:
+    root: str,
+    shards: Iterable[str],
+    expected: dict[str, int],
+    keep: Callable[[str], bool],
+    group: Callable[[str], str] | None,
+    problems: list[JSONDict],
+) -> dict[str, tuple[JSONDict, list[str]]]:
+    headers: dict[str, tuple[JSONDict, list[str]]] = {}
+    read = 0
+    shards = list(shards)
+    for at, shard in enumerate(shards):
+        if read >= HEADERS_MAX_BYTES:
+            problems.append(problem("too-many-shards", root, f"the headers of {at} files hold {read} bytes, more than "
+                                    f"any published checkpoint's; the other {len(shards) - at} files were not read"))
+            break
         file = os.path.join(root, shard)
         if not os.path.lexists(file):
             problems.append(
@@ -443,74 +607,98 @@ def _read_headers(
                 )
             )
             continue
-        headers[shard] = read_safetensors_header(file)
+        headers[shard] = read_header_and_names(file, keep, group)
+        read += headers[shard][0]["header_len"] or 0
     return headers
 
 
 def _summarise(
-    headers: dict[str, JSONDict],
+    headers: dict[str, tuple[JSONDict, list[str]]],
     weights: JSONDict,
     keep_tensors: bool,
     landmarks: tuple[str, ...],
     problems: list[JSONDict],
 ) -> None:
-    """Per-file summaries, totals and the dtype histogram; file problems move to the flat list."""
+    """Per-file summaries, totals, the dtype histogram and the kept tensors; file problems move to the flat
+    list. Every name of every file is compared (duplicates, layer numbers); only the kept entries are facts."""
     seen_in: dict[str, str] = {}
     dtype_tensors: dict[str, int] = {}
     dtype_bytes: dict[str, int] = {}
-    kept: dict[str, JSONDict] = weights["tensors"]
-    for shard, header in headers.items():
+    groups: dict[str, int] = {}
+    layers: set[int] = set()
+    kept: dict[str, JSONDict] = {}
+    complete = keep_tensors
+    for shard, (header, names) in headers.items():
         problems.extend(header["problems"])
-        tensors: dict[str, JSONDict] = header["tensors"]
-        for name in sorted(seen_in.keys() & tensors.keys()):
-            problems.append(
-                problem(
-                    "duplicate-tensor",
-                    header["path"],
-                    f"tensor '{name}' is also in {seen_in[name]}",
-                    tensor=name,
-                )
-            )
-        seen_in.update(dict.fromkeys(tensors, shard))
-        file_bytes = 0
-        for info in tensors.values():
-            dtype, nbytes = info["dtype"], info["bytes"] or 0
-            file_bytes += nbytes
-            dtype_tensors[dtype] = dtype_tensors.get(dtype, 0) + 1
-            dtype_bytes[dtype] = dtype_bytes.get(dtype, 0) + nbytes
-        names = tensors if keep_tensors else [n for n in tensors if n.endswith(landmarks)]
         for name in names:
-            kept[name] = {**tensors[name], "file": shard}
+            other = seen_in.get(name)
+            if other is not None:
+                problems.append(
+                    problem("duplicate-tensor", header["path"], f"tensor '{name}' is also in {other}", tensor=name)
+                )
+            else:
+                seen_in[name] = shard
+            number = _layer_number(name)
+            if number is not None:
+                layers.add(number)
+        for dtype, info in header["dtypes"].items():
+            if dtype not in DTYPE_BITS and dtype not in dtype_tensors and len(dtype_tensors) >= MAX_DTYPES:
+                dtype = OTHER_GROUP
+            dtype_tensors[dtype] = dtype_tensors.get(dtype, 0) + info["tensors"]
+            dtype_bytes[dtype] = dtype_bytes.get(dtype, 0) + info["bytes"]
+        for key, size in (header.get("groups") or {}).items():
+            if key not in groups and len(groups) >= MAX_GROUPS:
+                key = OTHER_GROUP
+            groups[key] = groups.get(key, 0) + size
+        tensors: dict[str, JSONDict] = header["tensors"]
+        complete = complete and bool(header["tensors_complete"])
+        for name, info in tensors.items():
+            if keep_tensors or name.endswith(landmarks):
+                kept[name] = {**info, "file": shard}
         weights["files"].append(
             {
                 "file": shard,
                 "size": header["size"],
                 "header_len": header["header_len"],
                 "data_len": header["data_len"],
-                "tensor_count": len(tensors),
-                "bytes": file_bytes,
+                "tensor_count": header["tensor_count"],
+                "bytes": header["bytes"],
                 "metadata": header["metadata"],
             }
         )
-        weights["tensor_count"] += len(tensors)
-        weights["total_bytes"] += file_bytes
+        weights["tensor_count"] += header["tensor_count"]
+        weights["total_bytes"] += header["bytes"]
         weights["file_bytes"] += header["size"] or 0
+    limit = MAX_TENSORS_KEPT if keep_tensors else 64
+    if len(kept) > limit:
+        # The names the checks read first, then the others in file order.
+        wanted = [n for n in kept if _drafter_wanted(n)] if keep_tensors else []
+        chosen = set(wanted[:limit])
+        chosen.update([n for n in kept if n not in chosen][: max(0, limit - len(chosen))])
+        kept = {n: t for n, t in kept.items() if n in chosen}
+        complete = False
+    weights["tensors"] = kept
+    weights["tensors_complete"] = complete and len(kept) == weights["tensor_count"]
+    ordered = sorted(layers)
+    weights["layers"] = {"count": len(ordered), "first": ordered[:16], "max": ordered[-1] if ordered else None}
     weights["dtypes"] = {
         d: {"tensors": dtype_tensors[d], "bytes": dtype_bytes[d]} for d in sorted(dtype_tensors)
     }
+    if any("groups" in header for header, _ in headers.values()):
+        weights["groups"] = dict(sorted(groups.items()))
 
 
 def _cross_check_index(
     weight_map: dict[str, str],
     by_shard: dict[str, set[str]],
-    headers: dict[str, JSONDict],
+    headers: dict[str, tuple[JSONDict, list[str]]],
     problems: list[JSONDict],
 ) -> None:
     """Every indexed tensor is in the shard the index names, and every shard tensor is indexed."""
-    for shard, header in headers.items():
+    for shard, (header, names) in headers.items():
         if any(p["kind"] in FATAL_KINDS for p in header["problems"]):
             continue  # no trustworthy tensor table: comparing names would only add noise
-        indexed, present = by_shard.get(shard, set()), header["tensors"].keys()
+        indexed, present = by_shard.get(shard, set()), set(names)
         for name in sorted(indexed - present):
             problems.append(
                 problem(

@@ -7,23 +7,39 @@ Only the 8-byte length and the header are read; tensor data is never touched, so
 
 Every defect becomes a problem `{"kind", "message", "file"[, "tensor"]}` whose message
 names the file (and the tensor); nothing here raises on bad input.
+
+The header is bounded by what the file holds (8 + N <= its size) and by the reference reader's own ceiling
+(`const MAX_HEADER_SIZE: usize = 100_000_000;` in safetensors/src/tensor.rs, checked in `read_metadata`
+before the header is parsed). Within that, a header may still declare a million tiny tensors: its entries
+are scanned one at a time and the facts keep the first MAX_TENSORS_KEPT of them (plus those the caller's
+`keep` asks for) with counts and per-dtype totals, never a copy of the whole table.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import stat
+from array import array
+from collections import Counter
+from collections.abc import Callable, Iterator
 from typing import Any, Final, TypeGuard
 
 __all__ = [
     "DTYPE_BITS",
     "FATAL_KINDS",
+    "MAX_DTYPES",
+    "MAX_GROUPS",
     "MAX_HEADER_SIZE",
     "MAX_PROBLEMS_PER_KIND",
     "MAX_SHAPE_DIMS",
+    "MAX_TENSORS_KEPT",
+    "OTHER_GROUP",
+    "Problems",
     "cap_problems",
     "problem",
+    "read_header_and_names",
     "read_safetensors_header",
 ]
 
@@ -75,6 +91,17 @@ FATAL_KINDS: Final[frozenset[str]] = frozenset(
     }
 )
 
+# What a problem record quotes of a message and of a tensor name; longer names are never kept as facts.
+MAX_MESSAGE: Final[int] = 2000
+MAX_NAME: Final[int] = 512
+# What the facts keep of a header's __metadata__ (a string-to-string map the header may make 100 MB long).
+METADATA_MAX_KEYS: Final[int] = 64
+METADATA_MAX_CHARS: Final[int] = 512
+
+# The per-dtype totals: every real dtype, and unknown ones (each a problem) up to MAX_DTYPES names in all.
+MAX_DTYPES: Final[int] = 64
+MAX_DTYPE_CHARS: Final[int] = 64
+
 # A file with a wrong dtype on every tensor would otherwise produce thousands of lines.
 MAX_PROBLEMS_PER_KIND: Final[int] = 10
 
@@ -82,12 +109,22 @@ MAX_PROBLEMS_PER_KIND: Final[int] = 10
 # first MAX_SHAPE_DIMS of a longer shape and its rank ("rank" in the tensor's facts), never the whole list.
 MAX_SHAPE_DIMS: Final[int] = 8
 
+# A real shard holds a few thousand tensors at most; the facts of one file keep this many (in file order, plus
+# those the caller's `keep` names) and say how many there are ("tensor_count", "tensors_complete").
+MAX_TENSORS_KEPT: Final[int] = 1024
+# Byte totals by name group (`group`): a header of a million distinct names gives a million groups otherwise.
+MAX_GROUPS: Final[int] = 256
+OTHER_GROUP: Final[str] = "(other)"
+
 
 def problem(kind: str, file: str, message: str, tensor: str | None = None) -> JSONDict:
-    """One problem record; the message always starts with the file it is about."""
-    record: JSONDict = {"kind": kind, "message": f"{file}: {message}", "file": file}
+    """One problem record; the message always starts with the file it is about. A message (which may quote a
+    tensor name of megabytes) is cut at MAX_MESSAGE characters, the tensor name at MAX_NAME."""
+    text = f"{file}: {message}"
+    record: JSONDict = {"kind": kind, "message": text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE] + "...",
+                        "file": file}
     if tensor is not None:
-        record["tensor"] = tensor
+        record["tensor"] = tensor if len(tensor) <= MAX_NAME else tensor[:MAX_NAME] + "..."
     return record
 
 
@@ -112,30 +149,77 @@ def cap_problems(problems: list[JSONDict], per_kind: int = MAX_PROBLEMS_PER_KIND
     return kept
 
 
-def read_safetensors_header(path: str | os.PathLike[str]) -> JSONDict:
+class Problems(list[JSONDict]):
+    """A problem list that keeps the first `per_kind` of each (file, kind) as they come: a header whose million
+    tensors are all wrong costs a million counts, not a million records. `capped()` adds the summaries."""
+
+    def __init__(self, per_kind: int = MAX_PROBLEMS_PER_KIND) -> None:
+        super().__init__()
+        self.per_kind = per_kind
+        self.counts: dict[tuple[str, str], int] = {}
+
+    def append(self, p: JSONDict) -> None:
+        if "omitted" not in p:
+            key = (str(p.get("file", "")), str(p["kind"]))
+            self.counts[key] = self.counts.get(key, 0) + 1
+            if self.counts[key] > self.per_kind:
+                return
+        super().append(p)
+
+    def extend(self, problems: Any) -> None:
+        for p in problems:
+            self.append(p)
+
+    def capped(self) -> list[JSONDict]:
+        kept = list(self)
+        for (file, kind), count in self.counts.items():
+            if count > self.per_kind:
+                omitted = count - self.per_kind
+                summary = problem(kind, file, f"... and {omitted} more '{kind}' problems not listed")
+                summary["omitted"] = omitted
+                kept.append(summary)
+        return cap_problems(kept)
+
+
+def read_safetensors_header(path: str | os.PathLike[str],
+                            keep: Callable[[str], bool] | None = None) -> JSONDict:
     """Facts about one safetensors file, from its header alone.
 
-    Returns `{"path", "size", "header_len", "data_len", "tensors": {name: {"dtype", "shape",
-    "bytes"}}, "metadata": {str: str}, "problems": [...]}`. `size`, `header_len` and `data_len`
-    are None when they could not be established; `bytes` is the span the offsets declare.
+    Returns `{"path", "size", "header_len", "data_len", "tensor_count", "tensors_complete", "bytes", "dtypes":
+    {dtype: {"tensors", "bytes"}}, "tensors": {name: {"dtype", "shape", "bytes"}}, "metadata": {str: str},
+    "problems": [...]}`. `size`, `header_len` and `data_len` are None when they could not be established;
+    `bytes` is the span the offsets declare. "tensors" holds the first MAX_TENSORS_KEPT entries and up to as
+    many more for which `keep(name)` is true; "tensors_complete" says whether that is all of them.
     """
+    facts, _ = read_header_and_names(path, keep)
+    return facts
+
+
+def read_header_and_names(path: str | os.PathLike[str], keep: Callable[[str], bool] | None = None,
+                          group: Callable[[str], str] | None = None) -> tuple[JSONDict, list[str]]:
+    """`read_safetensors_header`'s facts and every tensor name in the file (for cross-checks against an index
+    and other shards; the names are not facts: a header may hold a million of them). With `group`, the facts
+    also carry "groups": bytes per group(name), for the first MAX_GROUPS groups and "(other)" after."""
     file = os.fspath(path)
     facts: JSONDict = {
         "path": file,
         "size": None,
         "header_len": None,
         "data_len": None,
+        "tensor_count": 0,
+        "tensors_complete": True,
+        "bytes": 0,
+        "dtypes": {},
         "tensors": {},
         "metadata": {},
-        "problems": [],
+        "problems": Problems(),
     }
+    names: list[str] = []
     raw = _read_header_bytes(file, facts)
     if raw is not None:
-        header = _decode_header(file, raw, facts["problems"])
-        if header is not None:
-            _collect_tensors(file, header, facts)
-    facts["problems"] = cap_problems(facts["problems"])
-    return facts
+        _scan_header(file, raw, facts, names, keep, group)
+    facts["problems"] = facts["problems"].capped()
+    return facts, names
 
 
 def _read_header_bytes(file: str, facts: JSONDict) -> bytes | None:
@@ -205,9 +289,8 @@ class _DuplicateKeys:
 
     def __call__(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         result = dict(pairs)
-        if len(result) != len(pairs):
-            names = [k for k, _ in pairs]
-            self.found.extend(sorted({k for k in names if names.count(k) > 1}))
+        if len(result) != len(pairs) and len(self.found) < MAX_PROBLEMS_PER_KIND * 10:
+            self.found.extend(sorted(k for k, times in Counter(k for k, _ in pairs).items() if times > 1))
         return result
 
 
@@ -216,47 +299,98 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"non-standard JSON constant {name}")
 
 
-def _decode_header(file: str, raw: bytes, problems: list[JSONDict]) -> dict[str, Any] | None:
+_WHITESPACE: Final[re.Pattern[str]] = re.compile(r"[ \t\n\r]*")
+_BLANK: Final[str] = " \t\n\r"
+_JSON_KIND: Final[dict[str, str]] = {"[": "list", '"': "str", "t": "bool", "f": "bool", "n": "NoneType"}
+
+
+_SCANSTRING: Final[Callable[[str, int, bool], tuple[str, int]]] = getattr(json.decoder, "scanstring")  # noqa: B009
+
+
+def _skip(text: str, idx: int) -> int:
+    """The index of the first non-whitespace character at or after idx (JSON whitespace only)."""
+    match = _WHITESPACE.match(text, idx)
+    return match.end() if match is not None else idx
+
+
+def _pairs(text: str, decoder: json.JSONDecoder) -> Iterator[tuple[str, Any]]:
+    """The (key, value) pairs of the JSON object `text`, one at a time, each key and value parsed by the json
+    module's own scanner: a header of a million entries never exists as one dict. Raises ValueError as
+    json.loads would (and for a top level that is not an object, "not-object:<kind>")."""
+    scan: Callable[[str, int], tuple[Any, int]] = getattr(decoder, "scan_once")  # noqa: B009 - untyped in typeshed
+    scanstring, blank = _SCANSTRING, _BLANK
+    idx = _skip(text, 0)
+    if text[idx:idx + 1] != "{":
+        first = text[idx:idx + 1]
+        kind = _JSON_KIND.get(first) or ("float" if re.match(r"-?\d+[.eE]", text[idx:idx + 40]) else "int")
+        if not first or not (first in _JSON_KIND or first == "-" or first.isdigit()):
+            raise ValueError(f"Expecting value: char {idx}")
+        raise ValueError(f"not-object:{kind}")
+    idx = _skip(text, idx + 1)
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        problems.append(problem("bad-utf8", file, f"header is not valid UTF-8 (byte {exc.start})"))
-        return None
-    if not text.startswith("{"):
-        # README: "MUST begin with `{`"; the Rust reader still parses after leading whitespace,
-        # so this is its own kind and parsing continues.
-        problems.append(
-            problem("header-start", file, "header does not begin with '{' as the format requires")
-        )
+        if text[idx] == "}":
+            idx += 1
+        else:
+            # Written for the compact form every safetensors writer produces (no blanks between tokens); a blank
+            # costs one regex match.
+            while True:
+                if text[idx] != '"':
+                    raise ValueError(f"Expecting property name enclosed in double quotes: char {idx}")
+                key, idx = scanstring(text, idx + 1, True)
+                if text[idx] in blank:
+                    idx = _skip(text, idx)
+                if text[idx] != ":":
+                    raise ValueError(f"Expecting ':' delimiter: char {idx}")
+                idx += 1
+                if text[idx] in blank:
+                    idx = _skip(text, idx)
+                try:
+                    value, idx = scan(text, idx)
+                except StopIteration as exc:
+                    raise ValueError(f"Expecting value: char {exc.value}") from None
+                yield key, value
+                if text[idx] in blank:
+                    idx = _skip(text, idx)
+                delimiter = text[idx]
+                idx += 1
+                if delimiter == ",":
+                    if text[idx] in blank:
+                        idx = _skip(text, idx)
+                    continue
+                if delimiter == "}":
+                    break
+                raise ValueError(f"Expecting ',' delimiter: char {idx - 1}")
+    except IndexError:
+        raise ValueError(f"Expecting '}}': char {len(text)}") from None
+    idx = _skip(text, idx)
+    if idx != len(text):
+        raise ValueError(f"Extra data: char {idx}")
+
+
+_FIELD_TOKENS: Final[tuple[str, ...]] = ('"dtype"', '"shape"', '"data_offsets"')
+
+
+def _scan_entries(file: str, text: str, decoder: json.JSONDecoder, keep: Callable[[str], bool] | None,
+                  group: Callable[[str], str] | None, problems: Problems) -> _Table | None:
+    """The header's entries checked one by one; None (and a bad-json problem) when it is not a JSON object."""
+    found = Problems()  # this header's own problems: committed only if the whole header parses
+    table = _Table(file, found, keep, group)
+    add = table.add
     try:
-        header = json.loads(text, parse_constant=_reject_constant)
-        if isinstance(header, dict) and _may_have_duplicates(raw, header):
-            # Rare path: parse again, slowly, to name the duplicates (json keeps the last silently).
-            hook = _DuplicateKeys()
-            header = json.loads(text, object_pairs_hook=hook, parse_constant=_reject_constant)
-            for key in hook.found:
-                problems.append(problem("duplicate-key", file, f"header repeats the key '{key}'"))
+        for name, info in _pairs(text, decoder):
+            if name == "__metadata__":
+                table.metadata = _metadata(file, info, found)
+            else:
+                add(name, info)
     except (ValueError, RecursionError) as exc:
-        problems.append(problem("bad-json", file, f"header is not valid JSON: {_short(exc)}"))
+        reason = str(exc)
+        if reason.startswith("not-object:"):
+            message = f"header is a JSON {reason.split(':', 1)[1]}, not an object"
+        else:
+            message = f"header is not valid JSON: {_short(exc)}"
+        problems.append(problem("bad-json", file, message))
         return None
-    if not isinstance(header, dict):
-        problems.append(problem("bad-json", file, f"header is a JSON {type(header).__name__}, not an object"))
-        return None
-    return header
-
-
-_FIELD_TOKENS: Final[tuple[bytes, ...]] = (b'"dtype"', b'"shape"', b'"data_offsets"')
-
-
-def _may_have_duplicates(raw: bytes, header: dict[str, Any]) -> bool:
-    """Cheap screen: with no duplicates, each field token occurs exactly once per tensor entry.
-
-    A JSON string cannot contain an unescaped quote, so these tokens only occur as whole
-    strings; any surplus (a duplicate name or field, or a string that happens to equal a
-    field name) or any entry lacking a field sends the header to the exact, slower check.
-    """
-    entries = len(header) - ("__metadata__" in header)
-    return any(raw.count(token) != entries for token in _FIELD_TOKENS)
+    return table
 
 
 def _short(exc: BaseException, limit: int = 160) -> str:
@@ -264,18 +398,70 @@ def _short(exc: BaseException, limit: int = 160) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def _collect_tensors(file: str, header: dict[str, Any], facts: JSONDict) -> None:
-    problems: list[JSONDict] = facts["problems"]
-    tensors: dict[str, JSONDict] = facts["tensors"]
-    spans: list[tuple[int, int, str]] = []
-    bits_of, limit = DTYPE_BITS.get, _USIZE_LIMIT
-    # One tight loop with the common case inlined: a MoE target has tens of thousands of
-    # entries and the whole directory must read in well under 0.5 s. Anything unusual falls
-    # through to `_tensor_info` / `_check_size`, which are exact and write the messages.
-    for name, info in header.items():
-        if name == "__metadata__":
-            facts["metadata"] = _metadata(file, info, problems)
-            continue
+def _scan_header(file: str, raw: bytes, facts: JSONDict, names: list[str],
+                 keep: Callable[[str], bool] | None, group: Callable[[str], str] | None) -> None:
+    """Decode, parse and check the header entry by entry; on bad UTF-8 or JSON nothing of it is kept."""
+    problems: Problems = facts["problems"]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        problems.append(problem("bad-utf8", file, f"header is not valid UTF-8 (byte {exc.start})"))
+        return
+    del raw
+    if not text.startswith("{"):
+        # README: "MUST begin with `{`"; the Rust reader still parses after leading whitespace,
+        # so this is its own kind and parsing continues.
+        problems.append(
+            problem("header-start", file, "header does not begin with '{' as the format requires")
+        )
+    # First without a hook (the json module's C scanner builds each entry); a header whose field names occur
+    # other than once per entry may repeat a key inside an entry, which json would keep silently: scanned again
+    # with a hook that names it.
+    table = _scan_entries(file, text, json.JSONDecoder(parse_constant=_reject_constant), keep, group, problems)
+    if table is None:
+        return
+    hook = _DuplicateKeys()
+    if any(text.count(token) != table.entries for token in _FIELD_TOKENS):
+        table = None  # the first pass's table goes before the second is built
+        table = _scan_entries(file, text, json.JSONDecoder(object_pairs_hook=hook, parse_constant=_reject_constant),
+                              keep, group, problems)
+        if table is None:
+            return
+    found = table.problems
+    del text
+    for key in hook.found:
+        problems.append(problem("duplicate-key", file, f"header repeats the key '{key}'"))
+    table.finish(facts, names)
+    problems.extend(found)
+    for (pfile, kind), count in found.counts.items():  # what `found` dropped still counts in the summary
+        problems.counts[(pfile, kind)] = problems.counts.get((pfile, kind), 0) + count - min(count, found.per_kind)
+    _check_file_length(file, facts["size"], facts["header_len"], facts["data_len"], problems)
+
+
+class _Table:
+    """The tensor table of one header, entry by entry: spans in two arrays, names in a list, per-dtype totals,
+    and the full facts of the kept entries only."""
+
+    def __init__(self, file: str, problems: Problems, keep: Callable[[str], bool] | None,
+                 group: Callable[[str], str] | None) -> None:
+        self.file, self.problems, self.keep, self.group = file, problems, keep, group
+        self.groups: dict[str, int] = {}
+        self.names: list[str] = []
+        self.begins: array[int] = array("Q")
+        self.ends: array[int] = array("Q")
+        self.kept: dict[str, JSONDict] = {}
+        self.asked = 0  # entries kept because `keep` asked for them
+        self.dtypes: dict[str, list[int]] = {}
+        self.metadata: dict[str, str] = {}
+        self.entries = 0  # tensor entries scanned, a repeated name counted each time
+
+
+    def add(self, name: str, info: Any) -> None:
+        file, problems, limit = self.file, self.problems, _USIZE_LIMIT
+        self.entries += 1
+        # The common case inlined: a MoE target has tens of thousands of entries and the whole directory must
+        # read in well under 0.5 s. Anything unusual falls through to `_tensor_info` / `_check_size`, which are
+        # exact and write the messages.
         try:
             dtype, shape, (begin, end) = info["dtype"], info["shape"], info["data_offsets"]
             well_formed = (
@@ -302,35 +488,78 @@ def _collect_tensors(file: str, header: dict[str, Any], facts: JSONDict) -> None
         if not well_formed:
             parsed = _tensor_info(file, name, info, problems)
             if parsed is None:
-                continue
+                return
             dtype, shape, begin, end = parsed
             elements = _elements(shape)
         span = end - begin
-        entry: JSONDict = {"dtype": dtype, "shape": shape, "bytes": span if span >= 0 else None}
-        if len(shape) > MAX_SHAPE_DIMS:
-            entry["shape"], entry["rank"] = shape[:MAX_SHAPE_DIMS], len(shape)
-        tensors[name] = entry
-        bits = bits_of(dtype)
+        bits = DTYPE_BITS.get(dtype)
         if bits is None or elements >= limit or span * 8 != elements * bits:
             _check_size(file, name, dtype, shape, elements, begin, end, problems)
-        spans.append((begin, end, name))
-    data_len = _check_offsets(file, spans, problems)
-    facts["data_len"] = data_len
-    _check_file_length(file, facts["size"], facts["header_len"], data_len, problems)
+        if bits is None:  # an unknown dtype (a problem already): any string, so bounded as a key
+            dtype = dtype[:MAX_DTYPE_CHARS]
+            if dtype not in self.dtypes and len(self.dtypes) >= MAX_DTYPES:
+                dtype = OTHER_GROUP
+        totals = self.dtypes.get(dtype)
+        if totals is None:
+            totals = self.dtypes[dtype] = [0, 0]
+        totals[0] += 1
+        totals[1] += max(span, 0)
+        if self.group is not None and span > 0:
+            key = self.group(name)
+            if key not in self.groups and len(self.groups) >= MAX_GROUPS:
+                key = OTHER_GROUP
+            self.groups[key] = self.groups.get(key, 0) + span
+        count = len(self.names)
+        asked = self.keep is not None and self.asked < MAX_TENSORS_KEPT and self.keep(name)
+        if (count < MAX_TENSORS_KEPT or asked or name in self.kept) and len(name) <= MAX_NAME:
+            entry: JSONDict = {"dtype": dtype, "shape": shape, "bytes": span if span >= 0 else None}
+            if len(shape) > MAX_SHAPE_DIMS:
+                entry["shape"], entry["rank"] = shape[:MAX_SHAPE_DIMS], len(shape)
+            self.kept[name] = entry
+            self.asked += asked
+        self.names.append(name)
+        self.begins.append(begin)
+        self.ends.append(end)
+
+    def finish(self, facts: JSONDict, names: list[str]) -> None:
+        problems, file = self.problems, self.file
+        count = len(self.names)
+        if len(set(self.names)) != count:
+            # json keeps the last of a repeated name (and the duplicate-key problem says so): so do the spans.
+            last = {n: i for i, n in enumerate(self.names)}
+            repeated = Counter(self.names)
+            for name in sorted(n for n, times in repeated.items() if times > 1):
+                problems.append(problem("duplicate-key", file, f"header repeats the key '{name}'"))
+            keep_index = sorted(last.values())
+            self.names = [self.names[i] for i in keep_index]
+            self.begins = array("Q", (self.begins[i] for i in keep_index))
+            self.ends = array("Q", (self.ends[i] for i in keep_index))
+            count = len(self.names)
+        facts["data_len"] = _check_offsets(file, self.begins, self.ends, self.names, problems)
+        facts["tensor_count"] = count
+        facts["tensors"] = self.kept
+        facts["tensors_complete"] = len(self.kept) == count
+        facts["bytes"] = sum(t[1] for t in self.dtypes.values())
+        facts["dtypes"] = {d: {"tensors": t[0], "bytes": t[1]} for d, t in sorted(self.dtypes.items())}
+        facts["metadata"] = self.metadata
+        if self.group is not None:
+            facts["groups"] = self.groups
+        names.extend(self.names)
 
 
 def _metadata(file: str, info: Any, problems: list[JSONDict]) -> dict[str, str]:
     if not isinstance(info, dict):
         problems.append(problem("bad-metadata", file, "__metadata__ is not a string-to-string map"))
         return {}
-    bad = sorted(k for k, v in info.items() if not isinstance(v, str))
+    bad = [k for k, v in info.items() if not isinstance(v, str)]
     if bad:
         problems.append(
             problem(
-                "bad-metadata", file, f"__metadata__ values must be strings; not for {', '.join(bad[:5])}"
+                "bad-metadata", file, f"__metadata__ values must be strings; not for {', '.join(sorted(bad)[:5])}"
             )
         )
-    return {k: v for k, v in info.items() if isinstance(v, str)}
+    kept = [(k, v) for k, v in info.items() if isinstance(v, str)][:METADATA_MAX_KEYS]
+    return {k[:METADATA_MAX_CHARS]: v[:METADATA_MAX_CHARS] for k, v in kept}
 
 
 def _usizes(values: object) -> TypeGuard[list[int]]:
@@ -453,10 +682,17 @@ def _overflow_index(shape: list[int]) -> int:
     return len(shape)
 
 
-def _check_offsets(file: str, spans: list[tuple[int, int, str]], problems: list[JSONDict]) -> int:
-    """Sorted by offset, each tensor must start where the previous ended, from 0. Returns the buffer end."""
+def _check_offsets(file: str, begins: array[int], ends: array[int], names: list[str],
+                   problems: list[JSONDict]) -> int:
+    """Sorted by offset, each tensor must start where the previous ended, from 0. Returns the buffer end.
+    A writer's header is already in offset order; only another order costs a sort (of indices, not copies)."""
+    count = len(names)
+    in_order = all(begins[i] <= begins[i + 1] and (begins[i] < begins[i + 1] or ends[i] <= ends[i + 1])
+                   for i in range(count - 1))
+    order: Any = range(count) if in_order else sorted(range(count), key=lambda i: (begins[i], ends[i], names[i]))
     cursor, previous = 0, None
-    for begin, end, name in sorted(spans):
+    for i in order:
+        begin, end, name = begins[i], ends[i], names[i]
         if end < begin:
             problems.append(
                 problem(
