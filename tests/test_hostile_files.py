@@ -379,7 +379,7 @@ def test_the_shared_process_never_preloads_a_torch_whose_extension_resolves_outs
     link = env.site_packages / torch_c
     link.unlink()
     link.symlink_to(evil)
-    report, proc = doctor.report("--python", str(env.python), "--only", "imports", "--no-gpu", *TIMEOUT,
+    _, proc = doctor.report("--python", str(env.python), "--only", "imports", "--no-gpu", *TIMEOUT,
                                  timeout=200)
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert not marker.exists(), "the library's constructor ran: the shared process loaded a file outside the environment"
