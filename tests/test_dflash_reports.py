@@ -460,3 +460,22 @@ def test_speculators_aux_ids_off_by_one_are_caught_as_for_any_drafter(tmp_path: 
     patch_config(drafter, aux_hidden_state_layer_ids=[0, *speculators["aux_hidden_state_layer_ids"][1:]])
     f = found(run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0"), "drafter.layer-ids-invalid")
     assert "[-1]" in f.title
+
+
+def test_a_dflash2_drafter_served_with_fewer_tokens_than_its_block_warns_either_way(tmp_path: Path) -> None:
+    # 0.34.0's qwen3_dflash2.py: the grouped convolution's block is 1 + num_speculative_tokens
+    target = toy.write_toy_target(tmp_path / "target")
+    patch_config(target, max_position_embeddings=40960)
+    drafter = toy.write_toy_drafter(tmp_path / "drafter", architectures=("DFlash2DraftModel",))
+    below = found(run_checks(tmp_path, argv=seed(target, drafter, spec={"num_speculative_tokens": 7}), vllm="0.34.0"),
+                  "drafter.dflash2-block-mismatch")
+    assert below.status is Status.WARN and "blocks of 1 + k = 8 positions, not the 16" in below.title
+    assert '"num_speculative_tokens": 15' in below.remediation[0].command
+    above = run_checks(tmp_path, argv=seed(target, drafter, spec={"num_speculative_tokens": 20}), vllm="0.34.0")
+    assert found(above, "drafter.block-size").status is Status.WARN
+    assert "drafter.dflash2-block-mismatch" not in ids(run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0"),
+                                                       "drafter")
+    # a DFlash (not DFlash2) drafter with fewer tokens only drafts less
+    plain = toy.write_toy_drafter(tmp_path / "plain")
+    assert "drafter.dflash2-block-mismatch" not in ids(
+        run_checks(tmp_path, argv=seed(target, plain, spec={"num_speculative_tokens": 7}), vllm="0.34.0"), "drafter")

@@ -220,3 +220,20 @@ def test_terminal_report_shows_the_fix_under_the_failing_check(doctor: Doctor, t
     assert "fix:" in lines[headline + 1 : headline + 12] or any("fix:" in x for x in lines[headline : headline + 12])
     assert any(f"$ {env.python} -m pip uninstall -y flash-attn-4" in x for x in lines)
     assert "Explain a finding: dflash-doctor explain namespaces.v4-without-v2" in proc.stdout
+
+
+def test_a_vllm_requirement_serve_only_looks_for_is_a_warning_the_ones_it_imports_fail(
+        doctor: Doctor, tmp_path: Path) -> None:
+    # The real vLLM 0.20.1 wheel with torch 2.13.0 beside it: flashinfer-python is missing, and vLLM only looks for
+    # flashinfer (has_flashinfer: find_spec) before a backend imports it; transformers, which vLLM imports on its
+    # way up, is missing too.
+    env = make_venv(tmp_path)
+    add_to_path(env, vllm_site("0.20.1"))
+    report, _ = doctor.report("--python", str(env.python), "--no-gpu", "--only", "distributions")
+    from packaging.requirements import Requirement
+    missing = {Requirement(f["evidence"]["requirement"]).name: f
+               for f in findings_of(report) if f["id"] == "distributions.requirement-missing"}
+    flashinfer = missing["flashinfer-python"]
+    assert flashinfer["status"] == "warn"
+    assert "`vllm serve` starts without it" in flashinfer["title"]
+    assert missing["torch"]["status"] == "fail" and missing["transformers"]["status"] == "fail"

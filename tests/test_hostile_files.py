@@ -359,3 +359,27 @@ def test_console_scripts_of_a_pip_target_install_are_no_escape(doctor: Doctor, t
     (env.site_packages / "zz-target.pth").write_text(f"{target}\n")
     report, _ = doctor.report("--python", str(env.python), *RUN)
     assert "distributions.record-escapes" not in [f["id"] for f in findings_of(report)]
+
+
+def test_the_shared_process_never_preloads_a_torch_whose_extension_resolves_outside_the_environment(
+    doctor: Doctor, tmp_path: Path
+) -> None:
+    """The run's shared target process imports torch once, before any job, when a stack package that loads
+    torch is installed. A `torch` whose `_C` extension is a symlink out of the environment must not be loaded
+    there either: its constructor never runs."""
+    marker = tmp_path / "constructor-ran"
+    evil = constructor_library(tmp_path / "outside", marker)
+    torch_c = f"torch/_C{EXT_SUFFIX}"
+    wheel = build_wheel(tmp_path / "wheels", "torch", "2.13.0",
+                        {"torch/__init__.py": "from torch import _C\n", torch_c: b"placeholder"},
+                        tag=f"{PY_TAG}-{PY_TAG}-linux_x86_64")
+    fa = build_wheel(tmp_path / "wheels", "flash_attn", "2.8.3", {"flash_attn/__init__.py": "import torch\n"})
+    env = make_venv(tmp_path / "inside")
+    install(env, wheel, fa, installer="uv")
+    link = env.site_packages / torch_c
+    link.unlink()
+    link.symlink_to(evil)
+    _, proc = doctor.report("--python", str(env.python), "--only", "imports", "--no-gpu", *TIMEOUT,
+                                 timeout=200)
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert not marker.exists(), "the library's constructor ran: the shared process loaded a file outside the environment"

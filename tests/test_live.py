@@ -521,3 +521,19 @@ def test_a_saved_live_report_with_mutated_facts_is_judged_never_a_crashed_check(
         judged_ids.update(f.id for f in result.findings)
     # a field of the wrong shape is named (doctor.facts-unavailable); content of the wrong type is judged
     assert {"live.collapse", "doctor.facts-unavailable"} <= judged_ids
+
+
+def test_a_drafter_config_with_a_huge_layer_id_list_puts_only_its_head_and_count_into_the_live_facts(
+        tmp_path: Path) -> None:
+    from dflash_doctor.facts.live import MAX_IDS, _config
+
+    drafter = tmp_path / "drafter"
+    drafter.mkdir()
+    (drafter / "config.json").write_text(json.dumps(
+        {"dflash_config": {"target_layer_ids": list(range(200_000))},
+         "quantization_config": {"quant_method": "fp8", "ignored_layers": [f"layer.{i}" for i in range(20_000)]}}))
+    facts = _config(str(drafter))
+    assert facts is not None
+    assert facts["target_layer_ids"] == list(range(MAX_IDS)) and facts["target_layer_ids_count"] == 200_000
+    assert facts["quantization_config"] == {"quant_method": "fp8"}
+    assert len(json.dumps(facts)) < 10_000

@@ -15,7 +15,7 @@ from dflash_doctor.checks.remedy import Installer
 from dflash_doctor.codes import Code
 from dflash_doctor.facts.envfacts import canonical
 from dflash_doctor.facts.environment_shapes import Distribution, Distributions, Target
-from dflash_doctor.knowledge.stack import STACK_DISTRIBUTIONS
+from dflash_doctor.knowledge.stack import OPTIONAL_AT_SERVE, STACK_DISTRIBUTIONS
 from dflash_doctor.model import Finding, Remediation, Status
 
 if TYPE_CHECKING:
@@ -37,7 +37,9 @@ CODES: tuple[Code, ...] = (
          "installer resolves them together."),
     Code("distributions.requirement-missing", "A stack distribution's requirement is not installed",
          "A Requires-Dist of an installed stack distribution names a distribution that is not installed at all. "
-         "Install it (the command names the target interpreter)."),
+         "Install it (the command names the target interpreter). A failure where `vllm serve` imports it on its "
+         "way up (torch, transformers, nvidia-ml-py); a warning for a vLLM requirement it only looks for and uses "
+         "when a feature needs it (flashinfer-python: knowledge.stack.OPTIONAL_AT_SERVE), as pip check would say."),
     Code("distributions.duplicate", "Two installed copies of one distribution",
          "Two dist-info (or egg-info) directories of the same name are on sys.path. Python imports the first; "
          "pip and uv may see the other; uninstalling one leaves the other's files mixed in. Remove the stale one. "
@@ -186,15 +188,21 @@ def _requirements(
         return
     for dist, requirement, found in unmet:
         spec = f"{requirement.name}{requirement.specifier}"
+        optional = OPTIONAL_AT_SERVE.value.get(canonical(requirement.name)) \
+            if found is None and canonical(dist.name) == "vllm" else None
         if found is None:
             title = f"{dist.label()} requires {spec}, which is not installed"
+            if optional is not None:
+                title += (f": `vllm serve` starts without it (vLLM looks for {optional[0]} before importing it); "
+                          f"{optional[1]} fail when used")
         else:
             title = f"{dist.label()} requires {spec}, found {found}"
         yield Finding(
             id="distributions.requirement-unmet" if found is not None else "distributions.requirement-missing",
-            status=Status.FAIL,
+            status=Status.WARN if optional is not None else Status.FAIL,
             title=title,
             detail="Read from the installed METADATA (Requires-Dist)."
+            + (f" {OPTIONAL_AT_SERVE.source}." if optional is not None else "")
             + (" Compiled extensions built against the required torch fail with `undefined symbol` against "
                "another one." if canonical(requirement.name) == "torch" and requirement.specifier else ""),
             evidence={"requirer": dist.name, "requirer_version": dist.version, "requirement": str(requirement),

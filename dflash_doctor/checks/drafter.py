@@ -32,6 +32,7 @@ from dflash_doctor.knowledge.dflash import (
     WEIGHT_LOADER_STRICT,
     uniform_layer_ids,
 )
+from dflash_doctor.knowledge.dflash_reports import DFLASH2_CONV_BLOCK
 from dflash_doctor.model import Finding, Remediation, Status
 
 from .drafter_pairing import pairing_rules
@@ -160,6 +161,12 @@ CODES: tuple[Code, ...] = (
          "A DFlash block is one anchor plus block_size - 1 mask tokens; vLLM drafts num_speculative_tokens masks "
          "and never checks them against block_size, so a larger value drafts positions the drafter never trained "
          "on. Use block_size - 1 (15 for the b16 drafters)."),
+    Code("drafter.dflash2-block-mismatch", "A DFlash2 drafter served with fewer speculative tokens than its block",
+         "vLLM builds DFlash2's grouped convolution over blocks of 1 + num_speculative_tokens positions "
+         "(qwen3_dflash2.py, from 0.29.0), while the drafter was trained on block_size positions: with fewer tokens "
+         "the convolution's positions no longer line up with training, and acceptance drops with no error "
+         "(vllm-project/recipes #837: k \"must be 7 (block_size 8 minus one)\"). Serve with block_size - 1. (More "
+         "tokens than that is drafter.block-size.)"),
     Code("drafter.sliding-window-missing", "Sliding-attention layers without a window",
          "vLLM 0.34 stops with 'DFlash sliding attention requires a window size configured in "
          "dflash_config.swa_window_size or the top-level sliding_window.' Set the window from the publisher's "
@@ -840,6 +847,19 @@ class _Drafter:
                             remediation=(Remediation(with_spec(list((self.serve or {}).get("argv") or []),
                                                                {**spec, "num_speculative_tokens": block - 1}),
                                                      "one anchor plus block_size - 1 masks fill the trained block"),))]
+        archs = self.keys.get("architectures") or ((self.drafter.get("dir") or {}).get("config") or {}).get(
+            "architectures")
+        dflash2 = isinstance(archs, list) and any("DFlash2" in str(a) for a in archs)
+        if dflash2 and _is_int(k) and k < block - 1 and _marker(self.vllm, "dflash2_conv_block_from_k") is not False:
+            return [Finding("drafter.dflash2-block-mismatch", Status.WARN,
+                            f"num_speculative_tokens {k} is below block_size - 1 = {block - 1} ({self.file}): DFlash2's "
+                            f"grouped convolution runs over blocks of 1 + k = {k + 1} positions, not the {block} it "
+                            "was trained on, so every drafted position is mixed with the wrong neighbours",
+                            detail=f"{DFLASH2_CONV_BLOCK.value}. Sources: {DFLASH2_CONV_BLOCK.source}.",
+                            evidence={"block_size": block, "num_speculative_tokens": k},
+                            remediation=(Remediation(with_spec(list((self.serve or {}).get("argv") or []),
+                                                               {**spec, "num_speculative_tokens": block - 1}),
+                                                     "the convolution's block is then the trained one"),))]
         self.ok.append(f"block_size {block}" + (f" (k={k})" if _is_int(k) else f" (serve with k={block - 1})"))
         return []
 

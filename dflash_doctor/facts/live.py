@@ -362,6 +362,11 @@ def _vllm_facts(python: str, timeout_s: float) -> dict[str, Any]:
 
 # --- what the serve command and the model directories say (for naming causes) -----------------------------
 
+# What a config.json may put into the live facts: the first layer ids and a small quantization_config.
+MAX_IDS = 256
+MAX_COPIED = 65536
+
+
 def _config(path: str | None) -> dict[str, Any] | None:
     if not path or not os.path.isdir(path):
         return None
@@ -373,11 +378,17 @@ def _config(path: str | None) -> dict[str, Any] | None:
         return None
     text: dict[str, Any] = data["text_config"] if isinstance(data.get("text_config"), dict) else data
     dflash: dict[str, Any] = data["dflash_config"] if isinstance(data.get("dflash_config"), dict) else {}
-    return {"path": path, "num_hidden_layers": text.get("num_hidden_layers"),
-            "quantization_config": data.get("quantization_config") or text.get("quantization_config"),
-            "torch_dtype": data.get("torch_dtype") or data.get("dtype"),
-            "target_layer_ids": dflash.get("target_layer_ids", data.get("target_layer_ids")),
-            "num_target_layers": data.get("num_target_layers")}
+    ids = dflash.get("target_layer_ids", data.get("target_layer_ids"))
+    quantization = data.get("quantization_config") or text.get("quantization_config")
+    facts = {"path": path, "num_hidden_layers": text.get("num_hidden_layers"),
+             "quantization_config": quantization if len(json.dumps(quantization, default=str)) <= MAX_COPIED
+             else {"quant_method": quantization.get("quant_method") if isinstance(quantization, dict) else None},
+             "torch_dtype": data.get("torch_dtype") or data.get("dtype"),
+             "target_layer_ids": ids[:MAX_IDS] if isinstance(ids, list) else ids,
+             "num_target_layers": data.get("num_target_layers")}
+    if isinstance(ids, list) and len(ids) > MAX_IDS:
+        facts["target_layer_ids_count"] = len(ids)  # a report carries the first few and the count, not the input
+    return facts
 
 
 def _flag(argv: Sequence[str], name: str) -> str | None:

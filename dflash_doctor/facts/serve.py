@@ -357,6 +357,8 @@ _MARKERS: dict[str, tuple[str, tuple[str, ...]]] = {
                                        ("transformers_utils/configs/speculators/algos.py",)),
     "speculators_causal": (SPECULATORS_DFLASH.value["optional_keys"]["causal"][0],
                            ("transformers_utils/configs/speculators/algos.py",)),
+    "dflash2_conv_block_from_k": ("block_size=1 + speculative_config.num_speculative_tokens",
+                                  ("model_executor/models/qwen3_dflash2.py",)),
     "multi_kv_group_v2": ("if self._dflash_needs_multi_kv_group():", ("config/vllm.py",)),
     "v2_dense_unquantized_only": ("return not model_config.is_moe and not model_config.is_quantized",
                                   ("config/vllm.py",)),

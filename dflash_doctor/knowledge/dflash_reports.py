@@ -17,6 +17,7 @@ from dflash_doctor.knowledge import Fact
 
 __all__ = [
     "AUTO_TOOL_CHOICE_RULE",
+    "DFLASH2_CONV_BLOCK",
     "DRAFTER_CONTEXT_RAISED",
     "DRAFTER_CONTEXT_V2",
     "EAGLE3_INTERFACE_RULE",
@@ -181,6 +182,15 @@ SPECULATORS_DFLASH: Fact[dict[str, Any]] = Fact(
     "conv_kernel_size, conv_group_size, selector_rank, selector_top_k into dflash_config",
     read_from="vllm sdists 0.20.1, 0.22.1, 0.24.0, 0.26.0, 0.29.0, 0.30.0, 0.33.0, 0.34.0; tests/test_release_matrix.py "
     "runs each release's update_dflash against speculators_keys",
+)
+
+DFLASH2_CONV_BLOCK: Fact[str] = Fact(
+    value="DFlash2's grouped convolution takes its block from the served k: block_size=1 + "
+    "speculative_config.num_speculative_tokens, positions taken modulo that block",
+    source="vllm/model_executor/models/qwen3_dflash2.py (0.29.0 to 0.34.0): "
+    "\"block_size=1 + speculative_config.num_speculative_tokens\" and dflash2_grouped_conv's position % block_size; "
+    "vllm-project/recipes #837: num_speculative_tokens \"must be 7 (block_size 8 minus one)\"",
+    read_from="vllm sdists 0.29.0, 0.30.0, 0.33.0, 0.34.0; vllm-project/recipes #837",
 )
 
 EAGLE3_INTERFACE_RULE: Fact[str] = Fact(

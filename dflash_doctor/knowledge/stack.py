@@ -87,6 +87,23 @@ TORCH_USERS: Fact[tuple[str, ...]] = Fact(
 )
 
 
+OPTIONAL_AT_SERVE: Fact[dict[str, tuple[str, str]]] = Fact(
+    value={
+        "flashinfer-python": ("flashinfer", ("the FlashInfer attention backends (--attention-backend FLASHINFER), "
+                                             "the FlashInfer sampler and FlashInfer's fused kernels")),
+    },
+    source="vllm/utils/flashinfer.py has_flashinfer(): importlib.util.find_spec(\"flashinfer\") before any import "
+    "(\"Return True if flashinfer-python package is available\"); vllm/v1/attention/backends/flashinfer.py imports "
+    "it at module level, and is imported only when that backend is chosen. The engine run of "
+    "fixtures/engine/01-healthy.json: vLLM 0.20.1 served a Qwen3 target with a DFlash drafter on an H200 with "
+    "flashinfer-python not installed. nvidia-ml-py is not optional: vllm/platforms/__init__.py calls "
+    "import_pynvml() at import",
+    read_from="vllm 0.20.1 and 0.34.0 sdists; fixtures/engine/01-healthy.json",
+    note="A vLLM requirement listed here that is missing is a warning (vllm serve starts; what needs it fails when "
+    "used); one installed at another version is still a failure (vLLM imports it when it is there).",
+)
+
+
 TORCH_LIBRARIES: Fact[tuple[str, ...]] = Fact(
     # Name prefixes: libtorch covers libtorch.so, libtorch_cpu.so, libtorch_cuda.so, libtorch_python.so.
     value=("libtorch", "libc10", "libshm.so", "libcaffe2_nvrtc.so"),

@@ -14,6 +14,7 @@
 # Protocol: stdout carries only lines "MARKER{json}" (what imported modules print goes to stderr):
 # first {"event": "ready", ...the preload facts}, then one {"event": "done", ...} per job, and
 # {"event": "bye"} once stdin is closed and every job has ended.
+import importlib.machinery
 import importlib.util
 import json
 import os
@@ -42,6 +43,35 @@ def trim(text, keep):
         return text
     half = keep // 2
     return text[:half] + "\n[... %d characters trimmed ...]\n" % (len(text) - keep) + text[-half:]
+
+
+def own_roots():
+    """The directories this interpreter's import system may load from: its sys.path entries and its install
+    scheme (real paths). A preload loads only extension files that resolve inside them: a symlink in
+    site-packages to a library elsewhere is refused before dlopen runs its constructors. (The jobs forked
+    from here check again against the environment's roots as the doctor computed them.)"""
+    import sysconfig
+
+    dirs = set()
+    for entry in list(sys.path) + list(sysconfig.get_paths().values()):
+        if entry and os.path.isdir(entry):
+            dirs.add(os.path.realpath(entry))
+    return sorted(dirs)
+
+
+def guard_extensions(roots):
+    loader = importlib.machinery.ExtensionFileLoader
+    original = loader.create_module
+
+    def create_module(self, spec):
+        real = os.path.realpath(self.path)
+        inside = any(real == r or real.startswith(r.rstrip("/") + "/") for r in roots)
+        if not inside or any(real.startswith(d + "/") for d in ("/dev", "/proc", "/sys")):
+            raise ImportError("not loaded: %s resolves to %s, outside the environment" % (self.path, real),
+                              name=spec.name, path=self.path)
+        return original(self, spec)
+
+    loader.create_module = create_module
 
 
 def found(name):
@@ -271,6 +301,8 @@ def main():
         facts["preload_wanted_by"] = users
         if not users:
             wanted = []
+    if wanted:
+        guard_extensions(own_roots())
     facts["preload"] = [preload(name) for name in wanted]
     facts["preload_seconds"] = round(time.monotonic() - started, 3)
     sys.stdout.flush()
