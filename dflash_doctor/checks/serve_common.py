@@ -148,7 +148,9 @@ def _not_given(check_id: str) -> list[Finding]:
 
 
 def _length(value: object) -> TypeGuard[float]:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    """A usable length from a config: a positive number a float holds exactly (a hand-written config may say
+    10**400, which no float holds)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 2**53
 
 
 def yarn_already_scaled(vllm: VllmDflash | None) -> bool:

@@ -32,7 +32,7 @@ from packaging.version import InvalidVersion, Version
 from dflash_doctor.facts.envfacts import canonical
 from dflash_doctor.model import CheckResult, Finding, Remediation, Status
 
-__all__ = ["NOT_AN_INSTALLER_COMMAND", "RANK", "judge_item", "mark_unchecked", "rank", "unchecked_reason",
+__all__ = ["NOT_AN_INSTALLER_COMMAND", "RANK", "judge_item", "mark_unchecked", "marker_applies", "rank", "unchecked_reason",
            "verified_commands", "verify_results"]
 
 RANK = {"resolves": 0, "needs-build": 1, "not-checked": 2, "would-break": 3, "fails": 4}
@@ -48,7 +48,8 @@ def _version(text: str) -> Version | None:
         return None
 
 
-def _applies(requirement: Requirement, environment: Mapping[str, str]) -> bool:
+def marker_applies(requirement: Requirement, environment: Mapping[str, str]) -> bool:
+    """Whether a requirement's marker holds in `environment` (no extra); an unreadable marker counts as holding."""
     if requirement.marker is None:
         return True
     try:
@@ -73,7 +74,7 @@ def _breaks(installed: Sequence[Mapping[str, Any]], before: Mapping[str, str], a
             except InvalidRequirement:
                 continue
             dep = canonical(requirement.name)
-            if dep not in after or not _applies(requirement, environment):
+            if dep not in after or not marker_applies(requirement, environment):
                 continue
             now, then = before.get(dep), after[dep]
             held = now is not None and _meets(requirement, now)

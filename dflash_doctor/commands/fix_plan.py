@@ -25,10 +25,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
 
-from dflash_doctor.checks.verify import VERIFIED_STATUSES
+from dflash_doctor.checks.verify import VERIFIED_STATUSES, marker_applies
 from dflash_doctor.facts.envfacts import canonical
 from dflash_doctor.knowledge.stack import TORCH_CUDA_WHEELS, TORCH_PYPI_IS_CUDA_ON
 from dflash_doctor.model import CheckResult, Finding, Remediation, stops_serve
@@ -98,15 +97,6 @@ def _requirement(word: str) -> Requirement | None:
         return None  # a path, a URL: nothing to say about it by name
 
 
-def _applies(requirement: Requirement, environment: Mapping[str, str]) -> bool:
-    if requirement.marker is None:
-        return True
-    try:
-        return bool(requirement.marker.evaluate({**environment, "extra": ""}))
-    except (InvalidMarker, UndefinedComparison, UndefinedEnvironmentName):
-        return True
-
-
 def _cuda_from_default_index(args: Sequence[str], requirements: Sequence[Requirement],
                              installed: Mapping[str, Mapping[str, Any]], environment: Mapping[str, str]) -> str:
     """Without the installer's answer: whether an install would take torch from the default index where that is
@@ -128,7 +118,7 @@ def _cuda_from_default_index(args: Sequence[str], requirements: Sequence[Require
         dist = installed.get(canonical(requirement.name))
         for line in (dist or {}).get("requires") or ():
             needed = _requirement(str(line))
-            if needed is not None and canonical(needed.name) == "torch" and _applies(needed, environment):
+            if needed is not None and canonical(needed.name) == "torch" and marker_applies(needed, environment):
                 return f"it reinstalls {requirement.name} with its requirements, which include {needed} (not installed), and {where}"
     return ""
 
