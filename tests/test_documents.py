@@ -14,7 +14,7 @@ import copy
 import io
 import json
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +65,20 @@ def nodes(value: Any, path: Path_ = ()) -> Iterator[Path_]:
         yield from nodes(child, (*path, key))
 
 
+def kinds(paths: Iterable[Path_], first: int = 3) -> list[Path_]:
+    """One path of each kind of node: the first `first` elements of every list, then one element standing for
+    the rest (a reader takes the 4th finding or file the way it takes the 3rd). Keeps the mutation tests to the
+    nodes that can differ, about half of a real report's."""
+    seen: set[Path_] = set()
+    kept = []
+    for path in paths:
+        kind = tuple("*" if isinstance(key, int) and key >= first - 1 else key for key in path)
+        if kind not in seen:
+            seen.add(kind)
+            kept.append(path)
+    return kept
+
+
 def replaced(document: Any, path: Path_, value: Any) -> Any:
     """`document` with the node at `path` replaced: the containers on the path are copied, the rest shared."""
     if not path:
@@ -111,7 +125,7 @@ def test_every_wrong_typed_node_of_a_real_report_is_rejected_or_judged_never_a_t
     report = real["report"]
     target = tmp_path / "mutated.json"
     counts = {"rejected": 0, "judged": 0}
-    for path in filter(outside_facts, nodes(report)):
+    for path in kinds(filter(outside_facts, nodes(report))):
         for value in (*WRONG, DEEP):
             mutated = replaced(report, path, value)
             target.write_text(json.dumps(mutated))
@@ -124,7 +138,7 @@ def test_every_wrong_typed_node_of_a_real_report_is_rejected_or_judged_never_a_t
             assert code in (0, 1), (path, value, err)
             validate_report(json.loads(out))
             counts["judged"] += 1
-    assert counts["rejected"] > 1000 and counts["judged"] > 100, counts
+    assert counts["rejected"] > 500 and counts["judged"] > 100, counts
 
 
 @pytest.mark.slow
@@ -133,7 +147,7 @@ def test_fact_sections_of_any_shape_are_judged_merged_and_compared_without_a_cra
     comparison, the fingerprint) must take any shape. Mutated to three levels inside each section."""
     report = json.loads(H200_REPORT.read_text())
     expected = real["baseline"]
-    paths = [p for p in nodes(report) if not outside_facts(p) and len(p) <= 6]
+    paths = kinds(p for p in nodes(report) if not outside_facts(p) and len(p) <= 6)
     assert len(paths) > 300
     for path in paths:
         for value in (None, "x", [1], {}, 1):

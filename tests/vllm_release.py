@@ -11,6 +11,8 @@ from __future__ import annotations
 import __future__
 
 import ast
+import copy
+import functools
 import logging
 import sys
 from collections.abc import Callable, Mapping
@@ -33,22 +35,25 @@ def _find(tree: ast.Module, qualname: str) -> ast.FunctionDef:
     return next(n for n in body if isinstance(n, ast.FunctionDef) and n.name == name)
 
 
+@functools.lru_cache(maxsize=64)
+def _tree(version: str, rel: str) -> ast.Module:
+    return ast.parse((vllm_source(version) / rel).read_text())
+
+
 def release_function(version: str, rel: str, qualname: str, namespace: Mapping[str, Any]) -> Callable[..., Any]:
-    source = (vllm_source(version) / rel).read_text()
-    node = _find(ast.parse(source), qualname)
+    node = copy.deepcopy(_find(_tree(version, rel), qualname))
     node.decorator_list = []
     module = ast.Module(body=[node], type_ignores=[])
     code = compile(module, f"<vllm {version} {rel}>", "exec",
                    flags=__future__.annotations.compiler_flag, dont_inherit=True)
     scope: dict[str, Any] = {"logger": LOGGER, "Any": Any, **namespace}
-    exec(code, scope)
+    exec(code, scope)  # noqa: S102 - the release's own function, compiled from its own source
     return scope[node.name]  # type: ignore[no-any-return]
 
 
 def first_class_with(version: str, rel: str, method: str) -> str:
     """The first class in `rel` that defines `method` (the base class, where subclasses override it)."""
-    tree = ast.parse((vllm_source(version) / rel).read_text())
-    for node in tree.body:
+    for node in _tree(version, rel).body:
         if isinstance(node, ast.ClassDef) and any(isinstance(n, ast.FunctionDef) and n.name == method
                                                    for n in node.body):
             return node.name
@@ -98,11 +103,14 @@ def vllm_max_len(version: str) -> Callable[[Mapping[str, Any], Mapping[str, Any]
 
 
 def _literal(version: str, rel: str, name: str) -> Any:
-    tree = ast.parse((vllm_source(version) / rel).read_text())
-    for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
-        if any(isinstance(t, ast.Name) and t.id == name for t in targets) and node.value is not None:
-            value = node.value
+    for node in _tree(version, rel).body:
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        else:
+            continue
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
             if isinstance(value, ast.Call) and value.args:  # frozenset({...}) / frozenset([...])
                 value = value.args[0]
             return frozenset(ast.literal_eval(value))
