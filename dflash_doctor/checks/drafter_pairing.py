@@ -33,6 +33,7 @@ from .model_common import (
     _is_int,
     _marker,
     architectures,
+    has_behaviour,
     list_length,
     text_config,
     value_count,
@@ -182,12 +183,8 @@ def _context(d: _Drafter) -> list[Finding]:
 def _context_handling(vllm: VllmDflash | None) -> tuple[bool, bool]:
     """(raises a cache-only drafter's context, lowers the served length to a drafter's) in the installed
     vLLM: its own source (markers), else its version (DRAFTER_CONTEXT_RAISED), else the newest behaviour."""
-    raised, limited = _marker(vllm, "draft_context_raised"), _marker(vllm, "limit_to_draft")
-    if raised is not None and limited is not None:
-        return raised, limited
-    version = version_tuple(str((vllm.version if vllm is not None else None) or ""))
-    newer = not version or version >= version_tuple(DRAFTER_CONTEXT_RAISED.value["since"])
-    return (newer if raised is None else raised), (newer if limited is None else limited)
+    since = DRAFTER_CONTEXT_RAISED.value["since"]
+    return has_behaviour(vllm, "draft_context_raised", since), has_behaviour(vllm, "limit_to_draft", since)
 
 
 # -------------------------------------------------------------------------------------- 1: layer_types

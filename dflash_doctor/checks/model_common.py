@@ -95,8 +95,9 @@ def _drafter_keys(model: Mapping[str, Any], vllm: VllmDflash | None = None) -> d
     return speculators_keys(dict((((model.get("dir") or {}).get("config") or {}).get("drafter")) or {}), vllm)
 
 
-def _writes(vllm: VllmDflash | None, marker: str, since: str) -> bool:
-    """The installed vLLM's source has `marker` (else: its version is at least `since`; no vLLM: the newest)."""
+def has_behaviour(vllm: VllmDflash | None, marker: str, since: str) -> bool:
+    """Whether the installed vLLM behaves as a release from `since` on: its own source has `marker`, else its
+    version is at least `since`; with no vLLM at all, the newest verified behaviour."""
     found = _marker(vllm, marker)
     if found is not None:
         return found
@@ -117,12 +118,12 @@ def speculators_keys(keys: Mapping[str, Any], vllm: VllmDflash | None) -> dict[s
     out["architectures"] = [rule["types"][kind]]
     out["draft_vocab_size"] = keys.get("draft_vocab_size")
     out["eagle_aux_hidden_state_layer_ids"] = aux
-    minus_one = _writes(vllm, "speculators_aux_minus_one", rule["aux_minus_one_since"])
+    minus_one = has_behaviour(vllm, "speculators_aux_minus_one", rule["aux_minus_one_since"])
     ids = [i - 1 for i in aux] if minus_one and isinstance(aux, list) and all(_is_int(i) for i in aux) else aux
     dflash: dict[str, Any] = {"mask_token_id": keys.get("mask_token_id"), "target_layer_ids": ids}
-    if _writes(vllm, "speculators_sample_from_anchor", rule["optional_keys"]["sample_from_anchor"][1]):
+    if has_behaviour(vllm, "speculators_sample_from_anchor", rule["optional_keys"]["sample_from_anchor"][1]):
         dflash["sample_from_anchor"] = keys.get("sample_from_anchor", False)
-    if _writes(vllm, "speculators_causal", rule["optional_keys"]["causal"][1]):
+    if has_behaviour(vllm, "speculators_causal", rule["optional_keys"]["causal"][1]):
         dflash["causal"] = not keys.get("sliding_window_non_causal", True)
     if kind == "dflash2":
         dflash.update({k: keys[k] for k in rule["dflash2_keys"] if keys.get(k) is not None})

@@ -16,7 +16,6 @@ from functools import partial
 from typing import Any, TypeGuard
 
 from dflash_doctor.checks.remedy import join
-from dflash_doctor.facts.envfacts import version_tuple
 from dflash_doctor.facts.serve_shapes import VllmDflash
 from dflash_doctor.knowledge.dflash import (
     BATCH_DEFAULTS,
@@ -28,6 +27,7 @@ from dflash_doctor.units import GIB, gib
 from .model_common import (
     _is_int,
     _marker,
+    has_behaviour,
     text_config,
 )
 
@@ -156,11 +156,7 @@ def _length(value: object) -> TypeGuard[float]:
 def yarn_already_scaled(vllm: VllmDflash | None) -> bool:
     """Whether the installed vLLM takes a YaRN model's max_position_embeddings as already scaled: its own
     source says so (marker), else its version; with no vLLM at all, the newest verified behaviour."""
-    found = _marker(vllm, "yarn_already_scaled")
-    if found is not None:
-        return found
-    version = version_tuple(str((vllm.version if vllm is not None else None) or ""))
-    return not version or version >= version_tuple(MAX_LEN_DERIVATION.value["yarn_already_scaled_since"])
+    return has_behaviour(vllm, "yarn_already_scaled", MAX_LEN_DERIVATION.value["yarn_already_scaled_since"])
 
 
 def _rope_entries(text: Mapping[str, Any]) -> list[Mapping[str, Any]]:
