@@ -52,13 +52,15 @@ def test_only_and_skip_take_ids_and_layers(doctor: Doctor) -> None:
     assert all(c["layer"] != "python" for c in report["checks"])
 
 
-def one_line_usage_error(proc: subprocess.CompletedProcess[str], *expected: str) -> None:
+def one_line_usage_error(proc: subprocess.CompletedProcess[str], *expected: str) -> str:
+    """The one line a usage error prints on stderr (exit 2, nothing on stdout), holding each of `expected`."""
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stdout == "" and "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("dflash-doctor"), proc.stderr
     for text in expected:
         assert text in lines[0], lines[0]
+    return lines[0]
 
 
 def make_interpreter(tmp_path: Path, kind: str) -> tuple[str, str]:
@@ -157,7 +159,7 @@ def test_judge_on_a_saved_report_gives_the_same_findings(doctor: Doctor, tmp_pat
     again, proc = doctor.report("judge", str(saved))
     original = validate_report(json.loads(saved.read_text()))
     assert proc.returncode == first.returncode
-    strip = lambda r: [(f["id"], f["status"], f["title"]) for f in findings_of(r)]  # noqa: E731
+    strip = lambda r: [(f["id"], f["status"], f["title"]) for f in findings_of(r)]
     assert strip(again) == strip(original)
 
 

@@ -16,20 +16,10 @@ from typing import Any
 import pytest
 from conftest import Doctor, finding, findings_of, validate_report
 from realenv import build_wheel, dist_info, install, make_venv
+from test_cli import one_line_usage_error
 
 from dflash_doctor.commands import COMMANDS
 from dflash_doctor.facts.probes import probe_source
-
-
-def one_line(proc: subprocess.CompletedProcess[str], *expected: str) -> str:
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert proc.stdout == "" and "Traceback" not in proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("dflash-doctor"), proc.stderr
-    for text in expected:
-        assert text in lines[0], lines[0]
-    return lines[0]
-
 
 # ----------------------------------------------------------------------------- usage errors
 
@@ -47,20 +37,20 @@ def one_line(proc: subprocess.CompletedProcess[str], *expected: str) -> str:
 ], ids=["mistyped-flag", "missing-value", "serve", "explain", "list"])
 def test_a_wrong_option_is_one_line_with_the_closest_option_and_where_the_help_is(
         doctor: Doctor, argv: list[str], says: list[str]) -> None:
-    line = one_line(doctor(*argv), *says)
+    line = one_line_usage_error(doctor(*argv), *says)
     assert "usage:" not in line
 
 
 def test_a_mistyped_command_names_the_closest_command_and_lists_them_all(doctor: Doctor) -> None:
-    line = one_line(doctor("lst"), "unknown command 'lst'; did you mean 'list'?", "try 'dflash-doctor --help'")
+    line = one_line_usage_error(doctor("lst"), "unknown command 'lst'; did you mean 'list'?", "try 'dflash-doctor --help'")
     assert all(name in line for name in COMMANDS)
-    line = one_line(doctor("xyzzy", "--no-gpu"), "unknown command 'xyzzy'")
+    line = one_line_usage_error(doctor("xyzzy", "--no-gpu"), "unknown command 'xyzzy'")
     assert "did you mean" not in line and all(name in line for name in COMMANDS)
 
 
 def test_a_program_that_is_no_python_is_named_so_and_the_probe_source_is_never_quoted(doctor: Doctor) -> None:
     # /bin/ls takes the handshake's source (passed after -c) for a file name and complains about it.
-    line = one_line(doctor("--python", "/bin/ls", "--only", "distributions"),
+    line = one_line_usage_error(doctor("--python", "/bin/ls", "--only", "distributions"),
                     "--python /bin/ls is not a Python interpreter")
     source = probe_source("handshake")
     assert not any(part.strip() in line for part in source.splitlines() if len(part.strip()) > 8), line
