@@ -182,6 +182,9 @@ LATER_STATUS: dict[str, dict[str, str]] = {
 }
 
 
+SERVE_NOT_JUDGED = ("serve-command.not-given", "serve-command.not-a-serve-command")
+
+
 def recorded(source: str) -> list[list[Any]]:
     """judged.json's findings for `source` (recorded with the v1 ids) under today's ids, plus the findings
     of LATER_RULES, with the statuses of LATER_STATUS."""
@@ -192,6 +195,8 @@ def recorded(source: str) -> list[list[Any]]:
         now = [[finding, later.get(finding, finding_status)] for finding, finding_status in now]
         for at, added in LATER_RULES.get(source, {}).get(check, []):
             now.insert(at, added)
+        if check == "serve-command" and now and now[0][0] not in SERVE_NOT_JUDGED:
+            now.append(["serve-command.judged-by", "pass"])  # added later: which verdicts are vLLM's, which rules'
         out.append([check, status, now])
     return out
 

@@ -12,6 +12,7 @@ max_num_batched_tokens) are given in every command, so that both judge the same 
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -117,23 +118,117 @@ def test_the_doctor_fails_exactly_the_commands_vllm_rejects_and_says_why(
         assert any(words in title for title in failing), failing
 
 
+# A pair of RTX A6000s as a CI image build gives them: no GPU here, the serving GPUs' facts on the command line.
+A6000_PAIR = ("--target-arch", "sm_86", "--gpus", "2", "--gpu-memory", "48")
+H200_PAIR = ("--target-arch", "sm_90", "--gpus", "2", "--gpu-memory", "139.8")
+
+
+def serve_argv(doctor: Doctor, argv: list[str], *options: str, env: dict[str, str] | None = None,
+               ) -> tuple[dict[str, Any], int]:
+    proc = doctor("serve", "--python", str(vllm_python(VLLM)), *options, "--only", "serve-command", "--json", "-",
+                  "--", *argv, env=env, timeout=600)
+    try:
+        report = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        raise AssertionError(f"not one JSON document:\n{proc.stdout[:2000]}\n{proc.stderr[-2000:]}") from None
+    return validate_report(report), proc.returncode
+
+
+def serve(doctor: Doctor, toys: tuple[Path, Path], flags: list[str], *options: str,
+          spec: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], int]:
+    return serve_argv(doctor, command(*toys, flags, spec or {}), *options)
+
+
+def all_of(report: dict[str, Any], finding_id: str) -> list[dict[str, Any]]:
+    return [f for c in report["checks"] for f in c["findings"] if f["id"] == finding_id]
+
+
 @pytest.mark.slow
-def test_with_vllm_importable_the_doctor_reads_the_command_with_vllms_parser_and_reports_its_validation(
+def test_by_default_vllm_judges_the_command_itself_on_a_platform_simulated_from_the_builders_facts(
     doctor: Doctor, toys: tuple[Path, Path],
 ) -> None:
-    python = str(vllm_python(VLLM))
     flags = ["--max-num-batched-tokens", "8192", "--max-num-seqs", "1024"]
-    proc = doctor("serve", "--python", python, "--vllm-validate", "--gpus", "2", "--gpu-memory", "139.8",
-                  "--only", "serve-command", "--json", "-", "--", *command(*toys, flags, {}), timeout=300)
-    report = validate_report(json.loads(proc.stdout))
+    report, code = serve(doctor, toys, flags, "--gpus", "2", "--gpu-memory", "139.8")
     assert finding(report, "serve-command.parsed")["title"] == f"the command was read by vLLM {VLLM}'s own parser"
     rejected = finding(report, "serve-command.vllm-validation")
     assert rejected["status"] == "fail"
     assert rejected["title"] == (
-        "vLLM's own config validation rejects the command: ValidationError: max_num_scheduled_tokens is set to "
-        "-6144 based on the speculative decoding settings, which does not allow any tokens to be scheduled. "
-        "Increase max_num_batched_tokens to accommodate the additional draft token slots, or decrease "
-        "num_speculative_tokens or max_num_seqs.")
+        f"vLLM {VLLM}'s own config validation rejects the command on a simulated 2× unknown arch, 140 GiB platform "
+        "(--gpu-memory, --gpus): ValidationError: max_num_scheduled_tokens is set to -6144 based on the speculative "
+        "decoding settings, which does not allow any tokens to be scheduled. Increase max_num_batched_tokens to "
+        "accommodate the additional draft token slots, or decrease num_speculative_tokens or max_num_seqs.")
     # The doctor's own rule says the same, from the files and the flags alone.
     assert "max_num_scheduled_tokens is set to -6144" in finding(report, "serve-command.token-budget")["title"]
-    assert proc.returncode == 1
+    # vLLM rejected the config: its attention selector has nothing to be asked about.
+    assert all_of(report, "serve-command.vllm-attention") == []
+    judged = finding(report, "serve-command.judged-by")
+    assert judged["title"].startswith(f"judged by vLLM {VLLM}'s own code (its parser, its config validation)")
+    assert {"serve-command.parsed", "serve-command.vllm-validation"} <= set(judged["evidence"]["vllm"])
+    assert "serve-command.token-budget" in judged["evidence"]["rules"]
+    platform = judged["evidence"]["platform"]
+    assert platform["kind"] == "simulated" and platform["count"] == 2
+    assert platform["simulated_from"] == {"count": "--gpus", "memory": "--gpu-memory"}
+    # This machine has no CUDA driver: vLLM's compiled modules that need it were stood in for, and named.
+    assert "vllm._C" in judged["evidence"]["stood_in_for_the_driver"]
+    assert code == 1
+
+
+@pytest.mark.slow
+def test_an_fp8_kv_cache_leaves_the_non_causal_drafter_no_backend_on_sm86_and_the_fix_clears_it(
+    doctor: Doctor, toys: tuple[Path, Path],
+) -> None:
+    flags = ["--max-num-batched-tokens", "32768", "--max-num-seqs", "256", "--kv-cache-dtype", "fp8"]
+    report, code = serve(doctor, toys, flags, *A6000_PAIR)
+    assert finding(report, "serve-command.vllm-validation")["status"] == "pass"
+    drafter = next(f for f in all_of(report, "serve-command.vllm-attention") if f["evidence"]["role"] == "drafter")
+    assert drafter["status"] == "fail"
+    assert drafter["title"].startswith(f"vLLM {VLLM}'s attention selector finds no backend for the drafter on sm_86 "
+                                       "(head size 16, KV cache fp8, non-causal): Reasons: {FLASH_ATTN: "
+                                       "[kv_cache_dtype not supported]")
+    assert code == 1
+    # The remediation, applied literally: the command it gives is judged again, and the finding is gone.
+    (fix,) = drafter["remediation"]
+    fixed_argv = shlex.split(fix["command"])
+    assert fixed_argv[fixed_argv.index("--kv-cache-dtype") + 1] == "auto"
+    again, _ = serve_argv(doctor, fixed_argv, *A6000_PAIR)
+    backends = {f["evidence"]["role"]: (f["status"], f["evidence"].get("backend"))
+                for f in all_of(again, "serve-command.vllm-attention")}
+    assert backends == {"target": ("pass", "FLASH_ATTN"), "drafter": ("pass", "FLASH_ATTN")}
+    # On Hopper, FlashAttention 3 takes the fp8 KV cache with non-causal attention: vLLM picks it.
+    hopper, code = serve(doctor, toys, flags, *H200_PAIR)
+    backends = {f["evidence"]["role"]: (f["status"], f["evidence"].get("backend"))
+                for f in all_of(hopper, "serve-command.vllm-attention")}
+    assert backends == {"target": ("pass", "FLASH_ATTN"), "drafter": ("pass", "FLASH_ATTN")}
+
+
+@pytest.mark.slow
+def test_vllms_validation_writes_nothing_and_downloads_nothing(doctor: Doctor, toys: tuple[Path, Path],
+                                                              tmp_path: Path) -> None:
+    def listing(root: Path) -> dict[str, tuple[int, int]]:
+        return {str(p): (p.stat().st_mtime_ns, p.stat().st_size) for p in root.rglob("*") if not p.is_symlink()}
+
+    python = vllm_python(VLLM)
+    env_root = python.parent.parent
+    hf_home = tmp_path / "hf-home"
+    before = {root: listing(root) for root in (*toys, env_root)}
+    flags = ["--max-num-batched-tokens", "32768", "--max-num-seqs", "256"]
+    report, _ = serve_argv(doctor, command(*toys, flags, {}), *A6000_PAIR, env={"HF_HOME": str(hf_home)})
+    assert finding(report, "serve-command.vllm-validation")["status"] == "pass"
+    assert {root: listing(root) for root in (*toys, env_root)} == before
+    assert not hf_home.exists() or not any(hf_home.rglob("*"))
+
+
+@pytest.mark.slow
+def test_validation_can_be_turned_off_and_a_vllm_that_does_not_answer_in_time_is_a_warning(
+    doctor: Doctor, toys: tuple[Path, Path],
+) -> None:
+    flags = ["--max-num-batched-tokens", "32768", "--max-num-seqs", "256"]
+    report, _ = serve(doctor, toys, flags, *A6000_PAIR, "--no-vllm-validate")
+    assert finding(report, "serve-command.parsed")["title"] == f"the command was read by vLLM {VLLM}'s own parser"
+    assert all_of(report, "serve-command.vllm-validation") == []
+    assert finding(report, "serve-command.judged-by")["evidence"]["vllm"] == ["serve-command.parsed"]
+    slow, code = serve(doctor, toys, flags, *A6000_PAIR, "--timeout", "1")
+    parsed = finding(slow, "serve-command.parsed")
+    assert parsed["status"] == "warn"
+    assert "vLLM's parser did not answer" in parsed["title"] and "1 s" in parsed["title"]
+    assert finding(slow, "serve-command.judged-by")["title"].startswith("judged by the doctor's rules alone")

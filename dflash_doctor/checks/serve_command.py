@@ -18,7 +18,7 @@ from dflash_doctor.check import Facts
 from dflash_doctor.codes import Code
 from dflash_doctor.facts.envfacts import release
 from dflash_doctor.facts.models_shapes import Models
-from dflash_doctor.facts.serve_shapes import ServeArgs, VllmDflash
+from dflash_doctor.facts.serve_shapes import BackendChoice, ServeArgs, VllmDflash, VllmPlatform
 from dflash_doctor.knowledge.dflash import (
     DRAFT_TP_RULE,
     HEADS_DIVISIBLE_RULE,
@@ -30,7 +30,7 @@ from dflash_doctor.knowledge.dflash import (
     SPEC_BUDGET_RULE_A,
     SPEC_BUDGET_RULE_B,
 )
-from dflash_doctor.knowledge.dflash_reports import RULES_VERIFIED_THROUGH
+from dflash_doctor.knowledge.dflash_reports import RULES_VERIFIED_THROUGH, VALIDATED_BY_VLLM
 from dflash_doctor.model import Finding, Remediation, Status
 
 from .model_common import (
@@ -73,7 +73,8 @@ CODES: tuple[Code, ...] = (
          "Otherwise it reads a documented subset: --tensor-parallel-size, --pipeline-parallel-size, "
          "--max-model-len, --max-num-batched-tokens, --max-num-seqs, --gpu-memory-utilization, --dtype, "
          "--speculative-config, --enable-chunked-prefill, --trust-remote-code, --language-model-only, --port, "
-         "--host, --tokenizer, --skip-tokenizer-init, --attention-backend, --kv-cache-dtype."),
+         "--host, --tokenizer, --skip-tokenizer-init, --attention-backend, --kv-cache-dtype. A vLLM that imports "
+         "but hangs or dies before it answers (bounded by --timeout) is a warning: `vllm serve` may do the same."),
     Code("serve-command.vllm-parser-rejected", "vLLM's own parser rejects the command",
          "The installed vLLM's argument parser exits on this command line (an unknown flag, a bad value, invalid "
          "JSON). `vllm serve` would stop the same way."),
@@ -134,8 +135,24 @@ CODES: tuple[Code, ...] = (
     Code("serve-command.kv-heads-tp", "KV heads and the tensor-parallel size do not divide",
          "vLLM asserts that the KV heads divide by TP, or TP by the KV heads (each is then replicated)."),
     Code("serve-command.vllm-validation", "vLLM's own config validation",
-         "With --vllm-validate and vLLM importable in the target, the doctor runs vLLM's create_engine_config on "
-         "the command (configs only, no weights) and reports its verdict beside its own."),
+         "When vLLM imports in the target, the doctor runs vLLM's create_engine_config on the exact command "
+         "(configs only, no weights, offline) and quotes its verdict. Without the serving GPUs (a CI image build), "
+         "vLLM runs on a simulated CUDA platform made of the facts: NVML's GPUs, or --target-arch, --gpus and "
+         "--gpu-memory; only the device queries are simulated, and vLLM's compiled modules that need the CUDA "
+         "driver are stood in for (named in the facts). Where vLLM's code needs one of those at import (some "
+         "releases query compiled ops while inspecting the model), its validation cannot finish there: skip, and "
+         "the doctor's rules judge. --no-vllm-validate turns it off."),
+    Code("serve-command.vllm-attention", "vLLM's attention selector for the target and the drafter",
+         "vLLM's own attention selector (get_attn_backend) is asked which backend the target's and the drafter's "
+         "layers get, with the drafter's inputs as the installed release's DFlash proposer sets them (non-causal "
+         "attention, its KV cache dtype and backend), on each architecture judged. 'No valid attention backend "
+         "found' is a fail quoting vLLM's reasons per backend; an fp8 KV cache with a non-causal drafter is the "
+         "usual cause (FlashAttention 2 on sm_8x does not take an fp8 KV cache; FlexAttention takes no fp8; "
+         "Triton has no non-causal path in several releases)."),
+    Code("serve-command.judged-by", "Which verdicts are vLLM's own and which the doctor's rules",
+         "Says which findings of this check came from vLLM's own code (its parser, create_engine_config, its "
+         "attention selector) and on which platform (the machine's GPUs, or a simulated one and where its facts "
+         "came from), and which from the doctor's rules."),
     # serve-command: parsers and flags
     Code("serve-command.reasoning-parser", "The reasoning parser is registered",
          "--reasoning-parser names a parser the installed vLLM registers (vllm/reasoning/__init__.py)."),
@@ -196,8 +213,11 @@ class _Command:
                             evidence={"argv": self.serve.argv})]
         out: list[Finding] = []
         for rule in (self.parsed, self.installed, self.speculative, self.drafter_verdict, self.max_model_len,
-                     self.scheduler, self.budget, self.heads, self.vllm_validation, *serve_rules(self)):
+                     self.scheduler, self.budget, self.heads, self.vllm_validation, self.vllm_attention,
+                     *serve_rules(self)):
             out.extend(rule())
+        out = self._vllm_first(out)
+        out.append(self._judged_by(out))
         return _detail_once(out)
 
     def parsed(self) -> list[Finding]:
@@ -235,9 +255,12 @@ class _Command:
                    else "vLLM's parser was not run" if not parser.tried
                    else f"vLLM's parser did not answer ({(parser.process or {}).get('error')})"
                    if not parser.available else "vLLM's parser rejected it")
-            out.append(Finding("serve-command.parsed", Status.PASS,
+            silent = parser.tried and not parser.available and not error and not unbuilt
+            # A vLLM that hangs or dies while reading the command is worth a warning: `vllm serve` may do the same.
+            out.append(Finding("serve-command.parsed", Status.WARN if silent else Status.PASS,
                                f"the command was read by the doctor's documented subset of vLLM's flags: {why}",
-                               evidence={"flags_given": self.serve.flags_given}))
+                               evidence={"flags_given": self.serve.flags_given,
+                                         "process": parser.process if silent else None}))
         for flag_error in self.serve.errors:
             if flag_error.flag in _SPEC_ERROR_FLAGS and self._spec_unreadable():
                 continue  # the same error is serve-command.spec-json's, with the command to fix it
@@ -525,18 +548,150 @@ class _Command:
                                    evidence={"kv_heads": kv, "tp": tp}))
         return out
 
+    # ------------------------------------------------------------------------------ vLLM's own verdicts
+
+    def _on(self) -> str:
+        """Where vLLM judged: ' on a simulated 2× sm_86, 48 GiB platform (--target-arch, ...)' or ''."""
+        return _platform_words(self.serve.vllm_parser.platform)
+
     def vllm_validation(self) -> list[Finding]:
-        validation = self.serve.vllm_parser.validation
-        if not isinstance(validation, Mapping):
+        parser = self.serve.vllm_parser
+        validation = parser.validation
+        if validation is None:
             return []
-        if validation.get("ok"):
+        version = parser.version or ""
+        if validation.ok:
             return [Finding("serve-command.vllm-validation", Status.PASS,
-                            "vLLM's own config validation (create_engine_config) accepts the command")]
-        error = validation.get("error") or {}
+                            f"vLLM {version}'s own config validation (create_engine_config) accepts the command"
+                            f"{self._on()}", evidence={"served": validation.served.to_json() if validation.served
+                                                       else None})]
+        error = validation.error
+        message = error.message if error else ""
+        limit = simulation_limit(parser.platform, error)
+        if limit:
+            return [Finding("serve-command.vllm-validation", Status.SKIP,
+                            f"vLLM {version}'s own config validation could not finish{self._on()}: {limit}; the "
+                            "doctor's rules judge the command", detail=error.traceback if error else "")]
         return [Finding("serve-command.vllm-validation", Status.FAIL,
-                        f"vLLM's own config validation rejects the command: {error.get('type')}: "
-                        f"{_validation_reason(str(error.get('message') or ''))}",
-                        detail=str(error.get("traceback") or ""))]
+                        f"vLLM {version}'s own config validation rejects the command{self._on()}: "
+                        f"{error.type if error else ''}: {_validation_reason(message)}",
+                        detail=error.traceback if error else "")]
+
+    def vllm_attention(self) -> list[Finding]:
+        parser = self.serve.vllm_parser
+        out: list[Finding] = []
+        platform = parser.platform
+        if parser.validation is not None and parser.validation.ok and not parser.attention and \
+                platform is not None and platform.kind == "simulated" and not platform.capability:
+            return [Finding("serve-command.vllm-attention", Status.SKIP,
+                            "vLLM's attention selector was not asked: the serving GPUs' architecture is not known "
+                            "here (no GPU, no --target-arch); give --target-arch sm_86 (the serving GPUs') to have "
+                            "vLLM pick the target's and the drafter's backends")]
+        for judged in parser.attention or []:
+            arch = f"sm_{judged.capability[0]}{judged.capability[1]}" if judged.capability else "this GPU"
+            for role, choice in (("target", judged.target), ("drafter", judged.drafter)):
+                if choice is None:
+                    continue
+                out.append(self._backend_finding(role, arch, choice))
+        return out
+
+    def _backend_finding(self, role: str, arch: str, choice: BackendChoice) -> Finding:
+        inputs = choice.inputs
+        asked = ", ".join(p for p in (
+            f"head size {inputs.head_size}" if inputs.head_size else "",
+            f"KV cache {inputs.kv_cache_dtype}" if inputs.kv_cache_dtype else "",
+            "non-causal" if inputs.use_non_causal is True or isinstance(inputs.use_non_causal, str) else "",
+            f"--attention-backend {inputs.backend_asked}" if inputs.backend_asked else "") if p)
+        evidence = {"role": role, "arch": arch, "inputs": inputs.to_json()}
+        if choice.backend:
+            return Finding("serve-command.vllm-attention", Status.PASS,
+                           f"vLLM {self.serve.vllm_parser.version}'s attention selector gives the {role} "
+                           f"{choice.backend} on {arch} ({asked})", evidence={**evidence, "backend": choice.backend})
+        error = choice.error
+        message = (error.message if error else "").strip()
+        reasons = message[message.find("Reasons:"):] if "Reasons:" in message else message
+        limit = simulation_limit(self.serve.vllm_parser.platform, error)
+        if limit:
+            return Finding("serve-command.vllm-attention", Status.SKIP,
+                           f"vLLM's attention selector could not be asked for the {role} on {arch}: {limit}",
+                           evidence=evidence)
+        fixes: list[Remediation] = []
+        if inputs.kv_cache_dtype not in (None, "auto") and "kv_cache_dtype not supported" in message:
+            fixed = with_flag(self.argv, "--kv-cache-dtype", "auto")
+            fixes.append(Remediation(fixed, f"serve with the model's own KV cache dtype: no backend on {arch} takes "
+                                     f"a {'non-causal drafter with a ' if role == 'drafter' else ''}"
+                                     f"{inputs.kv_cache_dtype} KV cache here"))
+        return Finding("serve-command.vllm-attention", Status.FAIL,
+                       f"vLLM {self.serve.vllm_parser.version}'s attention selector finds no backend for the {role} on "
+                       f"{arch} ({asked}): {reasons}", detail=message, evidence=evidence, remediation=tuple(fixes))
+
+    def _vllm_first(self, findings: list[Finding]) -> list[Finding]:
+        """On a release newer than the rules are verified through, vLLM's own acceptance outranks a rule that
+        restates its validation: that rule's fail is shown as a warning."""
+        validation = self.serve.vllm_parser.validation
+        version = release(self.serve.vllm_parser.version or "")
+        if validation is None or not validation.ok or not version or \
+                version <= (release(RULES_VERIFIED_THROUGH.value) or ()):
+            return findings
+        return [dataclasses.replace(f, status=Status.WARN, title=f"{f.title} (vLLM {self.serve.vllm_parser.version}'s "
+                                    f"own validation accepts the command; this rule is verified through "
+                                    f"{RULES_VERIFIED_THROUGH.value})")
+                if f.status is Status.FAIL and f.id in VALIDATED_BY_VLLM.value else f for f in findings]
+
+    def _judged_by(self, findings: list[Finding]) -> Finding:
+        parser = self.serve.vllm_parser
+        by_vllm = [f.id for f in findings if f.id in _VLLM_OWN or f.id == "serve-command.parsed"
+                   and self.serve.parser == "vllm"]
+        by_vllm = sorted(set(by_vllm))
+        rules = sorted({f.id for f in findings if f.id not in by_vllm and f.status is not Status.SKIP})
+        platform = parser.platform
+        if by_vllm:
+            what = ", ".join(w for w, i in (("its parser", "serve-command.parsed"),
+                                            ("its config validation", "serve-command.vllm-validation"),
+                                            ("its attention selector", "serve-command.vllm-attention"))
+                             if i in by_vllm)
+            title = f"judged by vLLM {parser.version}'s own code ({what}){self._on()} and by the doctor's rules"
+        else:
+            title = "judged by the doctor's rules alone: vLLM's own code did not run on this command"
+        stood_in = [s.module for s in platform.stood_in] if platform else []
+        return Finding("serve-command.judged-by", Status.PASS, title,
+                       evidence={"vllm": by_vllm, "rules": rules,
+                                 "platform": platform.to_json() if platform else None,
+                                 "stood_in_for_the_driver": stood_in})
+
+
+_VLLM_OWN = frozenset({"serve-command.vllm-parser-rejected", "serve-command.vllm-validation",
+                       "serve-command.vllm-attention"})
+# What an error looks like when vLLM's code needed a compiled op that was stood in for (the CUDA driver is
+# absent): the stand-in's own words, or torch's for an op that was never registered.
+_STAND_IN_WORDS = ("needs the CUDA driver, which this machine does not have", "'_OpNamespace'")
+
+
+def simulation_limit(platform: VllmPlatform | None, error: Any) -> str | None:
+    """Why vLLM's verdict is the simulation's and not the command's, or None."""
+    if platform is None or platform.kind != "simulated" or error is None:
+        return None
+    text = f"{getattr(error, 'message', '')}\n{getattr(error, 'traceback', '')}"
+    stood_in = [s.module for s in platform.stood_in]
+    if any(w in text for w in _STAND_IN_WORDS) or any(m in text for m in stood_in) or (
+            stood_in and "failed to be inspected" in text):
+        return (f"vLLM's code needs a compiled module this machine cannot load without the CUDA driver "
+                f"({', '.join(stood_in)})")
+    return None
+
+
+def _platform_words(platform: VllmPlatform | None) -> str:
+    if platform is None or platform.kind != "simulated":
+        return ""
+    parts = []
+    if platform.count:
+        parts.append(f"{platform.count}×")
+    parts.append(f"sm_{platform.capability[0]}{platform.capability[1]}" if platform.capability else "unknown arch")
+    if platform.memory_bytes:
+        parts.append(f"{platform.memory_bytes / (1 << 30):.0f} GiB")
+    where = sorted(set(platform.simulated_from.values()))
+    return f" on a simulated {' '.join(parts[:2])}{', ' + parts[2] if len(parts) > 2 else ''} platform" + (
+        f" ({', '.join(where)})" if where else "")
 
 
 def _validation_reason(message: str) -> str:

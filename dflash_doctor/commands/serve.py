@@ -8,8 +8,11 @@ With --exec, when nothing fails, the doctor's process is replaced by the command
 environment exactly as given), so that `ENTRYPOINT ["dflash-doctor", "serve", "--exec", "--", "vllm",
 "serve"]` gates a container; when something fails it exits 1 and nothing starts.
 
-Without GPUs (a CI machine), `--gpus N --gpu-memory GIB` stand in for the serving GPUs' count and memory and
-`--target-arch sm_86` for their architecture.
+When vLLM imports in the target, the command is read by vLLM's own parser and judged by vLLM's own config
+validation (create_engine_config) and attention selector, for the target and the drafter; the report says
+which verdicts are vLLM's and which the doctor's rules'. Without GPUs (a CI machine), `--gpus N --gpu-memory
+GIB` stand in for the serving GPUs' count and memory and `--target-arch sm_86` for their architecture: vLLM
+then runs on a simulated CUDA platform made of those facts (only the device queries are simulated).
 
 With --exec --live, the command starts in the background instead (its own session, output to a log file),
 the doctor waits for its /health (bounded by --live-wait), runs `dflash-doctor live` against it, prints that
@@ -42,8 +45,10 @@ def parser() -> argparse.ArgumentParser:
                        help="when nothing fails, replace this process with the serve command (argv and env untouched)")
     group.add_argument("--gpus", type=int, metavar="N", help="judge against N GPUs instead of the ones NVML lists")
     group.add_argument("--gpu-memory", type=float, metavar="GIB", help="memory of each of those GPUs, in GiB")
-    group.add_argument("--vllm-validate", action="store_true",
-                       help="also run vLLM's own config validation (create_engine_config) in the target")
+    group.add_argument("--vllm-validate", action="store_true", help=argparse.SUPPRESS)  # now the default; kept for old scripts
+    group.add_argument("--no-vllm-validate", action="store_true",
+                       help="only parse the command with vLLM's parser: skip vLLM's own config validation "
+                       "(create_engine_config) and attention selector, which run by default when vLLM imports")
     group.add_argument("--no-vllm-parser", action="store_true",
                        help="read the command with the documented subset even when vLLM imports")
     live = p.add_argument_group("live (with --exec --live: start the server, check it running, leave it running)")
@@ -103,7 +108,7 @@ def main(argv: Sequence[str]) -> int:
             live_check = live_options(args, _serve_url(command),
                                       serve_argv=[str(w) for w in argv_secrets(list(command))])
         options = {"serve": {"argv": command, "gpus": args.gpus, "gpu_memory_gib": args.gpu_memory,
-                             "validate": bool(args.vllm_validate), "vllm_parser": not args.no_vllm_parser}}
+                             "validate": not args.no_vllm_validate, "vllm_parser": not args.no_vllm_parser}}
         with live_progress(args) as on_event:
             run = run_doctor(args, options=options, handle_signals=True, on_event=on_event)
     except run_options.UsageError as exc:

@@ -106,7 +106,7 @@ BUILTIN_COLLECTORS: tuple[Collector, ...] = (
     Collector("arch-coverage", ("arch_coverage",), "dflash_doctor.facts.archs:collect",
               requires=("distributions", "target")),
     Collector("cuda", ("cuda_stack", "kernels"), "dflash_doctor.facts.cuda:collect", partial=True),
-    Collector("serve-args", ("serve_args",), "dflash_doctor.facts.serve:collect_args"),
+    Collector("serve-args", ("serve_args",), "dflash_doctor.facts.serve:collect_args", requires=("target", "gpu")),
     Collector("models", ("models",), "dflash_doctor.facts.models:collect", requires=("serve_args",)),
     Collector("vllm-dflash", ("vllm_dflash",), "dflash_doctor.facts.serve:collect_vllm",
               requires=("distributions", "resolution", "models")),

@@ -10,7 +10,9 @@
   (its `_get_backend_priorities` and each backend's `supports_*` methods, evaluated on constants).
 
 Context.options keys read here: "serve" = {"argv": [...], "vllm_parser": bool (default True), "validate":
-bool, "gpus": int, "gpu_memory_gib": float}; "model", "drafter" (see collectors.models).
+bool (default True: vLLM's create_engine_config and attention selector, on the machine's GPUs or a simulated
+platform, see `simulated_platform`), "gpus": int, "gpu_memory_gib": float}; "model", "drafter" (see
+collectors.models).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 from dflash_doctor.check import Context
 from dflash_doctor.facts.envfacts import Distributions
 from dflash_doctor.facts.probes import run_probe
+from dflash_doctor.facts.safefile import environment_roots
 from dflash_doctor.facts.serve_args import parse_serve_command
 from dflash_doctor.facts.vllm_pairing import VllmSources, read_vllm_pairing, target_architectures
 from dflash_doctor.facts.vllm_source import vllm_package_dir
@@ -42,10 +45,12 @@ from dflash_doctor.knowledge.dflash import (
     TARGET_HIDDEN_SIZE_NULL,
     YARN_ALREADY_SCALED_MARKER,
 )
+from dflash_doctor.knowledge.archs import parse_target_archs
 from dflash_doctor.knowledge.dflash_reports import DRAFTER_CONTEXT_RAISED, SPECULATORS_DFLASH
 
 __all__ = ["CAPABILITIES", "collect_args", "collect_vllm", "head_sizes_of", "port_facts", "read_vllm_dflash"]
 
+GIB = 1 << 30
 ENV_NAMES = ("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "VLLM_USE_V2_MODEL_RUNNER", "HF_HUB_OFFLINE", "HF_HOME",
              "HF_HUB_CACHE", "CUDA_VISIBLE_DEVICES")
 # Compute capabilities the backend choice is evaluated for (every CUDA GPU vLLM runs on has one of these).
@@ -94,7 +99,62 @@ def port_facts(host: str | None, port: int | None) -> dict[str, Any]:
     return facts
 
 
-def collect_args(ctx: Context, _earlier: Mapping[str, Any]) -> dict[str, Any]:
+# The validation probe runs offline and leaves no trace: no download (the models are read where they are), no
+# usage report, no bytecode (run_probe's own -B).
+OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
+           "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+
+
+def offline_environ() -> dict[str, str]:
+    return {**os.environ, **OFFLINE}
+
+
+def _roots(earlier: Mapping[str, Any]) -> list[str] | None:
+    roots = environment_roots(earlier.get("target"))
+    return list(roots) if roots is not None else None
+
+
+def simulated_platform(serve: Mapping[str, Any], target_archs: Sequence[str],
+                       gpu: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The GPUs vLLM's validation is to see, or None to let vLLM detect the machine's own.
+
+    vLLM detects the GPUs itself where NVML lists some and the user gave nothing in their place; otherwise
+    (a CI image build, or --target-arch/--gpus/--gpu-memory given) it runs on a simulated CUDA platform made of
+    these facts: the architectures from --target-arch else NVML's, the count from --gpus else NVML's, the
+    memory from --gpu-memory else NVML's; what is known from neither stays unknown (vLLM's own fallbacks)."""
+    devices = [d for d in ((gpu or {}).get("devices") or []) if isinstance(d, dict)]
+    given = [n for n, v in (("--target-arch", target_archs), ("--gpus", serve.get("gpus")),
+                            ("--gpu-memory", serve.get("gpu_memory_gib"))) if v]
+    if devices and not given:
+        return None
+    sources: dict[str, str] = {}
+    capabilities: list[list[int]] = []
+    for spec in target_archs:
+        try:
+            capabilities += [[cc[0], cc[1]] for cc in parse_target_archs(spec) if [cc[0], cc[1]] not in capabilities]
+        except ValueError:
+            continue
+    if capabilities:
+        sources["capability"] = "--target-arch"
+    elif devices and isinstance(devices[0].get("compute_capability"), list):
+        capabilities = [list(devices[0]["compute_capability"])[:2]]
+        sources["capability"] = "NVML"
+    count = serve.get("gpus")
+    if count:
+        sources["count"] = "--gpus"
+    elif devices:
+        count, sources["count"] = len(devices), "NVML"
+    memory: int | None = None
+    if serve.get("gpu_memory_gib"):
+        memory, sources["memory"] = int(float(serve["gpu_memory_gib"]) * GIB), "--gpu-memory"
+    elif devices and isinstance((devices[0].get("memory") or {}).get("total"), int):
+        memory, sources["memory"] = int(devices[0]["memory"]["total"]), "NVML"
+    name = devices[0].get("name") if devices and sources.get("capability") == "NVML" else None
+    return {"capabilities": capabilities, "count": count, "memory_bytes": memory, "name": name,
+            "simulated_from": sources}
+
+
+def collect_args(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
     options = ctx.options or {}
     serve = options.get("serve") or {}
     assume = {"gpus": serve.get("gpus"), "gpu_memory_gib": serve.get("gpu_memory_gib"),
@@ -109,13 +169,17 @@ def collect_args(ctx: Context, _earlier: Mapping[str, Any]) -> dict[str, Any]:
     vllm_parser: dict[str, Any] = {"tried": False}
     parsed: Mapping[str, Any] | None = None
     if subset["program_error"] is None and serve.get("vllm_parser", True):
-        outcome = run_probe(ctx.python, "vllm_args", {"args": subset["args"], "validate": bool(serve.get("validate"))},
-                            timeout_s=ctx.timeout_s, cwd=ctx.cwd)
+        platform = simulated_platform(serve, ctx.target_archs, earlier.get("gpu"))
+        outcome = run_probe(ctx.python, "vllm_args",
+                            {"args": subset["args"], "validate": bool(serve.get("validate", True)),
+                             "platform": platform, "roots": _roots(earlier)},
+                            timeout_s=ctx.timeout_s, cwd=ctx.cwd, env=offline_environ())
         data = outcome.data if isinstance(outcome.data, dict) else {}
         vllm_parser = {"tried": True, "available": bool(data.get("available")), "version": data.get("version"),
                        "import_error": data.get("import_error"), "parser_error": data.get("parser_error"),
                        "parse_error": data.get("parse_error"),
-                       "validation": data.get("validation"), "given": data.get("given") or [],
+                       "validation": data.get("validation"), "platform": data.get("platform"),
+                       "attention": data.get("attention"), "given": data.get("given") or [],
                        "process": outcome.as_facts()}
         if data.get("available") and isinstance(data.get("fields"), dict):
             parsed = data["fields"]

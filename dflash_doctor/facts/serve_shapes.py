@@ -8,7 +8,8 @@ from typing import Any, ClassVar
 
 from dflash_doctor.facts.shape import Shape
 
-__all__ = ["FlagError", "PortFacts", "ServeArgs", "ServeAssumptions", "SpeculativeConfig", "VllmDflash", "VllmParser"]
+__all__ = ["BackendChoice", "BackendInputs", "FlagError", "Served", "StoodIn", "VllmAttention", "VllmError",
+           "VllmPlatform", "VllmValidation", "PortFacts", "ServeArgs", "ServeAssumptions", "SpeculativeConfig", "VllmDflash", "VllmParser"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,93 @@ class SpeculativeConfig(Shape):
 
 
 @dataclass(frozen=True)
+class VllmError(Shape):
+    """An exception vLLM raised, as the probe saw it."""
+
+    type: str | None = None
+    mro: list[str] = field(default_factory=list)
+    message: str = ""
+    traceback: str = ""
+
+
+@dataclass(frozen=True)
+class StoodIn(Shape):
+    """A compiled module of vLLM that needs the CUDA driver, stood in for on a machine without one."""
+
+    module: str = ""
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class VllmPlatform(Shape):
+    """The platform vLLM judged on: "real" (vLLM's own detection) or "simulated" (a CUDA platform whose
+    device queries answer from `simulated_from`: NVML's GPUs, or --target-arch/--gpus/--gpu-memory)."""
+
+    kind: str | None = None
+    cls: str | None = None
+    device_type: str | None = None
+    capability: list[int] | None = None
+    count: int | None = None
+    memory_bytes: int | None = None
+    name: str | None = None
+    replaced: str | None = None
+    stood_in: list[StoodIn] = field(default_factory=list)
+    simulated_from: dict[str, str] = field(default_factory=dict)
+    """For each of capability, count, memory: where the value came from ("--target-arch", "nvml", ...)."""
+
+
+@dataclass(frozen=True)
+class BackendInputs(Shape):
+    head_size: int | None = None
+    dtype: str | None = None
+    kv_cache_dtype: str | None = None
+    backend_asked: str | None = None
+    use_non_causal: Any = None
+    """True/False as the release sets it for the drafter, or "from the speculative method"."""
+    backend: str | None = None
+
+
+@dataclass(frozen=True)
+class BackendChoice(Shape):
+    """vLLM's attention selector's answer for one model's layers: the backend, or its refusal."""
+
+    backend: str | None = None
+    error: VllmError | None = None
+    inputs: BackendInputs = field(default_factory=BackendInputs)
+
+
+@dataclass(frozen=True)
+class VllmAttention(Shape):
+    """The selector's answers on one (simulated or real) compute capability."""
+
+    capability: list[int] | None = None
+    target: BackendChoice | None = None
+    drafter: BackendChoice | None = None
+
+
+@dataclass(frozen=True)
+class Served(Shape):
+    """What vLLM's validation settled on (derived or lowered), for the checks to compare with the request."""
+
+    max_model_len: int | None = None
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    method: str | None = None
+    num_speculative_tokens: int | None = None
+    draft_max_model_len: int | None = None
+    kv_cache_dtype: str | None = None
+
+
+@dataclass(frozen=True)
+class VllmValidation(Shape):
+    """vLLM's create_engine_config on the exact command: `ok`, or the `error` it raised."""
+
+    ok: bool = False
+    error: VllmError | None = None
+    served: Served | None = None
+
+
+@dataclass(frozen=True)
 class VllmParser(Shape):
     """vLLM's own argument parser, run in the target (`tried`: whether it was)."""
 
@@ -46,8 +134,10 @@ class VllmParser(Shape):
     import_error: dict[str, Any] | None = None
     parser_error: dict[str, Any] | None = None
     parse_error: str | None = None
-    validation: dict[str, Any] | None = None
-    """{"ok", "error"}: vLLM's own validation of the engine arguments, when asked for."""
+    validation: VllmValidation | None = None
+    """vLLM's own validation of the engine arguments (None: not run)."""
+    platform: VllmPlatform | None = None
+    attention: list[VllmAttention] | None = None
     given: list[str] = field(default_factory=list)
     process: dict[str, Any] | None = None
 

@@ -31,6 +31,7 @@ __all__ = [
     "QUANTIZED_PAIR_ACCEPTANCE",
     "RULES_VERIFIED_THROUGH",
     "SPECULATORS_DFLASH",
+    "VALIDATED_BY_VLLM",
     "TRUST_REMOTE_CODE_RULE",
     "V2_DEFAULT_SINCE",
     "WEIGHT_FILE_SELECTION",
@@ -160,6 +161,20 @@ RULES_VERIFIED_THROUGH: Fact[str] = Fact(
     "rules (context length, the drafter's context, the model runner) are held to in CI (vllm_release.MATRIX)",
     read_from="vllm sdists 0.20.1, 0.22.1, 0.24.0, 0.26.0, 0.29.0, 0.30.0, 0.33.0, 0.34.0",
     note="A newer vLLM gets serve-command.vllm-newer-than-verified: its own parser and validation count first.",
+)
+
+VALIDATED_BY_VLLM: Fact[tuple[str, ...]] = Fact(
+    value=("serve-command.spec-method", "serve-command.spec-k-missing", "serve-command.spec-k-invalid",
+           "serve-command.spec-draft-tp", "serve-command.max-model-len", "serve-command.scheduler",
+           "serve-command.token-budget"),
+    source="vllm/engine/arg_utils.py EngineArgs.create_engine_config builds ModelConfig (_get_and_verify_max_len), "
+    "SpeculativeConfig (method, num_speculative_tokens, draft_tensor_parallel_size), SchedulerConfig and VllmConfig "
+    "(max_num_batched_tokens against max_num_seqs and max_model_len, the speculative token budget); "
+    "tests/test_vllm_validation.py holds each of these findings to vLLM 0.20.1's own verdict on the same command",
+    read_from=_READ,
+    note="The doctor's rules for these classes restate vLLM's validation. Where vLLM's own validation ran and "
+    "accepted the command on a release newer than RULES_VERIFIED_THROUGH, a rule's fail there is shown as a warning: "
+    "vLLM's verdict counts first.",
 )
 
 SPECULATORS_DFLASH: Fact[dict[str, Any]] = Fact(

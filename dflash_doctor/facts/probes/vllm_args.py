@@ -1,15 +1,28 @@
 # Probe: runs inside the TARGET interpreter, standard library only at top level, Python 3.8+.
 # Parses a `vllm serve` command line with the installed vLLM's own parser (make_arg_parser on a
 # FlexibleArgumentParser, exactly as `vllm serve` builds it), turns it into AsyncEngineArgs as
-# `vllm serve` does, and reports the resulting fields. With "validate", it also runs vLLM's own
-# config validation (create_engine_config), which reads the model configs but loads no weights.
-# When vLLM does not import here, it says why and the doctor falls back to its documented subset.
+# `vllm serve` does, and reports the resulting fields. With "validate", it then runs vLLM's own config
+# validation (create_engine_config, which reads the model configs but loads no weights) and asks vLLM's
+# attention selector which backend the target's and the drafter's layers get.
+#
+# With "platform", vLLM runs on a simulated CUDA platform made from the doctor's facts (the GPUs NVML
+# lists, or --target-arch/--gpus/--gpu-memory on a machine without them): a subclass of vLLM's own
+# CudaPlatformBase whose device queries answer from those facts; every decision stays vLLM's code. Where
+# the CUDA driver is absent (a CI image build), vLLM's compiled modules that need it (libcuda.so) cannot
+# load; they are stood in for by empty modules whose functions refuse to run, and each is named in the
+# facts. Nothing else is faked. When vLLM does not import here, it says why and the doctor falls back to
+# its own rules.
 import contextlib
+import importlib
+import importlib.machinery
 import io
 import json
+import os
+import stat
 import sys
 import time
 import traceback
+import types
 
 MARKER = "@@dflash-doctor-facts@@"
 # Arguments come on stdin (never in argv, where `ps` would show a serve command's --api-key), or as
@@ -25,6 +38,8 @@ ENGINE_FIELDS = (
     "enforce_eager", "enable_prefix_caching",
 )
 FRONTEND_FIELDS = ("port", "host", "headless", "tool_call_parser", "tool_parser_plugin", "enable_auto_tool_choice")
+# What a library the CUDA driver provides looks like in a loader's error.
+DRIVER_LIBRARIES = ("libcuda.so", "libnvidia-ml.so")
 
 
 def describe(exc):
@@ -57,48 +72,307 @@ def emit(facts):
     sys.stdout.flush()
 
 
+# ------------------------------------------------------------------------------------ extension guard
+
+
+def refuse_file(path, roots):
+    """Why an extension file must not be loaded (its constructors would run), or None."""
+    real = os.path.realpath(path)
+    if any(real == r or real.startswith(r + "/") for r in ("/dev", "/proc", "/sys")):
+        return "%s resolves to %s" % (path, real)
+    if roots is not None and not any(real == r or real.startswith(r.rstrip("/") + "/") for r in roots):
+        return "%s resolves to %s, outside the environment" % (path, real)
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if not stat.S_ISREG(mode):
+        return "%s is not a regular file" % path
+    return None
+
+
+class DriverAbsent(types.ModuleType):
+    """Stands in for a compiled module of vLLM that needs the CUDA driver, on a machine without one: it
+    imports, and anything taken from it refuses to run."""
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        module = self.__name__
+
+        def absent(*_args, **_kwargs):
+            raise RuntimeError("%s.%s needs the CUDA driver, which this machine does not have" % (module, name))
+
+        absent.__name__ = name
+        return absent
+
+
+def guard_extensions(roots, stand_in):
+    """Every extension module this process loads is checked against the environment's roots first; with
+    `stand_in` (a list), one of vLLM's that fails only for want of the CUDA driver is replaced by a
+    DriverAbsent module and named in the list."""
+    loader = importlib.machinery.ExtensionFileLoader
+    create, execute = loader.create_module, loader.exec_module
+
+    def create_module(self, spec):
+        refused = refuse_file(self.path, roots)
+        if refused:
+            raise ImportError("not loaded: " + refused, name=spec.name, path=self.path)
+        try:
+            return create(self, spec)
+        except ImportError as exc:
+            if stand_in is None or not spec.name.startswith("vllm.") or \
+                    not any(lib in str(exc) for lib in DRIVER_LIBRARIES):
+                raise
+            stand_in.append({"module": spec.name, "error": str(exc)[:500]})
+            return DriverAbsent(spec.name)
+
+    def exec_module(self, module):
+        if not isinstance(module, DriverAbsent):
+            execute(self, module)
+
+    loader.create_module = create_module
+    loader.exec_module = exec_module
+
+
+# ----------------------------------------------------------------------------------- simulated platform
+
+
+SIMULATED = {"capability": None}  # the capability the simulated platform answers with now
+
+
+def simulate_platform(given):
+    """Make vLLM's current platform a CUDA platform whose device queries answer from `given` (the doctor's
+    facts). Returns the facts of what was simulated."""
+    import vllm.platforms as platforms
+    import vllm.platforms.cuda as cuda
+    from vllm.platforms.interface import DeviceCapability
+
+    capabilities = given.get("capabilities") or []
+    count = given.get("count")
+    memory = given.get("memory_bytes")
+    SIMULATED["capability"] = capabilities[0] if capabilities else None
+
+    class SimulatedCudaPlatform(cuda.CudaPlatformBase):
+        @classmethod
+        def get_device_capability(cls, device_id=0):
+            capability = SIMULATED["capability"]
+            return DeviceCapability(major=capability[0], minor=capability[1]) if capability else None
+
+        @classmethod
+        def get_device_name(cls, device_id=0):
+            capability = SIMULATED["capability"]
+            return given.get("name") or ("simulated sm_%d%d GPU" % tuple(capability) if capability else "simulated GPU")
+
+        @classmethod
+        def get_device_uuid(cls, device_id=0):
+            return "GPU-simulated-%d" % device_id
+
+        @classmethod
+        def get_device_total_memory(cls, device_id=0):
+            if memory is None:  # vLLM then takes the defaults it takes for a device it cannot query
+                raise RuntimeError("the simulated GPU's memory is not known (give --gpu-memory)")
+            return int(memory)
+
+        @classmethod
+        def is_fully_connected(cls, physical_device_ids):
+            return True
+
+        @classmethod
+        def device_count(cls):
+            return int(count) if count else 1
+
+        @classmethod
+        def log_warnings(cls):
+            return None
+
+    already = getattr(platforms, "_current_platform", None)
+    platforms._current_platform = SimulatedCudaPlatform()
+    return {"kind": "simulated", "cls": type(platforms._current_platform).__name__,
+            "capability": SIMULATED["capability"], "count": count, "memory_bytes": memory,
+            "name": platforms._current_platform.get_device_name(),
+            "replaced": type(already).__name__ if already is not None else None,
+            "simulated_from": given.get("simulated_from") or {}}
+
+
+def real_platform():
+    from vllm.platforms import current_platform
+
+    facts = {"kind": "real", "cls": type(current_platform).__name__, "device_type": None, "capability": None,
+             "count": None, "name": None}
+    with contextlib.suppress(Exception):
+        facts["device_type"] = current_platform.device_type
+        capability = current_platform.get_device_capability()
+        facts["capability"] = [capability.major, capability.minor] if capability is not None else None
+        facts["count"] = current_platform.device_count()
+        facts["name"] = current_platform.get_device_name()
+    return facts
+
+
+# ------------------------------------------------------------------------------------ attention backends
+
+
+def _selector():
+    try:
+        from vllm.v1.attention.selector import get_attn_backend
+    except ImportError:
+        from vllm.attention.selector import get_attn_backend
+    return get_attn_backend
+
+
+def _replace(obj, **changes):
+    try:
+        from vllm.config import replace
+    except ImportError:
+        from dataclasses import replace
+    return replace(obj, **changes)
+
+
+def drafter_config(config):
+    """The config the drafter's layers are built under, as this release's DFlash proposer makes it: its
+    non-causal flag, the speculative config's own attention backend and KV cache dtype where the release has
+    them. Releases without `AttentionConfig.use_non_causal` derive non-causality inside the selector from the
+    speculative method, from the config as it is."""
+    spec = config.speculative_config
+    attention = config.attention_config
+    if not hasattr(attention, "use_non_causal"):
+        return config, {"use_non_causal": "from the speculative method"}
+    hf_config = spec.draft_model_config.hf_config
+    try:
+        from vllm.model_executor.models.qwen3_dflash import dflash_has_any_non_causal
+
+        non_causal = bool(dflash_has_any_non_causal(hf_config))
+    except ImportError:
+        dflash = getattr(hf_config, "dflash_config", None) or {}
+        non_causal = not bool(dflash.get("causal", False)) if isinstance(dflash, dict) else True
+    changes = {"use_non_causal": non_causal}
+    if hasattr(spec, "attention_backend"):
+        changes["backend"] = spec.attention_backend
+    updates = {"attention_config": _replace(attention, **changes)}
+    kv = getattr(spec, "kv_cache_dtype", None)
+    if kv is not None:
+        updates["cache_config"] = _replace(config.cache_config, cache_dtype=kv)
+    inputs = {k: jsonable(v) for k, v in changes.items()}
+    inputs["kv_cache_dtype"] = jsonable(kv) if kv is not None else None
+    return _replace(config, **updates), inputs
+
+
+def select_backend(config, model_config):
+    import inspect
+
+    from vllm.config import set_current_vllm_config
+
+    get_attn_backend = _selector()
+    values = {"head_size": model_config.get_head_size(), "dtype": model_config.dtype,
+              "kv_cache_dtype": config.cache_config.cache_dtype, "use_mla": bool(getattr(model_config, "use_mla", False))}
+    accepted = inspect.signature(get_attn_backend).parameters
+    spec = getattr(config, "speculative_config", None)
+    derived = not hasattr(config.attention_config, "use_non_causal") and getattr(spec, "method", None) == "dflash"
+    kwargs = {k: v for k, v in values.items() if k in accepted}
+    out = {"backend": None, "error": None,
+           "inputs": {"head_size": values["head_size"], "dtype": str(values["dtype"]).replace("torch.", ""),
+                      "kv_cache_dtype": jsonable(values["kv_cache_dtype"]), "backend_asked": jsonable(
+                          getattr(config.attention_config, "backend", None))}}
+    if derived:  # these releases make every layer non-causal under DFlash (selector.get_attn_backend)
+        out["inputs"]["use_non_causal"] = "from the speculative method"
+    try:
+        with set_current_vllm_config(config):
+            backend = get_attn_backend(**kwargs)
+        out["backend"] = backend.get_name() if hasattr(backend, "get_name") else getattr(backend, "__name__", None)
+    except Exception as exc:  # noqa: BLE001 - vLLM's own refusal is the fact
+        out["error"] = describe(exc)
+    return out
+
+
+def attention(config, capability):
+    out = {"capability": capability, "target": None, "drafter": None}
+    with contextlib.suppress(Exception):
+        out["target"] = select_backend(config, config.model_config)
+    spec = getattr(config, "speculative_config", None)
+    if spec is None or getattr(spec, "draft_model_config", None) is None:
+        return out
+    try:
+        drafter, inputs = drafter_config(config)
+        out["drafter"] = select_backend(drafter, spec.draft_model_config)
+        out["drafter"]["inputs"].update(inputs)
+    except Exception as exc:  # noqa: BLE001
+        out["drafter"] = {"backend": None, "error": describe(exc), "inputs": {}}
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ main
+
+# Where `vllm serve` takes make_arg_parser from (vllm/entrypoints/cli/serve.py of each release): 0.33 and later,
+# 0.29 to 0.32, and before.
+PARSER_MODULES = ("vllm.entrypoints.common.cli_args", "vllm.entrypoints.launchers.cli_args",
+                  "vllm.entrypoints.openai.cli_args")
+
+
+def serve_parser_factory():
+    missing = []
+    for name in PARSER_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if not exc.name or not (name == exc.name or name.startswith(exc.name + ".")):
+                # the module is there, something it imports is not: that is the fact
+                raise
+            missing.append(name)
+            continue
+        return module.make_arg_parser
+    raise ImportError("make_arg_parser is in none of " + ", ".join(missing))
+
+
+
 def main():
     started = time.monotonic()
     facts = {"available": False, "version": None, "import_error": None, "parser_error": None, "parse_error": None,
-             "fields": None, "given": [], "validation": None}
+             "fields": None, "given": [], "validation": None, "platform": None, "attention": None}
+
+    def done():
+        facts["seconds"] = round(time.monotonic() - started, 3)
+        emit(facts)
+
+    given_platform = ARGS.get("platform")
+    stood_in = [] if given_platform else None
+    guard_extensions(ARGS.get("roots"), stood_in)
     try:
         import vllm
 
         facts["version"] = getattr(vllm, "__version__", None)
+        if given_platform:
+            facts["platform"] = simulate_platform(given_platform)
+            facts["platform"]["stood_in"] = stood_in
         try:
             from vllm.utils.argparse_utils import FlexibleArgumentParser
         except ImportError:  # before vLLM 0.11 it lived in vllm.utils
             from vllm.utils import FlexibleArgumentParser
         from vllm.engine.arg_utils import AsyncEngineArgs
-        from vllm.entrypoints.openai.cli_args import make_arg_parser
+
+        make_arg_parser = serve_parser_factory()
     except BaseException as exc:  # noqa: BLE001 - any failure to import vLLM is a fact
         facts["import_error"] = describe(exc)
-        facts["seconds"] = round(time.monotonic() - started, 3)
-        emit(facts)
-        return
+        return done()
     facts["available"] = True
+    if not given_platform:
+        facts["platform"] = real_platform()
     try:
-        # Building the parser already builds config defaults: without a GPU, a CUDA build of vLLM
-        # raises here ("Failed to infer device type"), as `vllm serve --help` does on that machine.
+        # Building the parser already builds config defaults: on an unsimulated machine without a GPU, a
+        # CUDA build of vLLM raises here ("Failed to infer device type"), as `vllm serve --help` does.
         parser = make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
     except Exception as exc:  # noqa: BLE001 - reported, and the doctor reads the command itself
         facts["parser_error"] = describe(exc)
-        facts["seconds"] = round(time.monotonic() - started, 3)
-        emit(facts)
-        return
+        return done()
     captured = io.StringIO()
     try:
         with contextlib.redirect_stderr(captured), contextlib.redirect_stdout(io.StringIO()):
             args = parser.parse_args(list(ARGS.get("args") or []))
     except SystemExit as exc:
-        facts["parse_error"] = captured.getvalue().strip()[-4000:] or f"the parser exited with code {exc.code}"
-        facts["seconds"] = round(time.monotonic() - started, 3)
-        emit(facts)
-        return
+        facts["parse_error"] = captured.getvalue().strip()[-4000:] or "the parser exited with code %s" % exc.code
+        return done()
     except Exception as exc:  # noqa: BLE001 - a parser bug is reported, not raised
-        facts["parse_error"] = f"{type(exc).__name__}: {exc}"
-        emit(facts)
-        return
+        facts["parse_error"] = "%s: %s" % (type(exc).__name__, exc)
+        return done()
     if getattr(args, "model_tag", None) is not None:  # vllm/entrypoints/cli/serve.py does the same
         args.model = args.model_tag
     defaults = {name: parser.get_default(name) for name in vars(args)}
@@ -106,23 +380,62 @@ def main():
     try:
         engine_args = AsyncEngineArgs.from_cli_args(args)
     except Exception as exc:  # noqa: BLE001
-        facts["parse_error"] = f"AsyncEngineArgs.from_cli_args: {type(exc).__name__}: {exc}"
-        emit(facts)
-        return
+        facts["parse_error"] = "AsyncEngineArgs.from_cli_args: %s: %s" % (type(exc).__name__, exc)
+        return done()
     fields = {name: jsonable(getattr(engine_args, name, None)) for name in ENGINE_FIELDS}
     for name in FRONTEND_FIELDS:
         fields[name] = jsonable(getattr(args, name, None))
     facts["fields"] = fields
-    if ARGS.get("validate"):
-        try:
-            from vllm.usage.usage_lib import UsageContext
+    if not ARGS.get("validate"):
+        return done()
+    try:
+        from vllm.usage.usage_lib import UsageContext
 
-            engine_args.create_engine_config(usage_context=UsageContext.OPENAI_API_SERVER)
-            facts["validation"] = {"ok": True, "error": None}
-        except BaseException as exc:  # noqa: BLE001 - vLLM's own verdict, whatever it raises
-            facts["validation"] = {"ok": False, "error": describe(exc)}
-    facts["seconds"] = round(time.monotonic() - started, 3)
-    emit(facts)
+        config = engine_args.create_engine_config(usage_context=UsageContext.OPENAI_API_SERVER)
+    except BaseException as exc:  # noqa: BLE001 - vLLM's own verdict, whatever it raises
+        facts["validation"] = {"ok": False, "error": describe(exc)}
+        return done()
+    facts["validation"] = {"ok": True, "error": None, "served": served(config)}
+    capabilities = (given_platform or {}).get("capabilities") or [None]
+    facts["attention"] = []
+    if given_platform and not given_platform.get("capabilities"):
+        return done()  # a simulated GPU of no known architecture: the selector would only guess
+    for capability in capabilities:  # the validation ran on the first; the selector is asked for each
+        if capability is not None:
+            SIMULATED["capability"] = capability
+            clear_selector_cache()
+        facts["attention"].append(attention(config, capability or (facts["platform"] or {}).get("capability")))
+    return done()
+
+
+def clear_selector_cache():
+    with contextlib.suppress(Exception):
+        import vllm.v1.attention.selector as selector
+
+        selector._cached_get_attn_backend.cache_clear()
+    with contextlib.suppress(Exception):
+        import vllm.attention.selector as selector
+
+        selector._cached_get_attn_backend.cache_clear()
+
+
+def served(config):
+    """What vLLM settled on: the numbers its validation derived or lowered."""
+    out = {}
+    with contextlib.suppress(Exception):
+        out["max_model_len"] = config.model_config.max_model_len
+    with contextlib.suppress(Exception):
+        out["max_num_batched_tokens"] = config.scheduler_config.max_num_batched_tokens
+        out["max_num_seqs"] = config.scheduler_config.max_num_seqs
+    with contextlib.suppress(Exception):
+        spec = config.speculative_config
+        if spec is not None:
+            out["method"] = jsonable(spec.method)
+            out["num_speculative_tokens"] = spec.num_speculative_tokens
+            out["draft_max_model_len"] = spec.draft_model_config.max_model_len
+    with contextlib.suppress(Exception):
+        out["kv_cache_dtype"] = jsonable(config.cache_config.cache_dtype)
+    return out
 
 
 main()
