@@ -232,3 +232,26 @@ def test_validation_can_be_turned_off_and_a_vllm_that_does_not_answer_in_time_is
     assert parsed["status"] == "warn"
     assert "vLLM's parser did not answer" in parsed["title"] and "1 s" in parsed["title"]
     assert finding(slow, "serve-command.judged-by")["title"].startswith("judged by the doctor's rules alone")
+
+
+RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-validation"
+
+
+@pytest.mark.parametrize("kv", ["auto", "fp8"])
+def test_on_a_release_whose_compiled_ops_need_the_driver_at_import_vllms_verdict_is_a_skip_and_the_rules_judge(
+    doctor: Doctor, kv: str,
+) -> None:
+    """vLLM 0.34.0, recorded on this machine (fixtures/vllm-validation/README.md): its parser ran, its
+    validation could not finish without the CUDA driver, and the report says so instead of calling it vLLM's
+    rejection of the command."""
+    report, proc = doctor.report("judge", str(RECORDED / f"0.34.0-sm86x2-kv-{kv}.json"))
+    assert finding(report, "serve-command.parsed")["title"] == "the command was read by vLLM 0.34.0's own parser"
+    validation = finding(report, "serve-command.vllm-validation")
+    assert validation["status"] == "skip"
+    assert validation["title"].startswith(
+        "vLLM 0.34.0's own config validation could not finish on a simulated 2× sm_86, 48 GiB platform "
+        "(--gpu-memory, --gpus, --target-arch): vLLM's code needs a compiled module this machine cannot load "
+        "without the CUDA driver (vllm._C_stable_libtorch")
+    judged = finding(report, "serve-command.judged-by")
+    assert judged["evidence"]["vllm"] == ["serve-command.parsed", "serve-command.vllm-validation"]
+    assert "serve-command.token-budget" in judged["evidence"]["rules"]
