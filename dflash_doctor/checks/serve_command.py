@@ -65,8 +65,9 @@ CODES: tuple[Code, ...] = (
     Code("serve-command.vllm-newer-than-verified", "The installed vLLM is newer than the rules were checked against",
          "The doctor's version-dependent rules are held in CI to the code of each vLLM release up to the one named "
          "(knowledge.dflash_reports.RULES_VERIFIED_THROUGH). A newer vLLM may have changed what they encode: vLLM's "
-         "own parser and config validation (dflash-doctor serve --vllm-validate) are the judge; the doctor's "
-         "rules are what that release's predecessor does. Upgrade the doctor when a newer one is out."),
+         "own parser and config validation (run by default when vLLM imports) are the judge: where vLLM accepts the "
+         "command, a rule's fail that restates vLLM's validation is shown as a warning; the doctor's other rules "
+         "are what that release's predecessor does. Upgrade the doctor when a newer one is out."),
     Code("serve-command.parsed", "Which parser read the command",
          "When vLLM imports in the target interpreter, the doctor parses the command with vLLM's own parser "
          "(make_arg_parser + AsyncEngineArgs.from_cli_args), so every flag of the installed version counts. "
