@@ -11,6 +11,7 @@ max_num_batched_tokens) are given in every command, so that both judge the same 
 
 from __future__ import annotations
 
+import copy
 import json
 import shlex
 from collections.abc import Mapping
@@ -145,7 +146,7 @@ def all_of(report: dict[str, Any], finding_id: str) -> list[dict[str, Any]]:
 
 @pytest.mark.slow
 def test_by_default_vllm_judges_the_command_itself_on_a_platform_simulated_from_the_builders_facts(
-    doctor: Doctor, toys: tuple[Path, Path],
+    doctor: Doctor, toys: tuple[Path, Path], tmp_path: Path,
 ) -> None:
     flags = ["--max-num-batched-tokens", "8192", "--max-num-seqs", "1024"]
     report, code = serve(doctor, toys, flags, "--gpus", "2", "--gpu-memory", "139.8")
@@ -171,6 +172,24 @@ def test_by_default_vllm_judges_the_command_itself_on_a_platform_simulated_from_
     # This machine has no CUDA driver: vLLM's compiled modules that need it were stood in for, and named.
     assert "vllm._C" in judged["evidence"]["stood_in_for_the_driver"]
     assert code == 1
+
+    # Facts edited, labelled as such: the same command on a vLLM newer than the rules are verified through,
+    # whose own validation accepts it. vLLM's verdict counts first: the rule that restates its validation warns.
+    newer = copy.deepcopy(report)
+    for check in newer["checks"]:
+        facts = check.get("facts") or {}
+        if "serve_args" in facts:
+            facts["serve_args"]["vllm_parser"].update(version="0.99.0", validation={"ok": True, "error": None})
+        if "vllm_dflash" in facts:
+            facts["vllm_dflash"]["version"] = "0.99.0"
+    saved = tmp_path / "newer.json"
+    saved.write_text(json.dumps(newer))
+    again, proc = doctor.report("judge", str(saved))
+    budget = finding(again, "serve-command.token-budget")
+    assert budget["status"] == "warn"
+    assert budget["title"].endswith("(vLLM 0.99.0's own validation accepts the command; this rule is verified "
+                                    "through 0.34.0)")
+    assert finding(again, "serve-command.vllm-newer-than-verified")["status"] == "warn"
 
 
 @pytest.mark.slow
