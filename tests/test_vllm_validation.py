@@ -246,6 +246,12 @@ def test_validation_can_be_turned_off_and_a_vllm_that_does_not_answer_in_time_is
     assert finding(report, "serve-command.parsed")["title"] == f"the command was read by vLLM {VLLM}'s own parser"
     assert all_of(report, "serve-command.vllm-validation") == []
     assert finding(report, "serve-command.judged-by")["evidence"]["vllm"] == ["serve-command.parsed"]
+    # A flag vLLM's parser does not know: vLLM's own message, exit 1, no traceback.
+    rejected, code = serve(doctor, toys, [*flags, "--max-num-seqz", "4"], *A6000_PAIR, "--no-vllm-validate")
+    refusal = finding(rejected, "serve-command.vllm-parser-rejected")
+    assert refusal["status"] == "fail" and code == 1
+    assert refusal["title"] == (f"vLLM {VLLM}'s own parser rejects the command: vllm serve: error: unrecognized "
+                                "arguments: --max-num-seqz 4")
     slow, code = serve(doctor, toys, flags, *A6000_PAIR, "--timeout", "1")
     parsed = finding(slow, "serve-command.parsed")
     assert parsed["status"] == "warn"

@@ -171,6 +171,9 @@ def main() -> None:
             "09-tensor-parallel-2-on-one-gpu", "v0", serve_argv(8109, "--tensor-parallel-size", "2"), 8109),
         "10-max-model-len-above-target": lambda: scenario(
             "10-max-model-len-above-target", "v0", serve_argv(8110, max_model_len="8192"), 8110),
+        # The doctor asks vLLM's own attention selector on the real GPU; the engine shows whether it serves.
+        "11-kv-cache-fp8": lambda: scenario(
+            "11-kv-cache-fp8", "v0", serve_argv(8111, "--kv-cache-dtype", "fp8"), 8111),
     }
     threads = [threading.Thread(target=fn, name=key) for key, fn in jobs.items() if only is None or key in only]
     for t in threads:
