@@ -11,7 +11,7 @@ knowledge.dflash; the installed vLLM's source decides which variant applies (col
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from dflash_doctor.check import Facts
@@ -558,9 +558,16 @@ class _Command:
     def vllm_validation(self) -> list[Finding]:
         parser = self.serve.vllm_parser
         validation = parser.validation
+        version = parser.version or ""
+        if validation is None and parser.validating:
+            process = parser.process or {}
+            return [Finding("serve-command.vllm-validation", Status.WARN,
+                            f"vLLM {version}'s own config validation did not finish{self._on()}: the probe "
+                            f"{process.get('error') or 'ended'}; the doctor's rules judge the command. On a cold "
+                            "cache vLLM learns each model class in an interpreter of its own: give --timeout 180",
+                            evidence={"process": process})]
         if validation is None:
             return []
-        version = parser.version or ""
         if validation.ok:
             return [Finding("serve-command.vllm-validation", Status.PASS,
                             f"vLLM {version}'s own config validation (create_engine_config) accepts the command"

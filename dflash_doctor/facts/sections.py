@@ -33,7 +33,7 @@ COLLECTOR_GROUP = "dflash_doctor.collectors"
 # Sections whose probes import the target's stack. They run as forked children of one target process
 # per run (`facts.probes.TargetHost`) that imported SHARED_IMPORTS first: a cold `import torch` costs seconds,
 # and each probe importing it again made the cost scale with the stack (one import per extension).
-HOST_SECTIONS = frozenset({"rotary_import", "surface_imports", "extensions", "cuda_stack", "kernels"})
+HOST_SECTIONS = frozenset({"rotary_import", "surface_imports", "extensions", "cuda_stack", "kernels", "serve_args"})
 SHARED_IMPORTS = ("torch",)
 # The sections whose probes use torch itself (the GPU layers). The others reach torch only through a stack
 # package that loads it (knowledge.stack.TORCH_USERS): without one installed, the shared process imports nothing.

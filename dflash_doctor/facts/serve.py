@@ -27,11 +27,12 @@ from typing import Any
 
 from dflash_doctor.check import Context
 from dflash_doctor.facts.envfacts import Distributions
-from dflash_doctor.facts.probes import run_probe
+from dflash_doctor.facts.probes import ProbeJob, run_probe
 from dflash_doctor.facts.safefile import environment_roots
 from dflash_doctor.facts.serve_args import parse_serve_command
 from dflash_doctor.facts.vllm_pairing import VllmSources, read_vllm_pairing, target_architectures
 from dflash_doctor.facts.vllm_source import vllm_package_dir
+from dflash_doctor.knowledge.archs import parse_target_archs
 from dflash_doctor.knowledge.dflash import (
     BATCH_HUGE_MARKER,
     DFLASH_MODEL_FILE,
@@ -45,7 +46,6 @@ from dflash_doctor.knowledge.dflash import (
     TARGET_HIDDEN_SIZE_NULL,
     YARN_ALREADY_SCALED_MARKER,
 )
-from dflash_doctor.knowledge.archs import parse_target_archs
 from dflash_doctor.knowledge.dflash_reports import DRAFTER_CONTEXT_RAISED, SPECULATORS_DFLASH
 
 __all__ = ["CAPABILITIES", "collect_args", "collect_vllm", "head_sizes_of", "port_facts", "read_vllm_dflash"]
@@ -100,13 +100,9 @@ def port_facts(host: str | None, port: int | None) -> dict[str, Any]:
 
 
 # The validation probe runs offline and leaves no trace: no download (the models are read where they are), no
-# usage report, no bytecode (run_probe's own -B).
+# usage report, no bytecode (the probes' own -B). The probe sets these before it imports vLLM.
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
-           "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
-
-
-def offline_environ() -> dict[str, str]:
-    return {**os.environ, **OFFLINE}
+           "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 def _roots(earlier: Mapping[str, Any]) -> list[str] | None:
@@ -170,15 +166,17 @@ def collect_args(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
     parsed: Mapping[str, Any] | None = None
     if subset["program_error"] is None and serve.get("vllm_parser", True):
         platform = simulated_platform(serve, ctx.target_archs, earlier.get("gpu"))
-        outcome = run_probe(ctx.python, "vllm_args",
-                            {"args": subset["args"], "validate": bool(serve.get("validate", True)),
-                             "platform": platform, "roots": _roots(earlier)},
-                            timeout_s=ctx.timeout_s, cwd=ctx.cwd, env=offline_environ())
+        job = {"args": subset["args"], "validate": bool(serve.get("validate", True)), "platform": platform,
+               "roots": _roots(earlier), "environ": OFFLINE}
+        # In the run's one target process when there is one (its torch is imported already), else alone.
+        outcome = (ctx.host.submit(ProbeJob("vllm_args", "vllm_args", job)).result() if ctx.host is not None
+                   else run_probe(ctx.python, "vllm_args", job, timeout_s=ctx.timeout_s, cwd=ctx.cwd))
         data = outcome.data if isinstance(outcome.data, dict) else {}
         vllm_parser = {"tried": True, "available": bool(data.get("available")), "version": data.get("version"),
                        "import_error": data.get("import_error"), "parser_error": data.get("parser_error"),
                        "parse_error": data.get("parse_error"),
-                       "validation": data.get("validation"), "platform": data.get("platform"),
+                       "validation": data.get("validation"), "validating": bool(data.get("validating")),
+                       "platform": data.get("platform"),
                        "attention": data.get("attention"), "given": data.get("given") or [],
                        "process": outcome.as_facts()}
         if data.get("available") and isinstance(data.get("fields"), dict):

@@ -8,8 +8,23 @@ from typing import Any, ClassVar
 
 from dflash_doctor.facts.shape import Shape
 
-__all__ = ["BackendChoice", "BackendInputs", "FlagError", "Served", "StoodIn", "VllmAttention", "VllmError",
-           "VllmPlatform", "VllmValidation", "PortFacts", "ServeArgs", "ServeAssumptions", "SpeculativeConfig", "VllmDflash", "VllmParser"]
+__all__ = [
+    "BackendChoice",
+    "BackendInputs",
+    "FlagError",
+    "PortFacts",
+    "ServeArgs",
+    "ServeAssumptions",
+    "Served",
+    "SpeculativeConfig",
+    "StoodIn",
+    "VllmAttention",
+    "VllmDflash",
+    "VllmError",
+    "VllmParser",
+    "VllmPlatform",
+    "VllmValidation",
+]
 
 
 @dataclass(frozen=True)
@@ -135,7 +150,9 @@ class VllmParser(Shape):
     parser_error: dict[str, Any] | None = None
     parse_error: str | None = None
     validation: VllmValidation | None = None
-    """vLLM's own validation of the engine arguments (None: not run)."""
+    """vLLM's own validation of the engine arguments (None: not run, or not finished: see `validating`)."""
+    validating: bool = False
+    """The validation started and the probe ended before it finished (its timeout, or a crash)."""
     platform: VllmPlatform | None = None
     attention: list[VllmAttention] | None = None
     given: list[str] = field(default_factory=list)

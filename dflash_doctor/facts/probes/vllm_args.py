@@ -79,15 +79,15 @@ def refuse_file(path, roots):
     """Why an extension file must not be loaded (its constructors would run), or None."""
     real = os.path.realpath(path)
     if any(real == r or real.startswith(r + "/") for r in ("/dev", "/proc", "/sys")):
-        return "%s resolves to %s" % (path, real)
+        return f"{path} resolves to {real}"
     if roots is not None and not any(real == r or real.startswith(r.rstrip("/") + "/") for r in roots):
-        return "%s resolves to %s, outside the environment" % (path, real)
+        return f"{path} resolves to {real}, outside the environment"
     try:
         mode = os.stat(path).st_mode
     except OSError:
         return None
     if not stat.S_ISREG(mode):
-        return "%s is not a regular file" % path
+        return f"{path} is not a regular file"
     return None
 
 
@@ -101,7 +101,7 @@ class DriverAbsent(types.ModuleType):
         module = self.__name__
 
         def absent(*_args, **_kwargs):
-            raise RuntimeError("%s.%s needs the CUDA driver, which this machine does not have" % (module, name))
+            raise RuntimeError(f"{module}.{name} needs the CUDA driver, which this machine does not have")
 
         absent.__name__ = name
         return absent
@@ -144,8 +144,8 @@ SIMULATED = {"capability": None}  # the capability the simulated platform answer
 def simulate_platform(given):
     """Make vLLM's current platform a CUDA platform whose device queries answer from `given` (the doctor's
     facts). Returns the facts of what was simulated."""
-    import vllm.platforms as platforms
-    import vllm.platforms.cuda as cuda
+    from vllm import platforms
+    from vllm.platforms import cuda
     from vllm.platforms.interface import DeviceCapability
 
     capabilities = given.get("capabilities") or []
@@ -162,11 +162,11 @@ def simulate_platform(given):
         @classmethod
         def get_device_name(cls, device_id=0):
             capability = SIMULATED["capability"]
-            return given.get("name") or ("simulated sm_%d%d GPU" % tuple(capability) if capability else "simulated GPU")
+            return given.get("name") or (f"simulated sm_{capability[0]}{capability[1]} GPU" if capability else "simulated GPU")
 
         @classmethod
         def get_device_uuid(cls, device_id=0):
-            return "GPU-simulated-%d" % device_id
+            return f"GPU-simulated-{device_id}"
 
         @classmethod
         def get_device_total_memory(cls, device_id=0):
@@ -325,6 +325,12 @@ def serve_parser_factory():
 
 
 def main():
+    os.environ.update(ARGS.get("environ") or {})  # offline, no usage report: before vLLM reads them
+    sys.dont_write_bytecode = True
+    run()
+
+
+def run():
     started = time.monotonic()
     facts = {"available": False, "version": None, "import_error": None, "parser_error": None, "parse_error": None,
              "fields": None, "given": [], "validation": None, "platform": None, "attention": None}
@@ -368,10 +374,10 @@ def main():
         with contextlib.redirect_stderr(captured), contextlib.redirect_stdout(io.StringIO()):
             args = parser.parse_args(list(ARGS.get("args") or []))
     except SystemExit as exc:
-        facts["parse_error"] = captured.getvalue().strip()[-4000:] or "the parser exited with code %s" % exc.code
+        facts["parse_error"] = captured.getvalue().strip()[-4000:] or f"the parser exited with code {exc.code}"
         return done()
     except Exception as exc:  # noqa: BLE001 - a parser bug is reported, not raised
-        facts["parse_error"] = "%s: %s" % (type(exc).__name__, exc)
+        facts["parse_error"] = f"{type(exc).__name__}: {exc}"
         return done()
     if getattr(args, "model_tag", None) is not None:  # vllm/entrypoints/cli/serve.py does the same
         args.model = args.model_tag
@@ -380,7 +386,7 @@ def main():
     try:
         engine_args = AsyncEngineArgs.from_cli_args(args)
     except Exception as exc:  # noqa: BLE001
-        facts["parse_error"] = "AsyncEngineArgs.from_cli_args: %s: %s" % (type(exc).__name__, exc)
+        facts["parse_error"] = f"AsyncEngineArgs.from_cli_args: {type(exc).__name__}: {exc}"
         return done()
     fields = {name: jsonable(getattr(engine_args, name, None)) for name in ENGINE_FIELDS}
     for name in FRONTEND_FIELDS:
@@ -388,9 +394,14 @@ def main():
     facts["fields"] = fields
     if not ARGS.get("validate"):
         return done()
+    # What is known so far, in case the validation outlasts the timeout (the last document written counts).
+    facts["validating"] = True
+    done()
+    facts["validating"] = False
     try:
         from vllm.usage.usage_lib import UsageContext
 
+        keep_model_info_unsaved()
         config = engine_args.create_engine_config(usage_context=UsageContext.OPENAI_API_SERVER)
     except BaseException as exc:  # noqa: BLE001 - vLLM's own verdict, whatever it raises
         facts["validation"] = {"ok": False, "error": describe(exc)}
@@ -408,13 +419,27 @@ def main():
     return done()
 
 
+def keep_model_info_unsaved():
+    """vLLM learns a model class's interface in a second interpreter of its own (registry
+    `_run_in_subprocess`, which sees the machine's platform, not the simulated one) unless its cache under
+    VLLM_CACHE_ROOT has it, and then saves it there (`_save_modelinfo_to_cache`, which imports vLLM's model
+    loader to write it). The doctor reads that cache as vLLM does and writes nothing to it; on a simulated
+    platform that import would also ask compiled ops the machine cannot load. Learning it stays vLLM's code."""
+    with contextlib.suppress(Exception):
+        from vllm.model_executor.models import registry
+
+        for value in list(vars(registry).values()):
+            if isinstance(value, type) and "_save_modelinfo_to_cache" in vars(value):
+                value._save_modelinfo_to_cache = lambda *_args, **_kwargs: None
+
+
 def clear_selector_cache():
     with contextlib.suppress(Exception):
-        import vllm.v1.attention.selector as selector
+        from vllm.v1.attention import selector
 
         selector._cached_get_attn_backend.cache_clear()
     with contextlib.suppress(Exception):
-        import vllm.attention.selector as selector
+        from vllm.attention import selector
 
         selector._cached_get_attn_backend.cache_clear()
 
