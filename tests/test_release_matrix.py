@@ -220,3 +220,45 @@ def test_a_speculators_drafter_reads_as_each_release_converts_it(version: str) -
         doctor = speculators_keys(config, vllm)
         for key in ("architectures", "eagle_aux_hidden_state_layer_ids", "dflash_config", "draft_vocab_size"):
             assert doctor.get(key) == pre_trained.get(key), (version, kind, key, doctor.get(key), pre_trained.get(key))
+
+
+ATTENTION_HEAD_SIZES = (128, 256)
+ATTENTION_SELECTED = (None, "FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION")
+
+
+def _reasons(message: str) -> str:
+    """The reasons part of vLLM's selector error ("... Reasons: {...}." or "... Reason: [...]")."""
+    return message.rsplit("Reason", 1)[1].split(": ", 1)[1].rstrip(".")
+
+
+@pytest.mark.parametrize("version", MATRIX)
+def test_the_drafters_attention_backend_is_the_one_each_release_picks(version: str) -> None:
+    """The DFlash drafter's non-causal attention on sm_80 to sm_100, with each KV cache dtype and head size,
+    vLLM choosing or --attention-backend naming the backend: the release's own selector (vllm_attention, its
+    CudaPlatformBase.get_attn_backend_cls and backend classes compiled from the sdist, on a simulated GPU)
+    against the doctor's choose_backend on the facts it reads from the same source. The backend picked, or
+    vLLM's refusal with the same reasons per backend, must agree."""
+    from vllm_release import CAPABILITIES, KV_CACHE_DTYPES, vllm_attention
+
+    from dflash_doctor.checks.drafter_attention import choose_backend
+    from dflash_doctor.facts.serve import _attention
+
+    select = vllm_attention(version)
+    vllm = _vllm_facts(version)
+    attention = _attention(VllmSources(str(vllm_source(version))), ATTENTION_HEAD_SIZES)
+    disagree = []
+    for capability in CAPABILITIES:
+        cc = f"{capability[0]}.{capability[1]}"
+        for kv in KV_CACHE_DTYPES:
+            for head_size in ATTENTION_HEAD_SIZES:
+                for selected in ATTENTION_SELECTED:
+                    kind, said = select(capability, kv, head_size, True, selected)
+                    pick = choose_backend(attention, cc, True, [head_size], selected, kv_cache_dtype=kv, vllm=vllm)
+                    doctor = ("backend", pick["chosen"]) if pick["chosen"] else ("error", pick.get("message") or "")
+                    same = doctor == (kind, said) if kind == "backend" else \
+                        doctor[0] == "error" and _reasons(doctor[1]) == _reasons(said)
+                    if not same:
+                        disagree.append(f"sm_{cc} kv={kv} head={head_size} selected={selected}: vLLM {kind} "
+                                        f"{said if kind == 'backend' else _reasons(said)}; doctor {doctor[0]} "
+                                        f"{doctor[1] if doctor[0] == 'backend' else _reasons(doctor[1] or 'Reason: ?')}")
+    assert not disagree, f"vLLM {version}:\n" + "\n".join(disagree)

@@ -158,3 +158,83 @@ def vllm_runs_v2(version: str) -> Callable[..., bool] | None:
                 else:
                     sys.modules[name] = module
     return runs_v2
+
+
+# ------------------------------------------------------------------------------ the attention backend
+
+# KV cache dtypes and GPUs the backend choice is held to (issue 21: sm_80 to sm_100, auto and the fp8 family).
+KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
+CAPABILITIES = ((8, 0), (8, 6), (8, 9), (9, 0), (10, 0))
+
+
+class _PlatformProxy:
+    """`vllm.platforms.current_platform`: the simulated CUDA platform, made once its classes are compiled."""
+
+    target: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.target, name)
+
+
+def vllm_attention(version: str) -> Callable[[tuple[int, int], str, int, bool, str | None], tuple[str, str]]:
+    """The release's own attention-backend selection for one layer: `CudaPlatformBase.get_attn_backend_cls`
+    (platforms/cuda.py) with its `_get_backend_priorities`, the `AttentionBackendEnum` registry and each
+    backend class's `validate_configuration` and `supports_*` methods, the FlashAttention version helpers
+    (v1/attention/backends/fa_utils.py, vllm_flash_attn/flash_attn_interface.py) and `AttentionSelectorConfig`
+    (v1/attention/selector.py), all compiled from the release's sdist by tests/vllm_loader.py.
+
+    Simulated: the device capability (`get_device_capability`, everything else of the platform is vLLM's
+    CudaPlatformBase); the compiled FlashAttention 2/3/4 extensions present, as they are in vLLM's CUDA wheels
+    (`_vllm_fa2_C`, `_vllm_fa3_C`, `cute/interface.py`, checked in the 0.20.1 and 0.24.0 wheels); no current
+    VllmConfig (so no `flash_attn_version` override, no user `--block-size`); torch's dtypes as named objects.
+
+    Returns ("backend", NAME) or ("error", vLLM's ValueError message) for (capability, kv_cache_dtype,
+    head_size, use_non_causal, explicitly selected backend or None), a bf16 decoder layer."""
+    from vllm_loader import OnceLogger, SourceVllm
+
+    proxy = _PlatformProxy()
+    release: SourceVllm
+
+    def resolve(qualname: str) -> Any:
+        module, _, name = qualname.rpartition(".")
+        return release.get(module, name)
+
+    stubs: dict[str, dict[str, Any]] = {
+        "vllm.logger": {"init_logger": lambda *_: OnceLogger()},
+        "vllm.platforms": {"current_platform": proxy},
+        "vllm.envs": {"VLLM_BATCH_INVARIANT": False, "VLLM_USE_V2_MODEL_RUNNER": None},
+        "vllm.config": {"get_current_vllm_config": lambda: None, "get_current_vllm_config_or_none": lambda: None},
+        "vllm.vllm_flash_attn.flash_attn_interface": {
+            "FA2_AVAILABLE": True, "FA3_AVAILABLE": True, "FA4_AVAILABLE": True,
+            "FA2_UNAVAILABLE_REASON": None, "FA3_UNAVAILABLE_REASON": None, "FA4_UNAVAILABLE_REASON": None},
+        "vllm.utils.import_utils": {"resolve_obj_by_qualname": resolve},
+    }
+    release = SourceVllm(version, stubs)
+    capability_cls = release.get("vllm.platforms.interface", "DeviceCapability")
+    cuda_base = release.get("vllm.platforms.cuda", "CudaPlatformBase")
+
+    class Simulated(cuda_base):  # type: ignore[misc, valid-type]
+        capability: tuple[int, int] = (9, 0)
+
+        @classmethod
+        def get_device_capability(cls, device_id: int = 0) -> Any:
+            return capability_cls(*cls.capability)
+
+    proxy.target = Simulated()  # vLLM's current_platform is an instance
+    selector_config = release.get("vllm.v1.attention.selector", "AttentionSelectorConfig")
+    enum = release.get("vllm.v1.attention.backends.registry", "AttentionBackendEnum")
+    paths = {member.value: member.name for member in enum}
+
+    def select(capability: tuple[int, int], kv_cache_dtype: str, head_size: int, non_causal: bool,
+               explicit: str | None) -> tuple[str, str]:
+        Simulated.capability = capability
+        config = selector_config(head_size=head_size, dtype=release.torch.bfloat16, kv_cache_dtype=kv_cache_dtype,
+                                 block_size=None, use_non_causal=non_causal)
+        with release.installed():
+            try:
+                path = Simulated.get_attn_backend_cls(enum[explicit] if explicit else None,
+                                                      attn_selector_config=config, num_heads=None)
+            except ValueError as exc:
+                return "error", str(exc)
+        return "backend", paths[path]
+    return select

@@ -25,6 +25,7 @@ __all__ = [
     "DRAFT_TP_RULE",
     "DTYPE_AUTO_DOWNCAST",
     "FC_INPUT_RULE",
+    "FLASH_ATTN_QUANTIZED_KV",
     "HEADS_DIVISIBLE_RULE",
     "KV_CACHE_ONE_SEQUENCE",
     "KV_HEADS_TP_RULE",
@@ -266,6 +267,31 @@ NON_CAUSAL_SCOPE: Fact[dict[str, str]] = Fact(
     "dflash.py asserts 'Attention metadata for layer ... does not have non-causal support, which is required for "
     "DFlash. Consider using a different attention backend, such as FlashAttention.'",
     read_from=_ALL_READ,
+)
+
+FLASH_ATTN_QUANTIZED_KV: Fact[dict[str, Any]] = Fact(
+    value={
+        "quantized_prefixes": ("fp8", "nvfp4", "int8_per_token_head", "int4_per_token_head"),
+        "fa3_major": 9,
+        "fa4_major": 10,
+        "fa4_marker": "fa_version == 4 and current_platform.is_device_capability_family(100)",
+        "fa4_since": "0.27.1",
+        "reasons": {"head_size": "head_size not supported", "kv_cache_dtype": "kv_cache_dtype not supported",
+                    "capability": "compute capability not supported",
+                    "non_causal": "non-causal attention not supported"},
+    },
+    source="FlashAttentionBackend.supports_kv_cache_dtype (v1/attention/backends/flash_attn.py) asks the "
+    "FlashAttention build for a quantized (fp8) KV cache: 0.20.x `flash_attn_supports_fp8()` (every fp8 dtype, FA3 "
+    "on 9.x); 0.21-0.26 only 'fp8'/'fp8_e4m3', `get_flash_attn_version() == 3 and is_device_capability_family(90)`; "
+    "0.27.1+ supported_kv_cache_dtypes lists fp8/fp8_e4m3 and fa_utils.flash_attn_supports_kv_cache_dtype answers FA3 "
+    "on SM90 or `fa_version == 4 and current_platform.is_device_capability_family(100)` (FA4, head sizes 128 and 256 "
+    "both), never fp8_e5m2, and supports_combination adds its own reason ('FP8 KV cache requires FA3 on SM90 or FA4 "
+    "on SM100'). vLLM's CUDA wheels carry FA2, FA3 and FA4 (_vllm_fa2_C, _vllm_fa3_C, vllm_flash_attn/cute). The "
+    "reason strings are AttentionBackend.validate_configuration's (v1/attention/backend.py)",
+    read_from="vllm sdists 0.20.1, 0.22.1, 0.24.0, 0.26.0, 0.27.1, 0.29.0, 0.30.0, 0.33.0, 0.34.0; wheels 0.20.1 and "
+    "0.24.0 (the FlashAttention extensions)",
+    note="Only what the doctor cannot evaluate from the installed source on constants; "
+    "tests/test_release_matrix.py holds it to each release's own selector.",
 )
 
 ATTENTION_FALLBACK: Fact[dict[str, object]] = Fact(
