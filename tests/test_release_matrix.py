@@ -262,3 +262,39 @@ def test_the_drafters_attention_backend_is_the_one_each_release_picks(version: s
                                         f"{said if kind == 'backend' else _reasons(said)}; doctor {doctor[0]} "
                                         f"{doctor[1] if doctor[0] == 'backend' else _reasons(doctor[1] or 'Reason: ?')}")
     assert not disagree, f"vLLM {version}:\n" + "\n".join(disagree)
+
+
+BUDGET_K = (1, 7, 15, 16)
+BUDGET_BATCHED = (16, 17, 2048, 8192, 16384, 65536)
+BUDGET_SEQS = (1, 4, 256, 1024)
+
+
+@pytest.mark.parametrize("version", MATRIX)
+def test_the_dflash_token_budget_is_each_releases_own(version: str) -> None:
+    """DFlash's draft slots against --max-num-batched-tokens and --max-num-seqs: the release's own
+    VllmConfig._set_max_num_scheduled_tokens (vllm_token_budget) against the doctor's spec_token_budget, which the
+    serve-command check's token-budget findings are made from. vLLM's refusal (its exact message), the
+    max_num_scheduled_tokens it sets, the max_num_active_seqs it lowers, and its 'suboptimal performance' warning
+    must agree."""
+    from vllm_release import vllm_token_budget
+
+    from dflash_doctor.checks.serve_common import spec_token_budget
+
+    budget = vllm_token_budget(version)
+    vllm = _vllm_facts(version)
+    disagree = []
+    for k in BUDGET_K:
+        for batched in BUDGET_BATCHED:
+            for seqs in BUDGET_SEQS:
+                said = budget(k, batched, seqs)
+                doctor = spec_token_budget(vllm, k, batched, seqs)
+                warns = any("based on the speculative decoding settings. This may lead to suboptimal" in w
+                            for w in said["warnings"])
+                theirs = (said["error"], None if said["error"] else said["max_num_scheduled_tokens"],
+                          said["max_num_active_seqs"], warns)
+                ours = (doctor["error"], None if doctor["error"] else doctor["max_num_scheduled_tokens"],
+                        doctor["max_num_active_seqs"], doctor["warns"])
+                if theirs != ours:
+                    disagree.append(f"k={k} batched={batched} seqs={seqs}: vLLM {theirs}; doctor {ours} "
+                                    f"(rule {doctor['rule']})")
+    assert not disagree, f"vLLM {version}:\n" + "\n".join(disagree)

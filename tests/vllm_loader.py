@@ -70,10 +70,17 @@ class _Torch(ModuleType):
 
 
 class OnceLogger:
-    """vLLM's logger (debug_once, info_once, warning_once besides the usual), recording nothing."""
+    """vLLM's logger (debug_once, info_once, warning_once besides the usual), keeping what it is told at
+    warning level and above in `warnings` (the message, %-formatted as logging would)."""
+
+    def __init__(self) -> None:
+        self.warnings: list[str] = []
 
     def __getattr__(self, name: str) -> Any:
-        return lambda *args, **kwargs: None
+        def log(message: Any = "", *args: Any, **_: Any) -> None:
+            if name.startswith(("warning", "error")):
+                self.warnings.append(str(message) % args if args else str(message))
+        return log
 
 
 def _strip(node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:

@@ -238,3 +238,51 @@ def vllm_attention(version: str) -> Callable[[tuple[int, int], str, int, bool, s
                 return "error", str(exc)
         return "backend", paths[path]
     return select
+
+
+# ------------------------------------------------------------------------------ the token budget
+
+
+def vllm_token_budget(version: str) -> Callable[[int, int, int], dict[str, Any]]:
+    """The release's own `VllmConfig._set_max_num_scheduled_tokens` (config/vllm.py) for a DFlash serve, with its
+    `SpeculativeConfig.max_num_new_slots_for_drafting`, `VllmConfig.num_lookahead_tokens` and (0.34) the
+    `DFlashSpeculatorConfig` of v1/worker/gpu/spec_decode/dflash/config.py, compiled by tests/vllm_loader.py.
+
+    Simulated: the configs are built field by field (method "dflash", parallel_drafting set as the release's
+    SpeculativeConfig.__post_init__ sets it for DFlash, no user max_num_scheduled_tokens or max_num_active_seqs);
+    0.34's `speculator_config` property looks the class up in a registry filled by decorators, which the loader
+    drops, so it is given the DFlash class directly.
+
+    Returns {"error": vLLM's ValueError or None, "max_num_scheduled_tokens", "max_num_active_seqs", "warnings"}
+    for (num_speculative_tokens, max_num_batched_tokens, max_num_seqs)."""
+    from vllm_loader import OnceLogger, SourceVllm
+
+    logger = OnceLogger()
+    release = SourceVllm(version, {"vllm.logger": {"init_logger": lambda *_: logger}})
+    vllm_config = release.get("vllm.config.vllm", "VllmConfig")
+    speculative = release.get("vllm.config.speculative", "SpeculativeConfig")
+    dflash_config = "vllm.v1.worker.gpu.spec_decode.dflash.config"
+    if (vllm_source(version) / "v1/worker/gpu/spec_decode/dflash/config.py").is_file():
+        speculator = release.get(dflash_config, "DFlashSpeculatorConfig")
+        speculative = type("SpeculativeConfig", (speculative,), {
+            "speculator_config": property(lambda self: speculator(self))})
+
+    def budget(k: int, batched: int, seqs: int) -> dict[str, Any]:
+        spec = object.__new__(speculative)
+        spec.__dict__.update(method="dflash", custom_method=None, num_speculative_tokens=k, parallel_drafting=True,
+                             model="drafter", draft_model_config=SimpleNamespace(
+                                 hf_config=SimpleNamespace(), architectures=["DFlashDraftModel"]))
+        scheduler = SimpleNamespace(max_num_batched_tokens=batched, max_num_seqs=seqs, max_num_scheduled_tokens=None,
+                                    max_num_active_seqs=None)
+        config = object.__new__(vllm_config)
+        config.__dict__.update(speculative_config=spec, scheduler_config=scheduler)
+        logger.warnings.clear()
+        error = None
+        with release.installed():
+            try:
+                config._set_max_num_scheduled_tokens()
+            except ValueError as exc:
+                error = str(exc)
+        return {"error": error, "max_num_scheduled_tokens": scheduler.max_num_scheduled_tokens,
+                "max_num_active_seqs": scheduler.max_num_active_seqs, "warnings": list(logger.warnings)}
+    return budget

@@ -40,6 +40,7 @@ from dflash_doctor.knowledge.dflash import (
     SLIDING_WINDOW_MARKER,
     SPEC_BUDGET_RULE_A,
     SPEC_BUDGET_RULE_B,
+    SPEC_BUDGET_RULES,
     TARGET_HIDDEN_SIZE_NULL,
     YARN_ALREADY_SCALED_MARKER,
 )
@@ -391,6 +392,8 @@ _MARKERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "target_hidden_size_null_ok": (TARGET_HIDDEN_SIZE_NULL.value, ("model_executor/models/qwen3_dflash.py",)),
     "spec_budget_a": (SPEC_BUDGET_RULE_A.value, ("config/vllm.py",)),
     "spec_budget_b": (SPEC_BUDGET_RULE_B.value, ("config/vllm.py",)),
+    "spec_budget_subtracts": (SPEC_BUDGET_RULES.value["subtracts_marker"], ("config/vllm.py",)),
+    "spec_budget_draft_seqs": (SPEC_BUDGET_RULES.value["draft_seqs_marker"], ("config/vllm.py",)),
     "non_causal_all_layers": (NON_CAUSAL_SCOPE.value["all-layers"], ("v1/attention/selector.py",)),
     "drafter_own_backend": (NON_CAUSAL_SCOPE.value["drafter-own-backend"], ("v1/spec_decode/llm_base_proposer.py",)),
     "drafter_own_backend_v2": (NON_CAUSAL_SCOPE.value["drafter-own-backend-v2"],

@@ -44,6 +44,7 @@ __all__ = [
     "SPEC_BLOCK",
     "SPEC_BUDGET_RULE_A",
     "SPEC_BUDGET_RULE_B",
+    "SPEC_BUDGET_RULES",
     "TARGET_HIDDEN_SIZE_NULL",
     "TARGET_LAYER_IDS_REQUIRED",
     "UNIFORM_LAYER_HEURISTIC",
@@ -381,6 +382,25 @@ SPEC_BUDGET_RULE_A: Fact[str] = Fact(
     "not allow any tokens to be scheduled. Increase max_num_batched_tokens to accommodate the additional draft "
     "token slots, or decrease num_speculative_tokens or max_num_seqs.\"; < 8192 warns of suboptimal performance",
     read_from="vllm sdists 0.20.0, 0.20.1, 0.21.0, 0.22.0, 0.23.0, 0.24.0 (0.20.1 lines 1373-1420)",
+)
+
+SPEC_BUDGET_RULES: Fact[dict[str, Any]] = Fact(
+    value={
+        # marker in config/vllm.py -> the release that first has it (the version decides where the source is unread)
+        "subtracts_marker": "max_num_batched_tokens - scheduled_token_delta", "no_subtraction_since": "0.28.0",
+        "draft_seqs_marker": "max_draft_seqs", "draft_seqs_since": "0.33.0",
+        "warn_below": 8192,
+    },
+    source="vllm/config/vllm.py VllmConfig._set_max_num_scheduled_tokens for DFlash (k = num_speculative_tokens): "
+    "0.20.0-0.27.1 max_num_scheduled_tokens = max_num_batched_tokens - (k - 1) x max_num_seqs "
+    "(max_num_new_slots_for_drafting: k - 1 for parallel drafting), <= 0 raises, < 8192 warns; 0.28.0-0.32.0 "
+    "max_num_scheduled_tokens = max_num_batched_tokens (< 8192 warns) and `if max_num_batched_tokens <= "
+    "scheduled_token_delta` (max_num_new_slots_for_drafting = k for DFlash) raises 'VllmConfig does not have "
+    "enough slots to schedule a token ... Got max_num_batched_tokens=... and scheduled_token_delta=...'; 0.33.0+ "
+    "the same with num_lookahead_tokens = k + 1, and the draft pass fits max_num_batched_tokens // (k + 1) "
+    "requests: max_num_active_seqs is lowered to that, with a warning",
+    read_from="vllm sdists 0.18.0-0.34.0 (the markers), 0.20.1, 0.22.1, 0.24.0, 0.26.0, 0.29.0, 0.30.0, 0.33.0, "
+    "0.34.0 (held by tests/test_release_matrix.py)",
 )
 
 SPEC_BUDGET_RULE_B: Fact[str] = Fact(
