@@ -298,3 +298,26 @@ def test_the_dflash_token_budget_is_each_releases_own(version: str) -> None:
                     disagree.append(f"k={k} batched={batched} seqs={seqs}: vLLM {theirs}; doctor {ours} "
                                     f"(rule {doctor['rule']})")
     assert not disagree, f"vLLM {version}:\n" + "\n".join(disagree)
+
+
+@pytest.mark.parametrize("version", MATRIX)
+def test_the_scheduler_refuses_what_each_release_refuses(version: str) -> None:
+    """--max-num-batched-tokens against --max-model-len (chunked prefill on or off) and --max-num-seqs: the
+    release's own SchedulerConfig.verify_max_model_len against the doctor's scheduler_refusal (serve-command's
+    scheduler finding), vLLM's message word for word."""
+    from vllm_release import vllm_scheduler_refusal
+
+    from dflash_doctor.checks.serve_common import scheduler_refusal
+
+    refusal = vllm_scheduler_refusal(version)
+    disagree = []
+    for batched in BUDGET_BATCHED:
+        for seqs in BUDGET_SEQS:
+            for max_model_len in (2048, 8192, 40960):
+                for chunked in (True, False):
+                    theirs, ours = refusal(batched, seqs, max_model_len, chunked), \
+                        scheduler_refusal(batched, seqs, max_model_len, chunked)
+                    if theirs != ours:
+                        disagree.append(f"batched={batched} seqs={seqs} max_model_len={max_model_len} "
+                                        f"chunked={chunked}: vLLM {theirs}; doctor {ours}")
+    assert not disagree, f"vLLM {version}:\n" + "\n".join(disagree)

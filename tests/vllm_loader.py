@@ -132,7 +132,8 @@ class SourceVllm:
         return self.module(name)
 
     def get(self, name: str, attr: str) -> Any:
-        return getattr(self.load(name), attr)
+        value = getattr(self.load(name), attr)
+        return value._value() if isinstance(value, _LazyClass) else value
 
     def _attr(self, source: str, attr: str) -> Any:
         if source == "torch" or source.startswith("torch."):
@@ -140,7 +141,13 @@ class SourceVllm:
         if source == "vllm" or source.startswith("vllm."):
             module = self.module(source)
             if attr in module.__dict__:
-                return module.__dict__[attr]
+                value = module.__dict__[attr]
+                if isinstance(value, _LazyClass):
+                    try:
+                        return value._value()
+                    except NameError:
+                        return _MISSING
+                return value
             if self._file(f"{source}.{attr}") is not None:
                 return self.module(f"{source}.{attr}")
             return _MISSING
@@ -213,7 +220,8 @@ class SourceVllm:
                 _strip(node)
                 functions.append(node)
             elif isinstance(node, ast.ClassDef):
-                self._class(node, scope, module.__name__)
+                # compiled when first used: most classes of a module (kernels' Impl, metadata builders) never are
+                scope[node.name] = _LazyClass(self, scope, node, module.__name__)
             elif isinstance(node, (ast.Assign, ast.AnnAssign)):
                 try:
                     self._exec(node, scope, module.__name__)
@@ -348,6 +356,28 @@ class _Lazy:
 
     def __hash__(self) -> int:
         return hash(self._value())
+
+
+class _LazyClass(_Lazy):
+    """A class of this module, compiled when first used (then replaced by itself in the module's globals)."""
+
+    def __init__(self, release: SourceVllm, scope: dict[str, Any], node: ast.ClassDef, module: str) -> None:
+        self._node = (release, scope, node, module)
+
+    def _value(self) -> Any:
+        release, scope, node, module = self._node
+        if scope.get(node.name) is self:
+            del scope[node.name]
+            release._class(node, scope, module)
+        if node.name not in scope or isinstance(scope[node.name], _LazyClass):
+            scope[node.name] = self
+            raise NameError(f"{module}.{node.name} cannot be compiled without the machine")
+        return scope[node.name]
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "_node":
+            raise AttributeError(name)
+        return getattr(self._value(), name)
 
 
 def _settle(node: ast.expr, scope: dict[str, Any]) -> None:

@@ -286,3 +286,24 @@ def vllm_token_budget(version: str) -> Callable[[int, int, int], dict[str, Any]]
         return {"error": error, "max_num_scheduled_tokens": scheduler.max_num_scheduled_tokens,
                 "max_num_active_seqs": scheduler.max_num_active_seqs, "warnings": list(logger.warnings)}
     return budget
+
+
+def vllm_scheduler_refusal(version: str) -> Callable[[int, int, int, bool], str | None]:
+    """The release's own `SchedulerConfig.verify_max_model_len` (config/scheduler.py): its ValueError message, or
+    None, for (max_num_batched_tokens, max_num_seqs, max_model_len, enable_chunked_prefill); the other fields at
+    their defaults (one partial prefill, no max_num_active_seqs)."""
+    from vllm_loader import OnceLogger
+
+    verify = release_function(version, "config/scheduler.py", "SchedulerConfig.verify_max_model_len",
+                              {"logger": OnceLogger()})
+
+    def refusal(batched: int, seqs: int, max_model_len: int, chunked: bool) -> str | None:
+        config = SimpleNamespace(max_num_batched_tokens=batched, max_num_seqs=seqs, enable_chunked_prefill=chunked,
+                                 max_num_partial_prefills=1, max_long_partial_prefills=1,
+                                 long_prefill_token_threshold=0, max_num_active_seqs=None)
+        try:
+            verify(config, max_model_len)
+        except ValueError as exc:
+            return str(exc)
+        return None
+    return refusal

@@ -47,6 +47,7 @@ from .serve_common import (
     effective_settings,
     max_len_refused,
     repair_spec,
+    scheduler_refusal,
     spec_token_budget,
     with_flag,
     with_spec,
@@ -411,7 +412,8 @@ class _Command:
             s = effective_settings(self.fields, self.target, tier, self.vllm)
             mml, tokens, seqs = s["max_model_len"], s["max_num_batched_tokens"], s["max_num_seqs"]
             cond = "" if len(self._tiers()) == 1 else f" (on {why}, whose default max_num_seqs is {seqs})"
-            if _is_int(mml) and tokens < mml and not s["chunked_prefill"]:
+            refusal = scheduler_refusal(tokens, seqs, mml, bool(s["chunked_prefill"]))
+            if refusal and "max_model_len" in refusal:
                 out.append(Finding("serve-command.scheduler", Status.FAIL,
                                    f"max_num_batched_tokens ({tokens}) is smaller than max_model_len ({mml}) with chunked "
                                    f"prefill off: vLLM stops (\"This effectively limits the maximum sequence length to "
@@ -419,7 +421,7 @@ class _Command:
                                    detail=SCHEDULER_RULES.source, evidence=s,
                                    remediation=(Remediation(with_flag(self.argv, "--max-num-batched-tokens", mml), "or drop "
                                                             "--no-enable-chunked-prefill"),)))
-            if tokens < seqs:
+            if tokens < seqs:  # vLLM's second refusal: reported too, vLLM would stop at the first
                 out.append(Finding("serve-command.scheduler", Status.FAIL,
                                    f"max_num_batched_tokens ({tokens}) must be greater than or equal to max_num_seqs "
                                    f"({seqs}){cond}", detail=SCHEDULER_RULES.source, evidence=s,

@@ -33,7 +33,7 @@ from .model_common import (
     text_config,
 )
 
-__all__ = ["effective_settings", "repair_spec", "spec_token_budget", "with_flag", "with_spec", "with_switch", "without_flag"]
+__all__ = ["effective_settings", "repair_spec", "scheduler_refusal", "spec_token_budget", "with_flag", "with_spec", "with_switch", "without_flag"]
 
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "half": 2, "float": 4}
 STORED_FLOAT = {"F16", "BF16", "F32", "F64"}
@@ -334,3 +334,14 @@ def _subtracts(vllm: VllmDflash | None, until: str) -> bool:
         return found
     version = version_tuple(str((vllm.version if vllm is not None else None) or ""))
     return bool(version) and version < version_tuple(until)
+
+
+def scheduler_refusal(batched: int, seqs: int, max_model_len: int | None, chunked_prefill: bool) -> str | None:
+    """SchedulerConfig.verify_max_model_len's refusal (the same in 0.20 through 0.34), in vLLM's words, or None."""
+    if _is_int(max_model_len) and batched < max_model_len and not chunked_prefill:
+        return (f"max_num_batched_tokens ({batched}) is smaller than max_model_len ({max_model_len}). This effectively "
+                "limits the maximum sequence length to max_num_batched_tokens and makes vLLM reject longer sequences. "
+                "Please increase max_num_batched_tokens or decrease max_model_len.")
+    if batched < seqs:
+        return f"max_num_batched_tokens ({batched}) must be greater than or equal to max_num_seqs ({seqs})."
+    return None
