@@ -71,9 +71,11 @@ def _needs_non_causal(dflash: Mapping[str, Any], vllm: VllmDflash | None) -> boo
 def _kv_supported(info: Mapping[str, Any], kv_cache_dtype: str, cc: str, vllm: VllmDflash | None) -> bool | None:
     """The backend's supports_kv_cache_dtype: as evaluated from the installed source, else (FlashAttention's
     quantized KV cache, which asks the FlashAttention build) knowledge.dflash's rule for this GPU."""
-    evaluated = (info.get("kv_cache_dtype") or {}).get(kv_cache_dtype)
-    if evaluated is not None or "kv_cache_dtype" not in info:
-        return bool(evaluated) if evaluated is not None else None
+    if "kv_cache_dtype" not in info:  # facts saved before the doctor read it: every backend takes "auto"
+        return True if kv_cache_dtype == "auto" else None
+    evaluated = info["kv_cache_dtype"].get(kv_cache_dtype) if isinstance(info["kv_cache_dtype"], dict) else None
+    if evaluated is not None:
+        return bool(evaluated)
     rule = FLASH_ATTN_QUANTIZED_KV.value
     if not kv_cache_dtype.startswith(rule["quantized_prefixes"]):
         return True
