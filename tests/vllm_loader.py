@@ -172,19 +172,6 @@ class SourceVllm:
 
     def _fill(self, module: ModuleType, tree: ast.Module, package: str) -> None:
         scope = module.__dict__
-        functions: list[ast.stmt] = []  # compiled together at the end: one compile per module, not per def
-        self._fill_body(module, tree, package, scope, functions)
-        try:
-            self._exec(functions, scope, module.__name__)
-        except Exception:  # noqa: BLE001 - some default value needs the machine: one by one, leaving it out
-            for function in functions:
-                try:
-                    self._exec([function], scope, module.__name__)
-                except Exception:  # noqa: BLE001, S112
-                    continue
-
-    def _fill_body(self, module: ModuleType, tree: ast.Module, package: str, scope: dict[str, Any],
-                   functions: list[ast.stmt]) -> None:
         for node in tree.body:
             if isinstance(node, ast.ImportFrom):
                 source = node.module or ""
@@ -217,8 +204,8 @@ class SourceVllm:
                         top = alias.name.split(".")[0]
                         scope[top] = self._import(top)
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                _strip(node)
-                functions.append(node)
+                _strip(node)  # compiled when first called, like the classes
+                scope[node.name] = _LazyClass(self, scope, node, module.__name__)
             elif isinstance(node, ast.ClassDef):
                 # compiled when first used: most classes of a module (kernels' Impl, metadata builders) never are
                 scope[node.name] = _LazyClass(self, scope, node, module.__name__)
@@ -359,16 +346,24 @@ class _Lazy:
 
 
 class _LazyClass(_Lazy):
-    """A class of this module, compiled when first used (then replaced by itself in the module's globals)."""
+    """A class or function of this module, compiled when first used (then replaced by itself in the module's
+    globals)."""
 
-    def __init__(self, release: SourceVllm, scope: dict[str, Any], node: ast.ClassDef, module: str) -> None:
+    def __init__(self, release: SourceVllm, scope: dict[str, Any],
+                 node: ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef, module: str) -> None:
         self._node = (release, scope, node, module)
 
     def _value(self) -> Any:
         release, scope, node, module = self._node
         if scope.get(node.name) is self:
             del scope[node.name]
-            release._class(node, scope, module)
+            if isinstance(node, ast.ClassDef):
+                release._class(node, scope, module)
+            else:
+                try:
+                    release._exec(node, scope, module)
+                except Exception:  # noqa: BLE001, S110 - a default value that needs the machine: left out
+                    pass
         if node.name not in scope or isinstance(scope[node.name], _LazyClass):
             scope[node.name] = self
             raise NameError(f"{module}.{node.name} cannot be compiled without the machine")
