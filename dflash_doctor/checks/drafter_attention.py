@@ -202,7 +202,7 @@ class DrafterAttentionCheck:
                              f"attention and kv_cache_dtype={kv}")
                     code = "drafter-attention.none-valid"
                 findings.append(Finding(code, Status.FAIL, title,
-                                        detail=f"vLLM stops with: {pick['message']} {NON_CAUSAL_SCOPE.source}",
+                                        detail=f"vLLM stops with \"{pick['message']}\" {NON_CAUSAL_SCOPE.source}",
                                         evidence=evidence, remediation=self._fixes(
                                             attention, cc, non_causal, head_sizes, kv, vllm, serve, spec, all_layers)))
                 continue
@@ -253,7 +253,7 @@ class DrafterAttentionCheck:
                 if plain["chosen"]:
                     words = kv_auto(argv) if selection else selecting(kv_auto(argv), None if not explicit
                                                                       else plain["chosen"])
-                    fixes.append(Remediation(shlex.join(words), f"with the default KV cache dtype {plain['chosen']} runs the "
-                                                    "drafter's non-causal attention here"))
+                    fixes.append(Remediation(shlex.join(words), f"with the default KV cache dtype (auto), {plain['chosen']} "
+                                                    "runs the drafter's non-causal attention here"))
                     break
         return tuple(fixes)
