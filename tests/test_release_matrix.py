@@ -251,14 +251,17 @@ def test_the_drafters_attention_backend_is_the_one_each_release_picks(version: s
         cc = f"{capability[0]}.{capability[1]}"
         for kv in KV_CACHE_DTYPES:
             for head_size in ATTENTION_HEAD_SIZES:
-                for selected in ATTENTION_SELECTED:
-                    kind, said = select(capability, kv, head_size, True, selected)
-                    pick = choose_backend(attention, cc, True, [head_size], selected, kv_cache_dtype=kv, vllm=vllm)
+                # a causal drafter (dflash_config.causal, 0.23+) only as vLLM picks for it: its order differs on sm_100
+                for selected, non_causal in [(s, True) for s in ATTENTION_SELECTED] + [(None, False)]:
+                    kind, said = select(capability, kv, head_size, non_causal, selected)
+                    pick = choose_backend(attention, cc, non_causal, [head_size], selected, kv_cache_dtype=kv,
+                                          vllm=vllm)
                     doctor = ("backend", pick["chosen"]) if pick["chosen"] else ("error", pick.get("message") or "")
                     same = doctor == (kind, said) if kind == "backend" else \
                         doctor[0] == "error" and _reasons(doctor[1]) == _reasons(said)
                     if not same:
-                        disagree.append(f"sm_{cc} kv={kv} head={head_size} selected={selected}: vLLM {kind} "
+                        disagree.append(f"sm_{cc} kv={kv} head={head_size} selected={selected} "
+                                        f"non_causal={non_causal}: vLLM {kind} "
                                         f"{said if kind == 'backend' else _reasons(said)}; doctor {doctor[0]} "
                                         f"{doctor[1] if doctor[0] == 'backend' else _reasons(doctor[1] or 'Reason: ?')}")
     assert not disagree, f"vLLM {version}:\n" + "\n".join(disagree)
