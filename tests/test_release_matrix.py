@@ -324,3 +324,39 @@ def test_the_scheduler_refuses_what_each_release_refuses(version: str) -> None:
                         disagree.append(f"batched={batched} seqs={seqs} max_model_len={max_model_len} "
                                         f"chunked={chunked}: vLLM {theirs}; doctor {ours}")
     assert not disagree, f"vLLM {version}:\n" + "\n".join(disagree)
+
+
+@pytest.mark.parametrize("version", ["0.20.1", "0.34.0"])
+def test_a_vllm_built_without_fa3_or_fa4_refuses_the_fp8_kv_cache_as_vllm_does(version: str) -> None:
+    """FlashAttention's fp8 KV cache needs FA3 (sm_90) or FA4 (sm_100, 0.27.1+): a vLLM built without them (its
+    vllm_flash_attn without `_vllm_fa3_C`, or without `cute/interface.py`) refuses it, and the doctor, told so
+    by the facts it reads from the install (`flash_attn_builds`), agrees with the release's own selector."""
+    from vllm_release import vllm_attention
+
+    from dflash_doctor.checks.drafter_attention import choose_backend
+    from dflash_doctor.facts.serve import _attention
+
+    vllm = _vllm_facts(version)
+    attention = _attention(VllmSources(str(vllm_source(version))), ATTENTION_HEAD_SIZES)
+    for missing in (3, 4):
+        built = tuple(v for v in (2, 3, 4) if v != missing)
+        select = vllm_attention(version, flash_attn=built)
+        facts = {**attention, "flash_attn_builds": {f"fa{v}": v in built for v in (2, 3, 4)}}
+        for capability in ((9, 0), (10, 0)):
+            for kv in ("auto", "fp8"):
+                kind, said = select(capability, kv, 128, True, "FLASH_ATTN")
+                pick = choose_backend(facts, f"{capability[0]}.{capability[1]}", True, [128], "FLASH_ATTN",
+                                      kv_cache_dtype=kv, vllm=vllm)
+                assert (kind == "backend") == (pick["chosen"] == "FLASH_ATTN"), (missing, capability, kv, said, pick)
+
+
+def test_the_flash_attention_builds_are_read_from_the_installed_wheel() -> None:
+    from vllm_sources import CACHE
+
+    from dflash_doctor.facts.serve import _flash_attn_builds
+
+    site = CACHE / "vllm-site" / "0.20.1" / "vllm"
+    if not (site / "vllm_flash_attn").is_dir():
+        pytest.skip("the unpacked vLLM 0.20.1 wheel is not in the test cache (tests/warm_cache.py)")
+    assert _flash_attn_builds(str(site)) == {"fa2": True, "fa3": True, "fa4": True}
+    assert _flash_attn_builds(str(vllm_source("0.20.1"))) is None  # an sdist: as the wheels

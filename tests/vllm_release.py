@@ -176,7 +176,8 @@ class _PlatformProxy:
         return getattr(self.target, name)
 
 
-def vllm_attention(version: str) -> Callable[[tuple[int, int], str, int, bool, str | None], tuple[str, str]]:
+def vllm_attention(version: str, flash_attn: tuple[int, ...] = (2, 3, 4)
+                   ) -> Callable[[tuple[int, int], str, int, bool, str | None], tuple[str, str]]:
     """The release's own attention-backend selection for one layer: `CudaPlatformBase.get_attn_backend_cls`
     (platforms/cuda.py) with its `_get_backend_priorities`, the `AttentionBackendEnum` registry and each
     backend class's `validate_configuration` and `supports_*` methods, the FlashAttention version helpers
@@ -185,7 +186,8 @@ def vllm_attention(version: str) -> Callable[[tuple[int, int], str, int, bool, s
 
     Simulated: the device capability (`get_device_capability`, everything else of the platform is vLLM's
     CudaPlatformBase); the compiled FlashAttention 2/3/4 extensions present, as they are in vLLM's CUDA wheels
-    (`_vllm_fa2_C`, `_vllm_fa3_C`, `cute/interface.py`, checked in the 0.20.1 and 0.24.0 wheels); no current
+    (`_vllm_fa2_C`, `_vllm_fa3_C`, `cute/interface.py`, checked in the 0.20.1 and 0.24.0 wheels; `flash_attn`
+    names the versions present, for a build without some); no current
     VllmConfig (so no `flash_attn_version` override, no user `--block-size`); torch's dtypes as named objects.
 
     Returns ("backend", NAME) or ("error", vLLM's ValueError message) for (capability, kv_cache_dtype,
@@ -205,8 +207,8 @@ def vllm_attention(version: str) -> Callable[[tuple[int, int], str, int, bool, s
         "vllm.envs": {"VLLM_BATCH_INVARIANT": False, "VLLM_USE_V2_MODEL_RUNNER": None},
         "vllm.config": {"get_current_vllm_config": lambda: None, "get_current_vllm_config_or_none": lambda: None},
         "vllm.vllm_flash_attn.flash_attn_interface": {
-            "FA2_AVAILABLE": True, "FA3_AVAILABLE": True, "FA4_AVAILABLE": True,
-            "FA2_UNAVAILABLE_REASON": None, "FA3_UNAVAILABLE_REASON": None, "FA4_UNAVAILABLE_REASON": None},
+            **{f"FA{v}_AVAILABLE": v in flash_attn for v in (2, 3, 4)},
+            **{f"FA{v}_UNAVAILABLE_REASON": None if v in flash_attn else "not built" for v in (2, 3, 4)}},
         "vllm.utils.import_utils": {"resolve_obj_by_qualname": resolve},
     }
     release = SourceVllm(version, stubs)

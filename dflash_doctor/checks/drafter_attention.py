@@ -68,9 +68,11 @@ def _needs_non_causal(dflash: Mapping[str, Any], vllm: VllmDflash | None) -> boo
     return not (_marker(vllm, "dflash_causal_key") and dflash.get("causal") is True)
 
 
-def _kv_supported(info: Mapping[str, Any], kv_cache_dtype: str, cc: str, vllm: VllmDflash | None) -> bool | None:
+def _kv_supported(info: Mapping[str, Any], kv_cache_dtype: str, cc: str, vllm: VllmDflash | None,
+                  builds: Mapping[str, Any] | None = None) -> bool | None:
     """The backend's supports_kv_cache_dtype: as evaluated from the installed source, else (FlashAttention's
-    quantized KV cache, which asks the FlashAttention build) knowledge.dflash's rule for this GPU."""
+    quantized KV cache, which asks the FlashAttention build) knowledge.dflash's rule for this GPU and the
+    FlashAttention versions this vLLM carries (`builds`; None: all, as vLLM's CUDA wheels)."""
     if "kv_cache_dtype" not in info:  # facts saved before the doctor read it: every backend takes "auto"
         return True if kv_cache_dtype == "auto" else None
     evaluated = info["kv_cache_dtype"].get(kv_cache_dtype) if isinstance(info["kv_cache_dtype"], dict) else None
@@ -80,8 +82,9 @@ def _kv_supported(info: Mapping[str, Any], kv_cache_dtype: str, cc: str, vllm: V
     if not kv_cache_dtype.startswith(rule["quantized_prefixes"]):
         return True
     major = int(cc.split(".")[0])
-    return major == rule["fa3_major"] or (major == rule["fa4_major"]
-                                          and has_behaviour(vllm, "fa4_fp8_kv", rule["fa4_since"]))
+    carried = builds or {"fa3": True, "fa4": True}
+    return (major == rule["fa3_major"] and bool(carried.get("fa3"))) or (
+        major == rule["fa4_major"] and bool(carried.get("fa4")) and has_behaviour(vllm, "fa4_fp8_kv", rule["fa4_since"]))
 
 
 def choose_backend(attention: Mapping[str, Any], cc: str, non_causal: bool, head_sizes: Sequence[int],
@@ -108,7 +111,7 @@ def choose_backend(attention: Mapping[str, Any], cc: str, non_causal: bool, head
             if ok is False and words["head_size"] not in reasons:
                 reasons.append(words["head_size"])
             unknown |= ok is None
-        kv_ok = _kv_supported(info, kv_cache_dtype, cc, vllm) if info else None
+        kv_ok = _kv_supported(info, kv_cache_dtype, cc, vllm, attention.get("flash_attn_builds")) if info else None
         if kv_ok is False:
             reasons.append(words["kv_cache_dtype"])
         unknown |= kv_ok is None

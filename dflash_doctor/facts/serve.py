@@ -534,6 +534,7 @@ def _attention(sources: VllmSources, head_sizes: Sequence[int]) -> dict[str, Any
     cache_tree = sources.tree("config/cache.py")
     kv_dtypes = (_literal_values(cache_tree, "CacheDType") if cache_tree is not None else []) or ["auto"]
     facts["kv_cache_dtypes"] = kv_dtypes
+    facts["flash_attn_builds"] = _flash_attn_builds(sources.root)
     named: set[str] = set()
     for cc in CAPABILITIES:
         major, minor = (int(p) for p in cc.split("."))
@@ -569,6 +570,21 @@ def _attention(sources: VllmSources, head_sizes: Sequence[int]) -> dict[str, Any
             "head_size": {str(h): _try(methods.get("supports_head_size"), own, {"head_size": h}) for h in head_sizes},
         }
     return facts
+
+
+def _flash_attn_builds(root: str) -> dict[str, bool] | None:
+    """Which FlashAttention versions this vLLM carries (vllm_flash_attn/flash_attn_interface.py: FA2 and FA3 are
+    the compiled `_vllm_fa2_C`/`_vllm_fa3_C`, FA4 is `cute/interface.py`); None where neither extension is there
+    at all (a source tree, an sdist): then as in vLLM's CUDA wheels, which carry all three."""
+    directory = os.path.join(root, "vllm_flash_attn")
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return None
+    fa2, fa3 = (any(n.startswith(f"_vllm_fa{v}_C") and n.endswith(".so") for n in names) for v in (2, 3))
+    if not (fa2 or fa3):
+        return None
+    return {"fa2": fa2, "fa3": fa3, "fa4": os.path.isfile(os.path.join(directory, "cute", "interface.py"))}
 
 
 def head_sizes_of(models: Mapping[str, Any]) -> list[int]:
