@@ -358,7 +358,7 @@ def test_the_token_budget_rule_is_explained_once_for_two_gpu_tiers(doctor: Docto
     assert proc.stdout.count(SPEC_BUDGET_RULE_A.source[:80]) == 1
     report, _ = report_of(doctor, "--no-gpu", "--only", "serve", argv=argv)
     rule_a = [x for x in findings_of(report, "serve-command") if x["id"] == "serve-command.token-budget"
-              and x["evidence"].get("rule") == "0.20-0.24"]
+              and x["evidence"].get("rule") == "0.20-0.27"]
     assert [x["status"] for x in rule_a] == ["warn", "fail"]
     assert [bool(x["detail"]) for x in rule_a] == [False, True]  # on the finding a user acts on
 

@@ -467,3 +467,49 @@ def test_a_60_gb_class_sharded_target_is_read_and_judged_in_under_half_a_second(
     assert [r.status for r in results] == [Status.PASS, Status.PASS], [f.title for r in results for f in r.findings]
     assert elapsed < 0.5, f"{elapsed:.3f} s"
     assert len(json.dumps(models)) < 64 * 1024  # the target is summarised, not listed tensor by tensor
+
+
+def _head_128_pair(tmp_path: Path) -> tuple[Path, Path]:
+    """The toy pair with a real head size (FlashInfer takes 64, 128 and 256; Triton 32 and up; the toy's is 16)."""
+    return (toy.write_toy_target(tmp_path / "target", head_dim=128),
+            toy.write_toy_drafter(tmp_path / "drafter", head_dim=128))
+
+
+@pytest.mark.parametrize(("version", "fixture", "kv", "expected"), [
+    # 0.20.1 and 0.22.1: FlashAttention takes an fp8 KV cache only on sm_90 (FA3), FlashInfer and Triton have no
+    # non-causal attention: vLLM stops. 0.24.0 on: FlashInfer supports both, and vLLM picks it.
+    ("0.20.1", "sm86-derived-from-h200.json", "fp8", None),
+    ("0.24.0", "sm86-derived-from-h200.json", "fp8", "FLASHINFER"),
+    ("0.20.1", "h200-facts.json", "fp8_e5m2", "FLASH_ATTN"),
+    ("0.24.0", "h200-facts.json", "fp8_e5m2", "FLASHINFER"),  # 0.21+: FlashAttention refuses e5m2 even on FA3
+    ("0.34.0", "sm100-derived-from-h200.json", "fp8", "FLASH_ATTN"),  # FA4 takes fp8 on SM100 (0.27.1+)
+])
+def test_the_kv_cache_dtype_decides_the_drafters_backend(tmp_path: Path, version: str, fixture: str, kv: str,
+                                                        expected: str | None) -> None:
+    pair = _head_128_pair(tmp_path)
+    argv = ["vllm", "serve", str(pair[0]), "--kv-cache-dtype", kv, "--speculative-config",
+            json.dumps({"method": "dflash", "model": str(pair[1]), "num_speculative_tokens": 15})]
+    results = run_checks(tmp_path, argv=argv, vllm=version, gpu=gpu_fixture(fixture))
+    if expected is not None:
+        f = found(results, "drafter-attention.backend")
+        assert f.status is Status.PASS and f" picks {expected} " in f.title and f"kv_cache_dtype={kv}" in f.title
+        return
+    f = found(results, "drafter-attention.none-valid")
+    assert f.status is Status.FAIL and f"kv_cache_dtype={kv}" in f.title
+    # vLLM's own words: "No valid attention backend found ... Reasons: {FLASH_ATTN: [kv_cache_dtype not supported], ..."
+    assert "FLASH_ATTN: [kv_cache_dtype not supported]" in f.detail
+    assert "FLASHINFER: [non-causal attention not supported]" in f.detail
+    fix = f.remediation[0].command
+    assert "--kv-cache-dtype" not in fix and fix.startswith(f"vllm serve {pair[0]} ")
+
+
+def test_a_selected_backend_without_the_kv_cache_dtype_is_refused_in_vllms_words(tmp_path: Path) -> None:
+    pair = _head_128_pair(tmp_path)
+    spec = {"method": "dflash", "model": str(pair[1]), "num_speculative_tokens": 15, "attention_backend": "FLASH_ATTN"}
+    argv = ["vllm", "serve", str(pair[0]), "--kv-cache-dtype", "fp8", "--speculative-config", json.dumps(spec)]
+    results = run_checks(tmp_path, argv=argv, vllm="0.24.0", gpu=gpu_fixture("sm86-derived-from-h200.json"))
+    f = found(results, "drafter-attention.selected-invalid")
+    assert f.status is Status.FAIL
+    assert "Selected backend AttentionBackendEnum.FLASH_ATTN is not valid for this configuration. Reason: " \
+           "['kv_cache_dtype not supported']" in f.detail
+    assert '"attention_backend": "FLASHINFER"' in f.remediation[0].command  # what vLLM picks itself there

@@ -220,3 +220,143 @@ def test_a_speculators_drafter_reads_as_each_release_converts_it(version: str) -
         doctor = speculators_keys(config, vllm)
         for key in ("architectures", "eagle_aux_hidden_state_layer_ids", "dflash_config", "draft_vocab_size"):
             assert doctor.get(key) == pre_trained.get(key), (version, kind, key, doctor.get(key), pre_trained.get(key))
+
+
+ATTENTION_HEAD_SIZES = (128, 256)
+ATTENTION_SELECTED = (None, "FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION")
+
+
+def _reasons(message: str) -> str:
+    """The reasons part of vLLM's selector error ("... Reasons: {...}." or "... Reason: [...]")."""
+    return message.rsplit("Reason", 1)[1].split(": ", 1)[1].rstrip(".")
+
+
+@pytest.mark.parametrize("version", MATRIX)
+def test_the_drafters_attention_backend_is_the_one_each_release_picks(version: str) -> None:
+    """The DFlash drafter's non-causal attention on sm_80 to sm_100, with each KV cache dtype and head size,
+    vLLM choosing or --attention-backend naming the backend: the release's own selector (vllm_attention, its
+    CudaPlatformBase.get_attn_backend_cls and backend classes compiled from the sdist, on a simulated GPU)
+    against the doctor's choose_backend on the facts it reads from the same source. The backend picked, or
+    vLLM's refusal with the same reasons per backend, must agree."""
+    from vllm_release import CAPABILITIES, KV_CACHE_DTYPES, vllm_attention
+
+    from dflash_doctor.checks.drafter_attention import choose_backend
+    from dflash_doctor.facts.serve import _attention
+
+    select = vllm_attention(version)
+    vllm = _vllm_facts(version)
+    attention = _attention(VllmSources(str(vllm_source(version))), ATTENTION_HEAD_SIZES)
+    disagree = []
+    for capability in CAPABILITIES:
+        cc = f"{capability[0]}.{capability[1]}"
+        for kv in KV_CACHE_DTYPES:
+            for head_size in ATTENTION_HEAD_SIZES:
+                # a causal drafter (dflash_config.causal, 0.23+) only as vLLM picks for it: its order differs on sm_100
+                for selected, non_causal in [(s, True) for s in ATTENTION_SELECTED] + [(None, False)]:
+                    kind, said = select(capability, kv, head_size, non_causal, selected)
+                    pick = choose_backend(attention, cc, non_causal, [head_size], selected, kv_cache_dtype=kv,
+                                          vllm=vllm)
+                    doctor = ("backend", pick["chosen"]) if pick["chosen"] else ("error", pick.get("message") or "")
+                    same = doctor == (kind, said) if kind == "backend" else \
+                        doctor[0] == "error" and _reasons(doctor[1]) == _reasons(said)
+                    if not same:
+                        disagree.append(f"sm_{cc} kv={kv} head={head_size} selected={selected} "
+                                        f"non_causal={non_causal}: vLLM {kind} "
+                                        f"{said if kind == 'backend' else _reasons(said)}; doctor {doctor[0]} "
+                                        f"{doctor[1] if doctor[0] == 'backend' else _reasons(doctor[1] or 'Reason: ?')}")
+    assert not disagree, f"vLLM {version}:\n" + "\n".join(disagree)
+
+
+BUDGET_K = (1, 7, 15, 16)
+BUDGET_BATCHED = (16, 17, 2048, 8192, 16384, 65536)
+BUDGET_SEQS = (1, 4, 256, 1024)
+
+
+@pytest.mark.parametrize("version", MATRIX)
+def test_the_dflash_token_budget_is_each_releases_own(version: str) -> None:
+    """DFlash's draft slots against --max-num-batched-tokens and --max-num-seqs: the release's own
+    VllmConfig._set_max_num_scheduled_tokens (vllm_token_budget) against the doctor's spec_token_budget, which the
+    serve-command check's token-budget findings are made from. vLLM's refusal (its exact message), the
+    max_num_scheduled_tokens it sets, the max_num_active_seqs it lowers, and its 'suboptimal performance' warning
+    must agree."""
+    from vllm_release import vllm_token_budget
+
+    from dflash_doctor.checks.serve_common import spec_token_budget
+
+    budget = vllm_token_budget(version)
+    vllm = _vllm_facts(version)
+    disagree = []
+    for k in BUDGET_K:
+        for batched in BUDGET_BATCHED:
+            for seqs in BUDGET_SEQS:
+                said = budget(k, batched, seqs)
+                doctor = spec_token_budget(vllm, k, batched, seqs)
+                warns = any("based on the speculative decoding settings. This may lead to suboptimal" in w
+                            for w in said["warnings"])
+                theirs = (said["error"], None if said["error"] else said["max_num_scheduled_tokens"],
+                          said["max_num_active_seqs"], warns)
+                ours = (doctor["error"], None if doctor["error"] else doctor["max_num_scheduled_tokens"],
+                        doctor["max_num_active_seqs"], doctor["warns"])
+                if theirs != ours:
+                    disagree.append(f"k={k} batched={batched} seqs={seqs}: vLLM {theirs}; doctor {ours} "
+                                    f"(rule {doctor['rule']})")
+    assert not disagree, f"vLLM {version}:\n" + "\n".join(disagree)
+
+
+@pytest.mark.parametrize("version", MATRIX)
+def test_the_scheduler_refuses_what_each_release_refuses(version: str) -> None:
+    """--max-num-batched-tokens against --max-model-len (chunked prefill on or off) and --max-num-seqs: the
+    release's own SchedulerConfig.verify_max_model_len against the doctor's scheduler_refusal (serve-command's
+    scheduler finding), vLLM's message word for word."""
+    from vllm_release import vllm_scheduler_refusal
+
+    from dflash_doctor.checks.serve_common import scheduler_refusal
+
+    refusal = vllm_scheduler_refusal(version)
+    disagree = []
+    for batched in BUDGET_BATCHED:
+        for seqs in BUDGET_SEQS:
+            for max_model_len in (2048, 8192, 40960):
+                for chunked in (True, False):
+                    theirs, ours = refusal(batched, seqs, max_model_len, chunked), \
+                        scheduler_refusal(batched, seqs, max_model_len, chunked)
+                    if theirs != ours:
+                        disagree.append(f"batched={batched} seqs={seqs} max_model_len={max_model_len} "
+                                        f"chunked={chunked}: vLLM {theirs}; doctor {ours}")
+    assert not disagree, f"vLLM {version}:\n" + "\n".join(disagree)
+
+
+@pytest.mark.parametrize("version", ["0.20.1", "0.34.0"])
+def test_a_vllm_built_without_fa3_or_fa4_refuses_the_fp8_kv_cache_as_vllm_does(version: str) -> None:
+    """FlashAttention's fp8 KV cache needs FA3 (sm_90) or FA4 (sm_100, 0.27.1+): a vLLM built without them (its
+    vllm_flash_attn without `_vllm_fa3_C`, or without `cute/interface.py`) refuses it, and the doctor, told so
+    by the facts it reads from the install (`flash_attn_builds`), agrees with the release's own selector."""
+    from vllm_release import vllm_attention
+
+    from dflash_doctor.checks.drafter_attention import choose_backend
+    from dflash_doctor.facts.serve import _attention
+
+    vllm = _vllm_facts(version)
+    attention = _attention(VllmSources(str(vllm_source(version))), ATTENTION_HEAD_SIZES)
+    for missing in (3, 4):
+        built = tuple(v for v in (2, 3, 4) if v != missing)
+        select = vllm_attention(version, flash_attn=built)
+        facts = {**attention, "flash_attn_builds": {f"fa{v}": v in built for v in (2, 3, 4)}}
+        for capability in ((9, 0), (10, 0)):
+            for kv in ("auto", "fp8"):
+                kind, said = select(capability, kv, 128, True, "FLASH_ATTN")
+                pick = choose_backend(facts, f"{capability[0]}.{capability[1]}", True, [128], "FLASH_ATTN",
+                                      kv_cache_dtype=kv, vllm=vllm)
+                assert (kind == "backend") == (pick["chosen"] == "FLASH_ATTN"), (missing, capability, kv, said, pick)
+
+
+def test_the_flash_attention_builds_are_read_from_the_installed_wheel() -> None:
+    from vllm_sources import CACHE
+
+    from dflash_doctor.facts.serve import _flash_attn_builds
+
+    site = CACHE / "vllm-site" / "0.20.1" / "vllm"
+    if not (site / "vllm_flash_attn").is_dir():
+        pytest.skip("the unpacked vLLM 0.20.1 wheel is not in the test cache (tests/warm_cache.py)")
+    assert _flash_attn_builds(str(site)) == {"fa2": True, "fa3": True, "fa4": True}
+    assert _flash_attn_builds(str(vllm_source("0.20.1"))) is None  # an sdist: as the wheels

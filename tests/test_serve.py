@@ -176,6 +176,17 @@ def test_vllm_0_34_caps_dflash_sequences_instead(tmp_path: Path, toys: tuple[Pat
     assert "VllmConfig does not have enough slots" in found(tiny, "serve-command.token-budget").title
 
 
+def test_vllm_0_29_neither_reserves_draft_slots_nor_caps_sequences(tmp_path: Path, toys: tuple[Path, Path]) -> None:
+    """0.28-0.32 schedule max_num_batched_tokens whole and refuse only max_num_batched_tokens <= k (their
+    max_num_new_slots_for_drafting for DFlash); the cap of max_num_batched_tokens // (k + 1) came in 0.33."""
+    results = run_checks(tmp_path, argv=seed(*toys, tokens="8192"), vllm="0.29.0", gpu=two_h200())
+    f = found(results, "serve-command.token-budget")
+    assert f.status is Status.PASS and "schedules 8192 tokens per step" in f.title
+    tiny = found(run_checks(tmp_path, argv=seed(*toys, tokens="16"), vllm="0.29.0", gpu=two_h200()),
+                 "serve-command.token-budget")
+    assert tiny.status is Status.WARN and "under 8192" in tiny.title  # 16 > k = 15: vLLM starts, and warns
+
+
 # ------------------------------------------------------------------------------------ each rule
 
 

@@ -158,3 +158,154 @@ def vllm_runs_v2(version: str) -> Callable[..., bool] | None:
                 else:
                     sys.modules[name] = module
     return runs_v2
+
+
+# ------------------------------------------------------------------------------ the attention backend
+
+# KV cache dtypes and GPUs the backend choice is held to (issue 21: sm_80 to sm_100, auto and the fp8 family).
+KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
+CAPABILITIES = ((8, 0), (8, 6), (8, 9), (9, 0), (10, 0))
+
+
+class _PlatformProxy:
+    """`vllm.platforms.current_platform`: the simulated CUDA platform, made once its classes are compiled."""
+
+    target: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.target, name)
+
+
+def vllm_attention(version: str, flash_attn: tuple[int, ...] = (2, 3, 4)
+                   ) -> Callable[[tuple[int, int], str, int, bool, str | None], tuple[str, str]]:
+    """The release's own attention-backend selection for one layer: `CudaPlatformBase.get_attn_backend_cls`
+    (platforms/cuda.py) with its `_get_backend_priorities`, the `AttentionBackendEnum` registry and each
+    backend class's `validate_configuration` and `supports_*` methods, the FlashAttention version helpers
+    (v1/attention/backends/fa_utils.py, vllm_flash_attn/flash_attn_interface.py) and `AttentionSelectorConfig`
+    (v1/attention/selector.py), all compiled from the release's sdist by tests/vllm_loader.py.
+
+    Simulated: the device capability (`get_device_capability`, everything else of the platform is vLLM's
+    CudaPlatformBase); the compiled FlashAttention 2/3/4 extensions present, as they are in vLLM's CUDA wheels
+    (`_vllm_fa2_C`, `_vllm_fa3_C`, `cute/interface.py`, checked in the 0.20.1 and 0.24.0 wheels; `flash_attn`
+    names the versions present, for a build without some); no current
+    VllmConfig (so no `flash_attn_version` override, no user `--block-size`); torch's dtypes as named objects.
+
+    Returns ("backend", NAME) or ("error", vLLM's ValueError message) for (capability, kv_cache_dtype,
+    head_size, use_non_causal, explicitly selected backend or None), a bf16 decoder layer."""
+    from vllm_loader import OnceLogger, SourceVllm
+
+    proxy = _PlatformProxy()
+    release: SourceVllm
+
+    def resolve(qualname: str) -> Any:
+        module, _, name = qualname.rpartition(".")
+        return release.get(module, name)
+
+    stubs: dict[str, dict[str, Any]] = {
+        "vllm.logger": {"init_logger": lambda *_: OnceLogger()},
+        "vllm.platforms": {"current_platform": proxy},
+        "vllm.envs": {"VLLM_BATCH_INVARIANT": False, "VLLM_USE_V2_MODEL_RUNNER": None},
+        "vllm.config": {"get_current_vllm_config": lambda: None, "get_current_vllm_config_or_none": lambda: None},
+        "vllm.vllm_flash_attn.flash_attn_interface": {
+            **{f"FA{v}_AVAILABLE": v in flash_attn for v in (2, 3, 4)},
+            **{f"FA{v}_UNAVAILABLE_REASON": None if v in flash_attn else "not built" for v in (2, 3, 4)}},
+        "vllm.utils.import_utils": {"resolve_obj_by_qualname": resolve},
+    }
+    release = SourceVllm(version, stubs)
+    capability_cls = release.get("vllm.platforms.interface", "DeviceCapability")
+    cuda_base = release.get("vllm.platforms.cuda", "CudaPlatformBase")
+
+    class Simulated(cuda_base):  # type: ignore[misc, valid-type]
+        capability: tuple[int, int] = (9, 0)
+
+        @classmethod
+        def get_device_capability(cls, device_id: int = 0) -> Any:
+            return capability_cls(*cls.capability)
+
+    proxy.target = Simulated()  # vLLM's current_platform is an instance
+    selector_config = release.get("vllm.v1.attention.selector", "AttentionSelectorConfig")
+    enum = release.get("vllm.v1.attention.backends.registry", "AttentionBackendEnum")
+    paths = {member.value: member.name for member in enum}
+
+    def select(capability: tuple[int, int], kv_cache_dtype: str, head_size: int, non_causal: bool,
+               explicit: str | None) -> tuple[str, str]:
+        Simulated.capability = capability
+        config = selector_config(head_size=head_size, dtype=release.torch.bfloat16, kv_cache_dtype=kv_cache_dtype,
+                                 block_size=None, use_non_causal=non_causal)
+        with release.installed():
+            try:
+                path = Simulated.get_attn_backend_cls(enum[explicit] if explicit else None,
+                                                      attn_selector_config=config, num_heads=None)
+            except ValueError as exc:
+                return "error", str(exc)
+        return "backend", paths[path]
+    return select
+
+
+# ------------------------------------------------------------------------------ the token budget
+
+
+def vllm_token_budget(version: str) -> Callable[[int, int, int], dict[str, Any]]:
+    """The release's own `VllmConfig._set_max_num_scheduled_tokens` (config/vllm.py) for a DFlash serve, with its
+    `SpeculativeConfig.max_num_new_slots_for_drafting`, `VllmConfig.num_lookahead_tokens` and (0.34) the
+    `DFlashSpeculatorConfig` of v1/worker/gpu/spec_decode/dflash/config.py, compiled by tests/vllm_loader.py.
+
+    Simulated: the configs are built field by field (method "dflash", parallel_drafting set as the release's
+    SpeculativeConfig.__post_init__ sets it for DFlash, no user max_num_scheduled_tokens or max_num_active_seqs);
+    0.34's `speculator_config` property looks the class up in a registry filled by decorators, which the loader
+    drops, so it is given the DFlash class directly.
+
+    Returns {"error": vLLM's ValueError or None, "max_num_scheduled_tokens", "max_num_active_seqs", "warnings"}
+    for (num_speculative_tokens, max_num_batched_tokens, max_num_seqs)."""
+    from vllm_loader import OnceLogger, SourceVllm
+
+    logger = OnceLogger()
+    release = SourceVllm(version, {"vllm.logger": {"init_logger": lambda *_: logger}})
+    vllm_config = release.get("vllm.config.vllm", "VllmConfig")
+    speculative = release.get("vllm.config.speculative", "SpeculativeConfig")
+    dflash_config = "vllm.v1.worker.gpu.spec_decode.dflash.config"
+    if (vllm_source(version) / "v1/worker/gpu/spec_decode/dflash/config.py").is_file():
+        speculator = release.get(dflash_config, "DFlashSpeculatorConfig")
+        speculative = type("SpeculativeConfig", (speculative,), {
+            "speculator_config": property(lambda self: speculator(self))})
+
+    def budget(k: int, batched: int, seqs: int) -> dict[str, Any]:
+        spec = object.__new__(speculative)
+        spec.__dict__.update(method="dflash", custom_method=None, num_speculative_tokens=k, parallel_drafting=True,
+                             model="drafter", draft_model_config=SimpleNamespace(
+                                 hf_config=SimpleNamespace(), architectures=["DFlashDraftModel"]))
+        scheduler = SimpleNamespace(max_num_batched_tokens=batched, max_num_seqs=seqs, max_num_scheduled_tokens=None,
+                                    max_num_active_seqs=None)
+        config = object.__new__(vllm_config)
+        config.__dict__.update(speculative_config=spec, scheduler_config=scheduler)
+        logger.warnings.clear()
+        error = None
+        with release.installed():
+            try:
+                config._set_max_num_scheduled_tokens()
+            except ValueError as exc:
+                error = str(exc)
+        return {"error": error, "max_num_scheduled_tokens": scheduler.max_num_scheduled_tokens,
+                "max_num_active_seqs": scheduler.max_num_active_seqs, "warnings": list(logger.warnings)}
+    return budget
+
+
+def vllm_scheduler_refusal(version: str) -> Callable[[int, int, int, bool], str | None]:
+    """The release's own `SchedulerConfig.verify_max_model_len` (config/scheduler.py): its ValueError message, or
+    None, for (max_num_batched_tokens, max_num_seqs, max_model_len, enable_chunked_prefill); the other fields at
+    their defaults (one partial prefill, no max_num_active_seqs)."""
+    from vllm_loader import OnceLogger
+
+    verify = release_function(version, "config/scheduler.py", "SchedulerConfig.verify_max_model_len",
+                              {"logger": OnceLogger()})
+
+    def refusal(batched: int, seqs: int, max_model_len: int, chunked: bool) -> str | None:
+        config = SimpleNamespace(max_num_batched_tokens=batched, max_num_seqs=seqs, enable_chunked_prefill=chunked,
+                                 max_num_partial_prefills=1, max_long_partial_prefills=1,
+                                 long_prefill_token_threshold=0, max_num_active_seqs=None)
+        try:
+            verify(config, max_model_len)
+        except ValueError as exc:
+            return str(exc)
+        return None
+    return refusal

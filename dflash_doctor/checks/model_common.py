@@ -143,8 +143,9 @@ def _vllm_label(vllm: VllmDflash | None) -> str:
 
 
 def _marker(vllm: VllmDflash | None, name: str) -> bool | None:
-    """Whether the installed vLLM's source has this marker; None when there is no source to read."""
-    if vllm is None or not vllm.root:
+    """Whether the installed vLLM's source has this marker; None when there is no source to read, or when the
+    facts were recorded before the doctor looked for this marker (a saved report judged again)."""
+    if vllm is None or not vllm.root or name not in vllm.markers:
         return None
     marker = vllm.markers.get(name) or {}
     if not marker.get("readable", True):

@@ -28,14 +28,13 @@ from dflash_doctor.knowledge.dflash import (
     NUM_SPEC_TOKENS_REQUIRED,
     SCHEDULER_RULES,
     SPEC_BUDGET_RULE_A,
-    SPEC_BUDGET_RULE_B,
+    SPEC_BUDGET_RULES,
 )
 from dflash_doctor.knowledge.dflash_reports import RULES_VERIFIED_THROUGH, VALIDATED_BY_VLLM
 from dflash_doctor.model import Finding, Remediation, Status
 
 from .model_common import (
     _is_int,
-    _marker,
     gpu_view,
     installer_for,
     text_config,
@@ -48,6 +47,8 @@ from .serve_common import (
     effective_settings,
     max_len_refused,
     repair_spec,
+    scheduler_refusal,
+    spec_token_budget,
     with_flag,
     with_spec,
 )
@@ -127,9 +128,9 @@ CODES: tuple[Code, ...] = (
          "vLLM 0.20-0.24 reserve (num_speculative_tokens - 1) x max_num_seqs draft slots out of "
          "--max-num-batched-tokens and stop when nothing is left to schedule ('max_num_scheduled_tokens is set to "
          "... which does not allow any tokens to be scheduled'); with max_num_seqs defaulting to 1024 on GPUs of 70 "
-         "GiB or more, k = 15 needs more than 14336 tokens. vLLM 0.34 stops when max_num_batched_tokens <= k + 1 "
-         "('VllmConfig does not have enough slots...') and caps running sequences at max_num_batched_tokens // "
-         "(k + 1)."),
+         "GiB or more, k = 15 needs more than 14336 tokens (so through 0.27.1). From 0.28 nothing is reserved: vLLM "
+         "stops only when max_num_batched_tokens <= k ('VllmConfig does not have enough slots...'; k + 1 from 0.33, "
+         "which also caps running sequences at max_num_batched_tokens // (k + 1)), and warns under 8192 tokens."),
     Code("serve-command.heads-tp", "Attention heads do not divide by the tensor-parallel size",
          "'Total number of attention heads (...) must be divisible by tensor parallel size (...).' The drafter is "
          "checked against its own draft tensor-parallel size."),
@@ -435,7 +436,8 @@ class _Command:
             s = effective_settings(self.fields, self.target, tier, self.vllm)
             mml, tokens, seqs = s["max_model_len"], s["max_num_batched_tokens"], s["max_num_seqs"]
             cond = "" if len(self._tiers()) == 1 else f" (on {why}, whose default max_num_seqs is {seqs})"
-            if _is_int(mml) and tokens < mml and not s["chunked_prefill"]:
+            refusal = scheduler_refusal(tokens, seqs, mml, bool(s["chunked_prefill"]))
+            if refusal and "max_model_len" in refusal:
                 out.append(Finding("serve-command.scheduler", Status.FAIL,
                                    f"max_num_batched_tokens ({tokens}) is smaller than max_model_len ({mml}) with chunked "
                                    f"prefill off: vLLM stops (\"This effectively limits the maximum sequence length to "
@@ -443,7 +445,7 @@ class _Command:
                                    detail=SCHEDULER_RULES.source, evidence=s,
                                    remediation=(Remediation(with_flag(self.argv, "--max-num-batched-tokens", mml), "or drop "
                                                             "--no-enable-chunked-prefill"),)))
-            if tokens < seqs:
+            if tokens < seqs:  # vLLM's second refusal: reported too, vLLM would stop at the first
                 out.append(Finding("serve-command.scheduler", Status.FAIL,
                                    f"max_num_batched_tokens ({tokens}) must be greater than or equal to max_num_seqs "
                                    f"({seqs}){cond}", detail=SCHEDULER_RULES.source, evidence=s,
@@ -451,81 +453,67 @@ class _Command:
                                                             "--max-num-batched-tokens"),)))
         return out[:2]
 
-    def _budget_rules(self) -> list[str]:
-        a, b = _marker(self.vllm, "spec_budget_a"), _marker(self.vllm, "spec_budget_b")
-        if b:
-            return ["B"]
-        if a:
-            return ["A"]
-        version = release(self.vllm.version if self.vllm else None)
-        if version and version < (0, 25):
-            return ["A"]
-        if version and version >= (0, 34):
-            return ["B"]
-        return ["A", "B"]
-
     def budget(self) -> list[Finding]:
         k = self.spec.get("num_speculative_tokens")
         if not _is_int(k) or k <= 0 or self.spec.get("method", "dflash") != "dflash":
             return []
         out: list[Finding] = []
         tiers = self._tiers()
-        for rule in self._budget_rules():
-            for tier, why in tiers:
-                s = effective_settings(self.fields, self.target, tier, self.vllm)
-                tokens, seqs = s["max_num_batched_tokens"], s["max_num_seqs"]
-                cond = "" if len(tiers) == 1 else f" on {why}"
-                seqs_note = f"max_num_seqs {seqs}" + (" (vLLM's default)" if s["seqs_defaulted"] else "")
-                tokens_note = f"max_num_batched_tokens {tokens}" + (" (vLLM's default)" if s["batched_defaulted"] else "")
-                if rule == "A":
-                    delta = (k - 1) * seqs
-                    scheduled = tokens - delta
-                    evidence = {**s, "rule": "0.20-0.24", "draft_slots": delta, "max_num_scheduled_tokens": scheduled}
-                    if scheduled <= 0:
-                        need = delta + 8192
-                        out.append(Finding(
-                            "serve-command.token-budget", Status.FAIL,
-                            f"{tokens_note} leaves no tokens to schedule{cond}: DFlash reserves (k - 1) x "
-                            f"max_num_seqs = {k - 1} x {seqs} = {delta} draft slots, so vLLM stops with "
-                            f"\"max_num_scheduled_tokens is set to {scheduled} based on the speculative decoding "
-                            "settings, which does not allow any tokens to be scheduled. Increase "
-                            "max_num_batched_tokens to accommodate the additional draft token slots, or decrease "
-                            "num_speculative_tokens or max_num_seqs.\"",
-                            detail=SPEC_BUDGET_RULE_A.source, evidence=evidence,
-                            remediation=(Remediation(with_flag(self.argv, "--max-num-batched-tokens", need),
-                                                     f"{delta} draft slots plus 8192 to schedule"),
-                                         Remediation(with_flag(self.argv, "--max-num-seqs", max(1, tokens // (2 * max(1, k - 1)))),
-                                                     "or run fewer sequences at once"))))
-                    elif scheduled < 8192:
-                        out.append(Finding("serve-command.token-budget", Status.WARN,
-                                           f"{tokens_note} minus {delta} DFlash draft slots ({k - 1} x {seqs_note}) leaves "
-                                           f"max_num_scheduled_tokens {scheduled}{cond}: vLLM warns of suboptimal "
-                                           "performance", detail=SPEC_BUDGET_RULE_A.source, evidence=evidence))
-                    else:
-                        out.append(Finding("serve-command.token-budget", Status.PASS,
-                                           f"{tokens_note} minus {delta} DFlash draft slots ({k - 1} x {seqs_note}) leaves "
-                                           f"{scheduled} tokens to schedule per step{cond}", evidence=evidence))
+        # no vLLM to read: the oldest and the newest rules both judge (the command may meet either)
+        known = self.vllm is not None and self.vllm.installed
+        for rule, (tier, why) in [(r, t) for r in ([None] if known else ["0.20-0.27", "0.33"]) for t in tiers]:
+            s = effective_settings(self.fields, self.target, tier, self.vllm)
+            tokens, seqs = s["max_num_batched_tokens"], s["max_num_seqs"]
+            cond = "" if len(tiers) == 1 else f" on {why}"
+            seqs_note = f"max_num_seqs {seqs}" + (" (vLLM's default)" if s["seqs_defaulted"] else "")
+            tokens_note = f"max_num_batched_tokens {tokens}" + (" (vLLM's default)" if s["batched_defaulted"] else "")
+            b = spec_token_budget(self.vllm, k, tokens, seqs, rule)
+            scheduled, slots = b["max_num_scheduled_tokens"], b["slots_per_request"]
+            evidence = {**s, **b}
+            if b["rule"] == "0.20-0.27":
+                delta = b["draft_slots"]
+                if b["error"]:
+                    out.append(Finding(
+                        "serve-command.token-budget", Status.FAIL,
+                        f"{tokens_note} leaves no tokens to schedule{cond}: DFlash reserves (k - 1) x "
+                        f"max_num_seqs = {slots} x {seqs} = {delta} draft slots, so vLLM stops with \"{b['error']}\"",
+                        detail=SPEC_BUDGET_RULE_A.source, evidence=evidence,
+                        remediation=(Remediation(with_flag(self.argv, "--max-num-batched-tokens", delta + 8192),
+                                                 f"{delta} draft slots plus 8192 to schedule"),
+                                     Remediation(with_flag(self.argv, "--max-num-seqs", max(1, tokens // (2 * max(1, slots)))),
+                                                 "or run fewer sequences at once"))))
+                elif b["warns"]:
+                    out.append(Finding("serve-command.token-budget", Status.WARN,
+                                       f"{tokens_note} minus {delta} DFlash draft slots ({slots} x {seqs_note}) leaves "
+                                       f"max_num_scheduled_tokens {scheduled}{cond}: vLLM warns of suboptimal "
+                                       "performance", detail=SPEC_BUDGET_RULE_A.source, evidence=evidence))
                 else:
-                    lookahead = k + 1
-                    cap = tokens // lookahead
-                    evidence = {**s, "rule": "0.34", "num_lookahead_tokens": lookahead, "max_draft_seqs": cap}
-                    if tokens <= lookahead:
-                        out.append(Finding("serve-command.token-budget", Status.FAIL,
-                                           f"\"VllmConfig does not have enough slots to schedule a token and support the "
-                                           f"speculative decoding settings. Got max_num_batched_tokens={tokens} and "
-                                           f"num_lookahead_tokens={lookahead}.\"{cond}",
-                                           detail=SPEC_BUDGET_RULE_B.source, evidence=evidence))
-                    elif cap < seqs:
-                        out.append(Finding("serve-command.token-budget", Status.WARN,
-                                           f"DFlash caps running sequences at {tokens_note} // (k + 1 = {lookahead}) = "
-                                           f"{cap}, below {seqs_note}{cond}: vLLM lowers max_num_active_seqs to {cap}",
-                                           detail=SPEC_BUDGET_RULE_B.source, evidence=evidence,
-                                           remediation=(Remediation(with_flag(self.argv, "--max-num-batched-tokens", seqs * lookahead),
-                                                                    f"room for {seqs} sequences of {lookahead} queries"),)))
-                    else:
-                        out.append(Finding("serve-command.token-budget", Status.PASS,
-                                           f"DFlash fits {cap} sequences in {tokens_note} (k + 1 = {lookahead} queries "
-                                           f"each), at least {seqs_note}{cond}", evidence=evidence))
+                    out.append(Finding("serve-command.token-budget", Status.PASS,
+                                       f"{tokens_note} minus {delta} DFlash draft slots ({slots} x {seqs_note}) leaves "
+                                       f"{scheduled} tokens to schedule per step{cond}", evidence=evidence))
+                continue
+            cap = b["max_num_active_seqs"]
+            if b["error"]:
+                out.append(Finding("serve-command.token-budget", Status.FAIL, f"\"{b['error']}\"{cond}",
+                                   detail=SPEC_BUDGET_RULES.source, evidence=evidence,
+                                   remediation=(Remediation(with_flag(self.argv, "--max-num-batched-tokens", 8192),
+                                                            "vLLM's default for most GPUs"),)))
+            elif cap is not None:
+                out.append(Finding("serve-command.token-budget", Status.WARN,
+                                   f"DFlash caps running sequences at {tokens_note} // (k + 1 = {slots}) = {cap}, below "
+                                   f"{seqs_note}{cond}: vLLM lowers max_num_active_seqs to {cap}",
+                                   detail=SPEC_BUDGET_RULES.source, evidence=evidence,
+                                   remediation=(Remediation(with_flag(self.argv, "--max-num-batched-tokens", seqs * slots),
+                                                            f"room for {seqs} sequences of {slots} queries"),)))
+            elif b["warns"]:
+                out.append(Finding("serve-command.token-budget", Status.WARN,
+                                   f"{tokens_note} leaves max_num_scheduled_tokens {scheduled} under 8192{cond}: vLLM "
+                                   "warns of suboptimal performance", detail=SPEC_BUDGET_RULES.source,
+                                   evidence=evidence))
+            else:
+                out.append(Finding("serve-command.token-budget", Status.PASS,
+                                   f"{tokens_note} schedules {scheduled} tokens per step with DFlash's {slots} draft "
+                                   f"slots per request, {seqs_note}{cond}", evidence=evidence))
         return out
 
     def heads(self) -> list[Finding]:

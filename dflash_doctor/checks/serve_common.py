@@ -16,10 +16,12 @@ from functools import partial
 from typing import Any, TypeGuard
 
 from dflash_doctor.checks.remedy import join
+from dflash_doctor.facts.envfacts import version_tuple
 from dflash_doctor.facts.serve_shapes import VllmDflash
 from dflash_doctor.knowledge.dflash import (
     BATCH_DEFAULTS,
     MAX_LEN_DERIVATION,
+    SPEC_BUDGET_RULES,
 )
 from dflash_doctor.model import Finding, Status
 from dflash_doctor.units import GIB, gib
@@ -31,7 +33,7 @@ from .model_common import (
     text_config,
 )
 
-__all__ = ["effective_settings", "repair_spec", "with_flag", "with_spec", "with_switch", "without_flag"]
+__all__ = ["effective_settings", "repair_spec", "scheduler_refusal", "spec_token_budget", "with_flag", "with_spec", "with_switch", "without_flag"]
 
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "half": 2, "float": 4}
 STORED_FLOAT = {"F16", "BF16", "F32", "F64"}
@@ -284,3 +286,62 @@ def effective_settings(fields: Mapping[str, Any], target: Mapping[str, Any] | No
 
 
 # ------------------------------------------------------------------------------------ serve-command
+
+
+def spec_token_budget(vllm: VllmDflash | None, k: int, batched: int, seqs: int,
+                      rule: str | None = None) -> dict[str, Any]:
+    """What the installed vLLM's VllmConfig._set_max_num_scheduled_tokens makes of a DFlash serve with k
+    speculative tokens (knowledge.dflash.SPEC_BUDGET_RULES): the rule ("0.20-0.27", "0.28-0.32", "0.33"), vLLM's
+    error message or None, max_num_scheduled_tokens, max_num_active_seqs where vLLM lowers it, whether it warns
+    that fewer than 8192 tokens are left, and the draft slots reserved per request. `rule` names one instead of
+    the installed vLLM's."""
+    rules = SPEC_BUDGET_RULES.value
+    if rule is not None:
+        draft_seqs, subtracts = rule == "0.33", rule == "0.20-0.27"
+    else:
+        draft_seqs = has_behaviour(vllm, "spec_budget_draft_seqs", rules["draft_seqs_since"])
+        subtracts = not draft_seqs and _subtracts(vllm, rules["no_subtraction_since"])
+    out: dict[str, Any] = {"error": None, "max_num_active_seqs": None}
+    if subtracts:
+        slots = k - 1
+        scheduled = batched - slots * seqs
+        out.update(rule="0.20-0.27", slots_per_request=slots, draft_slots=slots * seqs, max_num_scheduled_tokens=scheduled,
+                   warns=0 < scheduled < rules["warn_below"])
+        if scheduled <= 0:
+            out["error"] = (f"max_num_scheduled_tokens is set to {scheduled} based on the speculative decoding settings, "
+                            "which does not allow any tokens to be scheduled. Increase max_num_batched_tokens to "
+                            "accommodate the additional draft token slots, or decrease num_speculative_tokens or "
+                            "max_num_seqs.")
+        return out
+    slots = k + 1 if draft_seqs else k
+    out.update(rule="0.33" if draft_seqs else "0.28-0.32", slots_per_request=slots, max_num_scheduled_tokens=batched,
+               warns=batched < rules["warn_below"])
+    if batched <= slots:
+        named = f"num_lookahead_tokens={slots}" if draft_seqs else f"scheduled_token_delta={slots}"
+        out["error"] = ("VllmConfig does not have enough slots to schedule a token and support the speculative "
+                        f"decoding settings. Got max_num_batched_tokens={batched} and {named}.")
+    elif draft_seqs and batched // slots < seqs:
+        out["max_num_active_seqs"] = batched // slots
+    return out
+
+
+
+def _subtracts(vllm: VllmDflash | None, until: str) -> bool:
+    """The old rule, unlike the newer ones, is known by its marker's presence; where the source is unread, by a
+    version before `until`."""
+    found = _marker(vllm, "spec_budget_subtracts")
+    if found is not None:
+        return found
+    version = version_tuple(str((vllm.version if vllm is not None else None) or ""))
+    return bool(version) and version < version_tuple(until)
+
+
+def scheduler_refusal(batched: int, seqs: int, max_model_len: int | None, chunked_prefill: bool) -> str | None:
+    """SchedulerConfig.verify_max_model_len's refusal (the same in 0.20 through 0.34), in vLLM's words, or None."""
+    if _is_int(max_model_len) and batched < max_model_len and not chunked_prefill:
+        return (f"max_num_batched_tokens ({batched}) is smaller than max_model_len ({max_model_len}). This effectively "
+                "limits the maximum sequence length to max_num_batched_tokens and makes vLLM reject longer sequences. "
+                "Please increase max_num_batched_tokens or decrease max_model_len.")
+    if batched < seqs:
+        return f"max_num_batched_tokens ({batched}) must be greater than or equal to max_num_seqs ({seqs})."
+    return None

@@ -23,7 +23,7 @@ import os
 import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from dflash_doctor.check import Context
 from dflash_doctor.facts.envfacts import Distributions
@@ -36,6 +36,7 @@ from dflash_doctor.knowledge.archs import parse_target_archs
 from dflash_doctor.knowledge.dflash import (
     BATCH_HUGE_MARKER,
     DFLASH_MODEL_FILE,
+    FLASH_ATTN_QUANTIZED_KV,
     LAYER_IDS_PLUS_ONE_MARKER,
     MASK_TOP_LEVEL_MARKER,
     NON_CAUSAL_SCOPE,
@@ -43,6 +44,7 @@ from dflash_doctor.knowledge.dflash import (
     SLIDING_WINDOW_MARKER,
     SPEC_BUDGET_RULE_A,
     SPEC_BUDGET_RULE_B,
+    SPEC_BUDGET_RULES,
     TARGET_HIDDEN_SIZE_NULL,
     YARN_ALREADY_SCALED_MARKER,
 )
@@ -219,19 +221,54 @@ class _Capability(tuple):  # type: ignore[type-arg]
         return int(self[1])
 
 
+class _ClassLevel(NamedTuple):
+    """One class of a backend's chain: its methods and its constant class attributes."""
+
+    methods: dict[str, ast.FunctionDef]
+    attributes: dict[str, Any]
+
+
 class _Evaluator:
     """Evaluates the small constant logic of vLLM's backend selection: comparisons, if/else, returns of
     lists of enum members. Anything else (a call into CUDA, a module-level cache) is `_Unknown`."""
 
-    def __init__(self, methods: Mapping[str, ast.FunctionDef] | None = None) -> None:
-        self.methods = dict(methods or {})
+    def __init__(self, methods: Mapping[str, ast.FunctionDef] | None = None,
+                 chain: Sequence[_ClassLevel] = ()) -> None:
+        """`chain`: the class and its bases as vLLM resolves them, most derived first; `cls.name` and
+        `cls.method()` look up from the top, `super().method()` from below the method being run."""
+        self.chain = list(chain) or [_ClassLevel(dict(methods or {}), {})]
+        self.methods = {name: f for level in reversed(self.chain) for name, f in level.methods.items()}
+        self._levels: list[int] = []
 
-    def call(self, function: ast.FunctionDef, values: Mapping[str, Any]) -> Any:
+    def _lookup(self, name: str, below: int = -1) -> tuple[int, ast.FunctionDef] | None:
+        for index, level in enumerate(self.chain):
+            if index > below and name in level.methods:
+                return index, level.methods[name]
+        return None
+
+    def call(self, function: ast.FunctionDef, values: Mapping[str, Any], level: int | None = None) -> Any:
         env = {a.arg: values[a.arg] for a in function.args.args + function.args.kwonlyargs if a.arg in values}
-        kind, value = self._run(function.body, env)
+        if level is None:
+            found = self._lookup(function.name)
+            level = found[0] if found is not None and found[1] is function else 0
+        self._levels.append(level)
+        try:
+            kind, value = self._run(function.body, env)
+        finally:
+            self._levels.pop()
         if kind != "return":
             raise _Unknown("no return")
         return value
+
+    def _call_method(self, found: tuple[int, ast.FunctionDef] | None, node: ast.Call,
+                     env: Mapping[str, Any]) -> Any:
+        if found is None:
+            raise _Unknown("method")
+        level, function = found
+        params = [a.arg for a in function.args.args if a.arg != "cls"]
+        values = dict(zip(params, (self.eval(arg, env) for arg in node.args)))
+        values.update({k.arg: self.eval(k.value, env) for k in node.keywords if k.arg})
+        return self.call(function, values, level)
 
     def _run(self, body: Sequence[ast.stmt], env: dict[str, Any]) -> tuple[str, Any]:
         for statement in body:
@@ -266,6 +303,11 @@ class _Evaluator:
         if isinstance(node, ast.Attribute):
             if isinstance(node.value, ast.Name) and node.value.id.endswith("BackendEnum"):
                 return node.attr
+            if isinstance(node.value, ast.Name) and node.value.id == "cls" and node.value.id not in env:
+                for level in self.chain:
+                    if node.attr in level.attributes:
+                        return level.attributes[node.attr]
+                raise _Unknown(node.attr)
             base = self.eval(node.value, env)
             if isinstance(base, _Capability) and node.attr in ("major", "minor"):
                 return getattr(base, node.attr)
@@ -325,9 +367,16 @@ class _Evaluator:
         func = node.func
         if isinstance(func, ast.Name) and func.id == "DeviceCapability" and not node.keywords:
             return _Capability(self.eval(arg, env) for arg in node.args)
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "cls" \
-                and func.attr in self.methods and not node.args:
-            return self.call(self.methods[func.attr], {})
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "cls":
+            return self._call_method(self._lookup(func.attr), node, env)
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call) \
+                and isinstance(func.value.func, ast.Name) and func.value.func.id == "super" and not func.value.args:
+            return self._call_method(self._lookup(func.attr, self._levels[-1] if self._levels else 0), node, env)
+        if isinstance(func, ast.Attribute) and func.attr in ("startswith", "endswith") and not node.keywords:
+            text = self.eval(func.value, env)
+            args = [self.eval(arg, env) for arg in node.args]
+            if isinstance(text, str) and all(isinstance(a, (str, tuple)) for a in args):
+                return getattr(text, func.attr)(*args)
         raise _Unknown("call")
 
 
@@ -405,6 +454,8 @@ _MARKERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "target_hidden_size_null_ok": (TARGET_HIDDEN_SIZE_NULL.value, ("model_executor/models/qwen3_dflash.py",)),
     "spec_budget_a": (SPEC_BUDGET_RULE_A.value, ("config/vllm.py",)),
     "spec_budget_b": (SPEC_BUDGET_RULE_B.value, ("config/vllm.py",)),
+    "spec_budget_subtracts": (SPEC_BUDGET_RULES.value["subtracts_marker"], ("config/vllm.py",)),
+    "spec_budget_draft_seqs": (SPEC_BUDGET_RULES.value["draft_seqs_marker"], ("config/vllm.py",)),
     "non_causal_all_layers": (NON_CAUSAL_SCOPE.value["all-layers"], ("v1/attention/selector.py",)),
     "drafter_own_backend": (NON_CAUSAL_SCOPE.value["drafter-own-backend"], ("v1/spec_decode/llm_base_proposer.py",)),
     "drafter_own_backend_v2": (NON_CAUSAL_SCOPE.value["drafter-own-backend-v2"],
@@ -425,6 +476,7 @@ _MARKERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "v2_dense_unquantized_only": ("return not model_config.is_moe and not model_config.is_quantized",
                                   ("config/vllm.py",)),
     "v2_dense_default": ("or not model_config.is_moe", ("config/vllm.py",)),
+    "fa4_fp8_kv": (FLASH_ATTN_QUANTIZED_KV.value["fa4_marker"], ("v1/attention/backends/fa_utils.py",)),
     "dflash_causal_key": ('.get("causal"', ("v1/spec_decode/dflash.py", "model_executor/models/qwen3_dflash.py")),
 }
 
@@ -461,14 +513,17 @@ def _backend_classes(sources: VllmSources) -> dict[str, tuple[str, str]]:
     return found
 
 
-def _class_methods(sources: VllmSources, rel: str, cls: str) -> dict[str, ast.FunctionDef]:
-    """Methods of `cls` as vLLM resolves them: its own, then its bases in the same module, then
-    AttentionBackend's defaults (v1/attention/backend.py)."""
-    methods: dict[str, ast.FunctionDef] = {}
-    chain: list[tuple[str, str]] = [(rel, cls)]
+def _class_chain(sources: VllmSources, rel: str, cls: str) -> list[_ClassLevel]:
+    """`cls` and its bases as vLLM resolves them: its own, then its bases in the same module, then
+    AttentionBackend's defaults (v1/attention/backend.py); each with its methods and constant attributes."""
+    chain: list[_ClassLevel] = []
+    todo: list[tuple[str, str]] = [(rel, cls)]
     seen: set[tuple[str, str]] = set()
-    while chain:
-        file, name = chain.pop(0)
+    base_done = False
+    while todo or not base_done:
+        if not todo:
+            todo, base_done = [("v1/attention/backend.py", "AttentionBackend")], True
+        file, name = todo.pop(0)
         if (file, name) in seen:
             continue
         seen.add((file, name))
@@ -477,20 +532,48 @@ def _class_methods(sources: VllmSources, rel: str, cls: str) -> dict[str, ast.Fu
             continue
         for node in tree.body:
             if isinstance(node, ast.ClassDef) and node.name == name:
-                for item in node.body:
-                    if isinstance(item, ast.FunctionDef):
-                        methods.setdefault(item.name, item)
-                for base in node.bases:
-                    if isinstance(base, ast.Name):
-                        chain.append((file, base.id))
-    base_tree = sources.tree("v1/attention/backend.py")
-    if base_tree is not None:
-        for node in base_tree.body:
-            if isinstance(node, ast.ClassDef) and node.name == "AttentionBackend":
-                for item in node.body:
-                    if isinstance(item, ast.FunctionDef):
-                        methods.setdefault(item.name, item)
+                methods = {i.name: i for i in node.body if isinstance(i, ast.FunctionDef)}
+                chain.append(_ClassLevel(methods, _class_constants(node)))
+                todo.extend((file, b.id) for b in node.bases if isinstance(b, ast.Name))
+    return chain
+
+
+def _class_constants(node: ast.ClassDef) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for item in node.body:
+        target = item.targets[0] if isinstance(item, ast.Assign) and len(item.targets) == 1 else \
+            item.target if isinstance(item, ast.AnnAssign) else None
+        value = item.value if isinstance(item, (ast.Assign, ast.AnnAssign)) else None
+        if isinstance(target, ast.Name) and value is not None:
+            try:
+                found[target.id] = ast.literal_eval(value)
+            except ValueError:
+                continue
+    return found
+
+
+def _class_methods(sources: VllmSources, rel: str, cls: str) -> dict[str, ast.FunctionDef]:
+    methods: dict[str, ast.FunctionDef] = {}
+    for level in _class_chain(sources, rel, cls):
+        for name, function in level.methods.items():
+            methods.setdefault(name, function)
     return methods
+
+
+def _kv_combination_reason(methods: Mapping[str, ast.FunctionDef]) -> str | None:
+    """The reason a backend's supports_combination gives a quantized KV cache it cannot run ("FP8 KV cache
+    requires FA3 on SM90 or FA4 on SM100"), vLLM's own words, read from its source."""
+    function = methods.get("supports_combination")
+    if function is None:
+        return None
+    for node in ast.walk(function):
+        if isinstance(node, ast.If) and len(node.body) == 1 and isinstance(node.body[0], ast.Return):
+            test = ast.unparse(node.test)
+            value = node.body[0].value
+            if "is_quantized_kv_cache" in test and "use_mm_prefix" not in test \
+                    and isinstance(value, ast.Constant) and isinstance(value.value, str):
+                return value.value
+    return None
 
 
 def _try(function: ast.FunctionDef | None, evaluator: _Evaluator, values: Mapping[str, Any]) -> Any:
@@ -510,6 +593,10 @@ def _attention(sources: VllmSources, head_sizes: Sequence[int]) -> dict[str, Any
     if not functions:
         return facts
     evaluator = _Evaluator()
+    cache_tree = sources.tree("config/cache.py")
+    kv_dtypes = (_literal_values(cache_tree, "CacheDType") if cache_tree is not None else []) or ["auto"]
+    facts["kv_cache_dtypes"] = kv_dtypes
+    facts["flash_attn_builds"] = _flash_attn_builds(sources.root)
     named: set[str] = set()
     for cc in CAPABILITIES:
         major, minor = (int(p) for p in cc.split("."))
@@ -528,17 +615,38 @@ def _attention(sources: VllmSources, head_sizes: Sequence[int]) -> dict[str, Any
             facts["backends"][backend] = {"file": None}
             continue
         rel, cls = classes[backend]
-        methods = _class_methods(sources, rel, cls)
-        own = _Evaluator(methods)
+        chain = _class_chain(sources, rel, cls)
+        own = _Evaluator(chain=chain)
+        methods = own.methods
         facts["backends"][backend] = {
             "file": rel, "class": cls,
             "non_causal": _try(methods.get("supports_non_causal"), own, {}),
+            # True/False where the method decides from constants; None where it asks the FlashAttention build
+            # or the GPU (FlashAttention's quantized KV cache: the check applies knowledge.dflash's rule)
+            "kv_cache_dtype": {dtype: _try(methods.get("supports_kv_cache_dtype"), own, {"kv_cache_dtype": dtype})
+                               for dtype in kv_dtypes},
+            "kv_combination_reason": _kv_combination_reason(methods),
             "capability": {cc: _try(methods.get("supports_compute_capability"), own,
                                     {"capability": _Capability(int(p) for p in cc.split("."))})
                            for cc in CAPABILITIES},
             "head_size": {str(h): _try(methods.get("supports_head_size"), own, {"head_size": h}) for h in head_sizes},
         }
     return facts
+
+
+def _flash_attn_builds(root: str) -> dict[str, bool] | None:
+    """Which FlashAttention versions this vLLM carries (vllm_flash_attn/flash_attn_interface.py: FA2 and FA3 are
+    the compiled `_vllm_fa2_C`/`_vllm_fa3_C`, FA4 is `cute/interface.py`); None where neither extension is there
+    at all (a source tree, an sdist): then as in vLLM's CUDA wheels, which carry all three."""
+    directory = os.path.join(root, "vllm_flash_attn")
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return None
+    fa2, fa3 = (any(n.startswith(f"_vllm_fa{v}_C") and n.endswith(".so") for n in names) for v in (2, 3))
+    if not (fa2 or fa3):
+        return None
+    return {"fa2": fa2, "fa3": fa3, "fa4": os.path.isfile(os.path.join(directory, "cute", "interface.py"))}
 
 
 def head_sizes_of(models: Mapping[str, Any]) -> list[int]:

@@ -25,6 +25,7 @@ __all__ = [
     "DRAFT_TP_RULE",
     "DTYPE_AUTO_DOWNCAST",
     "FC_INPUT_RULE",
+    "FLASH_ATTN_QUANTIZED_KV",
     "HEADS_DIVISIBLE_RULE",
     "KV_CACHE_ONE_SEQUENCE",
     "KV_HEADS_TP_RULE",
@@ -43,6 +44,7 @@ __all__ = [
     "SPEC_BLOCK",
     "SPEC_BUDGET_RULE_A",
     "SPEC_BUDGET_RULE_B",
+    "SPEC_BUDGET_RULES",
     "TARGET_HIDDEN_SIZE_NULL",
     "TARGET_LAYER_IDS_REQUIRED",
     "UNIFORM_LAYER_HEURISTIC",
@@ -268,6 +270,31 @@ NON_CAUSAL_SCOPE: Fact[dict[str, str]] = Fact(
     read_from=_ALL_READ,
 )
 
+FLASH_ATTN_QUANTIZED_KV: Fact[dict[str, Any]] = Fact(
+    value={
+        "quantized_prefixes": ("fp8", "nvfp4", "int8_per_token_head", "int4_per_token_head"),
+        "fa3_major": 9,
+        "fa4_major": 10,
+        "fa4_marker": "fa_version == 4 and current_platform.is_device_capability_family(100)",
+        "fa4_since": "0.27.1",
+        "reasons": {"head_size": "head_size not supported", "kv_cache_dtype": "kv_cache_dtype not supported",
+                    "capability": "compute capability not supported",
+                    "non_causal": "non-causal attention not supported"},
+    },
+    source="FlashAttentionBackend.supports_kv_cache_dtype (v1/attention/backends/flash_attn.py) asks the "
+    "FlashAttention build for a quantized (fp8) KV cache: 0.20.x `flash_attn_supports_fp8()` (every fp8 dtype, FA3 "
+    "on 9.x); 0.21-0.26 only 'fp8'/'fp8_e4m3', `get_flash_attn_version() == 3 and is_device_capability_family(90)`; "
+    "0.27.1+ supported_kv_cache_dtypes lists fp8/fp8_e4m3 and fa_utils.flash_attn_supports_kv_cache_dtype answers FA3 "
+    "on SM90 or `fa_version == 4 and current_platform.is_device_capability_family(100)` (FA4, head sizes 128 and 256 "
+    "both), never fp8_e5m2, and supports_combination adds its own reason ('FP8 KV cache requires FA3 on SM90 or FA4 "
+    "on SM100'). vLLM's CUDA wheels carry FA2, FA3 and FA4 (_vllm_fa2_C, _vllm_fa3_C, vllm_flash_attn/cute). The "
+    "reason strings are AttentionBackend.validate_configuration's (v1/attention/backend.py)",
+    read_from="vllm sdists 0.20.1, 0.22.1, 0.24.0, 0.26.0, 0.27.1, 0.29.0, 0.30.0, 0.33.0, 0.34.0; wheels 0.20.1 and "
+    "0.24.0 (the FlashAttention extensions)",
+    note="Only what the doctor cannot evaluate from the installed source on constants; "
+    "tests/test_release_matrix.py holds it to each release's own selector.",
+)
+
 ATTENTION_FALLBACK: Fact[dict[str, object]] = Fact(
     value={
         "priorities": {"default": ["FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION"],
@@ -355,6 +382,25 @@ SPEC_BUDGET_RULE_A: Fact[str] = Fact(
     "not allow any tokens to be scheduled. Increase max_num_batched_tokens to accommodate the additional draft "
     "token slots, or decrease num_speculative_tokens or max_num_seqs.\"; < 8192 warns of suboptimal performance",
     read_from="vllm sdists 0.20.0, 0.20.1, 0.21.0, 0.22.0, 0.23.0, 0.24.0 (0.20.1 lines 1373-1420)",
+)
+
+SPEC_BUDGET_RULES: Fact[dict[str, Any]] = Fact(
+    value={
+        # marker in config/vllm.py -> the release that first has it (the version decides where the source is unread)
+        "subtracts_marker": "max_num_batched_tokens - scheduled_token_delta", "no_subtraction_since": "0.28.0",
+        "draft_seqs_marker": "max_draft_seqs", "draft_seqs_since": "0.33.0",
+        "warn_below": 8192,
+    },
+    source="vllm/config/vllm.py VllmConfig._set_max_num_scheduled_tokens for DFlash (k = num_speculative_tokens): "
+    "0.20.0-0.27.1 max_num_scheduled_tokens = max_num_batched_tokens - (k - 1) x max_num_seqs "
+    "(max_num_new_slots_for_drafting: k - 1 for parallel drafting), <= 0 raises, < 8192 warns; 0.28.0-0.32.0 "
+    "max_num_scheduled_tokens = max_num_batched_tokens (< 8192 warns) and `if max_num_batched_tokens <= "
+    "scheduled_token_delta` (max_num_new_slots_for_drafting = k for DFlash) raises 'VllmConfig does not have "
+    "enough slots to schedule a token ... Got max_num_batched_tokens=... and scheduled_token_delta=...'; 0.33.0+ "
+    "the same with num_lookahead_tokens = k + 1, and the draft pass fits max_num_batched_tokens // (k + 1) "
+    "requests: max_num_active_seqs is lowered to that, with a warning",
+    read_from="vllm sdists 0.18.0-0.34.0 (the markers), 0.20.1, 0.22.1, 0.24.0, 0.26.0, 0.29.0, 0.30.0, 0.33.0, "
+    "0.34.0 (held by tests/test_release_matrix.py)",
 )
 
 SPEC_BUDGET_RULE_B: Fact[str] = Fact(
