@@ -690,7 +690,7 @@ def shared_files(dists):
                 disk = "not hashed: " + file_kind(info.st_mode)
             else:
                 disk, error = file_sha256(real)
-                disk = disk or ("not hashed: %s" % error)
+                disk = disk or ("not hashed: " + str(error))
             group["differing"].append({"path": owners[0][1][0], "hashes": hashes, "disk_hash": disk})
     for fact in dists:
         rows = VERIFIED_ROWS.pop(id(fact), None)
