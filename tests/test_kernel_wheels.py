@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 from conftest import Doctor, finding, findings_of
-from realenv import Env, _clean_environ, fa4_wheel, install, make_venv, uv_bin
-from stacks import add_to_path, kernel_wheel, pypi_wheels_dir, vllm_site
+from realenv import Env, _clean_environ, build_wheel, fa4_wheel, install, make_venv, uv_bin
+from stacks import add_to_path, kernel_wheel, pypi_wheels_dir, torch_site, vllm_site
 
 BASE, CU13 = "nvidia-cutlass-dsl-libs-base", "nvidia-cutlass-dsl-libs-cu13"
 
@@ -130,3 +130,22 @@ def test_a_tvm_ffi_no_installed_distribution_asks_for_is_said_to_be_installed_by
     assert broken["title"] == ("vllm 0.24.0 requires apache-tvm-ffi==0.1.9, found 0.1.11: no installed distribution "
                                "requires 0.1.11: it was installed by hand")
     assert [r["command"] for r in broken["remediation"]] == [f"{env.python} -m pip install 'apache-tvm-ffi==0.1.9'"]
+
+
+@pytest.mark.slow
+def test_a_broken_torch_pin_of_the_stack_names_the_install_that_required_the_other_torch(
+        doctor: Doctor, tmp_path: Path) -> None:
+    """vLLM 0.24.0 and torch 2.13.0 (CPU) are the real ones; the install that asked for that torch is a hand-built
+    wheel requiring torch>=2.13 (it stands for one such as vLLM 0.27's torch==2.13.0 pin, a 250 MB wheel)."""
+    env = make_venv(tmp_path / "env-root")
+    add_to_path(env, vllm_site("0.24.0"))
+    add_to_path(env, torch_site(), "b-torch")
+    install(env, build_wheel(tmp_path / "wheels", "needs-newer-torch", "1.0", {"needs_newer_torch.py": ""},
+                             requires=["torch>=2.13"]), compile_bytecode=False)
+    report, proc = doctor.report("--python", str(env.python), "--only", "distributions")
+    (unmet,) = [f for f in findings_of(report)
+                if f["id"] == "distributions.requirement-unmet" and f["evidence"]["requirement"] == "torch==2.11.0"]
+    assert unmet["title"] == ("vllm 0.24.0 requires torch==2.11.0, found 2.13.0+cpu: needs-newer-torch 1.0 requires "
+                              "torch>=2.13 and was installed after vllm")
+    assert [r["name"] for r in unmet["evidence"]["required_by"]] == ["needs-newer-torch"]
+    assert unmet["status"] == "fail" and proc.returncode == 1

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, ClassVar
 
 from dflash_doctor.check import Facts
-from dflash_doctor.checks.kernel_packages import VERIFIED, broken_by, shared_files
+from dflash_doctor.checks.kernel_packages import VERIFIED, broken_by, named_cause, shared_files
 from dflash_doctor.checks.remedy import Installer
 from dflash_doctor.codes import Code
 from dflash_doctor.facts.envfacts import canonical
@@ -124,7 +124,8 @@ class DistributionsCheck:
         installer = Installer.for_target(target)
         yield _stack_versions(dists)
         yield from _broken_metadata(dists, installer)
-        yield from _requirements(dists, target.marker_environment, installer)
+        yield from (named_cause(f, dists, target.marker_environment)
+                    for f in _requirements(dists, target.marker_environment, installer))
         yield from _duplicates(dists)
         yield from _record_integrity(dists, installer)
         yield from _record_escapes(dists, installer)

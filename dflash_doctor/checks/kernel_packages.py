@@ -6,10 +6,11 @@ distribution's requirement broke (distributions.requirement-broken-by). Their co
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from dflash_doctor.checks.remedy import Installer
-from dflash_doctor.facts.envfacts import canonical
+from dflash_doctor.facts.envfacts import canonical, requirement_name
 from dflash_doctor.facts.environment_shapes import DifferingFile, Distribution, Distributions, SharedClaimant
 from dflash_doctor.knowledge.kernel_wheels import CUTLASS_DSL_SPLIT, KERNEL_DISTRIBUTIONS, PIN_SKEWS
 from dflash_doctor.knowledge.stack import STACK_DISTRIBUTIONS
@@ -18,7 +19,7 @@ from dflash_doctor.model import Finding, Remediation, Status
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
 
-__all__ = ["KERNELS", "VERIFIED", "broken_by", "shared_files"]
+__all__ = ["KERNELS", "VERIFIED", "BreakCause", "broken_by", "named_cause", "shared_files"]
 
 STACK = tuple(canonical(n) for n in STACK_DISTRIBUTIONS.value)
 KERNELS = tuple(canonical(n) for n in KERNEL_DISTRIBUTIONS.value)
@@ -122,34 +123,19 @@ def _cutlass_split(winner: SharedClaimant, base: SharedClaimant, holders: Mappin
 def broken_by(dists: Distributions, marker_env: Mapping[str, str], installer: Installer) -> Iterator[Finding]:
     """A kernel package at a version one verified distribution's Requires-Dist excludes: which installed
     distribution requires that version, and which was installed last."""
-    from dflash_doctor.checks.distributions import (
-        _satisfies as satisfies,  # the check's own reading of a specifier
-    )
-
     for requirer in dists.seen():
         if requirer.canonical not in VERIFIED:
             continue
         for requirement in _requirements_of(requirer, marker_env):
             name = canonical(requirement.name)
             if name not in KERNELS or name in STACK or not requirement.specifier:
-                continue  # the stack's pins on each other are requirement-unmet's
+                continue  # the stack's pins on each other are requirement-unmet's (named_cause adds the cause)
             found = dists.get(name)
-            if found is None or found.version is None or satisfies(requirement, found.version):
+            if found is None or found.version is None or _satisfies(requirement, found.version):
                 continue
-            wanting: list[tuple[Distribution, Requirement]] = [
-                (other, theirs) for other in dists.seen() if other is not requirer
-                for theirs in _requirements_of(other, marker_env)
-                if canonical(theirs.name) == name and theirs.specifier and satisfies(theirs, found.version)]
-            times = [d.installed_at for d, _ in wanting] + [requirer.installed_at]
-            by_time = sorted(wanting, key=lambda w: w[0].installed_at or 0.0)
-            culprit = by_time[-1] if by_time else None
-            after = bool(culprit and all(times) and (culprit[0].installed_at or 0) > (requirer.installed_at or 0))
+            cause = BreakCause.of(dists, requirer, name, found.version, marker_env)
             spec = f"{requirement.name}{requirement.specifier}"
-            if culprit is not None:
-                cause = (f"{culprit[0].label()} requires {culprit[1].name}{culprit[1].specifier}"
-                         + (f" and was installed after {requirer.name}" if after else ""))
-            else:
-                cause = f"no installed distribution requires {found.version}: it was installed by hand"
+            culprit = cause.culprit
             symptom = dict(PIN_SKEWS.value["symptoms"]).get(name)  # type: ignore[call-overload]
             remediation = [Remediation(installer.install(spec),
                                        f"put back the {requirement.name} that {requirer.label()} pins"
@@ -161,17 +147,77 @@ def broken_by(dists: Distributions, marker_env: Mapping[str, str], installer: In
             yield Finding(
                 id="distributions.requirement-broken-by",
                 status=Status.FAIL,
-                title=f"{requirer.label()} requires {spec}, found {found.version}: {cause}",
+                title=f"{requirer.label()} requires {spec}, found {found.version}: {cause.phrase()}",
                 detail="Read from each installed distribution's METADATA (Requires-Dist) and the times their "
                 "installers wrote RECORD. " + (f"This skew fails at run time: {symptom}. " if symptom else "")
                 + f"{PIN_SKEWS.source}.",
                 evidence={"requirer": requirer.name, "requirer_version": requirer.version,
-                          "requirement": str(requirement), "found": found.version,
-                          "required_by": [{"name": d.name, "version": d.version, "requirement": str(r),
-                                           "installed_at": d.installed_at} for d, r in by_time],
-                          "installed_after_requirer": after},
+                          "requirement": str(requirement), "found": found.version, **cause.evidence()},
                 remediation=tuple(remediation),
             )
+
+
+@dataclass(frozen=True)
+class BreakCause:
+    """Who brought the version that breaks `requirer`'s pin: the installed distributions whose Requires-Dist
+    the found version meets (oldest install first), the last of them, and whether it came after the requirer."""
+
+    requirer: Distribution
+    found: str
+    wanting: tuple[tuple[Distribution, Requirement], ...]
+    after: bool
+
+    @classmethod
+    def of(cls, dists: Distributions, requirer: Distribution, name: str, found: str,
+           marker_env: Mapping[str, str]) -> BreakCause:
+        wanting = [(other, theirs) for other in dists.seen() if other is not requirer
+                   for theirs in _requirements_of(other, marker_env)
+                   if canonical(theirs.name) == name and theirs.specifier and _satisfies(theirs, found)]
+        wanting.sort(key=lambda w: w[0].installed_at or 0.0)
+        times = [d.installed_at for d, _ in wanting] + [requirer.installed_at]
+        after = bool(wanting and all(times) and (wanting[-1][0].installed_at or 0) > (requirer.installed_at or 0))
+        return cls(requirer, found, tuple(wanting), after)
+
+    @property
+    def culprit(self) -> tuple[Distribution, Requirement] | None:
+        return self.wanting[-1] if self.wanting else None
+
+    def phrase(self) -> str:
+        if self.culprit is None:
+            return f"no installed distribution requires {self.found}: it was installed by hand"
+        dist, requirement = self.culprit
+        return (f"{dist.label()} requires {requirement.name}{requirement.specifier}"
+                + (f" and was installed after {self.requirer.name}" if self.after else ""))
+
+    def evidence(self) -> dict[str, Any]:
+        return {"required_by": [{"name": d.name, "version": d.version, "requirement": str(r),
+                                 "installed_at": d.installed_at} for d, r in self.wanting],
+                "installed_after_requirer": self.after}
+
+
+def named_cause(finding: Finding, dists: Distributions, marker_env: Mapping[str, str]) -> Finding:
+    """A distributions.requirement-unmet finding with the install that brought the other version named in its
+    title and evidence, where an installed distribution requires that version; any other finding as it is."""
+    evidence = finding.evidence
+    requirer = dists.get(str(evidence.get("requirer") or "")) if finding.id == "distributions.requirement-unmet" \
+        else None
+    found, requirement = evidence.get("found"), str(evidence.get("requirement") or "")
+    name = requirement_name(requirement)
+    if requirer is None or not isinstance(found, str) or name is None:
+        return finding
+    cause = BreakCause.of(dists, requirer, name, found, marker_env)
+    if cause.culprit is None:
+        return finding
+    return replace(finding, title=f"{finding.title}: {cause.phrase()}",
+                   evidence={**evidence, **cause.evidence()})
+
+
+def _satisfies(requirement: Requirement, found: str) -> bool:
+    from dflash_doctor.checks.distributions import (
+        _satisfies as satisfies,  # the check's own reading of a specifier
+    )
+
+    return satisfies(requirement, found)
 
 
 def _requirements_of(dist: Distribution, marker_env: Mapping[str, str]) -> Iterator[Requirement]:
