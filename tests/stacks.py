@@ -65,6 +65,10 @@ KERNEL_WHEELS = {
     ("apache-tvm-ffi", "0.1.11"): (
         "apache_tvm_ffi-0.1.11-cp311-cp311-manylinux_2_24_x86_64.manylinux_2_28_x86_64.whl",
         "87f84e7c2393fadac340fd179a631a697effe54d7317b2543e0930452a0a673d"),
+    # apache-tvm-ffi's (and flash-attn-4's) one pure-Python requirement, for an install that resolves it offline
+    ("typing-extensions", "4.16.0"): (
+        "typing_extensions-4.16.0-py3-none-any.whl",
+        "481caa481374e813c1b176ada14e97f1f67a4539ce9cfeb3f350d78d6370c2e8"),
 }
 
 

@@ -95,8 +95,9 @@ def test_cutlass_dsl_cu13_installed_after_base_passes_quickly(doctor: Doctor, tm
 
 
 def tvm_ffi_env(tmp_path: Path, *, with_fa4: bool) -> Env:
-    env = make_venv(tmp_path / "env-root")
+    env = make_venv(tmp_path / "env-root", with_pip=True)
     add_to_path(env, vllm_site("0.24.0"))  # vLLM 0.24.0 requires apache-tvm-ffi==0.1.9
+    install(env, kernel_wheel("typing-extensions", "4.16.0"), compile_bytecode=False)  # tvm-ffi's requirement
     install(env, kernel_wheel("apache-tvm-ffi", "0.1.9"), compile_bytecode=False)
     time.sleep(0.05)  # RECORD times order the installs (the filesystem's resolution is finer than this)
     if with_fa4:  # what `pip install flash-attn-4` does: flash-attn-4 and the tvm-ffi it requires
@@ -118,7 +119,13 @@ def test_flash_attn_4_upgrading_vllms_tvm_ffi_pin_is_named_as_the_install_that_b
     assert broken["evidence"]["installed_after_requirer"] is True
     commands = [r["command"] for r in broken["remediation"]]
     assert commands == [f"{env.python} -m pip install 'apache-tvm-ffi==0.1.9'",
-                        f"{env.python} -m pip uninstall -y flash-attn-4"]
+                        f"{env.python} -m pip uninstall -y flash-attn-4 && {env.python} -m pip install "
+                        "'apache-tvm-ffi==0.1.9'"]
+
+    shell(commands[1], env.root)  # pasted as it is: flash-attn-4 goes, vLLM's pin comes back
+    report, _ = doctor.report("--python", str(env.python), "--only", "distributions")
+    assert "distributions.requirement-broken-by" not in {f["id"] for f in findings_of(report)}
+    assert finding(report, "distributions.stack")["evidence"]["versions"]["flash-attn-4"] is None
 
 
 @pytest.mark.slow

@@ -142,8 +142,9 @@ def broken_by(dists: Distributions, marker_env: Mapping[str, str], installer: In
                                        + (f" (then {culprit[0].name}'s requirement is unmet: remove it if nothing "
                                           "needs it)" if culprit else ""))]
             if culprit is not None:
-                remediation.append(Remediation(installer.uninstall(culprit[0].name),
-                                               f"remove {culprit[0].label()}, which brought {name} {found.version}"))
+                remediation.append(Remediation(
+                    f"{installer.uninstall(culprit[0].name)} && {installer.install(spec)}",
+                    f"or remove {culprit[0].label()}, which brought {name} {found.version}, and put back the pinned one"))
             yield Finding(
                 id="distributions.requirement-broken-by",
                 status=Status.FAIL,
