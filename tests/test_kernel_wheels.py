@@ -119,8 +119,8 @@ def test_flash_attn_4_upgrading_vllms_tvm_ffi_pin_is_named_as_the_install_that_b
     assert broken["evidence"]["installed_after_requirer"] is True
     commands = [r["command"] for r in broken["remediation"]]
     assert commands == [f"{env.python} -m pip install 'apache-tvm-ffi==0.1.9'",
-                        f"{env.python} -m pip uninstall -y flash-attn-4 && {env.python} -m pip install "
-                        "'apache-tvm-ffi==0.1.9'"]
+                        (f"{env.python} -m pip uninstall -y flash-attn-4 && {env.python} -m pip install "
+                         "'apache-tvm-ffi==0.1.9'")]
 
     shell(commands[1], env.root)  # pasted as it is: flash-attn-4 goes, vLLM's pin comes back
     report, _ = doctor.report("--python", str(env.python), "--only", "distributions")
