@@ -91,7 +91,11 @@ PIN_SKEWS: Fact[dict[str, object]] = Fact(
         },
     },
     source="Requires-Dist of flash-attn-4 4.0.0b36 and of the vllm releases named (their METADATA from PyPI); "
-    "apache/tvm-ffi PR #515 '[FEAT] Add map_dataclass_to_tuple to make_kwargs_wrapper' (merged 2026-03-26); "
+    "apache/tvm-ffi PR #515 '[FEAT] Add map_dataclass_to_tuple to make_kwargs_wrapper' (merged 2026-03-26); the "
+    "wheels: apache-tvm-ffi 0.1.9's tvm_ffi/utils/kwargs_wrapper.py make_kwargs_wrapper (line 129) has no "
+    "map_dataclass_to_tuple, 0.1.11's has it (line 221); CuTe DSL 4.6's tvm-ffi provider passes "
+    "map_dataclass_to_tuple= and asks for 'apache-tvm-ffi>=0.1.11' (read in its public source, the 4.6 wheel not "
+    "opened here); "
     "meta-pytorch/tritonbench PR #1169 ('nvidia-cutlass-dsl 4.6.0 ... removed cute.core.ThrMma'). "
     "NVIDIA/cosmos-framework #221 (the ThrMma report cited by the issue that filed this class) was not found here",
     read_from="flash-attn-4 4.0.0b36; vllm 0.20.0-0.27.1; apache-tvm-ffi 0.1.9 and 0.1.11 wheels (2026-12-03)",
