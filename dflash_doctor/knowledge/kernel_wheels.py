@@ -66,11 +66,16 @@ CUTLASS_DSL_SPLIT: Fact[dict[str, object]] = Fact(
     "which moves the CuTe Python sources into a single wheel and removes the file collision'); vllm-project/vllm PR "
     "#47442 ('Bump nvidia-cutlass-dsl to 4.6.0 and drop packaging workarounds'); sgl-project/sglang PR #25938 (the "
     "same collision in 4.5.0 and 4.5.1). vLLM 0.22.0-0.25.1 require nvidia-cutlass-dsl[cu13]==4.5.2, 0.26.0 and "
-    "0.27.x nvidia-cutlass-dsl[cu13]==4.6.0 (their METADATA). vllm #44949 was read in its title and environment "
-    "only (vLLM v0.22.1, CUDA 13.0.2); NVIDIA/cutlass #3259 and the --force-reinstall step in vLLM 0.25.1's "
-    "Dockerfile were not verified here (taken from the report that filed this class)",
+    "0.27.x nvidia-cutlass-dsl[cu13]==4.6.0 (their METADATA). vLLM 0.24.0 and 0.25.1 check it themselves: "
+    "vllm/model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py _is_libs_cu13_install_intact() re-hashes every "
+    "file of -libs-cu13 against its RECORD ('both ship into the shared nvidia_cutlass_dsl/ namespace and write many "
+    "of the same on-disk paths ... with different' contents; NVIDIA/cutlass #3170, #3259) and, when one differs, "
+    "falls back from FlashInfer's Blackwell GDN kernel with 'Repair with: pip install --force-reinstall --no-deps "
+    "nvidia-cutlass-dsl-libs-cu13'; 0.26.0 no longer has it. vllm #44949 was read in its title and environment "
+    "only (vLLM v0.22.1, CUDA 13.0.2); the --force-reinstall step in vLLM 0.25.1's Dockerfile was not verified "
+    "here (the sdists hold no docker/; taken from the report that filed this class)",
     read_from="nvidia-cutlass-dsl-libs-base/-cu13 4.5.2 wheels (sha256 9117900c..., df61430d...); vllm 0.22.0-0.27.1 "
-    "METADATA; the issues as of 2026-12",
+    "METADATA; vllm 0.24.0, 0.25.1 and 0.26.0 sdists; the issues as of 2026-12",
     note="sgl-project/sglang PR #25938 reports the opposite preference on non-Blackwell CUDA 13 GPUs for a LoRA "
     "CUDA-graph crash (sglang #25743); for vLLM the cu13 half is the one its [cu13] pin asks for.",
 )
