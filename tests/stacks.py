@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -47,6 +49,54 @@ def vllm_site(version: str) -> Path:
               "--target", target, found[0]], timeout=1800)
         marker.touch()
         return target
+
+
+# Real kernel-package wheels from PyPI (cp311, manylinux_2_28_x86_64), pinned by the sha256 PyPI served.
+KERNEL_WHEELS = {
+    ("nvidia-cutlass-dsl-libs-base", "4.5.2"): (
+        "nvidia_cutlass_dsl_libs_base-4.5.2-cp311-cp311-manylinux_2_28_x86_64.whl",
+        "9117900cba53d3c21a8dacba6bbf3d6e5f269e427a526c320fb44707a0d57363"),
+    ("nvidia-cutlass-dsl-libs-cu13", "4.5.2"): (
+        "nvidia_cutlass_dsl_libs_cu13-4.5.2-cp311-cp311-manylinux_2_28_x86_64.whl",
+        "df61430d6110eea872acb39257042814bf02dcbb1f8d55ea0c5681bb7ce5836a"),
+    ("apache-tvm-ffi", "0.1.9"): (
+        "apache_tvm_ffi-0.1.9-cp311-cp311-manylinux_2_24_x86_64.manylinux_2_28_x86_64.whl",
+        "21365abd2a2a1a6d3b4e6e4f048309651125becfa795440c3607f3cc27d30ac7"),
+    ("apache-tvm-ffi", "0.1.11"): (
+        "apache_tvm_ffi-0.1.11-cp311-cp311-manylinux_2_24_x86_64.manylinux_2_28_x86_64.whl",
+        "87f84e7c2393fadac340fd179a631a697effe54d7317b2543e0930452a0a673d"),
+    # apache-tvm-ffi's (and flash-attn-4's) one pure-Python requirement, for an install that resolves it offline
+    ("typing-extensions", "4.16.0"): (
+        "typing_extensions-4.16.0-py3-none-any.whl",
+        "481caa481374e813c1b176ada14e97f1f67a4539ce9cfeb3f350d78d6370c2e8"),
+}
+
+
+def pypi_wheels_dir() -> Path:
+    """Where the real PyPI wheels are cached (a `--find-links` directory for a pasted remediation too)."""
+    return cache_dir() / "pypi"
+
+
+def kernel_wheel(name: str, version: str) -> Path:
+    """A real kernel-package wheel from PyPI (KERNEL_WHEELS), downloaded once into the test cache."""
+    filename, sha256 = KERNEL_WHEELS[(name, version)]
+    dest = pypi_wheels_dir()
+    wheel = dest / filename
+    with _locked(f"{name}-{version}"):
+        if not wheel.exists():
+            with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
+                _run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+                      "--platform", "manylinux_2_28_x86_64", "--python-version", "3.11", "-q", "-d", tmp,
+                      f"{name}=={version}"], timeout=1800)
+                dest.mkdir(exist_ok=True)
+                os.replace(Path(tmp) / filename, wheel)
+        digest = hashlib.sha256()
+        with open(wheel, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        if digest.hexdigest() != sha256:
+            raise RuntimeError(f"{wheel} does not have the sha256 PyPI published ({sha256}); delete it")
+        return wheel
 
 
 def torch_site() -> Path:

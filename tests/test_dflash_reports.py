@@ -479,3 +479,36 @@ def test_a_dflash2_drafter_served_with_fewer_tokens_than_its_block_warns_either_
     plain = toy.write_toy_drafter(tmp_path / "plain")
     assert "drafter.dflash2-block-mismatch" not in ids(
         run_checks(tmp_path, argv=seed(target, plain, spec={"num_speculative_tokens": 7}), vllm="0.34.0"), "drafter")
+
+
+def a100_from_the_h200_recording() -> dict[str, Any]:
+    """DERIVED: the `gpu` section recorded on the real H200 (fixtures/gpu/h200-facts.json) with only the device's
+    name and compute capability swapped for an A100's (sm_80): no A100 was recorded."""
+    gpu = gpu_fixture("h200-facts.json")
+    gpu["devices"] = [{**d, "name": "NVIDIA A100-SXM4-80GB", "compute_capability": [8, 0]} for d in gpu["devices"]]
+    return gpu
+
+
+def test_dflash2_on_sm80_warns_of_the_out_of_bounds_read_from_0_27_1_on_that_arch_only(tmp_path: Path) -> None:
+    target = toy.write_toy_target(tmp_path / "target")
+    drafter = toy.write_toy_drafter(tmp_path / "drafter", architectures=("DFlash2DraftModel",))
+    argv = seed(target, drafter, "--no-enable-prefix-caching")
+
+    def oob(version: str, gpu: dict[str, Any] | None) -> list[str]:
+        hits = titles(run_checks(tmp_path, argv=argv, vllm=version, gpu=gpu), "serve-command.known-bad-combination")
+        return [t for t in hits if "reads out of bounds after about 11k decode steps" in t]
+
+    (title,) = oob("0.27.1", a100_from_the_h200_recording())
+    assert title.startswith("vLLM 0.27.1 on sm_80 (affected: 0.27.1 and later (no fix released as read)): a DFlash2")
+    assert oob("0.29.0", a100_from_the_h200_recording())  # open-ended: vllm #55279 is open, no fix released
+    assert not oob("0.26.0", a100_from_the_h200_recording())  # before the release it was reported on
+    assert not oob("0.27.1", gpu_fixture("sm86-derived-from-h200.json"))  # not reproduced on sm_86 (syv-ai #72)
+    assert not oob("0.27.1", gpu_fixture("h200-facts.json"))  # the real H200, sm_90
+    assert not oob("0.27.1", None)  # no GPU facts: an arch-bound report is not guessed
+    f = found(run_checks(tmp_path, argv=argv, vllm="0.27.1", gpu=a100_from_the_h200_recording()),
+              "serve-command.known-bad-combination")
+    assert "vllm-project/vllm #55279" in f.detail
+    dflash = toy.write_toy_drafter(tmp_path / "dflash")  # DFlash, not DFlash2: not this report
+    hits = titles(run_checks(tmp_path, argv=seed(target, dflash), vllm="0.27.1", gpu=a100_from_the_h200_recording()),
+                  "serve-command.known-bad-combination")
+    assert not [t for t in hits if "out of bounds" in t]

@@ -3,6 +3,7 @@ facts recorded on real hardware (each fixture directory's SOURCE.md says where).
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -226,3 +227,55 @@ def test_shm_ring_sizes_are_vllm_0_24s() -> None:
     assert 'os.getenv("VLLM_MQ_MAX_CHUNK_BYTES_MB", "16")' in (root / "envs.py").read_text(encoding="utf-8")
     assert "self.worker_response_mq = MessageQueue(1, 1)" in \
         (root / "v1/executor/multiproc_executor.py").read_text(encoding="utf-8")
+
+
+def _geforce_pair(check: dict[str, Any], *, names: tuple[str, str] = ("NVIDIA GeForce RTX 3090 Ti", "NVIDIA GeForce RTX 3090"),
+                  cc: list[int] | None = None, nvlinks: int = 0) -> dict[str, Any]:
+    """DERIVED from the H200's serve-tp2 recording (one GPU, TP 2): a second GPU and the pair between them swapped in,
+    as NVML and the peer probe report a patched-driver RTX 3090 pair (club-3090 #1332: Gen4 x8 on separate root
+    ports, peer access granted both ways, copies intact). No GeForce pair was recorded; everything else is the H200's."""
+    facts = copy.deepcopy(check["facts"])
+    gpu, fabric = facts["gpu"], facts["fabric"]
+    template = gpu["devices"][0]
+    gpu["devices"] = [{**template, "index": i, "name": names[i], "compute_capability": cc or [8, 6],
+                       "uuid": f"{template['uuid'][:-1]}{i}", "pci_bus_id": f"00000000:0{i + 1}:00.0"} for i in (0, 1)]
+    gpu["device_count"] = 2
+    nvml_device = fabric["nvml"]["devices"][0]
+    fabric["nvml"]["devices"] = [{**nvml_device, "index": i, "pci_bus_id": f"00000000:0{i + 1}:00.0",
+                                  "pcie": {**nvml_device["pcie"], "gen_now": 4, "gen_max": 4, "width_now": 8,
+                                           "width_max": 8}} for i in (0, 1)]
+    fabric["nvml"]["pairs"] = [{"gpus": [0, 1], "topology": "host bridge", "nvlinks": nvlinks, "nvlink_version": None,
+                                "p2p": {"read": "ok", "write": "ok", "nvlink": "not_supported", "atomics": "ok"},
+                                "errors": {}}]
+    fabric["peer"]["data"].update(device_count=2, world=2, pairs=[
+        {"src": s, "dst": d, "can_access_peer": True, "bytes": 64 << 20, "mismatched_on_dst": 0,
+         "mismatched_back": 0, "verified": True, "seconds": 0.02} for s, d in ((0, 1), (1, 0))])
+    return facts
+
+
+def test_custom_all_reduce_over_a_geforce_pcie_peer_path_warns_with_the_reported_fix() -> None:
+    check = _recorded("serve-tp2.json")
+    judged = {f.id: f.to_dict() for f in FabricCheck().judge(Facts(_geforce_pair(check)))}
+    assert judged["fabric.allreduce-choice"]["evidence"]["choice"].startswith("vLLM's custom all-reduce")
+    warn = judged["fabric.custom-allreduce-geforce-p2p"]
+    assert warn["status"] == "warn"
+    assert warn["title"].startswith("vLLM's custom all-reduce over a patched-driver PCIe peer path between GeForce "
+                                    "cards hard-resets the host")
+    assert "TP 2 over NVIDIA GeForce RTX 3090, NVIDIA GeForce RTX 3090 Ti (sm_86)" in warn["title"]
+    assert "noonghunna/club-3090 #1332" in warn["detail"]
+    assert warn["remediation"][0]["command"] == "vllm serve /models/none --tensor-parallel-size 2 " \
+                                                "--disable-custom-all-reduce"
+    facts = _geforce_pair(check)
+    facts["serve_args"]["argv"] = [*facts["serve_args"]["argv"], "--disable-custom-all-reduce"]
+    assert "fabric.custom-allreduce-geforce-p2p" not in {f.id for f in FabricCheck().judge(Facts(facts))}
+
+
+@pytest.mark.parametrize("variant", ["workstation", "nvlink", "other-arch"])
+def test_no_geforce_peer_path_warning_for_cards_or_links_it_was_not_reported_on(variant: str) -> None:
+    check = _recorded("serve-tp2.json")
+    facts = _geforce_pair(check, **{  # type: ignore[arg-type]
+        "workstation": {"names": ("NVIDIA RTX A6000", "NVIDIA RTX A6000")},  # peer access is the stock driver's
+        "nvlink": {"nvlinks": 4},  # an NVLink bridge, not the patched PCIe path
+        "other-arch": {"cc": [8, 9]},  # Ada: not among the reports
+    }[variant])
+    assert "fabric.custom-allreduce-geforce-p2p" not in {f.id for f in FabricCheck().judge(Facts(facts))}

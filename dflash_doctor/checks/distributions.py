@@ -11,10 +11,15 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, ClassVar
 
 from dflash_doctor.check import Facts
+from dflash_doctor.checks.kernel_packages import VERIFIED, broken_by, named_cause, shared_files
 from dflash_doctor.checks.remedy import Installer
 from dflash_doctor.codes import Code
 from dflash_doctor.facts.envfacts import canonical
-from dflash_doctor.facts.environment_shapes import Distribution, Distributions, Target
+from dflash_doctor.facts.environment_shapes import (
+    Distribution,
+    Distributions,
+    Target,
+)
 from dflash_doctor.knowledge.stack import OPTIONAL_AT_SERVE, STACK_DISTRIBUTIONS
 from dflash_doctor.model import Finding, Remediation, Status
 
@@ -72,6 +77,30 @@ CODES: tuple[Code, ...] = (
          "opens, hashes or loads that file (a `flash_attn/../../../../tmp/x/evil.so` line would otherwise have "
          "its constructor run by the extension probe), and an uninstall would delete it. Reinstall the "
          "distribution from a source you trust."),
+    Code("distributions.file-collision", "Two verified distributions install the same paths with different bytes",
+         "Two distributions of the stack or its kernel packages (knowledge.kernel_wheels.KERNEL_DISTRIBUTIONS) list "
+         "the same files in their RECORDs with different sha256: whichever was installed last overwrote the other's, "
+         "silently, and uninstalling either deletes files the other still lists. Only the paths whose RECORD hashes "
+         "differ are hashed. The two halves of `nvidia-cutlass-dsl[cu13]` before 4.6 are such a pair "
+         "(nvidia-cutlass-dsl-libs-base and -libs-cu13 4.5.2, pinned by vLLM 0.22.0-0.25.1, share 180 paths, 99 of "
+         "them with other bytes): where the base's files won, vLLM's CuTe DSL kernels fail (`mlir_global_dtors() "
+         "missing 1 required positional argument: 'data'`, vllm #44949; `from cutlass.cute.core import "
+         "increment_coord` fails, ai-dynamo/dynamo #11775; malformed `_mma` PTX, NVIDIA/cutlass #3170). Fix: "
+         "reinstall -libs-cu13 with --force-reinstall --no-deps so its files win, or vLLM 0.26.0 or later "
+         "(nvidia-cutlass-dsl 4.6.0, where one wheel holds the CuTe sources). A pass where the -libs-cu13 files are "
+         "in place; a warning for another pair, naming whose bytes are on disk. flash_attn/ is the namespaces "
+         "check's (namespaces.cute-overlap)."),
+    Code("distributions.requirement-broken-by", "An installed distribution's requirement broke another's pin",
+         "A kernel package that vLLM or flash-attn-4 loads (apache-tvm-ffi, nvidia-cutlass-dsl, quack-kernels ...) "
+         "is installed at a version one installed distribution's Requires-Dist excludes, and another installed "
+         "distribution requires that version: installing it (with its dependencies) broke the first's pin. "
+         "flash-attn-4 4.0.0b36 requires apache-tvm-ffi>=0.1.11 and nvidia-cutlass-dsl>=4.6.2 while vLLM "
+         "0.20.0-0.25.1 pin apache-tvm-ffi==0.1.9 (and 0.22.0-0.25.1 nvidia-cutlass-dsl==4.5.2): nvidia-cutlass-dsl "
+         "4.6 with tvm-ffi 0.1.9 fails with `make_kwargs_wrapper() got an unexpected keyword argument "
+         "'map_dataclass_to_tuple'`; 4.6 removed cute.core.ThrMma that older quack-kernels use. The finding names "
+         "the distribution whose requirement the installed version meets, and the one installed last (RECORD "
+         "times) when they show the order. Fix: a vLLM whose pins agree (0.27 pins apache-tvm-ffi==0.1.11), or "
+         "remove the distribution that brought the other version, or put back the pinned version."),
     Code("distributions.file-not-regular", "A file RECORD lists is a FIFO, a device or a socket",
          "A file of a stack distribution is not a regular file on disk: a FIFO blocks whoever opens it (an import "
          "hangs), a device such as /dev/zero never ends. The doctor does not open it. Reinstall the distribution "
@@ -95,11 +124,14 @@ class DistributionsCheck:
         installer = Installer.for_target(target)
         yield _stack_versions(dists)
         yield from _broken_metadata(dists, installer)
-        yield from _requirements(dists, target.marker_environment, installer)
+        yield from (named_cause(f, dists, target.marker_environment)
+                    for f in _requirements(dists, target.marker_environment, installer))
         yield from _duplicates(dists)
         yield from _record_integrity(dists, installer)
         yield from _record_escapes(dists, installer)
         yield from _not_regular(dists, installer)
+        yield from shared_files(dists, installer)
+        yield from broken_by(dists, target.marker_environment, installer)
 
 
 def _stack_versions(dists: Distributions) -> Finding:
@@ -293,7 +325,7 @@ def _remove_copy(dist: Distribution, manager: str | None) -> Remediation:
 
 
 def _record_integrity(dists: Distributions, installer: Installer) -> Iterator[Finding]:
-    for name in STACK:
+    for name in VERIFIED:
         dist = dists.get(name)
         if dist is None:
             continue
@@ -378,7 +410,7 @@ def _record_escapes(dists: Distributions, installer: Installer) -> Iterator[Find
 
 def _not_regular(dists: Distributions, installer: Installer) -> Iterator[Finding]:
     """Files RECORD lists that are FIFOs, devices or sockets now: never opened."""
-    for name in STACK:
+    for name in VERIFIED:
         dist = dists.get(name)
         if dist is None:
             continue
@@ -402,3 +434,4 @@ def _not_regular(dists: Distributions, installer: Installer) -> Iterator[Finding
                             f"put {dist.label()}'s own files back"),
             ),
         )
+

@@ -19,6 +19,7 @@ from dflash_doctor.codes import Code
 from dflash_doctor.facts.fabric_host import sysfs_bdf
 from dflash_doctor.facts.fabric_shapes import Fabric
 from dflash_doctor.facts.nvml_shapes import Gpu, GpuDevice
+from dflash_doctor.knowledge.dflash_reports import KNOWN_BAD
 from dflash_doctor.knowledge.fabric import (
     ACS_REDIRECT,
     CUSTOM_ALL_REDUCE_RULES,
@@ -35,6 +36,8 @@ from dflash_doctor.model import Finding, Remediation, Status
 from dflash_doctor.units import GIB, MIB
 
 from .gpu_common import _visible_of
+from .model_common import version_tuple
+from .serve_common import with_switch
 
 __all__ = ["FabricCheck", "vllm_shm_need"]
 
@@ -105,6 +108,14 @@ CODES: tuple[Code, ...] = (
     Code("fabric.allreduce-choice", "Which all-reduce vLLM will use",
          "vLLM's own rules (custom_all_reduce.py) applied to this group: world size 2, 4, 6 or 8; more than two "
          "GPUs need NVLink between all; every pair needs peer access; --disable-custom-all-reduce; else NCCL."),
+    Code("fabric.custom-allreduce-geforce-p2p", "vLLM's custom all-reduce would run over a GeForce PCIe peer path",
+         "The TP group is GeForce cards of an arch it was reported on (RTX 3090, sm_86), joined over PCIe without "
+         "NVLink, and the driver grants them peer access: what a patched driver (the tinygrad/aikitoria "
+         "open-gpu-kernel-modules P2P branches) opens, since NVIDIA's stock driver gives GeForce cards none. vLLM then "
+         "picks its custom all-reduce over that path, which hard-reset the host under sustained decode "
+         "(noonghunna/club-3090 #1332, vLLM 0.29.0) and returned wrong data on two other rigs (club-3090 #922), while "
+         "NCCL over the same link stayed right. Fix: --disable-custom-all-reduce (NCCL keeps using the peer path). "
+         "The facts and versions are in knowledge/dflash_reports.py KNOWN_BAD (custom-allreduce-geforce-p2p)."),
 )
 
 
@@ -151,6 +162,8 @@ class FabricCheck:
         findings += self._nccl(fabric, pairs)
         findings += self._host(fabric, tp, group, devices)
         findings.append(self._allreduce_choice(fabric, tp, len(group), pairs, argv))
+        findings += _custom_allreduce_on_geforce_p2p(findings[-1], devices, group, pairs, argv,
+                                                     facts.optional("vllm_dflash"))
         return findings
 
     # --------------------------------------------------------------------------------------- topology
@@ -421,6 +434,38 @@ class FabricCheck:
             choice = "vLLM's custom all-reduce (NCCL above its size limit)"
         return Finding("fabric.allreduce-choice", Status.PASS, f"vLLM's all-reduce at TP {tp}: {choice} ({why})",
                        detail=CUSTOM_ALL_REDUCE_RULES.source, evidence={"choice": choice, "why": why})
+
+
+def _custom_allreduce_on_geforce_p2p(choice: Finding, devices: Sequence[GpuDevice], group: Sequence[int],
+                                     pairs: Sequence[Mapping[str, Any]], argv: list[str],
+                                     vllm: Mapping[str, Any] | None) -> list[Finding]:
+    """knowledge.dflash_reports.KNOWN_BAD's custom-allreduce-geforce-p2p, judged from the GPU and peer-path facts."""
+    entry = next(e for e in KNOWN_BAD.value if e.condition == "geforce-pcie-p2p-custom-all-reduce")
+    if not str(choice.evidence.get("choice") or "").startswith("vLLM's custom all-reduce"):
+        return []
+    version = str(vllm.get("version") or "") if vllm and vllm.get("installed") else ""
+    if version and not (version_tuple(entry.first) <= version_tuple(version)
+                        and (entry.last is None or version_tuple(version) <= version_tuple(entry.last))):
+        return []
+    members = [d for d in devices if d.index in group]
+    arch = {f"{d.compute_capability[0]}.{d.compute_capability[1]}" for d in members if d.compute_capability}
+    geforce = [d for d in members if "geforce" in (d.name or "").lower()]
+    pcie_peers = [p for p in pairs if not p.get("nvlinks")
+                  and all((p.get("p2p") or {}).get(k) == "ok" for k in ("read", "write"))]
+    if len(members) < 2 or len(geforce) < len(members) or not arch <= set(entry.arch) or not pcie_peers:
+        return []
+    names = ", ".join(sorted({d.name or "" for d in members}))
+    return [Finding(
+        "fabric.custom-allreduce-geforce-p2p", Status.WARN,
+        f"{entry.title}: TP {len(members)} over {names} (sm_{'/'.join(sorted(a.replace('.', '') for a in arch))}) "
+        f"with PCIe peer access granted, and vLLM{' ' + version if version else ''} picks its custom all-reduce",
+        detail=f"Reported in {entry.source}.",
+        evidence={"id": entry.id, "gpus": [{"index": d.index, "name": d.name, "compute_capability":
+                                            d.compute_capability} for d in members],
+                  "pairs": [dict(p) for p in pcie_peers], "vllm": version or None,
+                  "versions": [entry.first, entry.last], "arch": list(entry.arch)},
+        remediation=(Remediation(with_switch(argv, entry.remedy) if argv else f"vllm serve ... {entry.remedy}",
+                                 "NCCL does the all-reduce, over the same peer path, with right values"),))]
 
 
 def _peer_mib(data: Mapping[str, Any]) -> int:

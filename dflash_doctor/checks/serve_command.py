@@ -186,8 +186,11 @@ CODES: tuple[Code, ...] = (
          "A combination users reported failing with DFlash, judged only for the vLLM versions it applies to "
          "(knowledge/dflash_reports.py KNOWN_BAD, each with its issue): CUDA graphs under concurrency on 0.22.1 "
          "(z-lab/dflash #146, --enforce-eager), zero prefix-cache hits with DFlash2 (z-lab/dflash #165, vLLM "
-         "#54360), DFlash2's candidate selector only on the V2 runner (club-3090 #1064), and acceptance collapsing "
-         "at long contexts when the drafter's sliding window is not applied (vLLM PR #40898)."),
+         "#54360), DFlash2's candidate selector only on the V2 runner (club-3090 #1064), acceptance collapsing "
+         "at long contexts when the drafter's sliding window is not applied (vLLM PR #40898), and, on sm_80 only, "
+         "DFlash2's out-of-bounds read after about 11k decode steps under sampling (vLLM #55279, 0.27.1 on). An "
+         "entry bound to an arch is judged from the GPU facts (NVML, or --target-arch/--gpus), and not at all "
+         "without them."),
 )
 
 _SPEC_ERROR_FLAGS = ("--speculative-config", "-sc")

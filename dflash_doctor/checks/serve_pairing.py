@@ -204,16 +204,30 @@ def _known_bad(c: _Command) -> list[Finding]:
     for entry in KNOWN_BAD.value:
         if not _in_range(version, entry):
             continue
+        on = _on_arch(c, entry)
+        if on is None:
+            continue
         hit, fix, cause = _applies(c, entry, archs)
         if not hit:
             continue
         span = f"{entry.first}..{entry.last}" if entry.last else f"{entry.first} and later (no fix released as read)"
         out.append(Finding("serve-command.known-bad-combination", Status.WARN,
-                           f"{c.label} (affected: {span}): {entry.title}",
+                           f"{c.label}{on} (affected: {span}): {entry.title}",
                            detail=f"Reported in {entry.source}.",
-                           evidence={"id": entry.id, "versions": [entry.first, entry.last], "vllm": version},
+                           evidence={"id": entry.id, "versions": [entry.first, entry.last], "vllm": version,
+                                     **({"arch": list(entry.arch), "gpus": c.gpus.get("source"),
+                                         "compute_capabilities": list(c.gpus.get("ccs") or [])} if entry.arch else {})},
                            remediation=(fix,) if fix else (), cause=cause))
     return out
+
+
+def _on_arch(c: _Command, entry: KnownBad) -> str | None:
+    """"" for an entry of any GPU; " on sm_80" where the GPU facts (NVML, --target-arch, --gpus) name one of the
+    entry's compute capabilities; None where they name none of them, or there are no GPU facts to tell."""
+    if not entry.arch:
+        return ""
+    hits = sorted(set(entry.arch) & set(c.gpus.get("ccs") or []))
+    return " on " + ", ".join("sm_" + cc.replace(".", "") for cc in hits) if hits else None
 
 
 def _applies(c: _Command, entry: KnownBad, archs: list[str]) -> tuple[bool, Remediation | None, str]:
@@ -234,6 +248,8 @@ def _applies(c: _Command, entry: KnownBad, archs: list[str]) -> tuple[bool, Reme
             return False, None, ""
         return True, Remediation("VLLM_USE_V2_MODEL_RUNNER=1 " + join(c.argv),
                                  "the V2 runner runs DFlash2's candidate selector"), ""
+    if entry.condition == "dflash2":
+        return _is_dflash2(c), None, ""
     if entry.condition == "no-drafter-window":
         drafter = c.prior.get("drafter")
         ignored = drafter is not None and any(f.id == "drafter.sliding-ignored" for f in drafter.findings)

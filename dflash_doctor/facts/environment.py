@@ -7,13 +7,14 @@ from typing import Any
 
 from dflash_doctor.check import Context
 from dflash_doctor.facts.probes import run_probe
+from dflash_doctor.facts.secrets import env_allow_args, scrub_values
+from dflash_doctor.knowledge.kernel_wheels import KERNEL_DISTRIBUTIONS
 from dflash_doctor.knowledge.stack import (
     FLASH_ATTN_FAMILY,
     STACK_DISTRIBUTIONS,
     STACK_EXTENSION_MODULES,
     WATCHED_TOP_LEVELS,
 )
-from dflash_doctor.facts.secrets import env_allow_args, scrub_values
 
 # Top-level names whose resolution (without importing) the checks judge.
 RESOLVED_NAMES = ("flash_attn", "flash_attn_2_cuda", "flash_attn_3", "vllm", "torch", "triton", "flashinfer")
@@ -23,6 +24,7 @@ def collect(ctx: Context, _earlier: Mapping[str, Any]) -> dict[str, Any]:
     args = {
         "stack": list(STACK_DISTRIBUTIONS.value),
         "hash_always": list(FLASH_ATTN_FAMILY.value),
+        "kernels": list(KERNEL_DISTRIBUTIONS.value),
         "watched_top_levels": list(WATCHED_TOP_LEVELS.value),
         "verify_hashes": ctx.verify_hashes,
         "env_allow": env_allow_args(),
@@ -46,6 +48,8 @@ def collect(ctx: Context, _earlier: Mapping[str, Any]) -> dict[str, Any]:
         "target": target,
         "sys_path": {"entries": data["sys_path"]},
         # import_extensions: the stack's extension modules the import system finds that no RECORD lists.
-        "distributions": {"items": data["distributions"], "import_extensions": data.get("import_extensions") or {}},
+        # shared_files: the paths two verified distributions (the stack, the kernel packages) both list.
+        "distributions": {"items": data["distributions"], "import_extensions": data.get("import_extensions") or {},
+                          "shared_files": data.get("shared_files") or []},
         "resolution": data["resolution"],
     }

@@ -108,6 +108,9 @@ class Integrity(Shape):
     hash_mismatch_count: int = 0
     not_regular: list[dict[str, Any]] = field(default_factory=list)
     not_regular_count: int = 0
+    shared: int = 0
+    """Paths another verified distribution lists too: left out of the size and hash comparison (see
+    Distributions.shared_files), missing ones still counted."""
 
 
 @dataclass(frozen=True)
@@ -160,6 +163,8 @@ class Distribution(Shape):
     requires: list[str] = field(default_factory=list)
     requires_python: str | None = None
     installer: str | None = None
+    installed_at: float | None = None
+    """The mtime of its RECORD (else INSTALLER, METADATA): installers write RECORD last, so it orders installs."""
     editable: bool = False
     direct_url: str | None = None
     record: Record = field(default_factory=Record)
@@ -193,12 +198,52 @@ class ImportExtensions(Shape):
 
 
 @dataclass(frozen=True)
+class SharedClaimant(Shape):
+    """A distribution that lists paths another one lists too."""
+
+    name: str = ""
+    version: str | None = None
+    dist_info: str = ""
+    installer: str | None = None
+    installed_at: float | None = None
+    """The mtime of its RECORD (written last by an installer): the later one was installed last."""
+
+
+@dataclass(frozen=True)
+class DifferingFile(Shape):
+    """A shared path whose RECORD hashes differ: each claimant's hash, and the hash of the file on disk."""
+
+    path: str = ""
+    hashes: dict[str, str] = field(default_factory=dict)
+    """canonical name -> its RECORD's "sha256=..." for the path."""
+    disk_hash: str | None = None
+    """"sha256=..."; None when the file is missing; "not hashed: why" for one that is not opened."""
+
+
+@dataclass(frozen=True)
+class SharedFiles(Shape):
+    """Paths that two or more verified distributions (the stack, the kernel packages) list in their RECORDs."""
+
+    distributions: list[SharedClaimant] = field(default_factory=list)
+    paths: int = 0
+    differing: list[DifferingFile] = field(default_factory=list)
+    """Capped (200); differing_count counts them all."""
+    differing_count: int = 0
+
+    def holding(self, name: str) -> list[DifferingFile]:
+        """The differing paths whose bytes on disk are `name`'s (by canonical name)."""
+        key = canonical(name)
+        return [f for f in self.differing if f.disk_hash is not None and f.hashes.get(key) == f.disk_hash]
+
+
+@dataclass(frozen=True)
 class Distributions(Shape):
     SECTION: ClassVar[str] = "distributions"
 
     items: list[Distribution] = field(default_factory=list)
     """In sys.path order: the first of a name is the one importlib.metadata (and Python) sees."""
     import_extensions: ImportExtensions = field(default_factory=ImportExtensions)
+    shared_files: list[SharedFiles] = field(default_factory=list)
 
     @cached_property
     def _first(self) -> dict[str, Distribution]:

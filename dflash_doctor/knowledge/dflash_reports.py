@@ -274,6 +274,9 @@ class KnownBad:
     title: str
     remedy: str
     source: str
+    arch: tuple[str, ...] = ()
+    """Compute capabilities ("8.0") it was reported on; empty: any GPU. Judged from the GPU facts (NVML, or
+    --target-arch / --gpus), never guessed: with no GPU facts an arch-bound entry is not judged."""
 
 
 KNOWN_BAD: Fact[tuple[KnownBad, ...]] = Fact(
@@ -304,10 +307,35 @@ KNOWN_BAD: Fact[tuple[KnownBad, ...]] = Fact(
                  "z-lab/dflash #66 (decode slows from 16k tokens on vLLM: \"vLLM's DFlash implementation doesn't "
                  "currently support sliding window attention for the draft model\", which SGLang exposes as "
                  "speculative-dflash-draft-window-size)"),
+        KnownBad("dflash2-oob-sm80", "0.27.1", None, "dflash2",
+                 "a DFlash2 drafter on sm_80 reads out of bounds after about 11k decode steps under sampling load: "
+                 "CUDA illegal memory access (Xid 31), the engine dies",
+                 "",
+                 "vllm-project/vllm #55279 (open as read: \"DFlash2 (dflash method) deterministic cumulative OOB - "
+                 "engine dies with CUDA IMA / Xid 31 after ~11k decode steps under sampling load (sm_80, v0.27.1)\"; "
+                 "the assignee's first suspect is the split-KV block-table/metadata lifecycle, no fix merged as read); "
+                 "syv-ai/qwen38-27b-rtx3090 #72 (the same report on a CMP 170HX, sm_80; not reproduced on an RTX "
+                 "3090, sm_86, at 20,000 verify steps: so sm_80 only). Reported on 0.27.1 only; no later release "
+                 "was reported fixed, so every later one is warned of",
+                 arch=("8.0",)),
+        KnownBad("custom-allreduce-geforce-p2p", "0.0.0", None, "geforce-pcie-p2p-custom-all-reduce",
+                 "vLLM's custom all-reduce over a patched-driver PCIe peer path between GeForce cards hard-resets the "
+                 "host under sustained decode (or returns wrong data)",
+                 "--disable-custom-all-reduce",
+                 "noonghunna/club-3090 #1332 (2x RTX 3090/3090 Ti, Gen4 x8, NVIDIA 610.57.04 patched with the aikitoria "
+                 "open-gpu-kernel-modules P2P branch, vLLM 0.29.0 TP 2: \"the patched driver works, but vLLM's custom "
+                 "all-reduce over the peer path hard-resets the machine\"; workaround --disable-custom-all-reduce; "
+                 "club-3090 PR #1335: P2P off clean, P2P with custom all-reduce off clean and faster) and #922 "
+                 "(\"Ampere + patched P2P: vLLM custom all-reduce returns WRONG DATA\" on two rigs; NCCL over the "
+                 "same link is right). GeForce Ampere cards have no PCIe peer access with NVIDIA's stock driver: "
+                 "these reports take a driver that grants it to GeForce cards as the patched one (not verified "
+                 "against NVIDIA's documentation). Not tied to a vLLM release: every version with custom all-reduce",
+                 arch=("8.6",)),
     ),
     source="each entry's own source; DFlash2 first shipped with vLLM PR #52816 (merged 2026-08, in 0.28 nightlies "
     "per z-lab/dflash #165)",
     read_from="the issues and PRs named in each entry",
     note="Each is a warning, only for the vLLM versions in its range (first..last inclusive, None = open-ended: "
-    "no fix released as read).",
+    "no fix released as read), and, where `arch` names compute capabilities, only on those GPUs. The serve-command "
+    "check judges them, but custom-allreduce-geforce-p2p, which the fabric check judges from the peer path's facts.",
 )

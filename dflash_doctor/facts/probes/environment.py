@@ -23,6 +23,9 @@ STACK = set(ARGS.get("stack", []))
 WATCHED_TOPS = ARGS.get("watched_top_levels", [])  # flash_attn, hopper, flash_attn_2_cuda, ...
 VERIFY_HASHES = bool(ARGS.get("verify_hashes", False))
 HASH_ALWAYS = set(ARGS.get("hash_always", []))  # small distributions whose every file is hashed
+# Kernel packages vLLM and flash-attn-4 load at run time: their RECORDs are verified like the stack's, and the
+# paths they share with another verified distribution are compared (knowledge.kernel_wheels).
+KERNELS = set(ARGS.get("kernels", []))
 ENV_ALLOW = ARGS.get("env_allow", {})
 SPEC_NAMES = ARGS.get("find_spec", [])
 EXTENSION_NAMES = ARGS.get("extension_modules", [])  # the stack's extension modules known by name
@@ -503,8 +506,9 @@ def confine(location, rows, opened):
     return kept, escapes
 
 
-def record_integrity(rows, hash_all):
-    """Compare RECORD with the disk. Returns counts and the (capped) list of mismatches."""
+def record_integrity(rows, hash_all, shared=frozenset()):
+    """Compare RECORD with the disk. Returns counts and the (capped) list of mismatches. `shared`: paths another
+    distribution lists too; their bytes are compared in shared_files, not here (missing still counts)."""
     missing, size_mismatch, hash_mismatch, not_regular = [], [], [], []
     checked = 0
     for rel, rec_hash, size, _line, real, info in rows:
@@ -515,6 +519,8 @@ def record_integrity(rows, hash_all):
             continue
         if not stat.S_ISREG(info.st_mode):
             not_regular.append({"path": rel, "kind": file_kind(info.st_mode)})
+            continue
+        if rel in shared:
             continue
         checked += 1
         if size is not None and info.st_size != size:
@@ -537,6 +543,7 @@ def record_integrity(rows, hash_all):
         "hash_mismatch_count": len(hash_mismatch),
         "not_regular": not_regular[:cap],
         "not_regular_count": len(not_regular),
+        "shared": len(shared),
     }
 
 
@@ -636,6 +643,74 @@ def scan_distributions():
     return dists
 
 
+VERIFIED_ROWS = {}  # id(distribution fact) -> its confined RECORD rows, for the distributions whose files are verified
+MAX_SHARED_SHOWN = 200
+
+
+def shared_files(dists):
+    """Verify the RECORDs of the stack and the kernel packages, and compare the paths two of them list.
+
+    Sets each verified distribution's record.integrity (a path another verified distribution also lists is left
+    out of its size and hash comparison: whichever was installed last holds it, which is a collision, not a
+    change by hand) and returns the overlaps: for each set of distributions that list the same files, how many
+    they share and, for the paths whose RECORD hashes differ, each one's hash and the hash on disk. Only those
+    paths are hashed (the collision is told apart by them; where every hash agrees, the bytes are the same
+    whoever won).
+    """
+    claims = {}  # real path -> [(fact, row)]
+    for fact in dists:
+        rows = VERIFIED_ROWS.get(id(fact))
+        for row in rows or ():
+            if row[0].endswith(".pyc") or not row[1] or "__pycache__/" in row[0]:
+                continue
+            claims.setdefault(row[4], []).append((fact, row))
+    shared = {}  # id(fact) -> rel paths shared with another distribution
+    groups = {}
+    for real, owners in claims.items():
+        names = sorted({fact["canonical"] for fact, _ in owners})
+        if len(names) < 2:
+            continue  # one distribution's own (or two copies of one name: the duplicates check's)
+        for fact, row in owners:
+            shared.setdefault(id(fact), set()).add(row[0])
+        group = groups.setdefault(tuple(names), {"distributions": [
+            {"name": f["name"], "version": f.get("version"), "dist_info": f["dist_info"], "installer": f.get("installer"),
+             "installed_at": dist_info_mtime(f["dist_info"])}
+            for f in sorted({id(f): f for f, _ in owners}.values(), key=lambda f: f["canonical"])],
+            "paths": 0, "differing": [], "differing_count": 0})
+        group["paths"] += 1
+        hashes = {fact["canonical"]: row[1] for fact, row in owners}
+        if len(set(hashes.values())) < 2:
+            continue
+        group["differing_count"] += 1
+        if len(group["differing"]) < MAX_SHARED_SHOWN:
+            info = owners[0][1][5]
+            if info is None:
+                disk = None
+            elif not stat.S_ISREG(info.st_mode):
+                disk = "not hashed: " + file_kind(info.st_mode)
+            else:
+                disk, error = file_sha256(real)
+                disk = disk or ("not hashed: " + str(error))
+            group["differing"].append({"path": owners[0][1][0], "hashes": hashes, "disk_hash": disk})
+    for fact in dists:
+        rows = VERIFIED_ROWS.pop(id(fact), None)
+        if rows is not None:
+            canon = fact["canonical"]
+            fact["record"]["integrity"] = record_integrity(rows, VERIFY_HASHES or canon in HASH_ALWAYS,
+                                                           shared.get(id(fact), set()))
+    return list(groups.values())
+
+
+def dist_info_mtime(dist_dir):
+    """When the installer wrote the dist-info (its RECORD, written last): the order of installs."""
+    for name in ("RECORD", "INSTALLER", "METADATA"):
+        try:
+            return os.stat(os.path.join(dist_dir, name)).st_mtime
+        except OSError:
+            continue
+    return None
+
+
 def describe_distribution(location, dist_dir, is_egg):
     fact = {"location": location, "dist_info": dist_dir, "format": "egg-info" if is_egg else "dist-info"}
     message, meta_error = parse_metadata(dist_dir, is_egg)
@@ -653,6 +728,7 @@ def describe_distribution(location, dist_dir, is_egg):
     fact["canonical"] = canon
     installer, _ = read_text(os.path.join(dist_dir, "INSTALLER"))
     fact["installer"] = installer.strip() if installer else None
+    fact["installed_at"] = dist_info_mtime(dist_dir)
     url = direct_url(dist_dir)
     fact["editable"] = bool(url and url.get("dir_info", {}).get("editable"))
     fact["direct_url"] = url.get("url") if url else None
@@ -662,15 +738,19 @@ def describe_distribution(location, dist_dir, is_egg):
         fact["record"]["files"] = len(rows)
         fact["top_levels"] = sorted({top_of(r[0]) for r in rows if not top_of(r[0]).endswith((".dist-info", ".data")) and top_of(r[0]) not in ("..", "__pycache__")})
         is_stack = canon in STACK
-        kept, escapes = confine(location, rows, lambda row: is_stack or watched(row[0]))
+        verified = is_stack or canon in KERNELS
+        kept, escapes = confine(location, rows, lambda row: verified or watched(row[0]))
         if escapes:
             fact["record"].update({"file": os.path.join(dist_dir, "RECORD"), "escapes": escapes[:MAX_SHOWN],
                                    "escapes_count": len(escapes)})
         claims = watched_claims(kept)
         if claims:
             fact["claims"] = claims
+        if verified:
+            # The integrity is computed once every distribution is read (shared_files): a path two of them list
+            # is judged as a collision, not as this one's file changed on disk.
+            VERIFIED_ROWS[id(fact)] = kept
         if is_stack:
-            fact["record"]["integrity"] = record_integrity(kept, VERIFY_HASHES or canon in HASH_ALWAYS)
             fact["extensions"], fact["libraries"] = compiled_files(location, kept)
             if any("abi_tag" in ext for ext in fact["extensions"]):
                 fact["wheel_tags"] = wheel_tags(dist_dir)
@@ -832,10 +912,12 @@ def main():
     target = target_facts()
     target["environment_roots"] = ROOTS
     dists = scan_distributions()
+    overlaps = shared_files(dists)
     facts = {
         "target": target,
         "sys_path": sys_path_facts(target["user_site"]),
         "distributions": dists,
+        "shared_files": overlaps,
         "import_extensions": import_system_extensions(EXTENSION_NAMES, [d for d in dists if d["canonical"] in STACK]),
         "resolution": {name: dict(resolve(name), portions=portions(name)) for name in SPEC_NAMES},
     }
