@@ -31,6 +31,7 @@ __all__ = [
     "QUANTIZED_PAIR_ACCEPTANCE",
     "RULES_VERIFIED_THROUGH",
     "SPECULATORS_DFLASH",
+    "SPECULATORS_LAUNCH",
     "TRUST_REMOTE_CODE_RULE",
     "V2_DEFAULT_SINCE",
     "WEIGHT_FILE_SELECTION",
@@ -182,6 +183,34 @@ SPECULATORS_DFLASH: Fact[dict[str, Any]] = Fact(
     "conv_kernel_size, conv_group_size, selector_rank, selector_top_k into dflash_config",
     read_from="vllm sdists 0.20.1, 0.22.1, 0.24.0, 0.26.0, 0.29.0, 0.30.0, 0.33.0, 0.34.0; tests/test_release_matrix.py "
     "runs each release's update_dflash against speculators_keys",
+)
+
+SPECULATORS_LAUNCH: Fact[dict[str, Any]] = Fact(
+    value={
+        "remote_only_marker": "Speculators verifier must name a remote model repository",
+        "remote_only_since": "0.33.0",
+        "message": "Speculators verifier must name a remote model repository. Select local verifiers explicitly "
+        "with --model and --speculative-config.",
+        "merge_marker": "speculative_config.update(vllm_speculative_config)",
+        "merge_since": "0.29.0",
+        "dflash2_marker": 'if result["method"] == "dflash2":',
+        "dflash2_since": "0.29.0",
+        "invalid_message": "Invalid speculators config structure",
+    },
+    source="vllm/transformers_utils/config.py maybe_override_with_speculators, called by EngineArgs."
+    "create_engine_config for every served model that is not on cloud storage: a model whose config.json has "
+    "\"speculators_config\" is served as speculators_config.verifier.name_or_path with the model itself as the "
+    "drafter (speculative_config {method: speculators_model_type, num_speculative_tokens: the first proposal "
+    "method's speculative_tokens, model: the served directory}); before 0.29.0 a --speculative-config given beside "
+    "it is dropped, from 0.29.0 its keys are merged in (\"Apply user --speculative-config overrides\") but method "
+    "and model stay the checkpoint's; from 0.33.0 a verifier that is not a string, not a valid Hub repo id "
+    "(huggingface_hub validate_repo_id) or an existing local path raises \"Speculators verifier must name a remote "
+    "model repository. Select local verifiers explicitly with --model and --speculative-config.\"; "
+    "SpeculatorsConfig.validate_speculators_config raises \"Invalid speculators config structure\" without "
+    "verifier.name_or_path or proposal_methods[0].speculative_tokens; build_vllm_speculative_config maps dflash2 to "
+    "the method dflash from 0.29.0",
+    read_from="vllm sdists 0.20.1, 0.22.1, 0.24.0, 0.26.0, 0.29.0, 0.30.0, 0.31.0, 0.32.0, 0.33.0, 0.34.0; "
+    "tests/test_release_matrix.py runs each release's maybe_override_with_speculators against the doctor's reading",
 )
 
 DFLASH2_CONV_BLOCK: Fact[str] = Fact(
