@@ -102,7 +102,11 @@ def test_from_0_33_a_remote_verifier_is_served_from_the_hub_cache(tmp_path: Path
 def test_a_speculative_config_beside_the_launch_is_dropped_before_0_29_and_merged_after(
         tmp_path: Path, vllm: str, dropped: str) -> None:
     _, drafter = _launch(tmp_path, "TARGET")
+    patch_config(drafter, block_size=16)
     spec = json.dumps({"method": "dflash", "model": "/elsewhere", "num_speculative_tokens": 7})
-    f = found(run_checks(tmp_path, argv=serve(drafter, "--speculative-config", spec), vllm=vllm),
-              "serve-command.speculators-launch")
+    results = run_checks(tmp_path, argv=serve(drafter, "--speculative-config", spec), vllm=vllm)
+    f = found(results, "serve-command.speculators-launch")
     assert f.status is Status.WARN and f"drops {dropped} of the --speculative-config" in f.title
+    # the drafter is judged with the k vLLM serves: the checkpoint's 15 before 0.29, the command's 7 after
+    k = 15 if vllm == "0.24.0" else 7
+    assert f"block_size 16 (k={k})" in " ".join(x.title for x in results["drafter"].findings)

@@ -59,6 +59,7 @@ from .model_common import (
     value_count,
 )
 from .serve_common import with_spec
+from .serve_speculators import as_served
 
 __all__ = ["DrafterCheck", "expected_drafter_tensors"]
 
@@ -940,5 +941,6 @@ class DrafterCheck:
         blocked = _skip_if_broken(facts, self.title)
         if blocked is not None:
             return blocked
-        return _Drafter(drafter, target, facts.optional_section(VllmDflash), facts.optional("serve_args"),
+        vllm = facts.optional_section(VllmDflash)
+        return _Drafter(drafter, target, vllm, as_served(facts.optional("serve_args"), models.speculators_launch, vllm),
                         installer_for(facts), gpu_view(facts)["ccs"]).findings()

@@ -20,7 +20,7 @@ from dflash_doctor.model import Finding, Remediation, Status
 
 from .model_common import has_behaviour
 
-__all__ = ["Launch", "launch_findings", "read_launch", "valid_repo_id", "with_model"]
+__all__ = ["Launch", "as_served", "launch_findings", "read_launch", "valid_repo_id", "with_model"]
 
 # huggingface_hub utils/_validators.py REPO_ID_REGEX and validate_repo_id (2.4.0), which vLLM 0.33+ calls.
 _REPO_ID = re.compile(r"(\b[\w\-.]{1,96}\b/)?\b[\w\-.]{1,96}\b", flags=re.ASCII)
@@ -80,6 +80,19 @@ def read_launch(launch: Mapping[str, Any], vllm: VllmDflash | None,
     spec["method"] = method
     spec["model"] = drafter
     return Launch("serves", drafter, verifier, spec, dropped=dropped)
+
+
+def as_served(serve: Mapping[str, Any] | None, launch: Mapping[str, Any] | None,
+              vllm: VllmDflash | None) -> Mapping[str, Any] | None:
+    """The serve_args facts with the speculative config the installed vLLM builds for `vllm serve SPECULATORS_DIR`
+    (the facts as they are for any other command), for the checks that read num_speculative_tokens from them."""
+    if not serve or not launch:
+        return serve
+    given = dict(serve.get("speculative_config") or {})
+    read = read_launch(launch, vllm, given.get("value") if given.get("given") else None)
+    if read.kind != "serves":
+        return serve
+    return {**serve, "speculative_config": {**given, "given": True, "value": dict(read.spec), "error": None}}
 
 
 def with_model(argv: Sequence[str], old: str, new: str) -> list[str]:
