@@ -164,6 +164,19 @@ LAUNCH_VERIFIERS: list[tuple[str, Any]] = [
     ("empty verifier", ""), ("not a repo id", "org/name/extra"), ("no verifier key", "MISSING"),
 ]
 LAUNCH_USER_SPECS: list[dict[str, Any] | None] = [None, {"model": "/elsewhere", "num_speculative_tokens": 7}]
+_REMOTE = {"proposal_methods": [{"speculative_tokens": 15}], "verifier": {"name_or_path": "Qwen/Qwen3-8B"}}
+LAUNCH_BROKEN: list[tuple[str, dict[str, Any]]] = [
+    ("no transformer_layer_config", {"speculators_model_type": "dflash", "speculators_config": _REMOTE}),
+    ("no speculators_model_type", {"transformer_layer_config": {}, "speculators_config": _REMOTE}),
+    ("null speculative_tokens", {"speculators_model_type": "dflash", "transformer_layer_config": {},
+                                 "speculators_config": {**_REMOTE, "proposal_methods": [{"speculative_tokens": None}]}}),
+    ("no proposal methods", {"speculators_model_type": "dflash", "transformer_layer_config": {},
+                             "speculators_config": {**_REMOTE, "proposal_methods": []}}),
+    ("speculators_config a list", {"speculators_model_type": "dflash", "transformer_layer_config": {},
+                                   "speculators_config": ["Qwen/Qwen3-8B"]}),
+    ("empty speculators_config", {"speculators_model_type": "dflash", "transformer_layer_config": {},
+                                  "speculators_config": {}}),
+]
 
 
 def _release_launch(version: str) -> Any:
@@ -249,6 +262,17 @@ def test_the_speculators_launch_is_read_as_each_release_reads_it(version: str, t
                           else ("serves", read.verifier, read.spec))
                 if doctor != expected:
                     disagree.append(f"{kind} {name} spec={user_spec}: vLLM {expected}, doctor {doctor}")
+    for name, config in LAUNCH_BROKEN:
+        drafter = tmp_path / f"broken-{name.replace(' ', '-')}"
+        drafter.mkdir()
+        (drafter / "config.json").write_text(json.dumps(config))
+        facts = speculators_launch(describe_model(str(drafter), str(tmp_path), "target"), str(tmp_path))
+        assert facts is not None
+        expected = release(str(drafter), None)
+        read = read_launch(facts, vllm, None)
+        doctor = ("error", read.message.split(". ")[0], None) if read.kind in ("refused", "invalid") else (read.kind,)
+        if doctor != expected:
+            disagree.append(f"{name}: vLLM {expected}, doctor {doctor}")
     assert not disagree, f"vLLM {version}:\n" + "\n".join(disagree)
 
 

@@ -110,3 +110,18 @@ def test_a_speculative_config_beside_the_launch_is_dropped_before_0_29_and_merge
     # the drafter is judged with the k vLLM serves: the checkpoint's 15 before 0.29, the command's 7 after
     k = 15 if vllm == "0.24.0" else 7
     assert f"block_size 16 (k={k})" in " ".join(x.title for x in results["drafter"].findings)
+
+
+@pytest.mark.parametrize("speculators_config", [["Qwen/Qwen3-8B"], {}, {"verifier": "Qwen/Qwen3-8B"},
+                                                {"verifier": {"name_or_path": ["x"]}, "proposal_methods": "many"},
+                                                {"verifier": {"name_or_path": "\u0000" * 3},
+                                                 "proposal_methods": [{"speculative_tokens": {"k": 1}}]}])
+def test_a_hand_broken_speculators_config_is_a_finding_never_a_traceback(tmp_path: Path, speculators_config: Any) -> None:
+    _, drafter = _launch(tmp_path, "Qwen/Qwen3-8B")
+    patch_config(drafter, speculators_config=speculators_config)
+    for vllm in ("0.24.0", "0.34.0"):
+        results = run_checks(tmp_path, argv=serve(drafter), vllm=vllm)
+        launch = [f for f in results["serve-command"].findings if f.id.startswith("serve-command.speculators")]
+        assert len(launch) == 1, (vllm, [(f.id, f.title) for f in launch])
+        # refused where vLLM refuses it, else served and k {"k": 1} refused by the speculative-config rules
+        assert results["serve-command"].status is Status.FAIL

@@ -150,10 +150,11 @@ CODES: tuple[Code, ...] = (
          "name a remote model repository. Select local verifiers explicitly with --model and "
          "--speculative-config.\" Serve the target explicitly: `vllm serve TARGET --speculative-config "
          "'{\"method\": \"dflash\", \"model\": \"SPECULATORS_DIR\", \"num_speculative_tokens\": K}'`."),
-    Code("serve-command.speculators-no-verifier", "The speculators drafter names no verifier",
-         "`vllm serve SPECULATORS_DIR` serves speculators_config.verifier.name_or_path; without it (or without the "
-         "proposal method's speculative_tokens) vLLM stops with \"Invalid speculators config structure\", or, "
-         "before 0.33 with a null verifier, goes on with no model to serve. Name the target explicitly."),
+    Code("serve-command.speculators-no-verifier", "The speculators drafter names no verifier vLLM can serve",
+         "`vllm serve SPECULATORS_DIR` serves speculators_config.verifier.name_or_path; a config without it, without "
+         "the proposal method's speculative_tokens, speculators_model_type or transformer_layer_config stops vLLM "
+         "(\"Invalid speculators config structure\", \"Must provide transformer_layer_config\"), and before 0.33 a "
+         "null verifier leaves it with no model to serve. Name the target explicitly."),
     # serve-command: parsers and flags
     Code("serve-command.reasoning-parser", "The reasoning parser is registered",
          "--reasoning-parser names a parser the installed vLLM registers (vllm/reasoning/__init__.py)."),

@@ -58,8 +58,13 @@ def read_launch(launch: Mapping[str, Any], vllm: VllmDflash | None,
     drafter = str(launch.get("model") or "")
     verifier = launch.get("verifier")
     tokens = launch.get("speculative_tokens")
-    if not launch.get("verifier_key") or tokens is None:
+    # SpeculatorsConfig.validate_speculators_config, then build_vllm_speculative_config, in vLLM's order
+    if not (launch.get("verifier_key") and launch.get("speculative_tokens_key") and launch.get("method_key")):
         return Launch("invalid", drafter, verifier, message=rule["invalid_message"])
+    if not launch.get("layer_config"):
+        return Launch("invalid", drafter, verifier, message="Must provide transformer_layer_config")
+    if tokens is None:
+        return Launch("invalid", drafter, verifier, message="Missing 'speculative_tokens' in proposal method")
     remote_only = has_behaviour(vllm, "speculators_verifier_remote_only", rule["remote_only_since"])
     if remote_only and (not isinstance(verifier, str) or not valid_repo_id(verifier) or launch.get("verifier_exists")):
         return Launch("refused", drafter, verifier, message=rule["message"])
@@ -140,13 +145,18 @@ def launch_findings(launch_facts: Mapping[str, Any] | None, vllm: VllmDflash | N
             f"`vllm serve {launch.drafter}` is a speculators drafter whose verifier {launch.verifier!r} is {where}: "
             f"{label} refuses it (\"{launch.message}\")",
             detail=detail, evidence=evidence, remediation=(explicit,))]
-    if launch.kind in ("invalid", "no-verifier"):
-        why = (f"vLLM stops with \"{launch.message}\"" if launch.kind == "invalid"
-               else f"{label} takes its verifier as the model to serve and is left with none")
+    if launch.kind == "invalid":
+        return launch, [Finding(
+            "serve-command.speculators-no-verifier", Status.FAIL,
+            f"`vllm serve {launch.drafter}`: {file} has a speculators_config {label} cannot read (\"{launch.message}\"), "
+            "so it serves no verifier",
+            detail=detail, evidence=evidence, remediation=(explicit,))]
+    if launch.kind == "no-verifier":
         return launch, [Finding(
             "serve-command.speculators-no-verifier", Status.FAIL,
             f"`vllm serve {launch.drafter}` is a speculators drafter whose {file} names no verifier "
-            f"(speculators_config.verifier.name_or_path) or no speculative_tokens: {why}",
+            f"(speculators_config.verifier.name_or_path is {launch_facts.get('verifier_type')}): {label} takes the "
+            "verifier as the model to serve and is left with none",
             detail=detail, evidence=evidence, remediation=(explicit,))]
     title = (f"`vllm serve {launch.drafter}` is a speculators drafter: {label} serves its verifier {launch.verifier} "
              f"with it as the {launch.spec.get('method')} drafter (num_speculative_tokens "

@@ -154,6 +154,7 @@ def speculators_launch(model: Mapping[str, Any], cwd: str) -> dict[str, Any] | N
     methods = speculators.get("proposal_methods") if isinstance(speculators, dict) else None
     first = methods[0] if isinstance(methods, list) and methods and isinstance(methods[0], dict) else {}
     local = os.path.join(cwd, verifier) if isinstance(verifier, str) and verifier else None
+    drafter_keys = config.get("drafter") or {}
     return {
         "model": model.get("name"),
         "file": config.get("file"),
@@ -162,8 +163,11 @@ def speculators_launch(model: Mapping[str, Any], cwd: str) -> dict[str, Any] | N
         "verifier_type": type(verifier).__name__,
         # vLLM 0.33+: Path(verifier).exists() or .is_symlink(), relative to the directory vllm serve runs in
         "verifier_exists": bool(local and os.path.lexists(local)),
+        "speculative_tokens_key": "speculative_tokens" in first,
         "speculative_tokens": first.get("speculative_tokens"),
-        "method": (config.get("drafter") or {}).get("speculators_model_type"),
+        "method_key": "speculators_model_type" in drafter_keys,
+        "method": drafter_keys.get("speculators_model_type"),
+        "layer_config": "transformer_layer_config" in (config.get("keys") or []),
     }
 
 
