@@ -6,6 +6,7 @@ either side of each line are judged too: the rule must say nothing there."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_models_check import found, ids, patch_config, run_checks
@@ -88,3 +89,103 @@ def test_a_drafter_with_its_own_lm_head_is_not_the_padded_vocabulary_case(tmp_pa
     argv = ["vllm", "serve", str(target), "--speculative-config",
             '{"method": "dflash", "model": "' + str(drafter) + '", "num_speculative_tokens": 15}']
     assert "drafter.padded-vocab-v2" not in ids(run_checks(tmp_path, argv=argv, vllm="0.24.0"), "drafter")
+
+
+# ------------------------------------------------- each release's own V2 DFlash loader against the doctor's reading
+
+# The matrix, and the releases on either side of the 0.24 and 0.28 lines.
+LOADER_RELEASES = ("0.24.0", "0.25.1", "0.26.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.33.0", "0.34.0")
+LOADER = "v1/worker/gpu/spec_decode/dflash/utils.py"
+
+
+def _release_loader(version: str) -> Any:
+    """The release's own load_dflash_model (V2 runner), with its own _should_share, get_target_lm_head and
+    dflash_target_rope_is_neox_style; only what builds or compiles a model is given (get_model returns the drafter
+    `load` is called with, set_model_tag does nothing, one pipeline stage)."""
+    import contextlib
+    import sys
+    from types import ModuleType, SimpleNamespace
+
+    from vllm_release import release_function
+    from vllm_sources import vllm_source
+
+    root = vllm_source(version)
+    eagle = "v1/worker/gpu/spec_decode/eagle/utils.py"
+    models = "model_executor/models/qwen3_dflash.py"
+    namespace: dict[str, Any] = {
+        "get_pp_group": lambda: SimpleNamespace(world_size=1),
+        "replace": lambda obj, **changes: SimpleNamespace(**{**vars(obj), **changes}),
+        "maybe_share_target_embed": lambda *args: None,
+        "get_draft_load_config": lambda config: None, "get_pp_safe_draft_load_config": lambda config: config,
+        "_should_share": release_function(version, eagle, "_should_share", {}),
+    }
+    if "def get_target_lm_head(" in (root / eagle).read_text():
+        namespace["get_target_lm_head"] = release_function(version, eagle, "get_target_lm_head", {})
+    if "def get_dflash_causal(" in (root / LOADER).read_text():
+        namespace["get_dflash_causal"] = release_function(version, LOADER, "get_dflash_causal", {})
+    backends = ModuleType("vllm.compilation.backends")
+    backends.set_model_tag = lambda tag: contextlib.nullcontext()  # type: ignore[attr-defined]
+    dflash = ModuleType("vllm.model_executor.models.qwen3_dflash")
+    dflash.dflash_has_any_non_causal = lambda config: True  # type: ignore[attr-defined]
+    if "def dflash_target_rope_is_neox_style(" in (root / models).read_text():
+        dflash.dflash_target_rope_is_neox_style = release_function(  # type: ignore[attr-defined]
+            version, models, "dflash_target_rope_is_neox_style", {})
+    remaps_on_vocab = "draft_vocab_size != target_vocab_size" in (root / models).read_text()
+
+    def load(target_neox: bool, drafter_vocab: int, target_vocab: int) -> tuple[bool, bool]:
+        """(the drafter keeps its own lm_head, the drafter's is_neox_style was set from the target)."""
+        draft_head, target_head = object(), object()
+        hf_config = SimpleNamespace(dflash_config={}, num_hidden_layers=1)
+        drafter = SimpleNamespace(model=SimpleNamespace(embed_tokens=None), lm_head=draft_head, config=hf_config,
+                                  draft_id_to_target_id=object() if remaps_on_vocab and drafter_vocab != target_vocab
+                                  else None)
+        rotary = SimpleNamespace(is_neox_style=target_neox)
+        target = SimpleNamespace(lm_head=target_head, model=SimpleNamespace(embed_tokens=object()),
+                                 modules=lambda: iter([rotary]))
+        spec = SimpleNamespace(draft_model_config=SimpleNamespace(hf_config=hf_config), attention_backend=None,
+                               kv_cache_dtype=None)
+        config = SimpleNamespace(speculative_config=spec, attention_config=SimpleNamespace(),
+                                 cache_config=SimpleNamespace(), load_config=SimpleNamespace())
+        function = release_function(version, LOADER, "load_dflash_model",
+                                    {**namespace, "get_model": lambda **_: drafter})
+        saved = {name: sys.modules.get(name) for name in (backends.__name__, dflash.__name__)}
+        sys.modules[backends.__name__], sys.modules[dflash.__name__] = backends, dflash
+        try:
+            loaded = function(target, config)
+        finally:
+            for name, module in saved.items():
+                if module is None:
+                    sys.modules.pop(name, None)
+                else:
+                    sys.modules[name] = module
+        return loaded.lm_head is draft_head, getattr(hf_config, "is_neox_style", None) is not None
+    return load
+
+
+@pytest.mark.parametrize("version", LOADER_RELEASES)
+def test_which_releases_keep_the_drafters_head_or_take_the_targets_rope_is_each_releases_own_loader(version: str) -> None:
+    from test_release_matrix import _vllm_facts
+
+    from dflash_doctor.checks.drafter_pairing import _in_releases
+    from dflash_doctor.knowledge.dflash_reports import PADDED_VOCAB_V2, ROPE_LAYOUT_FROM_TARGET
+
+    load = _release_loader(version)
+    vllm = _vllm_facts(version)
+    keeps_head = _in_releases(vllm, "v2_lm_head_kept_for_vocab_remap", PADDED_VOCAB_V2.value["releases"])
+    takes_rope = _in_releases(vllm, "rope_layout_from_target", ROPE_LAYOUT_FROM_TARGET.value["releases"])
+    for drafter_vocab, target_vocab in ((152064, 152576), (151936, 151936)):
+        kept, overridden = load(False, drafter_vocab, target_vocab)
+        assert kept == (keeps_head and drafter_vocab != target_vocab), (version, drafter_vocab, target_vocab)
+        assert overridden == takes_rope, version
+
+
+def test_without_readable_source_the_release_line_decides() -> None:
+    from dflash_doctor.checks.drafter_pairing import _in_releases
+    from dflash_doctor.facts.serve_shapes import VllmDflash
+
+    def line(version: str, marker: str) -> bool:
+        return _in_releases(VllmDflash(installed=True, version=version), marker, ("0.28",))
+
+    assert [line(v, "rope_layout_from_target") for v in ("0.27.1", "0.28.0", "0.28.2", "0.29.0")] == \
+        [False, True, True, False]
+    assert not _in_releases(None, "rope_layout_from_target", ("0.28",))  # no vLLM: the newest behaviour
