@@ -189,3 +189,15 @@ def test_without_readable_source_the_release_line_decides() -> None:
     assert [line(v, "rope_layout_from_target") for v in ("0.27.1", "0.28.0", "0.28.2", "0.29.0")] == \
         [False, True, True, False]
     assert not _in_releases(None, "rope_layout_from_target", ("0.28",))  # no vLLM: the newest behaviour
+
+
+@pytest.mark.parametrize(("vllm", "runner"), [("0.25.1", "1"), ("0.24.0", "0")])
+def test_a_padded_target_vocabulary_where_vllm_shares_the_head_only_warns(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch,
+                                                                        vllm: str, runner: str) -> None:
+    monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", runner)
+    target, drafter = _pair(tmp_path, vocab_size=1024)
+    argv = ["vllm", "serve", str(target), "--max-model-len", "32768", "--speculative-config",
+            '{"method": "dflash", "model": "' + str(drafter) + '", "num_speculative_tokens": 15}']
+    f = found(run_checks(tmp_path, argv=argv, vllm=vllm), "drafter.vocab-mismatch")
+    assert f.status is Status.WARN and "vocab_size 512 is below the target's 1024" in f.title

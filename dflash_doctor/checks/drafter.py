@@ -154,7 +154,9 @@ CODES: tuple[Code, ...] = (
          "mask_hidden was exported for another runtime."),
     Code("drafter.vocab-mismatch", "The drafter's vocabulary differs from the target's",
          "The drafter shares the target's embedding and lm_head, so its vocab_size must equal the target's, unless "
-         "it brings its own lm_head and a d2t mapping (draft_vocab_size)."),
+         "it brings its own lm_head and a d2t mapping (draft_vocab_size). A drafter vocabulary below the target's is "
+         "a warning: a target padded past its tokenizer (MiMo: 152576 against its drafter's 152064) drafts as usual "
+         "with the target's head (vLLM PR #46435), but a drafter made for another tokenizer drafts other tokens."),
     Code("drafter.dtype", "The drafter's weights do not fit the serving dtype",
          "vLLM serves the drafter in the target's dtype. bfloat16 or float32 weights served in float16 can "
          "overflow."),
@@ -815,6 +817,16 @@ class _Drafter:
                             f"{self.file}: draft_vocab_size {draft_vocab} differs from the target's {target_vocab} "
                             "but the drafter lacks its own lm_head and d2t mapping",
                             evidence={"file": self.file})]
+        if _is_int(vocab) and _is_int(target_vocab) and vocab < target_vocab and "lm_head.weight" not in self.tensors:
+            # A target vocabulary padded past the tokenizer's (MiMo 152576, its drafter 152064): vLLM shares the
+            # target's embedding and lm_head, drafts ids below the drafter's vocab_size, and accepts as usual (vLLM
+            # PR #46435, on par with V1); only 0.24's V2 runner breaks it (drafter.padded-vocab-v2).
+            return [Finding("drafter.vocab-mismatch", Status.WARN,
+                            f"{self.file}: vocab_size {vocab} is below the target's {target_vocab}: vLLM shares the "
+                            f"target's embedding and lm_head and drafts only ids below {vocab}; right for a target "
+                            "padded past its tokenizer (vLLM PR #46435), wrong for a drafter made for another "
+                            "tokenizer",
+                            evidence={"file": self.file, "vocab_size": vocab, "target_vocab_size": target_vocab})]
         if _is_int(vocab) and _is_int(target_vocab) and vocab != target_vocab:
             return [Finding("drafter.vocab-mismatch", Status.FAIL,
                             f"{self.file}: vocab_size {vocab} differs from the target's {target_vocab}: the drafter "
