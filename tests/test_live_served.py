@@ -14,6 +14,7 @@ from typing import Any
 from conftest import finding, validate_report
 from live_replay import edited, exchanges, replay, url_of, with_json
 from test_live import ids, judged
+from test_models_check import patch_config
 
 from dflash_doctor.facts.live import LiveOptions, gather
 
@@ -87,3 +88,20 @@ def test_live_url_takes_the_serve_command_after_a_double_dash(doctor: Any, tmp_p
         alone, proc = doctor.report("live", url_of(server))
     assert proc.returncode == 0, proc.stderr
     assert not [i for i in ids(alone) if i.startswith("live.served")]
+
+
+def test_without_max_model_len_a_context_lowered_to_the_drafters_warns(tmp_path: Path) -> None:
+    # the target's own context (40960) was asked for; the server serves the yarn drafter's 256, as vLLM 0.33+ does
+    target, drafter = _pair(tmp_path, 256)
+    patch_config(target, max_position_embeddings=40960)
+    argv = [w for w in command(target, drafter) if w not in ("--max-model-len", "512")]
+    with replay(_served_len(256)) as server:
+        facts = gather(LiveOptions(url=url_of(server), serve_argv=argv))
+    f = judged(facts)["live.served-context-shorter"]
+    assert f.status.value == "warn"
+    assert "serves max_model_len 256, the drafter's context (RoPE yarn), below the target's " \
+           "max_position_embeddings 40960" in f.title
+    # served as the target allows: nothing to say
+    with replay(exchanges("accepted")) as server:
+        facts = gather(LiveOptions(url=url_of(server), serve_argv=argv))
+    assert "live.served-context-shorter" not in judged(facts)

@@ -566,6 +566,26 @@ def _served(live: Live) -> list[Finding]:
                            detail=f"Source: {DRAFTER_CONTEXT_RAISED.source}.",
                            evidence={**evidence, "drafter_max_position_embeddings": drafter_len, "drafter_rope": rope},
                            remediation=tuple(fixes)))
+    elif served_len is not None and requested_len is None and context.get("serve_command_known"):
+        # No --max-model-len: the command asked for the target's own context. Only the drafter's length as the served
+        # one tells that vLLM lowered it (a tokenizer cap or the RoPE rules may make the target's own shorter).
+        drafter = _dict(context.get("drafter"))
+        drafter_len = _count(drafter.get("max_position_embeddings"))
+        target_len = _count(_dict(context.get("target")).get("max_position_embeddings"))
+        if drafter_len == served_len and target_len is not None and served_len < target_len:
+            out.append(Finding(
+                "live.served-context-shorter", Status.WARN,
+                f"the server serves max_model_len {int(served_len)}, the drafter's context (RoPE "
+                f"{drafter.get('rope_type') or 'default'}), below the target's max_position_embeddings "
+                f"{int(target_len)}: vLLM 0.33+ lowers it to a drafter's whose RoPE cannot simply grow, with only a "
+                f"log line; requests longer than {int(served_len)} tokens are refused",
+                detail=f"Source: {DRAFTER_CONTEXT_RAISED.source}.",
+                evidence={**evidence, "drafter_max_position_embeddings": drafter_len,
+                          "target_max_position_embeddings": target_len},
+                remediation=(Remediation(f"serve a drafter made for {int(target_len)} tokens",
+                                         "the served context is what the drafter can follow"),
+                             Remediation(f"start the server with --max-model-len {int(served_len)}",
+                                         "say the length it serves, so that clients know the limit"))))
     if served_k is not None and requested_k is not None and served_k != requested_k:
         out.append(Finding("live.served-k-differs", Status.WARN,
                            f"the server drafts {served_k} tokens per step (vllm:spec_decode_num_accepted_tokens_per_pos "
