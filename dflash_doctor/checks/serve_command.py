@@ -330,7 +330,8 @@ class _Command:
                             evidence={"raw": raw, "meant": meant},
                             remediation=(Remediation(with_spec(self.argv, fixed), why),))]
         out: list[Finding] = []
-        flag = "--speculative-config"
+        # `vllm serve SPECULATORS_DIR`: the config is the one vLLM builds from the drafter's speculators_config
+        flag = "the speculators drafter's config" if self.launch is not None else "--speculative-config"
         if "tensor_parallel_size" in self.spec:
             out.append(Finding("serve-command.spec-invalid", Status.FAIL,
                                f"{flag} has 'tensor_parallel_size': vLLM refuses it (\"Please pass "
