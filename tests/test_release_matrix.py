@@ -8,7 +8,9 @@ learns it on a user's machine: the markers it reads from that release's installe
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -153,6 +155,139 @@ def test_which_drafters_vllm_lengthens_is_each_releases_own_rule(version: str) -
         kinds = [str(e.get("rope_type") or "default") for e in _rope_entries(text)]
         doctor = all(kind in cache_only_set for kind in kinds)
         assert doctor == only_cache(SimpleNamespace(**text)), (version, rope)
+
+
+# ----------------------------------------------------------------------- the speculators one-command launch
+
+LAUNCH_VERIFIERS: list[tuple[str, Any]] = [
+    ("remote repo id", "Qwen/Qwen3-8B"), ("local verifier path", "LOCAL"), ("null verifier", None),
+    ("empty verifier", ""), ("not a repo id", "org/name/extra"), ("no verifier key", "MISSING"),
+]
+LAUNCH_USER_SPECS: list[dict[str, Any] | None] = [None, {"model": "/elsewhere", "num_speculative_tokens": 7}]
+_REMOTE = {"proposal_methods": [{"speculative_tokens": 15}], "verifier": {"name_or_path": "Qwen/Qwen3-8B"}}
+LAUNCH_BROKEN: list[tuple[str, dict[str, Any]]] = [
+    ("no transformer_layer_config", {"speculators_model_type": "dflash", "speculators_config": _REMOTE}),
+    ("no speculators_model_type", {"transformer_layer_config": {}, "speculators_config": _REMOTE}),
+    ("null speculative_tokens", {"speculators_model_type": "dflash", "transformer_layer_config": {},
+                                 "speculators_config": {**_REMOTE, "proposal_methods": [{"speculative_tokens": None}]}}),
+    ("no proposal methods", {"speculators_model_type": "dflash", "transformer_layer_config": {},
+                             "speculators_config": {**_REMOTE, "proposal_methods": []}}),
+    ("speculators_config a list", {"speculators_model_type": "dflash", "transformer_layer_config": {},
+                                   "speculators_config": ["Qwen/Qwen3-8B"]}),
+    ("empty speculators_config", {"speculators_model_type": "dflash", "transformer_layer_config": {},
+                                  "speculators_config": {}}),
+]
+
+
+def _release_launch(version: str) -> Any:
+    """The release's own maybe_override_with_speculators, with its own SpeculatorsConfig checks; only the file reads
+    (get_config_dict), the offline switch and huggingface_hub's repo-id validator are given."""
+    import os
+    import sys
+    from pathlib import Path
+    from types import ModuleType, SimpleNamespace
+
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+    from vllm_release import release_function
+
+    base = "transformers_utils/configs/speculators/base.py"
+    methods = {name: classmethod(release_function(version, base, f"SpeculatorsConfig.{name}", {}))
+               for name in ("extract_vllm_speculative_config", "validate_speculators_config",
+                            "build_vllm_speculative_config")}
+    speculators = ModuleType("vllm.transformers_utils.configs.speculators.base")
+    speculators.SpeculatorsConfig = type("SpeculatorsConfig", (), methods)  # type: ignore[attr-defined]
+    custom = ModuleType("vllm.v1.worker.gpu.spec_decode.speculator_config")
+    custom.get_custom_speculator_config_class = lambda method: None  # type: ignore[attr-defined]
+
+    def get_config_dict(model: str, **_: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        return json.loads((Path(model) / "config.json").read_text()), {}
+
+    reader = SimpleNamespace(get_config_dict=get_config_dict)
+    function = release_function(version, "transformers_utils/config.py", "maybe_override_with_speculators", {
+        "PretrainedConfig": reader, "PreTrainedConfig": reader, "os": os, "Path": Path,
+        "huggingface_hub": SimpleNamespace(constants=SimpleNamespace(HF_HUB_OFFLINE=True)),
+        "without_trust_remote_code": dict, "check_gguf_file": lambda model: False,
+        "is_remote_gguf": lambda model: False, "validate_repo_id": validate_repo_id,
+        "HFValidationError": HFValidationError})
+
+    def launch(model: str, user_spec: dict[str, Any] | None) -> tuple[str, Any, Any]:
+        saved = {name: sys.modules.get(name) for name in (speculators.__name__, custom.__name__)}
+        sys.modules[speculators.__name__], sys.modules[custom.__name__] = speculators, custom
+        try:
+            served, _, spec = function(model=model, tokenizer=None, trust_remote_code=False,
+                                       vllm_speculative_config=dict(user_spec) if user_spec else None)
+        except ValueError as exc:
+            return "error", str(exc).split(". ")[0], None
+        finally:
+            for name, module in saved.items():
+                if module is None:
+                    sys.modules.pop(name, None)
+                else:
+                    sys.modules[name] = module
+        return ("serves", served, spec) if isinstance(served, str) and served else ("no-verifier", None, None)
+    return launch
+
+
+@pytest.mark.parametrize("version", MATRIX)
+def test_the_speculators_launch_is_read_as_each_release_reads_it(version: str, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """`vllm serve SPECULATORS_DIR`: the verifier served (or vLLM's refusal) and the speculative config, by the
+    release's own maybe_override_with_speculators and by the doctor's reading of the same real directory."""
+    pytest.importorskip("huggingface_hub")
+    from dflash_doctor.checks.serve_speculators import read_launch
+    from dflash_doctor.facts.models import describe_model, speculators_launch
+
+    monkeypatch.chdir(tmp_path)  # vLLM looks for a local verifier relative to where it runs
+    (tmp_path / "verifier").mkdir()
+    release = _release_launch(version)
+    vllm = _vllm_facts(version)
+    disagree = []
+    for kind in ("dflash", "dflash2"):
+        for name, verifier in LAUNCH_VERIFIERS:
+            block: dict[str, Any] = {} if verifier == "MISSING" else {
+                "name_or_path": "verifier" if verifier == "LOCAL" else verifier}
+            drafter = tmp_path / f"{kind}-{name.replace(' ', '-')}"
+            drafter.mkdir()
+            (drafter / "config.json").write_text(json.dumps({
+                "speculators_model_type": kind, "transformer_layer_config": {"model_type": "qwen3"},
+                "speculators_config": {"proposal_methods": [{"speculative_tokens": 15}], "verifier": block}}))
+            facts = speculators_launch(describe_model(str(drafter), str(tmp_path), "target"), str(tmp_path))
+            assert facts is not None
+            for user_spec in LAUNCH_USER_SPECS:
+                expected = release(str(drafter), user_spec)
+                read = read_launch(facts, vllm, user_spec)
+                doctor = (("error", read.message.split(". ")[0], None) if read.kind in ("refused", "invalid")
+                          else ("no-verifier", None, None) if read.kind == "no-verifier"
+                          else ("serves", read.verifier, read.spec))
+                if doctor != expected:
+                    disagree.append(f"{kind} {name} spec={user_spec}: vLLM {expected}, doctor {doctor}")
+    for name, config in LAUNCH_BROKEN:
+        drafter = tmp_path / f"broken-{name.replace(' ', '-')}"
+        drafter.mkdir()
+        (drafter / "config.json").write_text(json.dumps(config))
+        facts = speculators_launch(describe_model(str(drafter), str(tmp_path), "target"), str(tmp_path))
+        assert facts is not None
+        expected = release(str(drafter), None)
+        read = read_launch(facts, vllm, None)
+        doctor = ("error", read.message.split(". ")[0], None) if read.kind in ("refused", "invalid") else (read.kind,)
+        if doctor != expected:
+            disagree.append(f"{name}: vLLM {expected}, doctor {doctor}")
+    assert not disagree, f"vLLM {version}:\n" + "\n".join(disagree)
+
+
+def test_the_doctors_repo_id_rule_is_huggingface_hubs() -> None:
+    hub = pytest.importorskip("huggingface_hub.utils")
+    from dflash_doctor.checks.serve_speculators import valid_repo_id
+
+    for name in ("Qwen/Qwen3-8B", "gpt2", "a/b/c", "", "-bad", "x--y", "x..y", "repo.git", "café/x", "a" * 97,
+                 "/abs/path", "./rel", "org/name.v2", "org_1/name-2"):
+        try:
+            hub.validate_repo_id(name)
+            valid = True
+        except hub.HFValidationError:
+            valid = False
+        assert valid_repo_id(name) == valid, name
 
 
 RUNNER_ARCHS = (["Qwen3ForCausalLM"], ["LlamaForCausalLM"], ["Gemma3ForCausalLM"])

@@ -35,7 +35,7 @@ from dflash_doctor.knowledge.dflash import (
 from dflash_doctor.knowledge.dflash_reports import DFLASH2_CONV_BLOCK
 from dflash_doctor.model import Finding, Remediation, Status
 
-from .drafter_pairing import pairing_rules
+from .drafter_pairing import padded_vocab_v2, pairing_rules
 from .model_common import (
     FLOAT_DTYPES,
     MAX_LISTED,
@@ -59,6 +59,7 @@ from .model_common import (
     value_count,
 )
 from .serve_common import with_spec
+from .serve_speculators import as_served
 
 __all__ = ["DrafterCheck", "expected_drafter_tensors"]
 
@@ -153,7 +154,9 @@ CODES: tuple[Code, ...] = (
          "mask_hidden was exported for another runtime."),
     Code("drafter.vocab-mismatch", "The drafter's vocabulary differs from the target's",
          "The drafter shares the target's embedding and lm_head, so its vocab_size must equal the target's, unless "
-         "it brings its own lm_head and a d2t mapping (draft_vocab_size)."),
+         "it brings its own lm_head and a d2t mapping (draft_vocab_size). A drafter vocabulary below the target's is "
+         "a warning: a target padded past its tokenizer (MiMo: 152576 against its drafter's 152064) drafts as usual "
+         "with the target's head (vLLM PR #46435), but a drafter made for another tokenizer drafts other tokens."),
     Code("drafter.dtype", "The drafter's weights do not fit the serving dtype",
          "vLLM serves the drafter in the target's dtype. bfloat16 or float32 weights served in float16 can "
          "overflow."),
@@ -224,6 +227,18 @@ CODES: tuple[Code, ...] = (
          "width or hidden size do not fit this target: vLLM fails late (\"mat1 and mat2 shapes cannot be "
          "multiplied\", vLLM PR #48113) or drafts badly. Serve the named target, or the drafter made for this one."),
     # drafter: weights files
+    Code("drafter.rope-layout-from-target", "vLLM 0.28 rotates the drafter the target's way, not the way it was made",
+         "vLLM 0.28.0 (PR #51655) copies the target's RoPE layout (is_neox_style of its first rotary embedding) onto "
+         "the DFlash drafter. A drafter distilled with the other layout (an interleaved target such as DeepSeek or "
+         "GLM-5, and a drafter that does not say \"is_neox_style\": false) drafts with rotated positions: acceptance "
+         "length about 1.03 against 7.78 (vllm #53063). vLLM 0.29.0 (PR #54373) reads the drafter's own config; "
+         "0.27 and earlier use neox. The target's layout is read from its model file in the installed vLLM."),
+    Code("drafter.padded-vocab-v2", "A padded target vocabulary leaves the drafter without an lm_head on V2",
+         "vLLM 0.24's V2 model runner shares the target's lm_head with a DFlash drafter only when the drafter has no "
+         "vocabulary mapping, and the drafter gets one whenever its vocabulary size differs from the target's: a "
+         "target padded past the drafter's vocabulary (152576 against 152064) leaves the drafter with its own, "
+         "never-loaded lm_head, and 0% of the drafts are accepted. vLLM PR #46435 (0.25.1 and later) fixed it; the "
+         "V1 runner shares the head. Upgrade vLLM or set VLLM_USE_V2_MODEL_RUNNER=0."),
     Code("drafter.weights-file", "vLLM would not load the drafter's weights file",
          "vLLM loads every *.safetensors whatever its name; with model.safetensors.index.json only the files its "
          "weight_map names, and with a consolidated*.safetensors file only those (Mistral format). A renamed file "
@@ -792,6 +807,8 @@ class _Drafter:
         return expected_drafter_tensors(config, self.keys, max_layers=reach, id_count=self.id_count)
 
     def vocabulary(self) -> list[Finding]:
+        if padded_vocab_v2(self) is not None:
+            return []  # drafter.padded-vocab-v2 (the pairing rules) names what this vLLM does with it
         vocab, target_vocab = self.config.get("vocab_size"), self.target_config.get("vocab_size")
         draft_vocab = self.keys.get("draft_vocab_size")
         own_head = "d2t" in self.tensors and "lm_head.weight" in self.tensors
@@ -800,6 +817,16 @@ class _Drafter:
                             f"{self.file}: draft_vocab_size {draft_vocab} differs from the target's {target_vocab} "
                             "but the drafter lacks its own lm_head and d2t mapping",
                             evidence={"file": self.file})]
+        if _is_int(vocab) and _is_int(target_vocab) and vocab < target_vocab and "lm_head.weight" not in self.tensors:
+            # A target vocabulary padded past the tokenizer's (MiMo 152576, its drafter 152064): vLLM shares the
+            # target's embedding and lm_head, drafts ids below the drafter's vocab_size, and accepts as usual (vLLM
+            # PR #46435, on par with V1); only 0.24's V2 runner breaks it (drafter.padded-vocab-v2).
+            return [Finding("drafter.vocab-mismatch", Status.WARN,
+                            f"{self.file}: vocab_size {vocab} is below the target's {target_vocab}: vLLM shares the "
+                            f"target's embedding and lm_head and drafts only ids below {vocab}; right for a target "
+                            "padded past its tokenizer (vLLM PR #46435), wrong for a drafter made for another "
+                            "tokenizer",
+                            evidence={"file": self.file, "vocab_size": vocab, "target_vocab_size": target_vocab})]
         if _is_int(vocab) and _is_int(target_vocab) and vocab != target_vocab:
             return [Finding("drafter.vocab-mismatch", Status.FAIL,
                             f"{self.file}: vocab_size {vocab} differs from the target's {target_vocab}: the drafter "
@@ -926,5 +953,6 @@ class DrafterCheck:
         blocked = _skip_if_broken(facts, self.title)
         if blocked is not None:
             return blocked
-        return _Drafter(drafter, target, facts.optional_section(VllmDflash), facts.optional("serve_args"),
+        vllm = facts.optional_section(VllmDflash)
+        return _Drafter(drafter, target, vllm, as_served(facts.optional("serve_args"), models.speculators_launch, vllm),
                         installer_for(facts), gpu_view(facts)["ccs"]).findings()

@@ -31,6 +31,7 @@ from .model_common import (
     text_config,
 )
 from .serve_common import with_spec, without_flag
+from .serve_speculators import as_served
 
 __all__ = ["DrafterAttentionCheck", "choose_backend"]
 
@@ -172,7 +173,7 @@ class DrafterAttentionCheck:
         all_layers = _marker(vllm, "non_causal_all_layers") is True
         head_sizes = [h for h in {_head_dim(text_config(drafter)),
                                   _head_dim(text_config(models.target)) if all_layers else None} if h]
-        serve = facts.optional("serve_args") or {}
+        serve = as_served(facts.optional("serve_args"), models.speculators_launch, vllm) or {}
         spec = _spec_value(serve)
         fields = serve.get("fields") or {}
         explicit = fields.get("attention_backend") if all_layers else spec.get("attention_backend")

@@ -22,7 +22,9 @@ from dflash_doctor.knowledge.dflash_reports import (
     FP8_KERNELS,
     FUSED_KV_RAW_WEIGHT,
     LAYER_TYPES_LENGTH,
+    PADDED_VOCAB_V2,
     QUANTIZED_PAIR_ACCEPTANCE,
+    ROPE_LAYOUT_FROM_TARGET,
     V2_DEFAULT_SINCE,
     WEIGHT_FILE_SELECTION,
 )
@@ -44,7 +46,7 @@ from .serve_common import _derived_max_len, _rope_entries, with_flag
 if TYPE_CHECKING:
     from .drafter import _Drafter
 
-__all__ = ["model_runner", "pairing_rules", "quantization"]
+__all__ = ["model_runner", "padded_vocab_v2", "pairing_rules", "quantization"]
 
 ATTENTION_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "qkv_proj")
 # The config keys vLLM counts experts by (model_arch_config_convertor.get_num_experts, 0.22.1-0.34.0).
@@ -56,7 +58,8 @@ FIX_LISTED = 64
 def pairing_rules(d: _Drafter, ccs: list[str]) -> tuple[Callable[[], list[Finding]], ...]:
     """The rules, in order; `ccs` are the serving GPUs' compute capabilities ("8.6"; model_common.gpu_view)."""
     return (lambda: _context(d), lambda: _layer_types(d), lambda: _target_interface(d),
-            lambda: _quantization(d, ccs), lambda: _made_for(d), lambda: _weights_files(d))
+            lambda: _quantization(d, ccs), lambda: _made_for(d), lambda: _weights_files(d),
+            lambda: _rope_layout(d), lambda: _padded_vocab(d))
 
 
 def _pairing(vllm: VllmDflash | None) -> dict[str, Any]:
@@ -439,3 +442,88 @@ def _weights_files(d: _Drafter) -> list[Finding]:
     if files and weights.get("layout") != "sharded":
         d.ok.append(f"vLLM loads {', '.join(files[:3])} (any *.safetensors name; no renaming needed)")
     return []
+
+
+# -------------------------------------------------------------------------- 4: RoPE layout taken from the target
+
+
+def _in_releases(vllm: VllmDflash | None, marker: str, releases: tuple[str, ...]) -> bool:
+    """Whether the installed vLLM has a behaviour of only some release lines: its source's marker, else its
+    version's line ("0.28" for 0.28.x), else False (the newest release has none of these)."""
+    found = _marker(vllm, marker)
+    if found is not None:
+        return found
+    version = version_tuple(str((vllm.version if vllm is not None else None) or ""))
+    return bool(version) and any(version[:len(version_tuple(r))] == version_tuple(r) for r in releases)
+
+
+def _rope_layout(d: _Drafter) -> list[Finding]:
+    """vLLM 0.28.0 rotates the drafter's Q/K the target's way (ROPE_LAYOUT_FROM_TARGET); a drafter distilled the
+    other way accepts about one token per step."""
+    rule = ROPE_LAYOUT_FROM_TARGET.value
+    if not _in_releases(d.vllm, "rope_layout_from_target", rule["releases"]):
+        return []
+    layouts = _pairing(d.vllm).get("rope_layouts") or {}
+    target = next(((arch, layouts[arch]) for arch in architectures(d.target)
+                   if isinstance(layouts.get(arch), Mapping) and layouts[arch].get("layout")), None)
+    if target is None:
+        return []
+    arch, found = target
+    declared = d.keys.get(rule["drafter_key"], True)
+    drafter_layout = "interleaved" if declared is False else "neox"
+    if found["layout"] == drafter_layout:
+        d.ok.append(f"RoPE layout {drafter_layout}, as the target's")
+        return []
+    said = (f"says \"{rule['drafter_key']}\": false" if declared is False
+            else f"does not set \"{rule['drafter_key']}\": false")
+    return [Finding("drafter.rope-layout-from-target", Status.FAIL,
+                    f"{d.file} {said} (distilled {drafter_layout}), but {d.label} rotates the drafter's Q/K the way its "
+                    f"target {arch} does ({found['layout']}, {found.get('file')}): acceptance collapses to about one "
+                    "token per step, silently (vllm #53063: 1.03 against 7.78)",
+                    detail=f"Source: {ROPE_LAYOUT_FROM_TARGET.source}.",
+                    evidence={"file": d.file, "target_arch": arch, "target_layout": found["layout"],
+                              "target_file": found.get("file"), "drafter_layout": drafter_layout,
+                              "vllm": d.vllm.version if d.vllm else None},
+                    remediation=(Remediation(d.installer.install(f"vllm>={rule['fixed_in']}"),
+                                             f"vLLM {rule['fixed_in']} takes the layout from the drafter's own config "
+                                             "(PR #54373)"),))]
+
+
+# ------------------------------------------------------------------------- 5: padded target vocabulary on V2
+
+
+def padded_vocab_v2(d: _Drafter) -> dict[str, Any] | None:
+    """The facts of PADDED_VOCAB_V2 when they hold: a drafter whose vocabulary differs from the target's, without
+    its own lm_head, on the V2 runner of a vLLM that then keeps the drafter's unloaded head; else None."""
+    drafter_vocab = d.keys.get("draft_vocab_size")
+    drafter_vocab = drafter_vocab if _is_int(drafter_vocab) else d.config.get("vocab_size")
+    target_vocab = d.target_config.get("vocab_size")
+    if not _is_int(drafter_vocab) or not _is_int(target_vocab) or drafter_vocab == target_vocab \
+            or "lm_head.weight" in d.tensors:
+        return None
+    if not _in_releases(d.vllm, "v2_lm_head_kept_for_vocab_remap", PADDED_VOCAB_V2.value["releases"]):
+        return None
+    runner, why = model_runner(d.vllm, architectures(d.target), (d.serve or {}).get("environ"),
+                               d.config.get("layer_types"), d.target)
+    if runner != "v2":
+        return None
+    return {"drafter_vocab": drafter_vocab, "target_vocab": target_vocab, "runner": runner, "why": why}
+
+
+def _padded_vocab(d: _Drafter) -> list[Finding]:
+    facts = padded_vocab_v2(d)
+    if facts is None:
+        return []
+    fixed = PADDED_VOCAB_V2.value["fixed_in"]
+    padded = facts["target_vocab"] > facts["drafter_vocab"]
+    return [Finding("drafter.padded-vocab-v2", Status.FAIL,
+                    f"{d.file}: the target's vocabulary ({facts['target_vocab']}) "
+                    + ("is padded past" if padded else "differs from") + f" the drafter's ({facts['drafter_vocab']}) "
+                    f"and the drafter has no lm_head: on the V2 model runner ({facts['why']}) {d.label} keeps the "
+                    "drafter's own, never-loaded lm_head instead of the target's, and accepts nothing (0%)",
+                    detail=f"Source: {PADDED_VOCAB_V2.source}.",
+                    evidence={"file": d.file, **facts},
+                    remediation=(Remediation(d.installer.install(f"vllm>={fixed}"),
+                                             f"vLLM {fixed} shares the target's lm_head on V2 too (PR #46435)"),
+                                 Remediation("export VLLM_USE_V2_MODEL_RUNNER=0",
+                                             "serve on the V1 runner, which shares the target's lm_head")))]

@@ -21,6 +21,7 @@ from dflash_doctor.check import Facts
 from dflash_doctor.codes import Code
 from dflash_doctor.facts.live import MAX_COUNT
 from dflash_doctor.facts.live_shapes import Live
+from dflash_doctor.knowledge.dflash_reports import DRAFTER_CONTEXT_RAISED
 from dflash_doctor.knowledge.live import (
     BASELINE_DROP,
     COLLAPSE_CAUSES,
@@ -101,6 +102,22 @@ CODES: tuple[Code, ...] = (
     Code("live.baseline-different-workload", "The baseline ran another workload",
          "The --baseline report's prompts, request count or token limit differ from this run's: acceptance depends "
          "on the prompts, so the figures are not compared."),
+    Code("live.served-config", "The server serves what the command asked for",
+         "/v1/models' max_model_len (vLLM's ModelCard, the engine's model_config.max_model_len) equals the requested "
+         "--max-model-len, and the speculative-decoding counters have one position per requested "
+         "num_speculative_tokens (vLLM labels vllm:spec_decode_num_accepted_tokens_per_pos with positions 0..k-1). "
+         "The requested values come from the serve command: `serve --exec --live`, or `live URL -- vllm serve ...`."),
+    Code("live.served-context-shorter", "The server serves a shorter context than was asked for",
+         "/v1/models says max_model_len is below the requested --max-model-len: requests longer than it are refused "
+         "(\"maximum context length is ... tokens\"). vLLM 0.33+ lowers the served length to a drafter's whose RoPE "
+         "cannot grow (YaRN, longrope...) on the V2 runner, with only a log line (VllmConfig."
+         "_limit_max_model_len_to_draft). Serve a drafter made for the requested context, or ask for the served "
+         "length explicitly so that clients know it."),
+    Code("live.served-k-differs", "The server drafts another number of tokens than was asked for",
+         "The per-position acceptance counters have another number of positions than the requested "
+         "num_speculative_tokens: vLLM took k from somewhere else (a speculators drafter served as `vllm serve "
+         "DIR` before vLLM 0.29 drops the --speculative-config given beside it and uses the checkpoint's "
+         "speculative_tokens), or the server was started with another command."),
     Code("live.server-died", "The server started by serve --exec --live died",
          "`vllm serve` exited before /health answered; the finding quotes the last lines of its log."),
     Code("live.server-not-ready", "The server started by serve --exec --live did not become healthy in time",
@@ -275,6 +292,7 @@ class LiveCheck:
             findings.append(Finding("live.healthy", Status.PASS, f"{url}/health answered 200 in {health.get('seconds')} s",
                                     evidence={"health": health}))
         findings.extend(self._models(live))
+        findings.extend(_served(live))
         findings.extend(self._malformed(live))
         findings.extend(self._workload(live))
         # the acceptance verdict first: it is the headline of a running server
@@ -511,3 +529,78 @@ def _causes(live: Live) -> list[dict[str, Any]]:
                          "contexts" if avg_prompt is not None and avg_prompt < 2048 else f"prompts average {avg_prompt} tokens",
                 "remediation": []})
     return out
+
+
+def _served(live: Live) -> list[Finding]:
+    """What the server serves against what its command asked for: max_model_len (/v1/models) and k (the
+    per-position counters' positions). Nothing when the command is not known."""
+    context = _dict(live.context)
+    models = [m for m in _list(live.models.get("data")) if isinstance(m, dict)]
+    served_len = _count(models[0].get("max_model_len")) if models else None
+    requested_len = _count(context.get("requested_max_model_len"))
+    spec = _dict(context.get("speculative_config"))
+    requested_k = _count(spec.get("num_speculative_tokens"))
+    per_pos = _dict(_dict(_dict(live.metrics_after).get("counters")).get("accepted_per_pos"))
+    served_k = len(per_pos) if per_pos else None
+    evidence = {"served_max_model_len": served_len, "requested_max_model_len": requested_len,
+                "served_k": served_k, "requested_k": requested_k}
+    out: list[Finding] = []
+    if served_len is not None and requested_len is not None and served_len < requested_len:
+        drafter = _dict(context.get("drafter"))
+        drafter_len = _count(drafter.get("max_position_embeddings"))
+        rope = drafter.get("rope_type")
+        if drafter_len is not None and drafter_len == served_len:
+            cause = (f"the served length is the drafter's context ({int(drafter_len)}, RoPE {rope or 'default'}): vLLM "
+                     "0.33+ lowers max_model_len to a drafter's whose RoPE cannot simply grow, with only a log line "
+                     "(\"The draft model's max_model_len ... reducing max_model_len\")")
+        else:
+            cause = "vLLM lowered it when it started (its log says why), or the server runs another command"
+        fixes = [Remediation(f"serve a drafter made for {int(requested_len)} tokens",
+                             "the served context is what the drafter can follow")]
+        fixes.append(Remediation(f"start the server with --max-model-len {int(served_len)}",
+                                 f"ask for the {int(served_len)} tokens it serves, so that clients know the limit"))
+        out.append(Finding("live.served-context-shorter", Status.FAIL,
+                           f"the server serves max_model_len {int(served_len)}, shorter than the requested "
+                           f"--max-model-len {int(requested_len)}: requests longer than {int(served_len)} tokens are "
+                           f"refused; {cause}",
+                           detail=f"Source: {DRAFTER_CONTEXT_RAISED.source}.",
+                           evidence={**evidence, "drafter_max_position_embeddings": drafter_len, "drafter_rope": rope},
+                           remediation=tuple(fixes)))
+    elif served_len is not None and requested_len is None and context.get("serve_command_known"):
+        # No --max-model-len: the command asked for the target's own context. Only the drafter's length as the served
+        # one tells that vLLM lowered it (a tokenizer cap or the RoPE rules may make the target's own shorter).
+        drafter = _dict(context.get("drafter"))
+        drafter_len = _count(drafter.get("max_position_embeddings"))
+        target_len = _count(_dict(context.get("target")).get("max_position_embeddings"))
+        if drafter_len == served_len and target_len is not None and served_len < target_len:
+            out.append(Finding(
+                "live.served-context-shorter", Status.WARN,
+                f"the server serves max_model_len {int(served_len)}, the drafter's context (RoPE "
+                f"{drafter.get('rope_type') or 'default'}), below the target's max_position_embeddings "
+                f"{int(target_len)}: vLLM 0.33+ lowers it to a drafter's whose RoPE cannot simply grow, with only a "
+                f"log line; requests longer than {int(served_len)} tokens are refused",
+                detail=f"Source: {DRAFTER_CONTEXT_RAISED.source}.",
+                evidence={**evidence, "drafter_max_position_embeddings": drafter_len,
+                          "target_max_position_embeddings": target_len},
+                remediation=(Remediation(f"serve a drafter made for {int(target_len)} tokens",
+                                         "the served context is what the drafter can follow"),
+                             Remediation(f"start the server with --max-model-len {int(served_len)}",
+                                         "say the length it serves, so that clients know the limit"))))
+    if served_k is not None and requested_k is not None and served_k != requested_k:
+        out.append(Finding("live.served-k-differs", Status.WARN,
+                           f"the server drafts {served_k} tokens per step (vllm:spec_decode_num_accepted_tokens_per_pos "
+                           f"has positions 0-{served_k - 1}), not the requested num_speculative_tokens "
+                           f"{int(requested_k)}",
+                           evidence=evidence))
+    if not out and (requested_len is not None or requested_k is not None) and (
+            served_len is not None or served_k is not None):
+        said = []
+        if served_len is not None and requested_len is not None:
+            said.append(f"max_model_len {int(served_len)}")
+        if served_k is not None and requested_k is not None:
+            said.append(f"{served_k} speculative tokens")
+        if said:
+            out.append(Finding("live.served-config", Status.PASS,
+                               f"the server serves {' and '.join(said)}, as the command asked", evidence=evidence))
+    return out
+

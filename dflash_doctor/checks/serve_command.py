@@ -53,6 +53,7 @@ from .serve_common import (
     with_spec,
 )
 from .serve_pairing import serve_rules
+from .serve_speculators import launch_findings
 
 __all__ = ["ServeCommandCheck"]
 
@@ -155,6 +156,24 @@ CODES: tuple[Code, ...] = (
          "Says which findings of this check came from vLLM's own code (its parser, create_engine_config, its "
          "attention selector) and on which platform (the machine's GPUs, or a simulated one and where its facts "
          "came from), and which from the doctor's rules."),
+    # serve-command: the speculators one-command launch (checks/serve_speculators.py)
+    Code("serve-command.speculators-launch", "`vllm serve` names a speculators drafter: vLLM serves its verifier",
+         "vLLM reads a served model whose config.json has \"speculators_config\" as a drafter "
+         "(transformers_utils/config.py maybe_override_with_speculators): it serves the verifier named in "
+         "speculators_config.verifier.name_or_path, with the directory as the drafter and the first proposal "
+         "method's speculative_tokens as num_speculative_tokens. The doctor judges that pair. Before vLLM 0.29 a "
+         "--speculative-config given beside it is dropped; from 0.29 its keys are merged, except method and model."),
+    Code("serve-command.speculators-verifier-refused", "vLLM 0.33+ refuses the speculators drafter's verifier",
+         "From vLLM 0.33.0, `vllm serve SPECULATORS_DIR` serves the verifier only when it names a remote Hub "
+         "repository: a local path, an invalid repo id or no verifier stops vLLM with \"Speculators verifier must "
+         "name a remote model repository. Select local verifiers explicitly with --model and "
+         "--speculative-config.\" Serve the target explicitly: `vllm serve TARGET --speculative-config "
+         "'{\"method\": \"dflash\", \"model\": \"SPECULATORS_DIR\", \"num_speculative_tokens\": K}'`."),
+    Code("serve-command.speculators-no-verifier", "The speculators drafter names no verifier vLLM can serve",
+         "`vllm serve SPECULATORS_DIR` serves speculators_config.verifier.name_or_path; a config without it, without "
+         "the proposal method's speculative_tokens, speculators_model_type or transformer_layer_config stops vLLM "
+         "(\"Invalid speculators config structure\", \"Must provide transformer_layer_config\"), and before 0.33 a "
+         "null verifier leaves it with no model to serve. Name the target explicitly."),
     # serve-command: parsers and flags
     Code("serve-command.reasoning-parser", "The reasoning parser is registered",
          "--reasoning-parser names a parser the installed vLLM registers (vllm/reasoning/__init__.py)."),
@@ -211,15 +230,22 @@ class _Command:
         self.pp = _int_or(self.fields.get("pipeline_parallel_size"), 1)
         self.label = f"vLLM {self.vllm.version}" if self.vllm and self.vllm.installed else "vLLM"
         self.argv: list[str] = list(self.serve.argv)
+        # `vllm serve SPECULATORS_DIR`: the speculative config is the one vLLM builds from the drafter's config.
+        self.launch, self.launch_findings = launch_findings(
+            models.speculators_launch, self.vllm, self.spec_facts.value if self.spec_facts.given else None,
+            self.argv, self.label)
+        if self.launch is not None and self.launch.kind == "serves":
+            self.spec_facts = dataclasses.replace(self.spec_facts, given=True, value=dict(self.launch.spec), error=None)
+            self.spec = dict(self.launch.spec)
 
     def findings(self) -> list[Finding]:
         if self.serve.program_error:
             return [Finding("serve-command.not-a-serve-command", Status.FAIL, self.serve.program_error,
                             evidence={"argv": self.serve.argv})]
         out: list[Finding] = []
-        for rule in (self.parsed, self.installed, self.speculative, self.drafter_verdict, self.max_model_len,
-                     self.scheduler, self.budget, self.heads, self.vllm_validation, self.vllm_attention,
-                     *serve_rules(self)):
+        for rule in (self.parsed, self.installed, lambda: self.launch_findings, self.speculative,
+                     self.drafter_verdict, self.max_model_len, self.scheduler, self.budget, self.heads,
+                     self.vllm_validation, self.vllm_attention, *serve_rules(self)):
             out.extend(rule())
         out = self._vllm_first(out)
         out.append(self._judged_by(out))
@@ -303,6 +329,8 @@ class _Command:
         return 15, "one anchor plus block_size - 1 masks: 15 for the b16 drafters"
 
     def speculative(self) -> list[Finding]:
+        if self.launch is not None and self.launch.kind != "serves":
+            return []  # vLLM stops before any speculative config: serve-command.speculators-* says why
         k_fit, k_why = self._block_k()
         if not self.spec_facts.given:
             spec = {"method": "dflash", "model": "DRAFTER_DIR", "num_speculative_tokens": k_fit}
@@ -330,7 +358,8 @@ class _Command:
                             evidence={"raw": raw, "meant": meant},
                             remediation=(Remediation(with_spec(self.argv, fixed), why),))]
         out: list[Finding] = []
-        flag = "--speculative-config"
+        # `vllm serve SPECULATORS_DIR`: the config is the one vLLM builds from the drafter's speculators_config
+        flag = "the speculators drafter's config" if self.launch is not None else "--speculative-config"
         if "tensor_parallel_size" in self.spec:
             out.append(Finding("serve-command.spec-invalid", Status.FAIL,
                                f"{flag} has 'tensor_parallel_size': vLLM refuses it (\"Please pass "

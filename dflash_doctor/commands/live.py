@@ -8,6 +8,9 @@ report of the same prompts. The report (JSON, JUnit, Markdown) is like every oth
 judges it again. The API key is read from the environment variable --api-key-env names; it is sent to the
 server only, never printed or stored.
 
+`live URL -- vllm serve ...` names the command the server was started with: the served max_model_len and
+number of speculative tokens are then judged against the requested ones.
+
 Exit codes: 0 no fail; 1 a fail (with --strict, a warn too); 2 a wrong command line or an unreadable
 --prompts/--baseline file.
 """
@@ -165,10 +168,14 @@ def run_live(args: argparse.Namespace, options: Any, last_words: str = "", secre
 def main(argv: Sequence[str]) -> int:
     from dflash_doctor.commands.options import UsageError, check_output_paths, usage_error
 
-    args = parser().parse_args(list(argv))
+    words = list(argv)
+    # `live URL -- vllm serve ...`: the command the server was started with, so that what it serves is judged
+    # against what was asked for (max_model_len, num_speculative_tokens).
+    serve_argv = words[words.index("--") + 1:] if "--" in words else None
+    args = parser().parse_args(words[:words.index("--")] if "--" in words else words)
     try:
         check_output_paths(args)
-        options = live_options(args, args.url)
+        options = live_options(args, args.url, serve_argv)
     except UsageError as exc:
         return usage_error(exc)
     try:

@@ -29,6 +29,7 @@ from typing import Any
 from dflash_doctor.check import Context
 from dflash_doctor.documents.jsondoc import DocumentError, parse_json
 from dflash_doctor.facts.safefile import read_regular
+from dflash_doctor.facts.serve_args import _human_int_or_auto
 from dflash_doctor.knowledge.dflash import LAYER_IDS_PLUS_ONE_MARKER
 from dflash_doctor.knowledge.live import METRICS_FILE, SPEC_DECODE_METRICS
 
@@ -385,10 +386,34 @@ def _config(path: str | None) -> dict[str, Any] | None:
              else {"quant_method": quantization.get("quant_method") if isinstance(quantization, dict) else None},
              "torch_dtype": data.get("torch_dtype") or data.get("dtype"),
              "target_layer_ids": ids[:MAX_IDS] if isinstance(ids, list) else ids,
-             "num_target_layers": data.get("num_target_layers")}
+             "num_target_layers": data.get("num_target_layers"),
+             # the context it was made for, and the RoPE that decides whether vLLM can raise it (0.33+)
+             "max_position_embeddings": text.get("max_position_embeddings")
+             if isinstance(text.get("max_position_embeddings"), int) else None,
+             "rope_type": _rope_type(text)}
     if isinstance(ids, list) and len(ids) > MAX_IDS:
         facts["target_layer_ids_count"] = len(ids)  # a report carries the first few and the count, not the input
     return facts
+
+
+def _rope_type(text: Mapping[str, Any]) -> str | None:
+    """The config's RoPE type (rope_parameters, else rope_scaling: "yarn", "default", ...), None when neither says."""
+    for key in ("rope_parameters", "rope_scaling"):
+        value = text.get(key)
+        if isinstance(value, dict):
+            kind = value.get("rope_type", value.get("type"))
+            return str(kind)[:40] if kind is not None else None
+    return None
+
+
+def _requested_len(text: str | None) -> int | None:
+    """--max-model-len as vLLM reads it (facts.serve_args: 32k, 32K, auto); None when not given or unreadable."""
+    if text is None:
+        return None
+    try:
+        return _human_int_or_auto(text)
+    except ValueError:
+        return None
 
 
 def _flag(argv: Sequence[str], name: str) -> str | None:
@@ -425,7 +450,8 @@ def _serve_context(argv: Sequence[str] | None) -> dict[str, Any]:
         ctx["attention_backend"] = _flag(words, "--attention-backend")
         ctx["quantization"] = _flag(words, "--quantization") or _flag(words, "-q")
         ctx["kv_cache_dtype"] = _flag(words, "--kv-cache-dtype")
-        ctx["max_model_len"] = _flag(words, "--max-model-len")
+        ctx["max_model_len"] = _flag(words, "--max-model-len") or _flag(words, "--max_model_len")
+        ctx["requested_max_model_len"] = _requested_len(ctx["max_model_len"])
     ctx["target"] = _config(model)
     return ctx
 

@@ -139,12 +139,53 @@ def _names(ctx: Context, earlier: Mapping[str, Any]) -> tuple[str | None, str | 
             spec_model if isinstance(spec_model, str) else None, "serve")
 
 
+def speculators_launch(model: Mapping[str, Any], cwd: str) -> dict[str, Any] | None:
+    """`vllm serve SPECULATORS_DIR`: what vLLM's maybe_override_with_speculators (transformers_utils/config.py)
+    reads from a served model whose config.json has a "speculators_config": the verifier it serves instead
+    (speculators_config.verifier.name_or_path), the drafter (the directory itself) and k (the first proposal
+    method's speculative_tokens). None for any other model. Whether the installed vLLM accepts the verifier is
+    the check's to judge (checks.serve_speculators)."""
+    config = ((model.get("dir") or {}).get("config") or {})
+    speculators = (config.get("drafter") or {}).get("speculators_config")
+    if speculators is None:
+        return None
+    verifier_block = speculators.get("verifier") if isinstance(speculators, dict) else None
+    verifier = verifier_block.get("name_or_path") if isinstance(verifier_block, dict) else None
+    methods = speculators.get("proposal_methods") if isinstance(speculators, dict) else None
+    first = methods[0] if isinstance(methods, list) and methods and isinstance(methods[0], dict) else {}
+    local = os.path.join(cwd, verifier) if isinstance(verifier, str) and verifier else None
+    drafter_keys = config.get("drafter") or {}
+    return {
+        "model": model.get("name"),
+        "file": config.get("file"),
+        "verifier_key": isinstance(verifier_block, dict) and "name_or_path" in verifier_block,
+        "verifier": verifier if isinstance(verifier, str) else None,
+        "verifier_type": type(verifier).__name__,
+        # vLLM 0.33+: Path(verifier).exists() or .is_symlink(), relative to the directory vllm serve runs in
+        "verifier_exists": bool(local and os.path.lexists(local)),
+        "speculative_tokens_key": "speculative_tokens" in first,
+        "speculative_tokens": first.get("speculative_tokens"),
+        "method_key": "speculators_model_type" in drafter_keys,
+        "method": drafter_keys.get("speculators_model_type"),
+        "layer_config": "transformer_layer_config" in (config.get("keys") or []),
+    }
+
+
 def collect(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
     started = time.monotonic()
     target, drafter, source = _names(ctx, earlier)
-    facts: dict[str, Any] = {"given": bool(target or drafter), "source": source, "target": None, "drafter": None}
+    facts: dict[str, Any] = {"given": bool(target or drafter), "source": source, "target": None, "drafter": None,
+                             "speculators_launch": None}
     if target:
         facts["target"] = describe_model(target, ctx.cwd, "target")
+        launch = speculators_launch(facts["target"], ctx.cwd) if source == "serve" else None
+        if launch is not None:
+            # vLLM serves the verifier the drafter's config names, with the served directory as the drafter (and
+            # this directory, not any --speculative-config "model", is the drafter in every release).
+            facts["speculators_launch"] = launch
+            drafter = target
+            verifier = launch["verifier"]
+            facts["target"] = describe_model(verifier, ctx.cwd, "target") if verifier else None
     if drafter:
         facts["drafter"] = describe_model(drafter, ctx.cwd, "drafter")
     facts["seconds"] = round(time.monotonic() - started, 4)

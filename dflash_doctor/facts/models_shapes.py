@@ -21,4 +21,7 @@ class Models(Shape):
     target: dict[str, Any] | None = None
     """`facts.models.describe_model` of the target (None: not given)."""
     drafter: dict[str, Any] | None = None
+    speculators_launch: dict[str, Any] | None = None
+    """`vllm serve SPECULATORS_DIR` (facts.models.speculators_launch): the verifier vLLM serves instead, read from
+    the directory's speculators_config; the directory is then the drafter and the verifier the target."""
     seconds: float | None = None

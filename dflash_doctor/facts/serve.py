@@ -48,7 +48,13 @@ from dflash_doctor.knowledge.dflash import (
     TARGET_HIDDEN_SIZE_NULL,
     YARN_ALREADY_SCALED_MARKER,
 )
-from dflash_doctor.knowledge.dflash_reports import DRAFTER_CONTEXT_RAISED, SPECULATORS_DFLASH
+from dflash_doctor.knowledge.dflash_reports import (
+    DRAFTER_CONTEXT_RAISED,
+    PADDED_VOCAB_V2,
+    ROPE_LAYOUT_FROM_TARGET,
+    SPECULATORS_DFLASH,
+    SPECULATORS_LAUNCH,
+)
 
 __all__ = ["CAPABILITIES", "collect_args", "collect_vllm", "head_sizes_of", "port_facts", "read_vllm_dflash"]
 
@@ -470,6 +476,13 @@ _MARKERS: dict[str, tuple[str, tuple[str, ...]]] = {
                                        ("transformers_utils/configs/speculators/algos.py",)),
     "speculators_causal": (SPECULATORS_DFLASH.value["optional_keys"]["causal"][0],
                            ("transformers_utils/configs/speculators/algos.py",)),
+    "speculators_verifier_remote_only": (SPECULATORS_LAUNCH.value["remote_only_marker"], ("transformers_utils/config.py",)),
+    "speculators_user_spec_merged": (SPECULATORS_LAUNCH.value["merge_marker"], ("transformers_utils/config.py",)),
+    "speculators_dflash2_as_dflash": (SPECULATORS_LAUNCH.value["dflash2_marker"],
+                                      ("transformers_utils/configs/speculators/base.py",)),
+    "v2_lm_head_kept_for_vocab_remap": (PADDED_VOCAB_V2.value["marker"], ("v1/worker/gpu/spec_decode/dflash/utils.py",)),
+    "rope_layout_from_target": (ROPE_LAYOUT_FROM_TARGET.value["marker"],
+                                ("v1/worker/gpu/spec_decode/dflash/utils.py", "v1/spec_decode/dflash.py")),
     "dflash2_conv_block_from_k": ("block_size=1 + speculative_config.num_speculative_tokens",
                                   ("model_executor/models/qwen3_dflash2.py",)),
     "multi_kv_group_v2": ("if self._dflash_needs_multi_kv_group():", ("config/vllm.py",)),

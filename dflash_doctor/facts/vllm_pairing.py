@@ -324,6 +324,26 @@ def _eagle3(trees: _Trees, archs: Sequence[str]) -> dict[str, Any]:
     return facts
 
 
+def _rope_layouts(trees: _Trees, archs: Sequence[str]) -> dict[str, Any]:
+    """Each target architecture's RoPE layout in its vLLM model file: "interleaved" when a rotary embedding is
+    built with `is_neox_style=False` (vLLM 0.28.0 copies the first one it finds onto the DFlash drafter), "neox" when
+    the file builds one with get_rope and never names is_neox_style (get_rope's default), else None."""
+    registry = _registry(trees)
+    found: dict[str, Any] = {}
+    for arch in archs[:8]:
+        entry = registry.get(arch)
+        module_rel = _module_file(trees.root, entry[0]) if entry is not None else None
+        text = trees.sources.text(module_rel) if module_rel is not None else None
+        layout = None
+        if text is not None:
+            if re.search(r"is_neox_style\s*=\s*False\b", text):
+                layout = "interleaved"
+            elif "get_rope(" in text and "is_neox_style" not in text:
+                layout = "neox"
+        found[arch] = {"file": f"vllm/{module_rel}" if module_rel else None, "layout": layout}
+    return found
+
+
 def _config_registry(trees: _Trees) -> list[str] | None:
     tree = trees.get("transformers_utils/config.py")
     value = _assigned(tree, "_CONFIG_REGISTRY") if tree is not None else None
@@ -399,6 +419,7 @@ def read_vllm_pairing(sources: VllmSources, target_archs: Sequence[str] = (),
         "language_model_only": _language_model_only(sources),
         "runner": _runner(trees),
         "eagle3": _eagle3(trees, archs),
+        "rope_layouts": _rope_layouts(trees, archs),
         "config_registry": _config_registry(trees),
         "transformers": _transformers_model_types(sources.root, transformers),
         "fp8": _fp8(trees),

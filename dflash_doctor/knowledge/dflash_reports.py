@@ -26,11 +26,14 @@ __all__ = [
     "KNOWN_BAD",
     "LANGUAGE_MODEL_ONLY",
     "LAYER_TYPES_LENGTH",
+    "PADDED_VOCAB_V2",
     "PARSER_REGISTRIES",
     "PARSER_VALIDATION",
     "QUANTIZED_PAIR_ACCEPTANCE",
+    "ROPE_LAYOUT_FROM_TARGET",
     "RULES_VERIFIED_THROUGH",
     "SPECULATORS_DFLASH",
+    "SPECULATORS_LAUNCH",
     "TRUST_REMOTE_CODE_RULE",
     "V2_DEFAULT_SINCE",
     "VALIDATED_BY_VLLM",
@@ -197,6 +200,72 @@ SPECULATORS_DFLASH: Fact[dict[str, Any]] = Fact(
     "conv_kernel_size, conv_group_size, selector_rank, selector_top_k into dflash_config",
     read_from="vllm sdists 0.20.1, 0.22.1, 0.24.0, 0.26.0, 0.29.0, 0.30.0, 0.33.0, 0.34.0; tests/test_release_matrix.py "
     "runs each release's update_dflash against speculators_keys",
+)
+
+SPECULATORS_LAUNCH: Fact[dict[str, Any]] = Fact(
+    value={
+        "remote_only_marker": "Speculators verifier must name a remote model repository",
+        "remote_only_since": "0.33.0",
+        "message": "Speculators verifier must name a remote model repository. Select local verifiers explicitly "
+        "with --model and --speculative-config.",
+        "merge_marker": "speculative_config.update(vllm_speculative_config)",
+        "merge_since": "0.29.0",
+        "dflash2_marker": 'if result["method"] == "dflash2":',
+        "dflash2_since": "0.29.0",
+        "invalid_message": "Invalid speculators config structure",
+    },
+    source="vllm/transformers_utils/config.py maybe_override_with_speculators, called by EngineArgs."
+    "create_engine_config for every served model that is not on cloud storage: a model whose config.json has "
+    "\"speculators_config\" is served as speculators_config.verifier.name_or_path with the model itself as the "
+    "drafter (speculative_config {method: speculators_model_type, num_speculative_tokens: the first proposal "
+    "method's speculative_tokens, model: the served directory}); before 0.29.0 a --speculative-config given beside "
+    "it is dropped, from 0.29.0 its keys are merged in (\"Apply user --speculative-config overrides\") but method "
+    "and model stay the checkpoint's; from 0.33.0 a verifier that is not a string, not a valid Hub repo id "
+    "(huggingface_hub validate_repo_id) or an existing local path raises \"Speculators verifier must name a remote "
+    "model repository. Select local verifiers explicitly with --model and --speculative-config.\"; "
+    "SpeculatorsConfig.validate_speculators_config raises \"Invalid speculators config structure\" without "
+    "verifier.name_or_path or proposal_methods[0].speculative_tokens; build_vllm_speculative_config maps dflash2 to "
+    "the method dflash from 0.29.0",
+    read_from="vllm sdists 0.20.1, 0.22.1, 0.24.0, 0.26.0, 0.29.0, 0.30.0, 0.31.0, 0.32.0, 0.33.0, 0.34.0; "
+    "tests/test_release_matrix.py runs each release's maybe_override_with_speculators against the doctor's reading",
+)
+
+PADDED_VOCAB_V2: Fact[dict[str, Any]] = Fact(
+    value={
+        "marker": 'getattr(dflash_model, "draft_id_to_target_id", None) is None',
+        "releases": ("0.24",),
+        "fixed_in": "0.25.1",
+    },
+    source="vllm/v1/worker/gpu/spec_decode/dflash/utils.py load_dflash_model (V2 model runner), 0.24.0: the target's "
+    "lm_head is shared only `if ... getattr(dflash_model, \"draft_id_to_target_id\", None) is None`, and "
+    "model_executor/models/qwen3_dflash.py DFlashQwen3ForCausalLM sets draft_id_to_target_id whenever the drafter's "
+    "draft_vocab_size (vocab_size when absent) differs from the target's get_vocab_size(): a target whose vocabulary "
+    "is padded past the drafter's (MiMo 152576 against 152064) keeps the drafter's own, never-loaded lm_head and "
+    "accepts nothing (\"Acceptance rate (%): 0.00\"). vLLM PR #46435 (\"[Model Runer V2][DFlash] Fix lm head "
+    "sharing for dflash\") shares it by _should_share(..., \"has_own_lm_head\", ...) as the V1 runner does "
+    "(v1/spec_decode/llm_base_proposer.py _maybe_share_lm_head); the V2 DFlash loader first appears in 0.24.0",
+    read_from="vllm sdists 0.23.0 (no V2 DFlash loader), 0.24.0 (the check), 0.25.1, 0.26.0, 0.29.0, 0.34.0 (fixed); "
+    "vllm-project/vllm PR #46435",
+)
+
+ROPE_LAYOUT_FROM_TARGET: Fact[dict[str, Any]] = Fact(
+    value={
+        "marker": "dflash_target_rope_is_neox_style(target_model)",
+        "releases": ("0.28",),
+        "fixed_in": "0.29.0",
+        "drafter_key": "is_neox_style",
+        "interleaved_marker": "is_neox_style=False",
+    },
+    source="vllm 0.28.0 v1/worker/gpu/spec_decode/dflash/utils.py load_dflash_model and v1/spec_decode/dflash.py: "
+    "`is_neox_style = dflash_target_rope_is_neox_style(target_model)` then `draft_model_config.hf_config."
+    "is_neox_style = is_neox_style` (model_executor/models/qwen3_dflash.py: the first module of the target's "
+    "language model with an is_neox_style attribute), so the drafter rotates Q/K the target's way whatever it was "
+    "distilled with (vLLM PR #51655). vllm #53063: GLM-5.3 (interleaved) with incoai/GLM-5.3-DFlash2 (distilled "
+    "neox) accepts 1.03 tokens per step against 7.78 forced to neox; PR #54373 (in 0.29.0) reads the drafter's own "
+    "config instead: DFlashQwen3DecoderLayer `getattr(config, \"is_neox_style\", True)`. The target's layout is "
+    "read from its model file in the installed vLLM: a get_rope call with is_neox_style=False",
+    read_from="vllm sdists 0.27.1 (absent), 0.28.0 (present), 0.29.0 (removed); vllm-project/vllm #53063, PR #51655, "
+    "PR #54373",
 )
 
 DFLASH2_CONV_BLOCK: Fact[str] = Fact(

@@ -137,6 +137,11 @@ DRAFTER_KEYS: Final[tuple[str, ...]] = (
     "conv_group_size",
     "selector_rank",
     "selector_top_k",
+    # vLLM's one-command launch (`vllm serve SPECULATORS_DIR`) reads the verifier and k from here
+    # (transformers_utils/config.py maybe_override_with_speculators).
+    "speculators_config",
+    # The drafter's RoPE layout, read by DFlashQwen3DecoderLayer from 0.28.0 (default True: neox).
+    "is_neox_style",
 )
 
 # Where multimodal configs keep the language model's config, in lookup order.
