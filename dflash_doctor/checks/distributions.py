@@ -15,6 +15,9 @@ from dflash_doctor.checks.remedy import Installer
 from dflash_doctor.codes import Code
 from dflash_doctor.facts.envfacts import canonical
 from dflash_doctor.facts.environment_shapes import Distribution, Distributions, Target
+from dflash_doctor.facts.vllm_serve_path import import_names, matches
+from dflash_doctor.facts.vllm_serve_path import unmet_requirements as unmet_vllm_requirements
+from dflash_doctor.facts.vllm_source_shapes import ServeImport, VllmServeImports
 from dflash_doctor.knowledge.stack import OPTIONAL_AT_SERVE, STACK_DISTRIBUTIONS
 from dflash_doctor.model import Finding, Remediation, Status
 
@@ -86,6 +89,9 @@ class DistributionsCheck:
     layer: ClassVar[str] = "python"
     title: ClassVar[str] = "Installed distributions"
     needs: ClassVar[frozenset[str]] = frozenset({"target", "distributions"})
+    # Judged better with: what `vllm serve` imports on its way up (a report saved before it was collected is
+    # judged without it).
+    wants: ClassVar[frozenset[str]] = frozenset({"vllm_serve_imports"})
     after: ClassVar[frozenset[str]] = frozenset()
     requires_gpu: ClassVar[bool] = False
 
@@ -95,7 +101,8 @@ class DistributionsCheck:
         installer = Installer.for_target(target)
         yield _stack_versions(dists)
         yield from _broken_metadata(dists, installer)
-        yield from _requirements(dists, target.marker_environment, installer)
+        yield from _requirements(dists, target.marker_environment, installer,
+                                 _serve_path(facts.optional_section(VllmServeImports), dists))
         yield from _duplicates(dists)
         yield from _record_integrity(dists, installer)
         yield from _record_escapes(dists, installer)
@@ -176,16 +183,22 @@ def unmet_requirements(dists: Distributions, marker_env: Mapping[str, str]) -> l
 
 
 def _requirements(
-    dists: Distributions, marker_env: Mapping[str, str], installer: Installer
+    dists: Distributions, marker_env: Mapping[str, str], installer: Installer, serve: VllmServeImports | None
 ) -> Iterator[Finding]:
     unmet = unmet_requirements(dists, marker_env)
-    if not unmet:
+    by_serve_path: list[Finding] = []
+    if serve is not None:
+        # vLLM's requirements, all of them, are judged by what `vllm serve` imports; the rest as before
+        unmet = [u for u in unmet if canonical(u[0].name) != "vllm"]
+        by_serve_path = list(_vllm_requirements(dists, marker_env, installer, serve))
+    if not unmet and not by_serve_path:
         yield Finding(
             id="distributions.requirements-ok",
             status=Status.PASS,
             title="every requirement of the installed stack is satisfied",
         )
         return
+    yield from by_serve_path
     for dist, requirement, found in unmet:
         spec = f"{requirement.name}{requirement.specifier}"
         optional = OPTIONAL_AT_SERVE.value.get(canonical(requirement.name)) \
@@ -215,6 +228,94 @@ def _requirements(
                 ),
             ),
         )
+
+
+def _serve_path(serve: VllmServeImports | None, dists: Distributions) -> VllmServeImports | None:
+    """The scan of what `vllm serve` imports, when it can judge vLLM's requirements: it read the installed vLLM
+    (the one Python sees) to the end. Else None: vLLM's requirements are judged as before the scan existed."""
+    vllm = dists.get("vllm")
+    if serve is None or vllm is None or serve.root is None or not serve.complete or not serve.imports:
+        return None
+    return serve
+
+
+_REACH_WORDS = {
+    "conditional": "imports it only under a condition on its way up",
+    "guarded": "imports it on its way up inside a try whose except catches the ImportError",
+}
+
+
+def _vllm_requirements(dists: Distributions, marker_env: Mapping[str, str], installer: Installer,
+                       serve: VllmServeImports) -> Iterator[Finding]:
+    """Each requirement of vLLM that no installed version meets: a failure when `vllm serve` imports it on its
+    way up (the scan in facts.vllm_serve_path), a warning in pip check's words otherwise, naming what needs it."""
+    vllm = dists.get("vllm")
+    if vllm is None:
+        return
+    for requirement, found in unmet_vllm_requirements(dists, marker_env):
+        names = import_names(requirement.name, dists)
+        sites = [e for e in serve.imports if any(matches(e.module, e.names, n) for n in names)]
+        site = min(sites, key=lambda e: ("serve", "conditional", "guarded").index(e.reach), default=None)
+        spec = f"{requirement.name}{requirement.specifier}"
+        pip_words = (f"{vllm.label()} requires {spec}, which is not installed" if found is None
+                     else f"{vllm.label()} requires {spec}, found {found}")
+        fatal = site is not None and site.reach == "serve"
+        if fatal and site is not None:
+            title = pip_words
+            detail = (f"`vllm serve` imports {site.module} on its way up, unconditionally: {site.file}:{site.line}, "
+                      f"reached from {_route(site)}. "
+                      + ("It stops with ModuleNotFoundError before it serves." if found is None else
+                         "It runs against a version vLLM was not released with."))
+        else:
+            title = f"{pip_words}; {_not_on_the_way_up(site, serve, names)}"
+            detail = (f"The doctor followed the module-level imports of {serve.modules_reached} modules of vLLM from "
+                      f"`{serve.entry}` and the modules `vllm serve` loads by name "
+                      f"({', '.join(r.module for r in serve.roots if r.found)}); "
+                      + (f"{site.file}:{site.line} ({_REACH_WORDS[site.reach]}), reached from {_route(site)}. "
+                         if site is not None else f"none imports {' or '.join(names)}. ")
+                      + "What imports it fails when used, as pip check would warn.")
+        if canonical(requirement.name) == "torch" and requirement.specifier and found is not None:
+            detail += (" Compiled extensions built against the required torch fail with `undefined symbol` against "
+                       "another one.")
+        yield Finding(
+            id="distributions.requirement-unmet" if found is not None else "distributions.requirement-missing",
+            status=Status.FAIL if fatal else Status.WARN,
+            title=title,
+            detail="Read from the installed METADATA (Requires-Dist). " + detail,
+            evidence={"requirer": vllm.name, "requirer_version": vllm.version, "requirement": str(requirement),
+                      "found": found, "import_names": names,
+                      "serve_path": ({"reach": site.reach, "module": site.module, "file": site.file,
+                                      "line": site.line, "chain": list(site.chain)} if site is not None else None)},
+            remediation=(
+                Remediation(installer.install(spec), f"install the {requirement.name} that {vllm.label()} requires"),
+                Remediation(installer.install(f"{vllm.name}=={vllm.version}", reinstall=True),
+                            f"or let the installer resolve {vllm.name}'s requirements again"),
+            ),
+        )
+
+
+def _route(site: ServeImport) -> str:
+    chain = list(site.chain)
+    return " > ".join(chain) if len(chain) <= 4 else " > ".join([chain[0], "...", *chain[-2:]])
+
+
+def _not_on_the_way_up(site: ServeImport | None, serve: VllmServeImports, names: list[str]) -> str:
+    """The warning's words: what `vllm serve` does with it, and what needs it."""
+    if site is not None:
+        return f"`vllm serve` {_REACH_WORDS[site.reach]} ({site.file}:{site.line})"
+    head = "`vllm serve` does not import it on the serve path"
+    users = [(n, serve.elsewhere.get(n.split(".", 1)[0])) for n in names]
+    found = [(n, e) for n, e in users if e is not None and e.files]
+    if not found:
+        if all(e is not None for _, e in users):
+            return f"{head}; no module of vLLM imports {' or '.join(names)}"
+        return head
+    _, elsewhere = found[0]
+    shown = sorted({s.file for s in elsewhere.sites})
+    more = elsewhere.files - len(shown)
+    return (f"{head}; it is needed for {', '.join(shown)}" + (f" and {more} more module{'s' if more > 1 else ''}"
+                                                             if more > 0 else "")
+            + " (they import it when used)")
 
 
 def _satisfies(requirement: Requirement, found: str) -> bool:
