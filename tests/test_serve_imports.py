@@ -81,8 +81,8 @@ def test_the_scan_of_the_real_vllm_0_20_1_reaches_what_serve_imports_in_under_a_
     assert reach_of(scan, "opentelemetry.sdk") == "guarded" and reach_of(scan, "cv2") == "guarded"
     assert reach_of(scan, "vllm_omni") == "conditional"  # main() imports it only under `--omni`
     assert reach_of(scan, "flashinfer") is None and reach_of(scan, "anthropic") is None
-    # bounded in time: measured 0.5-0.8 s on the two shared cores of the project's test machine
-    assert scan["seconds"] < 5, scan["seconds"]
+    # bounded in time: measured 0.5-0.8 s on the project's 2-core test machine (seconds under a load of 11)
+    assert scan["seconds"] < 30, scan["seconds"]
 
 
 def test_nothing_the_engine_served_without_is_on_the_serve_path() -> None:
@@ -241,16 +241,23 @@ def test_only_function_bodies_are_cut_and_a_doubtful_cut_reads_the_whole_file(so
     assert _module_level_text(source) == cut
 
 
-def test_a_fifo_named_like_a_module_on_the_way_up_does_not_block_the_scan(tmp_path: Path) -> None:
-    package = tmp_path / "vllm"
+def test_a_fifo_or_a_symlink_out_named_like_a_module_on_the_way_up_is_never_opened(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    package = site / "vllm"
     (package / "entrypoints" / "cli").mkdir(parents=True)
     for init in (package, package / "entrypoints", package / "entrypoints" / "cli"):
         (init / "__init__.py").write_text("")
-    (package / "entrypoints" / "cli" / "main.py").write_text("import fastapi\nfrom vllm import stuck\n\ndef main():\n"
-                                                             "    import vllm.entrypoints.cli.serve\n")
+    (package / "entrypoints" / "cli" / "main.py").write_text("import fastapi\nfrom vllm import stuck, away\n\n"
+                                                             "def main():\n    import vllm.entrypoints.cli.serve\n")
+    outside = tmp_path / "outside.py"
+    outside.write_text("import secret_package\n")
+    (package / "away.py").symlink_to(outside)
     (package / "entrypoints" / "cli" / "serve.py").write_text("try:\n    import flashinfer\nexcept ImportError:\n"
                                                               "    pass\n")
     os.mkfifo(package / "stuck.py")
-    scan = scan_serve_path(str(package), ENTRY, BY_NAME, budget_s=30)
-    assert scan["complete"] and [e["file"] for e in scan["errors"]] == [str(package / "stuck.py")]
+    scan = scan_serve_path(str(package), ENTRY, BY_NAME, budget_s=30, roots=[str(site)])
+    errors = {e["file"]: e["error"] for e in scan["errors"]}
+    assert scan["complete"] and set(errors) == {str(package / "stuck.py"), str(package / "away.py")}
+    assert "a FIFO, not a regular file" in errors[str(package / "stuck.py")]
+    assert "outside the environment" in errors[str(package / "away.py")]
     assert {e["module"]: e["reach"] for e in scan["imports"]} == {"fastapi": "serve", "flashinfer": "guarded"}

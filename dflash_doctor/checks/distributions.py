@@ -37,12 +37,19 @@ CODES: tuple[Code, ...] = (
          "Read from the installed METADATA. vLLM pins torch exactly (e.g. vllm 0.20.1 requires torch==2.11.0) "
          "because its compiled kernels link against that torch's C++ ABI; a different torch gives `undefined "
          "symbol` at import, or subtle failures. Install the required version, or reinstall the requirer so the "
-         "installer resolves them together."),
+         "installer resolves them together. For vLLM's requirements, as for requirement-missing: a failure when "
+         "`vllm serve` imports the package on its way up, a warning when it does not."),
     Code("distributions.requirement-missing", "A stack distribution's requirement is not installed",
          "A Requires-Dist of an installed stack distribution names a distribution that is not installed at all. "
-         "Install it (the command names the target interpreter). A failure where `vllm serve` imports it on its "
-         "way up (torch, transformers, nvidia-ml-py); a warning for a vLLM requirement it only looks for and uses "
-         "when a feature needs it (flashinfer-python: knowledge.stack.OPTIONAL_AT_SERVE), as pip check would say."),
+         "Install it (the command names the target interpreter). Every requirement of vLLM is judged by what "
+         "`vllm serve` imports on its way up, read from the installed vLLM's own files (vllm_serve_imports: the "
+         "module-level imports followed from the `vllm` console script's module, main()'s imports, and the modules "
+         "it loads by name, knowledge.vllm_imports.SERVE_LOADED_BY_NAME): a failure when one of those modules "
+         "imports it unconditionally (fastapi, torch, transformers: `vllm serve` stops with ModuleNotFoundError); a "
+         "warning in pip check's words when none does, or only under a condition, or inside a try that catches the "
+         "ImportError, naming the modules of vLLM that import it (they fail when used). A report saved before that "
+         "scan existed judges vLLM's requirements on the stack as it did (flashinfer-python a warning, "
+         "knowledge.stack.OPTIONAL_AT_SERVE)."),
     Code("distributions.duplicate", "Two installed copies of one distribution",
          "Two dist-info (or egg-info) directories of the same name are on sys.path. Python imports the first; "
          "pip and uv may see the other; uninstalling one leaves the other's files mixed in. Remove the stale one. "
@@ -307,7 +314,7 @@ def _not_on_the_way_up(site: ServeImport | None, serve: VllmServeImports, names:
     users = [(n, serve.elsewhere.get(n.split(".", 1)[0])) for n in names]
     found = [(n, e) for n, e in users if e is not None and e.files]
     if not found:
-        if all(e is not None for _, e in users):
+        if serve.elsewhere_complete and all(e is not None for _, e in users):
             return f"{head}; no module of vLLM imports {' or '.join(names)}"
         return head
     _, elsewhere = found[0]
@@ -315,7 +322,8 @@ def _not_on_the_way_up(site: ServeImport | None, serve: VllmServeImports, names:
     more = elsewhere.files - len(shown)
     return (f"{head}; it is needed for {', '.join(shown)}" + (f" and {more} more module{'s' if more > 1 else ''}"
                                                              if more > 0 else "")
-            + " (they import it when used)")
+            + " (they import it when used)"
+            + ("" if serve.elsewhere_complete else "; the search of vLLM's files stopped at its time limit"))
 
 
 def _satisfies(requirement: Requirement, found: str) -> bool:

@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 from dflash_doctor.check import Context
 from dflash_doctor.facts.envfacts import Distributions, canonical
-from dflash_doctor.facts.safefile import UnsafeFile, read_regular
+from dflash_doctor.facts.safefile import UnsafeFile, environment_roots, read_regular
 from dflash_doctor.facts.vllm_source import vllm_package_dir
 from dflash_doctor.knowledge.vllm_imports import (
     REQUIREMENT_IMPORT_NAMES,
@@ -45,7 +45,7 @@ __all__ = ["BUDGET_S", "collect", "import_names", "matches", "scan_serve_path", 
 MAX_FILE_BYTES = 2_000_000
 MAX_MODULES = 4000
 BUDGET_S = 10.0
-ELSEWHERE_BUDGET_S = 3.0
+ELSEWHERE_BUDGET_S = 10.0
 MAX_SITES = 4
 MAX_CHAIN = 12
 
@@ -245,8 +245,9 @@ def _lazy_imports(tree: ast.Module, annotations: bool) -> Iterator[tuple[str, st
 class _Package:
     """The installed vLLM package as modules: names to files, each file read (bounded) and parsed once."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, roots: Sequence[str] | None) -> None:
         self.root = root
+        self.env_roots = roots
         self.name = os.path.basename(root.rstrip("/"))
         self.parent = os.path.dirname(root.rstrip("/"))
         self._files: dict[str, str | None] = {}
@@ -276,7 +277,7 @@ class _Package:
         if path is None:
             return None
         try:
-            raw = read_regular(path, MAX_FILE_BYTES)
+            raw = read_regular(path, MAX_FILE_BYTES, self.env_roots)
         except (UnsafeFile, OSError) as exc:
             self.errors.append({"file": path, "error": getattr(exc, "reason", None) or f"{type(exc).__name__}: {exc}"})
             return None
@@ -311,12 +312,14 @@ def _targets(node: ast.Import | ast.ImportFrom, module: str, pkg: _Package) -> l
 
 
 def scan_serve_path(root: str, entry: str, loaded_by_name: Sequence[str], annotations: bool = True,
-                    budget_s: float = BUDGET_S) -> dict[str, Any]:
+                    budget_s: float = BUDGET_S, roots: Sequence[str] | None = None) -> dict[str, Any]:
     """Walk vLLM's module-level imports from `entry` ("module:function") and `loaded_by_name`.
 
-    `annotations`: whether the target's Python evaluates annotations when a def or class runs (before 3.14)."""
+    `annotations`: whether the target's Python evaluates annotations when a def or class runs (before 3.14).
+    `roots`: the environment's directories (target.environment_roots); a file that resolves outside them is
+    never opened (a symlink out of the package)."""
     started = time.perf_counter()
-    pkg = _Package(root)
+    pkg = _Package(root, roots)
     entry_module, _, entry_function = entry.partition(":")
     reach_of: dict[str, str] = {}
     came_from: dict[str, tuple[str, int]] = {}
@@ -477,7 +480,8 @@ def unmet_requirements(dists: _Dists, marker_env: Mapping[str, str],
 _IMPORT_LINE = r"^([ \t]*)(?:from|import)[ \t]+({names})\b"
 
 
-def imported_elsewhere(root: str, names: Sequence[str], budget_s: float = ELSEWHERE_BUDGET_S) -> dict[str, Any]:
+def imported_elsewhere(root: str, names: Sequence[str], budget_s: float = ELSEWHERE_BUDGET_S,
+                       roots: Sequence[str] | None = None) -> dict[str, Any]:
     """Where vLLM's files import `names` at all: how many files, and up to MAX_SITES of them ({"file", "line",
     "scope"}: the first import line of each, those at module level first). A plain line search: an import line's
     indentation says whether it sits in a block (a function, a class, a try or an if) or at module level."""
@@ -500,7 +504,7 @@ def imported_elsewhere(root: str, names: Sequence[str], budget_s: float = ELSEWH
                 continue
             path = os.path.join(dirpath, filename)
             try:
-                raw = read_regular(path, MAX_FILE_BYTES)
+                raw = read_regular(path, MAX_FILE_BYTES, roots)
             except OSError:
                 continue
             if not any(w in raw for w in words):
@@ -522,12 +526,12 @@ def imported_elsewhere(root: str, names: Sequence[str], budget_s: float = ELSEWH
 # ------------------------------------------------------------------------------------------ the collector
 
 
-def _entry_point(dist_info: str | None) -> tuple[str, str]:
+def _entry_point(dist_info: str | None, roots: Sequence[str] | None) -> tuple[str, str]:
     """The `vllm` console script's "module:function" from entry_points.txt, and where it was read."""
     if dist_info:
         path = os.path.join(dist_info, "entry_points.txt")
         try:
-            text = read_regular(path, 1_000_000).decode("utf-8", "replace")
+            text = read_regular(path, 1_000_000, roots).decode("utf-8", "replace")
         except OSError:
             text = ""
         section = ""
@@ -549,11 +553,12 @@ def collect(_ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
     if root is None:
         return {"vllm_serve_imports": {"installed": vllm is not None, "version": vllm.version if vllm else None,
                                        "root": None}}
-    entry, entry_from = _entry_point(str(vllm.facts.get("dist_info") or "") if vllm else None)
+    env_roots = environment_roots(earlier.get("target"))
+    entry, entry_from = _entry_point(str(vllm.facts.get("dist_info") or "") if vllm else None, env_roots)
     marker_env = (earlier.get("target") or {}).get("marker_environment") or {}
     version = str(marker_env.get("python_version") or "")
     annotations = not version or tuple(int(p) for p in version.split(".")[:2] if p.isdigit()) < (3, 14)
-    scan = scan_serve_path(root, entry, [m for m, _ in SERVE_LOADED_BY_NAME.value], annotations)
+    scan = scan_serve_path(root, entry, [m for m, _ in SERVE_LOADED_BY_NAME.value], annotations, roots=env_roots)
     # Where vLLM imports the requirements that are not met, when `vllm serve` does not on its way up: for the
     # finding to name what needs them. Nothing to look for on a healthy machine.
     looked_for = sorted({name for requirement, _ in unmet_requirements(dists, marker_env)
@@ -561,7 +566,8 @@ def collect(_ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
                          if not any(e["reach"] == "serve" and matches(e["module"], e["names"], name)
                                     for e in scan["imports"])})
     started = time.perf_counter()
-    elsewhere = imported_elsewhere(root, [n.split(".", 1)[0] for n in looked_for]) if looked_for else None
+    elsewhere = imported_elsewhere(root, [n.split(".", 1)[0] for n in looked_for], roots=env_roots) \
+        if looked_for else None
     return {"vllm_serve_imports": {
         "installed": True, "version": vllm.version if vllm else None, **scan, "entry_from": entry_from,
         "elsewhere": elsewhere["names"] if elsewhere else {},
