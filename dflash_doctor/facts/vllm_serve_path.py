@@ -325,7 +325,7 @@ def scan_serve_path(root: str, entry: str, loaded_by_name: Sequence[str], annota
     came_from: dict[str, tuple[str, int]] = {}
     parsed: dict[str, list[tuple[str, list[str], str, int]]] = {}
     external: dict[str, dict[str, Any]] = {}
-    roots = [{"module": m, "found": pkg.file(m) is not None} for m in [entry_module, *loaded_by_name]]
+    starts = [{"module": m, "found": pkg.file(m) is not None} for m in [entry_module, *loaded_by_name]]
     queue: list[str] = []
     complete = True
 
@@ -347,7 +347,7 @@ def scan_serve_path(root: str, entry: str, loaded_by_name: Sequence[str], annota
             out.append(module)
         return list(reversed(out))
 
-    for item in roots:
+    for item in starts:
         if item["found"]:
             reach(str(item["module"]), "serve", None, 0)
     while queue:
@@ -390,7 +390,7 @@ def scan_serve_path(root: str, entry: str, loaded_by_name: Sequence[str], annota
     return {
         "root": root,
         "entry": entry,
-        "roots": roots,
+        "roots": starts,
         "complete": complete,
         "modules_reached": len(reach_of),
         "files_parsed": pkg.files_parsed,
