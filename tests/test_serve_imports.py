@@ -152,13 +152,16 @@ def test_the_scan_agrees_with_a_real_import_that_lacks_one_package(tmp_path: Pat
     harmless = ["blake3", "tiktoken", "ijson"]
     assert all(reach_of(scan, n) == "serve" for n in fatal), [(n, reach_of(scan, n)) for n in fatal]
     assert all(reach_of(scan, n) != "serve" for n in harmless), [(n, reach_of(scan, n)) for n in harmless]
-    proc = subprocess.run([str(python), "-c", HIDE_AND_IMPORT, json.dumps(fatal + harmless), json.dumps(SERVE_MODULES)],
+    # and one that vLLM's files never import, but torch.utils.cpp_extension does (IMPORTED_THROUGH)
+    assert reach_of(scan, "setuptools") is None and reach_of(scan, "torch.utils.cpp_extension") == "serve"
+    proc = subprocess.run([str(python), "-c", HIDE_AND_IMPORT, json.dumps([*fatal, *harmless, "setuptools"]),
+                           json.dumps(SERVE_MODULES)],
                           capture_output=True, text=True, timeout=900, check=True,
                           env={**os.environ, "PYTHONPATH": str(extras)})
     line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))
     real = json.loads(line.removeprefix("RESULT "))
     assert {n: real[n] for n in harmless} == dict.fromkeys(harmless), real
-    assert all(real[n] and "ModuleNotFoundError" in real[n] for n in fatal), real
+    assert all(real[n] and "ModuleNotFoundError" in real[n] for n in [*fatal, "setuptools"]), real
 
 
 # ------------------------------------------------------------------------------ the doctor on real environments
@@ -213,6 +216,16 @@ def test_a_vllm_requirement_serve_imports_fails_one_it_does_not_warns_naming_wha
     again, proc_again = doctor.report("judge", str(saved))
     assert proc_again.returncode == 1
     assert {n: f["status"] for n, f in by_requirement(again).items()} == {n: f["status"] for n, f in found.items()}
+    # The same facts on Python 3.12, where vLLM 0.20.1 requires setuptools (`python_version > "3.11"`): vLLM's own
+    # files never import it, torch.utils.cpp_extension does, and vLLM imports that on its way up
+    # (knowledge.vllm_imports.IMPORTED_THROUGH; the real import without setuptools fails).
+    assert "setuptools" not in found
+    check["facts"]["target"]["marker_environment"].update(python_version="3.12", python_full_version="3.12.3")
+    saved.write_text(json.dumps(report))
+    on_312, _ = doctor.report("judge", str(saved))
+    setuptools = by_requirement(on_312)["setuptools"]
+    assert setuptools["status"] == "fail" and setuptools["title"].startswith("vllm 0.20.1 requires setuptools<81.0.0,")
+    assert "`vllm serve` imports torch.utils.cpp_extension on its way up, which imports setuptools" in setuptools["detail"]
 
 
 def test_a_report_saved_without_the_scan_judges_vllms_requirements_as_before(doctor: Doctor, tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from dflash_doctor.facts.vllm_serve_path import import_names, matches
 from dflash_doctor.facts.vllm_serve_path import unmet_requirements as unmet_vllm_requirements
 from dflash_doctor.facts.vllm_source_shapes import ServeImport, VllmServeImports
 from dflash_doctor.knowledge.stack import OPTIONAL_AT_SERVE, STACK_DISTRIBUTIONS
+from dflash_doctor.knowledge.vllm_imports import IMPORTED_THROUGH
 from dflash_doctor.model import Finding, Remediation, Status
 
 if TYPE_CHECKING:
@@ -263,14 +264,20 @@ def _vllm_requirements(dists: Distributions, marker_env: Mapping[str, str], inst
         names = import_names(requirement.name, dists)
         sites = [e for e in serve.imports if any(matches(e.module, e.names, n) for n in names)]
         site = min(sites, key=lambda e: ("serve", "conditional", "guarded").index(e.reach), default=None)
+        through = _imported_through(requirement.name, serve) if found is None and (
+            site is None or site.reach != "serve") else None
+        if through is not None:
+            site = through
         spec = f"{requirement.name}{requirement.specifier}"
         pip_words = (f"{vllm.label()} requires {spec}, which is not installed" if found is None
                      else f"{vllm.label()} requires {spec}, found {found}")
         fatal = site is not None and site.reach == "serve"
         if fatal and site is not None:
             title = pip_words
-            detail = (f"`vllm serve` imports {site.module} on its way up, unconditionally: {site.file}:{site.line}, "
-                      f"reached from {_route(site)}. "
+            via = (f"`vllm serve` imports {site.module} on its way up, which imports {requirement.name} "
+                   f"({IMPORTED_THROUGH.value[canonical(requirement.name)][1]}; knowledge.vllm_imports.IMPORTED_THROUGH)"
+                   if through is not None else f"`vllm serve` imports {site.module} on its way up")
+            detail = (f"{via}, unconditionally: {site.file}:{site.line}, reached from {_route(site)}. "
                       + ("It stops with ModuleNotFoundError before it serves." if found is None else
                          "It runs against a version vLLM was not released with."))
         else:
@@ -299,6 +306,15 @@ def _vllm_requirements(dists: Distributions, marker_env: Mapping[str, str], inst
                             f"or let the installer resolve {vllm.name}'s requirements again"),
             ),
         )
+
+
+def _imported_through(requirement: str, serve: VllmServeImports) -> ServeImport | None:
+    """Where `vllm serve` imports, on its way up, the package that imports `requirement` (a fact the scan of
+    vLLM's files cannot see: knowledge.vllm_imports.IMPORTED_THROUGH)."""
+    known = IMPORTED_THROUGH.value.get(canonical(requirement))
+    if known is None:
+        return None
+    return next((e for e in serve.imports if e.reach == "serve" and matches(e.module, e.names, known[0])), None)
 
 
 def _route(site: ServeImport) -> str:

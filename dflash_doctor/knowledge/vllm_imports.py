@@ -92,3 +92,19 @@ REQUIREMENT_IMPORT_NAMES: Fact[dict[str, tuple[str, ...]]] = Fact(
     "name with '-' as '_'. For one that is installed, its RECORD's top-level names, except for the namespace "
     "packages here (google, opentelemetry), whose top-level name says nothing of which part is installed.",
 )
+
+IMPORTED_THROUGH: Fact[dict[str, tuple[str, str]]] = Fact(
+    value={
+        "setuptools": ("torch.utils.cpp_extension", "torch/utils/cpp_extension.py imports setuptools at module "
+                       "level (`import setuptools`, line 11 in torch 2.13.0)"),
+    },
+    source="requirements of vLLM that `vllm serve` imports only through another package on its way up, which a scan "
+    "of vLLM's own files cannot see: vllm/distributed/device_communicators/pynccl_allocator.py imports "
+    "torch.utils.cpp_extension at module level, and that module imports setuptools (torch's METADATA: "
+    "Requires-Dist: setuptools>=77.0.3)",
+    read_from="vllm 0.20.1 wheel; torch 2.13.0 (CPU) torch/utils/cpp_extension.py. Checked by a real import: "
+    "vLLM 0.20.1's serve modules fail to import without setuptools (tests/test_serve_imports.py)",
+    note="Counted only for a requirement that is missing, and only where the scan finds the module named here "
+    "on the way up. At another version it is a warning: the engine run of fixtures/engine/01-healthy.json "
+    "served with setuptools 81.0.0 where vLLM 0.20.1 asks for <81.0.0, which torch's own >=77.0.3 accepts.",
+)
