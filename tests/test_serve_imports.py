@@ -274,3 +274,19 @@ def test_a_fifo_or_a_symlink_out_named_like_a_module_on_the_way_up_is_never_open
     assert "a FIFO, not a regular file" in errors[str(package / "stuck.py")]
     assert "outside the environment" in errors[str(package / "away.py")]
     assert {e["module"]: e["reach"] for e in scan["imports"]} == {"fastapi": "serve", "flashinfer": "guarded"}
+
+
+def test_a_vllm_requirement_that_a_package_on_the_way_up_requires_too_fails(doctor: Doctor, tmp_path: Path) -> None:
+    # vLLM's own files import opentelemetry only inside a try (vllm/tracing/otel.py); fastapi 0.165.0, which vllm
+    # serve imports on its way up, requires opentelemetry-api and imports it at module level (fastapi/telemetry):
+    # the real import of vLLM's serve modules without it fails (compared by hand in the cached venv)
+    env = make_venv(tmp_path)
+    add_to_path(env, vllm_site("0.20.1"))
+    install(env, pypi_wheel("fastapi==0.165.0"))
+    report, _ = doctor.report("--python", str(env.python), "--no-gpu", "--only", "distributions")
+    found = by_requirement(report)
+    api = found["opentelemetry-api"]
+    assert api["status"] == "fail" and api["title"] == "vllm 0.20.1 requires opentelemetry-api>=1.27.0, which is not installed"
+    assert "and fastapi 0.165.0 requires opentelemetry-api too" in api["detail"]
+    # the SDK, which fastapi does not require, stays a warning: vLLM catches its ImportError
+    assert found["opentelemetry-sdk"]["status"] == "warn"

@@ -46,7 +46,9 @@ CODES: tuple[Code, ...] = (
          "`vllm serve` imports on its way up, read from the installed vLLM's own files (vllm_serve_imports: the "
          "module-level imports followed from the `vllm` console script's module, main()'s imports, and the modules "
          "it loads by name, knowledge.vllm_imports.SERVE_LOADED_BY_NAME): a failure when one of those modules "
-         "imports it unconditionally (fastapi, torch, transformers: `vllm serve` stops with ModuleNotFoundError); a "
+         "imports it unconditionally (fastapi, torch, transformers: `vllm serve` stops with ModuleNotFoundError), or, "
+         "for one that is missing, when a package those modules import requires it too (fastapi 0.165 requires "
+         "opentelemetry-api and imports it at module level) or imports it (knowledge.vllm_imports.IMPORTED_THROUGH); a "
          "warning in pip check's words when none does, or only under a condition, or inside a try that catches the "
          "ImportError, naming the modules of vLLM that import it (they fail when used). A report saved before that "
          "scan existed judges vLLM's requirements on the stack as it did (flashinfer-python a warning, "
@@ -260,7 +262,9 @@ def _vllm_requirements(dists: Distributions, marker_env: Mapping[str, str], inst
     vllm = dists.get("vllm")
     if vllm is None:
         return
-    for requirement, found in unmet_vllm_requirements(dists, marker_env):
+    unmet = unmet_vllm_requirements(dists, marker_env)
+    reached = _reached_distributions(dists, serve) if any(found is None for _, found in unmet) else []
+    for requirement, found in unmet:
         names = import_names(requirement.name, dists)
         sites = [e for e in serve.imports if any(matches(e.module, e.names, n) for n in names)]
         site = min(sites, key=lambda e: ("serve", "conditional", "guarded").index(e.reach), default=None)
@@ -268,6 +272,10 @@ def _vllm_requirements(dists: Distributions, marker_env: Mapping[str, str], inst
             site is None or site.reach != "serve") else None
         if through is not None:
             site = through
+        needed_by = _required_on_the_way_up(requirement.name, reached, marker_env) \
+            if found is None and (site is None or site.reach != "serve") else None
+        if needed_by is not None:
+            site = needed_by[1]
         spec = f"{requirement.name}{requirement.specifier}"
         pip_words = (f"{vllm.label()} requires {spec}, which is not installed" if found is None
                      else f"{vllm.label()} requires {spec}, found {found}")
@@ -276,7 +284,10 @@ def _vllm_requirements(dists: Distributions, marker_env: Mapping[str, str], inst
             title = pip_words
             via = (f"`vllm serve` imports {site.module} on its way up, which imports {requirement.name} "
                    f"({IMPORTED_THROUGH.value[canonical(requirement.name)][1]}; knowledge.vllm_imports.IMPORTED_THROUGH)"
-                   if through is not None else f"`vllm serve` imports {site.module} on its way up")
+                   if through is not None else
+                   f"`vllm serve` imports {site.module} on its way up, and {needed_by[0].label()} requires "
+                   f"{requirement.name} too (its own Requires-Dist)" if needed_by is not None else
+                   f"`vllm serve` imports {site.module} on its way up")
             detail = (f"{via}, unconditionally: {site.file}:{site.line}, reached from {_route(site)}. "
                       + ("It stops with ModuleNotFoundError before it serves." if found is None else
                          "It runs against a version vLLM was not released with."))
@@ -306,6 +317,43 @@ def _vllm_requirements(dists: Distributions, marker_env: Mapping[str, str], inst
                             f"or let the installer resolve {vllm.name}'s requirements again"),
             ),
         )
+
+
+def _reached_distributions(dists: Distributions, serve: VllmServeImports) -> list[tuple[Distribution, ServeImport]]:
+    """The installed distributions `vllm serve` imports unconditionally on its way up, each with where."""
+    on_the_way_up = [e for e in serve.imports if e.reach == "serve"]
+    reached = []
+    for dist in dists.seen():
+        if dist.canonical == "vllm":
+            continue
+        names = import_names(dist.name, dists)
+        site = next((e for e in on_the_way_up for n in names if matches(e.module, e.names, n)), None)
+        if site is not None:
+            reached.append((dist, site))
+    return reached
+
+
+def _required_on_the_way_up(requirement: str, reached: list[tuple[Distribution, ServeImport]],
+                            marker_env: Mapping[str, str]) -> tuple[Distribution, ServeImport] | None:
+    """A distribution `vllm serve` imports on its way up that requires `requirement` itself (its Requires-Dist,
+    markers evaluated, no extra): fastapi 0.13x imports opentelemetry-api at module level, which vLLM's own files
+    import only inside a try."""
+    from packaging.markers import InvalidMarker, UndefinedEnvironmentName
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    wanted = canonical(requirement)
+    for dist, site in reached:
+        for text in dist.requires:
+            try:
+                parsed = Requirement(text)
+                if canonical(parsed.name) != wanted:
+                    continue
+                if parsed.marker is not None and not parsed.marker.evaluate({**marker_env, "extra": ""}):
+                    continue
+            except (InvalidRequirement, InvalidMarker, UndefinedEnvironmentName):
+                continue
+            return dist, site
+    return None
 
 
 def _imported_through(requirement: str, serve: VllmServeImports) -> ServeImport | None:
