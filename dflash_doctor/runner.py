@@ -164,7 +164,7 @@ def _skip_for_gpu(check: Check) -> CheckResult:
 def judge_one(check: Check, facts: Facts, durations: Mapping[str, float] | None = None) -> CheckResult:
     started = time.monotonic()
     collected_s = max((durations or {}).get(s, 0.0) for s in check.needs) if check.needs else 0.0
-    saved = {s: facts.raw(s) for s in sorted(check.needs) if facts.raw(s) is not None}
+    saved = {s: facts.raw(s) for s in sorted({*check.needs, *getattr(check, "wants", ())}) if facts.raw(s) is not None}
     try:
         findings = tuple(check.judge(facts))
         if not findings:
@@ -283,7 +283,7 @@ def needed_sections(checks: Sequence[Check], ctx: Context) -> set[str]:
     for check in checks:
         if ctx.no_gpu and getattr(check, "requires_gpu", False):
             continue
-        needed |= set(check.needs)
+        needed |= set(check.needs) | set(getattr(check, "wants", ()))
     return needed
 
 

@@ -224,9 +224,9 @@ def test_terminal_report_shows_the_fix_under_the_failing_check(doctor: Doctor, t
 
 def test_a_vllm_requirement_serve_only_looks_for_is_a_warning_the_ones_it_imports_fail(
         doctor: Doctor, tmp_path: Path) -> None:
-    # The real vLLM 0.20.1 wheel with torch 2.13.0 beside it: flashinfer-python is missing, and vLLM only looks for
-    # flashinfer (has_flashinfer: find_spec) before a backend imports it; transformers, which vLLM imports on its
-    # way up, is missing too.
+    # The real vLLM 0.20.1 wheel alone: flashinfer-python is missing, and no module `vllm serve` imports on its way
+    # up imports flashinfer (the scan of vLLM's files, facts.vllm_serve_path; tests/test_serve_imports.py has the
+    # rest); transformers, which vLLM imports on its way up, is missing too.
     env = make_venv(tmp_path)
     add_to_path(env, vllm_site("0.20.1"))
     report, _ = doctor.report("--python", str(env.python), "--no-gpu", "--only", "distributions")
@@ -235,5 +235,5 @@ def test_a_vllm_requirement_serve_only_looks_for_is_a_warning_the_ones_it_import
                for f in findings_of(report) if f["id"] == "distributions.requirement-missing"}
     flashinfer = missing["flashinfer-python"]
     assert flashinfer["status"] == "warn"
-    assert "`vllm serve` starts without it" in flashinfer["title"]
+    assert "`vllm serve` does not import it on the serve path" in flashinfer["title"]
     assert missing["torch"]["status"] == "fail" and missing["transformers"]["status"] == "fail"

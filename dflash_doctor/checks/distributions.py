@@ -15,12 +15,12 @@ from dflash_doctor.checks.kernel_packages import VERIFIED, broken_by, named_caus
 from dflash_doctor.checks.remedy import Installer
 from dflash_doctor.codes import Code
 from dflash_doctor.facts.envfacts import canonical
-from dflash_doctor.facts.environment_shapes import (
-    Distribution,
-    Distributions,
-    Target,
-)
+from dflash_doctor.facts.environment_shapes import Distribution, Distributions, Target
+from dflash_doctor.facts.vllm_serve_path import import_names, matches
+from dflash_doctor.facts.vllm_serve_path import unmet_requirements as unmet_vllm_requirements
+from dflash_doctor.facts.vllm_source_shapes import ServeImport, VllmServeImports
 from dflash_doctor.knowledge.stack import OPTIONAL_AT_SERVE, STACK_DISTRIBUTIONS
+from dflash_doctor.knowledge.vllm_imports import IMPORTED_THROUGH
 from dflash_doctor.model import Finding, Remediation, Status
 
 if TYPE_CHECKING:
@@ -39,12 +39,21 @@ CODES: tuple[Code, ...] = (
          "Read from the installed METADATA. vLLM pins torch exactly (e.g. vllm 0.20.1 requires torch==2.11.0) "
          "because its compiled kernels link against that torch's C++ ABI; a different torch gives `undefined "
          "symbol` at import, or subtle failures. Install the required version, or reinstall the requirer so the "
-         "installer resolves them together."),
+         "installer resolves them together. For vLLM's requirements, as for requirement-missing: a failure when "
+         "`vllm serve` imports the package on its way up, a warning when it does not."),
     Code("distributions.requirement-missing", "A stack distribution's requirement is not installed",
          "A Requires-Dist of an installed stack distribution names a distribution that is not installed at all. "
-         "Install it (the command names the target interpreter). A failure where `vllm serve` imports it on its "
-         "way up (torch, transformers, nvidia-ml-py); a warning for a vLLM requirement it only looks for and uses "
-         "when a feature needs it (flashinfer-python: knowledge.stack.OPTIONAL_AT_SERVE), as pip check would say."),
+         "Install it (the command names the target interpreter). Every requirement of vLLM is judged by what "
+         "`vllm serve` imports on its way up, read from the installed vLLM's own files (vllm_serve_imports: the "
+         "module-level imports followed from the `vllm` console script's module, main()'s imports, and the modules "
+         "it loads by name, knowledge.vllm_imports.SERVE_LOADED_BY_NAME): a failure when one of those modules "
+         "imports it unconditionally (fastapi, torch, transformers: `vllm serve` stops with ModuleNotFoundError), or, "
+         "for one that is missing, when a package those modules import requires it too (fastapi 0.165 requires "
+         "opentelemetry-api and imports it at module level) or imports it (knowledge.vllm_imports.IMPORTED_THROUGH); a "
+         "warning in pip check's words when none does, or only under a condition, or inside a try that catches the "
+         "ImportError, naming the modules of vLLM that import it (they fail when used). A report saved before that "
+         "scan existed judges vLLM's requirements on the stack as it did (flashinfer-python a warning, "
+         "knowledge.stack.OPTIONAL_AT_SERVE)."),
     Code("distributions.duplicate", "Two installed copies of one distribution",
          "Two dist-info (or egg-info) directories of the same name are on sys.path. Python imports the first; "
          "pip and uv may see the other; uninstalling one leaves the other's files mixed in. Remove the stale one. "
@@ -115,6 +124,9 @@ class DistributionsCheck:
     layer: ClassVar[str] = "python"
     title: ClassVar[str] = "Installed distributions"
     needs: ClassVar[frozenset[str]] = frozenset({"target", "distributions"})
+    # Judged better with: what `vllm serve` imports on its way up (a report saved before it was collected is
+    # judged without it).
+    wants: ClassVar[frozenset[str]] = frozenset({"vllm_serve_imports"})
     after: ClassVar[frozenset[str]] = frozenset()
     requires_gpu: ClassVar[bool] = False
 
@@ -125,7 +137,8 @@ class DistributionsCheck:
         yield _stack_versions(dists)
         yield from _broken_metadata(dists, installer)
         yield from (named_cause(f, dists, target.marker_environment)
-                    for f in _requirements(dists, target.marker_environment, installer))
+                    for f in _requirements(dists, target.marker_environment, installer,
+                                           _serve_path(facts.optional_section(VllmServeImports), dists)))
         yield from _duplicates(dists)
         yield from _record_integrity(dists, installer)
         yield from _record_escapes(dists, installer)
@@ -208,16 +221,22 @@ def unmet_requirements(dists: Distributions, marker_env: Mapping[str, str]) -> l
 
 
 def _requirements(
-    dists: Distributions, marker_env: Mapping[str, str], installer: Installer
+    dists: Distributions, marker_env: Mapping[str, str], installer: Installer, serve: VllmServeImports | None
 ) -> Iterator[Finding]:
     unmet = unmet_requirements(dists, marker_env)
-    if not unmet:
+    by_serve_path: list[Finding] = []
+    if serve is not None:
+        # vLLM's requirements, all of them, are judged by what `vllm serve` imports; the rest as before
+        unmet = [u for u in unmet if canonical(u[0].name) != "vllm"]
+        by_serve_path = list(_vllm_requirements(dists, marker_env, installer, serve))
+    if not unmet and not by_serve_path:
         yield Finding(
             id="distributions.requirements-ok",
             status=Status.PASS,
             title="every requirement of the installed stack is satisfied",
         )
         return
+    yield from by_serve_path
     for dist, requirement, found in unmet:
         spec = f"{requirement.name}{requirement.specifier}"
         optional = OPTIONAL_AT_SERVE.value.get(canonical(requirement.name)) \
@@ -247,6 +266,156 @@ def _requirements(
                 ),
             ),
         )
+
+
+def _serve_path(serve: VllmServeImports | None, dists: Distributions) -> VllmServeImports | None:
+    """The scan of what `vllm serve` imports, when it can judge vLLM's requirements: it read the installed vLLM
+    (the one Python sees) to the end. Else None: vLLM's requirements are judged as before the scan existed."""
+    vllm = dists.get("vllm")
+    if serve is None or vllm is None or serve.root is None or not serve.complete or not serve.imports:
+        return None
+    return serve
+
+
+_REACH_WORDS = {
+    "conditional": "imports it only under a condition on its way up",
+    "guarded": "imports it on its way up inside a try whose except catches the ImportError",
+}
+
+
+def _vllm_requirements(dists: Distributions, marker_env: Mapping[str, str], installer: Installer,
+                       serve: VllmServeImports) -> Iterator[Finding]:
+    """Each requirement of vLLM that no installed version meets: a failure when `vllm serve` imports it on its
+    way up (the scan in facts.vllm_serve_path), a warning in pip check's words otherwise, naming what needs it."""
+    vllm = dists.get("vllm")
+    if vllm is None:
+        return
+    unmet = unmet_vllm_requirements(dists, marker_env)
+    reached = _reached_distributions(dists, serve) if any(found is None for _, found in unmet) else []
+    for requirement, found in unmet:
+        names = import_names(requirement.name, dists)
+        sites = [e for e in serve.imports if any(matches(e.module, e.names, n) for n in names)]
+        site = min(sites, key=lambda e: ("serve", "conditional", "guarded").index(e.reach), default=None)
+        through = _imported_through(requirement.name, serve) if found is None and (
+            site is None or site.reach != "serve") else None
+        if through is not None:
+            site = through
+        needed_by = _required_on_the_way_up(requirement.name, reached, marker_env) \
+            if found is None and (site is None or site.reach != "serve") else None
+        if needed_by is not None:
+            site = needed_by[1]
+        spec = f"{requirement.name}{requirement.specifier}"
+        pip_words = (f"{vllm.label()} requires {spec}, which is not installed" if found is None
+                     else f"{vllm.label()} requires {spec}, found {found}")
+        fatal = site is not None and site.reach == "serve"
+        if fatal and site is not None:
+            title = pip_words
+            via = (f"`vllm serve` imports {site.module} on its way up, which imports {requirement.name} "
+                   f"({IMPORTED_THROUGH.value[canonical(requirement.name)][1]}; knowledge.vllm_imports.IMPORTED_THROUGH)"
+                   if through is not None else
+                   f"`vllm serve` imports {site.module} on its way up, and {needed_by[0].label()} requires "
+                   f"{requirement.name} too (its own Requires-Dist)" if needed_by is not None else
+                   f"`vllm serve` imports {site.module} on its way up")
+            detail = (f"{via}, unconditionally: {site.file}:{site.line}, reached from {_route(site)}. "
+                      + ("It stops with ModuleNotFoundError before it serves." if found is None else
+                         "It runs against a version vLLM was not released with."))
+        else:
+            title = f"{pip_words}; {_not_on_the_way_up(site, serve, names)}"
+            detail = (f"The doctor followed the module-level imports of {serve.modules_reached} modules of vLLM from "
+                      f"`{serve.entry}` and the modules `vllm serve` loads by name "
+                      f"({', '.join(r.module for r in serve.roots if r.found)}); "
+                      + (f"{site.file}:{site.line} ({_REACH_WORDS[site.reach]}), reached from {_route(site)}. "
+                         if site is not None else f"none imports {' or '.join(names)}. ")
+                      + "What imports it fails when used, as pip check would warn.")
+        if canonical(requirement.name) == "torch" and requirement.specifier and found is not None:
+            detail += (" Compiled extensions built against the required torch fail with `undefined symbol` against "
+                       "another one.")
+        yield Finding(
+            id="distributions.requirement-unmet" if found is not None else "distributions.requirement-missing",
+            status=Status.FAIL if fatal else Status.WARN,
+            title=title,
+            detail="Read from the installed METADATA (Requires-Dist). " + detail,
+            evidence={"requirer": vllm.name, "requirer_version": vllm.version, "requirement": str(requirement),
+                      "found": found, "import_names": names,
+                      "serve_path": ({"reach": site.reach, "module": site.module, "file": site.file,
+                                      "line": site.line, "chain": list(site.chain)} if site is not None else None)},
+            remediation=(
+                Remediation(installer.install(spec), f"install the {requirement.name} that {vllm.label()} requires"),
+                Remediation(installer.install(f"{vllm.name}=={vllm.version}", reinstall=True),
+                            f"or let the installer resolve {vllm.name}'s requirements again"),
+            ),
+        )
+
+
+def _reached_distributions(dists: Distributions, serve: VllmServeImports) -> list[tuple[Distribution, ServeImport]]:
+    """The installed distributions `vllm serve` imports unconditionally on its way up, each with where."""
+    on_the_way_up = [e for e in serve.imports if e.reach == "serve"]
+    reached = []
+    for dist in dists.seen():
+        if dist.canonical == "vllm":
+            continue
+        names = import_names(dist.name, dists)
+        site = next((e for e in on_the_way_up for n in names if matches(e.module, e.names, n)), None)
+        if site is not None:
+            reached.append((dist, site))
+    return reached
+
+
+def _required_on_the_way_up(requirement: str, reached: list[tuple[Distribution, ServeImport]],
+                            marker_env: Mapping[str, str]) -> tuple[Distribution, ServeImport] | None:
+    """A distribution `vllm serve` imports on its way up that requires `requirement` itself (its Requires-Dist,
+    markers evaluated, no extra): fastapi 0.13x imports opentelemetry-api at module level, which vLLM's own files
+    import only inside a try."""
+    from packaging.markers import InvalidMarker, UndefinedEnvironmentName
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    wanted = canonical(requirement)
+    for dist, site in reached:
+        for text in dist.requires:
+            try:
+                parsed = Requirement(text)
+                if canonical(parsed.name) != wanted:
+                    continue
+                if parsed.marker is not None and not parsed.marker.evaluate({**marker_env, "extra": ""}):
+                    continue
+            except (InvalidRequirement, InvalidMarker, UndefinedEnvironmentName):
+                continue
+            return dist, site
+    return None
+
+
+def _imported_through(requirement: str, serve: VllmServeImports) -> ServeImport | None:
+    """Where `vllm serve` imports, on its way up, the package that imports `requirement` (a fact the scan of
+    vLLM's files cannot see: knowledge.vllm_imports.IMPORTED_THROUGH)."""
+    known = IMPORTED_THROUGH.value.get(canonical(requirement))
+    if known is None:
+        return None
+    return next((e for e in serve.imports if e.reach == "serve" and matches(e.module, e.names, known[0])), None)
+
+
+def _route(site: ServeImport) -> str:
+    chain = list(site.chain)
+    return " > ".join(chain) if len(chain) <= 4 else " > ".join([chain[0], "...", *chain[-2:]])
+
+
+def _not_on_the_way_up(site: ServeImport | None, serve: VllmServeImports, names: list[str]) -> str:
+    """The warning's words: what `vllm serve` does with it, and what needs it."""
+    if site is not None:
+        return f"`vllm serve` {_REACH_WORDS[site.reach]} ({site.file}:{site.line})"
+    head = "`vllm serve` does not import it on the serve path"
+    users = [(n, serve.elsewhere.get(n.split(".", 1)[0])) for n in names]
+    found = [(n, e) for n, e in users if e is not None and e.files]
+    if not found:
+        if serve.elsewhere_complete and all(e is not None for _, e in users):
+            return f"{head}; no module of vLLM imports {' or '.join(names)}"
+        return head
+    _, elsewhere = found[0]
+    shown = sorted({s.file for s in elsewhere.sites})
+    more = elsewhere.files - len(shown)
+    return (f"{head}; it is needed for {', '.join(shown)}" + (f" and {more} more module{'s' if more > 1 else ''}"
+                                                             if more > 0 else "")
+            + " (they import it when used)"
+            + ("" if serve.elsewhere_complete else "; the search of vLLM's files stopped at its time limit"))
 
 
 def _satisfies(requirement: Requirement, found: str) -> bool:

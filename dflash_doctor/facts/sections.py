@@ -85,6 +85,12 @@ BUILTIN_COLLECTORS: tuple[Collector, ...] = (
         requires=("distributions", "resolution"),
     ),
     Collector(
+        "vllm-serve-imports",
+        ("vllm_serve_imports",),
+        "dflash_doctor.facts.vllm_serve_path:collect",
+        requires=("distributions", "resolution", "target"),
+    ),
+    Collector(
         "rotary-import",
         ("rotary_import",),
         "dflash_doctor.facts.imports:collect_rotary",
@@ -124,6 +130,7 @@ SECTION_SHAPES: Mapping[str, str] = {
     "resolution": "dflash_doctor.facts.environment_shapes:Resolution",
     "vllm_source": "dflash_doctor.facts.vllm_source_shapes:VllmSource",
     "vllm_surface": "dflash_doctor.facts.vllm_source_shapes:VllmSurface",
+    "vllm_serve_imports": "dflash_doctor.facts.vllm_source_shapes:VllmServeImports",
     "rotary_import": "dflash_doctor.facts.imports_shapes:RotaryImport",
     "surface_imports": "dflash_doctor.facts.imports_shapes:SurfaceImports",
     "extensions": "dflash_doctor.facts.imports_shapes:Extensions",

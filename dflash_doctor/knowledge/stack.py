@@ -99,8 +99,10 @@ OPTIONAL_AT_SERVE: Fact[dict[str, tuple[str, str]]] = Fact(
     "flashinfer-python not installed. nvidia-ml-py is not optional: vllm/platforms/__init__.py calls "
     "import_pynvml() at import",
     read_from="vllm 0.20.1 and 0.34.0 sdists; fixtures/engine/01-healthy.json",
-    note="A vLLM requirement listed here that is missing is a warning (vllm serve starts; what needs it fails when "
-    "used); one installed at another version is still a failure (vLLM imports it when it is there).",
+    note="Used only to judge a report saved without the scan of what `vllm serve` imports (the vllm_serve_imports "
+    "section, facts.vllm_serve_path): the engine recordings of fixtures/engine/. Where the scan is there it "
+    "decides, for every requirement of vLLM; its verdict on the real vLLM 0.20.1 wheel agrees with this entry "
+    "(tests/test_serve_imports.py).",
 )
 
 

@@ -36,3 +36,75 @@ VENDORED_DEEP_GEMM: Fact[dict[str, tuple[str, ...]]] = Fact(
     read_from="vllm-0.20.1-1-cp38-abi3-manylinux_2_35_x86_64.whl, vllm-0.24.0-cp38-abi3-manylinux_2_28_x86_64.whl",
 )
 """vLLM release -> the CPython versions its wheel ships vllm.third_party.deep_gemm._C for."""
+
+
+SERVE_ENTRY_POINT: Fact[str] = Fact(
+    value="vllm.entrypoints.cli.main:main",
+    source="the `vllm` console script of vLLM's wheels (vllm-*.dist-info/entry_points.txt: "
+    "`vllm = vllm.entrypoints.cli.main:main`); main() imports vllm.entrypoints.cli.serve and the other "
+    "subcommands in its body, unconditionally",
+    read_from="vllm 0.20.1 and 0.24.0 wheels",
+    note="The doctor reads the entry point from the installed dist-info's entry_points.txt; this is the fallback "
+    "for a vLLM installed without one (a source tree on PYTHONPATH).",
+)
+
+SERVE_LOADED_BY_NAME: Fact[tuple[tuple[str, str], ...]] = Fact(
+    value=(
+        ("vllm.v1.engine.async_llm", ("vllm/entrypoints/openai/api_server.py build_async_engine_client_from_engine_args: "
+         "`from vllm.v1.engine.async_llm import AsyncLLM` inside the function every `vllm serve` runs")),
+        ("vllm.platforms.cuda", ("vllm/platforms/__init__.py cuda_platform_plugin: returns the string "
+         "\"vllm.platforms.cuda.CudaPlatform\", which resolve_obj_by_qualname imports")),
+        ("vllm.v1.worker.gpu_worker", ("vllm/platforms/cuda.py check_and_update_config: parallel_config.worker_cls = "
+         "\"vllm.v1.worker.gpu_worker.Worker\", imported by name in the engine's worker process")),
+    ),
+    source="what `vllm serve` on a CUDA GPU imports by a string or inside a function it always runs: an import scan "
+    "that follows module-level imports from the entry point cannot see these (see each entry)",
+    read_from="vllm 0.20.1 and 0.24.0 wheels",
+    note="The doctor follows the module-level imports of each of these, as of the entry point's module; a release "
+    "without one of them is scanned without it (the section says which were found).",
+)
+
+REQUIREMENT_IMPORT_NAMES: Fact[dict[str, tuple[str, ...]]] = Fact(
+    value={
+        "pyzmq": ("zmq",), "pillow": ("PIL",), "pyyaml": ("yaml",), "py-cpuinfo": ("cpuinfo",),
+        "protobuf": ("google.protobuf",), "python-json-logger": ("pythonjsonlogger",),
+        "opencv-python-headless": ("cv2",), "lm-format-enforcer": ("lmformatenforcer",),
+        "flashinfer-python": ("flashinfer",), "apache-tvm-ffi": ("tvm_ffi",), "nvidia-cudnn-frontend": ("cudnn",),
+        "nvidia-cutlass-dsl": ("cutlass",), "quack-kernels": ("quack",), "nvidia-ml-py": ("pynvml",),
+        "setuptools": ("setuptools", "pkg_resources", "_distutils_hack"),
+        "opentelemetry-api": ("opentelemetry.trace", "opentelemetry.context", "opentelemetry.propagate",
+                              "opentelemetry.metrics", "opentelemetry.baggage"),
+        "opentelemetry-sdk": ("opentelemetry.sdk",),
+        "opentelemetry-exporter-otlp": ("opentelemetry.exporter.otlp",),
+        "opentelemetry-semantic-conventions-ai": ("opentelemetry.semconv_ai",),
+    },
+    source="the import names of vLLM's requirements whose name is not the distribution's, as their wheels install "
+    "them (RECORD): pyzmq zmq/, pillow PIL/, pyyaml yaml/, py-cpuinfo cpuinfo/, protobuf google/protobuf/, "
+    "python-json-logger pythonjsonlogger/, setuptools setuptools/ pkg_resources/ _distutils_hack/, "
+    "opentelemetry-api opentelemetry/{trace,context,propagate,metrics,baggage}/, opentelemetry-sdk "
+    "opentelemetry/sdk/ (read from the installed RECORDs of tests/stacks.py vllm_python('0.20.1')); "
+    "opencv-python-headless cv2/, lm-format-enforcer lmformatenforcer/, flashinfer-python flashinfer/, "
+    "apache-tvm-ffi tvm_ffi/, nvidia-cudnn-frontend cudnn/, nvidia-cutlass-dsl cutlass/, quack-kernels quack/, "
+    "nvidia-ml-py pynvml.py, opentelemetry-exporter-otlp opentelemetry/exporter/otlp/, "
+    "opentelemetry-semantic-conventions-ai opentelemetry/semconv_ai/ (the names vLLM's source imports them by)",
+    read_from="vllm 0.20.1's requirements; the wheels pip resolved for them on 2026-12-03",
+    note="For a requirement that is not installed there is no RECORD to read: these names, else the distribution's "
+    "name with '-' as '_'. For one that is installed, its RECORD's top-level names, except for the namespace "
+    "packages here (google, opentelemetry), whose top-level name says nothing of which part is installed.",
+)
+
+IMPORTED_THROUGH: Fact[dict[str, tuple[str, str]]] = Fact(
+    value={
+        "setuptools": ("torch.utils.cpp_extension", "torch/utils/cpp_extension.py imports setuptools at module "
+                       "level (`import setuptools`, line 11 in torch 2.13.0)"),
+    },
+    source="requirements of vLLM that `vllm serve` imports only through another package on its way up, which a scan "
+    "of vLLM's own files cannot see: vllm/distributed/device_communicators/pynccl_allocator.py imports "
+    "torch.utils.cpp_extension at module level, and that module imports setuptools (torch's METADATA: "
+    "Requires-Dist: setuptools>=77.0.3)",
+    read_from="vllm 0.20.1 wheel; torch 2.13.0 (CPU) torch/utils/cpp_extension.py. Checked by a real import: "
+    "vLLM 0.20.1's serve modules fail to import without setuptools (tests/test_serve_imports.py)",
+    note="Counted only for a requirement that is missing, and only where the scan finds the module named here "
+    "on the way up. At another version it is a warning: the engine run of fixtures/engine/01-healthy.json "
+    "served with setuptools 81.0.0 where vLLM 0.20.1 asks for <81.0.0, which torch's own >=77.0.3 accepts.",
+)

@@ -1,0 +1,292 @@
+"""vLLM's requirements judged by what `vllm serve` imports on its way up (facts.vllm_serve_path).
+
+A requirement of vLLM that is missing (or at another version) fails the gate when the installed vLLM's own files
+import it on the way up; otherwise it is a warning in pip check's words that names what needs it. Tested on the
+real vLLM 0.20.1 wheel: against what the engine did on an H200 (fixtures/engine/01-healthy.json: it served with
+nineteen requirements missing or at other versions), against what a real import does with one package taken away
+(the cached venv where vLLM 0.20.1 imports on this CPU machine), and on environments built with real wheels.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Doctor, findings_of
+from realenv import _host_pip, _locked, _run, cache_dir, install, make_venv
+from stacks import add_to_path, vllm_python, vllm_site
+
+from dflash_doctor.facts.environment_shapes import Distributions
+from dflash_doctor.facts.vllm_serve_path import (
+    _module_level_text,
+    import_names,
+    matches,
+    scan_serve_path,
+    unmet_requirements,
+)
+from dflash_doctor.knowledge.vllm_imports import SERVE_LOADED_BY_NAME
+
+ROOT = Path(__file__).resolve().parent.parent
+ENTRY = "vllm.entrypoints.cli.main:main"
+BY_NAME = [m for m, _ in SERVE_LOADED_BY_NAME.value]
+
+
+def pypi_wheel(spec: str) -> Path:
+    """A real wheel from PyPI (no dependencies), downloaded once into the test cache."""
+    dest = cache_dir() / "pypi"
+    name, _, version = spec.partition("==")
+    stem = f"{name.replace('-', '_')}-{version}-"
+    with _locked(f"pypi-{name}-{version}"):
+        found = sorted(dest.glob(f"{stem}*.whl"), key=lambda p: p.name.lower())
+        if not found:
+            with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
+                _run([*_host_pip(), "download", spec, "--no-deps", "--only-binary", ":all:", "-d", tmp])
+                dest.mkdir(exist_ok=True)
+                for whl in Path(tmp).glob("*.whl"):
+                    os.replace(whl, dest / whl.name)
+            found = sorted(p for p in dest.glob("*.whl") if p.name.lower().startswith(stem.lower()))
+        return found[0]
+
+
+def serve_scan(root: Path) -> dict[str, Any]:
+    return scan_serve_path(str(root), ENTRY, BY_NAME)
+
+
+def reach_of(scan: dict[str, Any], name: str) -> str | None:
+    order = ("serve", "conditional", "guarded")
+    reaches = [e["reach"] for e in scan["imports"] if matches(e["module"], e["names"], name)]
+    return min(reaches, key=order.index, default=None)
+
+
+# ------------------------------------------------------------------------------ the scan of the real wheel
+
+
+def test_the_scan_of_the_real_vllm_0_20_1_reaches_what_serve_imports_in_under_a_few_seconds() -> None:
+    scan = serve_scan(vllm_site("0.20.1") / "vllm")
+    assert scan["complete"] and not scan["errors"]
+    assert all(r["found"] for r in scan["roots"])
+    serve = {e["module"].split(".")[0] for e in scan["imports"] if e["reach"] == "serve"}
+    assert {"fastapi", "uvicorn", "torch", "transformers", "zmq", "msgspec", "openai",
+            "model_hosting_container_standards"} <= serve
+    # a LazyLoader (vllm/utils/import_utils.py) that a dataclass field's annotation reads when the class is made
+    llguidance = next(e for e in scan["imports"] if e["module"] == "llguidance")
+    assert llguidance["reach"] == "serve"
+    assert llguidance["file"] == "vllm/v1/structured_output/backend_guidance.py" and llguidance["line"] == 139
+    # vLLM catches these ImportErrors, or imports them under a condition: never a failure
+    assert reach_of(scan, "opentelemetry.sdk") == "guarded" and reach_of(scan, "cv2") == "guarded"
+    assert reach_of(scan, "vllm_omni") == "conditional"  # main() imports it only under `--omni`
+    assert reach_of(scan, "flashinfer") is None and reach_of(scan, "anthropic") is None
+    # bounded in time: measured 0.5-0.8 s on the project's 2-core test machine (seconds under a load of 11)
+    assert scan["seconds"] < 30, scan["seconds"]
+
+
+def test_nothing_the_engine_served_without_is_on_the_serve_path() -> None:
+    # fixtures/engine/01-healthy.json: vLLM 0.20.1 started and answered on an H200 with these requirements missing
+    # (flashinfer-python, compressed-tensors, anthropic, mcp, tilelang, ...) or at other versions (numba, setuptools)
+    record = json.loads((ROOT / "fixtures" / "engine" / "01-healthy.json").read_text())
+    assert record["engine"]["started"] and record["engine"]["answered"]
+    facts = next(c["facts"] for c in record["report"]["checks"] if c["id"] == "distributions")
+    dists = Distributions.from_json(facts["distributions"])
+    unmet = unmet_requirements(dists, facts["target"]["marker_environment"])
+    assert len(unmet) >= 19 and {str(r.name) for r, found in unmet if found is not None} == {"setuptools", "numba"}
+    scan = serve_scan(vllm_site("0.20.1") / "vllm")
+    on_the_way_up = {str(r.name): [n for n in import_names(r.name, dists) if reach_of(scan, n) == "serve"]
+                     for r, _ in unmet}
+    assert not any(on_the_way_up.values()), on_the_way_up
+
+
+# What the real import does with one package taken away (sys.modules[name] = None: `import name` raises
+# ModuleNotFoundError), in a fork of one process that imported torch: vLLM's serve modules, as `vllm serve`
+# imports them (the console script's module and main()'s imports, the engine client, the GPU worker; not
+# vllm.platforms.cuda, which needs libcuda on this machine).
+HIDE_AND_IMPORT = """
+import json, os, sys
+import torch
+out = {}
+for name in json.loads(sys.argv[1]):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        sys.modules[name] = None
+        message = ""
+        try:
+            for module in json.loads(sys.argv[2]):
+                __import__(module)
+        except BaseException as exc:
+            message = f"{type(exc).__name__}: {exc}"
+        os.write(w, message.encode())
+        os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 65536):
+        data += chunk
+    os.waitpid(pid, 0)
+    out[name] = data.decode() or None
+print("RESULT " + json.dumps(out))
+"""
+SERVE_MODULES = ["vllm.entrypoints.cli.main", "vllm.entrypoints.cli.benchmark.main", "vllm.entrypoints.cli.collect_env",
+                 "vllm.entrypoints.cli.launch", "vllm.entrypoints.cli.openai", "vllm.entrypoints.cli.run_batch",
+                 "vllm.entrypoints.cli.serve", "vllm.entrypoints.utils", "vllm.utils.argparse_utils",
+                 "vllm.v1.engine.async_llm", "vllm.v1.worker.gpu_worker"]
+# vLLM requirements the cached venv leaves out but the serve modules import (the scan says so; the import agrees)
+SERVE_EXTRAS = ("llguidance==1.3.0", "xgrammar==0.1.32", "apache-tvm-ffi==0.1.9",
+                "model-hosting-container-standards==0.1.13", "jmespath==1.0.1", "supervisor==4.2.5")
+
+
+def test_the_scan_agrees_with_a_real_import_that_lacks_one_package(tmp_path: Path) -> None:
+    python = vllm_python("0.20.1")
+    extras = tmp_path / "extras"
+    _run([*_host_pip(), "install", "--quiet", "--no-deps", "--no-index", "--target", extras,
+          *(pypi_wheel(spec) for spec in SERVE_EXTRAS)])
+    purelib = subprocess.run([str(python), "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    scan = serve_scan(Path(purelib) / "vllm")
+    # a sample (each costs a fork that imports vLLM's serve modules); every vLLM requirement was compared once, by hand
+    fatal = ["fastapi", "llguidance", "cbor2"]
+    harmless = ["blake3", "tiktoken", "ijson"]
+    assert all(reach_of(scan, n) == "serve" for n in fatal), [(n, reach_of(scan, n)) for n in fatal]
+    assert all(reach_of(scan, n) != "serve" for n in harmless), [(n, reach_of(scan, n)) for n in harmless]
+    # and one that vLLM's files never import, but torch.utils.cpp_extension does (IMPORTED_THROUGH)
+    assert reach_of(scan, "setuptools") is None and reach_of(scan, "torch.utils.cpp_extension") == "serve"
+    proc = subprocess.run([str(python), "-c", HIDE_AND_IMPORT, json.dumps([*fatal, *harmless, "setuptools"]),
+                           json.dumps(SERVE_MODULES)],
+                          capture_output=True, text=True, timeout=900, check=True,
+                          env={**os.environ, "PYTHONPATH": str(extras)})
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))
+    real = json.loads(line.removeprefix("RESULT "))
+    assert {n: real[n] for n in harmless} == dict.fromkeys(harmless), real
+    assert all(real[n] and "ModuleNotFoundError" in real[n] for n in [*fatal, "setuptools"]), real
+
+
+# ------------------------------------------------------------------------------ the doctor on real environments
+
+
+def by_requirement(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    from packaging.requirements import Requirement
+
+    return {str(Requirement(f["evidence"]["requirement"]).name): f for f in findings_of(report)
+            if f["id"] in ("distributions.requirement-missing", "distributions.requirement-unmet")
+            and f["evidence"]["requirer"] == "vllm"}
+
+
+def test_a_vllm_requirement_serve_imports_fails_one_it_does_not_warns_naming_what_needs_it(
+        doctor: Doctor, tmp_path: Path) -> None:
+    env = make_venv(tmp_path)
+    add_to_path(env, vllm_site("0.20.1"))
+    # real wheels beside vLLM (--no-deps): prometheus-client and lark at versions vLLM does not accept, diskcache
+    # at the one it pins; everything else vLLM requires is missing
+    install(env, pypi_wheel("prometheus-client==0.17.1"), pypi_wheel("lark==1.1.9"), pypi_wheel("diskcache==5.6.3"))
+    report, proc = doctor.report("--python", str(env.python), "--no-gpu", "--only", "distributions")
+    assert proc.returncode == 1
+    found = by_requirement(report)
+    assert "diskcache" not in found
+    fastapi = found["fastapi[standard]"] if "fastapi[standard]" in found else found["fastapi"]
+    assert fastapi["status"] == "fail" and fastapi["id"] == "distributions.requirement-missing"
+    assert fastapi["title"] == "vllm 0.20.1 requires fastapi>=0.115.0, which is not installed"
+    assert "`vllm serve` imports fastapi" in fastapi["detail"] and "reached from vllm." in fastapi["detail"]
+    prometheus = found["prometheus_client"]
+    assert prometheus["status"] == "fail" and prometheus["id"] == "distributions.requirement-unmet"
+    assert prometheus["title"] == "vllm 0.20.1 requires prometheus_client>=0.18.0, found 0.17.1"
+    lark = found["lark"]
+    assert lark["status"] == "warn" and lark["id"] == "distributions.requirement-unmet"
+    # (vLLM requires lark, but its source never imports it by that name)
+    assert lark["title"] == ("vllm 0.20.1 requires lark==1.2.2, found 1.1.9; `vllm serve` does not import it on the "
+                             "serve path; no module of vLLM imports lark")
+    flashinfer = found["flashinfer-python"]
+    assert flashinfer["status"] == "warn"
+    assert "it is needed for " in flashinfer["title"] and "vllm/v1/attention/backends/flashinfer.py" in flashinfer["title"]
+    mcp = found["mcp"]
+    assert mcp["status"] == "warn" and "vllm/entrypoints/mcp/tool_server.py" in mcp["title"]
+    anthropic = found["anthropic"]
+    assert anthropic["status"] == "warn" and anthropic["title"].endswith("no module of vLLM imports anthropic")
+    telemetry = found["opentelemetry-sdk"]
+    assert telemetry["status"] == "warn" and "inside a try whose except catches the ImportError" in telemetry["title"]
+    assert found["torch"]["status"] == "fail" and found["transformers"]["status"] == "fail"
+    # the facts are saved: the report judges again to the same verdicts with nothing but itself
+    [check] = [c for c in report["checks"] if c["id"] == "distributions"]
+    assert check["facts"]["vllm_serve_imports"]["complete"] is True
+    saved = tmp_path / "report.json"
+    saved.write_text(json.dumps(report))
+    again, proc_again = doctor.report("judge", str(saved))
+    assert proc_again.returncode == 1
+    assert {n: f["status"] for n, f in by_requirement(again).items()} == {n: f["status"] for n, f in found.items()}
+    # The same facts on Python 3.12, where vLLM 0.20.1 requires setuptools (`python_version > "3.11"`): vLLM's own
+    # files never import it, torch.utils.cpp_extension does, and vLLM imports that on its way up
+    # (knowledge.vllm_imports.IMPORTED_THROUGH; the real import without setuptools fails).
+    assert "setuptools" not in found
+    check["facts"]["target"]["marker_environment"].update(python_version="3.12", python_full_version="3.12.3")
+    saved.write_text(json.dumps(report))
+    on_312, _ = doctor.report("judge", str(saved))
+    setuptools = by_requirement(on_312)["setuptools"]
+    assert setuptools["status"] == "fail" and setuptools["title"].startswith("vllm 0.20.1 requires setuptools<81.0.0,")
+    assert "`vllm serve` imports torch.utils.cpp_extension on its way up, which imports setuptools" in setuptools["detail"]
+
+
+def test_a_report_saved_without_the_scan_judges_vllms_requirements_as_before(doctor: Doctor, tmp_path: Path) -> None:
+    # Reports saved before the scan existed (the engine recordings): vLLM's requirements on the stack are judged as
+    # they were, flashinfer-python by knowledge.stack.OPTIONAL_AT_SERVE, the others not at all.
+    record = json.loads((ROOT / "fixtures" / "engine" / "01-healthy.json").read_text())
+    saved = tmp_path / "report.json"
+    saved.write_text(json.dumps(record["report"]))
+    judged, _ = doctor.report("judge", str(saved))
+    found = by_requirement(judged)
+    assert set(found) == {"flashinfer-python"} and found["flashinfer-python"]["status"] == "warn"
+
+
+# ------------------------------------------------------------------------------ reading a module
+
+
+@pytest.mark.parametrize(("source", "cut"), [
+    # a function's body is blanked, its lines kept
+    ("import a\ndef f():\n    import b\n    return b\nimport c\n", "import a\n\n\n\nimport c\n"),
+    # a docstring whose lines start at column 0 inside a function: the cut is in doubt, the whole text is parsed
+    ('def f():\n    """Example:\nimport torch\n    """\n', None),
+    # a class with a class-level import keeps its body
+    ("class A:\n    import b\n    def f(self):\n        pass\n", "class A:\n    import b\n    def f(self):\n        pass\n"),
+])
+def test_only_function_bodies_are_cut_and_a_doubtful_cut_reads_the_whole_file(source: str, cut: str | None) -> None:
+    assert _module_level_text(source) == cut
+
+
+def test_a_fifo_or_a_symlink_out_named_like_a_module_on_the_way_up_is_never_opened(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    package = site / "vllm"
+    (package / "entrypoints" / "cli").mkdir(parents=True)
+    for init in (package, package / "entrypoints", package / "entrypoints" / "cli"):
+        (init / "__init__.py").write_text("")
+    (package / "entrypoints" / "cli" / "main.py").write_text("import fastapi\nfrom vllm import stuck, away\n\n"
+                                                             "def main():\n    import vllm.entrypoints.cli.serve\n")
+    outside = tmp_path / "outside.py"
+    outside.write_text("import secret_package\n")
+    (package / "away.py").symlink_to(outside)
+    (package / "entrypoints" / "cli" / "serve.py").write_text("try:\n    import flashinfer\nexcept ImportError:\n"
+                                                              "    pass\n")
+    os.mkfifo(package / "stuck.py")
+    scan = scan_serve_path(str(package), ENTRY, BY_NAME, budget_s=30, roots=[str(site)])
+    errors = {e["file"]: e["error"] for e in scan["errors"]}
+    assert scan["complete"] and set(errors) == {str(package / "stuck.py"), str(package / "away.py")}
+    assert "a FIFO, not a regular file" in errors[str(package / "stuck.py")]
+    assert "outside the environment" in errors[str(package / "away.py")]
+    assert {e["module"]: e["reach"] for e in scan["imports"]} == {"fastapi": "serve", "flashinfer": "guarded"}
+
+
+def test_a_vllm_requirement_that_a_package_on_the_way_up_requires_too_fails(doctor: Doctor, tmp_path: Path) -> None:
+    # vLLM's own files import opentelemetry only inside a try (vllm/tracing/otel.py); fastapi 0.165.0, which vllm
+    # serve imports on its way up, requires opentelemetry-api and imports it at module level (fastapi/telemetry):
+    # the real import of vLLM's serve modules without it fails (compared by hand in the cached venv)
+    env = make_venv(tmp_path)
+    add_to_path(env, vllm_site("0.20.1"))
+    install(env, pypi_wheel("fastapi==0.165.0"))
+    report, _ = doctor.report("--python", str(env.python), "--no-gpu", "--only", "distributions")
+    found = by_requirement(report)
+    api = found["opentelemetry-api"]
+    assert api["status"] == "fail" and api["title"] == "vllm 0.20.1 requires opentelemetry-api>=1.27.0, which is not installed"
+    assert "and fastapi 0.165.0 requires opentelemetry-api too" in api["detail"]
+    # the SDK, which fastapi does not require, stays a warning: vLLM catches its ImportError
+    assert found["opentelemetry-sdk"]["status"] == "warn"
