@@ -148,8 +148,8 @@ def test_the_scan_agrees_with_a_real_import_that_lacks_one_package(tmp_path: Pat
                              capture_output=True, text=True, check=True).stdout.strip()
     scan = serve_scan(Path(purelib) / "vllm")
     # a sample (each costs a fork that imports vLLM's serve modules); every vLLM requirement was compared once, by hand
-    fatal = ["fastapi", "llguidance", "cbor2"]
-    harmless = ["blake3", "tiktoken", "ijson"]
+    fatal = ["fastapi", "llguidance"]  # each costs a fork importing vLLM's serve modules: CI keeps the sample small
+    harmless = ["blake3", "tiktoken"]
     assert all(reach_of(scan, n) == "serve" for n in fatal), [(n, reach_of(scan, n)) for n in fatal]
     assert all(reach_of(scan, n) != "serve" for n in harmless), [(n, reach_of(scan, n)) for n in harmless]
     # and one that vLLM's files never import, but torch.utils.cpp_extension does (IMPORTED_THROUGH)
