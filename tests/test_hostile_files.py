@@ -383,3 +383,29 @@ def test_the_shared_process_never_preloads_a_torch_whose_extension_resolves_outs
                                  timeout=200)
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert not marker.exists(), "the library's constructor ran: the shared process loaded a file outside the environment"
+
+
+def test_an_extension_the_running_code_loads_by_its_own_path_is_loaded(
+    doctor: Doctor, tmp_path: Path,
+) -> None:
+    """As Triton loads the launcher it compiled into its cache (~/.triton/cache/.../cuda_utils.so), outside
+    every root, by an explicit path: no name found it, so the guard lets it load (the H200's kernel and rotary
+    probes failed on this before). A name that finds a link out of the environment stays refused (above)."""
+    marker = tmp_path / "loaded"
+    cache = tmp_path / "home" / ".triton" / "cache" / "XU5D"
+    c_extension(cache, "cuda_utils", body=(
+        "#include <stdio.h>\n__attribute__((constructor)) static void ran(void) {\n"
+        f'  FILE *f = fopen("{marker}", "w"); if (f) {{ fputs("loaded", f); fclose(f); }}\n}}\n'))
+    loader = ("import importlib.util\n"
+              f"spec = importlib.util.spec_from_file_location('cuda_utils', {str(cache / ('cuda_utils' + EXT_SUFFIX))!r})\n"
+              "module = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(module)\n")
+    fa = build_wheel(tmp_path / "wheels", "flash_attn", "2.8.3",
+                     {"flash_attn/__init__.py": '__version__ = "2.8.3"\n' + loader}, tag="py3-none-any")
+    env = make_venv(tmp_path / "inside")
+    install(env, fa)
+    report, proc = doctor.report("--python", str(env.python), "--only", "imports", "--no-gpu", *TIMEOUT,
+                                 timeout=200)
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    rotary = report_section(report, "rotary_import")
+    assert "outside the environment" not in json.dumps(rotary), rotary
+    assert marker.read_text() == "loaded"

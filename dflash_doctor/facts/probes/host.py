@@ -59,6 +59,16 @@ def own_roots():
     return sorted(dirs)
 
 
+def searched(path, roots):
+    """Whether the import system would find `path` by a module's name: it lies (as given, links not followed)
+    in one of this process's sys.path entries or the environment's roots. A file loaded by an explicit path
+    instead (Triton's compiled launcher in its cache, ~/.triton/cache/.../cuda_utils.so) is the loading
+    code's own choice, made as it runs; the guard is for what a name finds."""
+    given = os.path.abspath(path)
+    dirs = [os.path.abspath(e) for e in sys.path if e] + [r for r in (roots or ())]
+    return any(given == d or given.startswith(d.rstrip("/") + "/") for d in dirs)
+
+
 def guard_extensions(roots):
     loader = importlib.machinery.ExtensionFileLoader
     original = loader.create_module
@@ -66,7 +76,7 @@ def guard_extensions(roots):
     def create_module(self, spec):
         real = os.path.realpath(self.path)
         inside = any(real == r or real.startswith(r.rstrip("/") + "/") for r in roots)
-        if not inside or any(real.startswith(d + "/") for d in ("/dev", "/proc", "/sys")):
+        if (not inside and searched(self.path, roots)) or any(real.startswith(d + "/") for d in ("/dev", "/proc", "/sys")):
             raise ImportError("not loaded: %s resolves to %s, outside the environment" % (self.path, real),
                               name=spec.name, path=self.path)
         return original(self, spec)

@@ -40,13 +40,24 @@ def describe(exc):
     }
 
 
+def searched(path, roots):
+    """Whether the import system would find `path` by a module's name: it lies (as given, links not followed)
+    in one of this process's sys.path entries or the environment's roots. A file loaded by an explicit path
+    instead (Triton's compiled launcher in its cache, ~/.triton/cache/.../cuda_utils.so) is the loading
+    code's own choice, made as it runs; the guard is for what a name finds."""
+    given = os.path.abspath(path)
+    dirs = [os.path.abspath(e) for e in sys.path if e] + [r for r in (roots or ())]
+    return any(given == d or given.startswith(d.rstrip("/") + "/") for d in dirs)
+
+
 def refuse_file(path, roots):
     """Why an extension file must not be loaded (its constructors would run), or None. The doctor checks
     before it asks; this is the last check, in the process that would load it."""
     real = os.path.realpath(path)
     if any(real == r or real.startswith(r + "/") for r in ("/dev", "/proc", "/sys")):
         return f"{path} resolves to {real}"
-    if roots is not None and not any(real == r or real.startswith(r.rstrip("/") + "/") for r in roots):
+    if roots is not None and searched(path, roots) and \
+            not any(real == r or real.startswith(r.rstrip("/") + "/") for r in roots):
         return f"{path} resolves to {real}, outside the environment"
     try:
         mode = os.stat(path).st_mode
