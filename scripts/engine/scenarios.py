@@ -174,6 +174,9 @@ def main() -> None:
         # The doctor asks vLLM's own attention selector on the real GPU; the engine shows whether it serves.
         "11-kv-cache-fp8": lambda: scenario(
             "11-kv-cache-fp8", "v0", serve_argv(8111, "--kv-cache-dtype", "fp8"), 8111),
+        # 11's toy target is float16; FlashAttention 3 wants bfloat16 output for an fp8 query
+        "12-kv-cache-fp8-bfloat16": lambda: scenario(
+            "12-kv-cache-fp8-bfloat16", "v0", serve_argv(8112, "--kv-cache-dtype", "fp8", "--dtype", "bfloat16"), 8112),
     }
     threads = [threading.Thread(target=fn, name=key) for key, fn in jobs.items() if only is None or key in only]
     for t in threads:
