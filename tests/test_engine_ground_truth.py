@@ -10,6 +10,7 @@ finding that names the cause. A recorded disagreement stays pinned as a known li
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -93,3 +94,27 @@ def test_fix_yes_on_the_flash_attn_4_env_then_the_real_server_starts_and_answers
         # after: the doctor passes the env, and the real server started and answered
         assert record["doctor"]["exit_code"] == 0 and not record["doctor"]["failing"]
         assert engine["started"] and engine["answered"] and engine["completion"]["usage"]["completion_tokens"] > 0
+
+
+def test_the_fix_for_an_fp8_kv_cache_under_a_float16_model_is_the_command_the_engine_then_served(
+        doctor: Doctor, tmp_path: Path) -> None:
+    """Scenario 11 (float16 target, --kv-cache-dtype fp8) died on its first request; the doctor's first
+    remediation for it is, flag for flag, scenario 12's command, which the engine served on the H200."""
+    dead, served = load(ENGINE / "11-kv-cache-fp8.json"), load(ENGINE / "12-kv-cache-fp8-bfloat16.json")
+    assert dead["engine"]["started"] and not dead["engine"]["answered"]
+    assert served["engine"]["started"] and served["engine"]["answered"]
+    saved = tmp_path / "report.json"
+    saved.write_text(json.dumps(dead["report"]))
+    judged, _ = doctor.report("judge", str(saved))
+    (finding,) = [f for f in findings_of(judged) if f["id"] == "serve-command.fp8-kv-float16"]
+    assert finding["evidence"]["backend_from"] == "vLLM's own attention selector"
+
+    def flags(command: str) -> dict[str, str]:
+        words, out = shlex.split(command)[3:], {}  # after `vllm serve TARGET`
+        for i, word in enumerate(words):
+            if word.startswith("--") and word != "--port":  # the scenarios ran side by side, each on its port
+                following = words[i + 1] if i + 1 < len(words) else "--"
+                out[word] = "" if following.startswith("--") else following
+        return out
+
+    assert flags(finding["remediation"][0]["command"]) == flags(served["command"])

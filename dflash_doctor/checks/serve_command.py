@@ -152,6 +152,14 @@ CODES: tuple[Code, ...] = (
          "found' is a fail quoting vLLM's reasons per backend; an fp8 KV cache with a non-causal drafter is the "
          "usual cause (FlashAttention 2 on sm_8x does not take an fp8 KV cache; FlexAttention takes no fp8; "
          "Triton has no non-causal path in several releases)."),
+    Code("serve-command.fp8-kv-float16", "An fp8 KV cache with a float16 model on FlashAttention 3",
+         "With --kv-cache-dtype fp8 (or fp8_e4m3), vLLM quantizes each query to fp8 for a backend that takes "
+         "quantized queries; on sm_90 that is FlashAttention 3, whose kernel writes an fp8 query's output only as "
+         "bfloat16. A float16 model then passes validation, starts, and dies on its first request: 'RuntimeError: "
+         "For FP16/BF16 input, output must have the same dtype as inputs. For FP8 input, output must have dtype "
+         "BF16' (recorded on an H200 with vLLM 0.20.1, fixtures/engine/11). Serve with --dtype bfloat16 (scenario "
+         "12 serves), or keep the model's own KV cache dtype. Sources: knowledge/dflash_reports.py "
+         "FP8_QUERY_NEEDS_BFLOAT16."),
     Code("serve-command.judged-by", "Which verdicts are vLLM's own and which the doctor's rules",
          "Says which findings of this check came from vLLM's own code (its parser, create_engine_config, its "
          "attention selector) and on which platform (the machine's GPUs, or a simulated one and where its facts "

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from dflash_doctor.checks.remedy import join
 from dflash_doctor.knowledge.dflash_reports import (
     AUTO_TOOL_CHOICE_RULE,
+    FP8_QUERY_NEEDS_BFLOAT16,
     KNOWN_BAD,
     LANGUAGE_MODEL_ONLY,
     PARSER_VALIDATION,
@@ -24,7 +25,7 @@ from dflash_doctor.knowledge.dflash_reports import (
 from dflash_doctor.model import Finding, Remediation, Status
 
 from .drafter_pairing import _pairing, model_runner
-from .model_common import architectures, text_config, version_tuple
+from .model_common import _head_dim, architectures, text_config, version_tuple
 from .serve_common import MULTIMODAL_PREFIX_WORDS, _gib, with_flag, with_switch, without_flag
 
 if TYPE_CHECKING:
@@ -34,7 +35,72 @@ __all__ = ["serve_rules"]
 
 
 def serve_rules(c: _Command) -> tuple[Callable[[], list[Finding]], ...]:
-    return (lambda: _parsers(c), lambda: _remote_code(c), lambda: _multimodal(c), lambda: _known_bad(c))
+    return (lambda: _parsers(c), lambda: _remote_code(c), lambda: _multimodal(c), lambda: _known_bad(c),
+            lambda: _fp8_query_float16(c))
+
+
+# ------------------------------------------------------------------------- fp8 queries, float16 output
+
+
+def _served_dtype(c: _Command) -> str | None:
+    """The target's dtype as vLLM serves it: --dtype, else the config's (float32 checkpoints go to bfloat16)."""
+    wanted = str(c.fields.get("dtype") or "auto")
+    if wanted != "auto":
+        return {"half": "float16", "float": "float32"}.get(wanted, wanted)
+    config = ((c.target or {}).get("dir") or {}).get("config") or {}
+    text = text_config(c.target)
+    stored = next((v for v in (text.get("torch_dtype"), text.get("dtype"), config.get("torch_dtype"),
+                               config.get("dtype")) if isinstance(v, str)), None)
+    return "bfloat16" if stored == "float32" else str(stored) if stored else None
+
+
+def _target_backend(c: _Command, cc: str) -> tuple[str | None, str]:
+    """The target's attention backend on `cc` and who said so: vLLM's own selector where it ran, else the
+    doctor's reading of the installed source (checks.drafter_attention.choose_backend)."""
+    major, minor = (int(x) for x in cc.split("."))
+    for judged in c.serve.vllm_parser.attention or []:
+        if judged.capability == [major, minor] and judged.target is not None:
+            return judged.target.backend, "vLLM's own attention selector"
+    if c.vllm is None or not c.vllm.attention:
+        return None, ""
+    from .drafter_attention import choose_backend
+
+    head = _head_dim(text_config(c.target) or {})
+    pick = choose_backend(c.vllm.attention, cc, False, [head] if head else [],
+                          str(c.fields.get("attention_backend")) if c.fields.get("attention_backend") else None,
+                          kv_cache_dtype=str(c.fields.get("kv_cache_dtype") or "auto"), vllm=c.vllm)
+    return pick.get("chosen"), "the installed vLLM's backend priorities"
+
+
+def _fp8_query_float16(c: _Command) -> list[Finding]:
+    rule = FP8_QUERY_NEEDS_BFLOAT16.value
+    kv = str(c.fields.get("kv_cache_dtype") or "auto")
+    if kv not in rule["kv_cache_dtypes"] or c.vllm is None or not c.vllm.installed or \
+            version_tuple(c.vllm.version) < version_tuple(rule["since"]):
+        return []
+    dtype = _served_dtype(c)
+    if dtype != "float16" or _head_dim(text_config(c.target) or {}) == 512:
+        return []
+    out: list[Finding] = []
+    for cc in c.gpus.get("ccs") or []:
+        if not cc.startswith(f"{rule['compute_capability_major']}."):
+            continue
+        backend, said = _target_backend(c, cc)
+        if backend != rule["backend"]:
+            continue
+        sm = "sm_" + cc.replace(".", "")
+        out.append(Finding(
+            "serve-command.fp8-kv-float16", Status.FAIL,
+            f"{c.label} on {sm}: --kv-cache-dtype {kv} with a float16 model: FlashAttention 3 gets the query in fp8 "
+            "and writes only bfloat16, so the engine starts and dies on the first request ("
+            f"\"{rule['engine_error']}\")",
+            detail=f"{FP8_QUERY_NEEDS_BFLOAT16.source}. The backend is {backend}, from {said}.",
+            evidence={"cc": cc, "kv_cache_dtype": kv, "dtype": dtype, "backend": backend, "backend_from": said},
+            remediation=(Remediation(with_flag(c.argv, "--dtype", "bfloat16"),
+                                     "serve in bfloat16: FlashAttention 3 takes the fp8 query and writes bfloat16"),
+                         Remediation(with_flag(c.argv, "--kv-cache-dtype", "auto"),
+                                     "or keep float16 and the model's own KV cache dtype"))))
+    return out
 
 
 # ------------------------------------------------------------------------------------------ parsers

@@ -22,6 +22,7 @@ __all__ = [
     "DRAFTER_CONTEXT_V2",
     "EAGLE3_INTERFACE_RULE",
     "FP8_KERNELS",
+    "FP8_QUERY_NEEDS_BFLOAT16",
     "FUSED_KV_RAW_WEIGHT",
     "KNOWN_BAD",
     "LANGUAGE_MODEL_ONLY",
@@ -164,6 +165,24 @@ RULES_VERIFIED_THROUGH: Fact[str] = Fact(
     "rules (context length, the drafter's context, the model runner) are held to in CI (vllm_release.MATRIX)",
     read_from="vllm sdists 0.20.1, 0.22.1, 0.24.0, 0.26.0, 0.29.0, 0.30.0, 0.33.0, 0.34.0",
     note="A newer vLLM gets serve-command.vllm-newer-than-verified: its own parser and validation count first.",
+)
+
+FP8_QUERY_NEEDS_BFLOAT16: Fact[dict[str, Any]] = Fact(
+    value={"kv_cache_dtypes": ("fp8", "fp8_e4m3"), "compute_capability_major": 9, "backend": "FLASH_ATTN",
+           "since": "0.20.1",
+           "engine_error": "RuntimeError: For FP16/BF16 input, output must have the same dtype as inputs. For FP8 "
+                           "input, output must have dtype BF16"},
+    source="vllm/model_executor/layers/attention/attention.py: with an fp8 KV cache and a backend that "
+    "`supports_quant_query_input` the layer quantizes the query to fp8 (`self.query_quant = QuantFP8(...)`); "
+    "vllm/v1/attention/backends/fa_utils.py `flash_attn_supports_quant_query_input()` is true off XPU, and on sm_90 "
+    "FlashAttention runs as version 3, whose kernel (torch.ops._vllm_fa3_C.fwd) writes fp8 queries only to "
+    "bfloat16. Recorded on an H200 with vLLM 0.20.1 (fixtures/engine/11-kv-cache-fp8.json: a float16 target, "
+    "--kv-cache-dtype fp8: the engine starts, selects FLASH_ATTN and dies on the first request with the error "
+    "above; 12-kv-cache-fp8-bfloat16.json: the same with --dtype bfloat16 serves)",
+    read_from="vllm sdists 0.20.1 to 0.34.0 (the query quantization and FA3's use on sm_90 are unchanged); vLLM "
+    "0.20.1 on the H200",
+    note="0.34.0 dequantizes instead on its FlashAttention-4 path for head size 512 on sm_90 "
+    "(uses_sm90_fa4_fp8_kv_dequant): not judged for head size 512.",
 )
 
 VALIDATED_BY_VLLM: Fact[tuple[str, ...]] = Fact(
