@@ -6,6 +6,7 @@ architectures, test_models_check.vllm_facts)."""
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -471,6 +472,9 @@ def test_a_dflash2_drafter_served_with_fewer_tokens_than_its_block_warns_either_
                   "drafter.dflash2-block-mismatch")
     assert below.status is Status.WARN and "blocks of 1 + k = 8 positions, not the 16" in below.title
     assert '"num_speculative_tokens": 15' in below.remediation[0].command
+    # the remediation, pasted: its command judged again has no mismatch
+    fixed = run_checks(tmp_path, argv=shlex.split(below.remediation[0].command), vllm="0.34.0")
+    assert "drafter.dflash2-block-mismatch" not in ids(fixed, "drafter")
     above = run_checks(tmp_path, argv=seed(target, drafter, spec={"num_speculative_tokens": 20}), vllm="0.34.0")
     assert found(above, "drafter.block-size").status is Status.WARN
     assert "drafter.dflash2-block-mismatch" not in ids(run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0"),

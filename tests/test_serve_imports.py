@@ -88,7 +88,7 @@ def test_the_scan_of_the_real_vllm_0_20_1_reaches_what_serve_imports_in_under_a_
 def test_nothing_the_engine_served_without_is_on_the_serve_path() -> None:
     # fixtures/engine/01-healthy.json: vLLM 0.20.1 started and answered on an H200 with these requirements missing
     # (flashinfer-python, compressed-tensors, anthropic, mcp, tilelang, ...) or at other versions (numba, setuptools)
-    record = json.loads((ROOT / "fixtures" / "engine" / "01-healthy.json").read_text())
+    record = json.loads((ROOT / "fixtures" / "engine" / "05-batched-tokens-too-small.json").read_text())
     assert record["engine"]["started"] and record["engine"]["answered"]
     facts = next(c["facts"] for c in record["report"]["checks"] if c["id"] == "distributions")
     dists = Distributions.from_json(facts["distributions"])
@@ -231,7 +231,7 @@ def test_a_vllm_requirement_serve_imports_fails_one_it_does_not_warns_naming_wha
 def test_a_report_saved_without_the_scan_judges_vllms_requirements_as_before(doctor: Doctor, tmp_path: Path) -> None:
     # Reports saved before the scan existed (the engine recordings): vLLM's requirements on the stack are judged as
     # they were, flashinfer-python by knowledge.stack.OPTIONAL_AT_SERVE, the others not at all.
-    record = json.loads((ROOT / "fixtures" / "engine" / "01-healthy.json").read_text())
+    record = json.loads((ROOT / "fixtures" / "engine" / "05-batched-tokens-too-small.json").read_text())
     saved = tmp_path / "report.json"
     saved.write_text(json.dumps(record["report"]))
     judged, _ = doctor.report("judge", str(saved))

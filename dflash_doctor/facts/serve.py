@@ -55,10 +55,10 @@ from dflash_doctor.knowledge.dflash_reports import (
     SPECULATORS_DFLASH,
     SPECULATORS_LAUNCH,
 )
+from dflash_doctor.units import GIB
 
 __all__ = ["CAPABILITIES", "collect_args", "collect_vllm", "head_sizes_of", "port_facts", "read_vllm_dflash"]
 
-GIB = 1 << 30
 ENV_NAMES = ("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "VLLM_USE_V2_MODEL_RUNNER", "HF_HUB_OFFLINE", "HF_HOME",
              "HF_HUB_CACHE", "CUDA_VISIBLE_DEVICES")
 # Compute capabilities the backend choice is evaluated for (every CUDA GPU vLLM runs on has one of these).
