@@ -37,6 +37,10 @@ try:
 except ImportError:  # tests/ imported as a package
     from tests import toymodels as toy  # type: ignore[no-redef]
 
+# One worker runs this module: its fixtures (a vLLM cache filled by vLLM itself, vLLM's verdict on eleven
+# commands) are built once, not once per worker.
+pytestmark = pytest.mark.xdist_group("vllm-0.20.1-validation")
+
 VLLM = "0.20.1"
 TARGET, DRAFTER = "TARGET", "DRAFTER"
 
