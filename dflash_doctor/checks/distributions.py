@@ -17,7 +17,7 @@ from dflash_doctor.codes import Code
 from dflash_doctor.facts.envfacts import canonical
 from dflash_doctor.facts.environment_shapes import Distribution, Distributions, Target
 from dflash_doctor.facts.vllm_serve_path import import_names, matches
-from dflash_doctor.facts.vllm_serve_path import unmet_requirements as unmet_vllm_requirements
+from dflash_doctor.facts.vllm_serve_path import unmet_requirements as requirements_unmet
 from dflash_doctor.facts.vllm_source_shapes import ServeImport, VllmServeImports
 from dflash_doctor.knowledge.stack import OPTIONAL_AT_SERVE, STACK_DISTRIBUTIONS
 from dflash_doctor.knowledge.vllm_imports import IMPORTED_THROUGH
@@ -190,33 +190,13 @@ def _reinstall(dist: Distribution, installer: Installer) -> tuple[Remediation, .
 def unmet_requirements(dists: Distributions, marker_env: Mapping[str, str]) -> list[tuple[Distribution, Requirement, str | None]]:
     """The stack's requirements on each other that the installed versions do not meet: (requirer,
     requirement, installed version or None when absent). Each is a distributions.requirement-unmet/-missing finding."""
-    # packaging is imported here, not at module level: `dflash-doctor list` and start-up stay cheap.
-    from packaging.markers import InvalidMarker, UndefinedEnvironmentName
-    from packaging.requirements import InvalidRequirement, Requirement
-
     unmet: list[tuple[Distribution, Requirement, str | None]] = []
     for name in STACK:
         dist = dists.get(name)
-        if dist is None:
-            continue
-        for text in dist.requires:
-            try:
-                requirement = Requirement(text)
-            except InvalidRequirement:
-                continue
-            if requirement.marker is not None:
-                try:
-                    if not requirement.marker.evaluate({**marker_env, "extra": ""}):
-                        continue
-                except (InvalidMarker, UndefinedEnvironmentName):
-                    continue
-            if canonical(requirement.name) not in STACK:
-                continue  # the stack's requirements on each other; the rest is `pip check`'s domain
-            found = dists.version(requirement.name)
-            if found is None:
-                unmet.append((dist, requirement, None))
-            elif requirement.specifier and not _satisfies(requirement, found):
-                unmet.append((dist, requirement, found))
+        if dist is not None:
+            # the stack's requirements on each other; the rest is `pip check`'s domain
+            unmet += [(dist, requirement, found) for requirement, found in requirements_unmet(dists, marker_env, name)
+                      if canonical(requirement.name) in STACK]
     return unmet
 
 
@@ -290,7 +270,7 @@ def _vllm_requirements(dists: Distributions, marker_env: Mapping[str, str], inst
     vllm = dists.get("vllm")
     if vllm is None:
         return
-    unmet = unmet_vllm_requirements(dists, marker_env)
+    unmet = requirements_unmet(dists, marker_env, "vllm")
     reached = _reached_distributions(dists, serve) if any(found is None for _, found in unmet) else []
     for requirement, found in unmet:
         names = import_names(requirement.name, dists)
