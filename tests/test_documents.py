@@ -24,7 +24,7 @@ from conftest import Doctor, validate_report
 from realenv import Env, fa4_wheel, install, make_venv
 
 from dflash_doctor import cli
-from dflash_doctor.checks import baseline as baseline_module
+from dflash_doctor.checks.fix import baseline as baseline_module
 from dflash_doctor.commands import baseline as baseline_command
 from dflash_doctor.documents import docschema
 from dflash_doctor.documents.jsondoc import MAX_DEPTH

@@ -12,7 +12,7 @@ import pytest
 from conftest import Doctor
 
 from dflash_doctor.check import Facts
-from dflash_doctor.checks.fabric import FabricCheck, vllm_shm_need
+from dflash_doctor.checks.fabric.peers import FabricCheck, vllm_shm_need
 from dflash_doctor.facts.fabric import group_size
 from dflash_doctor.facts.fabric_host import (
     acs_facts,
@@ -176,7 +176,7 @@ def test_a_rank_that_does_not_finish_is_killed_at_the_timeout_and_judged_a_hang(
     from realenv import fa2_builder_python
 
     from dflash_doctor.check import Context
-    from dflash_doctor.checks.fabric import _arm
+    from dflash_doctor.checks.fabric.peers import _arm
     from dflash_doctor.facts.fabric import nccl_arm
 
     ctx = Context(python=str(fa2_builder_python()), cwd=str(tmp_path), timeout_s=0.3)

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from dflash_doctor.check import Context
-from dflash_doctor.checks.cuda_stack import CudaStackCheck
-from dflash_doctor.checks.gpu import GpuCheck, resolve_visible
-from dflash_doctor.checks.kernels import KernelsCheck
+from dflash_doctor.checks.gpu.cuda_stack import CudaStackCheck
+from dflash_doctor.checks.gpu.devices import GpuCheck, resolve_visible
+from dflash_doctor.checks.gpu.kernels import KernelsCheck
 from dflash_doctor.codes import CODES
 from dflash_doctor.model import CheckResult, Finding, Status
 from dflash_doctor.render.gpu_summary import gpu_lines
@@ -565,7 +565,8 @@ def test_vllm_fa3_declined_on_sm86_is_not_applicable_while_fa2_passes() -> None:
 
 
 def test_every_gpu_finding_id_has_a_code_table_entry() -> None:
-    from dflash_doctor.checks import cuda_stack, gpu, kernels
+    from dflash_doctor.checks.gpu import cuda_stack, kernels
+    from dflash_doctor.checks.gpu import devices as gpu
 
     for check_id, module in (("gpu", gpu), ("cuda-stack", cuda_stack), ("kernels", kernels)):
         for code in module.CODES:

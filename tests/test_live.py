@@ -36,7 +36,7 @@ from live_replay import (
 from stacks import vllm_site
 
 from dflash_doctor.check import Facts
-from dflash_doctor.checks.live import LiveCheck
+from dflash_doctor.checks.live.server import LiveCheck
 from dflash_doctor.facts.live import LiveOptions, gather, get
 from dflash_doctor.model import Finding
 from dflash_doctor.render import report as report_module

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import ast
 import re
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 from dflash_doctor.codes import CODES
 from dflash_doctor.registry import BUILTIN_CHECKS
@@ -49,11 +50,10 @@ def test_every_package_directory_is_shipped() -> None:
 
 
 def test_the_built_wheel_ships_checks_under_the_package_name_only(tmp_path: Path) -> None:
+    import shutil
     import subprocess
     import sys
     import zipfile
-
-    import shutil
 
     # Built from a copy: a build leaves build/ and *.egg-info behind, and in the checkout they would be a
     # second dflash-doctor distribution to every later test that runs the checkout from its path.
@@ -65,7 +65,7 @@ def test_the_built_wheel_ships_checks_under_the_package_name_only(tmp_path: Path
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/", 1)[0] for n in names}
     assert tops == {"dflash_doctor", wheel.name.split("-py3")[0] + ".dist-info"}
-    assert "dflash_doctor/checks/namespaces.py" in names
+    assert "dflash_doctor/checks/python/namespaces.py" in names
     assert "dflash_doctor/documents/schema/report-v1.json" in names
     assert "dflash_doctor/facts/probes/environment.py" in names
 

@@ -17,7 +17,8 @@ import pytest
 from vllm_release import MATRIX, vllm_max_len
 from vllm_sources import vllm_source
 
-from dflash_doctor.checks.serve_common import _derived_max_len, max_len_refused
+from dflash_doctor.checks.models.common import _derived_max_len
+from dflash_doctor.checks.serve.common import max_len_refused
 from dflash_doctor.facts.serve import _markers
 from dflash_doctor.facts.serve_shapes import VllmDflash
 from dflash_doctor.facts.vllm_pairing import VllmSources
@@ -124,8 +125,8 @@ DRAFTER_ROPES: list[dict[str, Any] | None] = [
 def test_which_drafters_vllm_lengthens_is_each_releases_own_rule(version: str) -> None:
     """A drafter shorter than the served context: raised to it (RoPE that only sizes a cache), or the served
     length lowered to the drafter's, as the release's own _rope_only_sizes_cache and limiter decide."""
-    from dflash_doctor.checks.drafter_pairing import _context_handling
-    from dflash_doctor.checks.serve_common import _rope_entries
+    from dflash_doctor.checks.models.common import _rope_entries
+    from dflash_doctor.checks.models.drafter_pairing import _context_handling
     from dflash_doctor.knowledge.dflash_reports import DRAFTER_CONTEXT_RAISED
 
     speculative = (vllm_source(version) / "config/speculative.py").read_text()
@@ -235,7 +236,7 @@ def test_the_speculators_launch_is_read_as_each_release_reads_it(version: str, t
     """`vllm serve SPECULATORS_DIR`: the verifier served (or vLLM's refusal) and the speculative config, by the
     release's own maybe_override_with_speculators and by the doctor's reading of the same real directory."""
     pytest.importorskip("huggingface_hub")
-    from dflash_doctor.checks.serve_speculators import read_launch
+    from dflash_doctor.checks.models.speculators import read_launch
     from dflash_doctor.facts.models import describe_model, speculators_launch
 
     monkeypatch.chdir(tmp_path)  # vLLM looks for a local verifier relative to where it runs
@@ -278,7 +279,7 @@ def test_the_speculators_launch_is_read_as_each_release_reads_it(version: str, t
 
 def test_the_doctors_repo_id_rule_is_huggingface_hubs() -> None:
     hub = pytest.importorskip("huggingface_hub.utils")
-    from dflash_doctor.checks.serve_speculators import valid_repo_id
+    from dflash_doctor.checks.models.speculators import valid_repo_id
 
     for name in ("Qwen/Qwen3-8B", "gpt2", "a/b/c", "", "-bad", "x--y", "x..y", "repo.git", "café/x", "a" * 97,
                  "/abs/path", "./rel", "org/name.v2", "org_1/name-2"):
@@ -298,7 +299,7 @@ DRAFTER_LAYERS = (["full_attention"] * 5, ["sliding_attention", "sliding_attenti
 def test_the_model_runner_is_the_one_each_release_picks(version: str) -> None:
     from vllm_release import vllm_runs_v2
 
-    from dflash_doctor.checks.drafter_pairing import model_runner
+    from dflash_doctor.checks.models.drafter_pairing import model_runner
     from dflash_doctor.facts.vllm_pairing import read_vllm_pairing
 
     runs_v2 = vllm_runs_v2(version)
@@ -337,7 +338,7 @@ SPECULATORS_CONFIGS: list[dict[str, Any]] = [
 def test_a_speculators_drafter_reads_as_each_release_converts_it(version: str) -> None:
     from vllm_release import release_function
 
-    from dflash_doctor.checks.model_common import speculators_keys
+    from dflash_doctor.checks.models.common import speculators_keys
 
     rel = "transformers_utils/configs/speculators/algos.py"
     source = (vllm_source(version) / rel).read_text()
@@ -375,7 +376,7 @@ def test_the_drafters_attention_backend_is_the_one_each_release_picks(version: s
     vLLM's refusal with the same reasons per backend, must agree."""
     from vllm_release import CAPABILITIES, KV_CACHE_DTYPES, vllm_attention
 
-    from dflash_doctor.checks.drafter_attention import choose_backend
+    from dflash_doctor.checks.models.drafter_attention import choose_backend
     from dflash_doctor.facts.serve import _attention
 
     select = vllm_attention(version)
@@ -416,7 +417,7 @@ def test_the_dflash_token_budget_is_each_releases_own(version: str) -> None:
     must agree."""
     from vllm_release import vllm_token_budget
 
-    from dflash_doctor.checks.serve_common import spec_token_budget
+    from dflash_doctor.checks.serve.common import spec_token_budget
 
     budget = vllm_token_budget(version)
     vllm = _vllm_facts(version)
@@ -445,7 +446,7 @@ def test_the_scheduler_refuses_what_each_release_refuses(version: str) -> None:
     scheduler finding), vLLM's message word for word."""
     from vllm_release import vllm_scheduler_refusal
 
-    from dflash_doctor.checks.serve_common import scheduler_refusal
+    from dflash_doctor.checks.serve.common import scheduler_refusal
 
     refusal = vllm_scheduler_refusal(version)
     disagree = []
@@ -468,7 +469,7 @@ def test_a_vllm_built_without_fa3_or_fa4_refuses_the_fp8_kv_cache_as_vllm_does(v
     by the facts it reads from the install (`flash_attn_builds`), agrees with the release's own selector."""
     from vllm_release import vllm_attention
 
-    from dflash_doctor.checks.drafter_attention import choose_backend
+    from dflash_doctor.checks.models.drafter_attention import choose_backend
     from dflash_doctor.facts.serve import _attention
 
     vllm = _vllm_facts(version)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from vllm_sources import vllm_source
 
-from dflash_doctor.checks.guards import evaluate_test, judge_site
+from dflash_doctor.checks.python.guards import evaluate_test, judge_site
 from dflash_doctor.facts.vllm_scan import scan_package, scan_source
 from dflash_doctor.knowledge.vllm_imports import EXTERNAL_KERNEL_MODULES, SERVING_PATH_SITES
 

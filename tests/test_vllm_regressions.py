@@ -166,7 +166,7 @@ def _release_loader(version: str) -> Any:
 def test_which_releases_keep_the_drafters_head_or_take_the_targets_rope_is_each_releases_own_loader(version: str) -> None:
     from test_release_matrix import _vllm_facts
 
-    from dflash_doctor.checks.drafter_pairing import _in_releases
+    from dflash_doctor.checks.models.drafter_pairing import _in_releases
     from dflash_doctor.knowledge.dflash_reports import PADDED_VOCAB_V2, ROPE_LAYOUT_FROM_TARGET
 
     load = _release_loader(version)
@@ -180,7 +180,7 @@ def test_which_releases_keep_the_drafters_head_or_take_the_targets_rope_is_each_
 
 
 def test_without_readable_source_the_release_line_decides() -> None:
-    from dflash_doctor.checks.drafter_pairing import _in_releases
+    from dflash_doctor.checks.models.drafter_pairing import _in_releases
     from dflash_doctor.facts.serve_shapes import VllmDflash
 
     def line(version: str, marker: str) -> bool:

@@ -12,18 +12,20 @@ name like `w$(touch${IFS}PWNED).safetensors` must stay a name there.
 
 from __future__ import annotations
 
+import posixpath
 import shlex
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
+from dflash_doctor.check import Facts
+from dflash_doctor.facts.environment_shapes import Distribution, Distributions, Target
 from dflash_doctor.knowledge.archs_advice import FA2_ARCHS_ENV
 from dflash_doctor.knowledge.installers import BYTECODE_GLOB
+from dflash_doctor.model import Remediation
 
-if TYPE_CHECKING:
-    from dflash_doctor.facts.environment_shapes import Target
-
-__all__ = ["Installer", "export", "flash_attn_source_build", "join", "quote", "remove_leftovers"]
+__all__ = ["Installer", "export", "flash_attn_source_build", "installer_for", "join", "leftover_dirs", "quote",
+           "remove_leftovers", "uninstall_remediation"]
 
 
 SPECIFIER_CHARS = set("<>=!~*[];, ")
@@ -121,3 +123,41 @@ def flash_attn_source_build(installer: Installer, spec: str, *, archs: Iterable[
     if max_jobs is not None:
         env["MAX_JOBS"] = str(max_jobs)
     return installer.install(spec, no_build_isolation=True, reinstall=True, no_deps=True, env=env)
+
+
+def installer_for(facts: Facts, python: Any = None) -> Installer:
+    """Install commands that name the target interpreter (remedy.Installer): its environment facts, else the
+    interpreter a probe ran in (`python`), else `python3`."""
+    target = facts.optional_section(Target)
+    if target is not None:
+        return Installer.for_target(target)
+    return Installer(str(python) if python else "python3")
+
+
+def _norm(path: str) -> str:
+    return posixpath.normpath(path) if path else path
+
+
+def leftover_dirs(dists: Distributions, removed: Iterable[Distribution]) -> list[str]:
+    """Top-level directories of `removed` that no remaining distribution in the same place installs into:
+    what pip may leave behind (knowledge.installers.PIP_UNINSTALL_LEAVES), absolute."""
+    removed = list(removed)
+    gone = {d.canonical for d in removed}
+    kept = [d for d in dists.seen() if d.canonical not in gone]
+    found = []
+    for dist in removed:
+        for top in dist.top_levels:
+            if "." in top:
+                continue  # a module or an extension file, not a directory
+            if any(_norm(k.location) == _norm(dist.location) and top in k.top_levels
+                   for k in kept):
+                continue
+            found.append(posixpath.join(dist.location, top))
+    return found
+
+
+def uninstall_remediation(dists: Distributions, removed: Sequence[Distribution], installer: Installer,
+                          why: str) -> Remediation:
+    """Uninstall `removed`, then (pip) remove the directories the uninstall leaves."""
+    return Remediation(installer.uninstall(*(d.canonical for d in removed), leftovers=leftover_dirs(dists, removed)),
+                       why)

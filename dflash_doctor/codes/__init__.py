@@ -18,6 +18,8 @@ import importlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 
+from dflash_doctor.model import JSON, Finding, Remediation, Status
+
 __all__ = ["Code", "CODES", "lookup", "table"]
 
 
@@ -29,6 +31,15 @@ class Code:
     """What it catches, why it matters, what to do instead."""
     since: str = "0.1.0"
     retired: str | None = None
+
+    def finding(self, status: Status, title: str = "", detail: str = "", *,
+                evidence: Mapping[str, JSON] | None = None, remediation: Iterable[Remediation] = (),
+                cause: str | Code = "") -> Finding:
+        """A finding of this code: each finding is built from its code, so its id is one grep from its
+        explanation. `title` says what was found this time (the code's own title when left out)."""
+        return Finding(id=self.id, status=status, title=title or self.title, detail=detail,
+                       evidence=dict(evidence or {}), remediation=tuple(remediation),
+                       cause=cause.id if isinstance(cause, Code) else cause)
 
 
 def table(*sections: Iterable[Code]) -> dict[str, Code]:

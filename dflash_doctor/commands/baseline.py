@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dflash_doctor.checks import baseline
+from dflash_doctor.checks.fix import baseline
 from dflash_doctor.commands import run as run_command
 from dflash_doctor.commands.options import Parser, UsageError, parse_run_args, run_parser
 from dflash_doctor.commands.run import emit, live_progress, run_doctor

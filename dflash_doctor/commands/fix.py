@@ -145,7 +145,7 @@ def _dry_runs(results: Sequence[CheckResult], sections: Mapping[str, Any], pytho
     """Ask the installer about the fixes the plan may pick, where it matters: the first fix of each failing cause,
     and the others of a finding only when its first does not resolve (a first fix that resolves is ranked first
     whatever the others say, so asking about them would cost index time for nothing)."""
-    from dflash_doctor.checks.verify import judge_item
+    from dflash_doctor.checks.fix.verify import judge_item
     from dflash_doctor.facts import dryrun
 
     fails_itself = failing_cause(results)
@@ -342,7 +342,7 @@ def main(argv: Sequence[str]) -> int:
 
 
 def _fix(args: argparse.Namespace, out: TextIO) -> int:
-    from dflash_doctor.checks.verify import mark_unchecked, verify_results
+    from dflash_doctor.checks.fix.verify import mark_unchecked, verify_results
     from dflash_doctor.commands import snapshot
 
     first = _doctor(args)

@@ -27,7 +27,7 @@ from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from dflash_doctor.checks.verify import VERIFIED_STATUSES, marker_applies
+from dflash_doctor.checks.fix.verify import VERIFIED_STATUSES, marker_applies
 from dflash_doctor.facts.envfacts import canonical
 from dflash_doctor.knowledge.stack import TORCH_CUDA_WHEELS, TORCH_PYPI_IS_CUDA_ON
 from dflash_doctor.model import CheckResult, Finding, Remediation, stops_serve

@@ -31,7 +31,7 @@ def judge_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str]) -> int:
     args = judge_parser().parse_args(argv)
-    from dflash_doctor.checks import baseline as baseline_module
+    from dflash_doctor.checks.fix import baseline as baseline_module
     from dflash_doctor.render import report as report_module
     from dflash_doctor.runner import failure_result, judge
 
@@ -65,7 +65,7 @@ def main(argv: Sequence[str]) -> int:
     options.update({"strict": bool(args.strict), "baseline": args.baseline})
     extra = {"judged_from": args.report, "options": options}
     if isinstance(saved.get("dry_runs"), dict) and saved["dry_runs"].get("items"):
-        from dflash_doctor.checks.verify import verify_results
+        from dflash_doctor.checks.fix.verify import verify_results
 
         extra["dry_runs"] = saved["dry_runs"]  # what the installer said then, judged again now
         results = verify_results(results, saved["dry_runs"])

@@ -100,7 +100,7 @@ def _prompts(path: str) -> tuple[str, ...]:
 
 def _baseline(path: str) -> dict[str, Any]:
     """The figures of a saved live report, for the comparison (UsageError when it is not one)."""
-    from dflash_doctor.checks.live import figures
+    from dflash_doctor.checks.live.server import figures
     from dflash_doctor.commands.options import UsageError
     from dflash_doctor.documents.jsondoc import shown_path
     from dflash_doctor.facts.live_shapes import Live

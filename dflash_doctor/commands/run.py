@@ -69,7 +69,7 @@ class DoctorRun:
 def load_baseline(path: str | None) -> dict[str, Any] | None:
     if not path:
         return None
-    from dflash_doctor.checks import baseline
+    from dflash_doctor.checks.fix import baseline
 
     try:
         return baseline.load(path)
@@ -95,7 +95,7 @@ def _verify_interpreter(args: argparse.Namespace) -> None:
 def finish(results: list[CheckResult], sections: Mapping[str, Any], python: str, args: argparse.Namespace,
             extra: dict[str, Any], host: Mapping[str, Any] | None, partial: bool,
             lingering: bool = False, secrets: Sequence[str] = ()) -> DoctorRun:
-    from dflash_doctor.checks.verify import mark_unchecked, unchecked_reason
+    from dflash_doctor.checks.fix.verify import mark_unchecked, unchecked_reason
     from dflash_doctor.render import report as report_module
     from dflash_doctor.render.redact import redact_report
 
@@ -164,7 +164,7 @@ def run_doctor(args: argparse.Namespace, *, options: Mapping[str, Any] | None = 
     if outcome.stopped is not None:
         results.append(outcome.stopped)
     elif expected is not None:
-        from dflash_doctor.checks import (
+        from dflash_doctor.checks.fix import (
             baseline as baseline_module,  # only when asked: it is not cheap to import
         )
         from dflash_doctor.facts.file_hashes import with_file_hashes
@@ -195,7 +195,7 @@ def verify_fixes(results: list[CheckResult], sections: Mapping[str, Any], extra:
                  timeout_s: float, target_archs: Sequence[str] = ()) -> list[CheckResult]:
     """Ask the target's installer what each failing finding's fixes would do (facts.dryrun), keep those facts in
     the report (`dry_runs`) and judge them onto the remediations (checks.verify)."""
-    from dflash_doctor.checks.verify import verified_commands, verify_results
+    from dflash_doctor.checks.fix.verify import verified_commands, verify_results
     from dflash_doctor.facts import dryrun
 
     try:

@@ -1,7 +1,7 @@
 """What a remediation command would really do, asked of the target's own installer without doing it.
 
 Facts only (the judgement, `resolves | would-break | needs-build | fails | not-checked`, is
-`dflash_doctor.checks.verify`): for each command of the shapes `checks.remedy` writes,
+`dflash_doctor.checks.fix.verify`): for each command of the shapes `checks.remedy` writes,
 
 - `PY -m pip install ...`: `PY -m pip install --dry-run --report FILE ...` (pip >= 22.2, the release that
   added `--report`; an older pip, or none, is "not asked" and says why), run in the target interpreter;

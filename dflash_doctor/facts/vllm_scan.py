@@ -3,7 +3,7 @@
 For every `import flash_attn...`, `from flash_attn... import ...` and `import_module("flash_attn...")`
 (and the same for the other external packages named in knowledge.vllm), it records where it is and
 what guards it: the enclosing try/except and the exception types it catches, `with suppress(...)`,
-`if find_spec(...)` / platform conditions (as expressions, judged later by `dflash_doctor.checks.guards`),
+`if find_spec(...)` / platform conditions (as expressions, judged later by `dflash_doctor.checks.python.guards`),
 `if TYPE_CHECKING`, and whether it runs at module import or inside a function.
 """
 

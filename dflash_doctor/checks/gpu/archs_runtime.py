@@ -1,0 +1,91 @@
+"""The C and C++ runtime: GLIBC_/GLIBCXX_/CXXABI_ versions a library requires above what this host gives the
+target interpreter fail its import ("version `GLIBC_2.32' not found")."""
+
+from __future__ import annotations
+
+from dflash_doctor.checks.gpu.archs_common import Library, by_distribution, group_label, plural
+from dflash_doctor.checks.remedy import Installer, flash_attn_source_build
+from dflash_doctor.facts.archs_shapes import ArchCoverage, ArchHost
+from dflash_doctor.facts.envfacts import version_tuple
+from dflash_doctor.knowledge.archs_advice import FA2_UBUNTU_2204_WHEELS_FROM
+from dflash_doctor.model import Finding, Remediation, Status
+
+_RUNTIME_ORDER = ("GLIBC", "GLIBCXX", "CXXABI")
+
+
+def runtime_findings(libraries: list[Library], section: ArchCoverage, installer: Installer) -> list[Finding]:
+    host = section.host
+    provides = host.provides
+    readable = [lib for lib in libraries if not lib.facts.error]
+    if not readable or not provides:
+        return []
+    highest: dict[str, str] = {}
+    failing: list[tuple[Library, dict[str, dict[str, str | None]]]] = []
+    from dflash_doctor.facts.elf import (
+        unmet_versions,  # here, not at import: the ELF reader is not cheap to load
+    )
+
+    for lib in readable:
+        needs = lib.facts.needs_versions or {}
+        for prefix, version in needs.items():
+            if prefix not in highest or version_tuple(version) > version_tuple(highest[prefix]):
+                highest[prefix] = version
+        # A prefix the host does not report at all (libstdc++ not found) is not judged: its `errors` say why.
+        unmet = {k: v for k, v in unmet_versions(dict(needs), dict(provides)).items() if v["provides"]}
+        if unmet:
+            failing.append((lib, unmet))
+    if failing:
+        return [_runtime_too_old([(lib, unmet) for lib, unmet in failing if lib in group], host, installer)
+                for group in by_distribution(lib for lib, _ in failing)]
+    have = ", ".join(f"{k} {v}" for k, v in sorted(provides.items()))
+    need = ", ".join(f"{k} {v}" for k, v in sorted(highest.items()))
+    return [Finding(
+        id="arch-coverage.runtime-ok",
+        status=Status.PASS,
+        title=f"{plural(len(readable), 'library needs', 'libraries need')} at most {need or 'no versioned symbol'}; "
+        f"this host provides {have}",
+        evidence={"needs": highest, "provides": dict(provides), "libstdcxx": host.libstdcxx},
+    )]
+
+
+def _runtime_too_old(failing: list[tuple[Library, dict[str, dict[str, str | None]]]], host: ArchHost,
+                     installer: Installer) -> Finding:
+    libs = [lib for lib, _ in failing]
+    unmet: dict[str, dict[str, str | None]] = {}
+    for _lib, lib_unmet in failing:
+        for prefix, need in lib_unmet.items():
+            known = unmet.get(prefix)
+            if known is None or version_tuple(str(need["needs"])) > version_tuple(str(known["needs"])):
+                unmet[prefix] = need
+    ordered = sorted(unmet.items(), key=lambda item: _RUNTIME_ORDER.index(item[0]))
+    words = [f"{prefix}_{need['needs']}" for prefix, need in ordered]
+    have = ", ".join(f"{prefix} {need['provides']}" for prefix, need in ordered)
+    first = libs[0]
+    detail = [(f"Importing {first.name} fails with \"version `{words[0]}' not found (required by "
+               f"{first.facts.file})\".")]
+    remedies: list[Remediation] = []
+    if "GLIBC" in unmet:
+        detail.append("glibc cannot be upgraded inside a Python environment: build the library on this host, or "
+                      "run on an image with a newer glibc.")
+    if {"GLIBCXX", "CXXABI"} & set(unmet):
+        libstdcxx = (host.libstdcxx or {}).get("path")
+        detail.append(f"The target interpreter loads {libstdcxx}: a newer libstdc++ (the OS package, or "
+                      "conda-forge's libstdcxx-ng in a conda env) or a build on this host fixes it.")
+    if first.facts.canonical == "flash-attn":
+        detail.append(f"flash-attn's release wheels from {FA2_UBUNTU_2204_WHEELS_FROM.value} on are built on "
+                      "Ubuntu 22.04 and need GLIBC 2.32 (flash-attn#1708, #2225).")
+        remedies.append(Remediation(
+            flash_attn_source_build(installer, f"flash-attn=={first.facts.version}"),
+            "build flash-attn from source on this host, against its own glibc and libstdc++",
+        ))
+    return Finding(
+        id="arch-coverage.runtime-too-old",
+        status=Status.FAIL,
+        title=f"{group_label(libs)} need{'s' if len(libs) == 1 else ''} {', '.join(words)}; this host "
+        f"provides {have}",
+        detail="\n".join(detail),
+        evidence={"libraries": [{**lib.evidence(), "needs": lib.facts.needs_versions, "unmet": lib_unmet}
+                                for lib, lib_unmet in failing],
+                  "host": {"provides": host.provides, "glibc": host.glibc, "libstdcxx": host.libstdcxx}},
+        remediation=tuple(remedies),
+    )

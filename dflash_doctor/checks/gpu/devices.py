@@ -1,0 +1,520 @@
+"""Layer: the GPUs, through NVML: the driver, each GPU's health flags, the memory other processes hold,
+MIG, and which physical GPUs CUDA_VISIBLE_DEVICES leaves vLLM.
+
+Health (knowledge.health, after DCGM's health watches): memory errors (gpu.reset-pending,
+gpu.row-remap-failure, gpu.ecc-uncorrected), clocks held down for power or heat (gpu.throttled), a power limit
+below the board's default (gpu.power-capped), a PCIe link narrower or older than GPU and slot support
+(gpu.pcie-link-degraded), and the host's open-file and locked-memory limits (gpu.host-limits)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import ClassVar
+
+from dflash_doctor.check import Facts
+from dflash_doctor.checks.gpu.common import (
+    GRAPHICS_NOTE_BYTES,
+    UNATTRIBUTED_BYTES,
+    Visible,
+    _sm,
+    _visible_of,
+    resolve_visible,
+)
+from dflash_doctor.checks.remedy import export, quote
+from dflash_doctor.codes import Code
+from dflash_doctor.facts.envfacts import release
+from dflash_doctor.facts.environment_shapes import Distributions
+from dflash_doctor.facts.nvml_shapes import Gpu, GpuDevice, GpuHost, HostLimits, NvmlError, Rlimit
+from dflash_doctor.knowledge.gpu import (
+    CUDA_DEVICE_ORDER_DEFAULT,
+    MIG_SINGLE_DEVICE_PER_PROCESS,
+    RETIRED_PAGES_PENDING,
+    ROW_REMAPPING,
+    VLLM_FREE_MEMORY_CHECK,
+    VLLM_UUID_VISIBLE_DEVICES_SINCE,
+)
+from dflash_doctor.knowledge.health import (
+    CLOCK_EVENT_REASONS,
+    ECC_VOLATILE_UNCORRECTED,
+    MEMLOCK_FOR_RDMA,
+    NOFILE_VLLM,
+    PCIE_LINK,
+    POWER_LIMIT,
+    TEMPERATURE_SLOWDOWN,
+    THROTTLE_REASONS_JUDGED,
+)
+from dflash_doctor.model import Finding, Remediation, Status
+from dflash_doctor.units import gib as _gib
+
+__all__ = ["GpuCheck", "Visible", "no_driver_finding", "resolve_visible"]
+
+
+_RESET = ("Stop every process on that GPU, then reset it (`sudo nvidia-smi -r -i N`), or reboot. A reset clears "
+          "pending states; it needs root and no process on the GPU.")
+
+CODES: tuple[Code, ...] = (
+    # the GPUs, through NVML in the doctor's own process
+    Code("gpu.ok", "The GPUs, as NVML sees them",
+         "Lists each GPU with its compute capability (sm_XY), memory and the driver's version, read through NVML "
+         "(nvidia-ml-py) without creating a CUDA context."),
+    Code("gpu.nvml-library-missing", "No NVIDIA driver library (libnvidia-ml.so.1)",
+         "NVML, which ships with the NVIDIA driver, could not be loaded: the dynamic loader finds no "
+         "libnvidia-ml.so.1. Either no NVIDIA driver is installed on this machine, or this is a container started "
+         "without the GPU runtime (`docker run --gpus all` with the NVIDIA Container Toolkit), which mounts the "
+         "driver's libraries and /dev/nvidia* into it. Without it nothing can use a GPU here. On a machine meant to "
+         "have no GPU (a CI image build), run the doctor with --no-gpu."),
+    Code("gpu.driver-not-loaded", "The NVIDIA kernel module is not loaded",
+         "The driver's user-space library is installed but NVML answered NVML_ERROR_DRIVER_NOT_LOADED: the nvidia "
+         "kernel module is not running (no /proc/driver/nvidia/version). Typical after installing a driver without "
+         "rebooting, with Secure Boot refusing an unsigned module, or with the kernel updated past the module built "
+         "for it. Load it (`sudo modprobe nvidia`) or reboot; `dmesg | grep -i nvidia` says why it did not load."),
+    Code("gpu.driver-library-mismatch", "The driver library and kernel module versions differ",
+         "NVML answered 'Driver/library version mismatch': the user-space driver (libnvidia-ml, libcuda) was "
+         "upgraded but the running kernel module is the old one. Every CUDA program fails until the module is "
+         "reloaded; reboot (or unload and reload the nvidia modules with nothing using them)."),
+    Code("gpu.nvml-no-permission", "No permission to use the GPU devices",
+         "NVML answered NVML_ERROR_NO_PERMISSION: this user cannot open /dev/nvidia*. Add the user to the group "
+         "that owns them (often `video`), or run in a container given the GPUs."),
+    Code("gpu.nvml-failed", "NVML could not be queried",
+         "NVML raised an error the doctor has no specific diagnosis for (or nvidia-ml-py is missing from the "
+         "doctor's own environment, or NVML did not answer in time). The error is in the evidence; "
+         "`nvidia-smi` usually prints the same."),
+    Code("gpu.no-devices", "The driver is loaded but lists no GPU",
+         "NVML works but reports zero GPUs: the GPUs are not passed into this container or VM, or they fell off the "
+         "bus (`dmesg | grep -i xid`)."),
+    Code("gpu.visible", "The GPUs vLLM will see",
+         "CUDA_VISIBLE_DEVICES (or its absence) resolved against the GPUs NVML lists, with CUDA's rules: which "
+         "physical GPU each cuda:N will be, in order."),
+    Code("gpu.visible-none", "CUDA_VISIBLE_DEVICES hides every GPU",
+         "CUDA_VISIBLE_DEVICES is set, but to a value that leaves no GPU visible (empty, -1, a first entry that "
+         "names no GPU, or a repeated entry, which hides them all). torch then sees no CUDA device and `vllm serve` "
+         "fails. Unset it or list the GPUs to use."),
+    Code("gpu.visible-unknown-device", "CUDA_VISIBLE_DEVICES names a GPU that does not exist",
+         "An entry of CUDA_VISIBLE_DEVICES names no GPU on this machine (an index past the last GPU, a UUID no GPU "
+         "has, an ambiguous UUID prefix). CUDA stops reading the list there: that entry and every one after it "
+         "are ignored, so fewer GPUs are visible than listed, and a --tensor-parallel-size sized for the list "
+         "fails."),
+    Code("gpu.visible-duplicate", "CUDA_VISIBLE_DEVICES lists a GPU twice",
+         "A repeated entry makes CUDA (and torch's NVML-based count, which mirrors it) see no device at all, so "
+         "`vllm serve` finds no GPU. List each GPU once."),
+    Code("gpu.visible-uuid-vllm", "vLLM cannot map these CUDA_VISIBLE_DEVICES entries",
+         "vLLM maps each CUDA_VISIBLE_DEVICES entry to a physical GPU for its NVML queries. Up to 0.23 it calls "
+         "int() on the entry, so GPU UUIDs raise ValueError at start-up; from 0.24 it looks a UUID up with "
+         "nvmlDeviceGetHandleByUUID, which needs the whole UUID, so the prefixes CUDA accepts still fail. Use the "
+         "indices (the fix shows them) or whole UUIDs with vLLM 0.24 or later."),
+    Code("gpu.visible-mig", "CUDA_VISIBLE_DEVICES names MIG devices",
+         "The entries are MIG device ids. A CUDA process enumerates only one MIG device, so vLLM runs on one MIG "
+         "slice, without tensor parallelism across slices."),
+    Code("gpu.device-order", "GPU indices may differ between CUDA and nvidia-smi",
+         "The machine has GPUs of different models and CUDA_DEVICE_ORDER is not PCI_BUS_ID. CUDA numbers devices "
+         "fastest first by default, nvidia-smi and NVML by PCI bus id, so an index in CUDA_VISIBLE_DEVICES may "
+         "select another GPU than the nvidia-smi row of that number. Set CUDA_DEVICE_ORDER=PCI_BUS_ID (vLLM warns "
+         "about the same)."),
+    Code("gpu.memory-held", "Other processes hold memory on a GPU vLLM will use",
+         "Processes other than the doctor hold memory on a visible GPU. vLLM reserves a fraction of the GPU's "
+         "total memory (--gpu-memory-utilization, default 0.92 in vLLM 0.20) and refuses to start when less than "
+         "that is free ('Free memory on device ... is less than desired GPU memory utilization'); with less, the "
+         "KV cache is smaller. Stop them, pick other GPUs, or lower --gpu-memory-utilization."),
+    Code("gpu.reset-pending", "A GPU needs a reset: memory pages or rows are pending retirement",
+         "NVML reports retired pages pending (before Ampere) or a row remapping pending (Ampere and later): the "
+         "GPU found uncorrectable memory errors and will retire the bad memory at its next reset. Until then it is "
+         "running on memory known to be bad. " + _RESET),
+    Code("gpu.row-remap-failure", "A GPU's row remapping has failed",
+         "NVML reports that a row remapping failed: the GPU has no spare rows left for its bad memory. NVIDIA "
+         "treats this as a reason to replace the GPU; take it out of service."),
+    Code("gpu.ecc-uncorrected", "Uncorrected ECC errors since the driver loaded",
+         "The volatile uncorrected ECC error count is not zero: the GPU's memory returned data it could not "
+         "correct since the driver was last loaded. Work that touched it may have been corrupted. DCGM's health "
+         "watch fails a GPU on any volatile double-bit error, and so does the doctor. Check the count and the "
+         "row remapping (`nvidia-smi -q -d ECC,ROW_REMAPPER`), reset the GPU, and service it if errors recur."),
+    Code("gpu.throttled", "A GPU's clocks are held down for power or heat",
+         "NVML's clock event reasons say the GPU is slowing its clocks now: the power-scaling algorithm holding "
+         "it under its power limit (SwPowerCap), or thermal and hardware slowdowns (SW/HW thermal slowdown, HW "
+         "slowdown, HW power brake), or its temperature is at or above its own slowdown threshold. DCGM's health "
+         "watches warn on the same. On an idle GPU none of them should be active: check cooling, the power "
+         "supply and `nvidia-smi -q -d PERFORMANCE,TEMPERATURE`. Decode throughput drops with the clocks."),
+    Code("gpu.power-capped", "A GPU's power limit is below the board's default",
+         "The power limit in effect (or the one the driver enforces) is lower than the limit the board boots "
+         "with, so under load the clocks are held lower than the GPU can run. It was set with `nvidia-smi -pl`, "
+         "by the system, or by a datacenter power policy. Restore it with `sudo nvidia-smi -i N -pl DEFAULT_W` "
+         "if the lower limit is not intended."),
+    Code("gpu.pcie-link-degraded", "A GPU's PCIe link is narrower or older than it could be",
+         "The PCIe link trained narrower than the GPU and slot support (x8 where x16 is possible), or the slot is "
+         "of an older PCIe generation than the GPU (a Gen5 GPU in a Gen3 slot). Each halving halves host-to-GPU "
+         "copies (model loading, CPU offload) and, without NVLink, the peer-to-peer bandwidth tensor parallelism "
+         "all-reduces over. Reseat the card or move it to a full-width slot of its generation; DCGM's PCIe "
+         "diagnostic fails a GPU on the same."),
+    Code("gpu.host-limits", "The host's open-file and locked-memory limits",
+         "The doctor's RLIMIT_NOFILE and RLIMIT_MEMLOCK, which a vLLM started from the same shell inherits, and "
+         "the transparent huge page mode. vLLM raises its soft open-file limit to 65535 itself but cannot pass "
+         "the hard limit: below it, many connections end in `OSError: [Errno 24] Too many open files` (warned). "
+         "NCCL over InfiniBand/RoCE pins the memory it registers and needs memlock unlimited; on one host it "
+         "does not (reported, not judged)."),
+    Code("gpu.mig-enabled", "MIG is enabled on a GPU vLLM will use",
+         "Multi-Instance GPU mode splits the GPU into MIG devices, and a CUDA process enumerates only one of them. "
+         "vLLM then runs on one slice, with the slice's memory, and cannot use tensor parallelism across slices. "
+         "Disable MIG (`sudo nvidia-smi -i N -mig 0`, then reset) to serve on the whole GPU."),
+    Code("gpu.mig-pending", "A MIG mode change is waiting for a GPU reset",
+         "The MIG mode set for the GPU differs from the one in effect; it changes at the next GPU reset. " + _RESET),
+)
+
+
+# ---------------------------------------------------------------------------------------- gpu check
+
+
+def _nvml_failure(gpu: Gpu) -> Finding:
+    error = (gpu.nvml.error if gpu.nvml else None) or NvmlError()
+    name, message = error.name, error.message
+    host = gpu.host or GpuHost()
+    evidence = {"nvml_error": error.to_json() if gpu.nvml and gpu.nvml.error else {},
+                "kernel_module": host.kernel_module, "dev_nodes": host.dev_nodes if gpu.host else None}
+    if name == "NVML_ERROR_LIBRARY_NOT_FOUND":
+        where = ("the NVIDIA kernel module is loaded (" + host.kernel_module + ") but its user-space libraries "
+                 "are not visible here" if host.kernel_module else
+                 "and no NVIDIA kernel module is loaded (no /proc/driver/nvidia/version)")
+        return Finding("gpu.nvml-library-missing", Status.FAIL,
+                       f"no NVIDIA driver: libnvidia-ml.so.1 cannot be loaded, {where}",
+                       detail=f"The dynamic loader says: {error.loader or message}. Without the driver "
+                       "nothing can use a GPU here; in a container, start it with the GPUs (`--gpus all`). On a "
+                       "machine without a GPU (a CI image build), run with --no-gpu.",
+                       evidence=evidence)
+    if name == "NVML_ERROR_DRIVER_NOT_LOADED":
+        return Finding("gpu.driver-not-loaded", Status.FAIL,
+                       "the NVIDIA driver is not loaded: libnvidia-ml.so.1 is installed but the kernel module "
+                       "is not running (NVML: Driver Not Loaded)",
+                       detail="`dmesg | grep -i nvidia` says why the module did not load (Secure Boot, a kernel "
+                       "update without a rebuilt module, a driver installed without a reboot).",
+                       evidence=evidence,
+                       remediation=(Remediation("sudo modprobe nvidia", "load the kernel module"),
+                                    Remediation("sudo reboot", "or reboot, if the driver was just installed")))
+    if name == "NVML_ERROR_LIB_RM_VERSION_MISMATCH":
+        return Finding("gpu.driver-library-mismatch", Status.FAIL,
+                       f"driver/library version mismatch: the running kernel module "
+                       f"({host.kernel_module or 'unknown'}) is not the installed driver's",
+                       detail="The driver was upgraded but the old kernel module still runs; every CUDA program "
+                       "fails until it is replaced.",
+                       evidence=evidence, remediation=(Remediation("sudo reboot", "load the installed driver's module"),))
+    if name == "NVML_ERROR_NO_PERMISSION":
+        return Finding("gpu.nvml-no-permission", Status.FAIL,
+                       "no permission to open the GPU devices (/dev/nvidia*) as this user",
+                       evidence=evidence,
+                       remediation=(Remediation("sudo usermod -aG video \"$USER\"",
+                                                "join the group that owns /dev/nvidia* (check with ls -l /dev/nvidia*), "
+                                                "then log in again"),))
+    return Finding("gpu.nvml-failed", Status.FAIL,
+                   f"NVML could not be queried: {message or error.kind}",
+                   detail="`nvidia-smi` usually prints the same error.", evidence=evidence)
+
+
+def no_driver_finding(gpu: Gpu) -> Finding | None:
+    """The finding this check gives when NVML cannot be queried (no driver, no permission, ...); None when it
+    can. Other checks name it as the cause of what follows from it (an extension that needs libcuda.so.1)."""
+    if (gpu.nvml is not None and gpu.nvml.ok) or gpu.skipped:
+        return None
+    return _nvml_failure(gpu)
+
+
+def _device_line(device: GpuDevice) -> str:
+    memory = device.memory
+    line = (f"GPU {device.index} {device.name} {_sm(device.compute_capability)} "
+            f"{_gib(memory.total if memory else None)}")
+    if memory is not None:
+        line += f" ({_gib(memory.free)} free)"
+    if device.mig is not None and device.mig.current:
+        line += " MIG"
+    return line
+
+
+def _gpu_summary(gpu: Gpu, visible: Visible) -> Finding:
+    devices = gpu.devices
+    hidden = [d for d in devices if d.index not in visible.gpus]
+    title = "; ".join(_device_line(d) + (" (hidden by CUDA_VISIBLE_DEVICES)" if d in hidden else "") for d in devices)
+    title += f" · driver {gpu.driver_version} (CUDA {gpu.cuda_driver_version})"
+    return Finding("gpu.ok", Status.PASS, title, evidence={
+        "driver_version": gpu.driver_version, "cuda_driver_version": gpu.cuda_driver_version,
+        "devices": [{"index": d.index, "name": d.name, "uuid": d.uuid, "pci_bus_id": d.pci_bus_id,
+                     "compute_capability": d.compute_capability,
+                     "memory": d.memory.to_json() if d.memory else None, "persistence_mode": d.persistence_mode,
+                     "clock_event_reasons": (reason_names(d.clock_event_reasons)
+                                             if d.clock_event_reasons is not None else None),
+                     "temperature": d.temperature.to_json() if d.temperature else None,
+                     "power": d.power.to_json() if d.power else None,
+                     "pcie": d.pcie.to_json() if d.pcie else None}
+                    for d in devices]})
+
+
+def _visible_findings(gpu: Gpu, visible: Visible, vllm_version: str | None) -> Iterator[Finding]:
+    devices = {d.index: d for d in gpu.devices}
+    value = visible.value
+    order = [f"cuda:{n} = GPU {i} ({devices[i].name})" for n, i in enumerate(visible.gpus)]
+    evidence = {"CUDA_VISIBLE_DEVICES": value, "form": visible.form, "visible": list(visible.gpus),
+                "stopped_at": visible.stopped_at, "reason": visible.stop_reason}
+    by_index = ",".join(str(i) for i in visible.gpus)
+    if visible.duplicate is not None:
+        yield Finding("gpu.visible-duplicate", Status.FAIL,
+                      f"CUDA_VISIBLE_DEVICES={value!r} repeats {visible.duplicate!r}: CUDA then sees no GPU at all",
+                      evidence=evidence)
+        return
+    if not visible.gpus and value is not None:
+        why = "it is empty" if not value.strip() else f"its first entry {visible.stopped_at!r} is {visible.stop_reason}"
+        yield Finding("gpu.visible-none", Status.FAIL,
+                      f"CUDA_VISIBLE_DEVICES={value!r} leaves no GPU visible: {why}; vLLM will see none",
+                      evidence=evidence,
+                      remediation=(Remediation("unset CUDA_VISIBLE_DEVICES", "to use every GPU"),))
+        return
+    if visible.stopped_at is not None:
+        yield Finding("gpu.visible-unknown-device", Status.FAIL,
+                      f"CUDA_VISIBLE_DEVICES={value!r}: {visible.stopped_at!r} names no GPU here "
+                      f"({visible.stop_reason}); CUDA stops reading there, so vLLM sees only "
+                      f"{len(visible.gpus)}: {', '.join(order)}",
+                      evidence=evidence,
+                      remediation=(Remediation(export("CUDA_VISIBLE_DEVICES", by_index),
+                                               "what CUDA makes of it now; list the GPUs you meant instead"),))
+    if visible.form == "mig":
+        yield Finding("gpu.visible-mig", Status.WARN,
+                      f"CUDA_VISIBLE_DEVICES names MIG devices ({', '.join(visible.entries)}): a CUDA process "
+                      "enumerates only one MIG device, so vLLM runs on one slice",
+                      detail=MIG_SINGLE_DEVICE_PER_PROCESS.note, evidence=evidence)
+    if visible.form == "uuids" and vllm_version is not None:
+        since, installed = release(VLLM_UUID_VISIBLE_DEVICES_SINCE.value), release(vllm_version)
+        older = installed is not None and since is not None and installed < since
+        whole = {str(devices[i].uuid) for i in visible.gpus}
+        partial = [e for e in visible.entries if e not in whole]
+        if older or partial:
+            why = (f"vLLM {vllm_version} calls int() on each entry (UUIDs are accepted from "
+                   f"{VLLM_UUID_VISIBLE_DEVICES_SINCE.value})" if older else
+                   f"vLLM {vllm_version} looks UUIDs up whole, and {', '.join(partial)} is a prefix")
+            yield Finding("gpu.visible-uuid-vllm", Status.FAIL,
+                          f"CUDA_VISIBLE_DEVICES={value!r}: CUDA accepts it but {why}: `vllm serve` fails at start",
+                          evidence={**evidence, "vllm": vllm_version},
+                          remediation=(Remediation(export("CUDA_VISIBLE_DEVICES", by_index),
+                                                   "the same GPUs by index"),))
+    names = {str(d.name) for d in devices.values()}
+    order_env = gpu.environ.get("CUDA_DEVICE_ORDER")
+    if visible.form == "indices" and len(names) > 1 and order_env != "PCI_BUS_ID":
+        yield Finding("gpu.device-order", Status.WARN,
+                      f"GPUs of different models ({', '.join(sorted(names))}) and CUDA_DEVICE_ORDER is not PCI_BUS_ID: "
+                      f"CUDA_VISIBLE_DEVICES={value!r} counts them fastest-first, not as nvidia-smi numbers them",
+                      detail=CUDA_DEVICE_ORDER_DEFAULT.note, evidence={**evidence, "CUDA_DEVICE_ORDER": order_env},
+                      remediation=(Remediation("export CUDA_DEVICE_ORDER=PCI_BUS_ID",
+                                               "number GPUs as nvidia-smi does"),))
+    if value is not None and visible.gpus and visible.stopped_at is None:
+        yield Finding("gpu.visible", Status.PASS,
+                      f"CUDA_VISIBLE_DEVICES={value!r}: vLLM will see {len(visible.gpus)} GPU(s): {', '.join(order)}",
+                      evidence=evidence)
+
+
+def _memory_findings(device: GpuDevice) -> Iterator[Finding]:
+    memory = device.memory
+    total, free, used = (memory.total, memory.free, memory.used) if memory else (None, None, None)
+    others = [p for p in device.processes if not p.own]
+    compute = [p for p in others if p.kind == "compute"]
+    graphics_bytes = sum(p.used_bytes or 0 for p in others if p.kind == "graphics")
+    own_bytes = sum(p.used_bytes or 0 for p in device.processes if p.own)
+    listed = sum(p.used_bytes or 0 for p in others)
+    unattributed = (used or 0) - own_bytes - listed if used is not None else 0
+    if not compute and graphics_bytes < GRAPHICS_NOTE_BYTES and unattributed < UNATTRIBUTED_BYTES:
+        return
+    label = f"GPU {device.index} ({device.name})"
+    holders = ", ".join(f"{p.name or '?'} (pid {p.pid}, {_gib(p.used_bytes)})" for p in others[:5])
+    parts = []
+    if others:
+        parts.append(f"{len(others)} other process(es) hold memory: {holders}")
+    if unattributed >= UNATTRIBUTED_BYTES:
+        parts.append(f"{_gib(unattributed)} is used by processes NVML does not list here (another container?)")
+    fraction = VLLM_FREE_MEMORY_CHECK.value
+    detail = ""
+    if total and free is not None:
+        needed = total * fraction
+        verdict = ("so vLLM's default --gpu-memory-utilization " f"{fraction} ({_gib(needed)}) does not fit: "
+                   "it refuses to start" if free < needed else
+                   f"vLLM's default --gpu-memory-utilization {fraction} ({_gib(needed)}) still fits")
+        detail = f"{_gib(free)} of {_gib(total)} is free; {verdict}."
+    yield Finding("gpu.memory-held", Status.WARN, f"{label}: " + "; ".join(parts), detail=detail,
+                  evidence={"gpu": device.index, "memory": memory.to_json() if memory else {},
+                            "processes": [p.to_json() for p in others], "unattributed_bytes": max(unattributed, 0)})
+
+
+def reason_names(mask: int) -> list[str]:
+    """NVML's clock event reason bits, by name (an unknown bit as its hex value)."""
+    names = [name for bit, name, _ in CLOCK_EVENT_REASONS.value if mask & bit]
+    known = sum(bit for bit, _, _ in CLOCK_EVENT_REASONS.value)
+    names += [hex(1 << b) for b in range(64) if mask & ~known & (1 << b)]
+    return names
+
+
+def _throttle_findings(device: GpuDevice, label: str) -> Iterator[Finding]:
+    mask = device.clock_event_reasons
+    judged = mask & THROTTLE_REASONS_JUDGED.value if mask is not None else 0
+    temperature = device.temperature
+    hot = (temperature is not None and temperature.gpu_c is not None and temperature.slowdown_c is not None
+           and temperature.slowdown_c > 0 and temperature.gpu_c >= temperature.slowdown_c)
+    if not judged and not hot:
+        return
+    meaning = {name: what for _, name, what in CLOCK_EVENT_REASONS.value}
+    parts = []
+    if judged:
+        parts.append("clocks held down: " + ", ".join(reason_names(judged)))
+    if hot and temperature is not None:
+        parts.append(f"{temperature.gpu_c} C, at or above its slowdown threshold {temperature.slowdown_c} C")
+    detail = "; ".join(f"{name}: {meaning[name]}" for name in reason_names(judged) if name in meaning)
+    detail = (detail + ". " if detail else "") + THROTTLE_REASONS_JUDGED.note
+    if hot:
+        detail += " " + TEMPERATURE_SLOWDOWN.note
+    yield Finding("gpu.throttled", Status.WARN, f"{label}: " + "; ".join(parts), detail=detail,
+                  evidence={"gpu": device.index, "clock_event_reasons": mask,
+                            "reasons": reason_names(mask) if mask is not None else None,
+                            "temperature": temperature.to_json() if temperature else None},
+                  remediation=(Remediation(f"nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER -i {device.index}",
+                                           "see which limit is active and how close the GPU is to it"),))
+
+
+def _power_findings(device: GpuDevice, label: str) -> Iterator[Finding]:
+    power = device.power
+    if power is None or not power.default_limit_mw:
+        return
+    limits = [v for v in (power.limit_mw, power.enforced_limit_mw) if v is not None]
+    if not limits or min(limits) >= power.default_limit_mw:
+        return
+    low = min(limits)
+    which = "enforced" if low == power.enforced_limit_mw and low != power.limit_mw else "set"
+    yield Finding("gpu.power-capped", Status.WARN,
+                  f"{label}: power limit {which} to {low / 1000:g} W, below the board's default "
+                  f"{power.default_limit_mw / 1000:g} W: clocks are held lower under load",
+                  detail=POWER_LIMIT.note, evidence={"gpu": device.index, "power": power.to_json()},
+                  remediation=(Remediation(f"sudo nvidia-smi -i {device.index} -pl {power.default_limit_mw / 1000:g}",
+                                           "restore the default limit, if the lower one is not intended"),))
+
+
+def _pcie_findings(device: GpuDevice, label: str) -> Iterator[Finding]:
+    pcie = device.pcie
+    if pcie is None:
+        return
+    parts = []
+    if pcie.width is not None and pcie.max_width and 0 < pcie.width < pcie.max_width:
+        parts.append(f"link x{pcie.width} where x{pcie.max_width} is possible")
+    if pcie.max_generation and pcie.gpu_max_generation and pcie.max_generation < pcie.gpu_max_generation:
+        parts.append(f"the slot allows PCIe Gen{pcie.max_generation}, the GPU Gen{pcie.gpu_max_generation}")
+    if not parts:
+        return
+    yield Finding("gpu.pcie-link-degraded", Status.WARN,
+                  f"{label}: PCIe {'; '.join(parts)}: host-to-GPU and PCIe peer-to-peer bandwidth is lower",
+                  detail=PCIE_LINK.note, evidence={"gpu": device.index, "pci_bus_id": device.pci_bus_id,
+                                                   "pcie": pcie.to_json()})
+
+
+def _limit_text(limit: Rlimit | None, unit: float = 1) -> str:
+    if limit is None:
+        return "unknown"
+
+    def one(value: int | None) -> str:
+        if value is None:
+            return "?"
+        return "unlimited" if value < 0 else (f"{value / unit:g}" if unit != 1 else str(value))
+
+    return f"{one(limit.soft)} (hard {one(limit.hard)})"
+
+
+def host_limits_finding(limits: HostLimits) -> Finding:
+    """gpu.host-limits: a hard open-file limit vLLM cannot raise its soft one to warns; memlock and THP are
+    reported (knowledge.health)."""
+    nofile, memlock = limits.nofile, limits.memlock
+    need = NOFILE_VLLM.value
+    low_hard = nofile is not None and nofile.hard is not None and 0 <= nofile.hard < need
+    memlock_unlimited = memlock is not None and memlock.soft is not None and memlock.soft < 0
+    text = (f"open files {_limit_text(nofile)}, locked memory "
+            f"{_limit_text(memlock, 1 << 20)}{'' if memlock_unlimited or memlock is None else ' MiB'}, "
+            f"transparent huge pages {limits.transparent_hugepage or 'unknown'}")
+    evidence = {**limits.to_json(), "nofile_needed_by_vllm": need}
+    memlock_note = ("" if memlock_unlimited else
+                    " Locked memory is limited: fine on one host; multi-node NCCL over InfiniBand/RoCE needs it "
+                    f"{MEMLOCK_FOR_RDMA.value} (`ulimit -l unlimited`, or `--ulimit memlock=-1` for a container).")
+    if low_hard:
+        return Finding("gpu.host-limits", Status.WARN,
+                       f"the hard open-file limit {nofile.hard if nofile else '?'} is below the {need} vLLM "
+                       f"raises its soft limit to: it cannot, and many connections fail with 'Too many open "
+                       f"files' ({text})",
+                       detail=NOFILE_VLLM.note + memlock_note, evidence=evidence,
+                       remediation=(Remediation(f"ulimit -Hn {need}; ulimit -n {need}",
+                                                "as root, in the shell that starts vLLM (or LimitNOFILE= in its "
+                                                "systemd unit, --ulimit nofile= for a container)"),))
+    return Finding("gpu.host-limits", Status.PASS, f"host limits: {text}",
+                   detail=(NOFILE_VLLM.note + memlock_note).strip(), evidence=evidence)
+
+
+def _health_findings(device: GpuDevice) -> Iterator[Finding]:
+    label = f"GPU {device.index} ({device.name})"
+    reset = Remediation(f"sudo nvidia-smi -r -i {quote(str(device.index))}", "stop every process on the GPU first; or reboot")
+    rows = device.remapped_rows
+    if device.retired_pages_pending or (rows and rows.pending):
+        what = "row remapping" if rows and rows.pending else "page retirement"
+        yield Finding("gpu.reset-pending", Status.FAIL,
+                      f"{label}: a memory {what} is pending: the GPU needs a reset to stop using bad memory",
+                      detail=(ROW_REMAPPING if rows and rows.pending else RETIRED_PAGES_PENDING).value + ".",
+                      evidence={"gpu": device.index, "retired_pages_pending": device.retired_pages_pending,
+                                "remapped_rows": rows.to_json() if rows else None},
+                      remediation=(reset,))
+    if rows and rows.failure:
+        yield Finding("gpu.row-remap-failure", Status.FAIL,
+                      f"{label}: row remapping has failed: the GPU has run out of spare memory rows",
+                      detail=ROW_REMAPPING.value + ".",
+                      evidence={"gpu": device.index, "remapped_rows": rows.to_json()})
+    ecc = device.ecc
+    if ecc and ecc.volatile_uncorrected:
+        lifetime = (f" ({ecc.aggregate_uncorrected} over the GPU's lifetime)"
+                    if ecc.aggregate_uncorrected is not None else "")
+        yield Finding("gpu.ecc-uncorrected", Status.FAIL,
+                      f"{label}: {ecc.volatile_uncorrected} uncorrected ECC error(s) since the driver loaded"
+                      f"{lifetime}",
+                      detail=ECC_VOLATILE_UNCORRECTED.value + " (DCGM's health watch); work that touched that "
+                      "memory may have been corrupted.",
+                      evidence={"gpu": device.index, "ecc": ecc.to_json(),
+                                "remapped_rows": rows.to_json() if rows else None},
+                      remediation=(reset,))
+    yield from _throttle_findings(device, label)
+    yield from _power_findings(device, label)
+    yield from _pcie_findings(device, label)
+    mig = device.mig
+    if mig and mig.current:
+        yield Finding("gpu.mig-enabled", Status.WARN,
+                      f"{label}: MIG is enabled ({len(mig.devices)} MIG device(s)): vLLM can use only "
+                      "one MIG slice per process, and no tensor parallelism across slices",
+                      detail=MIG_SINGLE_DEVICE_PER_PROCESS.note,
+                      evidence={"gpu": device.index, "mig": mig.to_json()},
+                      remediation=(Remediation(f"sudo nvidia-smi -i {quote(str(device.index))} -mig 0",
+                                               "disable MIG, then reset the GPU"),))
+    if mig and mig.current != mig.pending:
+        yield Finding("gpu.mig-pending", Status.WARN,
+                      f"{label}: MIG will be {'enabled' if mig.pending else 'disabled'} at the next GPU reset",
+                      evidence={"gpu": device.index, "mig": mig.to_json()}, remediation=(reset,))
+
+
+class GpuCheck:
+    id: ClassVar[str] = "gpu"
+    layer: ClassVar[str] = "gpu"
+    title: ClassVar[str] = "GPUs"
+    codes: ClassVar[tuple[Code, ...]] = tuple(c for c in CODES if c.id.startswith("gpu."))
+    needs: ClassVar[frozenset[str]] = frozenset({"gpu", "distributions"})
+    after: ClassVar[frozenset[str]] = frozenset()
+    requires_gpu: ClassVar[bool] = True
+
+    def judge(self, facts: Facts) -> Iterable[Finding]:
+        gpu = facts.section(Gpu)
+        if gpu.nvml is None or not gpu.nvml.ok:
+            return [_nvml_failure(gpu)]
+        devices = gpu.devices
+        if not devices:
+            return [Finding("gpu.no-devices", Status.FAIL,
+                            f"the NVIDIA driver {gpu.driver_version} is loaded but lists no GPU",
+                            evidence={"host": gpu.host.to_json() if gpu.host else None})]
+        visible = _visible_of(gpu)
+        dists = facts.optional_section(Distributions)
+        vllm_version = dists.version("vllm") if dists is not None else None
+        findings = [_gpu_summary(gpu, visible), *_visible_findings(gpu, visible, vllm_version)]
+        used = [d for d in devices if d.index in visible.gpus]
+        for device in used:
+            findings.extend(_health_findings(device))
+            findings.extend(_memory_findings(device))
+        if gpu.host is not None and gpu.host.limits is not None:
+            findings.append(host_limits_finding(gpu.host.limits))
+        return findings

@@ -1,0 +1,204 @@
+"""What the two `vllm serve` checks share: reading the command's fields as vLLM will see them.
+
+The flag values with vLLM's defaults filled in (which depend on the GPU's memory tier and the vLLM
+version), the target's derived maximum length, and the user's own command with one flag changed (every
+remediation is that command, not a generic one).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Mapping
+from functools import partial
+from typing import Any
+
+from dflash_doctor.checks.models.common import (
+    _derived_max_len,
+    _is_int,
+    _length,
+    _marker,
+    derived_max_len,
+    has_behaviour,
+    text_config,
+)
+from dflash_doctor.facts.envfacts import version_tuple
+from dflash_doctor.facts.serve_shapes import VllmDflash
+from dflash_doctor.knowledge.dflash import (
+    BATCH_DEFAULTS,
+    SPEC_BUDGET_RULES,
+)
+from dflash_doctor.model import Finding, Status
+from dflash_doctor.units import GIB, gib
+
+__all__ = ["effective_settings", "repair_spec", "scheduler_refusal", "spec_token_budget"]
+
+DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "half": 2, "float": 4}
+STORED_FLOAT = {"F16", "BF16", "F32", "F64"}
+MULTIMODAL_PREFIX_WORDS = ("visual", "vision", "image", "audio", "mm_projector", "multi_modal")
+
+
+def _int_or(value: Any, default: int) -> int:
+    return int(value) if _is_int(value) else default
+
+
+_gib = partial(gib, digits=2)  # sizes of weights and KV cache, to the hundredth
+
+
+
+_BARE = re.compile(r"""([{\[,:]\s*)([^\s"'{}\[\],:][^{}\[\],:"']*?)(\s*)(?=[,:}\]])""")
+_JSON_WORD = re.compile(r"-?\d+(\.\d+)?([eE][+-]?\d+)?|true|false|null")
+
+
+def repair_spec(raw: Any) -> dict[str, Any] | None:
+    """What a --speculative-config that is not JSON most likely meant, as a dict; None if it cannot be told.
+
+    Two mistakes cover what shells and hands make of it: Python's syntax (single quotes, True/None), and bare
+    words where the double quotes were eaten by the shell (`{method: dflash, model: /models/d}`)."""
+    if not isinstance(raw, str) or len(raw) > 65536:
+        return None
+    try:
+        value = ast.literal_eval(raw)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        value = None
+    if not isinstance(value, dict):
+        def quoted(match: re.Match[str]) -> str:
+            word = match.group(2).strip()
+            return match.group(1) + (word if _JSON_WORD.fullmatch(word) else json.dumps(word)) + match.group(3)
+
+        try:
+            value = json.loads(_BARE.sub(quoted, raw.strip()))
+        except (ValueError, RecursionError):
+            return None
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        return None
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return None
+    return value
+
+
+def _not_given(check_id: str) -> list[Finding]:
+    return [Finding(f"{check_id}.not-given", Status.SKIP, "serve command: skipped, none given",
+                    detail="Run `dflash-doctor serve -- vllm serve MODEL [flags]` with the exact command to judge it.")]
+
+
+# ---------------------------------------------------------------------------------- effective values
+
+
+
+def max_len_refused(model: Mapping[str, Any] | None, vllm: VllmDflash | None, given: int) -> tuple[bool, float | None, str]:
+    """Whether vLLM refuses --max-model-len `given` for this model (without VLLM_ALLOW_LONG_MAX_MODEL_LEN):
+    over the derived length and over the config's own model_max_length, when it has one."""
+    derived, key = derived_max_len(model, vllm)
+    if derived is None or given <= derived:
+        return False, derived, key
+    own = text_config(model).get("model_max_length")
+    return (not _length(own) or given > own), derived, key
+
+
+def _tier(device: Mapping[str, Any] | None, vllm: VllmDflash | None) -> str:
+    """Which of vLLM's default tiers the first GPU falls in, by the total torch reports (NVML's total less
+    the driver's reservation)."""
+    memory = (device or {}).get("memory") or {}
+    total = memory.get("total")
+    name = str((device or {}).get("name") or "").lower()
+    if not _is_int(total):
+        return "unknown"
+    gib = (total - int(memory.get("reserved") or 0)) / GIB
+    tiers = BATCH_DEFAULTS.value
+    if gib >= tiers["huge"]["min_gib"] and _marker(vllm, "batch_huge_tier"):
+        return "huge"
+    if gib >= tiers["large"]["min_gib"] and "a100" not in name:
+        return "large"
+    return "small"
+
+
+def effective_settings(fields: Mapping[str, Any], target: Mapping[str, Any] | None, tier: str,
+                       vllm: VllmDflash | None = None) -> dict[str, Any]:
+    """The scheduler values vLLM ends up with for one GPU tier ("small", "large", "huge")
+    (engine/arg_utils.py _set_default_max_num_seqs_and_batched_tokens_args)."""
+    defaults = BATCH_DEFAULTS.value[tier]
+    derived, _ = _derived_max_len(target, vllm)
+    given_len, given_seqs, given_tokens = (fields.get(k) for k in ("max_model_len", "max_num_seqs",
+                                                                   "max_num_batched_tokens"))
+    max_model_len = given_len if _is_int(given_len) else derived
+    chunked = fields.get("enable_chunked_prefill")
+    chunked = True if chunked is None else bool(chunked)
+    seqs = given_seqs if _is_int(given_seqs) else defaults["max_num_seqs"]
+    defaulted = not _is_int(given_tokens)
+    if _is_int(given_tokens):
+        tokens = given_tokens
+    else:
+        tokens = defaults["max_num_batched_tokens"]
+        if not chunked and max_model_len is not None:
+            tokens = max(max_model_len, tokens)
+        if max_model_len is not None:
+            tokens = min(seqs * max_model_len, tokens)
+    return {"tier": tier, "max_model_len": max_model_len, "max_num_seqs": seqs, "max_num_batched_tokens": tokens,
+            "batched_defaulted": defaulted, "seqs_defaulted": not _is_int(given_seqs),
+            "chunked_prefill": chunked}
+
+
+# ------------------------------------------------------------------------------------ serve-command
+
+
+def spec_token_budget(vllm: VllmDflash | None, k: int, batched: int, seqs: int,
+                      rule: str | None = None) -> dict[str, Any]:
+    """What the installed vLLM's VllmConfig._set_max_num_scheduled_tokens makes of a DFlash serve with k
+    speculative tokens (knowledge.dflash.SPEC_BUDGET_RULES): the rule ("0.20-0.27", "0.28-0.32", "0.33"), vLLM's
+    error message or None, max_num_scheduled_tokens, max_num_active_seqs where vLLM lowers it, whether it warns
+    that fewer than 8192 tokens are left, and the draft slots reserved per request. `rule` names one instead of
+    the installed vLLM's."""
+    rules = SPEC_BUDGET_RULES.value
+    if rule is not None:
+        draft_seqs, subtracts = rule == "0.33", rule == "0.20-0.27"
+    else:
+        draft_seqs = has_behaviour(vllm, "spec_budget_draft_seqs", rules["draft_seqs_since"])
+        subtracts = not draft_seqs and _subtracts(vllm, rules["no_subtraction_since"])
+    out: dict[str, Any] = {"error": None, "max_num_active_seqs": None}
+    if subtracts:
+        slots = k - 1
+        scheduled = batched - slots * seqs
+        out.update(rule="0.20-0.27", slots_per_request=slots, draft_slots=slots * seqs, max_num_scheduled_tokens=scheduled,
+                   warns=0 < scheduled < rules["warn_below"])
+        if scheduled <= 0:
+            out["error"] = (f"max_num_scheduled_tokens is set to {scheduled} based on the speculative decoding settings, "
+                            "which does not allow any tokens to be scheduled. Increase max_num_batched_tokens to "
+                            "accommodate the additional draft token slots, or decrease num_speculative_tokens or "
+                            "max_num_seqs.")
+        return out
+    slots = k + 1 if draft_seqs else k
+    out.update(rule="0.33" if draft_seqs else "0.28-0.32", slots_per_request=slots, max_num_scheduled_tokens=batched,
+               warns=batched < rules["warn_below"])
+    if batched <= slots:
+        named = f"num_lookahead_tokens={slots}" if draft_seqs else f"scheduled_token_delta={slots}"
+        out["error"] = ("VllmConfig does not have enough slots to schedule a token and support the speculative "
+                        f"decoding settings. Got max_num_batched_tokens={batched} and {named}.")
+    elif draft_seqs and batched // slots < seqs:
+        out["max_num_active_seqs"] = batched // slots
+    return out
+
+
+
+def _subtracts(vllm: VllmDflash | None, until: str) -> bool:
+    """The old rule, unlike the newer ones, is known by its marker's presence; where the source is unread, by a
+    version before `until`."""
+    found = _marker(vllm, "spec_budget_subtracts")
+    if found is not None:
+        return found
+    version = version_tuple(str((vllm.version if vllm is not None else None) or ""))
+    return bool(version) and version < version_tuple(until)
+
+
+def scheduler_refusal(batched: int, seqs: int, max_model_len: int | None, chunked_prefill: bool) -> str | None:
+    """SchedulerConfig.verify_max_model_len's refusal (the same in 0.20 through 0.34), in vLLM's words, or None."""
+    if _is_int(max_model_len) and batched < max_model_len and not chunked_prefill:
+        return (f"max_num_batched_tokens ({batched}) is smaller than max_model_len ({max_model_len}). This effectively "
+                "limits the maximum sequence length to max_num_batched_tokens and makes vLLM reject longer sequences. "
+                "Please increase max_num_batched_tokens or decrease max_model_len.")
+    if batched < seqs:
+        return f"max_num_batched_tokens ({batched}) must be greater than or equal to max_num_seqs ({seqs})."
+    return None

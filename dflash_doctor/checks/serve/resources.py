@@ -1,0 +1,280 @@
+"""Layer: what the host must offer `vllm serve` (check `serve-resources`).
+
+Enough GPUs for TP x PP, weights per GPU plus the drafter within each GPU's memory x
+--gpu-memory-utilization (memory other processes hold counted), room for one max_model_len sequence of
+KV cache, and a free port. The rules and their sources are in knowledge.dflash and knowledge.gpu.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar
+
+from dflash_doctor.check import Facts
+from dflash_doctor.checks.argv import with_flag
+from dflash_doctor.checks.models.common import (
+    _is_int,
+    gpu_view,
+    text_config,
+)
+from dflash_doctor.checks.remedy import quote
+from dflash_doctor.checks.serve.common import (
+    DTYPE_BYTES,
+    MULTIMODAL_PREFIX_WORDS,
+    _gib,
+    _int_or,
+    _not_given,
+    _tier,
+    effective_settings,
+)
+from dflash_doctor.codes import Code
+from dflash_doctor.facts.models_shapes import Models
+from dflash_doctor.facts.serve_shapes import ServeArgs, VllmDflash
+from dflash_doctor.knowledge.dflash import (
+    KV_CACHE_ONE_SEQUENCE,
+    WORLD_SIZE_RULE,
+)
+from dflash_doctor.knowledge.gpu import VLLM_FREE_MEMORY_CHECK
+from dflash_doctor.model import Finding, Remediation, Status
+
+__all__ = ["ServeResourcesCheck"]
+
+
+CODES: tuple[Code, ...] = (
+    Code("serve-resources.world-size", "Tensor x pipeline parallel size against the visible GPUs",
+         "vLLM: 'World size (...) is larger than the number of available GPUs (...) in this node.' The GPUs are "
+         "those NVML lists, filtered by CUDA_VISIBLE_DEVICES as CUDA reads it (or --gpus)."),
+    Code("serve-resources.gpu-facts-unavailable", "GPU count and memory were not judged",
+         "No GPU facts here (no NVML, no driver). On a CI machine, give the serving GPUs' shape with --gpus N "
+         "--gpu-memory GIB to judge these rules."),
+    Code("serve-resources.memory", "Weights fit the GPUs, with room for the KV cache",
+         "Per GPU: the target's weights / (TP x PP) plus the drafter's / draft TP, at the serving dtype, against "
+         "total memory x --gpu-memory-utilization. What is left holds the KV cache and activations; the doctor "
+         "cannot know the activation peak before vLLM profiles it, so the room is an upper bound."),
+    Code("serve-resources.memory-held", "Other processes hold memory vLLM asks for",
+         "vLLM requests total x --gpu-memory-utilization at start and stops if less is free: 'Free memory on "
+         "device ... on startup is less than desired GPU memory utilization'."),
+    Code("serve-resources.memory-weights", "The weights alone exceed vLLM's memory budget",
+         "No room is left for the KV cache: 'No available memory for the cache blocks'. Use more GPUs (TP), a "
+         "higher --gpu-memory-utilization, or a quantized model."),
+    Code("serve-resources.kv-cache", "One max-length sequence does not fit the KV cache",
+         "After the weights, the KV cache must hold one --max-model-len sequence for the target and the drafter: "
+         "'To serve at least one request with the models's max seq len (...), (...) KV cache is needed, which is "
+         "larger than the available KV cache memory'."),
+    Code("serve-resources.memory-unknown", "GPU memory not judged",
+         "The target's weights were not read, so their size is unknown."),
+    Code("serve-resources.port-ok", "The port is free",
+         "The doctor bound the address and port vLLM will listen on, without SO_REUSEPORT, and closed it again: "
+         "nothing else listens there."),
+    Code("serve-resources.port-in-use", "The port is taken",
+         "vLLM binds (host, port) with SO_REUSEADDR and SO_REUSEPORT only after loading the model: a port held by "
+         "another server fails it late, and one held by another SO_REUSEPORT listener (another vLLM) is silently "
+         "shared. Stop the holder or pick another --port."),
+)
+
+def _served_bytes(model: Mapping[str, Any] | None, dtype_bytes: int, language_only: bool) -> tuple[int, list[str]]:
+    """Bytes the model's weights take on the GPUs: floating-point tensors at the serving dtype, quantized ones
+    as stored; with --language-model-only, without the vision/audio towers; never MTP heads."""
+    weights = ((model or {}).get("dir") or {}).get("weights") or {}
+    dropped: list[str] = []
+    total = 0
+    for dtype, info in (weights.get("dtypes") or {}).items():
+        stored = int(info.get("bytes") or 0)
+        bits = {"F16": 16, "BF16": 16, "F32": 32, "F64": 64}.get(dtype)
+        total += stored * dtype_bytes * 8 // bits if bits else stored
+    stored_total = int(weights.get("total_bytes") or 0)
+    scale = total / stored_total if stored_total else 1.0  # stored -> served bytes, for the prefix totals
+    for prefix, size in ((model or {}).get("prefix_bytes") or {}).items():
+        towers = language_only and any(w in prefix for w in MULTIMODAL_PREFIX_WORDS)
+        if towers or prefix.startswith("mtp"):
+            total -= int(size * scale)
+            dropped.append(prefix)
+    return max(total, 0), dropped
+
+
+def _serving_dtype_bytes(fields: Mapping[str, Any], target: Mapping[str, Any] | None) -> int:
+    wanted = fields.get("dtype")
+    if wanted not in (None, "auto"):
+        return DTYPE_BYTES.get(str(wanted), 2)
+    stored = text_config(target).get("torch_dtype") or text_config(target).get("dtype")
+    return 2 if stored in (None, "float32") else DTYPE_BYTES.get(str(stored), 2)
+
+
+def _kv_bytes_per_token(model: Mapping[str, Any] | None, tp: int, pp: int, kv_bytes: int,
+                        max_model_len: int) -> float:
+    """KV cache per token of context, per GPU, for one model: 2 x KV heads on this rank x head_dim x bytes, for
+    each attention layer on this pipeline stage; a sliding layer holds at most its window."""
+    text = text_config(model)
+    layers, heads = _int_or(text.get("num_hidden_layers"), 0), _int_or(text.get("num_attention_heads"), 0)
+    kv = _int_or(text.get("num_key_value_heads"), heads)
+    head_dim = _int_or(text.get("head_dim"), _int_or(text.get("hidden_size"), 0) // heads if heads else 0)
+    if not (layers and kv and head_dim):
+        return 0.0
+    per_layer = 2 * max(1, kv // tp) * head_dim * kv_bytes
+    listed = text.get("layer_types")
+    window = text.get("sliding_window") if _is_int(text.get("sliding_window")) else None
+    # Counted, never expanded: num_hidden_layers comes from config.json and may say 10**12.
+    if isinstance(listed, list):
+        kinds = listed[:layers]
+        full = sum(1 for kind in kinds if kind == "full_attention" or kind is None)
+        sliding = sum(1 for kind in kinds if kind == "sliding_attention")
+    else:
+        full, sliding = layers, 0
+    share = min(window, max_model_len) / max_model_len if window and max_model_len else 1.0
+    total = _as_float(per_layer * full) + _as_float(per_layer * sliding) * share
+    return total / max(1, pp)
+
+
+def _as_float(value: int) -> float:
+    """An int from config.json arithmetic as a float; beyond float's range, infinity (never OverflowError)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
+
+
+class ServeResourcesCheck:
+    id: ClassVar[str] = "serve-resources"
+    layer: ClassVar[str] = "serve"
+    title: ClassVar[str] = "GPUs, memory and port for vllm serve"
+    codes: ClassVar[tuple[Code, ...]] = tuple(c for c in CODES if c.id.startswith("serve-resources."))
+    needs: ClassVar[frozenset[str]] = frozenset({"serve_args", "models", "gpu", "vllm_dflash"})
+    after: ClassVar[frozenset[str]] = frozenset()
+    requires_gpu: ClassVar[bool] = False
+
+    def judge(self, facts: Facts) -> Iterable[Finding]:
+        serve = facts.section(ServeArgs)
+        if not serve.given or serve.program_error:
+            return _not_given(self.id)
+        argv = list(serve.argv)
+        fields = dict(serve.fields)
+        findings = list(self._port(serve))
+        gpus = gpu_view(facts)
+        if not gpus["available"]:
+            findings.append(Finding("serve-resources.gpu-facts-unavailable", Status.SKIP,
+                                    f"GPU count and memory not judged: {gpus['why']}",
+                                    detail="On a machine without the serving GPUs, pass their shape: `dflash-doctor "
+                                    "serve --gpus 2 --gpu-memory 48 -- vllm serve ...`."))
+            return findings
+        tp = _int_or(fields.get("tensor_parallel_size"), 1)
+        pp = _int_or(fields.get("pipeline_parallel_size"), 1)
+        devices = gpus["devices"]
+        world = tp * pp
+        where = "assumed with --gpus" if gpus["source"] == "assumed" else (
+            f"visible with CUDA_VISIBLE_DEVICES={gpus.get('cuda_visible_devices')!r}"
+            if gpus.get("cuda_visible_devices") is not None else "on this host")
+        if world > len(devices):
+            findings.append(Finding("serve-resources.world-size", Status.FAIL,
+                                    f"\"World size ({world}) is larger than the number of available GPUs ({len(devices)}) "
+                                    f"in this node.\" (--tensor-parallel-size {tp} x --pipeline-parallel-size {pp}; "
+                                    f"{len(devices)} GPU(s) {where})",
+                                    detail=WORLD_SIZE_RULE.source,
+                                    evidence={"world_size": world, "gpus": [d.get("index") for d in devices]},
+                                    remediation=(Remediation(with_flag(argv, "--tensor-parallel-size", max(1, len(devices) // pp)),
+                                                             "fit the GPUs there are"),
+                                                 Remediation("export CUDA_VISIBLE_DEVICES=...", "or make more visible"))))
+            return findings
+        findings.append(Finding("serve-resources.world-size", Status.PASS,
+                                f"TP {tp} x PP {pp} = {world} of {len(devices)} GPU(s) {where}"))
+        findings.extend(self._memory(facts, fields, devices[:world], tp, pp))
+        return findings
+
+    def _port(self, serve: ServeArgs) -> list[Finding]:
+        port = serve.port
+        host = port.host or "0.0.0.0"
+        if port.free:
+            return [Finding("serve-resources.port-ok", Status.PASS, f"port {port.port} on {host} is free")]
+        shared = port.shared_listener
+        return [Finding("serve-resources.port-in-use", Status.FAIL,
+                        f"port {port.port} on {host} cannot be bound ({port.error})"
+                        + (": another SO_REUSEPORT listener holds it, so vLLM would share the port with it" if shared
+                           else ": vLLM would fail after loading the model"),
+                        evidence=port.to_json(),
+                        remediation=(Remediation(f"ss -ltnp {quote(f'sport = :{port.port}')}", "see who holds it"),
+                                     Remediation(with_flag(list(serve.argv), "--port", 8001), "or serve on another port")))]
+
+    def _memory(self, facts: Facts, fields: Mapping[str, Any], devices: list[Mapping[str, Any]], tp: int,
+                pp: int) -> list[Finding]:
+        serve = facts.section(ServeArgs)
+        argv = list(serve.argv)
+        models = facts.optional_section(Models) or Models()
+        target, drafter = models.target, models.drafter
+        if not ((target or {}).get("dir") or {}).get("weights", {}).get("total_bytes"):
+            return [Finding("serve-resources.memory-unknown", Status.SKIP, "GPU memory not judged: the target's weights were not read")]
+        spec = serve.speculative_config.value or {}
+        util = fields.get("gpu_memory_utilization") if isinstance(fields.get("gpu_memory_utilization"), (int, float)) \
+            else VLLM_FREE_MEMORY_CHECK.value
+        dtype_bytes = _serving_dtype_bytes(fields, target)
+        target_bytes, dropped = _served_bytes(target, dtype_bytes, bool(fields.get("language_model_only")))
+        draft_tp = _int_or(spec.get("draft_tensor_parallel_size"), tp)
+        drafter_bytes, _ = _served_bytes(drafter, dtype_bytes, False) if drafter else (0, [])
+        per_gpu = target_bytes / (tp * pp) + drafter_bytes / max(1, draft_tp)
+        vllm = facts.optional_section(VllmDflash)
+        settings = effective_settings(fields, target, _tier(devices[0], vllm), vllm)
+        mml = settings["max_model_len"] if _is_int(settings["max_model_len"]) else 0
+        kv_dtype = fields.get("kv_cache_dtype")
+        kv_bytes = 1 if isinstance(kv_dtype, str) and kv_dtype.startswith("fp8") else dtype_bytes
+        per_token = (_kv_bytes_per_token(target, tp, pp, kv_bytes, mml or 1)
+                     + (_kv_bytes_per_token(drafter, max(1, draft_tp), 1, kv_bytes, mml or 1) if drafter else 0.0))
+        findings: list[Finding] = []
+        evidence = {"gpu_memory_utilization": util, "target_bytes": target_bytes, "drafter_bytes": drafter_bytes,
+                    "weights_per_gpu": int(per_gpu), "max_model_len": mml,
+                    # JSON has no infinity: a per-token size past float's range (an absurd config) is left out
+                    "kv_bytes_per_token": per_token if math.isfinite(per_token) else None,
+                    "excluded_prefixes": dropped, "tp": tp, "pp": pp}
+        worst_room: float | None = None
+        for device in devices:
+            memory = device.get("memory") or {}
+            if not _is_int(memory.get("total")):
+                continue
+            # What CUDA (and so vLLM) calls total excludes the driver's reservation NVML reports separately.
+            total = memory["total"] - int(memory.get("reserved") or 0)
+            free = memory["free"] if _is_int(memory.get("free")) else total - int(memory.get("used") or 0)
+            budget = math.ceil(total * util)
+            name = f"GPU {device.get('index')} ({device.get('name')})"
+            if free < budget:
+                others = [f"{p.get('name') or '?'} (pid {p.get('pid')}, {_gib(p.get('used_bytes'))})"
+                          for p in device.get("processes") or [] if not p.get("own")]
+                findings.append(Finding(
+                    "serve-resources.memory-held", Status.FAIL,
+                    f"{name}: {_gib(free)} of {_gib(total)} free, below --gpu-memory-utilization {util} = {_gib(budget)}: "
+                    "vLLM stops with \"Free memory on device ... on startup is less than desired GPU memory utilization\""
+                    + (f"; held by {', '.join(others)}" if others else ""),
+                    detail=VLLM_FREE_MEMORY_CHECK.source,
+                    evidence={**evidence, "device": device.get("index"), "free": free, "budget": budget},
+                    remediation=(Remediation(with_flag(argv, "--gpu-memory-utilization", f"{max(0.05, (free / total) - 0.01):.2f}"),
+                                             "ask for no more than is free"),
+                                 Remediation("nvidia-smi", "or stop what holds the memory"))))
+                continue
+            room = budget - per_gpu
+            worst_room = room if worst_room is None else min(worst_room, room)
+            if room <= 0:
+                findings.append(Finding(
+                    "serve-resources.memory-weights", Status.FAIL,
+                    f"{name}: the weights need {_gib(per_gpu)} per GPU (target {_gib(target_bytes)} / {tp * pp} + drafter "
+                    f"{_gib(drafter_bytes)} / {draft_tp}), more than {util} x {_gib(total)} = {_gib(budget)}: "
+                    "\"No available memory for the cache blocks\"",
+                    detail=KV_CACHE_ONE_SEQUENCE.source, evidence={**evidence, "device": device.get("index")},
+                    remediation=(Remediation(with_flag(argv, "--tensor-parallel-size", tp * 2), "spread the weights over more GPUs"),)))
+            elif mml and per_token and per_token * mml > room:
+                findings.append(Finding(
+                    "serve-resources.kv-cache", Status.FAIL,
+                    f"{name}: after {_gib(per_gpu)} of weights, {_gib(room)} is left, but one {mml}-token sequence needs "
+                    f"{_gib(per_token * mml)} of KV cache: \"To serve at least one request with the models's max seq len "
+                    f"({mml}), ... KV cache is needed, which is larger than the available KV cache memory\"",
+                    detail=KV_CACHE_ONE_SEQUENCE.source, evidence={**evidence, "device": device.get("index")},
+                    remediation=((Remediation(with_flag(argv, "--max-model-len", int(room / per_token)), "a length that fits"),)
+                                 if room / per_token >= 1 else ())
+                    + (Remediation(with_flag(argv, "--gpu-memory-utilization", 0.95), "or give vLLM more of each GPU"),)))
+        if not findings and worst_room is not None:
+            tokens = int(worst_room / per_token) if per_token else None
+            findings.append(Finding(
+                "serve-resources.memory", Status.PASS,
+                f"weights {_gib(per_gpu)} per GPU (target {_gib(target_bytes)} / {tp * pp}"
+                + (f" + drafter {_gib(drafter_bytes)} / {draft_tp}" if drafter else "")
+                + f") leave at most {_gib(worst_room)} of {util} x GPU memory for KV cache and activations"
+                + (f": about {tokens} tokens of KV cache, {tokens // mml if mml else '?'} sequence(s) of {mml}"
+                   if tokens else ""),
+                detail=KV_CACHE_ONE_SEQUENCE.note, evidence={**evidence, "room": int(worst_room)}))
+        return findings
