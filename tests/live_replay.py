@@ -1,6 +1,6 @@
 """A local HTTP server that replays what a real vLLM server answered (fixtures/live/*.exchanges.json).
 
-The exchanges were recorded on the GPU machine by scripts/engine/live_driver.py's proxy, between
+The exchanges were recorded on the GPU machine by recording/engine/live_driver.py's proxy, between
 `dflash-doctor live` and `vllm serve` 0.20.1: every request and answer, in order, byte for byte. The replay
 answers each request with the next recorded answer to the same method and path (the last one again once
 they are used up), so the doctor sees /metrics before and after its workload exactly as it did there.

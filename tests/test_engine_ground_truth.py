@@ -1,6 +1,6 @@
 """The doctor's verdicts against what the real vLLM 0.20.1 engine did on an H200 (fixtures/engine/).
 
-Each fixture was recorded by scripts/engine/ (go.sh on the GPU machine): the doctor ran first
+Each fixture was recorded by recording/engine/ (go.sh on the GPU machine): the doctor ran first
 (`dflash-doctor serve --json`), then the same `vllm serve` command ran for real. The saved report is
 judged again with the current code; the verdict must still agree with what the engine did: a command
 that started and answered /v1/completions judges to exit 0, one that died judges to exit 1 with the
@@ -70,7 +70,7 @@ FIXED = [path for path in RECORDS if "fix" in load(path)]
 def test_fix_yes_on_the_flash_attn_4_env_then_the_real_server_starts_and_answers() -> None:
     """Scenario 02's env (vLLM 0.20.1 + the flash-attn-4 wheel only), `dflash-doctor fix --yes`, then `vllm serve`.
 
-    Recorded by scripts/engine/fix_scenario.py: the verdict before, the fix's plan and outcome (its terminal
+    Recorded by recording/engine/fix_scenario.py: the verdict before, the fix's plan and outcome (its terminal
     transcript beside the fixture), and the engine afterwards. The report after the fix is judged again by the
     test above (exit 0, as the engine started and answered); this one pins what the fix did on the way.
     """

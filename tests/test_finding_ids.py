@@ -20,7 +20,7 @@ from dflash_doctor.codes.aliases import V1_ALIASES, current_id
 
 ROOT = Path(__file__).resolve().parent.parent
 V1_REPORT = ROOT / "fixtures" / "h200" / "report-flash-attn-4.json"
-SCRIPT = ROOT / "scripts" / "rename_finding_ids.py"
+SCRIPT = ROOT / "tools" / "rename_finding_ids.py"
 NOT_CHECKS = {"doctor", "fleet", "baseline", "build-prerequisites"}  # the runner, the fleet merge, the baseline
 # comparison, the source-build prerequisites of a fix that builds (a result of the fix verification)
 

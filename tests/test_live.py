@@ -1,8 +1,8 @@
 """`dflash-doctor live URL`: the client against replayed real answers, and the judgement of recorded runs.
 
-fixtures/live/ holds what vLLM 0.20.1 answered on the GPU machine (scripts/engine/live_driver.py: a recording
+fixtures/live/ holds what vLLM 0.20.1 answered on the GPU machine (recording/engine/live_driver.py: a recording
 proxy between the doctor and `vllm serve`), for toy pairs whose outcome is known from their weights
-(scripts/engine/live_models.py): `accepted` (every draft token accepted), `rejected` (none), `no-spec` (no
+(recording/engine/live_models.py): `accepted` (every draft token accepted), `rejected` (none), `no-spec` (no
 speculative config), and the doctor's own reports of those runs. A local server replays those exchanges byte
 for byte (tests/live_replay.py); nothing here is invented. The same replay breaks on purpose to test the
 client: a server that hangs, one that answers garbage, a refused connection.

@@ -6,7 +6,7 @@ fleet merges of them, engine recordings) keep their ids: `explain`, `judge`, `me
 with this table. An old id the shared helpers emitted for several checks maps to one new id per check;
 which one a finding becomes follows from the check it sits under.
 
-This file is the table itself: scripts/rename_finding_ids.py never rewrites it (rename-finding-ids: skip).
+This file is the table itself: tools/rename_finding_ids.py never rewrites it (rename-finding-ids: skip).
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 Usage: python3 fix_scenario.py PAYLOAD_DIR RESULT_DIR   (after setup.sh; standard library only)
 
-The env is scenario 02's (/tmp/g/v2: vLLM 0.20.1 + the real flash-attn-4 wheel only). In order:
+The env is scenario 02's (RECORD_WORK/v2: vLLM 0.20.1 + the real flash-attn-4 wheel only). In order:
 1. `dflash-doctor serve --skip distributions` on it (the verdict before: RESULT_DIR/before-NAME.report.json);
-2. `dflash-doctor fix --python /tmp/g/v2/bin/python --skip distributions --yes --json`, stdin not a terminal,
+2. `dflash-doctor fix --python RECORD_WORK/v2/bin/python --skip distributions --yes --json`, stdin not a terminal,
    its terminal output kept as it is (NAME.fix.txt, NAME.fix.json);
 3. `dflash-doctor serve --skip distributions` again (NAME.report.json, NAME.doctor.txt: the verdict after);
 4. the same `vllm serve` command for real (scenarios.py's serve(): /health, one /v1/completions, NAME.log).
@@ -29,14 +29,14 @@ import scenarios  # after the path insert; reads PAYLOAD_DIR and RESULT_DIR from
 
 NAME = "13-flash-attn-4-fix-yes"
 VENV = "v2"
-PY = f"/tmp/g/{VENV}/bin/python"
+PY = scenarios.venv_python(VENV)
 PORT = 8113
 OPTIONS = ["--skip", "distributions", "--timeout", "180", "--no-color"]
 
 
 def doctor(argv: list[str], transcript: Path) -> dict[str, object]:
     started = time.monotonic()
-    proc = subprocess.run([*scenarios.DOCTOR, *argv], env=scenarios.venv_env(VENV), cwd="/tmp",
+    proc = subprocess.run([*scenarios.DOCTOR, *argv], env=scenarios.venv_env(VENV), cwd=scenarios.CWD,
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=400, check=False)
     transcript.write_text(proc.stdout + ("\n--- stderr ---\n" + proc.stderr if proc.stderr else ""))
     return {"argv": ["dflash-doctor", *argv], "exit_code": proc.returncode,
@@ -53,7 +53,7 @@ def main() -> None:
                          "--", *argv], results / f"before-{NAME}.doctor.txt")
         print("before", json.dumps(before), flush=True)
         fix = doctor(["fix", "--python", PY, "--yes", "--json", str(results / f"{NAME}.fix.json"),
-                      "--snapshots", "/tmp/g/snapshots", *OPTIONS], results / f"{NAME}.fix.txt")
+                      "--snapshots", str(scenarios.WORK / "snapshots"), *OPTIONS], results / f"{NAME}.fix.txt")
         print("fix", json.dumps(fix), flush=True)
         print((results / f"{NAME}.fix.txt").read_text(), flush=True)
         after = doctor(["serve", "--python", PY, "--json", str(results / f"{NAME}.report.json"), *OPTIONS,

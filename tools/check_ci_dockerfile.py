@@ -14,7 +14,7 @@ README says, in order, and prints each step's exit status:
    exit 1 without starting vLLM.
 
 Not part of the test suite (it needs dockerd and a base image); README says how to run it.
-Usage: python scripts/check_readme_dockerfile.py BASE FA4_WHEEL
+Usage: python tools/check_ci_dockerfile.py BASE FA4_WHEEL
 """
 
 from __future__ import annotations

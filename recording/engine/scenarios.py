@@ -1,9 +1,9 @@
 """Ground-truth driver, run ON the GPU machine: the doctor's verdict, then the real `vllm serve`.
 
 Usage: python3 scenarios.py PAYLOAD_DIR RESULT_DIR   (standard library only)
-PAYLOAD_DIR holds models/ (scripts/engine/make_models.py) and fa/ (the flash-attn wheels); the venvs
-are made by setup.sh. Each scenario runs in a thread: the doctor (`serve --json`), then `vllm serve`
-in its own process group with a hard timeout; a server that answers /health gets one
+PAYLOAD_DIR holds models/ (recording/engine/make_models.py) and fa/ (the flash-attn wheels); the venvs
+are made by setup.sh under RECORD_WORK (common.sh; default: TMPDIR/dflash-record). Each scenario runs in a
+thread: the doctor (`serve --json`), then `vllm serve` in its own process group with a hard timeout; a server that answers /health gets one
 /v1/completions request and is stopped. Results: RESULT_DIR/NAME.json, NAME.report.json, NAME.log.
 """
 
@@ -17,6 +17,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -30,7 +31,9 @@ ENV = {**os.environ, "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST"
        "NVSHMEM_DISABLE_NVLS": "1", "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1",
        "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
 ENV.pop("PYTHONPATH", None)
-DOCTOR = ["/tmp/g/doctor-venv/bin/python", "-m", "dflash_doctor"]
+WORK = Path(os.environ.get("RECORD_WORK") or os.path.join(tempfile.gettempdir(), "dflash-record"))  # common.sh's
+CWD = tempfile.gettempdir()  # where the doctor and vLLM run: no checkout, no model directory
+DOCTOR = [str(WORK / "doctor-venv" / "bin" / "python"), "-m", "dflash_doctor"]
 
 
 def spec(drafter: str = "drafter", k: int | None = 15) -> str:
@@ -49,7 +52,11 @@ def serve_argv(port: int, *extra: str, drafter: str = "drafter", k: int | None =
 
 
 def venv_env(venv: str) -> dict[str, str]:
-    return {**ENV, "PATH": f"/tmp/g/{venv}/bin:" + ENV.get("PATH", ""), "VIRTUAL_ENV": f"/tmp/g/{venv}"}
+    return {**ENV, "PATH": f"{WORK / venv / 'bin'}:" + ENV.get("PATH", ""), "VIRTUAL_ENV": str(WORK / venv)}
+
+
+def venv_python(venv: str) -> str:
+    return str(WORK / venv / "bin" / "python")
 
 
 ERROR_LINE = re.compile(r"(^|\s)(ERROR|Error|error:|Traceback|Exception|RuntimeError|ValueError|"
@@ -60,8 +67,8 @@ FINAL_EXC = re.compile(r"^\s*(\w+\.)*\w*(Error|Exception)\b.*")
 def doctor(name: str, venv: str, argv: list[str]) -> dict[str, object]:
     report = RESULTS / f"{name}.report.json"
     started = time.monotonic()
-    proc = subprocess.run([*DOCTOR, "serve", "--python", f"/tmp/g/{venv}/bin/python", "--json", str(report), "--timeout", "180",
-                           "--", *argv], env=venv_env(venv), cwd="/tmp", capture_output=True, text=True,
+    proc = subprocess.run([*DOCTOR, "serve", "--python", venv_python(venv), "--json", str(report), "--timeout", "180",
+                           "--", *argv], env=venv_env(venv), cwd=CWD, capture_output=True, text=True,
                           timeout=400, check=False)
     (RESULTS / f"{name}.doctor.txt").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
     return {"exit_code": proc.returncode, "seconds": round(time.monotonic() - started, 2)}
@@ -71,7 +78,7 @@ def serve(name: str, venv: str, argv: list[str], port: int) -> dict[str, object]
     log_path = RESULTS / f"{name}.log"
     started = time.monotonic()
     with log_path.open("wb") as log:
-        proc = subprocess.Popen(argv, env=venv_env(venv), cwd="/tmp", stdout=log, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(argv, env=venv_env(venv), cwd=CWD, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
         outcome: dict[str, object] = {"started": False, "answered": False}
         while True:
@@ -145,7 +152,7 @@ def scenario(name: str, venv: str, argv: list[str], port: int, **notes: object) 
 def fa4_chain() -> None:
     scenario("02-flash-attn-4-only", "v2", serve_argv(8102), 8102)
     command = first_remediation(RESULTS / "02-flash-attn-4-only.report.json", "namespaces.v4-without-v2")
-    done = subprocess.run(["bash", "-c", command], env=venv_env("v2"), cwd="/tmp", capture_output=True,
+    done = subprocess.run(["bash", "-c", command], env=venv_env("v2"), cwd=CWD, capture_output=True,
                           text=True, timeout=120, check=False) if command else None
     scenario("03-flash-attn-4-remediated", "v2", serve_argv(8103), 8103, remediation_applied=command,
              remediation_exit=None if done is None else done.returncode,

@@ -1,13 +1,12 @@
 #!/bin/bash
-# Run ON the GPU machine, after engine_transfer.py's parts were copied to /tmp/g/parts:
+# Run ON the GPU machine, after engine_transfer.py's parts were copied to $RECORD_WORK/parts:
 #   bash PAYLOAD/setup.sh PAYLOAD
-# Makes /tmp/g/v0 (vLLM 0.20.1 + the runtime dependencies the image lacks, torch from the image),
-# /tmp/g/v2 (+ flash-attn-4), /tmp/g/v4 (+ flash-attn 2.8.3 without its extension), each seeing v0's
-# packages and the image's torch through .pth lines, and /tmp/g/doctor-venv (the doctor's wheel).
+# Makes $RECORD_WORK/v0 (vLLM 0.20.1 + the runtime dependencies the image lacks, torch from the image),
+# v2 (+ flash-attn-4), v4 (+ flash-attn 2.8.3 without its extension), each seeing v0's packages and the
+# image's torch through .pth lines, and doctor-venv (the doctor's wheel). RECORD_WORK: see common.sh.
 set -euo pipefail
 P=$(cd "$1" && pwd)
-G=/tmp/g
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+. "$(dirname "$0")/common.sh"
 BASE=$(command -v python3)
 TS=$($BASE -c "import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))")
 PYV=$($BASE -c "import sys; print(f'python{sys.version_info[0]}.{sys.version_info[1]}')")
@@ -23,12 +22,12 @@ S0="$G/v0/lib/$PYV/site-packages"
 cat "$G"/parts/vsite.part.* | zstd -d -q | tar -x -C "$S0" --exclude=./bin
 $G/v0/bin/python -m pip install -q --no-index --no-deps --no-compile --disable-pip-version-check "$P"/whl/*.whl
 # vLLM's console script where a venv has it; RECORD says what pip would have written for it
-$G/v0/bin/python - "$S0" <<'PY'
+$G/v0/bin/python - "$S0" "$G/v0" <<'PY'
 import base64, hashlib, os, sys
-site = sys.argv[1]
-script = ("#!/tmp/g/v0/bin/python\nimport sys\nfrom vllm.entrypoints.cli.main import main\n"
+site, venv = sys.argv[1], sys.argv[2]
+script = (f"#!{venv}/bin/python\nimport sys\nfrom vllm.entrypoints.cli.main import main\n"
           "if __name__ == '__main__':\n    sys.exit(main())\n").encode()
-open("/tmp/g/v0/bin/vllm", "wb").write(script); os.chmod("/tmp/g/v0/bin/vllm", 0o755)
+open(f"{venv}/bin/vllm", "wb").write(script); os.chmod(f"{venv}/bin/vllm", 0o755)
 digest = base64.urlsafe_b64encode(hashlib.sha256(script).digest()).rstrip(b"=").decode()
 rec = os.path.join(site, "vllm-0.20.1.dist-info", "RECORD")
 lines = [l for l in open(rec).read().splitlines() if not l.startswith("../../bin/vllm,")]

@@ -4,13 +4,17 @@
 # command at each TP size given, and records the reports, their timings and the host's own files that the
 # host readers read (for tests) under OUT_DIR.
 #   usage: run_device.sh WHEEL_DIR OUT_DIR [TP ...]        (default TP sizes: 1 2)
+# Environment: FABRIC_SITE, where the wheel is installed (default: ${TMPDIR:-/tmp}/dd-fabric); TIMEOUT, the
+# doctor's --timeout (120 s).
 set -u
 WHEELS=${1:?wheel directory}; OUT_DIR=${2:?output directory}; shift 2
 TPS=${*:-1 2}
+SITE=${FABRIC_SITE:-${TMPDIR:-/tmp}/dd-fabric}
+export FABRIC_SITE=$SITE
 export NCCL_NVLS_ENABLE=0
-mkdir -p "$OUT_DIR/host" /tmp/dd-fabric
-python3 -m pip install -q --no-deps --target /tmp/dd-fabric "$WHEELS"/dflash_doctor-*.whl 2>&1 | tail -2
-export PYTHONPATH=/tmp/dd-fabric PYTHONDONTWRITEBYTECODE=1
+mkdir -p "$OUT_DIR/host" "$SITE"
+python3 -m pip install -q --no-deps --target "$SITE" "$WHEELS"/dflash_doctor-*.whl 2>&1 | tail -2
+export PYTHONPATH=$SITE PYTHONDONTWRITEBYTECODE=1
 PY=$(command -v python3)
 run() {  # name, subcommand..., then the doctor's options (the serve command last)
     local name=$1; shift
@@ -20,9 +24,9 @@ run() {  # name, subcommand..., then the doctor's options (the serve command las
     local ms=$(( ($(date +%s%N) - t0) / 1000000 ))
     echo "$name rc=$rc wall_ms=$ms" | tee -a "$OUT_DIR/timings.txt"
 }
-run plain --json "$OUT_DIR/plain.json" -v --python "$PY" --only fabric --timeout 120
+run plain --json "$OUT_DIR/plain.json" -v --python "$PY" --only fabric --timeout "${TIMEOUT:-120}"
 for tp in $TPS; do
-    run "serve-tp$tp" serve --json "$OUT_DIR/serve-tp$tp.json" -v --python "$PY" --only fabric --timeout 120 \
+    run "serve-tp$tp" serve --json "$OUT_DIR/serve-tp$tp.json" -v --python "$PY" --only fabric --timeout "${TIMEOUT:-120}" \
         -- vllm serve /models/none --tensor-parallel-size "$tp"
 done
 # the host's own files, as the readers see them

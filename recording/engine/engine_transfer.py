@@ -1,22 +1,23 @@
 """Prepare vLLM 0.20.1, its missing runtime dependencies and the scenarios for the GPU machine.
 
-Usage (on this machine, from the checkout the device tool sends; needs zstd and pip):
-    python3 scripts/engine/engine_transfer.py DEST [--vllm-site DIR] [--doctor-from REPO]
+Usage (on the CPU machine, from a checkout; needs zstd and pip):
+    python3 recording/engine/engine_transfer.py DEST [--vllm-site DIR] [--doctor-from REPO] [--part-mb 50]
 
-One device call carries at most 64 MiB, and vLLM's wheel is 244 MB. vLLM installed with
+The device tool carries at most 64 MiB per call, and vLLM's wheel is 244 MB. vLLM installed with
 `pip --target` (tests/stacks.py vllm_site) is tarred and compressed with zstd's long-range mode
 (the FA3 library's 144 MB shrink to 9 MB; 528 MB become about 182 MB in all) and split into parts of
-PART_MB. DEST/p1..pN each hold one part: call `run` with carry [DEST/pK] and
-`mkdir -p /tmp/g/parts && cp DEST/pK/vsite.part.* /tmp/g/parts/` while the machine is warm (30 s),
-then the last call carries DEST/last (wheels, models, driver) and runs setup.sh and scenarios.py.
+--part-mb MiB. DEST/p1..pN each hold one part: call `run` with carry [DEST/pK] and
+`mkdir -p $RECORD_WORK/parts && cp DEST/pK/vsite.part.* $RECORD_WORK/parts/` while the machine is warm,
+then the last call carries DEST/last (wheels, models, driver) and runs go.sh (setup.sh, scenarios.py).
 When DEST/last is over the limit with the checkout, carry xgrammar's wheel in a call of its own into
-/tmp/g/extra/ (go.sh and live_go.sh copy it in). `bash last/live_go.sh` records `dflash-doctor live`
+$RECORD_WORK/extra/ (go.sh and live_go.sh copy it in). `bash last/live_go.sh` records `dflash-doctor live`
 against real servers (live_driver.py) instead of the start-up scenarios.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -25,7 +26,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-PART_MB = 50  # a call carries 64 MiB with the checkout it sends (about 12 MiB now): parts of 50 MiB fit
+# The device tool carries 64 MiB per call with the checkout it sends (about 12 MiB): parts of 50 MiB fit.
+PART_MB = 50
 PLATFORMS = [f"--platform=manylinux_2_{n}_x86_64" for n in (17, 24, 26, 27, 28, 31, 34, 35)] + [
     "--platform=manylinux2014_x86_64", "--platform=manylinux1_x86_64"]
 # vLLM 0.20.1's runtime requirements that the GPU machine's image lacks (KINDS.md's package list) and
@@ -60,6 +62,12 @@ def main() -> None:
     ap.add_argument("--doctor-from", type=Path, default=ROOT, help="git checkout whose HEAD becomes the doctor wheel")
     ap.add_argument("--tar", type=Path, help="reuse an existing vsite.tar.zst")
     ap.add_argument("--models-python", default=sys.executable, help="a Python with numpy, safetensors, tokenizers")
+    ap.add_argument("--part-mb", type=int, default=PART_MB,
+                    help=f"size of each part of vLLM's archive in MiB (default {PART_MB}: one device call carries 64 MiB)")
+    ap.add_argument("--test-cache", type=Path,
+                    default=Path(os.environ.get("DFLASH_DOCTOR_TEST_CACHE") or Path.home() / ".cache" / "dflash-doctor-tests"),
+                    help="the tests' artifact cache holding the flash-attn wheels (default: $DFLASH_DOCTOR_TEST_CACHE, "
+                    "else ~/.cache/dflash-doctor-tests)")
     args = ap.parse_args()
     dest: Path = args.dest.resolve()
     last = dest / "last"
@@ -77,13 +85,13 @@ def main() -> None:
         tar = dest / "vsite.tar.zst"
         run("bash", "-c", f"tar -C {args.vllm_site} -cf - . | zstd -q -T0 -17 --long=30 -f -o {tar}")
     with tempfile.TemporaryDirectory() as tmp:
-        run("split", "-b", f"{PART_MB}M", "-a", "2", tar, f"{tmp}/vsite.part.")
+        run("split", "-b", f"{args.part_mb}M", "-a", "2", tar, f"{tmp}/vsite.part.")
         for k, part in enumerate(sorted(Path(tmp).iterdir()), 1):
             (dest / f"p{k}").mkdir()
             shutil.move(str(part), dest / f"p{k}" / part.name)
     run(sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version", "3.12",
         "--implementation", "cp", *PLATFORMS, "-d", last / "whl", *DEPENDENCIES)
-    cache = Path.home() / ".cache" / "dflash-doctor-tests"
+    cache: Path = args.test_cache
     shutil.copy(cache / "pypi" / "flash_attn_4-4.0.0b36-py3-none-any.whl", last / "fa")
     shutil.copy(cache / "built" / "flash_attn-2.8.3-py3-none-any.whl", last / "fa")  # built without its extension
     with tempfile.TemporaryDirectory() as tmp:
@@ -92,7 +100,7 @@ def main() -> None:
     run(sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", last / "doctor", "pyelftools==0.33")
     run(args.models_python, HERE / "make_models.py", last / "models", cwd="/")
     run(args.models_python, HERE / "live_models.py", last / "live-models", cwd="/")
-    for name in ("setup.sh", "scenarios.py", "live_driver.py", "live_go.sh", "live_rejected.sh"):
+    for name in ("common.sh", "setup.sh", "go.sh", "scenarios.py", "live_driver.py", "live_go.sh", "live_rejected.sh"):
         shutil.copy(HERE / name, last / name)
     for path in sorted(dest.rglob("*")):
         if path.is_file() and path.parent != dest:

@@ -20,6 +20,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -30,12 +31,15 @@ PAYLOAD = Path(sys.argv[1]).resolve()
 RESULTS = Path(sys.argv[2]).resolve()
 MODELS = PAYLOAD / "live-models"
 SERVE_TIMEOUT = float(os.environ.get("SERVE_TIMEOUT", "240"))
+WORK = Path(os.environ.get("RECORD_WORK") or os.path.join(tempfile.gettempdir(), "dflash-record"))  # common.sh's
+CWD = tempfile.gettempdir()
+TARGET_PYTHON = str(WORK / "v0" / "bin" / "python")
 ENV = {**os.environ, "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
        "NVSHMEM_DISABLE_NVLS": "1", "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1",
-       "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "PATH": "/tmp/g/v0/bin:" + os.environ.get("PATH", ""),
-       "VIRTUAL_ENV": "/tmp/g/v0"}
+       "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "PATH": f"{WORK / 'v0' / 'bin'}:" + os.environ.get("PATH", ""),
+       "VIRTUAL_ENV": str(WORK / "v0")}
 ENV.pop("PYTHONPATH", None)
-DOCTOR = ["/tmp/g/doctor-venv/bin/python", "-m", "dflash_doctor"]
+DOCTOR = [str(WORK / "doctor-venv" / "bin" / "python"), "-m", "dflash_doctor"]
 K = 15
 
 
@@ -106,10 +110,10 @@ def wait_ready(port: int, proc: subprocess.Popen[bytes], started: float) -> dict
 
 def doctor_live(name: str, port: int, *extra: str) -> dict[str, Any]:
     started = time.monotonic()
-    proc = subprocess.run([*DOCTOR, "live", f"http://127.0.0.1:{port}", "--python", "/tmp/g/v0/bin/python",
+    proc = subprocess.run([*DOCTOR, "live", f"http://127.0.0.1:{port}", "--python", TARGET_PYTHON,
                            "--no-color", "--json", str(RESULTS / f"{name}.report.json"),
                            "--markdown", str(RESULTS / f"{name}.md"), "--junit", str(RESULTS / f"{name}.junit.xml"),
-                           *extra], env=ENV, cwd="/tmp", capture_output=True, text=True, timeout=300, check=False)
+                           *extra], env=ENV, cwd=CWD, capture_output=True, text=True, timeout=300, check=False)
     (RESULTS / f"{name}.txt").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
     return {"exit_code": proc.returncode, "seconds": round(time.monotonic() - started, 2)}
 
@@ -119,7 +123,7 @@ def pair(name: str, drafter: str | None, port: int, proxy_port: int, baseline: P
     record: dict[str, Any] = {"name": name, "drafter": drafter, "command": serve_argv(port, drafter)}
     log = (RESULTS / f"{name}.vllm.log").open("wb")
     started = time.monotonic()
-    proc = subprocess.Popen(serve_argv(port, drafter), env=ENV, cwd="/tmp", stdout=log, stderr=subprocess.STDOUT,
+    proc = subprocess.Popen(serve_argv(port, drafter), env=ENV, cwd=CWD, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
     try:
         record["engine"] = wait_ready(port, proc, started)
@@ -150,10 +154,10 @@ def pair(name: str, drafter: str | None, port: int, proxy_port: int, baseline: P
 def serve_exec_live(port: int) -> None:
     """The doctor starts the server itself (preflight, start, /health, live), and leaves it running."""
     started = time.monotonic()
-    argv = [*DOCTOR, "serve", "--python", "/tmp/g/v0/bin/python", "--skip", "distributions", "--timeout", "180",
+    argv = [*DOCTOR, "serve", "--python", TARGET_PYTHON, "--skip", "distributions", "--timeout", "180",
             "--no-color", "--json", str(RESULTS / "serve-exec-live.report.json"), "--exec", "--live",
             "--live-wait", "240", "--", *serve_argv(port, "live-accepted")]
-    proc = subprocess.run(argv, env=ENV, cwd="/tmp", capture_output=True, text=True, timeout=420, check=False)
+    proc = subprocess.run(argv, env=ENV, cwd=CWD, capture_output=True, text=True, timeout=420, check=False)
     (RESULTS / "serve-exec-live.txt").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
     left = None
     for line in proc.stderr.splitlines():

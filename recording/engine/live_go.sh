@@ -1,0 +1,15 @@
+#!/bin/bash
+# The last device call for `dflash-doctor live`: bash .devrun/t4/last/live_go.sh  (vLLM's parts already in
+# $RECORD_WORK/parts, see engine_transfer.py). Results: $OUT/results.tgz (copied as they are into fixtures/live/).
+# Environment: RECORD_WORK (common.sh), SERVE_TIMEOUT (240 s), DRIVER_TIMEOUT (480 s).
+set -o pipefail
+L=$(cd "$(dirname "$0")" && pwd)
+. "$L/common.sh"
+zstd_from_wheel "$L"
+start_results_copier
+{ nvidia-smi -L; uname -r; } | tee "$G/res/device.txt"
+cp "$G"/extra/*.whl "$L/whl/" 2>/dev/null
+bash "$L/setup.sh" "$L" 2>&1 | tee "$G/res/setup.log" || { finish_results; exit 3; }
+SERVE_TIMEOUT=${SERVE_TIMEOUT:-240} timeout "${DRIVER_TIMEOUT:-480}" python3 "$L/live_driver.py" "$L" "$G/res" 2>&1 \
+  | tee "$G/res/driver.log"
+finish_results
