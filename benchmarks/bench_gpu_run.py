@@ -9,11 +9,15 @@ and prints every wall time, the medians, and the doctor's warm median over the f
 1.3) and the cold run against 7 s. The doctor's reports go to --out (the last warm one is kept).
 
     python3 benchmarks/bench_gpu_run.py [--runs 5] [--out DIR] [-- doctor args...]
+
+`--smoke` (CI, no GPU needed): the doctor once with `--no-gpu` (and the doctor args), its report read back;
+the GPU runs, the warm runs and the floor program are skipped, and it says so. No goal is judged.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -43,18 +47,32 @@ GOAL_COLD_S = 7.0
 
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, int]:
     start = time.perf_counter()
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env)
+    proc = subprocess.run(argv, check=False, capture_output=True, text=True, env=env)
     return time.perf_counter() - start, proc.returncode
+
+
+def smoke(doctor: list[str], out: Path, env: dict[str, str]) -> int:
+    """What runs without a GPU: the doctor's run and its report, as the benchmark makes them."""
+    report = out / "report-smoke.json"
+    seconds, code = timed([*doctor, "--no-gpu", "--json", str(report)], env)
+    checks = json.loads(report.read_text())["checks"] if report.is_file() else []
+    print(f"smoke: doctor --no-gpu {seconds:.2f} s (exit {code}), {len(checks)} checks in its report")
+    print("smoke: skipped the GPU run (cold and warm) and the floor program (import torch, CUDA init, first Triton "
+          "compile): they need a GPU; no goal judged")
+    return 0 if code in (0, 1) and checks else 1
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--smoke", action="store_true", help="CI: only what runs without a GPU (see the docstring)")
     parser.add_argument("doctor_args", nargs="*")
     args = parser.parse_args()
     out = Path(args.out or tempfile.mkdtemp())
     out.mkdir(parents=True, exist_ok=True)
+    if args.smoke:
+        return smoke([sys.executable, "-m", "dflash_doctor", *args.doctor_args], out, dict(os.environ))
     # Triton's on-disk cache would turn a compile into a cache hit: every run, the doctor's and the floor's,
     # gets a fresh one, so each pays the first compile of its kernel, as on a machine seen for the first time.
     env = dict(os.environ)

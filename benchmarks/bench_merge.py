@@ -6,6 +6,9 @@ distribution, 1% fail a check, 0.5% carry an extra distribution. The merge runs 
 subprocess; its peak RSS is read from getrusage.
 
     PYTHONPATH=. python benchmarks/bench_merge.py [--hosts 1000] [--report PATH] [--keep DIR]
+
+`--smoke` (CI): 20 hosts, `--jobs 1` only, made from a report recorded on an H200
+(fixtures/h200/report-cold.json) unless --report names another, so no doctor run is needed first.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from typing import Any
 
 from dflash_doctor.facts.fingerprint import of_sections
 from dflash_doctor.render.report import sections_of
+
+SMOKE_REPORT = Path(__file__).resolve().parent.parent / "fixtures" / "h200" / "report-cold.json"
 
 
 def real_report(python: str) -> dict[str, Any]:
@@ -81,7 +86,12 @@ def main() -> int:
     parser.add_argument("--report", help="a real report to multiply (default: run the doctor on this interpreter)")
     parser.add_argument("--keep", help="keep the synthetic reports in this directory")
     parser.add_argument("--jobs", type=int, nargs="+", default=[1, 2], help="merge --jobs values to time (default: 1 2)")
+    parser.add_argument("--smoke", action="store_true", help="CI: 20 hosts, --jobs 1, a recorded report (docstring)")
     args = parser.parse_args()
+    if args.smoke:
+        args.hosts, args.jobs = min(args.hosts, 20), [1]
+        args.report = args.report or str(SMOKE_REPORT)
+        print(f"smoke: {args.hosts} hosts from {args.report}, --jobs 1 only")
     base = json.loads(Path(args.report).read_text()) if args.report else real_report(sys.executable)
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="dfd-merge-"))
     work.mkdir(parents=True, exist_ok=True)

@@ -5,6 +5,8 @@ is written by hand, then the file is extended with `os.truncate`, so the benchma
 almost no disk and no safetensors/numpy. Goal: well under 0.5 s per directory read.
 
     PYTHONPATH=. python benchmarks/bench_model_headers.py [--runs 15] [--budget 0.5]
+
+`--smoke` (CI): 4 layers instead of 64, one run each, the budget reported but not judged.
 """
 
 from __future__ import annotations
@@ -29,9 +31,9 @@ SHARD_BYTES = 4_900_000_000  # close shards at ~4.6-4.9 GB, as HF sharding does
 BF16 = 2
 
 
-def tensor_list() -> list[tuple[str, list[int]]]:
+def tensor_list(layers: int = LAYERS) -> list[tuple[str, list[int]]]:
     tensors: list[tuple[str, list[int]]] = [("model.embed_tokens.weight", [VOCAB, HIDDEN])]
-    for i in range(LAYERS):
+    for i in range(layers):
         p = f"model.layers.{i}"
         tensors += [
             (f"{p}.input_layernorm.weight", [HIDDEN]),
@@ -85,8 +87,8 @@ def write_sparse_shard(path: Path, tensors: list[tuple[str, list[int]]]) -> int:
     return offset
 
 
-def build_target(root: Path) -> tuple[int, int]:
-    groups = shard_groups(tensor_list())
+def build_target(root: Path, layers: int = LAYERS) -> tuple[int, int]:
+    groups = shard_groups(tensor_list(layers))
     weight_map: dict[str, str] = {}
     total = 0
     for k, group in enumerate(groups):
@@ -98,7 +100,7 @@ def build_target(root: Path) -> tuple[int, int]:
     config = {
         "architectures": ["Qwen3ForCausalLM"],
         "model_type": "qwen3",
-        "num_hidden_layers": LAYERS,
+        "num_hidden_layers": layers,
         "hidden_size": HIDDEN,
         "num_attention_heads": HEADS,
         "num_key_value_heads": KV_HEADS,
@@ -143,18 +145,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--budget", type=float, default=0.5, help="seconds; exit 1 if a median exceeds it")
     parser.add_argument("--dir", help="parent for the temporary model (default: system temp)")
+    parser.add_argument("--smoke", action="store_true", help="CI: 4 layers, one run, budget not judged")
     args = parser.parse_args(argv)
+    layers = 4 if args.smoke else LAYERS
+    if args.smoke:
+        args.runs = 1
 
     root = Path(tempfile.mkdtemp(prefix="bench-target-", dir=args.dir))
     try:
         started = time.perf_counter()
-        shards, total = build_target(root)
+        shards, total = build_target(root, layers)
         os.sync()
         built = time.perf_counter() - started
         apparent = sum(p.stat().st_size for p in root.iterdir())
         on_disk = sum(p.stat().st_blocks * 512 for p in root.iterdir())
         print(
-            f"synthetic target: {len(tensor_list())} tensors, {shards} shards, "
+            f"synthetic target: {layers} layers, {len(tensor_list(layers))} tensors, {shards} shards, "
             f"{apparent / 1e9:.1f} GB apparent, {on_disk / 1e6:.1f} MB on disk (built in {built:.2f}s)"
         )
 
@@ -180,8 +186,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  facts JSON: {summary_json / 1024:.1f} KiB summary, {full_json / 1024:.1f} KiB full")
         worst = max(results.values())
         verdict = "within" if worst <= args.budget else "OVER"
-        print(f"slowest median {worst * 1000:.1f} ms: {verdict} the {args.budget * 1000:.0f} ms budget")
-        return 0 if worst <= args.budget else 1
+        print(f"slowest median {worst * 1000:.1f} ms: {verdict} the {args.budget * 1000:.0f} ms budget"
+              + (" (smoke: not judged)" if args.smoke else ""))
+        return 0 if worst <= args.budget or args.smoke else 1
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

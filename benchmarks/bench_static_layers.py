@@ -8,6 +8,9 @@ and flash-attn-4 wheels, then times, as a user would see it (a fresh process eac
 Goals: static layers under 1 s, start-up under 150 ms. Prints medians of N runs.
 
     python benchmarks/bench_static_layers.py [--runs 9] [--dists 320]
+
+`--smoke` (CI): 5 hand-built distributions, one run each; the flash-attn wheels are skipped (flash-attn 2.8.3
+is built from its sdist when the test cache lacks it) and the goals are not judged; it says so.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from realenv import build_wheel, fa2_wheel, fa4_wheel, install, make_venv  # noqa: E402
+from realenv import build_wheel, fa2_wheel, fa4_wheel, install, make_venv
 
 
 def timed(argv: list[str], runs: int) -> tuple[float, float, int]:
@@ -29,7 +32,7 @@ def timed(argv: list[str], runs: int) -> tuple[float, float, int]:
     code = 0
     for _ in range(runs):
         start = time.perf_counter()
-        proc = subprocess.run(argv, capture_output=True, text=True)
+        proc = subprocess.run(argv, check=False, capture_output=True, text=True)
         samples.append(time.perf_counter() - start)
         code = proc.returncode
     return statistics.median(samples), min(samples), code
@@ -42,7 +45,11 @@ def main() -> int:
     parser.add_argument("--doctor-python", default=sys.executable,
                         help="the interpreter the doctor is installed in (a plain, non-editable install measures "
                         "what users get; a dev venv with editable finders and many plugins starts slower)")
+    parser.add_argument("--smoke", action="store_true", help="CI: 5 distributions, one run (see the docstring)")
     args = parser.parse_args()
+    if args.smoke:
+        args.runs, args.dists = 1, min(args.dists, 5)
+        print(f"smoke: {args.dists} distributions, one run each; skipped the flash-attn 2.8.3 and flash-attn-4 wheels")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         env = make_venv(root)
@@ -54,7 +61,8 @@ def main() -> int:
         ]
         started = time.perf_counter()
         install(env, *wheels, installer="uv")
-        install(env, fa2_wheel(), fa4_wheel())
+        if not args.smoke:
+            install(env, fa2_wheel(), fa4_wheel())
         count = sum(1 for _ in env.site_packages.glob("*.dist-info"))
         print(f"environment: {count} distributions installed in {time.perf_counter() - started:.1f} s")
 
@@ -71,6 +79,9 @@ def main() -> int:
               f" exit {static[2]}")
         # Start-up is the interpreter plus the CLI (--version); `list` also imports every check module.
         ok = static[0] < 1.0 and version[0] < 0.150
+        if args.smoke:
+            print("smoke: goals not judged")
+            return 0 if static[2] in (0, 1) and listing[2] == 0 and version[2] == 0 else 1
         print("goals met" if ok else "GOALS NOT MET (static < 1 s, start-up < 150 ms)")
         return 0 if ok else 1
 
