@@ -4,7 +4,7 @@ Each fixture was recorded by recording/engine/ (go.sh on the GPU machine): the d
 (`dflash-doctor serve --json`), then the same `vllm serve` command ran for real. The saved report is
 judged again with the current code; the verdict must still agree with what the engine did: a command
 that started and answered /v1/completions judges to exit 0, one that died judges to exit 1 with the
-finding that names the cause. A recorded disagreement stays pinned as a known limit (README).
+finding that names the cause. A recorded disagreement stays pinned as a known limit (docs/engine-ground-truth.md).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def test_the_recorded_facts_judge_again_to_a_verdict_that_agrees_with_the_engine
     served = engine["started"] and engine["answered"]
     predicted_to_serve = proc.returncode == 0
     if verdict.get("known_limit"):
-        # a disagreement the README names: it stays as recorded until the doctor learns it
+        # a disagreement docs/engine-ground-truth.md names: it stays as recorded until the doctor learns it
         assert predicted_to_serve != served, verdict["known_limit"]
         return
     assert predicted_to_serve == served, (sorted(failing), engine.get("last_exception_line"))

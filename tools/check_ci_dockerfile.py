@@ -1,10 +1,10 @@
-"""Build README's gating Dockerfile with a real Docker daemon, where no registry image can be pulled.
+"""Build the gating Dockerfile of docs/ci.md with a real Docker daemon, where no registry image can be pulled.
 
-README's Dockerfile starts `FROM vllm/vllm-openai` and installs dflash-doctor from PyPI. This script
+docs/ci.md's Dockerfile starts `FROM vllm/vllm-openai` and installs dflash-doctor from PyPI. This script
 builds it as written but for those two lines: FROM names a local base image (BASE, a Debian or Ubuntu
 image with python3 and venv, of the host's Python version), and the doctor comes from a wheel of this
 checkout, its dependencies from wheels the host downloads into the build context. It then does what
-README says, in order, and prints each step's exit status:
+docs/ci.md says, in order, and prints each step's exit status:
 
 1. build without the baseline line; the build-time gate (`--profile ci --target-arch sm_86`) must pass;
 2. `docker run --entrypoint dflash-doctor ... baseline save` writes golden.json;
@@ -13,7 +13,7 @@ README says, in order, and prints each step's exit status:
 5. `docker run IMAGE` (its CMD, with toy models mounted) on a host without a GPU: the start gate must
    exit 1 without starting vLLM.
 
-Not part of the test suite (it needs dockerd and a base image); README says how to run it.
+Not part of the test suite (it needs dockerd and a base image); docs/ci.md says how to run it.
 Usage: python tools/check_ci_dockerfile.py BASE FA4_WHEEL
 """
 
@@ -30,11 +30,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
-def readme_dockerfile() -> str:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+DOCS = REPO / "docs" / "ci.md"
+
+
+def docs_dockerfile() -> str:
+    text = DOCS.read_text(encoding="utf-8")
     match = re.search(r"```dockerfile\n(.*?)```", text, re.DOTALL)
     if match is None:
-        raise SystemExit("README.md has no dockerfile block")
+        raise SystemExit(f"{DOCS} has no dockerfile block")
     return match.group(1)
 
 
@@ -79,7 +82,7 @@ def main() -> int:
     subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary", ":all:", "-d", str(wheels),
                     str(doctor)], check=True)
     shutil.copy(fa4_wheel, wheels)
-    source = readme_dockerfile()
+    source = docs_dockerfile()
     results = []
 
     def build(tag: str, dockerfile: str, expect: int, name: str) -> None:

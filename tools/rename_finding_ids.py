@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Rewrite schema-v1 finding ids to their current names in the given files (or the files under given folders).
 
-    python3 tools/rename_finding_ids.py dflash_doctor tests README.md
+    python3 tools/rename_finding_ids.py dflash_doctor tests README.md docs
 
 Each old id of `dflash_doctor/codes/aliases.py` becomes the first of its new ids, only where it stands as a
 whole id: not inside a longer id (`import-surface.ok` holds `surface.ok`, `dist.record-broken` starts with
