@@ -80,7 +80,7 @@ def main(results: Path, out: Path, work: Path | None = None) -> None:
 
 
 def table(fixtures: Path) -> str:
-    """The table of docs/engine-ground-truth.md, from the recorded fixtures."""
+    """A table of the recorded fixtures (docs/engine-ground-truth.md has a fuller one, written by hand)."""
     head = "| scenario | doctor (exit, finding predicted to stop serve) | engine (vLLM 0.20.1, H200) | doctor s | vLLM s |"
     rows = [head, "|---|---|---|---|---|"]
     for path in sorted(fixtures.glob("[0-9][0-9]-*.json")):
