@@ -12,7 +12,8 @@ import pytest
 from conftest import Doctor
 
 from dflash_doctor.check import Facts
-from dflash_doctor.checks.fabric.peers import FabricCheck, vllm_shm_need
+from dflash_doctor.checks.fabric import FabricCheck
+from dflash_doctor.checks.fabric.host import vllm_shm_need
 from dflash_doctor.facts.fabric import group_size
 from dflash_doctor.facts.fabric_host import (
     acs_facts,
@@ -176,15 +177,16 @@ def test_a_rank_that_does_not_finish_is_killed_at_the_timeout_and_judged_a_hang(
     from realenv import fa2_builder_python
 
     from dflash_doctor.check import Context
-    from dflash_doctor.checks.fabric.peers import _arm
+    from dflash_doctor.checks.fabric.nccl import summarize
     from dflash_doctor.facts.fabric import nccl_arm
+    from dflash_doctor.facts.fabric_shapes import NcclArm
 
     ctx = Context(python=str(fa2_builder_python()), cwd=str(tmp_path), timeout_s=0.3)
     arm = nccl_arm(ctx, 2, {"PATH": "/usr/bin:/bin", "NCCL_NVLS_ENABLE": "0"})
     assert [r["run"]["timed_out"] for r in arm["ranks"]] == [True, True]
-    summed = _arm(arm)
-    assert summed["ok"] is False and summed["hung_ranks"] == [0, 1]
-    assert summed["what"].startswith("hung: rank(s) 0, 1 killed at the timeout")
+    summed = summarize(NcclArm.from_json(arm))
+    assert summed.ok is False and summed.hung_ranks == [0, 1]
+    assert summed.what.startswith("hung: rank(s) 0, 1 killed at the timeout")
     check = _recorded("plain.json")
     check["facts"]["fabric"]["nccl"] = {"p2p": arm}
     judged = _judged(check)
