@@ -7,7 +7,7 @@ exchange (not only each socket read). What the server answers is data: fields of
 names is never opened. The API key is read from the environment variable the user names and sent as a bearer
 token; it is never part of the facts. The metric names come from the installed vLLM's source
 (vllm/v1/spec_decode/metrics.py) where the doctor runs beside it, else from the names the server exposes, else
-from knowledge.live. Judging is checks/live.py's.
+from knowledge.live. Judging is the live check's (checks/live/).
 """
 
 from __future__ import annotations
