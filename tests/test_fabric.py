@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 from conftest import Doctor
+from test_fact_shapes import assert_has_its_shape
 
 from dflash_doctor.check import Facts
-from dflash_doctor.checks.fabric.peers import FabricCheck, vllm_shm_need
+from dflash_doctor.checks.fabric import FabricCheck
+from dflash_doctor.checks.fabric.host import vllm_shm_need
 from dflash_doctor.facts.fabric import group_size
 from dflash_doctor.facts.fabric_host import (
     acs_facts,
@@ -96,6 +98,7 @@ def test_fabric_on_a_machine_without_gpu_skips_and_records_the_host(doctor: Doct
     assert check["status"] == "skip", proc.stdout
     assert check["findings"][0]["id"] == "fabric.skipped"
     assert check["facts"]["fabric"]["host"]["shm"]["total_bytes"] > 0
+    assert_has_its_shape("fabric", check["facts"]["fabric"], "this machine's fabric facts")
     report, _ = doctor.report("--only", "fabric", "--no-gpu")
     check = next(c for c in report["checks"] if c["id"] == "fabric")
     assert check["findings"][0]["id"] == "doctor.skipped-no-gpu"
@@ -176,17 +179,19 @@ def test_a_rank_that_does_not_finish_is_killed_at_the_timeout_and_judged_a_hang(
     from realenv import fa2_builder_python
 
     from dflash_doctor.check import Context
-    from dflash_doctor.checks.fabric.peers import _arm
+    from dflash_doctor.checks.fabric.nccl import summarize
     from dflash_doctor.facts.fabric import nccl_arm
+    from dflash_doctor.facts.fabric_shapes import NcclArm
 
     ctx = Context(python=str(fa2_builder_python()), cwd=str(tmp_path), timeout_s=0.3)
     arm = nccl_arm(ctx, 2, {"PATH": "/usr/bin:/bin", "NCCL_NVLS_ENABLE": "0"})
     assert [r["run"]["timed_out"] for r in arm["ranks"]] == [True, True]
-    summed = _arm(arm)
-    assert summed["ok"] is False and summed["hung_ranks"] == [0, 1]
-    assert summed["what"].startswith("hung: rank(s) 0, 1 killed at the timeout")
+    summed = summarize(NcclArm.from_json(arm))
+    assert summed.ok is False and summed.hung_ranks == [0, 1]
+    assert summed.what.startswith("hung: rank(s) 0, 1 killed at the timeout")
     check = _recorded("plain.json")
     check["facts"]["fabric"]["nccl"] = {"p2p": arm}
+    assert_has_its_shape("fabric", check["facts"]["fabric"], "a hung arm")  # every key the collector wrote is declared
     judged = _judged(check)
     assert judged["fabric.nccl-failed"]["status"] == "fail"
     assert "hung: rank(s) 0, 1 killed at the timeout" in judged["fabric.nccl-failed"]["title"]

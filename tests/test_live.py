@@ -34,9 +34,10 @@ from live_replay import (
     with_sample,
 )
 from stacks import vllm_site
+from test_fact_shapes import assert_has_its_shape
 
 from dflash_doctor.check import Facts
-from dflash_doctor.checks.live.server import LiveCheck
+from dflash_doctor.checks.live import LiveCheck
 from dflash_doctor.facts.live import LiveOptions, gather, get
 from dflash_doctor.model import Finding
 from dflash_doctor.render import report as report_module
@@ -370,6 +371,7 @@ def test_counters_that_go_backwards_warn_and_give_no_figures() -> None:
 
     with replay(edited("accepted", "/metrics", restarted)) as server:
         facts = gather(LiveOptions(url=url_of(server), timeout_s=5.0, requests=2))
+    assert_has_its_shape("live", {"given": True, **facts}, "counters that went backwards")
     found = judged(facts)
     back = found["live.counters-backwards"]
     assert back.status.value == "warn"
@@ -403,6 +405,7 @@ def test_wrong_types_in_models_and_usage_are_named_not_a_crash() -> None:
     with replay([ex for ex in recorded if ex["path"] != "/v1/completions"] +
                 edited("accepted", "/v1/completions", usage)) as server:
         facts = gather(LiveOptions(url=url_of(server), timeout_s=5.0, requests=2))
+    assert_has_its_shape("live", {"given": True, **facts}, "answers of the wrong type")
     fields = {m["field"]: m for m in facts["malformed"]}
     assert set(fields) == {"data[0].id", "data[1].root", "data[1].max_model_len", "usage.completion_tokens",
                            "usage.prompt_tokens"}

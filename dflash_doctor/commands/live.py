@@ -100,7 +100,7 @@ def _prompts(path: str) -> tuple[str, ...]:
 
 def _baseline(path: str) -> dict[str, Any]:
     """The figures of a saved live report, for the comparison (UsageError when it is not one)."""
-    from dflash_doctor.checks.live.server import figures
+    from dflash_doctor.checks.live.metrics import figures
     from dflash_doctor.commands.options import UsageError
     from dflash_doctor.documents.jsondoc import shown_path
     from dflash_doctor.facts.live_shapes import Live
@@ -119,7 +119,7 @@ def _baseline(path: str) -> dict[str, Any]:
     except ShapeError as exc:
         raise UsageError(f"--baseline {shown_path(path)}: {exc}") from None
     created = saved.get("created") or saved.get("generated")
-    return {"path": shown_path(path), "digest": facts.workload.get("digest"), "figures": figures(facts),
+    return {"path": shown_path(path), "digest": facts.workload.digest, "figures": figures(facts),
             "created": created if isinstance(created, str) else None}
 
 

@@ -7,7 +7,7 @@ exchange (not only each socket read). What the server answers is data: fields of
 names is never opened. The API key is read from the environment variable the user names and sent as a bearer
 token; it is never part of the facts. The metric names come from the installed vLLM's source
 (vllm/v1/spec_decode/metrics.py) where the doctor runs beside it, else from the names the server exposes, else
-from knowledge.live. Judging is checks/live.py's.
+from knowledge.live. Judging is the live check's (checks/live/).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from typing import Any
 
 from dflash_doctor.check import Context
 from dflash_doctor.documents.jsondoc import DocumentError, parse_json
+from dflash_doctor.facts.live_shapes import MAX_COUNT
 from dflash_doctor.facts.safefile import read_regular
 from dflash_doctor.facts.serve_args import _human_int_or_auto
 from dflash_doctor.knowledge.dflash import LAYER_IDS_PLUS_ONE_MARKER
@@ -260,8 +261,6 @@ def names_exposed(samples: list[tuple[str, dict[str, str], float]]) -> dict[str,
     return names
 
 
-MAX_COUNT = 2**53
-"""A count above this is not exact in a float: no server counts that many tokens."""
 COUNTED = ("drafts", "draft_tokens", "accepted_tokens", "vllm:generation_tokens", "vllm:prompt_tokens")
 
 
@@ -389,7 +388,8 @@ def _config(path: str | None) -> dict[str, Any] | None:
              "num_target_layers": data.get("num_target_layers"),
              # the context it was made for, and the RoPE that decides whether vLLM can raise it (0.33+)
              "max_position_embeddings": text.get("max_position_embeddings")
-             if isinstance(text.get("max_position_embeddings"), int) else None,
+             if isinstance(text.get("max_position_embeddings"), int)
+             and not isinstance(text.get("max_position_embeddings"), bool) else None,
              "rope_type": _rope_type(text)}
     if isinstance(ids, list) and len(ids) > MAX_IDS:
         facts["target_layer_ids_count"] = len(ids)  # a report carries the first few and the count, not the input
