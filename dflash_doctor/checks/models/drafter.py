@@ -17,29 +17,26 @@ from dflash_doctor.checks.models.common import (
     FLOAT_DTYPES,
     MAX_LISTED,
     SLIDING,
-    _config_file,
+    DrafterView,
     _dflash_config,
-    _drafter_keys,
-    _head_dim,
     _is_int,
     _marker,
     _not_given,
     _skip_if_broken,
     _spec_value,
-    _vllm_label,
+    drafter_view,
     gpu_view,
     list_length,
     listed,
     long_list,
-    text_config,
     value_count,
 )
 from dflash_doctor.checks.models.drafter_pairing import padded_vocab_v2, pairing_rules
 from dflash_doctor.checks.models.speculators import as_served
-from dflash_doctor.checks.remedy import Installer, installer_for, quote
+from dflash_doctor.checks.remedy import installer_for, quote
 from dflash_doctor.codes import Code
 from dflash_doctor.facts.modelfiles.model_dir import LAYERS_KEPT
-from dflash_doctor.facts.models_shapes import Models
+from dflash_doctor.facts.models_shapes import ConfigView, LayerCount, Models, Tensor
 from dflash_doctor.facts.serve_shapes import VllmDflash
 from dflash_doctor.knowledge.dflash import (
     DRAFTER_REGISTRY_ARCH,
@@ -248,27 +245,28 @@ CODES: tuple[Code, ...] = (
 # ------------------------------------------------------------------------------------------- drafter
 
 
-def expected_drafter_tensors(config: Mapping[str, Any], keys: Mapping[str, Any], *,
+def expected_drafter_tensors(config: ConfigView, keys: ConfigView, *,
                              max_layers: int, id_count: int | None = None) -> dict[str, list[int]] | None:
     """The tensors vLLM's DFlashQwen3ForCausalLM loads, by name, with their shapes (knowledge.dflash), for its
     first min(num_hidden_layers, max_layers) layers. `max_layers` is the caller's bound from what the weights
     hold: num_hidden_layers is read from a file and may say 10**12. `id_count`: the length of
     target_layer_ids when the facts keep only its first items."""
-    values = [config.get(k) for k in ("hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size")]
-    values.append(config.get("num_key_value_heads", config.get("num_attention_heads")))
-    values.append(_head_dim(config))
-    if not all(_is_int(v) for v in values):
+    values = [config.int(k) for k in ("hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size")]
+    values.append(config.int("num_key_value_heads") if "num_key_value_heads" in config
+                  else config.int("num_attention_heads"))
+    values.append(config.head_dim)
+    hidden, heads, layers, inter, kv_heads, head_dim = values
+    if hidden is None or heads is None or layers is None or inter is None or kv_heads is None or head_dim is None:
         return None
-    hidden, heads, layers, inter, kv_heads, head_dim = (int(v) for v in values)  # type: ignore[arg-type]
     dflash = _dflash_config(keys)
     shapes: dict[str, list[int]] = {"hidden_norm.weight": [hidden], "norm.weight": [hidden]}
-    if dflash.get("use_aux_hidden_state", True):
-        ids = dflash.get("target_layer_ids", dflash.get("layer_ids"))
+    if dflash.truthy("use_aux_hidden_state", True):
+        ids = dflash.value("target_layer_ids", dflash.value("layer_ids"))
         count = (id_count if id_count is not None else len(ids)) if isinstance(ids, list) else layers
-        declared = keys.get("target_hidden_size")
-        width = declared if _is_int(declared) else hidden
+        declared = keys.int("target_hidden_size")
+        width = declared if declared is not None else hidden
         shapes["fc.weight"] = [hidden, count * width]
-    bias = bool(config.get("attention_bias"))
+    bias = config.truthy("attention_bias")
     for i in range(max(0, min(layers, max_layers))):
         p = f"layers.{i}"
         shapes.update({
@@ -325,22 +323,20 @@ def layer_indices(names: Iterable[str]) -> set[int]:
     return found
 
 
-def weights_geometry(tensors: Mapping[str, Mapping[str, Any]],
-                     layers: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def weights_geometry(tensors: Mapping[str, Tensor], layers: LayerCount | None = None) -> dict[str, Any]:
     """What the drafter's own tensors say its config.json should hold: the layer count, and hidden size, head_dim,
     heads, KV heads and intermediate size read from the lowest layer's shapes. A value the tensors do not show is
     left out; "from" names the tensor each value was read from. `layers`: the weights facts' count of every
     layer the names show, when the facts keep only some of the tensors."""
     def shape(name: str) -> list[Any]:
         info = tensors.get(name)
-        found = list((info or {}).get("shape") or [])
-        return found if all(_is_int(d) for d in found) and not (info or {}).get("rank") else []
+        return (info.full_shape or []) if info is not None else []
 
     indices = layer_indices(tensors)
     geometry: dict[str, Any] = {"num_hidden_layers": len(indices), "layers": sorted(indices)[:MAX_LISTED], "from": {}}
-    if layers is not None and _is_int(layers.get("count")):
-        geometry["num_hidden_layers"] = layers["count"]
-        geometry["layers"] = [i for i in layers.get("first") or [] if _is_int(i)][:MAX_LISTED]
+    if layers is not None:
+        geometry["num_hidden_layers"] = layers.count
+        geometry["layers"] = layers.first[:MAX_LISTED]
     first = f"layers.{min(indices)}" if indices else None
     for key, names in (("hidden_size", ["norm.weight", "hidden_norm.weight"]
                         + ([f"{first}.input_layernorm.weight"] if first else [])),
@@ -368,48 +364,38 @@ def weights_geometry(tensors: Mapping[str, Mapping[str, Any]],
 class _Drafter:
     """The drafter judged against its target and the installed vLLM; one method per rule."""
 
-    def __init__(self, drafter: Mapping[str, Any], target: Mapping[str, Any] | None,
-                 vllm: VllmDflash | None, serve: Mapping[str, Any] | None, installer: Installer,
-                 ccs: list[str] | None = None) -> None:
-        self.ccs = list(ccs or [])
-        self.drafter, self.target, self.vllm, self.serve = drafter, target, vllm, serve
-        self.installer = installer
-        self.file = _config_file(drafter)
-        self.path = (drafter.get("resolved") or {}).get("path")
-        self.config = text_config(drafter)
-        self.keys = _drafter_keys(drafter, vllm)
-        self.dflash = _dflash_config(self.keys)
-        self.target_config = text_config(target)
-        self.weights = ((drafter.get("dir") or {}).get("weights")) or {}
-        self.tensors: dict[str, Any] = dict(self.weights.get("tensors") or {})
+    def __init__(self, view: DrafterView) -> None:
+        self.view = view
+        self.ccs = view.ccs
+        self.drafter, self.target, self.vllm, self.serve = view.drafter, view.target, view.vllm, view.serve
+        self.installer = view.installer
+        self.file, self.path, self.label = view.file, view.path, view.label
+        self.config, self.keys, self.dflash, self.target_config = view.config, view.keys, view.dflash, view.target_config
+        self.weights, self.tensors = view.weights, view.tensors
+        # config.json key -> the id of the finding that blames it; a consequence of that key names the finding.
+        self.blamed, self.emitted, self.ok = view.blamed, view.emitted, view.ok
         # tensor name as vLLM's loader sees it (an EAGLE-style `midlayer.` is layer 0) -> name in the file
         self.names = {n.replace("midlayer.", "layers.0.", 1) if n.startswith("midlayer.") else n: n for n in self.tensors}
-        config_keys = ((drafter.get("dir") or {}).get("config") or {}).get("keys") or []
-        self.quantized = "quantization_config" in config_keys
+        config = self.drafter.config
+        self.quantized = config is not None and "quantization_config" in config.keys
         # What the weights themselves say of the geometry (None: no tensors, or packed quantized ones).
         # Past model_dir.MAX_TENSORS_KEPT the facts keep the tensors these rules read by name (fc, norms, the layers
         # below LAYERS_KEPT) and count the rest: names are judged on what is kept, counts on the whole.
-        self.complete = bool(self.weights.get("tensors_complete", True))
-        self.omitted = max(0, int(self.weights.get("tensor_count") or 0) - len(self.tensors)) if not self.complete else 0
-        layers = self.weights.get("layers") if not self.complete else None
+        self.complete = self.weights.tensors_complete
+        self.omitted = max(0, self.weights.tensor_count - len(self.tensors)) if not self.complete else 0
         self.geometry = None if self.quantized or not self.tensors else \
             weights_geometry({n: self.tensors[stored] for n, stored in self.names.items()},
-                             layers if isinstance(layers, Mapping) else None)
+                             self.weights.layers if not self.complete else None)
         self.id_key, _, self.id_count = self._layer_ids()
-        # config.json key -> the id of the finding that blames it; a consequence of that key names the finding.
-        self.blamed: dict[str, str] = {}
-        self.emitted: set[str] = set()
-        self.label = _vllm_label(vllm)
-        self.ok: list[str] = []
 
     def _layer_ids(self) -> tuple[str, Any, int | None]:
         """(where, value, length) of the target_layer_ids vLLM reads (dflash_config over eagle_config; "layer_ids"
         when the former is absent); the length counts a list the facts keep only the start of."""
         for key in ("target_layer_ids", "layer_ids"):
             for source in ("dflash_config", "eagle_config"):
-                block = self.keys.get(source)
-                if isinstance(block, Mapping) and key in block:
-                    value = block[key]
+                block = self.keys.view(source)
+                if key in block:
+                    value = block.value(key)
                     where = f"drafter.{source}.{key}"
                     return where, value, list_length(self.drafter, where, value) if isinstance(value, list) else None
         return "", None, None
@@ -420,13 +406,13 @@ class _Drafter:
         # tensors_match then name as the cause of each shape that follows from them.
         for rule in (self.architecture, self.mask_token, self.layer_ids, self.hidden_sizes, self.config_weights,
                      self.fc, self.tensors_match, self.vocabulary, self.dtype, self.block, self.attention_kinds,
-                     self.target_kind, *pairing_rules(self, self.ccs)):
+                     self.target_kind, *pairing_rules(self.view, self.ccs)):
             found = rule()
             self.emitted.update(f.id for f in found)
             out.extend(found)
         if not any(f.status in (Status.FAIL, Status.WARN) for f in out):
             out.insert(0, Finding("drafter.ok", Status.PASS,
-                                  f"drafter {self.path} fits target {(self.target or {}).get('name')} for {self.label}: "
+                                  f"drafter {self.path} fits target {self.target.name} for {self.label}: "
                                   + "; ".join(self.ok)))
         elif self.ok:
             out.append(Finding("drafter.checked", Status.PASS, "what holds: " + "; ".join(self.ok)))
@@ -435,9 +421,8 @@ class _Drafter:
     # -- rules ------------------------------------------------------------------------------------
 
     def architecture(self) -> list[Finding]:
-        archs = self.keys.get("architectures") or ((self.drafter.get("dir") or {}).get("config") or {}).get(
-            "architectures")
-        if not isinstance(archs, list) or not archs:
+        archs = self.keys.list("architectures") or self.drafter.architectures
+        if not archs:
             return [Finding("drafter.architecture-unknown", Status.FAIL, f"{self.file} has no \"architectures\" list",
                             detail=f"vLLM looks the drafter up by architecture; DFlash drafters say "
                             f"[\"{DRAFTER_REGISTRY_ARCH.value}\"].",
@@ -463,12 +448,12 @@ class _Drafter:
         return []
 
     def mask_token(self) -> list[Finding]:
-        mask = self.dflash.get("mask_token_id")
-        vocab = self.target_config.get("vocab_size")
+        mask = self.dflash.value("mask_token_id")
+        vocab = self.target_config.int("vocab_size")
         fix = Remediation(f"add \"dflash_config\": {{\"mask_token_id\": ID, ...}} to {quote(self.file)}",
                           "take ID from the drafter publisher's config.json (the target tokenizer's mask token)")
         if "mask_token_id" not in self.dflash:
-            top = self.keys.get("mask_token_id")
+            top = self.keys.value("mask_token_id")
             accepts_top = _marker(self.vllm, "mask_top_level")
             if top is not None and accepts_top:
                 return [Finding("drafter.mask-token-top-level", Status.WARN,
@@ -485,7 +470,7 @@ class _Drafter:
             return [Finding("drafter.mask-token-invalid", Status.FAIL,
                             f"{self.file}: dflash_config.mask_token_id is {mask!r}, not an integer token id",
                             evidence={"file": self.file}, remediation=(fix,))]
-        if _is_int(vocab) and not 0 <= mask < vocab:
+        if vocab is not None and not 0 <= mask < vocab:
             return [Finding("drafter.mask-token-out-of-vocab", Status.FAIL,
                             f"{self.file}: dflash_config.mask_token_id {mask} is outside the target's vocabulary "
                             f"(vocab_size {vocab}): the mask embedding lookup indexes past the table",
@@ -496,8 +481,8 @@ class _Drafter:
         return []
 
     def layer_ids(self) -> list[Finding]:
-        ids = self.dflash.get("target_layer_ids")
-        depth = self.target_config.get("num_hidden_layers")
+        ids = self.dflash.value("target_layer_ids")
+        depth = self.target_config.int("num_hidden_layers")
         publisher = Remediation(f"copy dflash_config.target_layer_ids from the drafter publisher's own config.json "
                                 f"into {quote(self.file)}", "the ids the drafter was trained on; never recompute them")
         if ids is None:
@@ -511,29 +496,29 @@ class _Drafter:
                             evidence={"file": self.file}, remediation=(publisher,))]
         summary = long_list(self.drafter, self.id_key) if self.id_key else None
         count = self.id_count if self.id_count is not None else (len(ids) if isinstance(ids, list) else 0)
-        all_ints = isinstance(ids, list) and all(_is_int(i) for i in ids) and (summary is None or summary.get("ints"))
+        all_ints = isinstance(ids, list) and all(_is_int(i) for i in ids) and (summary is None or summary.ints)
         if not isinstance(ids, list) or not ids or not all_ints:
             shown = listed(ids, count) if isinstance(ids, list) else repr(ids)[:200]
             return [Finding("drafter.layer-ids-invalid", Status.FAIL,
                             f"{self.file}: dflash_config.target_layer_ids is {shown}, not a list of integers",
                             evidence={"file": self.file}, remediation=(publisher,))]
         problems: list[str] = []
-        if _is_int(depth):
+        if depth is not None:
             outside = [i for i in ids if not 0 <= i < depth]
-            if summary is not None and (summary.get("min", 0) < 0 or summary.get("max", 0) >= depth):
-                problems.append(f"{listed(outside) if outside else 'ids'} (from {summary.get('min')} to "
-                                f"{summary.get('max')}) outside [0, {depth}) for a {depth}-layer target")
+            if summary is not None and ((summary.min or 0) < 0 or (summary.max or 0) >= depth):
+                problems.append(f"{listed(outside) if outside else 'ids'} (from {summary.min} to "
+                                f"{summary.max}) outside [0, {depth}) for a {depth}-layer target")
             elif outside:
                 problems.append(f"{listed(outside)} outside [0, {depth}) for a {depth}-layer target")
-        increasing = summary.get("increasing") if summary is not None else \
+        increasing = summary.increasing if summary is not None else \
             not any(b <= a for a, b in itertools.pairwise(ids))
         if not increasing:
-            repeats = summary.get("repeats") if summary is not None else len(set(ids)) != len(ids)
+            repeats = summary.repeats if summary is not None else len(set(ids)) != len(ids)
             problems.append("not strictly increasing" + (" (repeats)" if repeats else ""))
-        trained_for = self.keys.get("num_target_layers")
+        trained_for = self.keys.int("num_target_layers")
         if problems:
             also = (f"; the drafter says num_target_layers {trained_for}: it was made for another target"
-                    if _is_int(trained_for) and _is_int(depth) and trained_for != depth else "")
+                    if trained_for is not None and depth is not None and trained_for != depth else "")
             return [Finding("drafter.layer-ids-invalid", Status.FAIL,
                             f"{self.file}: target_layer_ids {listed(ids, count)} are {'; '.join(problems)}{also}",
                             detail="vLLM records the target's hidden state after each listed layer; an id the target "
@@ -544,7 +529,7 @@ class _Drafter:
                                       "target_layers": depth},
                             remediation=(publisher,))]
         findings: list[Finding] = []
-        if _is_int(trained_for) and _is_int(depth) and trained_for != depth:
+        if trained_for is not None and depth is not None and trained_for != depth:
             findings.append(Finding("drafter.target-depth-mismatch", Status.WARN,
                                     f"{self.file} says num_target_layers {trained_for}, the target has {depth} layers: "
                                     "this drafter was trained for another target",
@@ -552,7 +537,7 @@ class _Drafter:
         # The formula gives n ids for n draft layers, so only n = len(ids) can reproduce them (and the drafter's
         # num_hidden_layers, read from its config, must not size a list); floats stay exact below 2**53. Strictly
         # increasing ids below depth number at most depth, so the formula is never asked for more.
-        if _is_int(depth) and 0 < depth < 2**53 and count == len(ids) <= depth and \
+        if depth is not None and 0 < depth < 2**53 and count == len(ids) <= depth and \
                 ids == uniform_layer_ids(depth, len(ids)):
             findings.append(Finding(
                 "drafter.layer-ids-heuristic", Status.WARN,
@@ -572,9 +557,9 @@ class _Drafter:
         return findings
 
     def hidden_sizes(self) -> list[Finding]:
-        hidden, target_hidden = self.config.get("hidden_size"), self.target_config.get("hidden_size")
+        hidden, target_hidden = self.config.int("hidden_size"), self.target_config.int("hidden_size")
         findings: list[Finding] = []
-        if "target_hidden_size" in self.keys and self.keys["target_hidden_size"] is None \
+        if "target_hidden_size" in self.keys and self.keys.value("target_hidden_size") is None \
                 and _marker(self.vllm, "target_hidden_size_null_ok") is not True:
             findings.append(Finding("drafter.target-hidden-size-null", Status.FAIL,
                                     f"{self.file} has \"target_hidden_size\": null: {self.label} multiplies it "
@@ -582,12 +567,12 @@ class _Drafter:
                                     detail=TARGET_HIDDEN_SIZE_NULL.source, evidence={"file": self.file},
                                     remediation=(Remediation(f"delete the target_hidden_size line from {quote(self.file)}",
                                                              "or set it to the target's hidden_size"),)))
-        declared = self.keys.get("target_hidden_size")
-        if _is_int(declared) and _is_int(target_hidden) and declared != target_hidden:
+        declared = self.keys.int("target_hidden_size")
+        if declared is not None and target_hidden is not None and declared != target_hidden:
             findings.append(Finding("drafter.hidden-size-mismatch", Status.FAIL,
                                     f"{self.file}: target_hidden_size {declared}, but the target's hidden_size is "
                                     f"{target_hidden}", evidence={"file": self.file}))
-        elif not _is_int(declared) and _is_int(hidden) and _is_int(target_hidden) and hidden != target_hidden:
+        elif declared is None and hidden is not None and target_hidden is not None and hidden != target_hidden:
             stored = (self.geometry or {}).get("hidden_size")
             if stored == target_hidden:
                 findings.append(Finding(
@@ -613,13 +598,13 @@ class _Drafter:
                 self.blamed["hidden_size"] = "drafter.hidden-size-mismatch"
         return findings
 
-    def _corrected(self, keys: Iterable[str]) -> dict[str, Any]:
+    def _corrected(self, keys: Iterable[str]) -> ConfigView:
         """The drafter's text config with `keys` set to what its weights say."""
         geometry = self.geometry or {}
-        corrected = dict(self.config)
+        corrected = self.config.raw()
         for key in keys:
             corrected[key] = geometry[key]
-        return corrected
+        return ConfigView(corrected)
 
     def config_weights(self) -> list[Finding]:
         """config.json against the drafter's own weights: each geometry key the weights contradict, in one finding.
@@ -631,15 +616,15 @@ class _Drafter:
         for key in GEOMETRY_KEYS:
             if key in self.blamed or key not in geometry:
                 continue
-            given = _head_dim(self.config) if key == "head_dim" else \
-                self.config.get(key, self.config.get("num_attention_heads")) if key == "num_key_value_heads" else \
-                self.config.get(key)
-            if not _is_int(given) or given == geometry[key]:
+            given = self.config.head_dim if key == "head_dim" else \
+                self.config.int("num_attention_heads") if key == "num_key_value_heads" and key not in self.config else \
+                self.config.int(key)
+            if given is None or given == geometry[key]:
                 continue
             if key in ("head_dim", "num_key_value_heads") and key not in self.config:
                 # Derived, not written: it is wrong only if it stays wrong once the written keys are corrected.
                 corrected = self._corrected([*self.blamed, *wrong])
-                derived = _head_dim(corrected) if key == "head_dim" else corrected.get("num_attention_heads")
+                derived = corrected.head_dim if key == "head_dim" else corrected.int("num_attention_heads")
                 if derived == geometry[key]:
                     continue
             wrong[key] = (given, geometry[key])
@@ -668,24 +653,24 @@ class _Drafter:
                                                  "what the weights were saved with; or take the publisher's config.json"),))]
 
     def fc(self) -> list[Finding]:
-        if not self.dflash.get("use_aux_hidden_state", True):
+        if not self.dflash.truthy("use_aux_hidden_state", True):
             return []
-        ids = self.dflash.get("target_layer_ids", self.dflash.get("layer_ids"))
-        hidden, target_hidden = self.config.get("hidden_size"), self.target_config.get("hidden_size")
-        declared = self.keys.get("target_hidden_size")
-        width = declared if _is_int(declared) else hidden
+        ids = self.dflash.value("target_layer_ids", self.dflash.value("layer_ids"))
+        hidden, target_hidden = self.config.int("hidden_size"), self.target_config.int("hidden_size")
+        declared = self.keys.int("target_hidden_size")
+        width = declared if declared is not None else hidden
         tensor = self.tensors.get("fc.weight")
-        if not isinstance(ids, list) or not _is_int(width) or tensor is None:
+        if not isinstance(ids, list) or width is None or tensor is None:
             return []  # reported by layer_ids / tensors_match
-        shape = list(tensor.get("shape") or [])
+        shape = list(tensor.shape)
         n_ids = self.id_count if self.id_count is not None else len(ids)
         config_in = n_ids * width
-        provided = n_ids * target_hidden if _is_int(target_hidden) else None
-        where = f"{self.path}/{tensor.get('file')}"
+        provided = n_ids * target_hidden if target_hidden is not None else None
+        where = f"{self.path}/{tensor.file}"
         if shape != [hidden, config_in]:
             # Follows from a blamed hidden_size when the weights' width gives exactly the stored shape.
             fixed_hidden = (self.geometry or {}).get("hidden_size") if "hidden_size" in self.blamed else hidden
-            fixed_width = declared if _is_int(declared) else fixed_hidden
+            fixed_width = declared if declared is not None else fixed_hidden
             cause = self.blamed["hidden_size"] if "hidden_size" in self.blamed and _is_int(fixed_width) and \
                 shape == [fixed_hidden, n_ids * fixed_width] else ""
             return [Finding("drafter.fc-width", Status.FAIL,
@@ -712,7 +697,7 @@ class _Drafter:
         return []
 
     def tensors_match(self) -> list[Finding]:
-        if not self.tensors and not self.weights.get("tensor_count"):
+        if not self.tensors and not self.weights.tensor_count:
             return []  # no weights: model-files says so
         findings: list[Finding] = []
         names = self.names
@@ -753,7 +738,7 @@ class _Drafter:
                             and not n.startswith("model.") and MASK_HIDDEN_FORBIDDEN.value not in n
                             and (self.complete or not _beyond(n, LAYERS_KEPT)))
         wrong = [(n, names[n]) for n in sorted(set(expected) & set(names))
-                 if list(self.tensors[names[n]].get("shape") or []) != expected[n]]
+                 if self.tensors[names[n]].shape != expected[n]]
         for cause, group in _grouped(missing, lambda n: cause_of(lambda fixed: n not in fixed)):
             findings.append(Finding("drafter.tensor-missing", Status.FAIL,
                                     f"{self.path}: {len(group)} tensors the config implies are missing: "
@@ -763,7 +748,7 @@ class _Drafter:
                                        "in config.json may not match the weights."),
                                     evidence={"missing": group[:MAX_LISTED], "count": len(group), "file": self.file},
                                     cause=cause))
-        unread = (f"; {self.omitted} more of its {self.weights.get('tensor_count')} tensors are not in the facts "
+        unread = (f"; {self.omitted} more of its {self.weights.tensor_count} tensors are not in the facts "
                   "and were not judged by name") if self.omitted else ""
         for cause, group in _grouped(unexpected, lambda n: cause_of(lambda fixed: n in fixed)):
             findings.append(Finding("drafter.tensor-unexpected", Status.FAIL,
@@ -778,15 +763,15 @@ class _Drafter:
             if name == "fc.weight":
                 continue  # the fc rule explains it better
             info = self.tensors[stored]
-            shape = list(info.get("shape") or [])
+            shape = list(info.shape)
             cause = cause_of(functools.partial(_shape_is, name, shape))
             findings.append(Finding("drafter.tensor-shape", Status.FAIL,
-                                    f"{self.path}/{info.get('file')}: {stored} is {info.get('shape')}, {self.file} "
+                                    f"{self.path}/{info.file}: {stored} is {info.shape}, {self.file} "
                                     f"implies {expected[name]}",
                                     detail="The weight loader asserts equal shapes; "
                                     + (f"this one follows from {cause}." if cause else "the config.json was likely "
                                        "written for another model (head_dim, heads, intermediate_size)."),
-                                    evidence={"tensor": stored, "shape": info.get("shape"), "expected": expected[name]},
+                                    evidence={"tensor": stored, "shape": info.shape, "expected": expected[name]},
                                     cause=cause))
         if not (missing or unexpected or wrong):
             self.ok.append(f"{len(expected)} tensors match config.json"
@@ -805,17 +790,17 @@ class _Drafter:
         return expected_drafter_tensors(config, self.keys, max_layers=reach, id_count=self.id_count)
 
     def vocabulary(self) -> list[Finding]:
-        if padded_vocab_v2(self) is not None:
+        if padded_vocab_v2(self.view) is not None:
             return []  # drafter.padded-vocab-v2 (the pairing rules) names what this vLLM does with it
-        vocab, target_vocab = self.config.get("vocab_size"), self.target_config.get("vocab_size")
-        draft_vocab = self.keys.get("draft_vocab_size")
+        vocab, target_vocab = self.config.int("vocab_size"), self.target_config.int("vocab_size")
+        draft_vocab = self.keys.int("draft_vocab_size")
         own_head = "d2t" in self.tensors and "lm_head.weight" in self.tensors
-        if _is_int(draft_vocab) and _is_int(target_vocab) and draft_vocab != target_vocab and not own_head:
+        if draft_vocab is not None and target_vocab is not None and draft_vocab != target_vocab and not own_head:
             return [Finding("drafter.vocab-mismatch", Status.FAIL,
                             f"{self.file}: draft_vocab_size {draft_vocab} differs from the target's {target_vocab} "
                             "but the drafter lacks its own lm_head and d2t mapping",
                             evidence={"file": self.file})]
-        if _is_int(vocab) and _is_int(target_vocab) and vocab < target_vocab and "lm_head.weight" not in self.tensors:
+        if vocab is not None and target_vocab is not None and vocab < target_vocab and "lm_head.weight" not in self.tensors:
             # A target vocabulary padded past the tokenizer's (MiMo 152576, its drafter 152064): vLLM shares the
             # target's embedding and lm_head, drafts ids below the drafter's vocab_size, and accepts as usual (vLLM
             # PR #46435, on par with V1); only 0.24's V2 runner breaks it (drafter.padded-vocab-v2).
@@ -825,26 +810,26 @@ class _Drafter:
                             "padded past its tokenizer (vLLM PR #46435), wrong for a drafter made for another "
                             "tokenizer",
                             evidence={"file": self.file, "vocab_size": vocab, "target_vocab_size": target_vocab})]
-        if _is_int(vocab) and _is_int(target_vocab) and vocab != target_vocab:
+        if vocab is not None and target_vocab is not None and vocab != target_vocab:
             return [Finding("drafter.vocab-mismatch", Status.FAIL,
                             f"{self.file}: vocab_size {vocab} differs from the target's {target_vocab}: the drafter "
                             "shares the target's embedding and lm_head, so it was made for another tokenizer",
                             evidence={"file": self.file, "vocab_size": vocab, "target_vocab_size": target_vocab})]
         embed = self.tensors.get("embed_tokens.weight")
-        if embed is not None and _is_int(vocab) and _is_int(self.config.get("hidden_size")) and \
-                list(embed.get("shape") or []) != [vocab, self.config["hidden_size"]]:
+        hidden = self.config.int("hidden_size")
+        if embed is not None and vocab is not None and hidden is not None and embed.shape != [vocab, hidden]:
             return [Finding("drafter.tensor-shape", Status.FAIL,
-                            f"{self.path}: embed_tokens.weight is {embed.get('shape')}, config implies "
-                            f"[{vocab}, {self.config['hidden_size']}]", evidence={"tensor": "embed_tokens.weight"})]
-        if _is_int(vocab):
+                            f"{self.path}: embed_tokens.weight is {embed.shape}, config implies "
+                            f"[{vocab}, {hidden}]", evidence={"tensor": "embed_tokens.weight"})]
+        if vocab is not None:
             self.ok.append(f"vocab {vocab}")
         return []
 
     def dtype(self) -> list[Finding]:
-        stored = {FLOAT_DTYPES[d] for d in (self.weights.get("dtypes") or {}) if d in FLOAT_DTYPES}
+        stored = {FLOAT_DTYPES[d] for d in self.weights.dtypes if d in FLOAT_DTYPES}
         fields = ((self.serve or {}).get("fields") or {})
         wanted = fields.get("dtype") if fields.get("dtype") not in (None, "auto") else None
-        target_dtype = self.target_config.get("torch_dtype") or self.target_config.get("dtype")
+        target_dtype = self.target_config.torch_dtype
         serving = {"half": "float16", "float": "float32"}.get(str(wanted), wanted) or target_dtype
         if serving == "float32" and not wanted:
             serving = "bfloat16"  # --dtype auto downcasts float32 checkpoints (knowledge.dflash DTYPE_AUTO_DOWNCAST)
@@ -858,7 +843,7 @@ class _Drafter:
         return []
 
     def block(self) -> list[Finding]:
-        block = self.keys.get("block_size", self.dflash.get("block_size"))
+        block = self.keys.value("block_size", self.dflash.value("block_size"))
         spec = _spec_value(self.serve)
         k = spec.get("num_speculative_tokens")
         if not _is_int(block):
@@ -872,9 +857,8 @@ class _Drafter:
                             remediation=(Remediation(with_spec(list((self.serve or {}).get("argv") or []),
                                                                {**spec, "num_speculative_tokens": block - 1}),
                                                      "one anchor plus block_size - 1 masks fill the trained block"),))]
-        archs = self.keys.get("architectures") or ((self.drafter.get("dir") or {}).get("config") or {}).get(
-            "architectures")
-        dflash2 = isinstance(archs, list) and any("DFlash2" in str(a) for a in archs)
+        archs = self.keys.list("architectures") or self.drafter.architectures
+        dflash2 = any("DFlash2" in str(a) for a in archs)
         if dflash2 and _is_int(k) and k < block - 1 and _marker(self.vllm, "dflash2_conv_block_from_k") is not False:
             return [Finding("drafter.dflash2-block-mismatch", Status.WARN,
                             f"num_speculative_tokens {k} is below block_size - 1 = {block - 1} ({self.file}): DFlash2's "
@@ -890,10 +874,9 @@ class _Drafter:
 
     def attention_kinds(self) -> list[Finding]:
         findings: list[Finding] = []
-        layer_types = self.config.get("layer_types") or []
-        sliding = self.dflash.get("use_swa") or (isinstance(layer_types, list) and
-                                                 value_count(self.drafter, "text.layer_types", layer_types, SLIDING) > 0)
-        window = self.dflash.get("swa_window_size", self.config.get("sliding_window"))
+        layer_types = self.config.layer_types or []
+        sliding = self.dflash.value("use_swa") or value_count(self.drafter, "text.layer_types", layer_types, SLIDING) > 0
+        window = self.dflash.value("swa_window_size", self.config.value("sliding_window"))
         if sliding:
             required, reads = _marker(self.vllm, "sliding_window_required"), _marker(self.vllm, "reads_layer_types")
             if window is None and required is not False:
@@ -908,7 +891,7 @@ class _Drafter:
                                         f"{self.label} ignores layer_types for DFlash drafters: the drafter's sliding-window "
                                         "layers run full attention, unlike training",
                                         detail=SLIDING_WINDOW_MARKER.source))
-        if self.dflash.get("sample_from_anchor"):
+        if self.dflash.truthy("sample_from_anchor"):
             refused = _marker(self.vllm, "sample_from_anchor_refused")
             findings.append(Finding(
                 "drafter.sample-from-anchor", Status.WARN if refused is False else Status.FAIL,
@@ -921,8 +904,8 @@ class _Drafter:
 
     def target_kind(self) -> list[Finding]:
         supported = self.vllm.aux_supported_model_types if self.vllm else None
-        model_type = self.target_config.get("model_type") or \
-            (((self.target or {}).get("dir") or {}).get("config") or {}).get("model_type")
+        config = self.target.config
+        model_type = self.target_config.value("model_type") or (config.model_type_raw if config is not None else None)
         if not supported or not isinstance(model_type, str):
             return []
         if any(s in model_type for s in supported):
@@ -953,5 +936,5 @@ class DrafterCheck:
         if blocked is not None:
             return blocked
         vllm = facts.optional_section(VllmDflash)
-        return _Drafter(drafter, target, vllm, as_served(facts.optional("serve_args"), models.speculators_launch, vllm),
-                        installer_for(facts), gpu_view(facts)["ccs"]).findings()
+        serve = as_served(facts.optional("serve_args"), models.speculators_launch, vllm)
+        return _Drafter(drafter_view(drafter, target, vllm, serve, installer_for(facts), gpu_view(facts)["ccs"])).findings()

@@ -12,7 +12,6 @@ from dflash_doctor.checks.argv import with_spec, without_flag
 from dflash_doctor.checks.models.common import (
     _dflash_config,
     _drafter_keys,
-    _head_dim,
     _marker,
     _not_given,
     _spec_value,
@@ -23,7 +22,7 @@ from dflash_doctor.checks.models.common import (
 )
 from dflash_doctor.checks.models.speculators import as_served
 from dflash_doctor.codes import Code
-from dflash_doctor.facts.models_shapes import Models
+from dflash_doctor.facts.models_shapes import ConfigView, Models
 from dflash_doctor.facts.serve_shapes import VllmDflash
 from dflash_doctor.knowledge.dflash import (
     ATTENTION_FALLBACK,
@@ -63,9 +62,9 @@ CODES: tuple[Code, ...] = (
 # --------------------------------------------------------------------------------- drafter-attention
 
 
-def _needs_non_causal(dflash: Mapping[str, Any], vllm: VllmDflash | None) -> bool:
+def _needs_non_causal(dflash: ConfigView, vllm: VllmDflash | None) -> bool:
     """From 0.23 a drafter with dflash_config.causal true runs causal attention (v1/spec_decode/dflash.py)."""
-    return not (_marker(vllm, "dflash_causal_key") and dflash.get("causal") is True)
+    return not (_marker(vllm, "dflash_causal_key") and dflash.value("causal") is True)
 
 
 def _kv_supported(info: Mapping[str, Any], kv_cache_dtype: str, cc: str, vllm: VllmDflash | None,
@@ -155,7 +154,7 @@ class DrafterAttentionCheck:
     def judge(self, facts: Facts) -> Iterable[Finding]:
         models = facts.section(Models)
         drafter = models.drafter
-        if drafter is None or not text_config(drafter):
+        if drafter is None or not drafter.text:
             return _not_given(self.id, self.title, "readable drafter")
         vllm = facts.optional_section(VllmDflash)
         if vllm is None or not vllm.root:
@@ -171,8 +170,8 @@ class DrafterAttentionCheck:
         keys = _drafter_keys(drafter, vllm)
         dflash = _dflash_config(keys)
         all_layers = _marker(vllm, "non_causal_all_layers") is True
-        head_sizes = [h for h in {_head_dim(text_config(drafter)),
-                                  _head_dim(text_config(models.target)) if all_layers else None} if h]
+        head_sizes = [h for h in {drafter.text.head_dim,
+                                  text_config(models.target).head_dim if all_layers else None} if h]
         serve = as_served(facts.optional("serve_args"), models.speculators_launch, vllm) or {}
         spec = _spec_value(serve)
         fields = serve.get("fields") or {}

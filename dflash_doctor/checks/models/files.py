@@ -3,14 +3,14 @@ header is sound, the index and the shards agree, the target has its tokenizer.""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, ClassVar
+from collections.abc import Iterable, Iterator
+from typing import ClassVar
 
 from dflash_doctor.check import Facts
-from dflash_doctor.checks.models.common import _is_int, _not_given
+from dflash_doctor.checks.models.common import _not_given
 from dflash_doctor.checks.remedy import quote
 from dflash_doctor.codes import Code
-from dflash_doctor.facts.models_shapes import Models
+from dflash_doctor.facts.models_shapes import Model, ModelDir, Models
 from dflash_doctor.model import Finding, Remediation, Status
 from dflash_doctor.units import gib
 
@@ -85,20 +85,20 @@ _BLOCKING = {"missing-dir", "not-a-dir", "unreadable", "missing-config", "bad-js
              "no-weights"}
 
 
-def _directory_findings(model: Mapping[str, Any]) -> Iterator[Finding]:
-    role, name = model.get("role"), model.get("name")
-    resolved = model.get("resolved") or {}
-    if resolved.get("path") is None:
-        cache = resolved.get("hf_cache")
-        if cache:
+def _directory_findings(model: Model) -> Iterator[Finding]:
+    role, name = model.role, model.name
+    resolved = model.resolved
+    if resolved.path is None:
+        cache = resolved.hf_cache
+        if cache is not None:
             yield Finding("model-files.not-downloaded", Status.WARN,
                           f"{role} {name!r} is not a local directory and not in the Hugging Face cache "
-                          f"({cache.get('cache')}): vLLM would download it at start, the doctor cannot check it",
-                          evidence={"given": name, "hf_cache": cache},
+                          f"({cache.cache}): vLLM would download it at start, the doctor cannot check it",
+                          evidence={"given": name, "hf_cache": cache.to_json()},
                           remediation=(Remediation(f"huggingface-cli download {quote(str(name))}",
                                                    "download it first, so the doctor (and an offline vLLM) can read it"),))
         else:
-            given = str(resolved.get("given") or name)
+            given = resolved.given or name
             relative = not given.startswith("/")  # an absolute path is looked up as it is, from anywhere
             yield Finding("model-files.dir-missing", Status.FAIL,
                           f"{role} directory {name!r} does not exist"
@@ -108,40 +108,38 @@ def _directory_findings(model: Mapping[str, Any]) -> Iterator[Finding]:
                                                    + ("; vLLM resolves it from its own working directory"
                                                       if relative else "")),))
         return
-    path = resolved["path"]
-    if not resolved.get("exists") or not resolved.get("is_dir"):
-        what = "is not a directory" if resolved.get("exists") else "does not exist"
+    path = resolved.path
+    if not resolved.exists or not resolved.is_dir:
+        what = "is not a directory" if resolved.exists else "does not exist"
         yield Finding("model-files.dir-missing", Status.FAIL, f"{role} path {path} {what}",
                       evidence={"path": path, "blocks_judgement": True})
         return
-    if not resolved.get("readable"):
+    if not resolved.readable:
         yield Finding("model-files.dir-unreadable", Status.FAIL,
                       f"{role} directory {path} is not readable by this user",
                       evidence={"path": path, "blocks_judgement": True},
-                      remediation=(Remediation(f"chmod -R a+rX -- {quote(str(path))}", "let the serving user read the files"),))
+                      remediation=(Remediation(f"chmod -R a+rX -- {quote(path)}", "let the serving user read the files"),))
         return
-    directory = model.get("dir") or {}
-    problems = directory.get("problems") or []
-    for problem in problems:
-        kind = str(problem.get("kind"))
+    directory = model.dir if model.dir is not None else ModelDir()
+    for problem in directory.problems:
+        kind = problem.kind
         yield Finding(
-            f"model-files.{_problem_code(kind)}", Status.FAIL, f"{role}: {problem.get('message')}",
+            f"model-files.{_problem_code(kind)}", Status.FAIL, f"{role}: {problem.message}",
             detail=_PROBLEM_FIX.get(kind, "the model files are inconsistent; download them again"),
-            evidence={"file": problem.get("file"), "kind": kind, "tensor": problem.get("tensor"),
+            evidence={"file": problem.file, "kind": kind, "tensor": problem.tensor,
                       "blocks_judgement": kind in _BLOCKING},
         )
-    config = directory.get("config")
+    config = directory.config
     if config is not None:
-        text = config.get("text") or {}
         required = ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size")
-        missing = [k for k in required if not _is_int(text.get(k))]
+        missing = [k for k in required if config.text.int(k) is None]
         if missing:
-            where = f" (text config under {config.get('text_from')})" if config.get("text_from") else ""
+            where = f" (text config under {config.text_from})" if config.text_from else ""
             yield Finding("model-files.config-incomplete", Status.FAIL,
-                          f"{role} {config.get('file')}{where} lacks {', '.join(missing)}",
+                          f"{role} {config.file}{where} lacks {', '.join(missing)}",
                           detail="vLLM builds the model from these keys; a hand-written config.json must carry them.",
-                          evidence={"file": config.get("file"), "missing": missing, "blocks_judgement": True})
-    if role == "target" and config is not None and not directory.get("tokenizer_files"):
+                          evidence={"file": config.file, "missing": missing, "blocks_judgement": True})
+    if role == "target" and config is not None and not directory.tokenizer_files:
         yield Finding("model-files.tokenizer-missing", Status.FAIL,
                       f"target {path} has no tokenizer files (tokenizer.json, tokenizer_config.json, ...): vLLM "
                       "loads the tokenizer from the model directory",
@@ -164,16 +162,14 @@ def _problem_code(kind: str) -> str:
     return "weights-broken"
 
 
-def _summary(model: Mapping[str, Any]) -> Finding:
-    weights = ((model.get("dir") or {}).get("weights")) or {}
-    files = weights.get("files") or []
-    path = (model.get("resolved") or {}).get("path")
+def _summary(model: Model) -> Finding:
+    weights = model.weights
     return Finding(
         "model-files.files-ok", Status.PASS,
-        f"{model.get('role')} {path}: {weights.get('tensor_count', 0)} tensors, {len(files)} safetensors file(s), "
-        f"{gib(weights.get('total_bytes') or 0, digits=2)}, headers read in {model.get('seconds', 0) * 1000:.0f} ms",
-        evidence={"layout": weights.get("layout"), "dtypes": weights.get("dtypes"),
-                  "source": (model.get("resolved") or {}).get("source")},
+        f"{model.role} {model.resolved.path}: {weights.tensor_count} tensors, {len(weights.files)} safetensors "
+        f"file(s), {gib(weights.total_bytes, digits=2)}, headers read in {model.seconds * 1000:.0f} ms",
+        evidence={"layout": weights.layout, "dtypes": {d: t.to_json() for d, t in weights.dtypes.items()},
+                  "source": model.resolved.source},
     )
 
 
