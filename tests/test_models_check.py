@@ -20,9 +20,7 @@ pytest.importorskip("safetensors")
 from vllm_sources import vllm_source
 
 from dflash_doctor.check import Context
-from dflash_doctor.checks.models.drafter import DrafterCheck
-from dflash_doctor.checks.models.drafter_attention import DrafterAttentionCheck
-from dflash_doctor.checks.models.files import ModelFilesCheck
+from dflash_doctor.checks.models import DrafterAttentionCheck, DrafterCheck, ModelFilesCheck
 from dflash_doctor.checks.serve.command import ServeCommandCheck
 from dflash_doctor.checks.serve.resources import ServeResourcesCheck
 from dflash_doctor.codes import CODES

@@ -10,7 +10,11 @@ from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 from dflash_doctor.check import Facts
+from dflash_doctor.checks.models.codes import (
+    DRAFTER_NOT_JUDGED,
+)
 from dflash_doctor.checks.remedy import Installer
+from dflash_doctor.codes import Code
 from dflash_doctor.facts.envfacts import version_tuple
 from dflash_doctor.facts.models_shapes import ConfigView, ListSummary, Model, Models, Tensor, Weights
 from dflash_doctor.facts.nvml_shapes import Gpu
@@ -149,9 +153,10 @@ def _spec_value(serve: Mapping[str, Any] | None) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _not_given(check_id: str, check_title: str, what: str) -> list[Finding]:
-    return [Finding(
-        f"{check_id}.not-given", Status.SKIP, f"{check_title}: skipped, no {what} given",
+def _not_given(code: Code, check_title: str, what: str) -> list[Finding]:
+    """The check's own "nothing given" finding (`code`: FILES_NOT_GIVEN, NOT_GIVEN, ATTENTION_NOT_GIVEN)."""
+    return [code.finding(
+        Status.SKIP, f"{check_title}: skipped, no {what} given",
         detail="Give the directories with `dflash-doctor serve -- vllm serve MODEL --speculative-config "
         "'{\"method\": \"dflash\", \"model\": DRAFTER, ...}'` (or the model/drafter options), and the model checks "
         "read their config.json and safetensors headers.",
@@ -167,14 +172,14 @@ def _skip_if_broken(facts: Facts, title: str) -> list[Finding] | None:
     cause = broken[0].id if broken else ""
     for role, model in (("drafter", models.drafter), ("target", models.target)):
         if model is None or model.config is None:
-            return [Finding("drafter.not-judged", Status.SKIP,
+            return [DRAFTER_NOT_JUDGED.finding(Status.SKIP,
                             f"{title}: not judged, the {role} {model.name if model else None!r} could not be read "
                             "(see Model files)",
                             detail="The drafter is compared with its target from both config.json files and the "
                             "drafter's safetensors headers; without them nothing can be compared.", cause=cause)]
     if not broken:
         return None
-    return [Finding("drafter.not-judged", Status.SKIP,
+    return [DRAFTER_NOT_JUDGED.finding(Status.SKIP,
                     f"{title}: not judged, the model files are broken ({broken[0].title})",
                     detail="Fix the model-files findings first; the drafter cannot be compared with its target "
                     "without a readable config.json and weights.",

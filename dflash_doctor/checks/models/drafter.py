@@ -9,10 +9,43 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.argv import with_spec
+from dflash_doctor.checks.models.codes import (
+    DRAFTER_ARCHITECTURE_UNKNOWN,
+    DRAFTER_BLOCK_SIZE,
+    DRAFTER_CHECKED,
+    DRAFTER_CONFIG_WEIGHTS,
+    DRAFTER_DFLASH2_BLOCK_MISMATCH,
+    DRAFTER_DTYPE,
+    DRAFTER_FC_WIDTH,
+    DRAFTER_HIDDEN_SIZE_MISMATCH,
+    DRAFTER_LAYER_IDS_HEURISTIC,
+    DRAFTER_LAYER_IDS_INVALID,
+    DRAFTER_LAYER_IDS_MISSING,
+    DRAFTER_LAYER_IDS_VLLM_OFFSET,
+    DRAFTER_MASK_HIDDEN,
+    DRAFTER_MASK_TOKEN_INVALID,
+    DRAFTER_MASK_TOKEN_MISSING,
+    DRAFTER_MASK_TOKEN_OUT_OF_VOCAB,
+    DRAFTER_MASK_TOKEN_TOP_LEVEL,
+    DRAFTER_NOT_GIVEN,
+    DRAFTER_OK,
+    DRAFTER_SAMPLE_FROM_ANCHOR,
+    DRAFTER_SLIDING_IGNORED,
+    DRAFTER_SLIDING_WINDOW_MISSING,
+    DRAFTER_TARGET_DEPTH_MISMATCH,
+    DRAFTER_TARGET_HIDDEN_SIZE_NULL,
+    DRAFTER_TARGET_UNSUPPORTED,
+    DRAFTER_TENSOR_MISSING,
+    DRAFTER_TENSOR_PREFIX,
+    DRAFTER_TENSOR_SHAPE,
+    DRAFTER_TENSOR_UNEXPECTED,
+    DRAFTER_VLLM_WITHOUT_DFLASH,
+    DRAFTER_VOCAB_MISMATCH,
+)
 from dflash_doctor.checks.models.common import (
     FLOAT_DTYPES,
     MAX_LISTED,
@@ -34,7 +67,6 @@ from dflash_doctor.checks.models.common import (
 from dflash_doctor.checks.models.drafter_pairing import padded_vocab_v2, pairing_rules
 from dflash_doctor.checks.models.speculators import as_served
 from dflash_doctor.checks.remedy import installer_for, quote
-from dflash_doctor.codes import Code
 from dflash_doctor.facts.modelfiles.model_dir import LAYERS_KEPT
 from dflash_doctor.facts.models_shapes import ConfigView, LayerCount, Models, Tensor
 from dflash_doctor.facts.serve_shapes import VllmDflash
@@ -56,190 +88,10 @@ from dflash_doctor.knowledge.dflash import (
 from dflash_doctor.knowledge.dflash_reports import DFLASH2_CONV_BLOCK
 from dflash_doctor.model import Finding, Remediation, Status
 
-__all__ = ["DrafterCheck", "expected_drafter_tensors"]
+__all__ = ["expected_drafter_tensors", "judge_drafter", "layer_indices", "weights_geometry"]
 
 
-_IDS_FIX = ("Take dflash_config.target_layer_ids from the drafter publisher's own config.json; never compute them "
-            "(z-lab/dflash#156, SGLang#37475).")
 
-CODES: tuple[Code, ...] = (
-    Code("drafter.not-judged", "The drafter was not compared: its files are broken",
-         "A config.json that does not parse or a directory that is missing leaves nothing to compare. Fix the "
-         "model-files findings first."),
-    # drafter
-    Code("drafter.ok", "The drafter fits its target and this vLLM",
-         "Architecture, mask token, target_layer_ids, fc width, tensor shapes, vocabulary and dtype agree with the "
-         "target and with what the installed vLLM's DFlash loader expects."),
-    Code("drafter.checked", "What holds for the drafter",
-         "The drafter rules that passed, listed beside the ones that did not."),
-    Code("drafter.vllm-without-dflash", "The installed vLLM has no DFlash",
-         "DFlash (vllm/model_executor/models/qwen3_dflash.py) first shipped in vLLM 0.20.0. Upgrade vLLM."),
-    Code("drafter.architecture-unknown", "The drafter's architecture is not in vLLM's registry",
-         "With method dflash, vLLM renames each architecture to DFlash{arch} unless it starts or ends with "
-         "'DFlash' (transformers_utils/configs/eagle.py) and looks it up in its model registry; the released "
-         "drafters say DFlashDraftModel. An unknown name fails when the engine starts."),
-    Code("drafter.mask-token-missing", "dflash_config.mask_token_id is missing",
-         "DFlash fills the drafted positions with a mask token; vLLM reads its id from dflash_config.mask_token_id "
-         "and otherwise stops: 'For parallel drafting, the draft model config must have `pard_token`, "
-         "`ptd_token_id`, or `dflash_config.mask_token_id` specified in its config.json.' Take the id from the "
-         "publisher's config."),
-    Code("drafter.mask-token-top-level", "mask_token_id is at the top level, not in dflash_config",
-         "vLLM 0.34 also reads a top-level mask_token_id; 0.20-0.24 read only dflash_config.mask_token_id. Move it "
-         "into dflash_config so every version finds it."),
-    Code("drafter.mask-token-invalid", "dflash_config.mask_token_id is not a token id",
-         "It must be an integer. Take it from the publisher's config."),
-    Code("drafter.mask-token-out-of-vocab", "The mask token id is outside the target's vocabulary",
-         "The mask token is embedded with the target's embedding table; an id at or past vocab_size indexes past "
-         "the table (a device-side assert on the GPU). The drafter belongs to another tokenizer, or the id is "
-         "wrong."),
-    Code("drafter.layer-ids-missing", "dflash_config.target_layer_ids is missing",
-         "The drafter reads the target's hidden states at the layers it was trained on. Without the ids, vLLM "
-         "falls back to EAGLE-3's default layers, which no DFlash drafter was trained on; z-lab/dflash and SGLang "
-         "now require the key. " + _IDS_FIX),
-    Code("drafter.layer-ids-invalid", "target_layer_ids are out of range, unordered or not integers",
-         "Each id names a target layer whose output the drafter reads: 0 <= id < the target's num_hidden_layers, "
-         "strictly increasing. An id past the target's depth is never recorded, fc's input comes up short and "
-         "the first forward pass fails. " + _IDS_FIX),
-    Code("drafter.layer-ids-heuristic", "target_layer_ids equal the uniform-spacing formula",
-         "z-lab/dflash's build_target_layer_ids spreads ids evenly from 1 to n-3. That formula is wrong for most "
-         "released drafters; a wrong set of the right length loads fine and acceptance silently collapses "
-         "(z-lab/dflash#156, SGLang#37475). Ids equal to it were likely computed when the config was written by "
-         "hand. " + _IDS_FIX),
-    Code("drafter.layer-ids-vllm-offset", "This vLLM reads target_layer_ids one layer early",
-         "vLLM 0.20.0-0.21.0 pass DFlash's ids to the target as they are, but the target records the output of "
-         "layer i as aux state i + 1; from 0.22.0 vLLM adds 1. On the older versions every id reads the layer "
-         "before the trained one and acceptance suffers. Upgrade to vLLM 0.22.0 or later."),
-    Code("drafter.target-depth-mismatch", "The drafter was trained for a target of another depth",
-         "The drafter's num_target_layers differs from the target's num_hidden_layers: it was likely made for "
-         "another model."),
-    Code("drafter.hidden-size-mismatch", "The drafter's hidden size differs from the target's",
-         "The drafter embeds its queries with the target's embedding table and projects the target's hidden states "
-         "through fc; both have the target's width. hidden_size must equal the target's unless target_hidden_size "
-         "says otherwise."),
-    Code("drafter.target-hidden-size-null", "target_hidden_size is null",
-         "vLLM 0.20-0.24 build fc with `target_hidden_size * n` whenever the key exists, so a null value is a "
-         "TypeError at model construction. Delete the key or set the target's hidden_size."),
-    Code("drafter.fc-width", "fc.weight's width does not match the layer ids and the target",
-         "fc.weight is [hidden_size, len(target_layer_ids) x (target_hidden_size or hidden_size)] and its input is "
-         "the target's hidden states at those layers, concatenated. A different stored width fails the weight "
-         "loader's shape check; a different target width fails the first forward pass. The usual cause is a "
-         "target_layer_ids list of the wrong length."),
-    Code("drafter.config-weights", "The drafter's config.json contradicts its own weights",
-         "The weights record the geometry they were saved with: the layers they hold, the hidden size (norm.weight), "
-         "head_dim (q_norm), heads and KV heads (q_proj and k_proj rows / head_dim) and the intermediate size "
-         "(gate_proj). vLLM builds the drafter from config.json instead, so a key that disagrees makes every tensor "
-         "that depends on it missing, unexpected or mis-shaped, and loading stops. This is the one finding to fix; "
-         "the tensor findings that follow from it name it as their cause. A layer count above what the weights "
-         "hold is reported here once, never enumerated. Set the key to what the weights say, or take the "
-         "publisher's config.json."),
-    Code("drafter.tensor-shape", "A drafter tensor's shape does not match its config.json",
-         "vLLM builds each parameter from config.json (hidden_size, heads, head_dim, intermediate_size) and the "
-         "weight loader asserts equal shapes. The config.json was likely written for another model."),
-    Code("drafter.tensor-missing", "Tensors the config implies are missing",
-         "vLLM stops with 'Following weights were not initialized from checkpoint'. num_hidden_layers or "
-         "attention_bias in config.json may not match the weights."),
-    Code("drafter.tensor-unexpected", "Tensors that match no parameter of vLLM's DFlash drafter",
-         "vLLM stops with 'There is no module or parameter named ...'. The checkpoint is for another runtime or "
-         "architecture."),
-    Code("drafter.tensor-prefix", "Drafter tensors carry a 'model.' prefix",
-         "vLLM's DFlash loader adds 'model.' to every tensor name itself; a prefixed checkpoint becomes "
-         "'model.model....' and matches nothing. Re-save it without the prefix."),
-    Code("drafter.mask-hidden", "The drafter ships a mask_hidden tensor",
-         "vLLM asserts 'DFlash should use mask_token_id to embed the padding hidden state': a checkpoint with "
-         "mask_hidden was exported for another runtime."),
-    Code("drafter.vocab-mismatch", "The drafter's vocabulary differs from the target's",
-         "The drafter shares the target's embedding and lm_head, so its vocab_size must equal the target's, unless "
-         "it brings its own lm_head and a d2t mapping (draft_vocab_size). A drafter vocabulary below the target's is "
-         "a warning: a target padded past its tokenizer (MiMo: 152576 against its drafter's 152064) drafts as usual "
-         "with the target's head (vLLM PR #46435), but a drafter made for another tokenizer drafts other tokens."),
-    Code("drafter.dtype", "The drafter's weights do not fit the serving dtype",
-         "vLLM serves the drafter in the target's dtype. bfloat16 or float32 weights served in float16 can "
-         "overflow."),
-    Code("drafter.block-size", "num_speculative_tokens exceeds the drafter's block",
-         "A DFlash block is one anchor plus block_size - 1 mask tokens; vLLM drafts num_speculative_tokens masks "
-         "and never checks them against block_size, so a larger value drafts positions the drafter never trained "
-         "on. Use block_size - 1 (15 for the b16 drafters)."),
-    Code("drafter.dflash2-block-mismatch", "A DFlash2 drafter served with fewer speculative tokens than its block",
-         "vLLM builds DFlash2's grouped convolution over blocks of 1 + num_speculative_tokens positions "
-         "(qwen3_dflash2.py, from 0.29.0), while the drafter was trained on block_size positions: with fewer tokens "
-         "the convolution's positions no longer line up with training, and acceptance drops with no error "
-         "(vllm-project/recipes #837: k \"must be 7 (block_size 8 minus one)\"). Serve with block_size - 1. (More "
-         "tokens than that is drafter.block-size.)"),
-    Code("drafter.sliding-window-missing", "Sliding-attention layers without a window",
-         "vLLM 0.34 stops with 'DFlash sliding attention requires a window size configured in "
-         "dflash_config.swa_window_size or the top-level sliding_window.' Set the window from the publisher's "
-         "config."),
-    Code("drafter.sliding-ignored", "This vLLM ignores the drafter's sliding-window layers",
-         "vLLM 0.20-0.24 never read layer_types for DFlash: every drafter layer runs full attention, unlike "
-         "training. Upgrade vLLM for sliding-window drafters."),
-    Code("drafter.sample-from-anchor", "dflash_config.sample_from_anchor is true",
-         "vLLM 0.34 refuses it: 'sample_from_anchor=True is not supported for DFlash. DFlash uses a fixed 1+N query "
-         "layout where the anchor is the bonus token.' Older versions ignore the key."),
-    Code("drafter.target-unsupported", "This vLLM runs DFlash only on some target model types",
-         "vLLM 0.20-0.21 raise '{method} is only supported for [...] models' unless the target's text model_type "
-         "contains one of the listed families (llama, qwen, ...)."),
-    # drafter: context, layer_types
-    Code("drafter.context-shorter-than-served", "The drafter's context is shorter than the served one",
-         "The drafter's max_position_embeddings (after rope scaling) is below --max-model-len (or the target's own "
-         "length). On the V2 model runner (vLLM's default from 0.29; the only one in 0.34) the first request longer "
-         "than the drafter's context reads past its rotary cache and the engine dies with a CUDA illegal memory "
-         "access (vLLM #57941, PR #57964); on the V1 runner drafting stops for such requests. Serve with "
-         "--max-model-len no longer than the drafter's context, or raise the drafter's max_position_embeddings as "
-         "PR #57964 does. From vLLM 0.33 vLLM itself raises a drafter whose RoPE only sizes a cache (default, linear, "
-         "llama3, ntk, proportional) and lowers the served length for the others (drafter.context-limits-served)."),
-    Code("drafter.context-limits-served", "vLLM lowers the served context to the drafter's",
-         "From vLLM 0.33, a drafter shorter than the served context whose RoPE cannot simply grow (yarn, dynamic, "
-         "longrope) makes VllmConfig._limit_max_model_len_to_draft lower the served max_model_len to the drafter's, "
-         "with only a log line: the server starts, and every request longer than the drafter's context is refused. "
-         "Say the length on the command line (--max-model-len), or serve a drafter made for the longer context."),
-    Code("drafter.layer-types-length", "layer_types and num_hidden_layers disagree",
-         "transformers refuses a config whose layer_types does not have one entry per layer (\"`num_hidden_layers` "
-         "(N) must be equal to the number of layer types (M)\"), so vLLM never builds the drafter. Take layer_types "
-         "from the publisher's config.json."),
-    # drafter: auxiliary hidden states
-    Code("drafter.target-no-aux-hidden-states", "The target's model class does not expose auxiliary hidden states",
-         "DFlash reads hidden states from inside the target; the installed vLLM checks that the target's class "
-         "implements SupportsEagle3 (read from its runner and the class's bases) and otherwise stops at start with "
-         "\"Model does not support EAGLE3 interface\" (vLLM PR #45546). Use a vLLM whose class for this "
-         "architecture implements it, or another target."),
-    # drafter: quantization
-    Code("drafter.quantized-attention", "A quantized drafter with quantized q/k/v",
-         "The installed vLLM's DFlash drafter slices qkv_proj.weight raw for its fused context K/V and applies "
-         "F.linear, bypassing the quantization method: FP8 q/k/v stop the start-up profiling run with \"expected "
-         "mat1 and mat2 to have the same dtype\", packed 4-bit with an AttributeError (vLLM #51581, #53116). Serve "
-         "the BF16 drafter, or one quantized with self_attn left out."),
-    Code("drafter.quantized-acceptance", "The pair's quantization lowers acceptance",
-         "An AWQ target gives the drafter other hidden states than the BF16 target it was trained on, and a "
-         "per-tensor FP8 drafter loses its scales on the fused context path: both start, and acceptance falls, to "
-         "near zero in reports (z-lab/dflash #52, #152; vLLM #51581). Measure acceptance, or serve the BF16 drafter "
-         "and a BF16/FP8-block target."),
-    Code("drafter.fp8-kernel", "FP8 weights on a GPU without FP8 tensor cores",
-         "Below sm_89 the installed vLLM runs FP8 checkpoints through its Marlin weight-only kernel (W8A16), read "
-         "from its fp8.py; below the FP8 method's minimum capability (7.5) it refuses to start."),
-    # drafter: layer counts
-    Code("drafter.made-for", "The drafter was made for another target",
-         "The drafter's README (its base_model) names the target it was trained for, and its layer ids, fc "
-         "width or hidden size do not fit this target: vLLM fails late (\"mat1 and mat2 shapes cannot be "
-         "multiplied\", vLLM PR #48113) or drafts badly. Serve the named target, or the drafter made for this one."),
-    # drafter: weights files
-    Code("drafter.rope-layout-from-target", "vLLM 0.28 rotates the drafter the target's way, not the way it was made",
-         "vLLM 0.28.0 (PR #51655) copies the target's RoPE layout (is_neox_style of its first rotary embedding) onto "
-         "the DFlash drafter. A drafter distilled with the other layout (an interleaved target such as DeepSeek or "
-         "GLM-5, and a drafter that does not say \"is_neox_style\": false) drafts with rotated positions: acceptance "
-         "length about 1.03 against 7.78 (vllm #53063). vLLM 0.29.0 (PR #54373) reads the drafter's own config; "
-         "0.27 and earlier use neox. The target's layout is read from its model file in the installed vLLM."),
-    Code("drafter.padded-vocab-v2", "A padded target vocabulary leaves the drafter without an lm_head on V2",
-         "vLLM 0.24's V2 model runner shares the target's lm_head with a DFlash drafter only when the drafter has no "
-         "vocabulary mapping, and the drafter gets one whenever its vocabulary size differs from the target's: a "
-         "target padded past the drafter's vocabulary (152576 against 152064) leaves the drafter with its own, "
-         "never-loaded lm_head, and 0% of the drafts are accepted. vLLM PR #46435 (0.25.1 and later) fixed it; the "
-         "V1 runner shares the head. Upgrade vLLM or set VLLM_USE_V2_MODEL_RUNNER=0."),
-    Code("drafter.weights-file", "vLLM would not load the drafter's weights file",
-         "vLLM loads every *.safetensors whatever its name; with model.safetensors.index.json only the files its "
-         "weight_map names, and with a consolidated*.safetensors file only those (Mistral format). A renamed file "
-         "that an index does not list, or a leftover consolidated file, is never read. No renaming is needed "
-         "otherwise."),
-)
 
 
 # ------------------------------------------------------------------------------------------- drafter
@@ -411,11 +263,11 @@ class _Drafter:
             self.emitted.update(f.id for f in found)
             out.extend(found)
         if not any(f.status in (Status.FAIL, Status.WARN) for f in out):
-            out.insert(0, Finding("drafter.ok", Status.PASS,
+            out.insert(0, DRAFTER_OK.finding(Status.PASS,
                                   f"drafter {self.path} fits target {self.target.name} for {self.label}: "
                                   + "; ".join(self.ok)))
         elif self.ok:
-            out.append(Finding("drafter.checked", Status.PASS, "what holds: " + "; ".join(self.ok)))
+            out.append(DRAFTER_CHECKED.finding(Status.PASS, "what holds: " + "; ".join(self.ok)))
         return out
 
     # -- rules ------------------------------------------------------------------------------------
@@ -423,20 +275,20 @@ class _Drafter:
     def architecture(self) -> list[Finding]:
         archs = self.keys.list("architectures") or self.drafter.architectures
         if not archs:
-            return [Finding("drafter.architecture-unknown", Status.FAIL, f"{self.file} has no \"architectures\" list",
+            return [DRAFTER_ARCHITECTURE_UNKNOWN.finding(Status.FAIL, f"{self.file} has no \"architectures\" list",
                             detail=f"vLLM looks the drafter up by architecture; DFlash drafters say "
                             f"[\"{DRAFTER_REGISTRY_ARCH.value}\"].",
                             evidence={"file": self.file})]
         renamed = [a if str(a).startswith("DFlash") or str(a).endswith("DFlash") else f"DFlash{a}" for a in archs]
         vllm = self.vllm or VllmDflash()
         if vllm.root and not vllm.has_dflash:
-            return [Finding("drafter.vllm-without-dflash", Status.FAIL,
+            return [DRAFTER_VLLM_WITHOUT_DFLASH.finding(Status.FAIL,
                             f"{self.label} has no DFlash support (no qwen3_dflash.py): DFlash first shipped in vLLM 0.20.0",
                             evidence={"vllm_root": vllm.root},
                             remediation=(Remediation(self.installer.install("vllm>=0.20.1"), "upgrade vLLM in the serving env"),))]
         known = vllm.dflash_archs if vllm.registry_readable else [DRAFTER_REGISTRY_ARCH.value]
         if not any(a in (known or []) for a in renamed):
-            return [Finding("drafter.architecture-unknown", Status.FAIL,
+            return [DRAFTER_ARCHITECTURE_UNKNOWN.finding(Status.FAIL,
                             f"{self.file}: architectures {listed(archs, limit=4)} (looked up as "
                             f"{listed(renamed, limit=4)}) are not in {self.label}'s registry, which accepts {known}",
                             detail="vLLM renames a drafter's architecture to DFlash{arch} unless it starts or ends "
@@ -456,22 +308,22 @@ class _Drafter:
             top = self.keys.value("mask_token_id")
             accepts_top = _marker(self.vllm, "mask_top_level")
             if top is not None and accepts_top:
-                return [Finding("drafter.mask-token-top-level", Status.WARN,
+                return [DRAFTER_MASK_TOKEN_TOP_LEVEL.finding(Status.WARN,
                                 f"{self.file} gives mask_token_id at the top level, not in dflash_config: {self.label} "
                                 "accepts that, vLLM 0.20-0.24 do not",
                                 evidence={"file": self.file, "mask_token_id": top}, remediation=(fix,))]
             found = f" (a top-level mask_token_id {top} is there, which {self.label} does not read)" if top is not None else ""
-            return [Finding("drafter.mask-token-missing", Status.FAIL,
+            return [DRAFTER_MASK_TOKEN_MISSING.finding(Status.FAIL,
                             f"{self.file} has no dflash_config.mask_token_id{found}: vLLM stops at start with "
                             "\"the draft model config must have `pard_token`, `ptd_token_id`, or "
                             "`dflash_config.mask_token_id` specified in its config.json\"",
                             detail=MASK_TOKEN_RULE.source, evidence={"file": self.file}, remediation=(fix,))]
         if not _is_int(mask):
-            return [Finding("drafter.mask-token-invalid", Status.FAIL,
+            return [DRAFTER_MASK_TOKEN_INVALID.finding(Status.FAIL,
                             f"{self.file}: dflash_config.mask_token_id is {mask!r}, not an integer token id",
                             evidence={"file": self.file}, remediation=(fix,))]
         if vocab is not None and not 0 <= mask < vocab:
-            return [Finding("drafter.mask-token-out-of-vocab", Status.FAIL,
+            return [DRAFTER_MASK_TOKEN_OUT_OF_VOCAB.finding(Status.FAIL,
                             f"{self.file}: dflash_config.mask_token_id {mask} is outside the target's vocabulary "
                             f"(vocab_size {vocab}): the mask embedding lookup indexes past the table",
                             detail=MASK_TOKEN_RULE.note,
@@ -489,7 +341,7 @@ class _Drafter:
             elsewhere = [k for k in ("layer_ids",) if k in self.dflash] + \
                 [k for k in ("target_layer_ids",) if k in self.keys]
             hint = f" ({' and '.join(elsewhere)} found elsewhere: vLLM's target side does not read them)" if elsewhere else ""
-            return [Finding("drafter.layer-ids-missing", Status.FAIL,
+            return [DRAFTER_LAYER_IDS_MISSING.finding(Status.FAIL,
                             f"{self.file} has no dflash_config.target_layer_ids{hint}: vLLM would fall back to "
                             "EAGLE-3's default layers, which no DFlash drafter was trained on",
                             detail=TARGET_LAYER_IDS_REQUIRED.value + ". " + TARGET_LAYER_IDS_REQUIRED.source,
@@ -499,7 +351,7 @@ class _Drafter:
         all_ints = isinstance(ids, list) and all(_is_int(i) for i in ids) and (summary is None or summary.ints)
         if not isinstance(ids, list) or not ids or not all_ints:
             shown = listed(ids, count) if isinstance(ids, list) else repr(ids)[:200]
-            return [Finding("drafter.layer-ids-invalid", Status.FAIL,
+            return [DRAFTER_LAYER_IDS_INVALID.finding(Status.FAIL,
                             f"{self.file}: dflash_config.target_layer_ids is {shown}, not a list of integers",
                             evidence={"file": self.file}, remediation=(publisher,))]
         problems: list[str] = []
@@ -519,7 +371,7 @@ class _Drafter:
         if problems:
             also = (f"; the drafter says num_target_layers {trained_for}: it was made for another target"
                     if trained_for is not None and depth is not None and trained_for != depth else "")
-            return [Finding("drafter.layer-ids-invalid", Status.FAIL,
+            return [DRAFTER_LAYER_IDS_INVALID.finding(Status.FAIL,
                             f"{self.file}: target_layer_ids {listed(ids, count)} are {'; '.join(problems)}{also}",
                             detail="vLLM records the target's hidden state after each listed layer; an id the target "
                             "does not have is never recorded, the fc input comes up short, and the first forward "
@@ -530,7 +382,7 @@ class _Drafter:
                             remediation=(publisher,))]
         findings: list[Finding] = []
         if trained_for is not None and depth is not None and trained_for != depth:
-            findings.append(Finding("drafter.target-depth-mismatch", Status.WARN,
+            findings.append(DRAFTER_TARGET_DEPTH_MISMATCH.finding(Status.WARN,
                                     f"{self.file} says num_target_layers {trained_for}, the target has {depth} layers: "
                                     "this drafter was trained for another target",
                                     evidence={"file": self.file, "num_target_layers": trained_for, "target_layers": depth}))
@@ -539,16 +391,14 @@ class _Drafter:
         # increasing ids below depth number at most depth, so the formula is never asked for more.
         if depth is not None and 0 < depth < 2**53 and count == len(ids) <= depth and \
                 ids == uniform_layer_ids(depth, len(ids)):
-            findings.append(Finding(
-                "drafter.layer-ids-heuristic", Status.WARN,
+            findings.append(DRAFTER_LAYER_IDS_HEURISTIC.finding(Status.WARN,
                 f"{self.file}: target_layer_ids {listed(ids)} are exactly the uniform-spacing formula for a "
                 f"{depth}-layer target: they look computed, not trained",
                 detail=f"{UNIFORM_LAYER_HEURISTIC.value}. {UNIFORM_LAYER_HEURISTIC.note} Sources: "
                 f"{UNIFORM_LAYER_HEURISTIC.source}.",
                 evidence={"file": self.file, "target_layer_ids": ids[:MAX_LISTED]}, remediation=(publisher,)))
         if _marker(self.vllm, "layer_ids_plus_one") is False and self.vllm is not None and self.vllm.has_dflash:
-            findings.append(Finding(
-                "drafter.layer-ids-vllm-offset", Status.WARN,
+            findings.append(DRAFTER_LAYER_IDS_VLLM_OFFSET.finding(Status.WARN,
                 f"{self.label} passes target_layer_ids to the target as they are: every id reads the output of the "
                 "layer before the one the drafter was trained on (fixed in vLLM 0.22.0); acceptance suffers",
                 detail=LAYER_IDS_PLUS_ONE_MARKER.source,
@@ -561,7 +411,7 @@ class _Drafter:
         findings: list[Finding] = []
         if "target_hidden_size" in self.keys and self.keys.value("target_hidden_size") is None \
                 and _marker(self.vllm, "target_hidden_size_null_ok") is not True:
-            findings.append(Finding("drafter.target-hidden-size-null", Status.FAIL,
+            findings.append(DRAFTER_TARGET_HIDDEN_SIZE_NULL.finding(Status.FAIL,
                                     f"{self.file} has \"target_hidden_size\": null: {self.label} multiplies it "
                                     "(None * n) when building fc and stops with a TypeError",
                                     detail=TARGET_HIDDEN_SIZE_NULL.source, evidence={"file": self.file},
@@ -569,14 +419,13 @@ class _Drafter:
                                                              "or set it to the target's hidden_size"),)))
         declared = self.keys.int("target_hidden_size")
         if declared is not None and target_hidden is not None and declared != target_hidden:
-            findings.append(Finding("drafter.hidden-size-mismatch", Status.FAIL,
+            findings.append(DRAFTER_HIDDEN_SIZE_MISMATCH.finding(Status.FAIL,
                                     f"{self.file}: target_hidden_size {declared}, but the target's hidden_size is "
                                     f"{target_hidden}", evidence={"file": self.file}))
         elif declared is None and hidden is not None and target_hidden is not None and hidden != target_hidden:
             stored = (self.geometry or {}).get("hidden_size")
             if stored == target_hidden:
-                findings.append(Finding(
-                    "drafter.hidden-size-mismatch", Status.FAIL,
+                findings.append(DRAFTER_HIDDEN_SIZE_MISMATCH.finding(Status.FAIL,
                     f"{self.file}: hidden_size {hidden} differs from the target's {target_hidden}, but the drafter's "
                     f"weights are {stored} wide ({(self.geometry or {})['from']['hidden_size']}): the config.json is "
                     "wrong, and every shape vLLM builds from it is too",
@@ -587,7 +436,7 @@ class _Drafter:
                     remediation=(Remediation(f"set \"hidden_size\": {stored} in {quote(self.file)}",
                                              "the width of the weights and of the target"),)))
             else:
-                findings.append(Finding("drafter.hidden-size-mismatch", Status.FAIL,
+                findings.append(DRAFTER_HIDDEN_SIZE_MISMATCH.finding(Status.FAIL,
                                         f"{self.file}: hidden_size {hidden} differs from the target's {target_hidden} and "
                                         "no target_hidden_size says otherwise: this drafter belongs to another target",
                                         detail="The drafter embeds its queries with the target's embedding table and reads "
@@ -641,7 +490,7 @@ class _Drafter:
                 parts.append(f"{key} {given}, but the weights say {stored} ({geometry['from'][key]})")
         self.blamed.update(dict.fromkeys(wrong, "drafter.config-weights"))
         settings = ", ".join(f"\"{k}\": {stored}" for k, (_, stored) in wrong.items())
-        return [Finding("drafter.config-weights", Status.FAIL,
+        return [DRAFTER_CONFIG_WEIGHTS.finding(Status.FAIL,
                         f"{self.file} disagrees with the drafter's own weights: {'; '.join(parts)}",
                         detail="vLLM builds every parameter from config.json and the weight loader refuses a tensor "
                         "that is missing, unexpected or shaped otherwise; the shape findings below follow from these "
@@ -673,7 +522,7 @@ class _Drafter:
             fixed_width = declared if declared is not None else fixed_hidden
             cause = self.blamed["hidden_size"] if "hidden_size" in self.blamed and _is_int(fixed_width) and \
                 shape == [fixed_hidden, n_ids * fixed_width] else ""
-            return [Finding("drafter.fc-width", Status.FAIL,
+            return [DRAFTER_FC_WIDTH.finding(Status.FAIL,
                             f"{where}: fc.weight is {shape}, but {self.file} makes vLLM build it as [{hidden}, "
                             f"{config_in}] = [hidden_size, {n_ids} target_layer_ids x {width}]",
                             detail=f"{FC_INPUT_RULE.value}. The weight loader refuses a shape that differs "
@@ -689,7 +538,7 @@ class _Drafter:
                             cause=cause)]
         if provided is not None and provided != config_in:
             cause = "drafter.hidden-size-mismatch" if "drafter.hidden-size-mismatch" in self.emitted else ""
-            return [Finding("drafter.fc-width", Status.FAIL,
+            return [DRAFTER_FC_WIDTH.finding(Status.FAIL,
                             f"the target provides {n_ids} x {target_hidden} = {provided} features, fc.weight "
                             f"takes {config_in}", evidence={"file": where, "provided": provided, "expected": config_in},
                             cause=cause)]
@@ -703,7 +552,7 @@ class _Drafter:
         names = self.names
         mask_hidden = [n for n in names.values() if MASK_HIDDEN_FORBIDDEN.value in n]
         if mask_hidden:
-            findings.append(Finding("drafter.mask-hidden", Status.FAIL,
+            findings.append(DRAFTER_MASK_HIDDEN.finding(Status.FAIL,
                                     f"{self.path} ships {mask_hidden[0]}: vLLM asserts \"DFlash should use mask_token_id "
                                     "to embed the padding hidden state\" while loading",
                                     detail=MASK_HIDDEN_FORBIDDEN.source, evidence={"tensors": mask_hidden[:MAX_LISTED], "count": len(mask_hidden)},
@@ -711,7 +560,7 @@ class _Drafter:
                                                              "exported for another runtime"),)))
         prefixed = [n for n in names if n.startswith("model.")]
         if prefixed:
-            findings.append(Finding("drafter.tensor-prefix", Status.FAIL,
+            findings.append(DRAFTER_TENSOR_PREFIX.finding(Status.FAIL,
                                     f"{self.path}: {len(prefixed)} tensors start with 'model.' (e.g. {prefixed[0]}); "
                                     "vLLM adds that prefix itself and finds no parameter 'model.model....'",
                                     evidence={"tensors": prefixed[:MAX_LISTED]},
@@ -740,7 +589,7 @@ class _Drafter:
         wrong = [(n, names[n]) for n in sorted(set(expected) & set(names))
                  if self.tensors[names[n]].shape != expected[n]]
         for cause, group in _grouped(missing, lambda n: cause_of(lambda fixed: n not in fixed)):
-            findings.append(Finding("drafter.tensor-missing", Status.FAIL,
+            findings.append(DRAFTER_TENSOR_MISSING.finding(Status.FAIL,
                                     f"{self.path}: {len(group)} tensors the config implies are missing: "
                                     f"{', '.join(group[:6])}" + (" ..." if len(group) > 6 else ""),
                                     detail="vLLM stops with \"Following weights were not initialized from checkpoint\". "
@@ -751,7 +600,7 @@ class _Drafter:
         unread = (f"; {self.omitted} more of its {self.weights.tensor_count} tensors are not in the facts "
                   "and were not judged by name") if self.omitted else ""
         for cause, group in _grouped(unexpected, lambda n: cause_of(lambda fixed: n in fixed)):
-            findings.append(Finding("drafter.tensor-unexpected", Status.FAIL,
+            findings.append(DRAFTER_TENSOR_UNEXPECTED.finding(Status.FAIL,
                                     f"{self.path}: {len(group)} tensors match no parameter of vLLM's DFlash drafter: "
                                     f"{', '.join(group[:6])}" + (" ..." if len(group) > 6 else "") + unread,
                                     detail="vLLM stops with \"There is no module or parameter named ...\". "
@@ -765,7 +614,7 @@ class _Drafter:
             info = self.tensors[stored]
             shape = list(info.shape)
             cause = cause_of(functools.partial(_shape_is, name, shape))
-            findings.append(Finding("drafter.tensor-shape", Status.FAIL,
+            findings.append(DRAFTER_TENSOR_SHAPE.finding(Status.FAIL,
                                     f"{self.path}/{info.file}: {stored} is {info.shape}, {self.file} "
                                     f"implies {expected[name]}",
                                     detail="The weight loader asserts equal shapes; "
@@ -796,7 +645,7 @@ class _Drafter:
         draft_vocab = self.keys.int("draft_vocab_size")
         own_head = "d2t" in self.tensors and "lm_head.weight" in self.tensors
         if draft_vocab is not None and target_vocab is not None and draft_vocab != target_vocab and not own_head:
-            return [Finding("drafter.vocab-mismatch", Status.FAIL,
+            return [DRAFTER_VOCAB_MISMATCH.finding(Status.FAIL,
                             f"{self.file}: draft_vocab_size {draft_vocab} differs from the target's {target_vocab} "
                             "but the drafter lacks its own lm_head and d2t mapping",
                             evidence={"file": self.file})]
@@ -804,21 +653,21 @@ class _Drafter:
             # A target vocabulary padded past the tokenizer's (MiMo 152576, its drafter 152064): vLLM shares the
             # target's embedding and lm_head, drafts ids below the drafter's vocab_size, and accepts as usual (vLLM
             # PR #46435, on par with V1); only 0.24's V2 runner breaks it (drafter.padded-vocab-v2).
-            return [Finding("drafter.vocab-mismatch", Status.WARN,
+            return [DRAFTER_VOCAB_MISMATCH.finding(Status.WARN,
                             f"{self.file}: vocab_size {vocab} is below the target's {target_vocab}: vLLM shares the "
                             f"target's embedding and lm_head and drafts only ids below {vocab}; right for a target "
                             "padded past its tokenizer (vLLM PR #46435), wrong for a drafter made for another "
                             "tokenizer",
                             evidence={"file": self.file, "vocab_size": vocab, "target_vocab_size": target_vocab})]
         if vocab is not None and target_vocab is not None and vocab != target_vocab:
-            return [Finding("drafter.vocab-mismatch", Status.FAIL,
+            return [DRAFTER_VOCAB_MISMATCH.finding(Status.FAIL,
                             f"{self.file}: vocab_size {vocab} differs from the target's {target_vocab}: the drafter "
                             "shares the target's embedding and lm_head, so it was made for another tokenizer",
                             evidence={"file": self.file, "vocab_size": vocab, "target_vocab_size": target_vocab})]
         embed = self.tensors.get("embed_tokens.weight")
         hidden = self.config.int("hidden_size")
         if embed is not None and vocab is not None and hidden is not None and embed.shape != [vocab, hidden]:
-            return [Finding("drafter.tensor-shape", Status.FAIL,
+            return [DRAFTER_TENSOR_SHAPE.finding(Status.FAIL,
                             f"{self.path}: embed_tokens.weight is {embed.shape}, config implies "
                             f"[{vocab}, {hidden}]", evidence={"tensor": "embed_tokens.weight"})]
         if vocab is not None:
@@ -834,7 +683,7 @@ class _Drafter:
         if serving == "float32" and not wanted:
             serving = "bfloat16"  # --dtype auto downcasts float32 checkpoints (knowledge.dflash DTYPE_AUTO_DOWNCAST)
         if serving == "float16" and stored & {"bfloat16", "float32"}:
-            return [Finding("drafter.dtype", Status.WARN,
+            return [DRAFTER_DTYPE.finding(Status.WARN,
                             f"{self.path} stores {', '.join(sorted(stored))} weights; vLLM serves the drafter in the "
                             "target's float16: values past float16's range overflow",
                             evidence={"stored": sorted(stored), "serving": serving})]
@@ -849,7 +698,7 @@ class _Drafter:
         if not _is_int(block):
             return []
         if _is_int(k) and k > block - 1:
-            return [Finding("drafter.block-size", Status.WARN,
+            return [DRAFTER_BLOCK_SIZE.finding(Status.WARN,
                             f"num_speculative_tokens {k} is above block_size - 1 = {block - 1} ({self.file}): the "
                             "drafter drafts past the block it was trained on",
                             detail=f"{SPEC_BLOCK.value}. {SPEC_BLOCK.note}",
@@ -860,7 +709,7 @@ class _Drafter:
         archs = self.keys.list("architectures") or self.drafter.architectures
         dflash2 = any("DFlash2" in str(a) for a in archs)
         if dflash2 and _is_int(k) and k < block - 1 and _marker(self.vllm, "dflash2_conv_block_from_k") is not False:
-            return [Finding("drafter.dflash2-block-mismatch", Status.WARN,
+            return [DRAFTER_DFLASH2_BLOCK_MISMATCH.finding(Status.WARN,
                             f"num_speculative_tokens {k} is below block_size - 1 = {block - 1} ({self.file}): DFlash2's "
                             f"grouped convolution runs over blocks of 1 + k = {k + 1} positions, not the {block} it "
                             "was trained on, so every drafted position is mixed with the wrong neighbours",
@@ -880,21 +729,20 @@ class _Drafter:
         if sliding:
             required, reads = _marker(self.vllm, "sliding_window_required"), _marker(self.vllm, "reads_layer_types")
             if window is None and required is not False:
-                findings.append(Finding("drafter.sliding-window-missing", Status.FAIL,
+                findings.append(DRAFTER_SLIDING_WINDOW_MISSING.finding(Status.FAIL,
                                         f"{self.file}: sliding-attention layers but no window (dflash_config.swa_window_size "
                                         "or sliding_window): vLLM stops with \"DFlash sliding attention requires a "
                                         "window size\"", detail=SLIDING_WINDOW_MARKER.source, evidence={"file": self.file},
                                         remediation=(Remediation(f"set dflash_config.swa_window_size in {quote(self.file)}",
                                                                  "from the publisher's config"),)))
             elif reads is False:
-                findings.append(Finding("drafter.sliding-ignored", Status.WARN,
+                findings.append(DRAFTER_SLIDING_IGNORED.finding(Status.WARN,
                                         f"{self.label} ignores layer_types for DFlash drafters: the drafter's sliding-window "
                                         "layers run full attention, unlike training",
                                         detail=SLIDING_WINDOW_MARKER.source))
         if self.dflash.truthy("sample_from_anchor"):
             refused = _marker(self.vllm, "sample_from_anchor_refused")
-            findings.append(Finding(
-                "drafter.sample-from-anchor", Status.WARN if refused is False else Status.FAIL,
+            findings.append(DRAFTER_SAMPLE_FROM_ANCHOR.finding(Status.WARN if refused is False else Status.FAIL,
                 f"{self.file}: dflash_config.sample_from_anchor is true: "
                 + ("vLLM refuses it (\"sample_from_anchor=True is not supported for DFlash. DFlash uses a fixed 1+N "
                    "query layout where the anchor is the bonus token.\")" if refused is not False else
@@ -910,31 +758,23 @@ class _Drafter:
             return []
         if any(s in model_type for s in supported):
             return []
-        return [Finding("drafter.target-unsupported", Status.FAIL,
+        return [DRAFTER_TARGET_UNSUPPORTED.finding(Status.FAIL,
                         f"{self.label} runs DFlash only on targets whose model_type contains one of {supported}; this "
                         f"target's is {model_type!r}: \"dflash is only supported for ... models\"",
                         evidence={"model_type": model_type, "supported": supported})]
 
 
-class DrafterCheck:
-    id: ClassVar[str] = "drafter"
-    layer: ClassVar[str] = "models"
-    title: ClassVar[str] = "DFlash drafter against its target"
-    codes: ClassVar[tuple[Code, ...]] = tuple(c for c in CODES if c.id.startswith("drafter."))
-    needs: ClassVar[frozenset[str]] = frozenset({"models", "vllm_dflash", "serve_args", "target", "gpu"})
-    after: ClassVar[frozenset[str]] = frozenset({"model-files"})
-    requires_gpu: ClassVar[bool] = False
-
-    def judge(self, facts: Facts) -> Iterable[Finding]:
-        models = facts.section(Models)
-        drafter, target = models.drafter, models.target
-        if drafter is None:
-            return _not_given(self.id, self.title, "drafter directory")
-        if target is None:
-            return _not_given(self.id, self.title, "target directory to compare the drafter with")
-        blocked = _skip_if_broken(facts, self.title)
-        if blocked is not None:
-            return blocked
-        vllm = facts.optional_section(VllmDflash)
-        serve = as_served(facts.optional("serve_args"), models.speculators_launch, vllm)
-        return _Drafter(drafter_view(drafter, target, vllm, serve, installer_for(facts), gpu_view(facts)["ccs"])).findings()
+def judge_drafter(facts: Facts, title: str) -> list[Finding]:
+    """The drafter check: the drafter against its target and the installed vLLM, rule by rule."""
+    models = facts.section(Models)
+    drafter, target = models.drafter, models.target
+    if drafter is None:
+        return _not_given(DRAFTER_NOT_GIVEN, title, "drafter directory")
+    if target is None:
+        return _not_given(DRAFTER_NOT_GIVEN, title, "target directory to compare the drafter with")
+    blocked = _skip_if_broken(facts, title)
+    if blocked is not None:
+        return blocked
+    vllm = facts.optional_section(VllmDflash)
+    serve = as_served(facts.optional("serve_args"), models.speculators_launch, vllm)
+    return _Drafter(drafter_view(drafter, target, vllm, serve, installer_for(facts), gpu_view(facts)["ccs"])).findings()

@@ -15,6 +15,19 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from dflash_doctor.checks.argv import with_flag
+from dflash_doctor.checks.models.codes import (
+    DRAFTER_CONTEXT_LIMITS_SERVED,
+    DRAFTER_CONTEXT_SHORTER_THAN_SERVED,
+    DRAFTER_FP8_KERNEL,
+    DRAFTER_LAYER_TYPES_LENGTH,
+    DRAFTER_MADE_FOR,
+    DRAFTER_PADDED_VOCAB_V2,
+    DRAFTER_QUANTIZED_ACCEPTANCE,
+    DRAFTER_QUANTIZED_ATTENTION,
+    DRAFTER_ROPE_LAYOUT_FROM_TARGET,
+    DRAFTER_TARGET_NO_AUX_HIDDEN_STATES,
+    DRAFTER_WEIGHTS_FILE,
+)
 from dflash_doctor.checks.models.common import (
     SLIDING,
     DrafterView,
@@ -145,7 +158,7 @@ def _context(d: DrafterView) -> list[Finding]:
     if limited and runner == "v2":
         fix = Remediation(with_flag(argv, "--max-model-len", drafter_len), "say the served length the drafter allows") \
             if argv else None
-        return [Finding("drafter.context-limits-served", Status.WARN,
+        return [DRAFTER_CONTEXT_LIMITS_SERVED.finding(Status.WARN,
                         f"{d.file}: the drafter's context {drafter_len} is shorter than the served {served} and its "
                         f"RoPE ({', '.join(rope_types)}) cannot simply grow: vLLM {d.vllm.version if d.vllm else ''} "
                         f"lowers the served max_model_len to {drafter_len} with only a log line, and refuses longer "
@@ -164,7 +177,7 @@ def _context(d: DrafterView) -> list[Finding]:
                              "what vLLM PR #57964 does: size the drafter's rotary cache for the served length "
                              "(the drafter then runs past the context it was trained on)"))
     if runner == "v2":
-        return [Finding("drafter.context-shorter-than-served", Status.FAIL,
+        return [DRAFTER_CONTEXT_SHORTER_THAN_SERVED.finding(Status.FAIL,
                         f"{d.file}: the drafter's context {drafter_len} is shorter than the served {served}: on the V2 "
                         f"model runner ({why}) the first request longer than {drafter_len} reads past the drafter's "
                         "rotary cache and kills the engine (CUDA illegal memory access)",
@@ -172,7 +185,7 @@ def _context(d: DrafterView) -> list[Finding]:
                         evidence={"file": d.file, "served": served, "drafter": drafter_len, "runner": runner,
                                   "why": why, "read": where},
                         remediation=tuple(fixes))]
-    return [Finding("drafter.context-shorter-than-served", Status.WARN,
+    return [DRAFTER_CONTEXT_SHORTER_THAN_SERVED.finding(Status.WARN,
                     f"{d.file}: the drafter's context {drafter_len} is shorter than the served {served}: "
                     + (f"the V1 model runner ({why}) stops drafting for longer requests, which then run without "
                        "DFlash" if runner == "v1" else f"{why}; on the V2 runner this kills the engine, on V1 "
@@ -209,7 +222,7 @@ def _layer_types(d: DrafterView) -> list[Finding]:
         more = f" (and {layers - shown} more)" if layers > shown else ""
         # A num_hidden_layers the weights contradict (drafter.config-weights) is the cause: layer_types may be right.
         cause = d.blamed.get("num_hidden_layers", "")
-        return [Finding("drafter.layer-types-length", Status.FAIL,
+        return [DRAFTER_LAYER_TYPES_LENGTH.finding(Status.FAIL,
                         f"{d.file}: layer_types has {count} entries for num_hidden_layers {layers}: transformers "
                         f"refuses the config (\"`num_hidden_layers` ({layers}) must be equal to the number of layer "
                         f"types ({count})\") and vLLM never builds the drafter",
@@ -249,7 +262,7 @@ def _target_interface(d: DrafterView) -> list[Finding]:
     lacking = [(a, i) for a, i in judged if i.get("implements") is False]
     if lacking:
         arch, info = lacking[0]
-        return [Finding("drafter.target-no-aux-hidden-states", Status.FAIL,
+        return [DRAFTER_TARGET_NO_AUX_HIDDEN_STATES.finding(Status.FAIL,
                         f"{d.label}'s {info.get('class')} ({info.get('file')}) does not implement {interface}: DFlash "
                         f"cannot read the target's hidden states and the engine stops at start with \"Model does not "
                         f"support EAGLE3 interface\"",
@@ -261,7 +274,7 @@ def _target_interface(d: DrafterView) -> list[Finding]:
                                                  f"{interface} (or a target architecture that does)"),))]
     unregistered = [a for a, i in judged if i.get("registered") is False]
     if unregistered and len(unregistered) == len(judged):
-        return [Finding("drafter.target-no-aux-hidden-states", Status.WARN,
+        return [DRAFTER_TARGET_NO_AUX_HIDDEN_STATES.finding(Status.WARN,
                         f"{d.label} has no model class for the target's architectures {archs}: it would serve it "
                         f"through the Transformers backend, which does not implement {interface}",
                         detail=EAGLE3_INTERFACE_RULE.value, evidence={"architectures": archs, "interface": interface})]
@@ -313,8 +326,7 @@ def _quantization(d: DrafterView, ccs: list[str]) -> list[Finding]:
     if drafter_q is not None and drafter_q["attention_quantized"]:
         raw = pairing.get("fused_kv_raw_weight")
         if raw:
-            findings.append(Finding(
-                "drafter.quantized-attention", Status.FAIL,
+            findings.append(DRAFTER_QUANTIZED_ATTENTION.finding(Status.FAIL,
                 f"{d.file}: the drafter is quantized ({drafter_q['method']}) including q/k/v, and {d.label}'s "
                 f"{os.path.basename(raw[-1])} slices qkv_proj.weight raw for its fused context K/V: the engine dies at "
                 "the start-up profiling run (\"expected mat1 and mat2 to have the same dtype\" for FP8, an "
@@ -326,7 +338,7 @@ def _quantization(d: DrafterView, ccs: list[str]) -> list[Finding]:
         elif raw is not None:
             d.ok.append(f"quantized drafter ({drafter_q['method']}): {d.label} applies q/k/v through quant_method")
     if drafter_q is not None and drafter_q["method"] == "fp8" and drafter_q["strategy"] == "tensor":
-        findings.append(Finding("drafter.quantized-acceptance", Status.WARN,
+        findings.append(DRAFTER_QUANTIZED_ACCEPTANCE.finding(Status.WARN,
                                 f"{d.file}: a per-tensor FP8 drafter: its scales are dropped on the fused context-K/V "
                                 "path and acceptance falls (0.0% in a reported case)",
                                 detail=f"{QUANTIZED_PAIR_ACCEPTANCE.value}. Sources: {QUANTIZED_PAIR_ACCEPTANCE.source}.",
@@ -334,7 +346,7 @@ def _quantization(d: DrafterView, ccs: list[str]) -> list[Finding]:
                                 remediation=(Remediation("use the drafter's BF16 checkpoint", "the DFlash drafters "
                                                          "are small; quantizing them saves little"),)))
     if target_q is not None and target_q["method"] in ("awq", "awq_marlin"):
-        findings.append(Finding("drafter.quantized-acceptance", Status.WARN,
+        findings.append(DRAFTER_QUANTIZED_ACCEPTANCE.finding(Status.WARN,
                                 f"the target is AWQ-quantized ({target_q['bits']}-bit): the drafter was trained on the "
                                 "BF16 target's hidden states and reads shifted ones; acceptance falls, to near zero in "
                                 "reports",
@@ -360,12 +372,12 @@ def _fp8_on_gpu(d: DrafterView, drafter_q: dict[str, Any] | None, target_q: dict
         number = int(cc.replace(".", ""))
         sm = f"sm_{number}"
         if number < minimum:
-            findings.append(Finding("drafter.fp8-kernel", Status.FAIL,
+            findings.append(DRAFTER_FP8_KERNEL.finding(Status.FAIL,
                                     f"{' and '.join(fp8)} FP8 on {sm}: {d.label}'s FP8 method needs compute capability "
                                     f"{minimum // 10}.{minimum % 10} or more and refuses to start here",
                                     detail=FP8_KERNELS.source, evidence={"cc": cc, "models": fp8, "min": minimum}))
         elif number < native:
-            findings.append(Finding("drafter.fp8-kernel", Status.WARN,
+            findings.append(DRAFTER_FP8_KERNEL.finding(Status.WARN,
                                     f"{' and '.join(fp8)} FP8 on {sm}: no FP8 tensor cores below sm_{native}; "
                                     + (f"{d.label} runs FP8 weights through its Marlin weight-only kernel (W8A16), "
                                        "slower than native FP8 and unlike what the pair was measured with"
@@ -392,7 +404,7 @@ def _made_for(d: DrafterView) -> list[Finding]:
         d.ok.append(f"made for {named[0]} ({where})")
         return []
     depth = d.target_config.value("num_hidden_layers")
-    return [Finding("drafter.made-for", Status.FAIL,
+    return [DRAFTER_MADE_FOR.finding(Status.FAIL,
                     f"this drafter was made for {named[0]} ({where}"
                     + (f", {trained_for} layers" if trained_for is not None else "")
                     + f"); the target {target_name or '?'} has {depth} layers and hidden size "
@@ -420,7 +432,7 @@ def _weights_files(d: DrafterView) -> list[Finding]:
     path = d.path or "DRAFTER_DIR"
     if consolidated and len(consolidated) < len(set(files + unlisted)):
         others = sorted(set(files + unlisted) - set(consolidated))
-        return [Finding("drafter.weights-file", Status.FAIL,
+        return [DRAFTER_WEIGHTS_FILE.finding(Status.FAIL,
                         f"{path}: {consolidated[0]} makes vLLM read the directory as Mistral format and load only "
                         f"consolidated*.safetensors; {', '.join(others[:4])} would be ignored",
                         detail=f"{WEIGHT_FILE_SELECTION.value}. {WEIGHT_FILE_SELECTION.source}.",
@@ -431,7 +443,7 @@ def _weights_files(d: DrafterView) -> list[Finding]:
         missing = [s for s in shards if s not in files]
         fix = (f"mv -- {quote(f'{path}/{unlisted[0]}')} {quote(f'{path}/{missing[0]}')}"
                if len(unlisted) == 1 and len(missing) == 1 else f"rm -- {quote(f'{path}/model.safetensors.index.json')}")
-        return [Finding("drafter.weights-file", Status.FAIL,
+        return [DRAFTER_WEIGHTS_FILE.finding(Status.FAIL,
                         f"{path}: model.safetensors.index.json does not list {', '.join(unlisted[:4])}: vLLM loads only "
                         "the files the index names" + (f" ({', '.join(missing[:4])}, which are not there)" if missing
                                                        else "") + ", so these weights are never read",
@@ -476,7 +488,7 @@ def _rope_layout(d: DrafterView) -> list[Finding]:
         return []
     said = (f"says \"{rule['drafter_key']}\": false" if declared is False
             else f"does not set \"{rule['drafter_key']}\": false")
-    return [Finding("drafter.rope-layout-from-target", Status.FAIL,
+    return [DRAFTER_ROPE_LAYOUT_FROM_TARGET.finding(Status.FAIL,
                     f"{d.file} {said} (distilled {drafter_layout}), but {d.label} rotates the drafter's Q/K the way its "
                     f"target {arch} does ({found['layout']}, {found.get('file')}): acceptance collapses to about one "
                     "token per step, silently (vllm #53063: 1.03 against 7.78)",
@@ -516,7 +528,7 @@ def _padded_vocab(d: DrafterView) -> list[Finding]:
         return []
     fixed = PADDED_VOCAB_V2.value["fixed_in"]
     padded = facts["target_vocab"] > facts["drafter_vocab"]
-    return [Finding("drafter.padded-vocab-v2", Status.FAIL,
+    return [DRAFTER_PADDED_VOCAB_V2.finding(Status.FAIL,
                     f"{d.file}: the target's vocabulary ({facts['target_vocab']}) "
                     + ("is padded past" if padded else "differs from") + f" the drafter's ({facts['drafter_vocab']}) "
                     f"and the drafter has no lm_head: on the V2 model runner ({facts['why']}) {d.label} keeps the "
