@@ -126,7 +126,7 @@ DRAFTER_ROPES: list[dict[str, Any] | None] = [
 def test_which_drafters_vllm_lengthens_is_each_releases_own_rule(version: str) -> None:
     """A drafter shorter than the served context: raised to it (RoPE that only sizes a cache), or the served
     length lowered to the drafter's, as the release's own _rope_only_sizes_cache and limiter decide."""
-    from dflash_doctor.checks.models.common import _rope_entries
+    from dflash_doctor.checks.models.common import rope_entries
     from dflash_doctor.checks.models.drafter_pairing import _context_handling
     from dflash_doctor.knowledge.dflash_reports import DRAFTER_CONTEXT_RAISED
 
@@ -154,7 +154,7 @@ def test_which_drafters_vllm_lengthens_is_each_releases_own_rule(version: str) -
     from types import SimpleNamespace
     for rope in DRAFTER_ROPES:
         text = {"rope_parameters": rope} if rope is not None else {}
-        kinds = [str(e.rope_type or "default") for e in _rope_entries(ConfigView(text))]
+        kinds = [str(e.rope_type or "default") for e in rope_entries(ConfigView(text))]
         doctor = all(kind in cache_only_set for kind in kinds)
         assert doctor == only_cache(SimpleNamespace(**text)), (version, rope)
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 from dflash_doctor.check import Facts
+from dflash_doctor.checks.gpu.common import resolve_visible
 from dflash_doctor.checks.models.codes import (
     DRAFTER_NOT_JUDGED,
 )
@@ -25,8 +26,29 @@ from dflash_doctor.knowledge.dflash_reports import SPECULATORS_DFLASH
 from dflash_doctor.model import CheckResult, Finding, Status
 from dflash_doctor.units import GIB
 
-__all__ = ["DrafterView", "derived_max_len", "drafter_view", "gpu_view", "list_length", "listed", "long_list", "text_config", "value_count",
-           "version_tuple"]
+__all__ = [
+    "DrafterView",
+    "architectures",
+    "derived_max_len",
+    "dflash_config",
+    "drafter_keys",
+    "drafter_view",
+    "gpu_view",
+    "has_behaviour",
+    "list_length",
+    "listed",
+    "long_list",
+    "not_given",
+    "rope_entries",
+    "skip_if_broken",
+    "spec_value",
+    "speculators_keys",
+    "text_config",
+    "value_count",
+    "version_tuple",
+    "vllm_label",
+    "yarn_already_scaled",
+]
 
 
 SLIDING = "sliding_attention"
@@ -76,11 +98,7 @@ def architectures(model: Model | None) -> list[str]:
     return model.architectures if model is not None else []
 
 
-def _config_file(model: Model) -> str:
-    return model.config_file
-
-
-def _drafter_keys(model: Model, vllm: VllmDflash | None = None) -> ConfigView:
+def drafter_keys(model: Model, vllm: VllmDflash | None = None) -> ConfigView:
     """The drafter's config keys as vLLM sees them: a speculators-format config converted as vLLM converts it."""
     config = model.config
     return ConfigView(speculators_keys(config.drafter if config is not None else ConfigView(), vllm))
@@ -127,7 +145,7 @@ def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _vllm_label(vllm: VllmDflash | None) -> str:
+def vllm_label(vllm: VllmDflash | None) -> str:
     if vllm is None or not vllm.installed:
         return "vLLM (not installed in the target)"
     return f"vLLM {vllm.version or '?'}"
@@ -144,16 +162,12 @@ def _marker(vllm: VllmDflash | None, name: str) -> bool | None:
     return bool(marker.get("found"))
 
 
-def _head_dim(text: ConfigView) -> int | None:
-    return text.head_dim
-
-
-def _spec_value(serve: Mapping[str, Any] | None) -> dict[str, Any]:
+def spec_value(serve: Mapping[str, Any] | None) -> dict[str, Any]:
     value = ((serve or {}).get("speculative_config") or {}).get("value")
     return value if isinstance(value, dict) else {}
 
 
-def _not_given(code: Code, check_title: str, what: str) -> list[Finding]:
+def not_given(code: Code, check_title: str, what: str) -> list[Finding]:
     """The check's own "nothing given" finding (`code`: FILES_NOT_GIVEN, NOT_GIVEN, ATTENTION_NOT_GIVEN)."""
     return [code.finding(
         Status.SKIP, f"{check_title}: skipped, no {what} given",
@@ -163,7 +177,7 @@ def _not_given(code: Code, check_title: str, what: str) -> list[Finding]:
     )]
 
 
-def _skip_if_broken(facts: Facts, title: str) -> list[Finding] | None:
+def skip_if_broken(facts: Facts, title: str) -> list[Finding] | None:
     models = facts.section(Models)
     prior: CheckResult | None = facts.prior.get("model-files")
     # The model-files findings that stop judgement; the first is what this skip follows from.
@@ -219,10 +233,10 @@ class DrafterView:
 
 def drafter_view(drafter: Model, target: Model, vllm: VllmDflash | None, serve: Mapping[str, Any] | None,
                  installer: Installer, ccs: list[str] | None = None) -> DrafterView:
-    keys = _drafter_keys(drafter, vllm)
+    keys = drafter_keys(drafter, vllm)
     return DrafterView(drafter=drafter, target=target, vllm=vllm, serve=serve, installer=installer,
                        ccs=list(ccs or []), file=drafter.config_file, path=drafter.resolved.path,
-                       label=_vllm_label(vllm), config=drafter.text, keys=keys, dflash=_dflash_config(keys),
+                       label=vllm_label(vllm), config=drafter.text, keys=keys, dflash=dflash_config(keys),
                        target_config=target.text, weights=drafter.weights, tensors=dict(drafter.weights.tensors))
 
 
@@ -256,8 +270,6 @@ def gpu_view(facts: Facts) -> dict[str, Any]:
         view["why"] = (f"NVML is not usable here ({(error.name or error.kind) if error else None}: "
                        f"{error.message if error else None})")
     else:
-        from dflash_doctor.checks.gpu.common import resolve_visible  # type: ignore[import-not-found,unused-ignore]
-
         visible = resolve_visible(gpu.environ.get("CUDA_VISIBLE_DEVICES"), gpu.devices)
         by_index = {d.index: d for d in gpu.devices}
         nvml_devices = [by_index[i].to_json() for i in visible.gpus if i in by_index]
@@ -279,7 +291,7 @@ def gpu_view(facts: Facts) -> dict[str, Any]:
     return view
 
 
-def _dflash_config(keys: ConfigView) -> ConfigView:
+def dflash_config(keys: ConfigView) -> ConfigView:
     """vLLM merges eagle_config, then dflash_config over it (qwen3_dflash.py DFlashQwen3Model.__init__)."""
     merged: dict[str, Any] = {}
     for key in ("eagle_config", "dflash_config"):
@@ -299,7 +311,7 @@ def yarn_already_scaled(vllm: VllmDflash | None) -> bool:
     return has_behaviour(vllm, "yarn_already_scaled", MAX_LEN_DERIVATION.value["yarn_already_scaled_since"])
 
 
-def _rope_entries(text: ConfigView) -> list[ConfigView]:
+def rope_entries(text: ConfigView) -> list[ConfigView]:
     return text.rope_entries(list(MAX_LEN_DERIVATION.value["layer_types"]))
 
 
@@ -324,7 +336,7 @@ def derived_max_len(model: Model | None, vllm: VllmDflash | None) -> tuple[float
         base, key = float(limit), f"tokenizer_config model_max_length={limit}"
     config = model.config if model is not None else None
     model_type = config.model_type_raw if config is not None else None
-    entries = _rope_entries(text)
+    entries = rope_entries(text)
     if entries and rule["already_scaled_model_type"] not in str(model_type or text.value("model_type") or ""):
         excluded = tuple(rule["unscaled_rope_types"])
         scaled = yarn_already_scaled(vllm)
@@ -360,7 +372,7 @@ def _derived_max_len(model: Model | None, vllm: VllmDflash | None = None) -> tup
     if derived is None:
         return None, key
     text = text_config(model)
-    if any(e.rope_type == "longrope" for e in _rope_entries(text)):
+    if any(e.rope_type == "longrope" for e in rope_entries(text)):
         original = text.value("original_max_position_embeddings")
         if _length(original):
             return int(original), f"original_max_position_embeddings={original} (longrope)"

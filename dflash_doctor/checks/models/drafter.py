@@ -51,17 +51,17 @@ from dflash_doctor.checks.models.common import (
     MAX_LISTED,
     SLIDING,
     DrafterView,
-    _dflash_config,
     _is_int,
     _marker,
-    _not_given,
-    _skip_if_broken,
-    _spec_value,
+    dflash_config,
     drafter_view,
     gpu_view,
     list_length,
     listed,
     long_list,
+    not_given,
+    skip_if_broken,
+    spec_value,
     value_count,
 )
 from dflash_doctor.checks.models.drafter_pairing import padded_vocab_v2, pairing_rules
@@ -110,7 +110,7 @@ def expected_drafter_tensors(config: ConfigView, keys: ConfigView, *,
     hidden, heads, layers, inter, kv_heads, head_dim = values
     if hidden is None or heads is None or layers is None or inter is None or kv_heads is None or head_dim is None:
         return None
-    dflash = _dflash_config(keys)
+    dflash = dflash_config(keys)
     shapes: dict[str, list[int]] = {"hidden_norm.weight": [hidden], "norm.weight": [hidden]}
     if dflash.truthy("use_aux_hidden_state", True):
         ids = dflash.value("target_layer_ids", dflash.value("layer_ids"))
@@ -692,10 +692,10 @@ class _Drafter:
         return []
 
     def block(self) -> list[Finding]:
-        block = self.keys.value("block_size", self.dflash.value("block_size"))
-        spec = _spec_value(self.serve)
+        block = self.keys.int("block_size") if "block_size" in self.keys else self.dflash.int("block_size")
+        spec = spec_value(self.serve)
         k = spec.get("num_speculative_tokens")
-        if not _is_int(block):
+        if block is None:
             return []
         if _is_int(k) and k > block - 1:
             return [DRAFTER_BLOCK_SIZE.finding(Status.WARN,
@@ -769,10 +769,10 @@ def judge_drafter(facts: Facts, title: str) -> list[Finding]:
     models = facts.section(Models)
     drafter, target = models.drafter, models.target
     if drafter is None:
-        return _not_given(DRAFTER_NOT_GIVEN, title, "drafter directory")
+        return not_given(DRAFTER_NOT_GIVEN, title, "drafter directory")
     if target is None:
-        return _not_given(DRAFTER_NOT_GIVEN, title, "target directory to compare the drafter with")
-    blocked = _skip_if_broken(facts, title)
+        return not_given(DRAFTER_NOT_GIVEN, title, "target directory to compare the drafter with")
+    blocked = skip_if_broken(facts, title)
     if blocked is not None:
         return blocked
     vllm = facts.optional_section(VllmDflash)

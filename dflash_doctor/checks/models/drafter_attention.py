@@ -19,15 +19,15 @@ from dflash_doctor.checks.models.codes import (
     ATTENTION_UNKNOWN,
 )
 from dflash_doctor.checks.models.common import (
-    _dflash_config,
-    _drafter_keys,
     _marker,
-    _not_given,
-    _spec_value,
-    _vllm_label,
+    dflash_config,
+    drafter_keys,
     gpu_view,
     has_behaviour,
+    not_given,
+    spec_value,
     text_config,
+    vllm_label,
 )
 from dflash_doctor.checks.models.speculators import as_served
 from dflash_doctor.facts.models_shapes import ConfigView, Models
@@ -133,11 +133,11 @@ def judge_drafter_attention(facts: Facts, title: str) -> list[Finding]:
     models = facts.section(Models)
     drafter = models.drafter
     if drafter is None or not drafter.text:
-        return _not_given(ATTENTION_NOT_GIVEN, title, "readable drafter")
+        return not_given(ATTENTION_NOT_GIVEN, title, "readable drafter")
     vllm = facts.optional_section(VllmDflash)
     if vllm is None or not vllm.root:
         return [ATTENTION_NO_VLLM.finding(Status.SKIP,
-                        f"{title}: {_vllm_label(vllm)}: no vLLM source to read its backend selection from",
+                        f"{title}: {vllm_label(vllm)}: no vLLM source to read its backend selection from",
                         detail=f"Without it, the rule of thumb: {ATTENTION_FALLBACK.source}.")]
     gpus = gpu_view(facts)
     ccs = gpus["ccs"]
@@ -145,13 +145,13 @@ def judge_drafter_attention(facts: Facts, title: str) -> list[Finding]:
         return [ATTENTION_NO_GPU_FACTS.finding(Status.SKIP,
                         f"{title}: no compute capability known ({gpus['why'] or 'the GPUs report none'})",
                         detail="Run on the GPU host, or name the GPU with --target-arch (e.g. sm_86).")]
-    keys = _drafter_keys(drafter, vllm)
-    dflash = _dflash_config(keys)
+    keys = drafter_keys(drafter, vllm)
+    dflash = dflash_config(keys)
     all_layers = _marker(vllm, "non_causal_all_layers") is True
     head_sizes = [h for h in {drafter.text.head_dim,
                               text_config(models.target).head_dim if all_layers else None} if h]
     serve = as_served(facts.optional("serve_args"), models.speculators_launch, vllm) or {}
-    spec = _spec_value(serve)
+    spec = spec_value(serve)
     fields = serve.get("fields") or {}
     explicit = fields.get("attention_backend") if all_layers else spec.get("attention_backend")
     # the drafter's KV cache: the speculative config's kv_cache_dtype where it sets one (0.34's DFlash loader
@@ -164,7 +164,7 @@ def judge_drafter_attention(facts: Facts, title: str) -> list[Finding]:
     for cc in ccs:
         if cc not in (attention.get("priorities") or {}):
             findings.append(ATTENTION_UNKNOWN.finding(Status.WARN,
-                                    f"{_vllm_label(vllm)}: the backend choice for compute capability {cc} could not be "
+                                    f"{vllm_label(vllm)}: the backend choice for compute capability {cc} could not be "
                                     "read from its source", evidence={"cc": cc}))
             continue
         pick = choose_backend(attention, cc, non_causal, head_sizes, str(explicit) if explicit else None,
@@ -175,11 +175,11 @@ def judge_drafter_attention(facts: Facts, title: str) -> list[Finding]:
         sm = "sm_" + cc.replace(".", "")
         if pick["chosen"] is None:
             if explicit:
-                title = (f"{_vllm_label(vllm)} on {sm}: the selected attention backend {explicit} is not valid for "
+                title = (f"{vllm_label(vllm)} on {sm}: the selected attention backend {explicit} is not valid for "
                          f"{scope} with kv_cache_dtype={kv}: {'; '.join(pick['skipped'].get(str(explicit), ['unknown']))}")
                 code = ATTENTION_SELECTED_INVALID
             else:
-                title = (f"{_vllm_label(vllm)} on {sm}: no attention backend supports {scope} with non-causal "
+                title = (f"{vllm_label(vllm)} on {sm}: no attention backend supports {scope} with non-causal "
                          f"attention and kv_cache_dtype={kv}")
                 code = ATTENTION_NONE_VALID
             findings.append(code.finding(Status.FAIL, title,
@@ -189,7 +189,7 @@ def judge_drafter_attention(facts: Facts, title: str) -> list[Finding]:
             continue
         skipped = "; ".join(f"{n}: {', '.join(r)}" for n, r in pick["skipped"].items())
         findings.append(ATTENTION_BACKEND.finding(Status.PASS if pick["certain"] else Status.WARN,
-            f"{_vllm_label(vllm)} on {sm} picks {pick['chosen']} for {scope}"
+            f"{vllm_label(vllm)} on {sm} picks {pick['chosen']} for {scope}"
             + (f" with kv_cache_dtype={kv}" if kv != "auto" else "")
             + (" (non-causal supported)" if non_causal else " (causal drafter)")
             + (f"; skipped {skipped}" if skipped else "")

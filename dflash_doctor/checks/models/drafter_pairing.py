@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from dflash_doctor.checks.argv import with_flag
@@ -34,10 +35,10 @@ from dflash_doctor.checks.models.common import (
     _derived_max_len,
     _is_int,
     _marker,
-    _rope_entries,
     architectures,
     has_behaviour,
     list_length,
+    rope_entries,
     value_count,
     version_tuple,
 )
@@ -59,7 +60,7 @@ from dflash_doctor.knowledge.dflash_reports import (
 )
 from dflash_doctor.model import Finding, Remediation, Status
 
-__all__ = ["model_runner", "padded_vocab_v2", "pairing_rules", "quantization"]
+__all__ = ["Quantization", "model_runner", "padded_vocab_v2", "pairing_rules", "quantization"]
 
 ATTENTION_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "qkv_proj")
 # The config keys vLLM counts experts by (model_arch_config_convertor.get_num_experts, 0.22.1-0.34.0).
@@ -150,7 +151,7 @@ def _context(d: DrafterView) -> list[Finding]:
     argv = list((d.serve or {}).get("argv") or [])
     raised, limited = _context_handling(d.vllm)
     where = f"served {served} ({served_from}), drafter {drafter_len} ({drafter_from})"
-    rope_types = [str(e.rope_type or "default") for e in _rope_entries(d.config)]
+    rope_types = [str(e.rope_type or "default") for e in rope_entries(d.config)]
     cache_only = DRAFTER_CONTEXT_RAISED.value["cache_only_rope_types"]
     if raised and all(kind in cache_only for kind in rope_types):
         d.ok.append(f"context {drafter_len} raised by vLLM to the served {served} (RoPE {', '.join(rope_types) or 'default'})")
@@ -284,7 +285,24 @@ def _target_interface(d: DrafterView) -> list[Finding]:
 # ------------------------------------------------------------------------------------- 2: quantization
 
 
-def quantization(model: Model | None) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class Quantization:
+    """What a model's quantization_config says, reduced (see `quantization`)."""
+
+    method: str
+    bits: Any
+    """As the config says it (bits, w_bit or a group's num_bits)."""
+    strategy: Any
+    """"block", "tensor" (FP8 without weight_block_size), a group's strategy, or None."""
+    attention_quantized: bool
+    ignored: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"method": self.method, "bits": self.bits, "strategy": self.strategy,
+                "attention_quantized": self.attention_quantized, "ignored": self.ignored}
+
+
+def quantization(model: Model | None) -> Quantization | None:
     """What a model's quantization_config says, reduced: method, bits, per-tensor or per-channel or block, and
     whether attention projections are quantized (None: cannot tell). None when it has none."""
     facts = model.config if model is not None else None
@@ -315,52 +333,51 @@ def quantization(model: Model | None) -> dict[str, Any] | None:
     attention = not any(p in i for i in ignored for p in ("self_attn", *ATTENTION_PROJECTIONS))
     if targets and not any(t == "Linear" or any(p in t for p in ATTENTION_PROJECTIONS) for t in targets):
         attention = False
-    return {"method": method, "bits": bits, "strategy": strategy, "attention_quantized": attention,
-            "ignored": ignored[:16]}
+    return Quantization(method, bits, strategy, attention, ignored[:16])
 
 
 def _quantization(d: DrafterView, ccs: list[str]) -> list[Finding]:
     drafter_q, target_q = quantization(d.drafter), quantization(d.target)
     findings: list[Finding] = []
     pairing = _pairing(d.vllm)
-    if drafter_q is not None and drafter_q["attention_quantized"]:
+    if drafter_q is not None and drafter_q.attention_quantized:
         raw = pairing.get("fused_kv_raw_weight")
         if raw:
             findings.append(DRAFTER_QUANTIZED_ATTENTION.finding(Status.FAIL,
-                f"{d.file}: the drafter is quantized ({drafter_q['method']}) including q/k/v, and {d.label}'s "
+                f"{d.file}: the drafter is quantized ({drafter_q.method}) including q/k/v, and {d.label}'s "
                 f"{os.path.basename(raw[-1])} slices qkv_proj.weight raw for its fused context K/V: the engine dies at "
                 "the start-up profiling run (\"expected mat1 and mat2 to have the same dtype\" for FP8, an "
                 "AttributeError or a shape error for packed 4-bit)",
                 detail=f"{FUSED_KV_RAW_WEIGHT.source}.",
-                evidence={"file": d.file, "quantization": drafter_q, "vllm_files": raw},
+                evidence={"file": d.file, "quantization": drafter_q.to_json(), "vllm_files": raw},
                 remediation=(Remediation("use the drafter's unquantized (BF16) checkpoint",
                                          "or quantize it with self_attn in the ignore list"),)))
         elif raw is not None:
-            d.ok.append(f"quantized drafter ({drafter_q['method']}): {d.label} applies q/k/v through quant_method")
-    if drafter_q is not None and drafter_q["method"] == "fp8" and drafter_q["strategy"] == "tensor":
+            d.ok.append(f"quantized drafter ({drafter_q.method}): {d.label} applies q/k/v through quant_method")
+    if drafter_q is not None and drafter_q.method == "fp8" and drafter_q.strategy == "tensor":
         findings.append(DRAFTER_QUANTIZED_ACCEPTANCE.finding(Status.WARN,
                                 f"{d.file}: a per-tensor FP8 drafter: its scales are dropped on the fused context-K/V "
                                 "path and acceptance falls (0.0% in a reported case)",
                                 detail=f"{QUANTIZED_PAIR_ACCEPTANCE.value}. Sources: {QUANTIZED_PAIR_ACCEPTANCE.source}.",
-                                evidence={"file": d.file, "quantization": drafter_q},
+                                evidence={"file": d.file, "quantization": drafter_q.to_json()},
                                 remediation=(Remediation("use the drafter's BF16 checkpoint", "the DFlash drafters "
                                                          "are small; quantizing them saves little"),)))
-    if target_q is not None and target_q["method"] in ("awq", "awq_marlin"):
+    if target_q is not None and target_q.method in ("awq", "awq_marlin"):
         findings.append(DRAFTER_QUANTIZED_ACCEPTANCE.finding(Status.WARN,
-                                f"the target is AWQ-quantized ({target_q['bits']}-bit): the drafter was trained on the "
+                                f"the target is AWQ-quantized ({target_q.bits}-bit): the drafter was trained on the "
                                 "BF16 target's hidden states and reads shifted ones; acceptance falls, to near zero in "
                                 "reports",
                                 detail=f"{QUANTIZED_PAIR_ACCEPTANCE.value}. Sources: {QUANTIZED_PAIR_ACCEPTANCE.source}.",
-                                evidence={"target_quantization": target_q},
+                                evidence={"target_quantization": target_q.to_json()},
                                 remediation=(Remediation("serve the BF16 or FP8 (block) target",
                                                          "measure acceptance before keeping the AWQ one"),)))
     findings += _fp8_on_gpu(d, drafter_q, target_q, ccs)
     return findings
 
 
-def _fp8_on_gpu(d: DrafterView, drafter_q: dict[str, Any] | None, target_q: dict[str, Any] | None,
+def _fp8_on_gpu(d: DrafterView, drafter_q: Quantization | None, target_q: Quantization | None,
                 ccs: list[str]) -> list[Finding]:
-    fp8 = [role for role, q in (("target", target_q), ("drafter", drafter_q)) if q and q["method"] == "fp8"]
+    fp8 = [role for role, q in (("target", target_q), ("drafter", drafter_q)) if q and q.method == "fp8"]
     if not fp8:
         return []
     facts = _pairing(d.vllm).get("fp8") or {}

@@ -19,7 +19,7 @@ from dflash_doctor.checks.models.codes import (
     FILES_TOKENIZER_MISSING,
     FILES_WEIGHTS_BROKEN,
 )
-from dflash_doctor.checks.models.common import _not_given
+from dflash_doctor.checks.models.common import not_given
 from dflash_doctor.checks.remedy import quote
 from dflash_doctor.codes import Code
 from dflash_doctor.facts.models_shapes import Model, ModelDir, Models
@@ -149,7 +149,7 @@ def judge_model_files(facts: Facts, title: str) -> list[Finding]:
     """The model-files check: each given model's directory, config.json, weights and tokenizer."""
     models = facts.section(Models)
     if not models.given:
-        return _not_given(FILES_NOT_GIVEN, title, "model or drafter directory")
+        return not_given(FILES_NOT_GIVEN, title, "model or drafter directory")
     findings: list[Finding] = []
     for model in (models.target, models.drafter):
         if model is None:
