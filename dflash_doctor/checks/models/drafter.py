@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from dflash_doctor.check import Facts
@@ -88,7 +89,7 @@ from dflash_doctor.knowledge.dflash import (
 from dflash_doctor.knowledge.dflash_reports import DFLASH2_CONV_BLOCK
 from dflash_doctor.model import Finding, Remediation, Status
 
-__all__ = ["expected_drafter_tensors", "judge_drafter", "layer_indices", "weights_geometry"]
+__all__ = ["WeightsGeometry", "expected_drafter_tensors", "judge_drafter", "layer_indices", "weights_geometry"]
 
 
 
@@ -175,40 +176,55 @@ def layer_indices(names: Iterable[str]) -> set[int]:
     return found
 
 
-def weights_geometry(tensors: Mapping[str, Tensor], layers: LayerCount | None = None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class WeightsGeometry:
+    """What the drafter's own tensors say its config.json should hold (weights_geometry)."""
+
+    values: dict[str, int]
+    """GEOMETRY_KEYS -> the value the tensors show; a key they do not show is absent."""
+    read_from: dict[str, str]
+    """The tensor (and its shape) each value was read from; the layer count has none."""
+    layers: list[int]
+    """The first layer numbers the names show."""
+
+    def stored(self, key: str) -> int | None:
+        """The value the tensors show for `key` (None: they do not show it)."""
+        return self.values.get(key)
+
+
+def weights_geometry(tensors: Mapping[str, Tensor], layers: LayerCount | None = None) -> WeightsGeometry:
     """What the drafter's own tensors say its config.json should hold: the layer count, and hidden size, head_dim,
     heads, KV heads and intermediate size read from the lowest layer's shapes. A value the tensors do not show is
-    left out; "from" names the tensor each value was read from. `layers`: the weights facts' count of every
+    left out; `read_from` names the tensor each value was read from. `layers`: the weights facts' count of every
     layer the names show, when the facts keep only some of the tensors."""
-    def shape(name: str) -> list[Any]:
+    def shape(name: str) -> list[int]:
         info = tensors.get(name)
         return (info.full_shape or []) if info is not None else []
 
     indices = layer_indices(tensors)
-    geometry: dict[str, Any] = {"num_hidden_layers": len(indices), "layers": sorted(indices)[:MAX_LISTED], "from": {}}
-    if layers is not None:
-        geometry["num_hidden_layers"] = layers.count
-        geometry["layers"] = layers.first[:MAX_LISTED]
+    values = {"num_hidden_layers": len(indices) if layers is None else layers.count}
+    held = sorted(indices)[:MAX_LISTED] if layers is None else layers.first[:MAX_LISTED]
+    read_from: dict[str, str] = {}
     first = f"layers.{min(indices)}" if indices else None
     for key, names in (("hidden_size", ["norm.weight", "hidden_norm.weight"]
                         + ([f"{first}.input_layernorm.weight"] if first else [])),
                        ("head_dim", [f"{first}.self_attn.q_norm.weight"] if first else [])):
         for name in names:
             if len(shape(name)) == 1:
-                geometry[key], geometry["from"][key] = shape(name)[0], f"{name} {shape(name)}"
+                values[key], read_from[key] = shape(name)[0], f"{name} {shape(name)}"
                 break
-    head_dim = geometry.get("head_dim")
+    head_dim = values.get("head_dim")
     if first:
         for key, name in (("num_attention_heads", "self_attn.q_proj.weight"),
                           ("num_key_value_heads", "self_attn.k_proj.weight")):
             rows = shape(f"{first}.{name}")
             if len(rows) == 2 and head_dim and rows[0] % head_dim == 0:
-                geometry[key], geometry["from"][key] = rows[0] // head_dim, f"{first}.{name} {rows}"
+                values[key], read_from[key] = rows[0] // head_dim, f"{first}.{name} {rows}"
         gate = shape(f"{first}.mlp.gate_proj.weight")
         if len(gate) == 2:
-            geometry["intermediate_size"] = gate[0]
-            geometry["from"]["intermediate_size"] = f"{first}.mlp.gate_proj.weight {gate}"
-    return geometry
+            values["intermediate_size"] = gate[0]
+            read_from["intermediate_size"] = f"{first}.mlp.gate_proj.weight {gate}"
+    return WeightsGeometry(values, read_from, held)
 
 
 
@@ -423,11 +439,11 @@ class _Drafter:
                                     f"{self.file}: target_hidden_size {declared}, but the target's hidden_size is "
                                     f"{target_hidden}", evidence={"file": self.file}))
         elif declared is None and hidden is not None and target_hidden is not None and hidden != target_hidden:
-            stored = (self.geometry or {}).get("hidden_size")
+            stored = self.geometry.stored("hidden_size") if self.geometry is not None else None
             if stored == target_hidden:
                 findings.append(DRAFTER_HIDDEN_SIZE_MISMATCH.finding(Status.FAIL,
                     f"{self.file}: hidden_size {hidden} differs from the target's {target_hidden}, but the drafter's "
-                    f"weights are {stored} wide ({(self.geometry or {})['from']['hidden_size']}): the config.json is "
+                    f"weights are {stored} wide ({self.geometry.read_from['hidden_size'] if self.geometry else ''}): the config.json is "
                     "wrong, and every shape vLLM builds from it is too",
                     detail="The drafter embeds its queries with the target's embedding table and reads its hidden "
                     "states; both are the target's width, and so are these weights.",
@@ -449,10 +465,10 @@ class _Drafter:
 
     def _corrected(self, keys: Iterable[str]) -> ConfigView:
         """The drafter's text config with `keys` set to what its weights say."""
-        geometry = self.geometry or {}
+        stored = self.geometry.values if self.geometry is not None else {}
         corrected = self.config.raw()
         for key in keys:
-            corrected[key] = geometry[key]
+            corrected[key] = stored[key]
         return ConfigView(corrected)
 
     def config_weights(self) -> list[Finding]:
@@ -463,31 +479,31 @@ class _Drafter:
             return []
         wrong: dict[str, tuple[Any, Any]] = {}
         for key in GEOMETRY_KEYS:
-            if key in self.blamed or key not in geometry:
+            if key in self.blamed or key not in geometry.values:
                 continue
             given = self.config.head_dim if key == "head_dim" else \
                 self.config.int("num_attention_heads") if key == "num_key_value_heads" and key not in self.config else \
                 self.config.int(key)
-            if given is None or given == geometry[key]:
+            if given is None or given == geometry.values[key]:
                 continue
             if key in ("head_dim", "num_key_value_heads") and key not in self.config:
                 # Derived, not written: it is wrong only if it stays wrong once the written keys are corrected.
                 corrected = self._corrected([*self.blamed, *wrong])
                 derived = corrected.head_dim if key == "head_dim" else corrected.int("num_attention_heads")
-                if derived == geometry[key]:
+                if derived == geometry.values[key]:
                     continue
-            wrong[key] = (given, geometry[key])
+            wrong[key] = (given, geometry.values[key])
         if not wrong:
             return []
         parts = []
         for key, (given, stored) in wrong.items():
             if key == "num_hidden_layers":
-                held = geometry["layers"]
+                held = geometry.layers
                 listed = ", ".join(str(i) for i in held) + (", ..." if stored > len(held) else "")
                 parts.append(f"num_hidden_layers {given}, but the weights hold {stored} layer(s)"
                              + (f" (layers {listed})" if held else ""))
             else:
-                parts.append(f"{key} {given}, but the weights say {stored} ({geometry['from'][key]})")
+                parts.append(f"{key} {given}, but the weights say {stored} ({geometry.read_from[key]})")
         self.blamed.update(dict.fromkeys(wrong, "drafter.config-weights"))
         settings = ", ".join(f"\"{k}\": {stored}" for k, (_, stored) in wrong.items())
         return [DRAFTER_CONFIG_WEIGHTS.finding(Status.FAIL,
@@ -497,7 +513,7 @@ class _Drafter:
                         "keys. Either the config.json was written for another model or the weights are incomplete.",
                         evidence={"file": self.file, "config": {k: g for k, (g, _) in wrong.items()},
                                   "weights": {k: w for k, (_, w) in wrong.items()},
-                                  "read_from": {k: geometry["from"].get(k) for k in wrong}},
+                                  "read_from": {k: geometry.read_from.get(k) for k in wrong}},
                         remediation=(Remediation(f"set {settings} in {quote(self.file)}",
                                                  "what the weights were saved with; or take the publisher's config.json"),))]
 
@@ -518,7 +534,7 @@ class _Drafter:
         where = f"{self.path}/{tensor.file}"
         if shape != [hidden, config_in]:
             # Follows from a blamed hidden_size when the weights' width gives exactly the stored shape.
-            fixed_hidden = (self.geometry or {}).get("hidden_size") if "hidden_size" in self.blamed else hidden
+            fixed_hidden = self.geometry.stored("hidden_size") if "hidden_size" in self.blamed and self.geometry else hidden
             fixed_width = declared if declared is not None else fixed_hidden
             cause = self.blamed["hidden_size"] if "hidden_size" in self.blamed and _is_int(fixed_width) and \
                 shape == [fixed_hidden, n_ids * fixed_width] else ""
