@@ -69,8 +69,7 @@ class ConfigView:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ConfigView) and other._data == self._data
 
-    def __hash__(self) -> _Int:
-        return id(self)
+    __hash__ = None  # type: ignore[assignment]  # equal by value, and the values are a dict
 
     def __repr__(self) -> _Str:
         return f"ConfigView({self._data!r})"
