@@ -20,9 +20,7 @@ pytest.importorskip("safetensors")
 from vllm_sources import vllm_source
 
 from dflash_doctor.check import Context
-from dflash_doctor.checks.models.drafter import DrafterCheck
-from dflash_doctor.checks.models.drafter_attention import DrafterAttentionCheck
-from dflash_doctor.checks.models.files import ModelFilesCheck
+from dflash_doctor.checks.models import DrafterAttentionCheck, DrafterCheck, ModelFilesCheck
 from dflash_doctor.checks.serve.command import ServeCommandCheck
 from dflash_doctor.checks.serve.resources import ServeResourcesCheck
 from dflash_doctor.codes import CODES
@@ -513,3 +511,46 @@ def test_a_selected_backend_without_the_kv_cache_dtype_is_refused_in_vllms_words
     assert "Selected backend AttentionBackendEnum.FLASH_ATTN is not valid for this configuration. Reason: " \
            "['kv_cache_dtype not supported']" in f.detail
     assert '"attention_backend": "FLASHINFER"' in f.remediation[0].command  # what vLLM picks itself there
+
+
+# ----------------------------------------------------------------------------------- typed models facts
+
+
+def test_the_models_facts_are_typed_to_the_leaves_and_an_older_or_broken_report_is_told_apart(tmp_path: Path) -> None:
+    """The models section as the collector writes it reads as nested shapes down to a tensor's shape, the user's
+    config.json through typed accessors; a report without the later keys loads with their defaults, and a leaf
+    of the wrong type is an error naming its place."""
+    from dflash_doctor.facts.models_shapes import ConfigView, Models, Tensor
+    from dflash_doctor.facts.shape import ShapeError
+
+    target, drafter = toy.write_toy_target(tmp_path / "target"), toy.write_toy_drafter(tmp_path / "drafter")
+    written = json.loads(json.dumps(models_collector.collect(
+        Context(python=sys.executable, cwd=str(tmp_path), options={"model": str(target), "drafter": str(drafter)}),
+        {})["models"]))
+    models = Models.from_json(written)
+    assert models.to_json() == Models.from_json(models.to_json()).to_json()
+    assert models.drafter is not None and models.target is not None
+    fc = models.drafter.weights.tensors["fc.weight"]
+    assert isinstance(fc, Tensor) and all(isinstance(d, int) for d in fc.shape) and fc.file == "model.safetensors"
+    assert models.target.text.int("hidden_size") == 64 and models.target.architectures == ["Qwen3ForCausalLM"]
+    assert models.drafter.config is not None
+    assert isinstance(models.drafter.config.drafter.view("dflash_config").list("target_layer_ids"), list)
+    assert models.drafter.weights.layers.count == 1 and models.target.prefix_bytes
+    # The user's values stay raw, and each accessor gives its type or None.
+    view = ConfigView({"hidden_size": "64", "num_hidden_layers": True, "layer_types": "full", "head_dim": 128})
+    assert (view.int("hidden_size"), view.int("num_hidden_layers"), view.layer_types, view.head_dim) == \
+        (None, None, None, 128)
+    # A report from before tokenizer_config, extra_files, the layer counts and the problem summaries loads.
+    older = json.loads(json.dumps(written))
+    for model in (older["target"], older["drafter"]):
+        for key in ("tokenizer_config", "extra_files", "prefix_bytes", "seconds"):
+            model.pop(key, None)
+        model["dir"]["weights"].pop("layers")
+    loaded = Models.from_json(older)
+    assert loaded.drafter is not None and loaded.drafter.weights.layers.count == 0
+    assert loaded.drafter.extra_files is None and loaded.drafter.seconds == 0.0
+    broken = json.loads(json.dumps(written))
+    broken["drafter"]["dir"]["weights"]["tensors"]["fc.weight"]["shape"][0] = "64"
+    with pytest.raises(ShapeError) as raised:
+        Models.from_json(broken)
+    assert raised.value.where == "drafter.dir.weights.tensors.fc.weight.shape[0]"

@@ -19,6 +19,7 @@ from vllm_sources import vllm_source
 
 from dflash_doctor.checks.models.common import _derived_max_len
 from dflash_doctor.checks.serve.common import max_len_refused
+from dflash_doctor.facts.models_shapes import ConfigView, Model, SpeculatorsLaunch
 from dflash_doctor.facts.serve import _markers
 from dflash_doctor.facts.serve_shapes import VllmDflash
 from dflash_doctor.facts.vllm_pairing import VllmSources
@@ -68,10 +69,10 @@ def _vllm_facts(version: str) -> VllmDflash:
     return VllmDflash(installed=True, version=version, root=root, markers=_markers(VllmSources(root)))
 
 
-def _model(config: Mapping[str, Any], tokenizer: Mapping[str, Any] | None) -> dict[str, Any]:
+def _model(config: Mapping[str, Any], tokenizer: Mapping[str, Any] | None) -> Model:
     # The doctor's model facts: config.json's text view (facts.modelfiles), the tokenizer_config read beside it.
-    return {"dir": {"config": {"model_type": config.get("model_type"), "text": dict(config)}},
-            "tokenizer_config": dict(tokenizer) if tokenizer else None}
+    return Model.from_json({"dir": {"config": {"model_type": config.get("model_type"), "text": dict(config)}},
+                            "tokenizer_config": dict(tokenizer) if tokenizer else None})
 
 
 @pytest.mark.parametrize("version", MATRIX)
@@ -125,7 +126,7 @@ DRAFTER_ROPES: list[dict[str, Any] | None] = [
 def test_which_drafters_vllm_lengthens_is_each_releases_own_rule(version: str) -> None:
     """A drafter shorter than the served context: raised to it (RoPE that only sizes a cache), or the served
     length lowered to the drafter's, as the release's own _rope_only_sizes_cache and limiter decide."""
-    from dflash_doctor.checks.models.common import _rope_entries
+    from dflash_doctor.checks.models.common import rope_entries
     from dflash_doctor.checks.models.drafter_pairing import _context_handling
     from dflash_doctor.knowledge.dflash_reports import DRAFTER_CONTEXT_RAISED
 
@@ -153,7 +154,7 @@ def test_which_drafters_vllm_lengthens_is_each_releases_own_rule(version: str) -
     from types import SimpleNamespace
     for rope in DRAFTER_ROPES:
         text = {"rope_parameters": rope} if rope is not None else {}
-        kinds = [str(e.get("rope_type") or "default") for e in _rope_entries(text)]
+        kinds = [str(e.rope_type or "default") for e in rope_entries(ConfigView(text))]
         doctor = all(kind in cache_only_set for kind in kinds)
         assert doctor == only_cache(SimpleNamespace(**text)), (version, rope)
 
@@ -257,7 +258,7 @@ def test_the_speculators_launch_is_read_as_each_release_reads_it(version: str, t
             assert facts is not None
             for user_spec in LAUNCH_USER_SPECS:
                 expected = release(str(drafter), user_spec)
-                read = read_launch(facts, vllm, user_spec)
+                read = read_launch(SpeculatorsLaunch.from_json(facts), vllm, user_spec)
                 doctor = (("error", read.message.split(". ")[0], None) if read.kind in ("refused", "invalid")
                           else ("no-verifier", None, None) if read.kind == "no-verifier"
                           else ("serves", read.verifier, read.spec))
@@ -270,7 +271,7 @@ def test_the_speculators_launch_is_read_as_each_release_reads_it(version: str, t
         facts = speculators_launch(describe_model(str(drafter), str(tmp_path), "target"), str(tmp_path))
         assert facts is not None
         expected = release(str(drafter), None)
-        read = read_launch(facts, vllm, None)
+        read = read_launch(SpeculatorsLaunch.from_json(facts), vllm, None)
         doctor = ("error", read.message.split(". ")[0], None) if read.kind in ("refused", "invalid") else (read.kind,)
         if doctor != expected:
             disagree.append(f"{name}: vLLM {expected}, doctor {doctor}")
@@ -353,7 +354,7 @@ def test_a_speculators_drafter_reads_as_each_release_converts_it(version: str) -
                                       {"update_dflash": release_function(version, rel, "update_dflash", {})})
         pre_trained: dict[str, Any] = {}
         update(config_dict=dict(config), pre_trained_config=pre_trained)
-        doctor = speculators_keys(config, vllm)
+        doctor = speculators_keys(ConfigView(config), vllm)
         for key in ("architectures", "eagle_aux_hidden_state_layer_ids", "dflash_config", "draft_vocab_size"):
             assert doctor.get(key) == pre_trained.get(key), (version, kind, key, doctor.get(key), pre_trained.get(key))
 

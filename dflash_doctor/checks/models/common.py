@@ -6,11 +6,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 from dflash_doctor.check import Facts
+from dflash_doctor.checks.gpu.common import resolve_visible
+from dflash_doctor.checks.models.codes import (
+    DRAFTER_NOT_JUDGED,
+)
+from dflash_doctor.checks.remedy import Installer
+from dflash_doctor.codes import Code
 from dflash_doctor.facts.envfacts import version_tuple
-from dflash_doctor.facts.models_shapes import Models
+from dflash_doctor.facts.models_shapes import ConfigView, ListSummary, Model, Models, Tensor, Weights
 from dflash_doctor.facts.nvml_shapes import Gpu
 from dflash_doctor.facts.serve_shapes import ServeArgs, ServeAssumptions, VllmDflash
 from dflash_doctor.knowledge.archs import compute_capability
@@ -19,8 +26,29 @@ from dflash_doctor.knowledge.dflash_reports import SPECULATORS_DFLASH
 from dflash_doctor.model import CheckResult, Finding, Status
 from dflash_doctor.units import GIB
 
-__all__ = ["derived_max_len", "gpu_view", "list_length", "listed", "long_list", "text_config", "value_count",
-           "version_tuple"]
+__all__ = [
+    "DrafterView",
+    "architectures",
+    "derived_max_len",
+    "dflash_config",
+    "drafter_keys",
+    "drafter_view",
+    "gpu_view",
+    "has_behaviour",
+    "list_length",
+    "listed",
+    "long_list",
+    "not_given",
+    "rope_entries",
+    "skip_if_broken",
+    "spec_value",
+    "speculators_keys",
+    "text_config",
+    "value_count",
+    "version_tuple",
+    "vllm_label",
+    "yarn_already_scaled",
+]
 
 
 SLIDING = "sliding_attention"
@@ -32,34 +60,28 @@ MAX_LISTED = 12
 
 
 
-def text_config(model: Mapping[str, Any] | None) -> dict[str, Any]:
-    config = ((model or {}).get("dir") or {}).get("config") or {}
-    return dict(config.get("text") or {})
+def text_config(model: Model | None) -> ConfigView:
+    """The model's text config (empty without a readable config.json)."""
+    return model.text if model is not None else ConfigView()
 
 
-def long_list(model: Mapping[str, Any] | None, where: str) -> dict[str, Any] | None:
-    """The facts' summary of a config.json list longer than the facts keep (model_dir.list_summary: "count",
-    "min", "max", "increasing", "repeats", "values"), by its place: "text.layer_types",
-    "drafter.dflash_config.target_layer_ids"; None when the list is kept whole."""
-    lists = (((model or {}).get("dir") or {}).get("config") or {}).get("lists")
-    found = lists.get(where) if isinstance(lists, Mapping) else None
-    return dict(found) if isinstance(found, Mapping) else None
+def long_list(model: Model | None, where: str) -> ListSummary | None:
+    """The facts' summary of a config.json list longer than the facts keep (model_dir.list_summary), by its
+    place: "text.layer_types", "drafter.dflash_config.target_layer_ids"; None when the list is kept whole."""
+    config = model.config if model is not None else None
+    return config.long_list(where) if config is not None else None
 
 
-def list_length(model: Mapping[str, Any] | None, where: str, kept: list[Any]) -> int:
+def list_length(model: Model | None, where: str, kept: list[Any]) -> int:
     """How many items the config's list had (the kept part is cut at model_dir.CONFIG_LIST_MAX)."""
     summary = long_list(model, where)
-    count = summary.get("count") if summary else None
-    return count if _is_int(count) else len(kept)
+    return summary.count if summary is not None else len(kept)
 
 
-def value_count(model: Mapping[str, Any] | None, where: str, kept: list[Any], value: str) -> int:
+def value_count(model: Model | None, where: str, kept: list[Any], value: str) -> int:
     """How often `value` occurs in the config's whole list (kept part, or the summary's counts)."""
-    summary = long_list(model, where)
-    if summary and isinstance(summary.get("values"), Mapping):
-        n = summary["values"].get(value)
-        return n if _is_int(n) else 0
-    return kept.count(value)
+    config = model.config if model is not None else None
+    return config.value_count(where, kept, value) if config is not None else kept.count(value)
 
 
 def listed(values: list[Any], count: int | None = None, limit: int = 8) -> str:
@@ -70,21 +92,16 @@ def listed(values: list[Any], count: int | None = None, limit: int = 8) -> str:
     return f"[{', '.join(repr(v) for v in values[:limit])}, ...] ({count} in all)"
 
 
-def architectures(model: Mapping[str, Any] | None) -> list[str]:
+def architectures(model: Model | None) -> list[str]:
     """The names in a model's config.json "architectures" list; [] when it is absent or not a list (a
     hand-written config may hold anything there)."""
-    archs = (((model or {}).get("dir") or {}).get("config") or {}).get("architectures")
-    return [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
+    return model.architectures if model is not None else []
 
 
-def _config_file(model: Mapping[str, Any]) -> str:
-    config = ((model.get("dir") or {}).get("config") or {})
-    return str(config.get("file") or f"{(model.get('resolved') or {}).get('path') or model.get('name')}/config.json")
-
-
-def _drafter_keys(model: Mapping[str, Any], vllm: VllmDflash | None = None) -> dict[str, Any]:
+def drafter_keys(model: Model, vllm: VllmDflash | None = None) -> ConfigView:
     """The drafter's config keys as vLLM sees them: a speculators-format config converted as vLLM converts it."""
-    return speculators_keys(dict((((model.get("dir") or {}).get("config") or {}).get("drafter")) or {}), vllm)
+    config = model.config
+    return ConfigView(speculators_keys(config.drafter if config is not None else ConfigView(), vllm))
 
 
 def has_behaviour(vllm: VllmDflash | None, marker: str, since: str) -> bool:
@@ -97,28 +114,28 @@ def has_behaviour(vllm: VllmDflash | None, marker: str, since: str) -> bool:
     return not version or version >= version_tuple(since)
 
 
-def speculators_keys(keys: Mapping[str, Any], vllm: VllmDflash | None) -> dict[str, Any]:
+def speculators_keys(keys: ConfigView, vllm: VllmDflash | None) -> dict[str, Any]:
     """A speculators-format DFlash drafter's keys (speculators_model_type dflash/dflash2, the dims under
     transformer_layer_config, aux_hidden_state_layer_ids, a top-level mask_token_id) as the installed vLLM turns
     them into a DFlash config (knowledge.dflash_reports.SPECULATORS_DFLASH); any other config as it is."""
     rule = SPECULATORS_DFLASH.value
-    kind = keys.get("speculators_model_type")
-    if not isinstance(kind, str) or kind not in rule["types"]:
-        return dict(keys)
-    out = dict(keys)
-    aux = keys.get("aux_hidden_state_layer_ids")
+    kind = keys.str("speculators_model_type")
+    if kind is None or kind not in rule["types"]:
+        return keys.raw()
+    out = keys.raw()
+    aux = keys.value("aux_hidden_state_layer_ids")
     out["architectures"] = [rule["types"][kind]]
-    out["draft_vocab_size"] = keys.get("draft_vocab_size")
+    out["draft_vocab_size"] = keys.value("draft_vocab_size")
     out["eagle_aux_hidden_state_layer_ids"] = aux
     minus_one = has_behaviour(vllm, "speculators_aux_minus_one", rule["aux_minus_one_since"])
     ids = [i - 1 for i in aux] if minus_one and isinstance(aux, list) and all(_is_int(i) for i in aux) else aux
-    dflash: dict[str, Any] = {"mask_token_id": keys.get("mask_token_id"), "target_layer_ids": ids}
+    dflash: dict[str, Any] = {"mask_token_id": keys.value("mask_token_id"), "target_layer_ids": ids}
     if has_behaviour(vllm, "speculators_sample_from_anchor", rule["optional_keys"]["sample_from_anchor"][1]):
-        dflash["sample_from_anchor"] = keys.get("sample_from_anchor", False)
+        dflash["sample_from_anchor"] = keys.value("sample_from_anchor", False)
     if has_behaviour(vllm, "speculators_causal", rule["optional_keys"]["causal"][1]):
-        dflash["causal"] = not keys.get("sliding_window_non_causal", True)
+        dflash["causal"] = not keys.value("sliding_window_non_causal", True)
     if kind == "dflash2":
-        dflash.update({k: keys[k] for k in rule["dflash2_keys"] if keys.get(k) is not None})
+        dflash.update({k: keys.value(k) for k in rule["dflash2_keys"] if keys.value(k) is not None})
     out["dflash_config"] = dflash
     out["speculators_format"] = kind
     return out
@@ -128,7 +145,7 @@ def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _vllm_label(vllm: VllmDflash | None) -> str:
+def vllm_label(vllm: VllmDflash | None) -> str:
     if vllm is None or not vllm.installed:
         return "vLLM (not installed in the target)"
     return f"vLLM {vllm.version or '?'}"
@@ -145,50 +162,82 @@ def _marker(vllm: VllmDflash | None, name: str) -> bool | None:
     return bool(marker.get("found"))
 
 
-def _head_dim(text: Mapping[str, Any]) -> int | None:
-    head_dim, hidden, heads = text.get("head_dim"), text.get("hidden_size"), text.get("num_attention_heads")
-    if _is_int(head_dim):
-        return int(head_dim)
-    if _is_int(hidden) and _is_int(heads) and heads > 0:
-        return int(hidden) // int(heads)
-    return None
-
-
-def _spec_value(serve: Mapping[str, Any] | None) -> dict[str, Any]:
+def spec_value(serve: Mapping[str, Any] | None) -> dict[str, Any]:
     value = ((serve or {}).get("speculative_config") or {}).get("value")
     return value if isinstance(value, dict) else {}
 
 
-def _not_given(check_id: str, check_title: str, what: str) -> list[Finding]:
-    return [Finding(
-        f"{check_id}.not-given", Status.SKIP, f"{check_title}: skipped, no {what} given",
+def not_given(code: Code, check_title: str, what: str) -> list[Finding]:
+    """The check's own "nothing given" finding (`code`: FILES_NOT_GIVEN, NOT_GIVEN, ATTENTION_NOT_GIVEN)."""
+    return [code.finding(
+        Status.SKIP, f"{check_title}: skipped, no {what} given",
         detail="Give the directories with `dflash-doctor serve -- vllm serve MODEL --speculative-config "
         "'{\"method\": \"dflash\", \"model\": DRAFTER, ...}'` (or the model/drafter options), and the model checks "
         "read their config.json and safetensors headers.",
     )]
 
 
-def _skip_if_broken(facts: Facts, title: str) -> list[Finding] | None:
+def skip_if_broken(facts: Facts, title: str) -> list[Finding] | None:
     models = facts.section(Models)
     prior: CheckResult | None = facts.prior.get("model-files")
     # The model-files findings that stop judgement; the first is what this skip follows from.
     broken = [f for f in (prior.findings if prior else ()) if f.status is Status.FAIL
               and f.evidence.get("blocks_judgement")]
     cause = broken[0].id if broken else ""
-    for role, described in (("drafter", models.drafter), ("target", models.target)):
-        model = described or {}
-        if not (model.get("dir") or {}).get("config"):
-            return [Finding("drafter.not-judged", Status.SKIP,
-                            f"{title}: not judged, the {role} {model.get('name')!r} could not be read (see Model files)",
+    for role, model in (("drafter", models.drafter), ("target", models.target)):
+        if model is None or model.config is None:
+            return [DRAFTER_NOT_JUDGED.finding(Status.SKIP,
+                            f"{title}: not judged, the {role} {model.name if model else None!r} could not be read "
+                            "(see Model files)",
                             detail="The drafter is compared with its target from both config.json files and the "
                             "drafter's safetensors headers; without them nothing can be compared.", cause=cause)]
     if not broken:
         return None
-    return [Finding("drafter.not-judged", Status.SKIP,
+    return [DRAFTER_NOT_JUDGED.finding(Status.SKIP,
                     f"{title}: not judged, the model files are broken ({broken[0].title})",
                     detail="Fix the model-files findings first; the drafter cannot be compared with its target "
                     "without a readable config.json and weights.",
                     evidence={"blocking": [f.id for f in broken]}, cause=cause)]
+
+
+@dataclass(frozen=True)
+class DrafterView:
+    """The drafter and its target as the drafter rules read them (checks.models.drafter and drafter_pairing):
+    the models' facts, the installed vLLM, the served command, and what the rules found so far (`ok`: what holds,
+    `blamed`: config.json key -> the finding id that blames it, `emitted`: the ids emitted)."""
+
+    drafter: Model
+    target: Model
+    vllm: VllmDflash | None
+    serve: Mapping[str, Any] | None
+    installer: Installer
+    ccs: list[str]
+    """The serving GPUs' compute capabilities ("8.6"; gpu_view)."""
+    file: str
+    """The drafter's config.json."""
+    path: str | None
+    label: str
+    config: ConfigView
+    """The drafter's text config."""
+    keys: ConfigView
+    """The drafter's own keys as vLLM sees them (speculators_keys)."""
+    dflash: ConfigView
+    """eagle_config, then dflash_config over it."""
+    target_config: ConfigView
+    weights: Weights
+    tensors: dict[str, Tensor]
+    ok: list[str] = field(default_factory=list)
+    blamed: dict[str, str] = field(default_factory=dict)
+    emitted: set[str] = field(default_factory=set)
+
+
+def drafter_view(drafter: Model, target: Model, vllm: VllmDflash | None, serve: Mapping[str, Any] | None,
+                 installer: Installer, ccs: list[str] | None = None) -> DrafterView:
+    keys = drafter_keys(drafter, vllm)
+    return DrafterView(drafter=drafter, target=target, vllm=vllm, serve=serve, installer=installer,
+                       ccs=list(ccs or []), file=drafter.config_file, path=drafter.resolved.path,
+                       label=vllm_label(vllm), config=drafter.text, keys=keys, dflash=dflash_config(keys),
+                       target_config=target.text, weights=drafter.weights, tensors=dict(drafter.weights.tensors))
 
 
 def gpu_view(facts: Facts) -> dict[str, Any]:
@@ -221,8 +270,6 @@ def gpu_view(facts: Facts) -> dict[str, Any]:
         view["why"] = (f"NVML is not usable here ({(error.name or error.kind) if error else None}: "
                        f"{error.message if error else None})")
     else:
-        from dflash_doctor.checks.gpu.common import resolve_visible  # type: ignore[import-not-found,unused-ignore]
-
         visible = resolve_visible(gpu.environ.get("CUDA_VISIBLE_DEVICES"), gpu.devices)
         by_index = {d.index: d for d in gpu.devices}
         nvml_devices = [by_index[i].to_json() for i in visible.gpus if i in by_index]
@@ -244,14 +291,12 @@ def gpu_view(facts: Facts) -> dict[str, Any]:
     return view
 
 
-def _dflash_config(keys: Mapping[str, Any]) -> dict[str, Any]:
+def dflash_config(keys: ConfigView) -> ConfigView:
     """vLLM merges eagle_config, then dflash_config over it (qwen3_dflash.py DFlashQwen3Model.__init__)."""
     merged: dict[str, Any] = {}
     for key in ("eagle_config", "dflash_config"):
-        value = keys.get(key)
-        if isinstance(value, dict):
-            merged.update(value)
-    return merged
+        merged.update(keys.view(key).raw())
+    return ConfigView(merged)
 
 
 def _length(value: object) -> TypeGuard[float]:
@@ -266,37 +311,33 @@ def yarn_already_scaled(vllm: VllmDflash | None) -> bool:
     return has_behaviour(vllm, "yarn_already_scaled", MAX_LEN_DERIVATION.value["yarn_already_scaled_since"])
 
 
-def _rope_entries(text: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    rope = text.get("rope_parameters") or text.get("rope_scaling")
-    if not isinstance(rope, dict) or not rope:
-        return []
-    if set(rope) <= set(MAX_LEN_DERIVATION.value["layer_types"]):
-        return [entry for entry in rope.values() if isinstance(entry, dict) and entry]
-    return [rope]
+def rope_entries(text: ConfigView) -> list[ConfigView]:
+    return text.rope_entries(list(MAX_LEN_DERIVATION.value["layer_types"]))
 
 
-def derived_max_len(model: Mapping[str, Any] | None, vllm: VllmDflash | None) -> tuple[float | None, str]:
+def derived_max_len(model: Model | None, vllm: VllmDflash | None) -> tuple[float | None, str]:
     """The length vLLM derives from a model's config (knowledge.dflash.MAX_LEN_DERIVATION, per release):
     the smallest length key, capped by tokenizer_config's model_max_length, times the RoPE factor."""
     rule = MAX_LEN_DERIVATION.value
     text = text_config(model)
     base, key = math.inf, ""
     for name in rule["length_keys"]:
-        value = text.get(name)
+        value = text.value(name)
         if _length(value) and value < base:
             base, key = float(value), f"{name}={value}"
-    if _length(text.get("model_max_length")):
-        base, key = float(text["model_max_length"]), f"model_max_length={text['model_max_length']}"
+    own = text.value("model_max_length")
+    if _length(own):
+        base, key = float(own), f"model_max_length={own}"
     if base == math.inf:
         return None, "no max_position_embeddings"
-    tokenizer = (model or {}).get("tokenizer_config") or {}
-    limit = tokenizer.get("model_max_length") if isinstance(tokenizer, Mapping) else None
+    tokenizer = model.tokenizer_config if model is not None else None
+    limit = tokenizer.model_max_length if tokenizer is not None else None
     if _length(limit) and limit < base:
         base, key = float(limit), f"tokenizer_config model_max_length={limit}"
-    model_type = ((model or {}).get("dir") or {}).get("config") or {}
-    model_type = model_type.get("model_type") if isinstance(model_type, Mapping) else None
-    entries = _rope_entries(text)
-    if entries and rule["already_scaled_model_type"] not in str(model_type or text.get("model_type") or ""):
+    config = model.config if model is not None else None
+    model_type = config.model_type_raw if config is not None else None
+    entries = rope_entries(text)
+    if entries and rule["already_scaled_model_type"] not in str(model_type or text.value("model_type") or ""):
         excluded = tuple(rule["unscaled_rope_types"])
         scaled = yarn_already_scaled(vllm)
         if scaled:
@@ -304,12 +345,12 @@ def derived_max_len(model: Mapping[str, Any] | None, vllm: VllmDflash | None) ->
         factor: Any = 1.0
         kind = None
         for entry in entries:
-            kind = entry.get("rope_type") or entry.get("type")
+            kind = entry.rope_type
             if kind in excluded:
                 continue
-            factor = entry.get("factor", factor)
+            factor = entry.value("factor", factor)
             if kind == "yarn" and not scaled:
-                original = entry.get("original_max_position_embeddings")
+                original = entry.value("original_max_position_embeddings")
                 if not _length(original):
                     return None, "a yarn rope entry without original_max_position_embeddings"
                 base, key = float(original), f"original_max_position_embeddings={original}"
@@ -324,14 +365,15 @@ def derived_max_len(model: Mapping[str, Any] | None, vllm: VllmDflash | None) ->
     return base, key
 
 
-def _derived_max_len(model: Mapping[str, Any] | None, vllm: VllmDflash | None = None) -> tuple[int | None, str]:
+def _derived_max_len(model: Model | None, vllm: VllmDflash | None = None) -> tuple[int | None, str]:
     """The length vLLM serves a model at when --max-model-len is not given (a longrope model: its
     original_max_position_embeddings), and what it came from."""
     derived, key = derived_max_len(model, vllm)
     if derived is None:
         return None, key
-    if any((e.get("rope_type") or e.get("type")) == "longrope" for e in _rope_entries(text_config(model))):
-        original = text_config(model).get("original_max_position_embeddings")
+    text = text_config(model)
+    if any(e.rope_type == "longrope" for e in rope_entries(text)):
+        original = text.value("original_max_position_embeddings")
         if _length(original):
             return int(original), f"original_max_position_embeddings={original} (longrope)"
     return int(derived), key

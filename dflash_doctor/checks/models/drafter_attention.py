@@ -4,26 +4,33 @@ GPU, from its own selection code (collectors.serve)."""
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, ClassVar
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.argv import with_spec, without_flag
+from dflash_doctor.checks.models.codes import (
+    ATTENTION_BACKEND,
+    ATTENTION_NO_GPU_FACTS,
+    ATTENTION_NO_VLLM,
+    ATTENTION_NONE_VALID,
+    ATTENTION_NOT_GIVEN,
+    ATTENTION_SELECTED_INVALID,
+    ATTENTION_UNKNOWN,
+)
 from dflash_doctor.checks.models.common import (
-    _dflash_config,
-    _drafter_keys,
-    _head_dim,
     _marker,
-    _not_given,
-    _spec_value,
-    _vllm_label,
+    dflash_config,
+    drafter_keys,
     gpu_view,
     has_behaviour,
+    not_given,
+    spec_value,
     text_config,
+    vllm_label,
 )
 from dflash_doctor.checks.models.speculators import as_served
-from dflash_doctor.codes import Code
-from dflash_doctor.facts.models_shapes import Models
+from dflash_doctor.facts.models_shapes import ConfigView, Models
 from dflash_doctor.facts.serve_shapes import VllmDflash
 from dflash_doctor.knowledge.dflash import (
     ATTENTION_FALLBACK,
@@ -32,40 +39,17 @@ from dflash_doctor.knowledge.dflash import (
 )
 from dflash_doctor.model import Finding, Remediation, Status
 
-__all__ = ["DrafterAttentionCheck", "choose_backend"]
+__all__ = ["choose_backend", "judge_drafter_attention"]
 
 
-CODES: tuple[Code, ...] = (
-    # attention
-    Code("drafter-attention.backend", "The attention backend vLLM picks for DFlash's non-causal attention",
-         "DFlash drafts a whole block at once with non-causal attention. The doctor evaluates the installed vLLM's "
-         "own backend order (platforms/cuda.py) and each backend's supports_non_causal, compute-capability, "
-         "head-size and KV-cache-dtype checks (--kv-cache-dtype, or the speculative config's kv_cache_dtype) for "
-         "this GPU. In 0.20.x every layer, the target's too, needs a non-causal backend; from 0.21 only the drafter."),
-    Code("drafter-attention.none-valid", "No attention backend supports DFlash here",
-         "For this GPU, head size and KV cache dtype no backend in vLLM's order supports non-causal attention; vLLM "
-         "stops with 'No valid attention backend found', giving each backend's reasons (an fp8 KV cache: "
-         "FlashAttention only with FA3 on sm_90 or, from 0.27.1, FA4 on sm_100; FlashInfer and Triton only from 0.24)."),
-    Code("drafter-attention.selected-invalid", "The selected attention backend cannot run DFlash here",
-         "An explicitly selected backend (--attention-backend, or the speculative config's attention_backend from "
-         "0.21) that does not support non-causal attention, this compute capability, head size or KV cache dtype "
-         "makes vLLM "
-         "stop with 'Selected backend ... is not valid for this configuration'."),
-    Code("drafter-attention.unknown", "The backend choice could not be read from vLLM's source",
-         "The installed vLLM's selection code could not be evaluated for this compute capability."),
-    Code("drafter-attention.no-gpu-facts", "No GPU to choose an attention backend for",
-         "No GPU facts and no --target-arch: the choice depends on the compute capability."),
-    Code("drafter-attention.no-vllm", "No vLLM source to read the backend choice from",
-         "vLLM is not installed in the inspected interpreter."),
-)
 
 
 # --------------------------------------------------------------------------------- drafter-attention
 
 
-def _needs_non_causal(dflash: Mapping[str, Any], vllm: VllmDflash | None) -> bool:
+def _needs_non_causal(dflash: ConfigView, vllm: VllmDflash | None) -> bool:
     """From 0.23 a drafter with dflash_config.causal true runs causal attention (v1/spec_decode/dflash.py)."""
-    return not (_marker(vllm, "dflash_causal_key") and dflash.get("causal") is True)
+    return not (_marker(vllm, "dflash_causal_key") and dflash.value("causal") is True)
 
 
 def _kv_supported(info: Mapping[str, Any], kv_cache_dtype: str, cc: str, vllm: VllmDflash | None,
@@ -143,121 +127,113 @@ def choose_backend(attention: Mapping[str, Any], cc: str, non_causal: bool, head
     return result
 
 
-class DrafterAttentionCheck:
-    id: ClassVar[str] = "drafter-attention"
-    layer: ClassVar[str] = "models"
-    title: ClassVar[str] = "Attention backend for the drafter"
-    codes: ClassVar[tuple[Code, ...]] = tuple(c for c in CODES if c.id.startswith("drafter-attention."))
-    needs: ClassVar[frozenset[str]] = frozenset({"models", "vllm_dflash", "serve_args", "gpu"})
-    after: ClassVar[frozenset[str]] = frozenset()
-    requires_gpu: ClassVar[bool] = False
+def judge_drafter_attention(facts: Facts, title: str) -> list[Finding]:
+    """The drafter-attention check: the attention backend the installed vLLM picks for the drafter on each
+    serving GPU."""
+    models = facts.section(Models)
+    drafter = models.drafter
+    if drafter is None or not drafter.text:
+        return not_given(ATTENTION_NOT_GIVEN, title, "readable drafter")
+    vllm = facts.optional_section(VllmDflash)
+    if vllm is None or not vllm.root:
+        return [ATTENTION_NO_VLLM.finding(Status.SKIP,
+                        f"{title}: {vllm_label(vllm)}: no vLLM source to read its backend selection from",
+                        detail=f"Without it, the rule of thumb: {ATTENTION_FALLBACK.source}.")]
+    gpus = gpu_view(facts)
+    ccs = gpus["ccs"]
+    if not ccs:
+        return [ATTENTION_NO_GPU_FACTS.finding(Status.SKIP,
+                        f"{title}: no compute capability known ({gpus['why'] or 'the GPUs report none'})",
+                        detail="Run on the GPU host, or name the GPU with --target-arch (e.g. sm_86).")]
+    keys = drafter_keys(drafter, vllm)
+    dflash = dflash_config(keys)
+    all_layers = _marker(vllm, "non_causal_all_layers") is True
+    head_sizes = [h for h in {drafter.text.head_dim,
+                              text_config(models.target).head_dim if all_layers else None} if h]
+    serve = as_served(facts.optional("serve_args"), models.speculators_launch, vllm) or {}
+    spec = spec_value(serve)
+    fields = serve.get("fields") or {}
+    explicit = fields.get("attention_backend") if all_layers else spec.get("attention_backend")
+    # the drafter's KV cache: the speculative config's kv_cache_dtype where it sets one (0.34's DFlash loader
+    # replaces the cache dtype with it), else --kv-cache-dtype, else vLLM's default "auto"
+    kv = str((None if all_layers else spec.get("kv_cache_dtype")) or fields.get("kv_cache_dtype") or "auto")
+    attention = vllm.attention
+    non_causal = _needs_non_causal(dflash, vllm)
+    scope = "every attention layer (target and drafter)" if all_layers else "the drafter's attention"
+    findings: list[Finding] = []
+    for cc in ccs:
+        if cc not in (attention.get("priorities") or {}):
+            findings.append(ATTENTION_UNKNOWN.finding(Status.WARN,
+                                    f"{vllm_label(vllm)}: the backend choice for compute capability {cc} could not be "
+                                    "read from its source", evidence={"cc": cc}))
+            continue
+        pick = choose_backend(attention, cc, non_causal, head_sizes, str(explicit) if explicit else None,
+                              kv_cache_dtype=kv, vllm=vllm)
+        evidence = {"cc": cc, "order": pick["order"], "skipped": pick["skipped"], "head_sizes": head_sizes,
+                    "non_causal_scope": scope, "source": attention.get("source"), "explicit": explicit,
+                    "kv_cache_dtype": kv, "vllm_message": pick["message"]}
+        sm = "sm_" + cc.replace(".", "")
+        if pick["chosen"] is None:
+            if explicit:
+                title = (f"{vllm_label(vllm)} on {sm}: the selected attention backend {explicit} is not valid for "
+                         f"{scope} with kv_cache_dtype={kv}: {'; '.join(pick['skipped'].get(str(explicit), ['unknown']))}")
+                code = ATTENTION_SELECTED_INVALID
+            else:
+                title = (f"{vllm_label(vllm)} on {sm}: no attention backend supports {scope} with non-causal "
+                         f"attention and kv_cache_dtype={kv}")
+                code = ATTENTION_NONE_VALID
+            findings.append(code.finding(Status.FAIL, title,
+                                    detail=f"vLLM stops with \"{pick['message']}\" {NON_CAUSAL_SCOPE.source}",
+                                    evidence=evidence, remediation=_fixes(
+                                        attention, cc, non_causal, head_sizes, kv, vllm, serve, spec, all_layers)))
+            continue
+        skipped = "; ".join(f"{n}: {', '.join(r)}" for n, r in pick["skipped"].items())
+        findings.append(ATTENTION_BACKEND.finding(Status.PASS if pick["certain"] else Status.WARN,
+            f"{vllm_label(vllm)} on {sm} picks {pick['chosen']} for {scope}"
+            + (f" with kv_cache_dtype={kv}" if kv != "auto" else "")
+            + (" (non-causal supported)" if non_causal else " (causal drafter)")
+            + (f"; skipped {skipped}" if skipped else "")
+            + ("" if pick["certain"] else "; some of its conditions could not be evaluated from source"),
+            detail=f"{NON_CAUSAL_SCOPE.source} Order and support read from {vllm.root}.",
+            evidence=evidence))
+    return findings
 
-    def judge(self, facts: Facts) -> Iterable[Finding]:
-        models = facts.section(Models)
-        drafter = models.drafter
-        if drafter is None or not text_config(drafter):
-            return _not_given(self.id, self.title, "readable drafter")
-        vllm = facts.optional_section(VllmDflash)
-        if vllm is None or not vllm.root:
-            return [Finding("drafter-attention.no-vllm", Status.SKIP,
-                            f"{self.title}: {_vllm_label(vllm)}: no vLLM source to read its backend selection from",
-                            detail=f"Without it, the rule of thumb: {ATTENTION_FALLBACK.source}.")]
-        gpus = gpu_view(facts)
-        ccs = gpus["ccs"]
-        if not ccs:
-            return [Finding("drafter-attention.no-gpu-facts", Status.SKIP,
-                            f"{self.title}: no compute capability known ({gpus['why'] or 'the GPUs report none'})",
-                            detail="Run on the GPU host, or name the GPU with --target-arch (e.g. sm_86).")]
-        keys = _drafter_keys(drafter, vllm)
-        dflash = _dflash_config(keys)
-        all_layers = _marker(vllm, "non_causal_all_layers") is True
-        head_sizes = [h for h in {_head_dim(text_config(drafter)),
-                                  _head_dim(text_config(models.target)) if all_layers else None} if h]
-        serve = as_served(facts.optional("serve_args"), models.speculators_launch, vllm) or {}
-        spec = _spec_value(serve)
-        fields = serve.get("fields") or {}
-        explicit = fields.get("attention_backend") if all_layers else spec.get("attention_backend")
-        # the drafter's KV cache: the speculative config's kv_cache_dtype where it sets one (0.34's DFlash loader
-        # replaces the cache dtype with it), else --kv-cache-dtype, else vLLM's default "auto"
-        kv = str((None if all_layers else spec.get("kv_cache_dtype")) or fields.get("kv_cache_dtype") or "auto")
-        attention = vllm.attention
-        non_causal = _needs_non_causal(dflash, vllm)
-        scope = "every attention layer (target and drafter)" if all_layers else "the drafter's attention"
-        findings: list[Finding] = []
-        for cc in ccs:
-            if cc not in (attention.get("priorities") or {}):
-                findings.append(Finding("drafter-attention.unknown", Status.WARN,
-                                        f"{_vllm_label(vllm)}: the backend choice for compute capability {cc} could not be "
-                                        "read from its source", evidence={"cc": cc}))
-                continue
-            pick = choose_backend(attention, cc, non_causal, head_sizes, str(explicit) if explicit else None,
-                                  kv_cache_dtype=kv, vllm=vllm)
-            evidence = {"cc": cc, "order": pick["order"], "skipped": pick["skipped"], "head_sizes": head_sizes,
-                        "non_causal_scope": scope, "source": attention.get("source"), "explicit": explicit,
-                        "kv_cache_dtype": kv, "vllm_message": pick["message"]}
-            sm = "sm_" + cc.replace(".", "")
-            if pick["chosen"] is None:
-                if explicit:
-                    title = (f"{_vllm_label(vllm)} on {sm}: the selected attention backend {explicit} is not valid for "
-                             f"{scope} with kv_cache_dtype={kv}: {'; '.join(pick['skipped'].get(str(explicit), ['unknown']))}")
-                    code = "drafter-attention.selected-invalid"
-                else:
-                    title = (f"{_vllm_label(vllm)} on {sm}: no attention backend supports {scope} with non-causal "
-                             f"attention and kv_cache_dtype={kv}")
-                    code = "drafter-attention.none-valid"
-                findings.append(Finding(code, Status.FAIL, title,
-                                        detail=f"vLLM stops with \"{pick['message']}\" {NON_CAUSAL_SCOPE.source}",
-                                        evidence=evidence, remediation=self._fixes(
-                                            attention, cc, non_causal, head_sizes, kv, vllm, serve, spec, all_layers)))
-                continue
-            skipped = "; ".join(f"{n}: {', '.join(r)}" for n, r in pick["skipped"].items())
-            findings.append(Finding(
-                "drafter-attention.backend", Status.PASS if pick["certain"] else Status.WARN,
-                f"{_vllm_label(vllm)} on {sm} picks {pick['chosen']} for {scope}"
-                + (f" with kv_cache_dtype={kv}" if kv != "auto" else "")
-                + (" (non-causal supported)" if non_causal else " (causal drafter)")
-                + (f"; skipped {skipped}" if skipped else "")
-                + ("" if pick["certain"] else "; some of its conditions could not be evaluated from source"),
-                detail=f"{NON_CAUSAL_SCOPE.source} Order and support read from {vllm.root}.",
-                evidence=evidence))
-        return findings
 
-    @staticmethod
-    def _fixes(attention: Mapping[str, Any], cc: str, non_causal: bool, head_sizes: Sequence[int], kv: str,
-               vllm: VllmDflash, serve: Mapping[str, Any], spec: Mapping[str, Any],
-               all_layers: bool) -> tuple[Remediation, ...]:
-        """Commands the same evaluation accepts: the backend vLLM would pick itself selected instead, else the
-        default KV cache dtype with the selection (or, that failing too, without it)."""
-        argv = list(serve.get("argv") or []) or ["vllm", "serve", "MODEL"]
+def _fixes(attention: Mapping[str, Any], cc: str, non_causal: bool, head_sizes: Sequence[int], kv: str,
+           vllm: VllmDflash, serve: Mapping[str, Any], spec: Mapping[str, Any],
+           all_layers: bool) -> tuple[Remediation, ...]:
+    """Commands the same evaluation accepts: the backend vLLM would pick itself selected instead, else the
+    default KV cache dtype with the selection (or, that failing too, without it)."""
+    argv = list(serve.get("argv") or []) or ["vllm", "serve", "MODEL"]
 
-        def selecting(words: list[str], name: str | None) -> list[str]:
-            """`words` with the attention backend selection set to `name` (None: no selection)."""
-            if all_layers:
-                words = without_flag(words, "--attention-backend", takes_value=True)
-                return [*words, "--attention-backend", name] if name else words
-            rest = {k: v for k, v in spec.items() if k != "attention_backend"}
-            return shlex.split(with_spec(words, {**rest, "attention_backend": name} if name else rest))
+    def selecting(words: list[str], name: str | None) -> list[str]:
+        """`words` with the attention backend selection set to `name` (None: no selection)."""
+        if all_layers:
+            words = without_flag(words, "--attention-backend", takes_value=True)
+            return [*words, "--attention-backend", name] if name else words
+        rest = {k: v for k, v in spec.items() if k != "attention_backend"}
+        return shlex.split(with_spec(words, {**rest, "attention_backend": name} if name else rest))
 
-        def kv_auto(words: list[str]) -> list[str]:
-            if not all_layers and spec.get("kv_cache_dtype"):
-                words = shlex.split(with_spec(words, {k: v for k, v in spec.items() if k != "kv_cache_dtype"}))
-            return without_flag(words, "--kv-cache-dtype", takes_value=True)
+    def kv_auto(words: list[str]) -> list[str]:
+        if not all_layers and spec.get("kv_cache_dtype"):
+            words = shlex.split(with_spec(words, {k: v for k, v in spec.items() if k != "kv_cache_dtype"}))
+        return without_flag(words, "--kv-cache-dtype", takes_value=True)
 
-        explicit = spec.get("attention_backend") if not all_layers else (serve.get("fields") or {}).get("attention_backend")
-        fixes: list[Remediation] = []
-        if explicit:
-            auto = choose_backend(attention, cc, non_causal, head_sizes, None, kv_cache_dtype=kv, vllm=vllm)
-            if auto["chosen"]:
-                fixes.append(Remediation(shlex.join(selecting(argv, auto["chosen"])),
-                                         f"{auto['chosen']}, the backend vLLM picks itself here, supports this GPU, "
-                                         f"head size and kv_cache_dtype={kv}"))
-        if kv != "auto":
-            for selection in ([str(explicit)] if explicit else []) + [None]:
-                plain = choose_backend(attention, cc, non_causal, head_sizes, selection, kv_cache_dtype="auto", vllm=vllm)
-                if plain["chosen"]:
-                    words = kv_auto(argv) if selection else selecting(kv_auto(argv), None if not explicit
-                                                                      else plain["chosen"])
-                    fixes.append(Remediation(shlex.join(words), f"with the default KV cache dtype (auto), {plain['chosen']} "
-                                                    "runs the drafter's non-causal attention here"))
-                    break
-        return tuple(fixes)
+    explicit = spec.get("attention_backend") if not all_layers else (serve.get("fields") or {}).get("attention_backend")
+    fixes: list[Remediation] = []
+    if explicit:
+        auto = choose_backend(attention, cc, non_causal, head_sizes, None, kv_cache_dtype=kv, vllm=vllm)
+        if auto["chosen"]:
+            fixes.append(Remediation(shlex.join(selecting(argv, auto["chosen"])),
+                                     f"{auto['chosen']}, the backend vLLM picks itself here, supports this GPU, "
+                                     f"head size and kv_cache_dtype={kv}"))
+    if kv != "auto":
+        for selection in ([str(explicit)] if explicit else []) + [None]:
+            plain = choose_backend(attention, cc, non_causal, head_sizes, selection, kv_cache_dtype="auto", vllm=vllm)
+            if plain["chosen"]:
+                words = kv_auto(argv) if selection else selecting(kv_auto(argv), None if not explicit
+                                                                  else plain["chosen"])
+                fixes.append(Remediation(shlex.join(words), f"with the default KV cache dtype (auto), {plain['chosen']} "
+                                                "runs the drafter's non-causal attention here"))
+                break
+    return tuple(fixes)

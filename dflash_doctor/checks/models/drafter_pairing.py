@@ -4,30 +4,46 @@ auxiliary-hidden-state interface in the installed vLLM, the target the drafter w
 weights files as vLLM's loader picks them. Each rule reads the installed vLLM's facts
 (facts.vllm_pairing) and the models' own files; the hard-coded rest is in knowledge.dflash_reports.
 
-`pairing_rules(drafter)` gives the rules as callables for checks.drafter._Drafter's rule loop."""
+`pairing_rules(view)` gives the rules as callables for the drafter check's rule loop; each reads the drafter
+through common.DrafterView."""
 
 from __future__ import annotations
 
 import json
 import os
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from dflash_doctor.checks.argv import with_flag
+from dflash_doctor.checks.models.codes import (
+    DRAFTER_CONTEXT_LIMITS_SERVED,
+    DRAFTER_CONTEXT_SHORTER_THAN_SERVED,
+    DRAFTER_FP8_KERNEL,
+    DRAFTER_LAYER_TYPES_LENGTH,
+    DRAFTER_MADE_FOR,
+    DRAFTER_PADDED_VOCAB_V2,
+    DRAFTER_QUANTIZED_ACCEPTANCE,
+    DRAFTER_QUANTIZED_ATTENTION,
+    DRAFTER_ROPE_LAYOUT_FROM_TARGET,
+    DRAFTER_TARGET_NO_AUX_HIDDEN_STATES,
+    DRAFTER_WEIGHTS_FILE,
+)
 from dflash_doctor.checks.models.common import (
     SLIDING,
+    DrafterView,
     _derived_max_len,
     _is_int,
     _marker,
-    _rope_entries,
     architectures,
     has_behaviour,
     list_length,
-    text_config,
+    rope_entries,
     value_count,
     version_tuple,
 )
 from dflash_doctor.checks.remedy import quote
+from dflash_doctor.facts.models_shapes import ConfigView, Model
 from dflash_doctor.facts.serve_shapes import VllmDflash
 from dflash_doctor.knowledge.dflash_reports import (
     DRAFTER_CONTEXT_RAISED,
@@ -44,10 +60,7 @@ from dflash_doctor.knowledge.dflash_reports import (
 )
 from dflash_doctor.model import Finding, Remediation, Status
 
-if TYPE_CHECKING:
-    from dflash_doctor.checks.models.drafter import _Drafter
-
-__all__ = ["model_runner", "padded_vocab_v2", "pairing_rules", "quantization"]
+__all__ = ["Quantization", "model_runner", "padded_vocab_v2", "pairing_rules", "quantization"]
 
 ATTENTION_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "qkv_proj")
 # The config keys vLLM counts experts by (model_arch_config_convertor.get_num_experts, 0.22.1-0.34.0).
@@ -56,7 +69,7 @@ MOE_KEYS = ("num_experts", "moe_num_experts", "n_routed_experts", "num_local_exp
 FIX_LISTED = 64
 
 
-def pairing_rules(d: _Drafter, ccs: list[str]) -> tuple[Callable[[], list[Finding]], ...]:
+def pairing_rules(d: DrafterView, ccs: list[str]) -> tuple[Callable[[], list[Finding]], ...]:
     """The rules, in order; `ccs` are the serving GPUs' compute capabilities ("8.6"; model_common.gpu_view)."""
     return (lambda: _context(d), lambda: _layer_types(d), lambda: _target_interface(d),
             lambda: _quantization(d, ccs), lambda: _made_for(d), lambda: _weights_files(d),
@@ -68,7 +81,7 @@ def _pairing(vllm: VllmDflash | None) -> dict[str, Any]:
 
 
 def model_runner(vllm: VllmDflash | None, target_archs: list[str], environ: Mapping[str, Any] | None,
-                 drafter_layer_types: object = None, target: Mapping[str, Any] | None = None) -> tuple[str | None, str]:
+                 drafter_layer_types: object = None, target: Model | None = None) -> tuple[str | None, str]:
     """Which model runner the installed vLLM serves DFlash with ("v1", "v2" or None when it cannot be told),
     and why: VLLM_USE_V2_MODEL_RUNNER when set, else what the source shows, else the version
     (knowledge.dflash_reports.V2_DEFAULT_SINCE). A drafter that mixes sliding and full attention needs V2's
@@ -108,37 +121,37 @@ def model_runner(vllm: VllmDflash | None, target_archs: list[str], environ: Mapp
     return None, "the installed vLLM's source does not show which runner is the default"
 
 
-def _moe(target: Mapping[str, Any] | None) -> bool:
+def _moe(target: Model | None) -> bool:
     """vLLM's ModelConfig.is_moe: any of the experts-count keys is set (transformers_utils
     model_arch_config_convertor.get_num_experts)."""
-    text = text_config(target)
-    return any(isinstance(text.get(k), (int, list)) and bool(text.get(k)) for k in MOE_KEYS)
+    text = target.text if target is not None else ConfigView()
+    return any(isinstance(text.value(k), (int, list)) and bool(text.value(k)) for k in MOE_KEYS)
 
 
-def _quantized(target: Mapping[str, Any] | None) -> bool:
+def _quantized(target: Model | None) -> bool:
     """vLLM's ModelConfig.is_quantized: config.json has a quantization_config."""
-    config = ((target or {}).get("dir") or {}).get("config") or {}
-    return bool(config.get("quantization_config"))
+    config = target.config if target is not None else None
+    return config is not None and bool(config.quantization_config)
 
 
 # ------------------------------------------------------------------------------------------ 1: context
 
 
-def _context(d: _Drafter) -> list[Finding]:
+def _context(d: DrafterView) -> list[Finding]:
     fields = (d.serve or {}).get("fields") or {}
     given = fields.get("max_model_len")
     served, served_from = (given, f"--max-model-len {given}") if _is_int(given) else _derived_max_len(d.target, d.vllm)
-    drafter_len, drafter_from = _derived_max_len({"dir": d.drafter.get("dir")}, d.vllm)
+    drafter_len, drafter_from = _derived_max_len(Model(dir=d.drafter.dir), d.vllm)
     if not _is_int(served) or not _is_int(drafter_len) or drafter_len >= served:
         if _is_int(drafter_len):
             d.ok.append(f"context {drafter_len} ({drafter_from})")
         return []
     runner, why = model_runner(d.vllm, architectures(d.target), (d.serve or {}).get("environ"),
-                               d.config.get("layer_types"), d.target)
+                               d.config.layer_types, d.target)
     argv = list((d.serve or {}).get("argv") or [])
     raised, limited = _context_handling(d.vllm)
     where = f"served {served} ({served_from}), drafter {drafter_len} ({drafter_from})"
-    rope_types = [str(e.get("rope_type") or e.get("type") or "default") for e in _rope_entries(d.config)]
+    rope_types = [str(e.rope_type or "default") for e in rope_entries(d.config)]
     cache_only = DRAFTER_CONTEXT_RAISED.value["cache_only_rope_types"]
     if raised and all(kind in cache_only for kind in rope_types):
         d.ok.append(f"context {drafter_len} raised by vLLM to the served {served} (RoPE {', '.join(rope_types) or 'default'})")
@@ -146,7 +159,7 @@ def _context(d: _Drafter) -> list[Finding]:
     if limited and runner == "v2":
         fix = Remediation(with_flag(argv, "--max-model-len", drafter_len), "say the served length the drafter allows") \
             if argv else None
-        return [Finding("drafter.context-limits-served", Status.WARN,
+        return [DRAFTER_CONTEXT_LIMITS_SERVED.finding(Status.WARN,
                         f"{d.file}: the drafter's context {drafter_len} is shorter than the served {served} and its "
                         f"RoPE ({', '.join(rope_types)}) cannot simply grow: vLLM {d.vllm.version if d.vllm else ''} "
                         f"lowers the served max_model_len to {drafter_len} with only a log line, and refuses longer "
@@ -165,7 +178,7 @@ def _context(d: _Drafter) -> list[Finding]:
                              "what vLLM PR #57964 does: size the drafter's rotary cache for the served length "
                              "(the drafter then runs past the context it was trained on)"))
     if runner == "v2":
-        return [Finding("drafter.context-shorter-than-served", Status.FAIL,
+        return [DRAFTER_CONTEXT_SHORTER_THAN_SERVED.finding(Status.FAIL,
                         f"{d.file}: the drafter's context {drafter_len} is shorter than the served {served}: on the V2 "
                         f"model runner ({why}) the first request longer than {drafter_len} reads past the drafter's "
                         "rotary cache and kills the engine (CUDA illegal memory access)",
@@ -173,7 +186,7 @@ def _context(d: _Drafter) -> list[Finding]:
                         evidence={"file": d.file, "served": served, "drafter": drafter_len, "runner": runner,
                                   "why": why, "read": where},
                         remediation=tuple(fixes))]
-    return [Finding("drafter.context-shorter-than-served", Status.WARN,
+    return [DRAFTER_CONTEXT_SHORTER_THAN_SERVED.finding(Status.WARN,
                     f"{d.file}: the drafter's context {drafter_len} is shorter than the served {served}: "
                     + (f"the V1 model runner ({why}) stops drafting for longer requests, which then run without "
                        "DFlash" if runner == "v1" else f"{why}; on the V2 runner this kills the engine, on V1 "
@@ -196,10 +209,10 @@ def _context_handling(vllm: VllmDflash | None) -> tuple[bool, bool]:
 LAYER_TYPES_KEY = '"layer_types": '
 
 
-def _layer_types(d: _Drafter) -> list[Finding]:
-    types = d.config.get("layer_types")
-    layers = d.config.get("num_hidden_layers")
-    if not isinstance(types, list) or not _is_int(layers):
+def _layer_types(d: DrafterView) -> list[Finding]:
+    types = d.config.layer_types
+    layers = d.config.int("num_hidden_layers")
+    if types is None or layers is None:
         return []
     # Counted, never expanded: num_hidden_layers is read from config.json and may say 3e8, and the facts keep
     # only the first model_dir.CONFIG_LIST_MAX entries of a longer list (its count is in the config's "lists").
@@ -210,7 +223,7 @@ def _layer_types(d: _Drafter) -> list[Finding]:
         more = f" (and {layers - shown} more)" if layers > shown else ""
         # A num_hidden_layers the weights contradict (drafter.config-weights) is the cause: layer_types may be right.
         cause = d.blamed.get("num_hidden_layers", "")
-        return [Finding("drafter.layer-types-length", Status.FAIL,
+        return [DRAFTER_LAYER_TYPES_LENGTH.finding(Status.FAIL,
                         f"{d.file}: layer_types has {count} entries for num_hidden_layers {layers}: transformers "
                         f"refuses the config (\"`num_hidden_layers` ({layers}) must be equal to the number of layer "
                         f"types ({count})\") and vLLM never builds the drafter",
@@ -221,10 +234,10 @@ def _layer_types(d: _Drafter) -> list[Finding]:
                         (Remediation(f"set {quote(LAYER_TYPES_KEY + json.dumps(fixed))}{more} in {quote(str(d.file))}",
                                      "one entry per layer; take them from the publisher's config.json"),),
                         cause=cause)]
-    target_types = d.target_config.get("layer_types")
+    target_types = d.target_config.layer_types
     sliding = value_count(d.drafter, "text.layer_types", types, SLIDING)
-    if isinstance(target_types, list) and sliding:
-        window = d.dflash.get("swa_window_size", d.config.get("sliding_window"))
+    if target_types is not None and sliding:
+        window = d.dflash.value("swa_window_size", d.config.value("sliding_window"))
         d.ok.append(f"layer_types {sliding} sliding (window {window}) + "
                     f"{value_count(d.drafter, 'text.layer_types', types, 'full_attention')} full; target "
                     f"{value_count(d.target, 'text.layer_types', target_types, SLIDING)} sliding of "
@@ -235,7 +248,7 @@ def _layer_types(d: _Drafter) -> list[Finding]:
 # ------------------------------------------------------------------------------ 3: auxiliary hidden states
 
 
-def _target_interface(d: _Drafter) -> list[Finding]:
+def _target_interface(d: DrafterView) -> list[Finding]:
     eagle3 = _pairing(d.vllm).get("eagle3") or {}
     interface = eagle3.get("interface")
     archs = architectures(d.target)
@@ -250,7 +263,7 @@ def _target_interface(d: _Drafter) -> list[Finding]:
     lacking = [(a, i) for a, i in judged if i.get("implements") is False]
     if lacking:
         arch, info = lacking[0]
-        return [Finding("drafter.target-no-aux-hidden-states", Status.FAIL,
+        return [DRAFTER_TARGET_NO_AUX_HIDDEN_STATES.finding(Status.FAIL,
                         f"{d.label}'s {info.get('class')} ({info.get('file')}) does not implement {interface}: DFlash "
                         f"cannot read the target's hidden states and the engine stops at start with \"Model does not "
                         f"support EAGLE3 interface\"",
@@ -262,7 +275,7 @@ def _target_interface(d: _Drafter) -> list[Finding]:
                                                  f"{interface} (or a target architecture that does)"),))]
     unregistered = [a for a, i in judged if i.get("registered") is False]
     if unregistered and len(unregistered) == len(judged):
-        return [Finding("drafter.target-no-aux-hidden-states", Status.WARN,
+        return [DRAFTER_TARGET_NO_AUX_HIDDEN_STATES.finding(Status.WARN,
                         f"{d.label} has no model class for the target's architectures {archs}: it would serve it "
                         f"through the Transformers backend, which does not implement {interface}",
                         detail=EAGLE3_INTERFACE_RULE.value, evidence={"architectures": archs, "interface": interface})]
@@ -272,84 +285,99 @@ def _target_interface(d: _Drafter) -> list[Finding]:
 # ------------------------------------------------------------------------------------- 2: quantization
 
 
-def quantization(model: Mapping[str, Any] | None) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class Quantization:
+    """What a model's quantization_config says, reduced (see `quantization`)."""
+
+    method: str
+    bits: Any
+    """As the config says it (bits, w_bit or a group's num_bits)."""
+    strategy: Any
+    """"block", "tensor" (FP8 without weight_block_size), a group's strategy, or None."""
+    attention_quantized: bool
+    ignored: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"method": self.method, "bits": self.bits, "strategy": self.strategy,
+                "attention_quantized": self.attention_quantized, "ignored": self.ignored}
+
+
+def quantization(model: Model | None) -> Quantization | None:
     """What a model's quantization_config says, reduced: method, bits, per-tensor or per-channel or block, and
     whether attention projections are quantized (None: cannot tell). None when it has none."""
-    config = (((model or {}).get("dir") or {}).get("config") or {}).get("quantization_config")
-    if not isinstance(config, dict):
+    facts = model.config if model is not None else None
+    if facts is None or not isinstance(facts.quantization_config, dict):
         return None
-    method = str(config.get("quant_method") or config.get("format") or "unknown").lower()
-    bits = config.get("bits", config.get("w_bit"))
+    config = facts.quantization
+    method = str(config.value("quant_method") or config.value("format") or "unknown").lower()
+    bits = config.value("bits", config.value("w_bit"))
     strategy = None
-    if config.get("weight_block_size"):
+    if config.value("weight_block_size"):
         strategy = "block"
-    groups = config.get("config_groups")
-    ignored = [str(x) for x in (config.get("ignore") or config.get("modules_to_not_convert") or [])
+    groups = config.view("config_groups")
+    ignored = [str(x) for x in (config.value("ignore") or config.value("modules_to_not_convert") or [])
                if isinstance(x, str)]
     targets: list[str] = []
-    if isinstance(groups, dict):
-        for group in groups.values():
-            if not isinstance(group, dict):
-                continue
-            value = group.get("weights")
-            weights: dict[str, Any] = value if isinstance(value, dict) else {}
-            strategy = strategy or weights.get("strategy")
-            bits = bits if bits is not None else weights.get("num_bits")
-            if weights.get("type") == "float" and weights.get("num_bits") == 8:
-                method = "fp8" if method in ("compressed-tensors", "unknown") else method
-            targets += [str(t) for t in group.get("targets") or [] if isinstance(t, str)]
+    for name in groups:
+        group = groups.view(name)
+        if not group:
+            continue
+        weights = group.view("weights")
+        strategy = strategy or weights.value("strategy")
+        bits = bits if bits is not None else weights.value("num_bits")
+        if weights.value("type") == "float" and weights.value("num_bits") == 8:
+            method = "fp8" if method in ("compressed-tensors", "unknown") else method
+        targets += [str(t) for t in group.list("targets") or [] if isinstance(t, str)]
     if method == "fp8" and strategy is None:
         strategy = "tensor"  # vLLM's fp8 config: per-tensor unless weight_block_size is given
     attention = not any(p in i for i in ignored for p in ("self_attn", *ATTENTION_PROJECTIONS))
     if targets and not any(t == "Linear" or any(p in t for p in ATTENTION_PROJECTIONS) for t in targets):
         attention = False
-    return {"method": method, "bits": bits, "strategy": strategy, "attention_quantized": attention,
-            "ignored": ignored[:16]}
+    return Quantization(method, bits, strategy, attention, ignored[:16])
 
 
-def _quantization(d: _Drafter, ccs: list[str]) -> list[Finding]:
+def _quantization(d: DrafterView, ccs: list[str]) -> list[Finding]:
     drafter_q, target_q = quantization(d.drafter), quantization(d.target)
     findings: list[Finding] = []
     pairing = _pairing(d.vllm)
-    if drafter_q is not None and drafter_q["attention_quantized"]:
+    if drafter_q is not None and drafter_q.attention_quantized:
         raw = pairing.get("fused_kv_raw_weight")
         if raw:
-            findings.append(Finding(
-                "drafter.quantized-attention", Status.FAIL,
-                f"{d.file}: the drafter is quantized ({drafter_q['method']}) including q/k/v, and {d.label}'s "
+            findings.append(DRAFTER_QUANTIZED_ATTENTION.finding(Status.FAIL,
+                f"{d.file}: the drafter is quantized ({drafter_q.method}) including q/k/v, and {d.label}'s "
                 f"{os.path.basename(raw[-1])} slices qkv_proj.weight raw for its fused context K/V: the engine dies at "
                 "the start-up profiling run (\"expected mat1 and mat2 to have the same dtype\" for FP8, an "
                 "AttributeError or a shape error for packed 4-bit)",
                 detail=f"{FUSED_KV_RAW_WEIGHT.source}.",
-                evidence={"file": d.file, "quantization": drafter_q, "vllm_files": raw},
+                evidence={"file": d.file, "quantization": drafter_q.to_json(), "vllm_files": raw},
                 remediation=(Remediation("use the drafter's unquantized (BF16) checkpoint",
                                          "or quantize it with self_attn in the ignore list"),)))
         elif raw is not None:
-            d.ok.append(f"quantized drafter ({drafter_q['method']}): {d.label} applies q/k/v through quant_method")
-    if drafter_q is not None and drafter_q["method"] == "fp8" and drafter_q["strategy"] == "tensor":
-        findings.append(Finding("drafter.quantized-acceptance", Status.WARN,
+            d.ok.append(f"quantized drafter ({drafter_q.method}): {d.label} applies q/k/v through quant_method")
+    if drafter_q is not None and drafter_q.method == "fp8" and drafter_q.strategy == "tensor":
+        findings.append(DRAFTER_QUANTIZED_ACCEPTANCE.finding(Status.WARN,
                                 f"{d.file}: a per-tensor FP8 drafter: its scales are dropped on the fused context-K/V "
                                 "path and acceptance falls (0.0% in a reported case)",
                                 detail=f"{QUANTIZED_PAIR_ACCEPTANCE.value}. Sources: {QUANTIZED_PAIR_ACCEPTANCE.source}.",
-                                evidence={"file": d.file, "quantization": drafter_q},
+                                evidence={"file": d.file, "quantization": drafter_q.to_json()},
                                 remediation=(Remediation("use the drafter's BF16 checkpoint", "the DFlash drafters "
                                                          "are small; quantizing them saves little"),)))
-    if target_q is not None and target_q["method"] in ("awq", "awq_marlin"):
-        findings.append(Finding("drafter.quantized-acceptance", Status.WARN,
-                                f"the target is AWQ-quantized ({target_q['bits']}-bit): the drafter was trained on the "
+    if target_q is not None and target_q.method in ("awq", "awq_marlin"):
+        findings.append(DRAFTER_QUANTIZED_ACCEPTANCE.finding(Status.WARN,
+                                f"the target is AWQ-quantized ({target_q.bits}-bit): the drafter was trained on the "
                                 "BF16 target's hidden states and reads shifted ones; acceptance falls, to near zero in "
                                 "reports",
                                 detail=f"{QUANTIZED_PAIR_ACCEPTANCE.value}. Sources: {QUANTIZED_PAIR_ACCEPTANCE.source}.",
-                                evidence={"target_quantization": target_q},
+                                evidence={"target_quantization": target_q.to_json()},
                                 remediation=(Remediation("serve the BF16 or FP8 (block) target",
                                                          "measure acceptance before keeping the AWQ one"),)))
     findings += _fp8_on_gpu(d, drafter_q, target_q, ccs)
     return findings
 
 
-def _fp8_on_gpu(d: _Drafter, drafter_q: dict[str, Any] | None, target_q: dict[str, Any] | None,
+def _fp8_on_gpu(d: DrafterView, drafter_q: Quantization | None, target_q: Quantization | None,
                 ccs: list[str]) -> list[Finding]:
-    fp8 = [role for role, q in (("target", target_q), ("drafter", drafter_q)) if q and q["method"] == "fp8"]
+    fp8 = [role for role, q in (("target", target_q), ("drafter", drafter_q)) if q and q.method == "fp8"]
     if not fp8:
         return []
     facts = _pairing(d.vllm).get("fp8") or {}
@@ -361,12 +389,12 @@ def _fp8_on_gpu(d: _Drafter, drafter_q: dict[str, Any] | None, target_q: dict[st
         number = int(cc.replace(".", ""))
         sm = f"sm_{number}"
         if number < minimum:
-            findings.append(Finding("drafter.fp8-kernel", Status.FAIL,
+            findings.append(DRAFTER_FP8_KERNEL.finding(Status.FAIL,
                                     f"{' and '.join(fp8)} FP8 on {sm}: {d.label}'s FP8 method needs compute capability "
                                     f"{minimum // 10}.{minimum % 10} or more and refuses to start here",
                                     detail=FP8_KERNELS.source, evidence={"cc": cc, "models": fp8, "min": minimum}))
         elif number < native:
-            findings.append(Finding("drafter.fp8-kernel", Status.WARN,
+            findings.append(DRAFTER_FP8_KERNEL.finding(Status.WARN,
                                     f"{' and '.join(fp8)} FP8 on {sm}: no FP8 tensor cores below sm_{native}; "
                                     + (f"{d.label} runs FP8 weights through its Marlin weight-only kernel (W8A16), "
                                        "slower than native FP8 and unlike what the pair was measured with"
@@ -379,29 +407,29 @@ def _fp8_on_gpu(d: _Drafter, drafter_q: dict[str, Any] | None, target_q: dict[st
 # ------------------------------------------------------------------------------------- 4: made for
 
 
-def _made_for(d: _Drafter) -> list[Finding]:
-    card = (d.drafter.get("dir") or {}).get("card") or {}
-    named = [str(n) for n in card.get("base_model") or [] if n]
+def _made_for(d: DrafterView) -> list[Finding]:
+    card = d.drafter.dir.card if d.drafter.dir is not None else None
+    named = [n for n in card.base_model if n] if card is not None else []
     mismatches = [i for i in ("drafter.layer-ids-invalid", "drafter.target-depth-mismatch", "drafter.fc-width",
                               "drafter.hidden-size-mismatch", "drafter.vocab-mismatch") if i in d.emitted]
-    trained_for = d.keys.get("num_target_layers")
-    if not named:
+    trained_for = d.keys.int("num_target_layers")
+    if not named or card is None:
         return []
-    target_name = os.path.basename(str((d.target or {}).get("name") or "").rstrip("/"))
-    where = f"{card.get('file')} base_model"
+    target_name = os.path.basename(d.target.name.rstrip("/"))
+    where = f"{card.file} base_model"
     if not mismatches:
         d.ok.append(f"made for {named[0]} ({where})")
         return []
-    depth = d.target_config.get("num_hidden_layers")
-    return [Finding("drafter.made-for", Status.FAIL,
+    depth = d.target_config.value("num_hidden_layers")
+    return [DRAFTER_MADE_FOR.finding(Status.FAIL,
                     f"this drafter was made for {named[0]} ({where}"
-                    + (f", {trained_for} layers" if _is_int(trained_for) else "")
+                    + (f", {trained_for} layers" if trained_for is not None else "")
                     + f"); the target {target_name or '?'} has {depth} layers and hidden size "
-                    f"{d.target_config.get('hidden_size')}: vLLM fails late, at the first forward pass (\"mat1 and mat2 "
+                    f"{d.target_config.value('hidden_size')}: vLLM fails late, at the first forward pass (\"mat1 and mat2 "
                     "shapes cannot be multiplied\", vLLM PR #48113) or silently drafts badly",
                     detail="The drafter's fc reads len(target_layer_ids) x hidden_size features recorded from the "
                     "target it was trained on; another target gives other layers and widths.",
-                    evidence={"made_for": named, "from": where, "target": (d.target or {}).get("name"),
+                    evidence={"made_for": named, "from": where, "target": d.target.name,
                               "follows": mismatches},
                     remediation=(Remediation(f"serve {quote(str(named[0]))} as the target, or take the DFlash drafter "
                                              f"made for {quote(target_name) if target_name else 'this target'}",
@@ -412,35 +440,35 @@ def _made_for(d: _Drafter) -> list[Finding]:
 # ------------------------------------------------------------------------------------ 6: weights files
 
 
-def _weights_files(d: _Drafter) -> list[Finding]:
+def _weights_files(d: DrafterView) -> list[Finding]:
     weights = d.weights
-    files = [str(f.get("file") if isinstance(f, dict) else f) for f in weights.get("files") or []]
-    unlisted = [str(f) for f in weights.get("unlisted_files") or []]
-    index = weights.get("index") or {}
+    files = [f.file for f in weights.files]
+    unlisted = list(weights.unlisted_files)
+    shards = weights.index.shards if weights.index is not None else []
     consolidated = [f for f in files + unlisted if os.path.basename(f).startswith("consolidated")]
     path = d.path or "DRAFTER_DIR"
     if consolidated and len(consolidated) < len(set(files + unlisted)):
         others = sorted(set(files + unlisted) - set(consolidated))
-        return [Finding("drafter.weights-file", Status.FAIL,
+        return [DRAFTER_WEIGHTS_FILE.finding(Status.FAIL,
                         f"{path}: {consolidated[0]} makes vLLM read the directory as Mistral format and load only "
                         f"consolidated*.safetensors; {', '.join(others[:4])} would be ignored",
                         detail=f"{WEIGHT_FILE_SELECTION.value}. {WEIGHT_FILE_SELECTION.source}.",
                         evidence={"consolidated": consolidated, "ignored": others},
                         remediation=(Remediation(f"mv -- {quote(f'{path}/{consolidated[0]}')} {quote(f'{path}/{consolidated[0]}.bak')}",
                                                  "keep one copy of the weights, not named consolidated*"),))]
-    if unlisted and index.get("shards"):
-        missing = [s for s in index.get("shards") or [] if s not in files]
+    if unlisted and shards:
+        missing = [s for s in shards if s not in files]
         fix = (f"mv -- {quote(f'{path}/{unlisted[0]}')} {quote(f'{path}/{missing[0]}')}"
                if len(unlisted) == 1 and len(missing) == 1 else f"rm -- {quote(f'{path}/model.safetensors.index.json')}")
-        return [Finding("drafter.weights-file", Status.FAIL,
+        return [DRAFTER_WEIGHTS_FILE.finding(Status.FAIL,
                         f"{path}: model.safetensors.index.json does not list {', '.join(unlisted[:4])}: vLLM loads only "
                         "the files the index names" + (f" ({', '.join(missing[:4])}, which are not there)" if missing
                                                        else "") + ", so these weights are never read",
                         detail=f"{WEIGHT_FILE_SELECTION.value}. {WEIGHT_FILE_SELECTION.source}.",
-                        evidence={"unlisted": unlisted, "index_shards": index.get("shards"), "missing": missing},
+                        evidence={"unlisted": unlisted, "index_shards": shards, "missing": missing},
                         remediation=(Remediation(fix, "the name the index gives it" if missing else
                                                  "without an index vLLM loads every *.safetensors"),))]
-    if files and weights.get("layout") != "sharded":
+    if files and weights.layout != "sharded":
         d.ok.append(f"vLLM loads {', '.join(files[:3])} (any *.safetensors name; no renaming needed)")
     return []
 
@@ -458,7 +486,7 @@ def _in_releases(vllm: VllmDflash | None, marker: str, releases: tuple[str, ...]
     return bool(version) and any(version[:len(version_tuple(r))] == version_tuple(r) for r in releases)
 
 
-def _rope_layout(d: _Drafter) -> list[Finding]:
+def _rope_layout(d: DrafterView) -> list[Finding]:
     """vLLM 0.28.0 rotates the drafter's Q/K the target's way (ROPE_LAYOUT_FROM_TARGET); a drafter distilled the
     other way accepts about one token per step."""
     rule = ROPE_LAYOUT_FROM_TARGET.value
@@ -470,14 +498,14 @@ def _rope_layout(d: _Drafter) -> list[Finding]:
     if target is None:
         return []
     arch, found = target
-    declared = d.keys.get(rule["drafter_key"], True)
+    declared = d.keys.value(rule["drafter_key"], True)
     drafter_layout = "interleaved" if declared is False else "neox"
     if found["layout"] == drafter_layout:
         d.ok.append(f"RoPE layout {drafter_layout}, as the target's")
         return []
     said = (f"says \"{rule['drafter_key']}\": false" if declared is False
             else f"does not set \"{rule['drafter_key']}\": false")
-    return [Finding("drafter.rope-layout-from-target", Status.FAIL,
+    return [DRAFTER_ROPE_LAYOUT_FROM_TARGET.finding(Status.FAIL,
                     f"{d.file} {said} (distilled {drafter_layout}), but {d.label} rotates the drafter's Q/K the way its "
                     f"target {arch} does ({found['layout']}, {found.get('file')}): acceptance collapses to about one "
                     "token per step, silently (vllm #53063: 1.03 against 7.78)",
@@ -493,31 +521,31 @@ def _rope_layout(d: _Drafter) -> list[Finding]:
 # ------------------------------------------------------------------------- 5: padded target vocabulary on V2
 
 
-def padded_vocab_v2(d: _Drafter) -> dict[str, Any] | None:
+def padded_vocab_v2(d: DrafterView) -> dict[str, Any] | None:
     """The facts of PADDED_VOCAB_V2 when they hold: a drafter whose vocabulary differs from the target's, without
     its own lm_head, on the V2 runner of a vLLM that then keeps the drafter's unloaded head; else None."""
-    drafter_vocab = d.keys.get("draft_vocab_size")
-    drafter_vocab = drafter_vocab if _is_int(drafter_vocab) else d.config.get("vocab_size")
-    target_vocab = d.target_config.get("vocab_size")
-    if not _is_int(drafter_vocab) or not _is_int(target_vocab) or drafter_vocab == target_vocab \
+    drafter_vocab = d.keys.int("draft_vocab_size")
+    drafter_vocab = drafter_vocab if drafter_vocab is not None else d.config.int("vocab_size")
+    target_vocab = d.target_config.int("vocab_size")
+    if drafter_vocab is None or target_vocab is None or drafter_vocab == target_vocab \
             or "lm_head.weight" in d.tensors:
         return None
     if not _in_releases(d.vllm, "v2_lm_head_kept_for_vocab_remap", PADDED_VOCAB_V2.value["releases"]):
         return None
     runner, why = model_runner(d.vllm, architectures(d.target), (d.serve or {}).get("environ"),
-                               d.config.get("layer_types"), d.target)
+                               d.config.layer_types, d.target)
     if runner != "v2":
         return None
     return {"drafter_vocab": drafter_vocab, "target_vocab": target_vocab, "runner": runner, "why": why}
 
 
-def _padded_vocab(d: _Drafter) -> list[Finding]:
+def _padded_vocab(d: DrafterView) -> list[Finding]:
     facts = padded_vocab_v2(d)
     if facts is None:
         return []
     fixed = PADDED_VOCAB_V2.value["fixed_in"]
     padded = facts["target_vocab"] > facts["drafter_vocab"]
-    return [Finding("drafter.padded-vocab-v2", Status.FAIL,
+    return [DRAFTER_PADDED_VOCAB_V2.finding(Status.FAIL,
                     f"{d.file}: the target's vocabulary ({facts['target_vocab']}) "
                     + ("is padded past" if padded else "differs from") + f" the drafter's ({facts['drafter_vocab']}) "
                     f"and the drafter has no lm_head: on the V2 model runner ({facts['why']}) {d.label} keeps the "

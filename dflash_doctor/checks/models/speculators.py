@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dflash_doctor.checks.models.common import has_behaviour
+from dflash_doctor.facts.models_shapes import SpeculatorsLaunch
 from dflash_doctor.facts.serve_shapes import VllmDflash
 from dflash_doctor.knowledge.dflash_reports import SPECULATORS_LAUNCH
 
@@ -49,26 +50,26 @@ class Launch:
     """Keys of a --speculative-config given beside the launch that vLLM drops (before 0.29 it drops them all)."""
 
 
-def read_launch(launch: Mapping[str, Any], vllm: VllmDflash | None,
+def read_launch(launch: SpeculatorsLaunch, vllm: VllmDflash | None,
                 user_spec: Mapping[str, Any] | None) -> Launch:
     """The installed vLLM's maybe_override_with_speculators on the facts of facts.models.speculators_launch."""
     rule = SPECULATORS_LAUNCH.value
-    drafter = str(launch.get("model") or "")
-    verifier = launch.get("verifier")
-    tokens = launch.get("speculative_tokens")
+    drafter = launch.model or ""
+    verifier = launch.verifier
+    tokens = launch.speculative_tokens
     # SpeculatorsConfig.validate_speculators_config, then build_vllm_speculative_config, in vLLM's order
-    if not (launch.get("verifier_key") and launch.get("speculative_tokens_key") and launch.get("method_key")):
+    if not (launch.verifier_key and launch.speculative_tokens_key and launch.method_key):
         return Launch("invalid", drafter, verifier, message=rule["invalid_message"])
-    if not launch.get("layer_config"):
+    if not launch.layer_config:
         return Launch("invalid", drafter, verifier, message="Must provide transformer_layer_config")
     if tokens is None:
         return Launch("invalid", drafter, verifier, message="Missing 'speculative_tokens' in proposal method")
     remote_only = has_behaviour(vllm, "speculators_verifier_remote_only", rule["remote_only_since"])
-    if remote_only and (not isinstance(verifier, str) or not valid_repo_id(verifier) or launch.get("verifier_exists")):
+    if remote_only and (verifier is None or not valid_repo_id(verifier) or launch.verifier_exists):
         return Launch("refused", drafter, verifier, message=rule["message"])
-    if not isinstance(verifier, str) or not verifier:
+    if not verifier:
         return Launch("no-verifier", drafter, None)
-    method = launch.get("method")
+    method = launch.method
     if method == "dflash2" and has_behaviour(vllm, "speculators_dflash2_as_dflash", rule["dflash2_since"]):
         method = "dflash"
     spec: dict[str, Any] = {"method": method, "num_speculative_tokens": tokens}
@@ -85,7 +86,7 @@ def read_launch(launch: Mapping[str, Any], vllm: VllmDflash | None,
     return Launch("serves", drafter, verifier, spec, dropped=dropped)
 
 
-def as_served(serve: Mapping[str, Any] | None, launch: Mapping[str, Any] | None,
+def as_served(serve: Mapping[str, Any] | None, launch: SpeculatorsLaunch | None,
               vllm: VllmDflash | None) -> Mapping[str, Any] | None:
     """The serve_args facts with the speculative config the installed vLLM builds for `vllm serve SPECULATORS_DIR`
     (the facts as they are for any other command), for the checks that read num_speculative_tokens from them."""

@@ -33,7 +33,7 @@ from dflash_doctor.checks.serve.pairing import serve_rules
 from dflash_doctor.checks.serve.speculators import launch_findings
 from dflash_doctor.codes import Code
 from dflash_doctor.facts.envfacts import release
-from dflash_doctor.facts.models_shapes import Models
+from dflash_doctor.facts.models_shapes import ConfigView, Models
 from dflash_doctor.facts.serve_shapes import BackendChoice, ServeArgs, VllmDflash, VllmPlatform
 from dflash_doctor.knowledge.dflash import (
     DRAFT_TP_RULE,
@@ -323,10 +323,10 @@ class _Command:
 
     def _block_k(self) -> tuple[int, str]:
         """num_speculative_tokens that fills the drafter's trained block (block_size - 1), and why."""
-        keys = (((self.drafter or {}).get("dir") or {}).get("config") or {}).get("drafter") or {}
-        nested = keys.get("dflash_config")
-        block = keys.get("block_size", nested.get("block_size") if isinstance(nested, dict) else None)
-        if _is_int(block) and block > 1:
+        config = self.drafter.config if self.drafter is not None else None
+        keys = config.drafter if config is not None else ConfigView()
+        block = keys.int("block_size") if "block_size" in keys else keys.view("dflash_config").int("block_size")
+        if block is not None and block > 1:
             return block - 1, f"block_size {block} - 1: one anchor plus {block - 1} masks fill the drafter's block"
         return 15, "one anchor plus block_size - 1 masks: 15 for the b16 drafters"
 
@@ -556,15 +556,16 @@ class _Command:
         for role, model, tp, flag in (("target", self.target, self.tp, "--tensor-parallel-size"),
                                       ("drafter", self.drafter, draft_tp, "draft_tensor_parallel_size")):
             text = text_config(model)
-            heads, kv = text.get("num_attention_heads"), text.get("num_key_value_heads", text.get("num_attention_heads"))
-            if not _is_int(heads) or not _is_int(tp) or tp < 1:
+            heads = text.int("num_attention_heads")
+            kv = text.int("num_key_value_heads") if "num_key_value_heads" in text else heads
+            if heads is None or not _is_int(tp) or tp < 1:
                 continue
             if heads % tp:
                 out.append(Finding("serve-command.heads-tp", Status.FAIL,
                                    f"{role}: \"Total number of attention heads ({heads}) must be divisible by tensor "
                                    f"parallel size ({tp}).\" ({flag} {tp})", detail=HEADS_DIVISIBLE_RULE.source,
                                    evidence={"heads": heads, "tp": tp}))
-            elif _is_int(kv) and ((kv >= tp and kv % tp) or (kv < tp and tp % kv)):
+            elif kv is not None and ((kv >= tp and kv % tp) or (kv < tp and tp % kv)):
                 out.append(Finding("serve-command.kv-heads-tp", Status.FAIL,
                                    f"{role}: {kv} KV heads across {flag} {tp}: vLLM asserts that the KV heads divide by "
                                    "TP, or TP by the KV heads (then each is replicated)", detail=KV_HEADS_TP_RULE.source,

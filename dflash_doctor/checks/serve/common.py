@@ -24,6 +24,7 @@ from dflash_doctor.checks.models.common import (
     text_config,
 )
 from dflash_doctor.facts.envfacts import version_tuple
+from dflash_doctor.facts.models_shapes import Model
 from dflash_doctor.facts.serve_shapes import VllmDflash
 from dflash_doctor.knowledge.dflash import (
     BATCH_DEFAULTS,
@@ -89,13 +90,13 @@ def _not_given(check_id: str) -> list[Finding]:
 
 
 
-def max_len_refused(model: Mapping[str, Any] | None, vllm: VllmDflash | None, given: int) -> tuple[bool, float | None, str]:
+def max_len_refused(model: Model | None, vllm: VllmDflash | None, given: int) -> tuple[bool, float | None, str]:
     """Whether vLLM refuses --max-model-len `given` for this model (without VLLM_ALLOW_LONG_MAX_MODEL_LEN):
     over the derived length and over the config's own model_max_length, when it has one."""
     derived, key = derived_max_len(model, vllm)
     if derived is None or given <= derived:
         return False, derived, key
-    own = text_config(model).get("model_max_length")
+    own = text_config(model).value("model_max_length")
     return (not _length(own) or given > own), derived, key
 
 
@@ -116,7 +117,7 @@ def _tier(device: Mapping[str, Any] | None, vllm: VllmDflash | None) -> str:
     return "small"
 
 
-def effective_settings(fields: Mapping[str, Any], target: Mapping[str, Any] | None, tier: str,
+def effective_settings(fields: Mapping[str, Any], target: Model | None, tier: str,
                        vllm: VllmDflash | None = None) -> dict[str, Any]:
     """The scheduler values vLLM ends up with for one GPU tier ("small", "large", "huge")
     (engine/arg_utils.py _set_default_max_num_seqs_and_batched_tokens_args)."""

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from dflash_doctor.checks.argv import with_flag, with_switch, without_flag
-from dflash_doctor.checks.models.common import _head_dim, architectures, text_config, version_tuple
+from dflash_doctor.checks.models.common import architectures, text_config, version_tuple
 from dflash_doctor.checks.models.drafter_pairing import _pairing, model_runner
 from dflash_doctor.checks.remedy import join
 from dflash_doctor.checks.serve.common import MULTIMODAL_PREFIX_WORDS, _gib
@@ -47,10 +47,8 @@ def _served_dtype(c: _Command) -> str | None:
     wanted = str(c.fields.get("dtype") or "auto")
     if wanted != "auto":
         return {"half": "float16", "float": "float32"}.get(wanted, wanted)
-    config = ((c.target or {}).get("dir") or {}).get("config") or {}
     text = text_config(c.target)
-    stored = next((v for v in (text.get("torch_dtype"), text.get("dtype"), config.get("torch_dtype"),
-                               config.get("dtype")) if isinstance(v, str)), None)
+    stored = next((v for v in (text.value("torch_dtype"), text.value("dtype")) if isinstance(v, str)), None)
     return "bfloat16" if stored == "float32" else str(stored) if stored else None
 
 
@@ -65,7 +63,7 @@ def _target_backend(c: _Command, cc: str) -> tuple[str | None, str]:
         return None, ""
     from dflash_doctor.checks.models.drafter_attention import choose_backend
 
-    head = _head_dim(text_config(c.target) or {})
+    head = text_config(c.target).head_dim
     pick = choose_backend(c.vllm.attention, cc, False, [head] if head else [],
                           str(c.fields.get("attention_backend")) if c.fields.get("attention_backend") else None,
                           kv_cache_dtype=str(c.fields.get("kv_cache_dtype") or "auto"), vllm=c.vllm)
@@ -79,7 +77,7 @@ def _fp8_query_float16(c: _Command) -> list[Finding]:
             version_tuple(c.vllm.version) < version_tuple(rule["since"]):
         return []
     dtype = _served_dtype(c)
-    if dtype != "float16" or _head_dim(text_config(c.target) or {}) == 512:
+    if dtype != "float16" or text_config(c.target).head_dim == 512:
         return []
     out: list[Finding] = []
     for cc in c.gpus.get("ccs") or []:
@@ -155,7 +153,7 @@ def _parsers(c: _Command) -> list[Finding]:
 
 def _tool_fixes(c: _Command, registry: Mapping[str, Any] | None) -> tuple[Remediation, ...]:
     names = list((registry or {}).get("names") or [])
-    model = str(text_config(c.target).get("model_type") or "").lower()
+    model = str(text_config(c.target).value("model_type") or "").lower()
     guess = next((n for n in names if model and n.split("_")[0] in model), None) or "PARSER"
     fixes = [Remediation(with_flag(c.argv, "--tool-call-parser", guess),
                          f"name the parser for the target's tool-call format (registered: {', '.join(names[:12])}"
@@ -177,9 +175,11 @@ def _remote_code(c: _Command) -> list[Finding]:
     transformers = (pairing.get("transformers") or {}).get("model_types")
     out: list[Finding] = []
     for role, model in (("target", c.target), ("drafter", c.drafter)):
-        config = ((model or {}).get("dir") or {}).get("config") or {}
-        auto_map = config.get("auto_map")
-        model_type = config.get("model_type")
+        config = model.config if model is not None else None
+        if config is None:
+            continue
+        auto_map = config.auto_map
+        model_type = config.model_type
         # Only an AutoConfig entry gives transformers remote code for the config itself (an AutoModel entry alone,
         # as on the DFlash drafters, is never used by vLLM).
         if not auto_map or "AutoConfig" not in auto_map or not isinstance(model_type, str):
@@ -190,11 +190,11 @@ def _remote_code(c: _Command) -> list[Finding]:
             "the transformers beside vLLM could not be read to tell whether it knows it"
         out.append(Finding("serve-command.trust-remote-code-needed",
                            Status.FAIL if transformers is not None else Status.WARN,
-                           f"{role} {config.get('file')}: model_type {model_type!r} is not in {c.label}'s own config "
+                           f"{role} {config.file}: model_type {model_type!r} is not in {c.label}'s own config "
                            f"registry and {known}; its auto_map ({', '.join(auto_map[:4])}) is the only way to load "
                            "it, and vLLM refuses remote code without --trust-remote-code",
                            detail=f"{TRUST_REMOTE_CODE_RULE.value}. {TRUST_REMOTE_CODE_RULE.source}.",
-                           evidence={"file": config.get("file"), "model_type": model_type, "auto_map": auto_map},
+                           evidence={"file": config.file, "model_type": model_type, "auto_map": auto_map},
                            remediation=(Remediation(with_switch(c.argv, "--trust-remote-code"),
                                                     "run the model's own code (read it first: it runs in the server)"),)))
     return out
@@ -204,11 +204,10 @@ def _remote_code(c: _Command) -> list[Finding]:
 
 
 def _multimodal(c: _Command) -> list[Finding]:
-    target = c.target or {}
-    directory = target.get("dir") or {}
-    config = directory.get("config") or {}
-    processor = list(directory.get("processor_files") or [])
-    vision = bool(config.get("vision_config"))
+    directory = c.target.dir if c.target is not None else None
+    config = directory.config if directory is not None else None
+    processor = list(directory.processor_files) if directory is not None else []
+    vision = config is not None and config.vision_config
     flag = bool(c.fields.get("language_model_only"))
     facts = _pairing(c.vllm).get("language_model_only") or {}
     known = facts.get("known")
@@ -218,9 +217,9 @@ def _multimodal(c: _Command) -> list[Finding]:
             return [Finding("serve-command.language-model-only", Status.PASS,
                             "--language-model-only on a text-only target: it changes nothing")]
         return []
-    why = ", ".join(([f"{config.get('file')} has vision_config"] if vision else []) + processor)
-    tower = sum(int(n) for p, n in (target.get("prefix_bytes") or {}).items()
-                if any(w in p for w in MULTIMODAL_PREFIX_WORDS) and isinstance(n, int))
+    why = ", ".join(([f"{config.file if config else None} has vision_config"] if vision else []) + processor)
+    tower = sum(n for p, n in ((c.target.prefix_bytes if c.target else None) or {}).items()
+                if any(w in p for w in MULTIMODAL_PREFIX_WORDS))
     size = f" ({_gib(tower)} of weights)" if tower else ""
     if flag and known is False:
         return [Finding("serve-command.language-model-only", Status.FAIL,
@@ -309,7 +308,7 @@ def _applies(c: _Command, entry: KnownBad, archs: list[str]) -> tuple[bool, Reme
             return False, None, ""
         return True, None, ""
     if entry.condition == "dflash2-on-v1":
-        runner, _ = model_runner(c.vllm, archs, c.serve.environ, text_config(c.drafter).get("layer_types"), c.target)
+        runner, _ = model_runner(c.vllm, archs, c.serve.environ, text_config(c.drafter).layer_types, c.target)
         if not _is_dflash2(c) or runner != "v1":
             return False, None, ""
         return True, Remediation("VLLM_USE_V2_MODEL_RUNNER=1 " + join(c.argv),

@@ -29,7 +29,7 @@ from dflash_doctor.checks.serve.common import (
     effective_settings,
 )
 from dflash_doctor.codes import Code
-from dflash_doctor.facts.models_shapes import Models
+from dflash_doctor.facts.models_shapes import Model, Models, Weights
 from dflash_doctor.facts.serve_shapes import ServeArgs, VllmDflash
 from dflash_doctor.knowledge.dflash import (
     KV_CACHE_ONE_SEQUENCE,
@@ -73,19 +73,19 @@ CODES: tuple[Code, ...] = (
          "shared. Stop the holder or pick another --port."),
 )
 
-def _served_bytes(model: Mapping[str, Any] | None, dtype_bytes: int, language_only: bool) -> tuple[int, list[str]]:
+def _served_bytes(model: Model | None, dtype_bytes: int, language_only: bool) -> tuple[int, list[str]]:
     """Bytes the model's weights take on the GPUs: floating-point tensors at the serving dtype, quantized ones
     as stored; with --language-model-only, without the vision/audio towers; never MTP heads."""
-    weights = ((model or {}).get("dir") or {}).get("weights") or {}
+    weights = model.weights if model is not None else Weights()
     dropped: list[str] = []
     total = 0
-    for dtype, info in (weights.get("dtypes") or {}).items():
-        stored = int(info.get("bytes") or 0)
+    for dtype, info in weights.dtypes.items():
+        stored = info.bytes
         bits = {"F16": 16, "BF16": 16, "F32": 32, "F64": 64}.get(dtype)
         total += stored * dtype_bytes * 8 // bits if bits else stored
-    stored_total = int(weights.get("total_bytes") or 0)
+    stored_total = weights.total_bytes
     scale = total / stored_total if stored_total else 1.0  # stored -> served bytes, for the prefix totals
-    for prefix, size in ((model or {}).get("prefix_bytes") or {}).items():
+    for prefix, size in ((model.prefix_bytes if model is not None else None) or {}).items():
         towers = language_only and any(w in prefix for w in MULTIMODAL_PREFIX_WORDS)
         if towers or prefix.startswith("mtp"):
             total -= int(size * scale)
@@ -93,29 +93,29 @@ def _served_bytes(model: Mapping[str, Any] | None, dtype_bytes: int, language_on
     return max(total, 0), dropped
 
 
-def _serving_dtype_bytes(fields: Mapping[str, Any], target: Mapping[str, Any] | None) -> int:
+def _serving_dtype_bytes(fields: Mapping[str, Any], target: Model | None) -> int:
     wanted = fields.get("dtype")
     if wanted not in (None, "auto"):
         return DTYPE_BYTES.get(str(wanted), 2)
-    stored = text_config(target).get("torch_dtype") or text_config(target).get("dtype")
+    stored = text_config(target).torch_dtype
     return 2 if stored in (None, "float32") else DTYPE_BYTES.get(str(stored), 2)
 
 
-def _kv_bytes_per_token(model: Mapping[str, Any] | None, tp: int, pp: int, kv_bytes: int,
+def _kv_bytes_per_token(model: Model | None, tp: int, pp: int, kv_bytes: int,
                         max_model_len: int) -> float:
     """KV cache per token of context, per GPU, for one model: 2 x KV heads on this rank x head_dim x bytes, for
     each attention layer on this pipeline stage; a sliding layer holds at most its window."""
     text = text_config(model)
-    layers, heads = _int_or(text.get("num_hidden_layers"), 0), _int_or(text.get("num_attention_heads"), 0)
-    kv = _int_or(text.get("num_key_value_heads"), heads)
-    head_dim = _int_or(text.get("head_dim"), _int_or(text.get("hidden_size"), 0) // heads if heads else 0)
+    layers, heads = text.int("num_hidden_layers") or 0, text.int("num_attention_heads") or 0
+    kv = _int_or(text.int("num_key_value_heads"), heads)
+    head_dim = _int_or(text.int("head_dim"), (text.int("hidden_size") or 0) // heads if heads else 0)
     if not (layers and kv and head_dim):
         return 0.0
     per_layer = 2 * max(1, kv // tp) * head_dim * kv_bytes
-    listed = text.get("layer_types")
-    window = text.get("sliding_window") if _is_int(text.get("sliding_window")) else None
+    listed = text.layer_types
+    window = text.int("sliding_window")
     # Counted, never expanded: num_hidden_layers comes from config.json and may say 10**12.
-    if isinstance(listed, list):
+    if listed is not None:
         kinds = listed[:layers]
         full = sum(1 for kind in kinds if kind == "full_attention" or kind is None)
         sliding = sum(1 for kind in kinds if kind == "sliding_attention")
@@ -200,7 +200,7 @@ class ServeResourcesCheck:
         argv = list(serve.argv)
         models = facts.optional_section(Models) or Models()
         target, drafter = models.target, models.drafter
-        if not ((target or {}).get("dir") or {}).get("weights", {}).get("total_bytes"):
+        if target is None or not target.weights.total_bytes:
             return [Finding("serve-resources.memory-unknown", Status.SKIP, "GPU memory not judged: the target's weights were not read")]
         spec = serve.speculative_config.value or {}
         util = fields.get("gpu_memory_utilization") if isinstance(fields.get("gpu_memory_utilization"), (int, float)) \

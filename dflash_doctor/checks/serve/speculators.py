@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dflash_doctor.checks.models.speculators import Launch, read_launch
+from dflash_doctor.facts.models_shapes import SpeculatorsLaunch
 from dflash_doctor.facts.serve_shapes import VllmDflash
 from dflash_doctor.knowledge.dflash_reports import SPECULATORS_LAUNCH
 from dflash_doctor.model import Finding, Remediation, Status
@@ -37,15 +38,15 @@ def _explicit(argv: Sequence[str], launch: Launch, k: Any, method: Any) -> str:
     return with_spec(with_model(argv, launch.drafter, verifier), spec)
 
 
-def launch_findings(launch_facts: Mapping[str, Any] | None, vllm: VllmDflash | None,
+def launch_findings(launch_facts: SpeculatorsLaunch | None, vllm: VllmDflash | None,
                     user_spec: Mapping[str, Any] | None, argv: Sequence[str], label: str) -> tuple[Launch | None, list[Finding]]:
     """(the reading, its findings) for the serve-command check; (None, []) when the model is no speculators dir."""
-    if not launch_facts:
+    if launch_facts is None:
         return None, []
     launch = read_launch(launch_facts, vllm, user_spec)
-    file = launch_facts.get("file") or f"{launch.drafter}/config.json"
-    k, method = launch_facts.get("speculative_tokens"), launch_facts.get("method")
-    evidence = {"file": file, "verifier": launch.verifier, "verifier_exists": bool(launch_facts.get("verifier_exists")),
+    file = launch_facts.file or f"{launch.drafter}/config.json"
+    k, method = launch_facts.speculative_tokens, launch_facts.method
+    evidence = {"file": file, "verifier": launch.verifier, "verifier_exists": launch_facts.verifier_exists,
                 "speculators_model_type": method, "speculative_tokens": k}
     detail = f"Source: {SPECULATORS_LAUNCH.source}."
     explicit = Remediation(_explicit(argv, launch, k if k is not None else 15, method),
@@ -53,7 +54,7 @@ def launch_findings(launch_facts: Mapping[str, Any] | None, vllm: VllmDflash | N
                            "drafter and never looks for a verifier" + (
                                "; put the target's directory or repo id for TARGET" if not launch.verifier else ""))
     if launch.kind == "refused":
-        where = ("a local path" if launch_facts.get("verifier_exists") else "not a string" if not isinstance(
+        where = ("a local path" if launch_facts.verifier_exists else "not a string" if not isinstance(
             launch.verifier, str) else "not a valid Hub repo id")
         return launch, [Finding(
             "serve-command.speculators-verifier-refused", Status.FAIL,
@@ -70,7 +71,7 @@ def launch_findings(launch_facts: Mapping[str, Any] | None, vllm: VllmDflash | N
         return launch, [Finding(
             "serve-command.speculators-no-verifier", Status.FAIL,
             f"`vllm serve {launch.drafter}` is a speculators drafter whose {file} names no verifier "
-            f"(speculators_config.verifier.name_or_path is {launch_facts.get('verifier_type')}): {label} takes the "
+            f"(speculators_config.verifier.name_or_path is {launch_facts.verifier_type}): {label} takes the "
             "verifier as the model to serve and is left with none",
             detail=detail, evidence=evidence, remediation=(explicit,))]
     title = (f"`vllm serve {launch.drafter}` is a speculators drafter: {label} serves its verifier {launch.verifier} "
