@@ -22,6 +22,7 @@ from dflash_doctor.codes import Code
 from dflash_doctor.facts.fabric_host import sysfs_bdf
 from dflash_doctor.facts.fabric_shapes import Fabric
 from dflash_doctor.facts.nvml_shapes import Gpu, GpuDevice
+from dflash_doctor.facts.serve_shapes import ServeArgs, VllmDflash
 from dflash_doctor.knowledge.dflash_reports import KNOWN_BAD
 from dflash_doctor.knowledge.fabric import (
     ACS_REDIRECT,
@@ -148,8 +149,8 @@ class FabricCheck:
             return [Finding("fabric.skipped", Status.SKIP, f"fabric not checked ({fabric.skipped})")]
         gpu = facts.section(Gpu)
         devices = gpu.devices
-        serve = facts.optional("serve_args") or {}
-        argv = [str(a) for a in serve.get("argv") or []]
+        serve = facts.optional_section(ServeArgs)
+        argv = list(serve.argv) if serve is not None else []
         tp = int(fabric.requested_tp or 1)
         findings: list[Finding] = []
         if not devices:
@@ -163,7 +164,7 @@ class FabricCheck:
         findings += self._host(fabric, tp, group, devices)
         findings.append(self._allreduce_choice(fabric, tp, len(group), pairs, argv))
         findings += _custom_allreduce_on_geforce_p2p(findings[-1], devices, group, pairs, argv,
-                                                     facts.optional("vllm_dflash"))
+                                                     facts.optional_section(VllmDflash))
         return findings
 
     # --------------------------------------------------------------------------------------- topology
@@ -438,12 +439,12 @@ class FabricCheck:
 
 def _custom_allreduce_on_geforce_p2p(choice: Finding, devices: Sequence[GpuDevice], group: Sequence[int],
                                      pairs: Sequence[Mapping[str, Any]], argv: list[str],
-                                     vllm: Mapping[str, Any] | None) -> list[Finding]:
+                                     vllm: VllmDflash | None) -> list[Finding]:
     """knowledge.dflash_reports.KNOWN_BAD's custom-allreduce-geforce-p2p, judged from the GPU and peer-path facts."""
     entry = next(e for e in KNOWN_BAD.value if e.condition == "geforce-pcie-p2p-custom-all-reduce")
     if not str(choice.evidence.get("choice") or "").startswith("vLLM's custom all-reduce"):
         return []
-    version = str(vllm.get("version") or "") if vllm and vllm.get("installed") else ""
+    version = (vllm.version or "") if vllm is not None and vllm.installed else ""
     if version and not (version_tuple(entry.first) <= version_tuple(version)
                         and (entry.last is None or version_tuple(version) <= version_tuple(entry.last))):
         return []

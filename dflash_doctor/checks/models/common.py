@@ -137,12 +137,10 @@ def _vllm_label(vllm: VllmDflash | None) -> str:
 def _marker(vllm: VllmDflash | None, name: str) -> bool | None:
     """Whether the installed vLLM's source has this marker; None when there is no source to read, or when the
     facts were recorded before the doctor looked for this marker (a saved report judged again)."""
-    if vllm is None or not vllm.root or name not in vllm.markers:
+    marker = vllm.markers.get(name) if vllm is not None and vllm.root else None
+    if marker is None or not marker.readable:
         return None
-    marker = vllm.markers.get(name) or {}
-    if not marker.get("readable", True):
-        return None
-    return bool(marker.get("found"))
+    return marker.found
 
 
 def _head_dim(text: Mapping[str, Any]) -> int | None:
@@ -154,9 +152,8 @@ def _head_dim(text: Mapping[str, Any]) -> int | None:
     return None
 
 
-def _spec_value(serve: Mapping[str, Any] | None) -> dict[str, Any]:
-    value = ((serve or {}).get("speculative_config") or {}).get("value")
-    return value if isinstance(value, dict) else {}
+def _spec_value(serve: ServeArgs | None) -> dict[str, Any]:
+    return serve.speculative_config.keys if serve is not None else {}
 
 
 def _not_given(check_id: str, check_title: str, what: str) -> list[Finding]:

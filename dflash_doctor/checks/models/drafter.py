@@ -40,7 +40,7 @@ from dflash_doctor.checks.remedy import Installer, installer_for, quote
 from dflash_doctor.codes import Code
 from dflash_doctor.facts.modelfiles.model_dir import LAYERS_KEPT
 from dflash_doctor.facts.models_shapes import Models
-from dflash_doctor.facts.serve_shapes import VllmDflash
+from dflash_doctor.facts.serve_shapes import ServeArgs, VllmDflash
 from dflash_doctor.knowledge.dflash import (
     DRAFTER_REGISTRY_ARCH,
     FC_INPUT_RULE,
@@ -369,7 +369,7 @@ class _Drafter:
     """The drafter judged against its target and the installed vLLM; one method per rule."""
 
     def __init__(self, drafter: Mapping[str, Any], target: Mapping[str, Any] | None,
-                 vllm: VllmDflash | None, serve: Mapping[str, Any] | None, installer: Installer,
+                 vllm: VllmDflash | None, serve: ServeArgs | None, installer: Installer,
                  ccs: list[str] | None = None) -> None:
         self.ccs = list(ccs or [])
         self.drafter, self.target, self.vllm, self.serve = drafter, target, vllm, serve
@@ -842,8 +842,8 @@ class _Drafter:
 
     def dtype(self) -> list[Finding]:
         stored = {FLOAT_DTYPES[d] for d in (self.weights.get("dtypes") or {}) if d in FLOAT_DTYPES}
-        fields = ((self.serve or {}).get("fields") or {})
-        wanted = fields.get("dtype") if fields.get("dtype") not in (None, "auto") else None
+        given = self.serve.fields.dtype if self.serve is not None else None
+        wanted = given if given not in (None, "auto") else None
         target_dtype = self.target_config.get("torch_dtype") or self.target_config.get("dtype")
         serving = {"half": "float16", "float": "float32"}.get(str(wanted), wanted) or target_dtype
         if serving == "float32" and not wanted:
@@ -869,7 +869,7 @@ class _Drafter:
                             "drafter drafts past the block it was trained on",
                             detail=f"{SPEC_BLOCK.value}. {SPEC_BLOCK.note}",
                             evidence={"block_size": block, "num_speculative_tokens": k},
-                            remediation=(Remediation(with_spec(list((self.serve or {}).get("argv") or []),
+                            remediation=(Remediation(with_spec(list(self.serve.argv) if self.serve is not None else [],
                                                                {**spec, "num_speculative_tokens": block - 1}),
                                                      "one anchor plus block_size - 1 masks fill the trained block"),))]
         archs = self.keys.get("architectures") or ((self.drafter.get("dir") or {}).get("config") or {}).get(
@@ -882,7 +882,7 @@ class _Drafter:
                             "was trained on, so every drafted position is mixed with the wrong neighbours",
                             detail=f"{DFLASH2_CONV_BLOCK.value}. Sources: {DFLASH2_CONV_BLOCK.source}.",
                             evidence={"block_size": block, "num_speculative_tokens": k},
-                            remediation=(Remediation(with_spec(list((self.serve or {}).get("argv") or []),
+                            remediation=(Remediation(with_spec(list(self.serve.argv) if self.serve is not None else [],
                                                                {**spec, "num_speculative_tokens": block - 1}),
                                                      "the convolution's block is then the trained one"),))]
         self.ok.append(f"block_size {block}" + (f" (k={k})" if _is_int(k) else f" (serve with k={block - 1})"))
@@ -953,5 +953,5 @@ class DrafterCheck:
         if blocked is not None:
             return blocked
         vllm = facts.optional_section(VllmDflash)
-        return _Drafter(drafter, target, vllm, as_served(facts.optional("serve_args"), models.speculators_launch, vllm),
+        return _Drafter(drafter, target, vllm, as_served(facts.optional_section(ServeArgs), models.speculators_launch, vllm),
                         installer_for(facts), gpu_view(facts)["ccs"]).findings()

@@ -23,8 +23,9 @@ from dflash_doctor.checks.models.common import (
     has_behaviour,
     text_config,
 )
+from dflash_doctor.codes import Code
 from dflash_doctor.facts.envfacts import version_tuple
-from dflash_doctor.facts.serve_shapes import VllmDflash
+from dflash_doctor.facts.serve_shapes import ServeFields, VllmDflash
 from dflash_doctor.knowledge.dflash import (
     BATCH_DEFAULTS,
     SPEC_BUDGET_RULES,
@@ -32,7 +33,7 @@ from dflash_doctor.knowledge.dflash import (
 from dflash_doctor.model import Finding, Status
 from dflash_doctor.units import GIB, gib
 
-__all__ = ["effective_settings", "repair_spec", "scheduler_refusal", "spec_token_budget"]
+__all__ = ["effective_settings", "not_given", "repair_spec", "scheduler_refusal", "spec_token_budget"]
 
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "half": 2, "float": 4}
 STORED_FLOAT = {"F16", "BF16", "F32", "F64"}
@@ -80,9 +81,10 @@ def repair_spec(raw: Any) -> dict[str, Any] | None:
     return value
 
 
-def _not_given(check_id: str) -> list[Finding]:
-    return [Finding(f"{check_id}.not-given", Status.SKIP, "serve command: skipped, none given",
-                    detail="Run `dflash-doctor serve -- vllm serve MODEL [flags]` with the exact command to judge it.")]
+def not_given(code: Code) -> list[Finding]:
+    """The one finding of a serve check when no command was given (`code`: that check's not-given code)."""
+    return [code.finding(Status.SKIP, "serve command: skipped, none given",
+                         detail="Run `dflash-doctor serve -- vllm serve MODEL [flags]` with the exact command to judge it.")]
 
 
 # ---------------------------------------------------------------------------------- effective values
@@ -116,20 +118,18 @@ def _tier(device: Mapping[str, Any] | None, vllm: VllmDflash | None) -> str:
     return "small"
 
 
-def effective_settings(fields: Mapping[str, Any], target: Mapping[str, Any] | None, tier: str,
+def effective_settings(fields: ServeFields, target: Mapping[str, Any] | None, tier: str,
                        vllm: VllmDflash | None = None) -> dict[str, Any]:
     """The scheduler values vLLM ends up with for one GPU tier ("small", "large", "huge")
     (engine/arg_utils.py _set_default_max_num_seqs_and_batched_tokens_args)."""
     defaults = BATCH_DEFAULTS.value[tier]
     derived, _ = _derived_max_len(target, vllm)
-    given_len, given_seqs, given_tokens = (fields.get(k) for k in ("max_model_len", "max_num_seqs",
-                                                                   "max_num_batched_tokens"))
-    max_model_len = given_len if _is_int(given_len) else derived
-    chunked = fields.get("enable_chunked_prefill")
-    chunked = True if chunked is None else bool(chunked)
-    seqs = given_seqs if _is_int(given_seqs) else defaults["max_num_seqs"]
-    defaulted = not _is_int(given_tokens)
-    if _is_int(given_tokens):
+    given_len, given_seqs, given_tokens = fields.max_model_len, fields.max_num_seqs, fields.max_num_batched_tokens
+    max_model_len = given_len if given_len is not None else derived
+    chunked = True if fields.enable_chunked_prefill is None else fields.enable_chunked_prefill
+    seqs = given_seqs if given_seqs is not None else defaults["max_num_seqs"]
+    defaulted = given_tokens is None
+    if given_tokens is not None:
         tokens = given_tokens
     else:
         tokens = defaults["max_num_batched_tokens"]
@@ -138,7 +138,7 @@ def effective_settings(fields: Mapping[str, Any], target: Mapping[str, Any] | No
         if max_model_len is not None:
             tokens = min(seqs * max_model_len, tokens)
     return {"tier": tier, "max_model_len": max_model_len, "max_num_seqs": seqs, "max_num_batched_tokens": tokens,
-            "batched_defaulted": defaulted, "seqs_defaulted": not _is_int(given_seqs),
+            "batched_defaulted": defaulted, "seqs_defaulted": given_seqs is None,
             "chunked_prefill": chunked}
 
 
@@ -153,8 +153,9 @@ def spec_token_budget(vllm: VllmDflash | None, k: int, batched: int, seqs: int,
     that fewer than 8192 tokens are left, and the draft slots reserved per request. `rule` names one instead of
     the installed vLLM's."""
     rules = SPEC_BUDGET_RULES.value
+    names = rules["rule_names"]
     if rule is not None:
-        draft_seqs, subtracts = rule == "0.33", rule == "0.20-0.27"
+        draft_seqs, subtracts = rule == names["draft_seqs"], rule == names["subtracts"]
     else:
         draft_seqs = has_behaviour(vllm, "spec_budget_draft_seqs", rules["draft_seqs_since"])
         subtracts = not draft_seqs and _subtracts(vllm, rules["no_subtraction_since"])
@@ -162,7 +163,7 @@ def spec_token_budget(vllm: VllmDflash | None, k: int, batched: int, seqs: int,
     if subtracts:
         slots = k - 1
         scheduled = batched - slots * seqs
-        out.update(rule="0.20-0.27", slots_per_request=slots, draft_slots=slots * seqs, max_num_scheduled_tokens=scheduled,
+        out.update(rule=names["subtracts"], slots_per_request=slots, draft_slots=slots * seqs, max_num_scheduled_tokens=scheduled,
                    warns=0 < scheduled < rules["warn_below"])
         if scheduled <= 0:
             out["error"] = (f"max_num_scheduled_tokens is set to {scheduled} based on the speculative decoding settings, "
@@ -171,7 +172,7 @@ def spec_token_budget(vllm: VllmDflash | None, k: int, batched: int, seqs: int,
                             "max_num_seqs.")
         return out
     slots = k + 1 if draft_seqs else k
-    out.update(rule="0.33" if draft_seqs else "0.28-0.32", slots_per_request=slots, max_num_scheduled_tokens=batched,
+    out.update(rule=names["draft_seqs"] if draft_seqs else names["no_subtraction"], slots_per_request=slots, max_num_scheduled_tokens=batched,
                warns=batched < rules["warn_below"])
     if batched <= slots:
         named = f"num_lookahead_tokens={slots}" if draft_seqs else f"scheduled_token_delta={slots}"
