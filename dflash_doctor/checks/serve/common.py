@@ -196,7 +196,7 @@ def _subtracts(vllm: VllmDflash | None, until: str) -> bool:
 
 def scheduler_refusal(batched: int, seqs: int, max_model_len: int | None, chunked_prefill: bool) -> str | None:
     """SchedulerConfig.verify_max_model_len's refusal (the same in 0.20 through 0.34), in vLLM's words, or None."""
-    if _is_int(max_model_len) and batched < max_model_len and not chunked_prefill:
+    if max_model_len is not None and batched < max_model_len and not chunked_prefill:
         return (f"max_num_batched_tokens ({batched}) is smaller than max_model_len ({max_model_len}). This effectively "
                 "limits the maximum sequence length to max_num_batched_tokens and makes vLLM reject longer sequences. "
                 "Please increase max_num_batched_tokens or decrease max_model_len.")

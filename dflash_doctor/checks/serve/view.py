@@ -57,4 +57,4 @@ class ServeCommand:
     @property
     def ccs(self) -> list[str]:
         """The serving GPUs' compute capabilities ("8.6")."""
-        return list(self.gpus.get("ccs") or [])
+        return list(self.gpus["ccs"])
