@@ -433,11 +433,11 @@ def test_the_dflash_token_budget_is_each_releases_own(version: str) -> None:
                             for w in said["warnings"])
                 theirs = (said["error"], None if said["error"] else said["max_num_scheduled_tokens"],
                           said["max_num_active_seqs"], warns)
-                ours = (doctor["error"], None if doctor["error"] else doctor["max_num_scheduled_tokens"],
-                        doctor["max_num_active_seqs"], doctor["warns"])
+                ours = (doctor.error, None if doctor.error else doctor.max_num_scheduled_tokens,
+                        doctor.max_num_active_seqs, doctor.warns)
                 if theirs != ours:
                     disagree.append(f"k={k} batched={batched} seqs={seqs}: vLLM {theirs}; doctor {ours} "
-                                    f"(rule {doctor['rule']})")
+                                    f"(rule {doctor.rule})")
     assert not disagree, f"vLLM {version}:\n" + "\n".join(disagree)
 
 

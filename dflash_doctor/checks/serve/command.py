@@ -346,21 +346,21 @@ class _Command:
         out: list[Finding] = []
         for tier, why in self._tiers():
             s = effective_settings(self.fields, self.target, tier, self.vllm)
-            mml, tokens, seqs = s["max_model_len"], s["max_num_batched_tokens"], s["max_num_seqs"]
+            mml, tokens, seqs = s.max_model_len, s.max_num_batched_tokens, s.max_num_seqs
             cond = "" if len(self._tiers()) == 1 else f" (on {why}, whose default max_num_seqs is {seqs})"
-            refusal = scheduler_refusal(tokens, seqs, mml, bool(s["chunked_prefill"]))
-            if refusal and "max_model_len" in refusal:
+            refusal = scheduler_refusal(tokens, seqs, mml, s.chunked_prefill)
+            if refusal and mml is not None and "max_model_len" in refusal:
                 out.append(SCHEDULER.finding(Status.FAIL,
                                    f"max_num_batched_tokens ({tokens}) is smaller than max_model_len ({mml}) with chunked "
                                    f"prefill off: vLLM stops (\"This effectively limits the maximum sequence length to "
                                    f"max_num_batched_tokens and makes vLLM reject longer sequences.\"){cond}",
-                                   detail=SCHEDULER_RULES.source, evidence=s,
+                                   detail=SCHEDULER_RULES.source, evidence=s.evidence(),
                                    remediation=(Remediation(with_flag(self.argv, "--max-num-batched-tokens", mml), "or drop "
                                                             "--no-enable-chunked-prefill"),)))
             if tokens < seqs:  # vLLM's second refusal: reported too, vLLM would stop at the first
                 out.append(SCHEDULER.finding(Status.FAIL,
                                    f"max_num_batched_tokens ({tokens}) must be greater than or equal to max_num_seqs "
-                                   f"({seqs}){cond}", detail=SCHEDULER_RULES.source, evidence=s,
+                                   f"({seqs}){cond}", detail=SCHEDULER_RULES.source, evidence=s.evidence(),
                                    remediation=(Remediation(with_flag(self.argv, "--max-num-seqs", tokens), "or raise "
                                                             "--max-num-batched-tokens"),)))
         return out[:2]
@@ -376,25 +376,25 @@ class _Command:
         rules: list[str | None] = [None] if known else list(SPEC_BUDGET_RULES.value["unread_rules"])
         for rule, (tier, why) in [(r, t) for r in rules for t in tiers]:
             s = effective_settings(self.fields, self.target, tier, self.vllm)
-            tokens, seqs = s["max_num_batched_tokens"], s["max_num_seqs"]
+            tokens, seqs = s.max_num_batched_tokens, s.max_num_seqs
             cond = "" if len(tiers) == 1 else f" on {why}"
-            seqs_note = f"max_num_seqs {seqs}" + (" (vLLM's default)" if s["seqs_defaulted"] else "")
-            tokens_note = f"max_num_batched_tokens {tokens}" + (" (vLLM's default)" if s["batched_defaulted"] else "")
+            seqs_note = f"max_num_seqs {seqs}" + (" (vLLM's default)" if s.seqs_defaulted else "")
+            tokens_note = f"max_num_batched_tokens {tokens}" + (" (vLLM's default)" if s.batched_defaulted else "")
             b = spec_token_budget(self.vllm, k, tokens, seqs, rule)
-            scheduled, slots = b["max_num_scheduled_tokens"], b["slots_per_request"]
-            evidence = {**s, **b}
-            if b["rule"] == SPEC_BUDGET_RULES.value["rule_names"]["subtracts"]:
-                delta = b["draft_slots"]
-                if b["error"]:
+            scheduled, slots = b.max_num_scheduled_tokens, b.slots_per_request
+            evidence = {**s.evidence(), **b.evidence()}
+            if b.draft_slots is not None:  # the oldest rule: draft slots reserved out of the batch
+                delta = b.draft_slots
+                if b.error:
                     out.append(TOKEN_BUDGET.finding(Status.FAIL,
                         f"{tokens_note} leaves no tokens to schedule{cond}: DFlash reserves (k - 1) x "
-                        f"max_num_seqs = {slots} x {seqs} = {delta} draft slots, so vLLM stops with \"{b['error']}\"",
+                        f"max_num_seqs = {slots} x {seqs} = {delta} draft slots, so vLLM stops with \"{b.error}\"",
                         detail=SPEC_BUDGET_RULE_A.source, evidence=evidence,
                         remediation=(Remediation(with_flag(self.argv, "--max-num-batched-tokens", delta + 8192),
                                                  f"{delta} draft slots plus 8192 to schedule"),
                                      Remediation(with_flag(self.argv, "--max-num-seqs", max(1, tokens // (2 * max(1, slots)))),
                                                  "or run fewer sequences at once"))))
-                elif b["warns"]:
+                elif b.warns:
                     out.append(TOKEN_BUDGET.finding(Status.WARN,
                                        f"{tokens_note} minus {delta} DFlash draft slots ({slots} x {seqs_note}) leaves "
                                        f"max_num_scheduled_tokens {scheduled}{cond}: vLLM warns of suboptimal "
@@ -404,9 +404,9 @@ class _Command:
                                        f"{tokens_note} minus {delta} DFlash draft slots ({slots} x {seqs_note}) leaves "
                                        f"{scheduled} tokens to schedule per step{cond}", evidence=evidence))
                 continue
-            cap = b["max_num_active_seqs"]
-            if b["error"]:
-                out.append(TOKEN_BUDGET.finding(Status.FAIL, f"\"{b['error']}\"{cond}",
+            cap = b.max_num_active_seqs
+            if b.error:
+                out.append(TOKEN_BUDGET.finding(Status.FAIL, f"\"{b.error}\"{cond}",
                                    detail=SPEC_BUDGET_RULES.source, evidence=evidence,
                                    remediation=(Remediation(with_flag(self.argv, "--max-num-batched-tokens", 8192),
                                                             "vLLM's default for most GPUs"),)))
@@ -417,7 +417,7 @@ class _Command:
                                    detail=SPEC_BUDGET_RULES.source, evidence=evidence,
                                    remediation=(Remediation(with_flag(self.argv, "--max-num-batched-tokens", seqs * slots),
                                                             f"room for {seqs} sequences of {slots} queries"),)))
-            elif b["warns"]:
+            elif b.warns:
                 out.append(TOKEN_BUDGET.finding(Status.WARN,
                                    f"{tokens_note} leaves max_num_scheduled_tokens {scheduled} under 8192{cond}: vLLM "
                                    "warns of suboptimal performance", detail=SPEC_BUDGET_RULES.source,

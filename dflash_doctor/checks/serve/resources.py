@@ -188,7 +188,7 @@ class _Resources:
         per_gpu = target_bytes / (tp * pp) + drafter_bytes / max(1, draft_tp)
         vllm = facts.optional_section(VllmDflash)
         settings = effective_settings(fields, target, _tier(devices[0], vllm), vllm)
-        mml = settings["max_model_len"] or 0
+        mml = settings.max_model_len or 0
         kv_dtype = fields.kv_cache_dtype
         kv_bytes = 1 if kv_dtype is not None and kv_dtype.startswith("fp8") else dtype_bytes
         per_token = (_kv_bytes_per_token(target, tp, pp, kv_bytes, mml or 1)
