@@ -21,7 +21,7 @@ from dflash_doctor.checks.models.common import _derived_max_len
 from dflash_doctor.checks.serve.common import max_len_refused
 from dflash_doctor.facts.models_shapes import ConfigView, Model, SpeculatorsLaunch
 from dflash_doctor.facts.serve import _markers
-from dflash_doctor.facts.serve_shapes import VllmDflash
+from dflash_doctor.facts.serve_shapes import VllmAttentionTable, VllmDflash, VllmPairing
 from dflash_doctor.facts.vllm_pairing import VllmSources
 
 YARN_X4 = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768, "rope_theta": 1e6}
@@ -66,7 +66,8 @@ GIVEN = (4096, 32768, 40960, 65536, 131072)
 
 def _vllm_facts(version: str) -> VllmDflash:
     root = str(vllm_source(version))
-    return VllmDflash(installed=True, version=version, root=root, markers=_markers(VllmSources(root)))
+    return VllmDflash.from_json({"installed": True, "version": version, "root": root,
+                                 "markers": _markers(VllmSources(root))})
 
 
 def _model(config: Mapping[str, Any], tokenizer: Mapping[str, Any] | None) -> Model:
@@ -304,7 +305,8 @@ def test_the_model_runner_is_the_one_each_release_picks(version: str) -> None:
     from dflash_doctor.facts.vllm_pairing import read_vllm_pairing
 
     runs_v2 = vllm_runs_v2(version)
-    vllm = dataclasses.replace(_vllm_facts(version), pairing=read_vllm_pairing(VllmSources(str(vllm_source(version)))))
+    vllm = dataclasses.replace(_vllm_facts(version), pairing=VllmPairing.from_json(
+        read_vllm_pairing(VllmSources(str(vllm_source(version))))))
     disagree = []
     for archs in RUNNER_ARCHS:
         for layers in DRAFTER_LAYERS:
@@ -382,7 +384,7 @@ def test_the_drafters_attention_backend_is_the_one_each_release_picks(version: s
 
     select = vllm_attention(version)
     vllm = _vllm_facts(version)
-    attention = _attention(VllmSources(str(vllm_source(version))), ATTENTION_HEAD_SIZES)
+    attention = VllmAttentionTable.from_json(_attention(VllmSources(str(vllm_source(version))), ATTENTION_HEAD_SIZES))
     disagree = []
     for capability in CAPABILITIES:
         cc = f"{capability[0]}.{capability[1]}"
@@ -432,11 +434,11 @@ def test_the_dflash_token_budget_is_each_releases_own(version: str) -> None:
                             for w in said["warnings"])
                 theirs = (said["error"], None if said["error"] else said["max_num_scheduled_tokens"],
                           said["max_num_active_seqs"], warns)
-                ours = (doctor["error"], None if doctor["error"] else doctor["max_num_scheduled_tokens"],
-                        doctor["max_num_active_seqs"], doctor["warns"])
+                ours = (doctor.error, None if doctor.error else doctor.max_num_scheduled_tokens,
+                        doctor.max_num_active_seqs, doctor.warns)
                 if theirs != ours:
                     disagree.append(f"k={k} batched={batched} seqs={seqs}: vLLM {theirs}; doctor {ours} "
-                                    f"(rule {doctor['rule']})")
+                                    f"(rule {doctor.rule})")
     assert not disagree, f"vLLM {version}:\n" + "\n".join(disagree)
 
 
@@ -478,7 +480,8 @@ def test_a_vllm_built_without_fa3_or_fa4_refuses_the_fp8_kv_cache_as_vllm_does(v
     for missing in (3, 4):
         built = tuple(v for v in (2, 3, 4) if v != missing)
         select = vllm_attention(version, flash_attn=built)
-        facts = {**attention, "flash_attn_builds": {f"fa{v}": v in built for v in (2, 3, 4)}}
+        facts = VllmAttentionTable.from_json(
+            {**attention, "flash_attn_builds": {f"fa{v}": v in built for v in (2, 3, 4)}})
         for capability in ((9, 0), (10, 0)):
             for kv in ("auto", "fp8"):
                 kind, said = select(capability, kv, 128, True, "FLASH_ATTN")

@@ -376,3 +376,108 @@ def test_the_cli_passes_the_seed_on_an_env_with_the_real_vllm_0_20_1(doctor: Doc
 def test_serve_without_a_command_is_a_usage_error(doctor: Doctor) -> None:
     proc = doctor("serve", "--gpus", "2")
     assert proc.returncode == 2 and "give the serve command after --" in proc.stderr
+
+
+def _free_form_fields(shape: type, seen: set[type] | None = None) -> list[str]:
+    """Every field of `shape` and of the shapes nested in it that is declared `Any` (free-form)."""
+    import dataclasses
+    import typing
+
+    from dflash_doctor.facts.shape import Shape
+
+    seen = seen if seen is not None else set()
+    if shape in seen:
+        return []
+    seen.add(shape)
+    found = []
+    for field in dataclasses.fields(shape):
+        hint = typing.get_type_hints(shape)[field.name]
+        if "Any" in str(hint):
+            found.append(f"{shape.__name__}.{field.name}")
+        stack = [hint]
+        while stack:
+            tp = stack.pop()
+            if isinstance(tp, type) and issubclass(tp, Shape):
+                found += _free_form_fields(tp, seen)
+            stack += list(typing.get_args(tp))
+    return found
+
+
+def test_the_serve_facts_are_typed_to_the_leaves_but_the_users_own_speculative_config() -> None:
+    from dflash_doctor.facts.serve_shapes import ServeArgs, VllmDflash
+
+    assert _free_form_fields(ServeArgs) == ["ServeFields.speculative_config", "SpeculativeConfig.value"]
+    assert _free_form_fields(VllmDflash) == []
+
+
+@pytest.mark.parametrize(("section", "path", "value", "where"), [
+    ("serve_args", ("fields", "max_model_len"), "32768", "fields.max_model_len"),
+    ("serve_args", ("vllm_parser", "process"), {"returncode": "0"}, "vllm_parser.process.returncode"),
+])
+def test_a_saved_report_whose_serve_facts_have_a_mistyped_leaf_is_an_error_naming_the_field(
+        section: str, path: tuple[str, ...], value: Any, where: str) -> None:
+    """The recorded serve report (fixtures/h200/report-serve-toy.json) judges; the same facts with one leaf of
+    the wrong type are the serve-command check's error naming that leaf, not a verdict on a wrong value."""
+    from dflash_doctor.checks.serve import ServeCommandCheck
+    from dflash_doctor.render import report as report_module
+    from dflash_doctor.runner import judge
+
+    data = json.loads((Path(__file__).resolve().parent.parent / "fixtures/h200/report-serve-toy.json").read_text())
+    sections = report_module.sections_of(data)
+    [result] = judge([ServeCommandCheck()], sections)
+    assert result.status is not Status.ERROR and all(f.id.startswith("serve-command.") for f in result.findings)
+    broken = copy.deepcopy(sections)
+    node = broken[section]
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    [result] = judge([ServeCommandCheck()], broken)
+    assert result.status is Status.ERROR
+    [error] = result.findings
+    assert error.id == "doctor.facts-unavailable" and f"{where}: expected" in error.detail, error.detail
+
+
+@pytest.mark.parametrize(("path", "value", "where"), [
+    (("pairing", "runner"), {"kind": 2}, "pairing.runner.kind"),
+    (("markers", "spec_budget_a"), {"found": "yes"}, "markers.spec_budget_a.found"),
+    (("attention", "backends", "FLASH_ATTN", "capability"), {"9.0": "yes"}, "attention.backends.FLASH_ATTN.capability.9.0"),
+])
+def test_recorded_vllm_facts_load_typed_and_a_mistyped_leaf_names_its_field(
+        path: tuple[str, ...], value: Any, where: str) -> None:
+    """vLLM 0.20.1's facts as recorded on the H200 (fixtures/engine/01-healthy.json) load through the typed shape;
+    one leaf of the wrong type is refused naming that leaf."""
+    from dflash_doctor.facts.serve_shapes import VllmDflash
+    from dflash_doctor.facts.shape import ShapeError
+    from dflash_doctor.render import report as report_module
+
+    data = json.loads((Path(__file__).resolve().parent.parent / "fixtures/engine/01-healthy.json").read_text())
+    raw = report_module.sections_of(data["report"])["vllm_dflash"]
+    vllm = VllmDflash.from_json(raw)
+    assert vllm.pairing.runner is not None and vllm.pairing.runner.kind == raw["pairing"]["runner"]["kind"]
+    assert vllm.attention is not None and vllm.attention.backends["FLASH_ATTN"].capability["9.0"] is True
+    assert vllm.markers["spec_budget_a"].found == raw["markers"]["spec_budget_a"]["found"]
+    broken = copy.deepcopy(raw)
+    node = broken
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    with pytest.raises(ShapeError, match=f"{where}: expected"):
+        VllmDflash.from_json(broken)
+
+
+def test_every_serve_finding_is_built_from_its_code_object() -> None:
+    """Each serve finding id is one grep from its explanation: the ids are written only in checks/serve/codes.py,
+    and every finding is built by its Code (no `Finding(id=...)`, no id built from a check id)."""
+    from dflash_doctor.checks.serve import CODES, ServeCommandCheck, ServeResourcesCheck
+    from dflash_doctor.checks.serve import codes as serve_codes
+
+    package = Path(serve_codes.__file__).parent
+    for module in sorted(package.glob("*.py")):
+        if module.name == "codes.py":
+            continue
+        text = module.read_text()
+        assert "Finding(" not in text and 'id=f"' not in text, module.name
+        assert '"serve-command.' not in text and '"serve-resources.' not in text, module.name
+    assert ServeCommandCheck.codes + ServeResourcesCheck.codes == CODES
+    assert all(c.id.startswith(f"{check.id}.") for check in (ServeCommandCheck, ServeResourcesCheck)
+               for c in check.codes)

@@ -1,5 +1,8 @@
 """The shapes of the sections `facts.serve` collects: serve_args (the `vllm serve` command, parsed) and
-vllm_dflash (what the installed vLLM accepts for DFlash, read from its source)."""
+vllm_dflash (what the installed vLLM accepts for DFlash, read from its source), typed to the leaves.
+
+The one free-form value is the user's own --speculative-config JSON: it stays raw inside `SpeculativeConfig`
+(and `ServeFields.speculative_config`), read through `SpeculativeConfig`'s typed accessors."""
 
 from __future__ import annotations
 
@@ -11,16 +14,33 @@ from dflash_doctor.facts.shape import Shape
 __all__ = [
     "BackendChoice",
     "BackendInputs",
+    "BackendSupport",
+    "Eagle3Arch",
+    "Eagle3Facts",
     "FlagError",
+    "FlashAttnBuilds",
+    "Fp8Facts",
+    "LanguageModelOnly",
+    "Marker",
+    "ParserRegistries",
+    "ParserRegistry",
     "PortFacts",
+    "Priorities",
+    "ProbeProcess",
+    "RopeLayout",
+    "RunnerFacts",
     "ServeArgs",
     "ServeAssumptions",
+    "ServeFields",
     "Served",
     "SpeculativeConfig",
     "StoodIn",
+    "TransformersTypes",
     "VllmAttention",
+    "VllmAttentionTable",
     "VllmDflash",
     "VllmError",
+    "VllmPairing",
     "VllmParser",
     "VllmPlatform",
     "VllmValidation",
@@ -44,12 +64,95 @@ class FlagError(Shape):
 
 @dataclass(frozen=True)
 class SpeculativeConfig(Shape):
-    """--speculative-config as given (`raw`) and as read (`value`: a JSON object, or None with `error`)."""
+    """--speculative-config as given (`raw`, the text) and as read (`value`: the user's JSON object, free-form,
+    or None with `error`). The typed accessors read one key of `value`."""
 
     given: bool = False
-    raw: Any = None
+    raw: str | None = None
     value: dict[str, Any] | None = None
-    error: Any = None
+    error: str | None = None
+
+    @property
+    def keys(self) -> dict[str, Any]:
+        """The JSON object as read ({} when there is none)."""
+        return dict(self.value or {})
+
+    def item(self, key: str) -> Any:
+        """The raw value of `key` (None when absent): the user's JSON, any type."""
+        return (self.value or {}).get(key)
+
+    def has(self, key: str) -> bool:
+        return key in (self.value or {})
+
+    def integer(self, key: str) -> int | None:
+        """`key` when it is an integer (not a boolean), else None."""
+        value = self.item(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    def string(self, key: str) -> str | None:
+        """`key` when it is a string, else None."""
+        value = self.item(key)
+        return value if isinstance(value, str) else None
+
+    @property
+    def method(self) -> Any:
+        return self.item("method")
+
+    @property
+    def model(self) -> str | None:
+        return self.string("model")
+
+    @property
+    def num_speculative_tokens(self) -> int | None:
+        return self.integer("num_speculative_tokens")
+
+
+@dataclass(frozen=True)
+class ServeFields(Shape):
+    """The parsed options by vLLM's field names: vLLM's own parser's (facts.probes.vllm_args ENGINE_FIELDS and
+    FRONTEND_FIELDS) or the documented subset's (facts.serve_args FLAGS). None: not given and no default read."""
+
+    model: str | None = None
+    tokenizer: str | None = None
+    skip_tokenizer_init: bool | None = None
+    trust_remote_code: bool | None = None
+    dtype: str | None = None
+    max_model_len: int | None = None
+    tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
+    data_parallel_size: int | None = None
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    max_num_scheduled_tokens: int | None = None
+    gpu_memory_utilization: float | None = None
+    enable_chunked_prefill: bool | None = None
+    enable_prefix_caching: bool | None = None
+    speculative_config: dict[str, Any] | None = None
+    """The user's JSON as the parser read it (free-form; `ServeArgs.speculative_config` is what checks read)."""
+    language_model_only: bool | None = None
+    attention_backend: str | None = None
+    kv_cache_dtype: str | None = None
+    distributed_executor_backend: str | None = None
+    performance_mode: str | None = None
+    reasoning_parser: str | None = None
+    reasoning_parser_plugin: str | None = None
+    tool_call_parser: str | None = None
+    tool_parser_plugin: str | None = None
+    enable_auto_tool_choice: bool | None = None
+    enforce_eager: bool | None = None
+    port: int | None = None
+    host: str | None = None
+    headless: bool | None = None
+
+    @property
+    def tp(self) -> int:
+        """--tensor-parallel-size (vLLM's default 1)."""
+        return self.tensor_parallel_size if self.tensor_parallel_size is not None else 1
+
+    @property
+    def pp(self) -> int:
+        """--pipeline-parallel-size (vLLM's default 1)."""
+        return self.pipeline_parallel_size if self.pipeline_parallel_size is not None else 1
 
 
 @dataclass(frozen=True)
@@ -94,7 +197,7 @@ class BackendInputs(Shape):
     dtype: str | None = None
     kv_cache_dtype: str | None = None
     backend_asked: str | None = None
-    use_non_causal: Any = None
+    use_non_causal: bool | str | None = None
     """True/False as the release sets it for the drafter, or "from the speculative method"."""
     backend: str | None = None
 
@@ -140,14 +243,26 @@ class VllmValidation(Shape):
 
 
 @dataclass(frozen=True)
+class ProbeProcess(Shape):
+    """How the probe's process ran (facts.probes ProbeOutcome.as_facts)."""
+
+    returncode: int | None = None
+    signal: str | None = None
+    timed_out: bool = False
+    stderr: str = ""
+    duration_s: float | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
 class VllmParser(Shape):
     """vLLM's own argument parser, run in the target (`tried`: whether it was)."""
 
     tried: bool = False
     available: bool = False
     version: str | None = None
-    import_error: dict[str, Any] | None = None
-    parser_error: dict[str, Any] | None = None
+    import_error: VllmError | None = None
+    parser_error: VllmError | None = None
     parse_error: str | None = None
     validation: VllmValidation | None = None
     """vLLM's own validation of the engine arguments (None: not run, or not finished: see `validating`)."""
@@ -156,7 +271,7 @@ class VllmParser(Shape):
     platform: VllmPlatform | None = None
     attention: list[VllmAttention] | None = None
     given: list[str] = field(default_factory=list)
-    process: dict[str, Any] | None = None
+    process: ProbeProcess | None = None
 
 
 @dataclass(frozen=True)
@@ -164,7 +279,7 @@ class PortFacts(Shape):
     """Whether vLLM could bind its port here (`shared_listener`: another listener set SO_REUSEPORT)."""
 
     host: str | None = None
-    port: Any = None
+    port: int | None = None
     free: bool | None = None
     shared_listener: bool | None = None
     error: str | None = None
@@ -182,10 +297,9 @@ class ServeArgs(Shape):
     environ: dict[str, str | None] = field(default_factory=dict)
     parser: str | None = None
     """"vllm" (vLLM's own parser, in the target) or "subset" (the doctor's reading)."""
-    fields: dict[str, Any] = field(default_factory=dict)
-    """The parsed options by vLLM's field names (free-form: whatever vLLM's parser gives)."""
+    fields: ServeFields = field(default_factory=ServeFields)
     flags_given: list[str] = field(default_factory=list)
-    unknown_flags: list[Any] = field(default_factory=list)
+    unknown_flags: list[str] = field(default_factory=list)
     errors: list[FlagError] = field(default_factory=list)
     program: list[str] = field(default_factory=list)
     program_error: str | None = None
@@ -193,6 +307,148 @@ class ServeArgs(Shape):
     vllm_parser: VllmParser = field(default_factory=VllmParser)
     port: PortFacts = field(default_factory=PortFacts)
     seconds: float | None = None
+
+
+# ------------------------------------------------------------------------------------------ vllm_dflash
+
+
+@dataclass(frozen=True)
+class Marker(Shape):
+    """Whether a marker text of knowledge.dflash is in the installed vLLM's source (`file`: where)."""
+
+    found: bool = False
+    file: str | None = None
+    readable: bool = True
+    """False: none of the marker's files could be read (an older report lacks the key: read as True)."""
+
+
+@dataclass(frozen=True)
+class Priorities(Shape):
+    """_get_backend_priorities' order on one compute capability (None: it could not be evaluated)."""
+
+    causal: list[str] | None = None
+    non_causal: list[str] | None = None
+
+
+@dataclass(frozen=True)
+class BackendSupport(Shape):
+    """One attention backend's `supports_*` answers, evaluated on constants (None: it asks the GPU or the build)."""
+
+    file: str | None = None
+    cls: str | None = field(default=None, metadata={"key": "class"})
+    non_causal: bool | None = None
+    kv_cache_dtype: dict[str, bool | None] = field(default_factory=dict)
+    kv_combination_reason: str | None = None
+    capability: dict[str, bool | None] = field(default_factory=dict)
+    """By compute capability ("8.6")."""
+    head_size: dict[str, bool | None] = field(default_factory=dict)
+    """By head size, as a string ("128")."""
+
+
+@dataclass(frozen=True)
+class FlashAttnBuilds(Shape):
+    """Which FlashAttention versions the installed vLLM carries."""
+
+    fa2: bool = False
+    fa3: bool = False
+    fa4: bool = False
+
+
+@dataclass(frozen=True)
+class VllmAttentionTable(Shape):
+    """The installed vLLM's attention backend selection, read from its source (facts.serve._attention)."""
+
+    source: str | None = None
+    readable: bool = False
+    priorities: dict[str, Priorities] = field(default_factory=dict)
+    """By compute capability ("9.0")."""
+    backends: dict[str, BackendSupport] = field(default_factory=dict)
+    head_sizes: list[int] = field(default_factory=list)
+    kv_cache_dtypes: list[str] | None = None
+    flash_attn_builds: FlashAttnBuilds | None = None
+
+
+@dataclass(frozen=True)
+class ParserRegistry(Shape):
+    names: list[str] = field(default_factory=list)
+    file: str | None = None
+
+
+@dataclass(frozen=True)
+class ParserRegistries(Shape):
+    """The parsers the installed vLLM registers, by kind (knowledge.dflash_reports.PARSER_REGISTRIES); None where
+    its registry could not be read."""
+
+    reasoning: ParserRegistry | None = None
+    tool: ParserRegistry | None = None
+
+
+@dataclass(frozen=True)
+class LanguageModelOnly(Shape):
+    known: bool | None = None
+    file: str | None = None
+    zero_limits: bool | None = None
+    skips_tower: bool | None = None
+
+
+@dataclass(frozen=True)
+class RunnerFacts(Shape):
+    """Which model runner serves DFlash by default (facts.vllm_pairing._runner)."""
+
+    kind: str | None = None
+    file: str | None = None
+    default_archs: list[str] | None = None
+
+
+@dataclass(frozen=True)
+class Eagle3Arch(Shape):
+    registered: bool = False
+    cls: str | None = field(default=None, metadata={"key": "class"})
+    file: str | None = None
+    implements: bool | None = None
+    via: str | None = None
+
+
+@dataclass(frozen=True)
+class Eagle3Facts(Shape):
+    interface: str | None = None
+    checked_in: str | None = None
+    archs: dict[str, Eagle3Arch] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RopeLayout(Shape):
+    file: str | None = None
+    layout: str | None = None
+
+
+@dataclass(frozen=True)
+class TransformersTypes(Shape):
+    file: str | None = None
+    model_types: list[str] | None = None
+
+
+@dataclass(frozen=True)
+class Fp8Facts(Shape):
+    min_capability: int | None = None
+    marlin_fallback: bool | None = None
+    native_from: int | None = None
+
+
+@dataclass(frozen=True)
+class VllmPairing(Shape):
+    """What the installed vLLM pairs a target and drafter with (facts.vllm_pairing): parsers, the model runner,
+    the EAGLE3 interface, FP8 kernels. A part absent (an older report, an unread source) is None or empty."""
+
+    parsers: ParserRegistries = field(default_factory=ParserRegistries)
+    language_model_only: LanguageModelOnly | None = None
+    runner: RunnerFacts | None = None
+    eagle3: Eagle3Facts | None = None
+    rope_layouts: dict[str, RopeLayout] = field(default_factory=dict)
+    config_registry: list[str] | None = None
+    transformers: TransformersTypes | None = None
+    fp8: Fp8Facts | None = None
+    fused_kv_raw_weight: list[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -207,10 +463,9 @@ class VllmDflash(Shape):
     registry_readable: bool | None = None
     dflash_archs: list[str] = field(default_factory=list)
     methods: list[str] | None = None
-    aux_supported_model_types: Any = None
-    markers: dict[str, Any] = field(default_factory=dict)
-    attention: dict[str, Any] = field(default_factory=dict)
-    pairing: dict[str, Any] = field(default_factory=dict)
-    """What the installed vLLM pairs a target and drafter with (facts.vllm_pairing): parsers, the model
-    runner, the EAGLE3 interface, FP8 kernels; free-form, read by checks.drafter_pairing / serve_pairing."""
+    aux_supported_model_types: list[str] | None = None
+    markers: dict[str, Marker] = field(default_factory=dict)
+    attention: VllmAttentionTable | None = None
+    """None: the source was not read (no vLLM, or nothing to judge)."""
+    pairing: VllmPairing = field(default_factory=VllmPairing)
     seconds: float | None = None

@@ -20,6 +20,7 @@ __all__ = [
     "BATCH_HUGE_MARKER",
     "DFLASH_ARCH_RENAME",
     "DFLASH_FIRST_VERSION",
+    "DFLASH_INSTALL_SPEC",
     "DFLASH_MODEL_FILE",
     "DRAFTER_REGISTRY_ARCH",
     "DRAFT_TP_RULE",
@@ -70,6 +71,14 @@ DFLASH_FIRST_VERSION: Fact[str] = Fact(
     source="qwen3_dflash.py and vllm/v1/spec_decode/dflash.py first appear in the 0.20.0 sdist; "
     "`DFlashModelTypes = Literal[\"dflash\"]` first appears in vllm/config/speculative.py 0.20.0",
     read_from="vllm sdists 0.19.1 (absent) and 0.20.0 (present)",
+)
+
+DFLASH_INSTALL_SPEC: Fact[str] = Fact(
+    value="vllm>=0.20.1",
+    source="DFlash first ships in vLLM 0.20.0 (DFLASH_FIRST_VERSION); 0.20.1 is the oldest release the doctor's "
+    "rules and recorded engine runs were taken from (fixtures/engine, tests/test_fact_shapes.py's vLLM 0.20.1 "
+    "environment), so it is the floor a remediation installs",
+    read_from="vllm 0.20.1 sdist and wheel; fixtures/engine (vLLM 0.20.1 on an H200)",
 )
 
 DRAFTER_REGISTRY_ARCH: Fact[str] = Fact(
@@ -390,6 +399,9 @@ SPEC_BUDGET_RULES: Fact[dict[str, Any]] = Fact(
         "subtracts_marker": "max_num_batched_tokens - scheduled_token_delta", "no_subtraction_since": "0.28.0",
         "draft_seqs_marker": "max_draft_seqs", "draft_seqs_since": "0.33.0",
         "warn_below": 8192,
+        # the three rules by the releases that have them; without a vLLM to read, the oldest and the newest judge
+        "rule_names": {"subtracts": "0.20-0.27", "no_subtraction": "0.28-0.32", "draft_seqs": "0.33"},
+        "unread_rules": ("0.20-0.27", "0.33"),
     },
     source="vllm/config/vllm.py VllmConfig._set_max_num_scheduled_tokens for DFlash (k = num_speculative_tokens): "
     "0.20.0-0.27.1 max_num_scheduled_tokens = max_num_batched_tokens - (k - 1) x max_num_seqs "

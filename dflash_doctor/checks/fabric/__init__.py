@@ -24,6 +24,7 @@ from dflash_doctor.checks.gpu.common import _visible_of
 from dflash_doctor.codes import Code
 from dflash_doctor.facts.fabric_shapes import Fabric
 from dflash_doctor.facts.nvml_shapes import Gpu
+from dflash_doctor.facts.serve_shapes import ServeArgs, VllmDflash
 from dflash_doctor.model import Finding, Status
 
 __all__ = ["CODES", "FabricCheck"]
@@ -44,8 +45,8 @@ class FabricCheck:
             return [SKIPPED.finding(Status.SKIP, f"fabric not checked ({fabric.skipped})")]
         gpu = facts.section(Gpu)
         devices = gpu.devices
-        serve = facts.optional("serve_args") or {}
-        argv = [str(a) for a in serve.get("argv") or []]
+        serve = facts.optional_section(ServeArgs)
+        argv = list(serve.argv) if serve is not None else []
         tp = fabric.requested_tp or 1
         if not devices:
             return [SKIPPED.finding(Status.SKIP, "fabric not checked: NVML lists no GPU (see the gpu check)")]
@@ -56,5 +57,5 @@ class FabricCheck:
                     *host_findings(fabric, tp, group, devices)]
         choice, said = allreduce_choice(fabric, tp, len(group), pairs, argv)
         findings.append(said)
-        findings += custom_allreduce_on_geforce_p2p(choice, devices, group, pairs, argv, facts.optional("vllm_dflash"))
+        findings += custom_allreduce_on_geforce_p2p(choice, devices, group, pairs, argv, facts.optional_section(VllmDflash))
         return findings

@@ -3,14 +3,14 @@ hazard of its custom all-reduce over a GeForce PCIe peer path (knowledge.dflash_
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from dflash_doctor.checks.argv import with_switch
 from dflash_doctor.checks.fabric.codes import ALLREDUCE_CHOICE, CUSTOM_ALLREDUCE_GEFORCE_P2P
 from dflash_doctor.checks.models.common import version_tuple
 from dflash_doctor.facts.fabric_shapes import Fabric, NvmlPair
 from dflash_doctor.facts.nvml_shapes import GpuDevice
+from dflash_doctor.facts.serve_shapes import VllmDflash
 from dflash_doctor.knowledge.dflash_reports import KNOWN_BAD
 from dflash_doctor.knowledge.fabric import CUSTOM_ALL_REDUCE_RULES
 from dflash_doctor.model import Finding, Remediation, Status
@@ -52,12 +52,12 @@ def allreduce_choice(fabric: Fabric, tp: int, gpus: int, pairs: Sequence[NvmlPai
 
 def custom_allreduce_on_geforce_p2p(choice: str, devices: Sequence[GpuDevice], group: Sequence[int],
                                     pairs: Sequence[NvmlPair], argv: list[str],
-                                    vllm: Mapping[str, Any] | None) -> list[Finding]:
+                                    vllm: VllmDflash | None) -> list[Finding]:
     """knowledge.dflash_reports.KNOWN_BAD's custom-allreduce-geforce-p2p, judged from the GPU and peer-path facts."""
     entry = next(e for e in KNOWN_BAD.value if e.condition == "geforce-pcie-p2p-custom-all-reduce")
     if choice != CUSTOM:
         return []
-    version = str(vllm.get("version") or "") if vllm and vllm.get("installed") else ""
+    version = (vllm.version or "") if vllm is not None and vllm.installed else ""
     if version and not (version_tuple(entry.first) <= version_tuple(version)
                         and (entry.last is None or version_tuple(version) <= version_tuple(entry.last))):
         return []

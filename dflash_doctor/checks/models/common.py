@@ -154,17 +154,14 @@ def vllm_label(vllm: VllmDflash | None) -> str:
 def _marker(vllm: VllmDflash | None, name: str) -> bool | None:
     """Whether the installed vLLM's source has this marker; None when there is no source to read, or when the
     facts were recorded before the doctor looked for this marker (a saved report judged again)."""
-    if vllm is None or not vllm.root or name not in vllm.markers:
+    marker = vllm.markers.get(name) if vllm is not None and vllm.root else None
+    if marker is None or not marker.readable:
         return None
-    marker = vllm.markers.get(name) or {}
-    if not marker.get("readable", True):
-        return None
-    return bool(marker.get("found"))
+    return marker.found
 
 
-def spec_value(serve: Mapping[str, Any] | None) -> dict[str, Any]:
-    value = ((serve or {}).get("speculative_config") or {}).get("value")
-    return value if isinstance(value, dict) else {}
+def spec_value(serve: ServeArgs | None) -> dict[str, Any]:
+    return serve.speculative_config.keys if serve is not None else {}
 
 
 def not_given(code: Code, check_title: str, what: str) -> list[Finding]:
@@ -209,7 +206,7 @@ class DrafterView:
     drafter: Model
     target: Model
     vllm: VllmDflash | None
-    serve: Mapping[str, Any] | None
+    serve: ServeArgs | None
     installer: Installer
     ccs: list[str]
     """The serving GPUs' compute capabilities ("8.6"; gpu_view)."""
@@ -231,7 +228,7 @@ class DrafterView:
     emitted: set[str] = field(default_factory=set)
 
 
-def drafter_view(drafter: Model, target: Model, vllm: VllmDflash | None, serve: Mapping[str, Any] | None,
+def drafter_view(drafter: Model, target: Model, vllm: VllmDflash | None, serve: ServeArgs | None,
                  installer: Installer, ccs: list[str] | None = None) -> DrafterView:
     keys = drafter_keys(drafter, vllm)
     return DrafterView(drafter=drafter, target=target, vllm=vllm, serve=serve, installer=installer,

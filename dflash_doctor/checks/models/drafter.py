@@ -70,7 +70,7 @@ from dflash_doctor.checks.models.speculators import as_served
 from dflash_doctor.checks.remedy import installer_for, quote
 from dflash_doctor.facts.modelfiles.model_dir import LAYERS_KEPT
 from dflash_doctor.facts.models_shapes import ConfigView, LayerCount, Models, Tensor
-from dflash_doctor.facts.serve_shapes import VllmDflash
+from dflash_doctor.facts.serve_shapes import ServeArgs, VllmDflash
 from dflash_doctor.knowledge.dflash import (
     DRAFTER_REGISTRY_ARCH,
     FC_INPUT_RULE,
@@ -692,8 +692,8 @@ class _Drafter:
 
     def dtype(self) -> list[Finding]:
         stored = {FLOAT_DTYPES[d] for d in self.weights.dtypes if d in FLOAT_DTYPES}
-        fields = ((self.serve or {}).get("fields") or {})
-        wanted = fields.get("dtype") if fields.get("dtype") not in (None, "auto") else None
+        given = self.serve.fields.dtype if self.serve is not None else None
+        wanted = given if given not in (None, "auto") else None
         target_dtype = self.target_config.torch_dtype
         serving = {"half": "float16", "float": "float32"}.get(str(wanted), wanted) or target_dtype
         if serving == "float32" and not wanted:
@@ -719,7 +719,7 @@ class _Drafter:
                             "drafter drafts past the block it was trained on",
                             detail=f"{SPEC_BLOCK.value}. {SPEC_BLOCK.note}",
                             evidence={"block_size": block, "num_speculative_tokens": k},
-                            remediation=(Remediation(with_spec(list((self.serve or {}).get("argv") or []),
+                            remediation=(Remediation(with_spec(list(self.serve.argv) if self.serve is not None else [],
                                                                {**spec, "num_speculative_tokens": block - 1}),
                                                      "one anchor plus block_size - 1 masks fill the trained block"),))]
         archs = self.keys.list("architectures") or self.drafter.architectures
@@ -731,7 +731,7 @@ class _Drafter:
                             "was trained on, so every drafted position is mixed with the wrong neighbours",
                             detail=f"{DFLASH2_CONV_BLOCK.value}. Sources: {DFLASH2_CONV_BLOCK.source}.",
                             evidence={"block_size": block, "num_speculative_tokens": k},
-                            remediation=(Remediation(with_spec(list((self.serve or {}).get("argv") or []),
+                            remediation=(Remediation(with_spec(list(self.serve.argv) if self.serve is not None else [],
                                                                {**spec, "num_speculative_tokens": block - 1}),
                                                      "the convolution's block is then the trained one"),))]
         self.ok.append(f"block_size {block}" + (f" (k={k})" if _is_int(k) else f" (serve with k={block - 1})"))
@@ -792,5 +792,5 @@ def judge_drafter(facts: Facts, title: str) -> list[Finding]:
     if blocked is not None:
         return blocked
     vllm = facts.optional_section(VllmDflash)
-    serve = as_served(facts.optional("serve_args"), models.speculators_launch, vllm)
+    serve = as_served(facts.optional_section(ServeArgs), models.speculators_launch, vllm)
     return _Drafter(drafter_view(drafter, target, vllm, serve, installer_for(facts), gpu_view(facts)["ccs"])).findings()

@@ -31,7 +31,14 @@ from dflash_doctor.checks.models.common import (
 )
 from dflash_doctor.checks.models.speculators import as_served
 from dflash_doctor.facts.models_shapes import ConfigView, Models
-from dflash_doctor.facts.serve_shapes import VllmDflash
+from dflash_doctor.facts.serve_shapes import (
+    BackendSupport,
+    FlashAttnBuilds,
+    Priorities,
+    ServeArgs,
+    VllmAttentionTable,
+    VllmDflash,
+)
 from dflash_doctor.knowledge.dflash import (
     ATTENTION_FALLBACK,
     FLASH_ATTN_QUANTIZED_KV,
@@ -52,33 +59,33 @@ def _needs_non_causal(dflash: ConfigView, vllm: VllmDflash | None) -> bool:
     return not (_marker(vllm, "dflash_causal_key") and dflash.value("causal") is True)
 
 
-def _kv_supported(info: Mapping[str, Any], kv_cache_dtype: str, cc: str, vllm: VllmDflash | None,
-                  builds: Mapping[str, Any] | None = None) -> bool | None:
+def _kv_supported(info: BackendSupport, kv_cache_dtype: str, cc: str, vllm: VllmDflash | None,
+                  builds: FlashAttnBuilds | None = None) -> bool | None:
     """The backend's supports_kv_cache_dtype: as evaluated from the installed source, else (FlashAttention's
     quantized KV cache, which asks the FlashAttention build) knowledge.dflash's rule for this GPU and the
     FlashAttention versions this vLLM carries (`builds`; None: all, as vLLM's CUDA wheels)."""
-    if "kv_cache_dtype" not in info:  # facts saved before the doctor read it: every backend takes "auto"
+    if not info.kv_cache_dtype:  # facts saved before the doctor read it: every backend takes "auto"
         return True if kv_cache_dtype == "auto" else None
-    evaluated = info["kv_cache_dtype"].get(kv_cache_dtype) if isinstance(info["kv_cache_dtype"], dict) else None
+    evaluated = info.kv_cache_dtype.get(kv_cache_dtype)
     if evaluated is not None:
         return bool(evaluated)
     rule = FLASH_ATTN_QUANTIZED_KV.value
     if not kv_cache_dtype.startswith(rule["quantized_prefixes"]):
         return True
     major = int(cc.split(".")[0])
-    carried = builds or {"fa3": True, "fa4": True}
-    return (major == rule["fa3_major"] and bool(carried.get("fa3"))) or (
-        major == rule["fa4_major"] and bool(carried.get("fa4")) and has_behaviour(vllm, "fa4_fp8_kv", rule["fa4_since"]))
+    carried = builds or FlashAttnBuilds(fa2=True, fa3=True, fa4=True)
+    return (major == rule["fa3_major"] and carried.fa3) or (
+        major == rule["fa4_major"] and carried.fa4 and has_behaviour(vllm, "fa4_fp8_kv", rule["fa4_since"]))
 
 
-def choose_backend(attention: Mapping[str, Any], cc: str, non_causal: bool, head_sizes: Sequence[int],
+def choose_backend(attention: VllmAttentionTable, cc: str, non_causal: bool, head_sizes: Sequence[int],
                    explicit: str | None, kv_cache_dtype: str = "auto",
                    vllm: VllmDflash | None = None) -> dict[str, Any]:
     """The backend vLLM's selection picks, evaluated from its source facts, with the reasons it gives, in its
     words and order (AttentionBackend.validate_configuration), for each one it skips."""
     words = FLASH_ATTN_QUANTIZED_KV.value["reasons"]
-    row = (attention.get("priorities") or {}).get(cc) or {}
-    order = row.get("non_causal" if non_causal else "causal")
+    row = attention.priorities.get(cc) or Priorities()
+    order = row.non_causal if non_causal else row.causal
     result: dict[str, Any] = {"cc": cc, "order": order, "chosen": None, "certain": True, "skipped": {},
                               "explicit": explicit, "kv_cache_dtype": kv_cache_dtype, "message": None}
     if not order:
@@ -87,29 +94,30 @@ def choose_backend(attention: Mapping[str, Any], cc: str, non_causal: bool, head
     candidates = [explicit] if explicit else order
     quantized = kv_cache_dtype.startswith(FLASH_ATTN_QUANTIZED_KV.value["quantized_prefixes"])
     for name in candidates:
-        info = (attention.get("backends") or {}).get(name) or {}
+        found = attention.backends.get(name)
+        info = found or BackendSupport()
         reasons: list[str] = []
         unknown = False
         for size in head_sizes:
-            ok = (info.get("head_size") or {}).get(str(size))
+            ok = info.head_size.get(str(size))
             if ok is False and words["head_size"] not in reasons:
                 reasons.append(words["head_size"])
             unknown |= ok is None
-        kv_ok = _kv_supported(info, kv_cache_dtype, cc, vllm, attention.get("flash_attn_builds")) if info else None
+        kv_ok = _kv_supported(info, kv_cache_dtype, cc, vllm, attention.flash_attn_builds) if found else None
         if kv_ok is False:
             reasons.append(words["kv_cache_dtype"])
         unknown |= kv_ok is None
-        cc_ok = (info.get("capability") or {}).get(cc)
+        cc_ok = info.capability.get(cc)
         if cc_ok is False:
             reasons.append(words["capability"])
         unknown |= cc_ok is None
         if non_causal:
-            if info.get("non_causal") is False:
+            if info.non_causal is False:
                 reasons.append(words["non_causal"])
-            unknown |= info.get("non_causal") is None
-        if quantized and kv_ok is False and info.get("kv_combination_reason"):
-            reasons.append(str(info["kv_combination_reason"]))  # its supports_combination, in its words
-        if not info:
+            unknown |= info.non_causal is None
+        if quantized and kv_ok is False and info.kv_combination_reason:
+            reasons.append(info.kv_combination_reason)  # its supports_combination, in its words
+        if found is None:
             reasons.append("not found in this vLLM")
         if reasons:
             result["skipped"][name] = reasons
@@ -150,19 +158,19 @@ def judge_drafter_attention(facts: Facts, title: str) -> list[Finding]:
     all_layers = _marker(vllm, "non_causal_all_layers") is True
     head_sizes = [h for h in {drafter.text.head_dim,
                               text_config(models.target).head_dim if all_layers else None} if h]
-    serve = as_served(facts.optional("serve_args"), models.speculators_launch, vllm) or {}
+    serve = as_served(facts.optional_section(ServeArgs), models.speculators_launch, vllm) or ServeArgs()
     spec = spec_value(serve)
-    fields = serve.get("fields") or {}
-    explicit = fields.get("attention_backend") if all_layers else spec.get("attention_backend")
+    fields = serve.fields
+    explicit = fields.attention_backend if all_layers else spec.get("attention_backend")
     # the drafter's KV cache: the speculative config's kv_cache_dtype where it sets one (0.34's DFlash loader
     # replaces the cache dtype with it), else --kv-cache-dtype, else vLLM's default "auto"
-    kv = str((None if all_layers else spec.get("kv_cache_dtype")) or fields.get("kv_cache_dtype") or "auto")
-    attention = vllm.attention
+    kv = str((None if all_layers else spec.get("kv_cache_dtype")) or fields.kv_cache_dtype or "auto")
+    attention = vllm.attention or VllmAttentionTable()
     non_causal = _needs_non_causal(dflash, vllm)
     scope = "every attention layer (target and drafter)" if all_layers else "the drafter's attention"
     findings: list[Finding] = []
     for cc in ccs:
-        if cc not in (attention.get("priorities") or {}):
+        if cc not in attention.priorities:
             findings.append(ATTENTION_UNKNOWN.finding(Status.WARN,
                                     f"{vllm_label(vllm)}: the backend choice for compute capability {cc} could not be "
                                     "read from its source", evidence={"cc": cc}))
@@ -170,7 +178,7 @@ def judge_drafter_attention(facts: Facts, title: str) -> list[Finding]:
         pick = choose_backend(attention, cc, non_causal, head_sizes, str(explicit) if explicit else None,
                               kv_cache_dtype=kv, vllm=vllm)
         evidence = {"cc": cc, "order": pick["order"], "skipped": pick["skipped"], "head_sizes": head_sizes,
-                    "non_causal_scope": scope, "source": attention.get("source"), "explicit": explicit,
+                    "non_causal_scope": scope, "source": attention.source, "explicit": explicit,
                     "kv_cache_dtype": kv, "vllm_message": pick["message"]}
         sm = "sm_" + cc.replace(".", "")
         if pick["chosen"] is None:
@@ -199,12 +207,12 @@ def judge_drafter_attention(facts: Facts, title: str) -> list[Finding]:
     return findings
 
 
-def _fixes(attention: Mapping[str, Any], cc: str, non_causal: bool, head_sizes: Sequence[int], kv: str,
-           vllm: VllmDflash, serve: Mapping[str, Any], spec: Mapping[str, Any],
+def _fixes(attention: VllmAttentionTable, cc: str, non_causal: bool, head_sizes: Sequence[int], kv: str,
+           vllm: VllmDflash, serve: ServeArgs, spec: Mapping[str, Any],
            all_layers: bool) -> tuple[Remediation, ...]:
     """Commands the same evaluation accepts: the backend vLLM would pick itself selected instead, else the
     default KV cache dtype with the selection (or, that failing too, without it)."""
-    argv = list(serve.get("argv") or []) or ["vllm", "serve", "MODEL"]
+    argv = list(serve.argv) or ["vllm", "serve", "MODEL"]
 
     def selecting(words: list[str], name: str | None) -> list[str]:
         """`words` with the attention backend selection set to `name` (None: no selection)."""
@@ -219,7 +227,7 @@ def _fixes(attention: Mapping[str, Any], cc: str, non_causal: bool, head_sizes: 
             words = shlex.split(with_spec(words, {k: v for k, v in spec.items() if k != "kv_cache_dtype"}))
         return without_flag(words, "--kv-cache-dtype", takes_value=True)
 
-    explicit = spec.get("attention_backend") if not all_layers else (serve.get("fields") or {}).get("attention_backend")
+    explicit = spec.get("attention_backend") if not all_layers else serve.fields.attention_backend
     fixes: list[Remediation] = []
     if explicit:
         auto = choose_backend(attention, cc, non_causal, head_sizes, None, kv_cache_dtype=kv, vllm=vllm)

@@ -44,7 +44,14 @@ from dflash_doctor.checks.models.common import (
 )
 from dflash_doctor.checks.remedy import quote
 from dflash_doctor.facts.models_shapes import ConfigView, Model
-from dflash_doctor.facts.serve_shapes import VllmDflash
+from dflash_doctor.facts.serve_shapes import (
+    Eagle3Arch,
+    Eagle3Facts,
+    Fp8Facts,
+    RunnerFacts,
+    VllmDflash,
+    VllmPairing,
+)
 from dflash_doctor.knowledge.dflash_reports import (
     DRAFTER_CONTEXT_RAISED,
     DRAFTER_CONTEXT_V2,
@@ -76,8 +83,8 @@ def pairing_rules(d: DrafterView, ccs: list[str]) -> tuple[Callable[[], list[Fin
             lambda: _rope_layout(d), lambda: _padded_vocab(d))
 
 
-def _pairing(vllm: VllmDflash | None) -> dict[str, Any]:
-    return dict(vllm.pairing) if vllm is not None else {}
+def _pairing(vllm: VllmDflash | None) -> VllmPairing:
+    return vllm.pairing if vllm is not None else VllmPairing()
 
 
 def model_runner(vllm: VllmDflash | None, target_archs: list[str], environ: Mapping[str, Any] | None,
@@ -86,33 +93,33 @@ def model_runner(vllm: VllmDflash | None, target_archs: list[str], environ: Mapp
     and why: VLLM_USE_V2_MODEL_RUNNER when set, else what the source shows, else the version
     (knowledge.dflash_reports.V2_DEFAULT_SINCE). A drafter that mixes sliding and full attention needs V2's
     several KV-cache groups, and the releases that know it (marker `multi_kv_group_v2`) pick V2 for it."""
-    runner = _pairing(vllm).get("runner") or {}
-    kind = runner.get("kind")
+    runner = _pairing(vllm).runner or RunnerFacts()
+    kind = runner.kind
     env = str((environ or {}).get("VLLM_USE_V2_MODEL_RUNNER") or "").strip().lower()
     if kind == "v2-only":
-        return "v2", f"{runner.get('file')} is its only GPU model runner"
+        return "v2", f"{runner.file} is its only GPU model runner"
     if env in ("1", "true"):
         return "v2", "VLLM_USE_V2_MODEL_RUNNER=1"
     if env in ("0", "false"):
         return "v1", "VLLM_USE_V2_MODEL_RUNNER=0"
     if kind == "v2-default":
-        return "v2", f"V2 is the default runner ({runner.get('file')}: use_v2_model_runner)"
+        return "v2", f"V2 is the default runner ({runner.file}: use_v2_model_runner)"
     types = drafter_layer_types if isinstance(drafter_layer_types, list) else []
     sliding = sum(1 for t in types if t == SLIDING)
     if 0 < sliding < len(types) and _marker(vllm, "multi_kv_group_v2"):
         return "v2", ("the drafter mixes sliding and full attention, which needs V2's several KV-cache groups "
                       "(config/vllm.py _dflash_needs_multi_kv_group)")
     if kind == "v2-for-archs":
-        listed = [a for a in target_archs if a in (runner.get("default_archs") or [])]
+        listed = [a for a in target_archs if a in (runner.default_archs or [])]
         moe, quantized = _moe(target), _quantized(target)
         if listed and _marker(vllm, "v2_dense_unquantized_only") and (moe or quantized):
             return "v1", (f"{listed[0]} is in DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES, but only a dense, unquantized "
-                          f"model runs V2 by default ({runner.get('file')})")
+                          f"model runs V2 by default ({runner.file})")
         if listed:
-            return "v2", f"{listed[0]} is in DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES ({runner.get('file')})"
+            return "v2", f"{listed[0]} is in DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES ({runner.file})"
         if _marker(vllm, "v2_dense_default") and target is not None and not moe:
-            return "v2", f"a dense (not MoE) target runs V2 by default ({runner.get('file')})"
-        return "v1", f"the target's architectures are not in DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES ({runner.get('file')})"
+            return "v2", f"a dense (not MoE) target runs V2 by default ({runner.file})"
+        return "v1", f"the target's architectures are not in DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES ({runner.file})"
     if kind == "v1-default":
         return "v1", "V2 runs only with VLLM_USE_V2_MODEL_RUNNER=1 in this vLLM"
     version = version_tuple(str((vllm.version if vllm is not None else None) or ""))
@@ -138,17 +145,16 @@ def _quantized(target: Model | None) -> bool:
 
 
 def _context(d: DrafterView) -> list[Finding]:
-    fields = (d.serve or {}).get("fields") or {}
-    given = fields.get("max_model_len")
+    given = d.serve.fields.max_model_len if d.serve is not None else None
     served, served_from = (given, f"--max-model-len {given}") if _is_int(given) else _derived_max_len(d.target, d.vllm)
     drafter_len, drafter_from = _derived_max_len(Model(dir=d.drafter.dir), d.vllm)
     if not _is_int(served) or not _is_int(drafter_len) or drafter_len >= served:
         if _is_int(drafter_len):
             d.ok.append(f"context {drafter_len} ({drafter_from})")
         return []
-    runner, why = model_runner(d.vllm, architectures(d.target), (d.serve or {}).get("environ"),
+    runner, why = model_runner(d.vllm, architectures(d.target), d.serve.environ if d.serve is not None else None,
                                d.config.layer_types, d.target)
-    argv = list((d.serve or {}).get("argv") or [])
+    argv = list(d.serve.argv) if d.serve is not None else []
     raised, limited = _context_handling(d.vllm)
     where = f"served {served} ({served_from}), drafter {drafter_len} ({drafter_from})"
     rope_types = [str(e.rope_type or "default") for e in rope_entries(d.config)]
@@ -249,31 +255,31 @@ def _layer_types(d: DrafterView) -> list[Finding]:
 
 
 def _target_interface(d: DrafterView) -> list[Finding]:
-    eagle3 = _pairing(d.vllm).get("eagle3") or {}
-    interface = eagle3.get("interface")
+    eagle3 = _pairing(d.vllm).eagle3 or Eagle3Facts()
+    interface = eagle3.interface
     archs = architectures(d.target)
     if not interface or not archs:
         return []
-    known = eagle3.get("archs") or {}
-    judged = [(a, known.get(a) or {}) for a in archs]
-    if any(info.get("implements") for _, info in judged):
-        arch, info = next((a, i) for a, i in judged if i.get("implements"))
+    judged = [(a, eagle3.archs.get(a) or Eagle3Arch()) for a in archs]
+    if any(info.implements for _, info in judged):
+        arch, info = next((a, i) for a, i in judged if i.implements)
         d.ok.append(f"target {arch} implements {interface}")
         return []
-    lacking = [(a, i) for a, i in judged if i.get("implements") is False]
+    lacking = [(a, i) for a, i in judged if i.implements is False]
     if lacking:
         arch, info = lacking[0]
         return [DRAFTER_TARGET_NO_AUX_HIDDEN_STATES.finding(Status.FAIL,
-                        f"{d.label}'s {info.get('class')} ({info.get('file')}) does not implement {interface}: DFlash "
+                        f"{d.label}'s {info.cls} ({info.file}) does not implement {interface}: DFlash "
                         f"cannot read the target's hidden states and the engine stops at start with \"Model does not "
                         f"support EAGLE3 interface\"",
-                        detail=f"{EAGLE3_INTERFACE_RULE.value}. Read from {eagle3.get('checked_in')} and the model "
+                        detail=f"{EAGLE3_INTERFACE_RULE.value}. Read from {eagle3.checked_in} and the model "
                         f"class's bases. {EAGLE3_INTERFACE_RULE.source}.",
-                        evidence={"architectures": archs, "class": info.get("class"), "file": info.get("file"),
+                        evidence={"architectures": archs, "class": info.cls, "file": info.file,
                                   "interface": interface},
                         remediation=(Remediation(d.installer.install("vllm"), f"a vLLM whose {arch} implements "
                                                  f"{interface} (or a target architecture that does)"),))]
-    unregistered = [a for a, i in judged if i.get("registered") is False]
+    # an arch not in the facts was never looked up: only a looked-up, unregistered one counts
+    unregistered = [a for a, i in judged if a in eagle3.archs and not i.registered]
     if unregistered and len(unregistered) == len(judged):
         return [DRAFTER_TARGET_NO_AUX_HIDDEN_STATES.finding(Status.WARN,
                         f"{d.label} has no model class for the target's architectures {archs}: it would serve it "
@@ -341,7 +347,7 @@ def _quantization(d: DrafterView, ccs: list[str]) -> list[Finding]:
     findings: list[Finding] = []
     pairing = _pairing(d.vllm)
     if drafter_q is not None and drafter_q.attention_quantized:
-        raw = pairing.get("fused_kv_raw_weight")
+        raw = pairing.fused_kv_raw_weight
         if raw:
             findings.append(DRAFTER_QUANTIZED_ATTENTION.finding(Status.FAIL,
                 f"{d.file}: the drafter is quantized ({drafter_q.method}) including q/k/v, and {d.label}'s "
@@ -380,10 +386,10 @@ def _fp8_on_gpu(d: DrafterView, drafter_q: Quantization | None, target_q: Quanti
     fp8 = [role for role, q in (("target", target_q), ("drafter", drafter_q)) if q and q.method == "fp8"]
     if not fp8:
         return []
-    facts = _pairing(d.vllm).get("fp8") or {}
-    native = facts.get("native_from") or FP8_KERNELS.value["native_from"]
-    minimum = facts.get("min_capability") or FP8_KERNELS.value["min_capability"]
-    marlin = facts.get("marlin_fallback")
+    facts = _pairing(d.vllm).fp8 or Fp8Facts()
+    native = facts.native_from or FP8_KERNELS.value["native_from"]
+    minimum = facts.min_capability or FP8_KERNELS.value["min_capability"]
+    marlin = facts.marlin_fallback
     findings: list[Finding] = []
     for cc in ccs:
         number = int(cc.replace(".", ""))
@@ -492,26 +498,26 @@ def _rope_layout(d: DrafterView) -> list[Finding]:
     rule = ROPE_LAYOUT_FROM_TARGET.value
     if not _in_releases(d.vllm, "rope_layout_from_target", rule["releases"]):
         return []
-    layouts = _pairing(d.vllm).get("rope_layouts") or {}
+    layouts = _pairing(d.vllm).rope_layouts
     target = next(((arch, layouts[arch]) for arch in architectures(d.target)
-                   if isinstance(layouts.get(arch), Mapping) and layouts[arch].get("layout")), None)
+                   if arch in layouts and layouts[arch].layout), None)
     if target is None:
         return []
     arch, found = target
     declared = d.keys.value(rule["drafter_key"], True)
     drafter_layout = "interleaved" if declared is False else "neox"
-    if found["layout"] == drafter_layout:
+    if found.layout == drafter_layout:
         d.ok.append(f"RoPE layout {drafter_layout}, as the target's")
         return []
     said = (f"says \"{rule['drafter_key']}\": false" if declared is False
             else f"does not set \"{rule['drafter_key']}\": false")
     return [DRAFTER_ROPE_LAYOUT_FROM_TARGET.finding(Status.FAIL,
                     f"{d.file} {said} (distilled {drafter_layout}), but {d.label} rotates the drafter's Q/K the way its "
-                    f"target {arch} does ({found['layout']}, {found.get('file')}): acceptance collapses to about one "
+                    f"target {arch} does ({found.layout}, {found.file}): acceptance collapses to about one "
                     "token per step, silently (vllm #53063: 1.03 against 7.78)",
                     detail=f"Source: {ROPE_LAYOUT_FROM_TARGET.source}.",
-                    evidence={"file": d.file, "target_arch": arch, "target_layout": found["layout"],
-                              "target_file": found.get("file"), "drafter_layout": drafter_layout,
+                    evidence={"file": d.file, "target_arch": arch, "target_layout": found.layout,
+                              "target_file": found.file, "drafter_layout": drafter_layout,
                               "vllm": d.vllm.version if d.vllm else None},
                     remediation=(Remediation(d.installer.install(f"vllm>={rule['fixed_in']}"),
                                              f"vLLM {rule['fixed_in']} takes the layout from the drafter's own config "
@@ -532,7 +538,7 @@ def padded_vocab_v2(d: DrafterView) -> dict[str, Any] | None:
         return None
     if not _in_releases(d.vllm, "v2_lm_head_kept_for_vocab_remap", PADDED_VOCAB_V2.value["releases"]):
         return None
-    runner, why = model_runner(d.vllm, architectures(d.target), (d.serve or {}).get("environ"),
+    runner, why = model_runner(d.vllm, architectures(d.target), d.serve.environ if d.serve is not None else None,
                                d.config.layer_types, d.target)
     if runner != "v2":
         return None

@@ -8,6 +8,7 @@ release's own function in tests/test_release_matrix.py); the serve layer judges 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -15,7 +16,7 @@ from typing import Any
 
 from dflash_doctor.checks.models.common import has_behaviour
 from dflash_doctor.facts.models_shapes import SpeculatorsLaunch
-from dflash_doctor.facts.serve_shapes import VllmDflash
+from dflash_doctor.facts.serve_shapes import ServeArgs, VllmDflash
 from dflash_doctor.knowledge.dflash_reports import SPECULATORS_LAUNCH
 
 __all__ = ["Launch", "as_served", "read_launch", "valid_repo_id"]
@@ -86,14 +87,15 @@ def read_launch(launch: SpeculatorsLaunch, vllm: VllmDflash | None,
     return Launch("serves", drafter, verifier, spec, dropped=dropped)
 
 
-def as_served(serve: Mapping[str, Any] | None, launch: SpeculatorsLaunch | None,
-              vllm: VllmDflash | None) -> Mapping[str, Any] | None:
+def as_served(serve: ServeArgs | None, launch: SpeculatorsLaunch | None,
+              vllm: VllmDflash | None) -> ServeArgs | None:
     """The serve_args facts with the speculative config the installed vLLM builds for `vllm serve SPECULATORS_DIR`
     (the facts as they are for any other command), for the checks that read num_speculative_tokens from them."""
-    if not serve or not launch:
+    if serve is None or not launch:
         return serve
-    given = dict(serve.get("speculative_config") or {})
-    read = read_launch(launch, vllm, given.get("value") if given.get("given") else None)
+    given = serve.speculative_config
+    read = read_launch(launch, vllm, given.value if given.given else None)
     if read.kind != "serves":
         return serve
-    return {**serve, "speculative_config": {**given, "given": True, "value": dict(read.spec), "error": None}}
+    return dataclasses.replace(serve, speculative_config=dataclasses.replace(
+        given, given=True, value=dict(read.spec), error=None))

@@ -8,9 +8,11 @@ remediation is that command, not a generic one).
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -23,17 +25,19 @@ from dflash_doctor.checks.models.common import (
     has_behaviour,
     text_config,
 )
+from dflash_doctor.codes import Code
 from dflash_doctor.facts.envfacts import version_tuple
 from dflash_doctor.facts.models_shapes import Model
-from dflash_doctor.facts.serve_shapes import VllmDflash
+from dflash_doctor.facts.serve_shapes import ServeFields, VllmDflash
 from dflash_doctor.knowledge.dflash import (
     BATCH_DEFAULTS,
     SPEC_BUDGET_RULES,
 )
-from dflash_doctor.model import Finding, Status
+from dflash_doctor.model import JSON, Finding, Status
 from dflash_doctor.units import GIB, gib
 
-__all__ = ["effective_settings", "repair_spec", "scheduler_refusal", "spec_token_budget"]
+__all__ = ["Settings", "TokenBudget", "effective_settings", "not_given", "repair_spec", "scheduler_refusal",
+           "spec_token_budget"]
 
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "half": 2, "float": 4}
 STORED_FLOAT = {"F16", "BF16", "F32", "F64"}
@@ -81,9 +85,10 @@ def repair_spec(raw: Any) -> dict[str, Any] | None:
     return value
 
 
-def _not_given(check_id: str) -> list[Finding]:
-    return [Finding(f"{check_id}.not-given", Status.SKIP, "serve command: skipped, none given",
-                    detail="Run `dflash-doctor serve -- vllm serve MODEL [flags]` with the exact command to judge it.")]
+def not_given(code: Code) -> list[Finding]:
+    """The one finding of a serve check when no command was given (`code`: that check's not-given code)."""
+    return [code.finding(Status.SKIP, "serve command: skipped, none given",
+                         detail="Run `dflash-doctor serve -- vllm serve MODEL [flags]` with the exact command to judge it.")]
 
 
 # ---------------------------------------------------------------------------------- effective values
@@ -117,20 +122,35 @@ def _tier(device: Mapping[str, Any] | None, vllm: VllmDflash | None) -> str:
     return "small"
 
 
-def effective_settings(fields: Mapping[str, Any], target: Model | None, tier: str,
-                       vllm: VllmDflash | None = None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Settings:
+    """The scheduler values vLLM ends up with for one GPU tier, and which of them are its defaults."""
+
+    tier: str
+    max_model_len: int | None
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    batched_defaulted: bool
+    seqs_defaulted: bool
+    chunked_prefill: bool
+
+    def evidence(self) -> dict[str, JSON]:
+        return {"tier": self.tier, "max_model_len": self.max_model_len, "max_num_seqs": self.max_num_seqs,
+                "max_num_batched_tokens": self.max_num_batched_tokens, "batched_defaulted": self.batched_defaulted,
+                "seqs_defaulted": self.seqs_defaulted, "chunked_prefill": self.chunked_prefill}
+
+
+def effective_settings(fields: ServeFields, target: Model | None, tier: str,
+                       vllm: VllmDflash | None = None) -> Settings:
     """The scheduler values vLLM ends up with for one GPU tier ("small", "large", "huge")
     (engine/arg_utils.py _set_default_max_num_seqs_and_batched_tokens_args)."""
     defaults = BATCH_DEFAULTS.value[tier]
     derived, _ = _derived_max_len(target, vllm)
-    given_len, given_seqs, given_tokens = (fields.get(k) for k in ("max_model_len", "max_num_seqs",
-                                                                   "max_num_batched_tokens"))
-    max_model_len = given_len if _is_int(given_len) else derived
-    chunked = fields.get("enable_chunked_prefill")
-    chunked = True if chunked is None else bool(chunked)
-    seqs = given_seqs if _is_int(given_seqs) else defaults["max_num_seqs"]
-    defaulted = not _is_int(given_tokens)
-    if _is_int(given_tokens):
+    given_len, given_seqs, given_tokens = fields.max_model_len, fields.max_num_seqs, fields.max_num_batched_tokens
+    max_model_len = given_len if given_len is not None else derived
+    chunked = True if fields.enable_chunked_prefill is None else fields.enable_chunked_prefill
+    seqs = given_seqs if given_seqs is not None else defaults["max_num_seqs"]
+    if given_tokens is not None:
         tokens = given_tokens
     else:
         tokens = defaults["max_num_batched_tokens"]
@@ -138,50 +158,72 @@ def effective_settings(fields: Mapping[str, Any], target: Model | None, tier: st
             tokens = max(max_model_len, tokens)
         if max_model_len is not None:
             tokens = min(seqs * max_model_len, tokens)
-    return {"tier": tier, "max_model_len": max_model_len, "max_num_seqs": seqs, "max_num_batched_tokens": tokens,
-            "batched_defaulted": defaulted, "seqs_defaulted": not _is_int(given_seqs),
-            "chunked_prefill": chunked}
+    return Settings(tier=tier, max_model_len=max_model_len, max_num_seqs=seqs, max_num_batched_tokens=tokens,
+                    batched_defaulted=given_tokens is None, seqs_defaulted=given_seqs is None, chunked_prefill=chunked)
 
 
 # ------------------------------------------------------------------------------------ serve-command
 
 
+@dataclass(frozen=True)
+class TokenBudget:
+    """What vLLM's VllmConfig._set_max_num_scheduled_tokens makes of a DFlash serve (spec_token_budget)."""
+
+    rule: str
+    """Which of knowledge.dflash.SPEC_BUDGET_RULES' rules ("0.20-0.27", "0.28-0.32", "0.33")."""
+    slots_per_request: int
+    max_num_scheduled_tokens: int
+    warns: bool
+    """vLLM warns that fewer than SPEC_BUDGET_RULES' warn_below tokens are left to schedule."""
+    error: str | None = None
+    """vLLM's error message, word for word."""
+    max_num_active_seqs: int | None = None
+    """Where vLLM lowers the running sequences to fit the draft pass."""
+    draft_slots: int | None = None
+    """The draft slots reserved out of max_num_batched_tokens (the oldest rule only)."""
+
+    def evidence(self) -> dict[str, JSON]:
+        out: dict[str, JSON] = {"error": self.error, "max_num_active_seqs": self.max_num_active_seqs,
+                                "rule": self.rule, "slots_per_request": self.slots_per_request}
+        if self.draft_slots is not None:
+            out["draft_slots"] = self.draft_slots
+        out.update(max_num_scheduled_tokens=self.max_num_scheduled_tokens, warns=self.warns)
+        return out
+
+
 def spec_token_budget(vllm: VllmDflash | None, k: int, batched: int, seqs: int,
-                      rule: str | None = None) -> dict[str, Any]:
+                      rule: str | None = None) -> TokenBudget:
     """What the installed vLLM's VllmConfig._set_max_num_scheduled_tokens makes of a DFlash serve with k
-    speculative tokens (knowledge.dflash.SPEC_BUDGET_RULES): the rule ("0.20-0.27", "0.28-0.32", "0.33"), vLLM's
-    error message or None, max_num_scheduled_tokens, max_num_active_seqs where vLLM lowers it, whether it warns
-    that fewer than 8192 tokens are left, and the draft slots reserved per request. `rule` names one instead of
-    the installed vLLM's."""
+    speculative tokens (knowledge.dflash.SPEC_BUDGET_RULES): the rule, vLLM's error message or None,
+    max_num_scheduled_tokens, max_num_active_seqs where vLLM lowers it, whether it warns that fewer than 8192
+    tokens are left, and the draft slots reserved per request. `rule` names one instead of the installed vLLM's."""
     rules = SPEC_BUDGET_RULES.value
+    names = rules["rule_names"]
     if rule is not None:
-        draft_seqs, subtracts = rule == "0.33", rule == "0.20-0.27"
+        draft_seqs, subtracts = rule == names["draft_seqs"], rule == names["subtracts"]
     else:
         draft_seqs = has_behaviour(vllm, "spec_budget_draft_seqs", rules["draft_seqs_since"])
         subtracts = not draft_seqs and _subtracts(vllm, rules["no_subtraction_since"])
-    out: dict[str, Any] = {"error": None, "max_num_active_seqs": None}
     if subtracts:
         slots = k - 1
         scheduled = batched - slots * seqs
-        out.update(rule="0.20-0.27", slots_per_request=slots, draft_slots=slots * seqs, max_num_scheduled_tokens=scheduled,
-                   warns=0 < scheduled < rules["warn_below"])
-        if scheduled <= 0:
-            out["error"] = (f"max_num_scheduled_tokens is set to {scheduled} based on the speculative decoding settings, "
-                            "which does not allow any tokens to be scheduled. Increase max_num_batched_tokens to "
-                            "accommodate the additional draft token slots, or decrease num_speculative_tokens or "
-                            "max_num_seqs.")
-        return out
+        error = None if scheduled > 0 else (
+            f"max_num_scheduled_tokens is set to {scheduled} based on the speculative decoding settings, which does "
+            "not allow any tokens to be scheduled. Increase max_num_batched_tokens to accommodate the additional "
+            "draft token slots, or decrease num_speculative_tokens or max_num_seqs.")
+        return TokenBudget(rule=names["subtracts"], slots_per_request=slots, draft_slots=slots * seqs,
+                           max_num_scheduled_tokens=scheduled, warns=0 < scheduled < rules["warn_below"], error=error)
     slots = k + 1 if draft_seqs else k
-    out.update(rule="0.33" if draft_seqs else "0.28-0.32", slots_per_request=slots, max_num_scheduled_tokens=batched,
-               warns=batched < rules["warn_below"])
+    budget = TokenBudget(rule=names["draft_seqs"] if draft_seqs else names["no_subtraction"], slots_per_request=slots,
+                         max_num_scheduled_tokens=batched, warns=batched < rules["warn_below"])
     if batched <= slots:
         named = f"num_lookahead_tokens={slots}" if draft_seqs else f"scheduled_token_delta={slots}"
-        out["error"] = ("VllmConfig does not have enough slots to schedule a token and support the speculative "
-                        f"decoding settings. Got max_num_batched_tokens={batched} and {named}.")
-    elif draft_seqs and batched // slots < seqs:
-        out["max_num_active_seqs"] = batched // slots
-    return out
-
+        return dataclasses.replace(budget, error=(
+            "VllmConfig does not have enough slots to schedule a token and support the speculative decoding "
+            f"settings. Got max_num_batched_tokens={batched} and {named}."))
+    if draft_seqs and batched // slots < seqs:
+        return dataclasses.replace(budget, max_num_active_seqs=batched // slots)
+    return budget
 
 
 def _subtracts(vllm: VllmDflash | None, until: str) -> bool:
@@ -196,7 +238,7 @@ def _subtracts(vllm: VllmDflash | None, until: str) -> bool:
 
 def scheduler_refusal(batched: int, seqs: int, max_model_len: int | None, chunked_prefill: bool) -> str | None:
     """SchedulerConfig.verify_max_model_len's refusal (the same in 0.20 through 0.34), in vLLM's words, or None."""
-    if _is_int(max_model_len) and batched < max_model_len and not chunked_prefill:
+    if max_model_len is not None and batched < max_model_len and not chunked_prefill:
         return (f"max_num_batched_tokens ({batched}) is smaller than max_model_len ({max_model_len}). This effectively "
                 "limits the maximum sequence length to max_num_batched_tokens and makes vLLM reject longer sequences. "
                 "Please increase max_num_batched_tokens or decrease max_model_len.")

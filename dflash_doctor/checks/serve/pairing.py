@@ -4,37 +4,49 @@ that needs --trust-remote-code, a multimodal target with or without --language-m
 known-bad combinations of DFlash with other settings, each only for the vLLM versions it applies to
 (knowledge.dflash_reports.KNOWN_BAD). Every remediation is the user's own command with one thing changed.
 
-`serve_rules(command)` gives the rules as callables for checks.serve_command._Command's rule loop."""
+`serve_rules(command)` gives the rules as callables over the command's view (checks.serve.view.ServeCommand),
+for the serve-command check's rule loop (checks.serve.command)."""
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
 
 from dflash_doctor.checks.argv import with_flag, with_switch, without_flag
 from dflash_doctor.checks.models.common import architectures, text_config, version_tuple
+from dflash_doctor.checks.models.drafter_attention import choose_backend
 from dflash_doctor.checks.models.drafter_pairing import _pairing, model_runner
 from dflash_doctor.checks.remedy import join
+from dflash_doctor.checks.serve.codes import (
+    AUTO_TOOL_CHOICE_WITHOUT_PARSER,
+    FP8_KV_FLOAT16,
+    KNOWN_BAD_COMBINATION,
+    LANGUAGE_MODEL_ONLY,
+    MULTIMODAL_TARGET,
+    REASONING_PARSER,
+    TOOL_PARSER,
+    TRUST_REMOTE_CODE_NEEDED,
+    UNKNOWN_REASONING_PARSER,
+    UNKNOWN_TOOL_PARSER,
+)
 from dflash_doctor.checks.serve.common import MULTIMODAL_PREFIX_WORDS, _gib
+from dflash_doctor.checks.serve.view import ServeCommand
+from dflash_doctor.facts.serve_shapes import LanguageModelOnly, ParserRegistry, TransformersTypes
 from dflash_doctor.knowledge.dflash_reports import (
     AUTO_TOOL_CHOICE_RULE,
     FP8_QUERY_NEEDS_BFLOAT16,
     KNOWN_BAD,
-    LANGUAGE_MODEL_ONLY,
     PARSER_VALIDATION,
     TRUST_REMOTE_CODE_RULE,
     KnownBad,
 )
+from dflash_doctor.knowledge.dflash_reports import LANGUAGE_MODEL_ONLY as LANGUAGE_MODEL_ONLY_RULE
 from dflash_doctor.model import Finding, Remediation, Status
-
-if TYPE_CHECKING:
-    from dflash_doctor.checks.serve.command import _Command
 
 __all__ = ["serve_rules"]
 
 
-def serve_rules(c: _Command) -> tuple[Callable[[], list[Finding]], ...]:
+def serve_rules(c: ServeCommand) -> tuple[Callable[[], list[Finding]], ...]:
     return (lambda: _parsers(c), lambda: _remote_code(c), lambda: _multimodal(c), lambda: _known_bad(c),
             lambda: _fp8_query_float16(c))
 
@@ -42,9 +54,9 @@ def serve_rules(c: _Command) -> tuple[Callable[[], list[Finding]], ...]:
 # ------------------------------------------------------------------------- fp8 queries, float16 output
 
 
-def _served_dtype(c: _Command) -> str | None:
+def _served_dtype(c: ServeCommand) -> str | None:
     """The target's dtype as vLLM serves it: --dtype, else the config's (float32 checkpoints go to bfloat16)."""
-    wanted = str(c.fields.get("dtype") or "auto")
+    wanted = c.fields.dtype or "auto"
     if wanted != "auto":
         return {"half": "float16", "float": "float32"}.get(wanted, wanted)
     text = text_config(c.target)
@@ -52,27 +64,24 @@ def _served_dtype(c: _Command) -> str | None:
     return "bfloat16" if stored == "float32" else str(stored) if stored else None
 
 
-def _target_backend(c: _Command, cc: str) -> tuple[str | None, str]:
+def _target_backend(c: ServeCommand, cc: str) -> tuple[str | None, str]:
     """The target's attention backend on `cc` and who said so: vLLM's own selector where it ran, else the
     doctor's reading of the installed source (checks.drafter_attention.choose_backend)."""
     major, minor = (int(x) for x in cc.split("."))
     for judged in c.serve.vllm_parser.attention or []:
         if judged.capability == [major, minor] and judged.target is not None:
             return judged.target.backend, "vLLM's own attention selector"
-    if c.vllm is None or not c.vllm.attention:
+    if c.vllm is None or c.vllm.attention is None:
         return None, ""
-    from dflash_doctor.checks.models.drafter_attention import choose_backend
-
     head = text_config(c.target).head_dim
-    pick = choose_backend(c.vllm.attention, cc, False, [head] if head else [],
-                          str(c.fields.get("attention_backend")) if c.fields.get("attention_backend") else None,
-                          kv_cache_dtype=str(c.fields.get("kv_cache_dtype") or "auto"), vllm=c.vllm)
-    return pick.get("chosen"), "the installed vLLM's backend priorities"
+    pick = choose_backend(c.vllm.attention, cc, False, [head] if head else [], c.fields.attention_backend or None,
+                          kv_cache_dtype=c.fields.kv_cache_dtype or "auto", vllm=c.vllm)
+    return pick["chosen"], "the installed vLLM's backend priorities"
 
 
-def _fp8_query_float16(c: _Command) -> list[Finding]:
+def _fp8_query_float16(c: ServeCommand) -> list[Finding]:
     rule = FP8_QUERY_NEEDS_BFLOAT16.value
-    kv = str(c.fields.get("kv_cache_dtype") or "auto")
+    kv = c.fields.kv_cache_dtype or "auto"
     if kv not in rule["kv_cache_dtypes"] or c.vllm is None or not c.vllm.installed or \
             version_tuple(c.vllm.version) < version_tuple(rule["since"]):
         return []
@@ -80,15 +89,15 @@ def _fp8_query_float16(c: _Command) -> list[Finding]:
     if dtype != "float16" or text_config(c.target).head_dim == 512:
         return []
     out: list[Finding] = []
-    for cc in c.gpus.get("ccs") or []:
+    for cc in c.ccs:
         if not cc.startswith(f"{rule['compute_capability_major']}."):
             continue
         backend, said = _target_backend(c, cc)
         if backend != rule["backend"]:
             continue
         sm = "sm_" + cc.replace(".", "")
-        out.append(Finding(
-            "serve-command.fp8-kv-float16", Status.FAIL,
+        out.append(FP8_KV_FLOAT16.finding(
+            Status.FAIL,
             f"{c.label} on {sm}: --kv-cache-dtype {kv} with a float16 model: FlashAttention 3 gets the query in fp8 "
             "and writes only bfloat16, so the engine starts and dies on the first request ("
             f"\"{rule['engine_error']}\")",
@@ -104,55 +113,53 @@ def _fp8_query_float16(c: _Command) -> list[Finding]:
 # ------------------------------------------------------------------------------------------ parsers
 
 
-def _parsers(c: _Command) -> list[Finding]:
-    registries = _pairing(c.vllm).get("parsers") or {}
+def _parsers(c: ServeCommand) -> list[Finding]:
+    registries = _pairing(c.vllm).parsers
     out: list[Finding] = []
-    auto = bool(c.fields.get("enable_auto_tool_choice"))
-    tool = c.fields.get("tool_call_parser") or None
+    auto = bool(c.fields.enable_auto_tool_choice)
+    tool = c.fields.tool_call_parser or None
     if auto and not tool:
-        out.append(Finding("serve-command.auto-tool-choice-without-parser", Status.FAIL,
+        out.append(AUTO_TOOL_CHOICE_WITHOUT_PARSER.finding(Status.FAIL,
                            f"--enable-auto-tool-choice without --tool-call-parser: vLLM stops before loading anything "
                            f"(\"{AUTO_TOOL_CHOICE_RULE.value}\")",
                            detail=AUTO_TOOL_CHOICE_RULE.source, evidence={"argv": c.argv},
-                           remediation=_tool_fixes(c, registries.get("tool"))))
-    for kind, flag, plugin_field, name in (
-            ("reasoning", "--reasoning-parser", "reasoning_parser_plugin", c.fields.get("reasoning_parser") or None),
-            ("tool", "--tool-call-parser", "tool_parser_plugin", tool)):
-        if not isinstance(name, str):
+                           remediation=_tool_fixes(c, registries.tool)))
+    for kind, flag, plugin_flag, plugin, name, registry, known, unknown in (
+            ("reasoning", "--reasoning-parser", "--reasoning-parser-plugin", c.fields.reasoning_parser_plugin,
+             c.fields.reasoning_parser or None, registries.reasoning, REASONING_PARSER, UNKNOWN_REASONING_PARSER),
+            ("tool", "--tool-call-parser", "--tool-parser-plugin", c.fields.tool_parser_plugin, tool, registries.tool,
+             TOOL_PARSER, UNKNOWN_TOOL_PARSER)):
+        if name is None or registry is None:
             continue
-        registry = registries.get(kind) or {}
-        names = registry.get("names")
-        if names is None:
-            continue
+        names = registry.names
         if name in names:
-            out.append(Finding(f"serve-command.{kind}-parser", Status.PASS,
-                               f"{flag} {name} is registered in {c.label} ({registry.get('file')})"
+            out.append(known.finding(Status.PASS,
+                               f"{flag} {name} is registered in {c.label} ({registry.file})"
                                + ("" if kind == "reasoning" or auto else
                                   "; without --enable-auto-tool-choice it parses no tool calls"),
-                               evidence={"parser": name, "file": registry.get("file")}))
+                               evidence={"parser": name, "file": registry.file}))
             continue
-        plugin = c.fields.get(plugin_field)
         close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
         checked = kind == "reasoning" or auto
         status = Status.WARN if plugin or not checked else Status.FAIL
         message = PARSER_VALIDATION.value[kind].format(name=name, choices=",".join(names))
-        title = (f"{flag} {name!r} is not a parser {c.label} registers ({registry.get('file')})"
+        title = (f"{flag} {name!r} is not a parser {c.label} registers ({registry.file})"
                  + (f": vLLM stops at start with KeyError \"{message[:160]}...\"" if status is Status.FAIL else
-                    f"; --{plugin_field.replace('_', '-')} {plugin} may register it" if plugin else
+                    f"; {plugin_flag} {plugin} may register it" if plugin else
                     "; vLLM checks it only with --enable-auto-tool-choice, and parses no tool calls without it")
                  + (f"; did you mean {' or '.join(close)}?" if close else ""))
         fixes = tuple(Remediation(with_flag(c.argv, flag, choice), f"the registered parser closest to {name!r}")
                       for choice in close[:2])
-        out.append(Finding(f"serve-command.unknown-{kind}-parser", status, title,
+        out.append(unknown.finding(status, title,
                            detail=f"{PARSER_VALIDATION.source}. Registered: {', '.join(names)}.",
-                           evidence={"parser": name, "registered": names, "file": registry.get("file"),
+                           evidence={"parser": name, "registered": names, "file": registry.file,
                                      "plugin": plugin},
                            remediation=fixes))
     return out
 
 
-def _tool_fixes(c: _Command, registry: Mapping[str, Any] | None) -> tuple[Remediation, ...]:
-    names = list((registry or {}).get("names") or [])
+def _tool_fixes(c: ServeCommand, registry: ParserRegistry | None) -> tuple[Remediation, ...]:
+    names = list(registry.names) if registry is not None else []
     model = str(text_config(c.target).value("model_type") or "").lower()
     guess = next((n for n in names if model and n.split("_")[0] in model), None) or "PARSER"
     fixes = [Remediation(with_flag(c.argv, "--tool-call-parser", guess),
@@ -167,12 +174,12 @@ def _tool_fixes(c: _Command, registry: Mapping[str, Any] | None) -> tuple[Remedi
 # ---------------------------------------------------------------------------------- trust-remote-code
 
 
-def _remote_code(c: _Command) -> list[Finding]:
-    if c.fields.get("trust_remote_code"):
+def _remote_code(c: ServeCommand) -> list[Finding]:
+    if c.fields.trust_remote_code:
         return []
     pairing = _pairing(c.vllm)
-    registry = set(pairing.get("config_registry") or [])
-    transformers = (pairing.get("transformers") or {}).get("model_types")
+    registry = set(pairing.config_registry or [])
+    transformers = (pairing.transformers or TransformersTypes()).model_types
     out: list[Finding] = []
     for role, model in (("target", c.target), ("drafter", c.drafter)):
         config = model.config if model is not None else None
@@ -188,7 +195,7 @@ def _remote_code(c: _Command) -> list[Finding]:
             continue
         known = "the installed transformers does not know it either" if transformers is not None else \
             "the transformers beside vLLM could not be read to tell whether it knows it"
-        out.append(Finding("serve-command.trust-remote-code-needed",
+        out.append(TRUST_REMOTE_CODE_NEEDED.finding(
                            Status.FAIL if transformers is not None else Status.WARN,
                            f"{role} {config.file}: model_type {model_type!r} is not in {c.label}'s own config "
                            f"registry and {known}; its auto_map ({', '.join(auto_map[:4])}) is the only way to load "
@@ -203,18 +210,18 @@ def _remote_code(c: _Command) -> list[Finding]:
 # -------------------------------------------------------------------------------------- multimodal
 
 
-def _multimodal(c: _Command) -> list[Finding]:
+def _multimodal(c: ServeCommand) -> list[Finding]:
     directory = c.target.dir if c.target is not None else None
     config = directory.config if directory is not None else None
     processor = list(directory.processor_files) if directory is not None else []
     vision = config is not None and config.vision_config
-    flag = bool(c.fields.get("language_model_only"))
-    facts = _pairing(c.vllm).get("language_model_only") or {}
-    known = facts.get("known")
-    skips = facts.get("skips_tower") is not False
+    flag = bool(c.fields.language_model_only)
+    facts = _pairing(c.vllm).language_model_only or LanguageModelOnly()
+    known = facts.known
+    skips = facts.skips_tower is not False
     if not (vision or processor):
         if flag:
-            return [Finding("serve-command.language-model-only", Status.PASS,
+            return [LANGUAGE_MODEL_ONLY.finding(Status.PASS,
                             "--language-model-only on a text-only target: it changes nothing")]
         return []
     why = ", ".join(([f"{config.file if config else None} has vision_config"] if vision else []) + processor)
@@ -222,23 +229,23 @@ def _multimodal(c: _Command) -> list[Finding]:
                 if any(w in p for w in MULTIMODAL_PREFIX_WORDS))
     size = f" ({_gib(tower)} of weights)" if tower else ""
     if flag and known is False:
-        return [Finding("serve-command.language-model-only", Status.FAIL,
+        return [LANGUAGE_MODEL_ONLY.finding(Status.FAIL,
                         f"--language-model-only is not a flag {c.label} knows: its parser stops at start",
-                        detail=LANGUAGE_MODEL_ONLY.source,
+                        detail=LANGUAGE_MODEL_ONLY_RULE.source,
                         remediation=(Remediation(join(without_flag(c.argv, "--language-model-only", False)),
                                                  "drop the flag this vLLM does not have"),))]
     if flag:
-        return [Finding("serve-command.language-model-only", Status.PASS,
+        return [LANGUAGE_MODEL_ONLY.finding(Status.PASS,
                         f"multimodal target ({why}) served with --language-model-only: {c.label} "
                         + (f"builds no vision tower{size} and accepts text only" if skips else
                            "accepts text only (every modality limit 0); its source shows no skipping of the tower"),
-                        detail=LANGUAGE_MODEL_ONLY.value)]
-    return [Finding("serve-command.multimodal-target", Status.WARN,
+                        detail=LANGUAGE_MODEL_ONLY_RULE.value)]
+    return [MULTIMODAL_TARGET.finding(Status.WARN,
                     f"the target is multimodal ({why}) and served without --language-model-only: {c.label} builds and "
                     f"loads its vision tower{size} and reserves encoder memory that DFlash's text drafting never uses"
                     + ("" if skips else "; with the flag it refuses image inputs (its source shows no skipping of "
                        "the tower)"),
-                    detail=f"{LANGUAGE_MODEL_ONLY.value}. {LANGUAGE_MODEL_ONLY.source}.",
+                    detail=f"{LANGUAGE_MODEL_ONLY_RULE.value}. {LANGUAGE_MODEL_ONLY_RULE.source}.",
                     evidence={"why": why, "tower_bytes": tower},
                     remediation=(Remediation(with_switch(c.argv, "--language-model-only"),
                                              "for text-only serving: the memory goes to the KV cache"),)
@@ -255,13 +262,13 @@ def _in_range(version: str | None, entry: KnownBad) -> bool:
     return version_tuple(entry.first) <= got and (entry.last is None or got <= version_tuple(entry.last))
 
 
-def _is_dflash2(c: _Command) -> bool:
-    method = str(c.spec.get("method") or "").lower()
+def _is_dflash2(c: ServeCommand) -> bool:
+    method = str(c.spec.method or "").lower()
     return any("DFlash2" in a for a in architectures(c.drafter)) or "dflash2" in method
 
 
-def _known_bad(c: _Command) -> list[Finding]:
-    if c.vllm is None or not c.vllm.installed or not c.spec_facts.given:
+def _known_bad(c: ServeCommand) -> list[Finding]:
+    if c.vllm is None or not c.vllm.installed or not c.spec.given:
         return []
     version = c.vllm.version
     archs = architectures(c.target)
@@ -276,34 +283,34 @@ def _known_bad(c: _Command) -> list[Finding]:
         if not hit:
             continue
         span = f"{entry.first}..{entry.last}" if entry.last else f"{entry.first} and later (no fix released as read)"
-        out.append(Finding("serve-command.known-bad-combination", Status.WARN,
+        out.append(KNOWN_BAD_COMBINATION.finding(Status.WARN,
                            f"{c.label}{on} (affected: {span}): {entry.title}",
                            detail=f"Reported in {entry.source}.",
                            evidence={"id": entry.id, "versions": [entry.first, entry.last], "vllm": version,
-                                     **({"arch": list(entry.arch), "gpus": c.gpus.get("source"),
-                                         "compute_capabilities": list(c.gpus.get("ccs") or [])} if entry.arch else {})},
+                                     **({"arch": list(entry.arch), "gpus": c.gpus["source"],
+                                         "compute_capabilities": c.ccs} if entry.arch else {})},
                            remediation=(fix,) if fix else (), cause=cause))
     return out
 
 
-def _on_arch(c: _Command, entry: KnownBad) -> str | None:
+def _on_arch(c: ServeCommand, entry: KnownBad) -> str | None:
     """"" for an entry of any GPU; " on sm_80" where the GPU facts (NVML, --target-arch, --gpus) name one of the
     entry's compute capabilities; None where they name none of them, or there are no GPU facts to tell."""
     if not entry.arch:
         return ""
-    hits = sorted(set(entry.arch) & set(c.gpus.get("ccs") or []))
+    hits = sorted(set(entry.arch) & set(c.ccs))
     return " on " + ", ".join("sm_" + cc.replace(".", "") for cc in hits) if hits else None
 
 
-def _applies(c: _Command, entry: KnownBad, archs: list[str]) -> tuple[bool, Remediation | None, str]:
+def _applies(c: ServeCommand, entry: KnownBad, archs: list[str]) -> tuple[bool, Remediation | None, str]:
     if entry.condition == "cuda-graphs":
-        if c.fields.get("enforce_eager"):
+        if c.fields.enforce_eager:
             return False, None, ""
         return True, Remediation(with_switch(c.argv, "--enforce-eager"), "no CUDA graphs: slower, but it does "
                                  "not crash under load"), ""
     if entry.condition == "prefix-caching-dflash2":
         # vLLM's own parser gives the field; the documented subset leaves the flag unknown, so read argv too.
-        if not _is_dflash2(c) or c.fields.get("enable_prefix_caching") is False or any(
+        if not _is_dflash2(c) or c.fields.enable_prefix_caching is False or any(
                 w.replace("_", "-") == "--no-enable-prefix-caching" for w in c.argv):
             return False, None, ""
         return True, None, ""

@@ -8,8 +8,8 @@ KV cache, and a free port. The rules and their sources are in knowledge.dflash a
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar
+from collections.abc import Mapping
+from typing import Any
 
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.argv import with_flag
@@ -19,18 +19,29 @@ from dflash_doctor.checks.models.common import (
     text_config,
 )
 from dflash_doctor.checks.remedy import quote
+from dflash_doctor.checks.serve.codes import (
+    GPU_FACTS_UNAVAILABLE,
+    KV_CACHE,
+    MEMORY,
+    MEMORY_HELD,
+    MEMORY_UNKNOWN,
+    MEMORY_WEIGHTS,
+    PORT_IN_USE,
+    PORT_OK,
+    RESOURCES_NOT_GIVEN,
+    WORLD_SIZE,
+)
 from dflash_doctor.checks.serve.common import (
     DTYPE_BYTES,
     MULTIMODAL_PREFIX_WORDS,
     _gib,
     _int_or,
-    _not_given,
     _tier,
     effective_settings,
+    not_given,
 )
-from dflash_doctor.codes import Code
 from dflash_doctor.facts.models_shapes import Model, Models, Weights
-from dflash_doctor.facts.serve_shapes import ServeArgs, VllmDflash
+from dflash_doctor.facts.serve_shapes import ServeArgs, ServeFields, VllmDflash
 from dflash_doctor.knowledge.dflash import (
     KV_CACHE_ONE_SEQUENCE,
     WORLD_SIZE_RULE,
@@ -38,40 +49,8 @@ from dflash_doctor.knowledge.dflash import (
 from dflash_doctor.knowledge.gpu import VLLM_FREE_MEMORY_CHECK
 from dflash_doctor.model import Finding, Remediation, Status
 
-__all__ = ["ServeResourcesCheck"]
+__all__ = ["resources_findings"]
 
-
-CODES: tuple[Code, ...] = (
-    Code("serve-resources.world-size", "Tensor x pipeline parallel size against the visible GPUs",
-         "vLLM: 'World size (...) is larger than the number of available GPUs (...) in this node.' The GPUs are "
-         "those NVML lists, filtered by CUDA_VISIBLE_DEVICES as CUDA reads it (or --gpus)."),
-    Code("serve-resources.gpu-facts-unavailable", "GPU count and memory were not judged",
-         "No GPU facts here (no NVML, no driver). On a CI machine, give the serving GPUs' shape with --gpus N "
-         "--gpu-memory GIB to judge these rules."),
-    Code("serve-resources.memory", "Weights fit the GPUs, with room for the KV cache",
-         "Per GPU: the target's weights / (TP x PP) plus the drafter's / draft TP, at the serving dtype, against "
-         "total memory x --gpu-memory-utilization. What is left holds the KV cache and activations; the doctor "
-         "cannot know the activation peak before vLLM profiles it, so the room is an upper bound."),
-    Code("serve-resources.memory-held", "Other processes hold memory vLLM asks for",
-         "vLLM requests total x --gpu-memory-utilization at start and stops if less is free: 'Free memory on "
-         "device ... on startup is less than desired GPU memory utilization'."),
-    Code("serve-resources.memory-weights", "The weights alone exceed vLLM's memory budget",
-         "No room is left for the KV cache: 'No available memory for the cache blocks'. Use more GPUs (TP), a "
-         "higher --gpu-memory-utilization, or a quantized model."),
-    Code("serve-resources.kv-cache", "One max-length sequence does not fit the KV cache",
-         "After the weights, the KV cache must hold one --max-model-len sequence for the target and the drafter: "
-         "'To serve at least one request with the models's max seq len (...), (...) KV cache is needed, which is "
-         "larger than the available KV cache memory'."),
-    Code("serve-resources.memory-unknown", "GPU memory not judged",
-         "The target's weights were not read, so their size is unknown."),
-    Code("serve-resources.port-ok", "The port is free",
-         "The doctor bound the address and port vLLM will listen on, without SO_REUSEPORT, and closed it again: "
-         "nothing else listens there."),
-    Code("serve-resources.port-in-use", "The port is taken",
-         "vLLM binds (host, port) with SO_REUSEADDR and SO_REUSEPORT only after loading the model: a port held by "
-         "another server fails it late, and one held by another SO_REUSEPORT listener (another vLLM) is silently "
-         "shared. Stop the holder or pick another --port."),
-)
 
 def _served_bytes(model: Model | None, dtype_bytes: int, language_only: bool) -> tuple[int, list[str]]:
     """Bytes the model's weights take on the GPUs: floating-point tensors at the serving dtype, quantized ones
@@ -93,8 +72,8 @@ def _served_bytes(model: Model | None, dtype_bytes: int, language_only: bool) ->
     return max(total, 0), dropped
 
 
-def _serving_dtype_bytes(fields: Mapping[str, Any], target: Model | None) -> int:
-    wanted = fields.get("dtype")
+def _serving_dtype_bytes(fields: ServeFields, target: Model | None) -> int:
+    wanted = fields.dtype
     if wanted not in (None, "auto"):
         return DTYPE_BYTES.get(str(wanted), 2)
     stored = text_config(target).torch_dtype
@@ -134,38 +113,34 @@ def _as_float(value: int) -> float:
         return math.inf
 
 
-class ServeResourcesCheck:
-    id: ClassVar[str] = "serve-resources"
-    layer: ClassVar[str] = "serve"
-    title: ClassVar[str] = "GPUs, memory and port for vllm serve"
-    codes: ClassVar[tuple[Code, ...]] = tuple(c for c in CODES if c.id.startswith("serve-resources."))
-    needs: ClassVar[frozenset[str]] = frozenset({"serve_args", "models", "gpu", "vllm_dflash"})
-    after: ClassVar[frozenset[str]] = frozenset()
-    requires_gpu: ClassVar[bool] = False
+def resources_findings(facts: Facts) -> list[Finding]:
+    """The serve-resources check's findings."""
+    return _Resources().judge(facts)
 
-    def judge(self, facts: Facts) -> Iterable[Finding]:
+
+class _Resources:
+    def judge(self, facts: Facts) -> list[Finding]:
         serve = facts.section(ServeArgs)
         if not serve.given or serve.program_error:
-            return _not_given(self.id)
+            return not_given(RESOURCES_NOT_GIVEN)
         argv = list(serve.argv)
-        fields = dict(serve.fields)
+        fields = serve.fields
         findings = list(self._port(serve))
         gpus = gpu_view(facts)
         if not gpus["available"]:
-            findings.append(Finding("serve-resources.gpu-facts-unavailable", Status.SKIP,
+            findings.append(GPU_FACTS_UNAVAILABLE.finding(Status.SKIP,
                                     f"GPU count and memory not judged: {gpus['why']}",
                                     detail="On a machine without the serving GPUs, pass their shape: `dflash-doctor "
                                     "serve --gpus 2 --gpu-memory 48 -- vllm serve ...`."))
             return findings
-        tp = _int_or(fields.get("tensor_parallel_size"), 1)
-        pp = _int_or(fields.get("pipeline_parallel_size"), 1)
+        tp, pp = fields.tp, fields.pp
         devices = gpus["devices"]
         world = tp * pp
         where = "assumed with --gpus" if gpus["source"] == "assumed" else (
             f"visible with CUDA_VISIBLE_DEVICES={gpus.get('cuda_visible_devices')!r}"
             if gpus.get("cuda_visible_devices") is not None else "on this host")
         if world > len(devices):
-            findings.append(Finding("serve-resources.world-size", Status.FAIL,
+            findings.append(WORLD_SIZE.finding(Status.FAIL,
                                     f"\"World size ({world}) is larger than the number of available GPUs ({len(devices)}) "
                                     f"in this node.\" (--tensor-parallel-size {tp} x --pipeline-parallel-size {pp}; "
                                     f"{len(devices)} GPU(s) {where})",
@@ -175,7 +150,7 @@ class ServeResourcesCheck:
                                                              "fit the GPUs there are"),
                                                  Remediation("export CUDA_VISIBLE_DEVICES=...", "or make more visible"))))
             return findings
-        findings.append(Finding("serve-resources.world-size", Status.PASS,
+        findings.append(WORLD_SIZE.finding(Status.PASS,
                                 f"TP {tp} x PP {pp} = {world} of {len(devices)} GPU(s) {where}"))
         findings.extend(self._memory(facts, fields, devices[:world], tp, pp))
         return findings
@@ -184,9 +159,9 @@ class ServeResourcesCheck:
         port = serve.port
         host = port.host or "0.0.0.0"
         if port.free:
-            return [Finding("serve-resources.port-ok", Status.PASS, f"port {port.port} on {host} is free")]
+            return [PORT_OK.finding(Status.PASS, f"port {port.port} on {host} is free")]
         shared = port.shared_listener
-        return [Finding("serve-resources.port-in-use", Status.FAIL,
+        return [PORT_IN_USE.finding(Status.FAIL,
                         f"port {port.port} on {host} cannot be bound ({port.error})"
                         + (": another SO_REUSEPORT listener holds it, so vLLM would share the port with it" if shared
                            else ": vLLM would fail after loading the model"),
@@ -194,27 +169,28 @@ class ServeResourcesCheck:
                         remediation=(Remediation(f"ss -ltnp {quote(f'sport = :{port.port}')}", "see who holds it"),
                                      Remediation(with_flag(list(serve.argv), "--port", 8001), "or serve on another port")))]
 
-    def _memory(self, facts: Facts, fields: Mapping[str, Any], devices: list[Mapping[str, Any]], tp: int,
+    def _memory(self, facts: Facts, fields: ServeFields, devices: list[Mapping[str, Any]], tp: int,
                 pp: int) -> list[Finding]:
         serve = facts.section(ServeArgs)
         argv = list(serve.argv)
         models = facts.optional_section(Models) or Models()
         target, drafter = models.target, models.drafter
         if target is None or not target.weights.total_bytes:
-            return [Finding("serve-resources.memory-unknown", Status.SKIP, "GPU memory not judged: the target's weights were not read")]
-        spec = serve.speculative_config.value or {}
-        util = fields.get("gpu_memory_utilization") if isinstance(fields.get("gpu_memory_utilization"), (int, float)) \
+            return [MEMORY_UNKNOWN.finding(Status.SKIP, "GPU memory not judged: the target's weights were not read")]
+        spec = serve.speculative_config
+        util = fields.gpu_memory_utilization if fields.gpu_memory_utilization is not None \
             else VLLM_FREE_MEMORY_CHECK.value
         dtype_bytes = _serving_dtype_bytes(fields, target)
-        target_bytes, dropped = _served_bytes(target, dtype_bytes, bool(fields.get("language_model_only")))
-        draft_tp = _int_or(spec.get("draft_tensor_parallel_size"), tp)
+        target_bytes, dropped = _served_bytes(target, dtype_bytes, bool(fields.language_model_only))
+        own_tp = spec.integer("draft_tensor_parallel_size")
+        draft_tp = own_tp if own_tp is not None else tp
         drafter_bytes, _ = _served_bytes(drafter, dtype_bytes, False) if drafter else (0, [])
         per_gpu = target_bytes / (tp * pp) + drafter_bytes / max(1, draft_tp)
         vllm = facts.optional_section(VllmDflash)
         settings = effective_settings(fields, target, _tier(devices[0], vllm), vllm)
-        mml = settings["max_model_len"] if _is_int(settings["max_model_len"]) else 0
-        kv_dtype = fields.get("kv_cache_dtype")
-        kv_bytes = 1 if isinstance(kv_dtype, str) and kv_dtype.startswith("fp8") else dtype_bytes
+        mml = settings.max_model_len or 0
+        kv_dtype = fields.kv_cache_dtype
+        kv_bytes = 1 if kv_dtype is not None and kv_dtype.startswith("fp8") else dtype_bytes
         per_token = (_kv_bytes_per_token(target, tp, pp, kv_bytes, mml or 1)
                      + (_kv_bytes_per_token(drafter, max(1, draft_tp), 1, kv_bytes, mml or 1) if drafter else 0.0))
         findings: list[Finding] = []
@@ -236,8 +212,7 @@ class ServeResourcesCheck:
             if free < budget:
                 others = [f"{p.get('name') or '?'} (pid {p.get('pid')}, {_gib(p.get('used_bytes'))})"
                           for p in device.get("processes") or [] if not p.get("own")]
-                findings.append(Finding(
-                    "serve-resources.memory-held", Status.FAIL,
+                findings.append(MEMORY_HELD.finding(Status.FAIL,
                     f"{name}: {_gib(free)} of {_gib(total)} free, below --gpu-memory-utilization {util} = {_gib(budget)}: "
                     "vLLM stops with \"Free memory on device ... on startup is less than desired GPU memory utilization\""
                     + (f"; held by {', '.join(others)}" if others else ""),
@@ -250,16 +225,14 @@ class ServeResourcesCheck:
             room = budget - per_gpu
             worst_room = room if worst_room is None else min(worst_room, room)
             if room <= 0:
-                findings.append(Finding(
-                    "serve-resources.memory-weights", Status.FAIL,
+                findings.append(MEMORY_WEIGHTS.finding(Status.FAIL,
                     f"{name}: the weights need {_gib(per_gpu)} per GPU (target {_gib(target_bytes)} / {tp * pp} + drafter "
                     f"{_gib(drafter_bytes)} / {draft_tp}), more than {util} x {_gib(total)} = {_gib(budget)}: "
                     "\"No available memory for the cache blocks\"",
                     detail=KV_CACHE_ONE_SEQUENCE.source, evidence={**evidence, "device": device.get("index")},
                     remediation=(Remediation(with_flag(argv, "--tensor-parallel-size", tp * 2), "spread the weights over more GPUs"),)))
             elif mml and per_token and per_token * mml > room:
-                findings.append(Finding(
-                    "serve-resources.kv-cache", Status.FAIL,
+                findings.append(KV_CACHE.finding(Status.FAIL,
                     f"{name}: after {_gib(per_gpu)} of weights, {_gib(room)} is left, but one {mml}-token sequence needs "
                     f"{_gib(per_token * mml)} of KV cache: \"To serve at least one request with the models's max seq len "
                     f"({mml}), ... KV cache is needed, which is larger than the available KV cache memory\"",
@@ -269,8 +242,7 @@ class ServeResourcesCheck:
                     + (Remediation(with_flag(argv, "--gpu-memory-utilization", 0.95), "or give vLLM more of each GPU"),)))
         if not findings and worst_room is not None:
             tokens = int(worst_room / per_token) if per_token else None
-            findings.append(Finding(
-                "serve-resources.memory", Status.PASS,
+            findings.append(MEMORY.finding(Status.PASS,
                 f"weights {_gib(per_gpu)} per GPU (target {_gib(target_bytes)} / {tp * pp}"
                 + (f" + drafter {_gib(drafter_bytes)} / {draft_tp}" if drafter else "")
                 + f") leave at most {_gib(worst_room)} of {util} x GPU memory for KV cache and activations"

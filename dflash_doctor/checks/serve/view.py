@@ -1,0 +1,61 @@
+"""The `vllm serve` command as the serve-command rules read it: one public, typed view, built once per judgement
+(checks.serve.command.read_command) and passed to every rule module of the package (command, pairing)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dflash_doctor.checks.models.speculators import Launch
+from dflash_doctor.checks.remedy import Installer
+from dflash_doctor.facts.models_shapes import Model
+from dflash_doctor.facts.serve_shapes import ServeArgs, ServeFields, SpeculativeConfig, VllmDflash
+from dflash_doctor.model import CheckResult, Finding
+
+__all__ = ["ServeCommand"]
+
+
+@dataclass(frozen=True)
+class ServeCommand:
+    """The parsed command with what it is judged against.
+
+    `spec` is the speculative config vLLM serves with: the command's own, or for `vllm serve SPECULATORS_DIR` the
+    one vLLM builds from the drafter's config (`launch`, with its findings in `launch_findings`)."""
+
+    serve: ServeArgs
+    spec: SpeculativeConfig
+    target: Model | None
+    drafter: Model | None
+    vllm: VllmDflash | None
+    gpus: Mapping[str, Any]
+    """checks.models.common.gpu_view: the GPUs vLLM will see."""
+    prior: Mapping[str, CheckResult]
+    installer: Installer
+    launch: Launch | None = None
+    launch_findings: tuple[Finding, ...] = ()
+
+    @property
+    def fields(self) -> ServeFields:
+        return self.serve.fields
+
+    @property
+    def argv(self) -> list[str]:
+        return list(self.serve.argv)
+
+    @property
+    def tp(self) -> int:
+        return self.fields.tp
+
+    @property
+    def pp(self) -> int:
+        return self.fields.pp
+
+    @property
+    def label(self) -> str:
+        return f"vLLM {self.vllm.version}" if self.vllm and self.vllm.installed else "vLLM"
+
+    @property
+    def ccs(self) -> list[str]:
+        """The serving GPUs' compute capabilities ("8.6")."""
+        return list(self.gpus["ccs"])
