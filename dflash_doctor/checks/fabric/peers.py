@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.argv import with_switch
-from dflash_doctor.checks.gpu.common import _visible_of
+from dflash_doctor.checks.gpu.common import visible_of as _visible_of
 from dflash_doctor.checks.models.common import version_tuple
 from dflash_doctor.checks.remedy import quote
 from dflash_doctor.codes import Code

@@ -12,7 +12,8 @@ from dflash_doctor.facts.nvml_shapes import Gpu, GpuDevice
 from dflash_doctor.model import CheckResult, Finding, Status
 from dflash_doctor.units import GIB
 
-__all__ = ["Visible", "resolve_visible"]
+__all__ = ["NO_CUDA_FINDINGS", "NO_GPU_FINDINGS", "Visible", "blocking", "exception_text", "resolve_visible", "sm",
+           "visible_of"]
 
 # A graphics client (Xorg, a desktop) holding less than this is not worth a warning.
 GRAPHICS_NOTE_BYTES = 256 << 20
@@ -28,11 +29,14 @@ NO_CUDA_FINDINGS = ("cuda-stack.probe-failed", "cuda-stack.torch-absent", "cuda-
                     "cuda-stack.driver-too-old", "cuda-stack.init-failed")
 
 
-def _sm(cc: Sequence[int] | None) -> str:
+def sm(cc: Sequence[int] | None) -> str:
+    """`sm_90` for compute capability (9, 0); `sm_?` when it is unknown."""
     return f"sm_{cc[0]}{cc[1]}" if cc else "sm_?"
 
 
-def _blocking(prior: CheckResult | None, ids: Sequence[str]) -> Finding | None:
+def blocking(prior: CheckResult | None, ids: Sequence[str]) -> Finding | None:
+    """The first failed (or errored) finding of an earlier check's result among `ids`: after it there is nothing
+    for this check to run on."""
     if prior is None:
         return None
     return next((f for f in prior.findings if f.id in ids and f.status in (Status.FAIL, Status.ERROR)), None)
@@ -152,10 +156,13 @@ def _resolve_mig(value: str, devices: Sequence[GpuDevice]) -> Visible:
     return Visible(value, "mig", tuple(parents), tuple(entries), stopped_at, reason)
 
 
-def _visible_of(gpu: Gpu) -> Visible:
+def visible_of(gpu: Gpu) -> Visible:
+    """The GPUs the target's CUDA_VISIBLE_DEVICES (as the gpu section recorded it) leaves a CUDA process."""
     return resolve_visible(gpu.environ.get("CUDA_VISIBLE_DEVICES"), gpu.devices)
 
-def _exception_text(exc: ProbeException | KernelError | None) -> str:
+
+def exception_text(exc: ProbeException | KernelError | None) -> str:
+    """A probe's exception as Python prints its last line (the first line of the message)."""
     if exc is None:
         return "unknown error"
     message = exc.message.strip()

@@ -10,10 +10,10 @@ from dflash_doctor.check import Facts
 from dflash_doctor.checks.gpu.common import (
     NO_GPU_FINDINGS,
     Visible,
-    _blocking,
-    _exception_text,
-    _sm,
-    _visible_of,
+    blocking,
+    exception_text,
+    sm,
+    visible_of,
 )
 from dflash_doctor.checks.remedy import Installer, export, installer_for
 from dflash_doctor.codes import Code
@@ -168,7 +168,7 @@ def _triton_findings(triton: CudaTriton, stack: CudaStack, archs: Sequence[Seque
                                                                               "install the Triton torch requires"),))], ""
     if not triton.import_ok:
         return [Finding("cuda-stack.triton-import-failed", Status.FAIL,
-                        f"`import triton` fails: {_exception_text(triton.exception)}",
+                        f"`import triton` fails: {exception_text(triton.exception)}",
                         evidence={"exception": triton.exception.to_json() if triton.exception else None})], ""
     findings: list[Finding] = []
     version = triton.version
@@ -233,16 +233,16 @@ class CudaStackCheck:
     requires_gpu: ClassVar[bool] = True
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
-        blocking = _blocking(facts.prior.get("gpu"), NO_GPU_FINDINGS)
-        if blocking is not None:
-            return [Finding("cuda-stack.no-gpu", Status.SKIP, f"no usable GPU ({blocking.id}): torch's CUDA was not checked",
-                            evidence={"gpu_finding": blocking.id})]
+        blocker = blocking(facts.prior.get("gpu"), NO_GPU_FINDINGS)
+        if blocker is not None:
+            return [Finding("cuda-stack.no-gpu", Status.SKIP, f"no usable GPU ({blocker.id}): torch's CUDA was not checked",
+                            evidence={"gpu_finding": blocker.id})]
         stack, gpu = facts.section(CudaStack), facts.section(Gpu)
         installer = installer_for(facts, stack.executable)
         process = stack.process
         torch = stack.torch
         if torch is None or stack.probe_error:
-            said = (f"stopped: {_exception_text(stack.probe_error)}" if stack.probe_error
+            said = (f"stopped: {exception_text(stack.probe_error)}" if stack.probe_error
                     else process.error or "reported nothing")
             return [Finding("cuda-stack.probe-failed", Status.FAIL, f"the CUDA-stack probe in the target {said}",
                             detail=process.stderr[-1500:],
@@ -252,7 +252,7 @@ class CudaStackCheck:
             return [Finding("cuda-stack.torch-absent", Status.SKIP, "torch is not installed in the target: nothing to check")]
         if not torch.import_ok:
             return [Finding("cuda-stack.torch-import-failed", Status.FAIL,
-                            f"`import torch` fails: {_exception_text(torch.exception)}",
+                            f"`import torch` fails: {exception_text(torch.exception)}",
                             evidence={"exception": torch.exception.to_json() if torch.exception else None})]
         if not torch.cuda:
             kind = f"ROCm (HIP {torch.hip})" if torch.hip else "CPU-only"
@@ -267,7 +267,7 @@ class CudaStackCheck:
         driver_cuda, driver = gpu.cuda_driver_version, gpu.driver_version
         torch_major = version_tuple(torch.cuda)[:1]
         major_too_new = bool(torch_major and driver_cuda and torch_major > version_tuple(driver_cuda)[:1])
-        visible = _visible_of(gpu)
+        visible = visible_of(gpu)
         if not cuda.available:
             if _says_too_old(cuda) or major_too_new:
                 return [_driver_too_old(torch, cuda, driver_cuda, driver, installer)]
@@ -275,7 +275,7 @@ class CudaStackCheck:
             error = cuda.init_error or cuda.is_available_error
             return [Finding("cuda-stack.init-failed", Status.FAIL,
                             f"torch {torch.version} cannot initialize CUDA: "
-                            f"{_exception_text(error) if error else '; '.join(cuda.warnings) or 'no reason given'}",
+                            f"{exception_text(error) if error else '; '.join(cuda.warnings) or 'no reason given'}",
                             detail=f"cuInit: {libcuda.cuInit_name or libcuda.cuInit} "
                             f"{libcuda.cuInit_message or ''}".strip(),
                             evidence={"cuda": stack.cuda.to_json() if stack.cuda else {},
@@ -296,7 +296,7 @@ class CudaStackCheck:
             if len(cc) != 2:
                 continue
             covered = coverage(sass, ptx, (int(cc[0]), int(cc[1])))
-            label = f"cuda:{device['index']} {device.get('name')} {_sm(cc)}"
+            label = f"cuda:{device['index']} {device.get('name')} {sm(cc)}"
             if covered["status"] == "sass":
                 coverage_notes.append(f"{label}: SASS {covered['by']}")
                 continue
@@ -313,7 +313,7 @@ class CudaStackCheck:
             findings.append(Finding(
                 "cuda-stack.arch-not-covered", Status.FAIL,
                 f"{label}: torch {torch.version} was built for {' '.join(torch.arch_list or [])}, "
-                f"nothing of which runs on {_sm(cc)}: 'no kernel image is available for execution on the device'",
+                f"nothing of which runs on {sm(cc)}: 'no kernel image is available for execution on the device'",
                 evidence=evidence))
         triton_findings, triton_note = _triton_findings(stack.triton or CudaTriton(), stack,
                                                         [d.get("capability") or (0, 0) for d in devices], installer)

@@ -16,9 +16,9 @@ from dflash_doctor.checks.gpu.common import (
     GRAPHICS_NOTE_BYTES,
     UNATTRIBUTED_BYTES,
     Visible,
-    _sm,
-    _visible_of,
     resolve_visible,
+    sm,
+    visible_of,
 )
 from dflash_doctor.checks.remedy import export, quote
 from dflash_doctor.codes import Code
@@ -216,7 +216,7 @@ def no_driver_finding(gpu: Gpu) -> Finding | None:
 
 def _device_line(device: GpuDevice) -> str:
     memory = device.memory
-    line = (f"GPU {device.index} {device.name} {_sm(device.compute_capability)} "
+    line = (f"GPU {device.index} {device.name} {sm(device.compute_capability)} "
             f"{_gib(memory.total if memory else None)}")
     if memory is not None:
         line += f" ({_gib(memory.free)} free)"
@@ -507,7 +507,7 @@ class GpuCheck:
             return [Finding("gpu.no-devices", Status.FAIL,
                             f"the NVIDIA driver {gpu.driver_version} is loaded but lists no GPU",
                             evidence={"host": gpu.host.to_json() if gpu.host else None})]
-        visible = _visible_of(gpu)
+        visible = visible_of(gpu)
         dists = facts.optional_section(Distributions)
         vllm_version = dists.version("vllm") if dists is not None else None
         findings = [_gpu_summary(gpu, visible), *_visible_findings(gpu, visible, vllm_version)]

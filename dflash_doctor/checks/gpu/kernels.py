@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from dflash_doctor.check import Facts
-from dflash_doctor.checks.gpu.common import NO_CUDA_FINDINGS, NO_GPU_FINDINGS, _blocking, _exception_text, _sm
+from dflash_doctor.checks.gpu.common import NO_CUDA_FINDINGS, NO_GPU_FINDINGS, blocking, exception_text, sm
 from dflash_doctor.checks.remedy import Installer, installer_for
 from dflash_doctor.codes import Code
 from dflash_doctor.facts.cuda_shapes import KernelCase, KernelDevice, KernelFamily, KernelImport, Kernels
@@ -135,7 +135,7 @@ def _family_findings(result: KernelFamily, prior: Mapping[str, CheckResult], ins
     if result.probe_error:
         error = result.probe_error
         yield Finding("kernels.out-of-memory" if error.oom else "kernels.error", Status.FAIL,
-                      f"{title}: the probe stopped: {_exception_text(error)}", detail=error.traceback,
+                      f"{title}: the probe stopped: {exception_text(error)}", detail=error.traceback,
                       evidence={"family": family, "error": error.to_json()})
         return
     if not imported.installed:
@@ -152,7 +152,7 @@ def _family_findings(result: KernelFamily, prior: Mapping[str, CheckResult], ins
     if not imported.ok:
         explained = _import_explanation(family, prior)
         why = (f"see {explained.id}: {explained.title}" if explained is not None
-               else _exception_text(imported.exception))
+               else exception_text(imported.exception))
         yield Finding("kernels.not-importable", Status.SKIP,
                       f"{title}: not run, `{imported.statement}` fails ({why})",
                       evidence={"family": family, "import_finding": explained.id if explained else None,
@@ -162,7 +162,7 @@ def _family_findings(result: KernelFamily, prior: Mapping[str, CheckResult], ins
     if cuda is not None and not cuda.available:
         yield Finding("kernels.error", Status.FAIL,
                       f"{title}: torch in the probe could not use CUDA: "
-                      + (_exception_text(cuda.error) if cuda.error else "torch.cuda.is_available() is False"),
+                      + (exception_text(cuda.error) if cuda.error else "torch.cuda.is_available() is False"),
                       evidence={"family": family, "cuda": cuda.to_json()})
         return
     devices: list[KernelDevice] = result.devices or []
@@ -170,7 +170,7 @@ def _family_findings(result: KernelFamily, prior: Mapping[str, CheckResult], ins
     failed_setup = [(d, d.error) for d in devices if d.error]
     for device, setup_error in failed_setup:
         yield Finding("kernels.out-of-memory" if setup_error.oom else "kernels.error", Status.FAIL,
-                      f"{title} on {device.name}: {_exception_text(setup_error)}",
+                      f"{title} on {device.name}: {exception_text(setup_error)}",
                       evidence={"family": family, "error": setup_error.to_json()})
     wrong = [(d, c) for d, c in cases if c.status == "mismatch"]
     errors = [(d, c) for d, c in cases if c.status in ("error", "not-run") and not _declined(c)]
@@ -178,19 +178,19 @@ def _family_findings(result: KernelFamily, prior: Mapping[str, CheckResult], ins
     ok = [(d, c) for d, c in cases if c.status == "ok"]
     for device, case in wrong:
         yield Finding("kernels.wrong-result", Status.FAIL,
-                      f"{title} on {device.name} ({_sm(device.capability)}): {_case_label(case)} is off "
+                      f"{title} on {device.name} ({sm(device.capability)}): {_case_label(case)} is off "
                       f"by {case.max_abs_err} against the fp32 reference (tolerance {case.tolerance:.3g})"
                       + (", and not finite" if case.nonfinite else ""),
                       evidence={"family": family, "case": case.to_json()})
     for device, case in errors:
         case_error = case.error
         yield Finding("kernels.out-of-memory" if case_error and case_error.oom else "kernels.error", Status.FAIL,
-                      f"{title} on {device.name} ({_sm(device.capability)}): {_case_label(case)} fails: "
-                      + (_exception_text(case_error) if case_error else str(case.reason)),
+                      f"{title} on {device.name} ({sm(device.capability)}): {_case_label(case)} fails: "
+                      + (exception_text(case_error) if case_error else str(case.reason)),
                       detail=case_error.traceback if case_error else "",
                       evidence={"family": family, "case": case.to_json()})
     for device, case in declined:
-        reason = case.reason or _exception_text(case.error)
+        reason = case.reason or exception_text(case.error)
         tally.declined.append(f"{_case_label(case)} ({reason})")
     for device, case in ok:
         tally.ok.append((family, case, str(device.name)))
@@ -208,7 +208,7 @@ def _family_findings(result: KernelFamily, prior: Mapping[str, CheckResult], ins
         yield Finding("kernels.unsupported", Status.SKIP,
                       f"{title}: declines this GPU: {tally.declined[-1]}",
                       evidence={"family": family, "cases": [
-                          _case_row(c) | {"reason": c.reason or _exception_text(c.error)}
+                          _case_row(c) | {"reason": c.reason or exception_text(c.error)}
                           for _, c in declined]})
 
 
@@ -222,14 +222,14 @@ class KernelsCheck:
     requires_gpu: ClassVar[bool] = True
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
-        blocking = _blocking(facts.prior.get("gpu"), NO_GPU_FINDINGS)
-        if blocking is not None:
-            return [Finding("kernels.no-gpu", Status.SKIP, f"no usable GPU ({blocking.id}): no kernel was run",
-                            evidence={"gpu_finding": blocking.id})]
-        blocking = _blocking(facts.prior.get("cuda-stack"), NO_CUDA_FINDINGS)
-        if blocking is not None:
-            return [Finding("kernels.no-cuda", Status.SKIP, f"torch cannot use CUDA here ({blocking.id}): no kernel "
-                            "was run", evidence={"cuda_finding": blocking.id})]
+        blocker = blocking(facts.prior.get("gpu"), NO_GPU_FINDINGS)
+        if blocker is not None:
+            return [Finding("kernels.no-gpu", Status.SKIP, f"no usable GPU ({blocker.id}): no kernel was run",
+                            evidence={"gpu_finding": blocker.id})]
+        blocker = blocking(facts.prior.get("cuda-stack"), NO_CUDA_FINDINGS)
+        if blocker is not None:
+            return [Finding("kernels.no-cuda", Status.SKIP, f"torch cannot use CUDA here ({blocker.id}): no kernel "
+                            "was run", evidence={"cuda_finding": blocker.id})]
         kernels = facts.section(Kernels)
         installer = installer_for(facts)
         tally = _Tally([], [])

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from dflash_doctor.check import Facts
-from dflash_doctor.checks.python.kernel_packages import VERIFIED, broken_by, named_cause, shared_files
+from dflash_doctor.checks.python.kernel_packages import broken_by, named_cause, shared_files
+from dflash_doctor.checks.python.requirements import STACK, VERIFIED, requirements_of, unmet_requirements
 from dflash_doctor.checks.remedy import Installer
 from dflash_doctor.codes import Code
 from dflash_doctor.facts.envfacts import canonical
@@ -19,13 +20,9 @@ from dflash_doctor.facts.environment_shapes import Distribution, Distributions, 
 from dflash_doctor.facts.vllm_serve_path import import_names, matches
 from dflash_doctor.facts.vllm_serve_path import unmet_requirements as requirements_unmet
 from dflash_doctor.facts.vllm_source_shapes import ServeImport, VllmServeImports
-from dflash_doctor.knowledge.stack import OPTIONAL_AT_SERVE, STACK_DISTRIBUTIONS
+from dflash_doctor.knowledge.stack import OPTIONAL_AT_SERVE
 from dflash_doctor.knowledge.vllm_imports import IMPORTED_THROUGH
 from dflash_doctor.model import Finding, Remediation, Status
-
-if TYPE_CHECKING:
-    from packaging.requirements import Requirement
-
 
 CODES: tuple[Code, ...] = (
     # distributions
@@ -116,9 +113,6 @@ CODES: tuple[Code, ...] = (
          "to put its own files back."),
 )
 
-STACK = tuple(canonical(n) for n in STACK_DISTRIBUTIONS.value)
-
-
 class DistributionsCheck:
     id: ClassVar[str] = "distributions"
     layer: ClassVar[str] = "python"
@@ -186,19 +180,6 @@ def _reinstall(dist: Distribution, installer: Installer) -> tuple[Remediation, .
         Remediation(f"rm -rf {dist_info}", "remove the broken metadata by hand: no installer can read it"),
         Remediation(installer.install(spec, reinstall=True, no_deps=True), "then install the distribution again"),
     )
-
-
-def unmet_requirements(dists: Distributions, marker_env: Mapping[str, str]) -> list[tuple[Distribution, Requirement, str | None]]:
-    """The stack's requirements on each other that the installed versions do not meet: (requirer,
-    requirement, installed version or None when absent). Each is a distributions.requirement-unmet/-missing finding."""
-    unmet: list[tuple[Distribution, Requirement, str | None]] = []
-    for name in STACK:
-        dist = dists.get(name)
-        if dist is not None:
-            # the stack's requirements on each other; the rest is `pip check`'s domain
-            unmet += [(dist, requirement, found) for requirement, found in requirements_unmet(dists, marker_env, name)
-                      if canonical(requirement.name) in STACK]
-    return unmet
 
 
 def _requirements(
@@ -347,20 +328,9 @@ def _required_on_the_way_up(requirement: str, reached: list[tuple[Distribution, 
     """A distribution `vllm serve` imports on its way up that requires `requirement` itself (its Requires-Dist,
     markers evaluated, no extra): fastapi 0.13x imports opentelemetry-api at module level, which vLLM's own files
     import only inside a try."""
-    from packaging.markers import InvalidMarker, UndefinedEnvironmentName
-    from packaging.requirements import InvalidRequirement, Requirement
-
     wanted = canonical(requirement)
     for dist, site in reached:
-        for text in dist.requires:
-            try:
-                parsed = Requirement(text)
-                if canonical(parsed.name) != wanted:
-                    continue
-                if parsed.marker is not None and not parsed.marker.evaluate({**marker_env, "extra": ""}):
-                    continue
-            except (InvalidRequirement, InvalidMarker, UndefinedEnvironmentName):
-                continue
+        if any(canonical(theirs.name) == wanted for theirs in requirements_of(dist, marker_env)):
             return dist, site
     return None
 
@@ -397,15 +367,6 @@ def _not_on_the_way_up(site: ServeImport | None, serve: VllmServeImports, names:
                                                              if more > 0 else "")
             + " (they import it when used)"
             + ("" if serve.elsewhere_complete else "; the search of vLLM's files stopped at its time limit"))
-
-
-def _satisfies(requirement: Requirement, found: str) -> bool:
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        return requirement.specifier.contains(Version(found), prereleases=True)
-    except InvalidVersion:
-        return True  # cannot judge a non-PEP 440 version; say nothing rather than guess
 
 
 def _duplicates(dists: Distributions) -> Iterator[Finding]:

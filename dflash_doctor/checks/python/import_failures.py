@@ -11,12 +11,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from dflash_doctor.checks.gpu.devices import no_driver_finding
 from dflash_doctor.checks.python.namespace_common import (
     TOP,
     describe_namespace,
     explain_layout,
     namespace_portions,
 )
+from dflash_doctor.checks.python.requirements import unmet_requirements
 from dflash_doctor.checks.remedy import Installer, flash_attn_source_build, quote
 from dflash_doctor.facts.envfacts import canonical
 from dflash_doctor.facts.environment_shapes import Distributions, Resolution, Resolved
@@ -218,11 +220,7 @@ def _driver_library(name: str, module: str, gpu: Gpu | None, evidence: Mapping[s
         )
     cause = None
     if gpu is not None:
-        from dflash_doctor.checks.gpu.devices import (
-            no_driver_finding,  # the finding the gpu check gives for the same facts
-        )
-
-        cause = no_driver_finding(gpu)
+        cause = no_driver_finding(gpu)  # the finding the gpu check gives for the same facts
     if cause is not None:
         return Cause(
             "imports.driver-library-missing",
@@ -250,8 +248,6 @@ def _torch_absent(name: str, module: str, dists: Distributions, installer: Insta
                   marker_env: Mapping[str, str] | None, evidence: Mapping[str, Any]) -> Cause:
     """A torch library (libc10.so, libtorch_cuda.so) the extension links, and torch is not installed: the fix is
     torch, not the loader's search path."""
-    from dflash_doctor.checks.python.distributions import unmet_requirements
-
     wanted = [(dist, requirement) for dist, requirement, found in unmet_requirements(dists, marker_env or {})
               if found is None and canonical(requirement.name) == "torch"]
     if wanted:

@@ -15,7 +15,7 @@ from dflash_doctor.check import Facts
 from dflash_doctor.checks.python.extension_abi import other_python_findings
 from dflash_doctor.checks.python.guards import judge_site
 from dflash_doctor.checks.python.import_failures import Cause, classify, exception_mro, literal_exception
-from dflash_doctor.checks.python.namespaces import _BROKEN_FLASH_ATTN, ABSENT_IS_SKIPPED
+from dflash_doctor.checks.python.namespaces import ABSENT_IS_SKIPPED, BROKEN_FLASH_ATTN
 from dflash_doctor.checks.remedy import Installer
 from dflash_doctor.codes import Code
 from dflash_doctor.facts.environment_shapes import Distributions, Resolution, Target
@@ -39,13 +39,13 @@ CODES: tuple[Code, ...] = (
          "flash_attn is not installed, so vLLM's guarded rotary import is skipped and vLLM uses its own path."),
     Code("imports.namespace-package", "The import fails: flash_attn is a namespace package",
          "The import raised ModuleNotFoundError for a flash_attn submodule because flash_attn is a namespace "
-         "package (see namespaces.v4-without-v2). " + _BROKEN_FLASH_ATTN),
+         "package (see namespaces.v4-without-v2). " + BROKEN_FLASH_ATTN),
     Code("imports.undefined-symbol", "A compiled extension was built against another torch",
          "The import raised `undefined symbol: _ZN3c10...`: the extension (typically flash_attn_2_cuda) was built "
          "against a torch with another C++ ABI or version than the installed one. Because flash_attn/__init__.py "
          "imports it, even the pure-Triton flash_attn.ops.triton.rotary fails. Rebuild it against the installed "
          "torch (FLASH_ATTENTION_FORCE_BUILD=TRUE, --no-build-isolation) or install the release wheel whose name "
-         "matches this torch's major.minor, CUDA major and cxx11abi. " + _BROKEN_FLASH_ATTN),
+         "matches this torch's major.minor, CUDA major and cxx11abi. " + BROKEN_FLASH_ATTN),
     Code("imports.extension-missing", "flash-attn was built without its CUDA extension",
          "flash_attn_2_cuda is not installed (the wheel was built with FLASH_ATTENTION_SKIP_CUDA_BUILD, or the "
          "build failed quietly). flash_attn/__init__.py imports it unguarded (2.8.3 and 2.8.3.post2), so every "

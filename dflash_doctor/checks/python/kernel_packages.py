@@ -9,22 +9,17 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from dflash_doctor.checks.python.requirements import KERNELS, STACK, VERIFIED, requirements_of, satisfies
 from dflash_doctor.checks.remedy import Installer
 from dflash_doctor.facts.envfacts import canonical, requirement_name
 from dflash_doctor.facts.environment_shapes import DifferingFile, Distribution, Distributions, SharedClaimant
-from dflash_doctor.knowledge.kernel_wheels import CUTLASS_DSL_SPLIT, KERNEL_DISTRIBUTIONS, PIN_SKEWS
-from dflash_doctor.knowledge.stack import STACK_DISTRIBUTIONS
+from dflash_doctor.knowledge.kernel_wheels import CUTLASS_DSL_SPLIT, PIN_SKEWS
 from dflash_doctor.model import Finding, Remediation, Status
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
 
-__all__ = ["KERNELS", "VERIFIED", "BreakCause", "broken_by", "named_cause", "shared_files"]
-
-STACK = tuple(canonical(n) for n in STACK_DISTRIBUTIONS.value)
-KERNELS = tuple(canonical(n) for n in KERNEL_DISTRIBUTIONS.value)
-VERIFIED = STACK + tuple(n for n in KERNELS if n not in STACK)
-"""The distributions whose RECORDs are verified: the stack and the kernel packages it loads at run time."""
+__all__ = ["BreakCause", "broken_by", "named_cause", "shared_files"]
 
 
 def shared_files(dists: Distributions, installer: Installer) -> Iterator[Finding]:
@@ -126,12 +121,12 @@ def broken_by(dists: Distributions, marker_env: Mapping[str, str], installer: In
     for requirer in dists.seen():
         if requirer.canonical not in VERIFIED:
             continue
-        for requirement in _requirements_of(requirer, marker_env):
+        for requirement in requirements_of(requirer, marker_env):
             name = canonical(requirement.name)
             if name not in KERNELS or name in STACK or not requirement.specifier:
                 continue  # the stack's pins on each other are requirement-unmet's (named_cause adds the cause)
             found = dists.get(name)
-            if found is None or found.version is None or _satisfies(requirement, found.version):
+            if found is None or found.version is None or satisfies(requirement, found.version):
                 continue
             cause = BreakCause.of(dists, requirer, name, found.version, marker_env)
             spec = f"{requirement.name}{requirement.specifier}"
@@ -172,8 +167,8 @@ class BreakCause:
     def of(cls, dists: Distributions, requirer: Distribution, name: str, found: str,
            marker_env: Mapping[str, str]) -> BreakCause:
         wanting = [(other, theirs) for other in dists.seen() if other is not requirer
-                   for theirs in _requirements_of(other, marker_env)
-                   if canonical(theirs.name) == name and theirs.specifier and _satisfies(theirs, found)]
+                   for theirs in requirements_of(other, marker_env)
+                   if canonical(theirs.name) == name and theirs.specifier and satisfies(theirs, found)]
         wanting.sort(key=lambda w: w[0].installed_at or 0.0)
         times = [d.installed_at for d, _ in wanting] + [requirer.installed_at]
         after = bool(wanting and all(times) and (wanting[-1][0].installed_at or 0) > (requirer.installed_at or 0))
@@ -211,26 +206,3 @@ def named_cause(finding: Finding, dists: Distributions, marker_env: Mapping[str,
         return finding
     return replace(finding, title=f"{finding.title}: {cause.phrase()}",
                    evidence={**evidence, **cause.evidence()})
-
-
-def _satisfies(requirement: Requirement, found: str) -> bool:
-    from dflash_doctor.checks.python.distributions import (
-        _satisfies as satisfies,  # the check's own reading of a specifier
-    )
-
-    return satisfies(requirement, found)
-
-
-def _requirements_of(dist: Distribution, marker_env: Mapping[str, str]) -> Iterator[Requirement]:
-    """The distribution's Requires-Dist that apply to the target (no extra); unparsable lines are skipped."""
-    from packaging.markers import InvalidMarker, UndefinedEnvironmentName
-    from packaging.requirements import InvalidRequirement, Requirement
-
-    for text in dist.requires:
-        try:
-            requirement = Requirement(text)
-            if requirement.marker is not None and not requirement.marker.evaluate({**marker_env, "extra": ""}):
-                continue
-        except (InvalidRequirement, InvalidMarker, UndefinedEnvironmentName):
-            continue
-        yield requirement

@@ -31,7 +31,7 @@ from dflash_doctor.knowledge.flash_attn import EXTEND_PATH_FIRST_RELEASE, FA2_RE
 from dflash_doctor.knowledge.vllm_imports import SERVING_PATH_SITES
 from dflash_doctor.model import STOPS_SERVE, Finding, Remediation, Status
 
-_BROKEN_FLASH_ATTN = (
+BROKEN_FLASH_ATTN = (
     "vLLM imports `flash_attn.ops.triton.rotary` when it builds every rotary-embedding layer. How it guards that "
     "import depends on the version: 0.18-0.23 check only `find_spec('flash_attn') is not None` and then import "
     "unguarded, so anything the import raises kills `vllm serve` at engine start; 0.24 and later wrap it in "
@@ -40,7 +40,7 @@ _BROKEN_FLASH_ATTN = (
 )
 
 ABSENT_IS_SKIPPED = "every vLLM from 0.18 on skips its flash_attn import when flash_attn is absent"
-"""What a missing flash_attn does to vLLM (no release dies of it: see _BROKEN_FLASH_ATTN for the guards)."""
+"""What a missing flash_attn does to vLLM (no release dies of it: see BROKEN_FLASH_ATTN for the guards)."""
 
 CODES: tuple[Code, ...] = (
     # the flash_attn namespace
@@ -58,7 +58,7 @@ CODES: tuple[Code, ...] = (
     Code("namespaces.v4-without-v2", "flash-attn-4 without flash-attn v2: flash_attn is a namespace package",
          "`pip install flash-attn` can resolve to flash-attn-4 (the CuTe-DSL rewrite), which installs only "
          "flash_attn/cute/ and no flash_attn/__init__.py. flash_attn then is an implicit namespace package: "
-         "find_spec('flash_attn') is not None, but flash_attn.ops does not exist. " + _BROKEN_FLASH_ATTN +
+         "find_spec('flash_attn') is not None, but flash_attn.ops does not exist. " + BROKEN_FLASH_ATTN +
          " Fix: uninstall flash-attn-4 if nothing needs it, or install flash-attn v2 beside it and then reinstall "
          "flash-attn-4's own files on top."),
     Code("namespaces.leftover", "A flash_attn directory no distribution owns makes flash_attn a namespace package",
@@ -66,13 +66,13 @@ CODES: tuple[Code, ...] = (
          "`pip uninstall flash-attn-4` leaves an empty site-packages/flash_attn/ (pip removes a directory whole "
          "only when it lists a file directly in it) and __pycache__ bytecode other interpreters wrote; a source "
          "checkout or a copy leaves one in the working directory or on PYTHONPATH. find_spec('flash_attn') then "
-         "is not None, yet flash_attn.ops does not exist. " + _BROKEN_FLASH_ATTN + " Fix: delete it when it holds "
+         "is not None, yet flash_attn.ops does not exist. " + BROKEN_FLASH_ATTN + " Fix: delete it when it holds "
          "nothing but empty directories and __pycache__ bytecode (the remediation's find deletes only those), or "
          "move it aside when it holds other files."),
     Code("namespaces.incomplete", "flash_attn is a namespace package of installed distributions without __init__.py",
          "Every directory of the namespace flash_attn belongs to an installed distribution, but none of them "
          "installs flash_attn/__init__.py (it was deleted, or another distribution's uninstall removed it). "
-         + _BROKEN_FLASH_ATTN + " Reinstall the distribution that provides flash_attn/__init__.py."),
+         + BROKEN_FLASH_ATTN + " Reinstall the distribution that provides flash_attn/__init__.py."),
     Code("namespaces.cute-overlap", "flash-attn and flash-attn-4 both install flash_attn/cute/",
          "flash-attn 2.8.3 (and 2.8.3.post2) ship a stale copy of flash_attn/cute/ at 20 of the paths flash-attn-4 "
          "installs. The one installed last overwrote the other's files, and uninstalling either deletes files the "
