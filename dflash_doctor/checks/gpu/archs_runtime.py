@@ -4,6 +4,10 @@ target interpreter fail its import ("version `GLIBC_2.32' not found")."""
 from __future__ import annotations
 
 from dflash_doctor.checks.gpu.archs_common import Library, by_distribution, group_label, plural
+from dflash_doctor.checks.gpu.codes import (
+    ARCH_COVERAGE_RUNTIME_OK,
+    ARCH_COVERAGE_RUNTIME_TOO_OLD,
+)
 from dflash_doctor.checks.remedy import Installer, flash_attn_source_build
 from dflash_doctor.facts.archs_shapes import ArchCoverage, ArchHost
 from dflash_doctor.facts.envfacts import version_tuple
@@ -39,12 +43,11 @@ def runtime_findings(libraries: list[Library], section: ArchCoverage, installer:
                 for group in by_distribution(lib for lib, _ in failing)]
     have = ", ".join(f"{k} {v}" for k, v in sorted(provides.items()))
     need = ", ".join(f"{k} {v}" for k, v in sorted(highest.items()))
-    return [Finding(
-        id="arch-coverage.runtime-ok",
-        status=Status.PASS,
+    return [ARCH_COVERAGE_RUNTIME_OK.finding(
+        Status.PASS,
         title=f"{plural(len(readable), 'library needs', 'libraries need')} at most {need or 'no versioned symbol'}; "
         f"this host provides {have}",
-        evidence={"needs": highest, "provides": dict(provides), "libstdcxx": host.libstdcxx},
+        evidence={"needs": highest, "provides": dict(provides), "libstdcxx": host.libstdcxx}
     )]
 
 
@@ -78,14 +81,13 @@ def _runtime_too_old(failing: list[tuple[Library, dict[str, dict[str, str | None
             flash_attn_source_build(installer, f"flash-attn=={first.facts.version}"),
             "build flash-attn from source on this host, against its own glibc and libstdc++",
         ))
-    return Finding(
-        id="arch-coverage.runtime-too-old",
-        status=Status.FAIL,
+    return ARCH_COVERAGE_RUNTIME_TOO_OLD.finding(
+        Status.FAIL,
         title=f"{group_label(libs)} need{'s' if len(libs) == 1 else ''} {', '.join(words)}; this host "
         f"provides {have}",
         detail="\n".join(detail),
         evidence={"libraries": [{**lib.evidence(), "needs": lib.facts.needs_versions, "unmet": lib_unmet}
                                 for lib, lib_unmet in failing],
                   "host": {"provides": host.provides, "glibc": host.glibc, "libstdcxx": host.libstdcxx}},
-        remediation=tuple(remedies),
+        remediation=tuple(remedies)
     )

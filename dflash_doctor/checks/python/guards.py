@@ -16,7 +16,7 @@ from typing import Any
 
 from dflash_doctor.facts.vllm_source_shapes import Guard, ImportSite
 
-__all__ = ["Verdict", "judge_site", "evaluate_test"]
+__all__ = ["Verdict", "evaluate_test", "judge_site"]
 
 # What `current_platform.<name>()` returns on an NVIDIA GPU box.
 CUDA_PLATFORM = {"is_cuda": True, "is_cuda_alike": True, "is_rocm": False, "is_cpu": False, "is_xpu": False,

@@ -6,12 +6,16 @@ distribution's requirement broke (distributions.requirement-broken-by). Their co
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dflash_doctor.checks.python.codes import (
+    DISTRIBUTIONS_FILE_COLLISION,
+    DISTRIBUTIONS_REQUIREMENT_BROKEN_BY,
+)
 from dflash_doctor.checks.python.requirements import KERNELS, STACK, VERIFIED, requirements_of, satisfies
 from dflash_doctor.checks.remedy import Installer
-from dflash_doctor.facts.envfacts import canonical, requirement_name
+from dflash_doctor.facts.envfacts import canonical
 from dflash_doctor.facts.environment_shapes import DifferingFile, Distribution, Distributions, SharedClaimant
 from dflash_doctor.knowledge.kernel_wheels import CUTLASS_DSL_SPLIT, PIN_SKEWS
 from dflash_doctor.model import Finding, Remediation, Status
@@ -19,7 +23,7 @@ from dflash_doctor.model import Finding, Remediation, Status
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
 
-__all__ = ["BreakCause", "broken_by", "named_cause", "shared_files"]
+__all__ = ["BreakCause", "broken_by", "shared_files", "unmet_cause"]
 
 
 def shared_files(dists: Distributions, installer: Installer) -> Iterator[Finding]:
@@ -54,9 +58,8 @@ def shared_files(dists: Distributions, installer: Installer) -> Iterator[Finding
         on_disk = [claimants[n] for n, held in holders.items() if held and len(held) == len(differing)]
         whose = f"the files on disk are {on_disk[0].name}'s" if on_disk else (
             "the files on disk are a mix" + (f", {len(neither)} of them neither's" if neither else ""))
-        yield Finding(
-            id="distributions.file-collision",
-            status=Status.WARN,
+        yield DISTRIBUTIONS_FILE_COLLISION.finding(
+            Status.WARN,
             title=f"{names} both install {group.paths} paths, {count} with different bytes: {whose}{order}",
             detail="The distribution installed last overwrote the other's files, silently; uninstalling either "
             "deletes files the other still lists in its RECORD. Reinstall (--no-deps) the one whose files the "
@@ -65,7 +68,7 @@ def shared_files(dists: Distributions, installer: Installer) -> Iterator[Finding
             remediation=tuple(
                 Remediation(installer.install(f"{c.name}=={c.version}", reinstall=True, no_deps=True),
                             f"put {c.name} {c.version}'s own files back at the shared paths")
-                for c in claimants.values() if c.version and not (on_disk and c is on_disk[0])),
+                for c in claimants.values() if c.version and not (on_disk and c is on_disk[0]))
         )
 
 
@@ -77,15 +80,14 @@ def _cutlass_split(winner: SharedClaimant, base: SharedClaimant, holders: Mappin
     held = len(holders[canonical(winner.name)])
     pair = f"{winner.name} {winner.version} and {base.name} {base.version}"
     if held == count and not neither:
-        return Finding(
-            id="distributions.file-collision",
-            status=Status.PASS,
+        return DISTRIBUTIONS_FILE_COLLISION.finding(
+            Status.PASS,
             title=f"{pair} share {shared} paths, {count} with different bytes: {winner.name}'s files are in place"
             + order,
             detail=f"{base.name} was installed first and its files were overwritten, as `nvidia-cutlass-dsl[cu13]` "
             f"needs. Uninstalling {base.name} would delete {winner.name}'s files at the shared paths; a reinstall "
             f"of {base.name} alone would put its own back. {CUTLASS_DSL_SPLIT.source}.",
-            evidence=evidence,
+            evidence=evidence
         )
     spec = f"{winner.name}=={winner.version}"
     base_held = len(holders[canonical(base.name)])
@@ -94,9 +96,8 @@ def _cutlass_split(winner: SharedClaimant, base: SharedClaimant, holders: Mappin
     if neither:
         whose.append(f"{len(neither)} neither's")
     symptoms = "; ".join(str(s) for s in split["symptoms"])  # type: ignore[attr-defined]
-    return Finding(
-        id="distributions.file-collision",
-        status=Status.FAIL,
+    return DISTRIBUTIONS_FILE_COLLISION.finding(
+        Status.FAIL,
         title=f"{winner.name} {winner.version}: {count - held} of the {shared} paths it shares with {base.name} "
         f"{base.version} do not hold its files" + (f" ({', '.join(whose)})" if whose else "")
         + ": CuTe DSL kernels run the CUDA-12 base build",
@@ -111,7 +112,7 @@ def _cutlass_split(winner: SharedClaimant, base: SharedClaimant, holders: Mappin
             Remediation(installer.install(f"vllm>={split['fixed_in_vllm']}"),
                         f"or a vLLM that pins nvidia-cutlass-dsl {split['fixed_in_cutlass_dsl']} or later, whose "
                         "halves no longer share files"),
-        ),
+        )
     )
 
 
@@ -140,16 +141,15 @@ def broken_by(dists: Distributions, marker_env: Mapping[str, str], installer: In
                 remediation.append(Remediation(
                     f"{installer.uninstall(culprit[0].name)} && {installer.install(spec)}",
                     f"or remove {culprit[0].label()}, which brought {name} {found.version}, and put back the pinned one"))
-            yield Finding(
-                id="distributions.requirement-broken-by",
-                status=Status.FAIL,
+            yield DISTRIBUTIONS_REQUIREMENT_BROKEN_BY.finding(
+                Status.FAIL,
                 title=f"{requirer.label()} requires {spec}, found {found.version}: {cause.phrase()}",
                 detail="Read from each installed distribution's METADATA (Requires-Dist) and the times their "
                 "installers wrote RECORD. " + (f"This skew fails at run time: {symptom}. " if symptom else "")
                 + f"{PIN_SKEWS.source}.",
                 evidence={"requirer": requirer.name, "requirer_version": requirer.version,
                           "requirement": str(requirement), "found": found.version, **cause.evidence()},
-                remediation=tuple(remediation),
+                remediation=tuple(remediation)
             )
 
 
@@ -191,18 +191,9 @@ class BreakCause:
                 "installed_after_requirer": self.after}
 
 
-def named_cause(finding: Finding, dists: Distributions, marker_env: Mapping[str, str]) -> Finding:
-    """A distributions.requirement-unmet finding with the install that brought the other version named in its
-    title and evidence, where an installed distribution requires that version; any other finding as it is."""
-    evidence = finding.evidence
-    requirer = dists.get(str(evidence.get("requirer") or "")) if finding.id == "distributions.requirement-unmet" \
-        else None
-    found, requirement = evidence.get("found"), str(evidence.get("requirement") or "")
-    name = requirement_name(requirement)
-    if requirer is None or not isinstance(found, str) or name is None:
-        return finding
-    cause = BreakCause.of(dists, requirer, name, found, marker_env)
-    if cause.culprit is None:
-        return finding
-    return replace(finding, title=f"{finding.title}: {cause.phrase()}",
-                   evidence={**evidence, **cause.evidence()})
+def unmet_cause(dists: Distributions, requirer: Distribution, requirement: Requirement, found: str,
+                marker_env: Mapping[str, str]) -> BreakCause | None:
+    """Who brought the installed version `found` that does not meet `requirer`'s requirement (a
+    distributions.requirement-unmet finding names it): None when no installed distribution requires it."""
+    cause = BreakCause.of(dists, requirer, canonical(requirement.name), found, marker_env)
+    return cause if cause.culprit is not None else None
