@@ -90,7 +90,7 @@ class CudaStackCheck:
     requires_gpu: ClassVar[bool] = True
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
-        blocker = blocking(facts.prior.get("gpu"), NO_GPU_FINDINGS)
+        blocker = blocking(facts.prior.get(GpuCheck.id), NO_GPU_FINDINGS)
         if blocker is not None:
             return [CUDA_STACK_NO_GPU.finding(Status.SKIP, f"no usable GPU ({blocker.id}): torch's CUDA was not checked",
                                               evidence={"gpu_finding": blocker.id})]
@@ -110,11 +110,11 @@ class KernelsCheck:
     requires_gpu: ClassVar[bool] = True
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
-        blocker = blocking(facts.prior.get("gpu"), NO_GPU_FINDINGS)
+        blocker = blocking(facts.prior.get(GpuCheck.id), NO_GPU_FINDINGS)
         if blocker is not None:
             return [KERNELS_NO_GPU.finding(Status.SKIP, f"no usable GPU ({blocker.id}): no kernel was run",
                                            evidence={"gpu_finding": blocker.id})]
-        blocker = blocking(facts.prior.get("cuda-stack"), NO_CUDA_FINDINGS)
+        blocker = blocking(facts.prior.get(CudaStackCheck.id), NO_CUDA_FINDINGS)
         if blocker is not None:
             return [KERNELS_NO_CUDA.finding(Status.SKIP, f"torch cannot use CUDA here ({blocker.id}): no kernel "
                                             "was run", evidence={"cuda_finding": blocker.id})]

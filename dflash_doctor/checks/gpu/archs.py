@@ -52,7 +52,7 @@ def arch_coverage_findings(section: ArchCoverage, gpu: Gpu | None, dists: Distri
             "for the GPUs this environment will run on",
             detail="Without a GPU the doctor cannot know which architectures matter. The C/C++ runtime and "
             "torch-symbol judgements of the same libraries still ran.",
-            evidence={"no_gpu": section.no_gpu}
+            evidence={"no_gpu": section.no_gpu},
         ))
     findings += runtime_findings(libraries, section, installer)
     findings += symbol_findings(libraries, section, installer)

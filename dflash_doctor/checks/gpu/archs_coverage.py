@@ -65,7 +65,7 @@ def invalid_target_archs(section: ArchCoverage) -> Finding:
         Status.FAIL,
         title=f"--target-arch {given!r} is not a list of GPU architectures: {section.target_archs_error}",
         detail="Give SASS names or compute capabilities, comma-separated: sm_86,sm_90 or 8.6,9.0.",
-        evidence={"given": section.target_archs_given}
+        evidence={"given": section.target_archs_given},
     )
 
 
@@ -135,7 +135,7 @@ def coverage_findings(targets: list[Target], libraries: list[Library], section: 
             Status.SKIP,
             title="no library of the stack carries CUDA device code"
             + (f" (torch {torch.version} is a CPU build)" if torch.cpu_build else ""),
-            evidence={"libraries": len(libraries), "targets": [t.label for t in targets]}
+            evidence={"libraries": len(libraries), "targets": [t.label for t in targets]},
         )]
     verdicts = {(lib.facts.file, t.label): _verdict(lib, t) for lib in with_code for t in targets}
     findings: list[Finding] = []
@@ -161,7 +161,7 @@ def coverage_findings(targets: list[Target], libraries: list[Library], section: 
             title="; ".join(text for _target, text in summaries),
             evidence={"targets": [{"label": t.label, "cc": list(t.cc), **t.evidence} for t, _ in summaries],
                       "libraries": {lib.label: lib.code() for lib in with_code},
-                      "unreadable": [lib.facts.error for lib in libraries if lib.facts.error][:5]}
+                      "unreadable": [lib.facts.error for lib in libraries if lib.facts.error][:5]},
         ))
     all_ccs = sorted({t.cc for t in targets})
     for lib in with_code:
@@ -202,7 +202,7 @@ def _no_kernel_image(lib: Library, missing: list[tuple[Target, Verdict]], all_cc
         detail="\n".join(detail),
         evidence={**lib.evidence(), "targets": labels,
                   "driver_too_old_for_ptx": [{"target": t.label, "needs_cuda": v.needs_cuda} for t, v in too_new]},
-        remediation=remedies
+        remediation=remedies,
     )
 
 
@@ -222,7 +222,7 @@ def _ptx_jit(lib: Library, jitted: list[tuple[Target, Verdict]]) -> Finding:
         "seconds to minutes for a large library and is then kept in the driver's compute cache; it also needs a "
         + (f"driver for CUDA {driver} or newer" if driver else "driver that knows that PTX ISA")
         + ". A build with SASS for this GPU starts at once.",
-        evidence={**lib.evidence(), "targets": labels, "jit_from": by}
+        evidence={**lib.evidence(), "targets": labels, "jit_from": by},
     )
 
 

@@ -34,7 +34,7 @@ def symbol_findings(libraries: list[Library], section: ArchCoverage, installer: 
         title=f"the torch symbols of {plural(len(users), 'library', 'libraries')} all resolve against torch "
         f"{torch.version}",
         evidence={"libraries": {lib.label: lib.facts.undefined_total for lib in users},
-                  "torch_exports": torch.exports}
+                  "torch_exports": torch.exports},
     )]
 
 
@@ -69,7 +69,7 @@ def _undefined_symbols(libs: list[Library], torch: ArchTorch, demangled: Mapping
                                  "missing_demangled": [demangled.get(m, m) for m in lib.facts.missing or ()],
                                  "missing_total": lib.facts.missing_total} for lib in libs],
                   "torch": version, "torch_cuda": torch.cuda, "requires_torch": first.facts.requires_torch},
-        remediation=_symbol_remedy(first, torch, installer)
+        remediation=_symbol_remedy(first, torch, installer),
     )
 
 

@@ -176,7 +176,7 @@ def _resolve_mig(value: str, devices: Sequence[GpuDevice]) -> Visible:
 
 def visible_of(gpu: Gpu) -> Visible:
     """The GPUs the target's CUDA_VISIBLE_DEVICES (as the gpu section recorded it) leaves a CUDA process."""
-    return resolve_visible(gpu.environ.get("CUDA_VISIBLE_DEVICES"), gpu.devices)
+    return resolve_visible(gpu.cuda_visible_devices, gpu.devices)
 
 
 def exception_text(exc: ProbeException | KernelError | None) -> str:

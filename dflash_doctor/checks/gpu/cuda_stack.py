@@ -5,7 +5,7 @@ Triton finds ptxas and libcuda."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
 
 from dflash_doctor.checks.gpu.codes import (
     CUDA_STACK_ARCH_NOT_COVERED,
@@ -37,6 +37,7 @@ from dflash_doctor.facts.cuda_shapes import (
     CudaTriton,
     Libcuda,
     ToolLookup,
+    TorchDevice,
     TritonLibcuda,
 )
 from dflash_doctor.facts.envfacts import version_tuple
@@ -47,7 +48,7 @@ from dflash_doctor.knowledge.gpu import (
     DRIVER_TOO_OLD_MESSAGES,
     TORCH_CUDA_INDEXES,
 )
-from dflash_doctor.model import Finding, Remediation, Status
+from dflash_doctor.model import JSON, Finding, Remediation, Status
 
 __all__ = ["cuda_stack_findings"]
 
@@ -132,8 +133,7 @@ def _triton_findings(triton: CudaTriton, stack: CudaStack, archs: Sequence[Seque
         if tool.path:
             notes.append(f"{name} {tool.version}")
             continue
-        looked = "; ".join(f"{p['where']}: {p['path']} ({'found' if p.get('exists') else 'missing'})"
-                           for p in tool.looked)
+        looked = "; ".join(f"{p.where}: {p.path} ({'found' if p.exists else 'missing'})" for p in tool.looked)
         findings.append(CUDA_STACK_TRITON_PTXAS_MISSING.finding(Status.FAIL,
                                 f"Triton {version} cannot find {name}: looked at {looked}",
                                 detail=tool.error or "", evidence={"tool": tool.to_json()},
@@ -143,25 +143,34 @@ def _triton_findings(triton: CudaTriton, stack: CudaStack, archs: Sequence[Seque
     if libcuda.dirs:
         notes.append(f"libcuda in {', '.join(libcuda.dirs)}")
     else:
-        places = libcuda.looked
         loaded = stack.libcuda.path if stack.libcuda else None
         remedies = [Remediation("sudo ldconfig", "refresh the linker cache Triton reads (ldconfig -p)")]
         if loaded:
             remedies.append(Remediation(export("TRITON_LIBCUDA_PATH", loaded.rsplit('/', 1)[0]),
                                         "or tell Triton where the dynamic loader found it"))
         findings.append(CUDA_STACK_TRITON_LIBCUDA_MISSING.finding(
-                                                 Status.FAIL,
+            Status.FAIL,
             f"Triton {version} cannot find libcuda.so.1: TRITON_LIBCUDA_PATH "
-            f"{places.get('TRITON_LIBCUDA_PATH') or 'unset'}, `ldconfig -p` lists "
-            f"{', '.join(places.get('ldconfig') or []) or 'none'}, LD_LIBRARY_PATH "
-            f"{':'.join(places.get('LD_LIBRARY_PATH') or []) or 'unset'}",
+            f"{libcuda.env_path or 'unset'}, `ldconfig -p` lists {', '.join(libcuda.ldconfig) or 'none'}, "
+            f"LD_LIBRARY_PATH {':'.join(libcuda.ld_library_path) or 'unset'}",
             detail=libcuda.error or "", evidence={"libcuda": libcuda.to_json() if triton.libcuda else {},
                                                   "loaded_by_ctypes": loaded},
             remediation=tuple(remedies)))
     return findings, f"Triton {version} ({', '.join(notes)})"
 
 
-def _torch_devices(stack: CudaStack, gpu: Gpu, visible: Visible) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class MatchedDevice:
+    """A device torch sees (cuda:N), with the NVML index of the physical GPU it is (None: not matched)."""
+
+    device: TorchDevice
+    physical: int | None
+
+    def evidence(self) -> dict[str, JSON]:
+        return {**self.device.to_json(), "physical": self.physical}
+
+
+def _torch_devices(stack: CudaStack, gpu: Gpu, visible: Visible) -> list[MatchedDevice]:
     """torch's devices, each matched with its NVML GPU (by UUID, else by CUDA order)."""
     nvml = {str(d.uuid): d for d in gpu.devices}
     by_index = {d.index: d for d in gpu.devices}
@@ -170,7 +179,7 @@ def _torch_devices(stack: CudaStack, gpu: Gpu, visible: Visible) -> list[dict[st
         physical = nvml.get(str(device.uuid))
         if physical is None and position < len(visible.gpus):
             physical = by_index.get(visible.gpus[position])
-        matched.append({**device.to_json(), "physical": physical.index if physical else None})
+        matched.append(MatchedDevice(device, physical.index if physical else None))
     return matched
 
 
@@ -222,38 +231,39 @@ def cuda_stack_findings(stack: CudaStack, gpu: Gpu, installer: Installer) -> lis
     migrated = any(d.mig is not None and d.mig.current for d in gpu.devices)
     if not migrated and visible.form != "mig" and len(devices) != len(visible.gpus):
         findings.append(CUDA_STACK_DEVICE_COUNT_MISMATCH.finding(
-                                                Status.FAIL,
+            Status.FAIL,
             f"torch sees {len(devices)} GPU(s) but NVML and CUDA_VISIBLE_DEVICES give {len(visible.gpus)}",
-            evidence={"torch": [d.get("name") for d in devices], "expected": list(visible.gpus),
+            evidence={"torch": [d.device.name for d in devices], "expected": list(visible.gpus),
                       "CUDA_VISIBLE_DEVICES": visible.value}))
     sass, ptx = _arch_names(torch.arch_list or [])
     coverage_notes = []
-    for device in devices:
-        cc = tuple(device.get("capability") or ())
+    for matched in devices:
+        device = matched.device
+        cc = tuple(device.capability or ())
         if len(cc) != 2:
             continue
         covered = coverage(sass, ptx, (int(cc[0]), int(cc[1])))
-        label = f"cuda:{device['index']} {device.get('name')} {sm(cc)}"
+        label = f"cuda:{device.index} {device.name} {sm(cc)}"
         if covered["status"] == "sass":
             coverage_notes.append(f"{label}: SASS {covered['by']}")
             continue
-        evidence = {"device": device, "arch_list": torch.arch_list}
+        evidence = {"device": matched.evidence(), "arch_list": torch.arch_list}
         if covered["status"] == "ptx-jit":
             old_driver = version_tuple(driver_cuda) < version_tuple(torch.cuda)
             findings.append(CUDA_STACK_ARCH_PTX_ONLY.finding(
-                                            Status.FAIL if old_driver else Status.WARN,
+                Status.FAIL if old_driver else Status.WARN,
                 f"{label}: torch {torch.version} has no SASS for it, only PTX {covered['by']} to JIT"
                 + (f", which driver {driver} (CUDA {driver_cuda}) cannot JIT: it is newer than the driver"
                    if old_driver else ": slow first launches"), evidence=evidence))
             coverage_notes.append(f"{label}: PTX {covered['by']}")
             continue
         findings.append(CUDA_STACK_ARCH_NOT_COVERED.finding(
-                                           Status.FAIL,
+            Status.FAIL,
             f"{label}: torch {torch.version} was built for {' '.join(torch.arch_list or [])}, "
             f"nothing of which runs on {sm(cc)}: 'no kernel image is available for execution on the device'",
             evidence=evidence))
     triton_findings, triton_note = _triton_findings(stack.triton or CudaTriton(), stack,
-                                                    [d.get("capability") or (0, 0) for d in devices], installer)
+                                                    [d.device.capability or (0, 0) for d in devices], installer)
     findings.extend(triton_findings)
     compat = ""
     if major_too_new:
@@ -266,6 +276,6 @@ def cuda_stack_findings(stack: CudaStack, gpu: Gpu, installer: Installer) -> lis
     findings.insert(0, CUDA_STACK_OK.finding(Status.PASS, summary, evidence={
         "torch": {"version": torch.version, "cuda": torch.cuda, "git": torch.git, "arch_list": torch.arch_list,
                   "file": torch.file},
-        "devices": devices, "libcuda": stack.libcuda.to_json() if stack.libcuda else None,
+        "devices": [d.evidence() for d in devices], "libcuda": stack.libcuda.to_json() if stack.libcuda else None,
         "triton": stack.triton.to_json() if stack.triton else None}))
     return findings

@@ -201,7 +201,7 @@ def _visible_findings(gpu: Gpu, visible: Visible, vllm_version: str | None) -> I
                           remediation=(Remediation(export("CUDA_VISIBLE_DEVICES", by_index),
                                                    "the same GPUs by index"),))
     names = {str(d.name) for d in devices.values()}
-    order_env = gpu.environ.get("CUDA_DEVICE_ORDER")
+    order_env = gpu.cuda_device_order
     if visible.form == "indices" and len(names) > 1 and order_env != "PCI_BUS_ID":
         yield GPU_DEVICE_ORDER.finding(Status.WARN,
                       f"GPUs of different models ({', '.join(sorted(names))}) and CUDA_DEVICE_ORDER is not PCI_BUS_ID: "

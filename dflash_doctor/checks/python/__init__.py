@@ -20,7 +20,7 @@ from dflash_doctor.checks.python.imports import extension_findings, rotary_findi
 from dflash_doctor.checks.python.namespaces import namespace_findings
 from dflash_doctor.checks.remedy import Installer
 from dflash_doctor.codes import Code
-from dflash_doctor.facts.environment_shapes import Distributions, Resolution, Resolved, Target
+from dflash_doctor.facts.environment_shapes import Distributions, Resolution, Target
 from dflash_doctor.facts.imports_shapes import Extensions, RotaryImport, SurfaceImports
 from dflash_doctor.facts.nvml_shapes import Gpu
 from dflash_doctor.facts.vllm_source_shapes import VllmServeImports, VllmSource, VllmSurface
@@ -78,7 +78,7 @@ class NamespaceCheck:
     requires_gpu: ClassVar[bool] = False
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
-        resolution = facts.section(Resolution).names.get("flash_attn") or Resolved()
+        resolution = facts.section(Resolution).of("flash_attn")
         return namespace_findings(facts.section(Distributions), resolution, facts.section(VllmSource),
                                   Installer.for_target(facts.section(Target)))
 

@@ -64,7 +64,7 @@ def _stack_versions(dists: Distributions) -> Finding:
         Status.PASS,
         title=title,
         detail=("not installed: " + ", ".join(absent)) if absent else "",
-        evidence={"versions": versions, "locations": {n: d.location for n in STACK if (d := dists.get(n))}}
+        evidence={"versions": versions, "locations": {n: d.location for n in STACK if (d := dists.get(n))}},
     )
 
 
@@ -77,11 +77,11 @@ def _broken_metadata(dists: Distributions, installer: Installer) -> Iterator[Fin
             is_stack = dist.canonical in STACK
             yield code.finding(
                 Status.FAIL if is_stack or code is DISTRIBUTIONS_METADATA_BROKEN else Status.WARN,
-                title=f"{dist.label()}: {problem['file']} is unreadable: {problem['error']}",
+                title=f"{dist.label()}: {problem.file} is unreadable: {problem.error}",
                 detail="pip, uv and importlib.metadata read this file; while it is broken they cannot "
                 "see, upgrade or uninstall the distribution cleanly.",
-                evidence={"file": problem["file"], "error": problem["error"], "location": dist.location},
-                remediation=_reinstall(dist, installer)
+                evidence={"file": problem.file, "error": problem.error, "location": dist.location},
+                remediation=_reinstall(dist, installer),
             )
 
 
@@ -106,7 +106,7 @@ def _requirements(
     if not unmet and not by_serve_path:
         yield DISTRIBUTIONS_REQUIREMENTS_OK.finding(
             Status.PASS,
-            title="every requirement of the installed stack is satisfied"
+            title="every requirement of the installed stack is satisfied",
         )
         return
     yield from by_serve_path
@@ -311,7 +311,7 @@ def _duplicates(dists: Distributions) -> Iterator[Finding]:
                 title=f"{first.name}: {where}, all from the system package manager ({managers[0]}): one version in "
                 "one directory, nothing shadowed; leave them to it",
                 evidence={"copies": [{"version": d.version, "dist_info": d.dist_info, "package_manager": m}
-                                     for d, m in zip(copies, managers)]}
+                                     for d, m in zip(copies, managers)]},
             )
             continue
         yield DISTRIBUTIONS_DUPLICATE.finding(
@@ -323,7 +323,7 @@ def _duplicates(dists: Distributions) -> Iterator[Finding]:
                if any(managers[1:]) else ""),
             evidence={"copies": [{"version": d.version, "dist_info": d.dist_info, "package_manager": m}
                                  for d, m in zip(copies, managers)]},
-            remediation=tuple(_remove_copy(d, m) for d, m in zip(copies[1:], managers[1:]))
+            remediation=tuple(_remove_copy(d, m) for d, m in zip(copies[1:], managers[1:])),
         )
 
 
@@ -375,7 +375,7 @@ def _record_integrity(dists: Distributions, installer: Installer) -> Iterator[Fi
                             installer.install(f"{dist.name}=={dist.version}", reinstall=True, no_deps=True),
                             "reinstall so that the installer writes a RECORD",
                         ),
-                    )
+                    ),
                 )
             continue
         integrity = record.integrity
@@ -390,8 +390,8 @@ def _record_integrity(dists: Distributions, installer: Installer) -> Iterator[Fi
         changed = integrity.size_mismatch_count + integrity.hash_mismatch_count
         if changed:
             parts.append(f"{changed} changed on disk")
-        sample = [*integrity.missing[:3], *(m["path"] for m in integrity.size_mismatch[:3]),
-                  *(m["path"] for m in integrity.hash_mismatch[:3])]
+        sample = [*integrity.missing[:3], *(m.path for m in integrity.size_mismatch[:3]),
+                  *(m.path for m in integrity.hash_mismatch[:3])]
         yield DISTRIBUTIONS_RECORD_MISMATCH.finding(
             Status.FAIL if integrity.missing_count else Status.WARN,
             title=f"{dist.label()}: {', '.join(parts)} of {integrity.files} files listed in RECORD"
@@ -405,7 +405,7 @@ def _record_integrity(dists: Distributions, installer: Installer) -> Iterator[Fi
                     installer.install(f"{dist.name}=={dist.version}", reinstall=True, no_deps=True),
                     f"put {dist.label()}'s own files back",
                 ),
-            )
+            ),
         )
 
 
@@ -422,20 +422,20 @@ def _record_escapes(dists: Distributions, installer: Installer) -> Iterator[Find
         more = f" (and {count - 1} more line{'s' if count > 2 else ''})" if count > 1 else ""
         yield DISTRIBUTIONS_RECORD_ESCAPES.finding(
             Status.FAIL if dist.canonical in STACK else Status.WARN,
-            title=f"{dist.label()}: {record_file} line {first['line']} points outside the environment: "
-            f"{first['path']} resolves to {first['resolves_to']}{more}",
+            title=f"{dist.label()}: {record_file} line {first.line} points outside the environment: "
+            f"{first.path} resolves to {first.resolves_to}{more}",
             detail="An installer writes only inside the prefix it installs into (its site-packages, scripts, headers "
             "and data directories); the doctor takes those of every site directory on sys.path as the environment. "
             "A RECORD line that leaves all of them (`..`, an absolute path, a symlink out, /dev, /proc) was "
             "written by hand or by something hostile: the doctor never opens, hashes or loads such a file, and an "
             "uninstall would delete it. Reinstall the distribution from a source you trust.",
             evidence={"record": record_file, "distribution": dist.name, "version": dist.version,
-                      "lines": list(escapes), "count": count},
+                      "lines": [escape.to_json() for escape in escapes], "count": count},
             remediation=(
                 Remediation(installer.install(f"{dist.name}=={dist.version}" if dist.version else dist.name,
                                               reinstall=True, no_deps=True),
                             f"reinstall {dist.label()} so that its RECORD lists only its own files"),
-            )
+            ),
         )
 
 
@@ -450,18 +450,18 @@ def _not_regular(dists: Distributions, installer: Installer) -> Iterator[Finding
         if not odd or integrity is None:
             continue
         count = integrity.not_regular_count or len(odd)
-        shown = ", ".join(f"{item['path']} is {item['kind']}" for item in odd[:3])
+        shown = ", ".join(f"{item.path} is {item.kind}" for item in odd[:3])
         yield DISTRIBUTIONS_FILE_NOT_REGULAR.finding(
             Status.FAIL,
             title=f"{dist.label()}: {count} file(s) in RECORD are not regular files: {shown}"
             + (" ..." if count > 3 else ""),
             detail="A FIFO blocks whoever opens it (an `import` hangs), a device is no file of a wheel. The doctor "
             "does not open them. Put the distribution's own files back.",
-            evidence={"dist_info": dist.dist_info, "files": list(odd), "count": count,
+            evidence={"dist_info": dist.dist_info, "files": [item.to_json() for item in odd], "count": count,
                       "location": dist.location},
             remediation=(
                 Remediation(installer.install(f"{dist.name}=={dist.version}", reinstall=True, no_deps=True),
                             f"put {dist.label()}'s own files back"),
-            )
+            ),
         )
 

@@ -125,7 +125,7 @@ def other_python_findings(items: Iterable[ExtensionFacts], dists: Distributions,
                 remediation=(Remediation(
                     installer.install(f"{dist.name}=={dist.version}" if dist and dist.version else owner,
                                       reinstall=True, no_deps=True),
-                    f"reinstall the wheel built for {here}"),) if dist else ()
+                    f"reinstall the wheel built for {here}"),) if dist else (),
             ))
         else:
             wheel = f"{label}'s wheel ({', '.join(tags)}) fits {here}" if fits else f"{label}"
@@ -139,6 +139,6 @@ def other_python_findings(items: Iterable[ExtensionFacts], dists: Distributions,
                    f"{here}." if fits else "Its WHEEL file does not say which Python the wheel was for: "
                    "reinstalling helps only if it was another one."),
                 evidence=evidence,
-                remediation=_elsewhere(dist, item.module, built_for, here, installer) if dist else ()
+                remediation=_elsewhere(dist, item.module, built_for, here, installer) if dist else (),
             ))
     return findings

@@ -23,7 +23,7 @@ from dflash_doctor.checks.python.requirements import unmet_requirements
 from dflash_doctor.checks.remedy import Installer, flash_attn_source_build, quote
 from dflash_doctor.codes import Code
 from dflash_doctor.facts.envfacts import canonical
-from dflash_doctor.facts.environment_shapes import Distributions, Resolution, Resolved
+from dflash_doctor.facts.environment_shapes import Distributions, Resolution
 from dflash_doctor.facts.imports_shapes import ImportFacts, ImportProcess, StackVersions
 from dflash_doctor.facts.nvml_shapes import Gpu
 from dflash_doctor.knowledge.cuda import is_driver_library
@@ -50,6 +50,8 @@ class Cause:
     check judges the consequence."""
     follows: Code | str = ""
     """The code (or id) of another finding of the same report this one follows from (Finding.cause)."""
+    driver_library: str = ""
+    """The NVIDIA driver's library the loader did not find, when that is the cause (libcuda.so.1)."""
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,7 @@ def classify(result: ImportFacts, context: ImportContext, codes: CauseCodes) -> 
     cause = _classify(result, context, codes)
     if result.module.split(".", 1)[0] != TOP:
         return cause
-    layout = explain_layout(context.dists, context.resolution.names.get(TOP) or Resolved(), context.installer)
+    layout = explain_layout(context.dists, context.resolution.of(TOP), context.installer)
     if layout is None:
         return cause
     summary = cause.summary
@@ -177,7 +179,7 @@ def _classify(result: ImportFacts, context: ImportContext, codes: CauseCodes) ->
         )
     if kind == "ModuleNotFoundError" and missing:
         top = missing.split(".", 1)[0]
-        resolved = resolution.names.get(top) or Resolved()
+        resolved = resolution.of(top)
         if top == "flash_attn" and resolved.namespace:
             portions = namespace_portions(resolved, dists)
             return Cause(
@@ -224,6 +226,7 @@ def _driver_library(name: str, module: str, gpu: Gpu | None, evidence: Mapping[s
             {**evidence, "driver_library": True},
             detail=provided + " So it cannot be loaded on this machine; run the doctor where the GPUs are to load it.",
             status=Status.SKIP,
+            driver_library=name,
         )
     cause = None
     if gpu is not None:
@@ -236,6 +239,7 @@ def _driver_library(name: str, module: str, gpu: Gpu | None, evidence: Mapping[s
             detail=provided + " Without a driver, nothing that needs it loads; on a machine without GPUs (a CI "
             "image build), run with --no-gpu.",
             follows=cause.id,
+            driver_library=name,
         )
     driver = f" ({gpu.driver_version})" if gpu and gpu.driver_version else ""
     return Cause(
@@ -248,6 +252,7 @@ def _driver_library(name: str, module: str, gpu: Gpu | None, evidence: Mapping[s
         detail=provided + (" The driver answers here, but the target's dynamic loader does not find "
                            f"{name}: in a container, the runtime mounts it only with the `compute` capability."
                            if gpu else ""),
+        driver_library=name,
     )
 
 

@@ -71,15 +71,14 @@ def rotary_findings(result: RotaryImport, context: ImportContext, vllm_source: V
         return [IMPORTS_ROTARY_OK.finding(
             Status.PASS,
             title=f"`{statement}` works ({result.file})",
-            evidence={"file": result.file, "seconds": result.seconds, "versions": versions}
+            evidence={"file": result.file, "seconds": result.seconds, "versions": versions},
         )]
-    flash_attn = resolution.names.get("flash_attn")
-    if flash_attn is None or not flash_attn.found:
+    if not resolution.of("flash_attn").found:
         return [IMPORTS_ROTARY_ABSENT.finding(
             Status.PASS,
             title=f"`{statement}`: flash_attn is not installed, so vLLM {vllm_source.version}'s guarded import "
             "skips it" if vllm_source.installed else
-            f"`{statement}`: neither flash_attn nor vLLM is installed here; {ABSENT_IS_SKIPPED}"
+            f"`{statement}`: neither flash_attn nor vLLM is installed here; {ABSENT_IS_SKIPPED}",
         )]
     cause = classify(result, context, IMPORT_CAUSES)
     if cause.status is not None:
@@ -94,7 +93,7 @@ def rotary_findings(result: RotaryImport, context: ImportContext, vllm_source: V
         detail=_detail(result, consequence),
         evidence={**cause.evidence, "statement": statement},
         remediation=cause.remediation,
-        cause=cause.follows
+        cause=cause.follows,
     )]
 
 
@@ -116,8 +115,8 @@ def _consequence(vllm_source: VllmSource, mro: tuple[str, ...] | None,
             return Status.FAIL, f"vLLM {version} imports it at {where} and nothing catches this: `vllm serve` dies at engine start."
         if verdict.outcome == "caught" and verdict.caught_by:
             caught = verdict.caught_by
-            return Status.WARN, (f"vLLM {version} catches it at {where} ({caught['kind']} "
-                                 f"{', '.join(caught['catches'])}): it serves, without the flash-attn rotary path.")
+            return Status.WARN, (f"vLLM {version} catches it at {where} ({caught.kind} "
+                                 f"{', '.join(caught.catches)}): it serves, without the flash-attn rotary path.")
     return Status.WARN, f"vLLM {version} does not reach this import on CUDA."
 
 
@@ -160,14 +159,14 @@ def surface_findings(source: VllmSurface, imports: SurfaceImports, context: Impo
                                  "guards": [g.to_json() for g in s.guards]} for s in shown],
                       STOPS_SERVE: bool(serving) and status is Status.FAIL},
             remediation=cause.remediation,
-            cause=cause.follows
+            cause=cause.follows,
         ))
     if not findings:
         findings.append(IMPORT_SURFACE_OK.finding(
             Status.PASS,
             title=f"vLLM {source.version}: {len(source.sites)} imports of external kernel packages "
             f"({len(outcomes)} modules) all resolve or are guarded against what they raise here",
-            evidence={"modules": sorted({m for m, _ in outcomes}), "files_parsed": source.files_parsed}
+            evidence={"modules": sorted({m for m, _ in outcomes}), "files_parsed": source.files_parsed},
         ))
     return findings
 
@@ -192,7 +191,7 @@ def extension_findings(items: list[ExtensionFacts], target: Target, context: Imp
             continue  # judged above: not a module of this interpreter
         cause = classify(result, context, EXTENSION_CAUSES)
         if cause.code is EXTENSIONS_NEEDS_DRIVER:
-            needs_driver.setdefault(str(cause.evidence.get("library")), []).append((result, cause))
+            needs_driver.setdefault(cause.driver_library, []).append((result, cause))
             continue
         findings.append(cause.code.finding(
             cause.status or Status.FAIL,
@@ -200,7 +199,7 @@ def extension_findings(items: list[ExtensionFacts], target: Target, context: Imp
             detail=_detail(result, cause.detail),
             evidence={**cause.evidence, "path": result.path, "found_by": result.found_by or "record"},
             remediation=cause.remediation,
-            cause=cause.follows
+            cause=cause.follows,
         ))
     findings.extend(_needs_driver(library, group) for library, group in sorted(needs_driver.items()))
     untracked = [r for r in items if r.found_by == "import-system" and not r.refused]
@@ -215,7 +214,7 @@ def extension_findings(items: list[ExtensionFacts], target: Target, context: Imp
 
 def _refused(result: ExtensionFacts) -> Finding:
     if result.record_line:
-        how = f"listed in {result.record_line.get('record')} line {result.record_line.get('line')}, found by the import system"
+        how = f"listed in {result.record_line.record} line {result.record_line.line}, found by the import system"
     elif result.found_by == "import-system":
         how = "found by the import system, not in any RECORD"
     else:
@@ -227,7 +226,7 @@ def _refused(result: ExtensionFacts) -> Finding:
         "or a path outside the environment is no extension of this stack. `import` of this module meets the "
         "same file.",
         evidence={"module": result.module, "path": result.path, "found_by": result.found_by,
-                  "why": result.refused}
+                  "why": result.refused},
     )
 
 
@@ -239,14 +238,14 @@ def _untracked(results: list[ExtensionFacts]) -> Finding:
               "their distribution. They were judged like the stack's other extensions: loaded here, and read for "
               "their GPU architectures and the torch symbols they need (arch-coverage).")
     if shadowing:
-        detail += " " + "; ".join(f"{r.module} shadows {(r.shadows or {}).get('path')}, which "
-                                  f"{(r.shadows or {}).get('distribution')}'s RECORD lists" for r in shadowing[:3]) + "."
+        detail += " " + "; ".join(f"{r.module} shadows {r.shadows.path}, which {r.shadows.distribution}'s RECORD lists"
+                                  for r in shadowing[:3] if r.shadows is not None) + "."
     return EXTENSIONS_UNTRACKED.finding(
         Status.WARN,
         title=f"{len(results)} compiled extension(s) found by the import system, not in any RECORD: {names}",
         detail=detail,
         evidence={"extensions": [{"module": r.module, "path": r.path, "distribution": r.distribution,
-                                  "finder": r.finder, "shadows": r.shadows, "ok": r.ok} for r in results]}
+                                  "finder": r.finder, "shadows": r.shadows.to_json() if r.shadows else None, "ok": r.ok} for r in results]},
     )
 
 
@@ -263,5 +262,5 @@ def _needs_driver(library: str, group: list[tuple[ExtensionFacts, Cause]]) -> Fi
         detail=_detail(first, cause.detail),
         evidence={"library": library, "driver_library": True,
                   "extensions": [{"module": r.module, "distribution": r.distribution, "path": r.path,
-                                  "exception": c.evidence.get("exception")} for r, c in group]}
+                                  "exception": literal_exception(r) if r.exception else None} for r, _ in group]},
     )

@@ -53,7 +53,7 @@ def shared_files(dists: Distributions, installer: Installer) -> Iterator[Finding
         winner = str(split["winner"])
         if {canonical(str(split["base"])), canonical(winner)} <= set(claimants):
             yield _cutlass_split(claimants[canonical(winner)], claimants[canonical(str(split["base"]))],
-                                 holders, group.paths, count, neither, order, evidence, installer)
+                                 holders, group.paths, count, neither, order, last, evidence, installer)
             continue
         on_disk = [claimants[n] for n, held in holders.items() if held and len(held) == len(differing)]
         whose = f"the files on disk are {on_disk[0].name}'s" if on_disk else (
@@ -68,13 +68,13 @@ def shared_files(dists: Distributions, installer: Installer) -> Iterator[Finding
             remediation=tuple(
                 Remediation(installer.install(f"{c.name}=={c.version}", reinstall=True, no_deps=True),
                             f"put {c.name} {c.version}'s own files back at the shared paths")
-                for c in claimants.values() if c.version and not (on_disk and c is on_disk[0]))
+                for c in claimants.values() if c.version and not (on_disk and c is on_disk[0])),
         )
 
 
 def _cutlass_split(winner: SharedClaimant, base: SharedClaimant, holders: Mapping[str, list[DifferingFile]],
-                   shared: int, count: int, neither: list[str], order: str, evidence: dict[str, Any],
-                   installer: Installer) -> Finding:
+                   shared: int, count: int, neither: list[str], order: str, last: SharedClaimant | None,
+                   evidence: dict[str, Any], installer: Installer) -> Finding:
     """The two halves of nvidia-cutlass-dsl[cu13] (knowledge.kernel_wheels.CUTLASS_DSL_SPLIT)."""
     split = CUTLASS_DSL_SPLIT.value
     held = len(holders[canonical(winner.name)])
@@ -87,11 +87,11 @@ def _cutlass_split(winner: SharedClaimant, base: SharedClaimant, holders: Mappin
             detail=f"{base.name} was installed first and its files were overwritten, as `nvidia-cutlass-dsl[cu13]` "
             f"needs. Uninstalling {base.name} would delete {winner.name}'s files at the shared paths; a reinstall "
             f"of {base.name} alone would put its own back. {CUTLASS_DSL_SPLIT.source}.",
-            evidence=evidence
+            evidence=evidence,
         )
     spec = f"{winner.name}=={winner.version}"
     base_held = len(holders[canonical(base.name)])
-    whose = [f"{base_held} hold {base.name}'s" + (", installed last" if evidence["installed_last"] == base.name else "")
+    whose = [f"{base_held} hold {base.name}'s" + (", installed last" if last is not None and last.name == base.name else "")
              ] if base_held else []
     if neither:
         whose.append(f"{len(neither)} neither's")
@@ -112,7 +112,7 @@ def _cutlass_split(winner: SharedClaimant, base: SharedClaimant, holders: Mappin
             Remediation(installer.install(f"vllm>={split['fixed_in_vllm']}"),
                         f"or a vLLM that pins nvidia-cutlass-dsl {split['fixed_in_cutlass_dsl']} or later, whose "
                         "halves no longer share files"),
-        )
+        ),
     )
 
 
@@ -149,7 +149,7 @@ def broken_by(dists: Distributions, marker_env: Mapping[str, str], installer: In
                 + f"{PIN_SKEWS.source}.",
                 evidence={"requirer": requirer.name, "requirer_version": requirer.version,
                           "requirement": str(requirement), "found": found.version, **cause.evidence()},
-                remediation=tuple(remediation)
+                remediation=tuple(remediation),
             )
 
 

@@ -75,7 +75,7 @@ def _healthy(dists: Distributions, resolution: Resolved, claimants: Mapping[str,
             Status.PASS,
             title=(f"flash_attn is not installed: vLLM {vllm_source.version}'s guarded import skips it and uses its "
                    "bundled flash-attention") if vllm_source.installed else
-            f"neither flash_attn nor vLLM is installed here; {ABSENT_IS_SKIPPED}"
+            f"neither flash_attn nor vLLM is installed here; {ABSENT_IS_SKIPPED}",
         )
     if resolution.namespace:
         # Every directory of it is owned, by distributions other than flash-attn-4, none with __init__.py.
@@ -87,14 +87,14 @@ def _healthy(dists: Distributions, resolution: Resolved, claimants: Mapping[str,
             detail="No installed distribution provides flash_attn/__init__.py, so flash_attn.ops does not exist. "
             "Reinstall the distribution that should provide it (--force-reinstall --no-deps puts its files back).",
             evidence={"search_locations": resolution.search_locations,
-                      "portions": [_portion_evidence(p) for p in portions]}
+                      "portions": [_portion_evidence(p) for p in portions]},
         )
     owner = _owner_of_init(claimants)
     owner_label = owner.label() if owner else "no installed distribution"
     return NAMESPACES_OK.finding(
         Status.PASS,
         title=f"flash_attn is a regular package from {owner_label} ({resolution.origin})",
-        evidence={"origin": resolution.origin, "claimants": sorted(d.label() for d in claimants.values())}
+        evidence={"origin": resolution.origin, "claimants": sorted(d.label() for d in claimants.values())},
     )
 
 
@@ -117,7 +117,7 @@ def _shadowing(resolution: Resolved, claimants: Mapping[str, Distribution]) -> I
             remediation=(
                 Remediation(f"mv {shlex.quote(portion.path)} {shlex.quote(portion.path + '.disabled')}",
                             "move the stray copy out of the way (or run from another directory, or fix PYTHONPATH)"),
-            )
+            ),
         )
         return
 
@@ -164,7 +164,7 @@ def _v4_without_v2(dists: Distributions, resolution: Resolved, claimants: Mappin
                   "required_by": needed_by, "vllm": vllm_source.version,
                   "vllm_sites": [f"{s.file}:{s.line}" for s in _rotary_sites(vllm_source)],
                   STOPS_SERVE: status is Status.FAIL},
-        remediation=tuple(remediation)
+        remediation=tuple(remediation),
     )
 
 
@@ -200,7 +200,7 @@ def _unowned_portions(dists: Distributions, resolution: Resolved, vllm_source: V
                       "vllm": vllm_source.version,
                       "vllm_sites": [f"{s.file}:{s.line}" for s in _rotary_sites(vllm_source)],
                       STOPS_SERVE: status is Status.FAIL},
-            remediation=(removal_remediation(portion),)
+            remediation=(removal_remediation(portion),),
         )
 
 
@@ -223,7 +223,7 @@ def _vllm_consequence(vllm_source: VllmSource) -> tuple[Status, str]:
                              f"{site.module} {why}, which a namespace package passes")
     caught = next((v.caught_by for _, v in verdicts if v.caught_by), None)
     if caught:
-        return Status.WARN, (f"vLLM {version} survives (its {caught['kind']}({', '.join(caught['catches'])}) "
+        return Status.WARN, (f"vLLM {version} survives (its {caught.kind}({', '.join(caught.catches)}) "
                              "absorbs the ModuleNotFoundError) but its flash-attn rotary path is off")
     return Status.WARN, f"vLLM {version} never reaches the import on CUDA"
 
@@ -277,5 +277,5 @@ def _cute_overlap(dists: Distributions, claimants: Mapping[str, Distribution],
         evidence={"shared": len(shared), "hold_flash_attn_4": holds_v4[:20], "hold_flash_attn": holds_v2[:20],
                   "identical_in_both": len(same), "missing": missing[:20],
                   "released_fix": EXTEND_PATH_FIRST_RELEASE.value},
-        remediation=remediation
+        remediation=remediation,
     )
