@@ -50,9 +50,8 @@ def shared_files(dists: Distributions, installer: Installer) -> Iterator[Finding
             "sample": [f.path for f in differing[:5]],
         }
         order = f" ({last.name} was installed last)" if last else ""
-        winner = str(split["winner"])
-        if {canonical(str(split["base"])), canonical(winner)} <= set(claimants):
-            yield _cutlass_split(claimants[canonical(winner)], claimants[canonical(str(split["base"]))],
+        if {canonical(split.base), canonical(split.winner)} <= set(claimants):
+            yield _cutlass_split(claimants[canonical(split.winner)], claimants[canonical(split.base)],
                                  holders, group.paths, count, neither, order, last, evidence, installer)
             continue
         on_disk = [claimants[n] for n, held in holders.items() if held and len(held) == len(differing)]
@@ -95,7 +94,7 @@ def _cutlass_split(winner: SharedClaimant, base: SharedClaimant, holders: Mappin
              ] if base_held else []
     if neither:
         whose.append(f"{len(neither)} neither's")
-    symptoms = "; ".join(str(s) for s in split["symptoms"])  # type: ignore[attr-defined]
+    symptoms = "; ".join(split.symptoms)
     return DISTRIBUTIONS_FILE_COLLISION.finding(
         Status.FAIL,
         title=f"{winner.name} {winner.version}: {count - held} of the {shared} paths it shares with {base.name} "
@@ -103,14 +102,14 @@ def _cutlass_split(winner: SharedClaimant, base: SharedClaimant, holders: Mappin
         + ": CuTe DSL kernels run the CUDA-12 base build",
         detail=f"`nvidia-cutlass-dsl[cu13]` installs both halves into nvidia_cutlass_dsl/; the one installed last "
         f"wins, silently. With {base.name}'s files in place vLLM's CuTe DSL kernels fail: {symptoms}. "
-        f"nvidia-cutlass-dsl {split['fixed_in_cutlass_dsl']} (vLLM {split['fixed_in_vllm']} and later) ships the "
+        f"nvidia-cutlass-dsl {split.fixed_in_cutlass_dsl} (vLLM {split.fixed_in_vllm} and later) ships the "
         f"CuTe sources in one wheel. {CUTLASS_DSL_SPLIT.source}.",
         evidence=evidence,
         remediation=(
             Remediation(installer.install(spec, reinstall=True, no_deps=True),
                         f"put {winner.name}'s files back over {base.name}'s (what vLLM's own Docker image does)"),
-            Remediation(installer.install(f"vllm>={split['fixed_in_vllm']}"),
-                        f"or a vLLM that pins nvidia-cutlass-dsl {split['fixed_in_cutlass_dsl']} or later, whose "
+            Remediation(installer.install(f"vllm>={split.fixed_in_vllm}"),
+                        f"or a vLLM that pins nvidia-cutlass-dsl {split.fixed_in_cutlass_dsl} or later, whose "
                         "halves no longer share files"),
         ),
     )
@@ -132,7 +131,7 @@ def broken_by(dists: Distributions, marker_env: Mapping[str, str], installer: In
             cause = BreakCause.of(dists, requirer, name, found.version, marker_env)
             spec = f"{requirement.name}{requirement.specifier}"
             culprit = cause.culprit
-            symptom = dict(PIN_SKEWS.value["symptoms"]).get(name)  # type: ignore[call-overload]
+            symptom = PIN_SKEWS.value.symptoms.get(name)
             remediation = [Remediation(installer.install(spec),
                                        f"put back the {requirement.name} that {requirer.label()} pins"
                                        + (f" (then {culprit[0].name}'s requirement is unmet: remove it if nothing "
