@@ -25,7 +25,7 @@ from realenv import Env, build_wheel, install, make_venv
 from stacks import add_to_path, torch_site, vllm_site
 
 from dflash_doctor.check import Context
-from dflash_doctor.checks.gpu.archs import ArchCoverageCheck
+from dflash_doctor.checks.gpu import ArchCoverageCheck
 from dflash_doctor.facts import archs as archs_collector
 from dflash_doctor.facts import environment
 from dflash_doctor.knowledge.archs_advice import PTX_ISA_MIN_CUDA

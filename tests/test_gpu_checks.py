@@ -19,9 +19,8 @@ from typing import Any
 import pytest
 
 from dflash_doctor.check import Context
-from dflash_doctor.checks.gpu.cuda_stack import CudaStackCheck
-from dflash_doctor.checks.gpu.devices import GpuCheck, resolve_visible
-from dflash_doctor.checks.gpu.kernels import KernelsCheck
+from dflash_doctor.checks.gpu import CudaStackCheck, GpuCheck, KernelsCheck
+from dflash_doctor.checks.gpu.common import resolve_visible
 from dflash_doctor.codes import CODES
 from dflash_doctor.model import CheckResult, Finding, Status
 from dflash_doctor.render.gpu_summary import gpu_lines
@@ -565,11 +564,9 @@ def test_vllm_fa3_declined_on_sm86_is_not_applicable_while_fa2_passes() -> None:
 
 
 def test_every_gpu_finding_id_has_a_code_table_entry() -> None:
-    from dflash_doctor.checks.gpu import cuda_stack, kernels
-    from dflash_doctor.checks.gpu import devices as gpu
-
-    for check_id, module in (("gpu", gpu), ("cuda-stack", cuda_stack), ("kernels", kernels)):
-        for code in module.CODES:
+    for check in (GpuCheck, CudaStackCheck, KernelsCheck):
+        check_id = check.id
+        for code in check.codes:
             assert code.id.split(".")[0] == check_id
             assert CODES[code.id] == code
             assert len(code.explanation) > 80, code.id

@@ -17,9 +17,7 @@ from typing import Any
 import pytest
 
 from dflash_doctor.check import Context
-from dflash_doctor.checks.gpu.cuda_stack import CudaStackCheck
-from dflash_doctor.checks.gpu.devices import GpuCheck
-from dflash_doctor.checks.gpu.kernels import KernelsCheck
+from dflash_doctor.checks.gpu import CudaStackCheck, GpuCheck, KernelsCheck
 from dflash_doctor.facts import cuda as cuda_collectors
 from dflash_doctor.facts.nvml import host_limits, nvml_facts
 from dflash_doctor.facts.probes import run_probe

@@ -40,7 +40,7 @@ def test_suppress_in_vllm_0_24_survives_a_namespace_package_but_not_an_undefined
     site = rotary_site("0.24.0")
     assert site["statement"] == "import_module('flash_attn.ops.triton.rotary')"
     caught = judge_site(site, NAMESPACE_MISS, {"flash_attn": True})
-    assert caught.outcome == "caught" and caught.caught_by["catches"] == ["ModuleNotFoundError"]
+    assert caught.outcome == "caught" and caught.caught_by is not None and caught.caught_by.catches == ["ModuleNotFoundError"]
     assert judge_site(site, UNDEFINED_SYMBOL, {"flash_attn": True}).outcome == "raises"
 
 

@@ -8,7 +8,23 @@ from typing import Any, ClassVar
 
 from dflash_doctor.facts.shape import Shape
 
-__all__ = ["ArchCoverage", "ArchHost", "ArchLibrary", "ArchTorch", "Fatbin"]
+__all__ = ["ArchCoverage", "ArchHost", "ArchLibrary", "ArchTorch", "Fatbin", "HostGlibc", "HostLibstdcxx"]
+
+
+@dataclass(frozen=True)
+class HostGlibc(Shape):
+    """This host's glibc version, and where it was read."""
+
+    version: str | None = None
+    read_from: str | None = None
+
+
+@dataclass(frozen=True)
+class HostLibstdcxx(Shape):
+    """The libstdc++ the target interpreter's loader would use, and how it was found."""
+
+    path: str | None = None
+    found_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -17,9 +33,8 @@ class ArchHost(Shape):
 
     provides: dict[str, str] = field(default_factory=dict)
     """{"GLIBC": "2.36", "GLIBCXX": "3.4.30", "CXXABI": "1.3.13"}: the newest version of each."""
-    glibc: dict[str, Any] | None = None
-    libstdcxx: dict[str, Any] | None = None
-    """{"path", "found_by"} of the libstdc++ the loader would use."""
+    glibc: HostGlibc | None = None
+    libstdcxx: HostLibstdcxx | None = None
     executable: str | None = None
     errors: list[Any] = field(default_factory=list)
     seconds: float | None = None

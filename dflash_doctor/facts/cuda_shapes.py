@@ -104,11 +104,21 @@ class CudaRuntime(Shape):
 
 
 @dataclass(frozen=True)
+class ToolPlace(Shape):
+    """One place Triton looks for a tool: $TRITON_PTXAS_PATH, or its bundled copy."""
+
+    where: str = ""
+    path: str = ""
+    exists: bool = False
+    executable: bool = False
+
+
+@dataclass(frozen=True)
 class ToolLookup(Shape):
     """Where Triton looks for ptxas (or ptxas-blackwell), and what it found."""
 
-    looked: list[dict[str, Any]] = field(default_factory=list)
-    """{"where", "path", "exists", "executable"} in Triton's order."""
+    looked: list[ToolPlace] = field(default_factory=list)
+    """In Triton's order."""
     path: str | None = None
     version: str | None = None
     error: str | None = None
@@ -120,8 +130,25 @@ class TritonLibcuda(Shape):
     """Where Triton looks for libcuda.so.1 (TRITON_LIBCUDA_PATH, `ldconfig -p`, LD_LIBRARY_PATH)."""
 
     looked: dict[str, Any] = field(default_factory=dict)
+    """{"TRITON_LIBCUDA_PATH", "ldconfig", "LD_LIBRARY_PATH", "ldconfig_error"}: keyed by where Triton looks."""
     dirs: list[str] | None = None
     error: str | None = None
+
+    @property
+    def env_path(self) -> str | None:
+        """TRITON_LIBCUDA_PATH (None: unset)."""
+        value = self.looked.get("TRITON_LIBCUDA_PATH")
+        return value if isinstance(value, str) else None
+
+    @property
+    def ldconfig(self) -> list[str]:
+        """The libcuda.so.1 paths `ldconfig -p` lists."""
+        return [str(path) for path in self.looked.get("ldconfig") or []]
+
+    @property
+    def ld_library_path(self) -> list[str]:
+        """The directories of LD_LIBRARY_PATH."""
+        return [str(path) for path in self.looked.get("LD_LIBRARY_PATH") or []]
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,10 @@ from dflash_doctor.facts.envfacts import canonical, requirement_name
 from dflash_doctor.facts.shape import Shape
 
 __all__ = [
-    "Claim", "Distribution", "Distributions", "ImportExtension", "ImportExtensions", "Integrity", "Libc",
-    "Portion", "PortionContents", "ProbeRun", "Record", "Resolution", "Resolved", "SysPath", "SysPathEntry",
-    "Target", "TargetEnviron", "WheelExtension",
+    "Claim", "Distribution", "Distributions", "Escape", "FileError", "HashMismatch", "ImportExtension",
+    "ImportExtensions", "Integrity", "Libc", "NotRegular", "Portion", "PortionContents", "ProbeRun", "Record",
+    "Resolution", "Resolved", "Shadowed", "SizeMismatch", "SysPath", "SysPathEntry", "Target", "TargetEnviron",
+    "WheelExtension",
 ]
 
 
@@ -94,6 +95,47 @@ class SysPath(Shape):
 
 
 @dataclass(frozen=True)
+class FileError(Shape):
+    """A metadata file (METADATA, RECORD) that could not be read, and why."""
+
+    file: str = ""
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class SizeMismatch(Shape):
+    """A file whose size on disk differs from the one RECORD lists."""
+
+    path: str = ""
+    record: int | None = None
+    disk: int | None = None
+
+
+@dataclass(frozen=True)
+class HashMismatch(Shape):
+    """A file whose sha256 differs from the one RECORD lists (--verify-hashes)."""
+
+    path: str = ""
+
+
+@dataclass(frozen=True)
+class NotRegular(Shape):
+    """A file RECORD lists that is a FIFO, a device or a socket on disk."""
+
+    path: str = ""
+    kind: str = ""
+
+
+@dataclass(frozen=True)
+class Escape(Shape):
+    """A RECORD line that resolves outside the environment."""
+
+    line: int | None = None
+    path: str = ""
+    resolves_to: str = ""
+
+
+@dataclass(frozen=True)
 class Integrity(Shape):
     """A stack distribution's RECORD checked against the disk (lists capped, counts whole)."""
 
@@ -102,11 +144,11 @@ class Integrity(Shape):
     hashed: bool = False
     missing: list[str] = field(default_factory=list)
     missing_count: int = 0
-    size_mismatch: list[dict[str, Any]] = field(default_factory=list)
+    size_mismatch: list[SizeMismatch] = field(default_factory=list)
     size_mismatch_count: int = 0
-    hash_mismatch: list[dict[str, Any]] = field(default_factory=list)
+    hash_mismatch: list[HashMismatch] = field(default_factory=list)
     hash_mismatch_count: int = 0
-    not_regular: list[dict[str, Any]] = field(default_factory=list)
+    not_regular: list[NotRegular] = field(default_factory=list)
     not_regular_count: int = 0
     shared: int = 0
     """Paths another verified distribution lists too: left out of the size and hash comparison (see
@@ -118,13 +160,13 @@ class Record(Shape):
     """A distribution's RECORD: whether it is there, and what reading it found."""
 
     present: bool = False
-    error: dict[str, Any] | None = None
-    """{"file", "error"} when RECORD could not be read."""
+    error: FileError | None = None
+    """When RECORD could not be read."""
     files: int | None = None
     integrity: Integrity | None = None
     file: str | None = None
-    escapes: list[dict[str, Any]] = field(default_factory=list)
-    """RECORD lines that point outside the environment ({"line", "path", "resolves_to"})."""
+    escapes: list[Escape] = field(default_factory=list)
+    """RECORD lines that point outside the environment."""
     escapes_count: int = 0
 
 
@@ -158,8 +200,8 @@ class Distribution(Shape):
     version: str | None = None
     canonical: str = ""
     """The PEP 503 name (`facts.envfacts.canonical`)."""
-    metadata_error: dict[str, Any] | None = None
-    """{"file", "error"}: METADATA unreadable; name and version are then guessed from the directory."""
+    metadata_error: FileError | None = None
+    """METADATA unreadable: name and version are then guessed from the directory."""
     requires: list[str] = field(default_factory=list)
     requires_python: str | None = None
     installer: str | None = None
@@ -179,6 +221,14 @@ class Distribution(Shape):
 
 
 @dataclass(frozen=True)
+class Shadowed(Shape):
+    """The file a RECORD lists for an extension module that another file shadows, and whose RECORD it is."""
+
+    path: str = ""
+    distribution: str = ""
+
+
+@dataclass(frozen=True)
 class ImportExtension(Shape):
     """A stack extension module the import system finds that no RECORD lists (or that shadows one)."""
 
@@ -187,7 +237,7 @@ class ImportExtension(Shape):
     resolves_to: str = ""
     finder: str | None = None
     file: str = ""
-    shadows: dict[str, Any] | None = None
+    shadows: Shadowed | None = None
 
 
 @dataclass(frozen=True)
@@ -328,3 +378,7 @@ class Resolution(Shape):
     WHOLE: ClassVar[str] = "names"
 
     names: dict[str, Resolved] = field(default_factory=dict)
+
+    def of(self, name: str) -> Resolved:
+        """How the top-level `name` resolves (not found when it was not looked up)."""
+        return self.names.get(name) or Resolved()

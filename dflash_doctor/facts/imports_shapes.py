@@ -7,14 +7,14 @@ import, and how its process went.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from dflash_doctor.facts.environment_shapes import ProbeRun
+from dflash_doctor.facts.environment_shapes import ProbeRun, Shadowed
 from dflash_doctor.facts.shape import Shape
 
 __all__ = [
     "ChainedException", "ExtensionFacts", "Extensions", "ImportException", "ImportFacts", "ImportProcess",
-    "LibraryLookup", "Preload", "RotaryImport", "StackVersions", "SurfaceImports",
+    "LibraryLookup", "Preload", "RecordLine", "RotaryImport", "StackVersions", "SurfaceImports",
 ]
 
 
@@ -109,6 +109,14 @@ class SurfaceImports(Shape):
 
 
 @dataclass(frozen=True)
+class RecordLine(Shape):
+    """A line of a RECORD file: which file, which line."""
+
+    record: str | None = None
+    line: int | None = None
+
+
+@dataclass(frozen=True)
 class ExtensionFacts(ImportFacts):
     """One compiled extension of the stack, loaded on its own after torch (or why it was not)."""
 
@@ -117,11 +125,11 @@ class ExtensionFacts(ImportFacts):
     found_by: str | None = None
     """"record" (its distribution's RECORD lists it) or "import-system" (only the import system finds it)."""
     finder: str | None = None
-    shadows: dict[str, Any] | None = None
+    shadows: Shadowed | None = None
     refused: str | None = None
     """Why the file was not loaded (not a regular file, outside the environment)."""
-    record_line: dict[str, Any] | None = None
-    """{"record", "line"}: a RECORD line lists the file the import system found, resolving outside the
+    record_line: RecordLine | None = None
+    """A RECORD line lists the file the import system found, resolving outside the
     environment (a symlink out), so it is no extension RECORD keeps."""
     abi_tag: str | None = None
     """Another interpreter's ABI tag in the file name: not loaded, no import of this one would."""

@@ -204,3 +204,13 @@ class Gpu(Shape):
     """CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, NVIDIA_VISIBLE_DEVICES as the doctor saw them."""
     doctor_pid: int | None = None
     seconds: float | None = None
+
+    @property
+    def cuda_visible_devices(self) -> str | None:
+        """CUDA_VISIBLE_DEVICES as the doctor saw it (None: unset)."""
+        return self.environ.get("CUDA_VISIBLE_DEVICES")
+
+    @property
+    def cuda_device_order(self) -> str | None:
+        """CUDA_DEVICE_ORDER as the doctor saw it (None: unset, CUDA's fastest-first order)."""
+        return self.environ.get("CUDA_DEVICE_ORDER")

@@ -8,9 +8,39 @@ Every version fact here was read from the packages' own metadata (the wheels' ME
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+
 from dflash_doctor.knowledge import Fact
 
-__all__ = ["CUTLASS_DSL_SPLIT", "KERNEL_DISTRIBUTIONS", "PIN_SKEWS"]
+__all__ = ["CUTLASS_DSL_SPLIT", "KERNEL_DISTRIBUTIONS", "PIN_SKEWS", "CutlassDslSplit", "PinSkews"]
+
+
+@dataclass(frozen=True)
+class CutlassDslSplit:
+    """Two distributions that install the same paths with different bytes, and which of them must win."""
+
+    base: str
+    """The half whose files must not win (nvidia-cutlass-dsl-libs-base)."""
+    winner: str
+    """The half whose files must be on disk (nvidia-cutlass-dsl-libs-cu13)."""
+    measured: Mapping[str, str | int]
+    """What was measured: the version, the paths both RECORDs list, how many of them differ."""
+    fixed_in_cutlass_dsl: str
+    fixed_in_vllm: str
+    vllm_pins_colliding: str
+    symptoms: tuple[str, ...]
+    """How vLLM fails where the base's files won, each with its report."""
+
+
+@dataclass(frozen=True)
+class PinSkews:
+    """The version pins that installed distributions disagree on, and how each skew fails at run time."""
+
+    requirements: Mapping[str, Mapping[str, tuple[str, ...]]]
+    """Requirer -> its releases -> the kernel packages' requirements they state."""
+    symptoms: Mapping[str, str]
+    """Kernel package -> how a version other than the pinned one fails."""
 
 
 KERNEL_DISTRIBUTIONS: Fact[tuple[str, ...]] = Fact(
@@ -41,21 +71,21 @@ KERNEL_DISTRIBUTIONS: Fact[tuple[str, ...]] = Fact(
 )
 
 
-CUTLASS_DSL_SPLIT: Fact[dict[str, object]] = Fact(
-    value={
-        "base": "nvidia-cutlass-dsl-libs-base",
-        "winner": "nvidia-cutlass-dsl-libs-cu13",
-        "measured": {"version": "4.5.2", "shared": 180, "differing": 99},
-        "fixed_in_cutlass_dsl": "4.6.0",
-        "fixed_in_vllm": "0.26.0",
-        "vllm_pins_colliding": "0.22.0-0.25.1 (nvidia-cutlass-dsl[cu13]==4.5.2)",
-        "symptoms": (
+CUTLASS_DSL_SPLIT: Fact[CutlassDslSplit] = Fact(
+    value=CutlassDslSplit(
+        base="nvidia-cutlass-dsl-libs-base",
+        winner="nvidia-cutlass-dsl-libs-cu13",
+        measured={"version": "4.5.2", "shared": 180, "differing": 99},
+        fixed_in_cutlass_dsl="4.6.0",
+        fixed_in_vllm="0.26.0",
+        vllm_pins_colliding="0.22.0-0.25.1 (nvidia-cutlass-dsl[cu13]==4.5.2)",
+        symptoms=(
             ("`mlir_global_dtors() missing 1 required positional argument: 'data'` (vllm-project/vllm #44949, "
              "vLLM 0.22.1)"),
             "`import cutlass` / `from cutlass.cute.core import increment_coord` fails (ai-dynamo/dynamo #11775)",
             "malformed `_mma` PTX that ptxas rejects (NVIDIA/cutlass #3170, #3259)",
         ),
-    },
+    ),
     source="The wheels nvidia_cutlass_dsl_libs_base-4.5.2 and nvidia_cutlass_dsl_libs_cu13-4.5.2 (cp311, "
     "manylinux_2_28_x86_64): both install nvidia_cutlass_dsl/ and nvidia_cutlass_dsl.pth; their RECORDs share 180 "
     "paths, 99 of them with different sha256 (_cutlass_ir.cpython-311-x86_64-linux-gnu.so, libcute_dsl_runtime.so, "
@@ -81,20 +111,22 @@ CUTLASS_DSL_SPLIT: Fact[dict[str, object]] = Fact(
 )
 
 
-PIN_SKEWS: Fact[dict[str, object]] = Fact(
-    value={
-        "flash-attn-4": {"4.0.0b36": ("nvidia-cutlass-dsl>=4.6.2", "apache-tvm-ffi<0.2,>=0.1.11",
-                                      "quack-kernels>=0.5.3")},
-        "vllm": {"0.20.0-0.25.1": ("apache-tvm-ffi==0.1.9",), "0.26.0": ("apache-tvm-ffi==0.1.10",),
-                 "0.27.0-0.27.1": ("apache-tvm-ffi==0.1.11",)},
-        "symptoms": {
+PIN_SKEWS: Fact[PinSkews] = Fact(
+    value=PinSkews(
+        requirements={
+            "flash-attn-4": {"4.0.0b36": ("nvidia-cutlass-dsl>=4.6.2", "apache-tvm-ffi<0.2,>=0.1.11",
+                                          "quack-kernels>=0.5.3")},
+            "vllm": {"0.20.0-0.25.1": ("apache-tvm-ffi==0.1.9",), "0.26.0": ("apache-tvm-ffi==0.1.10",),
+                     "0.27.0-0.27.1": ("apache-tvm-ffi==0.1.11",)},
+        },
+        symptoms={
             "apache-tvm-ffi": "`make_kwargs_wrapper() got an unexpected keyword argument 'map_dataclass_to_tuple'` "
             "(nvidia-cutlass-dsl 4.6 calls it; apache/tvm-ffi PR #515 added the parameter, after 0.1.9)",
             "nvidia-cutlass-dsl": "`module 'cutlass.cute.core' has no attribute 'ThrMma'` (nvidia-cutlass-dsl 4.6.0 "
             "removed cute.core.ThrMma, which older quack-kernels use: meta-pytorch/tritonbench PR #1169, "
             "vllm-project/vllm #49005)",
         },
-    },
+    ),
     source="Requires-Dist of flash-attn-4 4.0.0b36 and of the vllm releases named (their METADATA from PyPI); "
     "apache/tvm-ffi PR #515 '[FEAT] Add map_dataclass_to_tuple to make_kwargs_wrapper' (merged 2026-03-26); the "
     "wheels: apache-tvm-ffi 0.1.9's tvm_ffi/utils/kwargs_wrapper.py make_kwargs_wrapper (line 129) has no "

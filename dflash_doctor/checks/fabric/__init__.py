@@ -20,7 +20,7 @@ from dflash_doctor.checks.fabric.host import host_findings
 from dflash_doctor.checks.fabric.links import group_finding, group_pairs, link_findings
 from dflash_doctor.checks.fabric.nccl import nccl_findings
 from dflash_doctor.checks.fabric.peer import peer_findings
-from dflash_doctor.checks.gpu.common import _visible_of
+from dflash_doctor.checks.gpu.common import visible_of
 from dflash_doctor.codes import Code
 from dflash_doctor.facts.fabric_shapes import Fabric
 from dflash_doctor.facts.nvml_shapes import Gpu
@@ -50,7 +50,7 @@ class FabricCheck:
         tp = fabric.requested_tp or 1
         if not devices:
             return [SKIPPED.finding(Status.SKIP, "fabric not checked: NVML lists no GPU (see the gpu check)")]
-        group = list(_visible_of(gpu).gpus[:tp])
+        group = list(visible_of(gpu).gpus[:tp])
         pairs = group_pairs(fabric, group)
         findings = [group_finding(fabric, tp, group, pairs), *link_findings(fabric, group, pairs),
                     *peer_findings(fabric, tp, pairs), *nccl_findings(fabric, pairs),

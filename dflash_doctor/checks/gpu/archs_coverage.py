@@ -13,6 +13,14 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from dflash_doctor.checks.gpu.archs_common import Library, plural, shown_names
+from dflash_doctor.checks.gpu.codes import (
+    ARCH_COVERAGE_COVERED,
+    ARCH_COVERAGE_NO_DEVICE_CODE,
+    ARCH_COVERAGE_NO_KERNEL_IMAGE,
+    ARCH_COVERAGE_OPTIONAL_NO_KERNEL_IMAGE,
+    ARCH_COVERAGE_PTX_JIT_ONLY,
+    ARCH_COVERAGE_TARGET_ARCH_INVALID,
+)
 from dflash_doctor.checks.remedy import Installer, flash_attn_source_build, uninstall_remediation
 from dflash_doctor.facts.archs_shapes import ArchCoverage, ArchTorch, Fatbin
 from dflash_doctor.facts.envfacts import version_tuple
@@ -53,9 +61,8 @@ class Verdict:
 
 def invalid_target_archs(section: ArchCoverage) -> Finding:
     given = ",".join(section.target_archs_given)
-    return Finding(
-        id="arch-coverage.target-arch-invalid",
-        status=Status.FAIL,
+    return ARCH_COVERAGE_TARGET_ARCH_INVALID.finding(
+        Status.FAIL,
         title=f"--target-arch {given!r} is not a list of GPU architectures: {section.target_archs_error}",
         detail="Give SASS names or compute capabilities, comma-separated: sm_86,sm_90 or 8.6,9.0.",
         evidence={"given": section.target_archs_given},
@@ -124,9 +131,8 @@ def coverage_findings(targets: list[Target], libraries: list[Library], section: 
     with_code = [lib for lib in libraries if lib.fatbin is not None]
     if not with_code:
         torch = section.torch or ArchTorch()
-        return [Finding(
-            id="arch-coverage.no-device-code",
-            status=Status.SKIP,
+        return [ARCH_COVERAGE_NO_DEVICE_CODE.finding(
+            Status.SKIP,
             title="no library of the stack carries CUDA device code"
             + (f" (torch {torch.version} is a CPU build)" if torch.cpu_build else ""),
             evidence={"libraries": len(libraries), "targets": [t.label for t in targets]},
@@ -150,9 +156,8 @@ def coverage_findings(targets: list[Target], libraries: list[Library], section: 
             text += f" ({statuses.count('not-used')} used only on other GPUs)"
         summaries.append((target, text))
     if summaries:
-        findings.append(Finding(
-            id="arch-coverage.covered",
-            status=Status.PASS,
+        findings.append(ARCH_COVERAGE_COVERED.finding(
+            Status.PASS,
             title="; ".join(text for _target, text in summaries),
             evidence={"targets": [{"label": t.label, "cc": list(t.cc), **t.evidence} for t, _ in summaries],
                       "libraries": {lib.label: lib.code() for lib in with_code},
@@ -191,9 +196,8 @@ def _no_kernel_image(lib: Library, missing: list[tuple[Target, Verdict]], all_cc
                   "device' (CUDA error 209).")
     remedies, more = _coverage_remedy(lib, [t.cc for t, _ in missing], all_ccs, section, installer, dists)
     detail += more
-    return Finding(
-        id="arch-coverage.optional-no-kernel-image" if optional else "arch-coverage.no-kernel-image",
-        status=Status.WARN if optional else Status.FAIL,
+    return (ARCH_COVERAGE_OPTIONAL_NO_KERNEL_IMAGE if optional else ARCH_COVERAGE_NO_KERNEL_IMAGE).finding(
+        Status.WARN if optional else Status.FAIL,
         title=f"{lib.label} has no kernel image for {shown_names(labels)}: {lib.code()}",
         detail="\n".join(detail),
         evidence={**lib.evidence(), "targets": labels,
@@ -209,9 +213,8 @@ def _ptx_jit(lib: Library, jitted: list[tuple[Target, Verdict]]) -> Finding:
     isas = sorted(fatbin.ptx_isa, key=version_tuple)
     driver = PTX_ISA_MIN_CUDA.value.get(isas[0]) if isas else None
     isa = ", ".join(isas) or "unknown"
-    return Finding(
-        id="arch-coverage.ptx-jit-only",
-        status=Status.WARN,
+    return ARCH_COVERAGE_PTX_JIT_ONLY.finding(
+        Status.WARN,
         title=f"{lib.label} runs on {shown_names(labels)} only through PTX JIT of {', '.join(by)}: slow first start",
         detail=f"{lib.label} carries {lib.code()}: no SASS runs on "
         + ("these GPUs" if len(labels) > 1 else "this GPU")

@@ -3,14 +3,33 @@ target interpreter fail its import ("version `GLIBC_2.32' not found")."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from dflash_doctor.checks.gpu.archs_common import Library, by_distribution, group_label, plural
+from dflash_doctor.checks.gpu.codes import (
+    ARCH_COVERAGE_RUNTIME_OK,
+    ARCH_COVERAGE_RUNTIME_TOO_OLD,
+)
 from dflash_doctor.checks.remedy import Installer, flash_attn_source_build
 from dflash_doctor.facts.archs_shapes import ArchCoverage, ArchHost
 from dflash_doctor.facts.envfacts import version_tuple
 from dflash_doctor.knowledge.archs_advice import FA2_UBUNTU_2204_WHEELS_FROM
-from dflash_doctor.model import Finding, Remediation, Status
+from dflash_doctor.model import JSON, Finding, Remediation, Status
 
 _RUNTIME_ORDER = ("GLIBC", "GLIBCXX", "CXXABI")
+
+
+@dataclass(frozen=True)
+class Unmet:
+    """A runtime version a library requires (GLIBCXX_3.4.32) above the one this host provides (3.4.30)."""
+
+    prefix: str
+    needs: str
+    provides: str
+
+    @staticmethod
+    def evidence(unmet: list[Unmet]) -> dict[str, JSON]:
+        return {u.prefix: {"needs": u.needs, "provides": u.provides} for u in unmet}
 
 
 def runtime_findings(libraries: list[Library], section: ArchCoverage, installer: Installer) -> list[Finding]:
@@ -20,7 +39,7 @@ def runtime_findings(libraries: list[Library], section: ArchCoverage, installer:
     if not readable or not provides:
         return []
     highest: dict[str, str] = {}
-    failing: list[tuple[Library, dict[str, dict[str, str | None]]]] = []
+    failing: list[tuple[Library, list[Unmet]]] = []
     from dflash_doctor.facts.elf import (
         unmet_versions,  # here, not at import: the ELF reader is not cheap to load
     )
@@ -31,7 +50,8 @@ def runtime_findings(libraries: list[Library], section: ArchCoverage, installer:
             if prefix not in highest or version_tuple(version) > version_tuple(highest[prefix]):
                 highest[prefix] = version
         # A prefix the host does not report at all (libstdc++ not found) is not judged: its `errors` say why.
-        unmet = {k: v for k, v in unmet_versions(dict(needs), dict(provides)).items() if v["provides"]}
+        unmet = [Unmet(prefix, str(v["needs"]), str(v["provides"]))
+                 for prefix, v in unmet_versions(dict(needs), dict(provides)).items() if v["provides"]]
         if unmet:
             failing.append((lib, unmet))
     if failing:
@@ -39,27 +59,28 @@ def runtime_findings(libraries: list[Library], section: ArchCoverage, installer:
                 for group in by_distribution(lib for lib, _ in failing)]
     have = ", ".join(f"{k} {v}" for k, v in sorted(provides.items()))
     need = ", ".join(f"{k} {v}" for k, v in sorted(highest.items()))
-    return [Finding(
-        id="arch-coverage.runtime-ok",
-        status=Status.PASS,
+    return [ARCH_COVERAGE_RUNTIME_OK.finding(
+        Status.PASS,
         title=f"{plural(len(readable), 'library needs', 'libraries need')} at most {need or 'no versioned symbol'}; "
         f"this host provides {have}",
-        evidence={"needs": highest, "provides": dict(provides), "libstdcxx": host.libstdcxx},
+        evidence={"needs": highest, "provides": dict(provides),
+                  "libstdcxx": host.libstdcxx.to_json() if host.libstdcxx else None},
     )]
 
 
-def _runtime_too_old(failing: list[tuple[Library, dict[str, dict[str, str | None]]]], host: ArchHost,
+def _runtime_too_old(failing: list[tuple[Library, list[Unmet]]], host: ArchHost,
                      installer: Installer) -> Finding:
     libs = [lib for lib, _ in failing]
-    unmet: dict[str, dict[str, str | None]] = {}
+    highest: dict[str, Unmet] = {}
     for _lib, lib_unmet in failing:
-        for prefix, need in lib_unmet.items():
-            known = unmet.get(prefix)
-            if known is None or version_tuple(str(need["needs"])) > version_tuple(str(known["needs"])):
-                unmet[prefix] = need
-    ordered = sorted(unmet.items(), key=lambda item: _RUNTIME_ORDER.index(item[0]))
-    words = [f"{prefix}_{need['needs']}" for prefix, need in ordered]
-    have = ", ".join(f"{prefix} {need['provides']}" for prefix, need in ordered)
+        for need in lib_unmet:
+            known = highest.get(need.prefix)
+            if known is None or version_tuple(need.needs) > version_tuple(known.needs):
+                highest[need.prefix] = need
+    ordered = sorted(highest.values(), key=lambda need: _RUNTIME_ORDER.index(need.prefix))
+    unmet = {need.prefix for need in ordered}
+    words = [f"{need.prefix}_{need.needs}" for need in ordered]
+    have = ", ".join(f"{need.prefix} {need.provides}" for need in ordered)
     first = libs[0]
     detail = [(f"Importing {first.name} fails with \"version `{words[0]}' not found (required by "
                f"{first.facts.file})\".")]
@@ -68,7 +89,7 @@ def _runtime_too_old(failing: list[tuple[Library, dict[str, dict[str, str | None
         detail.append("glibc cannot be upgraded inside a Python environment: build the library on this host, or "
                       "run on an image with a newer glibc.")
     if {"GLIBCXX", "CXXABI"} & set(unmet):
-        libstdcxx = (host.libstdcxx or {}).get("path")
+        libstdcxx = host.libstdcxx.path if host.libstdcxx else None
         detail.append(f"The target interpreter loads {libstdcxx}: a newer libstdc++ (the OS package, or "
                       "conda-forge's libstdcxx-ng in a conda env) or a build on this host fixes it.")
     if first.facts.canonical == "flash-attn":
@@ -78,14 +99,14 @@ def _runtime_too_old(failing: list[tuple[Library, dict[str, dict[str, str | None
             flash_attn_source_build(installer, f"flash-attn=={first.facts.version}"),
             "build flash-attn from source on this host, against its own glibc and libstdc++",
         ))
-    return Finding(
-        id="arch-coverage.runtime-too-old",
-        status=Status.FAIL,
+    return ARCH_COVERAGE_RUNTIME_TOO_OLD.finding(
+        Status.FAIL,
         title=f"{group_label(libs)} need{'s' if len(libs) == 1 else ''} {', '.join(words)}; this host "
         f"provides {have}",
         detail="\n".join(detail),
-        evidence={"libraries": [{**lib.evidence(), "needs": lib.facts.needs_versions, "unmet": lib_unmet}
+        evidence={"libraries": [{**lib.evidence(), "needs": lib.facts.needs_versions, "unmet": Unmet.evidence(lib_unmet)}
                                 for lib, lib_unmet in failing],
-                  "host": {"provides": host.provides, "glibc": host.glibc, "libstdcxx": host.libstdcxx}},
+                  "host": {"provides": host.provides, "glibc": host.glibc.to_json() if host.glibc else None,
+                           "libstdcxx": host.libstdcxx.to_json() if host.libstdcxx else None}},
         remediation=tuple(remedies),
     )

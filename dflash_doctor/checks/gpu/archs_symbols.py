@@ -9,6 +9,10 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from dflash_doctor.checks.gpu.archs_common import Library, by_distribution, group_label, plural
+from dflash_doctor.checks.gpu.codes import (
+    ARCH_COVERAGE_SYMBOLS_OK,
+    ARCH_COVERAGE_UNDEFINED_SYMBOL,
+)
 from dflash_doctor.checks.remedy import Installer, flash_attn_source_build
 from dflash_doctor.facts.archs_shapes import ArchCoverage, ArchTorch
 from dflash_doctor.model import Finding, Remediation, Status
@@ -25,9 +29,8 @@ def symbol_findings(libraries: list[Library], section: ArchCoverage, installer: 
     users = [lib for lib in checked if lib.facts.undefined_total]
     if not users:
         return []
-    return [Finding(
-        id="arch-coverage.symbols-ok",
-        status=Status.PASS,
+    return [ARCH_COVERAGE_SYMBOLS_OK.finding(
+        Status.PASS,
         title=f"the torch symbols of {plural(len(users), 'library', 'libraries')} all resolve against torch "
         f"{torch.version}",
         evidence={"libraries": {lib.label: lib.facts.undefined_total for lib in users},
@@ -58,9 +61,8 @@ def _undefined_symbols(libs: list[Library], torch: ArchTorch, demangled: Mapping
     if first.facts.canonical == "flash-attn":
         detail.append("flash_attn/__init__.py imports flash_attn_2_cuda, so even the pure-Triton "
                       "flash_attn.ops.triton.rotary import that vLLM makes fails.")
-    return Finding(
-        id="arch-coverage.undefined-symbol",
-        status=Status.FAIL,
+    return ARCH_COVERAGE_UNDEFINED_SYMBOL.finding(
+        Status.FAIL,
         title=title,
         detail="\n".join(detail),
         evidence={"libraries": [{**lib.evidence(), "missing": lib.facts.missing,

@@ -7,12 +7,30 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dflash_doctor.checks.gpu.codes import (
+    CUDA_STACK_DRIVER_TOO_OLD,
+    CUDA_STACK_INIT_FAILED,
+    CUDA_STACK_PROBE_FAILED,
+    CUDA_STACK_TORCH_ABSENT,
+    CUDA_STACK_TORCH_CPU_BUILD,
+    CUDA_STACK_TORCH_IMPORT_FAILED,
+    GPU_DRIVER_LIBRARY_MISMATCH,
+    GPU_DRIVER_NOT_LOADED,
+    GPU_NO_DEVICES,
+    GPU_NVML_FAILED,
+    GPU_NVML_LIBRARY_MISSING,
+    GPU_NVML_NO_PERMISSION,
+    GPU_VISIBLE_DUPLICATE,
+    GPU_VISIBLE_NONE,
+)
+from dflash_doctor.codes import Code
 from dflash_doctor.facts.cuda_shapes import KernelError, ProbeException
 from dflash_doctor.facts.nvml_shapes import Gpu, GpuDevice
 from dflash_doctor.model import CheckResult, Finding, Status
 from dflash_doctor.units import GIB
 
-__all__ = ["Visible", "resolve_visible"]
+__all__ = ["NO_CUDA_FINDINGS", "NO_GPU_FINDINGS", "Visible", "blocking", "exception_text", "resolve_visible", "sm",
+           "visible_of"]
 
 # A graphics client (Xorg, a desktop) holding less than this is not worth a warning.
 GRAPHICS_NOTE_BYTES = 256 << 20
@@ -20,21 +38,25 @@ GRAPHICS_NOTE_BYTES = 256 << 20
 UNATTRIBUTED_BYTES = GIB
 
 # GPU findings after which there is no GPU for torch to use.
-NO_GPU_FINDINGS = ("gpu.nvml-library-missing", "gpu.driver-not-loaded", "gpu.driver-library-mismatch",
-                   "gpu.nvml-no-permission", "gpu.nvml-failed", "gpu.no-devices", "gpu.visible-none",
-                   "gpu.visible-duplicate")
+NO_GPU_FINDINGS: tuple[Code, ...] = (GPU_NVML_LIBRARY_MISSING, GPU_DRIVER_NOT_LOADED, GPU_DRIVER_LIBRARY_MISMATCH,
+                                     GPU_NVML_NO_PERMISSION, GPU_NVML_FAILED, GPU_NO_DEVICES, GPU_VISIBLE_NONE,
+                                     GPU_VISIBLE_DUPLICATE)
 # CUDA-stack findings after which no kernel can run.
-NO_CUDA_FINDINGS = ("cuda-stack.probe-failed", "cuda-stack.torch-absent", "cuda-stack.torch-import-failed", "cuda-stack.torch-cpu-build",
-                    "cuda-stack.driver-too-old", "cuda-stack.init-failed")
+NO_CUDA_FINDINGS: tuple[Code, ...] = (CUDA_STACK_PROBE_FAILED, CUDA_STACK_TORCH_ABSENT, CUDA_STACK_TORCH_IMPORT_FAILED,
+                                      CUDA_STACK_TORCH_CPU_BUILD, CUDA_STACK_DRIVER_TOO_OLD, CUDA_STACK_INIT_FAILED)
 
 
-def _sm(cc: Sequence[int] | None) -> str:
+def sm(cc: Sequence[int] | None) -> str:
+    """`sm_90` for compute capability (9, 0); `sm_?` when it is unknown."""
     return f"sm_{cc[0]}{cc[1]}" if cc else "sm_?"
 
 
-def _blocking(prior: CheckResult | None, ids: Sequence[str]) -> Finding | None:
+def blocking(prior: CheckResult | None, codes: Sequence[Code]) -> Finding | None:
+    """The first failed (or errored) finding of an earlier check's result among `ids`: after it there is nothing
+    for this check to run on."""
     if prior is None:
         return None
+    ids = {code.id for code in codes}
     return next((f for f in prior.findings if f.id in ids and f.status in (Status.FAIL, Status.ERROR)), None)
 
 
@@ -152,10 +174,13 @@ def _resolve_mig(value: str, devices: Sequence[GpuDevice]) -> Visible:
     return Visible(value, "mig", tuple(parents), tuple(entries), stopped_at, reason)
 
 
-def _visible_of(gpu: Gpu) -> Visible:
-    return resolve_visible(gpu.environ.get("CUDA_VISIBLE_DEVICES"), gpu.devices)
+def visible_of(gpu: Gpu) -> Visible:
+    """The GPUs the target's CUDA_VISIBLE_DEVICES (as the gpu section recorded it) leaves a CUDA process."""
+    return resolve_visible(gpu.cuda_visible_devices, gpu.devices)
 
-def _exception_text(exc: ProbeException | KernelError | None) -> str:
+
+def exception_text(exc: ProbeException | KernelError | None) -> str:
+    """A probe's exception as Python prints its last line (the first line of the message)."""
     if exc is None:
         return "unknown error"
     message = exc.message.strip()

@@ -1,22 +1,35 @@
-"""Layer: the CUDA stack in the target: torch's CUDA build against the driver and the GPUs (initialization,
-device count, the archs it was compiled for), and where Triton finds ptxas and libcuda."""
+"""Rules of the cuda-stack check (CudaStackCheck in the package): the CUDA stack in the target: torch's CUDA
+build against the driver and the GPUs (initialization, device count, the archs it was compiled for), and where
+Triton finds ptxas and libcuda."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any, ClassVar
+from collections.abc import Sequence
+from dataclasses import dataclass
 
-from dflash_doctor.check import Facts
-from dflash_doctor.checks.gpu.common import (
-    NO_GPU_FINDINGS,
-    Visible,
-    _blocking,
-    _exception_text,
-    _sm,
-    _visible_of,
+from dflash_doctor.checks.gpu.codes import (
+    CUDA_STACK_ARCH_NOT_COVERED,
+    CUDA_STACK_ARCH_PTX_ONLY,
+    CUDA_STACK_DEVICE_COUNT_MISMATCH,
+    CUDA_STACK_DRIVER_TOO_OLD,
+    CUDA_STACK_INIT_FAILED,
+    CUDA_STACK_OK,
+    CUDA_STACK_PROBE_FAILED,
+    CUDA_STACK_TORCH_ABSENT,
+    CUDA_STACK_TORCH_CPU_BUILD,
+    CUDA_STACK_TORCH_IMPORT_FAILED,
+    CUDA_STACK_TRITON_ABSENT,
+    CUDA_STACK_TRITON_IMPORT_FAILED,
+    CUDA_STACK_TRITON_LIBCUDA_MISSING,
+    CUDA_STACK_TRITON_PTXAS_MISSING,
 )
-from dflash_doctor.checks.remedy import Installer, export, installer_for
-from dflash_doctor.codes import Code
+from dflash_doctor.checks.gpu.common import (
+    Visible,
+    exception_text,
+    sm,
+    visible_of,
+)
+from dflash_doctor.checks.remedy import Installer, export
 from dflash_doctor.facts.cuda_shapes import (
     CudaRuntime,
     CudaStack,
@@ -24,6 +37,7 @@ from dflash_doctor.facts.cuda_shapes import (
     CudaTriton,
     Libcuda,
     ToolLookup,
+    TorchDevice,
     TritonLibcuda,
 )
 from dflash_doctor.facts.envfacts import version_tuple
@@ -34,73 +48,11 @@ from dflash_doctor.knowledge.gpu import (
     DRIVER_TOO_OLD_MESSAGES,
     TORCH_CUDA_INDEXES,
 )
-from dflash_doctor.model import Finding, Remediation, Status
+from dflash_doctor.model import JSON, Finding, Remediation, Status
 
-__all__ = ["CudaStackCheck"]
-
-
-CODES: tuple[Code, ...] = (
-    # the CUDA stack, in the target interpreter
-    Code("cuda-stack.ok", "torch's CUDA build works with this driver and these GPUs",
-         "torch initialized CUDA, sees the GPUs the driver and CUDA_VISIBLE_DEVICES give it, was compiled for "
-         "each one's architecture (SASS), and Triton finds ptxas and libcuda."),
-    Code("cuda-stack.no-gpu", "No GPU: the CUDA stack was not checked",
-         "The GPU check found no usable NVIDIA driver or GPU (its finding says which), so there is nothing for "
-         "torch's CUDA build to run on."),
-    Code("cuda-stack.probe-failed", "The CUDA-stack probe did not finish",
-         "The subprocess that imports torch and initializes CUDA in the target was killed by a signal, timed out, "
-         "or printed no facts. The stderr in the evidence says where it stopped; a crash inside `import torch` or "
-         "CUDA initialization is itself the problem."),
-    Code("cuda-stack.torch-absent", "torch is not installed in the target",
-         "There is no torch to check against the GPU. vLLM needs it; the distributions check reports what "
-         "requires it."),
-    Code("cuda-stack.torch-import-failed", "`import torch` fails in the target",
-         "torch is installed but importing it raises; the exception is in the evidence. Reinstall torch."),
-    Code("cuda-stack.torch-cpu-build", "torch is a CPU-only (or ROCm) build",
-         "torch.version.cuda is None: this torch cannot use NVIDIA GPUs (a CPU wheel, often pulled from PyPI on "
-         "a platform or by a resolver that chose it). Install a CUDA build from the PyTorch index for a CUDA the "
-         "driver supports."),
-    Code("cuda-stack.driver-too-old", "The driver is too old for torch's CUDA",
-         "torch was built against a CUDA whose major version the installed driver does not support, so CUDA "
-         "initialization fails ('The NVIDIA driver on your system is too old', cudaErrorInsufficientDriver). Two "
-         "ways out: install a torch built for a CUDA the driver supports (the PyTorch index has one per CUDA "
-         "version; vLLM pins the torch version, and its own wheel must match that CUDA too), or install a newer "
-         "driver (at least the one the CUDA release notes list for torch's CUDA)."),
-    Code("cuda-stack.init-failed", "torch cannot initialize CUDA",
-         "torch.cuda.is_available() is False (or raises) although the driver lists GPUs; torch's own message and "
-         "cuInit's error are in the evidence (common: a container without /dev/nvidia-uvm, a GPU in a bad state, "
-         "CUDA_VISIBLE_DEVICES hiding every GPU)."),
-    Code("cuda-stack.device-count-mismatch", "torch sees a different number of GPUs than expected",
-         "torch.cuda.device_count() differs from the number of GPUs NVML lists after applying CUDA_VISIBLE_DEVICES: "
-         "a GPU is hidden from CUDA (cgroup device rules, a partly passed-through container) or the variable is "
-         "read differently than intended."),
-    Code("cuda-stack.arch-not-covered", "torch has no kernels for a GPU's architecture",
-         "torch.cuda.get_arch_list() holds no SASS for the GPU's compute capability (same major, lower or equal "
-         "minor) and no PTX it could JIT: every kernel launch fails with 'no kernel image is available for "
-         "execution on the device'. Install a torch build whose arch list covers the GPU (e.g. sm_120 needs a CUDA "
-         "12.8+ build), or build torch with TORCH_CUDA_ARCH_LIST including it."),
-    Code("cuda-stack.arch-ptx-only", "torch covers a GPU only through PTX JIT",
-         "torch was compiled for no SASS that runs on this GPU, only PTX the driver can JIT-compile: the first "
-         "launch of every kernel compiles it (slow start), and a driver older than torch's CUDA cannot JIT that "
-         "PTX at all (CUDA_ERROR_UNSUPPORTED_PTX_VERSION). Prefer a torch build with SASS for this arch."),
-    Code("cuda-stack.triton-absent", "Triton is not installed",
-         "torch's compiler (torch.compile, used by vLLM) and vLLM's Triton kernels need Triton on NVIDIA GPUs. "
-         "Install the Triton version torch requires."),
-    Code("cuda-stack.triton-import-failed", "`import triton` fails in the target",
-         "Triton is installed but importing it raises; the exception is in the evidence. torch.compile and vLLM's "
-         "Triton kernels fail the same way. Reinstall the Triton version torch requires."),
-    Code("cuda-stack.triton-ptxas-missing", "Triton cannot find ptxas",
-         "Triton compiles kernels to PTX and then runs ptxas (its bundled copy, or $TRITON_PTXAS_PATH) to make "
-         "GPU code. It found none that runs, so every Triton kernel fails to compile. The evidence lists where it "
-         "looked; reinstall Triton, or point TRITON_PTXAS_PATH at a CUDA toolkit's ptxas."),
-    Code("cuda-stack.triton-libcuda-missing", "Triton cannot find libcuda.so.1",
-         "Triton links its launcher against libcuda.so.1, found through $TRITON_LIBCUDA_PATH, `ldconfig -p` or "
-         "LD_LIBRARY_PATH. None has it, so every Triton kernel launch fails ('libcuda.so cannot found!'). Run "
-         "`sudo ldconfig` after installing the driver, or set TRITON_LIBCUDA_PATH to the directory holding it."),
-)
+__all__ = ["cuda_stack_findings"]
 
 
-# --------------------------------------------------------------------------------- cuda-stack check
 
 
 def _torch_index_for(driver_cuda: str | None) -> str | None:
@@ -133,7 +85,7 @@ def _driver_too_old(torch: CudaTorch, cuda: CudaRuntime, driver_cuda: str | None
         f"or a newer driver: CUDA {torch_cuda} needs >= {needed or 'a newer one'} (Ubuntu's package; elsewhere the "
         "distribution's or NVIDIA's installer), then reboot"))
     said = cuda.init_error
-    return Finding("cuda-stack.driver-too-old", Status.FAIL,
+    return CUDA_STACK_DRIVER_TOO_OLD.finding(Status.FAIL,
                    f"torch {torch.version} is built for CUDA {torch_cuda}, but driver {driver} supports CUDA "
                    f"{driver_cuda} at most: torch cannot initialize CUDA",
                    detail=(said.message if said else "") or "\n".join(cuda.warnings),
@@ -163,12 +115,12 @@ def _arch_names(arch_list: Sequence[str]) -> tuple[list[str], list[str]]:
 def _triton_findings(triton: CudaTriton, stack: CudaStack, archs: Sequence[Sequence[int]],
                      installer: Installer) -> tuple[list[Finding], str]:
     if not triton.installed:
-        return [Finding("cuda-stack.triton-absent", Status.WARN, "Triton is not installed: torch.compile and vLLM's "
+        return [CUDA_STACK_TRITON_ABSENT.finding(Status.WARN, "Triton is not installed: torch.compile and vLLM's "
                         "Triton kernels cannot run", remediation=(Remediation(installer.install("triton"),
                                                                               "install the Triton torch requires"),))], ""
     if not triton.import_ok:
-        return [Finding("cuda-stack.triton-import-failed", Status.FAIL,
-                        f"`import triton` fails: {_exception_text(triton.exception)}",
+        return [CUDA_STACK_TRITON_IMPORT_FAILED.finding(Status.FAIL,
+                        f"`import triton` fails: {exception_text(triton.exception)}",
                         evidence={"exception": triton.exception.to_json() if triton.exception else None})], ""
     findings: list[Finding] = []
     version = triton.version
@@ -181,9 +133,8 @@ def _triton_findings(triton: CudaTriton, stack: CudaStack, archs: Sequence[Seque
         if tool.path:
             notes.append(f"{name} {tool.version}")
             continue
-        looked = "; ".join(f"{p['where']}: {p['path']} ({'found' if p.get('exists') else 'missing'})"
-                           for p in tool.looked)
-        findings.append(Finding("cuda-stack.triton-ptxas-missing", Status.FAIL,
+        looked = "; ".join(f"{p.where}: {p.path} ({'found' if p.exists else 'missing'})" for p in tool.looked)
+        findings.append(CUDA_STACK_TRITON_PTXAS_MISSING.finding(Status.FAIL,
                                 f"Triton {version} cannot find {name}: looked at {looked}",
                                 detail=tool.error or "", evidence={"tool": tool.to_json()},
                                 remediation=(Remediation(installer.install(f"triton=={version}", reinstall=True),
@@ -192,25 +143,34 @@ def _triton_findings(triton: CudaTriton, stack: CudaStack, archs: Sequence[Seque
     if libcuda.dirs:
         notes.append(f"libcuda in {', '.join(libcuda.dirs)}")
     else:
-        places = libcuda.looked
         loaded = stack.libcuda.path if stack.libcuda else None
         remedies = [Remediation("sudo ldconfig", "refresh the linker cache Triton reads (ldconfig -p)")]
         if loaded:
             remedies.append(Remediation(export("TRITON_LIBCUDA_PATH", loaded.rsplit('/', 1)[0]),
                                         "or tell Triton where the dynamic loader found it"))
-        findings.append(Finding(
-            "cuda-stack.triton-libcuda-missing", Status.FAIL,
+        findings.append(CUDA_STACK_TRITON_LIBCUDA_MISSING.finding(
+            Status.FAIL,
             f"Triton {version} cannot find libcuda.so.1: TRITON_LIBCUDA_PATH "
-            f"{places.get('TRITON_LIBCUDA_PATH') or 'unset'}, `ldconfig -p` lists "
-            f"{', '.join(places.get('ldconfig') or []) or 'none'}, LD_LIBRARY_PATH "
-            f"{':'.join(places.get('LD_LIBRARY_PATH') or []) or 'unset'}",
+            f"{libcuda.env_path or 'unset'}, `ldconfig -p` lists {', '.join(libcuda.ldconfig) or 'none'}, "
+            f"LD_LIBRARY_PATH {':'.join(libcuda.ld_library_path) or 'unset'}",
             detail=libcuda.error or "", evidence={"libcuda": libcuda.to_json() if triton.libcuda else {},
                                                   "loaded_by_ctypes": loaded},
             remediation=tuple(remedies)))
     return findings, f"Triton {version} ({', '.join(notes)})"
 
 
-def _torch_devices(stack: CudaStack, gpu: Gpu, visible: Visible) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class MatchedDevice:
+    """A device torch sees (cuda:N), with the NVML index of the physical GPU it is (None: not matched)."""
+
+    device: TorchDevice
+    physical: int | None
+
+    def evidence(self) -> dict[str, JSON]:
+        return {**self.device.to_json(), "physical": self.physical}
+
+
+def _torch_devices(stack: CudaStack, gpu: Gpu, visible: Visible) -> list[MatchedDevice]:
     """torch's devices, each matched with its NVML GPU (by UUID, else by CUDA order)."""
     nvml = {str(d.uuid): d for d in gpu.devices}
     by_index = {d.index: d for d in gpu.devices}
@@ -219,116 +179,103 @@ def _torch_devices(stack: CudaStack, gpu: Gpu, visible: Visible) -> list[dict[st
         physical = nvml.get(str(device.uuid))
         if physical is None and position < len(visible.gpus):
             physical = by_index.get(visible.gpus[position])
-        matched.append({**device.to_json(), "physical": physical.index if physical else None})
+        matched.append(MatchedDevice(device, physical.index if physical else None))
     return matched
 
 
-class CudaStackCheck:
-    id: ClassVar[str] = "cuda-stack"
-    layer: ClassVar[str] = "gpu"
-    title: ClassVar[str] = "CUDA stack (torch, Triton)"
-    codes: ClassVar[tuple[Code, ...]] = tuple(c for c in CODES if c.id.startswith("cuda-stack."))
-    needs: ClassVar[frozenset[str]] = frozenset({"cuda_stack", "gpu", "target"})
-    after: ClassVar[frozenset[str]] = frozenset({"gpu"})
-    requires_gpu: ClassVar[bool] = True
-
-    def judge(self, facts: Facts) -> Iterable[Finding]:
-        blocking = _blocking(facts.prior.get("gpu"), NO_GPU_FINDINGS)
-        if blocking is not None:
-            return [Finding("cuda-stack.no-gpu", Status.SKIP, f"no usable GPU ({blocking.id}): torch's CUDA was not checked",
-                            evidence={"gpu_finding": blocking.id})]
-        stack, gpu = facts.section(CudaStack), facts.section(Gpu)
-        installer = installer_for(facts, stack.executable)
-        process = stack.process
-        torch = stack.torch
-        if torch is None or stack.probe_error:
-            said = (f"stopped: {_exception_text(stack.probe_error)}" if stack.probe_error
-                    else process.error or "reported nothing")
-            return [Finding("cuda-stack.probe-failed", Status.FAIL, f"the CUDA-stack probe in the target {said}",
-                            detail=process.stderr[-1500:],
-                            evidence={"process": process.to_json(),
-                                      "probe_error": stack.probe_error.to_json() if stack.probe_error else None})]
-        if not torch.installed:
-            return [Finding("cuda-stack.torch-absent", Status.SKIP, "torch is not installed in the target: nothing to check")]
-        if not torch.import_ok:
-            return [Finding("cuda-stack.torch-import-failed", Status.FAIL,
-                            f"`import torch` fails: {_exception_text(torch.exception)}",
-                            evidence={"exception": torch.exception.to_json() if torch.exception else None})]
-        if not torch.cuda:
-            kind = f"ROCm (HIP {torch.hip})" if torch.hip else "CPU-only"
-            index = _torch_index_for(gpu.cuda_driver_version)
-            base = (torch.version or "").split("+")[0]
-            return [Finding("cuda-stack.torch-cpu-build", Status.FAIL,
-                            f"torch {torch.version} is a {kind} build: it cannot use the NVIDIA GPUs",
-                            remediation=(Remediation(installer.install(f"torch=={base}", "--index-url", index),
-                                                     f"a CUDA build the driver ({gpu.cuda_driver_version}) "
-                                                     "supports"),) if index else ())]
-        cuda = stack.cuda or CudaRuntime()
-        driver_cuda, driver = gpu.cuda_driver_version, gpu.driver_version
-        torch_major = version_tuple(torch.cuda)[:1]
-        major_too_new = bool(torch_major and driver_cuda and torch_major > version_tuple(driver_cuda)[:1])
-        visible = _visible_of(gpu)
-        if not cuda.available:
-            if _says_too_old(cuda) or major_too_new:
-                return [_driver_too_old(torch, cuda, driver_cuda, driver, installer)]
-            libcuda = stack.libcuda or Libcuda()
-            error = cuda.init_error or cuda.is_available_error
-            return [Finding("cuda-stack.init-failed", Status.FAIL,
-                            f"torch {torch.version} cannot initialize CUDA: "
-                            f"{_exception_text(error) if error else '; '.join(cuda.warnings) or 'no reason given'}",
-                            detail=f"cuInit: {libcuda.cuInit_name or libcuda.cuInit} "
-                            f"{libcuda.cuInit_message or ''}".strip(),
-                            evidence={"cuda": stack.cuda.to_json() if stack.cuda else {},
-                                      "libcuda": stack.libcuda.to_json() if stack.libcuda else {}})]
-        findings: list[Finding] = []
-        devices = _torch_devices(stack, gpu, visible)
-        migrated = any(d.mig is not None and d.mig.current for d in gpu.devices)
-        if not migrated and visible.form != "mig" and len(devices) != len(visible.gpus):
-            findings.append(Finding(
-                "cuda-stack.device-count-mismatch", Status.FAIL,
-                f"torch sees {len(devices)} GPU(s) but NVML and CUDA_VISIBLE_DEVICES give {len(visible.gpus)}",
-                evidence={"torch": [d.get("name") for d in devices], "expected": list(visible.gpus),
-                          "CUDA_VISIBLE_DEVICES": visible.value}))
-        sass, ptx = _arch_names(torch.arch_list or [])
-        coverage_notes = []
-        for device in devices:
-            cc = tuple(device.get("capability") or ())
-            if len(cc) != 2:
-                continue
-            covered = coverage(sass, ptx, (int(cc[0]), int(cc[1])))
-            label = f"cuda:{device['index']} {device.get('name')} {_sm(cc)}"
-            if covered["status"] == "sass":
-                coverage_notes.append(f"{label}: SASS {covered['by']}")
-                continue
-            evidence = {"device": device, "arch_list": torch.arch_list}
-            if covered["status"] == "ptx-jit":
-                old_driver = version_tuple(driver_cuda) < version_tuple(torch.cuda)
-                findings.append(Finding(
-                    "cuda-stack.arch-ptx-only", Status.FAIL if old_driver else Status.WARN,
-                    f"{label}: torch {torch.version} has no SASS for it, only PTX {covered['by']} to JIT"
-                    + (f", which driver {driver} (CUDA {driver_cuda}) cannot JIT: it is newer than the driver"
-                       if old_driver else ": slow first launches"), evidence=evidence))
-                coverage_notes.append(f"{label}: PTX {covered['by']}")
-                continue
-            findings.append(Finding(
-                "cuda-stack.arch-not-covered", Status.FAIL,
-                f"{label}: torch {torch.version} was built for {' '.join(torch.arch_list or [])}, "
-                f"nothing of which runs on {_sm(cc)}: 'no kernel image is available for execution on the device'",
-                evidence=evidence))
-        triton_findings, triton_note = _triton_findings(stack.triton or CudaTriton(), stack,
-                                                        [d.get("capability") or (0, 0) for d in devices], installer)
-        findings.extend(triton_findings)
-        compat = ""
-        if major_too_new:
-            compat = f" via CUDA forward compatibility (libcuda {stack.libcuda.path if stack.libcuda else None})"
-        elif version_tuple(driver_cuda) < version_tuple(torch.cuda):
-            compat = " via CUDA minor version compatibility"
-        summary = (f"torch {torch.version} (CUDA {torch.cuda}; driver {driver} supports "
-                   f"{driver_cuda}{compat}) · {len(devices)} GPU(s): {'; '.join(coverage_notes) or 'none covered'}"
-                   + (f" · {triton_note}" if triton_note else ""))
-        findings.insert(0, Finding("cuda-stack.ok", Status.PASS, summary, evidence={
-            "torch": {"version": torch.version, "cuda": torch.cuda, "git": torch.git, "arch_list": torch.arch_list,
-                      "file": torch.file},
-            "devices": devices, "libcuda": stack.libcuda.to_json() if stack.libcuda else None,
-            "triton": stack.triton.to_json() if stack.triton else None}))
-        return findings
+def cuda_stack_findings(stack: CudaStack, gpu: Gpu, installer: Installer) -> list[Finding]:
+    """The cuda-stack check's judgement of what the probe in the target saw, against NVML's GPUs."""
+    process = stack.process
+    torch = stack.torch
+    if torch is None or stack.probe_error:
+        said = (f"stopped: {exception_text(stack.probe_error)}" if stack.probe_error
+                else process.error or "reported nothing")
+        return [CUDA_STACK_PROBE_FAILED.finding(Status.FAIL, f"the CUDA-stack probe in the target {said}",
+                        detail=process.stderr[-1500:],
+                        evidence={"process": process.to_json(),
+                                  "probe_error": stack.probe_error.to_json() if stack.probe_error else None})]
+    if not torch.installed:
+        return [CUDA_STACK_TORCH_ABSENT.finding(Status.SKIP, "torch is not installed in the target: nothing to check")]
+    if not torch.import_ok:
+        return [CUDA_STACK_TORCH_IMPORT_FAILED.finding(Status.FAIL,
+                        f"`import torch` fails: {exception_text(torch.exception)}",
+                        evidence={"exception": torch.exception.to_json() if torch.exception else None})]
+    if not torch.cuda:
+        kind = f"ROCm (HIP {torch.hip})" if torch.hip else "CPU-only"
+        index = _torch_index_for(gpu.cuda_driver_version)
+        base = (torch.version or "").split("+")[0]
+        return [CUDA_STACK_TORCH_CPU_BUILD.finding(Status.FAIL,
+                        f"torch {torch.version} is a {kind} build: it cannot use the NVIDIA GPUs",
+                        remediation=(Remediation(installer.install(f"torch=={base}", "--index-url", index),
+                                                 f"a CUDA build the driver ({gpu.cuda_driver_version}) "
+                                                 "supports"),) if index else ())]
+    cuda = stack.cuda or CudaRuntime()
+    driver_cuda, driver = gpu.cuda_driver_version, gpu.driver_version
+    torch_major = version_tuple(torch.cuda)[:1]
+    major_too_new = bool(torch_major and driver_cuda and torch_major > version_tuple(driver_cuda)[:1])
+    visible = visible_of(gpu)
+    if not cuda.available:
+        if _says_too_old(cuda) or major_too_new:
+            return [_driver_too_old(torch, cuda, driver_cuda, driver, installer)]
+        libcuda = stack.libcuda or Libcuda()
+        error = cuda.init_error or cuda.is_available_error
+        return [CUDA_STACK_INIT_FAILED.finding(Status.FAIL,
+                        f"torch {torch.version} cannot initialize CUDA: "
+                        f"{exception_text(error) if error else '; '.join(cuda.warnings) or 'no reason given'}",
+                        detail=f"cuInit: {libcuda.cuInit_name or libcuda.cuInit} "
+                        f"{libcuda.cuInit_message or ''}".strip(),
+                        evidence={"cuda": stack.cuda.to_json() if stack.cuda else {},
+                                  "libcuda": stack.libcuda.to_json() if stack.libcuda else {}})]
+    findings: list[Finding] = []
+    devices = _torch_devices(stack, gpu, visible)
+    migrated = any(d.mig is not None and d.mig.current for d in gpu.devices)
+    if not migrated and visible.form != "mig" and len(devices) != len(visible.gpus):
+        findings.append(CUDA_STACK_DEVICE_COUNT_MISMATCH.finding(
+            Status.FAIL,
+            f"torch sees {len(devices)} GPU(s) but NVML and CUDA_VISIBLE_DEVICES give {len(visible.gpus)}",
+            evidence={"torch": [d.device.name for d in devices], "expected": list(visible.gpus),
+                      "CUDA_VISIBLE_DEVICES": visible.value}))
+    sass, ptx = _arch_names(torch.arch_list or [])
+    coverage_notes = []
+    for matched in devices:
+        device = matched.device
+        cc = tuple(device.capability or ())
+        if len(cc) != 2:
+            continue
+        covered = coverage(sass, ptx, (int(cc[0]), int(cc[1])))
+        label = f"cuda:{device.index} {device.name} {sm(cc)}"
+        if covered["status"] == "sass":
+            coverage_notes.append(f"{label}: SASS {covered['by']}")
+            continue
+        evidence = {"device": matched.evidence(), "arch_list": torch.arch_list}
+        if covered["status"] == "ptx-jit":
+            old_driver = version_tuple(driver_cuda) < version_tuple(torch.cuda)
+            findings.append(CUDA_STACK_ARCH_PTX_ONLY.finding(
+                Status.FAIL if old_driver else Status.WARN,
+                f"{label}: torch {torch.version} has no SASS for it, only PTX {covered['by']} to JIT"
+                + (f", which driver {driver} (CUDA {driver_cuda}) cannot JIT: it is newer than the driver"
+                   if old_driver else ": slow first launches"), evidence=evidence))
+            coverage_notes.append(f"{label}: PTX {covered['by']}")
+            continue
+        findings.append(CUDA_STACK_ARCH_NOT_COVERED.finding(
+            Status.FAIL,
+            f"{label}: torch {torch.version} was built for {' '.join(torch.arch_list or [])}, "
+            f"nothing of which runs on {sm(cc)}: 'no kernel image is available for execution on the device'",
+            evidence=evidence))
+    triton_findings, triton_note = _triton_findings(stack.triton or CudaTriton(), stack,
+                                                    [d.device.capability or (0, 0) for d in devices], installer)
+    findings.extend(triton_findings)
+    compat = ""
+    if major_too_new:
+        compat = f" via CUDA forward compatibility (libcuda {stack.libcuda.path if stack.libcuda else None})"
+    elif version_tuple(driver_cuda) < version_tuple(torch.cuda):
+        compat = " via CUDA minor version compatibility"
+    summary = (f"torch {torch.version} (CUDA {torch.cuda}; driver {driver} supports "
+               f"{driver_cuda}{compat}) · {len(devices)} GPU(s): {'; '.join(coverage_notes) or 'none covered'}"
+               + (f" · {triton_note}" if triton_note else ""))
+    findings.insert(0, CUDA_STACK_OK.finding(Status.PASS, summary, evidence={
+        "torch": {"version": torch.version, "cuda": torch.cuda, "git": torch.git, "arch_list": torch.arch_list,
+                  "file": torch.file},
+        "devices": [d.evidence() for d in devices], "libcuda": stack.libcuda.to_json() if stack.libcuda else None,
+        "triton": stack.triton.to_json() if stack.triton else None}))
+    return findings

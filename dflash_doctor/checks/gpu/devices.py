@@ -1,5 +1,5 @@
-"""Layer: the GPUs, through NVML: the driver, each GPU's health flags, the memory other processes hold,
-MIG, and which physical GPUs CUDA_VISIBLE_DEVICES leaves vLLM.
+"""Rules of the gpu check (GpuCheck in the package): the GPUs, through NVML: the driver, each GPU's health
+flags, the memory other processes hold, MIG, and which physical GPUs CUDA_VISIBLE_DEVICES leaves vLLM.
 
 Health (knowledge.health, after DCGM's health watches): memory errors (gpu.reset-pending,
 gpu.row-remap-failure, gpu.ecc-uncorrected), clocks held down for power or heat (gpu.throttled), a power limit
@@ -8,22 +8,43 @@ below the board's default (gpu.power-capped), a PCIe link narrower or older than
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import ClassVar
+from collections.abc import Iterator
 
-from dflash_doctor.check import Facts
+from dflash_doctor.checks.gpu.codes import (
+    GPU_DEVICE_ORDER,
+    GPU_DRIVER_LIBRARY_MISMATCH,
+    GPU_DRIVER_NOT_LOADED,
+    GPU_ECC_UNCORRECTED,
+    GPU_HOST_LIMITS,
+    GPU_MEMORY_HELD,
+    GPU_MIG_ENABLED,
+    GPU_MIG_PENDING,
+    GPU_NO_DEVICES,
+    GPU_NVML_FAILED,
+    GPU_NVML_LIBRARY_MISSING,
+    GPU_NVML_NO_PERMISSION,
+    GPU_OK,
+    GPU_PCIE_LINK_DEGRADED,
+    GPU_POWER_CAPPED,
+    GPU_RESET_PENDING,
+    GPU_ROW_REMAP_FAILURE,
+    GPU_THROTTLED,
+    GPU_VISIBLE,
+    GPU_VISIBLE_DUPLICATE,
+    GPU_VISIBLE_MIG,
+    GPU_VISIBLE_NONE,
+    GPU_VISIBLE_UNKNOWN_DEVICE,
+    GPU_VISIBLE_UUID_VLLM,
+)
 from dflash_doctor.checks.gpu.common import (
     GRAPHICS_NOTE_BYTES,
     UNATTRIBUTED_BYTES,
     Visible,
-    _sm,
-    _visible_of,
-    resolve_visible,
+    sm,
+    visible_of,
 )
 from dflash_doctor.checks.remedy import export, quote
-from dflash_doctor.codes import Code
 from dflash_doctor.facts.envfacts import release
-from dflash_doctor.facts.environment_shapes import Distributions
 from dflash_doctor.facts.nvml_shapes import Gpu, GpuDevice, GpuHost, HostLimits, NvmlError, Rlimit
 from dflash_doctor.knowledge.gpu import (
     CUDA_DEVICE_ORDER_DEFAULT,
@@ -46,120 +67,10 @@ from dflash_doctor.knowledge.health import (
 from dflash_doctor.model import Finding, Remediation, Status
 from dflash_doctor.units import gib as _gib
 
-__all__ = ["GpuCheck", "Visible", "no_driver_finding", "resolve_visible"]
+__all__ = ["gpu_findings", "host_limits_finding", "no_driver_finding", "reason_names"]
 
 
-_RESET = ("Stop every process on that GPU, then reset it (`sudo nvidia-smi -r -i N`), or reboot. A reset clears "
-          "pending states; it needs root and no process on the GPU.")
 
-CODES: tuple[Code, ...] = (
-    # the GPUs, through NVML in the doctor's own process
-    Code("gpu.ok", "The GPUs, as NVML sees them",
-         "Lists each GPU with its compute capability (sm_XY), memory and the driver's version, read through NVML "
-         "(nvidia-ml-py) without creating a CUDA context."),
-    Code("gpu.nvml-library-missing", "No NVIDIA driver library (libnvidia-ml.so.1)",
-         "NVML, which ships with the NVIDIA driver, could not be loaded: the dynamic loader finds no "
-         "libnvidia-ml.so.1. Either no NVIDIA driver is installed on this machine, or this is a container started "
-         "without the GPU runtime (`docker run --gpus all` with the NVIDIA Container Toolkit), which mounts the "
-         "driver's libraries and /dev/nvidia* into it. Without it nothing can use a GPU here. On a machine meant to "
-         "have no GPU (a CI image build), run the doctor with --no-gpu."),
-    Code("gpu.driver-not-loaded", "The NVIDIA kernel module is not loaded",
-         "The driver's user-space library is installed but NVML answered NVML_ERROR_DRIVER_NOT_LOADED: the nvidia "
-         "kernel module is not running (no /proc/driver/nvidia/version). Typical after installing a driver without "
-         "rebooting, with Secure Boot refusing an unsigned module, or with the kernel updated past the module built "
-         "for it. Load it (`sudo modprobe nvidia`) or reboot; `dmesg | grep -i nvidia` says why it did not load."),
-    Code("gpu.driver-library-mismatch", "The driver library and kernel module versions differ",
-         "NVML answered 'Driver/library version mismatch': the user-space driver (libnvidia-ml, libcuda) was "
-         "upgraded but the running kernel module is the old one. Every CUDA program fails until the module is "
-         "reloaded; reboot (or unload and reload the nvidia modules with nothing using them)."),
-    Code("gpu.nvml-no-permission", "No permission to use the GPU devices",
-         "NVML answered NVML_ERROR_NO_PERMISSION: this user cannot open /dev/nvidia*. Add the user to the group "
-         "that owns them (often `video`), or run in a container given the GPUs."),
-    Code("gpu.nvml-failed", "NVML could not be queried",
-         "NVML raised an error the doctor has no specific diagnosis for (or nvidia-ml-py is missing from the "
-         "doctor's own environment, or NVML did not answer in time). The error is in the evidence; "
-         "`nvidia-smi` usually prints the same."),
-    Code("gpu.no-devices", "The driver is loaded but lists no GPU",
-         "NVML works but reports zero GPUs: the GPUs are not passed into this container or VM, or they fell off the "
-         "bus (`dmesg | grep -i xid`)."),
-    Code("gpu.visible", "The GPUs vLLM will see",
-         "CUDA_VISIBLE_DEVICES (or its absence) resolved against the GPUs NVML lists, with CUDA's rules: which "
-         "physical GPU each cuda:N will be, in order."),
-    Code("gpu.visible-none", "CUDA_VISIBLE_DEVICES hides every GPU",
-         "CUDA_VISIBLE_DEVICES is set, but to a value that leaves no GPU visible (empty, -1, a first entry that "
-         "names no GPU, or a repeated entry, which hides them all). torch then sees no CUDA device and `vllm serve` "
-         "fails. Unset it or list the GPUs to use."),
-    Code("gpu.visible-unknown-device", "CUDA_VISIBLE_DEVICES names a GPU that does not exist",
-         "An entry of CUDA_VISIBLE_DEVICES names no GPU on this machine (an index past the last GPU, a UUID no GPU "
-         "has, an ambiguous UUID prefix). CUDA stops reading the list there: that entry and every one after it "
-         "are ignored, so fewer GPUs are visible than listed, and a --tensor-parallel-size sized for the list "
-         "fails."),
-    Code("gpu.visible-duplicate", "CUDA_VISIBLE_DEVICES lists a GPU twice",
-         "A repeated entry makes CUDA (and torch's NVML-based count, which mirrors it) see no device at all, so "
-         "`vllm serve` finds no GPU. List each GPU once."),
-    Code("gpu.visible-uuid-vllm", "vLLM cannot map these CUDA_VISIBLE_DEVICES entries",
-         "vLLM maps each CUDA_VISIBLE_DEVICES entry to a physical GPU for its NVML queries. Up to 0.23 it calls "
-         "int() on the entry, so GPU UUIDs raise ValueError at start-up; from 0.24 it looks a UUID up with "
-         "nvmlDeviceGetHandleByUUID, which needs the whole UUID, so the prefixes CUDA accepts still fail. Use the "
-         "indices (the fix shows them) or whole UUIDs with vLLM 0.24 or later."),
-    Code("gpu.visible-mig", "CUDA_VISIBLE_DEVICES names MIG devices",
-         "The entries are MIG device ids. A CUDA process enumerates only one MIG device, so vLLM runs on one MIG "
-         "slice, without tensor parallelism across slices."),
-    Code("gpu.device-order", "GPU indices may differ between CUDA and nvidia-smi",
-         "The machine has GPUs of different models and CUDA_DEVICE_ORDER is not PCI_BUS_ID. CUDA numbers devices "
-         "fastest first by default, nvidia-smi and NVML by PCI bus id, so an index in CUDA_VISIBLE_DEVICES may "
-         "select another GPU than the nvidia-smi row of that number. Set CUDA_DEVICE_ORDER=PCI_BUS_ID (vLLM warns "
-         "about the same)."),
-    Code("gpu.memory-held", "Other processes hold memory on a GPU vLLM will use",
-         "Processes other than the doctor hold memory on a visible GPU. vLLM reserves a fraction of the GPU's "
-         "total memory (--gpu-memory-utilization, default 0.92 in vLLM 0.20) and refuses to start when less than "
-         "that is free ('Free memory on device ... is less than desired GPU memory utilization'); with less, the "
-         "KV cache is smaller. Stop them, pick other GPUs, or lower --gpu-memory-utilization."),
-    Code("gpu.reset-pending", "A GPU needs a reset: memory pages or rows are pending retirement",
-         "NVML reports retired pages pending (before Ampere) or a row remapping pending (Ampere and later): the "
-         "GPU found uncorrectable memory errors and will retire the bad memory at its next reset. Until then it is "
-         "running on memory known to be bad. " + _RESET),
-    Code("gpu.row-remap-failure", "A GPU's row remapping has failed",
-         "NVML reports that a row remapping failed: the GPU has no spare rows left for its bad memory. NVIDIA "
-         "treats this as a reason to replace the GPU; take it out of service."),
-    Code("gpu.ecc-uncorrected", "Uncorrected ECC errors since the driver loaded",
-         "The volatile uncorrected ECC error count is not zero: the GPU's memory returned data it could not "
-         "correct since the driver was last loaded. Work that touched it may have been corrupted. DCGM's health "
-         "watch fails a GPU on any volatile double-bit error, and so does the doctor. Check the count and the "
-         "row remapping (`nvidia-smi -q -d ECC,ROW_REMAPPER`), reset the GPU, and service it if errors recur."),
-    Code("gpu.throttled", "A GPU's clocks are held down for power or heat",
-         "NVML's clock event reasons say the GPU is slowing its clocks now: the power-scaling algorithm holding "
-         "it under its power limit (SwPowerCap), or thermal and hardware slowdowns (SW/HW thermal slowdown, HW "
-         "slowdown, HW power brake), or its temperature is at or above its own slowdown threshold. DCGM's health "
-         "watches warn on the same. On an idle GPU none of them should be active: check cooling, the power "
-         "supply and `nvidia-smi -q -d PERFORMANCE,TEMPERATURE`. Decode throughput drops with the clocks."),
-    Code("gpu.power-capped", "A GPU's power limit is below the board's default",
-         "The power limit in effect (or the one the driver enforces) is lower than the limit the board boots "
-         "with, so under load the clocks are held lower than the GPU can run. It was set with `nvidia-smi -pl`, "
-         "by the system, or by a datacenter power policy. Restore it with `sudo nvidia-smi -i N -pl DEFAULT_W` "
-         "if the lower limit is not intended."),
-    Code("gpu.pcie-link-degraded", "A GPU's PCIe link is narrower or older than it could be",
-         "The PCIe link trained narrower than the GPU and slot support (x8 where x16 is possible), or the slot is "
-         "of an older PCIe generation than the GPU (a Gen5 GPU in a Gen3 slot). Each halving halves host-to-GPU "
-         "copies (model loading, CPU offload) and, without NVLink, the peer-to-peer bandwidth tensor parallelism "
-         "all-reduces over. Reseat the card or move it to a full-width slot of its generation; DCGM's PCIe "
-         "diagnostic fails a GPU on the same."),
-    Code("gpu.host-limits", "The host's open-file and locked-memory limits",
-         "The doctor's RLIMIT_NOFILE and RLIMIT_MEMLOCK, which a vLLM started from the same shell inherits, and "
-         "the transparent huge page mode. vLLM raises its soft open-file limit to 65535 itself but cannot pass "
-         "the hard limit: below it, many connections end in `OSError: [Errno 24] Too many open files` (warned). "
-         "NCCL over InfiniBand/RoCE pins the memory it registers and needs memlock unlimited; on one host it "
-         "does not (reported, not judged)."),
-    Code("gpu.mig-enabled", "MIG is enabled on a GPU vLLM will use",
-         "Multi-Instance GPU mode splits the GPU into MIG devices, and a CUDA process enumerates only one of them. "
-         "vLLM then runs on one slice, with the slice's memory, and cannot use tensor parallelism across slices. "
-         "Disable MIG (`sudo nvidia-smi -i N -mig 0`, then reset) to serve on the whole GPU."),
-    Code("gpu.mig-pending", "A MIG mode change is waiting for a GPU reset",
-         "The MIG mode set for the GPU differs from the one in effect; it changes at the next GPU reset. " + _RESET),
-)
-
-
-# ---------------------------------------------------------------------------------------- gpu check
 
 
 def _nvml_failure(gpu: Gpu) -> Finding:
@@ -172,14 +83,14 @@ def _nvml_failure(gpu: Gpu) -> Finding:
         where = ("the NVIDIA kernel module is loaded (" + host.kernel_module + ") but its user-space libraries "
                  "are not visible here" if host.kernel_module else
                  "and no NVIDIA kernel module is loaded (no /proc/driver/nvidia/version)")
-        return Finding("gpu.nvml-library-missing", Status.FAIL,
+        return GPU_NVML_LIBRARY_MISSING.finding(Status.FAIL,
                        f"no NVIDIA driver: libnvidia-ml.so.1 cannot be loaded, {where}",
                        detail=f"The dynamic loader says: {error.loader or message}. Without the driver "
                        "nothing can use a GPU here; in a container, start it with the GPUs (`--gpus all`). On a "
                        "machine without a GPU (a CI image build), run with --no-gpu.",
                        evidence=evidence)
     if name == "NVML_ERROR_DRIVER_NOT_LOADED":
-        return Finding("gpu.driver-not-loaded", Status.FAIL,
+        return GPU_DRIVER_NOT_LOADED.finding(Status.FAIL,
                        "the NVIDIA driver is not loaded: libnvidia-ml.so.1 is installed but the kernel module "
                        "is not running (NVML: Driver Not Loaded)",
                        detail="`dmesg | grep -i nvidia` says why the module did not load (Secure Boot, a kernel "
@@ -188,20 +99,20 @@ def _nvml_failure(gpu: Gpu) -> Finding:
                        remediation=(Remediation("sudo modprobe nvidia", "load the kernel module"),
                                     Remediation("sudo reboot", "or reboot, if the driver was just installed")))
     if name == "NVML_ERROR_LIB_RM_VERSION_MISMATCH":
-        return Finding("gpu.driver-library-mismatch", Status.FAIL,
+        return GPU_DRIVER_LIBRARY_MISMATCH.finding(Status.FAIL,
                        f"driver/library version mismatch: the running kernel module "
                        f"({host.kernel_module or 'unknown'}) is not the installed driver's",
                        detail="The driver was upgraded but the old kernel module still runs; every CUDA program "
                        "fails until it is replaced.",
                        evidence=evidence, remediation=(Remediation("sudo reboot", "load the installed driver's module"),))
     if name == "NVML_ERROR_NO_PERMISSION":
-        return Finding("gpu.nvml-no-permission", Status.FAIL,
+        return GPU_NVML_NO_PERMISSION.finding(Status.FAIL,
                        "no permission to open the GPU devices (/dev/nvidia*) as this user",
                        evidence=evidence,
                        remediation=(Remediation("sudo usermod -aG video \"$USER\"",
                                                 "join the group that owns /dev/nvidia* (check with ls -l /dev/nvidia*), "
                                                 "then log in again"),))
-    return Finding("gpu.nvml-failed", Status.FAIL,
+    return GPU_NVML_FAILED.finding(Status.FAIL,
                    f"NVML could not be queried: {message or error.kind}",
                    detail="`nvidia-smi` usually prints the same error.", evidence=evidence)
 
@@ -216,7 +127,7 @@ def no_driver_finding(gpu: Gpu) -> Finding | None:
 
 def _device_line(device: GpuDevice) -> str:
     memory = device.memory
-    line = (f"GPU {device.index} {device.name} {_sm(device.compute_capability)} "
+    line = (f"GPU {device.index} {device.name} {sm(device.compute_capability)} "
             f"{_gib(memory.total if memory else None)}")
     if memory is not None:
         line += f" ({_gib(memory.free)} free)"
@@ -230,7 +141,7 @@ def _gpu_summary(gpu: Gpu, visible: Visible) -> Finding:
     hidden = [d for d in devices if d.index not in visible.gpus]
     title = "; ".join(_device_line(d) + (" (hidden by CUDA_VISIBLE_DEVICES)" if d in hidden else "") for d in devices)
     title += f" · driver {gpu.driver_version} (CUDA {gpu.cuda_driver_version})"
-    return Finding("gpu.ok", Status.PASS, title, evidence={
+    return GPU_OK.finding(Status.PASS, title, evidence={
         "driver_version": gpu.driver_version, "cuda_driver_version": gpu.cuda_driver_version,
         "devices": [{"index": d.index, "name": d.name, "uuid": d.uuid, "pci_bus_id": d.pci_bus_id,
                      "compute_capability": d.compute_capability,
@@ -251,19 +162,19 @@ def _visible_findings(gpu: Gpu, visible: Visible, vllm_version: str | None) -> I
                 "stopped_at": visible.stopped_at, "reason": visible.stop_reason}
     by_index = ",".join(str(i) for i in visible.gpus)
     if visible.duplicate is not None:
-        yield Finding("gpu.visible-duplicate", Status.FAIL,
+        yield GPU_VISIBLE_DUPLICATE.finding(Status.FAIL,
                       f"CUDA_VISIBLE_DEVICES={value!r} repeats {visible.duplicate!r}: CUDA then sees no GPU at all",
                       evidence=evidence)
         return
     if not visible.gpus and value is not None:
         why = "it is empty" if not value.strip() else f"its first entry {visible.stopped_at!r} is {visible.stop_reason}"
-        yield Finding("gpu.visible-none", Status.FAIL,
+        yield GPU_VISIBLE_NONE.finding(Status.FAIL,
                       f"CUDA_VISIBLE_DEVICES={value!r} leaves no GPU visible: {why}; vLLM will see none",
                       evidence=evidence,
                       remediation=(Remediation("unset CUDA_VISIBLE_DEVICES", "to use every GPU"),))
         return
     if visible.stopped_at is not None:
-        yield Finding("gpu.visible-unknown-device", Status.FAIL,
+        yield GPU_VISIBLE_UNKNOWN_DEVICE.finding(Status.FAIL,
                       f"CUDA_VISIBLE_DEVICES={value!r}: {visible.stopped_at!r} names no GPU here "
                       f"({visible.stop_reason}); CUDA stops reading there, so vLLM sees only "
                       f"{len(visible.gpus)}: {', '.join(order)}",
@@ -271,7 +182,7 @@ def _visible_findings(gpu: Gpu, visible: Visible, vllm_version: str | None) -> I
                       remediation=(Remediation(export("CUDA_VISIBLE_DEVICES", by_index),
                                                "what CUDA makes of it now; list the GPUs you meant instead"),))
     if visible.form == "mig":
-        yield Finding("gpu.visible-mig", Status.WARN,
+        yield GPU_VISIBLE_MIG.finding(Status.WARN,
                       f"CUDA_VISIBLE_DEVICES names MIG devices ({', '.join(visible.entries)}): a CUDA process "
                       "enumerates only one MIG device, so vLLM runs on one slice",
                       detail=MIG_SINGLE_DEVICE_PER_PROCESS.note, evidence=evidence)
@@ -284,22 +195,22 @@ def _visible_findings(gpu: Gpu, visible: Visible, vllm_version: str | None) -> I
             why = (f"vLLM {vllm_version} calls int() on each entry (UUIDs are accepted from "
                    f"{VLLM_UUID_VISIBLE_DEVICES_SINCE.value})" if older else
                    f"vLLM {vllm_version} looks UUIDs up whole, and {', '.join(partial)} is a prefix")
-            yield Finding("gpu.visible-uuid-vllm", Status.FAIL,
+            yield GPU_VISIBLE_UUID_VLLM.finding(Status.FAIL,
                           f"CUDA_VISIBLE_DEVICES={value!r}: CUDA accepts it but {why}: `vllm serve` fails at start",
                           evidence={**evidence, "vllm": vllm_version},
                           remediation=(Remediation(export("CUDA_VISIBLE_DEVICES", by_index),
                                                    "the same GPUs by index"),))
     names = {str(d.name) for d in devices.values()}
-    order_env = gpu.environ.get("CUDA_DEVICE_ORDER")
+    order_env = gpu.cuda_device_order
     if visible.form == "indices" and len(names) > 1 and order_env != "PCI_BUS_ID":
-        yield Finding("gpu.device-order", Status.WARN,
+        yield GPU_DEVICE_ORDER.finding(Status.WARN,
                       f"GPUs of different models ({', '.join(sorted(names))}) and CUDA_DEVICE_ORDER is not PCI_BUS_ID: "
                       f"CUDA_VISIBLE_DEVICES={value!r} counts them fastest-first, not as nvidia-smi numbers them",
                       detail=CUDA_DEVICE_ORDER_DEFAULT.note, evidence={**evidence, "CUDA_DEVICE_ORDER": order_env},
                       remediation=(Remediation("export CUDA_DEVICE_ORDER=PCI_BUS_ID",
                                                "number GPUs as nvidia-smi does"),))
     if value is not None and visible.gpus and visible.stopped_at is None:
-        yield Finding("gpu.visible", Status.PASS,
+        yield GPU_VISIBLE.finding(Status.PASS,
                       f"CUDA_VISIBLE_DEVICES={value!r}: vLLM will see {len(visible.gpus)} GPU(s): {', '.join(order)}",
                       evidence=evidence)
 
@@ -330,7 +241,7 @@ def _memory_findings(device: GpuDevice) -> Iterator[Finding]:
                    "it refuses to start" if free < needed else
                    f"vLLM's default --gpu-memory-utilization {fraction} ({_gib(needed)}) still fits")
         detail = f"{_gib(free)} of {_gib(total)} is free; {verdict}."
-    yield Finding("gpu.memory-held", Status.WARN, f"{label}: " + "; ".join(parts), detail=detail,
+    yield GPU_MEMORY_HELD.finding(Status.WARN, f"{label}: " + "; ".join(parts), detail=detail,
                   evidence={"gpu": device.index, "memory": memory.to_json() if memory else {},
                             "processes": [p.to_json() for p in others], "unattributed_bytes": max(unattributed, 0)})
 
@@ -361,7 +272,7 @@ def _throttle_findings(device: GpuDevice, label: str) -> Iterator[Finding]:
     detail = (detail + ". " if detail else "") + THROTTLE_REASONS_JUDGED.note
     if hot:
         detail += " " + TEMPERATURE_SLOWDOWN.note
-    yield Finding("gpu.throttled", Status.WARN, f"{label}: " + "; ".join(parts), detail=detail,
+    yield GPU_THROTTLED.finding(Status.WARN, f"{label}: " + "; ".join(parts), detail=detail,
                   evidence={"gpu": device.index, "clock_event_reasons": mask,
                             "reasons": reason_names(mask) if mask is not None else None,
                             "temperature": temperature.to_json() if temperature else None},
@@ -378,7 +289,7 @@ def _power_findings(device: GpuDevice, label: str) -> Iterator[Finding]:
         return
     low = min(limits)
     which = "enforced" if low == power.enforced_limit_mw and low != power.limit_mw else "set"
-    yield Finding("gpu.power-capped", Status.WARN,
+    yield GPU_POWER_CAPPED.finding(Status.WARN,
                   f"{label}: power limit {which} to {low / 1000:g} W, below the board's default "
                   f"{power.default_limit_mw / 1000:g} W: clocks are held lower under load",
                   detail=POWER_LIMIT.note, evidence={"gpu": device.index, "power": power.to_json()},
@@ -397,7 +308,7 @@ def _pcie_findings(device: GpuDevice, label: str) -> Iterator[Finding]:
         parts.append(f"the slot allows PCIe Gen{pcie.max_generation}, the GPU Gen{pcie.gpu_max_generation}")
     if not parts:
         return
-    yield Finding("gpu.pcie-link-degraded", Status.WARN,
+    yield GPU_PCIE_LINK_DEGRADED.finding(Status.WARN,
                   f"{label}: PCIe {'; '.join(parts)}: host-to-GPU and PCIe peer-to-peer bandwidth is lower",
                   detail=PCIE_LINK.note, evidence={"gpu": device.index, "pci_bus_id": device.pci_bus_id,
                                                    "pcie": pcie.to_json()})
@@ -430,7 +341,7 @@ def host_limits_finding(limits: HostLimits) -> Finding:
                     " Locked memory is limited: fine on one host; multi-node NCCL over InfiniBand/RoCE needs it "
                     f"{MEMLOCK_FOR_RDMA.value} (`ulimit -l unlimited`, or `--ulimit memlock=-1` for a container).")
     if low_hard:
-        return Finding("gpu.host-limits", Status.WARN,
+        return GPU_HOST_LIMITS.finding(Status.WARN,
                        f"the hard open-file limit {nofile.hard if nofile else '?'} is below the {need} vLLM "
                        f"raises its soft limit to: it cannot, and many connections fail with 'Too many open "
                        f"files' ({text})",
@@ -438,7 +349,7 @@ def host_limits_finding(limits: HostLimits) -> Finding:
                        remediation=(Remediation(f"ulimit -Hn {need}; ulimit -n {need}",
                                                 "as root, in the shell that starts vLLM (or LimitNOFILE= in its "
                                                 "systemd unit, --ulimit nofile= for a container)"),))
-    return Finding("gpu.host-limits", Status.PASS, f"host limits: {text}",
+    return GPU_HOST_LIMITS.finding(Status.PASS, f"host limits: {text}",
                    detail=(NOFILE_VLLM.note + memlock_note).strip(), evidence=evidence)
 
 
@@ -448,14 +359,14 @@ def _health_findings(device: GpuDevice) -> Iterator[Finding]:
     rows = device.remapped_rows
     if device.retired_pages_pending or (rows and rows.pending):
         what = "row remapping" if rows and rows.pending else "page retirement"
-        yield Finding("gpu.reset-pending", Status.FAIL,
+        yield GPU_RESET_PENDING.finding(Status.FAIL,
                       f"{label}: a memory {what} is pending: the GPU needs a reset to stop using bad memory",
                       detail=(ROW_REMAPPING if rows and rows.pending else RETIRED_PAGES_PENDING).value + ".",
                       evidence={"gpu": device.index, "retired_pages_pending": device.retired_pages_pending,
                                 "remapped_rows": rows.to_json() if rows else None},
                       remediation=(reset,))
     if rows and rows.failure:
-        yield Finding("gpu.row-remap-failure", Status.FAIL,
+        yield GPU_ROW_REMAP_FAILURE.finding(Status.FAIL,
                       f"{label}: row remapping has failed: the GPU has run out of spare memory rows",
                       detail=ROW_REMAPPING.value + ".",
                       evidence={"gpu": device.index, "remapped_rows": rows.to_json()})
@@ -463,7 +374,7 @@ def _health_findings(device: GpuDevice) -> Iterator[Finding]:
     if ecc and ecc.volatile_uncorrected:
         lifetime = (f" ({ecc.aggregate_uncorrected} over the GPU's lifetime)"
                     if ecc.aggregate_uncorrected is not None else "")
-        yield Finding("gpu.ecc-uncorrected", Status.FAIL,
+        yield GPU_ECC_UNCORRECTED.finding(Status.FAIL,
                       f"{label}: {ecc.volatile_uncorrected} uncorrected ECC error(s) since the driver loaded"
                       f"{lifetime}",
                       detail=ECC_VOLATILE_UNCORRECTED.value + " (DCGM's health watch); work that touched that "
@@ -476,7 +387,7 @@ def _health_findings(device: GpuDevice) -> Iterator[Finding]:
     yield from _pcie_findings(device, label)
     mig = device.mig
     if mig and mig.current:
-        yield Finding("gpu.mig-enabled", Status.WARN,
+        yield GPU_MIG_ENABLED.finding(Status.WARN,
                       f"{label}: MIG is enabled ({len(mig.devices)} MIG device(s)): vLLM can use only "
                       "one MIG slice per process, and no tensor parallelism across slices",
                       detail=MIG_SINGLE_DEVICE_PER_PROCESS.note,
@@ -484,37 +395,27 @@ def _health_findings(device: GpuDevice) -> Iterator[Finding]:
                       remediation=(Remediation(f"sudo nvidia-smi -i {quote(str(device.index))} -mig 0",
                                                "disable MIG, then reset the GPU"),))
     if mig and mig.current != mig.pending:
-        yield Finding("gpu.mig-pending", Status.WARN,
+        yield GPU_MIG_PENDING.finding(Status.WARN,
                       f"{label}: MIG will be {'enabled' if mig.pending else 'disabled'} at the next GPU reset",
                       evidence={"gpu": device.index, "mig": mig.to_json()}, remediation=(reset,))
 
 
-class GpuCheck:
-    id: ClassVar[str] = "gpu"
-    layer: ClassVar[str] = "gpu"
-    title: ClassVar[str] = "GPUs"
-    codes: ClassVar[tuple[Code, ...]] = tuple(c for c in CODES if c.id.startswith("gpu."))
-    needs: ClassVar[frozenset[str]] = frozenset({"gpu", "distributions"})
-    after: ClassVar[frozenset[str]] = frozenset()
-    requires_gpu: ClassVar[bool] = True
-
-    def judge(self, facts: Facts) -> Iterable[Finding]:
-        gpu = facts.section(Gpu)
-        if gpu.nvml is None or not gpu.nvml.ok:
-            return [_nvml_failure(gpu)]
-        devices = gpu.devices
-        if not devices:
-            return [Finding("gpu.no-devices", Status.FAIL,
-                            f"the NVIDIA driver {gpu.driver_version} is loaded but lists no GPU",
-                            evidence={"host": gpu.host.to_json() if gpu.host else None})]
-        visible = _visible_of(gpu)
-        dists = facts.optional_section(Distributions)
-        vllm_version = dists.version("vllm") if dists is not None else None
-        findings = [_gpu_summary(gpu, visible), *_visible_findings(gpu, visible, vllm_version)]
-        used = [d for d in devices if d.index in visible.gpus]
-        for device in used:
-            findings.extend(_health_findings(device))
-            findings.extend(_memory_findings(device))
-        if gpu.host is not None and gpu.host.limits is not None:
-            findings.append(host_limits_finding(gpu.host.limits))
-        return findings
+def gpu_findings(gpu: Gpu, vllm_version: str | None) -> list[Finding]:
+    """The gpu check's judgement of NVML's facts; `vllm_version` is the installed vLLM's (which CUDA_VISIBLE_DEVICES
+    forms it reads), None when vLLM is not installed or the distributions were not collected."""
+    if gpu.nvml is None or not gpu.nvml.ok:
+        return [_nvml_failure(gpu)]
+    devices = gpu.devices
+    if not devices:
+        return [GPU_NO_DEVICES.finding(Status.FAIL,
+                        f"the NVIDIA driver {gpu.driver_version} is loaded but lists no GPU",
+                        evidence={"host": gpu.host.to_json() if gpu.host else None})]
+    visible = visible_of(gpu)
+    findings = [_gpu_summary(gpu, visible), *_visible_findings(gpu, visible, vllm_version)]
+    used = [d for d in devices if d.index in visible.gpus]
+    for device in used:
+        findings.extend(_health_findings(device))
+        findings.extend(_memory_findings(device))
+    if gpu.host is not None and gpu.host.limits is not None:
+        findings.append(host_limits_finding(gpu.host.limits))
+    return findings

@@ -1,15 +1,26 @@
-"""Layer: attention and rotary kernels run for real against an fp32 reference on the same GPU."""
+"""Rules of the kernels check (KernelsCheck in the package): attention and rotary kernels run for real against
+an fp32 reference on the same GPU."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
-from dflash_doctor.check import Facts
-from dflash_doctor.checks.gpu.common import NO_CUDA_FINDINGS, NO_GPU_FINDINGS, _blocking, _exception_text, _sm
-from dflash_doctor.checks.remedy import Installer, installer_for
-from dflash_doctor.codes import Code
+from dflash_doctor.checks.gpu.codes import (
+    KERNELS_CRASHED,
+    KERNELS_ERROR,
+    KERNELS_FAMILY_OK,
+    KERNELS_NO_CUDA,
+    KERNELS_NOT_IMPORTABLE,
+    KERNELS_NOT_INSTALLED,
+    KERNELS_OK,
+    KERNELS_OUT_OF_MEMORY,
+    KERNELS_UNSUPPORTED,
+    KERNELS_WRONG_RESULT,
+)
+from dflash_doctor.checks.gpu.common import exception_text, sm
+from dflash_doctor.checks.remedy import Installer
 from dflash_doctor.facts.cuda_shapes import KernelCase, KernelDevice, KernelFamily, KernelImport, Kernels
 from dflash_doctor.knowledge.flash_attn import V2_SPEC
 from dflash_doctor.knowledge.gpu import (
@@ -17,51 +28,10 @@ from dflash_doctor.knowledge.gpu import (
 )
 from dflash_doctor.model import CheckResult, Finding, Remediation, Status
 
-__all__ = ["KernelsCheck"]
+__all__ = ["kernel_findings"]
 
 
-CODES: tuple[Code, ...] = (
-    # the kernels, in the target interpreter, one process per family
-    Code("kernels.ok", "The kernels compute the right numbers on this GPU",
-         "Each kernel that runs here was compared with an fp32 reference computed on the same GPU from the same "
-         "inputs (a small causal problem, head sizes 128 and 64, fp16 and bf16), and stayed within the tolerance "
-         "of 2 units in the last place of its dtype at the problem's scale. First-run (compile) and warm times are "
-         "in the evidence."),
-    Code("kernels.family-ok", "One kernel family computes the right numbers",
-         "Every case of this kernel family stayed within tolerance; the cases, errors and times are in the "
-         "evidence."),
-    Code("kernels.no-gpu", "No GPU: the kernels were not run",
-         "The GPU check found no usable driver or GPU (its finding says which), so no kernel could run; fix that "
-         "first."),
-    Code("kernels.no-cuda", "torch cannot use CUDA here: the kernels were not run",
-         "The CUDA-stack check found that torch cannot run on the GPU (its finding says why)."),
-    Code("kernels.not-installed", "A kernel package is not installed: its kernels were not run",
-         "The package this family comes from (flash-attn, vLLM) is not installed in the target, so there is "
-         "nothing of it to run. vLLM does not need flash-attn on CUDA: it uses its bundled flash-attention."),
-    Code("kernels.not-importable", "A kernel package is installed but does not import",
-         "The package is installed but the import the stack makes fails; the import check's finding explains why. "
-         "Its kernels were not run."),
-    Code("kernels.unsupported", "A kernel family declines this GPU or dtype by design",
-         "The kernel refuses this compute capability or dtype with its own message (e.g. flash-attn v2 needs "
-         "Ampere or newer; torch's SDPA flash backend has no kernel for some archs). That is a limit of the "
-         "kernel, not a broken install; vLLM picks another backend there."),
-    Code("kernels.wrong-result", "A kernel computes wrong numbers on this GPU",
-         "The kernel ran but its output differs from the fp32 reference by more than the tolerance (or is not "
-         "finite). A kernel built for another arch or CUDA, a miscompiled Triton kernel, or a broken GPU gives "
-         "this. vLLM would serve wrong tokens without an error."),
-    Code("kernels.error", "A kernel fails on this GPU",
-         "The kernel raised a CUDA error (e.g. 'no kernel image is available for execution on the device', an "
-         "illegal memory access) or another exception; the text is in the evidence."),
-    Code("kernels.out-of-memory", "A kernel ran out of GPU memory",
-         "The small test problem (a few MB) could not allocate GPU memory: the GPU is full, usually because other "
-         "processes hold it (the GPU check lists them)."),
-    Code("kernels.crashed", "A kernel probe process died or hung",
-         "The subprocess running this kernel family was killed by a signal or did not finish in time. The doctor "
-         "ran it apart, so the rest of the report stands; the stderr in the evidence shows where it stopped."),
-)
 
-
-# ------------------------------------------------------------------------------------ kernels check
 
 FAMILY_TITLES = {
     "sdpa": "torch SDPA (flash, memory-efficient)",
@@ -129,13 +99,13 @@ def _family_findings(result: KernelFamily, prior: Mapping[str, CheckResult], ins
     process = result.process
     imported = result.import_ or KernelImport()
     if process.error and result.devices is None:
-        yield Finding("kernels.crashed", Status.FAIL, f"{title}: the probe process {process.error}",
+        yield KERNELS_CRASHED.finding(Status.FAIL, f"{title}: the probe process {process.error}",
                       detail=process.stderr[-1500:], evidence={"family": family, "process": process.to_json()})
         return
     if result.probe_error:
         error = result.probe_error
-        yield Finding("kernels.out-of-memory" if error.oom else "kernels.error", Status.FAIL,
-                      f"{title}: the probe stopped: {_exception_text(error)}", detail=error.traceback,
+        yield (KERNELS_OUT_OF_MEMORY if error.oom else KERNELS_ERROR).finding(Status.FAIL,
+                      f"{title}: the probe stopped: {exception_text(error)}", detail=error.traceback,
                       evidence={"family": family, "error": error.to_json()})
         return
     if not imported.installed:
@@ -146,57 +116,57 @@ def _family_findings(result: KernelFamily, prior: Mapping[str, CheckResult], ins
                                     "torch, to have its kernels run here"),)
         package = {"triton": "Triton", "vllm_flash_attn": "vLLM", "vllm_rotary": "vLLM",
                    "flash_attn_cute": "flash-attn-4"}.get(family, "flash-attn")
-        yield Finding("kernels.not-installed", Status.PASS, f"{title}: {package} is not installed, not run",
+        yield KERNELS_NOT_INSTALLED.finding(Status.PASS, f"{title}: {package} is not installed, not run",
                       evidence={"family": family, "statement": imported.statement}, remediation=remedies)
         return
     if not imported.ok:
         explained = _import_explanation(family, prior)
         why = (f"see {explained.id}: {explained.title}" if explained is not None
-               else _exception_text(imported.exception))
-        yield Finding("kernels.not-importable", Status.SKIP,
+               else exception_text(imported.exception))
+        yield KERNELS_NOT_IMPORTABLE.finding(Status.SKIP,
                       f"{title}: not run, `{imported.statement}` fails ({why})",
                       evidence={"family": family, "import_finding": explained.id if explained else None,
                                 "exception": imported.exception.to_json() if imported.exception else None})
         return
     cuda = result.cuda
     if cuda is not None and not cuda.available:
-        yield Finding("kernels.error", Status.FAIL,
+        yield KERNELS_ERROR.finding(Status.FAIL,
                       f"{title}: torch in the probe could not use CUDA: "
-                      + (_exception_text(cuda.error) if cuda.error else "torch.cuda.is_available() is False"),
+                      + (exception_text(cuda.error) if cuda.error else "torch.cuda.is_available() is False"),
                       evidence={"family": family, "cuda": cuda.to_json()})
         return
     devices: list[KernelDevice] = result.devices or []
     cases = [(device, case) for device in devices for case in device.cases]
     failed_setup = [(d, d.error) for d in devices if d.error]
     for device, setup_error in failed_setup:
-        yield Finding("kernels.out-of-memory" if setup_error.oom else "kernels.error", Status.FAIL,
-                      f"{title} on {device.name}: {_exception_text(setup_error)}",
+        yield (KERNELS_OUT_OF_MEMORY if setup_error.oom else KERNELS_ERROR).finding(Status.FAIL,
+                      f"{title} on {device.name}: {exception_text(setup_error)}",
                       evidence={"family": family, "error": setup_error.to_json()})
     wrong = [(d, c) for d, c in cases if c.status == "mismatch"]
     errors = [(d, c) for d, c in cases if c.status in ("error", "not-run") and not _declined(c)]
     declined = [(d, c) for d, c in cases if _declined(c)]
     ok = [(d, c) for d, c in cases if c.status == "ok"]
     for device, case in wrong:
-        yield Finding("kernels.wrong-result", Status.FAIL,
-                      f"{title} on {device.name} ({_sm(device.capability)}): {_case_label(case)} is off "
+        yield KERNELS_WRONG_RESULT.finding(Status.FAIL,
+                      f"{title} on {device.name} ({sm(device.capability)}): {_case_label(case)} is off "
                       f"by {case.max_abs_err} against the fp32 reference (tolerance {case.tolerance:.3g})"
                       + (", and not finite" if case.nonfinite else ""),
                       evidence={"family": family, "case": case.to_json()})
     for device, case in errors:
         case_error = case.error
-        yield Finding("kernels.out-of-memory" if case_error and case_error.oom else "kernels.error", Status.FAIL,
-                      f"{title} on {device.name} ({_sm(device.capability)}): {_case_label(case)} fails: "
-                      + (_exception_text(case_error) if case_error else str(case.reason)),
+        yield (KERNELS_OUT_OF_MEMORY if case_error and case_error.oom else KERNELS_ERROR).finding(Status.FAIL,
+                      f"{title} on {device.name} ({sm(device.capability)}): {_case_label(case)} fails: "
+                      + (exception_text(case_error) if case_error else str(case.reason)),
                       detail=case_error.traceback if case_error else "",
                       evidence={"family": family, "case": case.to_json()})
     for device, case in declined:
-        reason = case.reason or _exception_text(case.error)
+        reason = case.reason or exception_text(case.error)
         tally.declined.append(f"{_case_label(case)} ({reason})")
     for device, case in ok:
         tally.ok.append((family, case, str(device.name)))
     if ok and not wrong and not errors and not failed_setup:
         worst = max(ok, key=lambda dc: (dc[1].max_abs_err or 0) / (dc[1].tolerance or 1))[1]
-        yield Finding("kernels.family-ok", Status.PASS,
+        yield KERNELS_FAMILY_OK.finding(Status.PASS,
                       f"{title}: {len(ok)} case(s) within tolerance (worst {_case_label(worst)}: "
                       f"{worst.max_abs_err:.3g} <= {worst.tolerance:.3g}); first run "
                       f"{max(c.first_ms or 0 for _, c in ok):.0f} ms, warm "
@@ -205,42 +175,25 @@ def _family_findings(result: KernelFamily, prior: Mapping[str, CheckResult], ins
                                 "timings": result.timings, "process_s": process.duration_s,
                                 "cases": [_case_row(c) for _, c in cases]})
     elif declined and not ok and not wrong and not errors:
-        yield Finding("kernels.unsupported", Status.SKIP,
+        yield KERNELS_UNSUPPORTED.finding(Status.SKIP,
                       f"{title}: declines this GPU: {tally.declined[-1]}",
                       evidence={"family": family, "cases": [
-                          _case_row(c) | {"reason": c.reason or _exception_text(c.error)}
+                          _case_row(c) | {"reason": c.reason or exception_text(c.error)}
                           for _, c in declined]})
 
 
-class KernelsCheck:
-    id: ClassVar[str] = "kernels"
-    layer: ClassVar[str] = "kernels"
-    title: ClassVar[str] = "GPU kernels"
-    codes: ClassVar[tuple[Code, ...]] = tuple(c for c in CODES if c.id.startswith("kernels."))
-    needs: ClassVar[frozenset[str]] = frozenset({"kernels", "target"})
-    after: ClassVar[frozenset[str]] = frozenset({"gpu", "cuda-stack"})
-    requires_gpu: ClassVar[bool] = True
-
-    def judge(self, facts: Facts) -> Iterable[Finding]:
-        blocking = _blocking(facts.prior.get("gpu"), NO_GPU_FINDINGS)
-        if blocking is not None:
-            return [Finding("kernels.no-gpu", Status.SKIP, f"no usable GPU ({blocking.id}): no kernel was run",
-                            evidence={"gpu_finding": blocking.id})]
-        blocking = _blocking(facts.prior.get("cuda-stack"), NO_CUDA_FINDINGS)
-        if blocking is not None:
-            return [Finding("kernels.no-cuda", Status.SKIP, f"torch cannot use CUDA here ({blocking.id}): no kernel "
-                            "was run", evidence={"cuda_finding": blocking.id})]
-        kernels = facts.section(Kernels)
-        installer = installer_for(facts)
-        tally = _Tally([], [])
-        findings: list[Finding] = []
-        for result in kernels.families:
-            findings.extend(_family_findings(result, facts.prior, installer, tally))
-        if tally.ok and not any(f.status in (Status.FAIL, Status.ERROR) for f in findings):
-            findings.insert(0, _kernels_summary(kernels, tally))
-        if not findings:
-            findings.append(Finding("kernels.no-cuda", Status.SKIP, "no kernel family reported any case"))
-        return findings
+def kernel_findings(kernels: Kernels, prior: Mapping[str, CheckResult], installer: Installer) -> list[Finding]:
+    """The kernels check's judgement of each family's run; `prior` holds the import checks' results, which explain
+    a family that does not import."""
+    tally = _Tally([], [])
+    findings: list[Finding] = []
+    for result in kernels.families:
+        findings.extend(_family_findings(result, prior, installer, tally))
+    if tally.ok and not any(f.status in (Status.FAIL, Status.ERROR) for f in findings):
+        findings.insert(0, _kernels_summary(kernels, tally))
+    if not findings:
+        findings.append(KERNELS_NO_CUDA.finding(Status.SKIP, "no kernel family reported any case"))
+    return findings
 
 
 def _kernels_summary(kernels: Kernels, tally: _Tally) -> Finding:
@@ -253,6 +206,6 @@ def _kernels_summary(kernels: Kernels, tally: _Tally) -> Finding:
              f"{ratio:.2f}x tolerance ({_case_label(worst[1])}); slowest family {wall:.1f} s")
     if tally.declined:
         title += f"; not applicable here: {len(tally.declined)} case(s)"
-    return Finding("kernels.ok", Status.PASS, title, evidence={
+    return KERNELS_OK.finding(Status.PASS, title, evidence={
         "problem": kernels.problem, "declined": tally.declined,
         "process_s": {r.family: r.process.duration_s for r in kernels.families}})

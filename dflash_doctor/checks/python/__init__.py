@@ -1,15 +1,133 @@
-"""The Python layer: the target's distributions, the flash-attn v2/v4 namespace, the imports vLLM makes and the extensions they load."""
+"""The Python layer: the target's distributions, the flash-attn v2/v4 namespace, the imports vLLM makes and the
+extensions they load.
+
+Each check reads its sections and hands typed views to its rules: distributions.py with kernel_packages.py over
+requirements.py (distributions), namespaces.py over namespace_common.py (namespaces), imports.py with
+import_failures.py, guards.py and extension_abi.py (imports, import-surface, extensions); codes.py holds every
+finding's code.
+"""
 
 from __future__ import annotations
 
-from dflash_doctor.checks.python.distributions import CODES as _distributions_codes
-from dflash_doctor.checks.python.distributions import DistributionsCheck
-from dflash_doctor.checks.python.imports import CODES as _imports_codes
-from dflash_doctor.checks.python.imports import ExtensionsCheck, ImportSurfaceCheck, RotaryImportCheck
-from dflash_doctor.checks.python.namespaces import CODES as _namespaces_codes
-from dflash_doctor.checks.python.namespaces import NamespaceCheck
+from collections.abc import Iterable
+from typing import ClassVar
+
+from dflash_doctor.check import Facts
+from dflash_doctor.checks.python.codes import CODES
+from dflash_doctor.checks.python.distributions import distribution_findings
+from dflash_doctor.checks.python.import_failures import ImportContext
+from dflash_doctor.checks.python.imports import extension_findings, rotary_findings, surface_findings
+from dflash_doctor.checks.python.namespaces import namespace_findings
+from dflash_doctor.checks.remedy import Installer
 from dflash_doctor.codes import Code
+from dflash_doctor.facts.environment_shapes import Distributions, Resolution, Target
+from dflash_doctor.facts.imports_shapes import Extensions, RotaryImport, SurfaceImports
+from dflash_doctor.facts.nvml_shapes import Gpu
+from dflash_doctor.facts.vllm_source_shapes import VllmServeImports, VllmSource, VllmSurface
+from dflash_doctor.model import Finding
 
-__all__ = ["CODES", "DistributionsCheck", "RotaryImportCheck", "ImportSurfaceCheck", "ExtensionsCheck", "NamespaceCheck"]
+__all__ = ["CODES", "DistributionsCheck", "ExtensionsCheck", "ImportSurfaceCheck", "NamespaceCheck",
+           "RotaryImportCheck"]
 
-CODES: tuple[Code, ...] = (*_distributions_codes, *_imports_codes, *_namespaces_codes)
+
+def _codes_of(check_id: str) -> tuple[Code, ...]:
+    return tuple(code for code in CODES if code.id.startswith(check_id + "."))
+
+
+def _import_context(facts: Facts) -> ImportContext:
+    """What a failing import is judged against: the environment, and whether a GPU is expected here (the NVML
+    section; `skipped` under --no-gpu)."""
+    target = facts.section(Target)
+    return ImportContext(facts.section(Distributions), facts.section(Resolution), Installer.for_target(target),
+                         gpu=facts.optional_section(Gpu), marker_env=target.marker_environment)
+
+
+class DistributionsCheck:
+    """Installed distributions: the stack's versions, its requirements as the installed metadata states them (vLLM
+    pins torch exactly), duplicate dist-infos, RECORD integrity of the stack and its kernel packages, and metadata
+    too broken to read."""
+
+    id: ClassVar[str] = "distributions"
+    layer: ClassVar[str] = "python"
+    title: ClassVar[str] = "Installed distributions"
+    codes: ClassVar[tuple[Code, ...]] = _codes_of("distributions")
+    needs: ClassVar[frozenset[str]] = frozenset({"target", "distributions"})
+    # Judged better with: what `vllm serve` imports on its way up (a report saved before it was collected is
+    # judged without it).
+    wants: ClassVar[frozenset[str]] = frozenset({"vllm_serve_imports"})
+    after: ClassVar[frozenset[str]] = frozenset()
+    requires_gpu: ClassVar[bool] = False
+
+    def judge(self, facts: Facts) -> Iterable[Finding]:
+        return distribution_findings(facts.section(Distributions), facts.section(Target),
+                                     facts.optional_section(VllmServeImports))
+
+
+class NamespaceCheck:
+    """The flash_attn namespace: who owns which files under flash_attn/ (RECORD), how `flash_attn` resolves on the
+    target's sys.path, what shadows it, and the files that flash-attn and flash-attn-4 both claim. Whether a
+    namespace `flash_attn` is fatal depends on the installed vLLM: judged by the guard its own source puts around
+    the rotary import (guards.py)."""
+
+    id: ClassVar[str] = "namespaces"
+    layer: ClassVar[str] = "python"
+    title: ClassVar[str] = "flash_attn namespace"
+    codes: ClassVar[tuple[Code, ...]] = _codes_of("namespaces")
+    needs: ClassVar[frozenset[str]] = frozenset({"target", "distributions", "resolution", "vllm_source"})
+    after: ClassVar[frozenset[str]] = frozenset()
+    requires_gpu: ClassVar[bool] = False
+
+    def judge(self, facts: Facts) -> Iterable[Finding]:
+        resolution = facts.section(Resolution).of("flash_attn")
+        return namespace_findings(facts.section(Distributions), resolution, facts.section(VllmSource),
+                                  Installer.for_target(facts.section(Target)))
+
+
+class RotaryImportCheck:
+    """The exact `from flash_attn.ops.triton.rotary import apply_rotary` vLLM runs at engine start, in the target."""
+
+    id: ClassVar[str] = "imports"
+    layer: ClassVar[str] = "python"
+    title: ClassVar[str] = "flash_attn rotary import"
+    codes: ClassVar[tuple[Code, ...]] = _codes_of("imports")
+    needs: ClassVar[frozenset[str]] = frozenset(
+        {"target", "distributions", "resolution", "rotary_import", "vllm_source", "gpu"}
+    )
+    after: ClassVar[frozenset[str]] = frozenset()
+    requires_gpu: ClassVar[bool] = False
+
+    def judge(self, facts: Facts) -> Iterable[Finding]:
+        return rotary_findings(facts.section(RotaryImport), _import_context(facts), facts.section(VllmSource))
+
+
+class ImportSurfaceCheck:
+    """Every import of an external kernel package in the installed vLLM's source, judged by the exception the
+    target really raises against the guard vLLM puts around it."""
+
+    id: ClassVar[str] = "import-surface"
+    layer: ClassVar[str] = "python"
+    title: ClassVar[str] = "vLLM's external kernel imports"
+    codes: ClassVar[tuple[Code, ...]] = _codes_of("import-surface")
+    needs: ClassVar[frozenset[str]] = frozenset(
+        {"target", "distributions", "resolution", "vllm_surface", "surface_imports", "gpu"}
+    )
+    after: ClassVar[frozenset[str]] = frozenset()
+    requires_gpu: ClassVar[bool] = False
+
+    def judge(self, facts: Facts) -> Iterable[Finding]:
+        return surface_findings(facts.section(VllmSurface), facts.section(SurfaceImports), _import_context(facts))
+
+
+class ExtensionsCheck:
+    """Every compiled extension module of the stack, loaded on its own in the target."""
+
+    id: ClassVar[str] = "extensions"
+    layer: ClassVar[str] = "python"
+    title: ClassVar[str] = "Compiled extensions load"
+    codes: ClassVar[tuple[Code, ...]] = _codes_of("extensions")
+    needs: ClassVar[frozenset[str]] = frozenset({"target", "distributions", "resolution", "extensions", "gpu"})
+    after: ClassVar[frozenset[str]] = frozenset()
+    requires_gpu: ClassVar[bool] = False
+
+    def judge(self, facts: Facts) -> Iterable[Finding]:
+        return extension_findings(facts.section(Extensions).items, facts.section(Target), _import_context(facts))

@@ -1,4 +1,4 @@
-"""Layer: installed distributions.
+"""Rules of the distributions check (DistributionsCheck in the package): installed distributions.
 
 Judges the stack's versions, its requirements as the installed metadata states them (vLLM pins torch
 exactly), duplicate dist-infos, RECORD integrity of the stack, and metadata too broken to read.
@@ -7,145 +7,52 @@ exactly), duplicate dist-infos, RECORD integrity of the stack, and metadata too 
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, ClassVar
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
-from dflash_doctor.check import Facts
-from dflash_doctor.checks.python.kernel_packages import VERIFIED, broken_by, named_cause, shared_files
+from dflash_doctor.checks.python.codes import (
+    DISTRIBUTIONS_DUPLICATE,
+    DISTRIBUTIONS_FILE_NOT_REGULAR,
+    DISTRIBUTIONS_METADATA_BROKEN,
+    DISTRIBUTIONS_RECORD_BROKEN,
+    DISTRIBUTIONS_RECORD_ESCAPES,
+    DISTRIBUTIONS_RECORD_MISMATCH,
+    DISTRIBUTIONS_RECORD_MISSING,
+    DISTRIBUTIONS_REQUIREMENT_MISSING,
+    DISTRIBUTIONS_REQUIREMENT_UNMET,
+    DISTRIBUTIONS_REQUIREMENTS_OK,
+    DISTRIBUTIONS_STACK,
+)
+from dflash_doctor.checks.python.kernel_packages import broken_by, shared_files, unmet_cause
+from dflash_doctor.checks.python.requirements import STACK, VERIFIED, requirements_of, unmet_requirements
 from dflash_doctor.checks.remedy import Installer
-from dflash_doctor.codes import Code
 from dflash_doctor.facts.envfacts import canonical
 from dflash_doctor.facts.environment_shapes import Distribution, Distributions, Target
 from dflash_doctor.facts.vllm_serve_path import import_names, matches
 from dflash_doctor.facts.vllm_serve_path import unmet_requirements as requirements_unmet
 from dflash_doctor.facts.vllm_source_shapes import ServeImport, VllmServeImports
-from dflash_doctor.knowledge.stack import OPTIONAL_AT_SERVE, STACK_DISTRIBUTIONS
+from dflash_doctor.knowledge.stack import OPTIONAL_AT_SERVE
 from dflash_doctor.knowledge.vllm_imports import IMPORTED_THROUGH
-from dflash_doctor.model import Finding, Remediation, Status
+from dflash_doctor.model import JSON, Finding, Remediation, Status
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
 
 
-CODES: tuple[Code, ...] = (
-    # distributions
-    Code("distributions.stack", "Versions of the serving stack",
-         "Lists the installed versions of torch, triton, vllm, the flash-attention family, flashinfer, "
-         "transformers and nvidia-ml-py, as importlib.metadata sees them (the first copy on sys.path)."),
-    Code("distributions.requirements-ok", "The stack's requirements are satisfied",
-         "Every Requires-Dist of the installed stack distributions (markers evaluated for the target "
-         "interpreter) is met by an installed version."),
-    Code("distributions.requirement-unmet", "A stack distribution requires another version",
-         "Read from the installed METADATA. vLLM pins torch exactly (e.g. vllm 0.20.1 requires torch==2.11.0) "
-         "because its compiled kernels link against that torch's C++ ABI; a different torch gives `undefined "
-         "symbol` at import, or subtle failures. Install the required version, or reinstall the requirer so the "
-         "installer resolves them together. For vLLM's requirements, as for requirement-missing: a failure when "
-         "`vllm serve` imports the package on its way up, a warning when it does not."),
-    Code("distributions.requirement-missing", "A stack distribution's requirement is not installed",
-         "A Requires-Dist of an installed stack distribution names a distribution that is not installed at all. "
-         "Install it (the command names the target interpreter). Every requirement of vLLM is judged by what "
-         "`vllm serve` imports on its way up, read from the installed vLLM's own files (vllm_serve_imports: the "
-         "module-level imports followed from the `vllm` console script's module, main()'s imports, and the modules "
-         "it loads by name, knowledge.vllm_imports.SERVE_LOADED_BY_NAME): a failure when one of those modules "
-         "imports it unconditionally (fastapi, torch, transformers: `vllm serve` stops with ModuleNotFoundError), or, "
-         "for one that is missing, when a package those modules import requires it too (fastapi 0.165 requires "
-         "opentelemetry-api and imports it at module level) or imports it (knowledge.vllm_imports.IMPORTED_THROUGH); a "
-         "warning in pip check's words when none does, or only under a condition, or inside a try that catches the "
-         "ImportError, naming the modules of vLLM that import it (they fail when used). A report saved before that "
-         "scan existed judges vLLM's requirements on the stack as it did (flashinfer-python a warning, "
-         "knowledge.stack.OPTIONAL_AT_SERVE)."),
-    Code("distributions.duplicate", "Two installed copies of one distribution",
-         "Two dist-info (or egg-info) directories of the same name are on sys.path. Python imports the first; "
-         "pip and uv may see the other; uninstalling one leaves the other's files mixed in. Remove the stale one. "
-         "A copy the system package manager owns (INSTALLER says debian or rpm, or it lies in Debian's "
-         "/usr/lib/python3/dist-packages) is never deleted by hand: the fix asks dpkg (or rpm) which package owns "
-         "it, for apt (or dnf) to remove or upgrade. When every copy is that manager's and the same version in one "
-         "directory (Debian's python3-cryptography ships both a dist-info and an egg-info), nothing is shadowed, "
-         "and the finding passes."),
-    Code("distributions.metadata-broken", "A distribution's METADATA cannot be read",
-         "The METADATA (or PKG-INFO) file is missing, not UTF-8, or lacks Name/Version. Installers cannot see, "
-         "upgrade or uninstall the distribution. Remove its dist-info directory and reinstall it."),
-    Code("distributions.record-broken", "A distribution's RECORD cannot be read",
-         "RECORD is not valid CSV with three fields a row, or is unreadable. Uninstall cannot remove the files, "
-         "and the doctor cannot verify them. Reinstall the distribution."),
-    Code("distributions.record-missing", "A stack distribution has no RECORD",
-         "Without RECORD its files cannot be verified or cleanly uninstalled (often a manual copy or an old "
-         "installer). Reinstall it with pip or uv."),
-    Code("distributions.record-mismatch", "Installed files differ from RECORD",
-         "Files listed in the distribution's RECORD are missing, or their size (or, with --verify-hashes, their "
-         "sha256) differs: another distribution installed the same paths, or they were edited by hand. Reinstall "
-         "the distribution with --no-deps to put its own files back."),
-    Code("distributions.record-escapes", "A RECORD line points outside the environment",
-         "A line of the distribution's RECORD resolves outside the environment's directories: the sys.path "
-         "entries, and for each site directory (the environment's own, the base interpreter's with "
-         "--system-site-packages, the user site, one a `.pth` line adds) the install-scheme directories of the "
-         "prefix it belongs to (its site-packages, scripts, headers and data), and the project directories of "
-         "editable installs. A console script in the base interpreter's bin/ is inside; `..` out of all of them, "
-         "an absolute path elsewhere, a symlink out, or /dev, /proc, /sys is not. No installer writes such a "
-         "line. The doctor never "
-         "opens, hashes or loads that file (a `flash_attn/../../../../tmp/x/evil.so` line would otherwise have "
-         "its constructor run by the extension probe), and an uninstall would delete it. Reinstall the "
-         "distribution from a source you trust."),
-    Code("distributions.file-collision", "Two verified distributions install the same paths with different bytes",
-         "Two distributions of the stack or its kernel packages (knowledge.kernel_wheels.KERNEL_DISTRIBUTIONS) list "
-         "the same files in their RECORDs with different sha256: whichever was installed last overwrote the other's, "
-         "silently, and uninstalling either deletes files the other still lists. Only the paths whose RECORD hashes "
-         "differ are hashed. The two halves of `nvidia-cutlass-dsl[cu13]` before 4.6 are such a pair "
-         "(nvidia-cutlass-dsl-libs-base and -libs-cu13 4.5.2, pinned by vLLM 0.22.0-0.25.1, share 180 paths, 99 of "
-         "them with other bytes): where the base's files won, vLLM's CuTe DSL kernels fail (`mlir_global_dtors() "
-         "missing 1 required positional argument: 'data'`, vllm #44949; `from cutlass.cute.core import "
-         "increment_coord` fails, ai-dynamo/dynamo #11775; malformed `_mma` PTX, NVIDIA/cutlass #3170). Fix: "
-         "reinstall -libs-cu13 with --force-reinstall --no-deps so its files win, or vLLM 0.26.0 or later "
-         "(nvidia-cutlass-dsl 4.6.0, where one wheel holds the CuTe sources). A pass where the -libs-cu13 files are "
-         "in place; a warning for another pair, naming whose bytes are on disk. flash_attn/ is the namespaces "
-         "check's (namespaces.cute-overlap)."),
-    Code("distributions.requirement-broken-by", "An installed distribution's requirement broke another's pin",
-         "A kernel package that vLLM or flash-attn-4 loads (apache-tvm-ffi, nvidia-cutlass-dsl, quack-kernels ...) "
-         "is installed at a version one installed distribution's Requires-Dist excludes, and another installed "
-         "distribution requires that version: installing it (with its dependencies) broke the first's pin. "
-         "flash-attn-4 4.0.0b36 requires apache-tvm-ffi>=0.1.11 and nvidia-cutlass-dsl>=4.6.2 while vLLM "
-         "0.20.0-0.25.1 pin apache-tvm-ffi==0.1.9 (and 0.22.0-0.25.1 nvidia-cutlass-dsl==4.5.2): nvidia-cutlass-dsl "
-         "4.6 with tvm-ffi 0.1.9 fails with `make_kwargs_wrapper() got an unexpected keyword argument "
-         "'map_dataclass_to_tuple'`; 4.6 removed cute.core.ThrMma that older quack-kernels use. The finding names "
-         "the distribution whose requirement the installed version meets, and the one installed last (RECORD "
-         "times) when they show the order. Fix: a vLLM whose pins agree (0.27 pins apache-tvm-ffi==0.1.11), or "
-         "remove the distribution that brought the other version, or put back the pinned version."),
-    Code("distributions.file-not-regular", "A file RECORD lists is a FIFO, a device or a socket",
-         "A file of a stack distribution is not a regular file on disk: a FIFO blocks whoever opens it (an import "
-         "hangs), a device such as /dev/zero never ends. The doctor does not open it. Reinstall the distribution "
-         "to put its own files back."),
-)
-
-STACK = tuple(canonical(n) for n in STACK_DISTRIBUTIONS.value)
-
-
-class DistributionsCheck:
-    id: ClassVar[str] = "distributions"
-    layer: ClassVar[str] = "python"
-    title: ClassVar[str] = "Installed distributions"
-    codes: ClassVar[tuple[Code, ...]] = tuple(c for c in CODES if c.id.startswith("distributions."))
-    needs: ClassVar[frozenset[str]] = frozenset({"target", "distributions"})
-    # Judged better with: what `vllm serve` imports on its way up (a report saved before it was collected is
-    # judged without it).
-    wants: ClassVar[frozenset[str]] = frozenset({"vllm_serve_imports"})
-    after: ClassVar[frozenset[str]] = frozenset()
-    requires_gpu: ClassVar[bool] = False
-
-    def judge(self, facts: Facts) -> Iterable[Finding]:
-        target = facts.section(Target)
-        dists = facts.section(Distributions)
-        installer = Installer.for_target(target)
-        yield _stack_versions(dists)
-        yield from _broken_metadata(dists, installer)
-        yield from (named_cause(f, dists, target.marker_environment)
-                    for f in _requirements(dists, target.marker_environment, installer,
-                                           _serve_path(facts.optional_section(VllmServeImports), dists)))
-        yield from _duplicates(dists)
-        yield from _record_integrity(dists, installer)
-        yield from _record_escapes(dists, installer)
-        yield from _not_regular(dists, installer)
-        yield from shared_files(dists, installer)
-        yield from broken_by(dists, target.marker_environment, installer)
+def distribution_findings(dists: Distributions, target: Target, serve: VllmServeImports | None) -> Iterator[Finding]:
+    """The distributions check's judgement; `serve` is what `vllm serve` imports on its way up (None in a report
+    saved before it was collected: vLLM's requirements are then judged on the stack as before)."""
+    installer = Installer.for_target(target)
+    marker_env = target.marker_environment
+    yield _stack_versions(dists)
+    yield from _broken_metadata(dists, installer)
+    yield from _requirements(dists, marker_env, installer, _serve_path(serve, dists))
+    yield from _duplicates(dists)
+    yield from _record_integrity(dists, installer)
+    yield from _record_escapes(dists, installer)
+    yield from _not_regular(dists, installer)
+    yield from shared_files(dists, installer)
+    yield from broken_by(dists, marker_env, installer)
 
 
 def _stack_versions(dists: Distributions) -> Finding:
@@ -153,9 +60,8 @@ def _stack_versions(dists: Distributions) -> Finding:
     present = [f"{name} {v}" for name, v in versions.items() if v]
     absent = [name for name, v in versions.items() if not v]
     title = "stack: " + (", ".join(present) if present else "none of the serving stack is installed")
-    return Finding(
-        id="distributions.stack",
-        status=Status.PASS,
+    return DISTRIBUTIONS_STACK.finding(
+        Status.PASS,
         title=title,
         detail=("not installed: " + ", ".join(absent)) if absent else "",
         evidence={"versions": versions, "locations": {n: d.location for n in STACK if (d := dists.get(n))}},
@@ -164,17 +70,17 @@ def _stack_versions(dists: Distributions) -> Finding:
 
 def _broken_metadata(dists: Distributions, installer: Installer) -> Iterator[Finding]:
     for dist in dists.items:
-        for problem, code in ((dist.metadata_error, "distributions.metadata-broken"), (dist.record.error, "distributions.record-broken")):
+        for problem, code in ((dist.metadata_error, DISTRIBUTIONS_METADATA_BROKEN),
+                              (dist.record.error, DISTRIBUTIONS_RECORD_BROKEN)):
             if not problem:
                 continue
             is_stack = dist.canonical in STACK
-            yield Finding(
-                id=code,
-                status=Status.FAIL if is_stack or code == "distributions.metadata-broken" else Status.WARN,
-                title=f"{dist.label()}: {problem['file']} is unreadable: {problem['error']}",
+            yield code.finding(
+                Status.FAIL if is_stack or code is DISTRIBUTIONS_METADATA_BROKEN else Status.WARN,
+                title=f"{dist.label()}: {problem.file} is unreadable: {problem.error}",
                 detail="pip, uv and importlib.metadata read this file; while it is broken they cannot "
                 "see, upgrade or uninstall the distribution cleanly.",
-                evidence={"file": problem["file"], "error": problem["error"], "location": dist.location},
+                evidence={"file": problem.file, "error": problem.error, "location": dist.location},
                 remediation=_reinstall(dist, installer),
             )
 
@@ -188,19 +94,6 @@ def _reinstall(dist: Distribution, installer: Installer) -> tuple[Remediation, .
     )
 
 
-def unmet_requirements(dists: Distributions, marker_env: Mapping[str, str]) -> list[tuple[Distribution, Requirement, str | None]]:
-    """The stack's requirements on each other that the installed versions do not meet: (requirer,
-    requirement, installed version or None when absent). Each is a distributions.requirement-unmet/-missing finding."""
-    unmet: list[tuple[Distribution, Requirement, str | None]] = []
-    for name in STACK:
-        dist = dists.get(name)
-        if dist is not None:
-            # the stack's requirements on each other; the rest is `pip check`'s domain
-            unmet += [(dist, requirement, found) for requirement, found in requirements_unmet(dists, marker_env, name)
-                      if canonical(requirement.name) in STACK]
-    return unmet
-
-
 def _requirements(
     dists: Distributions, marker_env: Mapping[str, str], installer: Installer, serve: VllmServeImports | None
 ) -> Iterator[Finding]:
@@ -211,9 +104,8 @@ def _requirements(
         unmet = [u for u in unmet if canonical(u[0].name) != "vllm"]
         by_serve_path = list(_vllm_requirements(dists, marker_env, installer, serve))
     if not unmet and not by_serve_path:
-        yield Finding(
-            id="distributions.requirements-ok",
-            status=Status.PASS,
+        yield DISTRIBUTIONS_REQUIREMENTS_OK.finding(
+            Status.PASS,
             title="every requirement of the installed stack is satisfied",
         )
         return
@@ -229,8 +121,8 @@ def _requirements(
                           f"{optional[1]} fail when used")
         else:
             title = f"{dist.label()} requires {spec}, found {found}"
-        yield Finding(
-            id="distributions.requirement-unmet" if found is not None else "distributions.requirement-missing",
+        yield _unmet_finding(
+            dists, marker_env, dist, requirement, found,
             status=Status.WARN if optional is not None else Status.FAIL,
             title=title,
             detail="Read from the installed METADATA (Requires-Dist)."
@@ -247,6 +139,20 @@ def _requirements(
                 ),
             ),
         )
+
+
+def _unmet_finding(dists: Distributions, marker_env: Mapping[str, str], requirer: Distribution,
+                   requirement: Requirement, found: str | None, *, status: Status, title: str, detail: str,
+                   evidence: dict[str, JSON], remediation: tuple[Remediation, ...]) -> Finding:
+    """requirement-missing when `found` is None; else requirement-unmet, with the install that brought the other
+    version named in its title and evidence where an installed distribution requires that version."""
+    if found is None:
+        return DISTRIBUTIONS_REQUIREMENT_MISSING.finding(status, title, detail, evidence=evidence,
+                                                         remediation=remediation)
+    cause = unmet_cause(dists, requirer, requirement, found, marker_env)
+    if cause is not None:
+        title, evidence = f"{title}: {cause.phrase()}", {**evidence, **cause.evidence()}
+    return DISTRIBUTIONS_REQUIREMENT_UNMET.finding(status, title, detail, evidence=evidence, remediation=remediation)
 
 
 def _serve_path(serve: VllmServeImports | None, dists: Distributions) -> VllmServeImports | None:
@@ -311,8 +217,8 @@ def _vllm_requirements(dists: Distributions, marker_env: Mapping[str, str], inst
         if canonical(requirement.name) == "torch" and requirement.specifier and found is not None:
             detail += (" Compiled extensions built against the required torch fail with `undefined symbol` against "
                        "another one.")
-        yield Finding(
-            id="distributions.requirement-unmet" if found is not None else "distributions.requirement-missing",
+        yield _unmet_finding(
+            dists, marker_env, vllm, requirement, found,
             status=Status.FAIL if fatal else Status.WARN,
             title=title,
             detail="Read from the installed METADATA (Requires-Dist). " + detail,
@@ -347,20 +253,9 @@ def _required_on_the_way_up(requirement: str, reached: list[tuple[Distribution, 
     """A distribution `vllm serve` imports on its way up that requires `requirement` itself (its Requires-Dist,
     markers evaluated, no extra): fastapi 0.13x imports opentelemetry-api at module level, which vLLM's own files
     import only inside a try."""
-    from packaging.markers import InvalidMarker, UndefinedEnvironmentName
-    from packaging.requirements import InvalidRequirement, Requirement
-
     wanted = canonical(requirement)
     for dist, site in reached:
-        for text in dist.requires:
-            try:
-                parsed = Requirement(text)
-                if canonical(parsed.name) != wanted:
-                    continue
-                if parsed.marker is not None and not parsed.marker.evaluate({**marker_env, "extra": ""}):
-                    continue
-            except (InvalidRequirement, InvalidMarker, UndefinedEnvironmentName):
-                continue
+        if any(canonical(theirs.name) == wanted for theirs in requirements_of(dist, marker_env)):
             return dist, site
     return None
 
@@ -399,15 +294,6 @@ def _not_on_the_way_up(site: ServeImport | None, serve: VllmServeImports, names:
             + ("" if serve.elsewhere_complete else "; the search of vLLM's files stopped at its time limit"))
 
 
-def _satisfies(requirement: Requirement, found: str) -> bool:
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        return requirement.specifier.contains(Version(found), prereleases=True)
-    except InvalidVersion:
-        return True  # cannot judge a non-PEP 440 version; say nothing rather than guess
-
-
 def _duplicates(dists: Distributions) -> Iterator[Finding]:
     for name, copies in sorted(dists.duplicates().items()):
         first = copies[0]
@@ -420,18 +306,16 @@ def _duplicates(dists: Distributions) -> Iterator[Finding]:
         else:
             where = f"{len(copies)} installed copies " + ", ".join(f"{d.version} in {d.location}" for d in copies)
         if one_place and all(managers):
-            yield Finding(
-                id="distributions.duplicate",
-                status=Status.PASS,
+            yield DISTRIBUTIONS_DUPLICATE.finding(
+                Status.PASS,
                 title=f"{first.name}: {where}, all from the system package manager ({managers[0]}): one version in "
                 "one directory, nothing shadowed; leave them to it",
                 evidence={"copies": [{"version": d.version, "dist_info": d.dist_info, "package_manager": m}
                                      for d, m in zip(copies, managers)]},
             )
             continue
-        yield Finding(
-            id="distributions.duplicate",
-            status=Status.FAIL if is_stack and not one_place else Status.WARN,
+        yield DISTRIBUTIONS_DUPLICATE.finding(
+            Status.FAIL if is_stack and not one_place else Status.WARN,
             title=f"{first.name}: {where}",
             detail=f"Python imports the one first on sys.path ({first.label()} in {first.location}); "
             "the installers see them differently, and uninstalling one leaves the other's files mixed in."
@@ -482,9 +366,8 @@ def _record_integrity(dists: Distributions, installer: Installer) -> Iterator[Fi
         record = dist.record
         if not record.present:
             if dist.format == "dist-info" and not record.error:
-                yield Finding(
-                    id="distributions.record-missing",
-                    status=Status.WARN,
+                yield DISTRIBUTIONS_RECORD_MISSING.finding(
+                    Status.WARN,
                     title=f"{dist.label()} has no RECORD: its files cannot be verified or cleanly uninstalled",
                     evidence={"dist_info": dist.dist_info},
                     remediation=(
@@ -507,11 +390,10 @@ def _record_integrity(dists: Distributions, installer: Installer) -> Iterator[Fi
         changed = integrity.size_mismatch_count + integrity.hash_mismatch_count
         if changed:
             parts.append(f"{changed} changed on disk")
-        sample = [*integrity.missing[:3], *(m["path"] for m in integrity.size_mismatch[:3]),
-                  *(m["path"] for m in integrity.hash_mismatch[:3])]
-        yield Finding(
-            id="distributions.record-mismatch",
-            status=Status.FAIL if integrity.missing_count else Status.WARN,
+        sample = [*integrity.missing[:3], *(m.path for m in integrity.size_mismatch[:3]),
+                  *(m.path for m in integrity.hash_mismatch[:3])]
+        yield DISTRIBUTIONS_RECORD_MISMATCH.finding(
+            Status.FAIL if integrity.missing_count else Status.WARN,
             title=f"{dist.label()}: {', '.join(parts)} of {integrity.files} files listed in RECORD"
             + (f" (e.g. {', '.join(sample[:3])})" if sample else ""),
             detail="Files were deleted or overwritten after installation: by another distribution that "
@@ -538,18 +420,17 @@ def _record_escapes(dists: Distributions, installer: Installer) -> Iterator[Find
         first = escapes[0]
         record_file = record.file or f"{dist.dist_info}/RECORD"
         more = f" (and {count - 1} more line{'s' if count > 2 else ''})" if count > 1 else ""
-        yield Finding(
-            id="distributions.record-escapes",
-            status=Status.FAIL if dist.canonical in STACK else Status.WARN,
-            title=f"{dist.label()}: {record_file} line {first['line']} points outside the environment: "
-            f"{first['path']} resolves to {first['resolves_to']}{more}",
+        yield DISTRIBUTIONS_RECORD_ESCAPES.finding(
+            Status.FAIL if dist.canonical in STACK else Status.WARN,
+            title=f"{dist.label()}: {record_file} line {first.line} points outside the environment: "
+            f"{first.path} resolves to {first.resolves_to}{more}",
             detail="An installer writes only inside the prefix it installs into (its site-packages, scripts, headers "
             "and data directories); the doctor takes those of every site directory on sys.path as the environment. "
             "A RECORD line that leaves all of them (`..`, an absolute path, a symlink out, /dev, /proc) was "
             "written by hand or by something hostile: the doctor never opens, hashes or loads such a file, and an "
             "uninstall would delete it. Reinstall the distribution from a source you trust.",
             evidence={"record": record_file, "distribution": dist.name, "version": dist.version,
-                      "lines": list(escapes), "count": count},
+                      "lines": [escape.to_json() for escape in escapes], "count": count},
             remediation=(
                 Remediation(installer.install(f"{dist.name}=={dist.version}" if dist.version else dist.name,
                                               reinstall=True, no_deps=True),
@@ -569,15 +450,14 @@ def _not_regular(dists: Distributions, installer: Installer) -> Iterator[Finding
         if not odd or integrity is None:
             continue
         count = integrity.not_regular_count or len(odd)
-        shown = ", ".join(f"{item['path']} is {item['kind']}" for item in odd[:3])
-        yield Finding(
-            id="distributions.file-not-regular",
-            status=Status.FAIL,
+        shown = ", ".join(f"{item.path} is {item.kind}" for item in odd[:3])
+        yield DISTRIBUTIONS_FILE_NOT_REGULAR.finding(
+            Status.FAIL,
             title=f"{dist.label()}: {count} file(s) in RECORD are not regular files: {shown}"
             + (" ..." if count > 3 else ""),
             detail="A FIFO blocks whoever opens it (an `import` hangs), a device is no file of a wheel. The doctor "
             "does not open them. Put the distribution's own files back.",
-            evidence={"dist_info": dist.dist_info, "files": list(odd), "count": count,
+            evidence={"dist_info": dist.dist_info, "files": [item.to_json() for item in odd], "count": count,
                       "location": dist.location},
             remediation=(
                 Remediation(installer.install(f"{dist.name}=={dist.version}", reinstall=True, no_deps=True),

@@ -13,6 +13,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from dflash_doctor.checks.python.codes import (
+    EXTENSIONS_OTHER_PYTHON,
+)
 from dflash_doctor.checks.remedy import Installer, quote
 from dflash_doctor.facts.environment_shapes import Distribution, Distributions, Target
 from dflash_doctor.facts.imports_shapes import ExtensionFacts
@@ -113,9 +116,8 @@ def other_python_findings(items: Iterable[ExtensionFacts], dists: Distributions,
         evidence = {"path": item.path, "module": item.module, "abi_tag": tag, "built_for": built_for,
                     "interpreter": here, "extension_suffixes": suffixes, "wheel_tags": tags}
         if fits is False:
-            findings.append(Finding(
-                id="extensions.other-python",
-                status=Status.FAIL,
+            findings.append(EXTENSIONS_OTHER_PYTHON.finding(
+                Status.FAIL,
                 title=f"{label} was installed from a wheel built for {built_for} ({', '.join(tags)}): this "
                 f"interpreter is {here} and cannot import its extension {item.module}",
                 detail=first + f"\nReinstalling lets the installer pick the wheel built for {here}.",
@@ -127,9 +129,8 @@ def other_python_findings(items: Iterable[ExtensionFacts], dists: Distributions,
             ))
         else:
             wheel = f"{label}'s wheel ({', '.join(tags)}) fits {here}" if fits else f"{label}"
-            findings.append(Finding(
-                id="extensions.other-python",
-                status=Status.WARN,
+            findings.append(EXTENSIONS_OTHER_PYTHON.finding(
+                Status.WARN,
                 title=f"{wheel} but ships {item.module} only as {file_name}, built for {built_for}: "
                 f"{item.module} cannot be imported on {here}",
                 detail=first + f"\nWhatever imports {item.module} fails on {here}; a {built_for} environment "

@@ -16,7 +16,7 @@ from typing import Any
 
 from dflash_doctor.facts.vllm_source_shapes import Guard, ImportSite
 
-__all__ = ["Verdict", "judge_site", "evaluate_test"]
+__all__ = ["Verdict", "evaluate_test", "judge_site"]
 
 # What `current_platform.<name>()` returns on an NVIDIA GPU box.
 CUDA_PLATFORM = {"is_cuda": True, "is_cuda_alike": True, "is_rocm": False, "is_cpu": False, "is_xpu": False,
@@ -27,8 +27,8 @@ CUDA_PLATFORM = {"is_cuda": True, "is_cuda_alike": True, "is_rocm": False, "is_c
 class Verdict:
     reached: bool | None
     """Whether the import statement runs on a CUDA box (None: cannot tell from the source)."""
-    caught_by: Mapping[str, Any] | None
-    """The guard that catches the exception, if one does (as the scan recorded it: kind, catches, line)."""
+    caught_by: Guard | None
+    """The guard that catches the exception, if one does (as the scan recorded it)."""
     outcome: str
     """"ok" (imports), "skipped" (guard keeps it from running), "caught", "raises", "maybe-raises"."""
 
@@ -114,5 +114,5 @@ def judge_site(site: ImportSite | Mapping[str, Any], exception_mro: Sequence[str
         return Verdict(reached, None, "ok")
     for guard in site.guards:
         if guard.kind in ("try", "suppress") and _catches(guard, exception_mro):
-            return Verdict(reached, guard.to_json(), "caught")
+            return Verdict(reached, guard, "caught")
     return Verdict(reached, None, "raises" if reached else "maybe-raises")

@@ -11,31 +11,35 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from dflash_doctor.checks.gpu.devices import no_driver_finding
+from dflash_doctor.checks.python.codes import DISTRIBUTIONS_REQUIREMENT_MISSING, CauseCodes
 from dflash_doctor.checks.python.namespace_common import (
     TOP,
     describe_namespace,
     explain_layout,
     namespace_portions,
 )
+from dflash_doctor.checks.python.requirements import unmet_requirements
 from dflash_doctor.checks.remedy import Installer, flash_attn_source_build, quote
+from dflash_doctor.codes import Code
 from dflash_doctor.facts.envfacts import canonical
-from dflash_doctor.facts.environment_shapes import Distributions, Resolution, Resolved
+from dflash_doctor.facts.environment_shapes import Distributions, Resolution
 from dflash_doctor.facts.imports_shapes import ImportFacts, ImportProcess, StackVersions
 from dflash_doctor.facts.nvml_shapes import Gpu
 from dflash_doctor.knowledge.cuda import is_driver_library
 from dflash_doctor.knowledge.stack import is_torch_library
 from dflash_doctor.model import Remediation, Status
 
-__all__ = ["Cause", "classify", "exception_mro", "literal_exception"]
+__all__ = ["Cause", "ImportContext", "classify", "exception_mro", "literal_exception"]
 
 SIGNAL_MRO = ("<signal>",)
 
 
 @dataclass(frozen=True)
 class Cause:
-    code: str
-    """The finding id the rotary-import check gives this cause (`imports.undefined-symbol`); another check
-    that reports it as a finding of its own names it `id_for(its id)`."""
+    code: Code
+    """The code the judging check gives this cause (one of the CauseCodes it passed to `classify`:
+    imports.undefined-symbol for the rotary import, extensions.undefined-symbol for an extension)."""
     summary: str
     evidence: Mapping[str, Any] = field(default_factory=dict)
     remediation: tuple[Remediation, ...] = ()
@@ -44,12 +48,24 @@ class Cause:
     status: Status | None = None
     """A status the circumstances settle whatever guards the import (skip: it cannot be tried here); None: the
     check judges the consequence."""
-    follows: str = ""
-    """The id of another finding of the same report this one follows from (Finding.cause)."""
+    follows: Code | str = ""
+    """The code (or id) of another finding of the same report this one follows from (Finding.cause)."""
+    driver_library: str = ""
+    """The NVIDIA driver's library the loader did not find, when that is the cause (libcuda.so.1)."""
 
-    def id_for(self, check_id: str) -> str:
-        """This cause's finding id under `check_id` (`extensions.undefined-symbol`)."""
-        return f"{check_id}.{self.code.split('.', 1)[1]}"
+
+@dataclass(frozen=True)
+class ImportContext:
+    """What a failing import is judged against: the target's distributions and how its top-level names resolve,
+    the installer its fixes name, the NVML section (None when not collected; `skipped` under --no-gpu), which says
+    whether a missing driver library is expected here, and the target's marker environment (for its unmet
+    requirements)."""
+
+    dists: Distributions
+    resolution: Resolution
+    installer: Installer
+    gpu: Gpu | None = None
+    marker_env: Mapping[str, str] = field(default_factory=dict)
 
 
 def literal_exception(result: ImportFacts) -> str:
@@ -78,23 +94,19 @@ def _message(result: ImportFacts) -> str:
     return "\n".join([exception.message] + [c.message for c in exception.chain])
 
 
-def classify(result: ImportFacts, dists: Distributions, resolution: Resolution,
-             installer: Installer, *, gpu: Gpu | None = None,
-             marker_env: Mapping[str, str] | None = None) -> Cause:
-    """Name why `result`'s import failed (the caller has checked that it did).
-
-    `gpu` is the NVML section (`{"skipped": "--no-gpu"}` under --no-gpu), which says whether a missing driver
-    library is expected here; `marker_env` the target's marker environment, for its unmet requirements.
+def classify(result: ImportFacts, context: ImportContext, codes: CauseCodes) -> Cause:
+    """Name why `result`'s import failed (the caller has checked that it did), with the code the judging check
+    gives that cause (`codes`: IMPORT_CAUSES for the rotary import, EXTENSION_CAUSES for an extension).
 
     For a module of flash_attn, also say where flash_attn comes from when that is the cause (a namespace
     package, a copy no distribution owns), and rank first the one line that removes it: uninstalling the
     flash-attention distributions nothing requires, with what the uninstall leaves, so that vLLM's guard finds
     no flash_attn at all.
     """
-    cause = _classify(result, dists, resolution, installer, gpu=gpu, marker_env=marker_env)
+    cause = _classify(result, context, codes)
     if result.module.split(".", 1)[0] != TOP:
         return cause
-    layout = explain_layout(dists, resolution.names.get(TOP) or Resolved(), installer)
+    layout = explain_layout(context.dists, context.resolution.of(TOP), context.installer)
     if layout is None:
         return cause
     summary = cause.summary
@@ -105,19 +117,18 @@ def classify(result: ImportFacts, dists: Distributions, resolution: Resolution,
                    evidence={**cause.evidence, "flash_attn": layout.summary} if layout.summary else cause.evidence)
 
 
-def _classify(result: ImportFacts, dists: Distributions, resolution: Resolution,
-              installer: Installer, *, gpu: Gpu | None = None,
-              marker_env: Mapping[str, str] | None = None) -> Cause:
+def _classify(result: ImportFacts, context: ImportContext, codes: CauseCodes) -> Cause:
+    dists, resolution, installer = context.dists, context.resolution, context.installer
     process = result.process or ImportProcess()
     module = result.module
     if process.timed_out:
-        return Cause("imports.timeout", f"`import {module}` hung ({process.error})", {"stderr": process.stderr})
+        return Cause(codes.timeout, f"`import {module}` hung ({process.error})", {"stderr": process.stderr})
     if process.signal:
-        return Cause("imports.crashed", f"`import {module}` killed the interpreter with {process.signal}",
+        return Cause(codes.crashed, f"`import {module}` killed the interpreter with {process.signal}",
                      {"signal": process.signal, "stderr": process.stderr})
     exception = result.exception
     if not exception:
-        return Cause("imports.failed", f"`import {module}` {process.error or 'failed without an exception'}",
+        return Cause(codes.failed, f"`import {module}` {process.error or 'failed without an exception'}",
                      {"process": result.process.to_json() if result.process else {}})
     message = _message(result)
     kind = exception.type
@@ -125,10 +136,10 @@ def _classify(result: ImportFacts, dists: Distributions, resolution: Resolution,
     evidence = {"exception": f"{kind}: {exception.message}", "traceback": exception.traceback}
 
     if symbol := re.search(r"undefined symbol: (\S+)", message):
-        return _undefined_symbol(symbol.group(1), result, dists, installer, evidence)
+        return _undefined_symbol(symbol.group(1), result, dists, installer, evidence, codes)
     if glibc := re.search(r"version [`']((GLIBC|GLIBCXX|CXXABI)_[\d.]+)' not found", message):
         return Cause(
-            "imports.glibc-too-old",
+            codes.glibc_too_old,
             f"`import {module}` needs {glibc.group(1)}, which this system's C/C++ runtime lacks",
             {**evidence, "required": glibc.group(1)},
             (Remediation("ldd --version | head -1", "see the host's glibc: the wheel was built on a newer system"),),
@@ -139,14 +150,14 @@ def _classify(result: ImportFacts, dists: Distributions, resolution: Resolution,
             # The loader stops at the first library it cannot find: one the image must ship may be missing too.
             unfound = [lib.name for lib in result.libraries or [] if not lib.found and not is_driver_library(lib.name)]
             if not unfound:
-                return _driver_library(name, module, gpu, {**evidence, "library": name})
+                return _driver_library(name, module, context.gpu, {**evidence, "library": name}, codes)
             torch_libraries = [lib for lib in unfound if is_torch_library(lib)]
             if torch_libraries and dists.get("torch") is None:
                 # The image lacks torch itself, not a library path: the fix is torch.
-                return _torch_absent(torch_libraries[0], module, dists, installer, marker_env,
-                                     {**evidence, "library": torch_libraries[0], "driver_library_missing": name})
+                return _torch_absent(torch_libraries[0], module, context,
+                                     {**evidence, "library": torch_libraries[0], "driver_library_missing": name}, codes)
             return Cause(
-                "imports.library-not-found",
+                codes.library_not_found,
                 f"`import {module}` cannot load {unfound[0]}"
                 + (f" (nor {', '.join(unfound[1:])})" if unfound[1:] else "")
                 + f"; the loader stopped earlier at {name}, the NVIDIA driver's library",
@@ -158,9 +169,9 @@ def _classify(result: ImportFacts, dists: Distributions, resolution: Resolution,
                 "driver's: the image must ship it.",
             )
         if is_torch_library(name) and dists.get("torch") is None:
-            return _torch_absent(name, module, dists, installer, marker_env, {**evidence, "library": name})
+            return _torch_absent(name, module, context, {**evidence, "library": name}, codes)
         return Cause(
-            "imports.library-not-found",
+            codes.library_not_found,
             f"`import {module}` cannot load {library.group(1)}",
             {**evidence, "library": library.group(1)},
             (Remediation(_loader_lookup(library.group(1)),
@@ -168,18 +179,18 @@ def _classify(result: ImportFacts, dists: Distributions, resolution: Resolution,
         )
     if kind == "ModuleNotFoundError" and missing:
         top = missing.split(".", 1)[0]
-        resolved = resolution.names.get(top) or Resolved()
+        resolved = resolution.of(top)
         if top == "flash_attn" and resolved.namespace:
             portions = namespace_portions(resolved, dists)
             return Cause(
-                "imports.namespace-package",
+                codes.namespace_package,
                 f"`{missing}` does not exist: flash_attn is a namespace package {describe_namespace(portions)}",
                 {**evidence, "search_locations": resolved.search_locations,
                  "portions": [{"path": p.path, "owners": [d.label() for d in p.owners]} for p in portions]},
             )
         if missing == "flash_attn_2_cuda":
             return Cause(
-                "imports.extension-missing",
+                codes.extension_missing,
                 "flash_attn_2_cuda is not installed: this flash-attn was built without its CUDA extension",
                 evidence,
                 (Remediation(
@@ -189,12 +200,12 @@ def _classify(result: ImportFacts, dists: Distributions, resolution: Resolution,
             )
         if top != module.split(".", 1)[0]:
             return Cause(
-                "imports.dependency-missing",
+                codes.dependency_missing,
                 f"`import {module}` needs `{top}`, which is not installed",
                 {**evidence, "missing": top},
                 (Remediation(installer.install(top), f"install {top}"),) if top in ("torch", "triton", "einops") else (),
             )
-    return Cause("imports.failed", f"`import {module}` raised {kind}: {exception.message}", evidence)
+    return Cause(codes.failed, f"`import {module}` raised {kind}: {exception.message}", evidence)
 
 
 def _loader_lookup(library: str) -> str:
@@ -202,39 +213,37 @@ def _loader_lookup(library: str) -> str:
     return f"ldconfig -p | grep -F -- {quote(library.split('.so')[0])}"
 
 
-def _driver_library(name: str, module: str, gpu: Gpu | None, evidence: Mapping[str, Any]) -> Cause:
+def _driver_library(name: str, module: str, gpu: Gpu | None, evidence: Mapping[str, Any], codes: CauseCodes) -> Cause:
     """A library of the NVIDIA driver (libcuda.so.1, libnvidia-ml.so.1): not the image's to ship."""
     provided = (f"{name} comes with the NVIDIA driver: on a GPU host it is installed with the driver, and in a "
                 "container the NVIDIA container runtime mounts it (NVIDIA_DRIVER_CAPABILITIES compute,utility) "
                 "when the container starts with GPUs. An image must not ship it.")
     if gpu is not None and gpu.skipped:
         return Cause(
-            "imports.needs-driver",
+            codes.needs_driver,
             f"`import {module}` needs {name}, the NVIDIA driver's library, which a machine without GPUs lacks "
             "(--no-gpu): not loaded here",
             {**evidence, "driver_library": True},
             detail=provided + " So it cannot be loaded on this machine; run the doctor where the GPUs are to load it.",
             status=Status.SKIP,
+            driver_library=name,
         )
     cause = None
     if gpu is not None:
-        from dflash_doctor.checks.gpu.devices import (
-            no_driver_finding,  # the finding the gpu check gives for the same facts
-        )
-
-        cause = no_driver_finding(gpu)
+        cause = no_driver_finding(gpu)  # the finding the gpu check gives for the same facts
     if cause is not None:
         return Cause(
-            "imports.driver-library-missing",
+            codes.driver_library_missing,
             f"`import {module}` cannot load {name}: there is no NVIDIA driver here ({cause.id})",
             {**evidence, "driver_library": True},
             detail=provided + " Without a driver, nothing that needs it loads; on a machine without GPUs (a CI "
             "image build), run with --no-gpu.",
             follows=cause.id,
+            driver_library=name,
         )
     driver = f" ({gpu.driver_version})" if gpu and gpu.driver_version else ""
     return Cause(
-        "imports.driver-library-missing",
+        codes.driver_library_missing,
         f"`import {module}` cannot load {name}, the NVIDIA driver's library"
         + (f", although the driver{driver} answers" if gpu else ""),
         {**evidence, "driver_library": True},
@@ -243,31 +252,31 @@ def _driver_library(name: str, module: str, gpu: Gpu | None, evidence: Mapping[s
         detail=provided + (" The driver answers here, but the target's dynamic loader does not find "
                            f"{name}: in a container, the runtime mounts it only with the `compute` capability."
                            if gpu else ""),
+        driver_library=name,
     )
 
 
-def _torch_absent(name: str, module: str, dists: Distributions, installer: Installer,
-                  marker_env: Mapping[str, str] | None, evidence: Mapping[str, Any]) -> Cause:
+def _torch_absent(name: str, module: str, context: ImportContext, evidence: Mapping[str, Any],
+                  codes: CauseCodes) -> Cause:
     """A torch library (libc10.so, libtorch_cuda.so) the extension links, and torch is not installed: the fix is
     torch, not the loader's search path."""
-    from dflash_doctor.checks.python.distributions import unmet_requirements
-
-    wanted = [(dist, requirement) for dist, requirement, found in unmet_requirements(dists, marker_env or {})
+    installer = context.installer
+    wanted = [(dist, requirement) for dist, requirement, found in unmet_requirements(context.dists, context.marker_env)
               if found is None and canonical(requirement.name) == "torch"]
     if wanted:
         dist, requirement = wanted[0]
         spec = f"{requirement.name}{requirement.specifier}"
         return Cause(
-            "imports.dependency-missing",
+            codes.dependency_missing,
             f"`import {module}` needs {name}, which torch installs, and torch is not installed "
             f"({dist.label()} requires {spec})",
             {**evidence, "missing": "torch", "requirement": str(requirement), "requirer": dist.name},
             (Remediation(installer.install(spec), f"install the torch that {dist.label()} requires"),),
             detail=f"Extensions built against torch find {name} because `import torch` loaded it first.",
-            follows="distributions.requirement-missing",
+            follows=DISTRIBUTIONS_REQUIREMENT_MISSING,
         )
     return Cause(
-        "imports.dependency-missing",
+        codes.dependency_missing,
         f"`import {module}` needs {name}, which torch installs, and torch is not installed",
         {**evidence, "missing": "torch"},
         (Remediation(installer.install("torch"), "install torch (the version this extension was built against)"),),
@@ -276,7 +285,7 @@ def _torch_absent(name: str, module: str, dists: Distributions, installer: Insta
 
 
 def _undefined_symbol(symbol: str, result: ImportFacts, dists: Distributions, installer: Installer,
-                      evidence: Mapping[str, Any]) -> Cause:
+                      evidence: Mapping[str, Any], codes: CauseCodes) -> Cause:
     versions = result.versions or StackVersions()
     torch = versions.torch or dists.version("torch")
     owner = "flash-attn" if "flash_attn" in result.module or "flash_attn" in symbol else None
@@ -295,7 +304,7 @@ def _undefined_symbol(symbol: str, result: ImportFacts, dists: Distributions, in
                 "or install the prebuilt wheel built for this torch, CUDA and C++ ABI, if the release has one",
             ))
     return Cause(
-        "imports.undefined-symbol",
+        codes.undefined_symbol,
         f"`import {result.module}`: undefined symbol {symbol} — built against another torch than the "
         f"installed {torch}",
         {**evidence, "symbol": symbol, "torch": torch, "torch_cuda": versions.torch_cuda,

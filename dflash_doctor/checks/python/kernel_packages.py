@@ -6,25 +6,24 @@ distribution's requirement broke (distributions.requirement-broken-by). Their co
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dflash_doctor.checks.python.codes import (
+    DISTRIBUTIONS_FILE_COLLISION,
+    DISTRIBUTIONS_REQUIREMENT_BROKEN_BY,
+)
+from dflash_doctor.checks.python.requirements import KERNELS, STACK, VERIFIED, requirements_of, satisfies
 from dflash_doctor.checks.remedy import Installer
-from dflash_doctor.facts.envfacts import canonical, requirement_name
+from dflash_doctor.facts.envfacts import canonical
 from dflash_doctor.facts.environment_shapes import DifferingFile, Distribution, Distributions, SharedClaimant
-from dflash_doctor.knowledge.kernel_wheels import CUTLASS_DSL_SPLIT, KERNEL_DISTRIBUTIONS, PIN_SKEWS
-from dflash_doctor.knowledge.stack import STACK_DISTRIBUTIONS
+from dflash_doctor.knowledge.kernel_wheels import CUTLASS_DSL_SPLIT, PIN_SKEWS
 from dflash_doctor.model import Finding, Remediation, Status
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
 
-__all__ = ["KERNELS", "VERIFIED", "BreakCause", "broken_by", "named_cause", "shared_files"]
-
-STACK = tuple(canonical(n) for n in STACK_DISTRIBUTIONS.value)
-KERNELS = tuple(canonical(n) for n in KERNEL_DISTRIBUTIONS.value)
-VERIFIED = STACK + tuple(n for n in KERNELS if n not in STACK)
-"""The distributions whose RECORDs are verified: the stack and the kernel packages it loads at run time."""
+__all__ = ["BreakCause", "broken_by", "shared_files", "unmet_cause"]
 
 
 def shared_files(dists: Distributions, installer: Installer) -> Iterator[Finding]:
@@ -51,17 +50,15 @@ def shared_files(dists: Distributions, installer: Installer) -> Iterator[Finding
             "sample": [f.path for f in differing[:5]],
         }
         order = f" ({last.name} was installed last)" if last else ""
-        winner = str(split["winner"])
-        if {canonical(str(split["base"])), canonical(winner)} <= set(claimants):
-            yield _cutlass_split(claimants[canonical(winner)], claimants[canonical(str(split["base"]))],
-                                 holders, group.paths, count, neither, order, evidence, installer)
+        if {canonical(split.base), canonical(split.winner)} <= set(claimants):
+            yield _cutlass_split(claimants[canonical(split.winner)], claimants[canonical(split.base)],
+                                 holders, group.paths, count, neither, order, last, evidence, installer)
             continue
         on_disk = [claimants[n] for n, held in holders.items() if held and len(held) == len(differing)]
         whose = f"the files on disk are {on_disk[0].name}'s" if on_disk else (
             "the files on disk are a mix" + (f", {len(neither)} of them neither's" if neither else ""))
-        yield Finding(
-            id="distributions.file-collision",
-            status=Status.WARN,
+        yield DISTRIBUTIONS_FILE_COLLISION.finding(
+            Status.WARN,
             title=f"{names} both install {group.paths} paths, {count} with different bytes: {whose}{order}",
             detail="The distribution installed last overwrote the other's files, silently; uninstalling either "
             "deletes files the other still lists in its RECORD. Reinstall (--no-deps) the one whose files the "
@@ -75,16 +72,15 @@ def shared_files(dists: Distributions, installer: Installer) -> Iterator[Finding
 
 
 def _cutlass_split(winner: SharedClaimant, base: SharedClaimant, holders: Mapping[str, list[DifferingFile]],
-                   shared: int, count: int, neither: list[str], order: str, evidence: dict[str, Any],
-                   installer: Installer) -> Finding:
+                   shared: int, count: int, neither: list[str], order: str, last: SharedClaimant | None,
+                   evidence: dict[str, Any], installer: Installer) -> Finding:
     """The two halves of nvidia-cutlass-dsl[cu13] (knowledge.kernel_wheels.CUTLASS_DSL_SPLIT)."""
     split = CUTLASS_DSL_SPLIT.value
     held = len(holders[canonical(winner.name)])
     pair = f"{winner.name} {winner.version} and {base.name} {base.version}"
     if held == count and not neither:
-        return Finding(
-            id="distributions.file-collision",
-            status=Status.PASS,
+        return DISTRIBUTIONS_FILE_COLLISION.finding(
+            Status.PASS,
             title=f"{pair} share {shared} paths, {count} with different bytes: {winner.name}'s files are in place"
             + order,
             detail=f"{base.name} was installed first and its files were overwritten, as `nvidia-cutlass-dsl[cu13]` "
@@ -94,27 +90,26 @@ def _cutlass_split(winner: SharedClaimant, base: SharedClaimant, holders: Mappin
         )
     spec = f"{winner.name}=={winner.version}"
     base_held = len(holders[canonical(base.name)])
-    whose = [f"{base_held} hold {base.name}'s" + (", installed last" if evidence["installed_last"] == base.name else "")
+    whose = [f"{base_held} hold {base.name}'s" + (", installed last" if last is not None and last.name == base.name else "")
              ] if base_held else []
     if neither:
         whose.append(f"{len(neither)} neither's")
-    symptoms = "; ".join(str(s) for s in split["symptoms"])  # type: ignore[attr-defined]
-    return Finding(
-        id="distributions.file-collision",
-        status=Status.FAIL,
+    symptoms = "; ".join(split.symptoms)
+    return DISTRIBUTIONS_FILE_COLLISION.finding(
+        Status.FAIL,
         title=f"{winner.name} {winner.version}: {count - held} of the {shared} paths it shares with {base.name} "
         f"{base.version} do not hold its files" + (f" ({', '.join(whose)})" if whose else "")
         + ": CuTe DSL kernels run the CUDA-12 base build",
         detail=f"`nvidia-cutlass-dsl[cu13]` installs both halves into nvidia_cutlass_dsl/; the one installed last "
         f"wins, silently. With {base.name}'s files in place vLLM's CuTe DSL kernels fail: {symptoms}. "
-        f"nvidia-cutlass-dsl {split['fixed_in_cutlass_dsl']} (vLLM {split['fixed_in_vllm']} and later) ships the "
+        f"nvidia-cutlass-dsl {split.fixed_in_cutlass_dsl} (vLLM {split.fixed_in_vllm} and later) ships the "
         f"CuTe sources in one wheel. {CUTLASS_DSL_SPLIT.source}.",
         evidence=evidence,
         remediation=(
             Remediation(installer.install(spec, reinstall=True, no_deps=True),
                         f"put {winner.name}'s files back over {base.name}'s (what vLLM's own Docker image does)"),
-            Remediation(installer.install(f"vllm>={split['fixed_in_vllm']}"),
-                        f"or a vLLM that pins nvidia-cutlass-dsl {split['fixed_in_cutlass_dsl']} or later, whose "
+            Remediation(installer.install(f"vllm>={split.fixed_in_vllm}"),
+                        f"or a vLLM that pins nvidia-cutlass-dsl {split.fixed_in_cutlass_dsl} or later, whose "
                         "halves no longer share files"),
         ),
     )
@@ -126,17 +121,17 @@ def broken_by(dists: Distributions, marker_env: Mapping[str, str], installer: In
     for requirer in dists.seen():
         if requirer.canonical not in VERIFIED:
             continue
-        for requirement in _requirements_of(requirer, marker_env):
+        for requirement in requirements_of(requirer, marker_env):
             name = canonical(requirement.name)
             if name not in KERNELS or name in STACK or not requirement.specifier:
                 continue  # the stack's pins on each other are requirement-unmet's (named_cause adds the cause)
             found = dists.get(name)
-            if found is None or found.version is None or _satisfies(requirement, found.version):
+            if found is None or found.version is None or satisfies(requirement, found.version):
                 continue
             cause = BreakCause.of(dists, requirer, name, found.version, marker_env)
             spec = f"{requirement.name}{requirement.specifier}"
             culprit = cause.culprit
-            symptom = dict(PIN_SKEWS.value["symptoms"]).get(name)  # type: ignore[call-overload]
+            symptom = PIN_SKEWS.value.symptoms.get(name)
             remediation = [Remediation(installer.install(spec),
                                        f"put back the {requirement.name} that {requirer.label()} pins"
                                        + (f" (then {culprit[0].name}'s requirement is unmet: remove it if nothing "
@@ -145,9 +140,8 @@ def broken_by(dists: Distributions, marker_env: Mapping[str, str], installer: In
                 remediation.append(Remediation(
                     f"{installer.uninstall(culprit[0].name)} && {installer.install(spec)}",
                     f"or remove {culprit[0].label()}, which brought {name} {found.version}, and put back the pinned one"))
-            yield Finding(
-                id="distributions.requirement-broken-by",
-                status=Status.FAIL,
+            yield DISTRIBUTIONS_REQUIREMENT_BROKEN_BY.finding(
+                Status.FAIL,
                 title=f"{requirer.label()} requires {spec}, found {found.version}: {cause.phrase()}",
                 detail="Read from each installed distribution's METADATA (Requires-Dist) and the times their "
                 "installers wrote RECORD. " + (f"This skew fails at run time: {symptom}. " if symptom else "")
@@ -172,8 +166,8 @@ class BreakCause:
     def of(cls, dists: Distributions, requirer: Distribution, name: str, found: str,
            marker_env: Mapping[str, str]) -> BreakCause:
         wanting = [(other, theirs) for other in dists.seen() if other is not requirer
-                   for theirs in _requirements_of(other, marker_env)
-                   if canonical(theirs.name) == name and theirs.specifier and _satisfies(theirs, found)]
+                   for theirs in requirements_of(other, marker_env)
+                   if canonical(theirs.name) == name and theirs.specifier and satisfies(theirs, found)]
         wanting.sort(key=lambda w: w[0].installed_at or 0.0)
         times = [d.installed_at for d, _ in wanting] + [requirer.installed_at]
         after = bool(wanting and all(times) and (wanting[-1][0].installed_at or 0) > (requirer.installed_at or 0))
@@ -196,41 +190,9 @@ class BreakCause:
                 "installed_after_requirer": self.after}
 
 
-def named_cause(finding: Finding, dists: Distributions, marker_env: Mapping[str, str]) -> Finding:
-    """A distributions.requirement-unmet finding with the install that brought the other version named in its
-    title and evidence, where an installed distribution requires that version; any other finding as it is."""
-    evidence = finding.evidence
-    requirer = dists.get(str(evidence.get("requirer") or "")) if finding.id == "distributions.requirement-unmet" \
-        else None
-    found, requirement = evidence.get("found"), str(evidence.get("requirement") or "")
-    name = requirement_name(requirement)
-    if requirer is None or not isinstance(found, str) or name is None:
-        return finding
-    cause = BreakCause.of(dists, requirer, name, found, marker_env)
-    if cause.culprit is None:
-        return finding
-    return replace(finding, title=f"{finding.title}: {cause.phrase()}",
-                   evidence={**evidence, **cause.evidence()})
-
-
-def _satisfies(requirement: Requirement, found: str) -> bool:
-    from dflash_doctor.checks.python.distributions import (
-        _satisfies as satisfies,  # the check's own reading of a specifier
-    )
-
-    return satisfies(requirement, found)
-
-
-def _requirements_of(dist: Distribution, marker_env: Mapping[str, str]) -> Iterator[Requirement]:
-    """The distribution's Requires-Dist that apply to the target (no extra); unparsable lines are skipped."""
-    from packaging.markers import InvalidMarker, UndefinedEnvironmentName
-    from packaging.requirements import InvalidRequirement, Requirement
-
-    for text in dist.requires:
-        try:
-            requirement = Requirement(text)
-            if requirement.marker is not None and not requirement.marker.evaluate({**marker_env, "extra": ""}):
-                continue
-        except (InvalidRequirement, InvalidMarker, UndefinedEnvironmentName):
-            continue
-        yield requirement
+def unmet_cause(dists: Distributions, requirer: Distribution, requirement: Requirement, found: str,
+                marker_env: Mapping[str, str]) -> BreakCause | None:
+    """Who brought the installed version `found` that does not meet `requirer`'s requirement (a
+    distributions.requirement-unmet finding names it): None when no installed distribution requires it."""
+    cause = BreakCause.of(dists, requirer, canonical(requirement.name), found, marker_env)
+    return cause if cause.culprit is not None else None

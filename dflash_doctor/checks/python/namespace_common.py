@@ -13,13 +13,21 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from dflash_doctor.checks.python.codes import (
+    NAMESPACES_INCOMPLETE,
+    NAMESPACES_LEFTOVER,
+    NAMESPACES_SHADOWED,
+    NAMESPACES_V4_WITHOUT_V2,
+)
 from dflash_doctor.checks.remedy import Installer, remove_leftovers, uninstall_remediation
+from dflash_doctor.codes import Code
 from dflash_doctor.facts.environment_shapes import Distribution, Distributions, PortionContents, Resolved
 from dflash_doctor.facts.environment_shapes import Portion as PortionFacts
 from dflash_doctor.knowledge.stack import FLASH_ATTN_FAMILY
 from dflash_doctor.model import Remediation
 
 __all__ = [
+    "ABSENT_IS_SKIPPED",
     "TOP",
     "Layout",
     "Portion",
@@ -36,6 +44,8 @@ __all__ = [
 ]
 
 TOP = "flash_attn"
+ABSENT_IS_SKIPPED = "every vLLM from 0.18 on skips its flash_attn import when flash_attn is absent"
+"""What a missing flash_attn does to vLLM (no release dies of it: see codes.BROKEN_FLASH_ATTN for the guards)."""
 INIT = f"{TOP}/__init__.py"
 SHOWN_FILES = 3
 
@@ -157,8 +167,8 @@ def family_uninstall(dists: Distributions, portions: Sequence[Portion]) -> list[
 class Layout:
     """Why a failing `import flash_attn...` finds what it finds, and the one line that removes it."""
 
-    cause: str
-    """The namespace finding this follows from ("" when the import's own exception is the cause)."""
+    cause: Code | None
+    """The namespace finding this follows from (None when the import's own exception is the cause)."""
     summary: str
     """Where flash_attn comes from, for a title ("" when it is an installed distribution's regular package)."""
     fix: Remediation | None
@@ -188,22 +198,22 @@ def explain_layout(dists: Distributions, resolution: Resolved, installer: Instal
         why = (f"uninstall {names} (nothing installed requires it) and remove " if removed else "remove ") + \
             "every directory that makes flash_attn a namespace package: " + why_absent
         owners = {d.canonical for p in owned for d in p.owners}
-        cause = ("namespaces.v4-without-v2" if "flash-attn-4" in owners
-                 else "namespaces.leftover" if len(owned) < len(portions) else "namespaces.incomplete")
+        cause = (NAMESPACES_V4_WITHOUT_V2 if "flash-attn-4" in owners
+                 else NAMESPACES_LEFTOVER if len(owned) < len(portions) else NAMESPACES_INCOMPLETE)
         return Layout(cause, f"flash_attn is a namespace package {describe_namespace(portions)}",
                       Remediation(" && ".join(steps), why) if fixable and steps else None)
     package = regular_package(resolution, dists)
     if package is None:
-        return Layout("", "", None)
+        return Layout(None, "", None)
     if not package.owners:
-        return Layout("namespaces.shadowed",
+        return Layout(NAMESPACES_SHADOWED,
                       f"flash_attn is {package.path}, from {where_on_path(package)} on sys.path, which no installed "
                       "distribution owns (a source checkout or a stray copy)",
                       removal_remediation(package))
     removed = family_uninstall(dists, [package])
     if not removed:
-        return Layout("", "", None)
+        return Layout(None, "", None)
     names = ", ".join(d.label() for d in removed)
-    return Layout("", "", uninstall_remediation(
+    return Layout(None, "", uninstall_remediation(
         dists, removed, installer,
         f"nothing installed requires {names}: uninstall it (and what the uninstall leaves); {why_absent}"))

@@ -1,4 +1,4 @@
-"""Layer: the flash_attn namespace.
+"""Rules of the namespaces check (NamespaceCheck in the package): the flash_attn namespace.
 
 Who owns which files under flash_attn/ (RECORD), how `flash_attn` resolves on the target's sys.path
 (regular package or namespace, which directories, and what a directory no distribution owns holds), what
@@ -9,12 +9,21 @@ judge it by the guard its own source puts around the rotary import (see dflash_d
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, ClassVar
+from collections.abc import Iterator, Mapping
+from typing import Any
 
-from dflash_doctor.check import Facts
+from dflash_doctor.checks.python.codes import (
+    NAMESPACES_ABSENT,
+    NAMESPACES_CUTE_OVERLAP,
+    NAMESPACES_INCOMPLETE,
+    NAMESPACES_LEFTOVER,
+    NAMESPACES_OK,
+    NAMESPACES_SHADOWED,
+    NAMESPACES_V4_WITHOUT_V2,
+)
 from dflash_doctor.checks.python.guards import judge_site
 from dflash_doctor.checks.python.namespace_common import (
+    ABSENT_IS_SKIPPED,
     Portion,
     contents_phrase,
     describe_namespace,
@@ -24,91 +33,29 @@ from dflash_doctor.checks.python.namespace_common import (
     where_on_path,
 )
 from dflash_doctor.checks.remedy import Installer, uninstall_remediation
-from dflash_doctor.codes import Code
-from dflash_doctor.facts.environment_shapes import Distribution, Distributions, Resolution, Resolved, Target
+from dflash_doctor.facts.environment_shapes import Distribution, Distributions, Resolved
 from dflash_doctor.facts.vllm_source_shapes import ImportSite, VllmSource
 from dflash_doctor.knowledge.flash_attn import EXTEND_PATH_FIRST_RELEASE, FA2_RELEASES_SHIPPING_CUTE, V2_SPEC
 from dflash_doctor.knowledge.vllm_imports import SERVING_PATH_SITES
 from dflash_doctor.model import STOPS_SERVE, Finding, Remediation, Status
 
-_BROKEN_FLASH_ATTN = (
-    "vLLM imports `flash_attn.ops.triton.rotary` when it builds every rotary-embedding layer. How it guards that "
-    "import depends on the version: 0.18-0.23 check only `find_spec('flash_attn') is not None` and then import "
-    "unguarded, so anything the import raises kills `vllm serve` at engine start; 0.24 and later wrap it in "
-    "`suppress(ModuleNotFoundError)`, which survives a missing module but not an ImportError such as `undefined "
-    "symbol`. The doctor reads the guard from the installed vLLM's source."
-)
-
-ABSENT_IS_SKIPPED = "every vLLM from 0.18 on skips its flash_attn import when flash_attn is absent"
-"""What a missing flash_attn does to vLLM (no release dies of it: see _BROKEN_FLASH_ATTN for the guards)."""
-
-CODES: tuple[Code, ...] = (
-    # the flash_attn namespace
-    Code("namespaces.absent", "flash_attn is not installed",
-         "No flash_attn on the target's sys.path. vLLM then uses its bundled flash-attention "
-         "(vllm.vllm_flash_attn) on CUDA; its guarded import of the external package is skipped: 0.18-0.23 "
-         "import only when find_spec('flash_attn') finds it, 0.24 and later catch the ModuleNotFoundError. When "
-         "vLLM is not installed either, the finding says so: nothing in the environment imports flash_attn yet."),
-    Code("namespaces.ok", "flash_attn is a regular package",
-         "flash_attn resolves to a regular package (with __init__.py) owned by an installed distribution."),
-    Code("namespaces.shadowed", "A stray flash_attn shadows the installed one",
-         "A flash_attn package or module that belongs to no installed distribution comes earlier on sys.path "
-         "(the working directory, PYTHONPATH, the user site). Python imports it instead of the installed one. "
-         "Move it away or fix the path."),
-    Code("namespaces.v4-without-v2", "flash-attn-4 without flash-attn v2: flash_attn is a namespace package",
-         "`pip install flash-attn` can resolve to flash-attn-4 (the CuTe-DSL rewrite), which installs only "
-         "flash_attn/cute/ and no flash_attn/__init__.py. flash_attn then is an implicit namespace package: "
-         "find_spec('flash_attn') is not None, but flash_attn.ops does not exist. " + _BROKEN_FLASH_ATTN +
-         " Fix: uninstall flash-attn-4 if nothing needs it, or install flash-attn v2 beside it and then reinstall "
-         "flash-attn-4's own files on top."),
-    Code("namespaces.leftover", "A flash_attn directory no distribution owns makes flash_attn a namespace package",
-         "A directory named flash_attn on sys.path without __init__.py is a namespace portion, whoever left it: "
-         "`pip uninstall flash-attn-4` leaves an empty site-packages/flash_attn/ (pip removes a directory whole "
-         "only when it lists a file directly in it) and __pycache__ bytecode other interpreters wrote; a source "
-         "checkout or a copy leaves one in the working directory or on PYTHONPATH. find_spec('flash_attn') then "
-         "is not None, yet flash_attn.ops does not exist. " + _BROKEN_FLASH_ATTN + " Fix: delete it when it holds "
-         "nothing but empty directories and __pycache__ bytecode (the remediation's find deletes only those), or "
-         "move it aside when it holds other files."),
-    Code("namespaces.incomplete", "flash_attn is a namespace package of installed distributions without __init__.py",
-         "Every directory of the namespace flash_attn belongs to an installed distribution, but none of them "
-         "installs flash_attn/__init__.py (it was deleted, or another distribution's uninstall removed it). "
-         + _BROKEN_FLASH_ATTN + " Reinstall the distribution that provides flash_attn/__init__.py."),
-    Code("namespaces.cute-overlap", "flash-attn and flash-attn-4 both install flash_attn/cute/",
-         "flash-attn 2.8.3 (and 2.8.3.post2) ship a stale copy of flash_attn/cute/ at 20 of the paths flash-attn-4 "
-         "installs. The one installed last overwrote the other's files, and uninstalling either deletes files the "
-         "other lists. v2 never imports flash_attn/cute, so the environment works while flash-attn-4's bytes are on "
-         "disk (warn) and is broken where v2's stale copy won or files are gone (fail). No released v2 coexists "
-         "cleanly yet (the extend_path fix, flash-attention #2331, is unreleased)."),
-)
-
 INIT = "flash_attn/__init__.py"
 MODULE_NOT_FOUND_MRO = ("ModuleNotFoundError", "ImportError", "Exception", "BaseException")
 
 
-class NamespaceCheck:
-    id: ClassVar[str] = "namespaces"
-    layer: ClassVar[str] = "python"
-    title: ClassVar[str] = "flash_attn namespace"
-    codes: ClassVar[tuple[Code, ...]] = tuple(c for c in CODES if c.id.startswith("namespaces."))
-    needs: ClassVar[frozenset[str]] = frozenset({"target", "distributions", "resolution", "vllm_source"})
-    after: ClassVar[frozenset[str]] = frozenset()
-    requires_gpu: ClassVar[bool] = False
-
-    def judge(self, facts: Facts) -> Iterable[Finding]:
-        dists = facts.section(Distributions)
-        resolution = facts.section(Resolution).names.get("flash_attn") or Resolved()
-        vllm_source = facts.section(VllmSource)
-        installer = Installer.for_target(facts.section(Target))
-        claimants = _claimants(dists)
-        findings = [
-            *_shadowing(resolution, claimants),
-            *_v4_without_v2(dists, resolution, claimants, vllm_source, installer),
-            *_unowned_portions(dists, resolution, vllm_source),
-            *_cute_overlap(dists, claimants, installer),
-        ]
-        if not findings:
-            findings.append(_healthy(dists, resolution, claimants, vllm_source))
-        return findings
+def namespace_findings(dists: Distributions, resolution: Resolved, vllm_source: VllmSource,
+                       installer: Installer) -> list[Finding]:
+    """The namespaces check's judgement of how `flash_attn` resolves (`resolution`) and who owns its files."""
+    claimants = _claimants(dists)
+    findings = [
+        *_shadowing(resolution, claimants),
+        *_v4_without_v2(dists, resolution, claimants, vllm_source, installer),
+        *_unowned_portions(dists, resolution, vllm_source),
+        *_cute_overlap(dists, claimants, installer),
+    ]
+    if not findings:
+        findings.append(_healthy(dists, resolution, claimants, vllm_source))
+    return findings
 
 
 def _claimants(dists: Distributions) -> dict[str, Distribution]:
@@ -124,9 +71,8 @@ def _owner_of_init(claimants: Mapping[str, Distribution]) -> Distribution | None
 def _healthy(dists: Distributions, resolution: Resolved, claimants: Mapping[str, Distribution],
              vllm_source: VllmSource) -> Finding:
     if not resolution.found:
-        return Finding(
-            id="namespaces.absent",
-            status=Status.PASS,
+        return NAMESPACES_ABSENT.finding(
+            Status.PASS,
             title=(f"flash_attn is not installed: vLLM {vllm_source.version}'s guarded import skips it and uses its "
                    "bundled flash-attention") if vllm_source.installed else
             f"neither flash_attn nor vLLM is installed here; {ABSENT_IS_SKIPPED}",
@@ -135,9 +81,8 @@ def _healthy(dists: Distributions, resolution: Resolved, claimants: Mapping[str,
         # Every directory of it is owned, by distributions other than flash-attn-4, none with __init__.py.
         portions = namespace_portions(resolution, dists)
         status, consequence = _vllm_consequence(vllm_source)
-        return Finding(
-            id="namespaces.incomplete",
-            status=status,
+        return NAMESPACES_INCOMPLETE.finding(
+            status,
             title=f"flash_attn is a namespace package {describe_namespace(portions)} — {consequence}",
             detail="No installed distribution provides flash_attn/__init__.py, so flash_attn.ops does not exist. "
             "Reinstall the distribution that should provide it (--force-reinstall --no-deps puts its files back).",
@@ -146,9 +91,8 @@ def _healthy(dists: Distributions, resolution: Resolved, claimants: Mapping[str,
         )
     owner = _owner_of_init(claimants)
     owner_label = owner.label() if owner else "no installed distribution"
-    return Finding(
-        id="namespaces.ok",
-        status=Status.PASS,
+    return NAMESPACES_OK.finding(
+        Status.PASS,
         title=f"flash_attn is a regular package from {owner_label} ({resolution.origin})",
         evidence={"origin": resolution.origin, "claimants": sorted(d.label() for d in claimants.values())},
     )
@@ -163,9 +107,8 @@ def _shadowing(resolution: Resolved, claimants: Mapping[str, Distribution]) -> I
         if portion.entry.rstrip("/") in installed_dirs:
             return  # the first regular candidate is an installed distribution's: nothing shadows it
         where = "the current directory" if portion.entry in ("", ".") else portion.entry
-        yield Finding(
-            id="namespaces.shadowed",
-            status=Status.FAIL,
+        yield NAMESPACES_SHADOWED.finding(
+            Status.FAIL,
             title=f"flash_attn is shadowed by {portion.path} ({portion.kind}, from {where} on sys.path)",
             detail="Python imports the first flash_attn on sys.path; this one belongs to no installed "
             "distribution (a source checkout, a stray copy in the working directory, PYTHONPATH or the "
@@ -210,9 +153,8 @@ def _v4_without_v2(dists: Distributions, resolution: Resolved, claimants: Mappin
         installer.install(f"flash-attn-4=={v4.version}", reinstall=True, no_deps=True),
         "... then put flash-attn-4's own files back on top (v2 does not use flash_attn/cute)",
     ))
-    yield Finding(
-        id="namespaces.v4-without-v2",
-        status=status,
+    yield NAMESPACES_V4_WITHOUT_V2.finding(
+        status,
         title=f"{v4.label()} installs flash_attn/cute only and flash-attn v2 is absent: flash_attn is a namespace "
         f"package without flash_attn.ops — {consequence}",
         detail="flash-attn-4 ships flash_attn/cute/ and no flash_attn/__init__.py, so `flash_attn` resolves as "
@@ -243,9 +185,8 @@ def _unowned_portions(dists: Distributions, resolution: Resolved, vllm_source: V
             continue
         status, consequence = _vllm_consequence(vllm_source)
         contents = portion.contents
-        yield Finding(
-            id="namespaces.leftover",
-            status=status,
+        yield NAMESPACES_LEFTOVER.finding(
+            status,
             title=f"{portion.path} has no __init__.py and no installed distribution owns it "
             f"({contents_phrase(portion)}): flash_attn is a namespace package without flash_attn.ops — "
             f"{consequence}",
@@ -282,7 +223,7 @@ def _vllm_consequence(vllm_source: VllmSource) -> tuple[Status, str]:
                              f"{site.module} {why}, which a namespace package passes")
     caught = next((v.caught_by for _, v in verdicts if v.caught_by), None)
     if caught:
-        return Status.WARN, (f"vLLM {version} survives (its {caught['kind']}({', '.join(caught['catches'])}) "
+        return Status.WARN, (f"vLLM {version} survives (its {caught.kind}({', '.join(caught.catches)}) "
                              "absorbs the ModuleNotFoundError) but its flash-attn rotary path is off")
     return Status.WARN, f"vLLM {version} never reaches the import on CUDA"
 
@@ -321,9 +262,8 @@ def _cute_overlap(dists: Distributions, claimants: Mapping[str, Distribution],
                         "when you remove flash-attn-4 later, reinstall flash-attn right after: the uninstall deletes "
                         "files both claim"),
         )
-    yield Finding(
-        id="namespaces.cute-overlap",
-        status=Status.FAIL if broken else Status.WARN,
+    yield NAMESPACES_CUTE_OVERLAP.finding(
+        Status.FAIL if broken else Status.WARN,
         title=f"{v2.label()} and {v4.label()} both claim {len(shared)} files under flash_attn/cute/: "
         f"{len(holds_v4)} hold flash-attn-4's bytes, {len(holds_v2)} hold flash-attn's"
         + (f", {len(missing)} are missing" if missing else ""),
