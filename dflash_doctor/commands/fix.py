@@ -262,7 +262,7 @@ def _write_json(path: str, document: Mapping[str, Any]) -> None:
 def _live_roots(args: argparse.Namespace) -> list[str]:
     """The target's environment roots as its interpreter reports them now (the environment probe), never as a
     snapshot claims them: `fix --undo` restores inside these only."""
-    from dflash_doctor.check import Context
+    from dflash_doctor.context import Context
     from dflash_doctor.facts import environment
 
     sections = environment.collect(Context(python=str(args.python), cwd=os.getcwd(), timeout_s=args.timeout), {})

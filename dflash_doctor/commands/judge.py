@@ -7,7 +7,6 @@ import os
 import sys
 from collections.abc import Sequence
 
-from dflash_doctor.check import Context
 from dflash_doctor.commands.options import (
     Parser,
     UsageError,
@@ -17,6 +16,7 @@ from dflash_doctor.commands.options import (
     usage_error,
 )
 from dflash_doctor.commands.run import emit, finish, load_baseline, load_selected, plugin_result
+from dflash_doctor.context import Context
 
 __all__ = ["judge_parser", "main"]
 

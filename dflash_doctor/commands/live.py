@@ -104,8 +104,8 @@ def _baseline(path: str) -> dict[str, Any]:
     from dflash_doctor.commands.options import UsageError
     from dflash_doctor.documents.jsondoc import shown_path
     from dflash_doctor.facts.live_shapes import Live
-    from dflash_doctor.facts.shape import ShapeError
     from dflash_doctor.render import report as report_module
+    from dflash_doctor.shape import ShapeError
 
     try:
         saved = report_module.load(path)

@@ -20,8 +20,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from dflash_doctor.check import Check, Context
+from dflash_doctor.check import Check
 from dflash_doctor.commands.options import UsageError, parse_run_args, split_names, usage_error
+from dflash_doctor.context import Context
 from dflash_doctor.model import CheckResult, Finding, Status, exit_code
 
 __all__ = ["DoctorRun", "emit", "exit_if_lingering", "finish", "live_progress", "load_baseline", "load_selected", "main",

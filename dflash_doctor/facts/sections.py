@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
-from dflash_doctor.facts.shape import Shape
+from dflash_doctor.shape import Shape
 
 __all__ = ["BUILTIN_COLLECTORS", "COLLECTOR_GROUP", "HOST_SECTIONS", "SECTION_SHAPES", "SHARED_IMPORTS", "TORCH_SECTIONS",
            "Collector",
