@@ -9,7 +9,7 @@ COMMANDS: dict[str, str] = {
     "judge": "dflash_doctor.commands.judge",
     "list": "dflash_doctor.commands.list_checks",
     "explain": "dflash_doctor.commands.explain",
-    "profiles": "dflash_doctor.commands.profiles",
+    "profiles": "dflash_doctor.commands.list_profiles",
     "serve": "dflash_doctor.commands.serve",
     "baseline": "dflash_doctor.commands.baseline",
     "merge": "dflash_doctor.commands.merge",

@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 
 from dflash_doctor import __version__
 from dflash_doctor.commands import COMMANDS
+from dflash_doctor.commands.profiles import ProfileError, apply, load_profiles
 
 __all__ = ["MAX_TIMEOUT_S", "OUTPUT_OPTIONS", "Parser", "UsageError", "add_render_options", "check_count",
            "check_number", "check_output_paths", "parse_run_args", "run_parser", "split_names", "unknown_command",
@@ -173,8 +174,6 @@ def check_output_paths(args: argparse.Namespace) -> None:
 
 def parse_run_args(argv: Sequence[str], parser: argparse.ArgumentParser | None = None) -> argparse.Namespace:
     """Parse a run's options and apply --profile; UsageError for a bad profile, config or output path."""
-    from dflash_doctor.commands.profiles import ProfileError, apply, load_profiles
-
     parser = parser or run_parser()
     args = parser.parse_args(list(argv))
     args.profile_applied = None
