@@ -22,8 +22,8 @@ from dflash_doctor.check import Context
 from dflash_doctor.checks.gpu.cuda_stack import CudaStackCheck
 from dflash_doctor.checks.gpu.devices import GpuCheck, resolve_visible
 from dflash_doctor.checks.gpu.kernels import KernelsCheck
-from dflash_doctor.codes import CODES
 from dflash_doctor.model import CheckResult, Finding, Status
+from dflash_doctor.registry import CODES
 from dflash_doctor.render.gpu_summary import gpu_lines
 from dflash_doctor.runner import judge
 

@@ -26,10 +26,10 @@ import pytest
 
 from dflash_doctor.check import Context
 from dflash_doctor.checks.gpu.devices import GpuCheck, host_limits_finding, reason_names
-from dflash_doctor.codes import CODES
 from dflash_doctor.facts import nvml
 from dflash_doctor.facts.nvml_shapes import Gpu, HostLimits
 from dflash_doctor.model import CheckResult, Finding, Status
+from dflash_doctor.registry import CODES
 from dflash_doctor.runner import judge
 
 ROOT = Path(__file__).resolve().parent.parent

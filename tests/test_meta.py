@@ -8,8 +8,7 @@ from pathlib import Path
 
 import tomllib
 
-from dflash_doctor.codes import CODES
-from dflash_doctor.registry import BUILTIN_CHECKS
+from dflash_doctor.registry import BUILTIN_CHECKS, CODES
 
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -37,9 +36,15 @@ def test_every_emitted_finding_id_is_in_the_code_table_with_an_explanation() -> 
         assert code.title and len(code.explanation) > 40, code.id
 
 
-def test_builtin_fallback_list_matches_the_entry_points() -> None:
+def test_the_builtin_checks_are_the_entry_points() -> None:
+    """pyproject's entry points (how an installed doctor and a plugin author see the checks) name exactly the
+    classes of BUILTIN_CHECKS, each under its check id."""
+    from importlib import import_module
+
     declared = PYPROJECT["project"]["entry-points"]["dflash_doctor.checks"]
-    assert dict(BUILTIN_CHECKS) == declared
+    named = {name: getattr(import_module(value.partition(":")[0]), value.partition(":")[2])
+             for name, value in declared.items()}
+    assert named == {check.id: check for check in BUILTIN_CHECKS}
 
 
 def test_every_package_directory_is_shipped() -> None:

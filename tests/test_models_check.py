@@ -25,12 +25,12 @@ from dflash_doctor.checks.models.drafter_attention import DrafterAttentionCheck
 from dflash_doctor.checks.models.files import ModelFilesCheck
 from dflash_doctor.checks.serve.command import ServeCommandCheck
 from dflash_doctor.checks.serve.resources import ServeResourcesCheck
-from dflash_doctor.codes import CODES
 from dflash_doctor.facts import models as models_collector
 from dflash_doctor.facts.serve import collect_args, head_sizes_of, read_vllm_dflash
 from dflash_doctor.facts.vllm_pairing import target_architectures
 from dflash_doctor.knowledge.dflash import uniform_layer_ids
 from dflash_doctor.model import CheckResult, Finding, Status
+from dflash_doctor.registry import CODES
 from dflash_doctor.runner import judge
 
 try:
