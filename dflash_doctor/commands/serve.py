@@ -72,8 +72,9 @@ def _split_command(argv: Sequence[str]) -> tuple[list[str], list[str]] | None:
 
 
 def main(argv: Sequence[str]) -> int:
+    from dflash_doctor import pipeline
     from dflash_doctor.commands import options as run_options
-    from dflash_doctor.commands.run import emit, exit_if_lingering, live_progress, run_doctor
+    from dflash_doctor.commands.run import emit, exit_if_lingering, live_progress
 
     split = _split_command(argv)
     p = parser()
@@ -110,7 +111,7 @@ def main(argv: Sequence[str]) -> int:
         options = {"serve": {"argv": command, "gpus": args.gpus, "gpu_memory_gib": args.gpu_memory,
                              "validate": not args.no_vllm_validate, "vllm_parser": not args.no_vllm_parser}}
         with live_progress(args) as on_event:
-            run = run_doctor(args, options=options, handle_signals=True, on_event=on_event)
+            run = pipeline.run(run_options.request_of(args, options=options), handle_signals=True, on_event=on_event)
     except run_options.UsageError as exc:
         sys.stderr.write(f"dflash-doctor serve: error: {exc}\n")
         return 2
