@@ -76,15 +76,15 @@ def _check_baseline_path(path: str) -> None:
 
 
 def cmd_save(argv: Sequence[str]) -> int:
-    from dflash_doctor import pipeline
-    from dflash_doctor.checks.fix import baseline
-    from dflash_doctor.facts.envsummary import STACK
-    from dflash_doctor.facts.file_hashes import with_file_hashes
-    from dflash_doctor.render import report as report_module
-
     parser = save_parser()
     try:
         args = parse_run_args(argv, parser)
+        from dflash_doctor import pipeline  # after the parse: `--help` needs none of the run
+        from dflash_doctor.checks.fix import baseline
+        from dflash_doctor.facts.envsummary import STACK
+        from dflash_doctor.facts.file_hashes import with_file_hashes
+        from dflash_doctor.render import report as report_module
+
         _check_baseline_path(args.file)
         if args.driver_range:
             from packaging.specifiers import InvalidSpecifier, SpecifierSet

@@ -119,10 +119,10 @@ def exit_if_lingering(run: Run, code: int) -> None:
 
 
 def main(argv: Sequence[str]) -> int:
-    from dflash_doctor import pipeline
-
     try:
         args = parse_run_args(argv)
+        from dflash_doctor import pipeline  # after the parse: `--help` needs none of the run
+
         with live_progress(args) as on_event:
             run = pipeline.run(request_of(args), handle_signals=True, on_event=on_event)
     except UsageError as exc:
