@@ -46,8 +46,10 @@ def _custom(resources: Mapping[str, float]) -> dict[str, float]:
             if not k.startswith(("node:", "accelerator_type:")) and k not in BUILTIN_RESOURCES}
 
 
-def _node_doctor(request: Request, host: dict[str, Any]) -> dict[str, Any]:
-    """Runs on the node: the doctor, in this worker's interpreter unless --python was given."""
+def _node_doctor(fields: dict[str, Any], host: dict[str, Any]) -> dict[str, Any]:
+    """Runs on the node: the doctor, in this worker's interpreter unless --python was given. The request comes
+    as its fields (plain values, whatever the node's own classes are)."""
+    request = Request(**fields)
     host = {**host, "ray": {**host.get("ray", {}), "node_id": ray.get_runtime_context().get_node_id()}}
     return pipeline.run(dataclasses.replace(request, python=request.python or sys.executable, host=host)).report
 
@@ -88,6 +90,8 @@ def gather(address: str, request: Request, *, gpus: str = "all", timeout_s: floa
         if len(nodes) < min_nodes:
             problems.append(f"only {len(nodes)} alive node(s) after {wait_s:g} s, expected at least {min_nodes}")
         task = ray.remote(_node_doctor)
+        fields = {f.name: getattr(request, f.name) for f in dataclasses.fields(request)}
+        fields["options"], fields["host"] = dict(request.options), dict(request.host)
         refs = []
         for node in nodes:
             resources = node.get("Resources", {})
@@ -97,7 +101,7 @@ def gather(address: str, request: Request, *, gpus: str = "all", timeout_s: floa
             refs.append(task.options(
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False),
                 num_cpus=0, num_gpus=n_gpus, max_retries=0, name=f"dflash-doctor@{node['NodeID'][:8]}",
-            ).remote(request, host))
+            ).remote(fields, host))
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
         done = set(ready)
         out = []

@@ -61,41 +61,41 @@ FLEET_NO_REPORT = Code("fleet.no-report", "A host gave no report",
 _WHEN = ("Judged when a fix of a failing finding would build a distribution from source (the installer's dry run "
          "resolved it to an sdist), or failed to resolve it for want of the CUDA toolchain. ")
 
-BUILD_PREREQUISITES_READY = Code("build-prerequisites.ready", "Everything a source build needs is there",
-                                 _WHEN + "nvcc matches torch's CUDA major, CUDA_HOME, ninja and a C++ compiler are found. The finding says "
-                                 "the MAX_JOBS that fits in the free memory (9 GiB a job: flash-attn 2.8.3's setup.py), the archs to build "
-                                 "(FLASH_ATTN_CUDA_ARCHS: the GPUs here or --target-arch) and an estimate of the build time from "
-                                 "flash-attn's README (3-5 min on 64 cores), scaled by archs and cores.")
-BUILD_PREREQUISITES_MODULE_MISSING = Code("build-prerequisites.module-missing", "A build imports a module the environment does not have",
-                                          _WHEN + "A build with --no-build-isolation (how flash-attn must be built, against the installed torch) "
-                                          "sees only the environment's own packages; the installer's dry run stopped in setup.py at `No module named "
-                                          "X` (flash-attn 2.8.3's setup.py imports packaging, psutil and ninja besides torch). Install it first.")
-BUILD_PREREQUISITES_TORCH_MISSING = Code("build-prerequisites.torch-missing", "A build against torch, and torch is not installed",
-                                         _WHEN + "flash-attn's setup.py imports torch and builds against the installed one (--no-build-isolation). "
-                                         "Install the torch your serving stack pins first.")
-BUILD_PREREQUISITES_TORCH_CPU = Code("build-prerequisites.torch-cpu", "A CUDA build against a CPU build of torch",
-                                     _WHEN + "torch.version.cuda is None: torch's cpp_extension cannot build a CUDA extension against it. "
-                                     "Install the CUDA build of torch your serving stack pins.")
-BUILD_PREREQUISITES_NVCC_MISSING = Code("build-prerequisites.nvcc-missing", "No nvcc for a CUDA build",
-                                        _WHEN + "No nvcc on PATH or under CUDA_HOME. Install the CUDA toolkit whose release matches "
-                                        "torch.version.cuda and put its bin/ on PATH, or install a prebuilt wheel instead.")
-BUILD_PREREQUISITES_NVCC_MISMATCH = Code("build-prerequisites.nvcc-mismatch", "nvcc's CUDA major differs from torch's",
-                                         _WHEN + "torch's cpp_extension raises a RuntimeError when nvcc's CUDA major differs from "
-                                         "torch.version.cuda's (a different minor only warns): the build stops before it compiles anything. "
-                                         "Point CUDA_HOME and PATH at a toolkit of torch's CUDA release.")
-BUILD_PREREQUISITES_CUDA_HOME_MISSING = Code("build-prerequisites.cuda-home-missing", "No CUDA install for torch's cpp_extension to find",
-                                             _WHEN + "Neither CUDA_HOME/CUDA_PATH, nor an nvcc on PATH, nor /usr/local/cuda: flash-attn's setup.py "
-                                             "fails at once ('CUDA_HOME environment variable is not set'), even when pip only prepares its metadata.")
-BUILD_PREREQUISITES_NINJA_MISSING = Code("build-prerequisites.ninja-missing", "No ninja: a build one file at a time",
-                                         _WHEN + "Without ninja, torch's build compiles serially: flash-attn's README says about 2 hours. "
-                                         "`pip install ninja` into the target environment.")
-BUILD_PREREQUISITES_COMPILER_MISSING = Code("build-prerequisites.compiler-missing", "No C++ compiler",
-                                            _WHEN + "nvcc hands host code to the system C++ compiler (CXX, c++, g++ or clang++); none was found.")
-BUILD_PREREQUISITES_MEMORY_LOW = Code("build-prerequisites.memory-low", "Less free memory than one compile job needs",
-                                      _WHEN + "Each compile job peaks at about 9 GiB (flash-attn 2.8.3's setup.py); with less available the "
-                                      "build may be killed for memory even with MAX_JOBS=1 (flash-attention issues #389, #1038, #1581).")
+BUILD_READY = Code("build-prerequisites.ready", "Everything a source build needs is there",
+                   _WHEN + "nvcc matches torch's CUDA major, CUDA_HOME, ninja and a C++ compiler are found. The finding says "
+                   "the MAX_JOBS that fits in the free memory (9 GiB a job: flash-attn 2.8.3's setup.py), the archs to build "
+                   "(FLASH_ATTN_CUDA_ARCHS: the GPUs here or --target-arch) and an estimate of the build time from "
+                   "flash-attn's README (3-5 min on 64 cores), scaled by archs and cores.")
+BUILD_MODULE_MISSING = Code("build-prerequisites.module-missing", "A build imports a module the environment does not have",
+                            _WHEN + "A build with --no-build-isolation (how flash-attn must be built, against the installed torch) "
+                            "sees only the environment's own packages; the installer's dry run stopped in setup.py at `No module named "
+                            "X` (flash-attn 2.8.3's setup.py imports packaging, psutil and ninja besides torch). Install it first.")
+BUILD_TORCH_MISSING = Code("build-prerequisites.torch-missing", "A build against torch, and torch is not installed",
+                           _WHEN + "flash-attn's setup.py imports torch and builds against the installed one (--no-build-isolation). "
+                           "Install the torch your serving stack pins first.")
+BUILD_TORCH_CPU = Code("build-prerequisites.torch-cpu", "A CUDA build against a CPU build of torch",
+                       _WHEN + "torch.version.cuda is None: torch's cpp_extension cannot build a CUDA extension against it. "
+                       "Install the CUDA build of torch your serving stack pins.")
+BUILD_NVCC_MISSING = Code("build-prerequisites.nvcc-missing", "No nvcc for a CUDA build",
+                          _WHEN + "No nvcc on PATH or under CUDA_HOME. Install the CUDA toolkit whose release matches "
+                          "torch.version.cuda and put its bin/ on PATH, or install a prebuilt wheel instead.")
+BUILD_NVCC_MISMATCH = Code("build-prerequisites.nvcc-mismatch", "nvcc's CUDA major differs from torch's",
+                           _WHEN + "torch's cpp_extension raises a RuntimeError when nvcc's CUDA major differs from "
+                           "torch.version.cuda's (a different minor only warns): the build stops before it compiles anything. "
+                           "Point CUDA_HOME and PATH at a toolkit of torch's CUDA release.")
+BUILD_CUDA_HOME_MISSING = Code("build-prerequisites.cuda-home-missing", "No CUDA install for torch's cpp_extension to find",
+                               _WHEN + "Neither CUDA_HOME/CUDA_PATH, nor an nvcc on PATH, nor /usr/local/cuda: flash-attn's setup.py "
+                               "fails at once ('CUDA_HOME environment variable is not set'), even when pip only prepares its metadata.")
+BUILD_NINJA_MISSING = Code("build-prerequisites.ninja-missing", "No ninja: a build one file at a time",
+                           _WHEN + "Without ninja, torch's build compiles serially: flash-attn's README says about 2 hours. "
+                           "`pip install ninja` into the target environment.")
+BUILD_COMPILER_MISSING = Code("build-prerequisites.compiler-missing", "No C++ compiler",
+                              _WHEN + "nvcc hands host code to the system C++ compiler (CXX, c++, g++ or clang++); none was found.")
+BUILD_MEMORY_LOW = Code("build-prerequisites.memory-low", "Less free memory than one compile job needs",
+                        _WHEN + "Each compile job peaks at about 9 GiB (flash-attn 2.8.3's setup.py); with less available the "
+                        "build may be killed for memory even with MAX_JOBS=1 (flash-attention issues #389, #1038, #1581).")
 
 BASELINE_CODES = (BASELINE_MATCH, BASELINE_VERSION_DRIFT, BASELINE_FILE_DRIFT, BASELINE_ARCH_DRIFT, BASELINE_GPU_DRIFT, BASELINE_PYTHON_DRIFT, BASELINE_NOT_COMPARED)
 FLEET_CODES = (FLEET_STACK_DRIFT, FLEET_ENVIRONMENT_DRIFT, FLEET_FINDING_DRIFT, FLEET_HOST_FAILING, FLEET_NO_REPORT)
-BUILD_CODES = (BUILD_PREREQUISITES_READY, BUILD_PREREQUISITES_MODULE_MISSING, BUILD_PREREQUISITES_TORCH_MISSING, BUILD_PREREQUISITES_TORCH_CPU, BUILD_PREREQUISITES_NVCC_MISSING, BUILD_PREREQUISITES_NVCC_MISMATCH, BUILD_PREREQUISITES_CUDA_HOME_MISSING, BUILD_PREREQUISITES_NINJA_MISSING, BUILD_PREREQUISITES_COMPILER_MISSING, BUILD_PREREQUISITES_MEMORY_LOW)
+BUILD_CODES = (BUILD_READY, BUILD_MODULE_MISSING, BUILD_TORCH_MISSING, BUILD_TORCH_CPU, BUILD_NVCC_MISSING, BUILD_NVCC_MISMATCH, BUILD_CUDA_HOME_MISSING, BUILD_NINJA_MISSING, BUILD_COMPILER_MISSING, BUILD_MEMORY_LOW)
 CODES = (*BASELINE_CODES, *FLEET_CODES, *BUILD_CODES)
