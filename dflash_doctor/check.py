@@ -1,4 +1,4 @@
-"""The check plugin API.
+"""The check plugin API (`Context`, what a run was asked, lives below it in `dflash_doctor.context`).
 
 A check declares a stable id, the layer it belongs to, a title, the fact sections it judges, what it
 needs to run (the target interpreter, a GPU, other checks' results), and judges facts into findings.
@@ -13,34 +13,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
+from dflash_doctor.context import Context
 from dflash_doctor.model import CheckResult, Finding
-
-if TYPE_CHECKING:
-    from dflash_doctor.facts.probes import TargetHost
-    from dflash_doctor.facts.shape import Shape
+from dflash_doctor.shape import Shape
 
 __all__ = ["Check", "Context", "Facts", "SectionError"]
-
-
-@dataclass(frozen=True)
-class Context:
-    """What the user asked for: which environment to inspect, and how."""
-
-    python: str
-    """The target interpreter whose environment is inspected."""
-    cwd: str
-    no_gpu: bool = False
-    target_archs: tuple[str, ...] = ()
-    verify_hashes: bool = False
-    timeout_s: float = 60.0
-    options: Mapping[str, Any] = field(default_factory=dict)
-    """Extra options for layers that take them (e.g. the serve command line)."""
-    host: TargetHost | None = None
-    """The run's one target process that imported the stack once; probes that need the stack run as
-    its forked children (set by the runner while it collects; None: each probe starts its own)."""
 
 
 S = TypeVar("S", bound="Shape")
@@ -96,7 +75,7 @@ class Facts(Mapping[str, Any]):
         return value
 
     def section(self, shape: type[S]) -> S:
-        """The section `shape.SECTION`, read through its declared shape (`dflash_doctor.facts.shape`).
+        """The section `shape.SECTION`, read through its declared shape (`dflash_doctor.shape`).
 
         Raises `SectionError` when the section was not collected or does not have the shape (a saved
         report's facts edited by hand, or from another tool): the check becomes an `error` result

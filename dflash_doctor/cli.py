@@ -7,7 +7,6 @@ code`; the exit codes are the run's (see `dflash_doctor.commands.run`).
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 from collections.abc import Sequence
@@ -30,7 +29,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _dispatch(argv: list[str]) -> int:
     """`dflash-doctor NAME ...` runs the command NAME of the table; anything else is the default run."""
     if argv and argv[0] in COMMANDS:
-        name, rest = COMMANDS[argv[0]], argv[1:]
+        command, rest = COMMANDS[argv[0]], argv[1:]
     elif argv and not argv[0].startswith("-"):
         # The run takes options only: a first word that is no option is a command name, mistyped.
         from dflash_doctor.commands.options import unknown_command
@@ -38,10 +37,8 @@ def _dispatch(argv: list[str]) -> int:
         sys.stderr.write(unknown_command(argv[0]))
         return 2
     else:
-        name, rest = DEFAULT_COMMAND, argv
-    module = importlib.import_module(name)  # only the command that runs is imported
-    code: int = module.main(rest)
-    return code
+        command, rest = DEFAULT_COMMAND, argv
+    return command(rest)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
-"""Finds the checks: built-in and third-party, through one path.
+"""Finds the checks, built-in and third-party, and builds the table of their finding codes.
 
-Both come from the entry-point group `dflash_doctor.checks`; the built-ins are the ones this
-distribution itself declares. A third-party check is a guest (`dflash_doctor.guest`): it is loaded in a
+The built-ins are `BUILTIN_CHECKS`, the check classes imported from their layer packages, in the order they
+are judged and shown in (pyproject.toml declares the same classes as entry points of the group
+`dflash_doctor.checks`, which a test keeps equal; adding a check is one module and one line here, plus that
+entry point). Third-party checks come from the same entry-point group. A third-party check is a guest (`dflash_doctor.guest`): it is loaded in a
 process of its own, bounded in time, anything it raises is caught, and what it declares is validated before
 it runs; the plugins load side by side. Setting DFLASH_DOCTOR_DISABLE_PLUGIN_AUTOLOAD=1 keeps only the
 built-ins, for reproducible CI runs (as pytest's PYTEST_DISABLE_PLUGIN_AUTOLOAD does).
@@ -10,16 +12,62 @@ built-ins, for reproducible CI runs (as pytest's PYTEST_DISABLE_PLUGIN_AUTOLOAD 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import metadata
 
 from dflash_doctor.check import Check
-from dflash_doctor.checks import BUILTIN_CHECKS
+from dflash_doctor.checks import fix
+from dflash_doctor.checks.fabric import FabricCheck
+from dflash_doctor.checks.gpu import ArchCoverageCheck, CudaStackCheck, GpuCheck, KernelsCheck
+from dflash_doctor.checks.live import LiveCheck
+from dflash_doctor.checks.models import DrafterAttentionCheck, DrafterCheck, ModelFilesCheck
+from dflash_doctor.checks.python import (
+    DistributionsCheck,
+    ExtensionsCheck,
+    ImportSurfaceCheck,
+    NamespaceCheck,
+    RotaryImportCheck,
+)
+from dflash_doctor.checks.serve import ServeCommandCheck, ServeResourcesCheck
+from dflash_doctor.codes import Code, core, table, with_aliases
 from dflash_doctor.guest import Declared, declare, wrap
 from dflash_doctor.model import Finding, Status
 
-__all__ = ["GROUP", "AUTOLOAD_ENV", "LoadedCheck", "PluginError", "load_checks", "BUILTIN_CHECKS"]
+__all__ = ["AUTOLOAD_ENV", "BUILTIN_CHECKS", "CODES", "GROUP", "LoadedCheck", "PluginError", "code_table",
+           "load_checks"]
+
+BUILTIN_CHECKS: tuple[type[Check], ...] = (
+    DistributionsCheck,
+    NamespaceCheck,
+    RotaryImportCheck,
+    ImportSurfaceCheck,
+    ExtensionsCheck,
+    GpuCheck,
+    ArchCoverageCheck,
+    CudaStackCheck,
+    KernelsCheck,
+    ModelFilesCheck,
+    DrafterCheck,
+    DrafterAttentionCheck,
+    ServeCommandCheck,
+    ServeResourcesCheck,
+    FabricCheck,
+    LiveCheck,
+)
+"""The built-in checks in their declared order: the order they are judged and shown in."""
+
+
+def code_table(checks: Iterable[object]) -> dict[str, Code]:
+    """Every finding id the doctor can report with these checks: the doctor's own codes, each check's
+    `codes`, the fix layer's (baseline, fleet comparisons, source-build prerequisites), and each check's copy of
+    a code shared under the v1 alias table. A plugin that declares no `codes` adds none."""
+    return with_aliases(table(core.CODES, *(getattr(c, "codes", ()) for c in checks), fix.CODES))
+
+
+CODES: Mapping[str, Code] = code_table(BUILTIN_CHECKS)
+"""The table of the built-in checks (what `dflash-doctor explain` reads)."""
 
 GROUP = "dflash_doctor.checks"
 AUTOLOAD_ENV = "DFLASH_DOCTOR_DISABLE_PLUGIN_AUTOLOAD"
@@ -58,13 +106,6 @@ class PluginError:
                        evidence={"plugin": self.name, "origin": self.origin, "entry_point": self.entry_point})
 
 
-def _load(target: str) -> type:
-    module_name, _, attr = target.partition(":")
-    module = __import__(module_name, fromlist=[attr])
-    obj: type = getattr(module, attr)
-    return obj
-
-
 def _instantiate(obj: object) -> Check:
     check = obj() if isinstance(obj, type) else obj
     if not isinstance(check, Check):
@@ -80,45 +121,32 @@ def load_checks(autoload: bool | None = None,
     a process of its own that is killed after `timeout_s`)."""
     if autoload is None:
         autoload = os.environ.get(AUTOLOAD_ENV, "") in ("", "0")
-    entries = [
-        ep
-        for ep in metadata.entry_points(group=GROUP)
-        if autoload or _distribution_name(ep) == OWN_DISTRIBUTION
-    ]
-    own = {ep.name for ep in entries if _distribution_name(ep) == OWN_DISTRIBUTION}
-    # From a source tree (no entry points), or an installed copy whose metadata predates a built-in check
-    # (an editable install made before the check was added): the declared table fills in what is missing.
-    entries = [metadata.EntryPoint(name, value, GROUP) for name, value in BUILTIN_CHECKS if name not in own] + entries
+    # The built-ins are this distribution's own entry points: taken from BUILTIN_CHECKS, whatever an installed
+    # copy's metadata says (an editable install made before a check was added, or a source tree without any).
+    guests = [ep for ep in metadata.entry_points(group=GROUP)
+              if autoload and _distribution_name(ep) not in (OWN_DISTRIBUTION, None)]
 
     loaded: list[LoadedCheck] = []
     errors: list[PluginError] = []
     seen: set[str] = set()
-    declared = [name for name, _ in BUILTIN_CHECKS]
-
-    def order(ep: metadata.EntryPoint) -> tuple[int, int]:
-        if _distribution_name(ep) in (OWN_DISTRIBUTION, None):
-            return (0, declared.index(ep.name) if ep.name in declared else len(declared))
-        return (1, 0)  # plugins after the built-ins, in the order they were found
-
-    ordered = sorted(entries, key=order)
-    guests = [ep for ep in ordered if _origin(ep) != "builtin"]
     guests_declared: dict[int, Declared] = {}
     if guests:  # each in a guest process of its own, side by side: a hung one costs `timeout_s`, not each
         with ThreadPoolExecutor(max_workers=min(8, len(guests))) as pool:
             for ep, result in zip(guests, pool.map(lambda e: declare(e.name, e.value, timeout_s), guests)):
                 guests_declared[id(ep)] = result
-    for ep in ordered:
+    for builtin in BUILTIN_CHECKS:
+        check = _instantiate(builtin)
+        seen.add(check.id)
+        loaded.append(LoadedCheck(check, "builtin"))
+    for ep in guests:  # plugins after the built-ins, in the order they were found
         origin = _origin(ep)
         try:
-            if origin == "builtin":
-                check = _instantiate(ep.load())
-            else:
-                guest = guests_declared[id(ep)]
-                if guest.declarations is None:  # a broken plugin must not take the doctor down, whatever it does
-                    errors.append(PluginError(ep.name, origin, guest.reason, ep.value, invalid=guest.invalid))
-                    continue
-                check = wrap(guest.declarations, ep.name, origin, ep.value, timeout_s)
-        except Exception as exc:  # noqa: BLE001 - a built-in that fails to load is reported the same way
+            guest = guests_declared[id(ep)]
+            if guest.declarations is None:  # a broken plugin must not take the doctor down, whatever it does
+                errors.append(PluginError(ep.name, origin, guest.reason, ep.value, invalid=guest.invalid))
+                continue
+            check = wrap(guest.declarations, ep.name, origin, ep.value, timeout_s)
+        except Exception as exc:  # noqa: BLE001
             errors.append(PluginError(ep.name, origin, f"{type(exc).__name__}: {exc}", ep.value))
             continue
         if check.id in seen:

@@ -37,7 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dflash_doctor.check import Check, Context, Facts, SectionError
+from dflash_doctor.check import Check, Facts, SectionError
+from dflash_doctor.context import Context
 from dflash_doctor.facts.probes import TargetHost
 from dflash_doctor.facts.sections import (
     HOST_SECTIONS,

@@ -202,3 +202,21 @@ def test_secret_values_never_reach_any_output(doctor: Doctor, tmp_path: Path) ->
     assert target["environ"]["values"]["CUDA_VISIBLE_DEVICES"] == "0,1"
     assert target["environ"]["values"]["VLLM_LOGGING_LEVEL"] == "DEBUG"
     assert "VLLM_API_KEY" not in target["environ"]["values"]
+
+
+def test_the_pipeline_runs_a_request_with_no_command_line(tmp_path: Path) -> None:
+    """Every command runs the doctor through `pipeline.run(Request)`: a typed request, no argparse below the
+    command line. The run's report is the command line's (its options recorded, validated by the schema)."""
+    from dflash_doctor.pipeline import run
+    from dflash_doctor.request import Request, RequestError
+
+    done = run(Request(python=sys.executable, cwd=str(tmp_path), no_gpu=True, only=("distributions",), strict=True))
+    validate_report(done.report)
+    assert [c["id"] for c in done.report["checks"]] == ["distributions"]
+    assert done.report["options"] == {"no_gpu": True, "target_archs": [], "only": ["distributions"], "skip": [],
+                                      "strict": True, "profile": None, "baseline": None}
+    assert done.exit_code in (0, 1) and [r.id for r in done.raw_results] == ["distributions"]
+    with pytest.raises(RequestError, match="unknown check or layer: no-such-check"):
+        run(Request(python=sys.executable, cwd=str(tmp_path), only=("no-such-check",)))
+    with pytest.raises(RequestError, match="cannot read the baseline"):
+        run(Request(python=sys.executable, cwd=str(tmp_path), baseline=str(tmp_path / "missing.json")))

@@ -22,12 +22,12 @@ from stacks import add_to_path, torch_site, vllm_site
 from toymodels import write_toy_drafter, write_toy_target
 
 from dflash_doctor.check import Context, Facts, SectionError
-from dflash_doctor.checks import BUILTIN_CHECKS
 from dflash_doctor.codes.aliases import current_id
 from dflash_doctor.facts.environment_shapes import Distributions, Target
 from dflash_doctor.facts.sections import BUILTIN_COLLECTORS, SECTION_SHAPES, shape_of
 from dflash_doctor.facts.shape import ShapeError
 from dflash_doctor.model import CheckResult
+from dflash_doctor.registry import BUILTIN_CHECKS
 from dflash_doctor.render import report as report_module
 from dflash_doctor.runner import collect, judge
 
@@ -135,11 +135,7 @@ def test_every_section_of_every_saved_report_and_recording_has_its_shape() -> No
 
 
 def _checks() -> list[Any]:
-    loaded = []
-    for _, spec in BUILTIN_CHECKS:
-        module_name, _, attr = spec.partition(":")
-        loaded.append(getattr(__import__(module_name, fromlist=[attr]), attr)())
-    return loaded
+    return [check() for check in BUILTIN_CHECKS]
 
 
 def judged(source: str) -> list[list[Any]]:

@@ -14,9 +14,8 @@ from pathlib import Path
 
 from conftest import Doctor
 
-from dflash_doctor.checks import BUILTIN_CHECKS
-from dflash_doctor.codes import CODES
 from dflash_doctor.codes.aliases import V1_ALIASES, current_id
+from dflash_doctor.registry import BUILTIN_CHECKS, CODES
 
 ROOT = Path(__file__).resolve().parent.parent
 V1_REPORT = ROOT / "fixtures" / "h200" / "report-flash-attn-4.json"
@@ -26,7 +25,7 @@ NOT_CHECKS = {"doctor", "fleet", "baseline", "build-prerequisites"}  # the runne
 
 
 def test_every_finding_id_begins_with_the_id_of_the_check_that_emits_it() -> None:
-    checks = {name for name, _ in BUILTIN_CHECKS}
+    checks = {check.id for check in BUILTIN_CHECKS}
     prefixes = {code_id.split(".", 1)[0] for code_id in CODES}
     assert prefixes - checks - NOT_CHECKS == set()
 

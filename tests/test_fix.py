@@ -34,7 +34,7 @@ from stacks import add_to_path, vllm_site
 from dflash_doctor.checks.fix.build_prereqs import judge_build
 from dflash_doctor.checks.fix.verify import judge_item, rank, verify_results
 from dflash_doctor.codes.aliases import upgrade_findings
-from dflash_doctor.commands.fix import decide
+from dflash_doctor.commands.fix_plan import decide
 from dflash_doctor.facts import build_env, dryrun
 from dflash_doctor.model import CheckResult
 

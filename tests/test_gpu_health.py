@@ -27,7 +27,7 @@ import pytest
 from dflash_doctor.check import Context
 from dflash_doctor.checks.gpu import GpuCheck
 from dflash_doctor.checks.gpu.devices import host_limits_finding, reason_names
-from dflash_doctor.codes import CODES
+from dflash_doctor.registry import CODES
 from dflash_doctor.facts import nvml
 from dflash_doctor.facts.nvml_shapes import Gpu, HostLimits
 from dflash_doctor.model import CheckResult, Finding, Status

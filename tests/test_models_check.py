@@ -22,7 +22,7 @@ from vllm_sources import vllm_source
 from dflash_doctor.check import Context
 from dflash_doctor.checks.models import DrafterAttentionCheck, DrafterCheck, ModelFilesCheck
 from dflash_doctor.checks.serve import ServeCommandCheck, ServeResourcesCheck
-from dflash_doctor.codes import CODES
+from dflash_doctor.registry import CODES
 from dflash_doctor.facts import models as models_collector
 from dflash_doctor.facts.serve import collect_args, head_sizes_of, read_vllm_dflash
 from dflash_doctor.facts.vllm_pairing import target_architectures

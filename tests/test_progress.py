@@ -249,12 +249,12 @@ import time
 from dflash_doctor.facts.sections import Collector
 from dflash_doctor.model import Finding, Status
 
-COLLECTOR = Collector("acme-slow", ("acme_slow",), "acme_slow:collect")
-
-
 def collect(ctx, earlier):
     time.sleep(60)  # deaf to the stop: the first SIGTERM waits for it, the second ends the doctor
     return {"acme_slow": {}}
+
+
+COLLECTOR = Collector("acme-slow", ("acme_slow",), collect)
 
 
 class SlowCheck:

@@ -37,4 +37,17 @@ CODES = (
          "collected, so it should take milliseconds; the doctor killed the process it judges in (whatever it "
          "was doing, a C call that holds the GIL included) and reports its check as an error. Report it to the "
          "plugin's authors, or set DFLASH_DOCTOR_DISABLE_PLUGIN_AUTOLOAD=1."),
+    # ------------------------------------------------------------------ the doctor's own run
+    Code("doctor.interrupted", "The doctor was stopped before it finished",
+         "The doctor received SIGTERM or SIGINT (a CI job's timeout, a Ctrl-C) while it was collecting facts. "
+         "The report is partial: checks whose facts had been collected were judged, the rest are marked "
+         "`doctor.incomplete`. If a probe hung, the facts it was collecting name the interpreter; run again with "
+         "a lower --timeout to see which probe it was."),
+    Code("doctor.crashed", "The doctor itself failed during the run",
+         "Code of the doctor outside any single check raised (the runner, a reporter, the baseline comparison). "
+         "This is a bug in the doctor, not a problem with your environment. The report is partial; the "
+         "traceback is in the finding's detail. Please attach the JSON report to a bug report."),
+    Code("doctor.incomplete", "Not judged: the run stopped first",
+         "This check's facts were not collected before the doctor stopped (see `doctor.interrupted` or "
+         "`doctor.crashed` in the same report). Nothing was judged; run the doctor again."),
 )

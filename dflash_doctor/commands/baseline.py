@@ -21,13 +21,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dflash_doctor.checks.fix import baseline
 from dflash_doctor.commands import run as run_command
-from dflash_doctor.commands.options import Parser, UsageError, parse_run_args, run_parser
-from dflash_doctor.commands.run import emit, live_progress, run_doctor
+from dflash_doctor.commands.options import Parser, UsageError, parse_run_args, request_of, run_parser
+from dflash_doctor.commands.run import emit, live_progress
 from dflash_doctor.documents.jsondoc import shown_path
-from dflash_doctor.facts.envsummary import STACK
-from dflash_doctor.facts.file_hashes import with_file_hashes
+
+# The baseline itself (checks.fix.baseline) and the file hashes are imported when an action runs: not cheap,
+# and `dflash-doctor --help` imports every command.
 
 
 def save_parser() -> argparse.ArgumentParser:
@@ -76,11 +76,15 @@ def _check_baseline_path(path: str) -> None:
 
 
 def cmd_save(argv: Sequence[str]) -> int:
-    from dflash_doctor.render import report as report_module
-
     parser = save_parser()
     try:
         args = parse_run_args(argv, parser)
+        from dflash_doctor import pipeline  # after the parse: `--help` needs none of the run
+        from dflash_doctor.checks.fix import baseline
+        from dflash_doctor.facts.envsummary import STACK
+        from dflash_doctor.facts.file_hashes import with_file_hashes
+        from dflash_doctor.render import report as report_module
+
         _check_baseline_path(args.file)
         if args.driver_range:
             from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -100,7 +104,7 @@ def cmd_save(argv: Sequence[str]) -> int:
             archs = report_module.options_of(saved).get("target_archs") or []
         else:
             with live_progress(args) as on_event:
-                run = run_doctor(args, handle_signals=True, on_event=on_event)
+                run = pipeline.run(request_of(args), handle_signals=True, on_event=on_event)
             code = emit(run, args)
             if run.report.get("partial"):
                 sys.stderr.write("dflash-doctor: the run did not finish; no baseline written\n")
@@ -132,6 +136,8 @@ def cmd_show(argv: Sequence[str]) -> int:
     parser.add_argument("file", metavar="FILE")
     parser.add_argument("--json", action="store_true", help="print the baseline without file hashes, as JSON")
     args = parser.parse_args(argv)
+    from dflash_doctor.checks.fix import baseline
+
     try:
         state = baseline.load(args.file)
     except baseline.BaselineError as exc:

@@ -1,4 +1,5 @@
-"""`dflash-doctor explain [ID]`: a finding id's explanation from the code table (no id: every id)."""
+"""`dflash-doctor explain [ID]`: a finding id's explanation from the code table of the built-in checks
+(`registry.CODES`; no id: every id)."""
 
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ def main(argv: Sequence[str]) -> int:
     parser = Parser(prog="dflash-doctor explain", description="Explain a finding id.")
     parser.add_argument("id", nargs="?", help="a finding id, e.g. namespaces.v4-without-v2 (none: list them all)")
     args = parser.parse_args(argv)
-    from dflash_doctor.codes import CODES
     from dflash_doctor.codes.aliases import V1_ALIASES
+    from dflash_doctor.registry import CODES
 
     if args.id is None:
         for code in CODES.values():

@@ -35,14 +35,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from dflash_doctor.commands.fix_plan import FAILING, Step, decide, failing_cause, failing_keys, plan
-from dflash_doctor.commands.options import UsageError, parse_run_args, run_parser, usage_error
-from dflash_doctor.facts.envfacts import canonical
-from dflash_doctor.facts.safefile import under
+from dflash_doctor.commands.options import UsageError, parse_run_args, request_of, run_parser, usage_error
 from dflash_doctor.model import CheckResult, Finding
 
 if TYPE_CHECKING:
-    from dflash_doctor.commands.run import DoctorRun
+    from dflash_doctor.commands.fix_plan import Step
+    from dflash_doctor.pipeline import Run
+
+# The plan (commands.fix_plan, over the installer's answers) is imported when a fix runs: `--help` imports every
+# command, and the plan reads requirements with `packaging`.
 
 __all__ = ["main"]
 
@@ -82,6 +83,8 @@ def touched_paths(command: str, item: Mapping[str, Any] | None, installed: Seque
                   roots: Sequence[str], python: str) -> tuple[list[str] | None, str]:
     """What the command will touch inside the environment (None and why when fix must not run it)."""
     from dflash_doctor.facts.dryrun import parse_command, read_record_paths
+    from dflash_doctor.facts.envfacts import canonical
+    from dflash_doctor.facts.safefile import under
     from dflash_doctor.knowledge.flash_attn import DISTRIBUTIONS, FA2_TOP_LEVELS
 
     segments = parse_command(command)
@@ -146,6 +149,7 @@ def _dry_runs(results: Sequence[CheckResult], sections: Mapping[str, Any], pytho
     and the others of a finding only when its first does not resolve (a first fix that resolves is ranked first
     whatever the others say, so asking about them would cost index time for nothing)."""
     from dflash_doctor.checks.fix.verify import judge_item
+    from dflash_doctor.commands.fix_plan import failing_cause
     from dflash_doctor.facts import dryrun
 
     fails_itself = failing_cause(results)
@@ -167,14 +171,16 @@ def _dry_runs(results: Sequence[CheckResult], sections: Mapping[str, Any], pytho
     return dry
 
 
-def _doctor(args: argparse.Namespace) -> DoctorRun:
-    from dflash_doctor.commands.run import run_doctor
+def _doctor(args: argparse.Namespace) -> Run:
+    """The doctor's run, as fix needs it: no baseline, and fix asks the installer itself."""
+    from dflash_doctor import pipeline
 
-    quiet = argparse.Namespace(**{**vars(args), "verify_fixes": False, "baseline": None})
-    return run_doctor(quiet)
+    return pipeline.run(request_of(args, verify_fixes=False, baseline=None))
 
 
 def _worse(before: Sequence[CheckResult], after: Sequence[CheckResult]) -> list[str]:
+    from dflash_doctor.commands.fix_plan import FAILING
+
     old = {r.id: r for r in before}
     found = []
     for result in after:
@@ -262,7 +268,7 @@ def _write_json(path: str, document: Mapping[str, Any]) -> None:
 def _live_roots(args: argparse.Namespace) -> list[str]:
     """The target's environment roots as its interpreter reports them now (the environment probe), never as a
     snapshot claims them: `fix --undo` restores inside these only."""
-    from dflash_doctor.check import Context
+    from dflash_doctor.context import Context
     from dflash_doctor.facts import environment
 
     sections = environment.collect(Context(python=str(args.python), cwd=os.getcwd(), timeout_s=args.timeout), {})
@@ -344,6 +350,7 @@ def main(argv: Sequence[str]) -> int:
 def _fix(args: argparse.Namespace, out: TextIO) -> int:
     from dflash_doctor.checks.fix.verify import mark_unchecked, verify_results
     from dflash_doctor.commands import snapshot
+    from dflash_doctor.commands.fix_plan import decide, failing_keys, plan
 
     first = _doctor(args)
     sections = first.sections
@@ -396,7 +403,7 @@ def _fix(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError(f"fix: cannot keep snapshots in {run_dir}: {exc}") from None
     out.write(f"snapshots: {run_dir}  (undo: dflash-doctor fix --python {python} --undo {run_dir})\n")
     current = before
-    latest: DoctorRun | None = first  # the doctor's run of the environment as it is now; None once a step rolled back
+    latest: Run | None = first  # the doctor's run of the environment as it is now; None once a step rolled back
     stopped = False
     for n, step in enumerate(steps, 1):
         step.applied, stopped = decide(step.remediation.verified, allow_build=args.allow_build, stopped=stopped)

@@ -18,9 +18,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from dflash_doctor.commands.options import UsageError, check_count, check_number, parse_run_args, run_parser
-
-FLEET_ONLY = ("ray", "gpus", "node_timeout", "min_nodes", "wait", "out_dir", "allow_drift")
+from dflash_doctor.commands.options import (
+    UsageError,
+    check_count,
+    check_number,
+    parse_run_args,
+    request_of,
+    run_parser,
+)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -70,9 +75,8 @@ def main(argv: Sequence[str]) -> int:
     from dflash_doctor.fleet.merge import summarize, unreachable
     from dflash_doctor.render import report as report_module
 
-    node_args = ray_fleet.run_args_for_nodes(args, FLEET_ONLY)
     try:
-        nodes, problems = ray_fleet.gather(args.ray, node_args, gpus=args.gpus, timeout_s=args.node_timeout,
+        nodes, problems = ray_fleet.gather(args.ray, request_of(args), gpus=args.gpus, timeout_s=args.node_timeout,
                                            min_nodes=args.min_nodes, wait_s=args.wait)
     except ConnectionError as exc:
         sys.stderr.write(f"dflash-doctor fleet: error: cannot reach the Ray cluster: {exc}\n")

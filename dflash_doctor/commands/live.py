@@ -104,8 +104,8 @@ def _baseline(path: str) -> dict[str, Any]:
     from dflash_doctor.commands.options import UsageError
     from dflash_doctor.documents.jsondoc import shown_path
     from dflash_doctor.facts.live_shapes import Live
-    from dflash_doctor.facts.shape import ShapeError
     from dflash_doctor.render import report as report_module
+    from dflash_doctor.shape import ShapeError
 
     try:
         saved = report_module.load(path)
@@ -152,13 +152,16 @@ def run_live(args: argparse.Namespace, options: Any, last_words: str = "", secre
     """Run the live check (and nothing else) as a doctor run, and write/render its report like every other.
     `last_words` go to stderr after the report; `secrets` (the serve command's) are masked in it by value. A run stopped while a request hung (its thread still waiting
     on the server) ends the process here: Python's exit would wait for that thread."""
-    from dflash_doctor.commands.run import emit, exit_if_lingering, run_doctor
+    from dflash_doctor import pipeline
+    from dflash_doctor.commands.run import emit, exit_if_lingering
+    from dflash_doctor.request import Request
 
-    run_args = argparse.Namespace(**{**vars(args), "only": ["live"], "skip": None, "no_gpu": True, "target_arch": None,
-                                     "verify_hashes": False, "baseline": None, "profile_applied": None,
-                                     "timeout": max(60.0, float(args.request_timeout))})
-    run = run_doctor(run_args, options={"live": options}, handle_signals=True, secrets=secrets)
-    code: int = emit(run, run_args)
+    request = Request(python=args.python, cwd=os.getcwd(), no_gpu=True, timeout_s=max(60.0, float(args.request_timeout)),
+                      only=("live",), strict=bool(args.strict), keep_hosts=bool(args.keep_hosts),
+                      verify_fixes=bool(getattr(args, "verify_fixes", False)), options={"live": options},
+                      secrets=tuple(secrets))
+    run = pipeline.run(request, handle_signals=True)
+    code: int = emit(run, args)
     if last_words:
         sys.stderr.write(last_words)
     exit_if_lingering(run, code)

@@ -14,10 +14,12 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dflash_doctor.documents.jsondoc import shown_path
-from dflash_doctor.fleet.merge import HostSummary, merge, summarize_files, write_json
+
+if TYPE_CHECKING:
+    from dflash_doctor.fleet.merge import HostSummary
 
 
 def add_output_options(parser: argparse.ArgumentParser) -> None:
@@ -57,6 +59,7 @@ def expand(paths: Sequence[str]) -> list[str]:
 
 
 def emit(hosts: Sequence[HostSummary], args: argparse.Namespace) -> int:
+    from dflash_doctor.fleet.merge import merge, write_json
     from dflash_doctor.render import fleet as fleet_view
     from dflash_doctor.render.redact import Redactor
 
@@ -94,6 +97,8 @@ def main(argv: Sequence[str]) -> int:
     if missing:
         sys.stderr.write(f"dflash-doctor merge: error: no such file: {', '.join(map(shown_path, missing))}\n")
         return 2
+    from dflash_doctor.fleet.merge import summarize_files  # imported when the command runs: not cheap
+
     hosts: list[Any] = []
     for host in summarize_files(paths, args.jobs):
         if host.error is not None:

@@ -6,6 +6,7 @@ fleet): the parsers, the checks on numbers, archs and output paths, and --profil
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
 import math
 import os
@@ -15,19 +16,22 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from dflash_doctor import __version__
-from dflash_doctor.commands import COMMANDS
+from dflash_doctor.commands.profiles import ProfileError, apply, load_profiles
+from dflash_doctor.request import Request, RequestError
 
 __all__ = ["MAX_TIMEOUT_S", "OUTPUT_OPTIONS", "Parser", "UsageError", "add_render_options", "check_count",
-           "check_number", "check_output_paths", "parse_run_args", "run_parser", "split_names", "unknown_command",
-           "usage_error"]
+           "check_number", "check_output_paths", "parse_run_args", "request_of", "run_parser", "split_names",
+           "unknown_command", "usage_error"]
 
-SUBCOMMANDS = tuple(COMMANDS)
+SUBCOMMANDS = ("judge", "list", "explain", "profiles", "serve", "baseline", "merge", "fleet", "fix", "live")
+"""The commands' names, for the run parser's help and the unknown-command error (`commands.COMMANDS` maps
+the same names to the commands, a test keeps them equal)."""
 OUTPUT_OPTIONS = ("json", "junit", "markdown")
 MAX_TIMEOUT_S = 86_400.0  # a day: past this a per-probe timeout means "never", which is not a timeout
 
 
-class UsageError(Exception):
-    """Wrong command line or unusable input file: reported on stderr, exit 2."""
+UsageError = RequestError
+"""Wrong command line or unusable input file: reported on stderr, exit 2 (a request that cannot be run)."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -173,8 +177,6 @@ def check_output_paths(args: argparse.Namespace) -> None:
 
 def parse_run_args(argv: Sequence[str], parser: argparse.ArgumentParser | None = None) -> argparse.Namespace:
     """Parse a run's options and apply --profile; UsageError for a bad profile, config or output path."""
-    from dflash_doctor.commands.profiles import ProfileError, apply, load_profiles
-
     parser = parser or run_parser()
     args = parser.parse_args(list(argv))
     args.profile_applied = None
@@ -197,6 +199,18 @@ def parse_run_args(argv: Sequence[str], parser: argparse.ArgumentParser | None =
     _check_run_options(args)
     check_output_paths(args)
     return args
+
+
+def request_of(args: argparse.Namespace, **changes: Any) -> Request:
+    """The run the parsed command line asks for (`parse_run_args`); `changes` replace fields of it (e.g. the
+    serve command line as `options`). Below this, nothing sees argparse."""
+    request = Request(
+        python=args.python or "", cwd=os.getcwd(), no_gpu=bool(args.no_gpu), target_archs=tuple(split_names(args.target_arch)),
+        verify_hashes=bool(args.verify_hashes), timeout_s=float(args.timeout), only=tuple(split_names(args.only)),
+        skip=tuple(split_names(args.skip)), strict=bool(args.strict), keep_hosts=bool(args.keep_hosts),
+        baseline=args.baseline, verify_fixes=bool(getattr(args, "verify_fixes", False)),
+        profile=getattr(args, "profile_applied", None))
+    return dataclasses.replace(request, **changes)
 
 
 def usage_error(exc: UsageError) -> int:

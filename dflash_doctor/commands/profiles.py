@@ -18,7 +18,6 @@ Later sources override earlier ones by name: built-in, then pyproject.toml, then
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -221,23 +220,3 @@ def apply(profile: Profile, args: argparse.Namespace, parser: argparse.ArgumentP
         if getattr(args, dest, None) == parser.get_default(dest):
             setattr(args, dest, value)
     return [dest for dest in profile.require if getattr(args, dest, None) in (None, False, [], "")]
-
-
-def main(argv: Sequence[str]) -> int:
-    from dflash_doctor.commands.options import Parser
-
-    parser = Parser(
-        prog="dflash-doctor profiles",
-        description="List the profiles: built-in, from pyproject.toml's [tool.dflash-doctor.profiles.*], "
-        "and from --config FILE.")
-    parser.add_argument("--config", metavar="FILE", help="also read [profiles.NAME] tables from this TOML file")
-    args = parser.parse_args(argv)
-    from dflash_doctor.commands.options import UsageError, run_parser, usage_error
-
-    try:
-        profiles = load_profiles(run_parser(), args.config)
-    except ProfileError as exc:
-        return usage_error(UsageError(str(exc)))
-    for profile in profiles.values():
-        sys.stdout.write(f"{profile.name}  [{profile.origin}]\n    {profile.description}\n    {profile.as_flags()}\n")
-    return 0

@@ -6,7 +6,8 @@ is an error: SIGTERM or SIGINT once stops the run and writes the partial report,
 signal's number (143, 130) when a second SIGTERM/SIGINT ends the doctor before it wrote the report.
 
 Every output (terminal, --json, --junit, --markdown, --format github) is made from one redacted report.
-`run_doctor(args)` is the run itself, for commands that embed it (serve, fleet, baseline save).
+The command line becomes a `Request` (`options.request_of`); the run itself is `dflash_doctor.pipeline.run`,
+which every command that runs the doctor calls. This module writes and renders what it gives.
 """
 
 from __future__ import annotations
@@ -15,197 +16,17 @@ import argparse
 import contextlib
 import os
 import sys
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dflash_doctor.check import Check, Context
-from dflash_doctor.commands.options import UsageError, parse_run_args, split_names, usage_error
-from dflash_doctor.model import CheckResult, Finding, Status, exit_code
+from dflash_doctor.commands.options import UsageError, parse_run_args, request_of, usage_error
 
-__all__ = ["DoctorRun", "emit", "exit_if_lingering", "finish", "live_progress", "load_baseline", "load_selected", "main",
-           "plugin_result", "run_doctor", "verify_fixes"]
+if TYPE_CHECKING:
+    from dflash_doctor.pipeline import Run
+
+__all__ = ["emit", "exit_if_lingering", "live_progress", "main"]
 
 OnEvent = Callable[[str, str, float], None]
-
-
-def load_selected(only: list[str], skip: list[str], err: Any,
-                  timeout_s: float | None = None) -> tuple[list[Check], list[Finding]]:
-    from dflash_doctor.registry import LOAD_TIMEOUT_S, load_checks
-    from dflash_doctor.runner import select
-
-    loaded, errors = load_checks(timeout_s=LOAD_TIMEOUT_S if timeout_s is None else timeout_s)
-    problems = [e.finding() for e in errors]
-    checks = [lc.check for lc in loaded]
-    known = {c.id for c in checks} | {c.layer for c in checks}
-    unknown = [name for name in only + skip if name not in known]
-    if unknown:
-        err.write(f"dflash-doctor: error: unknown check or layer: {', '.join(unknown)} "
-                  f"(known: {', '.join(sorted(known))})\n")
-        raise SystemExit(2)
-    return select(checks, only, skip), problems
-
-
-def plugin_result(problems: list[Finding]) -> list[CheckResult]:
-    if not problems:
-        return []
-    return [CheckResult("plugins", "doctor", "Check plugins", Status.ERROR, tuple(problems))]
-
-
-@dataclass(frozen=True)
-class DoctorRun:
-    """One run of the doctor: the report as it may leave the machine (redacted), the results rendered from
-    it, the exit code, and the raw facts for in-process use only (never written out)."""
-
-    report: dict[str, Any]
-    results: list[CheckResult]
-    exit_code: int
-    sections: Mapping[str, Any] = field(default_factory=dict, repr=False)
-    lingering: bool = False
-    raw_results: list[CheckResult] = field(default_factory=list, repr=False)  # unredacted, for in-process use only
-
-
-def load_baseline(path: str | None) -> dict[str, Any] | None:
-    if not path:
-        return None
-    from dflash_doctor.checks.fix import baseline
-
-    try:
-        return baseline.load(path)
-    except baseline.BaselineError as exc:
-        raise UsageError(str(exc)) from exc
-
-
-def _verify_interpreter(args: argparse.Namespace) -> None:
-    """The target interpreter answers the handshake, or the run is a usage error (one line, exit 2)."""
-    from dflash_doctor.facts.interpreter import InterpreterError, absolute, verify
-
-    if args.python is None:
-        return
-    args.python = absolute(args.python)
-    if args.python == sys.executable:  # the doctor's own interpreter: it is running this very code
-        return
-    try:
-        verify(args.python, args.timeout, cwd=os.getcwd())
-    except InterpreterError as exc:
-        raise UsageError(f"--python {exc}") from None
-
-
-def finish(results: list[CheckResult], sections: Mapping[str, Any], python: str, args: argparse.Namespace,
-            extra: dict[str, Any], host: Mapping[str, Any] | None, partial: bool,
-            lingering: bool = False, secrets: Sequence[str] = ()) -> DoctorRun:
-    from dflash_doctor.checks.fix.verify import mark_unchecked, unchecked_reason
-    from dflash_doctor.render import report as report_module
-    from dflash_doctor.render.redact import redact_report
-
-    strict = bool(args.strict)
-    if partial:
-        extra["partial"] = True
-    # Every fix in the report says whether the installer vouched for it; the run's own results stay as judged.
-    shown = mark_unchecked(results, unchecked_reason(extra.get("dry_runs"), python))
-    raw = report_module.build(shown, sections, python, strict, extra, host=host)
-    report = redact_report(raw, keep_hosts=bool(args.keep_hosts), secrets=secrets)
-    rendered = [CheckResult.from_dict(c) for c in report["checks"]]
-    return DoctorRun(report, rendered, exit_code(results, strict), sections, lingering, list(results))
-
-
-def _options(args: argparse.Namespace, target_archs: Sequence[str]) -> dict[str, Any]:
-    return {"no_gpu": bool(getattr(args, "no_gpu", False)), "target_archs": list(target_archs),
-            "only": split_names(args.only), "skip": split_names(args.skip), "strict": bool(args.strict),
-            "profile": getattr(args, "profile_applied", None), "baseline": args.baseline}
-
-
-def given_secrets(options: Mapping[str, Any] | None) -> list[str]:
-    """The secrets in what the checks were given: the serve command's (`serve.argv`) and the live check's key
-    (the variable its `api_key_env` names). Every output masks them by value (render.redact)."""
-    from dflash_doctor.render import redact
-
-    serve = (options or {}).get("serve")
-    argv = serve.get("argv") if isinstance(serve, Mapping) else None
-    live = (options or {}).get("live")
-    return redact.given_secrets([str(w) for w in argv or []], getattr(live, "api_key_env", None))
-
-
-def run_doctor(args: argparse.Namespace, *, options: Mapping[str, Any] | None = None,
-               host: Mapping[str, Any] | None = None, handle_signals: bool = False,
-               on_event: OnEvent | None = None, secrets: Sequence[str] = ()) -> DoctorRun:
-    """Run the doctor as `dflash-doctor [options]` does, without rendering.
-
-    `args` comes from `parse_run_args`; `options` reach the checks as `Context.options` (e.g. the serve
-    command line); `host` is merged into the report's host record. A failure of the doctor itself, or
-    SIGTERM/SIGINT with `handle_signals`, still returns a (partial) run. UsageError for a bad --baseline
-    file; SystemExit(2) for an unknown --only/--skip name. `on_event` is told the run's progress
-    (`runner.ProgressFn`; `live_progress` gives one that draws it). `secrets` (beside those in `options`,
-    `given_secrets`) are masked by value in the report.
-    """
-    from dflash_doctor.render.report import host_info
-    from dflash_doctor.runner import failure_result, run_checks
-
-    started = time.monotonic()
-    _verify_interpreter(args)
-    expected = load_baseline(args.baseline)
-    checks, problems = load_selected(split_names(args.only), split_names(args.skip), sys.stderr, args.timeout)
-    # A check that runs only when asked for (the live server check): named in --only, or its options given.
-    asked = set(split_names(args.only)) | set(options or {})
-    checks = [c for c in checks if not getattr(c, "on_request", False) or c.id in asked or c.layer in asked]
-    ctx = Context(
-        python=args.python,
-        cwd=os.getcwd(),
-        no_gpu=args.no_gpu,
-        target_archs=tuple(split_names(args.target_arch)),
-        verify_hashes=args.verify_hashes,
-        timeout_s=args.timeout,
-        options=dict(options or {}),
-    )
-    outcome = run_checks(checks, ctx, handle_signals=handle_signals, on_event=on_event)
-    results = plugin_result(problems) + outcome.results
-    partial = outcome.partial
-    if outcome.stopped is not None:
-        results.append(outcome.stopped)
-    elif expected is not None:
-        from dflash_doctor.checks.fix import (
-            baseline as baseline_module,  # only when asked: it is not cheap to import
-        )
-        from dflash_doctor.facts.file_hashes import with_file_hashes
-
-        try:
-            # The file hashes are facts like any other: collected first, then judged (and saved with the result).
-            sections = with_file_hashes(outcome.sections, baseline_module.hashed_names(expected))
-            results.append(baseline_module.judge(expected, sections, args.baseline))
-        except Exception as exc:  # noqa: BLE001 - the report is still written, with the doctor's error
-            results.append(failure_result(exc, "comparing with the baseline"))
-            partial = True
-    extra: dict[str, Any] = {"options": _options(args, ctx.target_archs)}
-    if getattr(args, "verify_fixes", False) and outcome.stopped is None:
-        results = verify_fixes(results, outcome.sections, extra, python=args.python, timeout_s=args.timeout,
-                               target_archs=ctx.target_archs)
-    extra["wall_s"] = round(time.monotonic() - started, 3)
-    host_record = {**host_info(), **(host or {})}
-    masked = [*secrets, *given_secrets(options)]
-    try:
-        return finish(results, outcome.sections, args.python, args, extra, host_record, partial, outcome.lingering,
-                      masked)
-    except Exception as exc:  # noqa: BLE001 - the facts broke the report: write what is certain, and why
-        kept = [replace(r, facts={}) for r in results if r.id != "doctor"] + [failure_result(exc, "building the report")]
-        return finish(kept, {}, args.python, args, extra, host_record, True, outcome.lingering, masked)
-
-
-def verify_fixes(results: list[CheckResult], sections: Mapping[str, Any], extra: dict[str, Any], *, python: str,
-                 timeout_s: float, target_archs: Sequence[str] = ()) -> list[CheckResult]:
-    """Ask the target's installer what each failing finding's fixes would do (facts.dryrun), keep those facts in
-    the report (`dry_runs`) and judge them onto the remediations (checks.verify)."""
-    from dflash_doctor.checks.fix.verify import verified_commands, verify_results
-    from dflash_doctor.facts import dryrun
-
-    try:
-        facts = dryrun.collect(verified_commands(results), sections, python=python, timeout_s=timeout_s,
-                               cwd=os.getcwd(), target_archs=target_archs)
-    except Exception as exc:  # noqa: BLE001 - the fixes stay as they were, unverified, and the report says why
-        extra["dry_runs"] = {"error": f"{type(exc).__name__}: {exc}"}
-        return results
-    extra["dry_runs"] = facts
-    return verify_results(results, facts)
 
 
 def _progress_shown(args: argparse.Namespace) -> bool:
@@ -220,7 +41,7 @@ def _progress_shown(args: argparse.Namespace) -> bool:
 
 @contextlib.contextmanager
 def live_progress(args: argparse.Namespace) -> Iterator[OnEvent | None]:
-    """A transient status line on the terminal while the block runs (the `on_event` for `run_doctor`), or
+    """A transient status line on the terminal while the block runs (the `on_event` for `pipeline.run`), or
     None where nothing may be added to stdout: not a terminal, a report on stdout, `--format github`.
     The line is gone when the block ends, before the report is rendered."""
     if not _progress_shown(args):
@@ -253,7 +74,7 @@ def _write(kind: str, path: str, write: Any, report: Mapping[str, Any]) -> bool:
     return True
 
 
-def emit(run: DoctorRun, args: argparse.Namespace) -> int:
+def emit(run: Run, args: argparse.Namespace) -> int:
     """Write the requested files and render the chosen view; returns the exit code (2 if an output failed)."""
     report, ok = run.report, True
     if args.json:
@@ -288,7 +109,7 @@ def emit(run: DoctorRun, args: argparse.Namespace) -> int:
     return run.exit_code if ok else max(run.exit_code, 2)
 
 
-def exit_if_lingering(run: DoctorRun, code: int) -> None:
+def exit_if_lingering(run: Run, code: int) -> None:
     """A collector ignored the stop or its timeout: end the process now with `code`, its output
     flushed, rather than let Python's exit wait for that thread."""
     if run.lingering:
@@ -300,8 +121,10 @@ def exit_if_lingering(run: DoctorRun, code: int) -> None:
 def main(argv: Sequence[str]) -> int:
     try:
         args = parse_run_args(argv)
+        from dflash_doctor import pipeline  # after the parse: `--help` needs none of the run
+
         with live_progress(args) as on_event:
-            run = run_doctor(args, handle_signals=True, on_event=on_event)
+            run = pipeline.run(request_of(args), handle_signals=True, on_event=on_event)
     except UsageError as exc:
         return usage_error(exc)
     stop = next((f for r in run.results if r.id == "doctor" for f in r.findings if f.id == "doctor.interrupted"), None)

@@ -73,7 +73,7 @@ def _split_command(argv: Sequence[str]) -> tuple[list[str], list[str]] | None:
 
 def main(argv: Sequence[str]) -> int:
     from dflash_doctor.commands import options as run_options
-    from dflash_doctor.commands.run import emit, exit_if_lingering, live_progress, run_doctor
+    from dflash_doctor.commands.run import emit, exit_if_lingering, live_progress
 
     split = _split_command(argv)
     p = parser()
@@ -109,8 +109,10 @@ def main(argv: Sequence[str]) -> int:
                                       serve_argv=[str(w) for w in argv_secrets(list(command))])
         options = {"serve": {"argv": command, "gpus": args.gpus, "gpu_memory_gib": args.gpu_memory,
                              "validate": not args.no_vllm_validate, "vllm_parser": not args.no_vllm_parser}}
+        from dflash_doctor import pipeline  # after the parse: `--help` needs none of the run
+
         with live_progress(args) as on_event:
-            run = run_doctor(args, options=options, handle_signals=True, on_event=on_event)
+            run = pipeline.run(run_options.request_of(args, options=options), handle_signals=True, on_event=on_event)
     except run_options.UsageError as exc:
         sys.stderr.write(f"dflash-doctor serve: error: {exc}\n")
         return 2

@@ -38,7 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final
 
-from dflash_doctor.check import Context
+from dflash_doctor.context import Context
 from dflash_doctor.facts.build_env import read_torch_cuda
 from dflash_doctor.facts.elf import ElfError, exported_symbols, host_runtime_versions, scan_library
 from dflash_doctor.facts.envfacts import Distributions

@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dflash_doctor.check import Context
-from dflash_doctor.facts.probes import ProbeJob, ProbeOutcome, run_probes_sharing_imports
-from dflash_doctor.facts.sections import SHARED_IMPORTS
+from dflash_doctor.context import Context
+from dflash_doctor.facts.probes import SHARED_IMPORTS, ProbeJob, ProbeOutcome, run_probes_sharing_imports
 from dflash_doctor.knowledge.gpu import BF16_MIN_COMPUTE_CAPABILITY
 
 __all__ = ["KERNEL_FAMILIES", "KERNEL_PROBLEM", "collect"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dflash_doctor.check import Context
+from dflash_doctor.context import Context
 from dflash_doctor.facts.probes import run_probe
 from dflash_doctor.facts.secrets import env_allow_args, scrub_values
 from dflash_doctor.knowledge.kernel_wheels import KERNEL_DISTRIBUTIONS

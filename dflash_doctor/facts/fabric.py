@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from dflash_doctor.check import Context
+from dflash_doctor.context import Context
 from dflash_doctor.facts.fabric_host import host_facts, sysfs_bdf
 from dflash_doctor.facts.nvml import _error_name, _text
 from dflash_doctor.facts.probes import ProbeOutcome, run_probe

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from dflash_doctor.check import Context
+from dflash_doctor.context import Context
 from dflash_doctor.facts.envfacts import Distributions
 from dflash_doctor.facts.probes import ProbeJob, ProbeOutcome, documents, run_probe
 from dflash_doctor.facts.safefile import environment_roots, refusal

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dflash_doctor.check import Context
+from dflash_doctor.context import Context
 from dflash_doctor.documents.jsondoc import DocumentError, parse_json
 from dflash_doctor.facts.live_shapes import MAX_COUNT
 from dflash_doctor.facts.safefile import read_regular

@@ -20,7 +20,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from dflash_doctor.check import Context
+from dflash_doctor.context import Context
 from dflash_doctor.facts.modelfiles import read_model_dir
 
 __all__ = ["SECTION", "collect", "describe_model", "prefix_of", "resolve_model_path"]

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
-from dflash_doctor.check import Context
+from dflash_doctor.context import Context
 
 __all__ = ["collect", "nvml_facts"]
 

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from dflash_doctor.check import Context
+from dflash_doctor.context import Context
 from dflash_doctor.facts.envfacts import Distributions
 from dflash_doctor.facts.probes import ProbeJob, run_probe
 from dflash_doctor.facts.safefile import environment_roots

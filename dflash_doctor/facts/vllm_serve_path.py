@@ -35,7 +35,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
-from dflash_doctor.check import Context
+from dflash_doctor.context import Context
 from dflash_doctor.facts.envfacts import Distributions, canonical
 from dflash_doctor.facts.safefile import UnsafeFile, environment_roots, read_regular
 from dflash_doctor.facts.vllm_source import vllm_package_dir

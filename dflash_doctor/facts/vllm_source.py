@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from dflash_doctor.check import Context
+from dflash_doctor.context import Context
 from dflash_doctor.facts.envfacts import Distributions
 from dflash_doctor.facts.vllm_scan import scan_package
 from dflash_doctor.knowledge.vllm_imports import EXTERNAL_KERNEL_MODULES, SERVING_PATH_SITES

@@ -10,17 +10,20 @@ is the environment examined. dflash-doctor must be installed on every node, as R
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import logging
 import socket
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from dflash_doctor import pipeline
+from dflash_doctor.request import Request
 
 __all__ = ["NodeReport", "alive_nodes", "gather"]
 
@@ -43,15 +46,12 @@ def _custom(resources: Mapping[str, float]) -> dict[str, float]:
             if not k.startswith(("node:", "accelerator_type:")) and k not in BUILTIN_RESOURCES}
 
 
-def _node_doctor(run_args: dict[str, Any], host: dict[str, Any]) -> dict[str, Any]:
-    """Runs on the node: the doctor, in this worker's interpreter unless --python was given."""
-    from dflash_doctor.commands.run import run_doctor
-
-    args = argparse.Namespace(**run_args)
-    if not args.python:
-        args.python = sys.executable
+def _node_doctor(fields: dict[str, Any], host: dict[str, Any]) -> dict[str, Any]:
+    """Runs on the node: the doctor, in this worker's interpreter unless --python was given. The request comes
+    as its fields (plain values, whatever the node's own classes are)."""
+    request = Request(**fields)
     host = {**host, "ray": {**host.get("ray", {}), "node_id": ray.get_runtime_context().get_node_id()}}
-    return run_doctor(args, host=host).report
+    return pipeline.run(dataclasses.replace(request, python=request.python or sys.executable, host=host)).report
 
 
 def alive_nodes(min_nodes: int = 0, wait_s: float = 0.0) -> list[dict[str, Any]]:
@@ -79,7 +79,7 @@ def check_reachable(address: str, timeout_s: float = 5.0) -> None:
         raise ConnectionError(f"nothing answers at {address} ({exc.strerror or exc}); is the head's GCS port right?") from exc
 
 
-def gather(address: str, run_args: Mapping[str, Any], *, gpus: str = "all", timeout_s: float = 300.0,
+def gather(address: str, request: Request, *, gpus: str = "all", timeout_s: float = 300.0,
            min_nodes: int = 0, wait_s: float = 30.0) -> tuple[list[NodeReport], list[str]]:
     """Run the doctor on every alive node; returns one NodeReport per node and any cluster-level problems."""
     problems: list[str] = []
@@ -90,6 +90,8 @@ def gather(address: str, run_args: Mapping[str, Any], *, gpus: str = "all", time
         if len(nodes) < min_nodes:
             problems.append(f"only {len(nodes)} alive node(s) after {wait_s:g} s, expected at least {min_nodes}")
         task = ray.remote(_node_doctor)
+        fields = {f.name: getattr(request, f.name) for f in dataclasses.fields(request)}
+        fields["options"], fields["host"] = dict(request.options), dict(request.host)
         refs = []
         for node in nodes:
             resources = node.get("Resources", {})
@@ -99,7 +101,7 @@ def gather(address: str, run_args: Mapping[str, Any], *, gpus: str = "all", time
             refs.append(task.options(
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False),
                 num_cpus=0, num_gpus=n_gpus, max_retries=0, name=f"dflash-doctor@{node['NodeID'][:8]}",
-            ).remote(dict(run_args), host))
+            ).remote(fields, host))
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
         done = set(ready)
         out = []
@@ -126,10 +128,3 @@ def gather(address: str, run_args: Mapping[str, Any], *, gpus: str = "all", time
 def node_label(node: NodeReport) -> str:
     custom = sorted(_custom(node.resources))
     return f"node-{node.node_id[:8]}" + (f"({','.join(custom)})" if custom else "")
-
-
-def run_args_for_nodes(args: argparse.Namespace, fleet_only: Sequence[str]) -> dict[str, Any]:
-    """The run options as each node needs them: no output files (the fleet writes its own)."""
-    values = {k: v for k, v in vars(args).items() if k not in fleet_only}
-    values.update({"json": None, "junit": None, "markdown": None, "format": "terminal"})
-    return values

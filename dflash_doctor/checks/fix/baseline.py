@@ -27,6 +27,15 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from dflash_doctor import __version__
+from dflash_doctor.checks.fix.codes import (
+    BASELINE_ARCH_DRIFT,
+    BASELINE_FILE_DRIFT,
+    BASELINE_GPU_DRIFT,
+    BASELINE_MATCH,
+    BASELINE_NOT_COMPARED,
+    BASELINE_PYTHON_DRIFT,
+    BASELINE_VERSION_DRIFT,
+)
 from dflash_doctor.checks.remedy import Installer, quote
 from dflash_doctor.documents.jsondoc import load_document
 from dflash_doctor.facts import envsummary
@@ -135,8 +144,8 @@ def _python_findings(expected: Mapping[str, Any], current: Mapping[str, Any], so
     def label(p: Mapping[str, Any]) -> str:
         return f"{p.get('implementation')} {p.get('version')} on {p.get('machine')}"
 
-    return [Finding("baseline.python-drift", Status.FAIL, f"Python: {label(want)} expected, {label(have)} found",
-                    _diff(source, [label(want)], [label(have)]), {"expected": dict(want), "found": dict(have)})]
+    return [BASELINE_PYTHON_DRIFT.finding(Status.FAIL, f"Python: {label(want)} expected, {label(have)} found",
+                    _diff(source, [label(want)], [label(have)]), evidence={"expected": dict(want), "found": dict(have)})]
 
 
 def _gpu_findings(expected: Mapping[str, Any], current: Mapping[str, Any], source: str) -> tuple[list[Finding], list[str]]:
@@ -149,10 +158,10 @@ def _gpu_findings(expected: Mapping[str, Any], current: Mapping[str, Any], sourc
         else:
             spec, version = want_driver.get("range") or f"=={want_driver.get('version')}", have_driver.get("version")
             if not _in_range(version, spec):
-                findings.append(Finding(
-                    "baseline.gpu-drift", Status.FAIL, f"NVIDIA driver {version} is outside the baseline's range {spec}",
+                findings.append(BASELINE_GPU_DRIFT.finding(
+                    Status.FAIL, f"NVIDIA driver {version} is outside the baseline's range {spec}",
                     _diff(source, [f"driver {spec} (saved on {want_driver.get('version')})"], [f"driver {version}"]),
-                    {"expected_range": spec, "expected": want_driver.get("version"), "found": version}))
+                    evidence={"expected_range": spec, "expected": want_driver.get("version"), "found": version}))
     want_gpus, have_gpus = expected.get("gpus"), current.get("gpus")
     if want_gpus:
         if not have_gpus:
@@ -160,12 +169,12 @@ def _gpu_findings(expected: Mapping[str, Any], current: Mapping[str, Any], sourc
         else:
             want_cc, have_cc = list(want_gpus.get("compute_capabilities") or []), list(have_gpus.get("compute_capabilities") or [])
             if want_cc != have_cc:
-                findings.append(Finding(
-                    "baseline.gpu-drift", Status.FAIL,
+                findings.append(BASELINE_GPU_DRIFT.finding(
+                    Status.FAIL,
                     f"GPUs' compute capabilities {', '.join(have_cc) or 'none'} differ from the baseline's "
                     f"{', '.join(want_cc) or 'none'}",
                     _diff(source, [f"GPU {cc}" for cc in want_cc], [f"GPU {cc}" for cc in have_cc]),
-                    {"expected": want_cc, "found": have_cc}))
+                    evidence={"expected": want_cc, "found": have_cc}))
     return findings, skipped
 
 
@@ -194,10 +203,10 @@ def _distribution_findings(expected: Mapping[str, Any], current: Mapping[str, An
                 skipped.append(f"{name} files")
                 continue
             if h.get("files") is None:
-                findings.append(Finding(
-                    "baseline.file-drift", Status.FAIL, f"{w.get('name')} {w.get('version')}: its RECORD is gone or "
+                findings.append(BASELINE_FILE_DRIFT.finding(
+                    Status.FAIL, f"{w.get('name')} {w.get('version')}: its RECORD is gone or "
                     "unreadable, files cannot be checked", _diff(source, [f"{name} RECORD"], []),
-                    {"distribution": name}, (Remediation(installer.install(f"{w.get('name')}=={w.get('version')}",
+                    evidence={"distribution": name}, remediation=(Remediation(installer.install(f"{w.get('name')}=={w.get('version')}",
                                                                            reinstall=True, no_deps=True),
                                                          "reinstall the recorded version"),)))
                 continue
@@ -218,11 +227,11 @@ def _distribution_findings(expected: Mapping[str, Any], current: Mapping[str, An
         else:
             title = f"{shown} {h.get('version') if h else ''} is installed but not in the baseline"
             fix = Remediation(installer.uninstall(str(shown)), "remove what the baseline does not have")
-        findings.append(Finding(
-            "baseline.version-drift", Status.FAIL, title,
+        findings.append(BASELINE_VERSION_DRIFT.finding(
+            Status.FAIL, title,
             _diff(source, [label_w] if label_w else [], [label_h] if label_h else []),
-            {"distribution": name, "expected": w.get("version") if w else None, "found": h.get("version") if h else None},
-            (fix, _rebaseline(source, installer.python))))
+            evidence={"distribution": name, "expected": w.get("version") if w else None, "found": h.get("version") if h else None},
+            remediation=(fix, _rebaseline(source, installer.python))))
     return findings, skipped, files_compared
 
 
@@ -240,13 +249,13 @@ def _file_finding(name: str, want: Mapping[str, Any], have: Mapping[str, Any], s
     parts = [f"{len(changed)} changed" if changed else "", f"{len(missing)} missing" if missing else "",
              f"{len(added)} new" if added else ""]
     label = f"{want.get('name')} {want.get('version')}"
-    return [Finding(
-        "baseline.file-drift", Status.FAIL,
+    return [BASELINE_FILE_DRIFT.finding(
+        Status.FAIL,
         f"{label}: files differ from the baseline ({', '.join(p for p in parts if p)})",
         _diff(source, removed_lines, added_lines, len(removed_lines) + len(added_lines)),
-        {"distribution": name, "changed": changed[:50], "missing": missing[:50], "new": added[:50],
+        evidence={"distribution": name, "changed": changed[:50], "missing": missing[:50], "new": added[:50],
          "changed_count": len(changed), "missing_count": len(missing), "new_count": len(added)},
-        (Remediation(installer.install(f"{want.get('name')}=={want.get('version')}", reinstall=True, no_deps=True),
+        remediation=(Remediation(installer.install(f"{want.get('name')}=={want.get('version')}", reinstall=True, no_deps=True),
                      "put back the files the recorded version installs"), _rebaseline(source, installer.python)))]
 
 
@@ -281,11 +290,11 @@ def _arch_findings(expected: Mapping[str, Any], current: Mapping[str, Any], sour
             fixes.append(Remediation(installer.install(f"{owner.get('name')}=={owner.get('version')}", reinstall=True,
                                                        no_deps=True), "reinstall the build the baseline recorded"))
         fixes.append(_rebaseline(source, installer.python))
-        findings.append(Finding(
-            "baseline.arch-drift", Status.FAIL, title,
+        findings.append(BASELINE_ARCH_DRIFT.finding(
+            Status.FAIL, title,
             _diff(source, [f"{library}  {' '.join(w.get('sass', []) + w.get('ptx', []))}"],
                   [f"{library}  {' '.join(h.get('sass', []) + h.get('ptx', []))}"] if library in have else []),
-            {"library": library, "missing": lost, "added": gained}, tuple(fixes)))
+            evidence={"library": library, "missing": lost, "added": gained}, remediation=tuple(fixes)))
     return findings, []
 
 
@@ -305,16 +314,16 @@ def compare(expected: Mapping[str, Any], current: Mapping[str, Any], source: str
     if not findings:
         n_dists = len(expected.get("distributions") or {})
         n_libs = len(expected.get("arch_coverage") or {})
-        findings.append(Finding(
-            "baseline.match", Status.PASS,
+        findings.append(BASELINE_MATCH.finding(
+            Status.PASS,
             f"matches {source}: {n_dists} distributions, {files_compared} files, {n_libs} libraries' archs",
             evidence={"fingerprint": current.get("fingerprint"), "files_compared": files_compared}))
     if skipped:
-        findings.append(Finding(
-            "baseline.not-compared", Status.SKIP, f"not compared: {', '.join(skipped)} (not collected in this run)",
+        findings.append(BASELINE_NOT_COMPARED.finding(
+            Status.SKIP, f"not compared: {', '.join(skipped)} (not collected in this run)",
             "The baseline records these, this run did not collect them (--no-gpu, a saved report, or no arch "
             "layer). Run on the hardware, from the live environment, to compare them.",
-            {"not_compared": skipped}))
+            evidence={"not_compared": skipped}))
     return findings
 
 

@@ -12,6 +12,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dflash_doctor.checks.fix.codes import (
+    BUILD_COMPILER_MISSING,
+    BUILD_CUDA_HOME_MISSING,
+    BUILD_MEMORY_LOW,
+    BUILD_MODULE_MISSING,
+    BUILD_NINJA_MISSING,
+    BUILD_NVCC_MISMATCH,
+    BUILD_NVCC_MISSING,
+    BUILD_READY,
+    BUILD_TORCH_CPU,
+    BUILD_TORCH_MISSING,
+)
 from dflash_doctor.checks.remedy import Installer, export, quote
 from dflash_doctor.knowledge.builds import (
     BUILD_MINUTES_64_CORES,
@@ -80,71 +92,71 @@ def judge_build(build: Mapping[str, Any], *, python: str, uv: bool, what: str,
     installer = Installer(python=python, uv=uv)
     findings: list[Finding] = []
     for module in dict.fromkeys(m for m in missing_modules if m != "torch"):
-        findings.append(Finding(
-            f"{CHECK_ID}.module-missing", Status.FAIL,
+        findings.append(BUILD_MODULE_MISSING.finding(
+            Status.FAIL,
             f"building {what} imports {module}, which the environment does not have",
             f"A build with --no-build-isolation sees only the environment's own packages, and the installer's dry "
-            f"run stopped in setup.py: No module named '{module}'.", {"module": module},
-            (Remediation(installer.install(module), f"what {what}'s setup.py imports before it builds"),)))
+            f"run stopped in setup.py: No module named '{module}'.", evidence={"module": module},
+            remediation=(Remediation(installer.install(module), f"what {what}'s setup.py imports before it builds"),)))
     torch = build.get("torch") or {}
     torch_cuda = torch.get("cuda")
     nvcc, release = build.get("nvcc"), build.get("nvcc_release")
     evidence = {k: build.get(k) for k in ("nvcc", "nvcc_release", "cuda_home", "ninja", "cxx", "cores",
                                            "mem_available_bytes")} | {"torch_cuda": torch_cuda}
     if not torch.get("installed") or "torch" in missing_modules:
-        findings.append(Finding(f"{CHECK_ID}.torch-missing", Status.FAIL,
+        findings.append(BUILD_TORCH_MISSING.finding(Status.FAIL,
                                 f"building {what} needs torch in the environment, and torch is not installed",
                                 "flash-attn's setup.py imports torch (it is built with --no-build-isolation, against "
-                                "the torch already installed).", evidence))
+                                "the torch already installed).", evidence=evidence))
     elif not torch_cuda:
-        findings.append(Finding(f"{CHECK_ID}.torch-cpu", Status.FAIL,
+        findings.append(BUILD_TORCH_CPU.finding(Status.FAIL,
                                 f"building {what} needs a CUDA build of torch; torch {torch.get('version')} is a CPU "
                                 "build (torch.version.cuda is None)",
                                 "torch's cpp_extension compiles CUDA extensions only against a torch built with CUDA.",
-                                evidence))
+                                evidence=evidence))
     if not nvcc:
-        findings.append(Finding(
-            f"{CHECK_ID}.nvcc-missing", Status.FAIL,
+        findings.append(BUILD_NVCC_MISSING.finding(
+            Status.FAIL,
             f"building {what} needs nvcc, and there is none on PATH or under CUDA_HOME",
             f"Install the CUDA toolkit {torch_cuda or 'matching torch.version.cuda'} ({CUDA_ARCHIVE}) and put its "
-            f"bin/ on PATH. {NVCC_MAJOR_MUST_MATCH.value}.", evidence,
-            (Remediation("export CUDA_HOME=/usr/local/cuda && export PATH=\"$CUDA_HOME/bin:$PATH\"",
+            f"bin/ on PATH. {NVCC_MAJOR_MUST_MATCH.value}.", evidence=evidence,
+            remediation=(Remediation("export CUDA_HOME=/usr/local/cuda && export PATH=\"$CUDA_HOME/bin:$PATH\"",
                          f"after installing the CUDA toolkit {torch_cuda or ''} from {CUDA_ARCHIVE}: where torch's "
                          "cpp_extension looks for it"),)))
     elif torch_cuda and release and release.split(".")[0] != str(torch_cuda).split(".")[0]:
-        findings.append(Finding(
-            f"{CHECK_ID}.nvcc-mismatch", Status.FAIL,
+        findings.append(BUILD_NVCC_MISMATCH.finding(
+            Status.FAIL,
             f"nvcc is CUDA {release} and torch is built with CUDA {torch_cuda}: the build stops at once "
-            "(the CUDA majors differ)", f"{NVCC_MAJOR_MUST_MATCH.value}.", evidence,
-            (Remediation(f"{export('CUDA_HOME', f'/usr/local/cuda-{torch_cuda}')} && export PATH=\"$CUDA_HOME/bin:$PATH\"",
+            "(the CUDA majors differ)", f"{NVCC_MAJOR_MUST_MATCH.value}.", evidence=evidence,
+            remediation=(Remediation(f"{export('CUDA_HOME', f'/usr/local/cuda-{torch_cuda}')} && export PATH=\"$CUDA_HOME/bin:$PATH\"",
                          f"a CUDA {torch_cuda} toolkit (install it from {CUDA_ARCHIVE} when that directory does "
                          "not exist)"),)))
     if not build.get("cuda_home"):
-        findings.append(Finding(
-            f"{CHECK_ID}.cuda-home-missing", Status.FAIL,
+        findings.append(BUILD_CUDA_HOME_MISSING.finding(
+            Status.FAIL,
             "CUDA_HOME is not set and torch's cpp_extension finds no CUDA install (no nvcc on PATH, no "
             f"/usr/local/cuda): building {what} fails while preparing its metadata",
-            "flash-attn's setup.py raises 'OSError: CUDA_HOME environment variable is not set'.", evidence,
-            cause=f"{CHECK_ID}.nvcc-missing" if not nvcc else ""))
+            "flash-attn's setup.py raises 'OSError: CUDA_HOME environment variable is not set'.", evidence=evidence,
+            cause=BUILD_NVCC_MISSING if not nvcc else ""))
     if not build.get("ninja"):
-        findings.append(Finding(f"{CHECK_ID}.ninja-missing", Status.FAIL,
+        findings.append(BUILD_NINJA_MISSING.finding(Status.FAIL,
                                 f"building {what} without ninja compiles one file at a time: about 2 hours",
-                                NINJA_REQUIRED.value, evidence, (Remediation(installer.install("ninja"),
+                                NINJA_REQUIRED.value, evidence=evidence, remediation=(Remediation(installer.install("ninja"),
                                                                               "the parallel build flash-attn's README asks for"),)))
     if not build.get("cxx"):
-        findings.append(Finding(f"{CHECK_ID}.compiler-missing", Status.FAIL,
+        findings.append(BUILD_COMPILER_MISSING.finding(Status.FAIL,
                                 f"building {what} needs a C++ compiler, and there is none (CXX, c++, g++, clang++)",
-                                "nvcc hands host code to the system C++ compiler.", evidence,
-                                (Remediation("apt-get install -y g++", "Debian and Ubuntu; another distribution's "
+                                "nvcc hands host code to the system C++ compiler.", evidence=evidence,
+                                remediation=(Remediation("apt-get install -y g++", "Debian and Ubuntu; another distribution's "
                                              "package manager elsewhere"),)))
     jobs, jobs_why = _max_jobs(build)
     free = build.get("mem_available_bytes")
     if isinstance(free, int) and free < JOB_PEAK_RAM_GB.value * GIB:
-        findings.append(Finding(
-            f"{CHECK_ID}.memory-low", Status.WARN,
+        findings.append(BUILD_MEMORY_LOW.finding(
+            Status.WARN,
             f"{gib(free)} of memory is available, less than one compile job's peak "
             f"({JOB_PEAK_RAM_GB.value} GiB): building {what} may be killed for memory even with MAX_JOBS=1",
-            JOB_PEAK_RAM_GB.source, evidence))
+            JOB_PEAK_RAM_GB.source, evidence=evidence))
     archs = [str(a) for a in build.get("archs") or ()]
     env = {"MAX_JOBS": str(jobs)}
     if archs:
@@ -160,9 +172,9 @@ def judge_build(build: Mapping[str, Any], *, python: str, uv: bool, what: str,
     if missing:
         summary += "; missing: " + ", ".join(missing)
     else:
-        findings.append(Finding(f"{CHECK_ID}.ready", Status.PASS,
+        findings.append(BUILD_READY.finding(Status.PASS,
                                 f"building {what}: nvcc {release} (torch CUDA {torch_cuda}), CUDA_HOME "
-                                f"{build.get('cuda_home')}, ninja, {build.get('cxx')}; {summary}", "", evidence))
+                                f"{build.get('cuda_home')}, ninja, {build.get('cxx')}; {summary}", "", evidence=evidence))
     return BuildPlan(env, summary, tuple(findings))
 
 

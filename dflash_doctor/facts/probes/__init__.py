@@ -30,11 +30,14 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "MARKER", "STDERR_CAP", "STDOUT_CAP", "Exchange", "ProbeJob", "ProbeOutcome", "SharedRun", "TargetHost",
+    "MARKER", "SHARED_IMPORTS", "STDERR_CAP", "STDOUT_CAP", "Exchange", "ProbeJob", "ProbeOutcome", "SharedRun", "TargetHost",
     "documents", "exchange", "kill_group", "overflow_error", "probe_source", "run_probe", "run_probes_sharing_imports",
 ]
 
 MARKER = "@@dflash-doctor-facts@@"
+SHARED_IMPORTS = ("torch",)
+"""What the run's one target process (`TargetHost`) imports before it forks the probes that need the stack: a
+cold `import torch` costs seconds, and each probe importing it again made the cost scale with the stack."""
 # The host's own marker (probes/host.py): the jobs' output it relays holds MARKER.
 HOST_MARKER = "@@dflash-doctor-host@@"
 HOST_LINE_CAP = 64 << 20

@@ -1,0 +1,48 @@
+"""What the user asked a run to inspect, and how: the one object every collector is given.
+
+It sits at the bottom of the package (it imports nothing of it), so that collectors (`facts/`), the check
+API (`check.py`) and the run (`runner.py`) can all take it without reaching up or sideways.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+__all__ = ["Context", "TargetProcess"]
+
+
+class TargetProcess(Protocol):
+    """The run's one target process that imported the stack once (`facts.probes.TargetHost`): probes that
+    need the stack run as its forked children. Jobs are `facts.probes.ProbeJob`s, outcomes `ProbeOutcome`s."""
+
+    def submit(self, job: Any) -> Future[Any]:
+        """Start one probe job; its outcome comes through the future."""
+        ...
+
+    def run(self, jobs: list[Any]) -> dict[str, Any]:
+        """Run the jobs and wait for each one's outcome, by job name."""
+        ...
+
+    def facts(self) -> dict[str, Any]:
+        """How the process went so far (its own facts, for the report)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the user asked for: which environment to inspect, and how."""
+
+    python: str
+    """The target interpreter whose environment is inspected."""
+    cwd: str
+    no_gpu: bool = False
+    target_archs: tuple[str, ...] = ()
+    verify_hashes: bool = False
+    timeout_s: float = 60.0
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """Extra options for layers that take them (e.g. the serve command line)."""
+    host: TargetProcess | None = None
+    """The run's one target process (set by the runner while it collects; None: each probe starts its own)."""

@@ -1,0 +1,222 @@
+"""The doctor's one pipeline: a `Request` in, a `Run` out.
+
+    collect -> judge -> after the checks: the golden baseline (its file hashes collected first) and the fix
+    verification (the installer's dry runs) -> finish (the redacted report, the exit code)
+
+Every command that runs the doctor calls it: the default run, `serve`, `live`, `baseline save`, `fix`, and each
+node of `fleet`; `judge` enters it with the facts of a saved report instead of collecting them. A failure of
+the doctor itself, or SIGTERM/SIGINT (with `handle_signals`), still gives a (partial) run: the report is
+written with what is certain and why the rest is not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dflash_doctor.check import Check
+from dflash_doctor.model import CheckResult, Finding, Status, exit_code
+from dflash_doctor.request import Request, RequestError
+from dflash_doctor.runner import ProgressFn, failure_result, judge, run_checks, select
+
+__all__ = ["Run", "judge_saved", "load_selected", "run"]
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of the doctor: the report as it may leave the machine (redacted), the results rendered from
+    it, the exit code, and the raw facts for in-process use only (never written out)."""
+
+    report: dict[str, Any]
+    results: list[CheckResult]
+    exit_code: int
+    sections: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    lingering: bool = False
+    """The run's worker thread was still busy when it ended (the caller should not wait for it)."""
+    raw_results: list[CheckResult] = field(default_factory=list, repr=False)  # unredacted, for in-process use only
+
+
+def load_selected(only: Sequence[str], skip: Sequence[str],
+                  timeout_s: float | None = None) -> tuple[list[Check], list[Finding]]:
+    """The checks --only/--skip select, and the findings of the plugins that could not be loaded;
+    RequestError for a name that is no check and no layer."""
+    from dflash_doctor.registry import LOAD_TIMEOUT_S, load_checks
+
+    loaded, errors = load_checks(timeout_s=LOAD_TIMEOUT_S if timeout_s is None else timeout_s)
+    problems = [e.finding() for e in errors]
+    checks = [lc.check for lc in loaded]
+    known = {c.id for c in checks} | {c.layer for c in checks}
+    unknown = [name for name in [*only, *skip] if name not in known]
+    if unknown:
+        raise RequestError(f"unknown check or layer: {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    return select(checks, only, skip), problems
+
+
+def _plugin_result(problems: list[Finding]) -> list[CheckResult]:
+    if not problems:
+        return []
+    return [CheckResult("plugins", "doctor", "Check plugins", Status.ERROR, tuple(problems))]
+
+
+def _load_baseline(path: str | None) -> dict[str, Any] | None:
+    if not path:
+        return None
+    from dflash_doctor.checks.fix import baseline
+
+    try:
+        return baseline.load(path)
+    except baseline.BaselineError as exc:
+        raise RequestError(str(exc)) from exc
+
+
+def _handshake(request: Request) -> Request:
+    """The target interpreter answers the handshake, or the request is an error (one line, exit 2)."""
+    from dflash_doctor.facts.interpreter import InterpreterError, absolute, verify
+
+    python = absolute(request.python or sys.executable)
+    if request.handshake and python != sys.executable:  # the doctor's own interpreter: it is running this code
+        try:
+            verify(python, request.timeout_s, cwd=os.getcwd())
+        except InterpreterError as exc:
+            raise RequestError(f"--python {exc}") from None
+    return dataclasses.replace(request, python=python)
+
+
+def _given_secrets(request: Request) -> list[str]:
+    """The secrets in what the checks were given: the serve command's (`serve.argv`) and the live check's key
+    (the variable its `api_key_env` names). Every output masks them by value (render.redact)."""
+    from dflash_doctor.render import redact
+
+    serve = request.options.get("serve")
+    argv = serve.get("argv") if isinstance(serve, Mapping) else None
+    live = request.options.get("live")
+    return [*request.secrets,
+            *redact.given_secrets([str(w) for w in argv or []], getattr(live, "api_key_env", None))]
+
+
+def run(request: Request, *, handle_signals: bool = False, on_event: ProgressFn | None = None) -> Run:
+    """Collect, judge, compare with the baseline, verify the fixes, and finish the report.
+
+    RequestError (before anything runs) for an interpreter that does not answer, an unusable baseline file or
+    an unknown --only/--skip name. `on_event` is told the run's progress (`runner.ProgressFn`)."""
+    from dflash_doctor.render.report import host_info
+
+    started = time.monotonic()
+    request = _handshake(request)
+    expected = _load_baseline(request.baseline)
+    checks, problems = load_selected(request.only, request.skip, request.timeout_s)
+    # A check that runs only when asked for (the live server check): named in --only, or its options given.
+    asked = set(request.only) | set(request.options)
+    checks = [c for c in checks if not getattr(c, "on_request", False) or c.id in asked or c.layer in asked]
+    outcome = run_checks(checks, request.context(), handle_signals=handle_signals, on_event=on_event)
+    results = _plugin_result(problems) + outcome.results
+    partial = outcome.partial
+    if outcome.stopped is not None:
+        results.append(outcome.stopped)
+    elif expected is not None:
+        from dflash_doctor.checks.fix import baseline
+        from dflash_doctor.facts.file_hashes import with_file_hashes
+
+        try:
+            # The file hashes are facts like any other: collected first, then judged (and saved with the result).
+            sections = with_file_hashes(outcome.sections, baseline.hashed_names(expected))
+            results.append(baseline.judge(expected, sections, request.baseline or ""))
+        except Exception as exc:  # noqa: BLE001 - the report is still written, with the doctor's error
+            results.append(failure_result(exc, "comparing with the baseline"))
+            partial = True
+    extra: dict[str, Any] = {"options": request.recorded_options()}
+    if request.verify_fixes and outcome.stopped is None:
+        results = _verify_fixes(results, outcome.sections, extra, request)
+    extra["wall_s"] = round(time.monotonic() - started, 3)
+    host_record = {**host_info(), **request.host}
+    return _finish(request, results, outcome.sections, extra, host_record, partial, outcome.lingering)
+
+
+def judge_saved(request: Request, saved: Mapping[str, Any], source: str) -> Run:
+    """Judge the facts of a saved report (`source`) again with this version's checks, as `dflash-doctor judge`
+    does: the checks it ran, with its options; its baseline file hashes and dry runs judged again, nothing of
+    the environment read again. RequestError for an unusable baseline file or an unknown --only/--skip name."""
+    from dflash_doctor.render import report as report_module
+
+    expected = _load_baseline(request.baseline)
+    checks, problems = load_selected(request.only, request.skip)
+    saved_ids = report_module.check_ids(saved)
+    checks = [c for c in checks if c.id in saved_ids]
+    sections = report_module.sections_of(saved)
+    options = report_module.options_of(saved)
+    python = report_module.target_python(saved)
+    ctx = dataclasses.replace(request, python=python, no_gpu=bool(options.get("no_gpu")),
+                              target_archs=tuple(options.get("target_archs") or ())).context()
+    results = _plugin_result(problems) + judge(checks, sections, ctx)
+    partial = bool(saved.get("partial"))
+    if expected is not None:
+        from dflash_doctor.checks.fix import baseline
+
+        # The file hashes are those the report saved (a run given --baseline saves them); a report without
+        # them has those parts reported as not compared. Nothing of the environment is read again.
+        try:
+            results.append(baseline.judge(expected, sections, request.baseline or ""))
+        except Exception as exc:  # noqa: BLE001 - facts the comparison cannot read: an error result, not a crash
+            results.append(failure_result(exc, "comparing with the baseline"))
+            partial = True
+    options.update({"strict": request.strict, "baseline": request.baseline})
+    extra: dict[str, Any] = {"judged_from": source, "options": options}
+    dry_runs = saved.get("dry_runs")
+    if isinstance(dry_runs, dict) and dry_runs.get("items"):
+        from dflash_doctor.checks.fix.verify import verify_results
+
+        extra["dry_runs"] = dry_runs  # what the installer said then, judged again now
+        results = verify_results(results, dry_runs)
+    return _finish(dataclasses.replace(request, python=python, secrets=()), results, sections, extra,
+                   report_module.host_of(saved), partial, given=False)
+
+
+def _verify_fixes(results: list[CheckResult], sections: Mapping[str, Any], extra: dict[str, Any],
+                  request: Request) -> list[CheckResult]:
+    """Ask the target's installer what each failing finding's fixes would do (facts.dryrun), keep those facts in
+    the report (`dry_runs`) and judge them onto the remediations (checks.fix.verify)."""
+    from dflash_doctor.checks.fix.verify import verified_commands, verify_results
+    from dflash_doctor.facts import dryrun
+
+    try:
+        facts = dryrun.collect(verified_commands(results), sections, python=request.python,
+                               timeout_s=request.timeout_s, cwd=os.getcwd(), target_archs=request.target_archs)
+    except Exception as exc:  # noqa: BLE001 - the fixes stay as they were, unverified, and the report says why
+        extra["dry_runs"] = {"error": f"{type(exc).__name__}: {exc}"}
+        return results
+    extra["dry_runs"] = facts
+    return verify_results(results, facts)
+
+
+def _finish(request: Request, results: list[CheckResult], sections: Mapping[str, Any], extra: dict[str, Any],
+            host: Mapping[str, Any] | None, partial: bool, lingering: bool = False, given: bool = True) -> Run:
+    """The report (redacted) and the exit code; where the facts break the report, the report of what is
+    certain, and why."""
+    masked = _given_secrets(request) if given else []
+    try:
+        return _report(request, results, sections, extra, host, partial, lingering, masked)
+    except Exception as exc:  # noqa: BLE001 - the facts broke the report: write what is certain, and why
+        kept = [dataclasses.replace(r, facts={}) for r in results if r.id != "doctor"]
+        kept.append(failure_result(exc, "building the report"))
+        return _report(request, kept, {}, extra, host, True, lingering, masked)
+
+
+def _report(request: Request, results: list[CheckResult], sections: Mapping[str, Any], extra: dict[str, Any],
+            host: Mapping[str, Any] | None, partial: bool, lingering: bool, secrets: Sequence[str]) -> Run:
+    from dflash_doctor.checks.fix.verify import mark_unchecked, unchecked_reason
+    from dflash_doctor.render import report as report_module
+    from dflash_doctor.render.redact import redact_report
+
+    if partial:
+        extra["partial"] = True
+    # Every fix in the report says whether the installer vouched for it; the run's own results stay as judged.
+    shown = mark_unchecked(results, unchecked_reason(extra.get("dry_runs"), request.python))
+    raw = report_module.build(shown, sections, request.python, request.strict, extra, host=host)
+    report = redact_report(raw, keep_hosts=request.keep_hosts, secrets=secrets)
+    rendered = [CheckResult.from_dict(c) for c in report["checks"]]
+    return Run(report, rendered, exit_code(results, request.strict), sections, lingering, list(results))

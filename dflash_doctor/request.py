@@ -1,0 +1,63 @@
+"""What one run of the doctor is asked to do: a `Request`, made from the command line by each command
+(`commands.options.request_of`) and run by `dflash_doctor.pipeline`. Nothing below the command line sees
+argparse."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dflash_doctor.context import Context
+
+__all__ = ["Request", "RequestError"]
+
+
+class RequestError(Exception):
+    """A request that cannot be run (a wrong option, an unusable input file, an unknown check name): reported
+    on stderr in one line, exit 2, nothing judged."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """One run: which environment, which checks, and what to do after judging."""
+
+    python: str
+    """The target interpreter; "" in a fleet task: the interpreter that runs the doctor on that node."""
+    cwd: str
+    no_gpu: bool = False
+    target_archs: tuple[str, ...] = ()
+    verify_hashes: bool = False
+    timeout_s: float = 60.0
+    only: tuple[str, ...] = ()
+    """Check ids or layers to run (none: all)."""
+    skip: tuple[str, ...] = ()
+    strict: bool = False
+    """A warning fails the run too."""
+    keep_hosts: bool = False
+    """Hostnames and addresses stay in the report (not redacted)."""
+    baseline: str | None = None
+    """A golden baseline file to compare with (checks.fix.baseline)."""
+    verify_fixes: bool = False
+    """Ask the target's installer what each failing finding's fixes would do (checks.fix.verify)."""
+    profile: str | None = None
+    """The profile applied, as the report records it."""
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """Options for the layers that take them (e.g. "serve": the serve command line, "live": the live check's);
+    a check that runs only when asked for runs when its id is among them."""
+    host: Mapping[str, Any] = field(default_factory=dict)
+    """Merged into the report's host record (a fleet node's)."""
+    secrets: tuple[str, ...] = ()
+    """Masked by value in every output, beside those found in `options`."""
+    handshake: bool = True
+    """Check first that the target interpreter answers (a usage error when it does not)."""
+
+    def context(self) -> Context:
+        """What the collectors are given."""
+        return Context(python=self.python, cwd=self.cwd, no_gpu=self.no_gpu, target_archs=self.target_archs,
+                       verify_hashes=self.verify_hashes, timeout_s=self.timeout_s, options=dict(self.options))
+
+    def recorded_options(self) -> dict[str, Any]:
+        """The options as the report records them (`options` of the JSON report)."""
+        return {"no_gpu": self.no_gpu, "target_archs": list(self.target_archs), "only": list(self.only),
+                "skip": list(self.skip), "strict": self.strict, "profile": self.profile, "baseline": self.baseline}

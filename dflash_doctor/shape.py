@@ -1,0 +1,186 @@
+"""The declared shape of a fact section, checked when facts are read.
+
+Each section a collector provides has one shape: a frozen dataclass deriving from `Shape`, declared in
+the `*_shapes.py` module next to its collector and named in `facts.sections.SECTION_SHAPES`. Fields
+are typed with what JSON gives (str, int, float, bool, None, list[...], dict[str, ...], another shape,
+`Any` for free-form data such as evidence); `from_json` checks the data against them and raises
+`ShapeError` naming the section and the field. Keys the shape does not declare are ignored (a newer
+doctor's report still loads); a key that is absent takes the field's default (an older report's).
+
+    @dataclass(frozen=True)
+    class Target(Shape):
+        SECTION: ClassVar[str] = "target"
+        executable: str = ""
+        python_version: str | None = None
+
+A key that is not a Python name is declared with `field(default=..., metadata={"key": "import"})`.
+A section whose JSON is a list or a map (not an object of named fields) declares one field and names it
+in `WHOLE`; `from_json` and `to_json` then read and write that field's value as the whole section.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, ClassVar, TypeVar, Union
+
+__all__ = ["Shape", "ShapeError", "dump", "load"]
+
+S = TypeVar("S", bound="Shape")
+
+
+class ShapeError(ValueError):
+    """Facts that do not have their section's declared shape; the message names the section and field."""
+
+    def __init__(self, section: str, where: str, problem: str) -> None:
+        super().__init__(f"facts {section!r} are malformed: {where or 'the section'}: {problem}")
+        self.section = section
+        self.where = where
+        self.problem = problem
+
+
+class Shape:
+    """Base of every section's shape (and of the shapes nested in it)."""
+
+    SECTION: ClassVar[str] = ""
+    """The fact section this shape declares ("" for a part of one)."""
+    WHOLE: ClassVar[str] = ""
+    """The field that holds the whole section, for a section that is a list or a map."""
+
+    @classmethod
+    def from_json(cls: type[S], data: Any, section: str = "") -> S:  # noqa: PYI019 - typing.Self is 3.11+
+        value: S = load(cls, data, section or cls.SECTION or cls.__name__)
+        return value
+
+    @classmethod
+    def read(cls: type[S], data: Any) -> S | None:  # noqa: PYI019 - typing.Self is 3.11+
+        """The section read through this shape where reading it is optional (a renderer, a comparison): None
+        when it is missing, its collector's error marker, or not of this shape."""
+        if data is None or (isinstance(data, dict) and "_error" in data):
+            return None
+        try:
+            return cls.from_json(data)
+        except ShapeError:
+            return None
+
+    def to_json(self) -> Any:
+        return dump(self)
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    hints = _HINTS.get(cls)
+    if hints is None:
+        hints = _HINTS[cls] = typing.get_type_hints(cls)
+    return hints
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return f"a number ({value!r})"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _name(tp: Any) -> str:
+    if tp is type(None):
+        return "null"
+    if isinstance(tp, type):
+        return {"str": "a string", "int": "an integer", "float": "a number", "bool": "a boolean",
+                "list": "a list", "dict": "an object"}.get(tp.__name__, "an object")
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        return " or ".join(_name(arg) for arg in typing.get_args(tp))
+    return _name(origin) if origin is not None else str(tp)
+
+
+def load(tp: Any, data: Any, section: str, where: str = "") -> Any:
+    """`data` checked against the type `tp` (a `Shape` becomes an instance of it)."""
+    if tp is Any or tp is object:
+        return data
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        present = [arg for arg in typing.get_args(tp) if arg is not type(None)]
+        if data is not None and len(present) == 1:  # `X | None`: X's own error names the field inside
+            try:
+                return load(present[0], data, section, where)
+            except ShapeError as exc:
+                if exc.where != where:
+                    raise
+                raise ShapeError(section, where, f"expected {_name(tp)}, found {_json_type(data)}") from None
+        for arg in typing.get_args(tp):
+            try:
+                return load(arg, data, section, where)
+            except ShapeError:
+                continue
+        raise ShapeError(section, where, f"expected {_name(tp)}, found {_json_type(data)}")
+    if origin is list:
+        (item,) = typing.get_args(tp) or (Any,)
+        if not isinstance(data, list):
+            raise ShapeError(section, where, f"expected a list, found {_json_type(data)}")
+        return [load(item, value, section, f"{where}[{i}]") for i, value in enumerate(data)]
+    if origin in (dict, Mapping):
+        _, item = typing.get_args(tp) or (str, Any)
+        if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
+            raise ShapeError(section, where, f"expected an object, found {_json_type(data)}")
+        return {k: load(item, value, section, f"{where}.{k}" if where else k) for k, value in data.items()}
+    if isinstance(tp, type) and issubclass(tp, Shape):
+        return _load_shape(tp, data, section, where)
+    if tp is type(None):
+        ok = data is None
+    elif tp is bool:
+        ok = isinstance(data, bool)
+    elif tp is int:
+        ok = isinstance(data, int) and not isinstance(data, bool)
+    elif tp is float:
+        ok = isinstance(data, (int, float)) and not isinstance(data, bool)
+    elif tp is str:
+        ok = isinstance(data, str)
+    else:
+        raise TypeError(f"{tp!r} is not a type a fact shape can declare")
+    if not ok:
+        raise ShapeError(section, where, f"expected {_name(tp)}, found {_json_type(data)}")
+    return data
+
+
+def _load_shape(cls: type[Shape], data: Any, section: str, where: str) -> Shape:
+    hints = _hints(cls)
+    if cls.WHOLE:
+        return cls(**{cls.WHOLE: load(hints[cls.WHOLE], data, section, where)})
+    if not isinstance(data, dict):
+        raise ShapeError(section, where, f"expected an object, found {_json_type(data)}")
+    values: dict[str, Any] = {}
+    for field in dataclasses.fields(cls):  # type: ignore[arg-type]
+        name = field.metadata.get("key", field.name)
+        if name in data:
+            values[field.name] = load(hints[field.name], data[name], section, f"{where}.{name}" if where else name)
+        elif field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+            raise ShapeError(section, f"{where}.{name}" if where else name, "missing")
+    return cls(**values)
+
+
+def dump(value: Any) -> Any:
+    """The JSON form of a loaded value (what `load` read, for the keys the shapes declare)."""
+    if isinstance(value, Shape):
+        if value.WHOLE:
+            return dump(getattr(value, value.WHOLE))
+        return {field.metadata.get("key", field.name): dump(getattr(value, field.name))
+                for field in dataclasses.fields(value)}  # type: ignore[arg-type]
+    if isinstance(value, list):
+        return [dump(v) for v in value]
+    if isinstance(value, dict):
+        return {k: dump(v) for k, v in value.items()}
+    return value
