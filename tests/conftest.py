@@ -46,8 +46,9 @@ class Doctor:
 
 
 # The longest tests first, so that xdist hands them out while every worker is still busy and the run does not end
-# waiting on one of them (`--dist loadgroup` dispatches in collection order, after its groups). Measured on CI:
-# these take 50 to 110 s each, the tests marked slow a few seconds to a minute, the rest well under a second.
+# waiting on one of them (`--dist loadgroup` hands out its groups first, the largest first, then single tests in
+# collection order). On CI these took 50 to 110 s each; the tests marked slow take seconds to a minute, most others
+# well under a second. A name missing here only loses its place in the queue.
 LONGEST_FIRST = (
     "tests/test_documents.py::test_fact_sections_of_any_shape_are_judged_merged_and_compared_without_a_crash",
     "tests/test_documents.py::test_every_wrong_typed_node_of_a_real_report_is_rejected_or_judged_never_a_traceback",
