@@ -45,6 +45,29 @@ class Doctor:
         return validate_report(report), proc
 
 
+# The longest tests first, so that xdist hands them out while every worker is still busy and the run does not end
+# waiting on one of them (`--dist loadgroup` hands out its groups first, the largest first, then single tests in
+# collection order). On CI these took 50 to 110 s each; the tests marked slow take seconds to a minute, most others
+# well under a second. A name missing here only loses its place in the queue.
+LONGEST_FIRST = (
+    "tests/test_documents.py::test_fact_sections_of_any_shape_are_judged_merged_and_compared_without_a_crash",
+    "tests/test_documents.py::test_every_wrong_typed_node_of_a_real_report_is_rejected_or_judged_never_a_traceback",
+    "tests/test_serve_imports.py::test_the_scan_agrees_with_a_real_import_that_lacks_one_package",
+    ("tests/test_fix_plan.py::test_the_seed_plan_starts_with_what_stops_serve_and_leaves_out_undone_and_cuda_steps_"
+     "saying_why"),
+    "tests/test_fix_plan.py::test_a_run_told_the_gpus_it_is_for_keeps_the_cuda_build_and_still_drops_the_undone_step",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        if item.nodeid.split("[")[0] in LONGEST_FIRST:
+            return 0
+        return 1 if item.get_closest_marker("slow") else 2
+
+    items.sort(key=rank)  # stable: the order within each rank stays the files' own
+
+
 @pytest.fixture
 def doctor(tmp_path: Path) -> Doctor:
     return Doctor(tmp_path)

@@ -103,10 +103,19 @@ def test_nothing_the_engine_served_without_is_on_the_serve_path() -> None:
 # What the real import does with one package taken away (sys.modules[name] = None: `import name` raises
 # ModuleNotFoundError), in a fork of one process that imported torch: vLLM's serve modules, as `vllm serve`
 # imports them (the console script's module and main()'s imports, the engine client, the GPU worker; not
-# vllm.platforms.cuda, which needs libcuda on this machine).
+# vllm.platforms.cuda, which needs libcuda on this machine). The parent also imports the heaviest third-party
+# modules on that path, once instead of once per fork, and only when none of them imported a package to be
+# taken away: a module imported before the fork can then only make a fork fail more (one that gates an import
+# on a package being there, which it was), never hide a failed import.
+PRELOAD = ("torch._dynamo", "openai", "transformers", "transformers.modeling_utils", "aiohttp")
 HIDE_AND_IMPORT = """
 import json, os, sys
 import torch
+hidden = json.loads(sys.argv[1])
+for module in json.loads(sys.argv[3]):
+    __import__(module)
+pulled = sorted(m for m in sys.modules if m.split(".")[0] in hidden)
+assert not pulled, f"the modules imported before the fork imported {pulled}"
 out = {}
 for name in json.loads(sys.argv[1]):
     r, w = os.pipe()
@@ -155,7 +164,7 @@ def test_the_scan_agrees_with_a_real_import_that_lacks_one_package(tmp_path: Pat
     # and one that vLLM's files never import, but torch.utils.cpp_extension does (IMPORTED_THROUGH)
     assert reach_of(scan, "setuptools") is None and reach_of(scan, "torch.utils.cpp_extension") == "serve"
     proc = subprocess.run([str(python), "-c", HIDE_AND_IMPORT, json.dumps([*fatal, *harmless, "setuptools"]),
-                           json.dumps(SERVE_MODULES)],
+                           json.dumps(SERVE_MODULES), json.dumps(PRELOAD)],
                           capture_output=True, text=True, timeout=900, check=True,
                           env={**os.environ, "PYTHONPATH": str(extras)})
     line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))
