@@ -1,7 +1,7 @@
 """The doctor's one pipeline: a `Request` in, a `Run` out.
 
-    collect -> judge -> after the checks: the golden baseline (its file hashes collected first) and the fix
-    verification (the installer's dry runs) -> finish (the redacted report, the exit code)
+    collect -> judge (the golden baseline too: a check judged after the others) -> the fix verification (the
+    installer's dry runs) -> finish (the redacted report, the exit code)
 
 Every command that runs the doctor calls it: the default run, `serve`, `live`, `baseline save`, `fix`, and each
 node of `fleet`; `judge` enters it with the facts of a saved report instead of collecting them. A failure of
@@ -41,37 +41,30 @@ class Run:
     raw_results: list[CheckResult] = field(default_factory=list, repr=False)  # unredacted, for in-process use only
 
 
-def load_selected(only: Sequence[str], skip: Sequence[str],
-                  timeout_s: float | None = None) -> tuple[list[Check], list[Finding]]:
-    """The checks --only/--skip select, and the findings of the plugins that could not be loaded;
-    RequestError for a name that is no check and no layer."""
+def load_selected(request: Request, timeout_s: float | None = None,
+                  asked: set[str] | None = None) -> tuple[list[Check], list[Finding]]:
+    """The checks the request selects (--only/--skip; a check that runs only when asked for, `on_request`, when
+    it is `asked` for: by default `Request.asked`), and the findings of the plugins that could not be loaded; RequestError for
+    a name that is no check and no layer."""
     from dflash_doctor.registry import LOAD_TIMEOUT_S, load_checks
 
     loaded, errors = load_checks(timeout_s=LOAD_TIMEOUT_S if timeout_s is None else timeout_s)
     problems = [e.finding() for e in errors]
     checks = [lc.check for lc in loaded]
     known = {c.id for c in checks} | {c.layer for c in checks}
-    unknown = [name for name in [*only, *skip] if name not in known]
+    unknown = [name for name in [*request.only, *request.skip] if name not in known]
     if unknown:
         raise RequestError(f"unknown check or layer: {', '.join(unknown)} (known: {', '.join(sorted(known))})")
-    return select(checks, only, skip), problems
+    asked = request.asked() if asked is None else asked
+    wanted = [c for c in checks if not getattr(c, "on_request", False) or c.id in asked or c.layer in asked]
+    extra = [c.id for c in wanted if getattr(c, "on_request", False) and c.id in asked]
+    return select(wanted, [*request.only, *extra] if request.only else [], request.skip), problems
 
 
 def _plugin_result(problems: list[Finding]) -> list[CheckResult]:
     if not problems:
         return []
     return [CheckResult("plugins", "doctor", "Check plugins", Status.ERROR, tuple(problems))]
-
-
-def _load_baseline(path: str | None) -> dict[str, Any] | None:
-    if not path:
-        return None
-    from dflash_doctor.checks.fix import baseline
-
-    try:
-        return baseline.load(path)
-    except baseline.BaselineError as exc:
-        raise RequestError(str(exc)) from exc
 
 
 def _handshake(request: Request) -> Request:
@@ -108,33 +101,17 @@ def run(request: Request, *, handle_signals: bool = False, on_event: ProgressFn 
 
     started = time.monotonic()
     request = _handshake(request)
-    expected = _load_baseline(request.baseline)
-    checks, problems = load_selected(request.only, request.skip, request.timeout_s)
-    # A check that runs only when asked for (the live server check): named in --only, or its options given.
-    asked = set(request.only) | set(request.options)
-    checks = [c for c in checks if not getattr(c, "on_request", False) or c.id in asked or c.layer in asked]
+    checks, problems = load_selected(request, request.timeout_s)
     outcome = run_checks(checks, request.context(), handle_signals=handle_signals, on_event=on_event)
     results = _plugin_result(problems) + outcome.results
-    partial = outcome.partial
     if outcome.stopped is not None:
         results.append(outcome.stopped)
-    elif expected is not None:
-        from dflash_doctor.checks.fix import baseline
-        from dflash_doctor.facts.file_hashes import with_file_hashes
-
-        try:
-            # The file hashes are facts like any other: collected first, then judged (and saved with the result).
-            sections = with_file_hashes(outcome.sections, baseline.hashed_names(expected))
-            results.append(baseline.judge(expected, sections, request.baseline or ""))
-        except Exception as exc:  # noqa: BLE001 - the report is still written, with the doctor's error
-            results.append(failure_result(exc, "comparing with the baseline"))
-            partial = True
     extra: dict[str, Any] = {"options": request.recorded_options()}
     if request.verify_fixes and outcome.stopped is None:
         results = _verify_fixes(results, outcome.sections, extra, request)
     extra["wall_s"] = round(time.monotonic() - started, 3)
     host_record = {**host_info(), **request.host}
-    return _finish(request, results, outcome.sections, extra, host_record, partial, outcome.lingering)
+    return _finish(request, results, outcome.sections, extra, host_record, outcome.partial, outcome.lingering)
 
 
 def judge_saved(request: Request, saved: Mapping[str, Any], source: str) -> Run:
@@ -143,27 +120,26 @@ def judge_saved(request: Request, saved: Mapping[str, Any], source: str) -> Run:
     the environment read again. RequestError for an unusable baseline file or an unknown --only/--skip name."""
     from dflash_doctor.render import report as report_module
 
-    expected = _load_baseline(request.baseline)
-    checks, problems = load_selected(request.only, request.skip)
-    saved_ids = report_module.check_ids(saved)
-    checks = [c for c in checks if c.id in saved_ids]
-    sections = report_module.sections_of(saved)
+    # The checks the report ran, and the baseline when one is given now.
+    asked = report_module.check_ids(saved) | request.asked()
+    checks, problems = load_selected(request, asked=asked)
+    checks = [c for c in checks if c.id in asked]
+    sections = dict(report_module.sections_of(saved))
+    if request.baseline:
+        # The baseline given now, against the file hashes the report saved (a run given --baseline saves them;
+        # a report without them has those parts reported as not compared). Nothing of the environment is read.
+        from dflash_doctor.facts import baseline
+
+        try:
+            sections["baseline"] = baseline.section(request.baseline)
+        except baseline.BaselineError as exc:
+            raise RequestError(str(exc)) from exc
     options = report_module.options_of(saved)
     python = report_module.target_python(saved)
     ctx = dataclasses.replace(request, python=python, no_gpu=bool(options.get("no_gpu")),
                               target_archs=tuple(options.get("target_archs") or ())).context()
     results = _plugin_result(problems) + judge(checks, sections, ctx)
     partial = bool(saved.get("partial"))
-    if expected is not None:
-        from dflash_doctor.checks.fix import baseline
-
-        # The file hashes are those the report saved (a run given --baseline saves them); a report without
-        # them has those parts reported as not compared. Nothing of the environment is read again.
-        try:
-            results.append(baseline.judge(expected, sections, request.baseline or ""))
-        except Exception as exc:  # noqa: BLE001 - facts the comparison cannot read: an error result, not a crash
-            results.append(failure_result(exc, "comparing with the baseline"))
-            partial = True
     options.update({"strict": request.strict, "baseline": request.baseline})
     extra: dict[str, Any] = {"judged_from": source, "options": options}
     dry_runs = saved.get("dry_runs")

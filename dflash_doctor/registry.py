@@ -20,6 +20,7 @@ from importlib import metadata
 from dflash_doctor.check import Check
 from dflash_doctor.checks import fix
 from dflash_doctor.checks.fabric import FabricCheck
+from dflash_doctor.checks.fix import BaselineCheck
 from dflash_doctor.checks.gpu import ArchCoverageCheck, CudaStackCheck, GpuCheck, KernelsCheck
 from dflash_doctor.checks.live import LiveCheck
 from dflash_doctor.checks.models import DrafterAttentionCheck, DrafterCheck, ModelFilesCheck
@@ -55,15 +56,16 @@ BUILTIN_CHECKS: tuple[type[Check], ...] = (
     ServeResourcesCheck,
     FabricCheck,
     LiveCheck,
+    BaselineCheck,
 )
 """The built-in checks in their declared order: the order they are judged and shown in."""
 
 
 def code_table(checks: Iterable[object]) -> dict[str, Code]:
     """Every finding id the doctor can report with these checks: the doctor's own codes, each check's
-    `codes`, the fix layer's (baseline, fleet comparisons, source-build prerequisites), and each check's copy of
+    `codes`, the fix layer's that no check emits (fleet comparisons, source-build prerequisites), and each check's copy of
     a code shared under the v1 alias table. A plugin that declares no `codes` adds none."""
-    return with_aliases(table(core.CODES, *(getattr(c, "codes", ()) for c in checks), fix.CODES))
+    return with_aliases(table(core.CODES, *(getattr(c, "codes", ()) for c in checks), fix.FLEET_CODES, fix.BUILD_CODES))
 
 
 CODES: Mapping[str, Code] = code_table(BUILTIN_CHECKS)

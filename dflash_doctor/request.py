@@ -53,9 +53,15 @@ class Request:
     """Check first that the target interpreter answers (a usage error when it does not)."""
 
     def context(self) -> Context:
-        """What the collectors are given."""
+        """What the collectors are given: the baseline file among the options (facts.baseline reads it)."""
+        options = {**self.options, **({"baseline": self.baseline} if self.baseline else {})}
         return Context(python=self.python, cwd=self.cwd, no_gpu=self.no_gpu, target_archs=self.target_archs,
-                       verify_hashes=self.verify_hashes, timeout_s=self.timeout_s, options=dict(self.options))
+                       verify_hashes=self.verify_hashes, timeout_s=self.timeout_s, options=options)
+
+    def asked(self) -> set[str]:
+        """The checks and layers asked for by name: in --only, or by their options (a check that runs only when
+        asked for, `on_request`: the live server check, the baseline)."""
+        return {*self.only, *self.options, *(["baseline"] if self.baseline else [])}
 
     def recorded_options(self) -> dict[str, Any]:
         """The options as the report records them (`options` of the JSON report)."""

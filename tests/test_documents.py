@@ -24,7 +24,10 @@ from conftest import Doctor, validate_report
 from realenv import Env, fa4_wheel, install, make_venv
 
 from dflash_doctor import cli
-from dflash_doctor.checks.fix import baseline as baseline_module
+from dflash_doctor.check import Facts
+from dflash_doctor.checks.fix.baseline import judge_baseline
+from dflash_doctor.facts import baseline as baseline_module
+from dflash_doctor.facts.baseline_shapes import Baseline, BaselineFacts
 from dflash_doctor.commands import baseline as baseline_command
 from dflash_doctor.documents import docschema
 from dflash_doctor.documents.jsondoc import MAX_DEPTH
@@ -154,8 +157,7 @@ def test_fact_sections_of_any_shape_are_judged_merged_and_compared_without_a_cra
             mutated = replaced(report, path, value)
             sections = report_module.sections_of(mutated)
             summarize(mutated, "mutated.json")
-            result = baseline_module.judge(expected, sections, "golden.json")
-            assert result.findings
+            assert compared(Baseline.from_json(expected), sections, "golden.json")
 
 
 def test_a_report_through_judge_on_the_real_cli(doctor: Doctor, real: dict[str, Any], tmp_path: Path) -> None:
@@ -175,6 +177,11 @@ def test_a_report_through_judge_on_the_real_cli(doctor: Doctor, real: dict[str, 
 
 
 # ---------------------------------------------------------------------------------------------- baselines
+
+
+def compared(expected: Baseline, sections: Any, source: str) -> list[Any]:
+    """The baseline check's findings on `sections` with `expected` as the run's baseline section."""
+    return judge_baseline(Facts({**sections, "baseline": BaselineFacts(file=source, expected=expected).to_json()}))
 
 
 def test_every_wrong_typed_node_of_a_real_baseline_is_rejected_or_compared(real: dict[str, Any], tmp_path: Path) -> None:
@@ -198,7 +205,7 @@ def test_every_wrong_typed_node_of_a_real_baseline_is_rejected_or_compared(real:
             assert code == 0, err
             assert in_process(["baseline", "show", "--json", str(target)])[0] == 0
             loaded = baseline_module.load(str(target))
-            assert baseline_module.judge(loaded, sections, str(target)).findings
+            assert compared(loaded, sections, str(target))
             counts["compared"] += 1
     assert counts["rejected"] > 500 and counts["compared"] > 50, counts
 
@@ -220,7 +227,7 @@ def test_a_baseline_of_the_wrong_shape_through_the_real_cli(doctor: Doctor, real
 
 
 def test_describe_shows_a_saved_baseline(real: dict[str, Any]) -> None:
-    assert baseline_command.describe(real["baseline"])[0].startswith("fingerprint:")
+    assert baseline_command.describe(Baseline.from_json(real["baseline"]))[0].startswith("fingerprint:")
 
 
 # ------------------------------------------------------------------------------- any JSON: depth and digits

@@ -20,8 +20,8 @@ from dflash_doctor.registry import BUILTIN_CHECKS, CODES
 ROOT = Path(__file__).resolve().parent.parent
 V1_REPORT = ROOT / "fixtures" / "h200" / "report-flash-attn-4.json"
 SCRIPT = ROOT / "tools" / "rename_finding_ids.py"
-NOT_CHECKS = {"doctor", "fleet", "baseline", "build-prerequisites"}  # the runner, the fleet merge, the baseline
-# comparison, the source-build prerequisites of a fix that builds (a result of the fix verification)
+NOT_CHECKS = {"doctor", "fleet", "build-prerequisites"}  # the runner, the fleet merge, the source-build
+# prerequisites of a fix that builds (a result of the fix verification)
 
 
 def test_every_finding_id_begins_with_the_id_of_the_check_that_emits_it() -> None:

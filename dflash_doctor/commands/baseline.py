@@ -25,6 +25,7 @@ from dflash_doctor.commands import run as run_command
 from dflash_doctor.commands.options import Parser, UsageError, parse_run_args, request_of, run_parser
 from dflash_doctor.commands.run import emit, live_progress
 from dflash_doctor.documents.jsondoc import shown_path
+from dflash_doctor.facts.baseline_shapes import Baseline, PythonState
 
 # The baseline itself (checks.fix.baseline) and the file hashes are imported when an action runs: not cheap,
 # and `dflash-doctor --help` imports every command.
@@ -43,19 +44,16 @@ def save_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def describe(state: Mapping[str, Any]) -> list[str]:
-    dists = state.get("distributions") or {}
-    hashed = {n: d for n, d in dists.items() if d.get("files") is not None}
-    files = sum(len(d["files"]) for d in hashed.values())
-    drv = state.get("driver")
-    gpus = state.get("gpus")
-    archs = state.get("arch_coverage")
-    python = state.get("python") or {}
+def describe(state: Baseline) -> list[str]:
+    dists = state.distributions or {}
+    hashed = {n: d.files for n, d in dists.items() if d.files is not None}
+    files = sum(len(f) for f in hashed.values())
+    drv, gpus, archs, python = state.driver, state.gpus, state.arch_coverage, state.python or PythonState()
     return [
-        f"fingerprint:   {state.get('fingerprint')}",
-        f"python:        {python.get('implementation')} {python.get('version')} on {python.get('machine')}",
-        f"driver:        {drv.get('version')} (accepts {drv.get('range')})" if drv else "driver:        not collected",
-        f"GPUs:          {', '.join(gpus['compute_capabilities']) or 'none'}" if gpus else "GPUs:          not collected",
+        f"fingerprint:   {state.fingerprint}",
+        f"python:        {python.label}",
+        f"driver:        {drv.version} (accepts {drv.range})" if drv else "driver:        not collected",
+        f"GPUs:          {', '.join(gpus.compute_capabilities) or 'none'}" if gpus else "GPUs:          not collected",
         (f"distributions: {len(dists)}, files of {len(hashed)} stack distributions hashed ({files} files: "
          f"{', '.join(sorted(hashed)) or 'none'})"),
         f"arch coverage: {len(archs)} libraries" if archs is not None else "arch coverage: not collected",
@@ -136,20 +134,17 @@ def cmd_show(argv: Sequence[str]) -> int:
     parser.add_argument("file", metavar="FILE")
     parser.add_argument("--json", action="store_true", help="print the baseline without file hashes, as JSON")
     args = parser.parse_args(argv)
-    from dflash_doctor.checks.fix import baseline
+    from dflash_doctor.facts.baseline import BaselineError, load
 
     try:
-        state = baseline.load(args.file)
-    except baseline.BaselineError as exc:
+        state = load(args.file)
+    except BaselineError as exc:
         sys.stderr.write(f"dflash-doctor: error: {exc}\n")
         return 2
     if args.json:
-        slim = dict(state)
-        slim["distributions"] = {n: {k: v for k, v in d.items() if k != "files"}
-                                 for n, d in (state.get("distributions") or {}).items()}
-        sys.stdout.write(json.dumps(slim, indent=1, sort_keys=True) + "\n")
+        sys.stdout.write(json.dumps(state.without_files().to_json(), indent=1, sort_keys=True) + "\n")
         return 0
-    sys.stdout.write(f"{args.file} (saved {state.get('created')} by dflash-doctor {(state.get('tool') or {}).get('version')})\n")
+    sys.stdout.write(f"{args.file} (saved {state.created} by dflash-doctor {state.tool.version})\n")
     sys.stdout.write("".join(f"  {line}\n" for line in describe(state)))
     return 0
 

@@ -81,6 +81,9 @@ def main(argv: Sequence[str]) -> int:
     except ConnectionError as exc:
         sys.stderr.write(f"dflash-doctor fleet: error: cannot reach the Ray cluster: {exc}\n")
         return 2
+    except UsageError as exc:
+        sys.stderr.write(f"dflash-doctor fleet: error: {exc}\n")
+        return 2
     for problem in problems:
         sys.stderr.write(f"dflash-doctor fleet: {problem}\n")
     hosts = []

@@ -210,7 +210,20 @@ def request_of(args: argparse.Namespace, **changes: Any) -> Request:
         skip=tuple(split_names(args.skip)), strict=bool(args.strict), keep_hosts=bool(args.keep_hosts),
         baseline=args.baseline, verify_fixes=bool(getattr(args, "verify_fixes", False)),
         profile=getattr(args, "profile_applied", None))
-    return dataclasses.replace(request, **changes)
+    request = dataclasses.replace(request, **changes)
+    if request.baseline:
+        check_baseline(request.baseline)
+    return request
+
+
+def check_baseline(path: str) -> None:
+    """Before the run: --baseline FILE must be a usable baseline (the run's collector reads it again)."""
+    from dflash_doctor.facts.baseline import BaselineError, load
+
+    try:
+        load(path)
+    except BaselineError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def usage_error(exc: UsageError) -> int:

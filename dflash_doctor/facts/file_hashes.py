@@ -1,7 +1,7 @@
 """The sha256 of every file a distribution installed, as its RECORD lists them (for the golden baseline).
 
-A collector: `with_file_hashes` adds the `file_hashes` fact section, which the baseline comparison judges
-and the report saves (under the baseline's result), so that `judge REPORT.json --baseline FILE` compares
+The `file_hashes` fact section (facts.baseline collects it with `collect`; `baseline save` adds it with
+`with_file_hashes`), which the baseline check judges and the report saves (under the baseline's result), so that `judge REPORT.json --baseline FILE` compares
 the hashes the run read, not the files as they are later. Only regular files that resolve inside the
 environment are read, never anything under /dev, /proc or /sys; a RECORD is read up to `MAX_RECORD_BYTES`.
 """

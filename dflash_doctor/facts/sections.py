@@ -24,6 +24,7 @@ from typing import Any
 
 from dflash_doctor.facts import (
     archs,
+    baseline,
     cuda,
     environment,
     fabric,
@@ -36,6 +37,7 @@ from dflash_doctor.facts import (
     vllm_source,
 )
 from dflash_doctor.facts.archs_shapes import ArchCoverage
+from dflash_doctor.facts.baseline_shapes import BaselineFacts, FileHashes
 from dflash_doctor.facts.cuda_shapes import CudaStack, Kernels
 from dflash_doctor.facts.environment_shapes import Distributions, Resolution, SysPath, Target
 from dflash_doctor.facts.fabric_shapes import Fabric
@@ -138,6 +140,7 @@ BUILTIN_COLLECTORS: tuple[Collector, ...] = (
               requires=("distributions", "resolution", "models")),
     Collector("fabric", ("fabric",), fabric.collect, requires=("gpu", "serve_args")),
     Collector("live", ("live",), live.collect),
+    Collector("baseline", ("baseline", "file_hashes"), baseline.collect, requires=("target", "distributions")),
 )
 
 
@@ -147,7 +150,7 @@ SECTION_SHAPES: Mapping[str, type[Shape]] = {
     shape.SECTION: shape
     for shape in (Target, SysPath, Distributions, Resolution, VllmSource, VllmSurface, VllmServeImports, RotaryImport,
                   SurfaceImports, Extensions, Gpu, ArchCoverage, CudaStack, Kernels, ServeArgs, Models, VllmDflash,
-                  Fabric, Live)
+                  Fabric, Live, BaselineFacts, FileHashes)
 }
 
 

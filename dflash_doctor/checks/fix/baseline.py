@@ -7,12 +7,12 @@ serving stack's distributions installed, and the GPU archs their compiled code c
 failing finding whose detail is a diff: what was expected, what is there. This is how an image pipeline
 keeps a known-good box known-good.
 
-Facts come from the report's sections through `envsummary` (so the GPU and arch layers are read when
-they are there, and recorded as "not collected" when they are not). File hashes are a fact section of
-their own, `file_hashes`, collected by `dflash_doctor.facts.file_hashes` (each stack distribution's
-RECORD, and the files it lists) before judging, and saved with the baseline's result, so a saved report
-is judged against a baseline on the hashes its run read. Nothing here reads a file of the environment:
-`current_state` and the comparison (`compare`, a pure function of two states) judge facts.
+The baseline is facts like any other (facts.baseline): the document in the file the user named, and the sha256 of
+the files of each distribution it holds hashes of, read now (the `file_hashes` section). The baseline check
+(`BaselineCheck`, checks.fix) judges them after the other checks, reading the rest of the environment from the
+run's sections through `envsummary` (the GPU and arch layers where they were collected, "not compared" where
+they were not); the report saves both sections, so a saved report is judged again on the hashes its run read.
+Nothing here reads a file: `current_state` and `compare` (a pure function of two states) judge facts.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from dflash_doctor import __version__
+from dflash_doctor.check import Facts
 from dflash_doctor.checks.fix.codes import (
     BASELINE_ARCH_DRIFT,
     BASELINE_FILE_DRIFT,
@@ -37,23 +38,27 @@ from dflash_doctor.checks.fix.codes import (
     BASELINE_VERSION_DRIFT,
 )
 from dflash_doctor.checks.remedy import Installer, quote
-from dflash_doctor.documents.jsondoc import load_document
 from dflash_doctor.facts import envsummary
+from dflash_doctor.facts.baseline_shapes import (
+    Baseline,
+    BaselineFacts,
+    DistributionState,
+    DriverState,
+    FileHashes,
+    GpuState,
+    HashedFiles,
+    LibraryArchs,
+    PythonState,
+    Tool,
+)
 from dflash_doctor.facts.environment_shapes import Target
-from dflash_doctor.facts.file_hashes import SECTION as FILE_HASHES
 from dflash_doctor.facts.file_hashes import first_of_each_name
 from dflash_doctor.facts.fingerprint import of_sections
-from dflash_doctor.model import CheckResult, Finding, Remediation, Status, worst
+from dflash_doctor.model import Finding, Remediation, Status
 
-__all__ = ["SCHEMA", "BaselineError", "compare", "current_state", "default_driver_range", "hashed_names", "judge",
-           "load", "save"]
+__all__ = ["compare", "current_state", "default_driver_range", "judge_baseline", "save"]
 
-SCHEMA = "dflash-doctor/baseline/v1"
 DIFF_LINES = 30
-
-
-class BaselineError(Exception):
-    """A baseline file that cannot be used; the message names the file."""
 
 
 def default_driver_range(version: str | None) -> str | None:
@@ -64,56 +69,43 @@ def default_driver_range(version: str | None) -> str | None:
     return f"=={major}.*" if major.isdigit() else f"=={version}"
 
 
-def hashed_names(expected: Mapping[str, Any]) -> list[str]:
-    """The distributions whose file hashes a baseline holds: those to collect hashes of to compare with it."""
-    return [n for n, d in (expected.get("distributions") or {}).items() if d.get("files") is not None]
-
-
 def current_state(sections: Mapping[str, Any], *, driver_range: str | None = None,
-                  target_archs: Iterable[str] = ()) -> dict[str, Any]:
+                  target_archs: Iterable[str] = ()) -> Baseline:
     """The state of the environment the sections describe; file hashes from their `file_hashes` section
-    (`facts.file_hashes.with_file_hashes`), for the distributions it holds."""
+    (facts.file_hashes), for the distributions it holds."""
     first = first_of_each_name(sections)
-    distributions: dict[str, Any] | None = None
+    hashes = FileHashes.read(sections.get(FileHashes.SECTION)) or FileHashes()
+    distributions: dict[str, DistributionState] | None = None
     if first is not None:
-        section = sections.get(FILE_HASHES)
-        hashed = section.get("distributions") if isinstance(section, Mapping) else None
-        hashed = hashed if isinstance(hashed, Mapping) else {}
         distributions = {}
         for name, item in sorted(first.items()):
             version = item.get("version")
-            entry: dict[str, Any] = {"name": str(item.get("name")), "version": None if version is None else str(version)}
-            if isinstance(hashed.get(name), Mapping):
-                entry["files"] = hashed[name].get("files")
-                entry["files_digest"] = hashed[name].get("files_digest")
-            distributions[name] = entry
+            hashed = hashes.distributions.get(name) or HashedFiles()
+            distributions[name] = DistributionState(name=str(item.get("name")),
+                                                    version=None if version is None else str(version),
+                                                    files=hashed.files, files_digest=hashed.files_digest)
     drv = envsummary.driver(sections)
     gpu_list = envsummary.gpus(sections)
-    return {
-        "schema": SCHEMA,
-        "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "tool": {"name": "dflash-doctor", "version": __version__},
-        "fingerprint": of_sections(sections)["id"],
-        "python": envsummary.python(sections),
-        "driver": None if drv is None else {**drv, "range": driver_range or default_driver_range(drv.get("version"))},
-        "gpus": None if gpu_list is None else {
-            "compute_capabilities": sorted(str(g["cc"]) for g in gpu_list),
-            "names": [g["name"] for g in gpu_list],
-        },
-        "target_archs": list(target_archs),
-        "distributions": distributions,
-        "arch_coverage": envsummary.arch_coverage(sections),
-    }
+    python = envsummary.python(sections)
+    coverage = envsummary.arch_coverage(sections)
+    return Baseline(
+        created=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        tool=Tool(version=__version__),
+        fingerprint=of_sections(sections)["id"],
+        python=None if python is None else PythonState(**python),
+        driver=None if drv is None else DriverState(version=drv.get("version"), cuda=drv.get("cuda"),
+                                                    range=driver_range or default_driver_range(drv.get("version"))),
+        gpus=None if gpu_list is None else GpuState(compute_capabilities=sorted(str(g["cc"]) for g in gpu_list),
+                                                    names=[g["name"] for g in gpu_list]),
+        target_archs=list(target_archs),
+        distributions=distributions,
+        arch_coverage=None if coverage is None else {lib: LibraryArchs(sass=k["sass"], ptx=k["ptx"])
+                                                     for lib, k in coverage.items()},
+    )
 
 
-def save(path: str, state: Mapping[str, Any]) -> None:
-    Path(path).write_text(json.dumps(state, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-
-
-def load(path: str) -> dict[str, Any]:
-    """A baseline file, checked against the shipped schema (baseline-v1.json), which `compare` relies on."""
-    return load_document(path, SCHEMA, "baseline", BaselineError,
-                         "; make one with `dflash-doctor baseline save FILE`")
+def save(path: str, state: Baseline) -> None:
+    Path(path).write_text(json.dumps(state.to_json(), indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
 
 # ------------------------------------------------------------------------------------------ comparing
@@ -134,40 +126,35 @@ def _rebaseline(source: str, python: str) -> Remediation:
                        "if this change is intended and tested: record it as the new baseline")
 
 
-def _python_findings(expected: Mapping[str, Any], current: Mapping[str, Any], source: str) -> list[Finding]:
-    want, have = expected.get("python"), current.get("python")
-    if not want or not have:
+def _python_findings(expected: Baseline, current: Baseline, source: str) -> list[Finding]:
+    want, have = expected.python, current.python
+    if want is None or have is None or want == PythonState() or have == PythonState() or want == have:
         return []
-    keys = ("version", "implementation", "machine")
-    if all(want.get(k) == have.get(k) for k in keys):
-        return []
-    def label(p: Mapping[str, Any]) -> str:
-        return f"{p.get('implementation')} {p.get('version')} on {p.get('machine')}"
-
-    return [BASELINE_PYTHON_DRIFT.finding(Status.FAIL, f"Python: {label(want)} expected, {label(have)} found",
-                    _diff(source, [label(want)], [label(have)]), evidence={"expected": dict(want), "found": dict(have)})]
+    return [BASELINE_PYTHON_DRIFT.finding(Status.FAIL, f"Python: {want.label} expected, {have.label} found",
+                                          _diff(source, [want.label], [have.label]),
+                                          evidence={"expected": want.to_json(), "found": have.to_json()})]
 
 
-def _gpu_findings(expected: Mapping[str, Any], current: Mapping[str, Any], source: str) -> tuple[list[Finding], list[str]]:
+def _gpu_findings(expected: Baseline, current: Baseline, source: str) -> tuple[list[Finding], list[str]]:
     findings: list[Finding] = []
     skipped: list[str] = []
-    want_driver, have_driver = expected.get("driver"), current.get("driver")
-    if want_driver:
-        if not have_driver:
+    want_driver, have_driver = expected.driver, current.driver
+    if want_driver is not None:
+        if have_driver is None:
             skipped.append("driver")
         else:
-            spec, version = want_driver.get("range") or f"=={want_driver.get('version')}", have_driver.get("version")
+            spec, version = want_driver.accepted, have_driver.version
             if not _in_range(version, spec):
                 findings.append(BASELINE_GPU_DRIFT.finding(
                     Status.FAIL, f"NVIDIA driver {version} is outside the baseline's range {spec}",
-                    _diff(source, [f"driver {spec} (saved on {want_driver.get('version')})"], [f"driver {version}"]),
-                    evidence={"expected_range": spec, "expected": want_driver.get("version"), "found": version}))
-    want_gpus, have_gpus = expected.get("gpus"), current.get("gpus")
-    if want_gpus:
-        if not have_gpus:
+                    _diff(source, [f"driver {spec} (saved on {want_driver.version})"], [f"driver {version}"]),
+                    evidence={"expected_range": spec, "expected": want_driver.version, "found": version}))
+    want_gpus, have_gpus = expected.gpus, current.gpus
+    if want_gpus is not None:
+        if have_gpus is None:
             skipped.append("GPUs")
         else:
-            want_cc, have_cc = list(want_gpus.get("compute_capabilities") or []), list(have_gpus.get("compute_capabilities") or [])
+            want_cc, have_cc = want_gpus.compute_capabilities, have_gpus.compute_capabilities
             if want_cc != have_cc:
                 findings.append(BASELINE_GPU_DRIFT.finding(
                     Status.FAIL,
@@ -187,60 +174,56 @@ def _in_range(version: str | None, spec: str) -> bool:
         return spec.lstrip("=") == version
 
 
-def _distribution_findings(expected: Mapping[str, Any], current: Mapping[str, Any], source: str,
+def _distribution_findings(expected: Baseline, current: Baseline, hashes: FileHashes, source: str,
                            installer: Installer) -> tuple[list[Finding], list[str], int]:
-    want: Mapping[str, Any] = expected.get("distributions") or {}
-    have: Mapping[str, Any] = current.get("distributions") or {}
+    want = expected.distributions or {}
+    have = current.distributions or {}
     findings: list[Finding] = []
     skipped: list[str] = []
     files_compared = 0
     for name in sorted(set(want) | set(have)):
         w, h = want.get(name), have.get(name)
-        if w is not None and h is not None and w.get("version") == h.get("version"):
-            if w.get("files") is None:
+        if w is not None and h is not None and w.version == h.version:
+            if w.files is None:
                 continue
-            if "files" not in h:
+            hashed = hashes.distributions.get(name)
+            if hashed is None:
                 skipped.append(f"{name} files")
                 continue
-            if h.get("files") is None:
+            if hashed.files is None:
                 findings.append(BASELINE_FILE_DRIFT.finding(
-                    Status.FAIL, f"{w.get('name')} {w.get('version')}: its RECORD is gone or "
-                    "unreadable, files cannot be checked", _diff(source, [f"{name} RECORD"], []),
-                    evidence={"distribution": name}, remediation=(Remediation(installer.install(f"{w.get('name')}=={w.get('version')}",
-                                                                           reinstall=True, no_deps=True),
-                                                         "reinstall the recorded version"),)))
+                    Status.FAIL, f"{w.label}: its RECORD is gone or unreadable, files cannot be checked",
+                    _diff(source, [f"{name} RECORD"], []), evidence={"distribution": name},
+                    remediation=(Remediation(installer.install(w.pin, reinstall=True, no_deps=True),
+                                             "reinstall the recorded version"),)))
                 continue
-            files_compared += len(w["files"])
-            if w.get("files_digest") and w.get("files_digest") == h.get("files_digest"):
+            files_compared += len(w.files)
+            if w.files_digest and w.files_digest == hashed.files_digest:
                 continue
-            findings.extend(_file_finding(name, w, h, source, installer))
+            findings.extend(_file_finding(name, w, w.files, hashed.files, source, installer))
             continue
-        label_w = f"{w.get('name')} {w.get('version')}" if w else None
-        label_h = f"{h.get('name')} {h.get('version')}" if h else None
-        shown = (w or h or {}).get("name") or name
-        if w and h:
-            title = f"{shown}: {w.get('version')} expected, {h.get('version')} installed"
-            fix = Remediation(installer.install(f"{shown}=={w.get('version')}"), "install the recorded version")
-        elif w:
-            title = f"{shown} {w.get('version')} is in the baseline but not installed"
-            fix = Remediation(installer.install(f"{shown}=={w.get('version')}"), "install the recorded version")
+        shown = (w or h or DistributionState()).name or name
+        if w is not None and h is not None:
+            title = f"{shown}: {w.version} expected, {h.version} installed"
+            fix = Remediation(installer.install(f"{shown}=={w.version}"), "install the recorded version")
+        elif w is not None:
+            title = f"{shown} {w.version} is in the baseline but not installed"
+            fix = Remediation(installer.install(f"{shown}=={w.version}"), "install the recorded version")
         else:
-            title = f"{shown} {h.get('version') if h else ''} is installed but not in the baseline"
+            title = f"{shown} {h.version if h else ''} is installed but not in the baseline"
             fix = Remediation(installer.uninstall(str(shown)), "remove what the baseline does not have")
         findings.append(BASELINE_VERSION_DRIFT.finding(
             Status.FAIL, title,
-            _diff(source, [label_w] if label_w else [], [label_h] if label_h else []),
-            evidence={"distribution": name, "expected": w.get("version") if w else None, "found": h.get("version") if h else None},
+            _diff(source, [w.label] if w else [], [h.label] if h else []),
+            evidence={"distribution": name, "expected": w.version if w else None, "found": h.version if h else None},
             remediation=(fix, _rebaseline(source, installer.python))))
     return findings, skipped, files_compared
 
 
-def _file_finding(name: str, want: Mapping[str, Any], have: Mapping[str, Any], source: str,
-                  installer: Installer) -> list[Finding]:
-    w_files: Mapping[str, Any] = want["files"]
-    h_files: Mapping[str, Any] = have["files"]
+def _file_finding(name: str, want: DistributionState, w_files: Mapping[str, str | None],
+                  h_files: Mapping[str, str | None], source: str, installer: Installer) -> list[Finding]:
     changed = sorted(p for p in set(w_files) & set(h_files) if w_files[p] != h_files[p] and h_files[p] is not None)
-    missing = sorted(p for p in w_files if p not in h_files or (h_files.get(p) is None and w_files[p] is not None))
+    missing = sorted(p for p in w_files if p not in h_files or (h_files[p] is None and w_files[p] is not None))
     added = sorted(p for p in h_files if p not in w_files)
     if not (changed or missing or added):
         return []
@@ -248,34 +231,34 @@ def _file_finding(name: str, want: Mapping[str, Any], have: Mapping[str, Any], s
     added_lines = [f"{p}  {h_files[p]}" for p in changed] + [f"{p}  {h_files[p]}" for p in added]
     parts = [f"{len(changed)} changed" if changed else "", f"{len(missing)} missing" if missing else "",
              f"{len(added)} new" if added else ""]
-    label = f"{want.get('name')} {want.get('version')}"
     return [BASELINE_FILE_DRIFT.finding(
         Status.FAIL,
-        f"{label}: files differ from the baseline ({', '.join(p for p in parts if p)})",
+        f"{want.label}: files differ from the baseline ({', '.join(p for p in parts if p)})",
         _diff(source, removed_lines, added_lines, len(removed_lines) + len(added_lines)),
         evidence={"distribution": name, "changed": changed[:50], "missing": missing[:50], "new": added[:50],
-         "changed_count": len(changed), "missing_count": len(missing), "new_count": len(added)},
-        remediation=(Remediation(installer.install(f"{want.get('name')}=={want.get('version')}", reinstall=True, no_deps=True),
-                     "put back the files the recorded version installs"), _rebaseline(source, installer.python)))]
+                  "changed_count": len(changed), "missing_count": len(missing), "new_count": len(added)},
+        remediation=(Remediation(installer.install(want.pin, reinstall=True, no_deps=True),
+                                 "put back the files the recorded version installs"),
+                     _rebaseline(source, installer.python)))]
 
 
-def _owner(library: str, distributions: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any] | None:
-    return next((d for d in distributions.values() if library in (d.get("files") or {})), None)
+def _owner(library: str, distributions: Mapping[str, DistributionState]) -> DistributionState | None:
+    return next((d for d in distributions.values() if library in (d.files or {})), None)
 
 
-def _arch_findings(expected: Mapping[str, Any], current: Mapping[str, Any], source: str,
+def _arch_findings(expected: Baseline, current: Baseline, source: str,
                    installer: Installer) -> tuple[list[Finding], list[str]]:
-    want, have = expected.get("arch_coverage"), current.get("arch_coverage")
+    want, have = expected.arch_coverage, current.arch_coverage
     if want is None:
         return [], []
     if have is None:
         return [], ["arch coverage"]
     findings = []
     for library in sorted(set(want) | set(have)):
-        w = want.get(library) or {"sass": [], "ptx": []}
-        h = have.get(library) or {"sass": [], "ptx": []}
-        lost = [a for k in ("sass", "ptx") for a in w.get(k, []) if a not in h.get(k, [])]
-        gained = [a for k in ("sass", "ptx") for a in h.get(k, []) if a not in w.get(k, [])]
+        w = want.get(library) or LibraryArchs()
+        h = have.get(library) or LibraryArchs()
+        lost = [a for a in w.all if a not in h.all]
+        gained = [a for a in h.all if a not in w.all]
         if not lost and not gained:
             continue
         if library not in have:
@@ -284,27 +267,27 @@ def _arch_findings(expected: Mapping[str, Any], current: Mapping[str, Any], sour
             title = f"{library}: no longer carries {', '.join(lost)}" + (f" (now also {', '.join(gained)})" if gained else "")
         else:
             title = f"{library}: now also carries {', '.join(gained)}"
-        owner = _owner(library, expected.get("distributions") or {})
+        owner = _owner(library, expected.distributions or {})
         fixes = []
-        if owner:
-            fixes.append(Remediation(installer.install(f"{owner.get('name')}=={owner.get('version')}", reinstall=True,
-                                                       no_deps=True), "reinstall the build the baseline recorded"))
+        if owner is not None:
+            fixes.append(Remediation(installer.install(owner.pin, reinstall=True, no_deps=True),
+                                     "reinstall the build the baseline recorded"))
         fixes.append(_rebaseline(source, installer.python))
         findings.append(BASELINE_ARCH_DRIFT.finding(
             Status.FAIL, title,
-            _diff(source, [f"{library}  {' '.join(w.get('sass', []) + w.get('ptx', []))}"],
-                  [f"{library}  {' '.join(h.get('sass', []) + h.get('ptx', []))}"] if library in have else []),
+            _diff(source, [f"{library}  {' '.join(w.all)}"], [f"{library}  {' '.join(h.all)}"] if library in have else []),
             evidence={"library": library, "missing": lost, "added": gained}, remediation=tuple(fixes)))
     return findings, []
 
 
-def compare(expected: Mapping[str, Any], current: Mapping[str, Any], source: str,
+def compare(expected: Baseline, current: Baseline, hashes: FileHashes, source: str,
             installer: Installer) -> list[Finding]:
-    """Every difference between the baseline and the current state, as findings (pure)."""
+    """Every difference between the baseline and the current state (its files as `hashes` read them), as
+    findings (pure)."""
     findings = _python_findings(expected, current, source)
     gpu, skipped = _gpu_findings(expected, current, source)
     findings += gpu
-    dists, skipped_files, files_compared = _distribution_findings(expected, current, source, installer)
+    dists, skipped_files, files_compared = _distribution_findings(expected, current, hashes, source, installer)
     findings += dists
     archs, skipped_archs = _arch_findings(expected, current, source, installer)
     findings += archs
@@ -312,12 +295,12 @@ def compare(expected: Mapping[str, Any], current: Mapping[str, Any], source: str
     if skipped_files:
         skipped.append(f"file hashes ({len(skipped_files)} distributions)")
     if not findings:
-        n_dists = len(expected.get("distributions") or {})
-        n_libs = len(expected.get("arch_coverage") or {})
+        n_dists = len(expected.distributions or {})
+        n_libs = len(expected.arch_coverage or {})
         findings.append(BASELINE_MATCH.finding(
             Status.PASS,
             f"matches {source}: {n_dists} distributions, {files_compared} files, {n_libs} libraries' archs",
-            evidence={"fingerprint": current.get("fingerprint"), "files_compared": files_compared}))
+            evidence={"fingerprint": current.fingerprint, "files_compared": files_compared}))
     if skipped:
         findings.append(BASELINE_NOT_COMPARED.finding(
             Status.SKIP, f"not compared: {', '.join(skipped)} (not collected in this run)",
@@ -327,21 +310,16 @@ def compare(expected: Mapping[str, Any], current: Mapping[str, Any], source: str
     return findings
 
 
-def judge(expected: Mapping[str, Any], sections: Mapping[str, Any], source: str) -> CheckResult:
-    """The baseline check: the state the sections describe (with the `file_hashes` section where it was
-    collected: a run collects the hashes `hashed_names(expected)` names first), compared with `expected`."""
-    current = current_state(sections)
-    installer = Installer.for_target(Target.read(envsummary.section(sections, "target")))
-    findings = tuple(compare(expected, current, source, installer))
-    facts = {"baseline": {
-        "file": source,
-        "expected_fingerprint": expected.get("fingerprint"),
-        "found_fingerprint": current.get("fingerprint"),
-        "expected_created": expected.get("created"),
-    }}
-    if isinstance(sections.get(FILE_HASHES), Mapping):
-        facts[FILE_HASHES] = sections[FILE_HASHES]  # saved with the report: `judge --baseline` reads it again
-    status = worst(f.status for f in findings)
-    if status is Status.SKIP:  # nothing drifted, a part was not compared
-        status = Status.PASS
-    return CheckResult("baseline", "baseline", f"Golden baseline ({Path(source).name})", status, findings, facts)
+def judge_baseline(facts: Facts) -> list[Finding]:
+    """The baseline check: the state the facts describe (the files as their `file_hashes` section read them),
+    compared with the baseline their `baseline` section holds (a file that could not be read: SectionError)."""
+    given = facts.section(BaselineFacts)
+    if given.expected is None:
+        why = ("no baseline was given (--baseline FILE)" if not given.file else
+               f"the report holds no copy of {given.file} (saved by an older doctor); give it again with --baseline")
+        return [BASELINE_NOT_COMPARED.finding(Status.SKIP, f"not compared: {why}", evidence={"file": given.file})]
+    source = given.file or ""
+    current = current_state(facts)
+    installer = Installer.for_target(Target.read(envsummary.section(facts, "target")))
+    hashes = FileHashes.read(facts.get(FileHashes.SECTION)) or FileHashes()
+    return compare(given.expected, current, hashes, source, installer)

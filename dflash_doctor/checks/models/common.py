@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeGuard
 
 from dflash_doctor.check import Facts
@@ -18,7 +18,7 @@ from dflash_doctor.checks.remedy import Installer
 from dflash_doctor.codes import Code
 from dflash_doctor.facts.envfacts import version_tuple
 from dflash_doctor.facts.models_shapes import ConfigView, ListSummary, Model, Models, Tensor, Weights
-from dflash_doctor.facts.nvml_shapes import Gpu
+from dflash_doctor.facts.nvml_shapes import Gpu, GpuDevice, GpuMemory
 from dflash_doctor.facts.serve_shapes import ServeArgs, ServeAssumptions, VllmDflash
 from dflash_doctor.knowledge.archs import compute_capability
 from dflash_doctor.knowledge.dflash import MAX_LEN_DERIVATION
@@ -237,12 +237,28 @@ def drafter_view(drafter: Model, target: Model, vllm: VllmDflash | None, serve: 
                        target_config=target.text, weights=drafter.weights, tensors=dict(drafter.weights.tensors))
 
 
-def gpu_view(facts: Facts) -> dict[str, Any]:
-    """The GPUs vLLM will see: {"available", "why", "devices" (visible, in CUDA order), "ccs", "source"}.
+@dataclass(frozen=True)
+class GpuView:
+    """The GPUs vLLM will see (`gpu_view`)."""
+
+    available: bool = False
+    """False: neither NVML facts nor --gpus; `why` says which, and `ccs` holds --target-arch's, if given."""
+    why: str | None = "no GPU facts were collected"
+    devices: tuple[GpuDevice, ...] = ()
+    """The visible GPUs, in CUDA order (--gpus: as many "assumed GPU"s, with --gpu-memory each)."""
+    source: str | None = None
+    """"nvml" or "assumed" (--gpus/--gpu-memory)."""
+    cuda_visible_devices: str | None = None
+    ccs: tuple[str, ...] = ()
+    """The serving GPUs' compute capabilities ("8.6")."""
+
+
+def gpu_view(facts: Facts) -> GpuView:
+    """The GPUs vLLM will see.
 
     --gpus/--gpu-memory (a CI user's stand-in for the serving GPUs) win; else the NVML facts (section "gpu")
     filtered by CUDA_VISIBLE_DEVICES; else only the compute capabilities of --target-arch, without count or
-    memory ("available" False)."""
+    memory (`available` False)."""
     serve = facts.optional_section(ServeArgs)
     assume = serve.assume if serve is not None else ServeAssumptions()
     ccs: list[str] = []
@@ -254,38 +270,35 @@ def gpu_view(facts: Facts) -> dict[str, Any]:
         ccs.append(f"{major}.{minor}")
     raw = facts.raw("gpu")
     gpu = facts.optional_section(Gpu)
-    nvml_devices: list[Mapping[str, Any]] | None = None
-    view: dict[str, Any] = {"available": False, "why": "no GPU facts were collected", "devices": [], "source": None}
+    view = GpuView()
     if isinstance(raw, Mapping) and "_error" in raw:
-        view["why"] = f"the GPU facts could not be collected: {raw['_error']}"
+        view = GpuView(why=f"the GPU facts could not be collected: {raw['_error']}")
     elif gpu is None:
         pass  # not collected, or not of its shape: no GPU facts
     elif gpu.skipped:
-        view["why"] = f"GPUs not probed ({gpu.skipped}); pass --gpus N --gpu-memory GIB for the serving GPUs"
+        view = GpuView(why=f"GPUs not probed ({gpu.skipped}); pass --gpus N --gpu-memory GIB for the serving GPUs")
     elif gpu.nvml is None or not gpu.nvml.ok:
         error = gpu.nvml.error if gpu.nvml is not None else None
-        view["why"] = (f"NVML is not usable here ({(error.name or error.kind) if error else None}: "
-                       f"{error.message if error else None})")
+        view = GpuView(why=f"NVML is not usable here ({(error.name or error.kind) if error else None}: "
+                           f"{error.message if error else None})")
     else:
         visible = resolve_visible(gpu.environ.get("CUDA_VISIBLE_DEVICES"), gpu.devices)
         by_index = {d.index: d for d in gpu.devices}
-        nvml_devices = [by_index[i].to_json() for i in visible.gpus if i in by_index]
-        view = {"available": True, "why": None, "devices": nvml_devices, "source": "nvml",
-                "cuda_visible_devices": visible.value}
+        view = GpuView(available=True, why=None, devices=tuple(by_index[i] for i in visible.gpus if i in by_index),
+                       source="nvml", cuda_visible_devices=visible.value)
     count, memory = assume.gpus, assume.gpu_memory_gib
     if count or memory:
-        n = int(count) if count else len(nvml_devices or []) or 1
+        n = int(count) if count else len(view.devices) or 1
         cc = [int(p) for p in ccs[0].split(".")] if ccs else (
-            (nvml_devices or [{}])[0].get("compute_capability") if nvml_devices else None)
+            view.devices[0].compute_capability if view.devices else None)
         size = int(float(memory) * GIB) if memory else None
-        view = {"available": True, "why": None, "source": "assumed",
-                "assumed": {"gpus": count, "gpu_memory_gib": memory, "target_archs": assume.target_archs},
-                "devices": [{"index": i, "name": "assumed GPU", "compute_capability": cc,
-                             "memory": {"total": size, "used": 0, "free": size, "reserved": 0} if size else None,
-                             "processes": []} for i in range(n)]}
-    view["ccs"] = sorted({f"{d['compute_capability'][0]}.{d['compute_capability'][1]}"
-                          for d in view["devices"] if d.get("compute_capability")}) or ccs
-    return view
+        view = GpuView(available=True, why=None, source="assumed", devices=tuple(
+            GpuDevice(index=i, name="assumed GPU", compute_capability=cc,
+                      memory=GpuMemory(total=size, used=0, free=size, reserved=0) if size else None)
+            for i in range(n)))
+    found = sorted({f"{d.compute_capability[0]}.{d.compute_capability[1]}"
+                    for d in view.devices if d.compute_capability and len(d.compute_capability) == 2})
+    return replace(view, ccs=tuple(found or ccs))
 
 
 def dflash_config(keys: ConfigView) -> ConfigView:

@@ -793,4 +793,4 @@ def judge_drafter(facts: Facts, title: str) -> list[Finding]:
         return blocked
     vllm = facts.optional_section(VllmDflash)
     serve = as_served(facts.optional_section(ServeArgs), models.speculators_launch, vllm)
-    return _Drafter(drafter_view(drafter, target, vllm, serve, installer_for(facts), gpu_view(facts)["ccs"])).findings()
+    return _Drafter(drafter_view(drafter, target, vllm, serve, installer_for(facts), list(gpu_view(facts).ccs))).findings()

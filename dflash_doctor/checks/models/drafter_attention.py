@@ -148,10 +148,10 @@ def judge_drafter_attention(facts: Facts, title: str) -> list[Finding]:
                         f"{title}: {vllm_label(vllm)}: no vLLM source to read its backend selection from",
                         detail=f"Without it, the rule of thumb: {ATTENTION_FALLBACK.source}.")]
     gpus = gpu_view(facts)
-    ccs = gpus["ccs"]
+    ccs = list(gpus.ccs)
     if not ccs:
         return [ATTENTION_NO_GPU_FACTS.finding(Status.SKIP,
-                        f"{title}: no compute capability known ({gpus['why'] or 'the GPUs report none'})",
+                        f"{title}: no compute capability known ({gpus.why or 'the GPUs report none'})",
                         detail="Run on the GPU host, or name the GPU with --target-arch (e.g. sm_86).")]
     keys = drafter_keys(drafter, vllm)
     dflash = dflash_config(keys)

@@ -335,11 +335,11 @@ class _Command:
 
     def _tiers(self) -> list[tuple[str, str]]:
         """(tier, why) for the GPU vLLM will size its defaults on (its first visible GPU)."""
-        if self.gpus["available"] and self.gpus["devices"]:
-            device = self.gpus["devices"][0]
+        if self.gpus.available and self.gpus.devices:
+            device = self.gpus.devices[0]
             tier = _tier(device, self.vllm)
             if tier != "unknown":
-                return [(tier, f"{device.get('name')} with {_gib((device.get('memory') or {}).get('total'))}")]
+                return [(tier, f"{device.name} with {_gib(device.memory.total if device.memory else None)}")]
         return [("small", "a GPU under 70 GiB (or an A100)"), ("large", "a GPU of 70 GiB or more")]
 
     def scheduler(self) -> list[Finding]:

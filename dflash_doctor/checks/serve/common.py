@@ -11,7 +11,6 @@ import ast
 import dataclasses
 import json
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -28,6 +27,7 @@ from dflash_doctor.checks.models.common import (
 from dflash_doctor.codes import Code
 from dflash_doctor.facts.envfacts import version_tuple
 from dflash_doctor.facts.models_shapes import Model
+from dflash_doctor.facts.nvml_shapes import GpuDevice
 from dflash_doctor.facts.serve_shapes import ServeFields, VllmDflash
 from dflash_doctor.knowledge.dflash import (
     BATCH_DEFAULTS,
@@ -105,15 +105,14 @@ def max_len_refused(model: Model | None, vllm: VllmDflash | None, given: int) ->
     return (not _length(own) or given > own), derived, key
 
 
-def _tier(device: Mapping[str, Any] | None, vllm: VllmDflash | None) -> str:
+def _tier(device: GpuDevice | None, vllm: VllmDflash | None) -> str:
     """Which of vLLM's default tiers the first GPU falls in, by the total torch reports (NVML's total less
     the driver's reservation)."""
-    memory = (device or {}).get("memory") or {}
-    total = memory.get("total")
-    name = str((device or {}).get("name") or "").lower()
-    if not _is_int(total):
+    memory = device.memory if device is not None else None
+    name = str(device.name or "").lower() if device is not None else ""
+    if memory is None or memory.total <= 0:
         return "unknown"
-    gib = (total - int(memory.get("reserved") or 0)) / GIB
+    gib = (memory.total - (memory.reserved or 0)) / GIB
     tiers = BATCH_DEFAULTS.value
     if gib >= tiers["huge"]["min_gib"] and _marker(vllm, "batch_huge_tier"):
         return "huge"

@@ -287,7 +287,7 @@ def _known_bad(c: ServeCommand) -> list[Finding]:
                            f"{c.label}{on} (affected: {span}): {entry.title}",
                            detail=f"Reported in {entry.source}.",
                            evidence={"id": entry.id, "versions": [entry.first, entry.last], "vllm": version,
-                                     **({"arch": list(entry.arch), "gpus": c.gpus["source"],
+                                     **({"arch": list(entry.arch), "gpus": c.gpus.source,
                                          "compute_capabilities": c.ccs} if entry.arch else {})},
                            remediation=(fix,) if fix else (), cause=cause))
     return out

@@ -8,13 +8,11 @@ KV cache, and a free port. The rules and their sources are in knowledge.dflash a
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Sequence
 
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.argv import with_flag
 from dflash_doctor.checks.models.common import (
-    _is_int,
     gpu_view,
     text_config,
 )
@@ -41,6 +39,7 @@ from dflash_doctor.checks.serve.common import (
     not_given,
 )
 from dflash_doctor.facts.models_shapes import Model, Models, Weights
+from dflash_doctor.facts.nvml_shapes import GpuDevice
 from dflash_doctor.facts.serve_shapes import ServeArgs, ServeFields, VllmDflash
 from dflash_doctor.knowledge.dflash import (
     KV_CACHE_ONE_SEQUENCE,
@@ -127,25 +126,25 @@ class _Resources:
         fields = serve.fields
         findings = list(self._port(serve))
         gpus = gpu_view(facts)
-        if not gpus["available"]:
+        if not gpus.available:
             findings.append(GPU_FACTS_UNAVAILABLE.finding(Status.SKIP,
-                                    f"GPU count and memory not judged: {gpus['why']}",
+                                    f"GPU count and memory not judged: {gpus.why}",
                                     detail="On a machine without the serving GPUs, pass their shape: `dflash-doctor "
                                     "serve --gpus 2 --gpu-memory 48 -- vllm serve ...`."))
             return findings
         tp, pp = fields.tp, fields.pp
-        devices = gpus["devices"]
+        devices = gpus.devices
         world = tp * pp
-        where = "assumed with --gpus" if gpus["source"] == "assumed" else (
-            f"visible with CUDA_VISIBLE_DEVICES={gpus.get('cuda_visible_devices')!r}"
-            if gpus.get("cuda_visible_devices") is not None else "on this host")
+        where = "assumed with --gpus" if gpus.source == "assumed" else (
+            f"visible with CUDA_VISIBLE_DEVICES={gpus.cuda_visible_devices!r}"
+            if gpus.cuda_visible_devices is not None else "on this host")
         if world > len(devices):
             findings.append(WORLD_SIZE.finding(Status.FAIL,
                                     f"\"World size ({world}) is larger than the number of available GPUs ({len(devices)}) "
                                     f"in this node.\" (--tensor-parallel-size {tp} x --pipeline-parallel-size {pp}; "
                                     f"{len(devices)} GPU(s) {where})",
                                     detail=WORLD_SIZE_RULE.source,
-                                    evidence={"world_size": world, "gpus": [d.get("index") for d in devices]},
+                                    evidence={"world_size": world, "gpus": [d.index for d in devices]},
                                     remediation=(Remediation(with_flag(argv, "--tensor-parallel-size", max(1, len(devices) // pp)),
                                                              "fit the GPUs there are"),
                                                  Remediation("export CUDA_VISIBLE_DEVICES=...", "or make more visible"))))
@@ -169,7 +168,7 @@ class _Resources:
                         remediation=(Remediation(f"ss -ltnp {quote(f'sport = :{port.port}')}", "see who holds it"),
                                      Remediation(with_flag(list(serve.argv), "--port", 8001), "or serve on another port")))]
 
-    def _memory(self, facts: Facts, fields: ServeFields, devices: list[Mapping[str, Any]], tp: int,
+    def _memory(self, facts: Facts, fields: ServeFields, devices: Sequence[GpuDevice], tp: int,
                 pp: int) -> list[Finding]:
         serve = facts.section(ServeArgs)
         argv = list(serve.argv)
@@ -201,23 +200,22 @@ class _Resources:
                     "excluded_prefixes": dropped, "tp": tp, "pp": pp}
         worst_room: float | None = None
         for device in devices:
-            memory = device.get("memory") or {}
-            if not _is_int(memory.get("total")):
+            memory = device.memory
+            if memory is None or memory.total <= 0:
                 continue
             # What CUDA (and so vLLM) calls total excludes the driver's reservation NVML reports separately.
-            total = memory["total"] - int(memory.get("reserved") or 0)
-            free = memory["free"] if _is_int(memory.get("free")) else total - int(memory.get("used") or 0)
+            total = memory.total - (memory.reserved or 0)
+            free = memory.free
             budget = math.ceil(total * util)
-            name = f"GPU {device.get('index')} ({device.get('name')})"
+            name = f"GPU {device.index} ({device.name})"
             if free < budget:
-                others = [f"{p.get('name') or '?'} (pid {p.get('pid')}, {_gib(p.get('used_bytes'))})"
-                          for p in device.get("processes") or [] if not p.get("own")]
+                others = [f"{p.name or '?'} (pid {p.pid}, {_gib(p.used_bytes)})" for p in device.processes if not p.own]
                 findings.append(MEMORY_HELD.finding(Status.FAIL,
                     f"{name}: {_gib(free)} of {_gib(total)} free, below --gpu-memory-utilization {util} = {_gib(budget)}: "
                     "vLLM stops with \"Free memory on device ... on startup is less than desired GPU memory utilization\""
                     + (f"; held by {', '.join(others)}" if others else ""),
                     detail=VLLM_FREE_MEMORY_CHECK.source,
-                    evidence={**evidence, "device": device.get("index"), "free": free, "budget": budget},
+                    evidence={**evidence, "device": device.index, "free": free, "budget": budget},
                     remediation=(Remediation(with_flag(argv, "--gpu-memory-utilization", f"{max(0.05, (free / total) - 0.01):.2f}"),
                                              "ask for no more than is free"),
                                  Remediation("nvidia-smi", "or stop what holds the memory"))))
@@ -229,14 +227,14 @@ class _Resources:
                     f"{name}: the weights need {_gib(per_gpu)} per GPU (target {_gib(target_bytes)} / {tp * pp} + drafter "
                     f"{_gib(drafter_bytes)} / {draft_tp}), more than {util} x {_gib(total)} = {_gib(budget)}: "
                     "\"No available memory for the cache blocks\"",
-                    detail=KV_CACHE_ONE_SEQUENCE.source, evidence={**evidence, "device": device.get("index")},
+                    detail=KV_CACHE_ONE_SEQUENCE.source, evidence={**evidence, "device": device.index},
                     remediation=(Remediation(with_flag(argv, "--tensor-parallel-size", tp * 2), "spread the weights over more GPUs"),)))
             elif mml and per_token and per_token * mml > room:
                 findings.append(KV_CACHE.finding(Status.FAIL,
                     f"{name}: after {_gib(per_gpu)} of weights, {_gib(room)} is left, but one {mml}-token sequence needs "
                     f"{_gib(per_token * mml)} of KV cache: \"To serve at least one request with the models's max seq len "
                     f"({mml}), ... KV cache is needed, which is larger than the available KV cache memory\"",
-                    detail=KV_CACHE_ONE_SEQUENCE.source, evidence={**evidence, "device": device.get("index")},
+                    detail=KV_CACHE_ONE_SEQUENCE.source, evidence={**evidence, "device": device.index},
                     remediation=((Remediation(with_flag(argv, "--max-model-len", int(room / per_token)), "a length that fits"),)
                                  if room / per_token >= 1 else ())
                     + (Remediation(with_flag(argv, "--gpu-memory-utilization", 0.95), "or give vLLM more of each GPU"),)))

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
+from dflash_doctor.checks.models.common import GpuView
 from dflash_doctor.checks.models.speculators import Launch
 from dflash_doctor.checks.remedy import Installer
 from dflash_doctor.facts.models_shapes import Model
@@ -28,8 +28,8 @@ class ServeCommand:
     target: Model | None
     drafter: Model | None
     vllm: VllmDflash | None
-    gpus: Mapping[str, Any]
-    """checks.models.common.gpu_view: the GPUs vLLM will see."""
+    gpus: GpuView
+    """The GPUs vLLM will see."""
     prior: Mapping[str, CheckResult]
     installer: Installer
     launch: Launch | None = None
@@ -58,4 +58,4 @@ class ServeCommand:
     @property
     def ccs(self) -> list[str]:
         """The serving GPUs' compute capabilities ("8.6")."""
-        return list(self.gpus["ccs"])
+        return list(self.gpus.ccs)
