@@ -151,6 +151,7 @@ def _dry_runs(results: Sequence[CheckResult], sections: Mapping[str, Any], pytho
     from dflash_doctor.checks.fix.verify import judge_item
     from dflash_doctor.commands.fix_plan import failing_cause
     from dflash_doctor.facts import dryrun
+    from dflash_doctor.facts.dryrun_shapes import DryRuns
 
     fails_itself = failing_cause(results)
     causes = [f for r in results for f in r.findings if fails_itself(f) and f.remediation]
@@ -160,8 +161,8 @@ def _dry_runs(results: Sequence[CheckResult], sections: Mapping[str, Any], pytho
                               target_archs=_archs(args))
 
     dry = ask([f.remediation[0].command for f in causes])
-    said = {str(i.get("command")): judge_item(i, dry["installed"], dry["marker_environment"])[0]
-            for i in dry.get("items") or ()}
+    first = DryRuns.from_json(dry)
+    said = {i.command: judge_item(i, first.installed, first.marker_environment)[0] for i in first.items}
     rest = [r.command for f in causes if said.get(f.remediation[0].command) != "resolves" for r in f.remediation[1:]]
     if rest:
         more = ask([c for c in rest if c not in said])
