@@ -123,6 +123,8 @@ def judge_item(item: DryRunItem, installed: Sequence[InstalledDist],
                environment: Mapping[str, str] | None = None) -> tuple[str, tuple[str, ...]]:
     """(verified, changes) for one command's dry-run facts."""
     environment = environment or {}
+    # A distribution whose version its METADATA did not give reads "None" here, as it always has: installed,
+    # at no version a requirement can meet.
     versions = {canonical(d.name or ""): str(d.version) for d in installed}
     changes: list[str] = []
     after: dict[str, str | None] = {}
