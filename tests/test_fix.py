@@ -36,6 +36,7 @@ from dflash_doctor.checks.fix.verify import judge_item, rank, verify_results
 from dflash_doctor.codes.aliases import upgrade_findings
 from dflash_doctor.commands.fix_plan import decide
 from dflash_doctor.facts import build_env, dryrun
+from dflash_doctor.facts.dryrun_shapes import DryRunItem, DryRuns, InstalledDist
 from dflash_doctor.model import CheckResult
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "dry_runs"
@@ -51,9 +52,14 @@ def recorded(name: str) -> dict[str, Any]:
     return data
 
 
+def judged(item: dict[str, Any], installed: list[dict[str, Any]], env: dict[str, str]) -> tuple[str, tuple[str, ...]]:
+    """judge_item on dry-run facts as a report holds them (read through their shapes)."""
+    return judge_item(DryRunItem.from_json(item), [InstalledDist.from_json(d) for d in installed], env)
+
+
 def verdicts(data: dict[str, Any]) -> dict[str, str]:
-    installed, env = data["dry_runs"]["installed"], data["dry_runs"]["marker_environment"]
-    return {item["command"]: judge_item(item, installed, env)[0] for item in data["dry_runs"]["items"]}
+    dry = DryRuns.from_json(data["dry_runs"])
+    return {item.command: judge_item(item, dry.installed, dry.marker_environment)[0] for item in dry.items}
 
 
 def command_ending(table: dict[str, str], tail: str) -> str:
@@ -153,7 +159,7 @@ def test_a_fix_that_resolves_to_an_sdist_needs_a_build_and_fix_stops_there_unles
     command = "/env/bin/python -m pip install --no-binary einops 'einops==0.8.2'"
     item = {"command": command, "segments": [{"kind": "install", "tool": "pip", "status": "resolved",
                                               "install": dryrun.pip_report_installs(report), "remove": []}]}
-    assert judge_item(item, [], {}) == ("needs-build: {einops 0.8.2 from source}",
+    assert judged(item, [], {}) == ("needs-build: {einops 0.8.2 from source}",
                                         ("install einops 0.8.2 (sdist: builds from source)",))
     build = build_env.collect({}, python="/env/bin/python", target_archs=["sm_90"])  # this machine's facts
     result = CheckResult.from_dict({"id": "imports", "layer": "python", "title": "t", "status": "fail", "findings": [
@@ -304,7 +310,7 @@ def test_an_uninstall_alone_is_shown_as_leaving_the_namespace_directory_behind(
     alone = f"'{env.python}' -m pip uninstall -y flash-attn-4"
     facts = dryrun.collect([alone], {**sections, "target": target}, python=str(env.python), timeout_s=30,
                            cwd=str(tmp_path))
-    verified, changes = judge_item(facts["items"][0], facts["installed"], {})
+    verified, changes = judged(facts["items"][0], facts["installed"], {})
     assert verified.startswith(f"fails: {env.site_packages / 'flash_attn'}/ stays behind"), verified
     assert "namespace package" in verified and changes[0].startswith("remove flash-attn-4 4.0.0b36")
 
@@ -313,7 +319,7 @@ def test_the_recorded_unmet_pin_fix_resolves_as_a_downgrade_to_the_pinned_torch(
     table = verdicts(recorded("unmet-pin-pip.json"))
     data = recorded("unmet-pin-pip.json")
     (item,) = [i for i in data["dry_runs"]["items"] if i["command"].endswith("pip install 'torch==2.11.0'")]
-    verified, changes = judge_item(item, data["dry_runs"]["installed"], data["dry_runs"]["marker_environment"])
+    verified, changes = judged(item, data["dry_runs"]["installed"], data["dry_runs"]["marker_environment"])
     assert verified == "resolves"
     assert "downgrade torch 2.13.0+cpu -> 2.11.0 (wheel)" in changes
     # uninstalling torch (simulated from its RECORD: pip removes torch/ whole) breaks what needs any torch
@@ -353,7 +359,7 @@ def test_verify_fixes_asks_the_real_index(envs: dict[str, Env], tmp_path: Path) 
     (segment,) = facts["items"][0]["segments"]
     assert segment["status"] == "resolved" and segment["tool"] == "pip", segment
     assert segment["argv"][3:7] == ["install", "--dry-run", "--report", segment["argv"][6]]
-    verified, changes = judge_item(facts["items"][0], facts["installed"], facts["marker_environment"])
+    verified, changes = judged(facts["items"][0], facts["installed"], facts["marker_environment"])
     assert (verified, changes) == ("resolves", ("reinstall flash-attn-4 4.0.0b36 (wheel)",))
 
 
@@ -372,7 +378,7 @@ def test_an_index_that_uv_cannot_reach_is_not_checked_and_says_why(
     command = f"uv pip install --python '{env.python}' --reinstall --no-deps 'flash-attn-4==4.0.0b36'"
     sections = {"target": {"environment_roots": [str(env.root)], "env_kind": env.kind}, "distributions": {}}
     facts = dryrun.collect([command], sections, python=str(env.python), timeout_s=30, cwd=str(tmp_path))
-    verified, _ = judge_item(facts["items"][0], [], {})
+    verified, _ = judged(facts["items"][0], [], {})
     assert verified.startswith("not-checked: the package index did not answer (offline?)"), facts["items"]
 
 

@@ -24,6 +24,7 @@ from test_fix import recorded, seed_env
 
 from dflash_doctor.checks.fix.verify import verify_results
 from dflash_doctor.commands.fix_plan import effect, plan
+from dflash_doctor.facts.dryrun_shapes import DryRuns, InstalledDist
 from dflash_doctor.model import CheckResult
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -110,9 +111,9 @@ def test_start_with_names_the_flash_attn_failure_that_stops_serve_not_the_missin
 
 def recorded_plan(gpu_expected: bool) -> tuple[list[Any], list[Any]]:
     data = recorded("seed-pip.json")
-    results = verify_results([CheckResult.from_dict(c) for c in data["checks"]], data["dry_runs"])
-    items = {i["command"]: i for i in data["dry_runs"]["items"]}
-    steps, dropped, _ = plan(results, data["dry_runs"], items=items, gpu_expected=gpu_expected)
+    dry = DryRuns.from_json(data["dry_runs"])
+    results = verify_results([CheckResult.from_dict(c) for c in data["checks"]], dry)
+    steps, dropped, _ = plan(results, dry, items={i.command: i for i in dry.items}, gpu_expected=gpu_expected)
     return steps, dropped
 
 
@@ -141,7 +142,7 @@ def test_with_a_gpu_expected_the_cuda_build_stays_and_the_undone_step_still_goes
 
 def test_a_cpu_build_or_another_index_is_not_taken_for_a_cuda_build() -> None:
     environment = {"platform_system": "Linux", "platform_machine": "x86_64"}
-    vllm = [{"name": "vllm", "version": "0.20.1", "requires": ["torch==2.11.0"]}]
+    vllm = [InstalledDist(name="vllm", version="0.20.1", requires=["torch==2.11.0"])]
     assert effect("/e/bin/python -m pip install 'torch==2.11.0'", None, vllm, environment).cuda
     assert not effect("/e/bin/python -m pip install 'torch==2.11.0+cpu'", None, vllm, environment).cuda
     assert not effect("/e/bin/python -m pip install --index-url https://download.pytorch.org/whl/cpu torch", None,

@@ -40,6 +40,7 @@ from dflash_doctor.model import CheckResult, Finding
 
 if TYPE_CHECKING:
     from dflash_doctor.commands.fix_plan import Step
+    from dflash_doctor.facts.dryrun_shapes import DryRunItem, InstalledDist
     from dflash_doctor.pipeline import Run
 
 # The plan (commands.fix_plan, over the installer's answers) is imported when a fix runs: `--help` imports every
@@ -79,10 +80,11 @@ def _roots(target: Mapping[str, Any]) -> list[str]:
             if str(r).startswith(prefix.rstrip(os.sep) + os.sep)]
 
 
-def touched_paths(command: str, item: Mapping[str, Any] | None, installed: Sequence[Mapping[str, Any]],
+def touched_paths(command: str, item: DryRunItem | None, installed: Sequence[InstalledDist],
                   roots: Sequence[str], python: str) -> tuple[list[str] | None, str]:
     """What the command will touch inside the environment (None and why when fix must not run it)."""
     from dflash_doctor.facts.dryrun import parse_command, read_record_paths
+    from dflash_doctor.facts.dryrun_shapes import SegmentRun
     from dflash_doctor.facts.envfacts import canonical
     from dflash_doctor.facts.safefile import under
     from dflash_doctor.knowledge.flash_attn import DISTRIBUTIONS, FA2_TOP_LEVELS
@@ -92,31 +94,31 @@ def touched_paths(command: str, item: Mapping[str, Any] | None, installed: Seque
         return None, "not a command fix runs (only installs, uninstalls, leftover cleanups and moves)"
     if any(s.python and s.python != python for s in segments):
         return None, "it names another interpreter than the target"
-    by_name = {canonical(str(d.get("name", ""))): d for d in installed}
+    by_name = {canonical(d.name or ""): d for d in installed}
     paths: list[str] = []
-    site_dirs = sorted({str(d.get("location")) for d in installed if d.get("location") and under(str(d["location"]), roots)})
+    site_dirs = sorted({d.location for d in installed if d.location and under(d.location, roots)})
 
-    def add_dist(dist: Mapping[str, Any]) -> None:
-        location = str(dist.get("location") or "")
-        record, _ = read_record_paths(str(dist.get("dist_info")), location)
+    def add_dist(dist: InstalledDist) -> None:
+        location = dist.location or ""
+        record, _ = read_record_paths(str(dist.dist_info), location)
         paths.extend(record)
-        paths.append(str(dist.get("dist_info")))
-        paths.extend(os.path.join(location, t) for t in dist.get("top_levels") or ())
+        paths.append(str(dist.dist_info))
+        paths.extend(os.path.join(location, t) for t in dist.tops)
 
-    facts = list((item or {}).get("segments") or ())
+    facts = item.segments if item is not None else []
     for i, segment in enumerate(segments):
-        seg_facts = facts[i] if i < len(facts) else {}
+        seg_facts = facts[i] if i < len(facts) else SegmentRun()
         if segment.kind in ("cleanup", "move"):
             source = segment.paths[0]
             if not under(os.path.normpath(source), roots):
                 return None, f"{source} is outside the target environment"
             paths.append(source)
             continue
-        if seg_facts.get("status") not in ("resolved", "simulated"):
-            return None, "the installer was not asked what it would do: " + str(seg_facts.get("reason") or "no dry run")
+        if seg_facts.status not in ("resolved", "simulated"):
+            return None, "the installer was not asked what it would do: " + (seg_facts.reason or "no dry run")
         names = [str(n) for n in segment.names] if segment.kind == "uninstall" else []
-        names += [str(e.get("name")) for e in seg_facts.get("install") or ()]
-        names += [str(e.get("name")) for e in seg_facts.get("remove") or ()]
+        names += [e.name for e in seg_facts.install]
+        names += [e.name for e in seg_facts.remove]
         for name in names:
             key = canonical(name)
             if key in by_name:
@@ -125,11 +127,10 @@ def touched_paths(command: str, item: Mapping[str, Any] | None, installed: Seque
             if key == "flash-attn":
                 tops.update(FA2_TOP_LEVELS.value)
             for dist in installed:  # whoever shares those top-level names is touched too
-                if tops & set(dist.get("top_levels") or ()):
+                if tops & set(dist.tops):
                     add_dist(dist)
             paths.extend(os.path.join(site, top) for site in site_dirs for top in tops if top)
-        for left in seg_facts.get("left_behind") or ():
-            paths.append(str(left.get("directory")))
+        paths.extend(left.directory for left in seg_facts.left_behind)
     inside = sorted({os.path.normpath(p) for p in paths if p and under(os.path.normpath(p), roots)})
     return inside, ""
 
@@ -151,6 +152,7 @@ def _dry_runs(results: Sequence[CheckResult], sections: Mapping[str, Any], pytho
     from dflash_doctor.checks.fix.verify import judge_item
     from dflash_doctor.commands.fix_plan import failing_cause
     from dflash_doctor.facts import dryrun
+    from dflash_doctor.facts.dryrun_shapes import DryRuns
 
     fails_itself = failing_cause(results)
     causes = [f for r in results for f in r.findings if fails_itself(f) and f.remediation]
@@ -160,8 +162,8 @@ def _dry_runs(results: Sequence[CheckResult], sections: Mapping[str, Any], pytho
                               target_archs=_archs(args))
 
     dry = ask([f.remediation[0].command for f in causes])
-    said = {str(i.get("command")): judge_item(i, dry["installed"], dry["marker_environment"])[0]
-            for i in dry.get("items") or ()}
+    first = DryRuns.from_json(dry)
+    said = {i.command: judge_item(i, first.installed, first.marker_environment)[0] for i in first.items}
     rest = [r.command for f in causes if said.get(f.remediation[0].command) != "resolves" for r in f.remediation[1:]]
     if rest:
         more = ask([c for c in rest if c not in said])
@@ -351,15 +353,16 @@ def _fix(args: argparse.Namespace, out: TextIO) -> int:
     from dflash_doctor.checks.fix.verify import mark_unchecked, verify_results
     from dflash_doctor.commands import snapshot
     from dflash_doctor.commands.fix_plan import decide, failing_keys, plan
+    from dflash_doctor.facts.dryrun_shapes import DryRuns
 
     first = _doctor(args)
     sections = first.sections
     target = sections.get("target") or {}
     python = str(args.python)
-    dry = _dry_runs(first.raw_results, sections, python, args)
+    dry = DryRuns.from_json(_dry_runs(first.raw_results, sections, python, args))
     before = verify_results(first.raw_results, dry)
     roots = _roots(target)
-    items = {str(i.get("command")): i for i in dry.get("items") or ()}
+    items = {i.command: i for i in dry.items}
     # A build's command carries MAX_JOBS and FLASH_ATTN_CUDA_ARCHS in front of the one the installer was asked about.
     commands = {r.command for result in before for f in result.findings for r in f.remediation}
     items.update({command: items[c] for command in commands for c in list(items) if command.endswith(" " + c)})
@@ -412,7 +415,7 @@ def _fix(args: argparse.Namespace, out: TextIO) -> int:
         if step.applied:
             out.write(f"step {n}: {step.applied}\n")
             continue
-        touched, why = touched_paths(step.command, items.get(step.command), dry.get("installed") or (), roots, python)
+        touched, why = touched_paths(step.command, items.get(step.command), dry.installed, roots, python)
         if touched is None:
             step.applied = f"skipped: {why}"
             out.write(f"step {n}: {step.applied}\n")

@@ -28,6 +28,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 
 from dflash_doctor.checks.fix.verify import VERIFIED_STATUSES, marker_applies
+from dflash_doctor.facts.dryrun_shapes import DryRunItem, DryRuns, InstalledDist, SegmentRun
 from dflash_doctor.facts.envfacts import canonical
 from dflash_doctor.knowledge.stack import TORCH_CUDA_WHEELS, TORCH_PYPI_IS_CUDA_ON
 from dflash_doctor.model import CheckResult, Finding, Remediation, stops_serve
@@ -98,7 +99,7 @@ def _requirement(word: str) -> Requirement | None:
 
 
 def _cuda_from_default_index(args: Sequence[str], requirements: Sequence[Requirement],
-                             installed: Mapping[str, Mapping[str, Any]], environment: Mapping[str, str]) -> str:
+                             installed: Mapping[str, InstalledDist], environment: Mapping[str, str]) -> str:
     """Without the installer's answer: whether an install would take torch from the default index where that is
     a CUDA build (knowledge.stack.TORCH_PYPI_IS_CUDA_ON): torch named, or required by a distribution it
     reinstalls with its dependencies, and not installed."""
@@ -116,36 +117,36 @@ def _cuda_from_default_index(args: Sequence[str], requirements: Sequence[Require
         if "--no-deps" in args:
             continue
         dist = installed.get(canonical(requirement.name))
-        for line in (dist or {}).get("requires") or ():
-            needed = _requirement(str(line))
+        for line in dist.requirements if dist else ():
+            needed = _requirement(line)
             if needed is not None and canonical(needed.name) == "torch" and marker_applies(needed, environment):
                 return f"it reinstalls {requirement.name} with its requirements, which include {needed} (not installed), and {where}"
     return ""
 
 
-def effect(command: str, item: Mapping[str, Any] | None, installed: Sequence[Mapping[str, Any]],
+def effect(command: str, item: DryRunItem | None, installed: Sequence[InstalledDist],
            environment: Mapping[str, str]) -> Effect:
     """What `command` installs and removes: from its dry run (`item`, facts.dryrun) where the installer answered,
     else from the command's words and the installed distributions' metadata."""
     from dflash_doctor.facts.dryrun import parse_command
 
-    by_name = {canonical(str(d.get("name", ""))): d for d in installed}
-    facts = [s for s in (item or {}).get("segments") or () if isinstance(s, Mapping)]
+    by_name = {canonical(d.name or ""): d for d in installed}
+    facts = item.segments if item is not None else []
     installs: set[str] = set()
     removes: set[str] = set()
     cuda: list[str] = []
     for i, segment in enumerate(parse_command(command) or ()):
-        answer: Mapping[str, Any] = facts[i] if i < len(facts) else {}
+        answer = facts[i] if i < len(facts) else SegmentRun()
         if segment.kind == "uninstall":
             removes.update(canonical(n) for n in segment.names)
-            removes.update(canonical(str(e.get("name", ""))) for e in answer.get("remove") or ())
+            removes.update(canonical(e.name) for e in answer.remove)
             continue
         if segment.kind != "install":
             continue
         requirements = [r for r in (_requirement(n) for n in segment.names) if r is not None]
         installs.update(canonical(r.name) for r in requirements)
-        if answer.get("status") == "resolved":
-            put_in = [canonical(str(e.get("name", ""))) for e in answer.get("install") or ()]
+        if answer.status == "resolved":
+            put_in = [canonical(e.name) for e in answer.install]
             libraries = [n for n in put_in if n.startswith(TORCH_CUDA_WHEELS.value)]
             if libraries:
                 cuda.append(f"it installs {', '.join(libraries[:3])}{' and more' if len(libraries) > 3 else ''} "
@@ -186,8 +187,8 @@ def _requirers(result_findings: Sequence[Finding]) -> set[str]:
     return set() if "" in names or not names else names
 
 
-def plan(results: Sequence[CheckResult], dry_runs: Mapping[str, Any] | None = None, *,
-         items: Mapping[str, Mapping[str, Any]] | None = None,
+def plan(results: Sequence[CheckResult], dry_runs: DryRuns | None = None, *,
+         items: Mapping[str, DryRunItem] | None = None,
          gpu_expected: bool = True) -> tuple[list[Step], list[Step], list[tuple[str, str, str]]]:
     """(steps, dropped steps, failing causes with no fix). `dry_runs`: the dry-run facts (for the installed
     distributions and the marker environment); `items`: each command's dry-run item; `gpu_expected`: False when
@@ -212,9 +213,8 @@ def plan(results: Sequence[CheckResult], dry_runs: Mapping[str, Any] | None = No
             about.setdefault(first.command, []).append(finding)
     ordered = sorted(steps.values(), key=lambda s: (not s.stops_serve, s.order))
 
-    dry = dry_runs or {}
-    installed = [d for d in dry.get("installed") or () if isinstance(d, Mapping)]
-    environment = {str(k): str(v) for k, v in (dry.get("marker_environment") or {}).items()}
+    dry = dry_runs or DryRuns()
+    installed, environment = dry.installed, dry.marker_environment
     effects = {s.command: effect(s.command, (items or {}).get(s.command), installed, environment) for s in ordered}
     # A CUDA build no GPU will run is left out; the steps that stay can undo another (which is then left out,
     # whatever else is said of it: an undone step is pointless on any machine).

@@ -25,6 +25,7 @@ from dflash_doctor.checks.fix.codes import (
     BUILD_TORCH_MISSING,
 )
 from dflash_doctor.checks.remedy import Installer, export, quote
+from dflash_doctor.facts.build_env_shapes import BuildEnv
 from dflash_doctor.knowledge.builds import (
     BUILD_MINUTES_64_CORES,
     JOB_PEAK_RAM_GB,
@@ -63,13 +64,13 @@ def _missing(findings: Sequence[Finding]) -> tuple[str, ...]:
     return tuple(f.id.split(".", 1)[1] for f in findings if f.status is not Status.PASS)
 
 
-def _max_jobs(build: Mapping[str, Any]) -> tuple[int, str]:
-    cores = int(build.get("cores") or 1)
-    free = build.get("mem_available_bytes")
-    if build.get("max_jobs_env"):
-        return int(str(build["max_jobs_env"])) if str(build["max_jobs_env"]).isdigit() else 1, "MAX_JOBS already set"
+def _max_jobs(build: BuildEnv) -> tuple[int, str]:
+    cores = build.cores or 1
+    free = build.mem_available_bytes
+    if build.max_jobs_env:
+        return int(build.max_jobs_env) if build.max_jobs_env.isdigit() else 1, "MAX_JOBS already set"
     by_cores = max(1, cores // 2)
-    if not isinstance(free, int):
+    if free is None:
         return by_cores, f"{cores} cores // 2 (free memory unknown)"
     by_memory = int(free / GIB / JOB_PEAK_RAM_GB.value)
     jobs = max(1, min(by_cores, by_memory))
@@ -85,10 +86,13 @@ def _minutes(archs: int, cores: int, jobs: int) -> tuple[int, int]:
     return max(1, round(low * scale)), max(1, round(high * scale))
 
 
-def judge_build(build: Mapping[str, Any], *, python: str, uv: bool, what: str,
+def judge_build(build: BuildEnv | Mapping[str, Any], *, python: str, uv: bool, what: str,
                 missing_modules: Sequence[str] = ()) -> BuildPlan:
-    """The plan for building `what` (e.g. "flash-attn 2.8.3") with what `build` says is on this machine;
+    """The plan for building `what` (e.g. "flash-attn 2.8.3") with what `build` says is on this machine
+    (facts.build_env, read through its shape: a mapping that does not have it raises ShapeError);
     `missing_modules`: what the build's own setup.py failed to import (the installer's dry run said so)."""
+    if not isinstance(build, BuildEnv):
+        build = BuildEnv.from_json(build)
     installer = Installer(python=python, uv=uv)
     findings: list[Finding] = []
     for module in dict.fromkeys(m for m in missing_modules if m != "torch"):
@@ -98,19 +102,20 @@ def judge_build(build: Mapping[str, Any], *, python: str, uv: bool, what: str,
             f"A build with --no-build-isolation sees only the environment's own packages, and the installer's dry "
             f"run stopped in setup.py: No module named '{module}'.", evidence={"module": module},
             remediation=(Remediation(installer.install(module), f"what {what}'s setup.py imports before it builds"),)))
-    torch = build.get("torch") or {}
-    torch_cuda = torch.get("cuda")
-    nvcc, release = build.get("nvcc"), build.get("nvcc_release")
-    evidence = {k: build.get(k) for k in ("nvcc", "nvcc_release", "cuda_home", "ninja", "cxx", "cores",
-                                           "mem_available_bytes")} | {"torch_cuda": torch_cuda}
-    if not torch.get("installed") or "torch" in missing_modules:
+    torch = build.torch
+    torch_cuda = torch.cuda
+    nvcc, release = build.nvcc, build.nvcc_release
+    evidence = {"nvcc": nvcc, "nvcc_release": release, "cuda_home": build.cuda_home, "ninja": build.ninja,
+                "cxx": build.cxx, "cores": build.cores, "mem_available_bytes": build.mem_available_bytes,
+                "torch_cuda": torch_cuda}
+    if not torch.installed or "torch" in missing_modules:
         findings.append(BUILD_TORCH_MISSING.finding(Status.FAIL,
                                 f"building {what} needs torch in the environment, and torch is not installed",
                                 "flash-attn's setup.py imports torch (it is built with --no-build-isolation, against "
                                 "the torch already installed).", evidence=evidence))
     elif not torch_cuda:
         findings.append(BUILD_TORCH_CPU.finding(Status.FAIL,
-                                f"building {what} needs a CUDA build of torch; torch {torch.get('version')} is a CPU "
+                                f"building {what} needs a CUDA build of torch; torch {torch.version} is a CPU "
                                 "build (torch.version.cuda is None)",
                                 "torch's cpp_extension compiles CUDA extensions only against a torch built with CUDA.",
                                 evidence=evidence))
@@ -123,7 +128,7 @@ def judge_build(build: Mapping[str, Any], *, python: str, uv: bool, what: str,
             remediation=(Remediation("export CUDA_HOME=/usr/local/cuda && export PATH=\"$CUDA_HOME/bin:$PATH\"",
                          f"after installing the CUDA toolkit {torch_cuda or ''} from {CUDA_ARCHIVE}: where torch's "
                          "cpp_extension looks for it"),)))
-    elif torch_cuda and release and release.split(".")[0] != str(torch_cuda).split(".")[0]:
+    elif torch_cuda and release and release.split(".")[0] != torch_cuda.split(".")[0]:
         findings.append(BUILD_NVCC_MISMATCH.finding(
             Status.FAIL,
             f"nvcc is CUDA {release} and torch is built with CUDA {torch_cuda}: the build stops at once "
@@ -131,41 +136,41 @@ def judge_build(build: Mapping[str, Any], *, python: str, uv: bool, what: str,
             remediation=(Remediation(f"{export('CUDA_HOME', f'/usr/local/cuda-{torch_cuda}')} && export PATH=\"$CUDA_HOME/bin:$PATH\"",
                          f"a CUDA {torch_cuda} toolkit (install it from {CUDA_ARCHIVE} when that directory does "
                          "not exist)"),)))
-    if not build.get("cuda_home"):
+    if not build.cuda_home:
         findings.append(BUILD_CUDA_HOME_MISSING.finding(
             Status.FAIL,
             "CUDA_HOME is not set and torch's cpp_extension finds no CUDA install (no nvcc on PATH, no "
             f"/usr/local/cuda): building {what} fails while preparing its metadata",
             "flash-attn's setup.py raises 'OSError: CUDA_HOME environment variable is not set'.", evidence=evidence,
             cause=BUILD_NVCC_MISSING if not nvcc else ""))
-    if not build.get("ninja"):
+    if not build.ninja:
         findings.append(BUILD_NINJA_MISSING.finding(Status.FAIL,
                                 f"building {what} without ninja compiles one file at a time: about 2 hours",
                                 NINJA_REQUIRED.value, evidence=evidence, remediation=(Remediation(installer.install("ninja"),
                                                                               "the parallel build flash-attn's README asks for"),)))
-    if not build.get("cxx"):
+    if not build.cxx:
         findings.append(BUILD_COMPILER_MISSING.finding(Status.FAIL,
                                 f"building {what} needs a C++ compiler, and there is none (CXX, c++, g++, clang++)",
                                 "nvcc hands host code to the system C++ compiler.", evidence=evidence,
                                 remediation=(Remediation("apt-get install -y g++", "Debian and Ubuntu; another distribution's "
                                              "package manager elsewhere"),)))
     jobs, jobs_why = _max_jobs(build)
-    free = build.get("mem_available_bytes")
-    if isinstance(free, int) and free < JOB_PEAK_RAM_GB.value * GIB:
+    free = build.mem_available_bytes
+    if free is not None and free < JOB_PEAK_RAM_GB.value * GIB:
         findings.append(BUILD_MEMORY_LOW.finding(
             Status.WARN,
             f"{gib(free)} of memory is available, less than one compile job's peak "
             f"({JOB_PEAK_RAM_GB.value} GiB): building {what} may be killed for memory even with MAX_JOBS=1",
             JOB_PEAK_RAM_GB.source, evidence=evidence))
-    archs = [str(a) for a in build.get("archs") or ()]
+    archs = build.archs
     env = {"MAX_JOBS": str(jobs)}
     if archs:
         env["FLASH_ATTN_CUDA_ARCHS"] = ";".join(archs)
     count = len(archs) or len(FA2_CUDA_ARCHS_DEFAULT.value["2.8.3"])
-    low, high = _minutes(count, int(build.get("cores") or 1), jobs)
-    arch_text = (f"FLASH_ATTN_CUDA_ARCHS={';'.join(archs)} (from {build.get('archs_from')})" if archs
+    low, high = _minutes(count, build.cores or 1, jobs)
+    arch_text = (f"FLASH_ATTN_CUDA_ARCHS={';'.join(archs)} (from {build.archs_from})" if archs
                  else f"all {count} default archs (no GPU seen and no --target-arch)")
-    estimate = (f"about {low}-{high} min ({count} arch(s), {jobs} job(s) on {build.get('cores')} cores; flash-attn "
+    estimate = (f"about {low}-{high} min ({count} arch(s), {jobs} job(s) on {build.cores} cores; flash-attn "
                 "README: 3-5 min on 64 cores with ninja)")
     summary = (f"{what} from source; MAX_JOBS={jobs} ({jobs_why}); {arch_text}; {estimate}")
     missing = _missing(findings)
@@ -174,7 +179,7 @@ def judge_build(build: Mapping[str, Any], *, python: str, uv: bool, what: str,
     else:
         findings.append(BUILD_READY.finding(Status.PASS,
                                 f"building {what}: nvcc {release} (torch CUDA {torch_cuda}), CUDA_HOME "
-                                f"{build.get('cuda_home')}, ninja, {build.get('cxx')}; {summary}", "", evidence=evidence))
+                                f"{build.cuda_home}, ninja, {build.cxx}; {summary}", "", evidence=evidence))
     return BuildPlan(env, summary, tuple(findings))
 
 

@@ -29,11 +29,13 @@ from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvir
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
+from dflash_doctor.facts.dryrun_shapes import DryRunItem, DryRuns, InstalledDist, LeftBehind
 from dflash_doctor.facts.envfacts import canonical
+from dflash_doctor.facts.shape import ShapeError
 from dflash_doctor.model import CheckResult, Finding, Remediation, Status
 
-__all__ = ["NOT_AN_INSTALLER_COMMAND", "RANK", "judge_item", "mark_unchecked", "marker_applies", "rank", "unchecked_reason",
-           "verified_commands", "verify_results"]
+__all__ = ["NOT_AN_INSTALLER_COMMAND", "RANK", "judge_item", "mark_unchecked", "marker_applies", "rank", "read_dry_runs",
+           "unchecked_reason", "verified_commands", "verify_results"]
 
 RANK = {"resolves": 0, "needs-build": 1, "not-checked": 2, "would-break": 3, "fails": 4}
 VERIFIED_STATUSES = (Status.FAIL, Status.ERROR)
@@ -58,19 +60,19 @@ def marker_applies(requirement: Requirement, environment: Mapping[str, str]) -> 
         return True
 
 
-def _breaks(installed: Sequence[Mapping[str, Any]], before: Mapping[str, str], after: Mapping[str, str | None],
+def _breaks(installed: Sequence[InstalledDist], before: Mapping[str, str], after: Mapping[str, str | None],
             environment: Mapping[str, str]) -> list[str]:
     """Requirements of distributions that stay which hold now and would not after the change.
     `before`: canonical name -> installed version; `after`: canonical name -> new version, or None when it
     would be removed."""
     broken: list[str] = []
     for dist in installed:
-        name = canonical(str(dist.get("name", "")))
+        name = canonical(dist.name or "")
         if name in after:
             continue  # replaced or removed itself: the installer resolved its requirements
-        for line in dist.get("requires") or ():
+        for line in dist.requirements:
             try:
-                requirement = Requirement(str(line))
+                requirement = Requirement(line)
             except InvalidRequirement:
                 continue
             dep = canonical(requirement.name)
@@ -78,7 +80,7 @@ def _breaks(installed: Sequence[Mapping[str, Any]], before: Mapping[str, str], a
                 continue
             now, then = before.get(dep), after[dep]
             held = now is not None and _meets(requirement, now)
-            who = f"{dist.get('name')} {dist.get('version')}"
+            who = f"{dist.name} {dist.version}"
             if then is None:
                 if held:
                     broken.append(f"{who} requires {requirement}; it would be removed")
@@ -94,67 +96,68 @@ def _meets(requirement: Requirement, version: str) -> bool:
     return parsed is not None and requirement.specifier.contains(parsed, prereleases=True)
 
 
-def judge_item(item: Mapping[str, Any], installed: Sequence[Mapping[str, Any]],
+_HOW = {"wheel": "wheel", "sdist": "sdist: builds from source", "directory": "local directory: builds",
+        "vcs": "version control: builds"}
+
+
+def _left_behind(left: LeftBehind, changes: list[str], fails: list[str]) -> None:
+    """What an uninstall leaves of a top-level directory: a change, and a failure when it stays importable."""
+    if not left.stays:
+        changes.append(f"{left.directory}/ goes")
+        return
+    held = []
+    if left.owned_by_others:
+        held.append(f"{left.owned_by_others} file(s) other distributions own")
+    if left.unowned_count:
+        held.append(f"{left.unowned_count} file(s) no distribution owns: " + ", ".join(left.unowned))
+    if left.bytecode and not held:
+        held.append(f"{left.bytecode} bytecode file(s) in __pycache__")
+    what = "; ".join(held) or "nothing"
+    changes.append(f"{left.directory}/ stays ({what})")
+    if not left.owned_by_others and not left.init_stays:
+        fails.append(f"{left.directory}/ stays behind holding {what}: a directory on sys.path without "
+                     "__init__.py is still importable as a namespace package")
+
+
+def judge_item(item: DryRunItem, installed: Sequence[InstalledDist],
                environment: Mapping[str, str] | None = None) -> tuple[str, tuple[str, ...]]:
     """(verified, changes) for one command's dry-run facts."""
     environment = environment or {}
-    versions = {canonical(str(d.get("name", ""))): str(d.get("version", "")) for d in installed}
+    # A distribution whose version its METADATA did not give reads "None" here, as it always has: installed,
+    # at no version a requirement can meet.
+    versions = {canonical(d.name or ""): str(d.version) for d in installed}
     changes: list[str] = []
     after: dict[str, str | None] = {}
     builds: list[str] = []
     fails: list[str] = []
     unchecked: list[str] = []
-    for segment in item.get("segments") or ():
-        status = segment.get("status")
-        reason = str(segment.get("reason") or "")
-        if status == "not-checked":
-            unchecked.append(reason or "not asked")
+    for segment in item.segments:
+        if segment.status == "not-checked":
+            unchecked.append(segment.reason or "not asked")
             continue
-        if status == "failed":
-            fails.append(reason or "the installer failed")
+        if segment.status == "failed":
+            fails.append(segment.reason or "the installer failed")
             continue
-        for entry in segment.get("remove") or ():
-            name = canonical(str(entry.get("name", "")))
-            files = entry.get("files")
-            after.setdefault(name, None)
-            changes.append(f"remove {entry.get('name')} {entry.get('version')}"
-                           + (f" ({files} files)" if files is not None else ""))
-        for entry in segment.get("install") or ():
-            name = canonical(str(entry.get("name", "")))
-            new, old = str(entry.get("version", "")), versions.get(name)
+        for removal in segment.remove:
+            after.setdefault(canonical(removal.name), None)
+            changes.append(f"remove {removal.name} {removal.version}"
+                           + (f" ({removal.files} files)" if removal.files is not None else ""))
+        for entry in segment.install:
+            name = canonical(entry.name)
+            new, old = entry.version, versions.get(name)
             after[name] = new
-            source = str(entry.get("source") or "unknown")
-            how = {"wheel": "wheel", "sdist": "sdist: builds from source", "directory": "local directory: builds",
-                   "vcs": "version control: builds"}.get(source, "source unknown")
+            how = _HOW.get(entry.source, "source unknown")
             if old is None:
                 verb = "install"
             else:
                 ov, nv = _version(old), _version(new)
                 verb = "reinstall" if old == new else "upgrade" if ov and nv and nv > ov else "downgrade"
-            changes.append(f"{verb} {entry.get('name')} " + (f"{old} -> {new}" if old and old != new else new)
-                           + f" ({how})")
-            if source in ("sdist", "directory", "vcs"):
-                builds.append(f"{entry.get('name')} {new}")
-        for left in segment.get("left_behind") or ():
-            directory = str(left.get("directory"))
-            if not left.get("stays"):
-                changes.append(f"{directory}/ goes")
-                continue
-            held = []
-            if left.get("owned_by_others"):
-                held.append(f"{left['owned_by_others']} file(s) other distributions own")
-            if left.get("unowned_count"):
-                held.append(f"{left['unowned_count']} file(s) no distribution owns: "
-                            + ", ".join(left.get("unowned") or ()))
-            if left.get("bytecode") and not held:
-                held.append(f"{left['bytecode']} bytecode file(s) in __pycache__")
-            what = "; ".join(held) or "nothing"
-            changes.append(f"{directory}/ stays ({what})")
-            if not left.get("owned_by_others") and not left.get("init_stays"):
-                fails.append(f"{directory}/ stays behind holding {what}: a directory on sys.path without "
-                             "__init__.py is still importable as a namespace package")
-        for moved in segment.get("moves") or ():
-            changes.append(f"move {moved} to {moved}.disabled")
+            changes.append(f"{verb} {entry.name} " + (f"{old} -> {new}" if old and old != new else new) + f" ({how})")
+            if entry.builds:
+                builds.append(f"{entry.name} {new}")
+        for left in segment.left_behind:
+            _left_behind(left, changes, fails)
+        changes.extend(f"move {moved} to {moved}.disabled" for moved in segment.moves)
     if fails:
         return "fails: " + "; ".join(fails), tuple(changes)
     if unchecked:
@@ -207,29 +210,43 @@ _NEEDS_TOOLCHAIN = ("CUDA_HOME", "nvcc", "No module named ")
 _NO_MODULE = re.compile(r"No module named '([A-Za-z0-9_.]+)'")
 
 
-def verify_results(results: Sequence[CheckResult], dry_runs: Mapping[str, Any]) -> list[CheckResult]:
+def read_dry_runs(dry_runs: DryRuns | Mapping[str, Any] | None) -> tuple[DryRuns | None, str]:
+    """The dry-run facts read through their shape, once: (the facts, "") or (None, why not): None when the run
+    kept none (no --verify-fixes; a saved `dry_runs` that is not an object counts as none, as it always has), or
+    the field that does not have its shape."""
+    if isinstance(dry_runs, DryRuns):
+        return dry_runs, ""
+    try:
+        return DryRuns.from_json(dry_runs), ""
+    except ShapeError as exc:
+        if not exc.where:
+            return None, ""
+        return None, f"the saved dry runs are malformed ({exc.where}: {exc.problem})"
+
+
+def verify_results(results: Sequence[CheckResult], dry_runs: DryRuns | Mapping[str, Any]) -> list[CheckResult]:
     """Each remediation with dry-run facts gets `verified` and `changes`; each finding's are ranked. A fix that
     builds from source gets MAX_JOBS and FLASH_ATTN_CUDA_ARCHS in its command and its prerequisites judged
     (checks.build_prereqs), as a `build-prerequisites` result after the others; so does a fix whose resolution
-    failed for want of the CUDA toolchain (flash-attn's setup.py needs it to say even its metadata)."""
+    failed for want of the CUDA toolchain (flash-attn's setup.py needs it to say even its metadata).
+    Dry runs that do not have their shape verify nothing: the results stay as they were, and `unchecked_reason`
+    says which field is malformed."""
     from dflash_doctor.checks.fix.build_prereqs import CHECK_ID, judge_build, prefix
 
-    installed = [d for d in dry_runs.get("installed") or () if isinstance(d, Mapping)]
-    environment = {str(k): str(v) for k, v in (dry_runs.get("marker_environment") or {}).items()}
-    build = dry_runs.get("build")
-    python, uv = str(dry_runs.get("python") or ""), dry_runs.get("env_kind") == "uv"
+    facts, _ = read_dry_runs(dry_runs)
+    if facts is None:
+        return list(results)
+    build = facts.build
+    python, uv = facts.python, facts.env_kind == "uv"
     by_command: dict[str, tuple[str, tuple[str, ...]]] = {}
     rewritten: dict[str, str] = {}
     build_findings: dict[str, Finding] = {}
-    for item in dry_runs.get("items") or ():
-        if not isinstance(item, Mapping):
-            continue
-        command = str(item.get("command"))
-        verified, changes = judge_item(item, installed, environment)
-        builds = [f"{e.get('name')} {e.get('version')}" for seg in item.get("segments") or ()
-                  for e in seg.get("install") or () if e.get("source") in ("sdist", "directory", "vcs")]
+    for item in facts.items:
+        command = item.command
+        verified, changes = judge_item(item, facts.installed, facts.marker_environment)
+        builds = [f"{e.name} {e.version}" for seg in item.segments for e in seg.install if e.builds]
         toolchain = verified.startswith("fails") and any(m in verified for m in _NEEDS_TOOLCHAIN)
-        if isinstance(build, Mapping) and (verified.startswith("needs-build") or toolchain):
+        if build is not None and (verified.startswith("needs-build") or toolchain):
             what = ", ".join(builds) or ", ".join(seg_names(item)) or "the package"
             plan = judge_build(build, python=python, uv=uv, what=what,
                                missing_modules=[m.split(".")[0] for m in _NO_MODULE.findall(verified)])
@@ -243,10 +260,10 @@ def verify_results(results: Sequence[CheckResult], dry_runs: Mapping[str, Any]) 
                     verified += f" (build prerequisites missing: {', '.join(plan.missing)})"
         by_command[command] = (verified, changes)
     out = [replace(r, findings=tuple(_finding(f, by_command, rewritten) for f in r.findings)) for r in results]
-    if build_findings:
+    if build_findings and build is not None:
         status = max((f.status for f in build_findings.values()), key=lambda s: s.rank)
         out.append(CheckResult(CHECK_ID, "python", "Source-build prerequisites", status,
-                               tuple(build_findings.values()), facts={"build": dict(build or {})}))
+                               tuple(build_findings.values()), facts={"build": build.to_json()}))
     return out
 
 
@@ -254,10 +271,13 @@ def unchecked_reason(dry_runs: Any, python: str) -> str:
     """Why a run's remediations that carry no `verified` were not checked, and how to check them: `dry_runs` is
     what the run kept of the dry runs (the report's `dry_runs`: None without --verify-fixes)."""
     how = f"to check: dflash-doctor --python {python} --verify-fixes"
-    if not isinstance(dry_runs, Mapping):
+    facts, malformed = read_dry_runs(dry_runs)
+    if malformed:
+        return f"{malformed}; {how}"
+    if facts is None:
         return f"the installer was not asked (no --verify-fixes); {how}"
-    if dry_runs.get("error"):
-        return f"the dry runs stopped ({dry_runs['error']}); {how}"
+    if facts.error:
+        return f"the dry runs stopped ({facts.error}); {how}"
     return "--verify-fixes asks the installer only about the fixes of failing findings"
 
 
@@ -281,9 +301,9 @@ def mark_unchecked(results: Sequence[CheckResult], why: str) -> list[CheckResult
     return [replace(r, findings=tuple(finding(f) for f in r.findings)) for r in results]
 
 
-def seg_names(item: Mapping[str, Any]) -> list[str]:
+def seg_names(item: DryRunItem) -> list[str]:
     """The requirement words of an item's install segments (for naming what would be built)."""
     from dflash_doctor.facts.dryrun import parse_command
 
-    segments = parse_command(str(item.get("command"))) or []
+    segments = parse_command(item.command) or []
     return [n for s in segments if s.kind == "install" for n in s.names]
