@@ -51,9 +51,11 @@ from dflash_doctor.facts.baseline_shapes import (
     PythonState,
     Tool,
 )
-from dflash_doctor.facts.environment_shapes import Target
-from dflash_doctor.facts.file_hashes import first_of_each_name
+from dflash_doctor.facts.envfacts import canonical
+from dflash_doctor.facts.environment_shapes import Distributions, Target
+from dflash_doctor.facts.file_hashes import OWN
 from dflash_doctor.facts.fingerprint import of_sections
+from dflash_doctor.facts.nvml_shapes import Gpu
 from dflash_doctor.model import Finding, Remediation, Status
 
 __all__ = ["compare", "current_state", "default_driver_range", "judge_baseline", "save"]
@@ -73,18 +75,21 @@ def current_state(sections: Mapping[str, Any], *, driver_range: str | None = Non
                   target_archs: Iterable[str] = ()) -> Baseline:
     """The state of the environment the sections describe; file hashes from their `file_hashes` section
     (facts.file_hashes), for the distributions it holds."""
-    first = first_of_each_name(sections)
+    dists = Distributions.read(envsummary.section(sections, "distributions"))
     hashes = FileHashes.read(sections.get(FileHashes.SECTION)) or FileHashes()
     distributions: dict[str, DistributionState] | None = None
-    if first is not None:
+    if dists is not None:
         distributions = {}
-        for name, item in sorted(first.items()):
-            version = item.get("version")
+        for dist in sorted(dists.seen(), key=lambda d: canonical(d.name)):
+            name = canonical(dist.name)
+            if not dist.name or name == OWN:  # the doctor itself is not part of the environment it judges
+                continue
             hashed = hashes.distributions.get(name) or HashedFiles()
-            distributions[name] = DistributionState(name=str(item.get("name")),
-                                                    version=None if version is None else str(version),
-                                                    files=hashed.files, files_digest=hashed.files_digest)
-    drv = envsummary.driver(sections)
+            distributions[name] = DistributionState(name=dist.name, version=dist.version, files=hashed.files,
+                                                    files_digest=hashed.files_digest)
+    gpu = Gpu.read(sections.get(Gpu.SECTION))
+    driver = gpu.driver_version or None if gpu is not None else None
+    cuda = gpu.cuda_driver_version or None if gpu is not None else None
     gpu_list = envsummary.gpus(sections)
     python = envsummary.python(sections)
     coverage = envsummary.arch_coverage(sections)
@@ -93,8 +98,8 @@ def current_state(sections: Mapping[str, Any], *, driver_range: str | None = Non
         tool=Tool(version=__version__),
         fingerprint=of_sections(sections)["id"],
         python=None if python is None else PythonState(**python),
-        driver=None if drv is None else DriverState(version=drv.get("version"), cuda=drv.get("cuda"),
-                                                    range=driver_range or default_driver_range(drv.get("version"))),
+        driver=None if driver is None and cuda is None else DriverState(
+            version=driver, cuda=cuda, range=driver_range or default_driver_range(driver)),
         gpus=None if gpu_list is None else GpuState(compute_capabilities=sorted(str(g["cc"]) for g in gpu_list),
                                                     names=[g["name"] for g in gpu_list]),
         target_archs=list(target_archs),
