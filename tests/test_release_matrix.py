@@ -17,7 +17,7 @@ import pytest
 from vllm_release import MATRIX, vllm_max_len
 from vllm_sources import vllm_source
 
-from dflash_doctor.checks.models.common import _derived_max_len
+from dflash_doctor.checks.models.common import served_max_len
 from dflash_doctor.checks.serve.common import max_len_refused
 from dflash_doctor.facts.models_shapes import ConfigView, Model, SpeculatorsLaunch
 from dflash_doctor.facts.serve import _markers
@@ -88,7 +88,7 @@ def test_the_context_length_is_the_one_each_release_derives(version: str) -> Non
             expected = vllm_len(config, tokenizer, None)
         except Exception as exc:  # noqa: BLE001 - the release itself refuses the config, whatever it raises
             expected = type(exc).__name__
-        served, key = _derived_max_len(model, vllm)
+        served, key = served_max_len(model, vllm)
         if served != expected and not (isinstance(expected, str) and served is None):
             disagree.append(f"{name}: vLLM {expected}, doctor {served} ({key})")
         for given in GIVEN:
@@ -108,8 +108,8 @@ def test_the_context_length_is_the_one_each_release_derives(version: str) -> Non
 def test_without_readable_source_the_version_decides_the_yarn_rule() -> None:
     # A vLLM whose source the doctor cannot read (markers unreadable): the recorded version range decides.
     model = _model(CONTEXT_GRID[2][1], None)
-    assert _derived_max_len(model, VllmDflash(installed=True, version="0.29.0"))[0] == 131072
-    assert _derived_max_len(model, VllmDflash(installed=True, version="0.30.0"))[0] == 40960
+    assert served_max_len(model, VllmDflash(installed=True, version="0.29.0"))[0] == 131072
+    assert served_max_len(model, VllmDflash(installed=True, version="0.30.0"))[0] == 40960
 
 
 DRAFTER_ROPES: list[dict[str, Any] | None] = [

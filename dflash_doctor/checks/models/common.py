@@ -17,7 +17,7 @@ from dflash_doctor.checks.models.codes import (
 from dflash_doctor.checks.remedy import Installer
 from dflash_doctor.codes import Code
 from dflash_doctor.facts.envfacts import version_tuple
-from dflash_doctor.facts.models_shapes import ConfigView, ListSummary, Model, Models, Tensor, Weights
+from dflash_doctor.facts.models_shapes import ConfigView, ListSummary, Model, Models, Tensor, Weights, is_int
 from dflash_doctor.facts.nvml_shapes import Gpu, GpuDevice, GpuMemory
 from dflash_doctor.facts.serve_shapes import ServeArgs, ServeAssumptions, VllmDflash
 from dflash_doctor.knowledge.archs import compute_capability
@@ -28,6 +28,7 @@ from dflash_doctor.units import GIB
 
 __all__ = [
     "DrafterView",
+    "GpuView",
     "architectures",
     "derived_max_len",
     "dflash_config",
@@ -35,15 +36,19 @@ __all__ = [
     "drafter_view",
     "gpu_view",
     "has_behaviour",
+    "is_int",
     "list_length",
     "listed",
     "long_list",
     "not_given",
     "rope_entries",
+    "served_max_len",
     "skip_if_broken",
+    "source_marker",
     "spec_value",
     "speculators_keys",
     "text_config",
+    "usable_length",
     "value_count",
     "version_tuple",
     "vllm_label",
@@ -107,7 +112,7 @@ def drafter_keys(model: Model, vllm: VllmDflash | None = None) -> ConfigView:
 def has_behaviour(vllm: VllmDflash | None, marker: str, since: str) -> bool:
     """Whether the installed vLLM behaves as a release from `since` on: its own source has `marker`, else its
     version is at least `since`; with no vLLM at all, the newest verified behaviour."""
-    found = _marker(vllm, marker)
+    found = source_marker(vllm, marker)
     if found is not None:
         return found
     version = version_tuple(str((vllm.version if vllm is not None else None) or ""))
@@ -128,7 +133,7 @@ def speculators_keys(keys: ConfigView, vllm: VllmDflash | None) -> dict[str, Any
     out["draft_vocab_size"] = keys.value("draft_vocab_size")
     out["eagle_aux_hidden_state_layer_ids"] = aux
     minus_one = has_behaviour(vllm, "speculators_aux_minus_one", rule["aux_minus_one_since"])
-    ids = [i - 1 for i in aux] if minus_one and isinstance(aux, list) and all(_is_int(i) for i in aux) else aux
+    ids = [i - 1 for i in aux] if minus_one and isinstance(aux, list) and all(is_int(i) for i in aux) else aux
     dflash: dict[str, Any] = {"mask_token_id": keys.value("mask_token_id"), "target_layer_ids": ids}
     if has_behaviour(vllm, "speculators_sample_from_anchor", rule["optional_keys"]["sample_from_anchor"][1]):
         dflash["sample_from_anchor"] = keys.value("sample_from_anchor", False)
@@ -141,17 +146,13 @@ def speculators_keys(keys: ConfigView, vllm: VllmDflash | None) -> dict[str, Any
     return out
 
 
-def _is_int(value: Any) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def vllm_label(vllm: VllmDflash | None) -> str:
     if vllm is None or not vllm.installed:
         return "vLLM (not installed in the target)"
     return f"vLLM {vllm.version or '?'}"
 
 
-def _marker(vllm: VllmDflash | None, name: str) -> bool | None:
+def source_marker(vllm: VllmDflash | None, name: str) -> bool | None:
     """Whether the installed vLLM's source has this marker; None when there is no source to read, or when the
     facts were recorded before the doctor looked for this marker (a saved report judged again)."""
     marker = vllm.markers.get(name) if vllm is not None and vllm.root else None
@@ -309,7 +310,7 @@ def dflash_config(keys: ConfigView) -> ConfigView:
     return ConfigView(merged)
 
 
-def _length(value: object) -> TypeGuard[float]:
+def usable_length(value: object) -> TypeGuard[float]:
     """A usable length from a config: a positive number a float holds exactly (a hand-written config may say
     10**400, which no float holds)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 2**53
@@ -333,16 +334,16 @@ def derived_max_len(model: Model | None, vllm: VllmDflash | None) -> tuple[float
     base, key = math.inf, ""
     for name in rule["length_keys"]:
         value = text.value(name)
-        if _length(value) and value < base:
+        if usable_length(value) and value < base:
             base, key = float(value), f"{name}={value}"
     own = text.value("model_max_length")
-    if _length(own):
+    if usable_length(own):
         base, key = float(own), f"model_max_length={own}"
     if base == math.inf:
         return None, "no max_position_embeddings"
     tokenizer = model.tokenizer_config if model is not None else None
     limit = tokenizer.model_max_length if tokenizer is not None else None
-    if _length(limit) and limit < base:
+    if usable_length(limit) and limit < base:
         base, key = float(limit), f"tokenizer_config model_max_length={limit}"
     config = model.config if model is not None else None
     model_type = config.model_type_raw if config is not None else None
@@ -361,7 +362,7 @@ def derived_max_len(model: Model | None, vllm: VllmDflash | None) -> tuple[float
             factor = entry.value("factor", factor)
             if kind == "yarn" and not scaled:
                 original = entry.value("original_max_position_embeddings")
-                if not _length(original):
+                if not usable_length(original):
                     return None, "a yarn rope entry without original_max_position_embeddings"
                 base, key = float(original), f"original_max_position_embeddings={original}"
         if factor is None:
@@ -375,7 +376,7 @@ def derived_max_len(model: Model | None, vllm: VllmDflash | None) -> tuple[float
     return base, key
 
 
-def _derived_max_len(model: Model | None, vllm: VllmDflash | None = None) -> tuple[int | None, str]:
+def served_max_len(model: Model | None, vllm: VllmDflash | None = None) -> tuple[int | None, str]:
     """The length vLLM serves a model at when --max-model-len is not given (a longrope model: its
     original_max_position_embeddings), and what it came from."""
     derived, key = derived_max_len(model, vllm)
@@ -384,6 +385,6 @@ def _derived_max_len(model: Model | None, vllm: VllmDflash | None = None) -> tup
     text = text_config(model)
     if any(e.rope_type == "longrope" for e in rope_entries(text)):
         original = text.value("original_max_position_embeddings")
-        if _length(original):
+        if usable_length(original):
             return int(original), f"original_max_position_embeddings={original} (longrope)"
     return int(derived), key

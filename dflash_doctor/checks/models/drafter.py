@@ -52,16 +52,16 @@ from dflash_doctor.checks.models.common import (
     MAX_LISTED,
     SLIDING,
     DrafterView,
-    _is_int,
-    _marker,
     dflash_config,
     drafter_view,
     gpu_view,
+    is_int,
     list_length,
     listed,
     long_list,
     not_given,
     skip_if_broken,
+    source_marker,
     spec_value,
     value_count,
 )
@@ -322,7 +322,7 @@ class _Drafter:
                           "take ID from the drafter publisher's config.json (the target tokenizer's mask token)")
         if "mask_token_id" not in self.dflash:
             top = self.keys.value("mask_token_id")
-            accepts_top = _marker(self.vllm, "mask_top_level")
+            accepts_top = source_marker(self.vllm, "mask_top_level")
             if top is not None and accepts_top:
                 return [DRAFTER_MASK_TOKEN_TOP_LEVEL.finding(Status.WARN,
                                 f"{self.file} gives mask_token_id at the top level, not in dflash_config: {self.label} "
@@ -334,7 +334,7 @@ class _Drafter:
                             "\"the draft model config must have `pard_token`, `ptd_token_id`, or "
                             "`dflash_config.mask_token_id` specified in its config.json\"",
                             detail=MASK_TOKEN_RULE.source, evidence={"file": self.file}, remediation=(fix,))]
-        if not _is_int(mask):
+        if not is_int(mask):
             return [DRAFTER_MASK_TOKEN_INVALID.finding(Status.FAIL,
                             f"{self.file}: dflash_config.mask_token_id is {mask!r}, not an integer token id",
                             evidence={"file": self.file}, remediation=(fix,))]
@@ -364,7 +364,7 @@ class _Drafter:
                             evidence={"file": self.file}, remediation=(publisher,))]
         summary = long_list(self.drafter, self.id_key) if self.id_key else None
         count = self.id_count if self.id_count is not None else (len(ids) if isinstance(ids, list) else 0)
-        all_ints = isinstance(ids, list) and all(_is_int(i) for i in ids) and (summary is None or summary.ints)
+        all_ints = isinstance(ids, list) and all(is_int(i) for i in ids) and (summary is None or summary.ints)
         if not isinstance(ids, list) or not ids or not all_ints:
             shown = listed(ids, count) if isinstance(ids, list) else repr(ids)[:200]
             return [DRAFTER_LAYER_IDS_INVALID.finding(Status.FAIL,
@@ -413,7 +413,7 @@ class _Drafter:
                 detail=f"{UNIFORM_LAYER_HEURISTIC.value}. {UNIFORM_LAYER_HEURISTIC.note} Sources: "
                 f"{UNIFORM_LAYER_HEURISTIC.source}.",
                 evidence={"file": self.file, "target_layer_ids": ids[:MAX_LISTED]}, remediation=(publisher,)))
-        if _marker(self.vllm, "layer_ids_plus_one") is False and self.vllm is not None and self.vllm.has_dflash:
+        if source_marker(self.vllm, "layer_ids_plus_one") is False and self.vllm is not None and self.vllm.has_dflash:
             findings.append(DRAFTER_LAYER_IDS_VLLM_OFFSET.finding(Status.WARN,
                 f"{self.label} passes target_layer_ids to the target as they are: every id reads the output of the "
                 "layer before the one the drafter was trained on (fixed in vLLM 0.22.0); acceptance suffers",
@@ -426,7 +426,7 @@ class _Drafter:
         hidden, target_hidden = self.config.int("hidden_size"), self.target_config.int("hidden_size")
         findings: list[Finding] = []
         if "target_hidden_size" in self.keys and self.keys.value("target_hidden_size") is None \
-                and _marker(self.vllm, "target_hidden_size_null_ok") is not True:
+                and source_marker(self.vllm, "target_hidden_size_null_ok") is not True:
             findings.append(DRAFTER_TARGET_HIDDEN_SIZE_NULL.finding(Status.FAIL,
                                     f"{self.file} has \"target_hidden_size\": null: {self.label} multiplies it "
                                     "(None * n) when building fc and stops with a TypeError",
@@ -459,7 +459,7 @@ class _Drafter:
                                         "its hidden states; both are the target's width.",
                                         evidence={"file": self.file, "hidden_size": hidden,
                                                   "target_hidden_size": target_hidden}))
-            if _is_int(stored) and stored != hidden:
+            if is_int(stored) and stored != hidden:
                 self.blamed["hidden_size"] = "drafter.hidden-size-mismatch"
         return findings
 
@@ -536,7 +536,7 @@ class _Drafter:
             # Follows from a blamed hidden_size when the weights' width gives exactly the stored shape.
             fixed_hidden = self.geometry.stored("hidden_size") if "hidden_size" in self.blamed and self.geometry else hidden
             fixed_width = declared if declared is not None else fixed_hidden
-            cause = self.blamed["hidden_size"] if "hidden_size" in self.blamed and _is_int(fixed_width) and \
+            cause = self.blamed["hidden_size"] if "hidden_size" in self.blamed and is_int(fixed_width) and \
                 shape == [fixed_hidden, n_ids * fixed_width] else ""
             return [DRAFTER_FC_WIDTH.finding(Status.FAIL,
                             f"{where}: fc.weight is {shape}, but {self.file} makes vLLM build it as [{hidden}, "
@@ -713,7 +713,7 @@ class _Drafter:
         k = spec.get("num_speculative_tokens")
         if block is None:
             return []
-        if _is_int(k) and k > block - 1:
+        if is_int(k) and k > block - 1:
             return [DRAFTER_BLOCK_SIZE.finding(Status.WARN,
                             f"num_speculative_tokens {k} is above block_size - 1 = {block - 1} ({self.file}): the "
                             "drafter drafts past the block it was trained on",
@@ -724,7 +724,7 @@ class _Drafter:
                                                      "one anchor plus block_size - 1 masks fill the trained block"),))]
         archs = self.keys.list("architectures") or self.drafter.architectures
         dflash2 = any("DFlash2" in str(a) for a in archs)
-        if dflash2 and _is_int(k) and k < block - 1 and _marker(self.vllm, "dflash2_conv_block_from_k") is not False:
+        if dflash2 and is_int(k) and k < block - 1 and source_marker(self.vllm, "dflash2_conv_block_from_k") is not False:
             return [DRAFTER_DFLASH2_BLOCK_MISMATCH.finding(Status.WARN,
                             f"num_speculative_tokens {k} is below block_size - 1 = {block - 1} ({self.file}): DFlash2's "
                             f"grouped convolution runs over blocks of 1 + k = {k + 1} positions, not the {block} it "
@@ -734,7 +734,7 @@ class _Drafter:
                             remediation=(Remediation(with_spec(list(self.serve.argv) if self.serve is not None else [],
                                                                {**spec, "num_speculative_tokens": block - 1}),
                                                      "the convolution's block is then the trained one"),))]
-        self.ok.append(f"block_size {block}" + (f" (k={k})" if _is_int(k) else f" (serve with k={block - 1})"))
+        self.ok.append(f"block_size {block}" + (f" (k={k})" if is_int(k) else f" (serve with k={block - 1})"))
         return []
 
     def attention_kinds(self) -> list[Finding]:
@@ -743,7 +743,7 @@ class _Drafter:
         sliding = self.dflash.value("use_swa") or value_count(self.drafter, "text.layer_types", layer_types, SLIDING) > 0
         window = self.dflash.value("swa_window_size", self.config.value("sliding_window"))
         if sliding:
-            required, reads = _marker(self.vllm, "sliding_window_required"), _marker(self.vllm, "reads_layer_types")
+            required, reads = source_marker(self.vllm, "sliding_window_required"), source_marker(self.vllm, "reads_layer_types")
             if window is None and required is not False:
                 findings.append(DRAFTER_SLIDING_WINDOW_MISSING.finding(Status.FAIL,
                                         f"{self.file}: sliding-attention layers but no window (dflash_config.swa_window_size "
@@ -757,7 +757,7 @@ class _Drafter:
                                         "layers run full attention, unlike training",
                                         detail=SLIDING_WINDOW_MARKER.source))
         if self.dflash.truthy("sample_from_anchor"):
-            refused = _marker(self.vllm, "sample_from_anchor_refused")
+            refused = source_marker(self.vllm, "sample_from_anchor_refused")
             findings.append(DRAFTER_SAMPLE_FROM_ANCHOR.finding(Status.WARN if refused is False else Status.FAIL,
                 f"{self.file}: dflash_config.sample_from_anchor is true: "
                 + ("vLLM refuses it (\"sample_from_anchor=True is not supported for DFlash. DFlash uses a fixed 1+N "

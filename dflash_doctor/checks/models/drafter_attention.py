@@ -19,12 +19,12 @@ from dflash_doctor.checks.models.codes import (
     ATTENTION_UNKNOWN,
 )
 from dflash_doctor.checks.models.common import (
-    _marker,
     dflash_config,
     drafter_keys,
     gpu_view,
     has_behaviour,
     not_given,
+    source_marker,
     spec_value,
     text_config,
     vllm_label,
@@ -56,7 +56,7 @@ __all__ = ["choose_backend", "judge_drafter_attention"]
 
 def _needs_non_causal(dflash: ConfigView, vllm: VllmDflash | None) -> bool:
     """From 0.23 a drafter with dflash_config.causal true runs causal attention (v1/spec_decode/dflash.py)."""
-    return not (_marker(vllm, "dflash_causal_key") and dflash.value("causal") is True)
+    return not (source_marker(vllm, "dflash_causal_key") and dflash.value("causal") is True)
 
 
 def _kv_supported(info: BackendSupport, kv_cache_dtype: str, cc: str, vllm: VllmDflash | None,
@@ -155,7 +155,7 @@ def judge_drafter_attention(facts: Facts, title: str) -> list[Finding]:
                         detail="Run on the GPU host, or name the GPU with --target-arch (e.g. sm_86).")]
     keys = drafter_keys(drafter, vllm)
     dflash = dflash_config(keys)
-    all_layers = _marker(vllm, "non_causal_all_layers") is True
+    all_layers = source_marker(vllm, "non_causal_all_layers") is True
     head_sizes = [h for h in {drafter.text.head_dim,
                               text_config(models.target).head_dim if all_layers else None} if h]
     serve = as_served(facts.optional_section(ServeArgs), models.speculators_launch, vllm) or ServeArgs()

@@ -32,13 +32,13 @@ from dflash_doctor.checks.models.codes import (
 from dflash_doctor.checks.models.common import (
     SLIDING,
     DrafterView,
-    _derived_max_len,
-    _is_int,
-    _marker,
     architectures,
     has_behaviour,
+    is_int,
     list_length,
     rope_entries,
+    served_max_len,
+    source_marker,
     value_count,
     version_tuple,
 )
@@ -67,7 +67,7 @@ from dflash_doctor.knowledge.dflash_reports import (
 )
 from dflash_doctor.model import Finding, Remediation, Status
 
-__all__ = ["Quantization", "model_runner", "padded_vocab_v2", "pairing_rules", "quantization"]
+__all__ = ["Quantization", "model_runner", "padded_vocab_v2", "pairing_facts", "pairing_rules", "quantization"]
 
 ATTENTION_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "qkv_proj")
 # The config keys vLLM counts experts by (model_arch_config_convertor.get_num_experts, 0.22.1-0.34.0).
@@ -83,7 +83,7 @@ def pairing_rules(d: DrafterView, ccs: list[str]) -> tuple[Callable[[], list[Fin
             lambda: _rope_layout(d), lambda: _padded_vocab(d))
 
 
-def _pairing(vllm: VllmDflash | None) -> VllmPairing:
+def pairing_facts(vllm: VllmDflash | None) -> VllmPairing:
     return vllm.pairing if vllm is not None else VllmPairing()
 
 
@@ -93,7 +93,7 @@ def model_runner(vllm: VllmDflash | None, target_archs: list[str], environ: Mapp
     and why: VLLM_USE_V2_MODEL_RUNNER when set, else what the source shows, else the version
     (knowledge.dflash_reports.V2_DEFAULT_SINCE). A drafter that mixes sliding and full attention needs V2's
     several KV-cache groups, and the releases that know it (marker `multi_kv_group_v2`) pick V2 for it."""
-    runner = _pairing(vllm).runner or RunnerFacts()
+    runner = pairing_facts(vllm).runner or RunnerFacts()
     kind = runner.kind
     env = str((environ or {}).get("VLLM_USE_V2_MODEL_RUNNER") or "").strip().lower()
     if kind == "v2-only":
@@ -106,18 +106,18 @@ def model_runner(vllm: VllmDflash | None, target_archs: list[str], environ: Mapp
         return "v2", f"V2 is the default runner ({runner.file}: use_v2_model_runner)"
     types = drafter_layer_types if isinstance(drafter_layer_types, list) else []
     sliding = sum(1 for t in types if t == SLIDING)
-    if 0 < sliding < len(types) and _marker(vllm, "multi_kv_group_v2"):
+    if 0 < sliding < len(types) and source_marker(vllm, "multi_kv_group_v2"):
         return "v2", ("the drafter mixes sliding and full attention, which needs V2's several KV-cache groups "
                       "(config/vllm.py _dflash_needs_multi_kv_group)")
     if kind == "v2-for-archs":
         listed = [a for a in target_archs if a in (runner.default_archs or [])]
         moe, quantized = _moe(target), _quantized(target)
-        if listed and _marker(vllm, "v2_dense_unquantized_only") and (moe or quantized):
+        if listed and source_marker(vllm, "v2_dense_unquantized_only") and (moe or quantized):
             return "v1", (f"{listed[0]} is in DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES, but only a dense, unquantized "
                           f"model runs V2 by default ({runner.file})")
         if listed:
             return "v2", f"{listed[0]} is in DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES ({runner.file})"
-        if _marker(vllm, "v2_dense_default") and target is not None and not moe:
+        if source_marker(vllm, "v2_dense_default") and target is not None and not moe:
             return "v2", f"a dense (not MoE) target runs V2 by default ({runner.file})"
         return "v1", f"the target's architectures are not in DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES ({runner.file})"
     if kind == "v1-default":
@@ -146,10 +146,10 @@ def _quantized(target: Model | None) -> bool:
 
 def _context(d: DrafterView) -> list[Finding]:
     given = d.serve.fields.max_model_len if d.serve is not None else None
-    served, served_from = (given, f"--max-model-len {given}") if _is_int(given) else _derived_max_len(d.target, d.vllm)
-    drafter_len, drafter_from = _derived_max_len(Model(dir=d.drafter.dir), d.vllm)
-    if not _is_int(served) or not _is_int(drafter_len) or drafter_len >= served:
-        if _is_int(drafter_len):
+    served, served_from = (given, f"--max-model-len {given}") if is_int(given) else served_max_len(d.target, d.vllm)
+    drafter_len, drafter_from = served_max_len(Model(dir=d.drafter.dir), d.vllm)
+    if not is_int(served) or not is_int(drafter_len) or drafter_len >= served:
+        if is_int(drafter_len):
             d.ok.append(f"context {drafter_len} ({drafter_from})")
         return []
     runner, why = model_runner(d.vllm, architectures(d.target), d.serve.environ if d.serve is not None else None,
@@ -255,7 +255,7 @@ def _layer_types(d: DrafterView) -> list[Finding]:
 
 
 def _target_interface(d: DrafterView) -> list[Finding]:
-    eagle3 = _pairing(d.vllm).eagle3 or Eagle3Facts()
+    eagle3 = pairing_facts(d.vllm).eagle3 or Eagle3Facts()
     interface = eagle3.interface
     archs = architectures(d.target)
     if not interface or not archs:
@@ -345,7 +345,7 @@ def quantization(model: Model | None) -> Quantization | None:
 def _quantization(d: DrafterView, ccs: list[str]) -> list[Finding]:
     drafter_q, target_q = quantization(d.drafter), quantization(d.target)
     findings: list[Finding] = []
-    pairing = _pairing(d.vllm)
+    pairing = pairing_facts(d.vllm)
     if drafter_q is not None and drafter_q.attention_quantized:
         raw = pairing.fused_kv_raw_weight
         if raw:
@@ -386,7 +386,7 @@ def _fp8_on_gpu(d: DrafterView, drafter_q: Quantization | None, target_q: Quanti
     fp8 = [role for role, q in (("target", target_q), ("drafter", drafter_q)) if q and q.method == "fp8"]
     if not fp8:
         return []
-    facts = _pairing(d.vllm).fp8 or Fp8Facts()
+    facts = pairing_facts(d.vllm).fp8 or Fp8Facts()
     native = facts.native_from or FP8_KERNELS.value["native_from"]
     minimum = facts.min_capability or FP8_KERNELS.value["min_capability"]
     marlin = facts.marlin_fallback
@@ -485,7 +485,7 @@ def _weights_files(d: DrafterView) -> list[Finding]:
 def _in_releases(vllm: VllmDflash | None, marker: str, releases: tuple[str, ...]) -> bool:
     """Whether the installed vLLM has a behaviour of only some release lines: its source's marker, else its
     version's line ("0.28" for 0.28.x), else False (the newest release has none of these)."""
-    found = _marker(vllm, marker)
+    found = source_marker(vllm, marker)
     if found is not None:
         return found
     version = version_tuple(str((vllm.version if vllm is not None else None) or ""))
@@ -498,7 +498,7 @@ def _rope_layout(d: DrafterView) -> list[Finding]:
     rule = ROPE_LAYOUT_FROM_TARGET.value
     if not _in_releases(d.vllm, "rope_layout_from_target", rule["releases"]):
         return []
-    layouts = _pairing(d.vllm).rope_layouts
+    layouts = pairing_facts(d.vllm).rope_layouts
     target = next(((arch, layouts[arch]) for arch in architectures(d.target)
                    if arch in layouts and layouts[arch].layout), None)
     if target is None:

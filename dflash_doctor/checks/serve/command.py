@@ -14,7 +14,7 @@ import dataclasses
 
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.argv import with_flag, with_spec
-from dflash_doctor.checks.models.common import _is_int, gpu_view, text_config
+from dflash_doctor.checks.models.common import gpu_view, is_int, text_config
 from dflash_doctor.checks.remedy import installer_for
 from dflash_doctor.checks.serve.codes import (
     DRAFTER_BROKEN,
@@ -45,12 +45,12 @@ from dflash_doctor.checks.serve.codes import (
     VLLM_VALIDATION,
 )
 from dflash_doctor.checks.serve.common import (
-    _gib,
-    _tier,
     effective_settings,
+    gpu_tier,
     max_len_refused,
     repair_spec,
     scheduler_refusal,
+    size_gib,
     spec_token_budget,
 )
 from dflash_doctor.checks.serve.pairing import serve_rules
@@ -287,7 +287,7 @@ class _Command:
                                remediation=(Remediation(with_spec(self.argv, {**self.spec.keys,
                                                                               "num_speculative_tokens": k_fit}),
                                                         k_why),)))
-        elif not _is_int(k) or k <= 0:
+        elif not is_int(k) or k <= 0:
             out.append(SPEC_K_INVALID.finding(Status.FAIL,
                                f"{flag}: num_speculative_tokens {k!r} is not a positive integer (vLLM: \"Input should "
                                "be greater than 0\")", detail=NUM_SPEC_TOKENS_REQUIRED.source))
@@ -337,9 +337,9 @@ class _Command:
         """(tier, why) for the GPU vLLM will size its defaults on (its first visible GPU)."""
         if self.gpus.available and self.gpus.devices:
             device = self.gpus.devices[0]
-            tier = _tier(device, self.vllm)
+            tier = gpu_tier(device, self.vllm)
             if tier != "unknown":
-                return [(tier, f"{device.name} with {_gib(device.memory.total if device.memory else None)}")]
+                return [(tier, f"{device.name} with {size_gib(device.memory.total if device.memory else None)}")]
         return [("small", "a GPU under 70 GiB (or an A100)"), ("large", "a GPU of 70 GiB or more")]
 
     def scheduler(self) -> list[Finding]:
@@ -437,7 +437,7 @@ class _Command:
             text = text_config(model)
             heads = text.int("num_attention_heads")
             kv = text.int("num_key_value_heads") if "num_key_value_heads" in text else heads
-            if heads is None or not _is_int(tp) or tp < 1:
+            if heads is None or not is_int(tp) or tp < 1:
                 continue
             if heads % tp:
                 out.append(HEADS_TP.finding(Status.FAIL,

@@ -16,13 +16,13 @@ from functools import partial
 from typing import Any
 
 from dflash_doctor.checks.models.common import (
-    _derived_max_len,
-    _is_int,
-    _length,
-    _marker,
     derived_max_len,
     has_behaviour,
+    is_int,
+    served_max_len,
+    source_marker,
     text_config,
+    usable_length,
 )
 from dflash_doctor.codes import Code
 from dflash_doctor.facts.envfacts import version_tuple
@@ -36,7 +36,8 @@ from dflash_doctor.knowledge.dflash import (
 from dflash_doctor.model import JSON, Finding, Status
 from dflash_doctor.units import GIB, gib
 
-__all__ = ["Settings", "TokenBudget", "effective_settings", "not_given", "repair_spec", "scheduler_refusal",
+__all__ = ["Settings", "TokenBudget", "effective_settings", "gpu_tier", "int_or", "not_given", "repair_spec",
+           "scheduler_refusal", "size_gib",
            "spec_token_budget"]
 
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "half": 2, "float": 4}
@@ -44,11 +45,11 @@ STORED_FLOAT = {"F16", "BF16", "F32", "F64"}
 MULTIMODAL_PREFIX_WORDS = ("visual", "vision", "image", "audio", "mm_projector", "multi_modal")
 
 
-def _int_or(value: Any, default: int) -> int:
-    return int(value) if _is_int(value) else default
+def int_or(value: Any, default: int) -> int:
+    return int(value) if is_int(value) else default
 
 
-_gib = partial(gib, digits=2)  # sizes of weights and KV cache, to the hundredth
+size_gib = partial(gib, digits=2)  # sizes of weights and KV cache, to the hundredth
 
 
 
@@ -102,10 +103,10 @@ def max_len_refused(model: Model | None, vllm: VllmDflash | None, given: int) ->
     if derived is None or given <= derived:
         return False, derived, key
     own = text_config(model).value("model_max_length")
-    return (not _length(own) or given > own), derived, key
+    return (not usable_length(own) or given > own), derived, key
 
 
-def _tier(device: GpuDevice | None, vllm: VllmDflash | None) -> str:
+def gpu_tier(device: GpuDevice | None, vllm: VllmDflash | None) -> str:
     """Which of vLLM's default tiers the first GPU falls in, by the total torch reports (NVML's total less
     the driver's reservation)."""
     memory = device.memory if device is not None else None
@@ -114,7 +115,7 @@ def _tier(device: GpuDevice | None, vllm: VllmDflash | None) -> str:
         return "unknown"
     gib = (memory.total - (memory.reserved or 0)) / GIB
     tiers = BATCH_DEFAULTS.value
-    if gib >= tiers["huge"]["min_gib"] and _marker(vllm, "batch_huge_tier"):
+    if gib >= tiers["huge"]["min_gib"] and source_marker(vllm, "batch_huge_tier"):
         return "huge"
     if gib >= tiers["large"]["min_gib"] and "a100" not in name:
         return "large"
@@ -144,7 +145,7 @@ def effective_settings(fields: ServeFields, target: Model | None, tier: str,
     """The scheduler values vLLM ends up with for one GPU tier ("small", "large", "huge")
     (engine/arg_utils.py _set_default_max_num_seqs_and_batched_tokens_args)."""
     defaults = BATCH_DEFAULTS.value[tier]
-    derived, _ = _derived_max_len(target, vllm)
+    derived, _ = served_max_len(target, vllm)
     given_len, given_seqs, given_tokens = fields.max_model_len, fields.max_num_seqs, fields.max_num_batched_tokens
     max_model_len = given_len if given_len is not None else derived
     chunked = True if fields.enable_chunked_prefill is None else fields.enable_chunked_prefill
@@ -228,7 +229,7 @@ def spec_token_budget(vllm: VllmDflash | None, k: int, batched: int, seqs: int,
 def _subtracts(vllm: VllmDflash | None, until: str) -> bool:
     """The old rule, unlike the newer ones, is known by its marker's presence; where the source is unread, by a
     version before `until`."""
-    found = _marker(vllm, "spec_budget_subtracts")
+    found = source_marker(vllm, "spec_budget_subtracts")
     if found is not None:
         return found
     version = version_tuple(str((vllm.version if vllm is not None else None) or ""))

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dflash_doctor.checks.argv import with_flag, with_switch, without_flag
 from dflash_doctor.checks.models.common import architectures, text_config, version_tuple
 from dflash_doctor.checks.models.drafter_attention import choose_backend
-from dflash_doctor.checks.models.drafter_pairing import _pairing, model_runner
+from dflash_doctor.checks.models.drafter_pairing import model_runner, pairing_facts
 from dflash_doctor.checks.remedy import join
 from dflash_doctor.checks.serve.codes import (
     AUTO_TOOL_CHOICE_WITHOUT_PARSER,
@@ -29,7 +29,7 @@ from dflash_doctor.checks.serve.codes import (
     UNKNOWN_REASONING_PARSER,
     UNKNOWN_TOOL_PARSER,
 )
-from dflash_doctor.checks.serve.common import MULTIMODAL_PREFIX_WORDS, _gib
+from dflash_doctor.checks.serve.common import MULTIMODAL_PREFIX_WORDS, size_gib
 from dflash_doctor.checks.serve.view import ServeCommand
 from dflash_doctor.facts.serve_shapes import LanguageModelOnly, ParserRegistry, TransformersTypes
 from dflash_doctor.knowledge.dflash_reports import (
@@ -114,7 +114,7 @@ def _fp8_query_float16(c: ServeCommand) -> list[Finding]:
 
 
 def _parsers(c: ServeCommand) -> list[Finding]:
-    registries = _pairing(c.vllm).parsers
+    registries = pairing_facts(c.vllm).parsers
     out: list[Finding] = []
     auto = bool(c.fields.enable_auto_tool_choice)
     tool = c.fields.tool_call_parser or None
@@ -177,7 +177,7 @@ def _tool_fixes(c: ServeCommand, registry: ParserRegistry | None) -> tuple[Remed
 def _remote_code(c: ServeCommand) -> list[Finding]:
     if c.fields.trust_remote_code:
         return []
-    pairing = _pairing(c.vllm)
+    pairing = pairing_facts(c.vllm)
     registry = set(pairing.config_registry or [])
     transformers = (pairing.transformers or TransformersTypes()).model_types
     out: list[Finding] = []
@@ -216,7 +216,7 @@ def _multimodal(c: ServeCommand) -> list[Finding]:
     processor = list(directory.processor_files) if directory is not None else []
     vision = config is not None and config.vision_config
     flag = bool(c.fields.language_model_only)
-    facts = _pairing(c.vllm).language_model_only or LanguageModelOnly()
+    facts = pairing_facts(c.vllm).language_model_only or LanguageModelOnly()
     known = facts.known
     skips = facts.skips_tower is not False
     if not (vision or processor):
@@ -227,7 +227,7 @@ def _multimodal(c: ServeCommand) -> list[Finding]:
     why = ", ".join(([f"{config.file if config else None} has vision_config"] if vision else []) + processor)
     tower = sum(n for p, n in ((c.target.prefix_bytes if c.target else None) or {}).items()
                 if any(w in p for w in MULTIMODAL_PREFIX_WORDS))
-    size = f" ({_gib(tower)} of weights)" if tower else ""
+    size = f" ({size_gib(tower)} of weights)" if tower else ""
     if flag and known is False:
         return [LANGUAGE_MODEL_ONLY.finding(Status.FAIL,
                         f"--language-model-only is not a flag {c.label} knows: its parser stops at start",

@@ -32,11 +32,11 @@ from dflash_doctor.checks.serve.codes import (
 from dflash_doctor.checks.serve.common import (
     DTYPE_BYTES,
     MULTIMODAL_PREFIX_WORDS,
-    _gib,
-    _int_or,
-    _tier,
     effective_settings,
+    gpu_tier,
+    int_or,
     not_given,
+    size_gib,
 )
 from dflash_doctor.facts.models_shapes import Model, Models, Weights
 from dflash_doctor.facts.nvml_shapes import GpuDevice
@@ -85,8 +85,8 @@ def _kv_bytes_per_token(model: Model | None, tp: int, pp: int, kv_bytes: int,
     each attention layer on this pipeline stage; a sliding layer holds at most its window."""
     text = text_config(model)
     layers, heads = text.int("num_hidden_layers") or 0, text.int("num_attention_heads") or 0
-    kv = _int_or(text.int("num_key_value_heads"), heads)
-    head_dim = _int_or(text.int("head_dim"), (text.int("hidden_size") or 0) // heads if heads else 0)
+    kv = int_or(text.int("num_key_value_heads"), heads)
+    head_dim = int_or(text.int("head_dim"), (text.int("hidden_size") or 0) // heads if heads else 0)
     if not (layers and kv and head_dim):
         return 0.0
     per_layer = 2 * max(1, kv // tp) * head_dim * kv_bytes
@@ -186,7 +186,7 @@ class _Resources:
         drafter_bytes, _ = _served_bytes(drafter, dtype_bytes, False) if drafter else (0, [])
         per_gpu = target_bytes / (tp * pp) + drafter_bytes / max(1, draft_tp)
         vllm = facts.optional_section(VllmDflash)
-        settings = effective_settings(fields, target, _tier(devices[0], vllm), vllm)
+        settings = effective_settings(fields, target, gpu_tier(devices[0], vllm), vllm)
         mml = settings.max_model_len or 0
         kv_dtype = fields.kv_cache_dtype
         kv_bytes = 1 if kv_dtype is not None and kv_dtype.startswith("fp8") else dtype_bytes
@@ -209,9 +209,9 @@ class _Resources:
             budget = math.ceil(total * util)
             name = f"GPU {device.index} ({device.name})"
             if free < budget:
-                others = [f"{p.name or '?'} (pid {p.pid}, {_gib(p.used_bytes)})" for p in device.processes if not p.own]
+                others = [f"{p.name or '?'} (pid {p.pid}, {size_gib(p.used_bytes)})" for p in device.processes if not p.own]
                 findings.append(MEMORY_HELD.finding(Status.FAIL,
-                    f"{name}: {_gib(free)} of {_gib(total)} free, below --gpu-memory-utilization {util} = {_gib(budget)}: "
+                    f"{name}: {size_gib(free)} of {size_gib(total)} free, below --gpu-memory-utilization {util} = {size_gib(budget)}: "
                     "vLLM stops with \"Free memory on device ... on startup is less than desired GPU memory utilization\""
                     + (f"; held by {', '.join(others)}" if others else ""),
                     detail=VLLM_FREE_MEMORY_CHECK.source,
@@ -224,15 +224,15 @@ class _Resources:
             worst_room = room if worst_room is None else min(worst_room, room)
             if room <= 0:
                 findings.append(MEMORY_WEIGHTS.finding(Status.FAIL,
-                    f"{name}: the weights need {_gib(per_gpu)} per GPU (target {_gib(target_bytes)} / {tp * pp} + drafter "
-                    f"{_gib(drafter_bytes)} / {draft_tp}), more than {util} x {_gib(total)} = {_gib(budget)}: "
+                    f"{name}: the weights need {size_gib(per_gpu)} per GPU (target {size_gib(target_bytes)} / {tp * pp} + drafter "
+                    f"{size_gib(drafter_bytes)} / {draft_tp}), more than {util} x {size_gib(total)} = {size_gib(budget)}: "
                     "\"No available memory for the cache blocks\"",
                     detail=KV_CACHE_ONE_SEQUENCE.source, evidence={**evidence, "device": device.index},
                     remediation=(Remediation(with_flag(argv, "--tensor-parallel-size", tp * 2), "spread the weights over more GPUs"),)))
             elif mml and per_token and per_token * mml > room:
                 findings.append(KV_CACHE.finding(Status.FAIL,
-                    f"{name}: after {_gib(per_gpu)} of weights, {_gib(room)} is left, but one {mml}-token sequence needs "
-                    f"{_gib(per_token * mml)} of KV cache: \"To serve at least one request with the models's max seq len "
+                    f"{name}: after {size_gib(per_gpu)} of weights, {size_gib(room)} is left, but one {mml}-token sequence needs "
+                    f"{size_gib(per_token * mml)} of KV cache: \"To serve at least one request with the models's max seq len "
                     f"({mml}), ... KV cache is needed, which is larger than the available KV cache memory\"",
                     detail=KV_CACHE_ONE_SEQUENCE.source, evidence={**evidence, "device": device.index},
                     remediation=((Remediation(with_flag(argv, "--max-model-len", int(room / per_token)), "a length that fits"),)
@@ -241,9 +241,9 @@ class _Resources:
         if not findings and worst_room is not None:
             tokens = int(worst_room / per_token) if per_token else None
             findings.append(MEMORY.finding(Status.PASS,
-                f"weights {_gib(per_gpu)} per GPU (target {_gib(target_bytes)} / {tp * pp}"
-                + (f" + drafter {_gib(drafter_bytes)} / {draft_tp}" if drafter else "")
-                + f") leave at most {_gib(worst_room)} of {util} x GPU memory for KV cache and activations"
+                f"weights {size_gib(per_gpu)} per GPU (target {size_gib(target_bytes)} / {tp * pp}"
+                + (f" + drafter {size_gib(drafter_bytes)} / {draft_tp}" if drafter else "")
+                + f") leave at most {size_gib(worst_room)} of {util} x GPU memory for KV cache and activations"
                 + (f": about {tokens} tokens of KV cache, {tokens // mml if mml else '?'} sequence(s) of {mml}"
                    if tokens else ""),
                 detail=KV_CACHE_ONE_SEQUENCE.note, evidence={**evidence, "room": int(worst_room)}))
