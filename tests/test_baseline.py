@@ -206,6 +206,29 @@ def test_a_saved_report_is_judged_against_the_baseline_on_the_hashes_its_run_rea
     assert not [f for f in findings_of(judged, "baseline") if f["id"] == "baseline.not-compared"]
 
 
+def test_the_baseline_is_a_check_whose_report_judges_again_without_the_file(
+        doctor: Doctor, env: Env, tmp_path: Path) -> None:
+    """The baseline is facts like the others: the report holds the document it was compared with and the hashes
+    the run read, so `judge REPORT.json` compares again with the file gone; `--only` another check keeps it."""
+    golden = tmp_path / "golden.json"
+    save(doctor, env, golden)
+    edited = env.site_packages / "flash_attn" / "cute" / "__init__.py"
+    edited.write_bytes(edited.read_bytes() + b"\n# patched in the Dockerfile\n")
+    saved = tmp_path / "report.json"
+    proc = doctor("--python", str(env.python), *RUN, "--only", "namespaces", "--baseline", str(golden),
+                  "--json", str(saved))
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(saved.read_text())
+    assert [c["id"] for c in report["checks"]] == ["namespaces", "baseline"]
+    (result,) = [c for c in report["checks"] if c["id"] == "baseline"]
+    assert result["facts"]["baseline"]["file"] == str(golden) and result["facts"]["file_hashes"]["distributions"]
+    live = finding(report, "baseline.file-drift")
+    golden.unlink()
+    judged, proc = doctor.report("judge", str(saved))
+    assert proc.returncode == 1
+    assert finding(judged, "baseline.file-drift")["detail"] == live["detail"]
+
+
 @pytest.mark.parametrize("content, message", [
     ('{"schema": "dflash-doctor/baseline/v1", ', "not valid JSON (line 1"),
     ('{"schema": "dflash-doctor/report/v1", "checks": []}', "not a dflash-doctor baseline"),

@@ -142,7 +142,10 @@ def cmd_show(argv: Sequence[str]) -> int:
         sys.stderr.write(f"dflash-doctor: error: {exc}\n")
         return 2
     if args.json:
-        sys.stdout.write(json.dumps(state.without_files().to_json(), indent=1, sort_keys=True) + "\n")
+        slim = state.to_json()
+        for entry in (slim.get("distributions") or {}).values():
+            entry.pop("files", None)
+        sys.stdout.write(json.dumps(slim, indent=1, sort_keys=True) + "\n")
         return 0
     sys.stdout.write(f"{args.file} (saved {state.created} by dflash-doctor {state.tool.version})\n")
     sys.stdout.write("".join(f"  {line}\n" for line in describe(state)))

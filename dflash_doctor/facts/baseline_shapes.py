@@ -8,7 +8,7 @@ In the document a value of null (or an absent key) means "not collected when sav
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from dflash_doctor.shape import Shape
@@ -101,11 +101,6 @@ class Baseline(Shape):
     def hashed_names(self) -> list[str]:
         """The distributions whose file hashes the baseline holds: those to hash now to compare with it."""
         return [n for n, d in (self.distributions or {}).items() if d.files is not None]
-
-    def without_files(self) -> Baseline:
-        """The baseline without its file hashes (what `baseline show --json` prints)."""
-        return replace(self, distributions=None if self.distributions is None else {
-            n: replace(d, files=None) for n, d in self.distributions.items()})
 
 
 @dataclass(frozen=True)
