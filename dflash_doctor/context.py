@@ -1,4 +1,5 @@
-"""What the user asked a run to inspect, and how: the one object every collector is given.
+"""What the user asked a run to inspect, and how: the one object every collector is given; and the type of the
+callback a run tells its progress to (`ProgressFn`).
 
 It sits at the bottom of the package (it imports nothing of it), so that collectors (`facts/`), the check
 API (`check.py`) and the run (`runner.py`) can all take it without reaching up or sideways.
@@ -6,12 +7,18 @@ API (`check.py`) and the run (`runner.py`) can all take it without reaching up o
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-__all__ = ["Context", "TargetProcess"]
+__all__ = ["Context", "ProgressFn", "TargetProcess"]
+
+
+ProgressFn = Callable[[str, str, float], None]
+"""on_event(kind, name, t): how a run tells its progress (the kinds: `dflash_doctor.runner`'s docstring). Whatever
+it raises is ignored: a view's trouble is not the run's."""
+
 
 
 class TargetProcess(Protocol):

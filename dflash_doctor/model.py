@@ -7,6 +7,7 @@ Plain frozen dataclasses with no I/O. Every type round-trips through plain JSON 
 from __future__ import annotations
 
 import enum
+import traceback
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,7 +18,9 @@ __all__ = [
     "Finding",
     "Remediation",
     "Status",
+    "doctor_result",
     "exit_code",
+    "failure_result",
     "stops_serve",
     "summarize",
     "worst",
@@ -177,6 +180,20 @@ def exit_code(results: Iterable[CheckResult], strict: bool = False) -> int:
     """0: no fail and no error. 1: any fail or error (with `strict`, any warn too)."""
     failing = {Status.FAIL, Status.ERROR} | ({Status.WARN} if strict else set())
     return 1 if any(r.status in failing for r in results) else 0
+
+
+def doctor_result(finding: Finding) -> CheckResult:
+    """The doctor's own result (`doctor`): what stopped or broke the run."""
+    return CheckResult("doctor", "doctor", "The doctor's own run", Status.ERROR, (finding,))
+
+
+def failure_result(exc: BaseException, where: str) -> CheckResult:
+    """The doctor's own failure outside the checks (building or comparing the report), as a result."""
+    return doctor_result(Finding(
+        id="doctor.crashed", status=Status.ERROR,
+        title=f"the doctor itself failed while {where} ({type(exc).__name__}: {exc}); this report is partial",
+        detail="".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=12)),
+        evidence={"exception": type(exc).__name__, "while": where}))
 
 
 def stops_serve(finding: Finding) -> bool:

@@ -15,14 +15,14 @@ import dataclasses
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from dflash_doctor.check import Check
 from dflash_doctor.model import CheckResult, Finding, Status, exit_code
 from dflash_doctor.request import Request, RequestError
-from dflash_doctor.runner import ProgressFn, failure_result, judge, run_checks, select
+from dflash_doctor.runner import ProgressFn, judge, run_checks, select
 
 __all__ = ["Run", "judge_saved", "load_selected", "run"]
 
@@ -67,19 +67,6 @@ def _plugin_result(problems: list[Finding]) -> list[CheckResult]:
     return [CheckResult("plugins", "doctor", "Check plugins", Status.ERROR, tuple(problems))]
 
 
-def _handshake(request: Request) -> Request:
-    """The target interpreter answers the handshake, or the request is an error (one line, exit 2)."""
-    from dflash_doctor.facts.interpreter import InterpreterError, absolute, verify
-
-    python = absolute(request.python or sys.executable)
-    if request.handshake and python != sys.executable:  # the doctor's own interpreter: it is running this code
-        try:
-            verify(python, request.timeout_s, cwd=os.getcwd())
-        except InterpreterError as exc:
-            raise RequestError(f"--python {exc}") from None
-    return dataclasses.replace(request, python=python)
-
-
 def _given_secrets(request: Request) -> list[str]:
     """The secrets in what the checks were given: the serve command's (`serve.argv`) and the live check's key
     (the variable its `api_key_env` names). Every output masks them by value (render.redact)."""
@@ -93,16 +80,22 @@ def _given_secrets(request: Request) -> list[str]:
 
 
 def run(request: Request, *, handle_signals: bool = False, on_event: ProgressFn | None = None) -> Run:
-    """Collect, judge, compare with the baseline, verify the fixes, and finish the report.
+    """Collect, judge (the baseline too, when asked), verify the fixes, and finish the report.
 
-    RequestError (before anything runs) for an interpreter that does not answer, an unusable baseline file or
-    an unknown --only/--skip name. `on_event` is told the run's progress (`runner.ProgressFn`)."""
+    RequestError (before anything is judged) for an interpreter that does not answer the handshake
+    (`facts.collect`), an unusable baseline file or an unknown --only/--skip name. `on_event` is told the
+    run's progress (`context.ProgressFn`)."""
+    from dflash_doctor.facts.interpreter import InterpreterError
     from dflash_doctor.render.report import host_info
 
     started = time.monotonic()
-    request = _handshake(request)
+    # The target as an absolute path ("": the interpreter running the doctor); symlinks kept, as a venv needs.
+    request = dataclasses.replace(request, python=os.path.abspath(os.path.expanduser(request.python or sys.executable)))
     checks, problems = load_selected(request, request.timeout_s)
-    outcome = run_checks(checks, request.context(), handle_signals=handle_signals, on_event=on_event)
+    try:
+        outcome = run_checks(checks, request.context, handle_signals=handle_signals, on_event=on_event)
+    except InterpreterError as exc:
+        raise RequestError(f"--python {exc}") from None
     results = _plugin_result(problems) + outcome.results
     if outcome.stopped is not None:
         results.append(outcome.stopped)
@@ -137,7 +130,7 @@ def judge_saved(request: Request, saved: Mapping[str, Any], source: str) -> Run:
     options = report_module.options_of(saved)
     python = report_module.target_python(saved)
     ctx = dataclasses.replace(request, python=python, no_gpu=bool(options.get("no_gpu")),
-                              target_archs=tuple(options.get("target_archs") or ())).context()
+                              target_archs=tuple(options.get("target_archs") or ())).context
     results = _plugin_result(problems) + judge(checks, sections, ctx)
     partial = bool(saved.get("partial"))
     options.update({"strict": request.strict, "baseline": request.baseline})
@@ -172,27 +165,17 @@ def _verify_fixes(results: list[CheckResult], sections: Mapping[str, Any], extra
 def _finish(request: Request, results: list[CheckResult], sections: Mapping[str, Any], extra: dict[str, Any],
             host: Mapping[str, Any] | None, partial: bool, lingering: bool = False, given: bool = True) -> Run:
     """The report (redacted) and the exit code; where the facts break the report, the report of what is
-    certain, and why."""
-    masked = _given_secrets(request) if given else []
-    try:
-        return _report(request, results, sections, extra, host, partial, lingering, masked)
-    except Exception as exc:  # noqa: BLE001 - the facts broke the report: write what is certain, and why
-        kept = [dataclasses.replace(r, facts={}) for r in results if r.id != "doctor"]
-        kept.append(failure_result(exc, "building the report"))
-        return _report(request, kept, {}, extra, host, True, lingering, masked)
-
-
-def _report(request: Request, results: list[CheckResult], sections: Mapping[str, Any], extra: dict[str, Any],
-            host: Mapping[str, Any] | None, partial: bool, lingering: bool, secrets: Sequence[str]) -> Run:
+    certain, and why (`render.report.finish`)."""
     from dflash_doctor.checks.fix.verify import mark_unchecked, unchecked_reason
     from dflash_doctor.render import report as report_module
-    from dflash_doctor.render.redact import redact_report
 
+    masked = _given_secrets(request) if given else []
     if partial:
         extra["partial"] = True
     # Every fix in the report says whether the installer vouched for it; the run's own results stay as judged.
     shown = mark_unchecked(results, unchecked_reason(extra.get("dry_runs"), request.python))
-    raw = report_module.build(shown, sections, request.python, request.strict, extra, host=host)
-    report = redact_report(raw, keep_hosts=request.keep_hosts, secrets=secrets)
+    report, kept = report_module.finish(shown, sections, request.python, request.strict, extra, host,
+                                        request.keep_hosts, masked)
     rendered = [CheckResult.from_dict(c) for c in report["checks"]]
-    return Run(report, rendered, exit_code(results, request.strict), sections, lingering, list(results))
+    raw = list(results) if kept is None else kept
+    return Run(report, rendered, exit_code(raw, request.strict), sections if kept is None else {}, lingering, raw)

@@ -49,9 +49,8 @@ class Request:
     """Merged into the report's host record (a fleet node's)."""
     secrets: tuple[str, ...] = ()
     """Masked by value in every output, beside those found in `options`."""
-    handshake: bool = True
-    """Check first that the target interpreter answers (a usage error when it does not)."""
 
+    @property
     def context(self) -> Context:
         """What the collectors are given: the baseline file among the options (facts.baseline reads it)."""
         options = {**self.options, **({"baseline": self.baseline} if self.baseline else {})}

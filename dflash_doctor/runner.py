@@ -1,5 +1,5 @@
-"""Collects the facts the selected checks need, then judges them, so that the doctor's own failure still
-leaves a report.
+"""Collects the facts the selected checks need (`facts.collect`), then judges them, so that the doctor's own
+failure still leaves a report.
 
 Collectors run concurrently (each waits only for the sections it requires); judging is cheap and runs
 in declared order, after the checks a check reads (third-party checks, each judged in a process of its
@@ -25,7 +25,6 @@ process at once. Whatever the callback raises is ignored: progress never changes
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import signal
 import threading
@@ -38,26 +37,14 @@ from pathlib import Path
 from typing import Any
 
 from dflash_doctor.check import Check, Facts, SectionError
-from dflash_doctor.context import Context
-from dflash_doctor.facts.probes import TargetHost
-from dflash_doctor.facts.sections import (
-    HOST_SECTIONS,
-    SHARED_IMPORTS,
-    TORCH_SECTIONS,
-    Collector,
-    all_collectors,
-    collectors_for,
-)
+from dflash_doctor.context import Context, ProgressFn
+from dflash_doctor.facts.collect import InterpreterError, collect
+from dflash_doctor.facts.sections import Collector, all_collectors
 from dflash_doctor.guest import STOP
-from dflash_doctor.knowledge.stack import TORCH_USERS
-from dflash_doctor.model import CheckResult, Finding, Status, worst
+from dflash_doctor.model import CheckResult, Finding, Status, doctor_result, worst
 
-__all__ = ["Outcome", "ProgressFn", "Signals", "Stopped", "collect", "failure_result", "judge", "needed_sections",
-           "run", "run_checks", "select", "spare"]
-
-
-ProgressFn = Callable[[str, str, float], None]
-"""on_event(kind, name, t): see the module's docstring for the kinds."""
+__all__ = ["Outcome", "ProgressFn", "Signals", "Stopped", "judge", "needed_sections", "run",
+           "run_checks", "select", "spare"]
 
 
 def _tell(on_event: ProgressFn | None, kind: str, name: str) -> None:
@@ -85,71 +72,6 @@ def select(checks: Sequence[Check], only: Iterable[str] = (), skip: Iterable[str
                     ids.add(dependency)
     order = {c.id: i for i, c in enumerate(checks)}
     return sorted(chosen, key=lambda c: order[c.id])
-
-
-def collect(
-    ctx: Context, sections: set[str], collectors: list[Collector] | None = None,
-    on_event: ProgressFn | None = None,
-) -> tuple[dict[str, Any], dict[str, float]]:
-    """Run the collectors for `sections` concurrently; a failed one stores {"_error": why}.
-
-    Probes that need the target's stack share one target process, started first so that its torch
-    import overlaps the collectors that need none. Returns the sections and how long each took to
-    collect (its collector's wall time)."""
-    plan = collectors_for(sections, collectors)
-    demanded = set(sections).union(*(c.requires for c in plan))
-    host: TargetHost | None = None
-    if ctx.host is None and HOST_SECTIONS & demanded & {s for c in plan for s in c.provides}:
-        # The GPU layers use torch whatever is installed; the Python layers only through a package that loads it.
-        gpu_layers = TORCH_SECTIONS & demanded
-        host = TargetHost(ctx.python, preload=SHARED_IMPORTS, timeout_s=ctx.timeout_s, cwd=ctx.cwd,
-                          preload_if_found=None if gpu_layers else TORCH_USERS.value).start()
-        ctx = dataclasses.replace(ctx, host=host)
-    try:
-        return _collect(ctx, plan, demanded, on_event)
-    finally:
-        if host is not None:
-            host.close()
-
-
-def _collect(ctx: Context, plan: list[Collector], demanded: set[str],
-             on_event: ProgressFn | None = None) -> tuple[dict[str, Any], dict[str, float]]:
-    results: dict[str, Any] = {}
-    durations: dict[str, float] = {}
-    lock = threading.Lock()
-    futures: dict[str, Future[None]] = {}
-
-    def run_one(collector: Collector) -> None:
-        for needed in collector.requires:
-            owner = next((c for c in plan if needed in c.provides), None)
-            if owner is not None:
-                futures[owner.name].result()
-        with lock:
-            earlier = {s: results[s] for s in collector.requires if s in results}
-        wanted = tuple(s for s in collector.provides if s in demanded) if collector.partial else collector.provides
-        started = time.monotonic()
-        _tell(on_event, "collector-start", collector.name)
-        try:
-            if collector.partial:
-                produced = dict(collector.load()(ctx, earlier, wanted=frozenset(wanted)))
-            else:
-                produced = dict(collector.load()(ctx, earlier))
-        except Exception as exc:
-            reason = f"{type(exc).__name__}: {exc}"
-            produced = {s: {"_error": reason, "_traceback": traceback.format_exc(limit=6)} for s in wanted}
-        elapsed = time.monotonic() - started
-        with lock:
-            for section in wanted:
-                results[section] = produced.get(section, {"_error": f"collector {collector.name} gave no facts"})
-                durations[section] = elapsed
-        _tell(on_event, "collector-end", collector.name)
-
-    with ThreadPoolExecutor(max_workers=max(1, len(plan))) as pool:
-        for collector in plan:
-            futures[collector.name] = pool.submit(run_one, collector)
-        for future in futures.values():
-            future.result()
-    return results, durations
 
 
 def _skip_for_gpu(check: Check) -> CheckResult:
@@ -406,10 +328,6 @@ def _kill_probes() -> None:
                 os.killpg(pid, signal.SIGKILL)
 
 
-def _doctor_result(finding: Finding) -> CheckResult:
-    return CheckResult("doctor", "doctor", "The doctor's own run", Status.ERROR, (finding,))
-
-
 def _readiness(checks: Sequence[Check], ctx: Context, collectors: Sequence[Collector],
                on_event: ProgressFn | None) -> ProgressFn | None:
     """`on_event`, also told "check-ready" for each check once the collectors of all it judges have ended."""
@@ -449,7 +367,8 @@ def _readiness(checks: Sequence[Check], ctx: Context, collectors: Sequence[Colle
 
 def run_checks(checks: Sequence[Check], ctx: Context, handle_signals: bool = False,
                collectors: list[Collector] | None = None, on_event: ProgressFn | None = None) -> Outcome:
-    """Collect and judge like `run`, surviving SIGTERM/SIGINT and the doctor's own exceptions.
+    """Collect and judge like `run`, surviving SIGTERM/SIGINT and the doctor's own exceptions; InterpreterError
+    (nothing judged) when the target interpreter does not answer the handshake.
 
     `on_event` is told the run's progress (see the module's docstring)."""
     sink: dict[str, Any] = {}
@@ -478,6 +397,8 @@ def run_checks(checks: Sequence[Check], ctx: Context, handle_signals: bool = Fal
             sections, durations = collect(ctx, needed_sections(checks, ctx), list(recording), relay)
             state["sections"] = sections
             state["results"] = judge(checks, sections, ctx, durations, on_result=keep, on_event=on_event)
+        except InterpreterError as exc:  # nothing was collected: the caller's to report (a usage error)
+            state["refused"] = exc
         except BaseException as exc:  # noqa: BLE001 - becomes the doctor's own error result
             state["error"] = exc
             state["traceback"] = traceback.format_exc(limit=12)
@@ -508,9 +429,11 @@ def run_checks(checks: Sequence[Check], ctx: Context, handle_signals: bool = Fal
             detail=f"collected before the stop: {', '.join(sorted(partial)) or 'nothing'}",
             evidence={"signal": name, "elapsed_s": round(elapsed, 3), "collected": sorted(partial)})
         results = judge(checks, partial, ctx, cutoff=Cutoff(why, "doctor.interrupted", kept))
-        return Outcome(results, partial, _doctor_result(finding), lingering=not done.is_set())
+        return Outcome(results, partial, doctor_result(finding), lingering=not done.is_set())
     finally:
         signals.restore()
+    if "refused" in state:
+        raise state["refused"]
     if "error" in state:
         error: BaseException = state["error"]
         with lock:
@@ -521,14 +444,5 @@ def run_checks(checks: Sequence[Check], ctx: Context, handle_signals: bool = Fal
             title=f"the doctor itself failed ({type(error).__name__}: {error}); this report is partial",
             detail=state["traceback"], evidence={"exception": type(error).__name__})
         results = judge(checks, partial, ctx, cutoff=Cutoff("the doctor failed", "doctor.crashed", kept))
-        return Outcome(results, partial, _doctor_result(finding))
+        return Outcome(results, partial, doctor_result(finding))
     return Outcome(state["results"], state["sections"])
-
-
-def failure_result(exc: BaseException, where: str) -> CheckResult:
-    """The doctor's own failure outside the checks (building or comparing the report), as a result."""
-    return _doctor_result(Finding(
-        id="doctor.crashed", status=Status.ERROR,
-        title=f"the doctor itself failed while {where} ({type(exc).__name__}: {exc}); this report is partial",
-        detail="".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=12)),
-        evidence={"exception": type(exc).__name__, "while": where}))

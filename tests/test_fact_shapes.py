@@ -29,7 +29,8 @@ from dflash_doctor.facts.shape import ShapeError
 from dflash_doctor.model import CheckResult
 from dflash_doctor.registry import BUILTIN_CHECKS
 from dflash_doctor.render import report as report_module
-from dflash_doctor.runner import collect, judge
+from dflash_doctor.facts.collect import collect
+from dflash_doctor.runner import judge
 
 ROOT = Path(__file__).resolve().parent.parent
 JUDGED = Path(__file__).resolve().parent / "fixtures" / "judged.json"

@@ -412,3 +412,33 @@ def test_when_the_doctor_itself_fails_the_facts_it_has_are_still_judged(tmp_path
     statuses = {r.id: (r.status.value, r.findings[0].id) for r in outcome.results}
     assert statuses["distributions"][0] == "pass"
     assert statuses["exiting"] == ("error", "doctor.incomplete")
+
+
+def test_a_result_whose_facts_break_the_report_leaves_the_report_of_what_is_certain() -> None:
+    """A check result whose facts cannot be written (here: pairs of three, not a mapping) does not take the
+    report down: the results go out without their facts, with the doctor's own failure, marked partial."""
+    from dflash_doctor.model import CheckResult, Finding, Status
+    from dflash_doctor.render.report import finish
+
+    broken = CheckResult("distributions", "python", "Distributions", Status.PASS,
+                         (Finding(id="distributions.ok", status=Status.PASS, title="fine"),),
+                         facts=[("a", 1, 2)])  # type: ignore[arg-type]
+    report, kept = finish([broken], {"distributions": {}}, sys.executable, False, {}, None)
+    assert kept is not None and [r.id for r in kept] == ["distributions", "doctor"]
+    assert report["partial"] is True and report["summary"]["exit_code"] == 1
+    assert [c["id"] for c in report["checks"]] == ["distributions", "doctor"]
+    crash = report["checks"][1]["findings"][0]
+    assert crash["id"] == "doctor.crashed" and "while building the report (ValueError" in crash["title"]
+    assert report["redaction"]["enabled"] is True
+
+
+def test_an_interpreter_that_does_not_answer_stops_the_collection_before_any_collector(tmp_path: Path) -> None:
+    """The handshake is the collection's first step: /bin/ls is refused, and no collector has started."""
+    from dflash_doctor.context import Context
+    from dflash_doctor.facts.collect import InterpreterError, collect
+
+    told: list[tuple[str, str]] = []
+    with pytest.raises(InterpreterError, match="is not a Python interpreter"):
+        collect(Context(python="/bin/ls", cwd=str(tmp_path), timeout_s=20), {"target", "distributions"},
+                on_event=lambda kind, name, t: told.append((kind, name)))
+    assert told == []

@@ -1,8 +1,8 @@
 """The JSON report (schema dflash-doctor/report/v1): built from results, and read back to judge again.
 
 Every report carries the environment fingerprint (`fingerprint.of_sections`) and, when the doctor could
-not finish, `"partial": true`. Redaction (`dflash_doctor.render.redact.redact_report`) is applied by the
-command line before anything is written.
+not finish, `"partial": true`. `finish` gives the report as it may leave the machine: redacted
+(`dflash_doctor.render.redact`), and, where the facts break the report, the report of what is certain.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import platform
 import socket
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -18,7 +19,8 @@ from dflash_doctor.codes.aliases import upgrade_findings
 from dflash_doctor.documents.jsondoc import load_document, validate_document
 from dflash_doctor.facts.environment_shapes import Target
 from dflash_doctor.facts.fingerprint import of_sections
-from dflash_doctor.model import CheckResult, exit_code, summarize
+from dflash_doctor.model import CheckResult, exit_code, failure_result, summarize
+from dflash_doctor.render.redact import redact_report
 
 __all__ = [
     "SCHEMA",
@@ -26,6 +28,7 @@ __all__ = [
     "build",
     "check_ids",
     "exit_code_of",
+    "finish",
     "host_info",
     "host_of",
     "load",
@@ -63,26 +66,49 @@ def build(
     extra: Mapping[str, Any] | None = None,
     host: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
+    target = _target_summary(sections, python)
+    try:
+        fingerprint: dict[str, Any] | None = of_sections(sections)
+    except Exception:  # noqa: BLE001 - facts too broken to hash: the report goes out without a fingerprint
+        fingerprint = None
     summary: dict[str, Any] = dict(summarize(results))
     summary["exit_code"] = exit_code(results, strict)
     report: dict[str, Any] = {
         "schema": SCHEMA,
         "tool": {"name": "dflash-doctor", "version": __version__, "python": platform.python_version()},
         "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "target": _target_summary(sections, python),
+        "target": target,
         "summary": summary,
         "checks": _checks_with_facts_once(results),
     }
-    try:
-        fingerprint: dict[str, Any] | None = of_sections(sections)
-    except Exception:  # noqa: BLE001 - facts too broken to hash: the report goes out without a fingerprint
-        fingerprint = None
     if fingerprint is not None:
         report["fingerprint"] = fingerprint
     if host is not None:
         report["host"] = dict(host)
     report.update(extra or {})
     return report
+
+
+def finish(
+    results: Sequence[CheckResult],
+    sections: Mapping[str, Any],
+    python: str,
+    strict: bool,
+    extra: dict[str, Any],
+    host: Mapping[str, Any] | None,
+    keep_hosts: bool = False,
+    secrets: Sequence[str] = (),
+) -> tuple[dict[str, Any], list[CheckResult] | None]:
+    """The report as it may leave the machine (redacted; `secrets` masked by value), and None; where the facts
+    break the report, the report of what is certain (the results without their facts, and the doctor's failure,
+    marked partial) and those results."""
+    try:
+        return redact_report(build(results, sections, python, strict, extra, host), keep_hosts, secrets=secrets), None
+    except Exception as exc:  # noqa: BLE001 - the facts broke the report: write what is certain, and why
+        kept = [replace(r, facts={}) for r in results if r.id != "doctor"]
+        kept.append(failure_result(exc, "building the report"))
+        extra["partial"] = True
+        return redact_report(build(kept, {}, python, strict, extra, host), keep_hosts, secrets=secrets), kept
 
 
 def host_info() -> dict[str, Any]:

@@ -1,0 +1,112 @@
+"""Runs the collectors a run needs, and only those: the target interpreter's handshake first, then the collectors
+side by side, each waiting only for the sections it requires; the probes that need the target's stack run as
+forked children of one target process (`facts.probes.TargetHost`), started first so that its torch import
+overlaps the collectors that need none.
+
+A collector that raises leaves `{"_error": why}` in each section it provides: one broken layer never takes the
+run down. An interpreter that does not answer the handshake is the one thing that stops the collection
+(`InterpreterError`, before any collector starts): every probe would otherwise fail on it, one by one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from dflash_doctor.context import Context, ProgressFn
+from dflash_doctor.facts.interpreter import InterpreterError, verify
+from dflash_doctor.facts.probes import TargetHost
+from dflash_doctor.facts.sections import (
+    HOST_SECTIONS,
+    SHARED_IMPORTS,
+    TORCH_SECTIONS,
+    Collector,
+    collectors_for,
+)
+from dflash_doctor.knowledge.stack import TORCH_USERS
+
+__all__ = ["InterpreterError", "collect"]
+
+
+def collect(
+    ctx: Context, sections: set[str], collectors: list[Collector] | None = None,
+    on_event: ProgressFn | None = None,
+) -> tuple[dict[str, Any], dict[str, float]]:
+    """Run the collectors for `sections` concurrently; a failed one stores {"_error": why}. Returns the sections
+    and how long each took to collect (its collector's wall time); InterpreterError when the target interpreter
+    (other than the doctor's own, which is running this code) does not answer the handshake."""
+    if ctx.python != sys.executable:
+        verify(ctx.python, ctx.timeout_s, cwd=ctx.cwd)
+    plan = collectors_for(sections, collectors)
+    demanded = set(sections).union(*(c.requires for c in plan))
+    host: TargetHost | None = None
+    if ctx.host is None and HOST_SECTIONS & demanded & {s for c in plan for s in c.provides}:
+        # The GPU layers use torch whatever is installed; the Python layers only through a package that loads it.
+        gpu_layers = TORCH_SECTIONS & demanded
+        host = TargetHost(ctx.python, preload=SHARED_IMPORTS, timeout_s=ctx.timeout_s, cwd=ctx.cwd,
+                          preload_if_found=None if gpu_layers else TORCH_USERS.value).start()
+        ctx = dataclasses.replace(ctx, host=host)
+    try:
+        return _collect(ctx, plan, demanded, on_event)
+    finally:
+        if host is not None:
+            host.close()
+
+
+def _teller(on_event: ProgressFn | None) -> Callable[[str, str], None]:
+    """`on_event`, told the time, with whatever it raises ignored (a view's trouble is not the run's)."""
+
+    def tell(kind: str, name: str) -> None:
+        if on_event is not None:
+            with contextlib.suppress(Exception):
+                on_event(kind, name, time.monotonic())
+
+    return tell
+
+
+def _collect(ctx: Context, plan: list[Collector], demanded: set[str],
+             on_event: ProgressFn | None = None) -> tuple[dict[str, Any], dict[str, float]]:
+    results: dict[str, Any] = {}
+    durations: dict[str, float] = {}
+    lock = threading.Lock()
+    tell = _teller(on_event)
+    futures: dict[str, Future[None]] = {}
+
+    def run_one(collector: Collector) -> None:
+        for needed in collector.requires:
+            owner = next((c for c in plan if needed in c.provides), None)
+            if owner is not None:
+                futures[owner.name].result()
+        with lock:
+            earlier = {s: results[s] for s in collector.requires if s in results}
+        wanted = tuple(s for s in collector.provides if s in demanded) if collector.partial else collector.provides
+        started = time.monotonic()
+        tell("collector-start", collector.name)
+        try:
+            if collector.partial:
+                produced = dict(collector.load()(ctx, earlier, wanted=frozenset(wanted)))
+            else:
+                produced = dict(collector.load()(ctx, earlier))
+        except Exception as exc:  # noqa: BLE001 - a broken collector is a section that says why
+            reason = f"{type(exc).__name__}: {exc}"
+            produced = {s: {"_error": reason, "_traceback": traceback.format_exc(limit=6)} for s in wanted}
+        elapsed = time.monotonic() - started
+        with lock:
+            for section in wanted:
+                results[section] = produced.get(section, {"_error": f"collector {collector.name} gave no facts"})
+                durations[section] = elapsed
+        tell("collector-end", collector.name)
+
+    with ThreadPoolExecutor(max_workers=max(1, len(plan))) as pool:
+        for collector in plan:
+            futures[collector.name] = pool.submit(run_one, collector)
+        for future in futures.values():
+            future.result()
+    return results, durations
