@@ -21,6 +21,7 @@ __all__ = [
     "doctor_result",
     "exit_code",
     "failure_result",
+    "interrupted_result",
     "stops_serve",
     "summarize",
     "worst",
@@ -194,6 +195,18 @@ def failure_result(exc: BaseException, where: str) -> CheckResult:
         title=f"the doctor itself failed while {where} ({type(exc).__name__}: {exc}); this report is partial",
         detail="".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=12)),
         evidence={"exception": type(exc).__name__, "while": where}))
+
+
+def interrupted_result(signal: str, elapsed_s: float, collected: Iterable[str], while_: str = "") -> CheckResult:
+    """The doctor's own result when a signal stopped the run: after `elapsed_s`, with the sections `collected`
+    (`while_`: what it was doing then, when not collecting)."""
+    names = sorted(collected)
+    doing = f" while {while_}" if while_ else ""
+    return doctor_result(Finding(
+        id="doctor.interrupted", status=Status.ERROR,
+        title=f"the doctor was stopped by {signal}{doing} after {elapsed_s:.1f} s; this report is partial",
+        detail=f"collected before the stop: {', '.join(names) or 'nothing'}",
+        evidence={"signal": signal, "elapsed_s": round(elapsed_s, 3), "collected": names}))
 
 
 def stops_serve(finding: Finding) -> bool:

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dflash_doctor.check import Check
-from dflash_doctor.model import CheckResult, Finding, Status, exit_code
+from dflash_doctor.model import CheckResult, Finding, Status, exit_code, interrupted_result
 from dflash_doctor.request import Request, RequestError
-from dflash_doctor.runner import ProgressFn, judge, run_checks, select
+from dflash_doctor.runner import ProgressFn, Signals, Stopped, judge, run_checks, select
 
 __all__ = ["Run", "judge_saved", "load_selected", "run"]
 
@@ -100,11 +100,12 @@ def run(request: Request, *, handle_signals: bool = False, on_event: ProgressFn 
     if outcome.stopped is not None:
         results.append(outcome.stopped)
     extra: dict[str, Any] = {"options": request.recorded_options()}
+    partial = outcome.partial
     if request.verify_fixes and outcome.stopped is None:
-        results = _verify_fixes(results, outcome.sections, extra, request)
+        results, partial = _verify_fixes(results, outcome.sections, extra, request, handle_signals, started)
     extra["wall_s"] = round(time.monotonic() - started, 3)
     host_record = {**host_info(), **request.host}
-    return _finish(request, results, outcome.sections, extra, host_record, outcome.partial, outcome.lingering)
+    return _finish(request, results, outcome.sections, extra, host_record, partial, outcome.lingering)
 
 
 def judge_saved(request: Request, saved: Mapping[str, Any], source: str) -> Run:
@@ -146,20 +147,32 @@ def judge_saved(request: Request, saved: Mapping[str, Any], source: str) -> Run:
 
 
 def _verify_fixes(results: list[CheckResult], sections: Mapping[str, Any], extra: dict[str, Any],
-                  request: Request) -> list[CheckResult]:
+                  request: Request, handle_signals: bool, started: float) -> tuple[list[CheckResult], bool]:
     """Ask the target's installer what each failing finding's fixes would do (facts.dryrun), keep those facts in
-    the report (`dry_runs`) and judge them onto the remediations (checks.fix.verify)."""
+    the report (`dry_runs`) and judge them onto the remediations (checks.fix.verify). Stopped meanwhile
+    (SIGTERM, Ctrl-C), the installers are stopped and the results stay as judged, with the stop (the run is then
+    partial: the second value)."""
     from dflash_doctor.checks.fix.verify import verified_commands, verify_results
     from dflash_doctor.facts import dryrun
 
+    signals = Signals(handle_signals)
+    signals.install()
     try:
         facts = dryrun.collect(verified_commands(results), sections, python=request.python,
                                timeout_s=request.timeout_s, cwd=os.getcwd(), target_archs=request.target_archs)
+    except (KeyboardInterrupt, Stopped) as exc:  # dryrun.collect stopped its installers and removed their files
+        signals.stopped()
+        name = exc.args[0] if isinstance(exc, Stopped) else "SIGINT"
+        extra["dry_runs"] = {"error": f"stopped by {name}"}
+        return [*results, interrupted_result(name, time.monotonic() - started, sections,
+                                             "asking the installer about the fixes")], True
     except Exception as exc:  # noqa: BLE001 - the fixes stay as they were, unverified, and the report says why
         extra["dry_runs"] = {"error": f"{type(exc).__name__}: {exc}"}
-        return results
+        return results, False
+    finally:
+        signals.restore()
     extra["dry_runs"] = facts
-    return verify_results(results, facts)
+    return verify_results(results, facts), False
 
 
 def _finish(request: Request, results: list[CheckResult], sections: Mapping[str, Any], extra: dict[str, Any],

@@ -125,8 +125,16 @@ def load_checks(autoload: bool | None = None,
         autoload = os.environ.get(AUTOLOAD_ENV, "") in ("", "0")
     # The built-ins are this distribution's own entry points: taken from BUILTIN_CHECKS, whatever an installed
     # copy's metadata says (an editable install made before a check was added, or a source tree without any).
+    names: dict[int, str | None] = {}
+
+    def distribution(ep: metadata.EntryPoint) -> str | None:  # one metadata read per distribution, not per entry point
+        key = id(getattr(ep, "dist", None))
+        if key not in names:
+            names[key] = _distribution_name(ep)
+        return names[key]
+
     guests = [ep for ep in metadata.entry_points(group=GROUP)
-              if autoload and _distribution_name(ep) not in (OWN_DISTRIBUTION, None)]
+              if autoload and distribution(ep) not in (OWN_DISTRIBUTION, None)]
 
     loaded: list[LoadedCheck] = []
     errors: list[PluginError] = []

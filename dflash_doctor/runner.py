@@ -41,7 +41,7 @@ from dflash_doctor.context import Context, ProgressFn
 from dflash_doctor.facts.collect import InterpreterError, collect
 from dflash_doctor.facts.sections import Collector, all_collectors
 from dflash_doctor.guest import STOP
-from dflash_doctor.model import CheckResult, Finding, Status, doctor_result, worst
+from dflash_doctor.model import CheckResult, Finding, Status, doctor_result, interrupted_result, worst
 
 __all__ = ["Outcome", "ProgressFn", "Signals", "Stopped", "judge", "needed_sections", "run",
            "run_checks", "select", "spare"]
@@ -423,13 +423,8 @@ def run_checks(checks: Sequence[Check], ctx: Context, handle_signals: bool = Fal
             partial = dict(sink)
             kept = dict(judged)
         why = f"stopped by {name}"
-        finding = Finding(
-            id="doctor.interrupted", status=Status.ERROR,
-            title=f"the doctor was stopped by {name} after {elapsed:.1f} s; this report is partial",
-            detail=f"collected before the stop: {', '.join(sorted(partial)) or 'nothing'}",
-            evidence={"signal": name, "elapsed_s": round(elapsed, 3), "collected": sorted(partial)})
         results = judge(checks, partial, ctx, cutoff=Cutoff(why, "doctor.interrupted", kept))
-        return Outcome(results, partial, doctor_result(finding), lingering=not done.is_set())
+        return Outcome(results, partial, interrupted_result(name, elapsed, partial), lingering=not done.is_set())
     finally:
         signals.restore()
     if "refused" in state:

@@ -118,17 +118,76 @@ def test_ctrl_c_during_a_pip_dry_run_stops_pip_and_leaves_nothing_in_tmpdir(
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
     proc = dry_run(pip_env, index, tmpdir, timeout_s=300)
+    _, err, ended_s = stopped_while_unpacking(proc, tmpdir, signal.SIGINT)
+    assert "KeyboardInterrupt" in err and ended_s < 30, err[-2000:]
+    assert left_in(tmpdir) == []
+
+
+def stopped_while_unpacking(proc: subprocess.Popen[str], tmpdir: Path, signum: int) -> tuple[str, str, float]:
+    """Send `signum` once pip unpacks the wheel it is downloading; the process's output, and how long it took to
+    end after the signal."""
     try:
         deadline = time.monotonic() + 60
         while not any(p.name.startswith("pip-unpack-") for p in tmpdir.rglob("*")):  # the wheel is coming in
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
             time.sleep(0.2)
         started = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=60)
+        return out, err, time.monotonic() - started
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert "KeyboardInterrupt" in err and time.monotonic() - started < 30, err[-2000:]
+
+
+STOPPED_RUN = """
+import json, os, sys, time
+from dflash_doctor import pipeline
+from dflash_doctor.model import CheckResult, Finding, Remediation, Status
+from dflash_doctor.request import Request
+
+python = sys.argv[1]
+fix = Remediation(f"{python} -m pip install slowpkg", "the package the finding lacks")
+failing = CheckResult("distributions", "python", "Distributions", Status.FAIL,
+                      (Finding(id="distributions.missing", status=Status.FAIL, title="slowpkg is missing",
+                               remediation=(fix,)),))
+extra = {}
+results, partial = pipeline._verify_fixes([failing], {"target": {"environment_roots": []}}, extra,
+                                          Request(python=python, cwd=os.getcwd(), timeout_s=300), True,
+                                          time.monotonic())
+print(json.dumps({"partial": partial, "dry_runs": extra["dry_runs"],
+                  "results": [[r.id, r.findings[0].id, r.findings[0].title] for r in results]}))
+"""
+
+
+@pytest.mark.slow
+def test_sigterm_while_the_installer_is_asked_about_the_fixes_stops_it_and_keeps_the_report(
+    pip_env: Env, index: str, tmp_path: Path
+) -> None:
+    """--verify-fixes asks the installer after judging: SIGTERM then (a CI job's timeout) stops pip and removes
+    what it unpacked, and the run goes on to its report, partial, saying so; before, the doctor died unreported
+    and left pip downloading in a session of its own."""
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    environ = {**_clean_environ(), "PYTHONPATH": str(REPO), "TMPDIR": str(tmpdir), "PIP_INDEX_URL": index,
+               "PIP_CONFIG_FILE": os.devnull, "PIP_CACHE_DIR": str(tmp_path / "pip-cache")}
+    proc = subprocess.Popen([sys.executable, "-c", STOPPED_RUN, str(pip_env.python)], env=environ, cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err, ended_s = stopped_while_unpacking(proc, tmpdir, signal.SIGTERM)
+    assert proc.returncode == 0 and ended_s < 30, err[-2000:]
+    ran = json.loads(out)
+    assert ran["partial"] is True and ran["dry_runs"] == {"error": "stopped by SIGTERM"}
+    (judged, _, _), (doctor, stop, title) = ran["results"]
+    assert judged == "distributions" and doctor == "doctor" and stop == "doctor.interrupted"
+    assert "while asking the installer about the fixes" in title
     assert left_in(tmpdir) == []
+    assert [p.name for p in Path("/proc").glob("[0-9]*") if str(tmpdir).encode() in _environ_of(p)] == [], \
+        "an installer outlived the stop"
+
+
+def _environ_of(proc: Path) -> bytes:
+    try:
+        return (proc / "environ").read_bytes()
+    except OSError:
+        return b""

@@ -39,10 +39,11 @@ CODES = (
          "plugin's authors, or set DFLASH_DOCTOR_DISABLE_PLUGIN_AUTOLOAD=1."),
     # ------------------------------------------------------------------ the doctor's own run
     Code("doctor.interrupted", "The doctor was stopped before it finished",
-         "The doctor received SIGTERM or SIGINT (a CI job's timeout, a Ctrl-C) while it was collecting facts. "
-         "The report is partial: checks whose facts had been collected were judged, the rest are marked "
-         "`doctor.incomplete`. If a probe hung, the facts it was collecting name the interpreter; run again with "
-         "a lower --timeout to see which probe it was."),
+         "The doctor received SIGTERM or SIGINT (a CI job's timeout, a Ctrl-C) while it was collecting facts, or, "
+         "with --verify-fixes, while it was asking the installer about the fixes. The report is partial: checks "
+         "whose facts had been collected were judged, the rest are marked `doctor.incomplete`; installers that were "
+         "asked were stopped, and the fixes are not checked. If a probe hung, the facts it was collecting name the "
+         "interpreter; run again with a lower --timeout to see which probe it was."),
     Code("doctor.crashed", "The doctor itself failed during the run",
          "Code of the doctor outside any single check raised (the runner, a reporter, the baseline comparison). "
          "This is a bug in the doctor, not a problem with your environment. The report is partial; the "

@@ -41,6 +41,7 @@ from dflash_doctor.model import CheckResult, Finding
 if TYPE_CHECKING:
     from dflash_doctor.commands.fix_plan import Step
     from dflash_doctor.facts.dryrun_shapes import DryRunItem, InstalledDist
+    from dflash_doctor.facts.environment_shapes import Target
     from dflash_doctor.pipeline import Run
 
 # The plan (commands.fix_plan, over the installer's answers) is imported when a fix runs: `--help` imports every
@@ -70,14 +71,13 @@ def fix_parser() -> argparse.ArgumentParser:
 # --------------------------------------------------------------------------- what a step touches
 
 
-def _roots(target: Mapping[str, Any]) -> list[str]:
-    prefix = str(target.get("prefix") or "")
-    if not prefix:
+def _roots(target: Target | None) -> list[str]:
+    """The directories of the target's own environment: a venv's prefix; else the roots under its prefix."""
+    if target is None or not target.prefix:
         return []
-    if target.get("env_kind") in ("venv", "uv"):
-        return [prefix]
-    return [str(r) for r in target.get("environment_roots") or ()
-            if str(r).startswith(prefix.rstrip(os.sep) + os.sep)]
+    if target.env_kind in ("venv", "uv"):
+        return [target.prefix]
+    return [r for r in target.environment_roots if r.startswith(target.prefix.rstrip(os.sep) + os.sep)]
 
 
 def touched_paths(command: str, item: DryRunItem | None, installed: Sequence[InstalledDist],
@@ -272,12 +272,13 @@ def _live_roots(args: argparse.Namespace) -> list[str]:
     snapshot claims them: `fix --undo` restores inside these only."""
     from dflash_doctor.context import Context
     from dflash_doctor.facts import environment
+    from dflash_doctor.facts.environment_shapes import Target
 
     sections = environment.collect(Context(python=str(args.python), cwd=os.getcwd(), timeout_s=args.timeout), {})
-    target = sections.get("target") or {}
-    if "_error" in target:
-        raise UsageError(f"fix --undo: cannot ask {args.python} where its environment is: {target['_error']}")
-    roots = _roots(target)
+    facts = sections.get("target") or {}
+    if "_error" in facts:
+        raise UsageError(f"fix --undo: cannot ask {args.python} where its environment is: {facts['_error']}")
+    roots = _roots(Target.read(facts))
     if not roots:
         raise UsageError(f"fix --undo: {args.python} reports no environment directory to restore into")
     return roots
@@ -354,10 +355,11 @@ def _fix(args: argparse.Namespace, out: TextIO) -> int:
     from dflash_doctor.commands import snapshot
     from dflash_doctor.commands.fix_plan import decide, failing_keys, plan
     from dflash_doctor.facts.dryrun_shapes import DryRuns
+    from dflash_doctor.facts.environment_shapes import Target
 
     first = _doctor(args)
     sections = first.sections
-    target = sections.get("target") or {}
+    target = Target.read(sections.get("target"))
     python = str(args.python)
     dry = DryRuns.from_json(_dry_runs(first.raw_results, sections, python, args))
     before = verify_results(first.raw_results, dry)
@@ -424,7 +426,7 @@ def _fix(args: argparse.Namespace, out: TextIO) -> int:
         step_dir = f"step-{n}"
         try:
             snapshot.take(run_dir / step_dir, python=python, roots=roots, touched=touched, command=step.command,
-                          uv=target.get("env_kind") == "uv")
+                          uv=target is not None and target.env_kind == "uv")
         except (OSError, snapshot.SnapshotError) as exc:  # nothing was run: a step without its snapshot is not taken
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             step.applied = f"skipped: its snapshot could not be written ({reason})"
