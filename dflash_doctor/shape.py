@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar, Union
 
 __all__ = ["Shape", "ShapeError", "dump", "load"]
@@ -107,13 +107,38 @@ def _name(tp: Any) -> str:
     return _name(origin) if origin is not None else str(tp)
 
 
+# The leaf types a shape declares, and what JSON value each takes (a bool is no number).
+_LEAVES: dict[Any, Callable[[Any], bool]] = {
+    str: lambda data: isinstance(data, str),
+    int: lambda data: isinstance(data, int) and not isinstance(data, bool),
+    float: lambda data: isinstance(data, (int, float)) and not isinstance(data, bool),
+    bool: lambda data: isinstance(data, bool),
+    type(None): lambda data: data is None,
+}
+_GENERICS: dict[Any, tuple[Any, tuple[Any, ...]]] = {}
+
+
+def _generic(tp: Any) -> tuple[Any, tuple[Any, ...]]:
+    """`tp`'s origin and arguments (`list[str]`: list, (str,)), worked out once per type: a report's
+    distributions section alone has a million nodes."""
+    known = _GENERICS.get(tp)
+    if known is None:
+        known = _GENERICS[tp] = (typing.get_origin(tp), typing.get_args(tp))
+    return known
+
+
 def load(tp: Any, data: Any, section: str, where: str = "") -> Any:
     """`data` checked against the type `tp` (a `Shape` becomes an instance of it)."""
+    leaf = _LEAVES.get(tp)
+    if leaf is not None:
+        if leaf(data):
+            return data
+        raise ShapeError(section, where, f"expected {_name(tp)}, found {_json_type(data)}")
     if tp is Any or tp is object:
         return data
-    origin = typing.get_origin(tp)
+    origin, args = _generic(tp)
     if origin in (Union, types.UnionType):
-        present = [arg for arg in typing.get_args(tp) if arg is not type(None)]
+        present = [arg for arg in args if arg is not type(None)]
         if data is not None and len(present) == 1:  # `X | None`: X's own error names the field inside
             try:
                 return load(present[0], data, section, where)
@@ -121,53 +146,56 @@ def load(tp: Any, data: Any, section: str, where: str = "") -> Any:
                 if exc.where != where:
                     raise
                 raise ShapeError(section, where, f"expected {_name(tp)}, found {_json_type(data)}") from None
-        for arg in typing.get_args(tp):
+        for arg in args:
             try:
                 return load(arg, data, section, where)
             except ShapeError:
                 continue
         raise ShapeError(section, where, f"expected {_name(tp)}, found {_json_type(data)}")
     if origin is list:
-        (item,) = typing.get_args(tp) or (Any,)
+        (item,) = args or (Any,)
         if not isinstance(data, list):
             raise ShapeError(section, where, f"expected a list, found {_json_type(data)}")
+        if item in _LEAVES and all(map(_LEAVES[item], data)):  # a list of strings (a RECORD's files): one pass
+            return list(data)
         return [load(item, value, section, f"{where}[{i}]") for i, value in enumerate(data)]
     if origin in (dict, Mapping):
-        _, item = typing.get_args(tp) or (str, Any)
+        _, item = args or (str, Any)
         if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
             raise ShapeError(section, where, f"expected an object, found {_json_type(data)}")
+        if item in _LEAVES and all(map(_LEAVES[item], data.values())):
+            return dict(data)
         return {k: load(item, value, section, f"{where}.{k}" if where else k) for k, value in data.items()}
     if isinstance(tp, type) and issubclass(tp, Shape):
         return _load_shape(tp, data, section, where)
-    if tp is type(None):
-        ok = data is None
-    elif tp is bool:
-        ok = isinstance(data, bool)
-    elif tp is int:
-        ok = isinstance(data, int) and not isinstance(data, bool)
-    elif tp is float:
-        ok = isinstance(data, (int, float)) and not isinstance(data, bool)
-    elif tp is str:
-        ok = isinstance(data, str)
-    else:
-        raise TypeError(f"{tp!r} is not a type a fact shape can declare")
-    if not ok:
-        raise ShapeError(section, where, f"expected {_name(tp)}, found {_json_type(data)}")
-    return data
+    raise TypeError(f"{tp!r} is not a type a fact shape can declare")
+
+
+_FIELDS: dict[type, list[tuple[str, str, Any, bool]]] = {}
+
+
+def _fields(cls: type[Shape]) -> list[tuple[str, str, Any, bool]]:
+    """(attribute, JSON key, type, required) of each field of `cls`, worked out once per class."""
+    known = _FIELDS.get(cls)
+    if known is None:
+        hints = _hints(cls)
+        known = _FIELDS[cls] = [
+            (field.name, field.metadata.get("key", field.name), hints[field.name],
+             field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING)
+            for field in dataclasses.fields(cls)]  # type: ignore[arg-type]
+    return known
 
 
 def _load_shape(cls: type[Shape], data: Any, section: str, where: str) -> Shape:
-    hints = _hints(cls)
     if cls.WHOLE:
-        return cls(**{cls.WHOLE: load(hints[cls.WHOLE], data, section, where)})
+        return cls(**{cls.WHOLE: load(_hints(cls)[cls.WHOLE], data, section, where)})
     if not isinstance(data, dict):
         raise ShapeError(section, where, f"expected an object, found {_json_type(data)}")
     values: dict[str, Any] = {}
-    for field in dataclasses.fields(cls):  # type: ignore[arg-type]
-        name = field.metadata.get("key", field.name)
+    for attribute, name, hint, required in _fields(cls):
         if name in data:
-            values[field.name] = load(hints[field.name], data[name], section, f"{where}.{name}" if where else name)
-        elif field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+            values[attribute] = load(hint, data[name], section, f"{where}.{name}" if where else name)
+        elif required:
             raise ShapeError(section, f"{where}.{name}" if where else name, "missing")
     return cls(**values)
 

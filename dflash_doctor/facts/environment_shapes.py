@@ -327,6 +327,31 @@ class Distributions(Shape):
         return [dist for dist in self.seen() if any(_required_name(r) == wanted for r in dist.requires)]
 
 
+@dataclass(frozen=True)
+class NamedVersion(Shape):
+    """A distribution's name and version, read without the rest of it."""
+
+    name: str = ""
+    version: str | None = None
+
+
+@dataclass(frozen=True)
+class Versions(Shape):
+    """The distributions section read for its names and versions alone: the fingerprint and the fleet summary of
+    a 300-distribution environment need none of its files, requirements or shared paths (read with
+    `Versions.read(sections.get(Distributions.SECTION))`)."""
+
+    items: list[NamedVersion] = field(default_factory=list)
+
+    def seen(self) -> dict[str, NamedVersion]:
+        """{canonical name: the one Python sees of that name (the first on sys.path)}."""
+        first: dict[str, NamedVersion] = {}
+        for dist in self.items:
+            if dist.name:
+                first.setdefault(canonical(dist.name), dist)
+        return first
+
+
 def _required_name(requirement: str) -> str | None:
     """The name a Requires-Dist line names, as PEP 508 reads it (`envfacts.requirement_name`); a line that does
     not parse (`foo (>=1.0.*)`, written by older tools) still names its leading name."""

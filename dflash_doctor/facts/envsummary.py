@@ -15,7 +15,7 @@ from typing import Any
 
 from dflash_doctor.facts.archs_shapes import ArchCoverage
 from dflash_doctor.facts.envfacts import canonical
-from dflash_doctor.facts.environment_shapes import Distributions, Target
+from dflash_doctor.facts.environment_shapes import Distributions, Target, Versions
 from dflash_doctor.facts.nvml_shapes import Gpu
 from dflash_doctor.knowledge.stack import STACK_DISTRIBUTIONS
 
@@ -79,10 +79,11 @@ def stack_versions(sections: Mapping[str, Any], names: tuple[str, ...] = STACK) 
 
 
 def all_versions(sections: Mapping[str, Any]) -> dict[str, str] | None:
-    dists = Distributions.read(sections.get(Distributions.SECTION))
-    if dists is None:
+    """{canonical name: version} of every distribution Python sees; None if not collected."""
+    versions = Versions.read(sections.get(Distributions.SECTION))
+    if versions is None:
         return None
-    return {canonical(dist.name): str(dist.version) for dist in dists.seen() if dist.name}
+    return {name: str(dist.version) for name, dist in versions.seen().items()}
 
 
 # ------------------------------------------------------------------------------------------ GPU facts

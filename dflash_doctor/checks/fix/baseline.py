@@ -51,8 +51,7 @@ from dflash_doctor.facts.baseline_shapes import (
     PythonState,
     Tool,
 )
-from dflash_doctor.facts.envfacts import canonical
-from dflash_doctor.facts.environment_shapes import Distributions, Target
+from dflash_doctor.facts.environment_shapes import Target, Versions
 from dflash_doctor.facts.file_hashes import OWN
 from dflash_doctor.facts.fingerprint import of_sections
 from dflash_doctor.facts.nvml_shapes import Gpu
@@ -75,14 +74,13 @@ def current_state(sections: Mapping[str, Any], *, driver_range: str | None = Non
                   target_archs: Iterable[str] = ()) -> Baseline:
     """The state of the environment the sections describe; file hashes from their `file_hashes` section
     (facts.file_hashes), for the distributions it holds."""
-    dists = Distributions.read(envsummary.section(sections, "distributions"))
+    versions = Versions.read(envsummary.section(sections, "distributions"))
     hashes = FileHashes.read(sections.get(FileHashes.SECTION)) or FileHashes()
     distributions: dict[str, DistributionState] | None = None
-    if dists is not None:
+    if versions is not None:
         distributions = {}
-        for dist in sorted(dists.seen(), key=lambda d: canonical(d.name)):
-            name = canonical(dist.name)
-            if not dist.name or name == OWN:  # the doctor itself is not part of the environment it judges
+        for name, dist in sorted(versions.seen().items()):
+            if name == OWN:  # the doctor itself is not part of the environment it judges
                 continue
             hashed = hashes.distributions.get(name) or HashedFiles()
             distributions[name] = DistributionState(name=dist.name, version=dist.version, files=hashed.files,
