@@ -20,7 +20,6 @@ ProgressFn = Callable[[str, str, float], None]
 it raises is ignored: a view's trouble is not the run's."""
 
 
-
 class TargetProcess(Protocol):
     """The run's one target process that imported the stack once (`facts.probes.TargetHost`): probes that
     need the stack run as its forked children. Jobs are `facts.probes.ProbeJob`s, outcomes `ProbeOutcome`s."""

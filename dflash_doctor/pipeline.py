@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -89,8 +88,7 @@ def run(request: Request, *, handle_signals: bool = False, on_event: ProgressFn 
     from dflash_doctor.render.report import host_info
 
     started = time.monotonic()
-    # The target as an absolute path ("": the interpreter running the doctor); symlinks kept, as a venv needs.
-    request = dataclasses.replace(request, python=os.path.abspath(os.path.expanduser(request.python or sys.executable)))
+    request = dataclasses.replace(request, python=request.interpreter)
     checks, problems = load_selected(request, request.timeout_s)
     try:
         outcome = run_checks(checks, request.context, handle_signals=handle_signals, on_event=on_event)

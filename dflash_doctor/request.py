@@ -4,13 +4,21 @@ argparse."""
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from dflash_doctor.context import Context
 
-__all__ = ["Request", "RequestError"]
+__all__ = ["Request", "RequestError", "absolute"]
+
+
+def absolute(path: str) -> str:
+    """The path as given, made absolute against the working directory. Symlinks are kept: a venv's
+    bin/python is a symlink to the base interpreter, and only its own path starts the venv."""
+    return os.path.abspath(os.path.expanduser(path))
 
 
 class RequestError(Exception):
@@ -49,6 +57,11 @@ class Request:
     """Merged into the report's host record (a fleet node's)."""
     secrets: tuple[str, ...] = ()
     """Masked by value in every output, beside those found in `options`."""
+
+    @property
+    def interpreter(self) -> str:
+        """The target interpreter as an absolute path ("": the interpreter running the doctor)."""
+        return absolute(self.python or sys.executable)
 
     @property
     def context(self) -> Context:

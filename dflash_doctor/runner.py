@@ -38,19 +38,13 @@ from typing import Any
 
 from dflash_doctor.check import Check, Facts, SectionError
 from dflash_doctor.context import Context, ProgressFn
-from dflash_doctor.facts.collect import InterpreterError, collect
+from dflash_doctor.facts.collect import InterpreterError, collect, teller
 from dflash_doctor.facts.sections import Collector, all_collectors
 from dflash_doctor.guest import STOP
 from dflash_doctor.model import CheckResult, Finding, Status, doctor_result, interrupted_result, worst
 
 __all__ = ["Outcome", "ProgressFn", "Signals", "Stopped", "judge", "needed_sections", "run",
            "run_checks", "select", "spare"]
-
-
-def _tell(on_event: ProgressFn | None, kind: str, name: str) -> None:
-    if on_event is not None:
-        with contextlib.suppress(Exception):  # a view's trouble is not the run's
-            on_event(kind, name, time.monotonic())
 
 
 def select(checks: Sequence[Check], only: Iterable[str] = (), skip: Iterable[str] = ()) -> list[Check]:
@@ -161,6 +155,7 @@ def judge(
     done: dict[str, CheckResult] = {}
     apart: dict[str, Future[CheckResult]] = {}
     pool: ThreadPoolExecutor | None = None
+    tell = teller(on_event)
     try:
         for index, check in enumerate(checks):
             if cutoff is not None and check.id in cutoff.judged:
@@ -172,11 +167,11 @@ def judge(
             else:
                 if pool is None and cutoff is None and getattr(check, "judged_apart", False):
                     pool, apart = _judge_apart(checks[index:], sections, ctx, durations, done)
-                _tell(on_event, "judge-start", check.id)
+                tell("judge-start", check.id)
                 future = apart.get(check.id)
                 done[check.id] = (future.result() if future is not None
                                   else judge_one(check, Facts(sections, prior=done), durations))
-            _tell(on_event, "judge-end", check.id)
+            tell("judge-end", check.id)
             if on_result is not None:
                 on_result(done[check.id])
     finally:
@@ -273,12 +268,12 @@ class Signals:
         self.enabled = enabled and threading.current_thread() is threading.main_thread()
         self.stopping = False
         self.previous: dict[int, Any] = {}
-        self.on_event = on_event
+        self.tell = teller(on_event)
 
     def _handle(self, signum: int, _frame: Any) -> None:
         if self.stopping:
             name = signal.Signals(signum).name
-            _tell(self.on_event, "abort", name)  # a live status line is taken down first
+            self.tell("abort", name)  # a live status line is taken down first
             os.write(2, f"dflash-doctor: stopped again by {name}; exiting now, without a report\n".encode())
             os._exit(128 + signum)
         self.stopping = True
@@ -338,6 +333,7 @@ def _readiness(checks: Sequence[Check], ctx: Context, collectors: Sequence[Colle
                for c in checks}
     provides = {c.name: set(c.provides) for c in collectors}
     lock = threading.Lock()
+    tell = teller(on_event)
 
     def ready(collected: set[str]) -> list[str]:
         with lock:
@@ -356,12 +352,12 @@ def _readiness(checks: Sequence[Check], ctx: Context, collectors: Sequence[Colle
                 collected.update(provides.get(name, ()))
                 done = set(collected)
             for check_id in ready(done):
-                _tell(on_event, "check-ready", check_id)
+                tell("check-ready", check_id)
 
     for check in checks:
-        _tell(on_event, "check-planned", check.id)
+        tell("check-planned", check.id)
     for check_id in ready(set()):
-        _tell(on_event, "check-ready", check_id)
+        tell("check-ready", check_id)
     return relay
 
 

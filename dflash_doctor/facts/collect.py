@@ -32,7 +32,7 @@ from dflash_doctor.facts.sections import (
 )
 from dflash_doctor.knowledge.stack import TORCH_USERS
 
-__all__ = ["InterpreterError", "collect"]
+__all__ = ["InterpreterError", "collect", "teller"]
 
 
 def collect(
@@ -60,12 +60,13 @@ def collect(
             host.close()
 
 
-def _teller(on_event: ProgressFn | None) -> Callable[[str, str], None]:
-    """`on_event`, told the time, with whatever it raises ignored (a view's trouble is not the run's)."""
+def teller(on_event: ProgressFn | None) -> Callable[[str, str], None]:
+    """tell(kind, name): `on_event` told the time, whatever it raises ignored; nothing without one. The
+    collection and the judging (`runner`) tell their progress through it."""
 
     def tell(kind: str, name: str) -> None:
         if on_event is not None:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(Exception):  # a view's trouble is not the run's
                 on_event(kind, name, time.monotonic())
 
     return tell
@@ -76,7 +77,7 @@ def _collect(ctx: Context, plan: list[Collector], demanded: set[str],
     results: dict[str, Any] = {}
     durations: dict[str, float] = {}
     lock = threading.Lock()
-    tell = _teller(on_event)
+    tell = teller(on_event)
     futures: dict[str, Future[None]] = {}
 
     def run_one(collector: Collector) -> None:

@@ -8,10 +8,10 @@ default here; a field that is absent for a reason a check judges is `None` by de
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from dflash_doctor.facts.envfacts import canonical, requirement_name
 from dflash_doctor.facts.shape import Shape
@@ -297,10 +297,7 @@ class Distributions(Shape):
 
     @cached_property
     def _first(self) -> dict[str, Distribution]:
-        first: dict[str, Distribution] = {}
-        for dist in self.items:
-            first.setdefault(canonical(dist.name), dist)
-        return first
+        return _first_of_each_name(self.items)
 
     def get(self, name: str) -> Distribution | None:
         """The distribution of that name Python sees (the first on sys.path), or None."""
@@ -344,12 +341,24 @@ class Versions(Shape):
     items: list[NamedVersion] = field(default_factory=list)
 
     def seen(self) -> dict[str, NamedVersion]:
-        """{canonical name: the one Python sees of that name (the first on sys.path)}."""
-        first: dict[str, NamedVersion] = {}
-        for dist in self.items:
-            if dist.name:
-                first.setdefault(canonical(dist.name), dist)
-        return first
+        """{canonical name: the one Python sees of that name (the first on sys.path)}, nameless ones left out."""
+        return {name: dist for name, dist in _first_of_each_name(self.items).items() if name}
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+_N = TypeVar("_N", bound=_Named)
+
+
+def _first_of_each_name(items: Iterable[_N]) -> dict[str, _N]:
+    """{canonical name: the first item of that name}: in sys.path order, the one Python sees."""
+    first: dict[str, _N] = {}
+    for item in items:
+        first.setdefault(canonical(item.name), item)
+    return first
 
 
 def _required_name(requirement: str) -> str | None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from dflash_doctor.documents.jsondoc import shown_path
 from dflash_doctor.facts.probes import probe_source, run_probe
+from dflash_doctor.request import absolute
 
 __all__ = ["MIN_VERSION", "Interpreter", "InterpreterError", "absolute", "verify"]
 
@@ -31,12 +32,6 @@ class Interpreter:
     path: str
     implementation: str
     version: tuple[int, int, int]
-
-
-def absolute(path: str) -> str:
-    """The path as given, made absolute against the working directory. Symlinks are kept: a venv's
-    bin/python is a symlink to the base interpreter, and only its own path starts the venv."""
-    return os.path.abspath(os.path.expanduser(path))
 
 
 def _precheck(path: str, shown: str) -> None:
