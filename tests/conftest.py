@@ -12,6 +12,10 @@ from typing import Any
 import jsonschema
 import pytest
 
+# A hook, registered by being here: a failing test's report shows the command, exit status and stderr of the
+# subprocess that failed it.
+from subprocess_report import pytest_runtest_makereport  # noqa: F401
+
 SCHEMA = json.loads(
     (Path(__file__).resolve().parent.parent / "dflash_doctor" / "documents" / "schema" / "report-v1.json").read_text()
 )

@@ -20,6 +20,7 @@ import hashlib
 import io
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -136,9 +137,31 @@ def _run(argv: Sequence[str | Path], *, env: Mapping[str, str] | None = None, cw
     proc = subprocess.run([str(a) for a in argv], check=False, env=_clean_environ(env), cwd=cwd or cache_dir(),
                           capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
-        raise RuntimeError(f"command failed ({proc.returncode}): {' '.join(map(str, argv))}\n"
-                           f"--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}")
+        raise RuntimeError(command_failure(proc.args, proc.returncode, proc.stdout, proc.stderr))
     return proc
+
+
+def command_failure(args: str | Sequence[object], returncode: int | None, stdout: str | bytes | None,
+                    stderr: str | bytes | None, *, timeout: float | None = None, tail: int = 4000) -> str:
+    """What a failed command said, for a test failure: the command, how it ended, the tail of its output.
+
+    `returncode` None: it was stopped after `timeout` seconds. An output that is None was not captured: it went to
+    the test's own stdout or stderr, which pytest shows as the test's captured output."""
+    command = args if isinstance(args, str) else shlex.join(str(a) for a in args)
+    if returncode is None:
+        ended = f"timed out after {timeout} s"
+    elif returncode < 0:
+        ended = f"killed by signal {-returncode}"
+    else:
+        ended = f"exit status {returncode}"
+
+    def last(output: str | bytes | None) -> str:
+        if output is None:
+            return "(not captured)"
+        text = output.decode(errors="replace") if isinstance(output, bytes) else output
+        return text if len(text) <= tail else f"[... {len(text) - tail} characters before]\n{text[-tail:]}"
+
+    return f"command failed ({ended}): {command}\n--- stdout\n{last(stdout)}\n--- stderr\n{last(stderr)}"
 
 
 def _host_pip() -> list[str]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import zipfile
@@ -102,9 +101,7 @@ def kernel_wheel(name: str, version: str) -> Path:
 def torch_site() -> Path:
     """site-packages of the cached builder venv, which holds torch 2.13.0 (CPU)."""
     python = fa2_builder_python()
-    out = subprocess.run([str(python), "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                         capture_output=True, text=True, check=True)
-    return Path(out.stdout.strip())
+    return Path(_run([python, "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip())
 
 
 def fa2_wheel_with_foreign_extension() -> Path:

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from conftest import Doctor, finding, findings_of
-from realenv import Env, build_wheel, install, make_venv, uv_bin
+from realenv import Env, _run, build_wheel, install, make_venv, uv_bin
 from stacks import torch_site
 from test_hostile_files import constructor_library
 
@@ -38,19 +37,16 @@ def tool_wheel(root: Path) -> Path:
 
 
 def site_of(python: Path) -> Path:
-    out = subprocess.run([str(python), "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                         capture_output=True, text=True, check=True)
-    return Path(out.stdout.strip())
+    return Path(_run([python, "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip())
 
 
 def host_pip(*args: str, environ: dict[str, str] | None = None) -> None:
-    subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", "-q", *args],
-                   check=True, capture_output=True, env={**os.environ, **(environ or {})})
+    _run([sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", "-q", *args], env=environ)
 
 
 def plain_venv(parent: Path, *flags: str) -> Env:
     root = parent / "env"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", *flags, str(root)], check=True, capture_output=True)
+    _run([sys.executable, "-m", "venv", "--without-pip", *flags, root])
     python = root / "bin" / "python"
     return Env(root=root, python=python, site_packages=site_of(python), kind="venv")
 
@@ -99,8 +95,8 @@ def virtualenv_venv(tmp: Path) -> tuple[Env, dict[str, str]]:
     """A venv made by `virtualenv` (its own site layout and activation scripts)."""
     pytest.importorskip("virtualenv")
     root = tmp / "env"
-    subprocess.run([sys.executable, "-m", "virtualenv", "-q", "--no-pip", "--no-setuptools", "--no-wheel",
-                    "--no-periodic-update", str(root)], check=True, capture_output=True)
+    _run([sys.executable, "-m", "virtualenv", "-q", "--no-pip", "--no-setuptools", "--no-wheel",
+          "--no-periodic-update", root])
     python = root / "bin" / "python"
     env = Env(root=root, python=python, site_packages=site_of(python), kind="venv")
     install(env, tool_wheel(tmp), installer="uv")
@@ -151,9 +147,8 @@ def container_prefix(tmp: Path) -> tuple[Env, dict[str, str]]:
     """A prefix laid out like the vLLM container's: distributions in `usr/local/lib/python3.X/dist-packages`,
     console scripts in `usr/local/bin` (installed with `uv pip install --prefix`, as `pip install --prefix` does)."""
     prefix = tmp / "image" / "usr" / "local"
-    subprocess.run([str(uv_bin()), "pip", "install", "-q", "--no-config", "--no-index", "--no-deps", "--link-mode",
-                    "copy", "--python", sys.executable, "--prefix", str(prefix), str(tool_wheel(tmp))],
-                   check=True, capture_output=True)
+    _run([uv_bin(), "pip", "install", "-q", "--no-config", "--no-index", "--no-deps", "--link-mode", "copy",
+          "--python", sys.executable, "--prefix", prefix, tool_wheel(tmp)])
     lib = prefix / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
     (lib / "site-packages").rename(lib / "dist-packages")
     assert (prefix / "bin" / "tiny-tool").exists()

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
+import sys
 import tarfile
 import zipfile
 from pathlib import Path
@@ -177,3 +179,40 @@ def test_dir_digest_sees_content_new_dirs_and_symlinks(tmp_path: Path) -> None:
     (tmp_path / "pkg" / "a.py").write_text("a = 1\n")
     (tmp_path / "link").symlink_to("pkg")
     assert dir_digest(tmp_path)["link"] == "<symlink> pkg"
+
+
+FAILING_SUBPROCESSES = '''\
+import subprocess, sys
+
+from realenv import _run
+
+SAY = "import sys; sys.stderr.write('x' * 900 + sys.argv[1] + 'y' * 900); sys.exit(int(sys.argv[2]))"
+
+
+def test_check_true():
+    subprocess.run([sys.executable, "-c", SAY, "MARK-CHECKED", "3"], check=True, capture_output=True)
+
+
+def test_returncode_asserted():
+    proc = subprocess.run([sys.executable, "-c", SAY, "MARK-ASSERTED", "4"], capture_output=True, text=True)
+    assert proc.returncode == 0
+
+
+def test_helper():
+    _run([sys.executable, "-c", SAY, "MARK-HELPER", "5"])
+'''
+
+
+def test_a_failing_subprocess_shows_its_command_exit_status_and_stderr(tmp_path: Path) -> None:
+    """Run as this suite runs them (its conftest), each failing test's report names the command, its exit status
+    and the tail of its stderr, even where pytest's own report would cut them."""
+    (tmp_path / "test_inner.py").write_text(FAILING_SUBPROCESSES)
+    tests = Path(__file__).resolve().parent
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "conftest",
+                           "test_inner.py"], check=False, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tests), str(REPO_ROOT)])})
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "3 failed" in proc.stdout, proc.stdout[-3000:]
+    for marker, status in (("MARK-CHECKED", 3), ("MARK-ASSERTED", 4), ("MARK-HELPER", 5)):
+        assert f"command failed (exit status {status}): {sys.executable} -c " in proc.stdout, proc.stdout[-3000:]
+        assert proc.stdout.count("x" * 100 + marker + "y" * 100) == 1, marker  # once: a helper's error is not repeated
