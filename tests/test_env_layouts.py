@@ -84,11 +84,16 @@ def pth_to_torch_venv(tmp: Path) -> tuple[Env, dict[str, str]]:
 
 
 def user_install(tmp: Path) -> tuple[Env, dict[str, str]]:
-    """`pip install --user` into PYTHONUSERBASE (a venv made with --system-site-packages keeps the user site on)."""
+    """`pip install --user` into PYTHONUSERBASE (a venv made with --system-site-packages keeps the user site on).
+
+    pip runs as the target venv's interpreter (`pip --python`): the interpreter running the tests may itself be a
+    venv without the system site, where pip refuses `--user`, or an externally managed system Python."""
     environ = {"PYTHONUSERBASE": str(tmp / "userbase")}
-    host_pip("install", "--user", "--no-deps", "--no-index", str(tool_wheel(tmp)), environ=environ)
+    env = plain_venv(tmp, "--system-site-packages")
+    host_pip("--python", str(env.python), "install", "--user", "--no-deps", "--no-index", str(tool_wheel(tmp)),
+             environ=environ)
     assert (tmp / "userbase" / "bin" / "tiny-tool").exists()
-    return plain_venv(tmp, "--system-site-packages"), environ
+    return env, environ
 
 
 def virtualenv_venv(tmp: Path) -> tuple[Env, dict[str, str]]:
