@@ -68,9 +68,12 @@ def test_the_built_wheel_ships_checks_under_the_package_name_only(tmp_path: Path
     import zipfile
 
     # Built from a copy: a build leaves build/ and *.egg-info behind, and in the checkout they would be a
-    # second dflash-doctor distribution to every later test that runs the checkout from its path.
+    # second dflash-doctor distribution to every later test that runs the checkout from its path. A copy of what
+    # the build reads, never of a venv a developer keeps in the checkout (.venv/).
     source = tmp_path / "source"
-    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", "build", "*.egg-info", "__pycache__"))
+    shutil.copytree(ROOT / "dflash_doctor", source / "dflash_doctor", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w",
                     str(tmp_path), str(source)], check=True, capture_output=True)
     (wheel,) = tmp_path.glob("dflash_doctor-*.whl")
