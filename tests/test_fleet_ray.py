@@ -25,7 +25,7 @@ import pytest
 from conftest import Doctor, validate_report
 from realenv import _host_pip, fa4_wheel
 
-pytest.importorskip("ray", reason="the fleet extra (pip install 'dflash-doctor[fleet]') is not installed")
+pytest.importorskip("ray", reason="the fleet extra (pip install '.[fleet]') is not installed")
 
 RAY = str(Path(sys.executable).with_name("ray"))
 FLEET_SCHEMA = json.loads((Path(__file__).resolve().parent.parent / "dflash_doctor" / "documents" / "schema" / "fleet-v1.json").read_text())

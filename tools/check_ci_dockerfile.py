@@ -1,7 +1,7 @@
 """Build the gating Dockerfile of docs/ci.md with a real Docker daemon, where no registry image can be pulled.
 
-docs/ci.md's Dockerfile starts `FROM vllm/vllm-openai` and installs dflash-doctor from PyPI. This script
-builds it as written but for those two lines: FROM names a local base image (BASE, a Debian or Ubuntu
+docs/ci.md's Dockerfile starts `FROM vllm/vllm-openai` and installs dflash-doctor from its source in the build
+context. This script builds it as written but for those lines: FROM names a local base image (BASE, a Debian or Ubuntu
 image with python3 and venv, of the host's Python version), and the doctor comes from a wheel of this
 checkout, its dependencies from wheels the host downloads into the build context. It then does what
 docs/ci.md says, in order, and prints each step's exit status:
@@ -14,7 +14,7 @@ docs/ci.md says, in order, and prints each step's exit status:
    exit 1 without starting vLLM.
 
 Not part of the test suite (it needs dockerd and a base image); docs/ci.md says how to run it.
-Usage: python tools/check_ci_dockerfile.py BASE FA4_WHEEL
+Usage: python3 tools/check_ci_dockerfile.py BASE FA4_WHEEL
 """
 
 from __future__ import annotations
@@ -48,6 +48,8 @@ def adapted(dockerfile: str, base: str, *, baseline: bool, extra_wheel: str | No
             # A venv stands in for the serving image's Python, with the doctor and its dependencies.
             lines += [f"FROM {base}", "RUN python3 -m venv /opt/venv", 'ENV PATH="/opt/venv/bin:$PATH"']
             continue
+        if line.startswith("COPY dflash-doctor/"):
+            continue  # the doctor's source: a wheel of this checkout stands in for it (below)
         if "pip install" in line and "dflash-doctor" in line:
             lines += ["COPY wheels/ /tmp/wheels/",
                       "RUN python3 -m pip install --no-cache-dir --no-index --find-links /tmp/wheels dflash-doctor"]

@@ -4,7 +4,8 @@ One task per node, pinned to it (node-affinity scheduling), with the node's GPUs
 reports are gathered and merged as `dflash-doctor merge` does: hosts x checks, the findings that differ,
 and drift of the stack across nodes, with the nodes that drifted singled out. The run options (--no-gpu,
 --only, --profile, --baseline FILE, ...) apply on every node; --json/--markdown/--format are the merged
-view's. Needs Ray (`pip install 'dflash-doctor[fleet]'`) here and dflash-doctor on every node.
+view's. Needs Ray here (the `fleet` extra: `pip install '.[fleet]'` from a clone) and dflash-doctor on every
+node.
 
 Exit codes as for merge: 0 every node passed and all agree; 1 a node failed, gave no report, or nodes
 drifted (--allow-drift: drift alone does not fail); 2 the command line was wrong or Ray is missing.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -69,7 +71,7 @@ def main(argv: Sequence[str]) -> int:
         from dflash_doctor.fleet import ray_fleet
     except ModuleNotFoundError as exc:
         sys.stderr.write(f"dflash-doctor fleet: error: Ray is not installed ({exc}); "
-                         "install it with: python -m pip install 'dflash-doctor[fleet]'\n")
+                         f"install it with: {shlex.quote(sys.executable)} -m pip install 'ray[default]>=2.9'\n")
         return 2
     from dflash_doctor.commands.merge import emit
     from dflash_doctor.fleet.merge import summarize, unreachable

@@ -1,5 +1,5 @@
 """The doctor on every alive node of a Ray cluster. The only module that imports Ray
-(`pip install 'dflash-doctor[fleet]'`), and only `dflash-doctor fleet` imports it.
+(the `fleet` extra: `pip install '.[fleet]'` from a clone), and only `dflash-doctor fleet` imports it.
 
 One task per node, pinned to it with Ray's node-affinity scheduling (`soft=False`: it runs there or not at
 all), asking for no CPU (so a busy node still runs it) and for all of the node's GPUs (so Ray makes them
