@@ -97,8 +97,7 @@ def user_install(tmp: Path) -> tuple[Env, dict[str, str]]:
 
 
 def virtualenv_venv(tmp: Path) -> tuple[Env, dict[str, str]]:
-    """A venv made by `virtualenv` (its own site layout and activation scripts)."""
-    pytest.importorskip("virtualenv")
+    """A venv made by `virtualenv` (its own site layout and activation scripts; a test dependency)."""
     root = tmp / "env"
     _run([sys.executable, "-m", "virtualenv", "-q", "--no-pip", "--no-setuptools", "--no-wheel",
           "--no-periodic-update", root])
