@@ -182,7 +182,7 @@ def test_dir_digest_sees_content_new_dirs_and_symlinks(tmp_path: Path) -> None:
 
 
 FAILING_SUBPROCESSES = '''\
-import subprocess, sys
+import json, subprocess, sys
 
 from realenv import _run
 
@@ -200,6 +200,11 @@ def test_returncode_asserted():
 
 def test_helper():
     _run([sys.executable, "-c", SAY, "MARK-HELPER", "5"])
+
+
+def test_output_read():
+    proc = subprocess.run([sys.executable, "-c", SAY, "MARK-READ", "6"], capture_output=True, text=True)
+    json.loads(proc.stdout)
 '''
 
 
@@ -212,7 +217,7 @@ def test_a_failing_subprocess_shows_its_command_exit_status_and_stderr(tmp_path:
                            "test_inner.py"], check=False, cwd=tmp_path, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tests), str(REPO_ROOT)])})
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "3 failed" in proc.stdout, proc.stdout[-3000:]
-    for marker, status in (("MARK-CHECKED", 3), ("MARK-ASSERTED", 4), ("MARK-HELPER", 5)):
+    assert "4 failed" in proc.stdout, proc.stdout[-3000:]
+    for marker, status in (("MARK-CHECKED", 3), ("MARK-ASSERTED", 4), ("MARK-HELPER", 5), ("MARK-READ", 6)):
         assert f"command failed (exit status {status}): {sys.executable} -c " in proc.stdout, proc.stdout[-3000:]
         assert proc.stdout.count("x" * 100 + marker + "y" * 100) == 1, marker  # once: a helper's error is not repeated
