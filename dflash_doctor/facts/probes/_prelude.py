@@ -45,6 +45,13 @@ def _probe_settings():
     return settings if isinstance(settings, dict) else {}
 
 
+def _forget_carrier():
+    """Take the doctor's directory off sys.path: the target's path is reported and searched as the user has it."""
+    carrier = _probe_settings().get("carrier")
+    if carrier:
+        sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or ".") != carrier]
+
+
 def own_roots():
     """The directories this interpreter's import system may load from: its sys.path entries and its install
     scheme (real paths). Where the doctor computed the environment's roots, a probe passes those instead."""
@@ -177,10 +184,8 @@ def _as_sitecustomize():
     import importlib.machinery
     import importlib.util
 
-    settings = _probe_settings()
-    carrier = settings.get("carrier")
-    guard_extensions(settings.get("roots", _OWN_ROOTS))
-    sys.path[:] = [entry for entry in sys.path if not carrier or os.path.abspath(entry or ".") != carrier]
+    _forget_carrier()
+    guard_extensions(_probe_settings().get("roots", _OWN_ROOTS))
     if sys.version_info < (3, 11) and sys.argv[:1] in (["-c"], ["-m"]):
         sys.meta_path.insert(0, _WorkingDirectoryOff(sys.path))
     found = importlib.machinery.PathFinder.find_spec("sitecustomize", sys.path)
@@ -195,4 +200,5 @@ if sys.version_info[0] >= 3:  # noqa: UP036 - the handshake runs on 2.7 too
     if __name__ == "sitecustomize":
         _as_sitecustomize()
     else:
+        _forget_carrier()  # already, unless the interpreter runs without its site (-S)
         guard_extensions()
