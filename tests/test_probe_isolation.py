@@ -14,13 +14,14 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 from conftest import validate_report
 from realenv import build_wheel, install, make_venv
 
-from dflash_doctor.facts.probes import run_probe
+from dflash_doctor.facts.probes import ProbeJob, run_probe, run_probes_sharing_imports
 
 ROOT = Path(__file__).resolve().parent.parent
 SHADOWS = ("contextlib", "json", "runpy", "re")
@@ -40,7 +41,8 @@ def spawner(record: Path) -> str:
         " capture_output=True, text=True, timeout=60)\n"
         f"with open({str(record)!r}, 'w') as _out:\n"
         "    json.dump({'tool': _tool.stdout.strip(), 'tool_stderr': _tool.stderr[-2000:],"
-        " 'path': _path.stdout.strip(), 'path_stderr': _path.stderr[-2000:]}, _out)\n"
+        " 'path': _path.stdout.strip(), 'path_stderr': _path.stderr[-2000:],"
+        " 'doctor': __import__('os').environ.get('DFLASH_DOCTOR_PROBE')}, _out)\n"
         "if _tool.returncode:\n"
         "    raise ImportError(_tool.stderr[-2000:])\n"
     )
@@ -80,6 +82,30 @@ def test_stdlib_names_in_the_working_directory_run_in_no_probe_and_no_process_it
     assert path[0] == str(modules) and "" not in path and str(workdir) not in path, path
     assert not [entry for entry in path if "dflash-doctor-probe-" in entry], path
     assert seen["path_stderr"] == seen["tool_stderr"] == "", seen
+
+
+def test_the_shared_target_process_its_jobs_and_what_they_start_run_nothing_from_the_working_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    workdir = hostile_workdir(tmp_path)
+    modules = tmp_path / "modules"
+    modules.mkdir()
+    record = tmp_path / "children.json"
+    (modules / "spawner.py").write_text(spawner(record))
+    monkeypatch.setenv("PYTHONPATH", str(modules))
+    carriers = tmp_path / "tmp"
+    carriers.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(carriers))  # where the doctor makes its directories
+    shared = run_probes_sharing_imports(sys.executable, [ProbeJob("spawn", "try_import", {"module": "spawner"})],
+                                        preload=("json",), timeout_s=120, cwd=str(workdir))
+    assert shared.host["forked"] is True and shared.host["preload"][0]["imported"] is True, shared.host
+    outcome = shared.outcomes["spawn"]
+    assert outcome.ok and outcome.data["ok"] is True, (outcome.error, outcome.stderr)
+    assert marks(tmp_path) == []
+    seen = json.loads(record.read_text())
+    path = json.loads(seen["path"])
+    assert path[0] == str(modules) and str(workdir) not in path, path
+    assert Path(json.loads(seen["doctor"])["carrier"]).parent == carriers
+    assert not list(carriers.iterdir()), "the directory that carried the prelude was left behind"
 
 
 def test_a_doctor_run_from_a_directory_holding_stdlib_names_runs_none_of_them(tmp_path: Path) -> None:
