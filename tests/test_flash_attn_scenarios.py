@@ -7,6 +7,7 @@ extension); the real vLLM 0.20.1 and 0.24.0 wheels; installed with pip or uv, in
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -166,16 +167,22 @@ def test_undefined_symbol_from_the_extension_breaks_even_the_triton_rotary_impor
 # ---------------------------------------------------------------- the path and the installer
 
 
-def test_a_stray_flash_attn_in_the_working_directory_shadows_the_installed_one(doctor: Doctor, tmp_path: Path) -> None:
+def test_a_stray_flash_attn_on_pythonpath_shadows_the_installed_one_and_in_the_working_directory_does_not(
+        doctor: Doctor, tmp_path: Path) -> None:
     env = env_with(tmp_path, fa2_wheel())
     workdir = tmp_path / "work"
     (workdir / "flash_attn").mkdir(parents=True)
     (workdir / "flash_attn" / "__init__.py").write_text("")
+    # `vllm serve`'s console script never has the working directory on its path: the installed one is imported.
     report, proc = doctor.report("--python", str(env.python), "--only", "namespaces", cwd=workdir)
+    assert [f["id"] for f in findings_of(report, "namespaces")] == ["namespaces.ok"] and proc.returncode == 0
+    # On PYTHONPATH (`PYTHONPATH=. vllm serve ...`), it shadows the installed one.
+    pythonpath = os.pathsep.join(p for p in (str(workdir), os.environ.get("PYTHONPATH", "")) if p)
+    report, proc = doctor.report("--python", str(env.python), "--only", "namespaces", cwd=workdir,
+                                 env={"PYTHONPATH": pythonpath})
     shadow = finding(report, "namespaces.shadowed")
     assert shadow["status"] == "fail" and proc.returncode == 1
     assert str(workdir / "flash_attn") in shadow["title"]
-    assert "the current directory" in shadow["title"]
 
 
 def test_uv_made_env_gets_uv_remediation_commands(doctor: Doctor, tmp_path: Path) -> None:

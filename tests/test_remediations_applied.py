@@ -154,9 +154,11 @@ def test_what_pip_uninstall_leaves_is_named_as_the_cause_and_its_own_fix_clears_
 
 
 @pytest.mark.slow
-def test_a_source_checkout_in_the_working_directory_is_named_as_the_rotary_failure_cause(
+def test_a_source_checkout_on_pythonpath_is_named_as_the_rotary_failure_cause(
     doctor: Doctor, tmp_path: Path
 ) -> None:
+    """`PYTHONPATH=. vllm serve ...` from a flash-attention checkout (the working directory alone is on no `vllm
+    serve`'s path, so on no probe's)."""
     checkout = tmp_path / "src" / "flash-attention"
     with tarfile.open(fa2_sdist()) as sdist:
         members = [m for m in sdist.getmembers() if m.isfile() and m.name.split("/")[1:2] == ["flash_attn"]]
@@ -167,17 +169,18 @@ def test_a_source_checkout_in_the_working_directory_is_named_as_the_rotary_failu
     env = make_venv(tmp_path / "with space", with_pip=True)
     add_to_path(env, vllm_site("0.20.1"))
 
-    report, _ = doctor.report("--python", str(env.python), "--only", CHECKS, cwd=checkout)
+    pythonpath = {"PYTHONPATH": os.pathsep.join(p for p in (str(checkout), os.environ.get("PYTHONPATH", "")) if p)}
+    report, _ = doctor.report("--python", str(env.python), "--only", CHECKS, cwd=checkout, env=pythonpath)
     rotary = next(f for f in findings_of(report, "imports"))
     assert rotary["status"] == "fail" and rotary["cause"] == "namespaces.shadowed"
     assert rotary["title"].startswith(
         f"`from flash_attn.ops.triton.rotary import apply_rotary` fails: flash_attn is {checkout / 'flash_attn'}, "
-        "from the current directory on sys.path, which no installed distribution owns")
+        f"from {checkout} on sys.path, which no installed distribution owns")
     assert finding(report, "namespaces.shadowed")["status"] == "fail"
     command = rotary["remediation"][0]["command"]
     assert command == f"mv {checkout / 'flash_attn'} {checkout / 'flash_attn'}.disabled"
     shell(command, tmp_path)
-    report, proc = doctor.report("--python", str(env.python), "--only", CHECKS, cwd=checkout)
+    report, proc = doctor.report("--python", str(env.python), "--only", CHECKS, cwd=checkout, env=pythonpath)
     assert statuses(report) == {"namespaces": "pass", "imports": "pass"} and proc.returncode == 0
     assert (checkout / "flash_attn.disabled" / "__init__.py").is_file()
 

@@ -1,11 +1,12 @@
 """Probes that share one import: forked children of one target process, each still a process of its own.
 
 Real subprocesses in this interpreter, with real modules that crash, hang or flood their output on
-import, written into the probes' working directory (which `python -c` puts first on sys.path).
+import, on the probes' PYTHONPATH (their working directory is on no probe's sys.path, as on no `vllm serve`'s).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -21,7 +22,8 @@ CHATTY_ON_IMPORT = "import sys\nprint('x' * 300000)\nsys.stderr.write('e' * 3000
 
 
 @pytest.fixture
-def modules(tmp_path: Path) -> Path:
+def modules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     (tmp_path / "crashy.py").write_text(SEGFAULT_ON_IMPORT)
     (tmp_path / "hangy.py").write_text(HANG_ON_IMPORT)
     (tmp_path / "chatty.py").write_text(CHATTY_ON_IMPORT)
@@ -108,7 +110,7 @@ def test_where_fork_is_missing_each_job_runs_in_an_interpreter_of_its_own(
 ) -> None:
     no_fork = tmp_path_factory.mktemp("no-fork")
     (no_fork / "sitecustomize.py").write_text("import os\ndel os.fork\n")  # as on Windows
-    monkeypatch.setenv("PYTHONPATH", str(no_fork))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(no_fork), str(modules)]))
     jobs = [importing("crash", "crashy"), importing("fine", "json"), importing("hang", "hangy")]
     shared = run_probes_sharing_imports(sys.executable, jobs, preload=("json",), timeout_s=3, cwd=str(modules))
     assert shared.host["forked"] is False

@@ -8,8 +8,18 @@ process group with a timeout: a segfault becomes a signal name, a hang a timeout
 document) and `STDERR_CAP` of stderr: past either, its process group is killed and the outcome says so
 (a `.pth` file or a `sitecustomize` that writes endlessly while the interpreter starts would otherwise
 grow the doctor without bound). Probes that need torch run as forked children of one process per doctor run
-that imported it once (`TargetHost`), each still a process of its own. The user's environment (PYTHONPATH, cwd, CUDA_VISIBLE_DEVICES) is passed as it
-is, plus PYTHONDONTWRITEBYTECODE=1, so nothing is written into the target.
+that imported it once (`TargetHost`), each still a process of its own.
+
+Every probe process starts through `launch`, which isolates it the way `vllm serve`'s console script is: the
+target's sys.path as that script sees it (PYTHONPATH, site-packages, .pth files), never the working directory
+(which `-c` and `-m` would put first, so that a contextlib.py there would run in the probe), and none of the
+interpreter's interactive hooks (PYTHONSTARTUP, PYTHONINSPECT). The working directory stays the process's own:
+relative paths in a serve command resolve against it. The probe prelude (`_prelude.py`, put in front of every
+probe by `probe_source`) takes the working directory off sys.path before its first import and installs the
+extension guard; a directory the doctor makes for each process, first on its PYTHONPATH and removed after it,
+holds the same prelude as sitecustomize.py, so that the Python processes a probe starts (vLLM's model-registry
+subprocess) are guarded and isolated alike. The rest of the user's environment (CUDA_VISIBLE_DEVICES, ...) is
+passed as it is, plus PYTHONDONTWRITEBYTECODE=1, so nothing is written into the target.
 """
 
 from __future__ import annotations
@@ -19,8 +29,10 @@ import dataclasses
 import json
 import os
 import selectors
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -30,8 +42,9 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "MARKER", "SHARED_IMPORTS", "STDERR_CAP", "STDOUT_CAP", "Exchange", "ProbeJob", "ProbeOutcome", "SharedRun", "TargetHost",
-    "documents", "exchange", "kill_group", "overflow_error", "probe_source", "run_probe", "run_probes_sharing_imports",
+    "MARKER", "PROBE_VARIABLE", "SHARED_IMPORTS", "STDERR_CAP", "STDOUT_CAP", "Exchange", "Launched", "ProbeJob",
+    "ProbeOutcome", "SharedRun", "TargetHost", "documents", "exchange", "kill_group", "launch", "overflow_error",
+    "probe_environ", "probe_source", "run_probe", "run_probes_sharing_imports",
 ]
 
 MARKER = "@@dflash-doctor-facts@@"
@@ -84,8 +97,75 @@ class ProbeOutcome:
         }
 
 
+PRELUDE = "_prelude"
+"""The script put in front of every probe, and carried into the processes a probe starts as sitecustomize.py."""
+PROBE_VARIABLE = "DFLASH_DOCTOR_PROBE"
+"""What the doctor tells the prelude (JSON): the directory it carries the prelude in, what it added to the
+environment and what it took out (`probe_environ`); the prelude adds the guard's roots for a probe's children."""
+INTERPRETER_HOOKS = ("PYTHONSTARTUP", "PYTHONINSPECT")
+"""Variables that make an interpreter run more than it was asked to (a startup file, an interactive prompt after
+the script that reads stdin): `vllm serve` does not go interactive, and a probe never does."""
+
+
 def probe_source(name: str) -> str:
-    return (_HERE / f"{name}.py").read_text(encoding="utf-8")
+    """Probe script `name`, after the prelude."""
+    return (_HERE / f"{PRELUDE}.py").read_text(encoding="utf-8") + "\n" + (_HERE / f"{name}.py").read_text(encoding="utf-8")
+
+
+def probe_environ(base: dict[str, str], carrier: str) -> dict[str, str]:
+    """The environment a probe process runs in: `base` (the user's), with PYTHONDONTWRITEBYTECODE=1, without the
+    interpreter's interactive hooks, with PYTHONSAFEPATH=1 (no working directory on sys.path for `-c` and `-m`, in
+    the probe and every process it starts, from Python 3.11 on; the prelude does it on older ones) and `carrier`
+    first on PYTHONPATH."""
+    env = dict(base)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    removed = {name: env.pop(name) for name in INTERPRETER_HOOKS if name in env}
+    added = []
+    if not env.get("PYTHONSAFEPATH"):
+        env["PYTHONSAFEPATH"] = "1"
+        added.append("PYTHONSAFEPATH")
+    given = env.get("PYTHONPATH")
+    if given is None:
+        added.append("PYTHONPATH")
+    env["PYTHONPATH"] = os.pathsep.join([carrier, given] if given else [carrier])
+    env[PROBE_VARIABLE] = json.dumps({"carrier": carrier, "added": added, "removed": removed})
+    return env
+
+
+@dataclass(frozen=True)
+class Launched:
+    """A probe process (`launch`) and the directory that carries the prelude into the processes it starts."""
+
+    proc: subprocess.Popen[bytes]
+    carrier: str
+
+    def remove_carrier(self) -> None:
+        """Once the process (and its group) has ended."""
+        shutil.rmtree(self.carrier, ignore_errors=True)
+
+
+def launch(python: str, name: str, *, argv: tuple[str, ...] = (), flags: tuple[str, ...] = (), cwd: str | None = None,
+           env: dict[str, str] | None = None) -> Launched:
+    """Start probe script `name` in `python` (`python -B FLAGS -c SOURCE ARGV`), isolated (`probe_environ`), in a
+    process group of its own with pipes for its three streams. Every probe process starts here. OSError when it
+    cannot start (the carrier is removed then)."""
+    carrier = tempfile.mkdtemp(prefix="dflash-doctor-probe-")
+    try:
+        Path(carrier, "sitecustomize.py").write_text((_HERE / f"{PRELUDE}.py").read_text(encoding="utf-8"),
+                                                     encoding="utf-8")
+        proc = subprocess.Popen(
+            [python, "-B", *flags, "-c", probe_source(name), *argv],
+            cwd=cwd,
+            env=probe_environ(dict(os.environ if env is None else env), carrier),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,  # so a timeout can end whatever the probe started, too
+        )
+    except BaseException:
+        shutil.rmtree(carrier, ignore_errors=True)
+        raise
+    return Launched(proc, carrier)
 
 
 def _trim(text: str) -> str:
@@ -116,25 +196,18 @@ def run_probe(
     """Run probe script `name` in `python` with `args` (JSON) and return what it reported.
 
     `flags` go before the script (e.g. "-S": the interpreter without its site, for the handshake)."""
-    child_env = dict(os.environ if env is None else env)
-    child_env["PYTHONDONTWRITEBYTECODE"] = "1"
     # The arguments go on stdin: argv is public (`ps`, /proc/PID/cmdline), and a serve command's may hold a key.
-    argv = [python, "-B", *flags, "-c", probe_source(name)]
     payload = json.dumps(args if args is not None else {}).encode("utf-8")
     started = time.monotonic()
     try:
-        proc = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=child_env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,  # so a timeout can end whatever the probe started, too
-        )
+        launched = launch(python, name, flags=flags, cwd=cwd, env=env)
     except OSError as exc:
         return ProbeOutcome(None, None, None, False, "", 0.0, f"cannot start {python}: {exc.strerror or exc}")
-    ran = exchange(proc, payload, timeout_s)
+    proc = launched.proc
+    try:
+        ran = exchange(proc, payload, timeout_s)
+    finally:
+        launched.remove_carrier()
     duration = time.monotonic() - started
     stderr = _trim(ran.stderr.decode("utf-8", "replace"))
     outcome = _outcome(ran.stdout.decode("utf-8", "replace"), proc.returncode, ran.timed_out, stderr, duration,
@@ -307,6 +380,7 @@ class TargetHost:
         self._ready_facts: dict[str, Any] = {}
         self._stderr = bytearray()
         self._proc: subprocess.Popen[bytes] | None = None
+        self._launched: Launched | None = None
         self._state = "new"  # new -> serving -> ended | preload-timed-out | failed
         self._error: str | None = None
         self._fallback: str | None = None
@@ -321,16 +395,12 @@ class TargetHost:
         with self._lock:
             if self._state != "new":
                 return self
-            env = dict(os.environ)
-            env["PYTHONDONTWRITEBYTECODE"] = "1"
             args = {"preload": list(self.preload), "parallel": self.parallel,
                     "preload_if_found": list(self.preload_if_found) if self.preload_if_found is not None else None}
-            argv = [self.python, "-B", "-c", probe_source("host"), json.dumps(args)]
             self._started = time.monotonic()
             try:
-                self._proc = subprocess.Popen(argv, cwd=self.cwd, env=env, stdin=subprocess.PIPE,
-                                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                              start_new_session=True)
+                self._launched = launch(self.python, "host", argv=(json.dumps(args),), cwd=self.cwd)
+                self._proc = self._launched.proc
             except OSError as exc:
                 self._state = "failed"
                 self._error = f"cannot start {self.python}: {exc.strerror or exc}"
@@ -367,6 +437,8 @@ class TargetHost:
             proc.wait()
             for thread in self._threads[:2]:  # the readers end at the pipes' end of file
                 thread.join(timeout=5.0)
+        if self._launched is not None:
+            self._launched.remove_carrier()
         self._alone.shutdown(wait=True)
 
     # -- jobs

@@ -305,7 +305,8 @@ def env_kind(cfg):
 
 
 def environ_facts():
-    names = sorted(os.environ)
+    environ = environ_as_given()  # noqa: F821 - the prelude's: without what the doctor set to run this probe
+    names = sorted(environ)
     exact = set(ENV_ALLOW.get("names", []))
     prefixes = tuple(ENV_ALLOW.get("prefixes", []))
     secret = re.compile(ENV_ALLOW.get("secret_pattern", "(?!)"), re.I)
@@ -314,7 +315,7 @@ def environ_facts():
         if secret.search(name):
             continue
         if name in exact or name.startswith(prefixes):
-            values[name] = os.environ[name]
+            values[name] = environ[name]
     return {"names": names, "values": values}
 
 
@@ -391,7 +392,7 @@ def target_facts():
 def sys_path_facts(user_site):
     import sysconfig
 
-    pythonpath = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    pythonpath = [p for p in environ_as_given().get("PYTHONPATH", "").split(os.pathsep) if p]  # noqa: F821
     paths = sysconfig.get_paths()
     stdlib_dirs = [paths.get("stdlib", ""), paths.get("platstdlib", "")]
     site_dirs = [paths.get("purelib", ""), paths.get("platlib", "")]

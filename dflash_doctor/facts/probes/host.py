@@ -14,7 +14,11 @@
 # Protocol: stdout carries only lines "MARKER{json}" (what imported modules print goes to stderr):
 # first {"event": "ready", ...the preload facts}, then one {"event": "done", ...} per job, and
 # {"event": "bye"} once stdin is closed and every job has ended.
-import importlib.machinery
+#
+# The prelude before this script (probes/_prelude.py) has guarded extension loads with this interpreter's own
+# roots (its sys.path entries and install scheme): a preload loads only extension files that resolve inside
+# them, so a symlink in site-packages to a library elsewhere is refused before dlopen runs its constructors. The
+# jobs forked from here check again against the environment's roots as the doctor computed them.
 import importlib.util
 import json
 import os
@@ -43,45 +47,6 @@ def trim(text, keep):
         return text
     half = keep // 2
     return text[:half] + "\n[... %d characters trimmed ...]\n" % (len(text) - keep) + text[-half:]
-
-
-def own_roots():
-    """The directories this interpreter's import system may load from: its sys.path entries and its install
-    scheme (real paths). A preload loads only extension files that resolve inside them: a symlink in
-    site-packages to a library elsewhere is refused before dlopen runs its constructors. (The jobs forked
-    from here check again against the environment's roots as the doctor computed them.)"""
-    import sysconfig
-
-    dirs = set()
-    for entry in list(sys.path) + list(sysconfig.get_paths().values()):
-        if entry and os.path.isdir(entry):
-            dirs.add(os.path.realpath(entry))
-    return sorted(dirs)
-
-
-def searched(path, roots):
-    """Whether the import system would find `path` by a module's name: it lies (as given, links not followed)
-    in one of this process's sys.path entries or the environment's roots. A file loaded by an explicit path
-    instead (Triton's compiled launcher in its cache, ~/.triton/cache/.../cuda_utils.so) is the loading
-    code's own choice, made as it runs; the guard is for what a name finds."""
-    given = os.path.abspath(path)
-    dirs = [os.path.abspath(e) for e in sys.path if e] + [r for r in (roots or ())]
-    return any(given == d or given.startswith(d.rstrip("/") + "/") for d in dirs)
-
-
-def guard_extensions(roots):
-    loader = importlib.machinery.ExtensionFileLoader
-    original = loader.create_module
-
-    def create_module(self, spec):
-        real = os.path.realpath(self.path)
-        inside = any(real == r or real.startswith(r.rstrip("/") + "/") for r in roots)
-        if (not inside and searched(self.path, roots)) or any(real.startswith(d + "/") for d in ("/dev", "/proc", "/sys")):
-            raise ImportError("not loaded: %s resolves to %s, outside the environment" % (self.path, real),
-                              name=spec.name, path=self.path)
-        return original(self, spec)
-
-    loader.create_module = create_module
 
 
 def found(name):
@@ -311,8 +276,6 @@ def main():
         facts["preload_wanted_by"] = users
         if not users:
             wanted = []
-    if wanted:
-        guard_extensions(own_roots())
     facts["preload"] = [preload(name) for name in wanted]
     facts["preload_seconds"] = round(time.monotonic() - started, 3)
     sys.stdout.flush()

@@ -10,7 +10,6 @@ import importlib.util
 import json
 import os
 import re
-import stat
 import sys
 import time
 import traceback
@@ -38,56 +37,6 @@ def describe(exc):
         "chain": chain,
         "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])[-4000:],
     }
-
-
-def searched(path, roots):
-    """Whether the import system would find `path` by a module's name: it lies (as given, links not followed)
-    in one of this process's sys.path entries or the environment's roots. A file loaded by an explicit path
-    instead (Triton's compiled launcher in its cache, ~/.triton/cache/.../cuda_utils.so) is the loading
-    code's own choice, made as it runs; the guard is for what a name finds."""
-    given = os.path.abspath(path)
-    dirs = [os.path.abspath(e) for e in sys.path if e] + [r for r in (roots or ())]
-    return any(given == d or given.startswith(d.rstrip("/") + "/") for d in dirs)
-
-
-def refuse_file(path, roots):
-    """Why an extension file must not be loaded (its constructors would run), or None. The doctor checks
-    before it asks; this is the last check, in the process that would load it."""
-    real = os.path.realpath(path)
-    if any(real == r or real.startswith(r + "/") for r in ("/dev", "/proc", "/sys")):
-        return f"{path} resolves to {real}"
-    if roots is not None and searched(path, roots) and \
-            not any(real == r or real.startswith(r.rstrip("/") + "/") for r in roots):
-        return f"{path} resolves to {real}, outside the environment"
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return None  # the loader's own error says it best
-    if not stat.S_ISREG(mode):
-        return f"{path} is not a regular file"
-    return None
-
-
-# The environment's roots for the extension guard: every extension module this process would load is
-# checked against them first (refuse_file), whoever asks for it.
-GUARD = {"roots": None}
-
-
-def guard_extensions():
-    """Check every extension module the import system is about to load in this process: the import's own, one
-    its package's __init__ imports, a preload's. The import system finds files by name (a symlink in
-    site-packages named like an extension module included), and dlopen runs a library's constructors before
-    Python sees it; only a regular file that resolves inside the environment's roots is loaded."""
-    loader = importlib.machinery.ExtensionFileLoader
-    original = loader.create_module
-
-    def create_module(self, spec):
-        refused = refuse_file(self.path, GUARD["roots"])
-        if refused:
-            raise ImportError("not loaded: " + refused, name=spec.name, path=self.path)
-        return original(self, spec)
-
-    loader.create_module = create_module
 
 
 def elf_dynamic(path):
@@ -209,10 +158,12 @@ def run_one(spec, preloaded):
     names = spec.get("names") or []
     facts = {"module": module, "names": names, "preload": preloaded, "ok": False}
     started = time.monotonic()
-    GUARD["roots"] = spec.get("roots")
+    # The prelude's guard checks every extension module this process loads, whoever asks for it: the import's
+    # own, one its package's __init__ imports, a preload's (and those of the processes it starts).
+    guard_extensions(spec.get("roots"))  # noqa: F821 - the prelude's
     try:
         if spec.get("file"):
-            refused = refuse_file(spec["file"], spec.get("roots"))
+            refused = refuse_file(spec["file"], spec.get("roots"))  # noqa: F821 - the prelude's
             if refused:
                 raise ImportError("not loaded: " + refused)
             # Load an extension file directly, without running its parent packages' __init__.
@@ -240,8 +191,7 @@ def run_one(spec, preloaded):
 
 def main():
     batch = ARGS.get("imports")
-    guard_extensions()
-    GUARD["roots"] = (batch[0] if batch else {}).get("roots") if batch is not None else ARGS.get("roots")
+    guard_extensions((batch[0] if batch else {}).get("roots") if batch is not None else ARGS.get("roots"))  # noqa: F821
     preloaded = []
     for name in ARGS.get("preload") or []:
         try:

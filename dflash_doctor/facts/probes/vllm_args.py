@@ -14,11 +14,9 @@
 # its own rules.
 import contextlib
 import importlib
-import importlib.machinery
 import io
 import json
 import os
-import stat
 import sys
 import time
 import traceback
@@ -75,33 +73,6 @@ def emit(facts):
 # ------------------------------------------------------------------------------------ extension guard
 
 
-def searched(path, roots):
-    """Whether the import system would find `path` by a module's name: it lies (as given, links not followed)
-    in one of this process's sys.path entries or the environment's roots. A file loaded by an explicit path
-    instead (Triton's compiled launcher in its cache, ~/.triton/cache/.../cuda_utils.so) is the loading
-    code's own choice, made as it runs; the guard is for what a name finds."""
-    given = os.path.abspath(path)
-    dirs = [os.path.abspath(e) for e in sys.path if e] + [r for r in (roots or ())]
-    return any(given == d or given.startswith(d.rstrip("/") + "/") for d in dirs)
-
-
-def refuse_file(path, roots):
-    """Why an extension file must not be loaded (its constructors would run), or None."""
-    real = os.path.realpath(path)
-    if any(real == r or real.startswith(r + "/") for r in ("/dev", "/proc", "/sys")):
-        return f"{path} resolves to {real}"
-    if roots is not None and searched(path, roots) and \
-            not any(real == r or real.startswith(r.rstrip("/") + "/") for r in roots):
-        return f"{path} resolves to {real}, outside the environment"
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return None
-    if not stat.S_ISREG(mode):
-        return f"{path} is not a regular file"
-    return None
-
-
 class DriverAbsent(types.ModuleType):
     """Stands in for a compiled module of vLLM that needs the CUDA driver, on a machine without one: it
     imports, and anything taken from it refuses to run."""
@@ -118,32 +89,17 @@ class DriverAbsent(types.ModuleType):
         return absent
 
 
-def guard_extensions(roots, stand_in):
-    """Every extension module this process loads is checked against the environment's roots first; with
-    `stand_in` (a list), one of vLLM's that fails only for want of the CUDA driver is replaced by a
-    DriverAbsent module and named in the list."""
-    loader = importlib.machinery.ExtensionFileLoader
-    create, execute = loader.create_module, loader.exec_module
+def driver_absent(stood_in):
+    """The extension guard's stand-in (the prelude's guard_extensions): one of vLLM's compiled modules that fails
+    only for want of the CUDA driver is replaced by a DriverAbsent module and named in `stood_in`."""
 
-    def create_module(self, spec):
-        refused = refuse_file(self.path, roots)
-        if refused:
-            raise ImportError("not loaded: " + refused, name=spec.name, path=self.path)
-        try:
-            return create(self, spec)
-        except ImportError as exc:
-            if stand_in is None or not spec.name.startswith("vllm.") or \
-                    not any(lib in str(exc) for lib in DRIVER_LIBRARIES):
-                raise
-            stand_in.append({"module": spec.name, "error": str(exc)[:500]})
-            return DriverAbsent(spec.name)
+    def stand_in(spec, exc):
+        if not spec.name.startswith("vllm.") or not any(lib in str(exc) for lib in DRIVER_LIBRARIES):
+            return None
+        stood_in.append({"module": spec.name, "error": str(exc)[:500]})
+        return DriverAbsent(spec.name)
 
-    def exec_module(self, module):
-        if not isinstance(module, DriverAbsent):
-            execute(self, module)
-
-    loader.create_module = create_module
-    loader.exec_module = exec_module
+    return stand_in
 
 
 # ----------------------------------------------------------------------------------- simulated platform
@@ -352,7 +308,7 @@ def run():
 
     given_platform = ARGS.get("platform")
     stood_in = [] if given_platform else None
-    guard_extensions(ARGS.get("roots"), stood_in)
+    guard_extensions(ARGS.get("roots"), driver_absent(stood_in) if given_platform else None)  # noqa: F821 - the prelude's
     try:
         import vllm
 
