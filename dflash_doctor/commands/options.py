@@ -171,6 +171,12 @@ def check_output_paths(args: argparse.Namespace) -> None:
             raise UsageError(f"--{option} {shown}: directory {shown_path(str(parent))} does not exist")
         if not os.access(parent, os.W_OK):
             raise UsageError(f"--{option} {shown}: directory {shown_path(str(parent))} is not writable")
+        from dflash_doctor.documents import writer
+
+        try:
+            writer.check(path, {"json": writer.JSON_DOCUMENT, "junit": writer.XML}.get(option, writer.MARKDOWN))
+        except writer.WriteError as exc:
+            raise UsageError(f"--{option} {exc}") from None
     if args.json == "-" and "-" in (getattr(args, "junit", None), getattr(args, "markdown", None)):
         raise UsageError("only one of --json, --junit, --markdown can write to stdout ('-')")
 
