@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Doctor
+from test_cli import one_line_usage_error
 
 RUN = ("--only", "namespaces", "--no-gpu")
 
@@ -26,14 +27,6 @@ def planted(directory: Path, name: str) -> Path:
     pyproject.write_text(f'[tool.dflash-doctor.profiles.{name}]\npython = "{script}"\ntarget-arch = ["sm_86"]\n'
                          'markdown = "planted.md"\n')
     return pyproject
-
-
-def one_line_usage_error(proc: object, *words: str) -> None:
-    stderr = getattr(proc, "stderr")
-    assert getattr(proc, "returncode") == 2, stderr
-    assert len(stderr.strip().splitlines()) == 1 and "Traceback" not in stderr, stderr
-    for word in words:
-        assert word in stderr, stderr
 
 
 @pytest.mark.parametrize("builtin", ["ci", "ticket"])

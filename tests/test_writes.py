@@ -9,25 +9,17 @@ from __future__ import annotations
 import ast
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 from conftest import Doctor
+from test_cli import one_line_usage_error
 
 from dflash_doctor.documents import writer
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN = ("--no-gpu", "--only", "namespaces")
 BASHRC = "# the user's shell setup\nexport PATH=$HOME/bin:$PATH\n"
-
-
-def one_line_refusal(proc: subprocess.CompletedProcess[str], *words: str) -> None:
-    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
-    for word in words:
-        assert word in lines[0], lines[0]
 
 
 @pytest.mark.parametrize("name", ["dflash-doctor-report.md", "dflash-doctor-report.json"])
@@ -40,7 +32,7 @@ def test_ticket_profile_never_writes_through_a_link_planted_at_its_report_names(
     work.mkdir()
     (work / name).symlink_to(outside)
     proc = doctor("--profile", "ticket", *RUN, cwd=work, timeout=120)
-    one_line_refusal(proc, name, "symbolic link")
+    one_line_usage_error(proc, name, "symbolic link")
     assert outside.read_text() == BASHRC
     assert (work / name).is_symlink() and os.readlink(work / name) == str(outside)
 
@@ -50,7 +42,7 @@ def test_a_report_is_not_written_into_a_directory_reached_through_a_link(doctor:
     elsewhere.mkdir()
     (tmp_path / "reports").symlink_to(elsewhere, target_is_directory=True)
     proc = doctor(*RUN, "--json", str(tmp_path / "reports" / "r.json"), cwd=tmp_path, timeout=120)
-    one_line_refusal(proc, "--json", "is a symbolic link")
+    one_line_usage_error(proc, "--json", "is a symbolic link")
     assert list(elsewhere.iterdir()) == []
 
 
@@ -65,7 +57,7 @@ def test_what_is_at_an_output_path_and_not_the_doctors_is_refused_unchanged(
     else:
         path.write_text("# My notes\nnot the doctor's\n")
     proc = doctor(*RUN, "--markdown", str(path), cwd=tmp_path, timeout=60)  # a FIFO must not block it
-    one_line_refusal(proc, "--markdown", str(path))
+    one_line_usage_error(proc, "--markdown", str(path))
     if kind == "unrelated-file":
         assert path.read_text() == "# My notes\nnot the doctor's\n"
         assert "is not a dflash-doctor Markdown report" in proc.stderr
