@@ -4,10 +4,10 @@ the doctor's own), never whatever `vllm` comes first on PATH.
 `judged_program(command, python)` turns the serve command into the argv that runs exactly that, or says why it
 cannot (`NotJudged`; the command is then not started):
 
-- `vllm serve ...`: the `vllm` console script in the target's scripts directory (its install scheme's, as the
-  target's sysconfig says), when it is a regular file whose `#!` line names the target interpreter (the same
-  file, in the same directory: a venv's bin/python, not the base interpreter it links to). A path given for
-  `vllm` must be that same file.
+- `vllm serve ...`: the target's `vllm` console script: the one its vLLM distribution's RECORD lists, else the
+  one in its install scheme's scripts directory (as the target's sysconfig says); the first of them that is a
+  regular file whose `#!` line names the target interpreter (the same file, in the same directory: a venv's
+  bin/python, not the base interpreter it links to). A path given for `vllm` must be that same file.
 - `python -m vllm.entrypoints.openai.api_server ...`, or any command whose program is an interpreter: the
   target interpreter itself (a bare `python`/`python3` is taken to mean it; a path must be it).
 
@@ -67,36 +67,49 @@ def script_interpreter(path: str) -> str | None:
     return first if first and " " not in first else None
 
 
-def _scripts_dir(python: str, timeout_s: float) -> str:
+def _candidates(python: str, timeout_s: float) -> list[str]:
+    """Where the target's `vllm` console script may be: its vLLM's RECORD's, then its scripts directory's."""
     from dflash_doctor.facts.probes import run_probe
 
     outcome = run_probe(python, "scripts_dir", timeout_s=timeout_s)
-    scripts = outcome.data.get("scripts") if isinstance(outcome.data, dict) else None
-    if not isinstance(scripts, str) or not scripts:
+    data = outcome.data if isinstance(outcome.data, dict) else {}
+    recorded = [p for p in data.get("recorded") or [] if isinstance(p, str) and os.path.isabs(p)]
+    scripts = data.get("scripts")
+    if not isinstance(scripts, str) or not os.path.isabs(scripts):
         raise NotJudged(f"cannot ask {python} where its console scripts are ({outcome.error or 'no answer'})")
-    return scripts
+    return list(dict.fromkeys([*recorded, os.path.join(scripts, "vllm")]))
+
+
+def _why_not(script: str, python: str) -> str | None:
+    """Why `script` is not the target's own `vllm` (None: it is)."""
+    try:
+        if not stat.S_ISREG(os.lstat(script).st_mode):
+            return f"{script} is not a regular file (a link or something else)"
+        interpreter = script_interpreter(script)
+    except OSError as exc:
+        return f"{script}: {exc.strerror or exc}"
+    if interpreter is None or not _same_interpreter(interpreter, python):
+        return f"{script} runs {interpreter or 'no Python interpreter named in its #! line'}, not {python}"
+    return None
 
 
 def _console_script(given: str, python: str, timeout_s: float) -> str:
-    script = os.path.join(_scripts_dir(python, timeout_s), "vllm")
-    try:
-        info = os.lstat(script)
-    except OSError:
-        raise NotJudged(f"{python} has no `vllm` console script ({script} is missing); install vLLM there, or "
-                        f"run `{python} -m vllm.entrypoints.openai.api_server --model MODEL ...`") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise NotJudged(f"{script} is not a regular file (a link or something else), so it is not the `vllm` "
-                        "the doctor judged")
-    try:
-        interpreter = script_interpreter(script)
-    except OSError as exc:
-        raise NotJudged(f"cannot read {script} ({exc.strerror or exc})") from None
-    if interpreter is None or not _same_interpreter(interpreter, python):
-        raise NotJudged(f"{script} runs {interpreter or 'no Python interpreter named in its #! line'}, not {python} "
-                        "(the interpreter judged)")
-    if os.sep in given and not _same_file(given, script):
-        raise NotJudged(f"{given} is not {script}, the `vllm` of {python} that was judged; give `vllm` or that path")
-    return script
+    reasons, valid = [], []
+    for script in _candidates(python, timeout_s):
+        why = _why_not(script, python)
+        if why is None:
+            valid.append(script)
+        else:
+            reasons.append(why)
+    if valid and os.sep not in given:
+        return valid[0]
+    if valid:
+        same = [script for script in valid if _same_file(given, script)]
+        if same:
+            return same[0]
+        raise NotJudged(f"{given} is not {valid[0]}, the `vllm` of {python} that was judged; give `vllm` or that path")
+    raise NotJudged(f"{python} has no `vllm` console script of its own ({'; '.join(reasons)}); install vLLM there, "
+                    f"or run `{python} -m vllm.entrypoints.openai.api_server --model MODEL ...`")
 
 
 def judged_program(command: Sequence[str], python: str, timeout_s: float) -> list[str]:
