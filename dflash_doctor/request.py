@@ -50,6 +50,8 @@ class Request:
     """Ask the target's installer what each failing finding's fixes would do (checks.fix.verify)."""
     profile: str | None = None
     """The profile applied, as the report records it."""
+    profile_origin: str | None = None
+    """Where that profile came from: "built-in", or the file that defined it."""
     options: Mapping[str, Any] = field(default_factory=dict)
     """Options for the layers that take them (e.g. "serve": the serve command line, "live": the live check's);
     a check that runs only when asked for runs when its id is among them."""
@@ -78,4 +80,5 @@ class Request:
     def recorded_options(self) -> dict[str, Any]:
         """The options as the report records them (`options` of the JSON report)."""
         return {"no_gpu": self.no_gpu, "target_archs": list(self.target_archs), "only": list(self.only),
-                "skip": list(self.skip), "strict": self.strict, "profile": self.profile, "baseline": self.baseline}
+                "skip": list(self.skip), "strict": self.strict, "profile": self.profile,
+                "profile_origin": self.profile_origin, "baseline": self.baseline}

@@ -214,7 +214,7 @@ def test_the_pipeline_runs_a_request_with_no_command_line(tmp_path: Path) -> Non
     validate_report(done.report)
     assert [c["id"] for c in done.report["checks"]] == ["distributions"]
     assert done.report["options"] == {"no_gpu": True, "target_archs": [], "only": ["distributions"], "skip": [],
-                                      "strict": True, "profile": None, "baseline": None}
+                                      "strict": True, "profile": None, "profile_origin": None, "baseline": None}
     assert done.exit_code in (0, 1) and [r.id for r in done.raw_results] == ["distributions"]
     with pytest.raises(RequestError, match="unknown check or layer: no-such-check"):
         run(Request(python=sys.executable, cwd=str(tmp_path), only=("no-such-check",)))

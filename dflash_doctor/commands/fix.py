@@ -262,7 +262,11 @@ def _plan_document(python: str, steps: Sequence[Step], dropped: Sequence[Step],
 def _write_json(path: str, document: Mapping[str, Any]) -> None:
     from dflash_doctor.render import json_report
 
-    json_report.write(document, path)
+    try:
+        json_report.write(document, path)
+    except OSError as exc:  # what the writer refuses (a link planted there since the start, say): one line
+        sys.stderr.write(f"dflash-doctor: cannot write the fix report: {exc}\n")
+        return
     if path != "-":
         sys.stderr.write(f"dflash-doctor: fix report written to {os.path.abspath(path)}\n")
 

@@ -28,6 +28,7 @@ from dflash_doctor.commands.options import (
     request_of,
     run_parser,
 )
+from dflash_doctor.documents import writer
 
 
 def parser() -> argparse.ArgumentParser:
@@ -106,7 +107,11 @@ def main(argv: Sequence[str]) -> int:
         hosts.append(summary)
         if args.out_dir:
             path = Path(args.out_dir) / f"{label}.json"
-            path.write_text(json.dumps(node.report, indent=1) + "\n", encoding="utf-8")
+            try:
+                writer.replace(str(path), json.dumps(node.report, indent=1) + "\n", writer.JSON_DOCUMENT)
+            except OSError as exc:
+                problems = [*problems, f"cannot write {exc}"]
+                sys.stderr.write(f"dflash-doctor fleet: cannot write {exc}\n")
     if not nodes:
         sys.stderr.write("dflash-doctor fleet: error: the cluster has no alive node\n")
         return 1

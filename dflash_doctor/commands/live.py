@@ -236,22 +236,23 @@ def start_and_check(args: argparse.Namespace, command: Sequence[str], options: A
     `options`: the live check's, from `live_options(args, _serve_url(command), ...)` before the preflight."""
     import dataclasses
     import subprocess
-    import tempfile
     import time
 
     from dflash_doctor.commands.options import OUTPUT_OPTIONS
+    from dflash_doctor.documents import writer
     from dflash_doctor.facts.live import get
 
     url = _serve_url(command)
-    fd, log = tempfile.mkstemp(prefix="vllm-serve-", suffix=".log")
+    fd, log = writer.new_log(prefix="vllm-serve-", suffix=".log")
     started = time.monotonic()
     try:
-        with os.fdopen(fd, "wb") as out:
-            proc = subprocess.Popen(list(command), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    start_new_session=True)
+        proc = subprocess.Popen(list(command), stdout=fd, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
     except OSError as exc:
         sys.stderr.write(f"dflash-doctor serve: cannot start {command[0]!r}: {exc.strerror or exc}\n")
         return 127
+    finally:
+        os.close(fd)  # the server holds its own copy
     sys.stderr.write(f"dflash-doctor serve: started `{command[0]} ...` as PID {proc.pid} (log: {log}); "
                      f"waiting up to {args.live_wait:g} s for {url}/health\n")
     from dflash_doctor.runner import Signals, Stopped, spare

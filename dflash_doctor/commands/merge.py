@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dflash_doctor.documents import writer
 from dflash_doctor.documents.jsondoc import shown_path
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ def emit(hosts: Sequence[HostSummary], args: argparse.Namespace) -> int:
         if args.json:
             write_json(view, args.json)
         if args.markdown:
-            Path(args.markdown).write_text(fleet_view.markdown(view), encoding="utf-8")
+            writer.replace(args.markdown, fleet_view.markdown(view), writer.MARKDOWN)
     except OSError as exc:
         sys.stderr.write(f"dflash-doctor: cannot write {exc.filename}: {exc.strerror}\n")
         ok = False

@@ -171,6 +171,12 @@ def check_output_paths(args: argparse.Namespace) -> None:
             raise UsageError(f"--{option} {shown}: directory {shown_path(str(parent))} does not exist")
         if not os.access(parent, os.W_OK):
             raise UsageError(f"--{option} {shown}: directory {shown_path(str(parent))} is not writable")
+        from dflash_doctor.documents import writer
+
+        try:
+            writer.check(path, {"json": writer.JSON_DOCUMENT, "junit": writer.XML}.get(option, writer.MARKDOWN))
+        except writer.WriteError as exc:
+            raise UsageError(f"--{option} {exc}") from None
     if args.json == "-" and "-" in (getattr(args, "junit", None), getattr(args, "markdown", None)):
         raise UsageError("only one of --json, --junit, --markdown can write to stdout ('-')")
 
@@ -179,7 +185,7 @@ def parse_run_args(argv: Sequence[str], parser: argparse.ArgumentParser | None =
     """Parse a run's options and apply --profile; UsageError for a bad profile, config or output path."""
     parser = parser or run_parser()
     args = parser.parse_args(list(argv))
-    args.profile_applied = None
+    args.profile_applied = args.profile_origin = None
     if args.profile is not None or args.config is not None:
         try:
             profiles = load_profiles(parser, args.config)
@@ -195,7 +201,7 @@ def parse_run_args(argv: Sequence[str], parser: argparse.ArgumentParser | None =
                 flags = ", ".join("--" + m.replace("_", "-") for m in missing)
                 example = " (e.g. --target-arch sm_86)" if "target_arch" in missing else ""
                 raise UsageError(f"profile {profile.name!r} requires {flags}{example}")
-            args.profile_applied = profile.name
+            args.profile_applied, args.profile_origin = profile.name, profile.origin
     _check_run_options(args)
     check_output_paths(args)
     return args
@@ -209,7 +215,7 @@ def request_of(args: argparse.Namespace, **changes: Any) -> Request:
         verify_hashes=bool(args.verify_hashes), timeout_s=float(args.timeout), only=tuple(split_names(args.only)),
         skip=tuple(split_names(args.skip)), strict=bool(args.strict), keep_hosts=bool(args.keep_hosts),
         baseline=args.baseline, verify_fixes=bool(getattr(args, "verify_fixes", False)),
-        profile=getattr(args, "profile_applied", None))
+        profile=getattr(args, "profile_applied", None), profile_origin=getattr(args, "profile_origin", None))
     request = dataclasses.replace(request, **changes)
     if request.baseline:
         check_baseline(request.baseline)

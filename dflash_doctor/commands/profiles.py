@@ -2,7 +2,7 @@
 
 A profile says what a run means. `ci` is "this image is right for that hardware": no GPU on the build
 machine, every warning fails, and the hardware must be named with --target-arch. Users add their own in
-`pyproject.toml` (found from the working directory upwards) or in a file given with `--config`:
+the `pyproject.toml` of the project they are in (`find_pyproject`) or in a file given with `--config`:
 
     [tool.dflash-doctor.profiles.a10-image]      # in a --config file, [profiles.a10-image] also works
     description = "The A10 serving image"
@@ -12,12 +12,15 @@ machine, every warning fails, and the hardware must be named with --target-arch.
 
 Keys are the run options' long names (dashes or underscores); `require` lists options that must end up
 set, from the profile or the command line. Options given on the command line win over the profile.
-Later sources override earlier ones by name: built-in, then pyproject.toml, then --config.
+A file's profile never takes a built-in's name (`ci`, `ticket`): that is an error naming the file, so that a
+pyproject.toml cannot quietly change what `--profile ticket` runs or where it writes. --config overrides
+pyproject.toml by name. The report records the profile and the file it came from (`options.profile_origin`).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,14 +109,21 @@ def _table(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
 
 
 def find_pyproject(start: Path) -> Path | None:
-    """The nearest pyproject.toml from `start` upwards (the project the user is in), or None."""
+    """The pyproject.toml of the project the user is in: the nearest from `start` upwards, looking no further
+    than the repository root (a directory holding .git) and never into a directory the user does not own (/tmp,
+    /, a shared mount: anyone may have put a pyproject.toml there). One the user does not own is not read."""
+    user = os.geteuid()
     for directory in (start, *start.parents):
         candidate = directory / "pyproject.toml"
         try:
+            if directory.stat().st_uid != user:
+                return None
             if candidate.is_file():
-                return candidate
-        except OSError:  # a directory the user may not search: no project there
-            continue
+                return candidate if candidate.stat().st_uid == user else None
+            if os.path.lexists(directory / ".git"):
+                return None
+        except OSError:  # a directory the user may not search: no project found
+            return None
     return None
 
 
@@ -175,6 +185,16 @@ def _profiles_from(table: Any, origin: Path, parser: argparse.ArgumentParser, pr
     return found
 
 
+def _add(profiles: dict[str, Profile], found: Sequence[Profile]) -> None:
+    """Add a file's profiles, later ones replacing earlier ones by name; a built-in's name is an error."""
+    builtin = {p.name for p in BUILTIN_PROFILES}
+    for p in found:
+        if p.name in builtin:
+            raise ProfileError(f"{p.origin}: profile {p.name!r} is built in and cannot be redefined; give yours "
+                               f"another name (it may say extends = \"{p.name}\")")
+        profiles[p.name] = p
+
+
 def load_profiles(parser: argparse.ArgumentParser, config: str | None = None,
                   cwd: Path | None = None) -> dict[str, Profile]:
     """Every profile, later sources overriding earlier ones by name; `extends` resolved."""
@@ -184,10 +204,9 @@ def load_profiles(parser: argparse.ArgumentParser, config: str | None = None,
         text = read_text(str(pyproject), "pyproject.toml", ProfileError)
         if f"tool.{TOOL_KEY}" in text or f'tool."{TOOL_KEY}"' in text:
             tool = _table(_table(_toml_load(pyproject), "tool"), TOOL_KEY)
-            for p in _profiles_from(tool.get("profiles"), pyproject, parser, f"tool.{TOOL_KEY}.profiles"):
-                profiles[p.name] = p
+            _add(profiles, _profiles_from(tool.get("profiles"), pyproject, parser, f"tool.{TOOL_KEY}.profiles"))
     if config is not None:
-        path = Path(config)
+        path = Path(os.path.abspath(config))
         data = _toml_load(path)
         table = data.get("profiles")
         prefix = "profiles"
@@ -196,8 +215,7 @@ def load_profiles(parser: argparse.ArgumentParser, config: str | None = None,
             prefix = f"tool.{TOOL_KEY}.profiles"
         if table is None:
             raise ProfileError(f"{config}: no [profiles.NAME] or [tool.{TOOL_KEY}.profiles.NAME] table")
-        for p in _profiles_from(table, path, parser, prefix):
-            profiles[p.name] = p
+        _add(profiles, _profiles_from(table, path, parser, prefix))
     return {name: _resolve(name, profiles, ()) for name in profiles}
 
 

@@ -4,8 +4,9 @@ Runs the whole doctor (the Python stack, the GPUs, the kernels) plus the model a
 command after `--`: the target and drafter it names, its flags (read by the installed vLLM's own parser when
 vLLM imports in the target, else by a documented subset), the GPUs and the port.
 
-With --exec, when nothing fails, the doctor's process is replaced by the command itself (os.execvp: argv and
-environment exactly as given), so that `ENTRYPOINT ["dflash-doctor", "serve", "--exec", "--", "vllm",
+With --exec, when nothing fails, the doctor's process is replaced by the command itself (os.execv: arguments and
+environment exactly as given), run by the program that was judged: the target interpreter's own `vllm` console
+script, or the target interpreter (`commands.serve_program`), never another `vllm` found on PATH; so that `ENTRYPOINT ["dflash-doctor", "serve", "--exec", "--", "vllm",
 "serve"]` gates a container; when something fails it exits 1 and nothing starts.
 
 When vLLM imports in the target, the command is read by vLLM's own parser and judged by vLLM's own config
@@ -20,7 +21,8 @@ report and leaves the server running, its PID and log stated; a start that dies 
 lines of its log.
 
 Exit codes: as `dflash-doctor`; 2 for a wrong command line (no `--`, nothing after it); with --exec, the
-serve command's own exit code (the doctor is gone), or 127 when it cannot be started; with --exec --live,
+serve command's own exit code (the doctor is gone), 127 when it cannot be started, 126 when its program is not
+the one judged (a `vllm` that is not the target's, another interpreter); with --exec --live,
 the live report's exit code.
 """
 
@@ -111,8 +113,9 @@ def main(argv: Sequence[str]) -> int:
                              "validate": not args.no_vllm_validate, "vllm_parser": not args.no_vllm_parser}}
         from dflash_doctor import pipeline  # after the parse: `--help` needs none of the run
 
+        request = run_options.request_of(args, options=options)
         with live_progress(args) as on_event:
-            run = pipeline.run(run_options.request_of(args, options=options), handle_signals=True, on_event=on_event)
+            run = pipeline.run(request, handle_signals=True, on_event=on_event)
     except run_options.UsageError as exc:
         sys.stderr.write(f"dflash-doctor serve: error: {exc}\n")
         return 2
@@ -122,19 +125,25 @@ def main(argv: Sequence[str]) -> int:
     exit_if_lingering(run, code or 1)  # a collector ignored the stop: never start the server on a partial verdict
     if not args.exec:
         return code
-    if code != 0:
+    from dflash_doctor.commands.serve_program import NotJudged, judged_program
+
+    try:
+        if code != 0:
+            raise NotJudged("the checks above failed", code)
+        program = judged_program(command, request.interpreter, args.timeout)
+    except NotJudged as exc:
         from dflash_doctor.render.redact import Redactor, argv_secrets, given_secrets
 
         redactor = Redactor.for_this_machine(keep_hosts=True, secrets=given_secrets(command))
         shown = redactor.secrets(" ".join(argv_secrets(command)))
-        sys.stderr.write(f"dflash-doctor serve: not starting `{shown}`: the checks above failed\n")
-        return code
+        sys.stderr.write(f"dflash-doctor serve: not starting `{shown}`: {exc}\n")
+        return exc.code
     if args.live:
         from dflash_doctor.commands.live import start_and_check
 
-        return start_and_check(args, command, live_check)
+        return start_and_check(args, program, live_check)
     try:
-        os.execvp(command[0], command)
+        os.execv(program[0], program)
     except OSError as exc:
         sys.stderr.write(f"dflash-doctor serve: cannot start {command[0]!r}: {exc.strerror or exc}\n")
         return 127

@@ -24,13 +24,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import stat
 import subprocess
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from dflash_doctor.commands.snapshot_schema import (
     FORMAT,
@@ -45,6 +44,7 @@ from dflash_doctor.commands.snapshot_schema import (
     resolves_inside,
     sha256_of,
 )
+from dflash_doctor.documents import writer
 from dflash_doctor.facts.safefile import open_regular, under
 
 __all__ = ["Snapshot", "SnapshotError", "apply", "confine", "latest", "load", "load_run", "private_dir", "restore",
@@ -69,11 +69,8 @@ def private_dir(path: Path) -> None:
 
 
 def write_private(path: Path, text: str) -> None:
-    """Write `path` as a file only its owner reads (replacing one there, never following a link)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        os.fchmod(fd, FILE_MODE)
-        fh.write(text)
+    """Write `path` as a file only its owner reads (replacing the doctor's own one there, never following a link)."""
+    writer.replace(str(path), text, writer.JSON_DOCUMENT, FILE_MODE)
 
 
 def _entry(path: str) -> list[Any]:
@@ -138,12 +135,16 @@ def _copy_file(source: str, dest: Path) -> tuple[str, int, int]:
     digest = hashlib.sha256()
     with open_regular(source) as src:
         st = os.fstat(src.fileno())
-        fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
-        with os.fdopen(fd, "wb") as out:
-            for chunk in iter(lambda: src.read(1 << 20), b""):
-                digest.update(chunk)
-                out.write(chunk)
+        writer.create_new(str(dest), _chunks(src, digest), FILE_MODE)
     return digest.hexdigest(), stat.S_IMODE(st.st_mode), st.st_mtime_ns
+
+
+def _chunks(src: BinaryIO, digest: Any = None) -> Iterator[bytes]:
+    """`src`'s bytes in chunks of 1 MiB, each added to `digest` (a hashlib object) when one is given."""
+    for chunk in iter(lambda: src.read(1 << 20), b""):
+        if digest is not None:
+            digest.update(chunk)
+        yield chunk
 
 
 def _copy_into(start: str, files: Path, saved: dict[str, dict[str, Any]], roots: Sequence[str],
@@ -288,7 +289,8 @@ def apply(snap: Snapshot, roots: Sequence[str]) -> list[str]:
                 continue
             if current is not None:
                 remove(path)
-            shutil.copyfile(snap.copy_of(path), path, follow_symlinks=False)
+            with open_regular(str(snap.copy_of(path))) as copy:
+                writer.create_new(path, _chunks(copy), FILE_MODE)
             os.chmod(path, int(info["mode"]))
             os.utime(path, ns=(int(info["mtime_ns"]), int(info["mtime_ns"])))
     return differences(snap, walked)

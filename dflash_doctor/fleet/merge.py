@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from dflash_doctor import __version__
+from dflash_doctor.documents import writer
 from dflash_doctor.facts import envsummary
 from dflash_doctor.render.report import ReportError, load, sections_of
 
@@ -262,4 +263,4 @@ def write_json(view: Mapping[str, Any], path: str) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
     else:
-        Path(path).write_text(text, encoding="utf-8")
+        writer.replace(path, text, writer.JSON_DOCUMENT)

@@ -90,7 +90,9 @@ def gather(address: str, request: Request, *, gpus: str = "all", timeout_s: floa
         if len(nodes) < min_nodes:
             problems.append(f"only {len(nodes)} alive node(s) after {wait_s:g} s, expected at least {min_nodes}")
         task = ray.remote(_node_doctor)
-        fields = {f.name: getattr(request, f.name) for f in dataclasses.fields(request)}
+        # Only what differs from the defaults: a node with an older doctor then runs any request it can.
+        fields = {f.name: getattr(request, f.name) for f in dataclasses.fields(request)
+                  if f.default is dataclasses.MISSING or getattr(request, f.name) != f.default}
         fields["options"], fields["host"] = dict(request.options), dict(request.host)
         refs = []
         for node in nodes:

@@ -81,7 +81,8 @@ def render(report: Mapping[str, Any], stream: IO[str]) -> None:
         from dflash_doctor.render import markdown
 
         try:
-            with open(step_summary, "a", encoding="utf-8") as handle:
-                handle.write(markdown.summary(report) + "\n")
+            from dflash_doctor.documents import writer
+
+            writer.append(step_summary, markdown.summary(report) + "\n")
         except OSError:
             pass  # the annotations are written; a missing summary file must not fail the gate

@@ -12,8 +12,9 @@ import json
 import math
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
+
+from dflash_doctor.documents import writer
 
 __all__ = ["dumps", "finite", "write"]
 
@@ -44,4 +45,4 @@ def write(report: Mapping[str, Any], destination: str) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
     else:
-        Path(destination).write_text(text, encoding="utf-8")
+        writer.replace(destination, text, writer.JSON_DOCUMENT)

@@ -17,8 +17,9 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
+
+from dflash_doctor.documents import writer
 
 __all__ = ["render", "write"]
 
@@ -131,4 +132,4 @@ def write(report: Mapping[str, Any], path: str) -> None:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
     else:
-        Path(path).write_bytes(data)
+        writer.replace(path, data, writer.XML)

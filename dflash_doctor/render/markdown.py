@@ -13,7 +13,6 @@ import html
 import json
 import re
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from dflash_doctor.model import CheckResult
@@ -191,4 +190,6 @@ def write(report: Mapping[str, Any], path: str) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
     else:
-        Path(path).write_text(text, encoding="utf-8")
+        from dflash_doctor.documents import writer
+
+        writer.replace(path, text, writer.MARKDOWN)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -38,6 +37,7 @@ from dflash_doctor.checks.fix.codes import (
     BASELINE_VERSION_DRIFT,
 )
 from dflash_doctor.checks.remedy import Installer, quote
+from dflash_doctor.documents import writer
 from dflash_doctor.facts import envsummary
 from dflash_doctor.facts.baseline_shapes import (
     Baseline,
@@ -108,7 +108,7 @@ def current_state(sections: Mapping[str, Any], *, driver_range: str | None = Non
 
 
 def save(path: str, state: Baseline) -> None:
-    Path(path).write_text(json.dumps(state.to_json(), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    writer.replace(path, json.dumps(state.to_json(), indent=1, sort_keys=True) + "\n", writer.JSON_DOCUMENT)
 
 
 # ------------------------------------------------------------------------------------------ comparing

@@ -1,0 +1,23 @@
+# Probe: runs inside the TARGET interpreter, standard library only, Python 3.8+.
+# Where this interpreter's `vllm` console script is: the one the installed vLLM distribution's RECORD lists (a
+# file named vllm in a bin/ directory), and this interpreter's install-scheme scripts directory.
+import json
+import os
+import sys
+import sysconfig
+
+MARKER = "@@dflash-doctor-facts@@"
+
+recorded = []
+try:
+    from importlib import metadata
+
+    dist = metadata.distribution("vllm")
+    for entry in dist.files or []:
+        if entry.name == "vllm" and entry.parent.name == "bin":
+            recorded.append(os.path.normpath(str(dist.locate_file(entry))))
+except Exception:  # noqa: BLE001 - no vLLM distribution, or unreadable metadata: the scripts directory alone
+    recorded = []
+sys.stdout.write(MARKER + "\n" + json.dumps({"recorded": recorded[:8], "scripts": sysconfig.get_path("scripts"),
+                                             "executable": sys.executable}) + "\n")
+sys.stdout.flush()
