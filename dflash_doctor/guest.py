@@ -8,6 +8,11 @@ facts as JSON on stdin and answering with the findings as JSON. The doctor kills
 at the run's `--timeout` or when the run is stopped (a thread could not be stopped: a plugin holding the
 GIL would hold the doctor with it). The built-in checks are the doctor's own code and run in-process; the
 extra process is paid only where a plugin is installed.
+
+Whatever a plugin starts ends with its guest, a daemon that left the process group (`setsid()` after a double
+fork) included: the guest host is the child subreaper of the plugin's processes, ends them all when the
+plugin is done, and the doctor ends them by pid (`dflash_doctor.facts.proctree.end_tree`) when it kills the
+guest at its timeout or at a stop.
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from dflash_doctor.check import Check, Facts, SectionError
-from dflash_doctor.facts.probes import exchange, kill_group
+from dflash_doctor.facts.probes import exchange
+from dflash_doctor.facts.proctree import end_tree
 from dflash_doctor.model import Finding, Remediation, Status
 
 __all__ = ["ANSWER", "CHECK_ID", "STOP", "Declared", "GuestCheck", "GuestRun", "declaration_problems", "declare",
@@ -86,9 +92,10 @@ def run_guest(request: Mapping[str, Any], timeout_s: float, stop: threading.Even
     except OSError as exc:
         return GuestRun(None, f"could not be started ({exc.strerror or exc})")
     try:
-        ran = exchange(proc, payload, timeout_s, stdout_cap=ANSWER_CAP, stderr_cap=STDERR_CAP, stop=stop)
+        ran = exchange(proc, payload, timeout_s, stdout_cap=ANSWER_CAP, stderr_cap=STDERR_CAP, stop=stop,
+                       kill=end_tree)
     except BaseException:
-        kill_group(proc)
+        end_tree(proc)
         proc.wait()
         raise
     seconds = time.monotonic() - started

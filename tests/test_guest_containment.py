@@ -1,0 +1,145 @@
+"""What a plugin can reach through its guest stays inside it: whatever processes it starts end with it (a
+daemon in a session of its own included), it reports only findings of its own check, and what it answers is
+bounded in depth.
+
+Each plugin is a real wheel installed by pip where the doctor's interpreter finds it; the doctor is the real
+CLI in a subprocess; the daemons are real processes, double-forked into sessions of their own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import Doctor, finding
+from test_plugin_guests import HEADER, check_class, install_plugin
+
+pytestmark = pytest.mark.slow
+
+# ------------------------------------------------------------------ what a plugin starts ends with it
+
+# A daemon as daemons are made: fork, setsid() into a session (and process group) of its own, fork again so it is
+# no session leader, the middle process exits; its stdio goes to /dev/null, so it holds none of the guest's pipes.
+# It writes its pid, then beats its heartbeat file for a minute.
+DAEMON = '''
+def start_daemon(pidfile, heartbeat):
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            with open(pidfile + ".tmp", "w") as out:
+                out.write(str(os.getpid()))
+            os.rename(pidfile + ".tmp", pidfile)
+            for _ in range(1200):
+                with open(heartbeat, "w") as out:
+                    out.write(str(time.time()))
+                time.sleep(0.05)
+            os._exit(0)
+        os._exit(0)
+    os.wait()
+    deadline = time.time() + 20
+    while not os.path.exists(pidfile) and time.time() < deadline:
+        time.sleep(0.01)
+'''
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def _ended(pid: int, seconds: float = 3.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while _alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _daemon_plugin(tmp_path: Path, *, at_import: bool, judge_then: str = "") -> tuple[dict[str, str], Path, Path]:
+    pidfile, heartbeat = tmp_path / "daemon.pid", tmp_path / "daemon.beat"
+    start = f"start_daemon({str(pidfile)!r}, {str(heartbeat)!r})"
+    body = ("" if at_import else start + "\n") + judge_then + "\nyield Finding('site-guest.ok', Status.PASS, 'ok')"
+    source = HEADER + DAEMON + check_class(body) + (start + "\n" if at_import else "")
+    return install_plugin(tmp_path, source), pidfile, heartbeat
+
+
+def _pid(pidfile: Path) -> int:
+    assert pidfile.exists(), "the plugin's daemon never started"
+    return int(pidfile.read_text())
+
+
+def _kill(pid: int) -> None:
+    if _alive(pid):  # leave nothing behind when the test fails
+        os.kill(pid, 9)
+
+
+@pytest.mark.parametrize("at_import", [False, True], ids=["started-by-judge", "started-at-import"])
+def test_a_daemon_a_plugin_starts_ends_when_the_doctor_is_done(doctor: Doctor, tmp_path: Path,
+                                                               at_import: bool) -> None:
+    env, pidfile, heartbeat = _daemon_plugin(tmp_path, at_import=at_import)
+    report, proc = doctor.report("--no-gpu", "--only", "site", "--timeout", "30", env=env, timeout=120)
+    pid = _pid(pidfile)
+    try:
+        assert _ended(pid), f"the plugin's daemon {pid} outlived the doctor"
+        beat = heartbeat.stat().st_mtime
+        time.sleep(0.3)
+        assert heartbeat.stat().st_mtime == beat, "the daemon's heartbeat goes on"
+    finally:
+        _kill(pid)
+    assert finding(report, "site-guest.ok")["status"] == "pass"
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("at_import", [False, True], ids=["started-by-judge", "started-at-import"])
+def test_a_daemon_a_plugin_starts_ends_when_the_doctor_kills_it_at_the_timeout(doctor: Doctor, tmp_path: Path,
+                                                                              at_import: bool) -> None:
+    hang = "while True:\n    time.sleep(1)"
+    pidfile, heartbeat = tmp_path / "daemon.pid", tmp_path / "daemon.beat"
+    start = f"start_daemon({str(pidfile)!r}, {str(heartbeat)!r})"
+    if at_import:  # its import starts the daemon and never returns
+        source = HEADER + DAEMON + check_class("pass\nyield") + start + "\n" + hang + "\n"
+    else:
+        source = HEADER + DAEMON + check_class(start + "\n" + hang + "\nyield")
+    env = install_plugin(tmp_path, source)
+    only = "distributions" if at_import else "site,distributions"  # a plugin that did not load has no layer
+    report, proc = doctor.report("--no-gpu", "--only", only, "--timeout", "4", env=env, timeout=120)
+    pid = _pid(pidfile)
+    try:
+        assert _ended(pid), f"the plugin's daemon {pid} outlived the doctor"
+    finally:
+        _kill(pid)
+    code = "doctor.plugin-failed" if at_import else "doctor.plugin-timeout"
+    assert "acme_guest:SiteCheck" in json.dumps(finding(report, code))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+
+
+def test_a_daemon_a_plugin_starts_ends_even_when_the_doctor_is_killed_outright(tmp_path: Path) -> None:
+    env, pidfile, _ = _daemon_plugin(tmp_path, at_import=False, judge_then="while True:\n    time.sleep(1)")
+    argv = [sys.executable, "-m", "dflash_doctor", "--no-gpu", "--only", "site", "--timeout", "600"]
+    proc = subprocess.Popen(argv, cwd=tmp_path, env={**os.environ, **env}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not pidfile.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the plugin's judge never started its daemon"
+            time.sleep(0.05)
+    finally:
+        proc.kill()  # SIGKILL: the doctor cleans up nothing itself
+        proc.wait()
+    pid = _pid(pidfile)
+    try:
+        assert _ended(pid, 10), f"the plugin's daemon {pid} outlived the doctor"
+    finally:
+        _kill(pid)
