@@ -30,18 +30,22 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from dflash_doctor.check import Check, Facts, SectionError
+from dflash_doctor.codes.core import PLUGIN_FOREIGN_IDS
 from dflash_doctor.facts.probes import exchange
 from dflash_doctor.facts.proctree import end_tree
 from dflash_doctor.model import Finding, Remediation, Status
 
-__all__ = ["ANSWER", "CHECK_ID", "STOP", "Declared", "GuestCheck", "GuestRun", "declaration_problems", "declare",
-           "describe", "run_guest", "wrap"]
+__all__ = ["ANSWER", "CHECK_ID", "RESERVED_IDS", "STOP", "Declared", "GuestCheck", "GuestRun", "declaration_problems",
+           "declare", "describe", "run_guest", "wrap"]
 
 CHECK_ID = re.compile(r"[a-z0-9][a-z0-9._-]*")
 """A check id or layer, as the report schema allows it."""
 FINDING_ID = re.compile(r"[a-z0-9-]+\.[a-z0-9.-]+")
 RESERVED_IDS = frozenset({"doctor", "plugins"})
 """Ids of the results the doctor itself reports."""
+FOREIGN_SHOWN = 5
+"""How many of the ids a plugin used that are not its own an error names."""
+ID_SHOWN = 80
 KNOWN_LAYERS = ("python", "gpu", "kernels", "models", "serve")
 """The built-in layers; a plugin may name a layer of its own (e.g. "site")."""
 
@@ -195,6 +199,11 @@ def _finding_problem(item: object) -> str:
     return ""
 
 
+def _shown(ident: str) -> str:
+    """A finding id a plugin chose, quoted for a title (escaped, cut to ID_SHOWN characters)."""
+    return ascii(ident if len(ident) <= ID_SHOWN else ident[:ID_SHOWN] + "...")
+
+
 def _plain(item: Finding) -> Finding:
     """The finding with its evidence as plain JSON data (a guest's objects become their repr)."""
     evidence = json.loads(json.dumps(dict(item.evidence), default=repr))
@@ -307,7 +316,22 @@ class GuestCheck:
         if problem:
             return self._error("doctor.plugin-crashed", f"{who}: judging, its process gave an answer the doctor "
                                f"cannot read ({problem})", ran.stderr, failure=problem)
-        return findings
+        return self._own(findings, who)
+
+    def _own(self, findings: tuple[Finding, ...], who: str) -> tuple[Finding, ...]:
+        """The findings under this check's own ids (`<id>.<name>`), and an error naming the others, dropped: a
+        plugin does not speak for the doctor (`doctor.interrupted`) or for a built-in check."""
+        own = tuple(f for f in findings if f.id.startswith(f"{self.id}."))
+        foreign = sorted({f.id for f in findings} - {f.id for f in own})
+        if not foreign:
+            return own
+        shown = [_shown(ident) for ident in foreign[:FOREIGN_SHOWN]]
+        more = f" and {len(foreign) - len(shown)} more" if len(foreign) > len(shown) else ""
+        return (*own, PLUGIN_FOREIGN_IDS.finding(
+            Status.ERROR, f"{who}: reported findings under ids that are not its own, dropped: "
+            f"{', '.join(shown)}{more}", f"Its findings' ids must begin with {self.id + '.'!r}.",
+            evidence={"plugin": self.origin, "entry_point": self.entry_point, "ids": shown,
+                      "dropped": len(findings) - len(own)}))
 
 
 def wrap(declared: Mapping[str, Any], name: str, origin: str, entry_point: str, timeout_s: float) -> Check:

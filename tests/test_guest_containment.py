@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import Doctor, finding
-from test_plugin_guests import HEADER, check_class, install_plugin
+from conftest import Doctor, finding, findings_of
+from test_plugin_guests import HEADER, check_class, check_result, install_plugin
 
 pytestmark = pytest.mark.slow
 
@@ -143,3 +143,50 @@ def test_a_daemon_a_plugin_starts_ends_even_when_the_doctor_is_killed_outright(t
         assert _ended(pid, 10), f"the plugin's daemon {pid} outlived the doctor"
     finally:
         _kill(pid)
+
+
+# ------------------------------------------------------------- a plugin reports under its own id only
+
+FORGED = {
+    "the-doctors-stop": "doctor.interrupted",
+    "a-builtin-checks": "distributions.ok",
+    "its-layers-not-its-checks": "site.ok",
+    "a-long-one": "doctor." + "x" * 500,
+}
+
+
+@pytest.mark.parametrize("case", sorted(FORGED))
+def test_a_finding_under_an_id_not_its_own_is_dropped_for_an_error_naming_the_plugin(doctor: Doctor,
+                                                                                    tmp_path: Path, case: str) -> None:
+    forged = FORGED[case]
+    body = (f"yield Finding({forged!r}, Status.PASS, 'all is well, says the doctor')\n"
+            "yield Finding('site-guest.own', Status.WARN, 'its own finding')")
+    env = install_plugin(tmp_path, HEADER + check_class(body))
+    report, proc = doctor.report("--no-gpu", "--only", "site", env=env)
+    assert forged not in [f["id"] for f in findings_of(report)]
+    assert not report.get("partial")
+    ids = [f["id"] for f in check_result(report, "site-guest")["findings"]]  # type: ignore[union-attr]
+    assert ids == ["site-guest.own", "doctor.plugin-foreign-ids"]
+    error = finding(report, "doctor.plugin-foreign-ids")
+    assert error["status"] == "error"
+    assert "acme_guest:SiteCheck" in error["title"] and "acme-guest" in error["title"]
+    assert f"'{forged[:80]}" in error["title"]
+    assert len(error["title"]) < 400  # a long id is shown cut
+    assert check_result(report, "site-guest")["status"] == "error"
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    explained = doctor("explain", "doctor.plugin-foreign-ids")
+    assert explained.returncode == 0 and "its own check's id" in explained.stdout
+
+
+@pytest.mark.parametrize("check_id", ["fleet", "build-prerequisites", "distributions.more", "doctor.site",
+                                      "plugins"])
+def test_a_plugin_may_not_take_an_id_the_doctors_or_a_builtin_checks_findings_begin_with(
+        doctor: Doctor, tmp_path: Path, check_id: str) -> None:
+    own = f"{check_id}.ok"
+    env = install_plugin(tmp_path, HEADER + check_class(f"yield Finding({own!r}, Status.PASS, 'ok')",
+                                                        check_id=repr(check_id)))
+    report, proc = doctor.report("--no-gpu", "--only", "distributions", env=env)
+    invalid = finding(report, "doctor.plugin-invalid")
+    assert "reserved" in invalid["title"] and repr(check_id) in invalid["title"]
+    assert own not in [f["id"] for f in findings_of(report)]
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
