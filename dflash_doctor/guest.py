@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 
 from dflash_doctor.check import Check, Facts, SectionError
 from dflash_doctor.codes.core import PLUGIN_FOREIGN_IDS
+from dflash_doctor.documents.jsondoc import DocumentError, parse_json, too_deep
 from dflash_doctor.facts.probes import exchange
 from dflash_doctor.facts.proctree import end_tree
 from dflash_doctor.model import Finding, Remediation, Status
@@ -59,6 +60,9 @@ ANSWER_CAP = 16 << 20
 STDERR_CAP = 1 << 20
 """The most a guest may print (to stderr; its last lines are kept as evidence)."""
 STDERR_SHOWN = 1000
+EVIDENCE_DEPTH = 16
+"""How deep a guest's finding's evidence may nest dicts and lists: its report (and a fleet summary of reports)
+stays within the depth any JSON the doctor reads may have (`dflash_doctor.documents.jsondoc.MAX_DEPTH`)."""
 BOOT = "import sys, json; sys.path[:] = json.loads(sys.argv[1]); from dflash_doctor.guest_host import main; main()"
 
 
@@ -111,26 +115,32 @@ def run_guest(request: Mapping[str, Any], timeout_s: float, stop: threading.Even
         cap = ANSWER_CAP if ran.overflow == "stdout" else STDERR_CAP
         return GuestRun(None, f"wrote more than {cap >> 20} MiB to {ran.overflow} and was stopped",
                         seconds=seconds, stderr=stderr)
-    answer = _answer(ran.stdout)
+    answer, unreadable = _answer(ran.stdout)
     if answer is not None:
         return GuestRun(answer, seconds=seconds, stderr=stderr)
     code = proc.returncode
     if code is not None and code < 0:
         failure = f"was killed by {_signal_name(-code)}"
+    elif unreadable:
+        failure = f"gave an answer the doctor cannot read ({unreadable})"
     else:
         failure = f"exited with code {code} without an answer"
     return GuestRun(None, failure, seconds=seconds, stderr=stderr)
 
 
-def _answer(stdout: bytes) -> Mapping[str, Any] | None:
+def _answer(stdout: bytes) -> tuple[Mapping[str, Any] | None, str]:
+    """The guest's answer, read as any JSON the doctor reads (bounded in depth and numbers: nothing after it,
+    validation, redaction or rendering, runs out of stack), or why it cannot be read ("" when there is none)."""
     _, found, payload = stdout.partition(ANSWER.encode())
     if not found:
-        return None
+        return None, ""
     try:
-        answer = json.loads(payload)
-    except (ValueError, RecursionError):
-        return None
-    return answer if isinstance(answer, dict) else None
+        answer = parse_json(payload.decode("utf-8"))
+    except UnicodeDecodeError:
+        return None, "not UTF-8 text"
+    except DocumentError as exc:
+        return None, str(exc)
+    return (answer, "") if isinstance(answer, dict) else (None, f"a JSON {type(answer).__name__}, not an object")
 
 
 def _signal_name(number: int) -> str:
@@ -193,6 +203,8 @@ def _finding_problem(item: object) -> str:
         return f"finding {item.id}: cause {item.cause!r} is not a finding id"
     if not isinstance(item.evidence, Mapping):
         return f"finding {item.id}: evidence is not a mapping"
+    if too_deep(item.evidence, EVIDENCE_DEPTH):
+        return f"finding {item.id}: evidence is nested deeper than {EVIDENCE_DEPTH} levels"
     if not all(isinstance(r, Remediation) and isinstance(r.command, str) and r.command
                and isinstance(r.why, str) for r in item.remediation):
         return f"finding {item.id}: remediation is not a sequence of Remediation with a command"

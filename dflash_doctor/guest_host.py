@@ -80,7 +80,10 @@ def _judge(plugin: Any, request: dict[str, Any]) -> dict[str, Any]:
         problem = _finding_problem(item)
         if problem:
             return {"invalid": problem}
-    return {"findings": [_plain(item).to_dict() for item in findings]}
+    try:
+        return {"findings": [_plain(item).to_dict() for item in findings]}
+    except (ValueError, TypeError, RecursionError) as exc:  # a cycle, a key JSON cannot have, a tuple nested deep
+        return {"invalid": f"a finding whose evidence is not JSON data ({describe(exc)})"}
 
 
 def answer(request: dict[str, Any]) -> dict[str, Any]:

@@ -190,3 +190,62 @@ def test_a_plugin_may_not_take_an_id_the_doctors_or_a_builtin_checks_findings_be
     assert "reserved" in invalid["title"] and repr(check_id) in invalid["title"]
     assert own not in [f["id"] for f in findings_of(report)]
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
+
+
+# ------------------------------------------------------------------------- what it answers is bounded
+
+# The guest's own answer, written past the guest host's checks: straight onto the pipe the answer goes by (the
+# one pipe among its open files that is neither its stdin nor its stderr), then the process ends.
+FORGE_ANSWER = '''
+def forge_answer(payload):
+    links = {}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            links[int(name)] = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue
+    (answer_fd,) = [fd for fd, link in links.items()
+                    if fd > 2 and link.startswith("pipe:") and link not in (links[0], links[2])]
+    os.write(answer_fd, b"@@dflash-doctor-guest@@" + payload.encode() + b"\\n")
+    os._exit(0)
+'''
+
+def nested(levels: int, inner: str = "{}", wrap: str = "{{'a': {}}}") -> str:
+    """Plugin code that builds `ev`, `levels` containers deep."""
+    return f"ev = {inner}\nfor _ in range({levels}):\n    ev = {wrap.format('ev')}\n"
+
+
+YIELD_DEEP = "yield Finding('site-guest.deep', Status.WARN, 'deep', evidence={'x': ev})"
+FORGE_DEEP = ("forge_answer(json.dumps({'findings': [{'id': 'site-guest.deep', 'status': 'warn', 'title': 'deep', "
+              "'evidence': ev}]}))\nyield")
+DEEP_ANSWERS = {
+    # what the plugin's judge does, the finding the doctor reports, what its title says
+    "evidence-600-deep": (nested(600) + YIELD_DEEP, "doctor.plugin-invalid", "evidence is nested deeper than 16"),
+    "evidence-of-tuples-600-deep": (nested(600, "()", "({},)") + YIELD_DEEP, "doctor.plugin-crashed",
+                                    "nested deeper than 64 levels"),
+    "evidence-holding-itself": ("ev = {}\nev['self'] = ev\n" + YIELD_DEEP, "doctor.plugin-invalid",
+                                "evidence is nested deeper than 16"),
+    "forged-answer-600-deep": (nested(600) + FORGE_DEEP, "doctor.plugin-crashed", "nested deeper than 64 levels"),
+    "forged-answer-40-deep": (nested(40) + FORGE_DEEP, "doctor.plugin-crashed", "evidence is nested deeper than 16"),
+    "forged-answer-100000-deep": ("forge_answer('[' * 100000 + ']' * 100000)\nyield", "doctor.plugin-crashed",
+                                  "nested deeper than 64 levels"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DEEP_ANSWERS))
+def test_an_answer_nested_too_deep_is_an_error_naming_the_plugin_never_a_traceback(doctor: Doctor, tmp_path: Path,
+                                                                                   case: str) -> None:
+    body, code, said = DEEP_ANSWERS[case]
+    env = install_plugin(tmp_path, "import json\n" + HEADER + FORGE_ANSWER + check_class(body))
+    out = tmp_path / "r.md"
+    report, proc = doctor.report("--no-gpu", "--only", "site,distributions", "--markdown", str(out), env=env)
+    assert "Traceback" not in proc.stderr and "RecursionError" not in proc.stderr, proc.stderr[-2000:]
+    error = finding(report, code)
+    assert said in error["title"] and "acme_guest:SiteCheck" in error["title"], error["title"]
+    assert [f["id"] for f in check_result(report, "site-guest")["findings"]] == [code]  # type: ignore[union-attr]
+    assert check_result(report, "distributions")["status"] in ("pass", "warn", "fail")
+    assert proc.returncode == 1
+    assert code in out.read_text()
+    terminal = doctor("--no-gpu", "--only", "site", env=env)
+    assert terminal.returncode == 1 and "Traceback" not in terminal.stdout + terminal.stderr
+    assert code in terminal.stdout
