@@ -47,6 +47,7 @@ RESERVED_IDS = frozenset({"doctor", "plugins"})
 FOREIGN_SHOWN = 5
 """How many of the ids a plugin used that are not its own an error names."""
 ID_SHOWN = 80
+TEXT_SHOWN = 2000
 KNOWN_LAYERS = ("python", "gpu", "kernels", "models", "serve")
 """The built-in layers; a plugin may name a layer of its own (e.g. "site")."""
 
@@ -60,6 +61,8 @@ ANSWER_CAP = 16 << 20
 STDERR_CAP = 1 << 20
 """The most a guest may print (to stderr; its last lines are kept as evidence)."""
 STDERR_SHOWN = 1000
+FINDINGS_CAP = 1000
+"""The most findings one guest's judge may report (a check reports a handful)."""
 EVIDENCE_DEPTH = 16
 """How deep a guest's finding's evidence may nest dicts and lists: its report (and a fleet summary of reports)
 stays within the depth any JSON the doctor reads may have (`dflash_doctor.documents.jsondoc.MAX_DEPTH`)."""
@@ -211,6 +214,12 @@ def _finding_problem(item: object) -> str:
     return ""
 
 
+def _said_cut(said: object) -> str:
+    """What a guest said went wrong (an exception's message, say), cut to TEXT_SHOWN characters."""
+    text = str(said)
+    return text if len(text) <= TEXT_SHOWN else f"{text[:TEXT_SHOWN]}... ({len(text)} characters)"
+
+
 def _shown(ident: str) -> str:
     """A finding id a plugin chose, quoted for a title (escaped, cut to ID_SHOWN characters)."""
     return ascii(ident if len(ident) <= ID_SHOWN else ident[:ID_SHOWN] + "...")
@@ -243,9 +252,9 @@ def declare(name: str, entry_point: str, timeout_s: float) -> Declared:
             return Declared(None, f"loading it did not finish (still busy after {ran.seconds:.1f} s)")
         return Declared(None, f"loading it in a process of its own failed: it {ran.failure}" + _said(ran.stderr))
     if "raised" in answer:
-        return Declared(None, str(answer["raised"]))
+        return Declared(None, _said_cut(answer["raised"]))
     if "invalid" in answer:
-        return Declared(None, str(answer["invalid"]), invalid=True)
+        return Declared(None, _said_cut(answer["invalid"]), invalid=True)
     declared = answer.get("declared")
     problems = declaration_problems(_Declaration(declared)) if isinstance(declared, dict) else ["no declarations"]
     if problems:
@@ -316,18 +325,23 @@ class GuestCheck:
                 raise SectionError(str(missing.get("section")), str(missing.get("reason")),
                                    str(missing.get("what") or "could not be collected"))
         if "raised" in answer:
-            return self._error("doctor.plugin-crashed", f"{who}: judge raised {answer['raised']}",
-                               exception=str(answer["raised"]))
+            raised = _said_cut(answer["raised"])
+            return self._error("doctor.plugin-crashed", f"{who}: judge raised {raised}", exception=raised)
         if "invalid" in answer:
-            return self._error("doctor.plugin-invalid", f"{who}: judge returned {answer['invalid']}")
+            return self._error("doctor.plugin-invalid", f"{who}: judge returned {_said_cut(answer['invalid'])}")
         try:
-            findings = tuple(Finding.from_dict(item) for item in answer["findings"])
+            listed = list(answer["findings"])
+            findings = tuple(Finding.from_dict(item) for item in listed[:FINDINGS_CAP])
             problem = next((p for p in map(_finding_problem, findings) if p), "")
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             problem = describe(exc)
         if problem:
             return self._error("doctor.plugin-crashed", f"{who}: judging, its process gave an answer the doctor "
                                f"cannot read ({problem})", ran.stderr, failure=problem)
+        if len(listed) > FINDINGS_CAP:  # each one is judged, redacted and rendered: a flood is cut, and said
+            return (*self._own(findings, who), *self._error(
+                "doctor.plugin-invalid", f"{who}: judge returned {len(listed)} findings, more than "
+                f"{FINDINGS_CAP}: the first {FINDINGS_CAP} are kept, the rest dropped", findings=len(listed)))
         return self._own(findings, who)
 
     def _own(self, findings: tuple[Finding, ...], who: str) -> tuple[Finding, ...]:

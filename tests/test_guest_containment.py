@@ -249,3 +249,23 @@ def test_an_answer_nested_too_deep_is_an_error_naming_the_plugin_never_a_traceba
     terminal = doctor("--no-gpu", "--only", "site", env=env)
     assert terminal.returncode == 1 and "Traceback" not in terminal.stdout + terminal.stderr
     assert code in terminal.stdout
+
+
+def test_a_flood_of_findings_is_cut_to_the_cap_with_an_error_naming_the_plugin(doctor: Doctor, tmp_path: Path) -> None:
+    body = "for i in range(5000):\n    yield Finding(f'site-guest.n{i}', Status.WARN, 'one of many')"
+    env = install_plugin(tmp_path, HEADER + check_class(body))
+    report, proc = doctor.report("--no-gpu", "--only", "site", env=env)
+    ids = [f["id"] for f in check_result(report, "site-guest")["findings"]]  # type: ignore[union-attr]
+    assert ids == [f"site-guest.n{i}" for i in range(1000)] + ["doctor.plugin-invalid"]
+    error = finding(report, "doctor.plugin-invalid")
+    assert "5000 findings, more than 1000" in error["title"] and "acme_guest:SiteCheck" in error["title"]
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+
+
+def test_what_a_plugin_raises_is_shown_cut_however_long_its_message(doctor: Doctor, tmp_path: Path) -> None:
+    env = install_plugin(tmp_path, HEADER + check_class("raise ValueError('why ' * 1_000_000)\nyield"))
+    report, proc = doctor.report("--no-gpu", "--only", "site", env=env)
+    crashed = finding(report, "doctor.plugin-crashed")
+    assert "judge raised ValueError: why why" in crashed["title"] and "(4000012 characters)" in crashed["title"]
+    assert len(crashed["title"]) < 2500 and len(json.dumps(crashed)) < 6000
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr

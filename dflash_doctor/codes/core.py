@@ -33,7 +33,9 @@ CODES = (
          "A check registered under the `dflash_doctor.checks` entry-point group loaded, but what it declares is not "
          "usable: its `id` or `layer` is not a lower-case name (letters, digits, '.', '_', '-'), its `title` is not "
          "a non-empty string, `needs` or `after` is not a set of names, `requires_gpu` is not a bool, its id is "
-         "taken or reserved, or its `judge` returned something other than `Finding` objects with valid ids. The "
+         "taken or reserved, or its `judge` returned something other than `Finding` objects with valid ids, a finding "
+         "whose evidence is not JSON data or nests deeper than 16 levels, or more than 1000 findings (the first "
+         "1000 are kept). The "
          "finding names the plugin and its entry point; fix the plugin, or uninstall it."),
     Code("doctor.plugin-crashed", "A third-party check raised while judging",
          "A plugin's `judge` raised, and the doctor caught it, whatever it was: an exception, `SystemExit` (a "
