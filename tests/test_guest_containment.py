@@ -24,15 +24,15 @@ pytestmark = pytest.mark.slow
 # ------------------------------------------------------------------ what a plugin starts ends with it
 
 # A daemon as daemons are made: fork, setsid() into a session (and process group) of its own, fork again so it is
-# no session leader, the middle process exits; its stdio goes to /dev/null, so it holds none of the guest's pipes.
-# It writes its pid, then beats its heartbeat file for a minute.
+# no session leader, the middle process exits; its stdio goes to /dev/null, so it holds none of the guest's pipes
+# (unless told to keep them). It writes its pid, then beats its heartbeat file for a minute.
 DAEMON = '''
-def start_daemon(pidfile, heartbeat):
+def start_daemon(pidfile, heartbeat, keep_stdio=False):
     if os.fork() == 0:
         os.setsid()
         if os.fork() == 0:
             null = os.open(os.devnull, os.O_RDWR)
-            for fd in (0, 1, 2):
+            for fd in (() if keep_stdio else (0, 1, 2)):
                 os.dup2(null, fd)
             with open(pidfile + ".tmp", "w") as out:
                 out.write(str(os.getpid()))
@@ -67,9 +67,10 @@ def _ended(pid: int, seconds: float = 3.0) -> bool:
     return True
 
 
-def _daemon_plugin(tmp_path: Path, *, at_import: bool, judge_then: str = "") -> tuple[dict[str, str], Path, Path]:
+def _daemon_plugin(tmp_path: Path, *, at_import: bool, judge_then: str = "",
+                   keep_stdio: bool = False) -> tuple[dict[str, str], Path, Path]:
     pidfile, heartbeat = tmp_path / "daemon.pid", tmp_path / "daemon.beat"
-    start = f"start_daemon({str(pidfile)!r}, {str(heartbeat)!r})"
+    start = f"start_daemon({str(pidfile)!r}, {str(heartbeat)!r}, keep_stdio={keep_stdio})"
     body = ("" if at_import else start + "\n") + judge_then + "\nyield Finding('site-guest.ok', Status.PASS, 'ok')"
     source = HEADER + DAEMON + check_class(body) + (start + "\n" if at_import else "")
     return install_plugin(tmp_path, source), pidfile, heartbeat
@@ -85,10 +86,11 @@ def _kill(pid: int) -> None:
         os.kill(pid, 9)
 
 
-@pytest.mark.parametrize("at_import", [False, True], ids=["started-by-judge", "started-at-import"])
-def test_a_daemon_a_plugin_starts_ends_when_the_doctor_is_done(doctor: Doctor, tmp_path: Path,
-                                                               at_import: bool) -> None:
-    env, pidfile, heartbeat = _daemon_plugin(tmp_path, at_import=at_import)
+@pytest.mark.parametrize(("at_import", "keep_stdio"), [(False, False), (True, False), (False, True)],
+                         ids=["started-by-judge", "started-at-import", "holding-the-guests-pipes"])
+def test_a_daemon_a_plugin_starts_ends_when_the_doctor_is_done(doctor: Doctor, tmp_path: Path, at_import: bool,
+                                                               keep_stdio: bool) -> None:
+    env, pidfile, heartbeat = _daemon_plugin(tmp_path, at_import=at_import, keep_stdio=keep_stdio)
     report, proc = doctor.report("--no-gpu", "--only", "site", "--timeout", "30", env=env, timeout=120)
     pid = _pid(pidfile)
     try:
