@@ -8,6 +8,11 @@ facts as JSON on stdin and answering with the findings as JSON. The doctor kills
 at the run's `--timeout` or when the run is stopped (a thread could not be stopped: a plugin holding the
 GIL would hold the doctor with it). The built-in checks are the doctor's own code and run in-process; the
 extra process is paid only where a plugin is installed.
+
+Whatever a plugin starts ends with its guest, a daemon that left the process group (`setsid()` after a double
+fork) included: the guest host is the child subreaper of the plugin's processes, ends them all when the
+plugin is done, and the doctor ends them by pid (`dflash_doctor.facts.proctree.end_tree`) when it kills the
+guest at its timeout or at a stop.
 """
 
 from __future__ import annotations
@@ -25,17 +30,24 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from dflash_doctor.check import Check, Facts, SectionError
-from dflash_doctor.facts.probes import exchange, kill_group
+from dflash_doctor.codes.core import PLUGIN_FOREIGN_IDS
+from dflash_doctor.documents.jsondoc import DocumentError, parse_json, too_deep
+from dflash_doctor.facts.probes import exchange
+from dflash_doctor.facts.proctree import end_tree
 from dflash_doctor.model import Finding, Remediation, Status
 
-__all__ = ["ANSWER", "CHECK_ID", "STOP", "Declared", "GuestCheck", "GuestRun", "declaration_problems", "declare",
-           "describe", "run_guest", "wrap"]
+__all__ = ["ANSWER", "CHECK_ID", "RESERVED_IDS", "STOP", "Declared", "GuestCheck", "GuestRun", "declaration_problems",
+           "declare", "describe", "run_guest", "wrap"]
 
 CHECK_ID = re.compile(r"[a-z0-9][a-z0-9._-]*")
 """A check id or layer, as the report schema allows it."""
 FINDING_ID = re.compile(r"[a-z0-9-]+\.[a-z0-9.-]+")
 RESERVED_IDS = frozenset({"doctor", "plugins"})
 """Ids of the results the doctor itself reports."""
+FOREIGN_SHOWN = 5
+"""How many of the ids a plugin used that are not its own an error names."""
+ID_SHOWN = 80
+TEXT_SHOWN = 2000
 KNOWN_LAYERS = ("python", "gpu", "kernels", "models", "serve")
 """The built-in layers; a plugin may name a layer of its own (e.g. "site")."""
 
@@ -49,6 +61,11 @@ ANSWER_CAP = 16 << 20
 STDERR_CAP = 1 << 20
 """The most a guest may print (to stderr; its last lines are kept as evidence)."""
 STDERR_SHOWN = 1000
+FINDINGS_CAP = 1000
+"""The most findings one guest's judge may report (a check reports a handful)."""
+EVIDENCE_DEPTH = 16
+"""How deep a guest's finding's evidence may nest dicts and lists: its report (and a fleet summary of reports)
+stays within the depth any JSON the doctor reads may have (`dflash_doctor.documents.jsondoc.MAX_DEPTH`)."""
 BOOT = "import sys, json; sys.path[:] = json.loads(sys.argv[1]); from dflash_doctor.guest_host import main; main()"
 
 
@@ -86,9 +103,10 @@ def run_guest(request: Mapping[str, Any], timeout_s: float, stop: threading.Even
     except OSError as exc:
         return GuestRun(None, f"could not be started ({exc.strerror or exc})")
     try:
-        ran = exchange(proc, payload, timeout_s, stdout_cap=ANSWER_CAP, stderr_cap=STDERR_CAP, stop=stop)
+        ran = exchange(proc, payload, timeout_s, stdout_cap=ANSWER_CAP, stderr_cap=STDERR_CAP, stop=stop,
+                       kill=end_tree)
     except BaseException:
-        kill_group(proc)
+        end_tree(proc)
         proc.wait()
         raise
     seconds = time.monotonic() - started
@@ -100,26 +118,32 @@ def run_guest(request: Mapping[str, Any], timeout_s: float, stop: threading.Even
         cap = ANSWER_CAP if ran.overflow == "stdout" else STDERR_CAP
         return GuestRun(None, f"wrote more than {cap >> 20} MiB to {ran.overflow} and was stopped",
                         seconds=seconds, stderr=stderr)
-    answer = _answer(ran.stdout)
+    answer, unreadable = _answer(ran.stdout)
     if answer is not None:
         return GuestRun(answer, seconds=seconds, stderr=stderr)
     code = proc.returncode
     if code is not None and code < 0:
         failure = f"was killed by {_signal_name(-code)}"
+    elif unreadable:
+        failure = f"gave an answer the doctor cannot read ({unreadable})"
     else:
         failure = f"exited with code {code} without an answer"
     return GuestRun(None, failure, seconds=seconds, stderr=stderr)
 
 
-def _answer(stdout: bytes) -> Mapping[str, Any] | None:
+def _answer(stdout: bytes) -> tuple[Mapping[str, Any] | None, str]:
+    """The guest's answer, read as any JSON the doctor reads (bounded in depth and numbers: nothing after it,
+    validation, redaction or rendering, runs out of stack), or why it cannot be read ("" when there is none)."""
     _, found, payload = stdout.partition(ANSWER.encode())
     if not found:
-        return None
+        return None, ""
     try:
-        answer = json.loads(payload)
-    except (ValueError, RecursionError):
-        return None
-    return answer if isinstance(answer, dict) else None
+        answer = parse_json(payload.decode("utf-8"))
+    except UnicodeDecodeError:
+        return None, "not UTF-8 text"
+    except DocumentError as exc:
+        return None, str(exc)
+    return (answer, "") if isinstance(answer, dict) else (None, f"a JSON {type(answer).__name__}, not an object")
 
 
 def _signal_name(number: int) -> str:
@@ -182,10 +206,23 @@ def _finding_problem(item: object) -> str:
         return f"finding {item.id}: cause {item.cause!r} is not a finding id"
     if not isinstance(item.evidence, Mapping):
         return f"finding {item.id}: evidence is not a mapping"
+    if too_deep(item.evidence, EVIDENCE_DEPTH):
+        return f"finding {item.id}: evidence is nested deeper than {EVIDENCE_DEPTH} levels"
     if not all(isinstance(r, Remediation) and isinstance(r.command, str) and r.command
                and isinstance(r.why, str) for r in item.remediation):
         return f"finding {item.id}: remediation is not a sequence of Remediation with a command"
     return ""
+
+
+def _said_cut(said: object) -> str:
+    """What a guest said went wrong (an exception's message, say), cut to TEXT_SHOWN characters."""
+    text = str(said)
+    return text if len(text) <= TEXT_SHOWN else f"{text[:TEXT_SHOWN]}... ({len(text)} characters)"
+
+
+def _shown(ident: str) -> str:
+    """A finding id a plugin chose, quoted for a title (escaped, cut to ID_SHOWN characters)."""
+    return ascii(ident if len(ident) <= ID_SHOWN else ident[:ID_SHOWN] + "...")
 
 
 def _plain(item: Finding) -> Finding:
@@ -215,9 +252,9 @@ def declare(name: str, entry_point: str, timeout_s: float) -> Declared:
             return Declared(None, f"loading it did not finish (still busy after {ran.seconds:.1f} s)")
         return Declared(None, f"loading it in a process of its own failed: it {ran.failure}" + _said(ran.stderr))
     if "raised" in answer:
-        return Declared(None, str(answer["raised"]))
+        return Declared(None, _said_cut(answer["raised"]))
     if "invalid" in answer:
-        return Declared(None, str(answer["invalid"]), invalid=True)
+        return Declared(None, _said_cut(answer["invalid"]), invalid=True)
     declared = answer.get("declared")
     problems = declaration_problems(_Declaration(declared)) if isinstance(declared, dict) else ["no declarations"]
     if problems:
@@ -288,19 +325,39 @@ class GuestCheck:
                 raise SectionError(str(missing.get("section")), str(missing.get("reason")),
                                    str(missing.get("what") or "could not be collected"))
         if "raised" in answer:
-            return self._error("doctor.plugin-crashed", f"{who}: judge raised {answer['raised']}",
-                               exception=str(answer["raised"]))
+            raised = _said_cut(answer["raised"])
+            return self._error("doctor.plugin-crashed", f"{who}: judge raised {raised}", exception=raised)
         if "invalid" in answer:
-            return self._error("doctor.plugin-invalid", f"{who}: judge returned {answer['invalid']}")
+            return self._error("doctor.plugin-invalid", f"{who}: judge returned {_said_cut(answer['invalid'])}")
         try:
-            findings = tuple(Finding.from_dict(item) for item in answer["findings"])
+            listed = list(answer["findings"])
+            findings = tuple(Finding.from_dict(item) for item in listed[:FINDINGS_CAP])
             problem = next((p for p in map(_finding_problem, findings) if p), "")
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             problem = describe(exc)
         if problem:
             return self._error("doctor.plugin-crashed", f"{who}: judging, its process gave an answer the doctor "
                                f"cannot read ({problem})", ran.stderr, failure=problem)
-        return findings
+        if len(listed) > FINDINGS_CAP:  # each one is judged, redacted and rendered: a flood is cut, and said
+            return (*self._own(findings, who), *self._error(
+                "doctor.plugin-invalid", f"{who}: judge returned {len(listed)} findings, more than "
+                f"{FINDINGS_CAP}: the first {FINDINGS_CAP} are kept, the rest dropped", findings=len(listed)))
+        return self._own(findings, who)
+
+    def _own(self, findings: tuple[Finding, ...], who: str) -> tuple[Finding, ...]:
+        """The findings under this check's own ids (`<id>.<name>`), and an error naming the others, dropped: a
+        plugin does not speak for the doctor (`doctor.interrupted`) or for a built-in check."""
+        own = tuple(f for f in findings if f.id.startswith(f"{self.id}."))
+        foreign = sorted({f.id for f in findings} - {f.id for f in own})
+        if not foreign:
+            return own
+        shown = [_shown(ident) for ident in foreign[:FOREIGN_SHOWN]]
+        more = f" and {len(foreign) - len(shown)} more" if len(foreign) > len(shown) else ""
+        return (*own, PLUGIN_FOREIGN_IDS.finding(
+            Status.ERROR, f"{who}: reported findings under ids that are not its own, dropped: "
+            f"{', '.join(shown)}{more}", f"Its findings' ids must begin with {self.id + '.'!r}.",
+            evidence={"plugin": self.origin, "entry_point": self.entry_point, "ids": shown,
+                      "dropped": len(findings) - len(own)}))
 
 
 def wrap(declared: Mapping[str, Any], name: str, origin: str, entry_point: str, timeout_s: float) -> Check:

@@ -33,7 +33,7 @@ from dflash_doctor.checks.python import (
 )
 from dflash_doctor.checks.serve import ServeCommandCheck, ServeResourcesCheck
 from dflash_doctor.codes import Code, core, table, with_aliases
-from dflash_doctor.guest import Declared, declare, wrap
+from dflash_doctor.guest import RESERVED_IDS, Declared, declare, wrap
 from dflash_doctor.model import Finding, Status
 
 __all__ = ["AUTOLOAD_ENV", "BUILTIN_CHECKS", "CODES", "GROUP", "LoadedCheck", "PluginError", "code_table",
@@ -71,6 +71,10 @@ def code_table(checks: Iterable[object]) -> dict[str, Code]:
 CODES: Mapping[str, Code] = code_table(BUILTIN_CHECKS)
 """The table of the built-in checks (what `dflash-doctor explain` reads)."""
 
+RESERVED_PREFIXES = frozenset({*RESERVED_IDS, *(check.id for check in BUILTIN_CHECKS),
+                               *(code_id.split(".", 1)[0] for code_id in CODES)})
+"""What a plugin's check id may not begin with: its findings (`<its id>.<name>`) would be the doctor's own
+(`doctor.interrupted`, `fleet.*`) or a built-in check's."""
 GROUP = "dflash_doctor.checks"
 AUTOLOAD_ENV = "DFLASH_DOCTOR_DISABLE_PLUGIN_AUTOLOAD"
 OWN_DISTRIBUTION = "dflash-doctor"
@@ -162,6 +166,11 @@ def load_checks(autoload: bool | None = None,
         if check.id in seen:
             errors.append(PluginError(ep.name, origin, f"check id {check.id!r} is already taken", ep.value,
                                       invalid=True))
+            continue
+        if check.id.split(".", 1)[0] in RESERVED_PREFIXES:
+            errors.append(PluginError(ep.name, origin, f"check id {check.id!r} is reserved: ids beginning "
+                                      f"{check.id.split('.', 1)[0] + '.'!r} are the doctor's or a built-in check's",
+                                      ep.value, invalid=True))
             continue
         seen.add(check.id)
         loaded.append(LoadedCheck(check, origin))

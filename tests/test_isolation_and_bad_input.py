@@ -97,7 +97,7 @@ def test_a_third_party_check_runs_through_the_same_entry_point_group(doctor: Doc
         "    needs = frozenset({'target'})\n    after = frozenset()\n    requires_gpu = False\n"
         "    def judge(self, facts):\n"
         "        kind = facts['target']['env_kind']\n"
-        "        yield Finding('site.env-kind', Status.PASS if kind == 'venv' else Status.WARN, f'env kind {kind}')\n"
+        "        yield Finding('site-env-kind.ok', Status.PASS if kind == 'venv' else Status.WARN, f'env kind {kind}')\n"
     )
     wheel = build_wheel(tmp_path / "wheels", "acme-doctor-checks", "0.1", {"acme_checks.py": plugin_source},
                         entry_points={"dflash_doctor.checks": {"site-env-kind": "acme_checks:EnvKindCheck"}})
@@ -108,7 +108,7 @@ def test_a_third_party_check_runs_through_the_same_entry_point_group(doctor: Doc
     listed = doctor("list", env=env)
     assert "site-env-kind" in listed.stdout and "[plugin: acme-doctor-checks]" in listed.stdout
     report, _ = doctor.report("--python", str(install_target.python), "--only", "site", env=env)
-    assert finding(report, "site.env-kind")["title"] == "env kind venv"
+    assert finding(report, "site-env-kind.ok")["title"] == "env kind venv"
     off = doctor("list", env={**env, "DFLASH_DOCTOR_DISABLE_PLUGIN_AUTOLOAD": "1"})
     assert "site-env-kind" not in off.stdout
 

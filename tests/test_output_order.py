@@ -70,7 +70,7 @@ ROOT_FIX = Remediation("echo fix-the-root", "fixes the root and all that follows
 
 
 class CausesCheck:
-    id = "site-causes"
+    id = "site"  # its findings' ids are its own: site.<name>
     layer = "site"
     title = "Site causes"
     needs = frozenset({"target"})

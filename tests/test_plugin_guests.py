@@ -203,7 +203,7 @@ INVALID = {
 def test_a_plugin_declaring_something_unusable_is_invalid_and_list_still_works(doctor: Doctor, tmp_path: Path,
                                                                                case: str) -> None:
     declared, reason = INVALID[case]
-    env = install_plugin(tmp_path, HEADER + check_class("yield Finding('site.ok', Status.PASS, 'ok')", **declared))
+    env = install_plugin(tmp_path, HEADER + check_class("yield Finding('site-guest.ok', Status.PASS, 'ok')", **declared))
     listed = doctor("list", env=env)
     assert listed.returncode == 0, listed.stderr
     assert "Traceback" not in listed.stderr
@@ -228,12 +228,12 @@ def test_a_judge_returning_something_else_than_findings_is_an_invalid_plugin(doc
 
 
 def test_a_valid_plugin_with_a_layer_of_its_own_runs_and_is_listed(doctor: Doctor, tmp_path: Path) -> None:
-    body = "yield Finding('site.env-kind', Status.PASS, 'env kind ' + facts['target']['env_kind'])"
+    body = "yield Finding('site-guest.env-kind', Status.PASS, 'env kind ' + facts['target']['env_kind'])"
     env = install_plugin(tmp_path, HEADER + check_class(body, needs="['target']"))  # a list is a set of names too
     listed = doctor("list", env=env)
     assert "[plugin: acme-guest]" in listed.stdout
     report, proc = doctor.report("--no-gpu", "--only", "site", env=env)
-    assert finding(report, "site.env-kind")["status"] == "pass"
+    assert finding(report, "site-guest.env-kind")["status"] == "pass"
     assert proc.returncode == 0, proc.stderr
     assert all(f["id"] != "doctor.plugin-invalid" for f in findings_of(report))
 
@@ -386,7 +386,7 @@ def test_a_plugin_reads_the_facts_and_earlier_results_as_an_in_process_check_wou
     body = (
         "prior = facts.prior['distributions']\n"
         "names = sorted(facts)\n"
-        "yield Finding('site.seen', Status.WARN, f'distributions was {prior.status.value}', 'sections ' + ','.join(names),\n"
+        "yield Finding('site-guest.seen', Status.WARN, f'distributions was {prior.status.value}', 'sections ' + ','.join(names),\n"
         "              evidence={'n': len(facts['distributions']['items']), 'obj': object.__name__},\n"
         "              remediation=(Remediation('echo hi', 'because'),))\n"
     )
@@ -394,7 +394,7 @@ def test_a_plugin_reads_the_facts_and_earlier_results_as_an_in_process_check_wou
         "after = frozenset()", "after = frozenset({'distributions'})")
     env = install_plugin(tmp_path, source)
     report, proc = doctor.report("--no-gpu", "--only", "site", env=env)
-    seen = finding(report, "site.seen")
+    seen = finding(report, "site-guest.seen")
     distributions = check_result(report, "distributions")
     assert seen["title"] == f"distributions was {distributions['status']}"
     assert seen["evidence"]["n"] == len(distributions["facts"]["distributions"]["items"])  # type: ignore[index]
@@ -413,7 +413,7 @@ def test_only_a_third_party_check_runs_in_a_guest_process(tmp_path: Path, monkey
     from dflash_doctor.model import Finding, Status
     from dflash_doctor.registry import load_checks
 
-    env = install_plugin(tmp_path, HEADER + check_class("yield Finding('site.ok', Status.PASS, 'ok')"))
+    env = install_plugin(tmp_path, HEADER + check_class("yield Finding('site-guest.ok', Status.PASS, 'ok')"))
     for entry in reversed(env["PYTHONPATH"].split(os.pathsep)):
         monkeypatch.syspath_prepend(entry)
     started: list[str] = []
@@ -432,7 +432,7 @@ def test_only_a_third_party_check_runs_in_a_guest_process(tmp_path: Path, monkey
     guests = [lc for lc in loaded if isinstance(lc.check, guest.GuestCheck)]
     assert [(lc.check.id, lc.origin) for lc in guests] == [("site-guest", "acme-guest")]
     (site,) = guests
-    assert list(site.check.judge(Facts({"target": {}}))) == [Finding("site.ok", Status.PASS, "ok")]
+    assert list(site.check.judge(Facts({"target": {}}))) == [Finding("site-guest.ok", Status.PASS, "ok")]
     assert started == ["declare", "judge"]
 
 

@@ -266,7 +266,7 @@ class SlowCheck:
     requires_gpu = False
 
     def judge(self, facts):
-        yield Finding("site.slow", Status.PASS, "collected")
+        yield Finding("acme-slow.slow", Status.PASS, "collected")
 """
 
 

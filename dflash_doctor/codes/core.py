@@ -2,6 +2,17 @@
 
 from dflash_doctor.codes import Code
 
+PLUGIN_FOREIGN_IDS = Code(
+    "doctor.plugin-foreign-ids", "A third-party check reported findings under ids that are not its own",
+    "A plugin may report findings only under its own check's id (`<its check id>.<name>`): a finding under the "
+    "doctor's own ids (`doctor.interrupted`) or a built-in check's (`distributions.ok`) would speak for them, and "
+    "a reader, a CI gate or a baseline comparison that goes by id would take the plugin's word for the doctor's "
+    "(a `doctor.interrupted` makes a complete run look stopped). The doctor dropped those findings; this one "
+    "names the ids the plugin used. Its check is an error and the doctor exits 1. "
+    "Report it to the plugin's authors (its findings must begin with its check id), or set "
+    "DFLASH_DOCTOR_DISABLE_PLUGIN_AUTOLOAD=1.")
+"""Built by the guest that runs the plugin (`dflash_doctor.guest`), hence named."""
+
 CODES = (
     Code("doctor.check-crashed", "A check raised an exception",
          "The doctor could not complete this check: its own code raised. This is a bug in the check, not a "
@@ -22,7 +33,9 @@ CODES = (
          "A check registered under the `dflash_doctor.checks` entry-point group loaded, but what it declares is not "
          "usable: its `id` or `layer` is not a lower-case name (letters, digits, '.', '_', '-'), its `title` is not "
          "a non-empty string, `needs` or `after` is not a set of names, `requires_gpu` is not a bool, its id is "
-         "taken or reserved, or its `judge` returned something other than `Finding` objects with valid ids. The "
+         "taken or reserved, or its `judge` returned something other than `Finding` objects with valid ids, a finding "
+         "whose evidence is not JSON data or nests deeper than 16 levels, or more than 1000 findings (the first "
+         "1000 are kept). The "
          "finding names the plugin and its entry point; fix the plugin, or uninstall it."),
     Code("doctor.plugin-crashed", "A third-party check raised while judging",
          "A plugin's `judge` raised, and the doctor caught it, whatever it was: an exception, `SystemExit` (a "
@@ -32,6 +45,7 @@ CODES = (
          "the doctor exits 1; the other "
          "checks ran as usual. This is a bug in the plugin (the finding names it and its entry point): report it "
          "to its authors, or set DFLASH_DOCTOR_DISABLE_PLUGIN_AUTOLOAD=1 to run only the built-in checks."),
+    PLUGIN_FOREIGN_IDS,
     Code("doctor.plugin-timeout", "A third-party check did not finish within --timeout",
          "A plugin's `judge` was still running after --timeout seconds. A check only judges facts already "
          "collected, so it should take milliseconds; the doctor killed the process it judges in (whatever it "

@@ -21,7 +21,7 @@ from typing import Any
 from dflash_doctor.documents.docschema import first_error, load_schema
 
 __all__ = ["MAX_BYTES", "MAX_DEPTH", "MAX_INT_DIGITS", "DocumentError", "check_document", "load_document", "parse_json",
-           "read_text", "shown_path", "validate_document"]
+           "read_text", "shown_path", "too_deep", "validate_document"]
 
 MAX_DEPTH = 64
 """Deeper than any document the doctor writes (a report is 11 levels deep, a model config a few more)."""
@@ -87,12 +87,13 @@ def _constant(name: str) -> Any:
     raise DocumentError(f"{name} is not JSON")
 
 
-def _too_deep(value: Any) -> bool:
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether JSON data `value` nests dicts and lists more than `limit` deep (`{}` is 1 deep); no recursion."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         node, depth = stack.pop()
         if isinstance(node, (dict, list)):
-            if depth > MAX_DEPTH:
+            if depth > limit:
                 return True
             children = node.values() if isinstance(node, dict) else node
             stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
@@ -111,7 +112,7 @@ def parse_json(text: str) -> Any:
         raise DocumentError(f"not usable JSON: nested deeper than {MAX_DEPTH} levels") from exc
     except ValueError as exc:  # what else the number conversions raise
         raise DocumentError(f"not usable JSON: {exc}") from exc
-    if _too_deep(value):
+    if too_deep(value):
         raise DocumentError(f"not usable JSON: nested deeper than {MAX_DEPTH} levels")
     return value
 
@@ -143,7 +144,7 @@ def validate_document(data: Any, shown: str, schema: str, kind: str, error: type
         elif not isinstance(found, (int, float, bool, type(None))):
             found = type(found).__name__
         raise error(f"{shown}: not a dflash-doctor {kind} (schema {found!r}, expected {schema!r}){hint}")
-    if _too_deep(data):
+    if too_deep(data):
         raise error(f"{shown}: not a usable {kind}: nested deeper than {MAX_DEPTH} levels")
     problem = first_error(data, load_schema(schema.split("/", 1)[1].replace("/", "-")))
     if problem is not None:

@@ -35,7 +35,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -239,12 +239,13 @@ class Exchange:
 
 
 def exchange(proc: subprocess.Popen[bytes], payload: bytes, timeout_s: float, *, stdout_cap: int = STDOUT_CAP,
-             stderr_cap: int = STDERR_CAP, stop: threading.Event | None = None) -> Exchange:
+             stderr_cap: int = STDERR_CAP, stop: threading.Event | None = None,
+             kill: Callable[[subprocess.Popen[bytes]], None] | None = None) -> Exchange:
     """Feed `payload` to `proc`'s stdin and read its stdout and stderr as they come, each up to its cap.
 
     `proc` leads its own process group (start_new_session=True) and has pipes for all three streams. The
-    group is killed when `timeout_s` has passed, when a stream goes past its cap, or when `stop` is set;
-    `proc` has been waited for when this returns. Memory stays within the caps however much it writes."""
+    group is killed (by `kill`, if given) when `timeout_s` has passed, when a stream goes past its cap, or
+    when `stop` is set; `proc` has been waited for when this returns. Memory stays within the caps however much it writes."""
     deadline = time.monotonic() + max(timeout_s, 0.0)
     caps = {"stdout": stdout_cap, "stderr": stderr_cap}
     buffers = {"stdout": bytearray(), "stderr": bytearray()}
@@ -302,7 +303,7 @@ def exchange(proc: subprocess.Popen[bytes], payload: bytes, timeout_s: float, *,
         except subprocess.TimeoutExpired:
             timed_out = True
     if timed_out or stopped or overflow or proc.poll() is None:
-        kill_group(proc)
+        (kill or kill_group)(proc)
     proc.wait()
     for pipe in (proc.stdin, proc.stdout, proc.stderr):
         _close(pipe)
