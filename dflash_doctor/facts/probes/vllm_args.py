@@ -405,19 +405,32 @@ def run():
     facts["fields"] = fields
     if not ARGS.get("validate"):
         return done()
+    unchecked = unchecked_models(engine_args, ARGS.get("checked_models"))
+    if unchecked:
+        facts["not_validated"] = {"reason": "unchecked-models", "models": unchecked, "files": []}
+        return done()
     # What is known so far, in case the validation outlasts the timeout (the last document written counts).
     facts["validating"] = True
     done()
     facts["validating"] = False
+    model_code, connections = [], []
+    if ARGS.get("model_code"):
+        refuse_connections(connections)
+    else:
+        refuse_model_code(model_code)
     try:
         from vllm.usage.usage_lib import UsageContext
 
         keep_model_info_unsaved()
         config = engine_args.create_engine_config(usage_context=UsageContext.OPENAI_API_SERVER)
     except BaseException as exc:  # noqa: BLE001 - vLLM's own verdict, whatever it raises
-        facts["validation"] = {"ok": False, "error": describe(exc)}
+        facts["validation"] = {"ok": False, "error": None if isinstance(exc, ModelCodeRefused) else describe(exc),
+                               "model_code": model_code, "refused_connections": connections}
         return done()
-    facts["validation"] = {"ok": True, "error": None, "served": served(config)}
+    facts["validation"] = {"ok": not model_code, "error": None, "served": served(config), "model_code": model_code,
+                           "refused_connections": connections}
+    if model_code:  # vLLM went on without what the refused code would have given: not its verdict on the command
+        return done()
     capabilities = (given_platform or {}).get("capabilities") or [None]
     facts["attention"] = []
     if given_platform and not given_platform.get("capabilities"):
@@ -428,6 +441,65 @@ def run():
             clear_selector_cache()
         facts["attention"].append(attention(config, capability or (facts["platform"] or {}).get("capability")))
     return done()
+
+
+class ModelCodeRefused(BaseException):
+    """Raised where transformers would copy a model repository's own code (auto_map's configuration_*.py,
+    modeling_*.py) into its modules cache or execute it. A BaseException, so that vLLM's and transformers'
+    `except Exception` fallbacks do not swallow it and go on as if the class were simply absent."""
+
+
+def refuse_model_code(refused):
+    """transformers' dynamic-module loading refuses, before any file is copied or executed: every class
+    reference goes through get_cached_module_file (copies the files to HF_MODULES_CACHE) and get_class_in_module
+    (executes them), both looked up in their module when called; `refused` gets what was asked."""
+    try:
+        from transformers import dynamic_module_utils as loading
+    except Exception:  # noqa: BLE001 - without transformers there is no dynamic-module loading to refuse
+        return
+
+    def refusing(name, model_at, file_at):
+        def refuse(*args, **kwargs):
+            if len(refused) < 16:
+                refused.append({"call": name, "model": str(args[model_at]) if len(args) > model_at else None,
+                                "file": str(args[file_at]) if len(args) > file_at else None})
+            raise ModelCodeRefused(f"{name}: the model's own code is not run by the doctor's validation")
+
+        return refuse
+
+    for name, model_at, file_at in (("get_class_from_dynamic_module", 1, 0), ("get_cached_module_file", 0, 1),
+                                    ("get_class_in_module", 1, 0), ("create_dynamic_module", 0, 0)):
+        if hasattr(loading, name):
+            setattr(loading, name, refusing(name, model_at, file_at))
+
+
+CONNECTION_EVENTS = ("socket.connect", "socket.sendto", "socket.sendmsg")
+
+
+def refuse_connections(refused):
+    """From here on this process opens no connection and sends no datagram (Python's audit events for
+    connect, sendto and sendmsg, on any socket family, raise): the model's code runs with no network. Native
+    code calling the C library directly, and processes it starts, are not covered."""
+    import errno
+
+    def hook(event, args):
+        if event in CONNECTION_EVENTS:
+            if len(refused) < 16:
+                refused.append({"event": event, "address": str(args[1] if len(args) > 1 else None)[:200]})
+            raise ConnectionRefusedError(errno.ECONNREFUSED, "connections are refused while the doctor's "
+                                         "validation runs the model's code")
+
+    sys.addaudithook(hook)
+
+
+def unchecked_models(engine_args, checked):
+    """The models vLLM's validation would read (the served model, the speculative config's) that the doctor
+    did not look at before (its files over its caps are not to be handed to vLLM): [] when `checked` is None."""
+    if checked is None:
+        return []
+    spec = getattr(engine_args, "speculative_config", None)
+    names = [getattr(engine_args, "model", None), spec.get("model") if isinstance(spec, dict) else None]
+    return [str(n) for n in names if isinstance(n, str) and n not in checked]
 
 
 def keep_model_info_unsaved():
