@@ -26,6 +26,7 @@ pytest.importorskip("safetensors")
 
 from conftest import finding, validate_report
 from stacks import vllm_python
+from test_models_check import patch_config
 from test_vllm_validation import A6000_PAIR, VLLM, all_of, command
 
 try:
@@ -194,13 +195,26 @@ def oversized_header(directory: Path) -> Path:
     return weights
 
 
+def through_config_file(base: Path, argv: list[str]) -> list[str]:
+    """The same command with the model named in a --config YAML file (vLLM's own parser reads it; the doctor's
+    documented subset does not)."""
+    at = argv.index("serve") + 1
+    (base / "serve.yaml").write_text(f"model: {argv[at]}\n")
+    return [*argv[:at], "--config", str(base / "serve.yaml"), *argv[at + 1:]]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("oversize", [oversized_config, oversized_header], ids=["config.json", "safetensors header"])
-def test_a_file_the_doctor_refuses_is_not_handed_to_vllms_validation(tmp_path: Path, oversize: Any) -> None:
+@pytest.mark.parametrize(("oversize", "config_file"), [(oversized_config, False), (oversized_header, False),
+                                                       (oversized_config, True)],
+                         ids=["config.json", "safetensors header", "config.json of the model a --config file names"])
+def test_a_file_the_doctor_refuses_is_not_handed_to_vllms_validation(tmp_path: Path, oversize: Any,
+                                                                     config_file: bool) -> None:
     target = toy.write_toy_target(tmp_path / "target")
     drafter = toy.write_toy_drafter(tmp_path / "drafter")
     refused = oversize(drafter if oversize is oversized_header else target)
-    report, _ = doctor_serve(tmp_path, command(target, drafter, FLAGS, {}), *A6000_PAIR, env={})
+    argv = command(target, drafter, FLAGS, {})
+    report, _ = doctor_serve(tmp_path, through_config_file(tmp_path, argv) if config_file else argv, *A6000_PAIR,
+                             env={})
 
     not_run = finding(report, "serve-command.vllm-validation-not-run")
     assert not_run["status"] == "warn"
@@ -210,3 +224,36 @@ def test_a_file_the_doctor_refuses_is_not_handed_to_vllms_validation(tmp_path: P
     assert finding(report, "serve-command.parsed")["title"] == f"the command was read by vLLM {VLLM}'s own parser"
     # Not a gigabyte read anywhere: the doctor and its probes (vLLM and torch imported) stay well under it.
     assert doctor_serve.max_rss_kib < (1 << 30) // 1024 * 3 // 4, doctor_serve.max_rss_kib  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow
+def test_a_model_named_in_a_config_file_is_looked_at_then_validated(tmp_path: Path) -> None:
+    target = toy.write_toy_target(tmp_path / "target")
+    patch_config(target, max_position_embeddings=40960)  # as Qwen3's config allows
+    drafter = toy.write_toy_drafter(tmp_path / "drafter")
+    argv = through_config_file(tmp_path, command(target, drafter, FLAGS, {}))
+    report, _ = doctor_serve(tmp_path, argv, *A6000_PAIR, env={})
+    assert finding(report, "serve-command.vllm-validation")["status"] == "pass"
+    assert all_of(report, "serve-command.vllm-validation-not-run") == []
+
+
+def test_refused_files_are_what_the_model_reader_refuses_by_its_own_caps(tmp_path: Path) -> None:
+    from dflash_doctor.facts.modelfiles import read_model_dir, refused_files
+
+    clean = toy.write_toy_drafter(tmp_path / "clean")
+    assert refused_files(clean) == []
+    big_config = toy.write_toy_target(tmp_path / "big-config")
+    with (big_config / "config.json").open("r+b") as handle:
+        handle.truncate(16 * 1024 * 1024 + 1)  # one byte over the cap
+    big_header = toy.write_toy_drafter(tmp_path / "big-header")
+    oversized_header(big_header)
+    fifo = toy.write_toy_drafter(tmp_path / "fifo")
+    (fifo / "config.json").unlink()
+    os.mkfifo(fifo / "config.json")
+    for directory, kind, name in ((big_config, "too-large", "config.json"),
+                                  (big_header, "header-too-large", "model.safetensors"),
+                                  (fifo, "not-a-file", "config.json")):
+        (refused,) = refused_files(directory)
+        assert (refused["kind"], refused["file"]) == (kind, str(directory / name))
+        # The reader of the model's facts refuses the same file, for the same reason, in the same words.
+        assert refused in read_model_dir(directory)["problems"]

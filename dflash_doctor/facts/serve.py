@@ -31,7 +31,7 @@ from dflash_doctor.context import Context
 from dflash_doctor.facts.envfacts import Distributions
 from dflash_doctor.facts.modelfiles import refused_files
 from dflash_doctor.facts.models import hub_cache, resolve_model_path
-from dflash_doctor.facts.probes import ProbeJob, run_probe
+from dflash_doctor.facts.probes import ProbeJob, ProbeOutcome, run_probe
 from dflash_doctor.facts.safefile import environment_roots
 from dflash_doctor.facts.serve_args import parse_serve_command
 from dflash_doctor.facts.vllm_pairing import VllmSources, read_vllm_pairing, target_architectures
@@ -204,6 +204,22 @@ def model_code_home(run: bool) -> Iterator[dict[str, str] | None]:
                    user.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "vllm")}
 
 
+def _vllm_args(ctx: Context, job: dict[str, Any], models: Sequence[str]) -> tuple[ProbeOutcome, dict[str, Any]]:
+    """The vllm_args probe on `job`, vLLM's validation given only models whose files the doctor does not refuse
+    (`models` are looked at first; the probe validates no other)."""
+    refused = refused_for_validation(models, ctx.cwd) if job["validate"] else []
+    job.update(checked_models=list(models), validate=job["validate"] and not refused)
+    with model_code_home(job["model_code"]) as sandbox:
+        ran = {**job, "environ": {**OFFLINE, **sandbox}} if sandbox is not None else job
+        # In the run's one target process when there is one (its torch is imported already), else alone.
+        outcome = (ctx.host.submit(ProbeJob("vllm_args", "vllm_args", ran)).result() if ctx.host is not None
+                   else run_probe(ctx.python, "vllm_args", ran, timeout_s=ctx.timeout_s, cwd=ctx.cwd))
+    data = outcome.data if isinstance(outcome.data, dict) else {}
+    if refused:
+        data["not_validated"] = {"reason": "refused-files", "models": [], "files": refused}
+    return outcome, data
+
+
 def collect_args(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
     options = ctx.options or {}
     serve = options.get("serve") or {}
@@ -221,20 +237,15 @@ def collect_args(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
     if subset["program_error"] is None and serve.get("vllm_parser", True):
         platform = simulated_platform(serve, ctx.target_archs, earlier.get("gpu"))
         validate = bool(serve.get("validate", True))
-        checked = models_read_by_validation(subset)
-        refused = refused_for_validation(checked, ctx.cwd) if validate else []
         model_code = validate and bool(serve.get("run_model_code"))
-        job = {"args": subset["args"], "validate": validate and not refused, "platform": platform,
-               "roots": _roots(earlier), "environ": OFFLINE, "checked_models": checked, "model_code": model_code}
-        with model_code_home(model_code) as sandbox:
-            if sandbox is not None:
-                job["environ"] = {**OFFLINE, **sandbox}
-            # In the run's one target process when there is one (its torch is imported already), else alone.
-            outcome = (ctx.host.submit(ProbeJob("vllm_args", "vllm_args", job)).result() if ctx.host is not None
-                       else run_probe(ctx.python, "vllm_args", job, timeout_s=ctx.timeout_s, cwd=ctx.cwd))
-        data = outcome.data if isinstance(outcome.data, dict) else {}
-        if refused:
-            data["not_validated"] = {"reason": "refused-files", "models": [], "files": refused}
+        job = {"args": subset["args"], "validate": validate, "platform": platform, "roots": _roots(earlier),
+               "environ": OFFLINE, "checked_models": [], "model_code": model_code}
+        outcome, data = _vllm_args(ctx, job, models_read_by_validation(subset))
+        unchecked = (data.get("not_validated") or {}).get("models") or []
+        if data.get("available") and unchecked:
+            # vLLM's parser read models the doctor's own reading did not find (a --config file): now looked at,
+            # the validation runs on them (once more: vLLM's reading is what it will read).
+            outcome, data = _vllm_args(ctx, job, [*job["checked_models"], *unchecked])
         vllm_parser = {"tried": True, "available": bool(data.get("available")), "version": data.get("version"),
                        "import_error": data.get("import_error"), "parser_error": data.get("parser_error"),
                        "parse_error": data.get("parse_error"),
