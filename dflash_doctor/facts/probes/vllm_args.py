@@ -460,9 +460,13 @@ def refuse_model_code(refused):
 
     def refusing(name, model_at, file_at):
         def refuse(*args, **kwargs):
+            def given(at, *keywords):
+                value = args[at] if len(args) > at else next((kwargs[k] for k in keywords if k in kwargs), None)
+                return str(value) if value is not None else None
+
             if len(refused) < 16:
-                refused.append({"call": name, "model": str(args[model_at]) if len(args) > model_at else None,
-                                "file": str(args[file_at]) if len(args) > file_at else None})
+                refused.append({"call": name, "model": given(model_at, "pretrained_model_name_or_path"),
+                                "file": given(file_at, "module_file", "class_reference", "module_path")})
             raise ModelCodeRefused(f"{name}: the model's own code is not run by the doctor's validation")
 
         return refuse
