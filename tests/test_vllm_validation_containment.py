@@ -257,3 +257,24 @@ def test_refused_files_are_what_the_model_reader_refuses_by_its_own_caps(tmp_pat
         assert (refused["kind"], refused["file"]) == (kind, str(directory / name))
         # The reader of the model's facts refuses the same file, for the same reason, in the same words.
         assert refused in read_model_dir(directory)["problems"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("oversized", [False, True], ids=["its verifier", "its verifier's config.json over the cap"])
+def test_a_speculators_drafter_served_alone_has_its_verifier_looked_at_before_vllm_reads_it(
+    tmp_path: Path, oversized: bool,
+) -> None:
+    from test_speculators_launch import _launch
+
+    target, drafter = _launch(tmp_path, "TARGET")
+    refused = oversized_config(target) if oversized else None
+    argv = ["vllm", "serve", str(drafter), "--tensor-parallel-size", "2", "--max-model-len", "32768", *FLAGS]
+    report, _ = doctor_serve(tmp_path, argv, *A6000_PAIR, env={})
+    if refused is None:
+        assert all_of(report, "serve-command.vllm-validation-not-run") == []
+        assert finding(report, "serve-command.vllm-validation")["status"] == "pass"
+        return
+    not_run = finding(report, "serve-command.vllm-validation-not-run")
+    assert [f["file"] for f in not_run["evidence"]["files"]] == [str(refused)]
+    assert all_of(report, "serve-command.vllm-validation") == []
+    assert doctor_serve.max_rss_kib < (1 << 30) // 1024 * 3 // 4, doctor_serve.max_rss_kib  # type: ignore[attr-defined]

@@ -413,7 +413,8 @@ def run():
     facts["validating"] = True
     done()
     facts["validating"] = False
-    model_code, connections = [], []
+    model_code, connections, unlooked = [], [], []
+    hold_to_checked(ARGS.get("checked_models"), unlooked)
     if ARGS.get("model_code"):
         refuse_connections(connections)
     else:
@@ -423,6 +424,9 @@ def run():
 
         keep_model_info_unsaved()
         config = engine_args.create_engine_config(usage_context=UsageContext.OPENAI_API_SERVER)
+    except UncheckedModel:
+        facts["not_validated"] = {"reason": "unchecked-models", "models": unlooked, "files": []}
+        return done()
     except BaseException as exc:  # noqa: BLE001 - vLLM's own verdict, whatever it raises
         facts["validation"] = {"ok": False, "error": None if isinstance(exc, ModelCodeRefused) else describe(exc),
                                "model_code": model_code, "refused_connections": connections}
@@ -494,6 +498,35 @@ def refuse_connections(refused):
                                          "validation runs the model's code")
 
     sys.addaudithook(hook)
+
+
+class UncheckedModel(BaseException):
+    """vLLM's validation was about to read a model the doctor did not look at first."""
+
+
+def hold_to_checked(checked, unlooked):
+    """`vllm serve SPECULATORS_DIR`: vLLM's validation serves the verifier the directory's config names
+    (maybe_override_with_speculators, before it reads the verifier's config). One the doctor did not look at
+    stops the validation (UncheckedModel), named in `unlooked`, for the doctor to look at and ask again."""
+    if checked is None:
+        return
+    try:
+        from vllm.engine import arg_utils
+    except Exception:  # noqa: BLE001
+        return
+    override = getattr(arg_utils, "maybe_override_with_speculators", None)
+    if override is None:
+        return
+
+    def held(*args, **kwargs):
+        result = override(*args, **kwargs)
+        model = result[0] if isinstance(result, tuple) and result else None
+        if isinstance(model, str) and model not in checked:
+            unlooked.append(model)
+            raise UncheckedModel(model)
+        return result
+
+    arg_utils.maybe_override_with_speculators = held
 
 
 def unchecked_models(engine_args, checked):
