@@ -51,6 +51,10 @@ def parser() -> argparse.ArgumentParser:
     group.add_argument("--no-vllm-validate", action="store_true",
                        help="only parse the command with vLLM's parser: skip vLLM's own config validation "
                        "(create_engine_config) and attention selector, which run by default when vLLM imports")
+    group.add_argument("--run-model-code", action="store_true",
+                       help="let vLLM's validation run the model's own code (config.json auto_map, with "
+                       "--trust-remote-code), with a HOME of the doctor's own and outbound connections refused; "
+                       "by default the validation stops before it")
     group.add_argument("--no-vllm-parser", action="store_true",
                        help="read the command with the documented subset even when vLLM imports")
     live = p.add_argument_group("live (with --exec --live: start the server, check it running, leave it running)")
@@ -110,7 +114,8 @@ def main(argv: Sequence[str]) -> int:
             live_check = live_options(args, _serve_url(command),
                                       serve_argv=[str(w) for w in argv_secrets(list(command))])
         options = {"serve": {"argv": command, "gpus": args.gpus, "gpu_memory_gib": args.gpu_memory,
-                             "validate": not args.no_vllm_validate, "vllm_parser": not args.no_vllm_parser}}
+                             "validate": not args.no_vllm_validate, "vllm_parser": not args.no_vllm_parser,
+                             "run_model_code": args.run_model_code}}
         from dflash_doctor import pipeline  # after the parse: `--help` needs none of the run
 
         request = run_options.request_of(args, options=options)

@@ -23,7 +23,7 @@ from typing import Any
 from dflash_doctor.context import Context
 from dflash_doctor.facts.modelfiles import read_model_dir
 
-__all__ = ["SECTION", "collect", "describe_model", "prefix_of", "resolve_model_path"]
+__all__ = ["SECTION", "collect", "describe_model", "hub_cache", "prefix_of", "resolve_model_path"]
 
 SECTION = "models"
 TOKENIZER_CONFIG_MAX_BYTES = 16 * 1024 * 1024
@@ -57,12 +57,17 @@ def resolve_model_path(name: str, cwd: str, environ: Mapping[str, str] | None = 
     return facts
 
 
+def hub_cache(env: Mapping[str, str]) -> str:
+    """The Hugging Face hub cache `env` names (HF_HUB_CACHE, HF_HOME/hub, ~/.cache/huggingface/hub)."""
+    return env.get("HF_HUB_CACHE") or os.path.join(
+        env.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface"), "hub")
+
+
 def _hf_snapshot(name: str, env: Mapping[str, str]) -> dict[str, Any] | None:
     parts = name.split("/")
     if len(parts) != 2 or not all(parts) or name.startswith((".", "~")):
         return None  # not a repo id (org/name; /models/x is a path): a missing local path
-    cache = env.get("HF_HUB_CACHE") or os.path.join(
-        env.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface"), "hub")
+    cache = hub_cache(env)
     repo = os.path.join(cache, f"models--{parts[0]}--{parts[1]}")
     found: dict[str, Any] = {"cache": cache, "repo_dir": repo, "snapshot": None, "revision": None}
     try:

@@ -18,16 +18,20 @@ collectors.models).
 from __future__ import annotations
 
 import ast
+import contextlib
 import errno
 import os
 import socket
+import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from dflash_doctor.context import Context
 from dflash_doctor.facts.envfacts import Distributions
-from dflash_doctor.facts.probes import ProbeJob, run_probe
+from dflash_doctor.facts.modelfiles import refused_files
+from dflash_doctor.facts.models import hub_cache, resolve_model_path
+from dflash_doctor.facts.probes import ProbeJob, ProbeOutcome, run_probe
 from dflash_doctor.facts.safefile import environment_roots
 from dflash_doctor.facts.serve_args import parse_serve_command
 from dflash_doctor.facts.vllm_pairing import VllmSources, read_vllm_pairing, target_architectures
@@ -158,6 +162,64 @@ def simulated_platform(serve: Mapping[str, Any], target_archs: Sequence[str],
             "simulated_from": sources}
 
 
+def models_read_by_validation(subset: Mapping[str, Any]) -> list[str]:
+    """The model names vLLM's validation reads, as the command gives them: the served model and the speculative
+    config's "model" (the probe holds vLLM's own reading of the command to these)."""
+    spec = (subset.get("speculative_config") or {}).get("value")
+    names = [(subset.get("fields") or {}).get("model"), spec.get("model") if isinstance(spec, dict) else None]
+    return [n for n in names if isinstance(n, str) and n]
+
+
+def refused_for_validation(names: Sequence[str], cwd: str) -> list[dict[str, Any]]:
+    """The files of those models that the doctor refuses to read (facts.modelfiles.refused_files: its own caps):
+    vLLM's validation, which would read them whole, is not given the command then."""
+    refused: list[dict[str, Any]] = []
+    for name in names:
+        resolved = resolve_model_path(name, cwd)
+        if resolved["path"] is not None and resolved["is_dir"]:
+            refused.extend({"file": p["file"], "kind": p["kind"], "message": p["message"]}
+                           for p in refused_files(resolved["path"]))
+    return refused
+
+
+@contextlib.contextmanager
+def model_code_home(run: bool) -> Iterator[dict[str, str] | None]:
+    """With --run-model-code: the environment the validation runs the model's code in, a HOME, XDG and Hugging
+    Face modules cache in a directory of the doctor's own, removed after. The Hugging Face hub cache and vLLM's
+    cache stay the user's, where the models and vLLM's learned model classes are read (offline; vLLM's writes
+    there are kept unsaved)."""
+    if not run:
+        yield None
+        return
+    user = dict(os.environ)
+    with tempfile.TemporaryDirectory(prefix="dflash-doctor-model-code-", ignore_cleanup_errors=True) as sandbox:
+        home = os.path.join(sandbox, "home")
+        os.mkdir(home, 0o700)
+        yield {"HOME": home, "XDG_CACHE_HOME": os.path.join(home, ".cache"),
+               "XDG_CONFIG_HOME": os.path.join(home, ".config"), "XDG_DATA_HOME": os.path.join(home, ".local", "share"),
+               "HF_HOME": os.path.join(home, ".cache", "huggingface"),
+               "HF_MODULES_CACHE": os.path.join(home, ".cache", "huggingface", "modules"),
+               "TMPDIR": sandbox, "HF_HUB_CACHE": hub_cache(user),
+               "VLLM_CACHE_ROOT": user.get("VLLM_CACHE_ROOT") or os.path.join(
+                   user.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "vllm")}
+
+
+def _vllm_args(ctx: Context, job: dict[str, Any], models: Sequence[str]) -> tuple[ProbeOutcome, dict[str, Any]]:
+    """The vllm_args probe on `job`, vLLM's validation given only models whose files the doctor does not refuse
+    (`models` are looked at first; the probe validates no other)."""
+    refused = refused_for_validation(models, ctx.cwd) if job["validate"] else []
+    job.update(checked_models=list(models), validate=job["validate"] and not refused)
+    with model_code_home(job["model_code"]) as sandbox:
+        ran = {**job, "environ": {**OFFLINE, **sandbox}} if sandbox is not None else job
+        # In the run's one target process when there is one (its torch is imported already), else alone.
+        outcome = (ctx.host.submit(ProbeJob("vllm_args", "vllm_args", ran)).result() if ctx.host is not None
+                   else run_probe(ctx.python, "vllm_args", ran, timeout_s=ctx.timeout_s, cwd=ctx.cwd))
+    data = outcome.data if isinstance(outcome.data, dict) else {}
+    if refused:
+        data["not_validated"] = {"reason": "refused-files", "models": [], "files": refused}
+    return outcome, data
+
+
 def collect_args(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
     options = ctx.options or {}
     serve = options.get("serve") or {}
@@ -174,18 +236,23 @@ def collect_args(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
     parsed: Mapping[str, Any] | None = None
     if subset["program_error"] is None and serve.get("vllm_parser", True):
         platform = simulated_platform(serve, ctx.target_archs, earlier.get("gpu"))
-        job = {"args": subset["args"], "validate": bool(serve.get("validate", True)), "platform": platform,
-               "roots": _roots(earlier), "environ": OFFLINE}
-        # In the run's one target process when there is one (its torch is imported already), else alone.
-        outcome = (ctx.host.submit(ProbeJob("vllm_args", "vllm_args", job)).result() if ctx.host is not None
-                   else run_probe(ctx.python, "vllm_args", job, timeout_s=ctx.timeout_s, cwd=ctx.cwd))
-        data = outcome.data if isinstance(outcome.data, dict) else {}
+        validate = bool(serve.get("validate", True))
+        model_code = validate and bool(serve.get("run_model_code"))
+        job = {"args": subset["args"], "validate": validate, "platform": platform, "roots": _roots(earlier),
+               "environ": OFFLINE, "checked_models": [], "model_code": model_code}
+        outcome, data = _vllm_args(ctx, job, models_read_by_validation(subset))
+        unchecked = (data.get("not_validated") or {}).get("models") or []
+        if data.get("available") and unchecked:
+            # vLLM's parser read models the doctor's own reading did not find (a --config file): now looked at,
+            # the validation runs on them (once more: vLLM's reading is what it will read).
+            outcome, data = _vllm_args(ctx, job, [*job["checked_models"], *unchecked])
         vllm_parser = {"tried": True, "available": bool(data.get("available")), "version": data.get("version"),
                        "import_error": data.get("import_error"), "parser_error": data.get("parser_error"),
                        "parse_error": data.get("parse_error"),
                        "validation": data.get("validation"), "validating": bool(data.get("validating")),
                        "platform": data.get("platform"),
                        "attention": data.get("attention"), "given": data.get("given") or [],
+                       "not_validated": data.get("not_validated"), "model_code_run": model_code,
                        "process": outcome.as_facts()}
         if data.get("available") and isinstance(data.get("fields"), dict):
             parsed = data["fields"]

@@ -22,11 +22,15 @@ __all__ = [
     "Fp8Facts",
     "LanguageModelOnly",
     "Marker",
+    "ModelCodeCall",
+    "NotValidated",
     "ParserRegistries",
     "ParserRegistry",
     "PortFacts",
     "Priorities",
     "ProbeProcess",
+    "RefusedConnection",
+    "RefusedFile",
     "RopeLayout",
     "RunnerFacts",
     "ServeArgs",
@@ -234,12 +238,53 @@ class Served(Shape):
 
 
 @dataclass(frozen=True)
+class ModelCodeCall(Shape):
+    """A model repository's own code that transformers was asked to copy or run (`call`: the function of
+    transformers.dynamic_module_utils that refused), for `model` (its directory or name)."""
+
+    call: str = ""
+    model: str | None = None
+    file: str | None = None
+
+
+@dataclass(frozen=True)
+class RefusedConnection(Shape):
+    """A connection (or datagram) the validation's process was refused while it ran the model's code."""
+
+    event: str = ""
+    address: str = ""
+
+
+@dataclass(frozen=True)
 class VllmValidation(Shape):
-    """vLLM's create_engine_config on the exact command: `ok`, or the `error` it raised."""
+    """vLLM's create_engine_config on the exact command: `ok`, or the `error` it raised. A non-empty
+    `model_code`: the validation stopped where it would have run the model's own code (not vLLM's verdict)."""
 
     ok: bool = False
     error: VllmError | None = None
     served: Served | None = None
+    model_code: list[ModelCodeCall] = field(default_factory=list)
+    refused_connections: list[RefusedConnection] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class RefusedFile(Shape):
+    """A file of a model the doctor refuses to read (facts.modelfiles.refused_files)."""
+
+    file: str = ""
+    kind: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class NotValidated(Shape):
+    """Why vLLM's validation was not given the command: "refused-files" (`files`: what the doctor refused to
+    read in the models it names), "unchecked-models" (`models`: vLLM's parser read models the doctor did not
+    look at first)."""
+
+    reason: str = ""
+    files: list[RefusedFile] = field(default_factory=list)
+    models: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -271,6 +316,9 @@ class VllmParser(Shape):
     platform: VllmPlatform | None = None
     attention: list[VllmAttention] | None = None
     given: list[str] = field(default_factory=list)
+    not_validated: NotValidated | None = None
+    model_code_run: bool = False
+    """--run-model-code: the validation ran the model's own code, with a HOME of its own and no network."""
     process: ProbeProcess | None = None
 
 

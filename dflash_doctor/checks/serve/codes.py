@@ -113,6 +113,22 @@ FP8_KV_FLOAT16 = Code("serve-command.fp8-kv-float16", "An fp8 KV cache with a fl
     "(recorded on an H200 with vLLM 0.20.1, fixtures/engine/11). Serve with --dtype bfloat16 (scenario 12 "
     "serves), or keep the model's own KV cache dtype. Sources: knowledge/dflash_reports.py "
     "FP8_QUERY_NEEDS_BFLOAT16.")
+MODEL_CODE_NOT_RUN = Code("serve-command.model-code-not-run", "vLLM's validation stopped before the model's own code",
+    "With --trust-remote-code, vLLM's create_engine_config loads the classes a model directory's config.json "
+    "names in auto_map: transformers copies its configuration_*.py / modeling_*.py into ~/.cache/huggingface/"
+    "modules and executes them, with the user's HOME and network. A preflight does not run a model "
+    "repository's code: the doctor's validation refuses transformers' dynamic-module loading before any file "
+    "is copied or executed, so the part of vLLM's validation that needs that code was not run, and vLLM's "
+    "parser and the doctor's rules judge the command. `dflash-doctor serve --run-model-code` runs it, with a "
+    "HOME, XDG dirs and Hugging Face modules cache in a directory of the doctor's own (removed after) and "
+    "outbound connections refused inside the probe (Python's socket audit events: native code and "
+    "processes the code starts are not covered; read the code first).")
+VALIDATION_NOT_RUN = Code("serve-command.vllm-validation-not-run", "vLLM's validation was not given the command",
+    "vLLM's create_engine_config reads the models' files whole (transformers reads all of config.json). When "
+    "the doctor refused one of those files (a config.json or index over its size cap, a safetensors header over "
+    "the safetensors limit, a file that is not a regular file: the models check names it), or when vLLM's parser "
+    "read a model the doctor did not look at first, vLLM's validation is not run on the command: a file that "
+    "the doctor would not read could take gigabytes of memory, or block, in vLLM's. The doctor's rules judge.")
 JUDGED_BY = Code("serve-command.judged-by", "Which verdicts are vLLM's own and which the doctor's rules",
     "Says which findings of this check came from vLLM's own code (its parser, create_engine_config, its attention "
     "selector) and on which platform (the machine's GPUs, or a simulated one and where its facts came from), "
@@ -236,6 +252,8 @@ COMMAND_CODES: tuple[Code, ...] = (
     HEADS_TP,
     KV_HEADS_TP,
     VLLM_VALIDATION,
+    MODEL_CODE_NOT_RUN,
+    VALIDATION_NOT_RUN,
     VLLM_ATTENTION,
     FP8_KV_FLOAT16,
     JUDGED_BY,

@@ -11,6 +11,8 @@ knowledge.dflash; the installed vLLM's source decides which variant applies (col
 from __future__ import annotations
 
 import dataclasses
+import shlex
+from collections.abc import Sequence
 
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.argv import with_flag, with_spec
@@ -24,6 +26,7 @@ from dflash_doctor.checks.serve.codes import (
     JUDGED_BY,
     KV_HEADS_TP,
     MAX_MODEL_LEN,
+    MODEL_CODE_NOT_RUN,
     MODEL_MISSING,
     NO_SPECULATIVE_CONFIG,
     NOT_A_SERVE_COMMAND,
@@ -38,6 +41,7 @@ from dflash_doctor.checks.serve.codes import (
     SPEC_MODEL_MISSING,
     SPEC_OK,
     TOKEN_BUDGET,
+    VALIDATION_NOT_RUN,
     VLLM_ATTENTION,
     VLLM_MISSING,
     VLLM_NEWER_THAN_VERIFIED,
@@ -59,7 +63,15 @@ from dflash_doctor.checks.serve.view import ServeCommand
 from dflash_doctor.codes import Code
 from dflash_doctor.facts.envfacts import release
 from dflash_doctor.facts.models_shapes import ConfigView, Models
-from dflash_doctor.facts.serve_shapes import BackendChoice, ServeArgs, VllmDflash, VllmError, VllmPlatform
+from dflash_doctor.facts.serve_shapes import (
+    BackendChoice,
+    ModelCodeCall,
+    NotValidated,
+    ServeArgs,
+    VllmDflash,
+    VllmError,
+    VllmPlatform,
+)
 from dflash_doctor.knowledge.dflash import (
     DFLASH_FIRST_VERSION,
     DFLASH_INSTALL_SPEC,
@@ -461,6 +473,10 @@ class _Command:
         parser = self.serve.vllm_parser
         validation = parser.validation
         version = parser.version or ""
+        if parser.not_validated is not None:
+            return [self._not_validated(parser.not_validated)]
+        if validation is not None and validation.model_code:
+            return [self._model_code_not_run(validation.model_code)]
         if validation is None and parser.validating:
             process = parser.process
             return [VLLM_VALIDATION.finding(Status.WARN,
@@ -471,11 +487,13 @@ class _Command:
                             evidence={"process": process.to_json() if process else {}})]
         if validation is None:
             return []
+        ran_code = {"model_code_run": True, "refused_connections": [c.to_json() for c in validation.refused_connections]
+                    } if parser.model_code_run else {}
         if validation.ok:
             return [VLLM_VALIDATION.finding(Status.PASS,
                             f"vLLM {version}'s own config validation (create_engine_config) accepts the command"
                             f"{self._on()}", evidence={"served": validation.served.to_json() if validation.served
-                                                       else None})]
+                                                       else None, **ran_code})]
         error = validation.error
         message = error.message if error else ""
         limit = simulation_limit(parser.platform, error)
@@ -486,7 +504,42 @@ class _Command:
         return [VLLM_VALIDATION.finding(Status.FAIL,
                         f"vLLM {version}'s own config validation rejects the command{self._on()}: "
                         f"{error.type if error else ''}: {_validation_reason(message)}",
-                        detail=error.traceback if error else "")]
+                        detail=error.traceback if error else "", evidence=ran_code)]
+
+    def _not_validated(self, why: NotValidated) -> Finding:
+        version = self.serve.vllm_parser.version or ""
+        if why.files:
+            shown = "; ".join(f.message for f in why.files[:3])  # each names its file
+            reason = (f"the doctor refused to read {shown}, and vLLM's validation would read the model's files "
+                      "whole")
+        else:
+            reason = (f"vLLM's parser reads the model(s) {', '.join(why.models)}, which the doctor did not look at "
+                      "before (their files could be over the doctor's caps)")
+        return VALIDATION_NOT_RUN.finding(Status.WARN,
+                        f"vLLM {version}'s own config validation was not run: {reason}; vLLM's parser and the "
+                        "doctor's rules judge the command",
+                        evidence={"reason": why.reason, "files": [f.to_json() for f in why.files],
+                                  "models": list(why.models)})
+
+    def _model_code_not_run(self, calls: Sequence[ModelCodeCall]) -> Finding:
+        version = self.serve.vllm_parser.version or ""
+        models = list(dict.fromkeys(c.model for c in calls if c.model))
+        files = list(dict.fromkeys(c.file for c in calls if c.file))
+        auto_map = {f"{m.resolved.path or m.name}": list(m.config.auto_map or [])
+                    for m in (self.target, self.drafter) if m is not None and m.config is not None
+                    and m.config.auto_map and (m.resolved.path in models or m.name in models)}
+        named = "; ".join(f"{d} (config.json auto_map: {', '.join(e)})" for d, e in auto_map.items()) or \
+            ", ".join(models)
+        return MODEL_CODE_NOT_RUN.finding(Status.WARN,
+                        f"vLLM {version}'s own config validation was not run past the model's own code: {named} "
+                        f"names code of its own ({', '.join(files)}) that vLLM would load, and the doctor runs no "
+                        "model repository's code; vLLM's parser and the doctor's rules judge the command",
+                        evidence={"models": models, "files": files, "auto_map": auto_map,
+                                  "calls": [c.to_json() for c in calls]},
+                        remediation=(Remediation(shlex.join(["dflash-doctor", "serve", "--run-model-code", "--",
+                                                             *self.argv]),
+                                                 "after reading that code: run it in vLLM's validation, with a HOME "
+                                                 "of the doctor's own and outbound connections refused"),))
 
     def vllm_attention(self) -> list[Finding]:
         parser = self.serve.vllm_parser
@@ -554,7 +607,8 @@ class _Command:
         by_vllm = [f.id for f in findings if f.id in _VLLM_OWN or f.id == PARSED.id
                    and self.serve.parser == "vllm"]
         by_vllm = sorted(set(by_vllm))
-        rules = sorted({f.id for f in findings if f.id not in by_vllm and f.status is not Status.SKIP})
+        rules = sorted({f.id for f in findings if f.id not in by_vllm and f.status is not Status.SKIP
+                        and f.id not in _VLLM_NOT_RUN})
         platform = parser.platform
         if by_vllm:
             what = ", ".join(w for w, i in (("its parser", PARSED.id),
@@ -572,6 +626,7 @@ class _Command:
 
 
 _VLLM_OWN = frozenset({VLLM_PARSER_REJECTED.id, VLLM_VALIDATION.id, VLLM_ATTENTION.id})
+_VLLM_NOT_RUN = frozenset({MODEL_CODE_NOT_RUN.id, VALIDATION_NOT_RUN.id})  # what did not judge, neither vLLM nor a rule
 # What an error looks like when vLLM's code needed a compiled op that was stood in for (the CUDA driver is
 # absent): the stand-in's own words, or torch's for an op that was never registered.
 _STAND_IN_WORDS = ("needs the CUDA driver, which this machine does not have", "'_OpNamespace'")

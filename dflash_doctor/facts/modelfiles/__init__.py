@@ -5,7 +5,13 @@ Pure file reading (no torch, no safetensors library, never a write); the judging
 
 from __future__ import annotations
 
-from dflash_doctor.facts.modelfiles.model_dir import DRAFTER_KEYS, TEXT_KEYS, TOKENIZER_FILES, read_model_dir
+from dflash_doctor.facts.modelfiles.model_dir import (
+    DRAFTER_KEYS,
+    TEXT_KEYS,
+    TOKENIZER_FILES,
+    read_model_dir,
+    refused_files,
+)
 from dflash_doctor.facts.modelfiles.safetensors_header import (
     DTYPE_BITS,
     MAX_HEADER_SIZE,
@@ -20,4 +26,5 @@ __all__ = [
     "TOKENIZER_FILES",
     "read_model_dir",
     "read_safetensors_header",
+    "refused_files",
 ]

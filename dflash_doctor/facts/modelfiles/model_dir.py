@@ -24,6 +24,7 @@ from dflash_doctor.facts.modelfiles.safetensors_header import (
     OTHER_GROUP,
     JSONDict,
     Problems,
+    header_refusal,
     problem,
     read_header_and_names,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "TEXT_KEYS",
     "TOKENIZER_FILES",
     "read_model_dir",
+    "refused_files",
 ]
 
 CONFIG_NAME: Final[str] = "config.json"
@@ -258,17 +260,15 @@ def _list_dir(root: str, problems: list[JSONDict]) -> set[str] | None:
 
 def _read_json(file: str, max_bytes: int, problems: list[JSONDict], max_pairs: int | None = None) -> Any:
     """Parsed JSON, or None with a problem. A missing file is the caller's business (checked before)."""
+    refused = _json_refusal(file, max_bytes)
+    if refused is not None:
+        problems.append(refused)
+        return None
     try:
-        # Opening a FIFO named config.json would block: only regular files are opened.
-        if not stat.S_ISREG(os.stat(file).st_mode):
-            problems.append(problem("not-a-file", file, "is not a regular file"))
-            return None
         with open(file, "rb") as handle:
             size = os.fstat(handle.fileno()).st_size
-            if size > max_bytes:
-                problems.append(
-                    problem("too-large", file, f"{size} bytes; refusing to parse more than {max_bytes}")
-                )
+            if size > max_bytes:  # it grew since the look above
+                problems.append(_too_large(file, size, max_bytes))
                 return None
             raw = handle.read(max_bytes + 1)
     except OSError as exc:
@@ -295,6 +295,43 @@ def _read_json(file: str, max_bytes: int, problems: list[JSONDict], max_pairs: i
     except (ValueError, RecursionError) as exc:
         problems.append(problem("bad-json", file, f"malformed JSON: {exc.__class__.__name__}"))
     return None
+
+
+def _too_large(file: str, size: int, max_bytes: int) -> JSONDict:
+    return problem("too-large", file, f"{size} bytes; refusing to parse more than {max_bytes}")
+
+
+def _json_refusal(file: str, max_bytes: int) -> JSONDict | None:
+    """Why the doctor does not read this JSON file at all (not a regular file, more than `max_bytes`), or None
+    (it may still fail to read or parse)."""
+    try:
+        st = os.stat(file)
+    except (OSError, ValueError):
+        return None
+    # Opening a FIFO named config.json would block: only regular files are opened.
+    if not stat.S_ISREG(st.st_mode):
+        return problem("not-a-file", file, "is not a regular file")
+    if st.st_size > max_bytes:
+        return _too_large(file, st.st_size, max_bytes)
+    return None
+
+
+def refused_files(path: str | os.PathLike[str]) -> list[JSONDict]:
+    """The files of a model directory that the doctor refuses to read, by the same caps `read_model_dir`
+    applies (config.json and the index over their size caps or not regular files, a safetensors header over
+    its cap): a stat per file and 8 bytes per safetensors file. A reader that would take such a file whole
+    (vLLM's config validation: transformers reads config.json entire) is not to be given the directory."""
+    root = os.fspath(path)
+    try:
+        names = set(os.listdir(root))
+    except (OSError, ValueError):
+        return []
+    refused = [p for p in (_json_refusal(os.path.join(root, name), cap)
+                           for name, cap in ((CONFIG_NAME, CONFIG_MAX_BYTES), (INDEX_NAME, INDEX_MAX_BYTES))
+                           if name in names) if p is not None]
+    for name in sorted(n for n in names if n.endswith(".safetensors"))[:MAX_SHARDS]:
+        refused.extend(header_refusal(os.path.join(root, name)))
+    return refused
 
 
 # --- config.json ------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ __all__ = [
     "OTHER_GROUP",
     "Problems",
     "cap_problems",
+    "header_refusal",
     "problem",
     "read_header_and_names",
     "read_safetensors_header",
@@ -248,14 +249,9 @@ def _read_header_bytes(file: str, facts: JSONDict) -> bytes | None:
                 return None
             n = int.from_bytes(head, "little")
             facts["header_len"] = n
-            if n > MAX_HEADER_SIZE:
-                problems.append(
-                    problem(
-                        "header-too-large",
-                        file,
-                        f"header length {n} exceeds the safetensors limit of {MAX_HEADER_SIZE} bytes",
-                    )
-                )
+            too_large = _header_too_large(file, n)
+            if too_large is not None:
+                problems.append(too_large)
                 return None
             if _LEN_BYTES + n > size:
                 problems.append(
@@ -275,6 +271,27 @@ def _read_header_bytes(file: str, facts: JSONDict) -> bytes | None:
         problems.append(problem("header-past-eof", file, f"read {len(raw)} of {n} header bytes"))
         return None
     return raw
+
+
+def _header_too_large(file: str, n: int) -> JSONDict | None:
+    if n > MAX_HEADER_SIZE:
+        return problem("header-too-large", file, f"header length {n} exceeds the safetensors limit of {MAX_HEADER_SIZE} bytes")
+    return None
+
+
+def header_refusal(path: str | os.PathLike[str]) -> list[JSONDict]:
+    """Why the doctor refuses this safetensors file's header (a length over MAX_HEADER_SIZE), from its first 8
+    bytes, as `read_header_and_names` judges it; [] where it would read it (or fails for another reason)."""
+    file = os.fspath(path)
+    try:
+        if not stat.S_ISREG(os.stat(file).st_mode):
+            return [problem("not-a-file", file, "is not a regular file")]
+        with open(file, "rb") as handle:
+            head = handle.read(_LEN_BYTES)
+    except (OSError, ValueError):
+        return []
+    too_large = _header_too_large(file, int.from_bytes(head, "little")) if len(head) == _LEN_BYTES else None
+    return [too_large] if too_large is not None else []
 
 
 def _os_reason(exc: Exception) -> str:

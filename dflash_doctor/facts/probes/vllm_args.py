@@ -361,19 +361,36 @@ def run():
     facts["fields"] = fields
     if not ARGS.get("validate"):
         return done()
+    unchecked = unchecked_models(engine_args, ARGS.get("checked_models"))
+    if unchecked:
+        facts["not_validated"] = {"reason": "unchecked-models", "models": unchecked, "files": []}
+        return done()
     # What is known so far, in case the validation outlasts the timeout (the last document written counts).
     facts["validating"] = True
     done()
     facts["validating"] = False
+    model_code, connections, unlooked = [], [], []
+    hold_to_checked(ARGS.get("checked_models"), unlooked)
+    if ARGS.get("model_code"):
+        refuse_connections(connections)
+    else:
+        refuse_model_code(model_code)
     try:
         from vllm.usage.usage_lib import UsageContext
 
         keep_model_info_unsaved()
         config = engine_args.create_engine_config(usage_context=UsageContext.OPENAI_API_SERVER)
-    except BaseException as exc:  # noqa: BLE001 - vLLM's own verdict, whatever it raises
-        facts["validation"] = {"ok": False, "error": describe(exc)}
+    except UncheckedModel:
+        facts["not_validated"] = {"reason": "unchecked-models", "models": unlooked, "files": []}
         return done()
-    facts["validation"] = {"ok": True, "error": None, "served": served(config)}
+    except BaseException as exc:  # noqa: BLE001 - vLLM's own verdict, whatever it raises
+        facts["validation"] = {"ok": False, "error": None if isinstance(exc, ModelCodeRefused) else describe(exc),
+                               "model_code": model_code, "refused_connections": connections}
+        return done()
+    facts["validation"] = {"ok": not model_code, "error": None, "served": served(config), "model_code": model_code,
+                           "refused_connections": connections}
+    if model_code:  # vLLM went on without what the refused code would have given: not its verdict on the command
+        return done()
     capabilities = (given_platform or {}).get("capabilities") or [None]
     facts["attention"] = []
     if given_platform and not given_platform.get("capabilities"):
@@ -384,6 +401,98 @@ def run():
             clear_selector_cache()
         facts["attention"].append(attention(config, capability or (facts["platform"] or {}).get("capability")))
     return done()
+
+
+class ModelCodeRefused(BaseException):
+    """Raised where transformers would copy a model repository's own code (auto_map's configuration_*.py,
+    modeling_*.py) into its modules cache or execute it. A BaseException, so that vLLM's and transformers'
+    `except Exception` fallbacks do not swallow it and go on as if the class were simply absent."""
+
+
+def refuse_model_code(refused):
+    """transformers' dynamic-module loading refuses, before any file is copied or executed: every class
+    reference goes through get_cached_module_file (copies the files to HF_MODULES_CACHE) and get_class_in_module
+    (executes them), both looked up in their module when called; `refused` gets what was asked."""
+    try:
+        from transformers import dynamic_module_utils as loading
+    except Exception:  # noqa: BLE001 - without transformers there is no dynamic-module loading to refuse
+        return
+
+    def refusing(name, model_at, file_at):
+        def refuse(*args, **kwargs):
+            def given(at, *keywords):
+                value = args[at] if len(args) > at else next((kwargs[k] for k in keywords if k in kwargs), None)
+                return str(value) if value is not None else None
+
+            if len(refused) < 16:
+                refused.append({"call": name, "model": given(model_at, "pretrained_model_name_or_path"),
+                                "file": given(file_at, "module_file", "class_reference", "module_path")})
+            raise ModelCodeRefused(f"{name}: the model's own code is not run by the doctor's validation")
+
+        return refuse
+
+    for name, model_at, file_at in (("get_class_from_dynamic_module", 1, 0), ("get_cached_module_file", 0, 1),
+                                    ("get_class_in_module", 1, 0), ("create_dynamic_module", 0, 0)):
+        if hasattr(loading, name):
+            setattr(loading, name, refusing(name, model_at, file_at))
+
+
+CONNECTION_EVENTS = ("socket.connect", "socket.sendto", "socket.sendmsg")
+
+
+def refuse_connections(refused):
+    """From here on this process opens no connection and sends no datagram (Python's audit events for
+    connect, sendto and sendmsg, on any socket family, raise): the model's code runs with no network. Native
+    code calling the C library directly, and processes it starts, are not covered."""
+    import errno
+
+    def hook(event, args):
+        if event in CONNECTION_EVENTS:
+            if len(refused) < 16:
+                refused.append({"event": event, "address": str(args[1] if len(args) > 1 else None)[:200]})
+            raise ConnectionRefusedError(errno.ECONNREFUSED, "connections are refused while the doctor's "
+                                         "validation runs the model's code")
+
+    sys.addaudithook(hook)
+
+
+class UncheckedModel(BaseException):
+    """vLLM's validation was about to read a model the doctor did not look at first."""
+
+
+def hold_to_checked(checked, unlooked):
+    """`vllm serve SPECULATORS_DIR`: vLLM's validation serves the verifier the directory's config names
+    (maybe_override_with_speculators, before it reads the verifier's config). One the doctor did not look at
+    stops the validation (UncheckedModel), named in `unlooked`, for the doctor to look at and ask again."""
+    if checked is None:
+        return
+    try:
+        from vllm.engine import arg_utils
+    except Exception:  # noqa: BLE001
+        return
+    override = getattr(arg_utils, "maybe_override_with_speculators", None)
+    if override is None:
+        return
+
+    def held(*args, **kwargs):
+        result = override(*args, **kwargs)
+        model = result[0] if isinstance(result, tuple) and result else None
+        if isinstance(model, str) and model not in checked:
+            unlooked.append(model)
+            raise UncheckedModel(model)
+        return result
+
+    arg_utils.maybe_override_with_speculators = held
+
+
+def unchecked_models(engine_args, checked):
+    """The models vLLM's validation would read (the served model, the speculative config's) that the doctor
+    did not look at before (its files over its caps are not to be handed to vLLM): [] when `checked` is None."""
+    if checked is None:
+        return []
+    spec = getattr(engine_args, "speculative_config", None)
+    names = [getattr(engine_args, "model", None), spec.get("model") if isinstance(spec, dict) else None]
+    return [str(n) for n in names if isinstance(n, str) and n not in checked]
 
 
 def keep_model_info_unsaved():
