@@ -186,7 +186,7 @@ def collect_args(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
                        "validation": data.get("validation"), "validating": bool(data.get("validating")),
                        "platform": data.get("platform"),
                        "attention": data.get("attention"), "given": data.get("given") or [],
-                       "process": outcome.as_facts()}
+                       "bound": data.get("bound") or {}, "process": outcome.as_facts()}
         if data.get("available") and isinstance(data.get("fields"), dict):
             parsed = data["fields"]
     if parsed is not None:

@@ -271,6 +271,9 @@ class VllmParser(Shape):
     platform: VllmPlatform | None = None
     attention: list[VllmAttention] | None = None
     given: list[str] = field(default_factory=list)
+    bound: dict[str, list[int]] = field(default_factory=dict)
+    """Each destination of vLLM's parser, and the positions of the words after the program it took (the report's
+    masking takes those of a secret destination, `api_key`, as secrets: facts.secrets.bound_secret_values)."""
     process: ProbeProcess | None = None
 
 
