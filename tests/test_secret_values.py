@@ -203,7 +203,7 @@ def test_with_the_real_vllm_its_parser_says_which_words_are_secrets_and_none_sho
     assert parser["available"] and parser["version"] == "0.20.1", parser
     # vLLM's own parser bound the prefixed flags' words to api_key and hf_token (positions after `vllm serve`),
     # and refused the misspelt flag: its error, quoting the key, is in the report masked.
-    assert parser["bound"]["api_key"] == [2, 3] and parser["bound"]["hf_token"] == [5, 7], parser["bound"]
+    assert parser["bound"]["api_key"] == [2, 3] and parser["bound"]["hf_token"] == [5, 8], parser["bound"]
     assert "unrecognized arguments: --api-keys <redacted>" in parser["parse_error"]
 
     from dflash_doctor.facts.secrets import bound_secret_values
@@ -290,7 +290,7 @@ def test_every_encoding_of_a_given_secret_is_masked_few_or_many(key: str) -> Non
     import shlex
     import urllib.parse
 
-    from dflash_doctor.render.redact import Redactor, SecretMask
+    from dflash_doctor.render.redact import Redactor
 
     shown = [repr(key), repr([key]), repr(repr(key)), ascii(key), json.dumps({"k": key}), json.dumps(repr(key)),
              f"https://x/?k={urllib.parse.quote(key, safe='')}", f"https://x/{urllib.parse.quote(key)}",
@@ -301,5 +301,7 @@ def test_every_encoding_of_a_given_secret_is_masked_few_or_many(key: str) -> Non
         for text in shown:
             masked = redactor.text(text)
             assert "<redacted>" in masked and leaked(masked, [key]) == [], (text, masked)
+    from dflash_doctor.render.redact import SecretMask
+
     mask = SecretMask([key, *many])
     assert mask("x other-key-0007y other-key-00") == "x <redacted>y other-key-00"
