@@ -66,16 +66,17 @@ def _plugin_result(problems: list[Finding]) -> list[CheckResult]:
     return [CheckResult("plugins", "doctor", "Check plugins", Status.ERROR, tuple(problems))]
 
 
-def _given_secrets(request: Request) -> list[str]:
-    """The secrets in what the checks were given: the serve command's (`serve.argv`) and the live check's key
-    (the variable its `api_key_env` names). Every output masks them by value (render.redact)."""
+def _given_secrets(request: Request, sections: Mapping[str, Any] | None = None) -> list[str]:
+    """The secrets in what the checks were given: the serve command's (`serve.argv`; in `sections`, what vLLM's
+    own parser bound to a secret) and the live check's key (the variable its `api_key_env` names). Every output
+    masks them by value (render.redact)."""
     from dflash_doctor.render import redact
 
     serve = request.options.get("serve")
     argv = serve.get("argv") if isinstance(serve, Mapping) else None
     live = request.options.get("live")
     return [*request.secrets,
-            *redact.given_secrets([str(w) for w in argv or []], getattr(live, "api_key_env", None))]
+            *redact.given_secrets([str(w) for w in argv or []], getattr(live, "api_key_env", None), sections)]
 
 
 def run(request: Request, *, handle_signals: bool = False, on_event: ProgressFn | None = None) -> Run:
@@ -180,7 +181,7 @@ def _finish(request: Request, results: list[CheckResult], sections: Mapping[str,
     from dflash_doctor.checks.fix.verify import mark_unchecked, unchecked_reason
     from dflash_doctor.render import report as report_module
 
-    masked = _given_secrets(request) if given else []
+    masked = _given_secrets(request, sections) if given else []
     if partial:
         extra["partial"] = True
     # Every fix in the report says whether the installer vouched for it; the run's own results stay as judged.

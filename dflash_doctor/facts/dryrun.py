@@ -105,10 +105,14 @@ def _installer_segment(words: list[str]) -> Segment | None:
     return None
 
 
+# No command the doctor runs is longer; a longer one (a serve command with 50,000 keys) is not read word by word.
+MAX_COMMAND_CHARS = 65536
+
+
 def parse_command(command: str) -> list[Segment] | None:
     """The segments of a remediation command, or None when any part is not a shape the doctor knows
     (then it is neither verified nor ever run by `fix`)."""
-    tokens = _tokens(command)
+    tokens = _tokens(command) if len(command) <= MAX_COMMAND_CHARS else None
     if not tokens:
         return None
     parts: list[list[str]] = [[]]

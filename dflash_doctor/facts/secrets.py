@@ -7,14 +7,16 @@ found by `argv_secret_values` (a serve command line) and `environ_secret_values`
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["ENV_ALLOW_NAMES", "ENV_ALLOW_PREFIXES", "LIST_SECRET_FLAGS", "REDACTED", "SECRET_NAME", "SECRET_VALUE",
-           "argv_secret_values", "env_allow_args", "environ_secret_values", "json_secret_values", "names_a_path",
-           "scrub_values", "secret_flag", "secret_key"]
+__all__ = ["ENV_ALLOW_NAMES", "ENV_ALLOW_PREFIXES", "LIST_SECRET_FLAGS", "REDACTED", "SECRET_FLAGS", "SECRET_NAME",
+           "SECRET_VALUE", "argv_secret_spans", "argv_secret_values", "bound_secret_values", "env_allow_args",
+           "environ_secret_values", "json_secret_values", "names_a_path", "scrub_values", "secret_flag", "secret_key",
+           "secret_nargs"]
 
 ENV_ALLOW_NAMES = (
     "CUDA_VISIBLE_DEVICES",
@@ -50,17 +52,29 @@ def scrub_values(values: Mapping[str, str]) -> dict[str, str]:
 
 # ------------------------------------------------------------------------------- secrets the doctor was given
 
-# A command-line flag whose name says it carries a secret: one of its words (split at - _ .) is key, token,
-# secret, password, credential or auth (--api-key, --hf-token, --db-password, --speculative-config.api_key),
-# unless its last word says the value is where the secret lives (--api-key-file, --ssl-keyfile: a path).
-SECRET_FLAG_NAME = (r"--(?:[a-z0-9]+[-_.])*?(?:api[-_]?key|key|token|secret|password|passwd|credentials?|auth"
-                    r"|authorization)(?:[-_.][a-z0-9]+)*")
+# vLLM's serve flags that carry a secret, with how many of the words after them its parser gives them (argparse
+# nargs): `api_key: list[str] | None` (vllm/entrypoints/openai/cli_args.py FrontendArgs, 0.18.0-0.22.0) becomes
+# `nargs="+"` (vllm/engine/arg_utils.py get_kwargs: a list type is nargs "+"), so `--api-key K1 K2` gives two
+# keys, every word up to the next flag; `--hf-token` is `nargs="?", const=True` (EngineArgs.add_cli_args): the
+# next word, when it is no flag. vLLM's parser takes any unambiguous prefix of a flag (argparse's allow_abbrev):
+# `--api-k K` is `--api-key K` to vLLM.
+SECRET_FLAGS: dict[str, str] = {"--api-key": "+", "--hf-token": "?"}
+LIST_SECRET_FLAGS = frozenset(f for f, nargs in SECRET_FLAGS.items() if nargs == "+")
+# vLLM flags (0.20.1's parser) whose names hold a secret's word and whose values are none: counts and booleans.
+NOT_SECRET_FLAGS = frozenset({"--allow-credentials", "--no-allow-credentials", "--dbo-decode-token-threshold",
+                              "--dbo-prefill-token-threshold", "--long-prefill-token-threshold",
+                              "--return-tokens-as-token-ids", "--no-return-tokens-as-token-ids"})
+# A command-line flag whose name says it carries a secret: one of its words (split at - _ .) is key(s), token,
+# secret(s), password(s), credential(s) or auth (--api-key, --api-keys, --hf-token, --db-password,
+# --speculative-config.api_key), or tokens after hf, api, auth, access, bearer, refresh or session (--hf-tokens,
+# not --max-num-batched-tokens), unless its last word says the value is where the secret lives (--api-key-file,
+# --ssl-keyfile: a path).
+SECRET_FLAG_NAME = (r"--(?:[a-z0-9]+[-_.])*?(?:api[-_]?keys?|keys?|token|secrets?|passwords?|passwd|credentials?"
+                    r"|auth|authorization|(?:hf|api|auth|access|bearer|refresh|session)[-_.]tokens)(?:[-_.][a-z0-9]+)*")
 _SECRET_FLAG_WORD = re.compile(rf"(?i){SECRET_FLAG_NAME}")
 _PATH_WORDS = frozenset({"file", "path", "dir", "directory"})
-# Secret flags that take a list: vLLM's `api_key: list[str] | None` (vllm/entrypoints/openai/cli_args.py,
-# FrontendArgs, 0.18.0-0.22.0) becomes `nargs="+"` (vllm/engine/arg_utils.py get_kwargs: a list type is
-# nargs "+"), so `--api-key K1 K2` gives two keys, and every word after it up to the next flag is one.
-LIST_SECRET_FLAGS = frozenset({"--api-key"})
+# argparse reads a word that looks like a negative number as a value (vLLM's parser has no such option).
+_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
 # Keys of a JSON object (a flag's JSON value, a config) whose value is a secret. `token` alone, or at the end
 # after one of these words: `bos_token`, `pad_token` and `max_tokens` are a tokenizer's and a request's, not secrets.
 _SECRET_KEYS = ("api_key", "apikey", "access_key", "secret", "secret_key", "client_secret", "password", "passwd",
@@ -68,7 +82,7 @@ _SECRET_KEYS = ("api_key", "apikey", "access_key", "secret", "secret_key", "clie
                 "bearer_token", "refresh_token", "session_token", "authorization")
 _TOKEN_OWNERS = ("hf", "access", "auth", "api", "bearer", "refresh", "session")
 # A value given as a secret is masked wherever it appears, so a short one would mask ordinary words: below this
-# many characters it is masked only where it stands as a flag's value (`argv_secrets`, `Redactor.secrets`).
+# many characters it is masked only where it stands as a flag's value (`argv_secret_spans`, `Redactor.secrets`).
 MIN_SECRET_CHARS = 4
 # An environment variable is a secret by its name alone (SECRET_NAME), a guess: its value is masked everywhere
 # only when it is long enough to be a key and is not a path (SSH_AUTH_SOCK=/tmp/ssh-.../agent.1).
@@ -81,15 +95,44 @@ def names_a_path(flag: str) -> bool:
 
 
 def secret_flag(word: str) -> bool:
-    """Whether `word` is a flag (no `=value`) whose value, the next word, is a secret."""
-    return _SECRET_FLAG_WORD.fullmatch(word) is not None and not names_a_path(word)
+    """Whether `word` is a flag (no `=value`) whose name says its value is a secret (SECRET_FLAG_NAME)."""
+    return _SECRET_FLAG_WORD.fullmatch(word) is not None and not names_a_path(word) \
+        and _vllm_flag(word) not in NOT_SECRET_FLAGS
 
 
-def _secret_valued(flag: str) -> bool:
-    """`--hf-token`, and a dotted flag's secret key (`-sc.api_key`, `--speculative-config.api_key`)."""
-    return secret_flag(flag) or (flag.startswith("-") and "." in flag and secret_key(flag.rsplit(".", 1)[1]))
+def _vllm_flag(flag: str) -> str:
+    """The flag as vLLM's FlexibleArgumentParser reads it: underscores are dashes up to the first dot."""
+    head, dot, tail = flag.partition(".")
+    return head.replace("_", "-").lower() + dot + tail
 
 
+def secret_nargs(flag: str) -> str | None:
+    """How vLLM's parser would give secrets to `flag` (a word without `=value`), judged from its name alone:
+    "+" every word after it up to the next flag, "?" the next word, None: its value is no secret.
+
+    A known secret flag (SECRET_FLAGS) or any prefix of one (`--api-k`, `--hf-tok`: argparse's allow_abbrev; an
+    ambiguous one too, which vLLM refuses); a dotted flag's secret key (`-sc.api_key`); and, conservatively, a flag
+    whose name says secret (`--api-keys`, `--db-password`): every word after it."""
+    name = _vllm_flag(flag)
+    if name.startswith("--") and len(name) > 2 and "." not in name:
+        for known, nargs in SECRET_FLAGS.items():
+            if known.startswith(name):
+                return nargs
+        if any(known.startswith(name) for known in NOT_SECRET_FLAGS):
+            return None
+        return "+" if secret_flag(name) else None
+    if name.startswith("-") and "." in name and secret_key(name.rsplit(".", 1)[1]):
+        return "?"
+    return None
+
+
+def _a_value(word: object) -> bool:
+    """Whether argparse would read `word` as a value rather than a flag."""
+    return isinstance(word, str) and (not word.startswith("-") or word == "-" or " " in word
+                                      or _NEGATIVE_NUMBER.match(word) is not None)
+
+
+@functools.lru_cache(maxsize=4096)  # asked of every key of a report, most of them many times
 def secret_key(key: str) -> bool:
     """Whether a JSON object's `key` names a secret (`api_key`, `hf_token`, `password`; not `bos_token`)."""
     words = re.split(r"[-_.]", key.lower())
@@ -126,33 +169,63 @@ def _json_words(word: str) -> list[str]:
         return []
 
 
-def argv_secret_values(argv: Sequence[str]) -> list[str]:
-    """The secrets a command line carries: each secret flag's value (`--hf-token V`, `--hf-token=V`; every value
-    of a list flag: `--api-key K1 K2`), and each secret-named key's value in a JSON flag value
-    (`--speculative-config '{"api_key": "K"}'`, `-sc.api_key K`)."""
-    found: list[str] = []
-    words = [str(w) for w in argv]
+def argv_secret_spans(words: Sequence[object]) -> list[tuple[int, str]]:
+    """(position, secret) for each word of a command line that holds a secret as vLLM's parser would bind it,
+    judged from the words alone (`secret_nargs`): the words after a secret flag (`--api-key K1 K2`, `--api-k K`,
+    `--hf-token T`), the value of `--flag=V` (the word's text after `=`)."""
+    found: list[tuple[int, str]] = []
     at = 0
     while at < len(words):
         word = words[at]
         at += 1
-        flag, has_value, inline = word.partition("=")
-        if flag.startswith("-"):
-            if has_value:
-                if _secret_valued(flag):
-                    found.append(inline)
-                else:
-                    found += _json_words(inline)
-                continue
-            if _secret_valued(flag):
-                norm = flag.replace("_", "-")
-                while at < len(words) and not words[at].startswith("-"):
-                    found.append(words[at])
-                    at += 1
-                    if norm not in LIST_SECRET_FLAGS:
-                        break
+        if not isinstance(word, str) or _a_value(word):
             continue
-        found += _json_words(word)
+        flag, has_value, inline = word.partition("=")
+        nargs = secret_nargs(flag)
+        if nargs is None:
+            continue
+        if has_value:
+            found.append((at - 1, inline))
+            continue
+        while at < len(words) and _a_value(words[at]):
+            found.append((at, str(words[at])))
+            at += 1
+            if nargs == "?":
+                break
+    return found
+
+
+def argv_secret_values(argv: Sequence[str]) -> list[str]:
+    """The secrets a command line carries: each secret flag's value (`argv_secret_spans`), and each secret-named
+    key's value in a JSON flag value (`--speculative-config '{"api_key": "K"}'`)."""
+    words = [str(w) for w in argv]
+    found = [value for _, value in argv_secret_spans(words)]
+    for word in words:
+        flag, has_value, inline = word.partition("=")
+        found += _json_words(inline if has_value and flag.startswith("-") else word)
+    return [v for v in dict.fromkeys(found) if v]
+
+
+def bound_secret_values(serve_args: Mapping[str, Any]) -> list[str]:
+    """The secrets vLLM's own parser found in the serve command: the words it bound to a destination whose name
+    says secret (`api_key`, `hf_token`: `secret_key`), as the vllm_args probe reports them (`vllm_parser.bound`:
+    each destination's positions among the words after the program, `vllm serve`). The text after `=` of a
+    `--flag=V` word."""
+    argv, program = serve_args.get("argv"), serve_args.get("program")
+    parser = serve_args.get("vllm_parser")
+    bound = parser.get("bound") if isinstance(parser, Mapping) else None
+    if not isinstance(argv, list) or not isinstance(bound, Mapping):
+        return []
+    offset = len(program) if isinstance(program, list) else 0
+    found: list[str] = []
+    for dest, positions in bound.items():
+        if not isinstance(dest, str) or not secret_key(dest) or not isinstance(positions, list):
+            continue
+        for at in positions:
+            if isinstance(at, int) and not isinstance(at, bool) and 0 <= offset + at < len(argv):
+                word = str(argv[offset + at])
+                flag, has_value, inline = word.partition("=")
+                found.append(inline if has_value and flag.startswith("-") else word)
     return [v for v in dict.fromkeys(found) if v]
 
 

@@ -253,7 +253,7 @@ def collect_args(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
                        "platform": data.get("platform"),
                        "attention": data.get("attention"), "given": data.get("given") or [],
                        "not_validated": data.get("not_validated"), "model_code_run": model_code,
-                       "process": outcome.as_facts()}
+                       "bound": data.get("bound") or {}, "process": outcome.as_facts()}
         if data.get("available") and isinstance(data.get("fields"), dict):
             parsed = data["fields"]
     if parsed is not None:

@@ -13,7 +13,8 @@ the facts say which parser read the command. The subset follows vLLM 0.20.1's pa
 - booleans as `--flag` / `--no-flag`;
 - `--api-key K1 [K2 ...]`: a list (`api_key: list[str]` in vllm/entrypoints/openai/cli_args.py FrontendArgs, which
   vllm/engine/arg_utils.py get_kwargs turns into `nargs="+"`): every word up to the next flag is a key, none of
-  them the model; `--api-key=K` is one. The keys are secrets: the facts say only that the flag was given.
+  them the model; `--api-key=K` is one; `--api-k` is `--api-key` (argparse takes a flag's prefix). The keys are
+  secrets: the facts say only that the flag was given.
 
 Flags outside the subset are listed as unknown (the subset cannot check them), never rejected.
 """
@@ -26,6 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dflash_doctor.documents.jsondoc import parse_json
+from dflash_doctor.facts.secrets import secret_nargs
 
 __all__ = ["FLAGS", "LIST_FLAGS", "SUBSET", "parse_serve_command", "split_program"]
 
@@ -199,14 +201,21 @@ def parse_serve_command(argv: Sequence[str]) -> dict[str, Any]:
                 dotted[key] = value_text
             given.append("speculative_config")
             continue
-        if flag in LIST_FLAGS:
-            # nargs="+": `--flag=V` is one value; else every word up to the next flag (argparse's greedy match).
+        # A prefix of a list flag that reaches into its last word is that flag (argparse's allow_abbrev: `--api-k`;
+        # `--api-` could be `--api-server-count` too).
+        listed = next((f for f in LIST_FLAGS if f.startswith(flag) and len(flag) > f.rfind("-") + 1), None)
+        if listed or secret_nargs(flag) == "+":
+            # nargs="+": `--flag=V` is one value; else every word up to the next flag (argparse's greedy match). Any
+            # other flag whose values may be secrets (`--api-keys`, `--api`) is read the same way, listed as
+            # unknown: its values are never taken for the model.
             count = 1 if has_value else 0
             while not has_value and index < len(args) and not args[index].startswith("-"):
                 count += 1
                 index += 1
-            if count:
-                given.append(LIST_FLAGS[flag])
+            if not listed:
+                unknown.append(flag)
+            elif count:
+                given.append(LIST_FLAGS[listed])
             else:
                 errors.append({"flag": flag, "message": f"{flag} expects at least one value"})
             continue

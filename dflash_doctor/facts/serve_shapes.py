@@ -319,6 +319,9 @@ class VllmParser(Shape):
     not_validated: NotValidated | None = None
     model_code_run: bool = False
     """--run-model-code: the validation ran the model's own code, with a HOME of its own and no network."""
+    bound: dict[str, list[int]] = field(default_factory=dict)
+    """Each destination of vLLM's parser, and the positions of the words after the program it took (the report's
+    masking takes those of a secret destination, `api_key`, as secrets: facts.secrets.bound_secret_values)."""
     process: ProbeProcess | None = None
 
 

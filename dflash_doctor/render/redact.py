@@ -7,8 +7,12 @@ Reports go into bug tickets and CI logs, so every output is redacted by default:
   this, through `env_allow_args`), nor for a value shaped like one (`scrub_values`).
 - Every secret the doctor was given is masked by its value, wherever it appears in any output (a server's
   401 answer that echoes the key, a log line, a traceback): the values of the serve command's secret flags
-  (every value of `--api-key K1 K2`) and of secret-named keys in its JSON values (`"api_key"`), the variable
-  `--api-key-env` names, and the environment's variables whose names say secret (`facts.secrets`).
+  as vLLM's parser reads them (every value of `--api-key K1 K2`, a prefix such as `--api-k K`, `--flag=V`, an
+  unknown flag whose name says secret such as `--api-keys K`; where vLLM imports, also what its own parser
+  bound to a secret destination) and of secret-named keys in its JSON values (`"api_key"`), the variable
+  `--api-key-env` names, and the environment's variables whose names say secret (`facts.secrets`). Each in
+  every form a quoted error can give it (`encodings`: Python's repr, a JSON string, URL percent-encoding, shell
+  quoting), all in one pass over each string (`SecretMask`).
 - Whatever still slips into a string anywhere in a report (a command line, a URL, a traceback) is
   scrubbed by `Redactor`: credential-shaped values (`hf_...`, `sk-...`, `ghp_...`, bearer tokens, URLs
   with a password, `NAME=value` and `--token VALUE` where the name says secret), the user's home
@@ -21,28 +25,33 @@ from __future__ import annotations
 
 import getpass
 import hashlib
+import json
 import os
 import re
 import socket
-from collections.abc import Iterable, Mapping, Sequence
+import urllib.parse
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from dflash_doctor.facts.secrets import (
     ENV_ALLOW_NAMES,
     ENV_ALLOW_PREFIXES,
-    LIST_SECRET_FLAGS,
     MIN_SECRET_CHARS,
     REDACTED,
     SECRET_FLAG_NAME,
+    SECRET_FLAGS,
     SECRET_NAME,
     SECRET_VALUE,
+    argv_secret_spans,
+    argv_secret_values,
+    bound_secret_values,
     env_allow_args,
     environ_secret_values,
-    names_a_path,
     scrub_values,
     secret_flag,
     secret_key,
+    secret_nargs,
 )
 
 __all__ = [
@@ -51,7 +60,9 @@ __all__ = [
     "SECRET_NAME",
     "SECRET_VALUE",
     "Redactor",
+    "SecretMask",
     "argv_secrets",
+    "encodings",
     "env_allow_args",
     "given_secrets",
     "host_pseudonym",
@@ -77,8 +88,11 @@ _SECRET_ENV_ASSIGNMENT = re.compile(
 _SECRET_CONFIG_ASSIGNMENT = re.compile(
     r"\b([a-z0-9_]*(?:api_key|access_key|secret|token(?!s|izer)|password|passwd|credential)[a-z0-9_]*)(\s*=\s*)(['\"]?)(?!<)([^\s'\",;]+)"
 )
-# A secret flag (facts.secrets.SECRET_FLAG_NAME) and its value in one string.
-_SECRET_FLAG = re.compile(rf"(?i)(?<![\w-])({SECRET_FLAG_NAME})(=|\s+)(?![-<])(\S+)")
+# A secret flag and its value in one string: a name that says secret (facts.secrets.SECRET_FLAG_NAME), or a
+# prefix of a known secret flag that vLLM's parser would take for it (`--api-k K`, `--hf_tok=T`).
+_FLAG_PREFIXES = "|".join(sorted({"--" + re.escape(f[2:n]).replace("\\-", "[-_]") for f in SECRET_FLAGS
+                                  for n in range(4, len(f))}, key=len, reverse=True))
+_SECRET_FLAG = re.compile(rf"(?i)(?<![\w-])({SECRET_FLAG_NAME}|{_FLAG_PREFIXES})(=|\s+)(?![-<])(\S+)")
 # "key": "value" in JSON (or a Python dict's repr) where the key names a secret (facts.secrets.secret_key).
 _QUOTED_PAIR = re.compile(r"""(["'])([A-Za-z0-9_.-]{2,64})\1(\s*:\s*)(["'])((?:(?!\4)[^\\]|\\.)*)\4""")
 _ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
@@ -157,8 +171,9 @@ class Redactor:
     hosts: tuple[str, ...] = ()
     keep_hosts: bool = False
     values: tuple[str, ...] = ()
-    """Secrets the doctor was given, masked wherever they appear (longest first)."""
+    """Secrets the doctor was given, masked wherever they appear, in every encoding (`SecretMask`)."""
     _patterns: dict[str, re.Pattern[str]] = field(default_factory=dict, compare=False, repr=False)
+    _masks: list[SecretMask] = field(default_factory=list, compare=False, repr=False)  # built once, on first use
     # A report repeats the same paths and titles thousands of times; each distinct string is scrubbed once.
     _memo: dict[tuple[str, bool, bool], str] = field(default_factory=dict, compare=False, repr=False)
 
@@ -195,6 +210,13 @@ class Redactor:
                 )
         return self._patterns
 
+    def _mask(self) -> SecretMask | None:
+        if not self.values:
+            return None
+        if not self._masks:
+            self._masks.append(SecretMask(self.values))
+        return self._masks[0]
+
     # ---------------------------------------------------------------------------------------- strings
 
     def secrets(self, text: str) -> str:
@@ -206,9 +228,9 @@ class Redactor:
                 return m.group(0)
             return m.group(1) + m.group(2) + m.group(1) + m.group(3) + m.group(4) + REDACTED + m.group(4)
 
-        for value in self.values:
-            if value in text:
-                text = text.replace(value, REDACTED)
+        mask = self._mask()
+        if mask is not None:
+            text = mask(text)
 
         # Each pattern runs only where its trigger is in the text: most strings of a report hold none.
         if "@" in text and "://" in text:
@@ -218,7 +240,7 @@ class Redactor:
         if "earer" in text or "EARER" in text:
             text = _BEARER.sub(lambda m: m.group(1) + m.group(2) + REDACTED, text)
         if "--" in text:
-            text = _SECRET_FLAG.sub(lambda m: m.group(0) if names_a_path(m.group(1)) else m.group(1) + m.group(2) + REDACTED,
+            text = _SECRET_FLAG.sub(lambda m: m.group(1) + m.group(2) + REDACTED if secret_nargs(m.group(1)) else m.group(0),
                                     text)
         if "=" in text or ":" in text:
             text = _SECRET_ENV_ASSIGNMENT.sub(keep_name, text)
@@ -287,36 +309,148 @@ def secret_values(values: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted(kept, key=lambda v: (-len(v), v)))
 
 
-def given_secrets(argv: Sequence[str] | None = None, key_env: str | None = None) -> list[str]:
-    """What the doctor was given that is a secret: the serve command line's (`facts.secrets.argv_secret_values`)
-    and the value of the variable that `--api-key-env` names."""
-    from dflash_doctor.facts.secrets import argv_secret_values
-
+def given_secrets(argv: Sequence[str] | None = None, key_env: str | None = None,
+                  sections: Mapping[str, Any] | None = None) -> list[str]:
+    """What the doctor was given that is a secret: the serve command line's, as vLLM's parser would read it
+    (`facts.secrets.argv_secret_values`) and, in `sections` (a run's facts), as the installed vLLM's own parser
+    did (`facts.secrets.bound_secret_values`); and the value of the variable that `--api-key-env` names."""
     found = argv_secret_values(argv or [])
+    serve_args = (sections or {}).get("serve_args")
+    if isinstance(serve_args, Mapping):
+        found += bound_secret_values(serve_args)
     if key_env:
         found += environ_secret_values(os.environ, [key_env])
     return found
 
 
 def argv_secrets(words: list[Any] | tuple[Any, ...]) -> list[Any]:
-    """A command line (any list of words) with the value after each secret flag replaced: `--api-key VALUE`
-    is two words, so no single string shows that VALUE is a secret (`--api-key=VALUE` is one, and
-    `Redactor.secrets` handles it). A flag that takes a list (`--api-key K1 K2`, LIST_SECRET_FLAGS) has each
-    word up to the next flag replaced."""
+    """A command line (any list of words) with each secret word replaced as vLLM's parser would bind it
+    (`facts.secrets.argv_secret_spans`): `--api-key VALUE` is two words, so no single string shows that VALUE
+    is a secret; each word after a flag that takes a list (`--api-key K1 K2`) up to the next flag; the value of
+    `--api-k=VALUE`, keeping the flag. Whatever its length: a short secret is masked here too."""
     out = list(words)
-    listing = False
-    for at in range(len(out) - 1):
-        word, following = out[at], out[at + 1]
-        if isinstance(word, str) and word.startswith("--") and secret_flag(word):
-            listing = word.replace("_", "-") in LIST_SECRET_FLAGS
-        elif not (listing and word == REDACTED):
-            listing = False
-            continue
-        if isinstance(following, str) and not following.startswith("-"):
-            out[at + 1] = REDACTED
-        else:
-            listing = False
+    for at, value in argv_secret_spans(out):
+        word = out[at]
+        out[at] = REDACTED if word == value else word[: len(word) - len(value)] + REDACTED
     return out
+
+
+# ------------------------------------------------------------------------------------------- secret values
+
+# Escapings an error message or a report applies to a string: Python's repr (either quote; ascii() escapes all but
+# ASCII) and a JSON string. Each is applied once, and twice where that happens (a repr inside a repr: an
+# exception's repr quoting vLLM's message; a repr inside a JSON string).
+
+
+def _repr_single(text: str) -> str:
+    return repr(text + '"')[1:-2]  # with a `"` in it, repr quotes with `'`: `'` and `\\` escaped
+
+
+def _repr_double(text: str) -> str:
+    return _requoted(_repr_single(text))
+
+
+def _ascii_single(text: str) -> str:
+    return ascii(text + '"')[1:-2]
+
+
+def _ascii_double(text: str) -> str:
+    return _requoted(_ascii_single(text))
+
+
+def _requoted(single: str) -> str:
+    """A repr's inside as it reads between `"`: `\\'` is `'`, `"` is `\\"`."""
+    if "'" not in single and '"' not in single:
+        return single
+    return _REPR_QUOTES.sub(lambda m: '\\"' if m.group(0) == '"' else "'" if m.group(0) == "\\'" else m.group(0), single)
+
+
+def _json_string(text: str) -> str:
+    return json.dumps(text)[1:-1]
+
+
+def _json_unicode(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)[1:-1]
+
+
+_REPR_QUOTES = re.compile(r"\\.|\"")
+_ONCE: tuple[Callable[[str], str], ...] = (_repr_single, _repr_double, _ascii_single, _ascii_double, _json_string,
+                                           _json_unicode)
+_TWICE: tuple[Callable[[str], str], ...] = (_repr_single, _repr_double, _json_string)
+_PERCENT = re.compile(r"%[0-9A-F]{2}")
+# No encoding changes these characters: a secret made of them only has one form (the usual key).
+_PLAIN = re.compile(r"[A-Za-z0-9_.~-]*")
+
+
+def encodings(secret: str) -> set[str]:
+    """Every form in which an error message or a report may show `secret`: as it is; escaped as Python's repr
+    and a JSON string do it, once or twice (backslashes doubled, then doubled again); URL percent-encoded
+    (`urllib.parse.quote` with and without `/` kept, `quote_plus`, in upper- or lower-case hex); shell-quoted
+    (`shlex.quote`'s `'"'"'` and the doctor's own `'\\''` for a quote). At most 33 forms; a secret of letters,
+    digits and `_.~-` has one."""
+    if _PLAIN.fullmatch(secret):
+        return {secret}
+    once = {escape(secret) for escape in _ONCE}
+    forms = {secret, *once}
+    forms |= {escape(form) for form in once - {secret} for escape in _TWICE}
+    percent = urllib.parse.quote(secret, safe="")  # the others differ in `/` and ` ` alone
+    for encoded in (percent, percent.replace("%2F", "/")):
+        for spaced in (encoded, encoded.replace("%20", "+")):
+            forms |= {spaced, _PERCENT.sub(lambda m: m.group(0).lower(), spaced)}
+    if "'" in secret:
+        forms |= {secret.replace("'", "'\"'\"'"), secret.replace("'", "'\\''")}
+    return forms
+
+
+class SecretMask:
+    """Masks every encoding (`encodings`) of each secret in a string, in one pass: at each place the longest form
+    that starts there is replaced by REDACTED, and the scan goes on after it.
+
+    Few forms go into one compiled alternation, longest first. Many (50,000 keys given to `--api-key`) are found
+    through an index of their first MIN_SECRET_CHARS characters (every form is at least that long), then of their
+    lengths: per character of the string one dict look-up, and where that finds forms, one set look-up per length
+    of the forms that start so, longest first. Built once per run; the work is linear in the secrets' length and in
+    the strings' length, whatever their number."""
+
+    ALTERNATION_MOST = 64
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        forms = {form for secret in secrets if len(secret) >= MIN_SECRET_CHARS for form in encodings(secret)}
+        self.forms = len(forms)
+        self._pattern: re.Pattern[str] | None = None
+        self._index: dict[str, list[tuple[int, frozenset[str]]]] = {}
+        if len(forms) <= self.ALTERNATION_MOST:
+            ordered = sorted(forms, key=lambda f: (-len(f), f))
+            self._pattern = re.compile("|".join(re.escape(f) for f in ordered)) if ordered else None
+            return
+        by_start: dict[str, dict[int, set[str]]] = {}
+        for form in forms:
+            by_start.setdefault(form[:MIN_SECRET_CHARS], {}).setdefault(len(form), set()).add(form)
+        self._index = {start: sorted(((n, frozenset(f)) for n, f in lengths.items()), reverse=True)
+                       for start, lengths in by_start.items()}
+
+    def __call__(self, text: str) -> str:
+        if self._pattern is not None:
+            return self._pattern.sub(REDACTED, text)
+        if not self._index:
+            return text
+        index, width = self._index, MIN_SECRET_CHARS
+        pieces: list[str] = []
+        kept = at = 0
+        last = len(text) - width
+        while at <= last:
+            lengths = index.get(text[at : at + width])
+            if lengths is not None:
+                found = next((n for n, forms in lengths if text[at : at + n] in forms), 0)
+                if found:
+                    pieces += (text[kept:at], REDACTED)
+                    at = kept = at + found
+                    continue
+            at += 1
+        if not pieces:
+            return text
+        pieces.append(text[kept:])
+        return "".join(pieces)
 
 
 def _public(host: str) -> bool:

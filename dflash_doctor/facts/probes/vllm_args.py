@@ -291,6 +291,45 @@ def serve_parser_factory():
 
 
 
+@contextlib.contextmanager
+def recording_bindings(parser, words, bound):
+    """While parsing `words`, record in `bound` the positions of the words each destination of vLLM's parser takes
+    (dest -> positions; the doctor masks those of a secret one, `api_key`, wherever they appear). argparse gives
+    every word it binds to the action's type conversion; the word is found by identity, else by its text (the
+    value of `--flag=value`, a word FlexibleArgumentParser rewrote). Positions only: no value leaves the probe."""
+    where, texts, seen = {}, {}, set()
+    for at, word in enumerate(words):
+        where.setdefault(id(word), []).append(at)
+        texts.setdefault(word, []).append(at)
+        if isinstance(word, str) and word.startswith("-") and "=" in word:
+            texts.setdefault(word.split("=", 1)[1], []).append(at)
+
+    def recorder(action):
+        convert = parser._registry_get("type", action.type, action.type)
+
+        def typed(text):
+            found = where.get(id(text))
+            if not (found and words[found[0]] is text) and text is not action.default:
+                found = texts.get(text)
+            for at in found or ():
+                if (action.dest, at) not in seen:
+                    seen.add((action.dest, at))
+                    bound.setdefault(action.dest, []).append(at)
+            return convert(text)
+
+        typed.__name__ = getattr(action.type, "__name__", repr(action.type))
+        return typed
+
+    kept = [(action, action.type) for action in parser._actions]
+    try:
+        for action, _ in kept:
+            action.type = recorder(action)
+        yield
+    finally:
+        for action, original in kept:
+            action.type = original
+
+
 def main():
     os.environ.update(ARGS.get("environ") or {})  # offline, no usage report: before vLLM reads them
     sys.dont_write_bytecode = True
@@ -337,9 +376,12 @@ def run():
         facts["parser_error"] = describe(exc)
         return done()
     captured = io.StringIO()
+    words = list(ARGS.get("args") or [])
+    facts["bound"] = {}
     try:
-        with contextlib.redirect_stderr(captured), contextlib.redirect_stdout(io.StringIO()):
-            args = parser.parse_args(list(ARGS.get("args") or []))
+        with contextlib.redirect_stderr(captured), contextlib.redirect_stdout(io.StringIO()), \
+                recording_bindings(parser, words, facts["bound"]):
+            args = parser.parse_args(words)
     except SystemExit as exc:
         facts["parse_error"] = captured.getvalue().strip()[-4000:] or f"the parser exited with code {exc.code}"
         return done()
