@@ -334,3 +334,20 @@ def test_a_lone_surrogate_in_a_plugins_title_is_shown_in_every_output_and_the_ru
     for name, text in outputs.items():
         assert not CONTROLS.search(text), name
         text.encode("utf-8")
+
+
+def test_fix_shows_each_step_as_one_line_that_runs_only_what_it_shows(tmp_path: Path) -> None:
+    from realenv import fa4_wheel, install
+
+    env = make_venv(tmp_path, name="fa\n touch PWNED-fix #")
+    install(env, fa4_wheel())  # flash-attn-4 requires torch: a fix `fix` leaves out without a GPU, and shows
+    offline = {"PIP_CONFIG_FILE": os.devnull, "PIP_INDEX_URL": "http://127.0.0.1:9/simple"}
+    proc = Doctor(tmp_path)("fix", "--python", str(env.python), "--no-gpu", "--only", "distributions,namespaces,imports",
+                            "--timeout", "20", env=offline)
+    steps = [line for line in proc.stdout.split("\n") if "$ " in line]
+    assert any("-m pip install torch" in line for line in steps), proc.stdout + proc.stderr
+    box = sandbox(tmp_path, env)
+    for line in proc.stdout.split("\n"):  # whatever line of it is pasted
+        assert box.paste(line) == [], line
+    shown_python = str(env.python).replace("\n", "\\n")
+    assert proc.stdout.startswith(f"dflash-doctor fix | {shown_python}\n")
