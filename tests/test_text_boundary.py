@@ -351,3 +351,12 @@ def test_fix_shows_each_step_as_one_line_that_runs_only_what_it_shows(tmp_path: 
         assert box.paste(line) == [], line
     shown_python = str(env.python).replace("\n", "\\n")
     assert proc.stdout.startswith(f"dflash-doctor fix | {shown_python}\n")
+
+
+def test_list_shows_a_plugins_title_with_its_control_characters_as_escapes(tmp_path: Path) -> None:
+    title = "A site \x1b]0;PWNED-TITLE\x07check\u202e"
+    env = install_plugin(tmp_path, HEADER + check_class("return ()", title=repr(title)))
+    listed = Doctor(tmp_path)("list", env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert "\x1b" not in listed.stdout and "\u202e" not in listed.stdout and "\x07" not in listed.stdout
+    assert "A site \\x1b]0;PWNED-TITLE\\x07check\\u202e" in listed.stdout
