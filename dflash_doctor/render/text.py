@@ -21,7 +21,9 @@ the medium has places of different rules) to its medium's function here:
   document (render/markdown.py, render/fleet.py, and the GitHub job summary).
 
 GitHub workflow commands (render/github.py `command`) and JUnit XML (render/junit.py `_clean`) pass their
-text through `visible` the same way.
+text through `visible` the same way. The terminal view takes every string of its lines through `screen` (its
+`Text`), then, in plain mode, each whole line through `log_line`; `dflash-doctor fix` and `list` write their
+lines through the same two.
 """
 
 from __future__ import annotations
