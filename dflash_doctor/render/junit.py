@@ -24,8 +24,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dflash_doctor.render.text import shell_line, visible
-
 __all__ = ["render", "write"]
 
 # XML 1.0 allows neither most C0 controls nor lone surrogates (`visible` shows those) nor these.
@@ -35,6 +33,8 @@ _ELEMENT = {"fail": "failure", "error": "error", "skip": "skipped"}
 
 def _clean(text: Any, lines: bool = False) -> str:
     """`text` for an attribute (one line), or with `lines` for an element's body (its line breaks kept)."""
+    from dflash_doctor.render.text import visible
+
     return _NOT_XML.sub("\ufffd", visible(str(text), keep="\n" if lines else ""))
 
 
@@ -46,6 +46,8 @@ def _time(seconds: Any) -> str:
 
 
 def _finding_block(finding: Mapping[str, Any]) -> str:
+    from dflash_doctor.render.text import shell_line, visible
+
     lines = [f"[{finding.get('status')}] {finding.get('title')}  ({finding.get('id')})"]
     if finding.get("cause"):
         lines.append(f"    follows from: {finding.get('cause')} (fix that first)")
@@ -107,7 +109,7 @@ def render(report: Mapping[str, Any]) -> bytes:
         })
         findings = check.get("findings") or []
         if outcome is None:
-            warnings += [visible(f"{check.get('id')}: ") + _finding_block(f) for f in findings if f.get("status") == "warn"]
+            warnings += [_clean(f"{check.get('id')}: ") + _finding_block(f) for f in findings if f.get("status") == "warn"]
             continue
         wanted = {"failure": ("fail", "error", "warn") if strict else ("fail", "error"),
                   "error": ("error", "fail", "warn"), "skipped": ("skip",)}[outcome]
