@@ -243,14 +243,14 @@ INJECTED_TITLE = ("one\n# Injected heading\n![pixel](https://evil.example/p.png)
 INJECTED_DETAIL = "```\n# heading from the detail\n::warning::from the detail\nsee ##[error]here\n<script>x</script>"
 INJECTED_EXCEPTION = "RuntimeError: boom\n## Exception heading\n![x](https://evil.example/x.png)\n`tick"
 PLUGIN = HEADER + check_class(
-    f"yield Finding('site.hostile', Status.FAIL, {INJECTED_TITLE!r}, {INJECTED_DETAIL!r},\n"
+    f"yield Finding('site-guest.hostile', Status.FAIL, {INJECTED_TITLE!r}, {INJECTED_DETAIL!r},\n"
     f"              evidence={{'exception': {INJECTED_EXCEPTION!r}}},\n"
     "              remediation=(Remediation('ls -ld /tmp', 'look'),\n"
     "                           Remediation(\"echo '``` x\\n# not a heading' | cat\", 'echo')))\n")
 
 
 SURROGATE_PLUGIN = HEADER + check_class(
-    "yield Finding('site.surrogate', Status.FAIL, 'a byte \\udcff that is no UTF-8 and a lone \\udead',\n"
+    "yield Finding('site-guest.surrogate', Status.FAIL, 'a byte \\udcff that is no UTF-8 and a lone \\udead',\n"
     "              remediation=(Remediation('ls -ld /tmp/\\udcff', 'look'),))\n")
 
 
