@@ -201,11 +201,12 @@ def test_one_wrong_hidden_size_is_one_decisive_fail_with_its_consequences_under_
     assert "Explain a finding: dflash-doctor explain drafter.hidden-size-mismatch" in out
 
     from dflash_doctor.render import markdown
+    from dflash_doctor.render.text import markdown as shown
 
     text = markdown.render(report)
     assert text.count("#### ❌ fail") == text.count("#### ") - text.count("#### ⚠️")  # only roots are headings
     assert "drafter.tensor-shape`" in text and "#### ❌ fail /" not in text.replace(
-        f"#### ❌ fail {finding(report, 'drafter.hidden-size-mismatch')['title']}", "")
+        f"#### ❌ fail {shown(finding(report, 'drafter.hidden-size-mismatch')['title'])}", "")
     assert "**Follows from `drafter.hidden-size-mismatch`:**" in text
 
 

@@ -247,7 +247,7 @@ def _show_dropped(dropped: Sequence[Step], out: TextIO) -> None:
     if dropped:
         out.write(f"left out of the plan ({len(dropped)}):\n")
     for step in dropped:
-        out.write(f"  - $ {step.command}\n")
+        out.write(f"  - {_shown(step.command)}\n")
         out.write(f"     for: {'; '.join(f'{t}  [{i}]' for _, i, t in step.findings)}\n")
         out.write(f"     left out: {step.dropped}\n")
 
@@ -321,16 +321,25 @@ def _undo(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _shown(command: str) -> str:
+    """A step's command as one line to paste (render.text.shell_line), ASCII so that either view shows it whole."""
+    from dflash_doctor.render.text import shell_line
+
+    return shell_line(command, ascii_only=True)
+
+
 class _Plain:
-    """Where fix writes its lines: ASCII when not a terminal or NO_COLOR (render.plain), as the report is."""
+    """Where fix writes its lines, each through its medium's function, as the report's are: `text.log_line` when
+    not a terminal or NO_COLOR (ASCII, no workflow command), `text.screen` on a terminal."""
 
     def __init__(self, stream: TextIO, plain: bool) -> None:
         self.stream, self.plain = stream, plain
 
     def write(self, text: str) -> int:
-        from dflash_doctor.render.plain import to_ascii
+        from dflash_doctor.render.text import log_line, screen
 
-        return self.stream.write(to_ascii(text) if self.plain else text)
+        shown = log_line if self.plain else screen
+        return self.stream.write("\n".join(shown(line) for line in text.split("\n")))
 
     def writelines(self, lines: Iterable[str]) -> None:
         for line in lines:
@@ -356,10 +365,12 @@ def main(argv: Sequence[str]) -> int:
 
 def _fix(args: argparse.Namespace, out: TextIO) -> int:
     from dflash_doctor.checks.fix.verify import mark_unchecked, verify_results
+    from dflash_doctor.checks.remedy import join
     from dflash_doctor.commands import snapshot
     from dflash_doctor.commands.fix_plan import decide, failing_keys, plan
     from dflash_doctor.facts.dryrun_shapes import DryRuns
     from dflash_doctor.facts.environment_shapes import Target
+    from dflash_doctor.render.text import visible
 
     first = _doctor(args)
     sections = first.sections
@@ -373,7 +384,7 @@ def _fix(args: argparse.Namespace, out: TextIO) -> int:
     commands = {r.command for result in before for f in result.findings for r in f.remediation}
     items.update({command: items[c] for command in commands for c in list(items) if command.endswith(" " + c)})
     steps, dropped, unfixable = plan(before, dry, items=items, gpu_expected=not (args.no_gpu and not _archs(args)))
-    out.write(f"dflash-doctor fix | {python}\n")
+    out.write(f"dflash-doctor fix | {visible(python)}\n")
     if not steps:
         out.write("nothing to fix: no failing finding offers a fix\n" if unfixable or dropped or first.exit_code
                   else "nothing fails\n")
@@ -384,7 +395,7 @@ def _fix(args: argparse.Namespace, out: TextIO) -> int:
         return first.exit_code
     out.write(f"plan ({len(steps)} step(s); environment: {', '.join(roots) or '?'}):\n")
     for n, step in enumerate(steps, 1):
-        out.write(f"  {n}. $ {step.command}\n")
+        out.write(f"  {n}. {_shown(step.command)}\n")
         out.write(f"     for: {'; '.join(f'{t}  [{i}]' for _, i, t in step.findings)}"
                   + ("  (stops `vllm serve`)" if step.stops_serve else "") + "\n")
         out.write(f"     verified: {step.remediation.verified or 'not-checked: not an installer command'}\n")
@@ -410,7 +421,8 @@ def _fix(args: argparse.Namespace, out: TextIO) -> int:
         save_meta()
     except (OSError, snapshot.SnapshotError) as exc:
         raise UsageError(f"fix: cannot keep snapshots in {run_dir}: {exc}") from None
-    out.write(f"snapshots: {run_dir}  (undo: dflash-doctor fix --python {python} --undo {run_dir})\n")
+    undo = join(["dflash-doctor", "fix", "--python", python, "--undo", str(run_dir)])
+    out.write(f"snapshots: {visible(str(run_dir))}  (undo: {_shown(undo)})\n")
     current = before
     latest: Run | None = first  # the doctor's run of the environment as it is now; None once a step rolled back
     stopped = False
@@ -439,7 +451,7 @@ def _fix(args: argparse.Namespace, out: TextIO) -> int:
         meta["steps_taken"].append(step_dir)
         save_meta()
         step.snapshot = str(run_dir / step_dir)
-        out.write(f"step {n}: $ {step.command}\n")
+        out.write(f"step {n}: {_shown(step.command)}\n")
         started = time.monotonic()
         try:
             proc = _shell(step.command)

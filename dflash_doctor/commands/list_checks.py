@@ -13,10 +13,15 @@ def main(argv: Sequence[str]) -> int:
 
     Parser(prog="dflash-doctor list", description="List the checks.").parse_args(argv)
     from dflash_doctor.registry import load_checks
-    from dflash_doctor.render.plain import plain_output, to_ascii
+    from dflash_doctor.render.plain import plain_output
+    from dflash_doctor.render.text import log_line, screen
 
     loaded, errors = load_checks()
-    write = (lambda text: sys.stdout.write(to_ascii(text))) if plain_output(sys.stdout) else sys.stdout.write
+    shown = log_line if plain_output(sys.stdout) else screen  # a plugin's title or error is the plugin's text
+
+    def write(line: str) -> None:
+        sys.stdout.write(shown(line.removesuffix("\n")) + "\n")
+
     width = max((len(lc.check.id) for lc in loaded), default=10)
     for lc in loaded:
         check = lc.check

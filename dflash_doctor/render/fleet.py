@@ -1,7 +1,9 @@
 """Rendering a fleet view: a plain-text table for terminals and CI logs, Markdown, GitHub annotations.
 
 Plain text, not rich: a fleet table is read in logs more often than on a terminal, and a thousand hosts
-are shown as groups of identical rows (with a count and example hosts), not a thousand lines.
+are shown as groups of identical rows (with a count and example hosts), not a thousand lines. Each medium's
+text leaves through its one function: `text.log_line` for the table, `text.markdown` (`_cell`) for Markdown,
+`github.command` for annotations.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import IO, Any
 
 from dflash_doctor.render.github import command
 from dflash_doctor.render.markdown import _cell
+from dflash_doctor.render.text import log_line
 
 __all__ = ["github_lines", "markdown", "text_lines"]
 
@@ -101,7 +104,7 @@ def _hosts(labels: list[str]) -> str:
 
 def render_text(view: Mapping[str, Any], stream: IO[str]) -> None:
     for line in text_lines(view):
-        stream.write(line + "\n")
+        stream.write(log_line(line) + "\n")
     stream.flush()
 
 
@@ -127,9 +130,10 @@ def markdown(view: Mapping[str, Any]) -> str:
         lines += ["", "#### Findings that differ", "", "| check / finding | fleet | differs |", "|---|---|---|"]
         for item in view["differing_findings"]:
             others = "; ".join(f"{_cell(s)}: {_cell(_hosts(hs))}" for s, hs in item["statuses"].items() if s != item["majority"])
-            lines.append(f"| `{item['check']}` / `{item['finding']}` | {_cell(item['majority'])} | {others} |")
+            lines.append(f"| {_cell('`' + str(item['check']) + '`')} / {_cell('`' + str(item['finding']) + '`')} | "
+                         f"{_cell(item['majority'])} | {others} |")
     lines += ["", "<details><summary>environment fingerprints</summary>", ""]
-    lines += [f"- `{fp['id']}`: {_cell(_hosts(fp['hosts']))}" for fp in view["fingerprints"]]
+    lines += [f"- {_cell('`' + str(fp['id']) + '`')}: {_cell(_hosts(fp['hosts']))}" for fp in view["fingerprints"]]
     lines += ["", "</details>", ""]
     return "\n".join(lines)
 

@@ -6,6 +6,10 @@ Format (docs.github.com, "Workflow commands for GitHub Actions"; the runner's pa
 fail and error become `::error`, warn `::warning` (`::error` under --strict, where it fails the job),
 skip `::notice`. A summary line follows; when `$GITHUB_STEP_SUMMARY` names a file, the Markdown summary
 table is appended to it, so the job's summary page shows the verdict.
+
+`command` is this medium's one way out: each line of a message and each property is first made visible
+(`text.visible`: no control character of the inputs reaches the log), then escaped; a fix is one line
+(`text.shell_line`).
 """
 
 from __future__ import annotations
@@ -14,10 +18,13 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import IO, Any
 
+from dflash_doctor.render.text import shell_line, visible
+
 __all__ = ["annotation_items", "escape_data", "escape_property", "render", "render_lines"]
 
 LEVELS = {"fail": "error", "error": "error", "warn": "warning", "skip": "notice"}
 MESSAGE_LINES = 12
+_BREAKS = "\r\n"
 
 
 def escape_data(text: str) -> str:
@@ -29,23 +36,28 @@ def escape_property(text: str) -> str:
 
 
 def command(level: str, message: str, **properties: str) -> str:
-    props = ",".join(f"{key}={escape_property(value)}" for key, value in properties.items() if value)
-    return f"::{level}{' ' + props if props else ''}::{escape_data(message)}"
+    """One workflow command. Line breaks stay what they are (escaped, as the runner reads them); every other
+    control character, in the message or a property, is shown as its escape, never acted on."""
+    props = ",".join(f"{key}={escape_property(visible(value, keep=_BREAKS))}" for key, value in properties.items()
+                     if value)
+    data = visible(message, keep=_BREAKS)
+    return f"::{level}{' ' + props if props else ''}::{escape_data(data)}"
 
 
 def _message(finding: Mapping[str, Any]) -> str:
+    """The annotation's lines, each field one line of its own (a newline in a title is shown, not a new line)."""
     lines = [str(finding.get("title", ""))]
     if finding.get("cause"):
         lines.append(f"follows from {finding.get('cause')} (fix that first)")
     detail = str(finding.get("detail") or "").strip()
     if detail:
-        lines += detail.splitlines()[:MESSAGE_LINES]
+        lines += detail.split("\n")[:MESSAGE_LINES]
     for step in finding.get("remediation") or ():
-        lines.append(f"fix: $ {step.get('command')}")
+        lines.append(f"fix: {shell_line(str(step.get('command')))}")
         if step.get("verified"):
             lines.append(f"verified: {step.get('verified')}")
     lines.append(f"(dflash-doctor explain {finding.get('id')})")
-    return "\n".join(lines)
+    return "\n".join(visible(line) for line in lines)
 
 
 def annotation_items(report: Mapping[str, Any]) -> Iterator[tuple[str, str, str]]:
@@ -69,7 +81,7 @@ def render_lines(report: Mapping[str, Any]) -> Iterator[str]:
     counts = ", ".join(f"{summary.get(s, 0)} {s}" for s in ("pass", "warn", "fail", "error", "skip"))
     fingerprint = (report.get("fingerprint") or {}).get("id", "")
     partial = " · PARTIAL report" if report.get("partial") else ""
-    yield f"dflash-doctor: {counts} · exit {summary.get('exit_code', 0)} · fingerprint {fingerprint}{partial}"
+    yield visible(f"dflash-doctor: {counts} · exit {summary.get('exit_code', 0)} · fingerprint {fingerprint}{partial}")
 
 
 def render(report: Mapping[str, Any], stream: IO[str]) -> None:

@@ -10,6 +10,10 @@ finding titles in `message` and the details and remediation commands in its body
 A check that failed becomes `<failure>`, one the doctor could not complete `<error>`, a skipped one
 `<skipped>`. A warning fails the testcase only under --strict (as it fails the exit code); otherwise it
 passes and is listed in the suite's system-out.
+
+Every text leaves through `_clean`: control characters, bidi and invisible format characters and lone
+surrogates shown as their escapes (`text.visible`; a body's own line breaks kept), a fix as one line
+(`text.shell_line`).
 """
 
 from __future__ import annotations
@@ -23,13 +27,16 @@ from dflash_doctor.documents import writer
 
 __all__ = ["render", "write"]
 
-# XML 1.0 allows neither most C0 controls nor lone surrogates; a probe's stderr can hold both.
-_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
+# XML 1.0 allows neither most C0 controls nor lone surrogates (`visible` shows those) nor these.
+_NOT_XML = re.compile("[\ufffe\uffff]")
 _ELEMENT = {"fail": "failure", "error": "error", "skip": "skipped"}
 
 
-def _clean(text: Any) -> str:
-    return _NOT_XML.sub("\ufffd", str(text))
+def _clean(text: Any, lines: bool = False) -> str:
+    """`text` for an attribute (one line), or with `lines` for an element's body (its line breaks kept)."""
+    from dflash_doctor.render.text import visible
+
+    return _NOT_XML.sub("\ufffd", visible(str(text), keep="\n" if lines else ""))
 
 
 def _time(seconds: Any) -> str:
@@ -40,20 +47,22 @@ def _time(seconds: Any) -> str:
 
 
 def _finding_block(finding: Mapping[str, Any]) -> str:
+    from dflash_doctor.render.text import shell_line, visible
+
     lines = [f"[{finding.get('status')}] {finding.get('title')}  ({finding.get('id')})"]
     if finding.get("cause"):
         lines.append(f"    follows from: {finding.get('cause')} (fix that first)")
     if finding.get("detail"):
-        lines += ["    " + line for line in str(finding["detail"]).strip().splitlines()]
+        lines += ["    " + line for line in str(finding["detail"]).strip().split("\n")]
     for step in finding.get("remediation") or ():
-        lines.append(f"    fix: $ {step.get('command')}")
+        lines.append(f"    fix: {shell_line(str(step.get('command')))}")
         if step.get("why"):
             lines.append(f"         # {step.get('why')}")
         if step.get("verified"):
             lines.append(f"         verified: {step.get('verified')}")
         if step.get("applied"):
             lines.append(f"         applied: {step.get('applied')}")
-    return "\n".join(lines)
+    return "\n".join(visible(line) for line in lines)  # each field one line: a newline in a title is shown
 
 
 def _outcome(check: Mapping[str, Any], strict: bool) -> str | None:
@@ -101,7 +110,7 @@ def render(report: Mapping[str, Any]) -> bytes:
         })
         findings = check.get("findings") or []
         if outcome is None:
-            warnings += [f"{check.get('id')}: " + _finding_block(f) for f in findings if f.get("status") == "warn"]
+            warnings += [_clean(f"{check.get('id')}: ") + _finding_block(f) for f in findings if f.get("status") == "warn"]
             continue
         wanted = {"failure": ("fail", "error", "warn") if strict else ("fail", "error"),
                   "error": ("error", "fail", "warn"), "skipped": ("skip",)}[outcome]
@@ -110,14 +119,14 @@ def render(report: Mapping[str, Any]) -> bytes:
         if outcome != "skipped":
             attrs["type"] = _clean(",".join(dict.fromkeys(str(f.get("id")) for f in shown)))
         element = ET.SubElement(case, outcome, attrs)
-        element.text = _clean("\n\n".join(_finding_block(f) for f in shown))
+        element.text = _clean("\n\n".join(_finding_block(f) for f in shown), lines=True)
     out = [f"dflash-doctor {tool.get('version', '')}: exit {(report.get('summary') or {}).get('exit_code')}",
            f"environment fingerprint: {fingerprint}"]
     if report.get("partial"):
         out.append("PARTIAL REPORT: the doctor did not finish (see the 'doctor' testcase)")
     if warnings:
         out += ["", "warnings (not failing without --strict):", *warnings]
-    ET.SubElement(suite, "system-out").text = _clean("\n".join(out))
+    ET.SubElement(suite, "system-out").text = _clean("\n".join(out), lines=True)
     ET.SubElement(suite, "system-err").text = ""
     ET.indent(root)
     data: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)

@@ -5,18 +5,21 @@ a summary table (one row per check), the findings that did not pass with their r
 the facts each check judged in collapsible `<details>` blocks. The report is redacted before it gets
 here. GitHub caps an issue body at 65,536 characters, so the facts are cut to fit, with a note to attach
 the JSON report (`--json`) for the rest.
+
+Every value from the report goes through `text.markdown` for its place (inline text, a table cell, a code span,
+a fenced block) and every fix through `text.shell_line`: nothing in a title, an exception or a path adds a
+heading, a link, an image, HTML or a table cell, and a fix is one line that runs only what it shows.
 """
 
 from __future__ import annotations
 
-import html
 import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from dflash_doctor.model import CheckResult
 from dflash_doctor.render.grouping import CheckView, Node, arrange, line_title, raised_text
+from dflash_doctor.render.text import markdown, shell_line
 
 __all__ = ["render", "summary", "write"]
 
@@ -26,17 +29,19 @@ FACTS_LIMIT_PER_CHECK = 12_000
 
 
 def _cell(text: Any) -> str:
-    return html.escape(str(text), quote=False).replace("|", "\\|").replace("\n", "<br>")
+    return markdown(str(text), "cell")
 
 
 def _prose(text: Any) -> str:
-    return html.escape(str(text), quote=False)
+    return markdown(str(text))
+
+
+def _code(text: Any) -> str:
+    return markdown(str(text), "code")
 
 
 def _fence(body: str, lang: str = "") -> str:
-    longest = max((len(m) for m in re.findall(r"`+", body)), default=0)
-    ticks = "`" * max(3, longest + 1)
-    return f"{ticks}{lang}\n{body}\n{ticks}"
+    return markdown(body, "block", lang)
 
 
 def _verdict(report: Mapping[str, Any]) -> str:
@@ -67,8 +72,8 @@ def summary(report: Mapping[str, Any]) -> str:
     lines = [f"### dflash-doctor: {_verdict(report)}", ""]
     meta = [f"dflash-doctor {_prose(tool.get('version', ''))}",
             f"Python {_prose(target.get('python_version'))} ({_prose(target.get('env_kind'))})",
-            f"`{_prose(target.get('platform'))}`",
-            f"environment fingerprint `{fingerprint}`"]
+            _code(target.get("platform")),
+            f"environment fingerprint {_code(fingerprint)}"]
     lines.append(" · ".join(meta))
     if report.get("partial"):
         lines += ["", "> **Partial report**: the doctor did not finish; see the `doctor` row."]
@@ -77,9 +82,9 @@ def summary(report: Mapping[str, Any]) -> str:
         head = view.headline
         if head is not None:
             title = line_title(head.finding.title, str(check.get("title", check.get("id"))))
-            finding = f"{_cell(title)} `{_cell(head.finding.id)}`"
+            finding = f"{_cell(title)} {_cell('`' + head.finding.id + '`')}"
         else:
-            finding = "follows from " + ", ".join(f"`{_cell(c.finding.id)}` ({_cell(c.check.title)})"
+            finding = "follows from " + ", ".join(f"{_cell('`' + c.finding.id + '`')} ({_cell(c.check.title)})"
                                                   for c in view.causes_elsewhere)
         lines.append(f"| {_cell(check.get('title', check.get('id')))} | {_cell(check.get('layer'))} | "
                      f"{MARKS.get(str(check.get('status')), _cell(check.get('status')))} | {finding} |")
@@ -97,13 +102,13 @@ def _consequences(cause: Node, depth: int, fixes: frozenset[str]) -> list[str]:
         found = node.finding
         where = f" in **{_prose(node.check.title)}**" if node.check is not cause.check else ""
         indent = "  " * depth
-        lines.append(f"{indent}- {MARKS.get(found.status.value, '')} {_prose(found.title)} `{found.id}`{where}")
+        lines.append(f"{indent}- {MARKS.get(found.status.value, '')} {_prose(found.title)} {_code(found.id)}{where}")
         raised = raised_text(found)
         if raised:
-            lines.append(f"{indent}  raises: `{_prose(raised)}`")
+            lines.append(f"{indent}  raises: {_code(raised)}")
         for step in found.remediation:
             if step.command not in fixes:
-                lines.append(f"{indent}  fix: `{_prose(step.command)}`")
+                lines.append(f"{indent}  fix: {_code(shell_line(step.command, prompt=''))}")
         lines += _consequences(node, depth + 1, fixes)
     return lines
 
@@ -116,17 +121,17 @@ def _findings_section(report: Mapping[str, Any]) -> list[str]:
             if not node.problem:
                 continue
             lines += ["", f"#### {MARKS.get(finding.status.value, '')} {_prose(finding.title)}", "",
-                      (f"`{finding.id}` in **{_prose(check.get('title', check.get('id')))}** "
-                       f"(explain: `dflash-doctor explain {finding.id}`)")]
+                      (f"{_code(finding.id)} in **{_prose(check.get('title', check.get('id')))}** "
+                       f"(explain: {_code('dflash-doctor explain ' + finding.id)})")]
             if finding.detail:
                 lines += ["", _fence(finding.detail.strip())]
             raised = raised_text(finding)
             if raised:
-                lines += ["", f"Raises: `{_prose(raised)}`"]
+                lines += ["", f"Raises: {_code(raised)}"]
             if finding.remediation:
                 lines += ["", "**Fix:**", ""]
                 for step in finding.remediation:
-                    lines.append(_fence(step.command, "console"))
+                    lines.append(_fence(shell_line(step.command, prompt=""), "console"))
                     if step.why:
                         lines.append(f"_{_prose(step.why)}_")
                     if step.verified:
@@ -136,7 +141,7 @@ def _findings_section(report: Mapping[str, Any]) -> list[str]:
                     lines.append("")
             following = _consequences(node, 0, frozenset())
             if following:
-                lines += ["", f"**Follows from `{finding.id}`:**", "", *following]
+                lines += ["", f"**Follows from {_code(finding.id)}:**", "", *following]
     intro = "The decisive findings first; what follows from each is listed under it."
     return ["", "### Findings that did not pass", "", intro, *(lines or ["", "None."])]
 
@@ -159,7 +164,7 @@ def _facts_section(report: Mapping[str, Any], budget: int) -> list[str]:
             if len(text) > limit:
                 note = f"\n\n_cut at {limit:,} of {len(text):,} characters: attach the JSON report (`--json`)._"
                 text = text[:limit] + "\n..."
-            block = ["<details>", f"<summary><code>{_prose(name)}</code> (judged by {_prose(check.get('id'))})</summary>",
+            block = ["<details>", f"<summary><code>{markdown(str(name), 'html')}</code> (judged by {markdown(str(check.get('id')), 'html')})</summary>",
                      "", _fence(text, "json") + note, "", "</details>"]
             budget -= sum(len(b) + 1 for b in block)
             lines += block

@@ -1,9 +1,12 @@
 """The terminal view: one line per check, details and remediation under what is not passing.
 
 Colour and Unicode marks on a TTY; plain ASCII when stdout is not a terminal or NO_COLOR is set, so CI
-logs stay readable (every line goes through `plain.to_ascii`). The decisive findings come first, each
-with what follows from it nested under it (`grouping`); the footer names the finding to start with.
-With `verbose`, passing findings, evidence and facts are shown too.
+logs stay readable. Every line leaves through its medium's function (`text.screen` on a terminal,
+`text.log_line` in plain mode), every fix through `text.shell_line`: nothing the checks, plugins and probes
+wrote reaches the screen raw. The decisive findings come first, each with what follows from it nested under
+it (`grouping`); the footer names the finding to start with. A fix nobody could check with the installer
+says why once, in the footer, not under each fix. With `verbose`, passing findings, evidence and facts are
+shown too.
 """
 
 from __future__ import annotations
@@ -14,13 +17,28 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import IO, Any
 
 from rich.console import Console
-from rich.text import Text
+from rich.style import Style
+from rich.text import Text as RichText
 
 from dflash_doctor.model import CheckResult, Finding, Status
 from dflash_doctor.render.grouping import CheckView, Node, arrange, is_problem, line_title, raised_text
-from dflash_doctor.render.plain import plain_output, to_ascii
+from dflash_doctor.render.plain import plain_output
+from dflash_doctor.render.text import log_line, screen, shell_line
 
 __all__ = ["TerminalReporter", "make_console", "plain_output", "raised_text"]
+
+class Text(RichText):
+    """A line of the view: every string comes in through `text.screen`, so that what the checks, plugins and probes
+    wrote shows its control characters as escapes (rich alone would send ESC, C1 and bidi controls as they are,
+    and drop CR, BS, BEL, VT and FF without a trace)."""
+
+    def __init__(self, text: str = "", style: str | Style = "", **kwargs: Any) -> None:
+        super().__init__(screen(text), style, **kwargs)
+
+    def append(self, text: str | RichText, style: str | Style | None = None) -> Text:
+        super().append(screen(text) if isinstance(text, str) else text, style)
+        return self
+
 
 MARKS_UNICODE = {Status.PASS: "✓", Status.WARN: "!", Status.FAIL: "✗", Status.SKIP: "-", Status.ERROR: "☠"}
 MARKS_ASCII = {Status.PASS: "ok", Status.WARN: "warn", Status.FAIL: "FAIL", Status.SKIP: "skip", Status.ERROR: "ERROR"}
@@ -50,6 +68,8 @@ class TerminalReporter:
         self.marks = MARKS_ASCII if plain else MARKS_UNICODE
         self.dot = " · "
         self.dash = " — "
+        self.installer_asked = False
+        self.unchecked: dict[str, None] = {}  # why fixes were not checked, said once in the footer
 
     def mark(self, status: Status) -> Text:
         label = f"[{self.marks[status]}]"
@@ -57,8 +77,9 @@ class TerminalReporter:
 
     def render(self, report: Mapping[str, Any], results: Sequence[CheckResult]) -> None:
         for line in self.lines(report, results):
-            # Plain output is ASCII to the last byte, whatever the checks, plugins and probes wrote.
-            self.console.print(Text(to_ascii(line.plain)) if self.plain else line)
+            # Plain output is ASCII to the last byte and holds no workflow command, whatever the checks, plugins
+            # and probes wrote; a terminal gets no control character of theirs.
+            self.console.print(RichText(log_line(line.plain)) if self.plain else line)
 
     def lines(self, report: Mapping[str, Any], results: Sequence[CheckResult]) -> Iterator[Text]:
         target = report.get("target") or {}
@@ -68,6 +89,8 @@ class TerminalReporter:
         if target.get("python_version"):
             header.append(f" (Python {target.get('python_version')}, {target.get('env_kind')})")
         yield header
+        dry_runs = report.get("dry_runs")
+        self.installer_asked = isinstance(dry_runs, Mapping) and not dry_runs.get("error")
         if report.get("judged_from"):
             yield Text(f"judged again from {report['judged_from']}", style="dim")
         from dflash_doctor.render.gpu_summary import gpu_lines
@@ -79,6 +102,8 @@ class TerminalReporter:
         for view in arrangement.checks:
             yield from self.check_lines(view)
         yield Text("")
+        for why in self.unchecked:
+            yield Text(f"fixes not checked with the installer: {why}", style="dim")
         yield self.summary_line(report, results)
         decisive = arrangement.decisive
         if decisive is not None:
@@ -163,7 +188,7 @@ class TerminalReporter:
             yield line
             pad = indent + "    "
             if self.verbose:
-                for paragraph in finding.detail.strip().splitlines()[:12]:
+                for paragraph in finding.detail.strip().split("\n")[:12]:
                     yield Text(f"{pad}{paragraph}")
                 if finding.evidence:
                     yield Text(f"{pad}evidence: " + _compact(finding.evidence, EVIDENCE_CHARS), style="dim")
@@ -175,12 +200,12 @@ class TerminalReporter:
             if extra:
                 yield Text(f"{pad}fix:", style="bold")
                 for step in extra:
-                    yield Text(f"{pad}  $ {step.command}", style="cyan")
+                    yield Text(f"{pad}  {shell_line(step.command, ascii_only=self.plain)}", style="cyan")
             yield from self.consequence_lines(node, depth + 1, fixes)
 
     def body_lines(self, finding: Finding) -> Iterator[Text]:
         if finding.detail and (finding.status is not Status.PASS or self.verbose):
-            for paragraph in finding.detail.strip().splitlines()[:12]:
+            for paragraph in finding.detail.strip().split("\n")[:12]:
                 yield Text(f"        {paragraph}", style="")
         raised = raised_text(finding)
         if raised and finding.status is not Status.PASS:
@@ -190,15 +215,31 @@ class TerminalReporter:
         if finding.remediation:
             yield Text("        fix:", style="bold")
             for step in finding.remediation:
-                yield Text(f"          $ {step.command}", style="cyan")
+                yield Text(f"          {shell_line(step.command, ascii_only=self.plain)}", style="cyan")
                 if step.why:
                     yield Text(f"            # {step.why}", style="dim")
-                if step.verified:
+                if step.verified and not self._said_once(step.verified):
                     yield Text(f"            verified: {step.verified}", style="dim")
                     for change in step.changes if self.verbose else ():
                         yield Text(f"              {change}", style="dim")
                 if step.applied:
                     yield Text(f"            applied: {step.applied}", style="bold")
+
+    def _said_once(self, verified: str) -> bool:
+        """A fix nobody could check for a reason of the whole run (the installer was not asked, or it is no
+        installer command) says so once, in the footer, rather than under every fix; a fix the installer was
+        asked about and did not answer for says why under it."""
+        from dflash_doctor.checks.fix.verify import NOT_AN_INSTALLER_COMMAND
+
+        kind, _, why = verified.partition(": ")
+        if kind != "not-checked":
+            return False
+        if why == NOT_AN_INSTALLER_COMMAND:
+            return True
+        if self.installer_asked:
+            return False
+        self.unchecked[why] = None
+        return True
 
     def summary_line(self, report: Mapping[str, Any], results: Sequence[CheckResult]) -> Text:
         summary = report.get("summary") or {}

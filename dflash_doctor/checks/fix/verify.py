@@ -29,6 +29,7 @@ from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvir
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
+from dflash_doctor.checks.remedy import quote
 from dflash_doctor.facts.dryrun_shapes import DryRunItem, DryRuns, InstalledDist, LeftBehind
 from dflash_doctor.facts.envfacts import canonical
 from dflash_doctor.facts.shape import ShapeError
@@ -270,7 +271,7 @@ def verify_results(results: Sequence[CheckResult], dry_runs: DryRuns | Mapping[s
 def unchecked_reason(dry_runs: Any, python: str) -> str:
     """Why a run's remediations that carry no `verified` were not checked, and how to check them: `dry_runs` is
     what the run kept of the dry runs (the report's `dry_runs`: None without --verify-fixes)."""
-    how = f"to check: dflash-doctor --python {python} --verify-fixes"
+    how = f"to check: dflash-doctor --python {quote(python)} --verify-fixes"
     facts, malformed = read_dry_runs(dry_runs)
     if malformed:
         return f"{malformed}; {how}"
