@@ -132,10 +132,8 @@ def live_options(args: argparse.Namespace, url: str, serve_argv: Sequence[str] |
         split_url(url)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    check_count(args.requests, "--requests", 1)
-    check_count(args.max_tokens, "--max-tokens", 1)
-    if args.requests > 1000 or args.max_tokens > 100_000:
-        raise UsageError("--requests at most 1000, --max-tokens at most 100000: the workload is a small check")
+    check_count(args.requests, "--requests", 1, 1000)  # the workload is a small check
+    check_count(args.max_tokens, "--max-tokens", 1, 100_000)
     check_number(args.request_timeout, "--request-timeout", most=3600)
     check_number(args.budget, "--budget", most=86_400)
     if args.api_key_env is not None and not args.api_key_env.replace("_", "").isalnum():
