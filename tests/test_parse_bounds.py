@@ -175,3 +175,19 @@ def test_a_collector_that_fails_is_an_error_finding_in_the_check_that_reads_it(d
     [partial] = [f for f in findings_of(judged) if f["id"] == "doctor.facts-partial"]
     assert partial["status"] == "error" and "'vllm_serve_imports'" in partial["title"]
     assert "MemoryError: the parser gave up" in partial["title"]
+
+
+def test_a_vllm_file_the_parser_gives_up_on_is_an_import_surface_error_naming_it(doctor: Doctor,
+                                                                                tmp_path: Path) -> None:
+    # The rotary embedding's file, which imports flash_attn on vLLM's serving path, with the MemoryError expression:
+    # the rest of vLLM is scanned and judged, and the check is an error that names the file, not a pass.
+    site = vllm_copy(tmp_path)
+    spoil(site, "vllm/model_executor/layers/rotary_embedding/common.py", REFUSED["memory"])
+    env = make_venv(tmp_path)
+    add_to_path(env, site)
+    report, proc = doctor.report("--python", str(env.python), "--no-gpu", "--only", "import-surface")
+    assert proc.returncode == 1, proc.stderr
+    [unread] = [f for f in findings_of(report) if f["id"] == "import-surface.unread"]
+    assert unread["status"] == "error"
+    assert "rotary_embedding/common.py could not be read (MemoryError" in unread["title"], unread["title"]
+    assert not [f for f in findings_of(report) if f["id"].startswith("doctor.")]

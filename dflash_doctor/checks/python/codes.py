@@ -208,6 +208,13 @@ IMPORT_SURFACE_OK = Code(
     "import-surface.ok", "vLLM's external kernel imports are all safe here",
     "Every import of an external kernel package in the installed vLLM's source either works in the target or "
     "is guarded against the exception it raises there.")
+IMPORT_SURFACE_UNREAD = Code(
+    "import-surface.unread", "Files of the installed vLLM could not be read",
+    "The scan of the installed vLLM's source for imports of external kernel packages could not read some files: "
+    "the parser refused them (a syntax this Python does not know, a null byte, an expression nested thousands "
+    "deep that CPython's parser gives up on with MemoryError), or they are not regular files. The rest of vLLM "
+    "was scanned and judged; what those files import was not, so this is an error (exit 1), never a quiet "
+    "pass. The finding names each file and why; if the target's Python cannot parse them either, reinstall vLLM.")
 IMPORT_SURFACE_UNGUARDED_FAILURE = Code(
     "import-surface.unguarded-failure", "vLLM imports a package that fails here, and nothing catches it",
     "The installed vLLM's source imports this module, the import raises in the target, and no guard around "
@@ -358,6 +365,7 @@ CODES: tuple[Code, ...] = (
     IMPORT_SURFACE_NO_SOURCE,
     IMPORT_SURFACE_OK,
     IMPORT_SURFACE_UNGUARDED_FAILURE,
+    IMPORT_SURFACE_UNREAD,
     EXTENSIONS_NONE,
     EXTENSIONS_NOT_LOADED,
     EXTENSIONS_UNTRACKED,
