@@ -133,6 +133,19 @@ def test_a_file_the_parser_refuses_is_a_fact_of_the_scans_and_they_go_on(tmp_pat
     assert surface["sites"], "the rest of vLLM's files were scanned"
 
 
+def judged_with_a_spoiled_file(doctor: Doctor, tmp_path: Path, rel: str, check: str) -> dict[str, Any]:
+    """`check` judged (a real run, exit 1) in a venv whose vLLM 0.20.1 has the MemoryError expression at the end of
+    `rel`; nothing of the doctor's own failed."""
+    site = vllm_copy(tmp_path)
+    spoil(site, rel, REFUSED["memory"])
+    env = make_venv(tmp_path)
+    add_to_path(env, site)
+    report, proc = doctor.report("--python", str(env.python), "--no-gpu", "--only", check)
+    assert proc.returncode == 1, proc.stderr
+    assert not [f for f in findings_of(report) if f["id"].startswith("doctor.")]
+    return report
+
+
 def requirement_findings(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     from packaging.requirements import Requirement
 
@@ -145,18 +158,12 @@ def test_a_vllm_module_the_parser_gives_up_on_leaves_missing_requirements_failin
                                                                                   tmp_path: Path) -> None:
     # vllm/logger.py, which every module on `vllm serve`'s way up imports, with an expression CPython 3.11's
     # parser answers with MemoryError; fastapi, which vLLM imports on its way up elsewhere, is not installed.
-    site = vllm_copy(tmp_path)
-    spoil(site, "vllm/logger.py", REFUSED["memory"])
-    env = make_venv(tmp_path)
-    add_to_path(env, site)
-    report, proc = doctor.report("--python", str(env.python), "--no-gpu", "--only", "distributions")
-    assert proc.returncode == 1, proc.stderr
+    report = judged_with_a_spoiled_file(doctor, tmp_path, "vllm/logger.py", "distributions")
     found = requirement_findings(report)
     fastapi = found["fastapi[standard]"] if "fastapi[standard]" in found else found["fastapi"]
     assert fastapi["status"] == "fail" and "`vllm serve` imports fastapi" in fastapi["detail"]
     [unread] = [f for f in findings_of(report) if f["id"] == "distributions.serve-path-unread"]
     assert unread["status"] == "error" and "vllm/logger.py: MemoryError" in unread["title"]
-    assert not [f for f in findings_of(report) if f["id"].startswith("doctor.")]
 
 
 def test_a_collector_that_fails_is_an_error_finding_in_the_check_that_reads_it(doctor: Doctor,
@@ -181,13 +188,8 @@ def test_a_vllm_file_the_parser_gives_up_on_is_an_import_surface_error_naming_it
                                                                                 tmp_path: Path) -> None:
     # The rotary embedding's file, which imports flash_attn on vLLM's serving path, with the MemoryError expression:
     # the rest of vLLM is scanned and judged, and the check is an error that names the file, not a pass.
-    site = vllm_copy(tmp_path)
-    spoil(site, "vllm/model_executor/layers/rotary_embedding/common.py", REFUSED["memory"])
-    env = make_venv(tmp_path)
-    add_to_path(env, site)
-    report, proc = doctor.report("--python", str(env.python), "--no-gpu", "--only", "import-surface")
-    assert proc.returncode == 1, proc.stderr
+    report = judged_with_a_spoiled_file(doctor, tmp_path, "vllm/model_executor/layers/rotary_embedding/common.py",
+                                        "import-surface")
     [unread] = [f for f in findings_of(report) if f["id"] == "import-surface.unread"]
     assert unread["status"] == "error"
     assert "rotary_embedding/common.py could not be read (MemoryError" in unread["title"], unread["title"]
-    assert not [f for f in findings_of(report) if f["id"].startswith("doctor.")]
