@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dflash_doctor.commands.options import UsageError, check_count
 from dflash_doctor.documents.jsondoc import shown_path
 
 if TYPE_CHECKING:
@@ -89,6 +88,8 @@ def emit(hosts: Sequence[HostSummary], args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str]) -> int:
+    from dflash_doctor.commands.options import UsageError, check_count
+
     args = parser().parse_args(argv)
     try:
         check_count(args.jobs, "--jobs", 1, MAX_PARSE_JOBS)  # each one a process
