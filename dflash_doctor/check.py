@@ -53,6 +53,9 @@ class Facts(Mapping[str, Any]):
     def __init__(self, sections: Mapping[str, Any], prior: Mapping[str, CheckResult] | None = None) -> None:
         self._sections = dict(sections)
         self.prior: Mapping[str, CheckResult] = dict(prior or {})
+        self.unavailable: dict[str, str] = {}
+        """The sections read as optional that were there but unusable (their collector failed, or not of their
+        shape), with why: the check judged without them, and the runner says so (never a quiet pass)."""
 
     def __getitem__(self, name: str) -> Any:
         value = self._sections[name]
@@ -70,7 +73,8 @@ class Facts(Mapping[str, Any]):
         """A section the check can judge without (it only sharpens a verdict or a remedy): None when it
         was not collected or its collector failed."""
         value = self._sections.get(name)
-        if value is None or (isinstance(value, dict) and "_error" in value):
+        if isinstance(value, dict) and "_error" in value:
+            self.unavailable[name] = str(value["_error"])
             return None
         return value
 
@@ -93,7 +97,8 @@ class Facts(Mapping[str, Any]):
             return None
         try:
             return _load(shape.SECTION, shape, value)
-        except SectionError:
+        except SectionError as exc:
+            self.unavailable[shape.SECTION] = exc.reason
             return None
 
     def raw(self, name: str) -> Any:

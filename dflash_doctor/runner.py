@@ -30,7 +30,7 @@ import signal
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,6 +86,7 @@ def judge_one(check: Check, facts: Facts, durations: Mapping[str, float] | None 
         findings = tuple(check.judge(facts))
         if not findings:
             raise RuntimeError("the check returned no finding")
+        findings += tuple(_judged_without(check, facts))
         status = worst(f.status for f in findings)
     except SectionError as exc:
         findings = (
@@ -98,7 +99,7 @@ def judge_one(check: Check, facts: Facts, durations: Mapping[str, float] | None 
             ),
         )
         status = Status.ERROR
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - a check that raises is an error result, never the run's end
         findings = (
             Finding(
                 id="doctor.check-crashed",
@@ -111,6 +112,18 @@ def judge_one(check: Check, facts: Facts, durations: Mapping[str, float] | None 
         status = Status.ERROR
     elapsed = collected_s + time.monotonic() - started
     return CheckResult(check.id, check.layer, check.title, status, findings, saved, elapsed)
+
+
+def _judged_without(check: Check, facts: Facts) -> Iterator[Finding]:
+    """An error for each section the check read as optional that could not be used: its verdict lacks them."""
+    for section, reason in sorted(facts.unavailable.items()):
+        yield Finding(
+            id="doctor.facts-partial",
+            status=Status.ERROR,
+            title=f"{check.title}: judged without facts {section!r}: {reason}"[:400],
+            detail="The check judged what it could without this section; what it would have shown is not judged.",
+            evidence={"section": section, "reason": reason[:2000]},
+        )
 
 
 @dataclass(frozen=True)

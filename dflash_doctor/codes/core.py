@@ -23,6 +23,12 @@ CODES = (
          "started, it crashed, or a collector raised), or, in a saved report judged again, the section is missing or "
          "does not have its declared shape (the detail names the field). The check could not judge anything. The "
          "detail says why; fix that (e.g. a wrong --python path) and run again."),
+    Code("doctor.facts-partial", "A check judged without facts it reads when they are there",
+         "A section this check reads when it was collected (it sharpens a verdict or a remedy) is there but "
+         "unusable: its collector raised (the detail says what), or, in a saved report judged again, it does not "
+         "have its declared shape. The check judged without it, so what it would have shown is not judged: an "
+         "error (exit 1), never a quiet pass. Fix the cause the finding names and run again; a collector that "
+         "raised is a bug in the doctor: please attach the JSON report to a bug report."),
     Code("doctor.skipped-no-gpu", "Skipped: --no-gpu",
          "This check needs a GPU and --no-gpu was given (as in a CI image build). Nothing was judged."),
     Code("doctor.plugin-failed", "A third-party check could not be loaded",

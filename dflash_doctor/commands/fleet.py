@@ -30,6 +30,9 @@ from dflash_doctor.commands.options import (
 )
 from dflash_doctor.documents import writer
 
+MAX_NODES = 100_000
+"""--min-nodes at most this many: past it no Ray cluster answers, and the wait only ends at --wait."""
+
 
 def parser() -> argparse.ArgumentParser:
     p = run_parser(prog="dflash-doctor fleet")
@@ -57,7 +60,7 @@ def main(argv: Sequence[str]) -> int:
         args = parse_run_args(argv, p)
         check_number(args.node_timeout, "--node-timeout")
         check_number(args.wait, "--wait", allow_zero=True)
-        check_count(args.min_nodes, "--min-nodes", 0)
+        check_count(args.min_nodes, "--min-nodes", 0, MAX_NODES)
         if args.junit:
             raise UsageError("--junit is per host; use --out-dir DIR and run `dflash-doctor judge` on a host's report")
         if args.out_dir:

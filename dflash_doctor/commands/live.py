@@ -18,11 +18,12 @@ Exit codes: 0 no fail; 1 a fail (with --strict, a warn too); 2 a wrong command l
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Sequence
 from typing import Any
+
+from dflash_doctor.documents.jsondoc import parse_json
 
 __all__ = ["add_live_options", "live_options", "main", "parser", "run_live"]
 
@@ -81,8 +82,8 @@ def _prompts(path: str) -> tuple[str, ...]:
         raise UsageError(f"--prompts {shown_path(path)}: larger than {MAX_FILE} bytes")
     text = raw.decode("utf-8", "replace")
     try:
-        data = json.loads(text)
-    except (ValueError, RecursionError):
+        data = parse_json(text)  # bounded in depth and digits (a list of prompts is one level deep)
+    except ValueError:
         data = None
     if isinstance(data, list):
         if not all(isinstance(p, str) for p in data):
@@ -131,10 +132,8 @@ def live_options(args: argparse.Namespace, url: str, serve_argv: Sequence[str] |
         split_url(url)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    check_count(args.requests, "--requests", 1)
-    check_count(args.max_tokens, "--max-tokens", 1)
-    if args.requests > 1000 or args.max_tokens > 100_000:
-        raise UsageError("--requests at most 1000, --max-tokens at most 100000: the workload is a small check")
+    check_count(args.requests, "--requests", 1, 1000)  # the workload is a small check
+    check_count(args.max_tokens, "--max-tokens", 1, 100_000)
     check_number(args.request_timeout, "--request-timeout", most=3600)
     check_number(args.budget, "--budget", most=86_400)
     if args.api_key_env is not None and not args.api_key_env.replace("_", "").isalnum():

@@ -22,6 +22,9 @@ from dflash_doctor.documents.jsondoc import shown_path
 if TYPE_CHECKING:
     from dflash_doctor.fleet.merge import HostSummary
 
+MAX_PARSE_JOBS = 64
+"""merge --jobs at most this many: each one is a process."""
+
 
 def add_output_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", metavar="PATH", help="write the merged view (schema dflash-doctor/fleet/v1) to PATH ('-': stdout)")
@@ -86,9 +89,13 @@ def emit(hosts: Sequence[HostSummary], args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str]) -> int:
+    from dflash_doctor.commands.options import UsageError, check_count
+
     args = parser().parse_args(argv)
-    if args.jobs is not None and args.jobs < 1:
-        sys.stderr.write(f"dflash-doctor merge: error: --jobs {args.jobs}: give a whole number, at least 1\n")
+    try:
+        check_count(args.jobs, "--jobs", 1, MAX_PARSE_JOBS)  # each one a process
+    except UsageError as exc:
+        sys.stderr.write(f"dflash-doctor merge: error: {exc}\n")
         return 2
     paths = expand(args.reports)
     if not paths:

@@ -119,23 +119,30 @@ def check_number(value: Any, flag: str, *, unit: str = "seconds", allow_zero: bo
     return float(value)
 
 
-def check_count(value: Any, flag: str, least: int) -> int | None:
-    """A count from the command line (None: not given): an integer of at least `least`."""
+def check_count(value: Any, flag: str, least: int, most: int) -> int | None:
+    """A count from the command line (None: not given): an integer from `least` to `most` (what is plausible:
+    nothing the doctor builds one of per unit may grow past it)."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise UsageError(f"{flag} {value}: give a whole number, at least {least}")
+    if isinstance(value, bool) or not isinstance(value, int) or value < least or value > most:
+        shown = str(value) if not isinstance(value, int) or abs(value) < 10**30 else f"{str(value)[:12]}... "
+        raise UsageError(f"{flag} {shown}: give a whole number, at least {least} and at most {most}")
     return value
 
 
 def _check_target_archs(values: Sequence[str] | None) -> None:
-    from dflash_doctor.knowledge.archs import parse_target_archs
+    from dflash_doctor.documents.jsondoc import shown_path
+    from dflash_doctor.knowledge.archs import MAX_TARGET_ARCHS, parse_target_archs
 
+    total = 0
     for value in values or ():
         try:
-            parse_target_archs(value)
+            total += len(parse_target_archs(value))
         except ValueError as exc:
-            raise UsageError(f"--target-arch {value!r}: {exc}") from None
+            raise UsageError(f"--target-arch {shown_path(value)!r}: {exc}") from None
+        if total > MAX_TARGET_ARCHS:
+            raise UsageError(f"--target-arch: more than {MAX_TARGET_ARCHS} architectures; name the GPUs this "
+                             "environment will run on (e.g. sm_86,sm_90)")
 
 
 def _check_run_options(args: argparse.Namespace) -> None:

@@ -95,9 +95,11 @@ def main(argv: Sequence[str]) -> int:
     live_check: Any = None  # with --live: the live check's options, read and checked before anything runs
     try:
         args = run_options.parse_run_args(doctor_argv, p)
-        run_options.check_count(args.gpus, "--gpus", 1)
+        from dflash_doctor.facts.serve_shapes import MAX_GPU_MEMORY_GIB, MAX_GPUS
+
+        run_options.check_count(args.gpus, "--gpus", 1, MAX_GPUS)
         if args.gpu_memory is not None:
-            run_options.check_number(args.gpu_memory, "--gpu-memory", unit="GiB", most=1e6)
+            run_options.check_number(args.gpu_memory, "--gpu-memory", unit="GiB", most=MAX_GPU_MEMORY_GIB)
         if args.live and not args.exec:
             raise run_options.UsageError("--live needs --exec (the doctor starts the server, then checks it)")
         if args.live:

@@ -21,7 +21,6 @@ the installer's own cache, outside the environment), and the simulation only rea
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import shlex
@@ -35,6 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from dflash_doctor.documents.jsondoc import parse_json
 from dflash_doctor.facts.envfacts import canonical, release
 from dflash_doctor.facts.probes import kill_group
 from dflash_doctor.facts.safefile import under
@@ -281,7 +281,7 @@ def _pip_install(segment: Segment, timeout_s: float, cwd: str) -> dict[str, Any]
         ran = _run(argv, segment.env, timeout_s, cwd)
         report: Any = None
         with contextlib.suppress(OSError, ValueError), open(report_path, encoding="utf-8") as fh:
-            report = json.loads(fh.read(MAX_RECORD_BYTES))
+            report = parse_json(fh.read(MAX_RECORD_BYTES))
     facts.update(argv=argv, returncode=ran["returncode"], duration_s=ran["duration_s"], stderr=_tail(ran["stderr"]))
     if ran["timed_out"]:
         return {**facts, "status": "not-checked", "reason": f"pip did not answer within {timeout_s:g} s (--timeout)"}

@@ -57,7 +57,7 @@ def collect(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
         facts["probes_skipped"] = "NVML lists no GPU"
     else:
         env = dict(os.environ, NCCL_NVLS_ENABLE="0")
-        world = requested
+        world = min(requested, len(devices))  # one probe process per rank: never more than the GPUs NVML lists
         if requested >= 2:
             t0 = time.monotonic()
             peer = run_probe(ctx.python, "fabric_peer", {"world": requested, "bytes": PEER_BYTES},

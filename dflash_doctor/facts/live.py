@@ -371,8 +371,8 @@ def _config(path: str | None) -> dict[str, Any] | None:
     if not path or not os.path.isdir(path):
         return None
     try:
-        data = json.loads(read_regular(os.path.join(path, "config.json"), MAX_JSON))
-    except (OSError, ValueError, RecursionError):
+        data = parse_json(read_regular(os.path.join(path, "config.json"), MAX_JSON).decode("utf-8"))
+    except (OSError, ValueError):
         return None
     if not isinstance(data, dict):
         return None
@@ -439,7 +439,7 @@ def _serve_context(argv: Sequence[str] | None) -> dict[str, Any]:
         model = _flag(words, "--model") or model
         spec_text = _flag(words, "--speculative-config")
         try:
-            spec = json.loads(spec_text) if spec_text else None
+            spec = parse_json(spec_text) if spec_text else None
         except ValueError:
             spec = None
         if isinstance(spec, dict):

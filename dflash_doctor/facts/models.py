@@ -13,7 +13,6 @@ one small read per shard.
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import time
@@ -21,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dflash_doctor.context import Context
+from dflash_doctor.documents.jsondoc import parse_json
 from dflash_doctor.facts.modelfiles import read_model_dir
 
 __all__ = ["SECTION", "collect", "describe_model", "hub_cache", "prefix_of", "resolve_model_path"]
@@ -97,7 +97,7 @@ def _tokenizer_config(root: str) -> dict[str, Any] | None:
         if os.path.getsize(path) > TOKENIZER_CONFIG_MAX_BYTES:
             return {"file": path, "error": "too large to read"}
         with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
+            data = parse_json(handle.read(TOKENIZER_CONFIG_MAX_BYTES + 1))  # bounded in depth as in size
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:

@@ -39,6 +39,18 @@ def _int(text: str) -> int:
     return value
 
 
+MAX_PARALLEL_SIZE = 65_536
+"""--tensor-parallel-size and --pipeline-parallel-size at most this: a world larger than any cluster is a flag
+error, and nothing is built per rank from a number past it."""
+
+
+def _parallel_size(text: str) -> int:
+    value = int(text)
+    if value > MAX_PARALLEL_SIZE:
+        raise ValueError(f"more than {MAX_PARALLEL_SIZE} (a world larger than any cluster)")
+    return value
+
+
 def _human_int(text: str) -> int:
     """vllm/utils/argparse_utils.py human_readable_int: 25.6k = 25600, 1K = 1024."""
     match = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", text.strip())
@@ -82,10 +94,10 @@ def _json_object(text: str) -> dict[str, Any]:
 # flag -> (field, converter); None as converter: a boolean (--flag / --no-flag).
 FLAGS: dict[str, tuple[str, Callable[[str], Any] | None]] = {
     "--model": ("model", _str),
-    "--tensor-parallel-size": ("tensor_parallel_size", _int),
-    "-tp": ("tensor_parallel_size", _int),
-    "--pipeline-parallel-size": ("pipeline_parallel_size", _int),
-    "-pp": ("pipeline_parallel_size", _int),
+    "--tensor-parallel-size": ("tensor_parallel_size", _parallel_size),
+    "-tp": ("tensor_parallel_size", _parallel_size),
+    "--pipeline-parallel-size": ("pipeline_parallel_size", _parallel_size),
+    "-pp": ("pipeline_parallel_size", _parallel_size),
     "--max-model-len": ("max_model_len", _human_int_or_auto),
     "--max-num-batched-tokens": ("max_num_batched_tokens", _human_int),
     "--max-num-seqs": ("max_num_seqs", _int),
@@ -245,8 +257,8 @@ def parse_serve_command(argv: Sequence[str]) -> dict[str, Any]:
             spec.update(given=True, raw=inline)
         try:
             fields[field] = convert(inline)
-        except (ValueError, TypeError) as exc:
-            message = f"{flag} {inline!r}: {exc}"
+        except (ValueError, TypeError, OverflowError) as exc:  # OverflowError: 1e400k is past float's range
+            message = f"{flag} {inline[:80]!r}: {exc}"
             if field == "speculative_config":
                 spec["error"] = str(exc)
                 message = f"{flag} is not a valid JSON object: {exc}"

@@ -12,6 +12,8 @@ from typing import Any, ClassVar
 from dflash_doctor.facts.shape import Shape
 
 __all__ = [
+    "MAX_GPUS",
+    "MAX_GPU_MEMORY_GIB",
     "BackendChoice",
     "BackendInputs",
     "BackendSupport",
@@ -49,6 +51,13 @@ __all__ = [
     "VllmPlatform",
     "VllmValidation",
 ]
+
+
+MAX_GPUS = 256
+"""--gpus N stands in for one serving machine's GPUs: more than any machine holds is a usage error, and a saved
+report that says more is not judged as that many (each GPU is an object)."""
+MAX_GPU_MEMORY_GIB = 1e6
+"""--gpu-memory GIB: at most this (a finite size that the arithmetic on it keeps finite)."""
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from dflash_doctor.facts.pysource import SourceError, parse_module
 from dflash_doctor.facts.safefile import read_regular
 from dflash_doctor.knowledge.dflash_reports import (
     FUSED_KV_RAW_WEIGHT,
@@ -48,13 +49,13 @@ class VllmSources:
         return self._texts[rel]
 
     def tree(self, rel: str) -> ast.Module | None:
-        """The file parsed; None when it cannot be read or is not Python. The parser's other refusals
-        (ValueError, RecursionError for nesting too deep) are raised, and not kept: each reader decides."""
+        """The file parsed; None when it cannot be read or the parser refuses it in any way (a null byte,
+        nesting too deep: facts.pysource.SourceError)."""
         if rel not in self._trees:
             text = self.text(rel)
             try:
-                self._trees[rel] = ast.parse(text) if text is not None else None
-            except SyntaxError:
+                self._trees[rel] = parse_module(text, rel) if text is not None else None
+            except SourceError:
                 self._trees[rel] = None
         return self._trees[rel]
 
@@ -363,8 +364,8 @@ def _transformers_model_types(root: str, package: str | None) -> dict[str, Any]:
     rel = os.path.join(base, "models", "auto", "configuration_auto.py")
     try:
         text = read_regular(rel, MAX_SOURCE_BYTES).decode("utf-8", "replace")
-        tree = ast.parse(text)
-    except (OSError, SyntaxError, ValueError, RecursionError):
+        tree = parse_module(text, rel)
+    except (OSError, SourceError):
         return {"file": None, "model_types": None}
     value = _assigned(tree, "CONFIG_MAPPING_NAMES")
     if isinstance(value, ast.Call) and value.args:

@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from dflash_doctor.facts.pysource import SourceError, parse_module
 from dflash_doctor.facts.safefile import UnsafeFile, read_regular
 
 __all__ = ["scan_package", "scan_source"]
@@ -28,7 +29,7 @@ def scan_package(root: str, modules: Sequence[str], only: Sequence[str] | None =
     `only` limits the scan to these paths relative to root's parent (e.g. "vllm/model_executor/...")."""
     alternatives = b"|".join(re.escape(m.encode()) for m in modules)
     needle = re.compile(rb"^[ \t]*(?:from|import)[ \t]+(?:" + alternatives + rb")\b|import_module\(\s*[\"'](?:"
-                        + alternatives + rb")\b", re.M)
+                        + alternatives + rb")\b", re.MULTILINE)
     words = tuple(m.encode() for m in modules)
     sites: list[dict[str, Any]] = []
     errors: list[dict[str, str]] = []
@@ -49,8 +50,10 @@ def scan_package(root: str, modules: Sequence[str], only: Sequence[str] | None =
         rel = os.path.relpath(path, os.path.dirname(root))
         try:
             sites.extend(scan_source(raw.decode("utf-8", "replace"), rel, modules))
-        except SyntaxError as exc:
-            errors.append({"file": path, "error": f"SyntaxError: {exc.msg} (line {exc.lineno})"})
+        except SourceError as exc:  # one file the parser refuses is a fact about it; the scan goes on
+            errors.append({"file": path, "error": str(exc)})
+        except RecursionError:  # a statement nested too deep to print back (ast.unparse)
+            errors.append({"file": path, "error": "RecursionError: nested too deep to read"})
     return {"root": root, "files_scanned": scanned, "files_parsed": parsed, "sites": sites, "errors": errors}
 
 
@@ -65,7 +68,7 @@ def _python_files(root: str, only: Sequence[str] | None) -> Iterator[str]:
 
 
 def scan_source(source: str, filename: str, modules: Sequence[str]) -> list[dict[str, Any]]:
-    tree = ast.parse(source, filename=filename)
+    tree = parse_module(source, filename)
     wanted = set(modules)
     return list(_walk(tree, source.splitlines(), filename, wanted))
 
@@ -80,11 +83,11 @@ def _imported(node: ast.AST, wanted: set[str]) -> list[tuple[str, list[str]]]:
         return [(a.name, []) for a in node.names if _top(a.name) in wanted]
     if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and _top(node.module) in wanted:
         return [(node.module, [a.name for a in node.names])]
-    if isinstance(node, ast.Call) and _call_name(node.func) in ("import_module", "__import__"):
-        if node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
-            module = node.args[0].value
-            if _top(module) in wanted:
-                return [(module, [])]
+    if isinstance(node, ast.Call) and _call_name(node.func) in ("import_module", "__import__") \
+            and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+        module = node.args[0].value
+        if _top(module) in wanted:
+            return [(module, [])]
     return []
 
 

@@ -37,6 +37,7 @@ from typing import Any, Protocol
 
 from dflash_doctor.context import Context
 from dflash_doctor.facts.envfacts import Distributions, canonical
+from dflash_doctor.facts.pysource import SourceError, parse_module
 from dflash_doctor.facts.safefile import UnsafeFile, environment_roots, read_regular
 from dflash_doctor.facts.vllm_source import vllm_package_dir
 from dflash_doctor.knowledge.vllm_imports import (
@@ -100,10 +101,10 @@ def _parse(text: str, keep_functions: bool) -> ast.Module:
         cut = _module_level_text(text)
         if cut is not None:
             try:
-                return ast.parse(cut)
-            except SyntaxError:
+                return parse_module(cut)
+            except SourceError:
                 pass  # the cut went wrong somewhere: the whole text decides
-    return ast.parse(text)
+    return parse_module(text)
 
 
 def _catches_import_error(node: ast.Try) -> bool:
@@ -292,8 +293,8 @@ class _Package:
         keep_functions = keep_functions or b"LazyLoader(" in raw
         try:
             return _parse(raw.decode("utf-8", "replace"), keep_functions)
-        except (SyntaxError, ValueError, RecursionError) as exc:
-            self.errors.append({"file": path, "error": f"{type(exc).__name__}: {exc}"})
+        except SourceError as exc:  # one file the parser refuses is a fact about it: the walk goes on
+            self.errors.append({"file": path, "error": str(exc)})
             return None
 
     def rel(self, module: str) -> str:
@@ -314,6 +315,21 @@ def _targets(node: ast.Import | ast.ImportFrom, module: str, pkg: _Package) -> l
     if isinstance(node, ast.Import):
         return [(alias.name, []) for alias in node.names]
     return [(_absolute(node, module, pkg.is_package(module)), [alias.name for alias in node.names])]
+
+
+def _statements(tree: ast.Module | None, module: str, pkg: _Package, entry_module: str, entry_function: str,
+                annotations: bool) -> list[tuple[str, list[str], str, int]]:
+    """(module imported, names, reach, line) for each import `module` runs while it is imported."""
+    body: list[ast.stmt] = list(tree.body) if tree is not None else []
+    if tree is not None and module == entry_module and entry_function:
+        body += [s for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and node.name == entry_function for s in node.body]
+    statements = [(target, names, statement_reach, node.lineno)
+                  for node, statement_reach in _imports(body, "serve")
+                  for target, names in _targets(node, module, pkg)]
+    if tree is not None:
+        statements += [(target, [], lazy_reach, line) for target, lazy_reach, line in _lazy_imports(tree, annotations)]
+    return statements
 
 
 def scan_serve_path(root: str, entry: str, loaded_by_name: Sequence[str], annotations: bool = True,
@@ -366,16 +382,11 @@ def scan_serve_path(root: str, entry: str, loaded_by_name: Sequence[str], annota
             reach(".".join(parents[:i]), how, module, 0)
         if module not in parsed:
             tree = pkg.tree(module, keep_functions=module == entry_module)
-            body: list[ast.stmt] = list(tree.body) if tree is not None else []
-            if tree is not None and module == entry_module and entry_function:
-                body += [s for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-                         and node.name == entry_function for s in node.body]
-            statements = [(target, names, statement_reach, node.lineno)
-                          for node, statement_reach in _imports(body, "serve")
-                          for target, names in _targets(node, module, pkg)]
-            if tree is not None:
-                statements += [(target, [], lazy_reach, line) for target, lazy_reach, line in _lazy_imports(tree, annotations)]
-            parsed[module] = statements
+            try:
+                parsed[module] = _statements(tree, module, pkg, entry_module, entry_function, annotations)
+            except RecursionError:  # a test nested too deep to print back (ast.unparse): a fact about the file
+                pkg.errors.append({"file": pkg.file(module) or module, "error": "RecursionError: nested too deep to read"})
+                parsed[module] = []
         for target, names, statement_reach, lineno in parsed[module]:
             effective = _weaker(how, statement_reach)
             top = target.split(".", 1)[0]

@@ -16,6 +16,7 @@ from dflash_doctor.knowledge.cuda import TEGRA_COMPUTE_CAPABILITIES
 
 __all__ = [
     "CC",
+    "MAX_TARGET_ARCHS",
     "Arch",
     "Coverage",
     "arch_sort_key",
@@ -29,6 +30,9 @@ __all__ = [
 
 CC: TypeAlias = tuple[int, int]
 CCLike: TypeAlias = CC | str
+
+MAX_TARGET_ARCHS: Final = 32
+"""--target-arch names at most this many GPU architectures (every one from sm_50 to sm_121 is fewer)."""
 
 _ARCH_RE: Final = re.compile(r"^(sm|compute|lto)_(\d{2,3})([af]?)$")
 _CC_RE: Final = re.compile(r"^(\d{1,2})\.(\d)([af]?)$")
@@ -82,9 +86,12 @@ def compute_capability(value: CCLike) -> CC:
 
 def parse_target_archs(spec: str) -> list[CC]:
     """`--target-arch sm_86,sm_90` (commas or spaces; also `8.6`, `9.0a`) -> [(8, 6), (9, 0)], in order,
-    without repeats."""
+    without repeats; ValueError past MAX_TARGET_ARCHS names."""
     out: list[CC] = []
-    for token in re.split(r"[,\s;]+", spec.strip()):
+    tokens = re.split(r"[,\s;]+", spec.strip(), maxsplit=MAX_TARGET_ARCHS)
+    if len(tokens) > MAX_TARGET_ARCHS and tokens[-1]:
+        raise ValueError(f"more than {MAX_TARGET_ARCHS} architectures")
+    for token in tokens:
         if token:
             cc = compute_capability(token)
             if cc not in out:

@@ -19,7 +19,13 @@ from dflash_doctor.codes import Code
 from dflash_doctor.facts.envfacts import version_tuple
 from dflash_doctor.facts.models_shapes import ConfigView, ListSummary, Model, Models, Tensor, Weights, is_int
 from dflash_doctor.facts.nvml_shapes import Gpu, GpuDevice, GpuMemory
-from dflash_doctor.facts.serve_shapes import ServeArgs, ServeAssumptions, VllmDflash
+from dflash_doctor.facts.serve_shapes import (
+    MAX_GPU_MEMORY_GIB,
+    MAX_GPUS,
+    ServeArgs,
+    ServeAssumptions,
+    VllmDflash,
+)
 from dflash_doctor.knowledge.archs import compute_capability
 from dflash_doctor.knowledge.dflash import MAX_LEN_DERIVATION
 from dflash_doctor.knowledge.dflash_reports import SPECULATORS_DFLASH
@@ -288,6 +294,9 @@ def gpu_view(facts: Facts) -> GpuView:
         view = GpuView(available=True, why=None, devices=tuple(by_index[i] for i in visible.gpus if i in by_index),
                        source="nvml", cuda_visible_devices=visible.value)
     count, memory = assume.gpus, assume.gpu_memory_gib
+    if (count or 0) > MAX_GPUS or not 0 <= (memory or 0) <= MAX_GPU_MEMORY_GIB:  # a saved report edited by hand
+        return GpuView(why=f"--gpus {count} --gpu-memory {memory}: more than one machine holds (at most {MAX_GPUS} "
+                       f"GPUs of {MAX_GPU_MEMORY_GIB:g} GiB); not judged")
     if count or memory:
         n = int(count) if count else len(view.devices) or 1
         cc = [int(p) for p in ccs[0].split(".")] if ccs else (

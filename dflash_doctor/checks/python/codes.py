@@ -121,6 +121,16 @@ DISTRIBUTIONS_FILE_NOT_REGULAR = Code(
     "A file of a stack distribution is not a regular file on disk: a FIFO blocks whoever opens it (an import "
     "hangs), a device such as /dev/zero never ends. The doctor does not open it. Reinstall the distribution "
     "to put its own files back.")
+DISTRIBUTIONS_SERVE_PATH_UNREAD = Code(
+    "distributions.serve-path-unread", "Modules on `vllm serve`'s way up could not be read",
+    "The scan of what `vllm serve` imports on its way up (vllm_serve_imports) could not read some of vLLM's "
+    "modules: the parser refused them (a syntax this Python does not know, a null byte, an expression nested "
+    "thousands deep that CPython's parser gives up on with MemoryError), or they are not regular files or lie "
+    "outside the environment. The scan went on through the rest of vLLM, but what those modules import was not "
+    "seen: a requirement of vLLM that is not met and that the scan judged a warning (not imported on the way up) "
+    "may be imported by one of them. The doctor cannot tell, so this is an error (exit 1), never a quiet pass; it "
+    "names the files and why. If the target's Python cannot parse them either, `vllm serve` fails importing them: "
+    "reinstall vLLM.")
 
 # imports, import-surface, extensions
 IMPORTS_ROTARY_OK = Code(
@@ -198,6 +208,13 @@ IMPORT_SURFACE_OK = Code(
     "import-surface.ok", "vLLM's external kernel imports are all safe here",
     "Every import of an external kernel package in the installed vLLM's source either works in the target or "
     "is guarded against the exception it raises there.")
+IMPORT_SURFACE_UNREAD = Code(
+    "import-surface.unread", "Files of the installed vLLM could not be read",
+    "The scan of the installed vLLM's source for imports of external kernel packages could not read some files: "
+    "the parser refused them (a syntax this Python does not know, a null byte, an expression nested thousands "
+    "deep that CPython's parser gives up on with MemoryError), or they are not regular files. The rest of vLLM "
+    "was scanned and judged; what those files import was not, so this is an error (exit 1), never a quiet "
+    "pass. The finding names each file and why; if the target's Python cannot parse them either, reinstall vLLM.")
 IMPORT_SURFACE_UNGUARDED_FAILURE = Code(
     "import-surface.unguarded-failure", "vLLM imports a package that fails here, and nothing catches it",
     "The installed vLLM's source imports this module, the import raises in the target, and no guard around "
@@ -330,6 +347,7 @@ CODES: tuple[Code, ...] = (
     DISTRIBUTIONS_FILE_COLLISION,
     DISTRIBUTIONS_REQUIREMENT_BROKEN_BY,
     DISTRIBUTIONS_FILE_NOT_REGULAR,
+    DISTRIBUTIONS_SERVE_PATH_UNREAD,
     IMPORTS_ROTARY_OK,
     IMPORTS_ROTARY_ABSENT,
     IMPORTS_NAMESPACE_PACKAGE,
@@ -347,6 +365,7 @@ CODES: tuple[Code, ...] = (
     IMPORT_SURFACE_NO_SOURCE,
     IMPORT_SURFACE_OK,
     IMPORT_SURFACE_UNGUARDED_FAILURE,
+    IMPORT_SURFACE_UNREAD,
     EXTENSIONS_NONE,
     EXTENSIONS_NOT_LOADED,
     EXTENSIONS_UNTRACKED,

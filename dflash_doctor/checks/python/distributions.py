@@ -21,6 +21,7 @@ from dflash_doctor.checks.python.codes import (
     DISTRIBUTIONS_REQUIREMENT_MISSING,
     DISTRIBUTIONS_REQUIREMENT_UNMET,
     DISTRIBUTIONS_REQUIREMENTS_OK,
+    DISTRIBUTIONS_SERVE_PATH_UNREAD,
     DISTRIBUTIONS_STACK,
 )
 from dflash_doctor.checks.python.kernel_packages import broken_by, shared_files, unmet_cause
@@ -45,6 +46,7 @@ def distribution_findings(dists: Distributions, target: Target, serve: VllmServe
     installer = Installer.for_target(target)
     marker_env = target.marker_environment
     yield _stack_versions(dists)
+    yield from _serve_path_unread(serve)
     yield from _broken_metadata(dists, installer)
     yield from _requirements(dists, marker_env, installer, _serve_path(serve, dists))
     yield from _duplicates(dists)
@@ -162,6 +164,23 @@ def _serve_path(serve: VllmServeImports | None, dists: Distributions) -> VllmSer
     if serve is None or vllm is None or serve.root is None or not serve.complete or not serve.imports:
         return None
     return serve
+
+
+def _serve_path_unread(serve: VllmServeImports | None) -> Iterator[Finding]:
+    """The modules on the way up the scan could not read: what they import was not seen, so a requirement judged
+    a warning (not imported on the way up) may be imported there. An error, never a quiet pass: exit 1."""
+    if serve is None or not serve.errors:
+        return
+    first = serve.errors[0]
+    more = len(serve.errors) - 1
+    yield DISTRIBUTIONS_SERVE_PATH_UNREAD.finding(
+        Status.ERROR,
+        title=f"`vllm serve`'s way up could not be read to the end: {first.file}: {first.error}"
+        + (f" (and {more} more file{'s' if more > 1 else ''})" if more > 0 else ""),
+        detail="What these modules import was not seen: a requirement of vLLM judged a warning below (not imported "
+        "on the way up) may be imported there, and the rest of the scan went on without them.",
+        evidence={"errors": [{"file": e.file, "error": e.error} for e in serve.errors]},
+    )
 
 
 _REACH_WORDS = {

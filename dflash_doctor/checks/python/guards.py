@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dflash_doctor.facts.pysource import SourceError, parse_expression
 from dflash_doctor.facts.vllm_source_shapes import Guard, ImportSite
 
 __all__ = ["Verdict", "evaluate_test", "judge_site"]
@@ -36,8 +37,8 @@ class Verdict:
 def evaluate_test(test: str, resolves: Mapping[str, bool]) -> bool | None:
     """Evaluate an `if` test for a CUDA box; None where it depends on anything else."""
     try:
-        tree = ast.parse(test, mode="eval").body
-    except SyntaxError:
+        tree = parse_expression(test).body
+    except SourceError:
         return None
     return _eval(tree, resolves)
 

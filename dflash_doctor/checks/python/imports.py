@@ -22,6 +22,7 @@ from dflash_doctor.checks.python.codes import (
     IMPORT_SURFACE_NO_VLLM,
     IMPORT_SURFACE_OK,
     IMPORT_SURFACE_UNGUARDED_FAILURE,
+    IMPORT_SURFACE_UNREAD,
     IMPORTS_NAMESPACE_PACKAGE,
     IMPORTS_ROTARY_ABSENT,
     IMPORTS_ROTARY_OK,
@@ -106,6 +107,10 @@ def _consequence(vllm_source: VllmSource, mro: tuple[str, ...] | None,
         return Status.FAIL, "vLLM is not installed here, but this flash-attn cannot be imported the way vLLM imports it."
     sites = [s for s in vllm_source.sites if _serving_site(s) and s.module.startswith("flash_attn.ops")]
     version = vllm_source.version
+    if not sites and vllm_source.errors:  # what the unread file imports is not known: never a quiet verdict
+        unread = vllm_source.errors[0]
+        return Status.ERROR, (f"vLLM {version}'s serving-path file {unread.file} could not be read ({unread.error}): "
+                              "whether it imports flash_attn.ops is not known.")
     if not sites:
         return Status.WARN, f"vLLM {version} does not import flash_attn.ops on its serving path."
     for site in sites:
@@ -161,6 +166,14 @@ def surface_findings(source: VllmSurface, imports: SurfaceImports, context: Impo
             remediation=cause.remediation,
             cause=cause.follows,
         ))
+    if source.errors:  # what those files import was not judged: an error, never a quiet pass
+        first, more = source.errors[0], len(source.errors) - 1
+        findings.append(IMPORT_SURFACE_UNREAD.finding(
+            Status.ERROR,
+            title=f"vLLM {source.version}: {first.file} could not be read ({first.error})"
+            + (f", and {more} more file{'s' if more > 1 else ''}" if more > 0 else "")
+            + ": its imports of external kernel packages are not judged",
+            evidence={"errors": [{"file": e.file, "error": e.error} for e in source.errors]}))
     if not findings:
         findings.append(IMPORT_SURFACE_OK.finding(
             Status.PASS,

@@ -211,6 +211,10 @@ def _vllm_consequence(vllm_source: VllmSource) -> tuple[Status, str]:
         return Status.WARN, "vLLM is not installed here; vLLM 0.18-0.23 would die at engine start on it"
     sites = _rotary_sites(vllm_source)
     version = vllm_source.version
+    if not sites and vllm_source.errors:  # what the unread file imports is not known: never a quiet verdict
+        unread = vllm_source.errors[0]
+        return Status.ERROR, (f"vLLM {version}'s serving-path file {unread.file} could not be read ({unread.error}): "
+                              "whether it imports flash_attn.ops is not known")
     if not sites:
         return Status.WARN, f"vLLM {version} does not import flash_attn.ops on its serving path"
     verdicts = [(s, judge_site(s, MODULE_NOT_FOUND_MRO, {"flash_attn": True})) for s in sites]

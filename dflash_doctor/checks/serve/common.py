@@ -25,9 +25,11 @@ from dflash_doctor.checks.models.common import (
     usable_length,
 )
 from dflash_doctor.codes import Code
+from dflash_doctor.documents.jsondoc import parse_json
 from dflash_doctor.facts.envfacts import version_tuple
 from dflash_doctor.facts.models_shapes import Model
 from dflash_doctor.facts.nvml_shapes import GpuDevice
+from dflash_doctor.facts.pysource import parse_expression
 from dflash_doctor.facts.serve_shapes import ServeFields, VllmDflash
 from dflash_doctor.knowledge.dflash import (
     BATCH_DEFAULTS,
@@ -65,8 +67,8 @@ def repair_spec(raw: Any) -> dict[str, Any] | None:
     if not isinstance(raw, str) or len(raw) > 65536:
         return None
     try:
-        value = ast.literal_eval(raw)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        value = ast.literal_eval(parse_expression(raw.lstrip(" \t")))
+    except (ValueError, TypeError, MemoryError, RecursionError):  # SourceError is a ValueError
         value = None
     if not isinstance(value, dict):
         def quoted(match: re.Match[str]) -> str:
@@ -74,16 +76,16 @@ def repair_spec(raw: Any) -> dict[str, Any] | None:
             return match.group(1) + (word if _JSON_WORD.fullmatch(word) else json.dumps(word)) + match.group(3)
 
         try:
-            value = json.loads(_BARE.sub(quoted, raw.strip()))
-        except (ValueError, RecursionError):
+            value = parse_json(_BARE.sub(quoted, raw.strip()))
+        except ValueError:
             return None
     if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
         return None
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
+    try:  # JSON, and as bounded as any JSON the doctor reads: nested at most jsondoc.MAX_DEPTH deep
+        bounded = parse_json(json.dumps(value))
+    except (TypeError, ValueError, RecursionError):
         return None
-    return value
+    return bounded if isinstance(bounded, dict) else None
 
 
 def not_given(code: Code) -> list[Finding]:

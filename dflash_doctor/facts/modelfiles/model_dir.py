@@ -8,13 +8,13 @@ lives elsewhere and works on the dict returned here.
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import re
 import stat
 from collections.abc import Callable, Collection, Iterable
 from typing import Any, Final
 
+from dflash_doctor.documents.jsondoc import DocumentError, parse_json
 from dflash_doctor.facts.modelfiles.safetensors_header import (
     DTYPE_BITS,
     FATAL_KINDS,
@@ -287,13 +287,9 @@ def _read_json(file: str, max_bytes: int, problems: list[JSONDict], max_pairs: i
         return None
     del raw
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        problems.append(
-            problem("bad-json", file, f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}")
-        )
-    except (ValueError, RecursionError) as exc:
-        problems.append(problem("bad-json", file, f"malformed JSON: {exc.__class__.__name__}"))
+        return parse_json(text)  # bounded: nested at most jsondoc.MAX_DEPTH deep, integers of at most 100 digits
+    except DocumentError as exc:
+        problems.append(problem("bad-json", file, str(exc)))
     return None
 
 
