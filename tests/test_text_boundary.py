@@ -102,12 +102,14 @@ def test_a_command_word_holding_any_control_character_is_one_line_bash_runs_to_t
 
 
 def test_a_crafted_version_on_a_terminal_is_shown_as_escapes_and_never_sent(env: Env) -> None:
-    run = on_a_terminal(["--python", str(env.python), "--no-gpu", "--only", "distributions,namespaces"])
+    # a terminal wide enough that no title wraps, whatever the length of the temporary directory's path
+    run = on_a_terminal(["--python", str(env.python), "--no-gpu", "--only", "distributions,namespaces"],
+                        size=(40, 1000))
     assert run.returncode in (0, 1), run.stderr
     for raw in SENT:
         assert raw not in run.raw, raw
     shown = re.sub(rb"\x1b\[[0-9;]*m", b"", run.raw).decode()  # the terminal's own colours aside
-    assert f"flash-attn {SHOWN}" in shown
+    assert f"flash-attn {SHOWN}" in shown, shown
     # what is left of ESC is rich's own styling and the status line's cursor control, nothing else
     assert not re.findall(rb"\x1b(?!\[[0-9;?]*[mKAGlh])", run.raw)
 
@@ -184,7 +186,8 @@ def fix_lines(outputs: dict[str, str]) -> Iterator[tuple[str, str]]:
 
 
 def test_a_fix_for_a_directory_named_with_a_newline_is_one_line_that_runs_only_what_it_shows(
-        doctor: Doctor, env: Env, tmp_path: Path) -> None:
+        doctor: Doctor, tmp_path: Path) -> None:
+    env = crafted_env(tmp_path)  # its own: pasting the fix changes the environment the other tests share
     args = ("--python", str(env.python), "--no-gpu", "--only", "namespaces")
     plain = doctor(*args, "--markdown", str(tmp_path / "r.md"), "--junit", str(tmp_path / "r.xml"))
     github = doctor(*args, "--format", "github", env={"GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md")})
