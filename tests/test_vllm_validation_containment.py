@@ -195,6 +195,15 @@ def oversized_header(directory: Path) -> Path:
     return weights
 
 
+def oversized_quant_config(directory: Path) -> Path:
+    """A sparse gigabyte hf_quant_config.json, which vLLM's get_config json.loads whole where config.json holds
+    no quantization_config (ModelOpt 0.29's layout)."""
+    quant = directory / "hf_quant_config.json"
+    with quant.open("wb") as handle:
+        handle.truncate(1 << 30)
+    return quant
+
+
 def through_config_file(base: Path, argv: list[str]) -> list[str]:
     """The same command with the model named in a --config YAML file (vLLM's own parser reads it; the doctor's
     documented subset does not)."""
@@ -205,14 +214,21 @@ def through_config_file(base: Path, argv: list[str]) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("oversize", "config_file"), [(oversized_config, False), (oversized_header, False),
-                                                       (oversized_config, True)],
-                         ids=["config.json", "safetensors header", "config.json of the model a --config file names"])
+                                                       (oversized_config, True), (oversized_quant_config, False),
+                                                       (oversized_config, "--hf-config-path")],
+                         ids=["config.json", "safetensors header", "config.json of the model a --config file names",
+                              "hf_quant_config.json", "config.json of the --hf-config-path directory"])
 def test_a_file_the_doctor_refuses_is_not_handed_to_vllms_validation(tmp_path: Path, oversize: Any,
-                                                                     config_file: bool) -> None:
+                                                                     config_file: bool | str) -> None:
     target = toy.write_toy_target(tmp_path / "target")
     drafter = toy.write_toy_drafter(tmp_path / "drafter")
-    refused = oversize(drafter if oversize is oversized_header else target)
     argv = command(target, drafter, FLAGS, {})
+    if config_file == "--hf-config-path":  # vLLM reads the served model's config from another directory
+        elsewhere = toy.write_toy_target(tmp_path / "config-elsewhere")
+        argv, config_file = [*argv, "--hf-config-path", str(elsewhere)], False
+        refused = oversize(elsewhere)
+    else:
+        refused = oversize(drafter if oversize is oversized_header else target)
     report, _ = doctor_serve(tmp_path, through_config_file(tmp_path, argv) if config_file else argv, *A6000_PAIR,
                              env={})
 

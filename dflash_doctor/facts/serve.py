@@ -163,11 +163,14 @@ def simulated_platform(serve: Mapping[str, Any], target_archs: Sequence[str],
 
 
 def models_read_by_validation(subset: Mapping[str, Any]) -> list[str]:
-    """The model names vLLM's validation reads, as the command gives them: the served model and the speculative
-    config's "model" (the probe holds vLLM's own reading of the command to these)."""
+    """The model names vLLM's validation reads, as the command gives them: the served model, the directories its
+    --tokenizer and --hf-config-path name, and the speculative config's "model" (the probe holds vLLM's own
+    reading of the command to these: probes/vllm_args.py `unchecked_models`)."""
     spec = (subset.get("speculative_config") or {}).get("value")
-    names = [(subset.get("fields") or {}).get("model"), spec.get("model") if isinstance(spec, dict) else None]
-    return [n for n in names if isinstance(n, str) and n]
+    fields = subset.get("fields") or {}
+    names = [*(fields.get(name) for name in ("model", "tokenizer", "hf_config_path")),
+             spec.get("model") if isinstance(spec, dict) else None]
+    return list(dict.fromkeys(n for n in names if isinstance(n, str) and n))
 
 
 def refused_for_validation(names: Sequence[str], cwd: str) -> list[dict[str, Any]]:

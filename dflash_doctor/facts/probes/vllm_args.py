@@ -528,13 +528,19 @@ def hold_to_checked(checked, unlooked):
 
 
 def unchecked_models(engine_args, checked):
-    """The models vLLM's validation would read (the served model, the speculative config's) that the doctor
-    did not look at before (its files over its caps are not to be handed to vLLM): [] when `checked` is None."""
+    """The models vLLM's validation would read (the served model, the directories --tokenizer and
+    --hf-config-path name, the speculative config's model) that the doctor did not look at before (its files over
+    its caps are not to be handed to vLLM): [] when `checked` is None."""
     if checked is None:
         return []
     spec = getattr(engine_args, "speculative_config", None)
-    names = [getattr(engine_args, "model", None), spec.get("model") if isinstance(spec, dict) else None]
-    return [str(n) for n in names if isinstance(n, str) and n not in checked]
+    names = [getattr(engine_args, name, None) for name in ("model", "tokenizer", "hf_config_path")]
+    names.append(spec.get("model") if isinstance(spec, dict) else None)
+    unchecked = []
+    for name in names:
+        if isinstance(name, str) and name and name not in checked and name not in unchecked:
+            unchecked.append(name)
+    return unchecked
 
 
 def keep_model_info_unsaved():
