@@ -5,6 +5,7 @@ symlinks to the real /dev/zero, sparse files made with truncate); the doctor run
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -24,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def doctor_models(cwd: Path, target: str, drafter: Path, env: dict[str, str] | None = None,
                   ) -> subprocess.CompletedProcess[str]:
-    spec = '{"method": "dflash", "model": "%s", "num_speculative_tokens": 15}' % drafter
+    spec = json.dumps({"method": "dflash", "model": str(drafter), "num_speculative_tokens": 15})
     return subprocess.run([sys.executable, "-m", "dflash_doctor", "serve", "--no-gpu", "--no-vllm-parser",
                            "--only", "model-files", "--timeout", "20", "--json", "-", "--",
                            "vllm", "serve", target, "--speculative-config", spec],
@@ -79,3 +80,28 @@ def test_every_json_file_vllms_validation_would_read_whole_is_held_to_the_caps(t
         handle.truncate(40 << 20)  # a large vocabulary's tokenizer.json is tens of MB: not refused
     refused = {(r["kind"], Path(r["file"]).name) for r in refused_files(target)}
     assert refused == {("too-large", "hf_quant_config.json"), ("not-a-file", "modules.json")}
+
+
+def test_serve_exec_never_starts_a_vllm_script_a_record_line_places_outside_the_environment(tmp_path: Path) -> None:
+    """A RECORD line of the target's vLLM that leads out of the environment to a `vllm` whose #! line names the
+    target interpreter: `serve --exec` starts the environment's own console script, never that one."""
+    from realenv import build_wheel, dist_info, install, make_venv
+
+    from dflash_doctor.commands.serve_program import judged_program
+
+    env = make_venv(tmp_path)
+    wheel = build_wheel(tmp_path / "wheels", "vllm", "0.20.1", {"vllm/__init__.py": "def main():\n    pass\n"},
+                        entry_points={"console_scripts": {"vllm": "vllm:main"}})
+    install(env, wheel)
+    own = Path(env.python).parent / "vllm"
+    assert own.is_file()
+    outside = tmp_path / "elsewhere" / "bin" / "vllm"
+    outside.parent.mkdir(parents=True)
+    outside.write_text(f"#!{env.python}\nopen({str(tmp_path / 'ran')!r}, 'w').write('ran')\n")
+    outside.chmod(0o755)
+    record = dist_info(env, "vllm") / "RECORD"
+    escape = os.path.relpath(outside, record.parent.parent)
+    record.write_text(f"{escape},,\n" + record.read_text())
+    assert judged_program(["vllm", "serve", "MODEL"], str(env.python), 60) == [str(own), "serve", "MODEL"]
+    with pytest.raises(Exception, match="is not"):
+        judged_program([str(outside), "serve", "MODEL"], str(env.python), 60)
