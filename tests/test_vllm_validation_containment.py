@@ -294,3 +294,21 @@ def test_a_speculators_drafter_served_alone_has_its_verifier_looked_at_before_vl
     assert [f["file"] for f in not_run["evidence"]["files"]] == [str(refused)]
     assert all_of(report, "serve-command.vllm-validation") == []
     assert doctor_serve.max_rss_kib < (1 << 30) // 1024 * 3 // 4, doctor_serve.max_rss_kib  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow
+def test_a_hugging_face_cache_ref_over_the_cap_is_read_by_no_part_of_vllm(tmp_path: Path) -> None:
+    """`vllm serve ORG/NAME` reads the repo's refs/main in the Hugging Face cache whole (huggingface_hub, already
+    in vLLM's parser step, AsyncEngineArgs.from_cli_args): a sparse gigabyte planted there is opened by nothing."""
+    drafter = toy.write_toy_drafter(tmp_path / "drafter")
+    refs = tmp_path / "hub" / "models--org--model" / "refs"
+    refs.mkdir(parents=True)
+    with (refs / "main").open("wb") as handle:
+        handle.truncate(1 << 30)
+    argv = [*command(tmp_path / "unused", drafter, FLAGS, {})]
+    argv[argv.index("serve") + 1] = "org/model"
+    report, _ = doctor_serve(tmp_path, argv, *A6000_PAIR, env={"HF_HUB_CACHE": str(tmp_path / "hub")})
+    not_run = finding(report, "serve-command.vllm-validation-not-run")
+    assert [f["file"] for f in not_run["evidence"]["files"]] == [str(refs / "main")]
+    assert all_of(report, "serve-command.vllm-validation") == []
+    assert doctor_serve.max_rss_kib < (1 << 30) // 1024 * 3 // 4, doctor_serve.max_rss_kib  # type: ignore[attr-defined]

@@ -73,8 +73,17 @@ def _hf_snapshot(name: str, env: Mapping[str, str]) -> dict[str, Any] | None:
     cache = hub_cache(env)
     repo = os.path.join(cache, f"models--{parts[0]}--{parts[1]}")
     found: dict[str, Any] = {"cache": cache, "repo_dir": repo, "snapshot": None, "revision": None}
+    ref = os.path.join(repo, "refs", "main")
     try:  # a ref is a commit hash: a FIFO or /dev/zero planted there neither blocks nor floods the doctor
-        revision = read_regular(os.path.join(repo, "refs", "main"), REF_MAX_BYTES).decode("utf-8", "replace").strip()
+        size = os.stat(ref).st_size
+        if size > REF_MAX_BYTES:  # nor does a sparse gigabyte (huggingface_hub, in vLLM, reads the ref whole)
+            found["ref_refused"] = {"file": ref, "kind": "too-large",
+                                    "message": f"{ref}: {size} bytes; refusing to read more than {REF_MAX_BYTES}"}
+            return found
+        revision = read_regular(ref, REF_MAX_BYTES).decode("utf-8", "replace").strip()
+    except UnsafeFile as exc:
+        found["ref_refused"] = {"file": ref, "kind": "not-a-file", "message": str(exc)}
+        return found
     except OSError:
         return found
     snapshot = os.path.join(repo, "snapshots", revision)

@@ -345,6 +345,7 @@ def run():
         facts["seconds"] = round(time.monotonic() - started, 3)
         emit(facts)
 
+    refuse_opening(ARGS.get("refused_files") or [])
     given_platform = ARGS.get("platform")
     stood_in = [] if given_platform else None
     guard_extensions(ARGS.get("roots"), driver_absent(stood_in) if given_platform else None)  # noqa: F821 - the prelude's
@@ -477,6 +478,30 @@ def refuse_model_code(refused):
                                     ("get_class_in_module", 1, 0), ("create_dynamic_module", 0, 0)):
         if hasattr(loading, name):
             setattr(loading, name, refusing(name, model_at, file_at))
+
+
+def refuse_opening(files):
+    """From here on this process opens none of `files` (those the doctor refused to read: over its caps, not
+    regular files), by any name that leads to them: vLLM's parser reads some of them too (huggingface_hub reads a
+    repo id's cache ref whole in AsyncEngineArgs.from_cli_args), and a refused file is never handed to it."""
+    refused = set()
+    for name in files:
+        if isinstance(name, str) and name:
+            refused.update((os.path.abspath(name), os.path.realpath(name)))
+    if not refused:
+        return
+
+    def hook(event, args):
+        if event != "open" or not args or not isinstance(args[0], (str, bytes)):
+            return
+        path = os.path.abspath(os.fsdecode(args[0]))
+        if path in refused or os.path.realpath(path) in refused:
+            import errno
+
+            raise PermissionError(errno.EACCES, "the doctor refused to read it (over its caps, or not a regular "
+                                  "file), and hands it to no reader", path)
+
+    sys.addaudithook(hook)
 
 
 CONNECTION_EVENTS = ("socket.connect", "socket.sendto", "socket.sendmsg")
