@@ -66,7 +66,10 @@ FINDINGS_CAP = 1000
 EVIDENCE_DEPTH = 16
 """How deep a guest's finding's evidence may nest dicts and lists: its report (and a fleet summary of reports)
 stays within the depth any JSON the doctor reads may have (`dflash_doctor.documents.jsondoc.MAX_DEPTH`)."""
-BOOT = "import sys, json; sys.path[:] = json.loads(sys.argv[1]); from dflash_doctor.guest_host import main; main()"
+BOOT = "import sys; sys.path[:] = sys.argv[1:]; from dflash_doctor.guest_host import main; main()"
+"""The guest's `-c` program, given the doctor's sys.path as its arguments: `-c` puts the working directory first on
+sys.path, so nothing but the built-in sys is imported before the doctor's own path replaces it (a json.py where the
+doctor runs would otherwise run in every guest)."""
 
 
 def describe(exc: BaseException) -> str:
@@ -97,7 +100,7 @@ def run_guest(request: Mapping[str, Any], timeout_s: float, stop: threading.Even
     payload = json.dumps({**request, "timeout_s": timeout_s, "parent": os.getpid()}, default=str).encode("utf-8")
     started = time.monotonic()
     try:
-        proc = subprocess.Popen([sys.executable or "python3", "-c", BOOT, json.dumps(sys.path)],
+        proc = subprocess.Popen([sys.executable or "python3", "-c", BOOT, *sys.path],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True)  # its process group is killed past its time
     except OSError as exc:

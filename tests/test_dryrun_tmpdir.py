@@ -191,3 +191,24 @@ def _environ_of(proc: Path) -> bytes:
         return (proc / "environ").read_bytes()
     except OSError:
         return b""
+
+
+def test_the_installer_asked_about_a_fix_runs_nothing_from_the_working_directory(
+    pip_env: Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`PY -m pip` puts the working directory first on sys.path: a pip/ package there (a repository the user runs
+    the doctor in) would run instead of the target's pip."""
+    from dflash_doctor.facts import dryrun
+
+    cwd = tmp_path / "checkout"
+    (cwd / "pip").mkdir(parents=True)
+    ran = tmp_path / "ran"
+    for name in ("__init__.py", "__main__.py"):
+        (cwd / "pip" / name).write_text(f"open({str(ran)!r}, 'a').write({name!r})\n")
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.delenv("PYTHONSAFEPATH", raising=False)
+    facts = dryrun.collect([f"{pip_env.python} -m pip install slowpkg"], {"target": {"environment_roots": []}},
+                           python=str(pip_env.python), timeout_s=60, cwd=str(cwd))
+    assert not ran.exists(), ran.read_text()
+    assert [item["command"] for item in facts["items"]] == [f"{pip_env.python} -m pip install slowpkg"]

@@ -459,3 +459,19 @@ def test_several_plugins_holding_the_gil_cost_one_timeout_not_one_each(tmp_path:
         (only,) = check_result(report, f"site-{name}")["findings"]  # type: ignore[misc]
         assert only["id"] == "doctor.plugin-timeout" and f"acme_hogs:Check{names.index(name)}" in only["title"]
     assert code == 1 and "Traceback" not in stderr
+
+
+def test_a_guest_runs_nothing_from_the_working_directory(tmp_path: Path) -> None:
+    """The guest's interpreter starts with `-c`, which puts the working directory first on sys.path: a json.py
+    there (a repository the user runs the doctor in) never runs in the guest, as it never runs in the doctor."""
+    env = install_plugin(tmp_path, HEADER + check_class("yield Finding('site-guest.ok', Status.PASS, 'ok')"))
+    cwd = tmp_path / "checkout"
+    cwd.mkdir()
+    ran = tmp_path / "ran"
+    for name in ("json", "importlib", "dflash_doctor"):
+        (cwd / f"{name}.py").write_text(f"open({str(ran)!r}, 'a').write({name!r} + '\\n')\n")
+    # As the console script runs it: the doctor's own sys.path never holds the working directory.
+    proc = subprocess.run([sys.executable, "-P", "-m", "dflash_doctor", "--no-gpu", "--only", "site", "--json", "-"],
+                          cwd=cwd, env={**os.environ, **env}, capture_output=True, text=True, timeout=120, check=False)
+    assert not ran.exists(), ran.read_text()
+    assert check_result(json.loads(proc.stdout), "site-guest")["status"] == "pass"

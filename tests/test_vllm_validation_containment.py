@@ -195,6 +195,15 @@ def oversized_header(directory: Path) -> Path:
     return weights
 
 
+def oversized_quant_config(directory: Path) -> Path:
+    """A sparse gigabyte hf_quant_config.json, which vLLM's get_config json.loads whole where config.json holds
+    no quantization_config (ModelOpt 0.29's layout)."""
+    quant = directory / "hf_quant_config.json"
+    with quant.open("wb") as handle:
+        handle.truncate(1 << 30)
+    return quant
+
+
 def through_config_file(base: Path, argv: list[str]) -> list[str]:
     """The same command with the model named in a --config YAML file (vLLM's own parser reads it; the doctor's
     documented subset does not)."""
@@ -205,14 +214,21 @@ def through_config_file(base: Path, argv: list[str]) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("oversize", "config_file"), [(oversized_config, False), (oversized_header, False),
-                                                       (oversized_config, True)],
-                         ids=["config.json", "safetensors header", "config.json of the model a --config file names"])
+                                                       (oversized_config, True), (oversized_quant_config, False),
+                                                       (oversized_config, "--hf-config-path")],
+                         ids=["config.json", "safetensors header", "config.json of the model a --config file names",
+                              "hf_quant_config.json", "config.json of the --hf-config-path directory"])
 def test_a_file_the_doctor_refuses_is_not_handed_to_vllms_validation(tmp_path: Path, oversize: Any,
-                                                                     config_file: bool) -> None:
+                                                                     config_file: bool | str) -> None:
     target = toy.write_toy_target(tmp_path / "target")
     drafter = toy.write_toy_drafter(tmp_path / "drafter")
-    refused = oversize(drafter if oversize is oversized_header else target)
     argv = command(target, drafter, FLAGS, {})
+    if config_file == "--hf-config-path":  # vLLM reads the served model's config from another directory
+        elsewhere = toy.write_toy_target(tmp_path / "config-elsewhere")
+        argv, config_file = [*argv, "--hf-config-path", str(elsewhere)], False
+        refused = oversize(elsewhere)
+    else:
+        refused = oversize(drafter if oversize is oversized_header else target)
     report, _ = doctor_serve(tmp_path, through_config_file(tmp_path, argv) if config_file else argv, *A6000_PAIR,
                              env={})
 
@@ -276,5 +292,23 @@ def test_a_speculators_drafter_served_alone_has_its_verifier_looked_at_before_vl
         return
     not_run = finding(report, "serve-command.vllm-validation-not-run")
     assert [f["file"] for f in not_run["evidence"]["files"]] == [str(refused)]
+    assert all_of(report, "serve-command.vllm-validation") == []
+    assert doctor_serve.max_rss_kib < (1 << 30) // 1024 * 3 // 4, doctor_serve.max_rss_kib  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow
+def test_a_hugging_face_cache_ref_over_the_cap_is_read_by_no_part_of_vllm(tmp_path: Path) -> None:
+    """`vllm serve ORG/NAME` reads the repo's refs/main in the Hugging Face cache whole (huggingface_hub, already
+    in vLLM's parser step, AsyncEngineArgs.from_cli_args): a sparse gigabyte planted there is opened by nothing."""
+    drafter = toy.write_toy_drafter(tmp_path / "drafter")
+    refs = tmp_path / "hub" / "models--org--model" / "refs"
+    refs.mkdir(parents=True)
+    with (refs / "main").open("wb") as handle:
+        handle.truncate(1 << 30)
+    argv = [*command(tmp_path / "unused", drafter, FLAGS, {})]
+    argv[argv.index("serve") + 1] = "org/model"
+    report, _ = doctor_serve(tmp_path, argv, *A6000_PAIR, env={"HF_HUB_CACHE": str(tmp_path / "hub")})
+    not_run = finding(report, "serve-command.vllm-validation-not-run")
+    assert [f["file"] for f in not_run["evidence"]["files"]] == [str(refs / "main")]
     assert all_of(report, "serve-command.vllm-validation") == []
     assert doctor_serve.max_rss_kib < (1 << 30) // 1024 * 3 // 4, doctor_serve.max_rss_kib  # type: ignore[attr-defined]

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from dflash_doctor.commands.options import UsageError, parse_run_args, request_of, run_parser, usage_error
+from dflash_doctor.facts.probes import safe_path_environ
 from dflash_doctor.model import CheckResult, Finding
 
 if TYPE_CHECKING:
@@ -199,7 +200,7 @@ def _worse(before: Sequence[CheckResult], after: Sequence[CheckResult]) -> list[
 
 def _shell(command: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=STEP_TIMEOUT_S,
-                          check=False, stdin=subprocess.DEVNULL)
+                          check=False, stdin=subprocess.DEVNULL, env=safe_path_environ(os.environ))
 
 
 def _confirm(steps: Sequence[Step], args: argparse.Namespace, out: TextIO) -> int | None:

@@ -45,6 +45,7 @@ from dflash_doctor.commands.snapshot_schema import (
     sha256_of,
 )
 from dflash_doctor.documents import writer
+from dflash_doctor.facts.probes import safe_path_environ
 from dflash_doctor.facts.safefile import open_regular, under
 
 __all__ = ["Snapshot", "SnapshotError", "apply", "confine", "latest", "load", "load_run", "private_dir", "restore",
@@ -180,7 +181,8 @@ def _freeze(python: str, uv: bool) -> str:
     argv = ["uv", "pip", "freeze", "--python", python] if uv else [python, "-m", "pip", "freeze", "--all"]
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False,
-                              env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+                              env={**safe_path_environ(os.environ), "PYTHONDONTWRITEBYTECODE": "1",
+                                   "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"# {' '.join(argv)}: {exc}\n"
     return proc.stdout if proc.returncode == 0 else f"# {' '.join(argv)} exited {proc.returncode}\n"

@@ -36,7 +36,7 @@ from typing import Any
 
 from dflash_doctor.documents.jsondoc import parse_json
 from dflash_doctor.facts.envfacts import canonical, release
-from dflash_doctor.facts.probes import kill_group
+from dflash_doctor.facts.probes import kill_group, safe_path_environ
 from dflash_doctor.facts.safefile import under
 from dflash_doctor.knowledge.installers import BYTECODE_GLOB, PIP_DRY_RUN_REPORT_MIN
 
@@ -167,7 +167,7 @@ def _run(argv: Sequence[str], env: Mapping[str, str], timeout_s: float, cwd: str
     # removes its own.
     tmp = tempfile.mkdtemp(prefix="dflash-doctor-installer-")
     try:
-        full_env = {**os.environ, **env, "PYTHONDONTWRITEBYTECODE": "1", "PIP_NO_INPUT": "1",
+        full_env = {**safe_path_environ({**os.environ, **env}), "PYTHONDONTWRITEBYTECODE": "1", "PIP_NO_INPUT": "1",
                     "PIP_DISABLE_PIP_VERSION_CHECK": "1", "UV_NO_PROGRESS": "1", "TMPDIR": tmp, "TEMP": tmp, "TMP": tmp}
         with _LIVE_LOCK:  # started and registered at once, so that _kill_live() misses none
             if _STOPPED.is_set():

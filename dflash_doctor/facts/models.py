@@ -22,11 +22,14 @@ from typing import Any
 from dflash_doctor.context import Context
 from dflash_doctor.documents.jsondoc import parse_json
 from dflash_doctor.facts.modelfiles import read_model_dir
+from dflash_doctor.facts.safefile import UnsafeFile, read_regular
 
 __all__ = ["SECTION", "collect", "describe_model", "hub_cache", "prefix_of", "resolve_model_path"]
 
 SECTION = "models"
 TOKENIZER_CONFIG_MAX_BYTES = 16 * 1024 * 1024
+REF_MAX_BYTES = 4096
+"""The most of a Hugging Face cache ref (refs/main: a commit hash) the doctor reads."""
 # Other files vLLM reads from a drafter directory (0.34.0 qwen3_dflash.py _read_mask_embedding).
 DRAFTER_EXTRA_FILES = ("mask_embedding.pt",)
 
@@ -70,9 +73,17 @@ def _hf_snapshot(name: str, env: Mapping[str, str]) -> dict[str, Any] | None:
     cache = hub_cache(env)
     repo = os.path.join(cache, f"models--{parts[0]}--{parts[1]}")
     found: dict[str, Any] = {"cache": cache, "repo_dir": repo, "snapshot": None, "revision": None}
-    try:
-        with open(os.path.join(repo, "refs", "main"), encoding="utf-8") as handle:
-            revision = handle.read().strip()
+    ref = os.path.join(repo, "refs", "main")
+    try:  # a ref is a commit hash: a FIFO or /dev/zero planted there neither blocks nor floods the doctor
+        size = os.stat(ref).st_size
+        if size > REF_MAX_BYTES:  # nor does a sparse gigabyte (huggingface_hub, in vLLM, reads the ref whole)
+            found["ref_refused"] = {"file": ref, "kind": "too-large",
+                                    "message": f"{ref}: {size} bytes; refusing to read more than {REF_MAX_BYTES}"}
+            return found
+        revision = read_regular(ref, REF_MAX_BYTES).decode("utf-8", "replace").strip()
+    except UnsafeFile as exc:
+        found["ref_refused"] = {"file": ref, "kind": "not-a-file", "message": str(exc)}
+        return found
     except OSError:
         return found
     snapshot = os.path.join(repo, "snapshots", revision)
@@ -96,10 +107,12 @@ def _tokenizer_config(root: str) -> dict[str, Any] | None:
     try:
         if os.path.getsize(path) > TOKENIZER_CONFIG_MAX_BYTES:
             return {"file": path, "error": "too large to read"}
-        with open(path, encoding="utf-8") as handle:
-            data = parse_json(handle.read(TOKENIZER_CONFIG_MAX_BYTES + 1))  # bounded in depth as in size
+        # A regular file only (a FIFO would block the doctor), bounded in depth as in size.
+        data = parse_json(read_regular(path, TOKENIZER_CONFIG_MAX_BYTES + 1).decode("utf-8"))
     except FileNotFoundError:
         return None
+    except UnsafeFile as exc:
+        return {"file": path, "error": exc.reason}
     except (OSError, ValueError) as exc:
         return {"file": path, "error": f"{type(exc).__name__}: {exc}"}
     if not isinstance(data, dict):

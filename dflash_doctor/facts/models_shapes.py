@@ -332,6 +332,15 @@ class ModelDir(Shape):
 
 
 @dataclass(frozen=True)
+class RefusedRef(Shape):
+    """A Hugging Face cache ref the doctor refused to read."""
+
+    file: str = ""
+    kind: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True)
 class HfCache(Shape):
     """Where a repo id was looked up in the Hugging Face cache."""
 
@@ -339,6 +348,8 @@ class HfCache(Shape):
     repo_dir: str = ""
     snapshot: str | None = None
     revision: str | None = None
+    ref_refused: RefusedRef | None = None
+    """refs/main, when the doctor refused to read it (not a regular file, over REF_MAX_BYTES)."""
 
 
 @dataclass(frozen=True)

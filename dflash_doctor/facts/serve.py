@@ -163,11 +163,14 @@ def simulated_platform(serve: Mapping[str, Any], target_archs: Sequence[str],
 
 
 def models_read_by_validation(subset: Mapping[str, Any]) -> list[str]:
-    """The model names vLLM's validation reads, as the command gives them: the served model and the speculative
-    config's "model" (the probe holds vLLM's own reading of the command to these)."""
+    """The model names vLLM's validation reads, as the command gives them: the served model, the directories its
+    --tokenizer and --hf-config-path name, and the speculative config's "model" (the probe holds vLLM's own
+    reading of the command to these: probes/vllm_args.py `unchecked_models`)."""
     spec = (subset.get("speculative_config") or {}).get("value")
-    names = [(subset.get("fields") or {}).get("model"), spec.get("model") if isinstance(spec, dict) else None]
-    return [n for n in names if isinstance(n, str) and n]
+    fields = subset.get("fields") or {}
+    names = [*(fields.get(name) for name in ("model", "tokenizer", "hf_config_path")),
+             spec.get("model") if isinstance(spec, dict) else None]
+    return list(dict.fromkeys(n for n in names if isinstance(n, str) and n))
 
 
 def refused_for_validation(names: Sequence[str], cwd: str) -> list[dict[str, Any]]:
@@ -176,6 +179,9 @@ def refused_for_validation(names: Sequence[str], cwd: str) -> list[dict[str, Any
     refused: list[dict[str, Any]] = []
     for name in names:
         resolved = resolve_model_path(name, cwd)
+        ref = (resolved.get("hf_cache") or {}).get("ref_refused")
+        if ref:  # huggingface_hub reads the cache's ref whole, before any file of the model
+            refused.append(dict(ref))
         if resolved["path"] is not None and resolved["is_dir"]:
             refused.extend({"file": p["file"], "kind": p["kind"], "message": p["message"]}
                            for p in refused_files(resolved["path"]))
@@ -207,15 +213,17 @@ def model_code_home(run: bool) -> Iterator[dict[str, str] | None]:
 def _vllm_args(ctx: Context, job: dict[str, Any], models: Sequence[str]) -> tuple[ProbeOutcome, dict[str, Any]]:
     """The vllm_args probe on `job`, vLLM's validation given only models whose files the doctor does not refuse
     (`models` are looked at first; the probe validates no other)."""
-    refused = refused_for_validation(models, ctx.cwd) if job["validate"] else []
-    job.update(checked_models=list(models), validate=job["validate"] and not refused)
+    refused = refused_for_validation(models, ctx.cwd)
+    asked = job["validate"]
+    job.update(checked_models=list(models), validate=job["validate"] and not refused,
+               refused_files=[r["file"] for r in refused])  # opened by nothing in the probe, its parser included
     with model_code_home(job["model_code"]) as sandbox:
         ran = {**job, "environ": {**OFFLINE, **sandbox}} if sandbox is not None else job
         # In the run's one target process when there is one (its torch is imported already), else alone.
         outcome = (ctx.host.submit(ProbeJob("vllm_args", "vllm_args", ran)).result() if ctx.host is not None
                    else run_probe(ctx.python, "vllm_args", ran, timeout_s=ctx.timeout_s, cwd=ctx.cwd))
     data = outcome.data if isinstance(outcome.data, dict) else {}
-    if refused:
+    if refused and asked:
         data["not_validated"] = {"reason": "refused-files", "models": [], "files": refused}
     return outcome, data
 

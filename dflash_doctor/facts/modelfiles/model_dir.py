@@ -47,6 +47,9 @@ INDEX_NAME: Final[str] = "model.safetensors.index.json"
 # A config or index larger than this is not a config: refuse instead of loading it.
 CONFIG_MAX_BYTES: Final[int] = 16 * 1024 * 1024
 INDEX_MAX_BYTES: Final[int] = 128 * 1024 * 1024
+JSON_MAX_BYTES: Final[dict[str, int]] = {"tokenizer.json": 128 * 1024 * 1024}
+"""JSON files of a model directory that are larger than config.json by nature (a tokenizer's vocabulary and
+merges: tens of MB), and the most of each the doctor lets vLLM's validation be given; any other, CONFIG_MAX_BYTES."""
 # The largest published checkpoints index ~2e5 tensors in a few hundred shards; an index that names more is
 # not read (its weight_map alone would take gigabytes as Python objects), and the shards it names are read up
 # to MAX_SHARDS.
@@ -315,16 +318,18 @@ def _json_refusal(file: str, max_bytes: int) -> JSONDict | None:
 def refused_files(path: str | os.PathLike[str]) -> list[JSONDict]:
     """The files of a model directory that the doctor refuses to read, by the same caps `read_model_dir`
     applies (config.json and the index over their size caps or not regular files, a safetensors header over
-    its cap): a stat per file and 8 bytes per safetensors file. A reader that would take such a file whole
-    (vLLM's config validation: transformers reads config.json entire) is not to be given the directory."""
+    its cap), and every other JSON file of the directory by config.json's (vLLM's validation reads
+    hf_quant_config.json, modules.json, the processor and sentence-transformers configs whole where they are):
+    a stat per file and 8 bytes per safetensors file. A reader that would take such a file whole (vLLM's config
+    validation: transformers reads config.json entire) is not to be given the directory."""
     root = os.fspath(path)
     try:
         names = set(os.listdir(root))
     except (OSError, ValueError):
         return []
-    refused = [p for p in (_json_refusal(os.path.join(root, name), cap)
-                           for name, cap in ((CONFIG_NAME, CONFIG_MAX_BYTES), (INDEX_NAME, INDEX_MAX_BYTES))
-                           if name in names) if p is not None]
+    caps = {INDEX_NAME: INDEX_MAX_BYTES, **JSON_MAX_BYTES}
+    refused = [p for p in (_json_refusal(os.path.join(root, name), caps.get(name, CONFIG_MAX_BYTES))
+                           for name in sorted(n for n in names if n.endswith(".json"))) if p is not None]
     for name in sorted(n for n in names if n.endswith(".safetensors"))[:MAX_SHARDS]:
         refused.extend(header_refusal(os.path.join(root, name)))
     return refused

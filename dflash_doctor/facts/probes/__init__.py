@@ -35,7 +35,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +44,7 @@ from typing import Any
 __all__ = [
     "MARKER", "PROBE_VARIABLE", "SHARED_IMPORTS", "STDERR_CAP", "STDOUT_CAP", "Exchange", "Launched", "ProbeJob",
     "ProbeOutcome", "SharedRun", "TargetHost", "documents", "exchange", "kill_group", "launch", "overflow_error",
-    "probe_environ", "probe_source", "run_probe", "run_probes_sharing_imports",
+    "probe_environ", "probe_source", "run_probe", "run_probes_sharing_imports", "safe_path_environ",
 ]
 
 MARKER = "@@dflash-doctor-facts@@"
@@ -112,6 +112,17 @@ def probe_source(name: str) -> str:
     return (_HERE / f"{PRELUDE}.py").read_text(encoding="utf-8") + "\n" + (_HERE / f"{name}.py").read_text(encoding="utf-8")
 
 
+def safe_path_environ(base: Mapping[str, str]) -> dict[str, str]:
+    """`base` with PYTHONSAFEPATH=1 (unless the user set it): the environment of every Python process the doctor
+    starts in the user's working directory (a probe, the installer `--verify-fixes` asks and `fix` runs), whose
+    `-c` or `-m` would otherwise put that directory first on sys.path, so that a pip.py or json.py there would
+    run. From Python 3.11 on; an older interpreter ignores it (a probe's prelude takes the directory off)."""
+    env = dict(base)
+    if not env.get("PYTHONSAFEPATH"):
+        env["PYTHONSAFEPATH"] = "1"
+    return env
+
+
 def probe_environ(base: dict[str, str], carrier: str) -> dict[str, str]:
     """The environment a probe process runs in: `base` (the user's), with PYTHONDONTWRITEBYTECODE=1, without the
     interpreter's interactive hooks, with PYTHONSAFEPATH=1 (no working directory on sys.path for `-c` and `-m`, in
@@ -120,10 +131,8 @@ def probe_environ(base: dict[str, str], carrier: str) -> dict[str, str]:
     env = dict(base)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     removed = {name: env.pop(name) for name in INTERPRETER_HOOKS if name in env}
-    added = []
-    if not env.get("PYTHONSAFEPATH"):
-        env["PYTHONSAFEPATH"] = "1"
-        added.append("PYTHONSAFEPATH")
+    added = [] if env.get("PYTHONSAFEPATH") else ["PYTHONSAFEPATH"]
+    env = safe_path_environ(env)
     given = env.get("PYTHONPATH")
     if given is None:
         added.append("PYTHONPATH")

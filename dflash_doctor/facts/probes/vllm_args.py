@@ -345,6 +345,7 @@ def run():
         facts["seconds"] = round(time.monotonic() - started, 3)
         emit(facts)
 
+    refuse_opening(ARGS.get("refused_files") or [])
     given_platform = ARGS.get("platform")
     stood_in = [] if given_platform else None
     guard_extensions(ARGS.get("roots"), driver_absent(stood_in) if given_platform else None)  # noqa: F821 - the prelude's
@@ -479,6 +480,30 @@ def refuse_model_code(refused):
             setattr(loading, name, refusing(name, model_at, file_at))
 
 
+def refuse_opening(files):
+    """From here on this process opens none of `files` (those the doctor refused to read: over its caps, not
+    regular files), by any name that leads to them: vLLM's parser reads some of them too (huggingface_hub reads a
+    repo id's cache ref whole in AsyncEngineArgs.from_cli_args), and a refused file is never handed to it."""
+    refused = set()
+    for name in files:
+        if isinstance(name, str) and name:
+            refused.update((os.path.abspath(name), os.path.realpath(name)))
+    if not refused:
+        return
+
+    def hook(event, args):
+        if event != "open" or not args or not isinstance(args[0], (str, bytes)):
+            return
+        path = os.path.abspath(os.fsdecode(args[0]))
+        if path in refused or os.path.realpath(path) in refused:
+            import errno
+
+            raise PermissionError(errno.EACCES, "the doctor refused to read it (over its caps, or not a regular "
+                                  "file), and hands it to no reader", path)
+
+    sys.addaudithook(hook)
+
+
 CONNECTION_EVENTS = ("socket.connect", "socket.sendto", "socket.sendmsg")
 
 
@@ -528,13 +553,19 @@ def hold_to_checked(checked, unlooked):
 
 
 def unchecked_models(engine_args, checked):
-    """The models vLLM's validation would read (the served model, the speculative config's) that the doctor
-    did not look at before (its files over its caps are not to be handed to vLLM): [] when `checked` is None."""
+    """The models vLLM's validation would read (the served model, the directories --tokenizer and
+    --hf-config-path name, the speculative config's model) that the doctor did not look at before (its files over
+    its caps are not to be handed to vLLM): [] when `checked` is None."""
     if checked is None:
         return []
     spec = getattr(engine_args, "speculative_config", None)
-    names = [getattr(engine_args, "model", None), spec.get("model") if isinstance(spec, dict) else None]
-    return [str(n) for n in names if isinstance(n, str) and n not in checked]
+    names = [getattr(engine_args, name, None) for name in ("model", "tokenizer", "hf_config_path")]
+    names.append(spec.get("model") if isinstance(spec, dict) else None)
+    unchecked = []
+    for name in names:
+        if isinstance(name, str) and name and name not in checked and name not in unchecked:
+            unchecked.append(name)
+    return unchecked
 
 
 def keep_model_info_unsaved():
