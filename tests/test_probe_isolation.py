@@ -176,3 +176,26 @@ def test_a_process_a_probe_starts_never_loads_an_extension_that_resolves_outside
     message = rotary["exception"]["message"]
     assert not rotary["ok"] and "the registry subprocess failed" in message, rotary
     assert f"not loaded: {link} resolves to {evil}, outside the environment" in message, message
+
+
+def test_python_source_that_resolves_outside_the_environment_is_not_run_and_the_import_names_it(
+        tmp_path: Path) -> None:
+    """A package in site-packages that is a link to a directory elsewhere: its code would run on the rotary import.
+    The probe does not run it (the same guard the prelude installs for extensions, in the probe and in each process
+    it starts); the import's finding says why it was not loaded."""
+    env = make_venv(tmp_path, name="env")
+    outside = tmp_path / "elsewhere" / "flash_attn"
+    outside.mkdir(parents=True)
+    marker = tmp_path / "RAN"
+    (outside / "__init__.py").write_text(f"open({str(marker)!r}, 'a').write('imported\\n')\n")
+    (env.site_packages / "flash_attn").symlink_to(outside)
+    proc = subprocess.run([sys.executable, "-m", "dflash_doctor", "--python", str(env.python), "--no-gpu",
+                           "--only", "imports,namespaces", "--json", "-"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    report = validate_report(json.loads(proc.stdout))
+    assert not marker.exists(), marker.read_text()
+    titles = [f["title"] for c in report["checks"] if c["id"] == "imports" for f in c["findings"]]
+    assert any("outside the environment" in t for t in titles), titles
+    spawn = subprocess.run([str(env.python), "-c", "import flash_attn"], capture_output=True, text=True,
+                           timeout=60, cwd=tmp_path)
+    assert spawn.returncode == 0 and marker.exists()  # outside the doctor, the interpreter runs it: a real package

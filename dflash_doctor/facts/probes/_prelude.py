@@ -137,6 +137,23 @@ def guard_extensions(roots=_OWN_ROOTS, stand_in=None):
     exec_module._dflash_doctor_original = execute
     loader.create_module = create_module
     loader.exec_module = exec_module
+    for source in (importlib.machinery.SourceFileLoader, importlib.machinery.SourcelessFileLoader):
+        _guard_source(source)
+
+
+def _guard_source(loader):
+    """Python source (or bytecode) is code too: a module whose file resolves outside the roots is not run."""
+    execute = getattr(loader.exec_module, "_dflash_doctor_original", loader.exec_module)
+
+    def exec_module(self, module):
+        path = getattr(self, "path", None)
+        refused = refuse_file(path, GUARD["roots"]) if isinstance(path, str) else None
+        if refused:
+            raise ImportError("not loaded: " + refused, name=module.__name__, path=path)
+        execute(self, module)
+
+    exec_module._dflash_doctor_original = execute
+    loader.exec_module = exec_module
 
 
 def environ_as_given():
@@ -185,15 +202,16 @@ def _as_sitecustomize():
     import importlib.util
 
     _forget_carrier()
-    guard_extensions(_probe_settings().get("roots", _OWN_ROOTS))
     if sys.version_info < (3, 11) and sys.argv[:1] in (["-c"], ["-m"]):
         sys.meta_path.insert(0, _WorkingDirectoryOff(sys.path))
     found = importlib.machinery.PathFinder.find_spec("sitecustomize", sys.path)
     if found is not None and found.loader is not None:  # the environment's own, as site would have run it
-        # The import of this file then gives that module (the import system reads sys.modules at its end).
+        # The import of this file then gives that module (the import system reads sys.modules at its end). It
+        # runs before the guard, as site runs it before a probe's prelude (Debian's links to /etc).
         module = importlib.util.module_from_spec(found)
         sys.modules["sitecustomize"] = module
         found.loader.exec_module(module)
+    guard_extensions(_probe_settings().get("roots", _OWN_ROOTS))
 
 
 if sys.version_info[0] >= 3:  # noqa: UP036 - the handshake runs on 2.7 too
