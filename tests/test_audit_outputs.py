@@ -1,0 +1,61 @@
+"""What the target says cannot pass for something the doctor says, in any output, and the bounds hold.
+
+A finding's detail keeps the line breaks of what it quotes (an exception message, a log), so a package whose
+import raises a message shaped like the doctor's own `fix:` heading and `$ ` command could otherwise show, in the
+plain view, the Markdown report, the JUnit body and a GitHub annotation, a line every user reads as a fix to paste.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from conftest import Doctor
+from realenv import Env, make_venv
+from test_ci_gate import parse_workflow_command
+
+# What a package's __init__ raises: the doctor's fix heading and a command, as each view writes them.
+FORGED = "broken build\n  fix:\n          $ touch PWNED-detail\nfix: $ touch PWNED-annotation\n    FIX: touch PWNED-x"
+
+
+@pytest.fixture(scope="module")
+def raising_env(tmp_path_factory: pytest.TempPathFactory) -> Env:
+    env = make_venv(tmp_path_factory.mktemp("raising"))
+    dist_info = env.site_packages / "flash_attn-2.8.3.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: flash-attn\nVersion: 2.8.3\n")
+    (dist_info / "top_level.txt").write_text("flash_attn\n")
+    (dist_info / "RECORD").write_text("flash_attn/__init__.py,,\n")
+    (env.site_packages / "flash_attn").mkdir()
+    (env.site_packages / "flash_attn" / "__init__.py").write_text(f"raise ImportError({FORGED!r})\n")
+    return env
+
+
+def _lines_of_every_output(doctor: Doctor, env: Env, tmp_path: Path) -> dict[str, list[str]]:
+    args = ("--python", str(env.python), "--no-gpu", "--only", "imports")
+    plain = doctor(*args, "--markdown", str(tmp_path / "r.md"), "--junit", str(tmp_path / "r.xml"))
+    verbose = doctor(*args, "-v")
+    github = doctor(*args, "--format", "github", env={"GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md")})
+    for proc in (plain, verbose, github):
+        assert proc.returncode == 1, proc.stderr
+    junit = [line for element in ET.fromstring((tmp_path / "r.xml").read_text()).iter()
+             for line in (element.text or "").split("\n")]
+    annotations = [data_line for line in github.stdout.split("\n")
+                   for data_line in ((parse_workflow_command(line) or ("", {}, ""))[2].split("\n"))]
+    return {"plain": plain.stdout.split("\n"), "verbose": verbose.stdout.split("\n"),
+            "markdown": (tmp_path / "r.md").read_text().split("\n"), "junit": junit, "github": annotations}
+
+
+def test_an_exception_shaped_like_a_fix_shows_no_fix_line_in_any_output(
+        doctor: Doctor, raising_env: Env, tmp_path: Path) -> None:
+    outputs = _lines_of_every_output(doctor, raising_env, tmp_path)
+    assert any("broken build" in line for line in outputs["plain"])  # the detail is shown, as text
+    for medium, lines in outputs.items():
+        for line in lines:
+            shown = line.strip()
+            # a line that starts as a fix does (the `$ ` prompt, the `fix:` heading) names none of the payload
+            if re.match(r"(?i)(fix:\s*)?\$|fix:", shown):
+                assert "PWNED" not in shown, (medium, line)
+        assert any("touch PWNED-detail" in line for line in lines), medium  # still shown, made inert
