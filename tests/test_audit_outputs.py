@@ -59,3 +59,48 @@ def test_an_exception_shaped_like_a_fix_shows_no_fix_line_in_any_output(
             if re.match(r"(?i)(fix:\s*)?\$|fix:", shown):
                 assert "PWNED" not in shown, (medium, line)
         assert any("touch PWNED-detail" in line for line in lines), medium  # still shown, made inert
+
+
+# ------------------------------------------------------------------------------------------------------ bounds
+
+
+def _peak_rss_of(args: list[str], env: dict[str, str], cwd: Path, timeout: float) -> tuple[int, str, str, int]:
+    """Run the doctor as a child of a fresh Python whose only child it is: (peak RSS of it and its probes in
+    bytes, stdout, stderr, exit status)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = ("import json, resource, subprocess, sys\n"
+              "p = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+              "print(json.dumps([resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024, p.stdout, p.stderr,"
+              " p.returncode]))\n")
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.run([sys.executable, "-c", script, sys.executable, "-m", "dflash_doctor", *args],
+                          env={**os.environ, "PYTHONPATH": str(root), **env}, cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, check=True)
+    peak, out, err, code = json.loads(proc.stdout)
+    return int(peak), str(out), str(err), int(code)
+
+
+def test_a_record_of_ten_million_lines_is_a_finding_within_a_gb_and_the_timeout(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    dist_info = site / "flash_attn-2.8.3.dist-info"
+    dist_info.mkdir(parents=True)
+    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: flash-attn\nVersion: 2.8.3\n")
+    with (dist_info / "RECORD").open("w") as record:
+        record.write("flash_attn/__init__.py,,\n")
+        record.write("a,,\n" * 10_000_000)  # 40 MB: under the size cap of a text the probe reads
+    (site / "flash_attn").mkdir()
+    (site / "flash_attn" / "__init__.py").write_text("")
+    import time
+
+    started = time.monotonic()
+    peak, out, err, code = _peak_rss_of(["--no-gpu", "--only", "distributions", "--timeout", "60"],
+                                        {"PYTHONPATH": f"{Path(__file__).resolve().parent.parent}:{site}"},
+                                        tmp_path, timeout=240)
+    assert time.monotonic() - started < 60, (out, err)
+    assert peak < 1 << 30, peak
+    assert code == 1 and "Traceback" not in err, err
+    assert "RECORD is unreadable: more than 200000 lines  [distributions.record-broken]" in out, out

@@ -34,6 +34,9 @@ EXTENSION_NAMES = ARGS.get("extension_modules", [])  # the stack's extension mod
 FORBIDDEN = ("/dev", "/proc", "/sys")
 MAX_TEXT_BYTES = 64 << 20  # METADATA, RECORD and the rest: torch's RECORD is about 2 MB
 MAX_SHOWN = 20
+# RECORD lines read per distribution: torch's RECORD has about 20,000; every line is a row checked (and for the stack
+# a file looked at) in this process, so a RECORD of millions of short lines would take it past a GB and its timeout.
+MAX_RECORD_LINES = 200_000
 
 
 def canonical(name):
@@ -436,6 +439,8 @@ def parse_record(dist_dir):
     text, error = read_text(path)
     if text is None:
         return None, {"file": path, "error": error}
+    if text.count("\n") > MAX_RECORD_LINES:
+        return None, {"file": path, "error": "more than %d lines" % MAX_RECORD_LINES}
     rows = []
     try:
         for lineno, row in enumerate(csv.reader(io.StringIO(text)), 1):
