@@ -104,3 +104,31 @@ def test_a_record_of_ten_million_lines_is_a_finding_within_a_gb_and_the_timeout(
     assert peak < 1 << 30, peak
     assert code == 1 and "Traceback" not in err, err
     assert "RECORD is unreadable: more than 200000 lines  [distributions.record-broken]" in out, out
+
+
+# ------------------------------------------------------------------------------------------- usage errors
+
+KEY, SECOND = "zzTopSecretKey42", "zzSecondKey4242"
+
+
+@pytest.mark.parametrize("argv", [
+    ["--no-gpu", "vllm", "serve", "m", "--api-key", KEY, SECOND],  # the serve command without `serve --`
+    ["--no-gpu", "--api-k", KEY],
+    ["merge", f"--api-key={KEY}", "r.json"],
+    ["fix", "--hf-tok", KEY],
+    ["list", "--api-keys", KEY],
+    ["live", "http://127.0.0.1:9", "--requests", "1", "--api-key", KEY],
+], ids=["run", "abbreviated", "merge", "fix", "list", "live"])
+def test_a_usage_error_quoting_the_command_line_masks_its_secrets(tmp_path: Path, argv: list[str]) -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.run([sys.executable, "-m", "dflash_doctor", *argv, "--x=\x1b]0;TITLE\x07"], cwd=tmp_path,
+                          env={**__import__("os").environ, "PYTHONPATH": str(root)}, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().split("\n")
+    assert len(lines) == 1 and "error" in lines[0], proc.stderr
+    assert KEY not in proc.stderr + proc.stdout and SECOND not in proc.stderr + proc.stdout, proc.stderr
+    assert "\x1b" not in proc.stderr and "\\x1b]0;TITLE\\x07" in proc.stderr, proc.stderr
