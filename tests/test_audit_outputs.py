@@ -132,3 +132,28 @@ def test_a_usage_error_quoting_the_command_line_masks_its_secrets(tmp_path: Path
     assert len(lines) == 1 and "error" in lines[0], proc.stderr
     assert KEY not in proc.stderr + proc.stdout and SECOND not in proc.stderr + proc.stdout, proc.stderr
     assert "\x1b" not in proc.stderr and "\\x1b]0;TITLE\\x07" in proc.stderr, proc.stderr
+
+
+# A JSON text of 16 MB is five million objects: 0.8 GB once parsed, on the unbounded code, and 40 s in `judge`.
+MILLIONS = "[" + "{}," * (5 << 20) + "{}]"
+
+
+@pytest.mark.parametrize("what", ["judge", "merge", "baseline", "config.json"])
+def test_json_of_millions_of_values_is_refused_before_it_is_parsed(tmp_path: Path, what: str) -> None:
+    import time
+
+    report = tmp_path / "r.json"
+    report.write_text('{"schema": "dflash-doctor/report/v1", "checks": ' + MILLIONS + "}")
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text('{"architectures": ["Qwen3ForCausalLM"], "x": ' + MILLIONS + "}")
+    argv = {"judge": ["judge", str(report)], "merge": ["merge", str(report)],
+            "baseline": ["--no-gpu", "--only", "distributions", "--baseline", str(report)],
+            "config.json": ["serve", "--no-gpu", "--only", "model-files", "--", "vllm", "serve", str(model)]}[what]
+    started = time.monotonic()
+    peak, out, err, code = _peak_rss_of(argv, {}, tmp_path, timeout=300)
+    assert time.monotonic() - started < 30, (what, out[-2000:], err[-2000:])
+    assert peak < 300 << 20, peak
+    assert "Traceback" not in err, err
+    assert "more than the 1000000 read" in out + err, (out[-2000:], err[-2000:])
+    assert code in ((1,) if what in ("merge", "config.json") else (2,)), (code, err)
