@@ -157,3 +157,43 @@ def test_json_of_millions_of_values_is_refused_before_it_is_parsed(tmp_path: Pat
     assert "Traceback" not in err, err
     assert "more than the 1000000 read" in out + err, (out[-2000:], err[-2000:])
     assert code in ((1,) if what in ("merge", "config.json") else (2,)), (code, err)
+
+
+def _site_with_flash_attn(tmp_path: Path, metadata: str) -> Path:
+    site = tmp_path / "site"
+    dist_info = site / "flash_attn-2.8.3.dist-info"
+    dist_info.mkdir(parents=True)
+    (dist_info / "METADATA").write_text(metadata)
+    (dist_info / "RECORD").write_text("flash_attn/__init__.py,,\n")
+    (site / "flash_attn").mkdir()
+    (site / "flash_attn" / "__init__.py").write_text("")
+    return site
+
+
+@pytest.mark.parametrize(("fields", "says"), [
+    ("Requires-Dist: torch\n" * 3_000_000, "its fields come to more than 4 MiB"),  # 63 MB, under the 64 MiB read
+    ("Requires-Dist: torch\n" * 20_000, "more than 10000 Requires-Dist fields"),
+], ids=["63MB", "20k-requires"])
+def test_a_metadata_of_millions_of_fields_is_a_finding_within_a_gb(tmp_path: Path, fields: str, says: str) -> None:
+    site = _site_with_flash_attn(tmp_path, "Metadata-Version: 2.1\nName: flash-attn\nVersion: 2.8.3\n" + fields)
+    peak, out, err, code = _peak_rss_of(["--no-gpu", "--only", "distributions", "--timeout", "60"],
+                                        {"PYTHONPATH": f"{Path(__file__).resolve().parent.parent}:{site}"},
+                                        tmp_path, timeout=240)
+    assert peak < 1 << 30, peak
+    assert code == 1 and "Traceback" not in err, err
+    assert f"METADATA is unreadable: {says}  [distributions.metadata-broken]" in out, out
+
+
+def test_a_metadata_description_is_not_read_as_fields(tmp_path: Path) -> None:
+    description = "\n".join(["# flash-attn", "Version: 9.9.9", "Requires-Dist: evil"] * 200_000)  # 7 MB
+    site = _site_with_flash_attn(tmp_path, "Metadata-Version: 2.1\nName: flash-attn\nVersion: 2.8.3\n"
+                                           "Requires-Dist: einops\n\n" + description)
+    peak, out, err, code = _peak_rss_of(["--no-gpu", "--only", "distributions", "--json", "-"],
+                                        {"PYTHONPATH": f"{Path(__file__).resolve().parent.parent}:{site}"},
+                                        tmp_path, timeout=240)
+    import json
+
+    report = json.loads(out)
+    items = [item for check in report["checks"] for item in check["facts"]["distributions"]["items"]
+             if item["canonical"] == "flash-attn"]
+    assert [(i["version"], i["requires"]) for i in items] == [("2.8.3", ["einops"])], items
