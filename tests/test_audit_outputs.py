@@ -197,3 +197,19 @@ def test_a_metadata_description_is_not_read_as_fields(tmp_path: Path) -> None:
     items = [item for check in report["checks"] for item in check["facts"]["distributions"]["items"]
              if item["canonical"] == "flash-attn"]
     assert [(i["version"], i["requires"]) for i in items] == [("2.8.3", ["einops"])], items
+
+
+def test_an_answer_too_large_for_the_doctor_is_said_to_be_so_not_blamed_on_startup_output(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    for i in range(70_000):
+        dist_info = site / f"pkg{i}-1.0.dist-info"
+        dist_info.mkdir()
+        (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: pkg{i}\nVersion: 1.0\n")
+    peak, out, err, code = _peak_rss_of(["--no-gpu", "--only", "distributions", "--timeout", "120"],
+                                        {"PYTHONPATH": f"{Path(__file__).resolve().parent.parent}:{site}"},
+                                        tmp_path, timeout=400)
+    assert peak < 1 << 30, peak
+    assert code == 1 and "Traceback" not in err, err
+    assert "gave an answer of more than 8 MiB and was stopped: the environment holds more than" in out, out
+    assert "without end" not in out, out
