@@ -213,3 +213,29 @@ def test_an_answer_too_large_for_the_doctor_is_said_to_be_so_not_blamed_on_start
     assert code == 1 and "Traceback" not in err, err
     assert "gave an answer of more than 8 MiB and was stopped: the environment holds more than" in out, out
     assert "without end" not in out, out
+
+
+# ------------------------------------------------------------------------------------------------- secrets
+
+TOKEN = "hfq7Rk2ZpX9mWv4LsN8cTb3YdJ6gHa5E"  # no known token shape: masked as the value of HF_TOKEN only
+
+
+@pytest.mark.parametrize("lead", [1990, 1990 + len(TOKEN) - 10, 5000], ids=["start-kept", "end-kept-both", "tail"])
+def test_a_secret_cut_by_the_trim_of_a_probes_stderr_leaves_no_piece(tmp_path: Path, lead: int) -> None:
+    """The import probe keeps the first and last 2,000 characters of what the import wrote to stderr; the
+    secret written across either cut is masked on both sides of it."""
+    site = _site_with_flash_attn(tmp_path, "Metadata-Version: 2.1\nName: flash-attn\nVersion: 2.8.3\n")
+    trail = 1990 if lead == 5000 else 5000
+    (site / "flash_attn" / "__init__.py").write_text(
+        "import os, sys\n"
+        f"sys.stderr.write('A' * {lead} + os.environ['HF_TOKEN'] + 'B' * {trail})\n"
+        "sys.stderr.flush()\nraise ImportError('boom')\n")
+    root = Path(__file__).resolve().parent.parent
+    _, out, err, code = _peak_rss_of(["--no-gpu", "--only", "imports", "-v", "--json", str(tmp_path / "r.json"),
+                                      "--markdown", str(tmp_path / "r.md")],
+                                     {"PYTHONPATH": f"{root}:{site}", "HF_TOKEN": TOKEN}, tmp_path, timeout=240)
+    assert code == 1, err
+    text = out + err + (tmp_path / "r.json").read_text() + (tmp_path / "r.md").read_text()
+    assert "characters trimmed" in text
+    pieces = [TOKEN[i:i + 6] for i in range(len(TOKEN) - 5)]
+    assert not [p for p in pieces if p in text], [p for p in pieces if p in text]
