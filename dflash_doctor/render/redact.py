@@ -414,7 +414,7 @@ class SecretMask:
     the strings' length, whatever their number."""
 
     ALTERNATION_MOST = 64
-    EDGES_MOST = 1 << 20  # characters of all forms together, past which the sides of a cut are not looked at
+    EDGES_MOST = 1 << 16  # characters of all forms together, past which the sides of a cut are not looked at
 
     def __init__(self, secrets: Iterable[str]) -> None:
         forms = {form for secret in secrets if len(secret) >= MIN_SECRET_CHARS for form in encodings(secret)}
