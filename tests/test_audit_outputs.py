@@ -239,3 +239,13 @@ def test_a_secret_cut_by_the_trim_of_a_probes_stderr_leaves_no_piece(tmp_path: P
     assert "characters trimmed" in text
     pieces = [TOKEN[i:i + 6] for i in range(len(TOKEN) - 5)]
     assert not [p for p in pieces if p in text], [p for p in pieces if p in text]
+
+
+@pytest.mark.parametrize("command", ["judge", "merge"])
+def test_a_saved_reports_text_quoted_on_stderr_holds_no_workflow_command(tmp_path: Path, command: str) -> None:
+    """stderr is in the CI log too; the runner reads `##[name]` anywhere in a line."""
+    report = tmp_path / "r.json"
+    report.write_text('{"schema": "x ##[error]FORGED\\u001b[2J"}')
+    _, out, err, code = _peak_rss_of([command, str(report)], {}, tmp_path, timeout=120)
+    assert code in (1, 2), err
+    assert "FORGED" in err and "##[" not in out + err and "\x1b" not in err, err

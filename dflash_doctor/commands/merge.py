@@ -110,6 +110,6 @@ def main(argv: Sequence[str]) -> int:
     hosts: list[Any] = []
     for host in summarize_files(paths, args.jobs):
         if host.error is not None:
-            sys.stderr.write(f"dflash-doctor merge: {host.error}\n")
+            sys.stderr.write(error_line(f"dflash-doctor merge: {host.error}"))
         hosts.append(host)
     return emit(hosts, args)

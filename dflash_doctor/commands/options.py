@@ -37,13 +37,15 @@ UsageError = RequestError
 def error_line(text: str, words: Sequence[str] | None = None) -> str:
     """A usage error as the one line it is on stderr: what it quotes of the command line (`words`, default
     sys.argv) with its secrets masked as the reports mask them (`--api-key K` put before `serve --`, a token in a
-    mistyped option's value), and its control characters shown as escapes."""
+    mistyped option's value), its control characters shown as escapes and no `##[` in it (a CI log's
+    workflow command, from a saved report's text, say)."""
     from dflash_doctor.render.redact import Redactor, given_secrets
     from dflash_doctor.render.text import visible
 
     given = [str(w) for w in (sys.argv[1:] if words is None else words)]
     redactor = Redactor.for_this_machine(keep_hosts=True, secrets=given_secrets(given))
-    return visible(redactor.secrets(text.rstrip("\n"))) + "\n"
+    # stderr is a CI log too: no GitHub workflow command (`##[name]` anywhere in a line) from what it quotes
+    return visible(redactor.secrets(text.rstrip("\n"))).replace("##[", "#\\x23[") + "\n"
 
 
 class Parser(argparse.ArgumentParser):
