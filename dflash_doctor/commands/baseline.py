@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from dflash_doctor.commands import run as run_command
-from dflash_doctor.commands.options import Parser, UsageError, parse_run_args, request_of, run_parser
+from dflash_doctor.commands.options import Parser, UsageError, error_line, parse_run_args, request_of, run_parser
 from dflash_doctor.commands.run import emit, live_progress
 from dflash_doctor.documents.jsondoc import shown_path
 from dflash_doctor.facts.baseline_shapes import Baseline, PythonState
@@ -111,7 +111,7 @@ def cmd_save(argv: Sequence[str]) -> int:
             hash_names = () if args.no_hashes else STACK
             archs = run.report["options"]["target_archs"]
     except UsageError as exc:
-        sys.stderr.write(f"dflash-doctor: error: {exc}\n")
+        sys.stderr.write(error_line(f"dflash-doctor: error: {exc}"))
         return 2
     if hash_names:
         sections = with_file_hashes(sections, hash_names)
@@ -139,7 +139,7 @@ def cmd_show(argv: Sequence[str]) -> int:
     try:
         state = load(args.file)
     except BaselineError as exc:
-        sys.stderr.write(f"dflash-doctor: error: {exc}\n")
+        sys.stderr.write(error_line(f"dflash-doctor: error: {exc}"))
         return 2
     if args.json:
         slim = state.to_json()

@@ -24,6 +24,7 @@ from dflash_doctor.commands.options import (
     UsageError,
     check_count,
     check_number,
+    error_line,
     parse_run_args,
     request_of,
     run_parser,
@@ -66,7 +67,7 @@ def main(argv: Sequence[str]) -> int:
         if args.out_dir:
             Path(args.out_dir).mkdir(parents=True, exist_ok=True)
     except UsageError as exc:
-        sys.stderr.write(f"dflash-doctor fleet: error: {exc}\n")
+        sys.stderr.write(error_line(f"dflash-doctor fleet: error: {exc}"))
         return 2
     except OSError as exc:
         sys.stderr.write(f"dflash-doctor fleet: error: --out-dir {args.out_dir}: {exc.strerror or exc}\n")
@@ -88,7 +89,7 @@ def main(argv: Sequence[str]) -> int:
         sys.stderr.write(f"dflash-doctor fleet: error: cannot reach the Ray cluster: {exc}\n")
         return 2
     except UsageError as exc:
-        sys.stderr.write(f"dflash-doctor fleet: error: {exc}\n")
+        sys.stderr.write(error_line(f"dflash-doctor fleet: error: {exc}"))
         return 2
     for problem in problems:
         sys.stderr.write(f"dflash-doctor fleet: {problem}\n")

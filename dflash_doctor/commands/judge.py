@@ -12,6 +12,7 @@ from dflash_doctor.commands.options import (
     UsageError,
     add_render_options,
     check_output_paths,
+    error_line,
     split_names,
     usage_error,
 )
@@ -43,7 +44,7 @@ def main(argv: Sequence[str]) -> int:
                           baseline=args.baseline)
         run = pipeline.judge_saved(request, saved, args.report)
     except report_module.ReportError as exc:
-        sys.stderr.write(f"dflash-doctor: {exc}\n")
+        sys.stderr.write(error_line(f"dflash-doctor: {exc}"))
         return 2
     except UsageError as exc:
         return usage_error(exc)

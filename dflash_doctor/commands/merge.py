@@ -89,13 +89,13 @@ def emit(hosts: Sequence[HostSummary], args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str]) -> int:
-    from dflash_doctor.commands.options import UsageError, check_count
+    from dflash_doctor.commands.options import UsageError, check_count, error_line
 
     args = parser().parse_args(argv)
     try:
         check_count(args.jobs, "--jobs", 1, MAX_PARSE_JOBS)  # each one a process
     except UsageError as exc:
-        sys.stderr.write(f"dflash-doctor merge: error: {exc}\n")
+        sys.stderr.write(error_line(f"dflash-doctor merge: error: {exc}"))
         return 2
     paths = expand(args.reports)
     if not paths:
@@ -110,6 +110,6 @@ def main(argv: Sequence[str]) -> int:
     hosts: list[Any] = []
     for host in summarize_files(paths, args.jobs):
         if host.error is not None:
-            sys.stderr.write(f"dflash-doctor merge: {host.error}\n")
+            sys.stderr.write(error_line(f"dflash-doctor merge: {host.error}"))
         hosts.append(host)
     return emit(hosts, args)

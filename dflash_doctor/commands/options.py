@@ -20,7 +20,7 @@ from dflash_doctor.commands.profiles import ProfileError, apply, load_profiles
 from dflash_doctor.request import Request, RequestError
 
 __all__ = ["MAX_TIMEOUT_S", "OUTPUT_OPTIONS", "Parser", "UsageError", "add_render_options", "check_count",
-           "check_number", "check_output_paths", "parse_run_args", "request_of", "run_parser", "split_names",
+           "check_number", "check_output_paths", "error_line", "parse_run_args", "request_of", "run_parser", "split_names",
            "unknown_command", "usage_error"]
 
 SUBCOMMANDS = ("judge", "list", "explain", "profiles", "serve", "baseline", "merge", "fleet", "fix", "live")
@@ -34,12 +34,34 @@ UsageError = RequestError
 """Wrong command line or unusable input file: reported on stderr, exit 2 (a request that cannot be run)."""
 
 
+def error_line(text: str, words: Sequence[str] | None = None) -> str:
+    """A usage error as the one line it is on stderr: what it quotes of the command line (`words`, default
+    sys.argv) with its secrets masked as the reports mask them (`--api-key K` put before `serve --`, a token in a
+    mistyped option's value), its control characters shown as escapes and no `##[` in it (a CI log's
+    workflow command, from a saved report's text, say)."""
+    from dflash_doctor.render.redact import Redactor, given_secrets
+    from dflash_doctor.render.text import visible
+
+    given = [str(w) for w in (sys.argv[1:] if words is None else words)]
+    redactor = Redactor.for_this_machine(keep_hosts=True, secrets=given_secrets(given))
+    # stderr is a CI log too: no GitHub workflow command (`##[name]` anywhere in a line) from what it quotes
+    return visible(redactor.secrets(text.rstrip("\n"))).replace("##[", "#\\x23[") + "\n"
+
+
 class Parser(argparse.ArgumentParser):
     """argparse's parser whose command-line error is one line on stderr (exit 2): the message, the closest
-    option to a mistyped one, and where the usage is, not the whole usage block."""
+    option to a mistyped one, and where the usage is, not the whole usage block (through `error_line`)."""
+
+    _words: Sequence[str] | None = None
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: Any = None) -> tuple[Any, list[str]]:
+        self._words = None if args is None else [str(w) for w in args]
+        return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message}{self._closest(message)} (try '{self.prog} --help')\n")
+        self.exit(2, error_line(f"{self.prog}: error: {message}{self._closest(message)} (try '{self.prog} --help')",
+                                self._words))
 
     def _closest(self, message: str) -> str:
         prefix = "unrecognized arguments: "
@@ -59,8 +81,8 @@ def unknown_command(word: str) -> str:
     """The usage error for `dflash-doctor WORD` where WORD is no command: the closest one, and all of them."""
     close = difflib.get_close_matches(word, SUBCOMMANDS, n=1, cutoff=0.5)
     hint = f"; did you mean '{close[0]}'?" if close else ""
-    return (f"dflash-doctor: error: unknown command {word!r}{hint} (commands: {', '.join(SUBCOMMANDS)}; "
-            "try 'dflash-doctor --help')\n")
+    return error_line(f"dflash-doctor: error: unknown command {word!r}{hint} (commands: {', '.join(SUBCOMMANDS)}; "
+                      "try 'dflash-doctor --help')")
 
 
 def split_names(values: Sequence[str] | None) -> list[str]:
@@ -240,5 +262,5 @@ def check_baseline(path: str) -> None:
 
 
 def usage_error(exc: UsageError) -> int:
-    sys.stderr.write(f"dflash-doctor: error: {exc}\n")
+    sys.stderr.write(error_line(f"dflash-doctor: error: {exc}"))
     return 2

@@ -124,7 +124,7 @@ def main(argv: Sequence[str]) -> int:
         with live_progress(args) as on_event:
             run = pipeline.run(request, handle_signals=True, on_event=on_event)
     except run_options.UsageError as exc:
-        sys.stderr.write(f"dflash-doctor serve: error: {exc}\n")
+        sys.stderr.write(run_options.error_line(f"dflash-doctor serve: error: {exc}"))
         return 2
     code: int = emit(run, args)
     sys.stdout.flush()

@@ -4,14 +4,16 @@ way one can be unusable is an error that names the file, never a traceback, and 
 - `read_text`: only a regular file is read (a FIFO, a directory or a device is named as such; opening
   never blocks), with a size bound; a name the system rejects (too long, say) is an error like any other.
 - `parse_json`: JSON as RFC 8259 has it (no NaN or Infinity, no number that overflows to one), integers
-  of at most `MAX_INT_DIGITS` digits and nesting at most `MAX_DEPTH` deep, so that nothing read later
-  (validation, judging, redaction, writing it out again) can run out of stack or time.
+  of at most `MAX_INT_DIGITS` digits, nesting at most `MAX_DEPTH` deep and at most `MAX_VALUES` values, so that
+  nothing read later (validation, judging, redaction, writing it out again) can run out of stack, memory or
+  time: 16 MB of `[{},{},...]` is five million objects, 0.8 GB once parsed.
 - `load_document`: the above, then the document's "schema" and its shape against the shipped JSON
   Schema (`dflash_doctor.documents.docschema`); code that reads a loaded document relies on that shape.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import os
@@ -20,15 +22,19 @@ from typing import Any
 
 from dflash_doctor.documents.docschema import first_error, load_schema
 
-__all__ = ["MAX_BYTES", "MAX_DEPTH", "MAX_INT_DIGITS", "DocumentError", "check_document", "load_document", "parse_json",
+__all__ = ["MAX_BYTES", "MAX_DEPTH", "MAX_INT_DIGITS", "MAX_VALUES", "DocumentError", "check_document", "load_document", "parse_json",
            "read_text", "shown_path", "too_deep", "validate_document"]
 
 MAX_DEPTH = 64
 """Deeper than any document the doctor writes (a report is 11 levels deep, a model config a few more)."""
 MAX_INT_DIGITS = 100
 """No count, size or id the doctor reads has more digits (Python itself refuses 4,301 or more)."""
-MAX_BYTES = 1 << 30
+MAX_BYTES = 64 << 20
 """A report of a 300-distribution environment with every file hashed is a few MB."""
+MAX_VALUES = 1_000_000
+"""Objects, arrays and the members and elements in them, counted from the text before it is parsed (its commas
+and opening brackets: an upper bound). A report of 164 distributions holds about 3,000; a saved report at the
+bound (50,000 distributions) is judged and rendered again in under 0.5 GB."""
 _SHOWN = 160
 
 
@@ -100,8 +106,14 @@ def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
     return False
 
 
-def parse_json(text: str) -> Any:
-    """The JSON value in `text`; DocumentError (the message says where or why) otherwise."""
+def parse_json(text: str, max_values: int = MAX_VALUES) -> Any:
+    """The JSON value in `text`; DocumentError (the message says where or why) otherwise. `max_values`: for a
+    document whose own bound is counted otherwise (a model's index, by its names)."""
+    values = text.count(",") + text.count("{") + text.count("[")
+    if values > max_values:
+        raise DocumentError(f"not usable JSON: up to {values} values, more than the {max_values} read")
+    collecting = gc.isenabled()
+    gc.disable()  # millions of new containers would start a collection every few hundred
     try:
         value = json.loads(text, parse_int=_int, parse_float=_float, parse_constant=_constant)
     except json.JSONDecodeError as exc:
@@ -112,6 +124,9 @@ def parse_json(text: str) -> Any:
         raise DocumentError(f"not usable JSON: nested deeper than {MAX_DEPTH} levels") from exc
     except ValueError as exc:  # what else the number conversions raise
         raise DocumentError(f"not usable JSON: {exc}") from exc
+    finally:
+        if collecting:
+            gc.enable()
     if too_deep(value):
         raise DocumentError(f"not usable JSON: nested deeper than {MAX_DEPTH} levels")
     return value

@@ -18,7 +18,7 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import IO, Any
 
-from dflash_doctor.render.text import shell_line, visible
+from dflash_doctor.render.text import detail_lines, shell_line, visible
 
 __all__ = ["annotation_items", "escape_data", "escape_property", "render", "render_lines"]
 
@@ -51,7 +51,7 @@ def _message(finding: Mapping[str, Any]) -> str:
         lines.append(f"follows from {finding.get('cause')} (fix that first)")
     detail = str(finding.get("detail") or "").strip()
     if detail:
-        lines += detail.split("\n")[:MESSAGE_LINES]
+        lines += detail_lines(detail, MESSAGE_LINES)
     for step in finding.get("remediation") or ():
         lines.append(f"fix: {shell_line(str(step.get('command')))}")
         if step.get("verified"):

@@ -47,13 +47,13 @@ def _time(seconds: Any) -> str:
 
 
 def _finding_block(finding: Mapping[str, Any]) -> str:
-    from dflash_doctor.render.text import shell_line, visible
+    from dflash_doctor.render.text import detail_lines, shell_line, visible
 
     lines = [f"[{finding.get('status')}] {finding.get('title')}  ({finding.get('id')})"]
     if finding.get("cause"):
         lines.append(f"    follows from: {finding.get('cause')} (fix that first)")
     if finding.get("detail"):
-        lines += ["    " + line for line in str(finding["detail"]).strip().split("\n")]
+        lines += ["    " + line for line in detail_lines(str(finding["detail"]))]
     for step in finding.get("remediation") or ():
         lines.append(f"    fix: {shell_line(str(step.get('command')))}")
         if step.get("why"):

@@ -19,7 +19,7 @@ from typing import Any
 
 from dflash_doctor.model import CheckResult
 from dflash_doctor.render.grouping import CheckView, Node, arrange, line_title, raised_text
-from dflash_doctor.render.text import markdown, shell_line
+from dflash_doctor.render.text import detail_lines, markdown, shell_line
 
 __all__ = ["render", "summary", "write"]
 
@@ -124,7 +124,7 @@ def _findings_section(report: Mapping[str, Any]) -> list[str]:
                       (f"{_code(finding.id)} in **{_prose(check.get('title', check.get('id')))}** "
                        f"(explain: {_code('dflash-doctor explain ' + finding.id)})")]
             if finding.detail:
-                lines += ["", _fence(finding.detail.strip())]
+                lines += ["", _fence("\n".join(detail_lines(finding.detail)))]
             raised = raised_text(finding)
             if raised:
                 lines += ["", f"Raises: {_code(raised)}"]

@@ -12,7 +12,8 @@ Reports go into bug tickets and CI logs, so every output is redacted by default:
   bound to a secret destination) and of secret-named keys in its JSON values (`"api_key"`), the variable
   `--api-key-env` names, and the environment's variables whose names say secret (`facts.secrets`). Each in
   every form a quoted error can give it (`encodings`: Python's repr, a JSON string, URL percent-encoding, shell
-  quoting), all in one pass over each string (`SecretMask`).
+  quoting), all in one pass over each string (`SecretMask`); a string cut short before it was masked (a
+  probe's stderr kept by its ends) has a secret's start at a cut's near side and its end at the far side masked too.
 - Whatever still slips into a string anywhere in a report (a command line, a URL, a traceback) is
   scrubbed by `Redactor`: credential-shaped values (`hf_...`, `sk-...`, `ghp_...`, bearer tokens, URLs
   with a password, `NAME=value` and `--token VALUE` where the name says secret), the user's home
@@ -413,12 +414,22 @@ class SecretMask:
     the strings' length, whatever their number."""
 
     ALTERNATION_MOST = 64
+    EDGES_MOST = 1 << 16  # characters of all forms together, past which the sides of a cut are not looked at
 
     def __init__(self, secrets: Iterable[str]) -> None:
         forms = {form for secret in secrets if len(secret) >= MIN_SECRET_CHARS for form in encodings(secret)}
         self.forms = len(forms)
         self._pattern: re.Pattern[str] | None = None
         self._index: dict[str, list[tuple[int, frozenset[str]]]] = {}
+        # A probe's stderr, kept by its two ends before it was masked, may hold a secret's start before the cut and
+        # its end after it: those pieces, at least MIN_SECRET_CHARS long.
+        self._heads: set[str] = set()
+        self._tails: set[str] = set()
+        self._longest = max((len(f) for f in forms), default=0)
+        if sum(len(f) for f in forms) <= self.EDGES_MOST:
+            for form in forms:
+                self._heads.update(form[:n] for n in range(MIN_SECRET_CHARS, len(form)))
+                self._tails.update(form[-n:] for n in range(MIN_SECRET_CHARS, len(form)))
         if len(forms) <= self.ALTERNATION_MOST:
             ordered = sorted(forms, key=lambda f: (-len(f), f))
             self._pattern = re.compile("|".join(re.escape(f) for f in ordered)) if ordered else None
@@ -430,6 +441,29 @@ class SecretMask:
                        for start, lengths in by_start.items()}
 
     def __call__(self, text: str) -> str:
+        text = self._whole(text)
+        if not self._heads or "characters trimmed" not in text:
+            return text
+        parts = _TRIMMED.split(text)  # text, marker, text, ...: each marker is a cut between its neighbours
+        for at in range(1, len(parts), 2):
+            parts[at - 1], parts[at + 1] = self._cut_start(parts[at - 1]), self._cut_end(parts[at + 1])
+        return "".join(parts)
+
+    def _cut_start(self, before: str) -> str:
+        """`before` (what a cut kept before it) with a secret's start at its end masked."""
+        for n in range(min(self._longest - 1, len(before)), MIN_SECRET_CHARS - 1, -1):
+            if before[len(before) - n:] in self._heads:
+                return before[:len(before) - n] + REDACTED
+        return before
+
+    def _cut_end(self, after: str) -> str:
+        """`after` (what a cut kept after it) with a secret's end at its start masked."""
+        for n in range(min(self._longest - 1, len(after)), MIN_SECRET_CHARS - 1, -1):
+            if after[:n] in self._tails:
+                return REDACTED + after[n:]
+        return after
+
+    def _whole(self, text: str) -> str:
         if self._pattern is not None:
             return self._pattern.sub(REDACTED, text)
         if not self._index:
@@ -451,6 +485,10 @@ class SecretMask:
             return text
         pieces.append(text[kept:])
         return "".join(pieces)
+
+
+# What the probes write where they cut a stream to its two ends (facts.probes._trim, probes/host.py).
+_TRIMMED = re.compile(r"(\n\[\.\.\. \d+ characters trimmed \.\.\.\]\n)")
 
 
 def _public(host: str) -> bool:

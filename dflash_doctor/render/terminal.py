@@ -23,7 +23,7 @@ from rich.text import Text as RichText
 from dflash_doctor.model import CheckResult, Finding, Status
 from dflash_doctor.render.grouping import CheckView, Node, arrange, is_problem, line_title, raised_text
 from dflash_doctor.render.plain import plain_output
-from dflash_doctor.render.text import log_line, screen, shell_line
+from dflash_doctor.render.text import detail_lines, log_line, screen, shell_line
 
 __all__ = ["TerminalReporter", "make_console", "plain_output", "raised_text"]
 
@@ -188,7 +188,7 @@ class TerminalReporter:
             yield line
             pad = indent + "    "
             if self.verbose:
-                for paragraph in finding.detail.strip().split("\n")[:12]:
+                for paragraph in detail_lines(finding.detail, 12):
                     yield Text(f"{pad}{paragraph}")
                 if finding.evidence:
                     yield Text(f"{pad}evidence: " + _compact(finding.evidence, EVIDENCE_CHARS), style="dim")
@@ -205,7 +205,7 @@ class TerminalReporter:
 
     def body_lines(self, finding: Finding) -> Iterator[Text]:
         if finding.detail and (finding.status is not Status.PASS or self.verbose):
-            for paragraph in finding.detail.strip().split("\n")[:12]:
+            for paragraph in detail_lines(finding.detail, 12):
                 yield Text(f"        {paragraph}", style="")
         raised = raised_text(finding)
         if raised and finding.status is not Status.PASS:

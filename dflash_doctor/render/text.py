@@ -17,6 +17,8 @@ the medium has places of different rules) to its medium's function here:
   written in ANSI-C quoting (`$'...\\n...'`, the bytes the shell will pass); a command whose control
   character is not inside quotes, or whose quoting cannot be followed here, is shown as a `#` comment that
   says why, never as a command.
+- `detail_lines(detail)`: a finding's detail as lines, every view's (it keeps the line breaks of what it quotes):
+  none of them starts as a fix does (`$`, `fix:`).
 - `markdown(text, where)`: text in a paragraph, a table cell, a code span or a fenced block of a Markdown
   document (render/markdown.py, render/fleet.py, and the GitHub job summary).
 
@@ -35,7 +37,7 @@ from typing import Literal
 
 from dflash_doctor.render.plain import to_ascii
 
-__all__ = ["UNSAFE", "log_line", "markdown", "screen", "shell_line", "visible"]
+__all__ = ["UNSAFE", "detail_lines", "log_line", "markdown", "screen", "shell_line", "visible"]
 
 # Unicode's control (Cc), format (Cf), surrogate (Cs), line (Zl) and paragraph (Zp) separator characters, with
 # room for format characters later Unicode versions add in these blocks (tests/test_text_boundary.py holds it
@@ -75,6 +77,25 @@ def log_line(line: str) -> str:
     """One line of the plain view (a CI log): ASCII, visible, and no GitHub workflow command in it."""
     text = to_ascii(visible(line)).replace("##[", "#\\x23[")
     return _V2_COMMAND.sub(lambda m: m.group(1) + "\\x3a", text)
+
+
+# -------------------------------------------------------------------------------------------- detail lines
+
+# What starts a fix's line in some view: the terminal's `$ ` prompt and `fix:` heading, the `fix: ` of a GitHub
+# annotation and a JUnit body.
+_FIX_LIKE = re.compile(r"^(\s*)(?:(\$)|(fix):)", re.IGNORECASE)
+
+
+def detail_lines(detail: str, limit: int | None = None) -> list[str]:
+    """A finding's detail as the lines every view shows (stripped; the first `limit` of them): a detail keeps the
+    line breaks of what it quotes (an exception, a log), so a line of it could otherwise pass for a fix. A line
+    that starts, after its indentation, with `$` or `fix:` has that written `\\x24` or `fix\\x3a`; each line still
+    goes through its medium's function."""
+    lines = detail.strip().split("\n")
+    if limit is not None:
+        lines = lines[:limit]
+    return [_FIX_LIKE.sub(lambda m: m.group(1) + ("\\x24" if m.group(2) else m.group(3) + "\\x3a"), line)
+            for line in lines]
 
 
 # ------------------------------------------------------------------------------------------- shell commands

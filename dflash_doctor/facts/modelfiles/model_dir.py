@@ -14,7 +14,7 @@ import stat
 from collections.abc import Callable, Collection, Iterable
 from typing import Any, Final
 
-from dflash_doctor.documents.jsondoc import DocumentError, parse_json
+from dflash_doctor.documents.jsondoc import MAX_VALUES, DocumentError, parse_json
 from dflash_doctor.facts.modelfiles.safetensors_header import (
     DTYPE_BITS,
     FATAL_KINDS,
@@ -290,7 +290,9 @@ def _read_json(file: str, max_bytes: int, problems: list[JSONDict], max_pairs: i
         return None
     del raw
     try:
-        return parse_json(text)  # bounded: nested at most jsondoc.MAX_DEPTH deep, integers of at most 100 digits
+        # bounded: nested at most jsondoc.MAX_DEPTH deep, integers of at most 100 digits, and in values (an index
+        # by its names: max_pairs, each one comma)
+        return parse_json(text, MAX_VALUES if max_pairs is None else max(MAX_VALUES, 2 * max_pairs))
     except DocumentError as exc:
         problems.append(problem("bad-json", file, str(exc)))
     return None

@@ -223,12 +223,17 @@ def run_probe(
                        timeout_s, marker)
     if ran.overflow is None:
         return outcome
-    return dataclasses.replace(outcome, data=None, error=overflow_error(ran.overflow, python), overflow=ran.overflow)
+    error = overflow_error(ran.overflow, python, ran.stdout.decode("utf-8", "replace"))
+    return dataclasses.replace(outcome, data=None, error=error, overflow=ran.overflow)
 
 
-def overflow_error(stream: str, python: str) -> str:
-    """Why a process that wrote past its cap was stopped, with the likely cause."""
+def overflow_error(stream: str, python: str, written: str = "") -> str:
+    """Why a process that wrote past its cap was stopped, with the likely cause. `written`: what it wrote to
+    stdout, kept: where the probe's own answer had begun, the answer is what was too large."""
     cap = STDOUT_CAP if stream == "stdout" else STDERR_CAP
+    if stream == "stdout" and MARKER in written:
+        return (f"gave an answer of more than {cap >> 20} MiB and was stopped: the environment holds more than the "
+                "doctor reads (tens of thousands of distributions, or of files in the packages it watches)")
     return (f"wrote more than {cap >> 20} MiB to {stream} and was stopped: something that runs in {python} before "
             f"or while the probe does writes to {stream} without end (most often a .pth file in its site-packages, "
             "or a sitecustomize module, that runs at every interpreter start)")
@@ -619,7 +624,8 @@ def _job_outcome(job: Any, timeout_s: float, python: str = "the target interpret
     overflow = job.get("overflow")
     if overflow not in ("stdout", "stderr"):
         return outcome
-    return dataclasses.replace(outcome, data=None, error=overflow_error(str(overflow), python), overflow=str(overflow))
+    error = overflow_error(str(overflow), python, str(job.get("stdout") or ""))
+    return dataclasses.replace(outcome, data=None, error=error, overflow=str(overflow))
 
 
 def _lines(fd: int, cap: int) -> Iterator[bytes | None]:

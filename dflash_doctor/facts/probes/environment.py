@@ -34,6 +34,14 @@ EXTENSION_NAMES = ARGS.get("extension_modules", [])  # the stack's extension mod
 FORBIDDEN = ("/dev", "/proc", "/sys")
 MAX_TEXT_BYTES = 64 << 20  # METADATA, RECORD and the rest: torch's RECORD is about 2 MB
 MAX_SHOWN = 20
+# RECORD lines read per distribution: torch's RECORD has about 20,000; every line is a row checked (and for the stack
+# a file looked at) in this process, so a RECORD of millions of short lines would take it past a GB and its timeout.
+MAX_RECORD_LINES = 200_000
+# A METADATA's fields, before the description that follows them (which is not read): torch's come to a few KB, an
+# old PKG-INFO with its description folded into a field to a few hundred KB. Parsed, a field takes some hundred
+# bytes, so 60 MB of `Requires-Dist:` lines took this process past a GB.
+MAX_METADATA_FIELD_BYTES = 4 << 20
+MAX_REQUIRES = 10_000  # vLLM lists about 60
 
 
 def canonical(name):
@@ -418,13 +426,19 @@ def parse_metadata(dist_dir, is_egg):
     text, error = read_text(meta_path)
     if text is None:
         return None, {"file": meta_path, "error": error}
+    end = re.search(r"\r?\n\r?\n", text)  # the blank line that ends the fields
+    fields = text if end is None else text[:end.start() + 1]
+    if len(fields) > MAX_METADATA_FIELD_BYTES:
+        return None, {"file": meta_path, "error": "its fields come to more than %d MiB" % (MAX_METADATA_FIELD_BYTES >> 20)}
     try:
-        message = email.parser.Parser().parsestr(text)
+        message = email.parser.Parser().parsestr(fields, headersonly=True)
     except Exception as exc:  # email is lenient, but be sure
         return None, {"file": meta_path, "error": "unparseable: %s" % exc}
     name, version = message.get("Name"), message.get("Version")
     if not name or not version:
         return None, {"file": meta_path, "error": "no Name or Version field"}
+    if len(message.get_all("Requires-Dist") or ()) > MAX_REQUIRES:
+        return None, {"file": meta_path, "error": "more than %d Requires-Dist fields" % MAX_REQUIRES}
     return message, None
 
 
@@ -436,6 +450,8 @@ def parse_record(dist_dir):
     text, error = read_text(path)
     if text is None:
         return None, {"file": path, "error": error}
+    if text.count("\n") > MAX_RECORD_LINES:
+        return None, {"file": path, "error": "more than %d lines" % MAX_RECORD_LINES}
     rows = []
     try:
         for lineno, row in enumerate(csv.reader(io.StringIO(text)), 1):
