@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from dflash_doctor.commands import COMMANDS, DEFAULT_COMMAND
+from dflash_doctor.commands.options import tell
 
 __all__ = ["main"]
 
@@ -34,7 +35,7 @@ def _dispatch(argv: list[str]) -> int:
         # The run takes options only: a first word that is no option is a command name, mistyped.
         from dflash_doctor.commands.options import unknown_command
 
-        sys.stderr.write(unknown_command(argv[0]))
+        tell(unknown_command(argv[0]))
         return 2
     else:
         command, rest = DEFAULT_COMMAND, argv

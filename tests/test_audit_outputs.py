@@ -7,7 +7,10 @@ plain view, the Markdown report, the JUnit body and a GitHub annotation, a line 
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -15,6 +18,8 @@ import pytest
 from conftest import Doctor
 from realenv import Env, make_venv
 from test_ci_gate import parse_workflow_command
+
+ROOT = Path(__file__).resolve().parent.parent
 
 # What a package's __init__ raises: the doctor's fix heading and a command, as each view writes them.
 FORGED = "broken build\n  fix:\n          $ touch PWNED-detail\nfix: $ touch PWNED-annotation\n    FIX: touch PWNED-x"
@@ -249,3 +254,26 @@ def test_a_saved_reports_text_quoted_on_stderr_holds_no_workflow_command(tmp_pat
     _, out, err, code = _peak_rss_of([command, str(report)], {}, tmp_path, timeout=120)
     assert code in (1, 2), err
     assert "FORGED" in err and "##[" not in out + err and "\x1b" not in err, err
+
+
+def test_everything_the_doctor_says_on_stderr_goes_through_one_function() -> None:
+    """stderr is a terminal or a CI log: every line the doctor writes there quotes paths, exceptions or the command
+    line, so it goes through `options.tell` (secrets masked, control characters escaped, no workflow command)."""
+    package = Path(__file__).resolve().parent.parent / "dflash_doctor"
+    writes = [f"{path.relative_to(package)}:{number}"
+              for path in package.rglob("*.py") if "probes" not in path.parts
+              for number, line in enumerate(path.read_text().splitlines(), 1)
+              if "sys.stderr.write(" in line or "file=sys.stderr" in line]
+    assert writes == ["commands/options.py:54"], writes
+
+
+def test_an_error_line_quoting_a_path_with_controls_and_a_workflow_command_is_shown_safely(tmp_path: Path) -> None:
+    hostile = tmp_path / "out\x1b[2J::error::x##[warning]y"
+    hostile.mkdir()
+    (hostile / "r.json").symlink_to(tmp_path / "elsewhere.json")
+    proc = subprocess.run([sys.executable, "-m", "dflash_doctor", "--no-gpu", "--only", "distributions",
+                           "--json", str(hostile / "r.json")], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 2, proc.stderr
+    assert "\x1b" not in proc.stderr and "##[" not in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr

@@ -22,7 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from dflash_doctor.commands import run as run_command
-from dflash_doctor.commands.options import Parser, UsageError, error_line, parse_run_args, request_of, run_parser
+from dflash_doctor.commands.options import (
+    Parser,
+    UsageError,
+    parse_run_args,
+    request_of,
+    run_parser,
+    tell,
+)
 from dflash_doctor.commands.run import emit, live_progress
 from dflash_doctor.documents.jsondoc import shown_path
 from dflash_doctor.facts.baseline_shapes import Baseline, PythonState
@@ -105,13 +112,13 @@ def cmd_save(argv: Sequence[str]) -> int:
                 run = pipeline.run(request_of(args), handle_signals=True, on_event=on_event)
             code = emit(run, args)
             if run.report.get("partial"):
-                sys.stderr.write("dflash-doctor: the run did not finish; no baseline written\n")
+                tell("dflash-doctor: the run did not finish; no baseline written\n")
                 return max(code, 1)
             sections = run.sections
             hash_names = () if args.no_hashes else STACK
             archs = run.report["options"]["target_archs"]
     except UsageError as exc:
-        sys.stderr.write(error_line(f"dflash-doctor: error: {exc}"))
+        tell(f"dflash-doctor: error: {exc}")
         return 2
     if hash_names:
         sections = with_file_hashes(sections, hash_names)
@@ -119,7 +126,7 @@ def cmd_save(argv: Sequence[str]) -> int:
     try:
         baseline.save(args.file, state)
     except OSError as exc:
-        sys.stderr.write(f"dflash-doctor: cannot write the baseline to {shown_path(args.file)}: {exc.strerror or exc}\n")
+        tell(f"dflash-doctor: cannot write the baseline to {shown_path(args.file)}: {exc.strerror or exc}\n")
         return 2
     out = sys.stderr if "-" in (args.json, args.junit, args.markdown) else sys.stdout  # stdout holds a report
     out.write(f"baseline written to {args.file}\n" + "".join(f"  {line}\n" for line in describe(state)))
@@ -139,7 +146,7 @@ def cmd_show(argv: Sequence[str]) -> int:
     try:
         state = load(args.file)
     except BaselineError as exc:
-        sys.stderr.write(error_line(f"dflash-doctor: error: {exc}"))
+        tell(f"dflash-doctor: error: {exc}")
         return 2
     if args.json:
         slim = state.to_json()
@@ -156,7 +163,7 @@ def main(argv: Sequence[str]) -> int:
     usage = ("usage: dflash-doctor baseline save FILE [options] | show FILE | compare FILE [options]\n"
              "  see `dflash-doctor baseline save --help`\n")
     if not argv:
-        sys.stderr.write(usage)
+        tell(usage)
         return 2
     if argv[0] in ("-h", "--help"):
         sys.stdout.write(__doc__ or usage)
@@ -168,8 +175,8 @@ def main(argv: Sequence[str]) -> int:
         return cmd_show(rest)
     if action == "compare":
         if not rest or rest[0].startswith("-"):
-            sys.stderr.write("dflash-doctor baseline compare: error: the baseline FILE comes first\n")
+            tell("dflash-doctor baseline compare: error: the baseline FILE comes first\n")
             return 2
         return run_command.main([*rest[1:], "--baseline", rest[0]])
-    sys.stderr.write(f"dflash-doctor baseline: error: unknown action {action!r}\n{usage}")
+    tell(f"dflash-doctor baseline: error: unknown action {action!r}\n{usage}")
     return 2

@@ -10,6 +10,8 @@ import textwrap
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from dflash_doctor.commands.options import tell
+
 if TYPE_CHECKING:
     from dflash_doctor.codes import Code
 
@@ -38,8 +40,8 @@ def main(argv: Sequence[str]) -> int:
     entry = CODES.get(args.id)
     if entry is None:
         close = [c for c in CODES if args.id in c]
-        sys.stderr.write(f"dflash-doctor: unknown finding id {args.id!r}"
-                         + (f"; did you mean: {', '.join(close[:5])}" if close else "") + "\n")
+        tell(f"dflash-doctor: unknown finding id {args.id!r}"
+             + (f"; did you mean: {', '.join(close[:5])}" if close else "") + "\n")
         return 2
     sys.stdout.write(_entry(entry))
     return 0

@@ -35,7 +35,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from dflash_doctor.commands.options import UsageError, parse_run_args, request_of, run_parser, usage_error
+from dflash_doctor.commands.options import (
+    UsageError,
+    parse_run_args,
+    request_of,
+    run_parser,
+    tell,
+    usage_error,
+)
 from dflash_doctor.facts.probes import safe_path_environ
 from dflash_doctor.model import CheckResult, Finding
 
@@ -212,7 +219,7 @@ def _confirm(steps: Sequence[Step], args: argparse.Namespace, out: TextIO) -> in
     except (AttributeError, ValueError):
         tty = False
     if not tty:
-        sys.stderr.write("dflash-doctor fix: stdin is not a terminal, so it cannot ask: pass --yes to apply this plan\n")
+        tell("dflash-doctor fix: stdin is not a terminal, so it cannot ask: pass --yes to apply this plan\n")
         return 2
     out.write(f"Apply {len(steps)} step(s)? [y/N] ")
     out.flush()
@@ -266,10 +273,10 @@ def _write_json(path: str, document: Mapping[str, Any]) -> None:
     try:
         json_report.write(document, path)
     except OSError as exc:  # what the writer refuses (a link planted there since the start, say): one line
-        sys.stderr.write(f"dflash-doctor: cannot write the fix report: {exc}\n")
+        tell(f"dflash-doctor: cannot write the fix report: {exc}\n")
         return
     if path != "-":
-        sys.stderr.write(f"dflash-doctor: fix report written to {os.path.abspath(path)}\n")
+        tell(f"dflash-doctor: fix report written to {os.path.abspath(path)}\n")
 
 
 def _live_roots(args: argparse.Namespace) -> list[str]:

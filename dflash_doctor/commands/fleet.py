@@ -24,10 +24,10 @@ from dflash_doctor.commands.options import (
     UsageError,
     check_count,
     check_number,
-    error_line,
     parse_run_args,
     request_of,
     run_parser,
+    tell,
 )
 from dflash_doctor.documents import writer
 
@@ -67,16 +67,16 @@ def main(argv: Sequence[str]) -> int:
         if args.out_dir:
             Path(args.out_dir).mkdir(parents=True, exist_ok=True)
     except UsageError as exc:
-        sys.stderr.write(error_line(f"dflash-doctor fleet: error: {exc}"))
+        tell(f"dflash-doctor fleet: error: {exc}")
         return 2
     except OSError as exc:
-        sys.stderr.write(f"dflash-doctor fleet: error: --out-dir {args.out_dir}: {exc.strerror or exc}\n")
+        tell(f"dflash-doctor fleet: error: --out-dir {args.out_dir}: {exc.strerror or exc}\n")
         return 2
     try:
         from dflash_doctor.fleet import ray_fleet
     except ModuleNotFoundError as exc:
-        sys.stderr.write(f"dflash-doctor fleet: error: Ray is not installed ({exc}); "
-                         f"install it with: {shlex.quote(sys.executable)} -m pip install 'ray[default]>=2.9'\n")
+        tell(f"dflash-doctor fleet: error: Ray is not installed ({exc}); "
+             f"install it with: {shlex.quote(sys.executable)} -m pip install 'ray[default]>=2.9'\n")
         return 2
     from dflash_doctor.commands.merge import emit
     from dflash_doctor.fleet.merge import summarize, unreachable
@@ -86,13 +86,13 @@ def main(argv: Sequence[str]) -> int:
         nodes, problems = ray_fleet.gather(args.ray, request_of(args), gpus=args.gpus, timeout_s=args.node_timeout,
                                            min_nodes=args.min_nodes, wait_s=args.wait)
     except ConnectionError as exc:
-        sys.stderr.write(f"dflash-doctor fleet: error: cannot reach the Ray cluster: {exc}\n")
+        tell(f"dflash-doctor fleet: error: cannot reach the Ray cluster: {exc}\n")
         return 2
     except UsageError as exc:
-        sys.stderr.write(error_line(f"dflash-doctor fleet: error: {exc}"))
+        tell(f"dflash-doctor fleet: error: {exc}")
         return 2
     for problem in problems:
-        sys.stderr.write(f"dflash-doctor fleet: {problem}\n")
+        tell(f"dflash-doctor fleet: {problem}\n")
     hosts = []
     for node in nodes:
         label = ray_fleet.node_label(node)
@@ -115,9 +115,9 @@ def main(argv: Sequence[str]) -> int:
                 writer.replace(str(path), json.dumps(node.report, indent=1) + "\n", writer.JSON_DOCUMENT)
             except OSError as exc:
                 problems = [*problems, f"cannot write {exc}"]
-                sys.stderr.write(f"dflash-doctor fleet: cannot write {exc}\n")
+                tell(f"dflash-doctor fleet: cannot write {exc}\n")
     if not nodes:
-        sys.stderr.write("dflash-doctor fleet: error: the cluster has no alive node\n")
+        tell("dflash-doctor fleet: error: the cluster has no alive node\n")
         return 1
     code = emit(hosts, args)
     return max(code, 1) if problems else code

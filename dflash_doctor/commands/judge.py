@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from collections.abc import Sequence
 
 from dflash_doctor.commands.options import (
@@ -12,8 +11,8 @@ from dflash_doctor.commands.options import (
     UsageError,
     add_render_options,
     check_output_paths,
-    error_line,
     split_names,
+    tell,
     usage_error,
 )
 from dflash_doctor.commands.run import emit
@@ -44,7 +43,7 @@ def main(argv: Sequence[str]) -> int:
                           baseline=args.baseline)
         run = pipeline.judge_saved(request, saved, args.report)
     except report_module.ReportError as exc:
-        sys.stderr.write(error_line(f"dflash-doctor: {exc}"))
+        tell(f"dflash-doctor: {exc}")
         return 2
     except UsageError as exc:
         return usage_error(exc)

@@ -23,6 +23,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from dflash_doctor.commands.options import tell
 from dflash_doctor.documents.jsondoc import parse_json
 
 __all__ = ["add_live_options", "live_options", "main", "parser", "run_live"]
@@ -162,7 +163,7 @@ def run_live(args: argparse.Namespace, options: Any, last_words: str = "", secre
     run = pipeline.run(request, handle_signals=True)
     code: int = emit(run, args)
     if last_words:
-        sys.stderr.write(last_words)
+        tell(last_words)
     exit_if_lingering(run, code)
     return code
 
@@ -248,12 +249,12 @@ def start_and_check(args: argparse.Namespace, command: Sequence[str], options: A
         proc = subprocess.Popen(list(command), stdout=fd, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
     except OSError as exc:
-        sys.stderr.write(f"dflash-doctor serve: cannot start {command[0]!r}: {exc.strerror or exc}\n")
+        tell(f"dflash-doctor serve: cannot start {command[0]!r}: {exc.strerror or exc}\n")
         return 127
     finally:
         os.close(fd)  # the server holds its own copy
-    sys.stderr.write(f"dflash-doctor serve: started `{command[0]} ...` as PID {proc.pid} (log: {log}); "
-                     f"waiting up to {args.live_wait:g} s for {url}/health\n")
+    tell(f"dflash-doctor serve: started `{command[0]} ...` as PID {proc.pid} (log: {log}); "
+         f"waiting up to {args.live_wait:g} s for {url}/health\n")
     from dflash_doctor.runner import Signals, Stopped, spare
 
     spare(proc.pid)  # a stop during the live checks ends the doctor's probes, never the server
@@ -279,8 +280,8 @@ def start_and_check(args: argparse.Namespace, command: Sequence[str], options: A
     except Stopped as stop:
         # The user gave up before the server was up: it goes too, with whatever it started in its session.
         how = _end_session(proc)
-        sys.stderr.write(f"dflash-doctor serve: stopped by {stop.args[0]} while waiting for {url}/health; "
-                         f"the server (PID {proc.pid}) {how} (log: {log})\n")
+        tell(f"dflash-doctor serve: stopped by {stop.args[0]} while waiting for {url}/health; "
+             f"the server (PID {proc.pid}) {how} (log: {log})\n")
         return 128 + stop.signum
     finally:
         signals.restore()

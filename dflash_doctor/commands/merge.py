@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dflash_doctor.commands.options import tell
 from dflash_doctor.documents import writer
 from dflash_doctor.documents.jsondoc import shown_path
 
@@ -76,7 +77,7 @@ def emit(hosts: Sequence[HostSummary], args: argparse.Namespace) -> int:
         if args.markdown:
             writer.replace(args.markdown, fleet_view.markdown(view), writer.MARKDOWN)
     except OSError as exc:
-        sys.stderr.write(f"dflash-doctor: cannot write {exc.filename}: {exc.strerror}\n")
+        tell(f"dflash-doctor: cannot write {exc.filename}: {exc.strerror}\n")
         ok = False
     if args.json != "-":
         if args.format == "github":
@@ -89,27 +90,27 @@ def emit(hosts: Sequence[HostSummary], args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str]) -> int:
-    from dflash_doctor.commands.options import UsageError, check_count, error_line
+    from dflash_doctor.commands.options import UsageError, check_count
 
     args = parser().parse_args(argv)
     try:
         check_count(args.jobs, "--jobs", 1, MAX_PARSE_JOBS)  # each one a process
     except UsageError as exc:
-        sys.stderr.write(error_line(f"dflash-doctor merge: error: {exc}"))
+        tell(f"dflash-doctor merge: error: {exc}")
         return 2
     paths = expand(args.reports)
     if not paths:
-        sys.stderr.write("dflash-doctor merge: error: no report files found\n")
+        tell("dflash-doctor merge: error: no report files found\n")
         return 2
     missing = [p for p in paths if not _is("exists", p)]
     if missing:
-        sys.stderr.write(f"dflash-doctor merge: error: no such file: {', '.join(map(shown_path, missing))}\n")
+        tell(f"dflash-doctor merge: error: no such file: {', '.join(map(shown_path, missing))}\n")
         return 2
     from dflash_doctor.fleet.merge import summarize_files  # imported when the command runs: not cheap
 
     hosts: list[Any] = []
     for host in summarize_files(paths, args.jobs):
         if host.error is not None:
-            sys.stderr.write(error_line(f"dflash-doctor merge: {host.error}"))
+            tell(f"dflash-doctor merge: {host.error}")
         hosts.append(host)
     return emit(hosts, args)

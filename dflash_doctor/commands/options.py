@@ -21,7 +21,7 @@ from dflash_doctor.request import Request, RequestError
 
 __all__ = ["MAX_TIMEOUT_S", "OUTPUT_OPTIONS", "Parser", "UsageError", "add_render_options", "check_count",
            "check_number", "check_output_paths", "error_line", "parse_run_args", "request_of", "run_parser", "split_names",
-           "unknown_command", "usage_error"]
+           "tell", "unknown_command", "usage_error"]
 
 SUBCOMMANDS = ("judge", "list", "explain", "profiles", "serve", "baseline", "merge", "fleet", "fix", "live")
 """The commands' names, for the run parser's help and the unknown-command error (`commands.COMMANDS` maps
@@ -46,6 +46,13 @@ def error_line(text: str, words: Sequence[str] | None = None) -> str:
     redactor = Redactor.for_this_machine(keep_hosts=True, secrets=given_secrets(given))
     # stderr is a CI log too: no GitHub workflow command (`##[name]` anywhere in a line) from what it quotes
     return visible(redactor.secrets(text.rstrip("\n"))).replace("##[", "#\\x23[") + "\n"
+
+
+def tell(text: str) -> None:
+    """Write `text` to stderr, each of its lines through `error_line`: stderr is a terminal or a CI log, and what
+    the doctor says there quotes paths, exceptions and the command line (secrets masked, controls escaped)."""
+    sys.stderr.write("".join(error_line(line) for line in text.rstrip("\n").split("\n")))
+    sys.stderr.flush()
 
 
 class Parser(argparse.ArgumentParser):
@@ -262,5 +269,5 @@ def check_baseline(path: str) -> None:
 
 
 def usage_error(exc: UsageError) -> int:
-    sys.stderr.write(error_line(f"dflash-doctor: error: {exc}"))
+    tell(f"dflash-doctor: error: {exc}")
     return 2

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from dflash_doctor.commands.options import UsageError, parse_run_args, request_of, usage_error
+from dflash_doctor.commands.options import UsageError, parse_run_args, request_of, tell, usage_error
 
 if TYPE_CHECKING:
     from dflash_doctor.pipeline import Run
@@ -63,14 +63,14 @@ def _write(kind: str, path: str, write: Any, report: Mapping[str, Any]) -> bool:
     except BrokenPipeError:
         raise
     except OSError as exc:
-        sys.stderr.write(f"dflash-doctor: cannot write the {kind} report to {shown_path(path)}: {exc.strerror or exc}\n")
+        tell(f"dflash-doctor: cannot write the {kind} report to {shown_path(path)}: {exc.strerror or exc}\n")
         return False
     except Exception as exc:  # noqa: BLE001 - one broken output must not cost the others
-        sys.stderr.write(f"dflash-doctor: internal error writing the {kind} report to {shown_path(path)}: "
-                         f"{type(exc).__name__}: {exc}\n")
+        tell(f"dflash-doctor: internal error writing the {kind} report to {shown_path(path)}: "
+             f"{type(exc).__name__}: {exc}\n")
         return False
     if path != "-":  # say where: a profile (ticket) may have chosen the name
-        sys.stderr.write(f"dflash-doctor: {kind} report written to {shown_path(os.path.abspath(path))}\n")
+        tell(f"dflash-doctor: {kind} report written to {shown_path(os.path.abspath(path))}\n")
     return True
 
 
@@ -104,7 +104,7 @@ def emit(run: Run, args: argparse.Namespace) -> int:
         except BrokenPipeError:
             raise  # the reader went away: main() ends quietly
         except Exception as exc:  # noqa: BLE001
-            sys.stderr.write(f"dflash-doctor: internal error rendering the report: {type(exc).__name__}: {exc}\n")
+            tell(f"dflash-doctor: internal error rendering the report: {type(exc).__name__}: {exc}\n")
             ok = False
     return run.exit_code if ok else max(run.exit_code, 2)
 
@@ -130,6 +130,6 @@ def main(argv: Sequence[str]) -> int:
     stop = next((f for r in run.results if r.id == "doctor" for f in r.findings if f.id == "doctor.interrupted"), None)
     code = emit(run, args)
     if stop is not None:
-        sys.stderr.write(f"dflash-doctor: {stop.title} (exit {code})\n")
+        tell(f"dflash-doctor: {stop.title} (exit {code})\n")
     exit_if_lingering(run, code)
     return code

@@ -34,6 +34,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from dflash_doctor.commands.options import tell
+
 __all__ = ["main", "parser"]
 
 def parser() -> argparse.ArgumentParser:
@@ -88,8 +90,8 @@ def main(argv: Sequence[str]) -> int:
         return 0
     if split is None or not split[1]:
         p.print_usage(sys.stderr)
-        sys.stderr.write("dflash-doctor serve: error: give the serve command after --, e.g. "
-                         "dflash-doctor serve -- vllm serve MODEL --speculative-config '{...}'\n")
+        tell("dflash-doctor serve: error: give the serve command after --, e.g. "
+             "dflash-doctor serve -- vllm serve MODEL --speculative-config '{...}'\n")
         return 2
     doctor_argv, command = split
     live_check: Any = None  # with --live: the live check's options, read and checked before anything runs
@@ -124,7 +126,7 @@ def main(argv: Sequence[str]) -> int:
         with live_progress(args) as on_event:
             run = pipeline.run(request, handle_signals=True, on_event=on_event)
     except run_options.UsageError as exc:
-        sys.stderr.write(run_options.error_line(f"dflash-doctor serve: error: {exc}"))
+        tell(run_options.error_line(f"dflash-doctor serve: error: {exc}"))
         return 2
     code: int = emit(run, args)
     sys.stdout.flush()
@@ -143,7 +145,7 @@ def main(argv: Sequence[str]) -> int:
 
         redactor = Redactor.for_this_machine(keep_hosts=True, secrets=given_secrets(command))
         shown = redactor.secrets(" ".join(argv_secrets(command)))
-        sys.stderr.write(f"dflash-doctor serve: not starting `{shown}`: {exc}\n")
+        tell(f"dflash-doctor serve: not starting `{shown}`: {exc}\n")
         return exc.code
     if args.live:
         from dflash_doctor.commands.live import start_and_check
@@ -152,6 +154,6 @@ def main(argv: Sequence[str]) -> int:
     try:
         os.execv(program[0], program)
     except OSError as exc:
-        sys.stderr.write(f"dflash-doctor serve: cannot start {command[0]!r}: {exc.strerror or exc}\n")
+        tell(f"dflash-doctor serve: cannot start {command[0]!r}: {exc.strerror or exc}\n")
         return 127
     return 127  # not reached: execvp does not return
