@@ -160,7 +160,7 @@ def test_json_of_millions_of_values_is_refused_before_it_is_parsed(tmp_path: Pat
     assert time.monotonic() - started < 30, (what, out[-2000:], err[-2000:])
     assert peak < 300 << 20, peak
     assert "Traceback" not in err, err
-    assert "more than the 1000000 read" in out + err, (out[-2000:], err[-2000:])
+    assert re.search(r"more than the \d+ read", out + err), (out[-2000:], err[-2000:])  # its own cap, named
     assert code in ((1,) if what in ("merge", "config.json") else (2,)), (code, err)
 
 

@@ -60,7 +60,10 @@ def on_a_terminal(argv: list[str], *, env: dict[str, str] | None = None, signals
                   timeout: float = 120, size: tuple[int, int] = (40, 120)) -> TerminalRun:
     """Run the CLI with stdout on a pseudo-terminal of 120 columns (`size`: rows, columns; 0, 0 is one that
     tells no size); send SIGTERM at each time in `signals` (seconds after the status line first appeared)."""
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    # a terminal tells its own size: COLUMNS and LINES inherited (pytest-xdist's workers export 80 x 24) would
+    # override the one `size` gives, as they override any terminal's
+    inherited = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    full_env = {**inherited, "PYTHONPATH": str(ROOT), **(env or {})}
     if env is None or "NO_COLOR" not in env:
         full_env.pop("NO_COLOR", None)
     if full_env.get("TERM") in (None, "dumb", "unknown"):

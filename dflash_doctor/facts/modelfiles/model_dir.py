@@ -40,6 +40,11 @@ __all__ = [
     "refused_files",
 ]
 
+MODEL_JSON_MAX_VALUES = 8_000_000
+"""The most values a model directory's JSON may hold: a config.json within its 16 MiB cap holds at most about
+eight million numbers (a hand-written `target_layer_ids` of millions is a finding, not a refusal), which parse well
+under 1 GB; a cap's worth of empty objects counts more and is refused before it is parsed."""
+
 CONFIG_NAME: Final[str] = "config.json"
 SINGLE_NAME: Final[str] = "model.safetensors"
 INDEX_NAME: Final[str] = "model.safetensors.index.json"
@@ -292,7 +297,7 @@ def _read_json(file: str, max_bytes: int, problems: list[JSONDict], max_pairs: i
     try:
         # bounded: nested at most jsondoc.MAX_DEPTH deep, integers of at most 100 digits, and in values (an index
         # by its names: max_pairs, each one comma)
-        return parse_json(text, MAX_VALUES if max_pairs is None else max(MAX_VALUES, 2 * max_pairs))
+        return parse_json(text, MODEL_JSON_MAX_VALUES if max_pairs is None else max(MAX_VALUES, 2 * max_pairs))
     except DocumentError as exc:
         problems.append(problem("bad-json", file, str(exc)))
     return None

@@ -348,7 +348,12 @@ def run():
     refuse_opening(ARGS.get("refused_files") or [])
     given_platform = ARGS.get("platform")
     stood_in = [] if given_platform else None
-    guard_extensions(ARGS.get("roots"), driver_absent(stood_in) if given_platform else None)  # noqa: F821 - the prelude's
+    roots = ARGS.get("roots")
+    if ARGS.get("model_code") and roots is not None and os.environ.get("HF_MODULES_CACHE"):
+        # --run-model-code: the model's own modules, copied by transformers into the doctor's temporary
+        # HF_MODULES_CACHE, are what the user asked to run; nothing else outside the environment is
+        roots = [*roots, os.path.realpath(os.environ["HF_MODULES_CACHE"])]
+    guard_extensions(roots, driver_absent(stood_in) if given_platform else None)  # noqa: F821 - the prelude's
     try:
         import vllm
 
