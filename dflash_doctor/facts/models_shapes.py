@@ -27,6 +27,7 @@ __all__ = [
     "ModelDir",
     "Models",
     "Problem",
+    "RefusedFile",
     "ResolvedPath",
     "SpeculatorsLaunch",
     "Tensor",
@@ -332,8 +333,9 @@ class ModelDir(Shape):
 
 
 @dataclass(frozen=True)
-class RefusedRef(Shape):
-    """A Hugging Face cache ref the doctor refused to read."""
+class RefusedFile(Shape):
+    """A file the doctor refuses to read: one of a model directory's (facts.modelfiles.refused_files), or a
+    Hugging Face cache ref."""
 
     file: str = ""
     kind: str = ""
@@ -348,7 +350,7 @@ class HfCache(Shape):
     repo_dir: str = ""
     snapshot: str | None = None
     revision: str | None = None
-    ref_refused: RefusedRef | None = None
+    ref_refused: RefusedFile | None = None
     """refs/main, when the doctor refused to read it (not a regular file, over REF_MAX_BYTES)."""
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from dflash_doctor.facts.models_shapes import RefusedFile
 from dflash_doctor.facts.shape import Shape
 
 __all__ = [
@@ -32,7 +33,6 @@ __all__ = [
     "Priorities",
     "ProbeProcess",
     "RefusedConnection",
-    "RefusedFile",
     "RopeLayout",
     "RunnerFacts",
     "ServeArgs",
@@ -274,15 +274,6 @@ class VllmValidation(Shape):
     served: Served | None = None
     model_code: list[ModelCodeCall] = field(default_factory=list)
     refused_connections: list[RefusedConnection] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class RefusedFile(Shape):
-    """A file of a model the doctor refuses to read (facts.modelfiles.refused_files)."""
-
-    file: str = ""
-    kind: str = ""
-    message: str = ""
 
 
 @dataclass(frozen=True)
