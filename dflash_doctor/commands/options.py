@@ -39,20 +39,26 @@ def error_line(text: str, words: Sequence[str] | None = None) -> str:
     sys.argv) with its secrets masked as the reports mask them (`--api-key K` put before `serve --`, a token in a
     mistyped option's value), its control characters shown as escapes and no `##[` in it (a CI log's
     workflow command, from a saved report's text, say)."""
-    from dflash_doctor.render.redact import Redactor, given_secrets
-    from dflash_doctor.render.text import visible
-
-    given = [str(w) for w in (sys.argv[1:] if words is None else words)]
-    redactor = Redactor.for_this_machine(keep_hosts=True, secrets=given_secrets(given))
-    # stderr is a CI log too: no GitHub workflow command (`##[name]` anywhere in a line) from what it quotes
-    return visible(redactor.secrets(text.rstrip("\n"))).replace("##[", "#\\x23[") + "\n"
+    return _stderr_lines([text.rstrip("\n")], words)
 
 
 def tell(text: str) -> None:
-    """Write `text` to stderr, each of its lines through `error_line`: stderr is a terminal or a CI log, and what
-    the doctor says there quotes paths, exceptions and the command line (secrets masked, controls escaped)."""
-    sys.stderr.write("".join(error_line(line) for line in text.rstrip("\n").split("\n")))
+    """Write `text` to stderr, each of its lines as `error_line` writes one: stderr is a terminal or a CI log, and
+    what the doctor says there quotes paths, exceptions and the command line (secrets masked, controls escaped)."""
+    sys.stderr.write(_stderr_lines(text.rstrip("\n").split("\n")))
     sys.stderr.flush()
+
+
+def _stderr_lines(lines: Sequence[str], words: Sequence[str] | None = None) -> str:
+    """Each of `lines` made safe for stderr (one line each: a line break in one is shown as an escape), with one
+    redactor for all of them."""
+    from dflash_doctor.render.redact import Redactor, given_secrets
+    from dflash_doctor.render.text import no_legacy_command, visible
+
+    given = [str(w) for w in (sys.argv[1:] if words is None else words)]
+    redactor = Redactor.for_this_machine(keep_hosts=True, secrets=given_secrets(given))
+    return "".join(no_legacy_command(visible(redactor.secrets(line))) + "\n"
+                   for line in lines)
 
 
 class Parser(argparse.ArgumentParser):

@@ -37,7 +37,7 @@ from typing import Literal
 
 from dflash_doctor.render.plain import to_ascii
 
-__all__ = ["UNSAFE", "detail_lines", "log_line", "markdown", "screen", "shell_line", "visible"]
+__all__ = ["UNSAFE", "detail_lines", "log_line", "markdown", "no_legacy_command", "screen", "shell_line", "visible"]
 
 # Unicode's control (Cc), format (Cf), surrogate (Cs), line (Zl) and paragraph (Zp) separator characters, with
 # room for format characters later Unicode versions add in these blocks (tests/test_text_boundary.py holds it
@@ -75,8 +75,14 @@ _V2_COMMAND = re.compile(r"^(\s*):(?=:)")
 
 def log_line(line: str) -> str:
     """One line of the plain view (a CI log): ASCII, visible, and no GitHub workflow command in it."""
-    text = to_ascii(visible(line)).replace("##[", "#\\x23[")
+    text = no_legacy_command(to_ascii(visible(line)))
     return _V2_COMMAND.sub(lambda m: m.group(1) + "\\x3a", text)
+
+
+def no_legacy_command(text: str) -> str:
+    """`text` without the runner's older workflow command form, `##[name]`, which it reads anywhere in a line of
+    a CI log (stdout or stderr)."""
+    return text.replace("##[", "#\\x23[")
 
 
 # -------------------------------------------------------------------------------------------- detail lines
