@@ -224,25 +224,39 @@ def test_a_target_class_without_the_eagle3_interface_fails_where_vllm_lacks_it(t
 FP8_PER_TENSOR = {"quant_method": "fp8", "activation_scheme": "dynamic"}
 
 
-def test_a_quantized_drafter_with_quantized_qkv_fails_where_vllm_slices_the_raw_weight(tmp_path: Path,
-                                                                                        toys: tuple[Path, Path]) -> None:
+def test_a_quantized_drafter_with_quantized_qkv_fails_where_vllm_slices_the_raw_weight_unguarded(
+        tmp_path: Path, toys: tuple[Path, Path]) -> None:
+    """qwen3_dflash.py slices qkv_proj.weight raw with no guard up to 0.30.0 (0.24.0 line 304); from 0.31.0 the
+    slice sits under a guard on the layers' quant method (0.33.0: inline isinstance, 0.34.0: _reads_raw_weights).
+    laguna_dflash.py slices it unguarded through 0.34.0, so a Laguna drafter still fails there."""
     target, drafter = toys
     patch_config(drafter, quantization_config=FP8_PER_TENSOR)
-    results = run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0")
+    results = run_checks(tmp_path, argv=seed(target, drafter), vllm="0.24.0")
     f = found(results, "drafter.quantized-attention")
     assert f.status is Status.FAIL and "qwen3_dflash.py slices qkv_proj.weight raw" in f.title
-    assert "#51581" in f.detail
+    assert "with no guard on the layers' quant method" in f.title and "#51581" in f.detail
     assert "per-tensor FP8 drafter" in found(results, "drafter.quantized-acceptance").title
+    for fixed, guard in (("0.33.0", "isinstance(proj.quant_method, UnquantizedLinearMethod)"),
+                         ("0.34.0", "_reads_raw_weights(self._context_qkv_projs)")):
+        guarded = run_checks(tmp_path, argv=seed(target, drafter), vllm=fixed)
+        assert "drafter.quantized-attention" not in ids(guarded, "drafter"), fixed
+        assert guard in found(guarded, "drafter.checked").title, fixed
+        # the acceptance warning stands: the per-tensor scales are another report
+        assert "per-tensor FP8 drafter" in found(guarded, "drafter.quantized-acceptance").title
     # the same scheme written by llm-compressor (compressed-tensors, per-tensor float8 on every Linear)
     patch_config(drafter, quantization_config={"quant_method": "compressed-tensors", "config_groups": {"group_0": {
         "targets": ["Linear"], "weights": {"num_bits": 8, "type": "float", "strategy": "tensor"}}}, "ignore": []})
-    compressed = run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0")
+    compressed = run_checks(tmp_path, argv=seed(target, drafter), vllm="0.30.0")
     assert found(compressed, "drafter.quantized-attention").status is Status.FAIL
     assert "per-tensor FP8 drafter" in found(compressed, "drafter.quantized-acceptance").title
+    # a Laguna drafter is served by laguna_dflash.py, which 0.34.0 still slices unguarded
+    patch_config(drafter, architectures=["DFlashLagunaForCausalLM"])
+    laguna = found(run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0"), "drafter.quantized-attention")
+    assert laguna.status is Status.FAIL and "laguna_dflash.py slices qkv_proj.weight raw" in laguna.title
     # attention left out of the quantization: it loads
-    patch_config(drafter, quantization_config={**FP8_PER_TENSOR, "weight_block_size": [128, 128],
-                                               "modules_to_not_convert": ["layers.0.self_attn"]})
-    assert "drafter.quantized-attention" not in ids(run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0"),
+    patch_config(drafter, architectures=["DFlashDraftModel"], quantization_config={
+        **FP8_PER_TENSOR, "weight_block_size": [128, 128], "modules_to_not_convert": ["layers.0.self_attn"]})
+    assert "drafter.quantized-attention" not in ids(run_checks(tmp_path, argv=seed(target, drafter), vllm="0.24.0"),
                                                     "drafter")
 
 

@@ -500,3 +500,36 @@ def test_the_flash_attention_builds_are_read_from_the_installed_wheel() -> None:
         pytest.skip("the unpacked vLLM 0.20.1 wheel is not in the test cache (tests/warm_cache.py)")
     assert _flash_attn_builds(str(site)) == {"fa2": True, "fa3": True, "fa4": True}
     assert _flash_attn_builds(str(vllm_source("0.20.1"))) is None  # an sdist: as the wheels
+
+
+@pytest.mark.parametrize("version", MATRIX)
+def test_a_quantized_drafter_is_sliced_raw_where_each_release_slices_it(version: str) -> None:
+    """vLLM #51581: the release's own fused context-K/V method (every *_dflash.py method holding the raw slice),
+    run on a layer whose qkv_proj is quantized, against the doctor's reading of that release's source (the slice
+    and the guard on the layers' quant method, facts.vllm_pairing, judged by drafter_pairing.fused_kv_reads for
+    an architecture the registry serves from that file). The control: with an unquantized layer every release
+    slices raw. qwen3_dflash.py slices a quantized layer up to 0.30.0 and not from 0.31.0 (guarded);
+    laguna_dflash.py slices it in every release that has it."""
+    from vllm_release import raw_kv_methods, vllm_slices_quantized_qkv_raw
+
+    from dflash_doctor.checks.models.drafter_pairing import fused_kv_reads
+    from dflash_doctor.facts.vllm_pairing import read_vllm_pairing
+
+    pairing = VllmPairing.from_json(read_vllm_pairing(VllmSources(str(vllm_source(version)))))
+    assert pairing.fused_kv is not None
+    methods = raw_kv_methods(version)
+    assert "model_executor/models/qwen3_dflash.py" in methods
+    verdicts = {}
+    for rel, qualname in methods.items():
+        slices_raw = vllm_slices_quantized_qkv_raw(version, rel, qualname)
+        assert slices_raw(False), (rel, "the control: an unquantized layer is read raw")
+        archs = [a for a, f in pairing.fused_kv.archs.items() if f == f"vllm/{rel}"]
+        assert archs, rel
+        raw, guard = fused_kv_reads(pairing, archs[:1])
+        theirs, ours = slices_raw(True), bool(raw)
+        assert theirs == ours, f"vLLM {version} {rel}: slices a quantized qkv_proj raw={theirs}, doctor {raw} {guard}"
+        assert bool(guard) == (not theirs), (rel, guard)
+        verdicts[rel] = theirs
+    fixed = tuple(int(p) for p in version.split(".")[:2]) >= (0, 31)
+    assert verdicts["model_executor/models/qwen3_dflash.py"] is not fixed
+    assert verdicts.get("model_executor/models/laguna_dflash.py", True) is True

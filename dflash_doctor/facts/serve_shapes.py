@@ -487,6 +487,23 @@ class Fp8Facts(Shape):
 
 
 @dataclass(frozen=True)
+class FusedKvSlice(Shape):
+    line: int = 0
+    guard: str | None = None
+    """The `if` test that keeps a quantized layer off the slice (its source); None: the slice is unguarded."""
+
+
+@dataclass(frozen=True)
+class FusedKvFacts(Shape):
+    """The drafter files that slice `qkv_proj.weight` raw (vLLM #51581) and the registry's architectures each
+    serves (facts.vllm_pairing._fused_kv); `unread`: the drafter files the parser refused."""
+
+    files: dict[str, list[FusedKvSlice]] = field(default_factory=dict)
+    archs: dict[str, str] = field(default_factory=dict)
+    unread: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class VllmPairing(Shape):
     """What the installed vLLM pairs a target and drafter with (facts.vllm_pairing): parsers, the model runner,
     the EAGLE3 interface, FP8 kernels. A part absent (an older report, an unread source) is None or empty."""
@@ -500,6 +517,8 @@ class VllmPairing(Shape):
     transformers: TransformersTypes | None = None
     fp8: Fp8Facts | None = None
     fused_kv_raw_weight: list[str] | None = None
+    """The files that slice it unguarded; with `fused_kv` absent (an older report): every file that slices it."""
+    fused_kv: FusedKvFacts | None = None
 
 
 @dataclass(frozen=True)

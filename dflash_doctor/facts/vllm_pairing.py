@@ -3,7 +3,8 @@ plain text, never an import): the reasoning and tool-call parsers it registers, 
 `--language-model-only`, which model runner serves DFlash by default, which of the target's architectures
 implement the interface DFlash's auxiliary hidden states need, the model types its own config registry
 knows, the FP8 method's minimum compute capability and fallback kernel, and whether its DFlash drafter
-slices `qkv_proj.weight` raw (vLLM #51581). Each value is None where the source could not be read or does
+slices `qkv_proj.weight` raw (vLLM #51581), and whether a guard on the layers' quant method keeps a quantized
+drafter off that slice (0.31.0+). Each value is None where the source could not be read or does
 not say: the checks then say what they could not tell.
 
 The facts land in the `vllm_dflash` section under "pairing" (facts.serve.read_vllm_dflash)."""
@@ -19,7 +20,7 @@ from typing import Any
 from dflash_doctor.facts.pysource import SourceError, parse_module
 from dflash_doctor.facts.safefile import read_regular
 from dflash_doctor.knowledge.dflash_reports import (
-    FUSED_KV_RAW_WEIGHT,
+    FUSED_KV_GUARD,
     PARSER_REGISTRIES,
 )
 
@@ -399,14 +400,91 @@ def _fp8(trees: _Trees) -> dict[str, Any]:
     return facts
 
 
-def _fused_kv(sources: VllmSources) -> list[str] | None:
-    models = os.path.join(sources.root, "model_executor", "models")
+def _is_raw_kv_slice(node: ast.AST) -> bool:
+    """`a.qkv_proj.weight[a.q_size :]`: the K/V rows of the fused QKV weight, read as a plain tensor."""
+    if not (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice)):
+        return False
+    value, lower = node.value, node.slice.lower
+    return (isinstance(value, ast.Attribute) and value.attr == "weight" and isinstance(value.value, ast.Attribute)
+            and value.value.attr == "qkv_proj" and isinstance(lower, ast.Attribute) and lower.attr == "q_size")
+
+
+def _names(node: ast.AST) -> set[str]:
+    return {n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute))}
+
+
+def _function(trees: _Trees, rel: str, name: str, depth: int = 0) -> ast.FunctionDef | None:
+    """The module-level function `name` of file `rel`, followed through a `from ... import` once."""
+    tree = trees.get(rel)
+    if tree is None or depth > 1:
+        return None
+    own = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+    if own is not None:
+        return own
+    origin = _imported_from(tree, rel, name)
+    return _function(trees, trees.module(origin[0]), origin[1], depth + 1) if origin else None
+
+
+def _asks_quant_method(trees: _Trees, rel: str, test: ast.expr) -> bool:
+    """Whether an `if` test asks the layers' quant method before the raw weight is read: it names
+    FUSED_KV_GUARD's class itself (0.31.0-0.33.0: `if all(isinstance(proj.quant_method,
+    UnquantizedLinearMethod) ...)`) or calls a function that does (0.34.0: `if _reads_raw_weights(...)`)."""
+    if FUSED_KV_GUARD.value in _names(test):
+        return True
+    called = [n.func.id for n in ast.walk(test) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
+    for name in called:
+        function = _function(trees, rel, name)
+        if function is not None and FUSED_KV_GUARD.value in _names(function):
+            return True
+    return False
+
+
+def _raw_kv_slices(trees: _Trees, rel: str, tree: ast.Module) -> list[dict[str, Any]]:
+    """Each raw K/V slice of the file: its line and the guard around it (the `if` test's source), or None."""
+    found: list[dict[str, Any]] = []
+
+    def visit(node: ast.AST, guard: str | None) -> None:
+        if _is_raw_kv_slice(node):
+            found.append({"line": getattr(node, "lineno", 0), "guard": guard})
+            return
+        if isinstance(node, ast.If) and guard is None and _asks_quant_method(trees, rel, node.test):
+            visit(node.test, None)
+            for statement in node.body:
+                visit(statement, ast.unparse(node.test)[:200])
+            for statement in node.orelse:
+                visit(statement, None)
+            return
+        for child in ast.iter_child_nodes(node):
+            visit(child, guard)
+
+    visit(tree, None)
+    return found[:16]
+
+
+def _fused_kv(trees: _Trees) -> dict[str, Any] | None:
+    """The drafter files (`*_dflash.py`, `*_dspark.py`) that slice `qkv_proj.weight` raw for the fused context
+    K/V (vLLM #51581), each slice with the guard that keeps a quantized layer off it, and the registry's
+    architectures served by each such file."""
+    models = os.path.join(trees.root, "model_executor", "models")
     try:
-        names = sorted(n for n in os.listdir(models) if n.endswith("_dflash.py"))
+        names = sorted(n for n in os.listdir(models) if n.endswith(("_dflash.py", "_dspark.py")))[:64]
     except OSError:
         return None
-    return [f"vllm/model_executor/models/{n}" for n in names
-            if FUSED_KV_RAW_WEIGHT.value in (sources.text(f"model_executor/models/{n}") or "")]
+    files: dict[str, list[dict[str, Any]]] = {}
+    unread: list[str] = []
+    for name in names:
+        rel = f"model_executor/models/{name}"
+        tree = trees.get(rel)
+        if tree is None:
+            unread.append(f"vllm/{rel}")
+            continue
+        slices = _raw_kv_slices(trees, rel, tree)
+        if slices:
+            files[f"vllm/{rel}"] = slices
+    archs = {arch: f"vllm/{served}" for arch, (module, _cls) in _registry(trees).items()
+             if (served := _module_file(trees.root, module)) is not None
+             and served.endswith(("_dflash.py", "_dspark.py"))}
+    return {"files": files, "archs": dict(sorted(archs.items())[:64]), "unread": unread}
 
 
 def read_vllm_pairing(sources: VllmSources, target_archs: Sequence[str] = (),
@@ -415,6 +493,7 @@ def read_vllm_pairing(sources: VllmSources, target_archs: Sequence[str] = (),
     transformers package directory when the distributions facts name one."""
     trees = _Trees(sources)
     archs = [a for a in target_archs if isinstance(a, str)]
+    fused = _fused_kv(trees)
     return {
         "parsers": _parsers(trees),
         "language_model_only": _language_model_only(sources),
@@ -424,7 +503,9 @@ def read_vllm_pairing(sources: VllmSources, target_archs: Sequence[str] = (),
         "config_registry": _config_registry(trees),
         "transformers": _transformers_model_types(sources.root, transformers),
         "fp8": _fp8(trees),
-        "fused_kv_raw_weight": _fused_kv(sources),
+        "fused_kv_raw_weight": sorted(f for f, slices in fused["files"].items() if any(
+            s["guard"] is None for s in slices)) if fused is not None else None,
+        "fused_kv": fused,
     }
 
 

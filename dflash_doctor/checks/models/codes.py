@@ -363,10 +363,13 @@ DRAFTER_TARGET_NO_AUX_HIDDEN_STATES = Code(
 DRAFTER_QUANTIZED_ATTENTION = Code(
     "drafter.quantized-attention",
     "A quantized drafter with quantized q/k/v",
-    "The installed vLLM's DFlash drafter slices qkv_proj.weight raw for its fused context K/V and "
-    "applies F.linear, bypassing the quantization method: FP8 q/k/v stop the start-up profiling run "
-    "with \"expected mat1 and mat2 to have the same dtype\", packed 4-bit with an AttributeError (vLLM "
-    "#51581, #53116). Serve the BF16 drafter, or one quantized with self_attn left out.",
+    "The installed vLLM's DFlash drafter file (the one its registry serves the drafter's architecture from) "
+    "slices qkv_proj.weight raw for its fused context K/V and applies F.linear, bypassing the quantization "
+    "method: FP8 q/k/v stop the start-up profiling run with \"expected mat1 and mat2 to have the same dtype\", "
+    "packed 4-bit with an AttributeError (vLLM #51581, #53116). qwen3_dflash.py does so up to 0.30.x; from 0.31.0 "
+    "the slice sits under a guard on the layers' quant method, which the doctor reads from the installed source "
+    "(laguna_dflash.py has no guard through 0.34.0). Serve the BF16 drafter, or one quantized with self_attn "
+    "left out.",
 )
 
 DRAFTER_QUANTIZED_ACCEPTANCE = Code(
