@@ -530,3 +530,64 @@ def test_dflash2_on_sm80_warns_of_the_out_of_bounds_read_from_0_27_1_on_that_arc
     hits = titles(run_checks(tmp_path, argv=seed(target, dflash), vllm="0.27.1", gpu=a100_from_the_h200_recording()),
                   "serve-command.known-bad-combination")
     assert not [t for t in hits if "out of bounds" in t]
+
+
+# ------------------------------------------------------------------------- 5: DFlash-format drafts (round four)
+
+# The Domino head's modules as SpecForge and speculators build them: nn.GRU(hidden, 32, bias=False) and
+# Sequential(Linear(hidden + 32, 16, bias=False), SiLU, Linear(16, vocab, bias=False)); toy hidden 64, vocab 512.
+DOMINO_HEAD = {"prefix_gru.weight_ih_l0": [96, 64], "prefix_gru.weight_hh_l0": [96, 32],
+               "embed_proj.0.weight": [16, 96], "embed_proj.2.weight": [512, 16]}
+
+
+@pytest.mark.parametrize("version", ["0.24.0", "0.34.0"])
+def test_a_domino_draft_fails_naming_its_gru_head_tensors_and_a_plain_dflash_draft_does_not(
+        tmp_path: Path, version: str) -> None:
+    """No release names prefix_gru (0.24.0 loads by params_dict[name], 0.34.0 through AutoWeightsLoader: both stop
+    on the head's tensors); the control is the same drafter without the head."""
+    target = toy.write_toy_target(tmp_path / "target")
+    domino = toy.write_toy_drafter(tmp_path / "domino", extra_tensors=DOMINO_HEAD, config_overrides={
+        "dflash_config": {"mask_token_id": 500, "target_layer_ids": [1, 2], "projector_type": "domino",
+                          "gru_hidden_dim": 32, "emb_dim": 16}})
+    f = found(run_checks(tmp_path, argv=seed(target, domino), vllm=version), "drafter.domino-head")
+    assert f.status is Status.FAIL and "a Domino draft: its weights carry the GRU correction head" in f.title
+    for name in DOMINO_HEAD:
+        assert name in f.title
+    assert f"vLLM {version}" in f.title and "There is no module or parameter named 'prefix_gru'" in f.title
+    assert "NVIDIA-NeMo/Automodel PR #2913" in f.detail
+    plain = toy.write_toy_drafter(tmp_path / "plain")
+    assert "drafter.domino-head" not in ids(run_checks(tmp_path, argv=seed(target, plain), vllm=version), "drafter")
+
+
+def _causal_drafter(tmp_path: Path, name: str, **top: Any) -> Path:
+    dflash = top.pop("dflash", {})
+    return toy.write_toy_drafter(tmp_path / name, config_overrides={
+        "dflash_config": {"mask_token_id": 500, "target_layer_ids": [1, 2], **dflash}, **top})
+
+
+def test_a_causal_draft_is_judged_by_the_keys_each_release_reads(tmp_path: Path) -> None:
+    """dflash_config.causal true (Automodel's JetSpec stamp): read from 0.23.0, ignored by 0.22.1. A top-level
+    is_causal false beside it decides from 0.28.0 (_dflash_layer_causal reads it first); 0.24.0 reads no is_causal
+    and takes dflash_config.causal."""
+    target = toy.write_toy_target(tmp_path / "target")
+    stamped = _causal_drafter(tmp_path, "stamped", dflash={"causal": True})
+    old = found(run_checks(tmp_path, argv=seed(target, stamped), vllm="0.22.1"), "drafter.causality")
+    assert old.status is Status.WARN and "states dflash_config.causal true" in old.title
+    assert "resolves every layer non-causal (it does not read dflash_config.causal" in old.title
+    for version in ("0.24.0", "0.34.0"):
+        results = run_checks(tmp_path, argv=seed(target, stamped), vllm=version)
+        assert "drafter.causality" not in ids(results, "drafter"), version
+    conflicting = _causal_drafter(tmp_path, "conflicting", dflash={"causal": True}, is_causal=False)
+    new = found(run_checks(tmp_path, argv=seed(target, conflicting), vllm="0.34.0"), "drafter.causality")
+    assert "resolves every layer non-causal (it reads is_causal first" in new.title
+    assert "_dflash_layer_causal" in new.title
+    # the two statements disagree: every release that reads one of them goes against the other
+    before = found(run_checks(tmp_path, argv=seed(target, conflicting), vllm="0.24.0"), "drafter.causality")
+    assert "states is_causal false, but vLLM 0.24.0 resolves every layer causal (it does not read is_causal" \
+        in before.title
+    # a config that names JetSpec and states nothing resolves non-causal; the control, a plain DFlash draft
+    named = _causal_drafter(tmp_path, "named", dflash={"draft_method": "JetSpec"})
+    jet = found(run_checks(tmp_path, argv=seed(target, named), vllm="0.34.0"), "drafter.causality")
+    assert "names JetSpec ('JetSpec')" in jet.title and "every layer non-causal" in jet.title
+    plain = toy.write_toy_drafter(tmp_path / "plain")
+    assert "drafter.causality" not in ids(run_checks(tmp_path, argv=seed(target, plain), vllm="0.34.0"), "drafter")

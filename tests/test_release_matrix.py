@@ -11,6 +11,7 @@ import dataclasses
 import json
 from collections.abc import Mapping
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -533,3 +534,41 @@ def test_a_quantized_drafter_is_sliced_raw_where_each_release_slices_it(version:
     fixed = tuple(int(p) for p in version.split(".")[:2]) >= (0, 31)
     assert verdicts["model_executor/models/qwen3_dflash.py"] is not fixed
     assert verdicts.get("model_executor/models/laguna_dflash.py", True) is True
+
+
+CAUSALITY_GRID = [(is_causal, causal, layer_types)
+                  for is_causal in (None, True, False) for causal in (None, True, False, "no")
+                  for layer_types in (None, [], ["full_attention"] * 2, ["sliding_attention"] * 2,
+                                      ["sliding_attention", "full_attention"])]
+
+
+@pytest.mark.parametrize("version", MATRIX)
+def test_the_drafters_causality_is_the_one_each_release_resolves(version: str) -> None:
+    """The release's own `_dflash_layer_causal` (0.26.0+; is_causal first from 0.28.0) or `get_dflash_causal`
+    (0.24.0) against the doctor's resolved_causality, told which keys the release reads by facts.vllm_pairing,
+    on every combination of is_causal, dflash_config.causal (a string included: vLLM takes its truth) and
+    layer_types, layer by layer. 0.20.1 and 0.22.1 resolve nothing: every layer non-causal."""
+    from vllm_release import vllm_dflash_causal
+
+    from dflash_doctor.checks.models.drafter_formats import resolved_causality
+    from dflash_doctor.facts.vllm_pairing import read_vllm_pairing
+
+    pairing = VllmPairing.from_json(read_vllm_pairing(VllmSources(str(vllm_source(version)))))
+    assert pairing.causality is not None and pairing.causality.keys is not None
+    theirs = vllm_dflash_causal(version)
+    disagree = []
+    for is_causal, causal, layer_types in CAUSALITY_GRID:
+        config: dict[str, Any] = {}
+        if is_causal is not None:
+            config["is_causal"] = is_causal
+        if causal is not None:
+            config["dflash_config"] = {"causal": causal}
+        if layer_types is not None:
+            config["layer_types"] = layer_types
+        ours, _ = resolved_causality(pairing.causality.keys, ConfigView(config), 2)
+        vllm = [theirs(SimpleNamespace(**config), i) if theirs else False for i in range(2)]
+        if ours != vllm:
+            disagree.append(f"{config}: vLLM {vllm}, doctor {ours} (keys {pairing.causality.keys})")
+    assert not disagree, f"vLLM {version}:\n" + "\n".join(disagree)
+    assert ("is_causal" in pairing.causality.keys) is (version >= "0.28")
+    assert (pairing.causality.keys == []) is (version in ("0.20.1", "0.22.1"))

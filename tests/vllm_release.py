@@ -399,3 +399,22 @@ def vllm_slices_quantized_qkv_raw(version: str, rel: str, qualname: str) -> Call
         function(owner, *args)
         return weight.sliced
     return slices_raw
+
+
+# ------------------------------------------------------------------------------ the drafter's causality
+
+
+def vllm_dflash_causal(version: str) -> Callable[[Any, int], bool] | None:
+    """The release's own resolution of one DFlash layer's causality, (hf_config, layer index) -> causal:
+    qwen3_dflash.py `_dflash_layer_causal` (0.26.0+), else the V2 runner's `get_dflash_causal` (0.24.0, the
+    same for every layer); None where the release has neither (0.20.1-0.22.1: every layer non-causal)."""
+    rel = "model_executor/models/qwen3_dflash.py"
+    if "def _dflash_layer_causal(" in (vllm_source(version) / rel).read_text():
+        layer = release_function(version, rel, "_dflash_layer_causal",
+                                 {"_SLIDING_ATTENTION": "sliding_attention", "Qwen3Config": Any})
+        return lambda config, index: bool(layer(config, index))
+    utils = "v1/worker/gpu/spec_decode/dflash/utils.py"
+    if (vllm_source(version) / utils).is_file() and "def get_dflash_causal(" in (vllm_source(version) / utils).read_text():
+        whole = release_function(version, utils, "get_dflash_causal", {"ModelConfig": Any})
+        return lambda config, index: bool(whole(SimpleNamespace(hf_config=config)))
+    return None

@@ -504,6 +504,16 @@ class FusedKvFacts(Shape):
 
 
 @dataclass(frozen=True)
+class CausalityFacts(Shape):
+    """Which of a DFlash drafter's causality keys the installed vLLM reads, in the function that resolves it
+    (facts.vllm_pairing._causality); `keys` None: the source could not be read."""
+
+    file: str | None = None
+    function: str | None = None
+    keys: list[str] | None = None
+
+
+@dataclass(frozen=True)
 class VllmPairing(Shape):
     """What the installed vLLM pairs a target and drafter with (facts.vllm_pairing): parsers, the model runner,
     the EAGLE3 interface, FP8 kernels. A part absent (an older report, an unread source) is None or empty."""
@@ -519,6 +529,9 @@ class VllmPairing(Shape):
     fused_kv_raw_weight: list[str] | None = None
     """The files that slice it unguarded; with `fused_kv` absent (an older report): every file that slices it."""
     fused_kv: FusedKvFacts | None = None
+    causality: CausalityFacts | None = None
+    domino_runtime: list[str] | None = None
+    """The *_dflash.py files that name the Domino head's GRU; None: not read (an older report)."""
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from typing import Any
 
 from dflash_doctor.facts.pysource import SourceError, parse_module
 from dflash_doctor.facts.safefile import read_regular
+from dflash_doctor.knowledge.dflash_formats import DOMINO_HEAD
 from dflash_doctor.knowledge.dflash_reports import (
     FUSED_KV_GUARD,
     PARSER_REGISTRIES,
@@ -487,6 +488,54 @@ def _fused_kv(trees: _Trees) -> dict[str, Any] | None:
     return {"files": files, "archs": dict(sorted(archs.items())[:64]), "unread": unread}
 
 
+# Where each release resolves a DFlash layer's causality, newest layout first (knowledge.dflash_formats.CAUSALITY_KEYS).
+_CAUSALITY_FUNCTIONS = (("model_executor/models/qwen3_dflash.py", "_dflash_layer_causal"),
+                        ("model_executor/models/qwen3_dflash.py", "_resolve_layer_attention"),
+                        ("v1/worker/gpu/spec_decode/dflash/utils.py", "get_dflash_causal"),
+                        ("v1/spec_decode/dflash.py", "__init__"))
+
+
+def _causality(trees: _Trees) -> dict[str, Any]:
+    """Which of the drafter's causality keys the installed vLLM reads (`is_causal`, `dflash_config.causal`,
+    `layer_types`), from the function that resolves it: the first of _CAUSALITY_FUNCTIONS whose body reads
+    `.get("causal")` or `is_causal`. `keys` [] where none does (0.20.1-0.22.1: every layer non-causal); `file`
+    None and `keys` None where the source could not be read."""
+    unreadable = False
+    for rel, name in _CAUSALITY_FUNCTIONS:
+        tree = trees.get(rel)
+        if tree is None:
+            unreadable |= os.path.isfile(os.path.join(trees.root, rel))
+            continue
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.FunctionDef) and node.name == name):
+                continue
+            constants = {n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+            reads_causal = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "get"
+                               and n.args and isinstance(n.args[0], ast.Constant) and n.args[0].value == "causal"
+                               for n in ast.walk(node))
+            if not (reads_causal or "is_causal" in constants):
+                continue
+            keys = [key for key, read in (("is_causal", "is_causal" in constants),
+                                          ("dflash_config.causal", reads_causal),
+                                          ("layer_types", "layer_types" in constants or "layer_types" in _names(node)))
+                    if read]
+            return {"file": f"vllm/{rel}", "function": name, "keys": keys}
+    return {"file": None, "function": None, "keys": None if unreadable else []}
+
+
+def _domino_runtime(trees: _Trees) -> list[str] | None:
+    """The drafter files (`*_dflash.py`) that name the Domino head's GRU (`prefix_gru`): a release that runs
+    it. [] in every release read (0.20.1-0.34.0); None where the models directory cannot be listed."""
+    models = os.path.join(trees.root, "model_executor", "models")
+    try:
+        names = sorted(n for n in os.listdir(models) if n.endswith("_dflash.py"))[:64]
+    except OSError:
+        return None
+    head = DOMINO_HEAD.value[0]
+    return [f"vllm/model_executor/models/{n}" for n in names
+            if head in (trees.sources.text(f"model_executor/models/{n}") or "")]
+
+
 def read_vllm_pairing(sources: VllmSources, target_archs: Sequence[str] = (),
                       transformers: str | None = None) -> dict[str, Any]:
     """The facts of the module docstring for the vLLM package `sources` reads; `transformers` is the installed
@@ -506,6 +555,8 @@ def read_vllm_pairing(sources: VllmSources, target_archs: Sequence[str] = (),
         "fused_kv_raw_weight": sorted(f for f, slices in fused["files"].items() if any(
             s["guard"] is None for s in slices)) if fused is not None else None,
         "fused_kv": fused,
+        "causality": _causality(trees),
+        "domino_runtime": _domino_runtime(trees),
     }
 
 
