@@ -514,6 +514,33 @@ class CausalityFacts(Shape):
 
 
 @dataclass(frozen=True)
+class HybridArch(Shape):
+    hybrid: bool | None = None
+    file: str | None = None
+
+
+@dataclass(frozen=True)
+class HybridPrefixCache(Shape):
+    """vLLM #53505 in the installed source (facts.vllm_pairing._hybrid_prefix_cache): the scheduler's one-block
+    backoff for eagle-family drafts, the coordinator's alignment of Mamba checkpoints to it, the target's
+    architectures as hybrid or not."""
+
+    backs_off: bool | None = None
+    aligned: bool | None = None
+    files: list[str] = field(default_factory=list)
+    archs: dict[str, HybridArch] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ConfidentialComputeRule(Shape):
+    """Whether the installed vLLM detects NVIDIA Confidential Computing and reads VLLM_CONFIDENTIAL_COMPUTE."""
+
+    detects: bool | None = None
+    override: bool | None = None
+    file: str | None = None
+
+
+@dataclass(frozen=True)
 class VllmPairing(Shape):
     """What the installed vLLM pairs a target and drafter with (facts.vllm_pairing): parsers, the model runner,
     the EAGLE3 interface, FP8 kernels. A part absent (an older report, an unread source) is None or empty."""
@@ -532,6 +559,8 @@ class VllmPairing(Shape):
     causality: CausalityFacts | None = None
     domino_runtime: list[str] | None = None
     """The *_dflash.py files that name the Domino head's GRU; None: not read (an older report)."""
+    hybrid_prefix_cache: HybridPrefixCache | None = None
+    confidential_compute: ConfidentialComputeRule | None = None
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from typing import Any
 
 from dflash_doctor.facts.pysource import SourceError, parse_module
 from dflash_doctor.facts.safefile import read_regular
-from dflash_doctor.knowledge.dflash_formats import DOMINO_HEAD
+from dflash_doctor.knowledge.dflash_formats import CONFIDENTIAL_COMPUTE, DOMINO_HEAD
 from dflash_doctor.knowledge.dflash_reports import (
     FUSED_KV_GUARD,
     PARSER_REGISTRIES,
@@ -536,6 +536,44 @@ def _domino_runtime(trees: _Trees) -> list[str] | None:
             if head in (trees.sources.text(f"model_executor/models/{n}") or "")]
 
 
+# The scheduler's one-block backoff for eagle-family drafts (DFlash, DSpark), in _mamba_block_aligned_split.
+_BACKOFF = re.compile(r"if self\.use_eagle\w*:\s*last_cache_position = max\(last_cache_position - block_size, 0\)")
+# The coordinator aligning Mamba checkpoints to that backoff (0.30.0: "Match Mamba checkpoints to Eagle's attention
+# replay boundary").
+_ALIGNED = "drop_eagle_checkpoint_block"
+
+
+def _hybrid_prefix_cache(trees: _Trees, archs: Sequence[str]) -> dict[str, Any]:
+    """vLLM #53505 as the installed source shows it: whether the scheduler backs off one block for eagle-family
+    drafts on Mamba layers (`backs_off`), whether the KV cache coordinator aligns the Mamba checkpoints to it
+    (`aligned`), and which of the target's architectures vLLM's registry serves as hybrid (IsHybrid)."""
+    scheduler = trees.sources.text("v1/core/sched/scheduler.py")
+    coordinator = trees.sources.text("v1/core/kv_cache_coordinator.py")
+    registry = _registry(trees)
+    hybrid: dict[str, Any] = {}
+    for arch in archs[:8]:
+        entry = registry.get(arch)
+        module_rel = _module_file(trees.root, entry[0]) if entry is not None else None
+        if entry is None or module_rel is None:
+            hybrid[arch] = {"hybrid": None, "file": None}
+            continue
+        found, _via = _implements(trees, module_rel, entry[1], "IsHybrid", "is_hybrid")
+        hybrid[arch] = {"hybrid": found, "file": f"vllm/{module_rel}"}
+    return {"backs_off": bool(_BACKOFF.search(scheduler)) if scheduler is not None else None,
+            "aligned": _ALIGNED in coordinator if coordinator is not None else None,
+            "files": ["vllm/v1/core/sched/scheduler.py", "vllm/v1/core/kv_cache_coordinator.py"],
+            "archs": hybrid}
+
+
+def _confidential_compute(sources: VllmSources) -> dict[str, Any]:
+    """Whether the installed vLLM detects NVIDIA Confidential Computing (platforms/cuda.py asks NVML's
+    nvmlSystemGetConfComputeState, 0.34.0) and reads its override (envs.py VLLM_CONFIDENTIAL_COMPUTE)."""
+    platform, envs = sources.text("platforms/cuda.py"), sources.text("envs.py")
+    rule = CONFIDENTIAL_COMPUTE.value
+    return {"detects": rule["nvml_call"] in platform if platform is not None else None,
+            "override": rule["env"] in envs if envs is not None else None, "file": "vllm/platforms/cuda.py"}
+
+
 def read_vllm_pairing(sources: VllmSources, target_archs: Sequence[str] = (),
                       transformers: str | None = None) -> dict[str, Any]:
     """The facts of the module docstring for the vLLM package `sources` reads; `transformers` is the installed
@@ -557,6 +595,8 @@ def read_vllm_pairing(sources: VllmSources, target_archs: Sequence[str] = (),
         "fused_kv": fused,
         "causality": _causality(trees),
         "domino_runtime": _domino_runtime(trees),
+        "hybrid_prefix_cache": _hybrid_prefix_cache(trees, archs),
+        "confidential_compute": _confidential_compute(sources),
     }
 
 

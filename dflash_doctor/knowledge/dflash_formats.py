@@ -67,26 +67,36 @@ DOMINO_HEAD: Fact[tuple[str, ...]] = Fact(
     "reads whether the installed vLLM's drafter files name prefix_gru (a release that runs the head).",
 )
 
-HYBRID_PREFIX_CACHE: Fact[dict[str, object]] = Fact(
-    value={"first": "0.20.1", "last": "0.29.0"},
-    source="vLLM issue #53505: with DFlash2 or DSpark on a hybrid target (Mamba / linear-attention layers), prefix "
-    "caching and KV offload hit 0: the scheduler's block backoff for eagle-family drafts drops the last cached "
-    "block of every lookup, and on a hybrid target that is the only block the Mamba state can be resumed from; "
-    "fixed on main by commit fa5017a5 (2026-09-10), after the 0.29.0 cut; noonghunna/club-3090 #1324 (0.29.x "
-    "affected)",
-    read_from="vllm-project/vllm #53505, commit fa5017a5; noonghunna/club-3090 #1324; the range read from the "
-    "scheduler's source (facts.vllm_pairing._hybrid_backoff)",
-    note="The doctor reads the backoff from the installed release's source; this range is for a report recorded "
-    "before it did.",
+HYBRID_PREFIX_CACHE: Fact[tuple[str, str]] = Fact(
+    value=("0.20.1", "0.29.0"),
+    source="vLLM issue #53505: with DFlash, DFlash2 or DSpark (eagle-family methods: config/speculative.py use_eagle) "
+    "on a hybrid target (Mamba / linear-attention layers), prefix caching and KV offload hit 0; fixed on main by "
+    "commit fa5017a5 (2026-09-10), after the 0.29.0 cut (noonghunna/club-3090 #1324: 0.29.x affected). In the "
+    "source: v1/core/sched/scheduler.py _mamba_block_aligned_split backs the cacheable position off one block "
+    "for them (0.29.0 lines 417-418: `if self.use_eagle: last_cache_position = max(last_cache_position - "
+    "block_size, 0)`), and 0.29.0's own kv_cache_utils.py (line 1871) says the Mamba lookup window this leaves is "
+    "one \"align-mode checkpointing never produces, so reuse drops to zero with no error\"; 0.30.0 "
+    "v1/core/kv_cache_coordinator.py lines 154-158 (\"Match Mamba checkpoints to Eagle's attention replay "
+    "boundary\": MambaManager.drop_eagle_checkpoint_block) aligns them",
+    read_from="vllm sdists 0.20.1-0.34.0 (scheduler.py, kv_cache_coordinator.py, kv_cache_utils.py); "
+    "vllm-project/vllm #53505; noonghunna/club-3090 #1324",
+    note="The doctor reads the backoff and the alignment from the installed release (facts.vllm_pairing."
+    "_hybrid_prefix_cache): affected where the scheduler backs off and the coordinator does not align. The range "
+    "is what that reading gives over the sdists read, for the explanation.",
 )
 
-CONFIDENTIAL_COMPUTE: Fact[dict[str, object]] = Fact(
+CONFIDENTIAL_COMPUTE: Fact[dict[str, str]] = Fact(
     value={"nvml_call": "nvmlSystemGetConfComputeState", "env": "VLLM_CONFIDENTIAL_COMPUTE", "first": "0.34.0"},
-    source="vllm/platforms/cuda.py (0.34.0): confidential computing read through NVML "
-    "`nvmlSystemGetConfComputeState().ccFeature`, overridden by VLLM_CONFIDENTIAL_COMPUTE; with it on, vLLM stages "
-    "host-to-device copies through pinned bounce buffers (GPU memory is encrypted to the host) and peer-to-peer "
-    "between GPUs is not available, so tensor parallelism's all-reduce runs without P2P or custom all-reduce. "
-    "NVML: nvmlSystemGetConfComputeState fills nvmlConfComputeSystemState_t {environment, ccFeature, devToolsMode}; "
-    "NVML_CC_SYSTEM_FEATURE_ENABLED = 1",
-    read_from="vllm sdist 0.34.0 platforms/cuda.py; NVML API reference (nvml.h, pynvml); research field-2026-12-c.md",
+    source="vllm/platforms/cuda.py (0.34.0 lines 208-243): `_nvml_confidential_compute_enabled` reads "
+    "`pynvml.nvmlSystemGetConfComputeState()` and counts `ccFeature != 0` as on; `_detect_confidential_compute` "
+    "lets VLLM_CONFIDENTIAL_COMPUTE override it (\"1\" on, any other value off; envs.py line 2012). With it on, "
+    "vLLM turns UVA off (utils/platform_utils.py line 61: \"the device-side view of pinned host memory is not "
+    "coherent\"), uses explicit staged host-to-device copies (v1/worker/gpu/buffer_utils.py line 61) and patches "
+    "torch's non-blocking copies (v1/conf_compute_utils.py: \"Under bounce-buffer Confidential Computing, "
+    "cudaMemcpyAsync is host-synchronous\"). Between GPUs in CC mode \"All data that flows over NVLink must be "
+    "encrypted prior to transfer and decrypted at the destination GPU\", bounced through the copy engines, which "
+    "\"adds constraints and latency\" (NVIDIA attestation docs, PPCIe introduction): tensor parallelism's "
+    "traffic pays for it. No release before 0.34.0 names nvmlSystemGetConfComputeState",
+    read_from="vllm sdists 0.33.0 and 0.34.0; docs.nvidia.com/attestation/attestation-client-tools-ppcie "
+    "(ppcie_introduction); NVML nvmlConfComputeSystemState_t (nvidia-ml-py 13.615)",
 )
