@@ -572,3 +572,30 @@ def test_the_drafters_causality_is_the_one_each_release_resolves(version: str) -
     assert not disagree, f"vLLM {version}:\n" + "\n".join(disagree)
     assert ("is_causal" in pairing.causality.keys) is (version >= "0.28")
     assert (pairing.causality.keys == []) is (version in ("0.20.1", "0.22.1"))
+
+
+@pytest.mark.parametrize("version", MATRIX)
+def test_prefix_caching_on_a_hybrid_target_is_judged_as_each_release_schedules_it(version: str) -> None:
+    """vLLM #53505. The release's own SpeculativeConfig.use_eagle (compiled from its sdist) counts the doctor's
+    eagle-family drafts (dflash; dspark where the release has it) among the methods its scheduler backs off a
+    block for, and the doctor's reading of the scheduler and the KV cache coordinator says affected exactly
+    through 0.29.0 (no drop_eagle_checkpoint_block) and not from 0.30.0; Qwen3.5's class is hybrid in every release."""
+    from vllm_release import release_function
+
+    from dflash_doctor.checks.serve.newest import EAGLE_FAMILY_DRAFTS
+    from dflash_doctor.facts.vllm_pairing import read_vllm_pairing
+
+    use_eagle = release_function(version, "config/speculative.py", "SpeculativeConfig.use_eagle", {})
+    methods = (vllm_source(version) / "config/speculative.py").read_text()
+    for method in EAGLE_FAMILY_DRAFTS:
+        if f'"{method}"' in methods:
+            assert use_eagle(SimpleNamespace(method=method)), (version, method)
+    assert use_eagle(SimpleNamespace(method="dflash"))
+    pairing = VllmPairing.from_json(read_vllm_pairing(VllmSources(str(vllm_source(version))),
+                                                      ["Qwen3_5ForConditionalGeneration", "Qwen3ForCausalLM"]))
+    facts = pairing.hybrid_prefix_cache
+    assert facts is not None
+    affected = bool(facts.backs_off) and facts.aligned is False
+    assert affected is (tuple(int(p) for p in version.split(".")[:2]) <= (0, 29)), (version, facts)
+    assert facts.archs["Qwen3_5ForConditionalGeneration"].hybrid is True
+    assert facts.archs["Qwen3ForCausalLM"].hybrid is False
