@@ -135,3 +135,58 @@ def test_the_conf_compute_state_is_collected_through_the_real_pynvml_bindings() 
         finally:
             pynvml.nvmlShutdown()
         assert collected is None or set(collected) == {"cc_feature", "environment", "dev_tools_mode"}
+
+
+# ---------------------------------------------------------------------------------- Domino, in vLLM itself
+
+# The release's own DFlashQwen3Model.load_weights, imported from the real vLLM (CPU platform, tests/stacks.py),
+# run on the toy Domino drafter's real safetensors file: the backbone's top-level tensors as the module's
+# parameters, the head's tensors given or not.
+LOAD_DOMINO = """
+import sys, torch
+from safetensors.torch import load_file
+from vllm.model_executor.models import qwen3_dflash as m
+weights = load_file(sys.argv[1])
+with_head = sys.argv[2] == "head"
+HEAD, PLAIN = ("prefix_gru", "embed_proj"), ("fc", "norm", "hidden_norm")
+model = torch.nn.Module()
+for name, tensor in weights.items():
+    top = name.split(".")[0]
+    if top in PLAIN:
+        if not hasattr(model, top):
+            setattr(model, top, torch.nn.Module())
+        getattr(model, top).register_parameter(name.split(".", 1)[1],
+                                               torch.nn.Parameter(torch.empty_like(tensor), requires_grad=False))
+model._context_kv_proj, model.quant_config = None, None
+model.hf_to_vllm_mapper = getattr(m.DFlashQwen3Model, "hf_to_vllm_mapper", None)
+items = [(n, t) for n, t in weights.items() if n.split(".")[0] in PLAIN or (with_head and n.split(".")[0] in HEAD)]
+try:
+    m.DFlashQwen3Model.load_weights(model, iter(items))
+    print("LOADED", len(items))
+except Exception as e:
+    print("REFUSED", type(e).__name__, str(e)[:200])
+"""
+
+
+@pytest.mark.parametrize(("version", "refusal"), [("0.20.1", "REFUSED KeyError 'embed_proj.0.weight'"),
+                                                  ("0.34.0", "REFUSED ValueError There is no module or parameter "
+                                                             "named 'embed_proj'")])
+def test_vllms_own_dflash_loader_refuses_the_domino_head_and_loads_the_backbone(
+        tmp_path: Path, version: str, refusal: str) -> None:
+    """What drafter.domino-head says, in the release itself: 0.20.1's params_dict lookup and 0.34.0's
+    AutoWeightsLoader stop on the head's tensors; the same file without them loads (the control)."""
+    import subprocess
+
+    from stacks import vllm_python
+    from test_dflash_reports import DOMINO_HEAD
+
+    drafter = toy.write_toy_drafter(tmp_path / "domino", extra_tensors=DOMINO_HEAD)
+    python = str(vllm_python(version))
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "VLLM_NO_USAGE_STATS": "1", "HF_HUB_OFFLINE": "1"}
+    said = {}
+    for mode in ("head", "plain"):
+        run = subprocess.run([python, "-c", LOAD_DOMINO, str(drafter / "model.safetensors"), mode], cwd=tmp_path,
+                             env=env, capture_output=True, text=True, timeout=600)
+        said[mode] = (run.stdout.strip().splitlines() or [run.stderr[-300:]])[-1]
+    assert said["head"].startswith(refusal), said
+    assert said["plain"] == "LOADED 3", said

@@ -553,7 +553,7 @@ def test_a_domino_draft_fails_naming_its_gru_head_tensors_and_a_plain_dflash_dra
     assert f.status is Status.FAIL and "a Domino draft: its weights carry the GRU correction head" in f.title
     for name in DOMINO_HEAD:
         assert name in f.title
-    assert f"vLLM {version}" in f.title and "There is no module or parameter named 'prefix_gru'" in f.title
+    assert f"vLLM {version}" in f.title and "There is no module or parameter named 'embed_proj'" in f.title
     assert "NVIDIA-NeMo/Automodel PR #2913" in f.detail
     plain = toy.write_toy_drafter(tmp_path / "plain")
     assert "drafter.domino-head" not in ids(run_checks(tmp_path, argv=seed(target, plain), vllm=version), "drafter")

@@ -55,9 +55,10 @@ def _domino(d: DrafterView) -> list[Finding]:
     what = (f"a Domino draft: its weights carry the GRU correction head ({listed})" if found else
             "a Domino draft (dflash_config.projector_type \"domino\"), though its weights show no head tensors")
     release = d.label if runtime is not None else "vLLM (its source was not read)"
+    first = found[0].removeprefix("model.").split(".", 1)[0] if found else DOMINO_HEAD.value[0]
     return [DRAFTER_DOMINO_HEAD.finding(Status.FAIL if found and runtime is not None else Status.WARN,
         f"{d.file}: {what}; {release} has no runtime for it: its DFlash loader has no module for the head's tensors "
-        "and stops (\"There is no module or parameter named 'prefix_gru'\", a KeyError before 0.26), and without them "
+        f"and stops (\"There is no module or parameter named '{first}'\", a KeyError before 0.26), and without them "
         "it serves the bare backbone, not the draft the head was trained to correct",
         detail=f"{DOMINO_HEAD.source}.",
         evidence={"file": d.file, "tensors": found[:64], "tensor_count": len(found), "projector_type": projector,
