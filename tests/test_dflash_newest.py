@@ -169,8 +169,7 @@ except Exception as e:
 
 
 @pytest.mark.parametrize(("version", "refusal"), [("0.20.1", "REFUSED KeyError 'embed_proj.0.weight'"),
-                                                  ("0.34.0", "REFUSED ValueError There is no module or parameter "
-                                                             "named 'embed_proj'")])
+                                                  ("0.34.0", "REFUSED ValueError There is no module or parameter named 'embed_proj'")])
 def test_vllms_own_dflash_loader_refuses_the_domino_head_and_loads_the_backbone(
         tmp_path: Path, version: str, refusal: str) -> None:
     """What drafter.domino-head says, in the release itself: 0.20.1's params_dict lookup and 0.34.0's
@@ -186,7 +185,7 @@ def test_vllms_own_dflash_loader_refuses_the_domino_head_and_loads_the_backbone(
     said = {}
     for mode in ("head", "plain"):
         run = subprocess.run([python, "-c", LOAD_DOMINO, str(drafter / "model.safetensors"), mode], cwd=tmp_path,
-                             env=env, capture_output=True, text=True, timeout=600)
+                             env=env, capture_output=True, text=True, timeout=600, check=False)
         said[mode] = (run.stdout.strip().splitlines() or [run.stderr[-300:]])[-1]
     assert said["head"].startswith(refusal), said
     assert said["plain"] == "LOADED 3", said
