@@ -55,6 +55,10 @@ def test_prefix_caching_on_a_hybrid_target_warns_through_0_29_and_not_from_0_30(
     # the remediation's own command, word for word, judged again: the finding is gone
     off = run_checks(tmp_path, argv=shlex.split(f.remediation[1].command), vllm="0.29.0")
     assert "serve-command.hybrid-prefix-cache" not in ids(off, "serve-command")
+    # KV offload (a size: engine/arg_utils.py --kv-offloading-size) hits the same lookup
+    offload = run_checks(tmp_path, argv=seed(hybrid, drafter, "--no-enable-prefix-caching", "--kv-offloading-size",
+                                             "8"), vllm="0.29.0")
+    assert "KV offload with dflash on a hybrid target" in found(offload, "serve-command.hybrid-prefix-cache").title
 
 
 # ------------------------------------------------------------------------------ confidential computing

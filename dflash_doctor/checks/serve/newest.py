@@ -21,7 +21,9 @@ __all__ = ["confidential_compute", "hybrid_prefix_cache"]
 
 # The methods vLLM's use_eagle() counts among those that read the target's hidden states (config/speculative.py).
 EAGLE_FAMILY_DRAFTS = ("dflash", "dspark")
-KV_OFFLOAD_FLAGS = ("--kv-offloading-size", "--kv-offloading-backend")
+# What turns KV offload on (engine/arg_utils.py, 0.20.1-0.34.0): a size, or an offloading KV connector.
+KV_OFFLOAD_SIZE = "--kv-offloading-size"
+KV_TRANSFER_CONFIG = "--kv-transfer-config"
 
 
 def _words(argv: list[str]) -> list[str]:
@@ -40,7 +42,9 @@ def hybrid_prefix_cache(c: ServeCommand) -> list[Finding]:
         return []
     words = _words(c.argv)
     caching = c.fields.enable_prefix_caching is not False and "--no-enable-prefix-caching" not in words
-    offload = [w for w in words if w in KV_OFFLOAD_FLAGS]
+    offload = [w for w in words if w == KV_OFFLOAD_SIZE]
+    offload += [KV_TRANSFER_CONFIG for i, w in enumerate(words) if w == KV_TRANSFER_CONFIG
+                and "Offloading" in (c.argv[i] + (c.argv[i + 1] if i + 1 < len(c.argv) else ""))]
     if not caching and not offload:
         return []
     what = " and ".join(p for p, on in (("prefix caching", caching), ("KV offload", bool(offload))) if on)
