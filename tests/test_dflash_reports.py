@@ -224,25 +224,39 @@ def test_a_target_class_without_the_eagle3_interface_fails_where_vllm_lacks_it(t
 FP8_PER_TENSOR = {"quant_method": "fp8", "activation_scheme": "dynamic"}
 
 
-def test_a_quantized_drafter_with_quantized_qkv_fails_where_vllm_slices_the_raw_weight(tmp_path: Path,
-                                                                                        toys: tuple[Path, Path]) -> None:
+def test_a_quantized_drafter_with_quantized_qkv_fails_where_vllm_slices_the_raw_weight_unguarded(
+        tmp_path: Path, toys: tuple[Path, Path]) -> None:
+    """qwen3_dflash.py slices qkv_proj.weight raw with no guard up to 0.30.0 (0.24.0 line 304); from 0.31.0 the
+    slice sits under a guard on the layers' quant method (0.33.0: inline isinstance, 0.34.0: _reads_raw_weights).
+    laguna_dflash.py slices it unguarded through 0.34.0, so a Laguna drafter still fails there."""
     target, drafter = toys
     patch_config(drafter, quantization_config=FP8_PER_TENSOR)
-    results = run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0")
+    results = run_checks(tmp_path, argv=seed(target, drafter), vllm="0.24.0")
     f = found(results, "drafter.quantized-attention")
     assert f.status is Status.FAIL and "qwen3_dflash.py slices qkv_proj.weight raw" in f.title
-    assert "#51581" in f.detail
+    assert "with no guard on the layers' quant method" in f.title and "#51581" in f.detail
     assert "per-tensor FP8 drafter" in found(results, "drafter.quantized-acceptance").title
+    for fixed, guard in (("0.33.0", "isinstance(proj.quant_method, UnquantizedLinearMethod)"),
+                         ("0.34.0", "_reads_raw_weights(self._context_qkv_projs)")):
+        guarded = run_checks(tmp_path, argv=seed(target, drafter), vllm=fixed)
+        assert "drafter.quantized-attention" not in ids(guarded, "drafter"), fixed
+        assert guard in found(guarded, "drafter.checked").title, fixed
+        # the acceptance warning stands: the per-tensor scales are another report
+        assert "per-tensor FP8 drafter" in found(guarded, "drafter.quantized-acceptance").title
     # the same scheme written by llm-compressor (compressed-tensors, per-tensor float8 on every Linear)
     patch_config(drafter, quantization_config={"quant_method": "compressed-tensors", "config_groups": {"group_0": {
         "targets": ["Linear"], "weights": {"num_bits": 8, "type": "float", "strategy": "tensor"}}}, "ignore": []})
-    compressed = run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0")
+    compressed = run_checks(tmp_path, argv=seed(target, drafter), vllm="0.30.0")
     assert found(compressed, "drafter.quantized-attention").status is Status.FAIL
     assert "per-tensor FP8 drafter" in found(compressed, "drafter.quantized-acceptance").title
+    # a Laguna drafter is served by laguna_dflash.py, which 0.34.0 still slices unguarded
+    patch_config(drafter, architectures=["DFlashLagunaForCausalLM"])
+    laguna = found(run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0"), "drafter.quantized-attention")
+    assert laguna.status is Status.FAIL and "laguna_dflash.py slices qkv_proj.weight raw" in laguna.title
     # attention left out of the quantization: it loads
-    patch_config(drafter, quantization_config={**FP8_PER_TENSOR, "weight_block_size": [128, 128],
-                                               "modules_to_not_convert": ["layers.0.self_attn"]})
-    assert "drafter.quantized-attention" not in ids(run_checks(tmp_path, argv=seed(target, drafter), vllm="0.34.0"),
+    patch_config(drafter, architectures=["DFlashDraftModel"], quantization_config={
+        **FP8_PER_TENSOR, "weight_block_size": [128, 128], "modules_to_not_convert": ["layers.0.self_attn"]})
+    assert "drafter.quantized-attention" not in ids(run_checks(tmp_path, argv=seed(target, drafter), vllm="0.24.0"),
                                                     "drafter")
 
 
@@ -516,3 +530,64 @@ def test_dflash2_on_sm80_warns_of_the_out_of_bounds_read_from_0_27_1_on_that_arc
     hits = titles(run_checks(tmp_path, argv=seed(target, dflash), vllm="0.27.1", gpu=a100_from_the_h200_recording()),
                   "serve-command.known-bad-combination")
     assert not [t for t in hits if "out of bounds" in t]
+
+
+# ------------------------------------------------------------------------- 5: DFlash-format drafts (round four)
+
+# The Domino head's modules as SpecForge and speculators build them: nn.GRU(hidden, 32, bias=False) and
+# Sequential(Linear(hidden + 32, 16, bias=False), SiLU, Linear(16, vocab, bias=False)); toy hidden 64, vocab 512.
+DOMINO_HEAD = {"prefix_gru.weight_ih_l0": [96, 64], "prefix_gru.weight_hh_l0": [96, 32],
+               "embed_proj.0.weight": [16, 96], "embed_proj.2.weight": [512, 16]}
+
+
+@pytest.mark.parametrize("version", ["0.24.0", "0.34.0"])
+def test_a_domino_draft_fails_naming_its_gru_head_tensors_and_a_plain_dflash_draft_does_not(
+        tmp_path: Path, version: str) -> None:
+    """No release names prefix_gru (0.24.0 loads by params_dict[name], 0.34.0 through AutoWeightsLoader: both stop
+    on the head's tensors); the control is the same drafter without the head."""
+    target = toy.write_toy_target(tmp_path / "target")
+    domino = toy.write_toy_drafter(tmp_path / "domino", extra_tensors=DOMINO_HEAD, config_overrides={
+        "dflash_config": {"mask_token_id": 500, "target_layer_ids": [1, 2], "projector_type": "domino",
+                          "gru_hidden_dim": 32, "emb_dim": 16}})
+    f = found(run_checks(tmp_path, argv=seed(target, domino), vllm=version), "drafter.domino-head")
+    assert f.status is Status.FAIL and "a Domino draft: its weights carry the GRU correction head" in f.title
+    for name in DOMINO_HEAD:
+        assert name in f.title
+    assert f"vLLM {version}" in f.title and "There is no module or parameter named 'embed_proj'" in f.title
+    assert "NVIDIA-NeMo/Automodel PR #2913" in f.detail
+    plain = toy.write_toy_drafter(tmp_path / "plain")
+    assert "drafter.domino-head" not in ids(run_checks(tmp_path, argv=seed(target, plain), vllm=version), "drafter")
+
+
+def _causal_drafter(tmp_path: Path, name: str, **top: Any) -> Path:
+    dflash = top.pop("dflash", {})
+    return toy.write_toy_drafter(tmp_path / name, config_overrides={
+        "dflash_config": {"mask_token_id": 500, "target_layer_ids": [1, 2], **dflash}, **top})
+
+
+def test_a_causal_draft_is_judged_by_the_keys_each_release_reads(tmp_path: Path) -> None:
+    """dflash_config.causal true (Automodel's JetSpec stamp): read from 0.23.0, ignored by 0.22.1. A top-level
+    is_causal false beside it decides from 0.28.0 (_dflash_layer_causal reads it first); 0.24.0 reads no is_causal
+    and takes dflash_config.causal."""
+    target = toy.write_toy_target(tmp_path / "target")
+    stamped = _causal_drafter(tmp_path, "stamped", dflash={"causal": True})
+    old = found(run_checks(tmp_path, argv=seed(target, stamped), vllm="0.22.1"), "drafter.causality")
+    assert old.status is Status.WARN and "states dflash_config.causal true" in old.title
+    assert "resolves every layer non-causal (it does not read dflash_config.causal" in old.title
+    for version in ("0.24.0", "0.34.0"):
+        results = run_checks(tmp_path, argv=seed(target, stamped), vllm=version)
+        assert "drafter.causality" not in ids(results, "drafter"), version
+    conflicting = _causal_drafter(tmp_path, "conflicting", dflash={"causal": True}, is_causal=False)
+    new = found(run_checks(tmp_path, argv=seed(target, conflicting), vllm="0.34.0"), "drafter.causality")
+    assert "resolves every layer non-causal (it reads is_causal first" in new.title
+    assert "_dflash_layer_causal" in new.title
+    # the two statements disagree: every release that reads one of them goes against the other
+    before = found(run_checks(tmp_path, argv=seed(target, conflicting), vllm="0.24.0"), "drafter.causality")
+    assert "states is_causal false, but vLLM 0.24.0 resolves every layer causal (it does not read is_causal" \
+        in before.title
+    # a config that names JetSpec and states nothing resolves non-causal; the control, a plain DFlash draft
+    named = _causal_drafter(tmp_path, "named", dflash={"draft_method": "JetSpec"})
+    jet = found(run_checks(tmp_path, argv=seed(target, named), vllm="0.34.0"), "drafter.causality")
+    assert "names JetSpec ('JetSpec')" in jet.title and "every layer non-causal" in jet.title
+    plain = toy.write_toy_drafter(tmp_path / "plain")
+    assert "drafter.causality" not in ids(run_checks(tmp_path, argv=seed(target, plain), vllm="0.34.0"), "drafter")

@@ -11,6 +11,7 @@ import dataclasses
 import json
 from collections.abc import Mapping
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -500,3 +501,101 @@ def test_the_flash_attention_builds_are_read_from_the_installed_wheel() -> None:
         pytest.skip("the unpacked vLLM 0.20.1 wheel is not in the test cache (tests/warm_cache.py)")
     assert _flash_attn_builds(str(site)) == {"fa2": True, "fa3": True, "fa4": True}
     assert _flash_attn_builds(str(vllm_source("0.20.1"))) is None  # an sdist: as the wheels
+
+
+@pytest.mark.parametrize("version", MATRIX)
+def test_a_quantized_drafter_is_sliced_raw_where_each_release_slices_it(version: str) -> None:
+    """vLLM #51581: the release's own fused context-K/V method (every *_dflash.py method holding the raw slice),
+    run on a layer whose qkv_proj is quantized, against the doctor's reading of that release's source (the slice
+    and the guard on the layers' quant method, facts.vllm_pairing, judged by drafter_pairing.fused_kv_reads for
+    an architecture the registry serves from that file). The control: with an unquantized layer every release
+    slices raw. qwen3_dflash.py slices a quantized layer up to 0.30.0 and not from 0.31.0 (guarded);
+    laguna_dflash.py slices it in every release that has it."""
+    from vllm_release import raw_kv_methods, vllm_slices_quantized_qkv_raw
+
+    from dflash_doctor.checks.models.drafter_pairing import fused_kv_reads
+    from dflash_doctor.facts.vllm_pairing import read_vllm_pairing
+
+    pairing = VllmPairing.from_json(read_vllm_pairing(VllmSources(str(vllm_source(version)))))
+    assert pairing.fused_kv is not None
+    methods = raw_kv_methods(version)
+    assert "model_executor/models/qwen3_dflash.py" in methods
+    verdicts = {}
+    for rel, qualname in methods.items():
+        slices_raw = vllm_slices_quantized_qkv_raw(version, rel, qualname)
+        assert slices_raw(False), (rel, "the control: an unquantized layer is read raw")
+        archs = [a for a, f in pairing.fused_kv.archs.items() if f == f"vllm/{rel}"]
+        assert archs, rel
+        raw, guard = fused_kv_reads(pairing, archs[:1])
+        theirs, ours = slices_raw(True), bool(raw)
+        assert theirs == ours, f"vLLM {version} {rel}: slices a quantized qkv_proj raw={theirs}, doctor {raw} {guard}"
+        assert bool(guard) == (not theirs), (rel, guard)
+        verdicts[rel] = theirs
+    fixed = tuple(int(p) for p in version.split(".")[:2]) >= (0, 31)
+    assert verdicts["model_executor/models/qwen3_dflash.py"] is not fixed
+    assert verdicts.get("model_executor/models/laguna_dflash.py", True) is True
+
+
+CAUSALITY_GRID = [(is_causal, causal, layer_types)
+                  for is_causal in (None, True, False) for causal in (None, True, False, "no")
+                  for layer_types in (None, [], ["full_attention"] * 2, ["sliding_attention"] * 2,
+                                      ["sliding_attention", "full_attention"])]
+
+
+@pytest.mark.parametrize("version", MATRIX)
+def test_the_drafters_causality_is_the_one_each_release_resolves(version: str) -> None:
+    """The release's own `_dflash_layer_causal` (0.26.0+; is_causal first from 0.28.0) or `get_dflash_causal`
+    (0.24.0) against the doctor's resolved_causality, told which keys the release reads by facts.vllm_pairing,
+    on every combination of is_causal, dflash_config.causal (a string included: vLLM takes its truth) and
+    layer_types, layer by layer. 0.20.1 and 0.22.1 resolve nothing: every layer non-causal."""
+    from vllm_release import vllm_dflash_causal
+
+    from dflash_doctor.checks.models.drafter_formats import resolved_causality
+    from dflash_doctor.facts.vllm_pairing import read_vllm_pairing
+
+    pairing = VllmPairing.from_json(read_vllm_pairing(VllmSources(str(vllm_source(version)))))
+    assert pairing.causality is not None and pairing.causality.keys is not None
+    theirs = vllm_dflash_causal(version)
+    disagree = []
+    for is_causal, causal, layer_types in CAUSALITY_GRID:
+        config: dict[str, Any] = {}
+        if is_causal is not None:
+            config["is_causal"] = is_causal
+        if causal is not None:
+            config["dflash_config"] = {"causal": causal}
+        if layer_types is not None:
+            config["layer_types"] = layer_types
+        ours, _ = resolved_causality(pairing.causality.keys, ConfigView(config), 2)
+        vllm = [theirs(SimpleNamespace(**config), i) if theirs else False for i in range(2)]
+        if ours != vllm:
+            disagree.append(f"{config}: vLLM {vllm}, doctor {ours} (keys {pairing.causality.keys})")
+    assert not disagree, f"vLLM {version}:\n" + "\n".join(disagree)
+    assert ("is_causal" in pairing.causality.keys) is (version >= "0.28")
+    assert (pairing.causality.keys == []) is (version in ("0.20.1", "0.22.1"))
+
+
+@pytest.mark.parametrize("version", MATRIX)
+def test_prefix_caching_on_a_hybrid_target_is_judged_as_each_release_schedules_it(version: str) -> None:
+    """vLLM #53505. The release's own SpeculativeConfig.use_eagle (compiled from its sdist) counts the doctor's
+    eagle-family drafts (dflash; dspark where the release has it) among the methods its scheduler backs off a
+    block for, and the doctor's reading of the scheduler and the KV cache coordinator says affected exactly
+    through 0.29.0 (no drop_eagle_checkpoint_block) and not from 0.30.0; Qwen3.5's class is hybrid in every release."""
+    from vllm_release import release_function
+
+    from dflash_doctor.checks.serve.newest import EAGLE_FAMILY_DRAFTS
+    from dflash_doctor.facts.vllm_pairing import read_vllm_pairing
+
+    use_eagle = release_function(version, "config/speculative.py", "SpeculativeConfig.use_eagle", {})
+    methods = (vllm_source(version) / "config/speculative.py").read_text()
+    for method in EAGLE_FAMILY_DRAFTS:
+        if f'"{method}"' in methods:
+            assert use_eagle(SimpleNamespace(method=method)), (version, method)
+    assert use_eagle(SimpleNamespace(method="dflash"))
+    pairing = VllmPairing.from_json(read_vllm_pairing(VllmSources(str(vllm_source(version))),
+                                                      ["Qwen3_5ForConditionalGeneration", "Qwen3ForCausalLM"]))
+    facts = pairing.hybrid_prefix_cache
+    assert facts is not None
+    affected = bool(facts.backs_off) and facts.aligned is False
+    assert affected is (tuple(int(p) for p in version.split(".")[:2]) <= (0, 29)), (version, facts)
+    assert facts.archs["Qwen3_5ForConditionalGeneration"].hybrid is True
+    assert facts.archs["Qwen3ForCausalLM"].hybrid is False

@@ -309,3 +309,112 @@ def vllm_scheduler_refusal(version: str) -> Callable[[int, int, int, bool], str 
             return str(exc)
         return None
     return refusal
+
+
+# ------------------------------------------------------------------------------ the quantized drafter's raw slice
+
+
+class _Anything:
+    """Whatever the release's method asks of torch, of its own module and of `self` beyond what is given: an
+    object that answers every attribute, call and index with another, is true, and iterates as empty."""
+
+    def __getattr__(self, name: str) -> Any:
+        return _Anything()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return _Anything()
+
+    def __getitem__(self, key: Any) -> Any:
+        return _Anything()
+
+    def __iter__(self) -> Any:
+        return iter(())
+
+
+class _Given(_Anything):
+    """The attributes given, and anything else as `_Anything`."""
+
+    def __init__(self, **given: Any) -> None:
+        self.__dict__.update(given)
+
+
+class _RawWeight(_Anything):
+    """qkv_proj.weight: records being sliced as a plain tensor (the read vLLM #51581 is about)."""
+
+    def __init__(self) -> None:
+        self.sliced = False
+
+    def __getitem__(self, key: Any) -> Any:
+        self.sliced = True
+        return _Anything()
+
+
+def raw_kv_methods(version: str) -> dict[str, str]:
+    """file (relative to vllm/) -> `Class.method` of each *_dflash.py method that holds the raw K/V slice."""
+    found: dict[str, str] = {}
+    models = vllm_source(version) / "model_executor" / "models"
+    for path in sorted(models.glob("*_dflash.py")):
+        rel = f"model_executor/models/{path.name}"
+        for node in _tree(version, rel).body:
+            if not isinstance(node, ast.ClassDef):
+                continue
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and "qkv_proj.weight[a.q_size:]" in ast.unparse(item):
+                    found.setdefault(rel, f"{node.name}.{item.name}")
+    return found
+
+
+def vllm_slices_quantized_qkv_raw(version: str, rel: str, qualname: str) -> Callable[[bool], bool]:
+    """The release's own method that builds the fused context K/V (`_build_context_kv_buffers`, in 0.20.1
+    `_build_fused_kv_buffers`), run on one attention layer whose qkv_proj is quantized (True) or not: whether it
+    slices `qkv_proj.weight` raw. The layer's quant_method is an UnquantizedLinearMethod or another class;
+    `_reads_raw_weights` (0.34.0) is the release's own, on a CUDA platform; everything else the method touches
+    answers anything (`_Anything`)."""
+
+    class UnquantizedLinearMethod:
+        pass
+
+    class Fp8LinearMethod:
+        pass
+
+    platform = SimpleNamespace(is_cpu=lambda: False)
+    namespace: dict[str, Any] = {"UnquantizedLinearMethod": UnquantizedLinearMethod, "current_platform": platform}
+    tree = _tree(version, rel)
+    if any(isinstance(n, ast.FunctionDef) and n.name == "_reads_raw_weights" for n in tree.body):
+        namespace["_reads_raw_weights"] = release_function(version, rel, "_reads_raw_weights", namespace)
+    method = _find(tree, qualname)
+    builtin = set(dir(__builtins__)) if not isinstance(__builtins__, dict) else set(__builtins__)
+    for node in ast.walk(method):
+        if isinstance(node, ast.Name) and node.id not in namespace and node.id not in builtin:
+            namespace[node.id] = _Anything()
+    function = release_function(version, rel, qualname, namespace)
+
+    def slices_raw(quantized: bool) -> bool:
+        weight = _RawWeight()
+        proj = _Given(weight=weight, bias=None,
+                      quant_method=Fp8LinearMethod() if quantized else UnquantizedLinearMethod())
+        attn = _Given(qkv_proj=proj, q_size=64, kv_size=32)
+        owner = _Given(layers=[_Given(self_attn=attn)])
+        args = ([attn], False) if len(method.args.args) > 1 else ()
+        function(owner, *args)
+        return weight.sliced
+    return slices_raw
+
+
+# ------------------------------------------------------------------------------ the drafter's causality
+
+
+def vllm_dflash_causal(version: str) -> Callable[[Any, int], bool] | None:
+    """The release's own resolution of one DFlash layer's causality, (hf_config, layer index) -> causal:
+    qwen3_dflash.py `_dflash_layer_causal` (0.26.0+), else the V2 runner's `get_dflash_causal` (0.24.0, the
+    same for every layer); None where the release has neither (0.20.1-0.22.1: every layer non-causal)."""
+    rel = "model_executor/models/qwen3_dflash.py"
+    if "def _dflash_layer_causal(" in (vllm_source(version) / rel).read_text():
+        layer = release_function(version, rel, "_dflash_layer_causal",
+                                 {"_SLIDING_ATTENTION": "sliding_attention", "Qwen3Config": Any})
+        return lambda config, index: bool(layer(config, index))
+    utils = "v1/worker/gpu/spec_decode/dflash/utils.py"
+    if (vllm_source(version) / utils).is_file() and "def get_dflash_causal(" in (vllm_source(version) / utils).read_text():
+        whole = release_function(version, utils, "get_dflash_causal", {"ModelConfig": Any})
+        return lambda config, index: bool(whole(SimpleNamespace(hf_config=config)))
+    return None

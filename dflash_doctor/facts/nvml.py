@@ -26,7 +26,8 @@ from dflash_doctor.context import Context
 __all__ = ["collect", "nvml_facts"]
 
 SECTION = "gpu"
-ENVIRON_NAMES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES")
+# VLLM_CONFIDENTIAL_COMPUTE overrides vLLM 0.34's NVML detection of Confidential Computing (platforms/cuda.py).
+ENVIRON_NAMES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES", "VLLM_CONFIDENTIAL_COMPUTE")
 # NVML answers in milliseconds; a wedged driver can block nvmlInit for ever. Past this the facts say so.
 NVML_TIMEOUT_S = 20.0
 THP_ENABLED = "/sys/kernel/mm/transparent_hugepage/enabled"
@@ -207,10 +208,24 @@ def _gather_initialized(pynvml: Any) -> dict[str, Any]:
         "cuda_driver_version": f"{cuda_raw // 1000}.{(cuda_raw % 1000) // 10}" if cuda_raw else None,
         "device_count": count,
         "devices": [_device(pynvml, index) for index in range(count)],
+        "conf_compute": _conf_compute(pynvml, system),
     }
     facts["nvml"]["unsupported"] = system.unsupported
     facts["nvml"]["errors"] = system.errors
     return facts
+
+
+def _conf_compute(pynvml: Any, q: _Queries) -> dict[str, Any] | None:
+    """NVIDIA Confidential Computing, as vLLM 0.34 reads it (platforms/cuda.py: nvmlSystemGetConfComputeState,
+    `ccFeature != 0` is on): the system state's three fields; None where NVML or the bindings lack the query."""
+    if not hasattr(pynvml, "nvmlSystemGetConfComputeState"):
+        q.unsupported.append("conf_compute")
+        return None
+    state = q("conf_compute", pynvml.nvmlSystemGetConfComputeState)
+    if state is None:
+        return None
+    return {"cc_feature": int(state.ccFeature), "environment": int(state.environment),
+            "dev_tools_mode": int(state.devToolsMode)}
 
 
 def _device(pynvml: Any, index: int) -> dict[str, Any]:

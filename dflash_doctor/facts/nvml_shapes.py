@@ -188,6 +188,20 @@ class GpuHost(Shape):
 
 
 @dataclass(frozen=True)
+class ConfCompute(Shape):
+    """nvmlSystemGetConfComputeState: ccFeature (0 off; vLLM 0.34 counts any other value as on), environment,
+    devToolsMode, as NVML's enums number them."""
+
+    cc_feature: int | None = None
+    environment: int | None = None
+    dev_tools_mode: int | None = None
+
+    @property
+    def on(self) -> bool | None:
+        return None if self.cc_feature is None else self.cc_feature != 0
+
+
+@dataclass(frozen=True)
 class Gpu(Shape):
     SECTION: ClassVar[str] = "gpu"
 
@@ -199,9 +213,12 @@ class Gpu(Shape):
     cuda_driver_version: str | None = None
     device_count: int | None = None
     devices: list[GpuDevice] = field(default_factory=list)
+    conf_compute: ConfCompute | None = None
+    """NVIDIA Confidential Computing (None: not asked, an older report, or NVML lacks the query)."""
     host: GpuHost | None = None
     environ: dict[str, str | None] = field(default_factory=dict)
-    """CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, NVIDIA_VISIBLE_DEVICES as the doctor saw them."""
+    """CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, NVIDIA_VISIBLE_DEVICES, VLLM_CONFIDENTIAL_COMPUTE as the doctor
+    saw them."""
     doctor_pid: int | None = None
     seconds: float | None = None
 

@@ -487,6 +487,60 @@ class Fp8Facts(Shape):
 
 
 @dataclass(frozen=True)
+class FusedKvSlice(Shape):
+    line: int = 0
+    guard: str | None = None
+    """The `if` test that keeps a quantized layer off the slice (its source); None: the slice is unguarded."""
+
+
+@dataclass(frozen=True)
+class FusedKvFacts(Shape):
+    """The drafter files that slice `qkv_proj.weight` raw (vLLM #51581) and the registry's architectures each
+    serves (facts.vllm_pairing._fused_kv); `unread`: the drafter files the parser refused."""
+
+    files: dict[str, list[FusedKvSlice]] = field(default_factory=dict)
+    archs: dict[str, str] = field(default_factory=dict)
+    unread: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class CausalityFacts(Shape):
+    """Which of a DFlash drafter's causality keys the installed vLLM reads, in the function that resolves it
+    (facts.vllm_pairing._causality); `keys` None: the source could not be read."""
+
+    file: str | None = None
+    function: str | None = None
+    keys: list[str] | None = None
+
+
+@dataclass(frozen=True)
+class HybridArch(Shape):
+    hybrid: bool | None = None
+    file: str | None = None
+
+
+@dataclass(frozen=True)
+class HybridPrefixCache(Shape):
+    """vLLM #53505 in the installed source (facts.vllm_pairing._hybrid_prefix_cache): the scheduler's one-block
+    backoff for eagle-family drafts, the coordinator's alignment of Mamba checkpoints to it, the target's
+    architectures as hybrid or not."""
+
+    backs_off: bool | None = None
+    aligned: bool | None = None
+    files: list[str] = field(default_factory=list)
+    archs: dict[str, HybridArch] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ConfidentialComputeRule(Shape):
+    """Whether the installed vLLM detects NVIDIA Confidential Computing and reads VLLM_CONFIDENTIAL_COMPUTE."""
+
+    detects: bool | None = None
+    override: bool | None = None
+    file: str | None = None
+
+
+@dataclass(frozen=True)
 class VllmPairing(Shape):
     """What the installed vLLM pairs a target and drafter with (facts.vllm_pairing): parsers, the model runner,
     the EAGLE3 interface, FP8 kernels. A part absent (an older report, an unread source) is None or empty."""
@@ -500,6 +554,13 @@ class VllmPairing(Shape):
     transformers: TransformersTypes | None = None
     fp8: Fp8Facts | None = None
     fused_kv_raw_weight: list[str] | None = None
+    """The files that slice it unguarded; with `fused_kv` absent (an older report): every file that slices it."""
+    fused_kv: FusedKvFacts | None = None
+    causality: CausalityFacts | None = None
+    domino_runtime: list[str] | None = None
+    """The *_dflash.py files that name the Domino head's GRU; None: not read (an older report)."""
+    hybrid_prefix_cache: HybridPrefixCache | None = None
+    confidential_compute: ConfidentialComputeRule | None = None
 
 
 @dataclass(frozen=True)

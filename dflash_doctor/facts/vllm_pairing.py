@@ -3,7 +3,8 @@ plain text, never an import): the reasoning and tool-call parsers it registers, 
 `--language-model-only`, which model runner serves DFlash by default, which of the target's architectures
 implement the interface DFlash's auxiliary hidden states need, the model types its own config registry
 knows, the FP8 method's minimum compute capability and fallback kernel, and whether its DFlash drafter
-slices `qkv_proj.weight` raw (vLLM #51581). Each value is None where the source could not be read or does
+slices `qkv_proj.weight` raw (vLLM #51581), and whether a guard on the layers' quant method keeps a quantized
+drafter off that slice (0.31.0+). Each value is None where the source could not be read or does
 not say: the checks then say what they could not tell.
 
 The facts land in the `vllm_dflash` section under "pairing" (facts.serve.read_vllm_dflash)."""
@@ -18,8 +19,9 @@ from typing import Any
 
 from dflash_doctor.facts.pysource import SourceError, parse_module
 from dflash_doctor.facts.safefile import read_regular
+from dflash_doctor.knowledge.dflash_formats import CONFIDENTIAL_COMPUTE, DOMINO_HEAD
 from dflash_doctor.knowledge.dflash_reports import (
-    FUSED_KV_RAW_WEIGHT,
+    FUSED_KV_GUARD,
     PARSER_REGISTRIES,
 )
 
@@ -399,14 +401,177 @@ def _fp8(trees: _Trees) -> dict[str, Any]:
     return facts
 
 
-def _fused_kv(sources: VllmSources) -> list[str] | None:
-    models = os.path.join(sources.root, "model_executor", "models")
+def _is_raw_kv_slice(node: ast.AST) -> bool:
+    """`a.qkv_proj.weight[a.q_size :]`: the K/V rows of the fused QKV weight, read as a plain tensor."""
+    if not (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice)):
+        return False
+    value, lower = node.value, node.slice.lower
+    return (isinstance(value, ast.Attribute) and value.attr == "weight" and isinstance(value.value, ast.Attribute)
+            and value.value.attr == "qkv_proj" and isinstance(lower, ast.Attribute) and lower.attr == "q_size")
+
+
+def _names(node: ast.AST) -> set[str]:
+    return {n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute))}
+
+
+def _function(trees: _Trees, rel: str, name: str, depth: int = 0) -> ast.FunctionDef | None:
+    """The module-level function `name` of file `rel`, followed through a `from ... import` once."""
+    tree = trees.get(rel)
+    if tree is None or depth > 1:
+        return None
+    own = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+    if own is not None:
+        return own
+    origin = _imported_from(tree, rel, name)
+    return _function(trees, trees.module(origin[0]), origin[1], depth + 1) if origin else None
+
+
+def _asks_quant_method(trees: _Trees, rel: str, test: ast.expr) -> bool:
+    """Whether an `if` test asks the layers' quant method before the raw weight is read: it names
+    FUSED_KV_GUARD's class itself (0.31.0-0.33.0: `if all(isinstance(proj.quant_method,
+    UnquantizedLinearMethod) ...)`) or calls a function that does (0.34.0: `if _reads_raw_weights(...)`)."""
+    if FUSED_KV_GUARD.value in _names(test):
+        return True
+    called = [n.func.id for n in ast.walk(test) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
+    for name in called:
+        function = _function(trees, rel, name)
+        if function is not None and FUSED_KV_GUARD.value in _names(function):
+            return True
+    return False
+
+
+def _raw_kv_slices(trees: _Trees, rel: str, tree: ast.Module) -> list[dict[str, Any]]:
+    """Each raw K/V slice of the file: its line and the guard around it (the `if` test's source), or None."""
+    found: list[dict[str, Any]] = []
+
+    def visit(node: ast.AST, guard: str | None) -> None:
+        if _is_raw_kv_slice(node):
+            found.append({"line": getattr(node, "lineno", 0), "guard": guard})
+            return
+        if isinstance(node, ast.If) and guard is None and _asks_quant_method(trees, rel, node.test):
+            visit(node.test, None)
+            for statement in node.body:
+                visit(statement, ast.unparse(node.test)[:200])
+            for statement in node.orelse:
+                visit(statement, None)
+            return
+        for child in ast.iter_child_nodes(node):
+            visit(child, guard)
+
+    visit(tree, None)
+    return found[:16]
+
+
+def _fused_kv(trees: _Trees) -> dict[str, Any] | None:
+    """The drafter files (`*_dflash.py`, `*_dspark.py`) that slice `qkv_proj.weight` raw for the fused context
+    K/V (vLLM #51581), each slice with the guard that keeps a quantized layer off it, and the registry's
+    architectures served by each such file."""
+    models = os.path.join(trees.root, "model_executor", "models")
     try:
-        names = sorted(n for n in os.listdir(models) if n.endswith("_dflash.py"))
+        names = sorted(n for n in os.listdir(models) if n.endswith(("_dflash.py", "_dspark.py")))[:64]
     except OSError:
         return None
+    files: dict[str, list[dict[str, Any]]] = {}
+    unread: list[str] = []
+    for name in names:
+        rel = f"model_executor/models/{name}"
+        tree = trees.get(rel)
+        if tree is None:
+            unread.append(f"vllm/{rel}")
+            continue
+        slices = _raw_kv_slices(trees, rel, tree)
+        if slices:
+            files[f"vllm/{rel}"] = slices
+    archs = {arch: f"vllm/{served}" for arch, (module, _cls) in _registry(trees).items()
+             if (served := _module_file(trees.root, module)) is not None
+             and served.endswith(("_dflash.py", "_dspark.py"))}
+    return {"files": files, "archs": dict(sorted(archs.items())[:64]), "unread": unread}
+
+
+# Where each release resolves a DFlash layer's causality, newest layout first (knowledge.dflash_formats.CAUSALITY_KEYS).
+_CAUSALITY_FUNCTIONS = (("model_executor/models/qwen3_dflash.py", "_dflash_layer_causal"),
+                        ("model_executor/models/qwen3_dflash.py", "_resolve_layer_attention"),
+                        ("v1/worker/gpu/spec_decode/dflash/utils.py", "get_dflash_causal"),
+                        ("v1/spec_decode/dflash.py", "__init__"))
+
+
+def _causality(trees: _Trees) -> dict[str, Any]:
+    """Which of the drafter's causality keys the installed vLLM reads (`is_causal`, `dflash_config.causal`,
+    `layer_types`), from the function that resolves it: the first of _CAUSALITY_FUNCTIONS whose body reads
+    `.get("causal")` or `is_causal`. `keys` [] where none does (0.20.1-0.22.1: every layer non-causal); `file`
+    None and `keys` None where the source could not be read."""
+    unreadable = False
+    for rel, name in _CAUSALITY_FUNCTIONS:
+        tree = trees.get(rel)
+        if tree is None:
+            unreadable |= os.path.isfile(os.path.join(trees.root, rel))
+            continue
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.FunctionDef) and node.name == name):
+                continue
+            constants = {n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+            reads_causal = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "get"
+                               and n.args and isinstance(n.args[0], ast.Constant) and n.args[0].value == "causal"
+                               for n in ast.walk(node))
+            if not (reads_causal or "is_causal" in constants):
+                continue
+            keys = [key for key, read in (("is_causal", "is_causal" in constants),
+                                          ("dflash_config.causal", reads_causal),
+                                          ("layer_types", "layer_types" in constants or "layer_types" in _names(node)))
+                    if read]
+            return {"file": f"vllm/{rel}", "function": name, "keys": keys}
+    return {"file": None, "function": None, "keys": None if unreadable else []}
+
+
+def _domino_runtime(trees: _Trees) -> list[str] | None:
+    """The drafter files (`*_dflash.py`) that name the Domino head's GRU (`prefix_gru`): a release that runs
+    it. [] in every release read (0.20.1-0.34.0); None where the models directory cannot be listed."""
+    models = os.path.join(trees.root, "model_executor", "models")
+    try:
+        names = sorted(n for n in os.listdir(models) if n.endswith("_dflash.py"))[:64]
+    except OSError:
+        return None
+    head = DOMINO_HEAD.value[0]
     return [f"vllm/model_executor/models/{n}" for n in names
-            if FUSED_KV_RAW_WEIGHT.value in (sources.text(f"model_executor/models/{n}") or "")]
+            if head in (trees.sources.text(f"model_executor/models/{n}") or "")]
+
+
+# The scheduler's one-block backoff for eagle-family drafts (DFlash, DSpark), in _mamba_block_aligned_split.
+_BACKOFF = re.compile(r"if self\.use_eagle\w*:\s*last_cache_position = max\(last_cache_position - block_size, 0\)")
+# The coordinator aligning Mamba checkpoints to that backoff (0.30.0: "Match Mamba checkpoints to Eagle's attention
+# replay boundary").
+_ALIGNED = "drop_eagle_checkpoint_block"
+
+
+def _hybrid_prefix_cache(trees: _Trees, archs: Sequence[str]) -> dict[str, Any]:
+    """vLLM #53505 as the installed source shows it: whether the scheduler backs off one block for eagle-family
+    drafts on Mamba layers (`backs_off`), whether the KV cache coordinator aligns the Mamba checkpoints to it
+    (`aligned`), and which of the target's architectures vLLM's registry serves as hybrid (IsHybrid)."""
+    scheduler = trees.sources.text("v1/core/sched/scheduler.py")
+    coordinator = trees.sources.text("v1/core/kv_cache_coordinator.py")
+    registry = _registry(trees)
+    hybrid: dict[str, Any] = {}
+    for arch in archs[:8]:
+        entry = registry.get(arch)
+        module_rel = _module_file(trees.root, entry[0]) if entry is not None else None
+        if entry is None or module_rel is None:
+            hybrid[arch] = {"hybrid": None, "file": None}
+            continue
+        found, _via = _implements(trees, module_rel, entry[1], "IsHybrid", "is_hybrid")
+        hybrid[arch] = {"hybrid": found, "file": f"vllm/{module_rel}"}
+    return {"backs_off": bool(_BACKOFF.search(scheduler)) if scheduler is not None else None,
+            "aligned": _ALIGNED in coordinator if coordinator is not None else None,
+            "files": ["vllm/v1/core/sched/scheduler.py", "vllm/v1/core/kv_cache_coordinator.py"],
+            "archs": hybrid}
+
+
+def _confidential_compute(sources: VllmSources) -> dict[str, Any]:
+    """Whether the installed vLLM detects NVIDIA Confidential Computing (platforms/cuda.py asks NVML's
+    nvmlSystemGetConfComputeState, 0.34.0) and reads its override (envs.py VLLM_CONFIDENTIAL_COMPUTE)."""
+    platform, envs = sources.text("platforms/cuda.py"), sources.text("envs.py")
+    rule = CONFIDENTIAL_COMPUTE.value
+    return {"detects": rule["nvml_call"] in platform if platform is not None else None,
+            "override": rule["env"] in envs if envs is not None else None, "file": "vllm/platforms/cuda.py"}
 
 
 def read_vllm_pairing(sources: VllmSources, target_archs: Sequence[str] = (),
@@ -415,6 +580,7 @@ def read_vllm_pairing(sources: VllmSources, target_archs: Sequence[str] = (),
     transformers package directory when the distributions facts name one."""
     trees = _Trees(sources)
     archs = [a for a in target_archs if isinstance(a, str)]
+    fused = _fused_kv(trees)
     return {
         "parsers": _parsers(trees),
         "language_model_only": _language_model_only(sources),
@@ -424,7 +590,13 @@ def read_vllm_pairing(sources: VllmSources, target_archs: Sequence[str] = (),
         "config_registry": _config_registry(trees),
         "transformers": _transformers_model_types(sources.root, transformers),
         "fp8": _fp8(trees),
-        "fused_kv_raw_weight": _fused_kv(sources),
+        "fused_kv_raw_weight": sorted(f for f, slices in fused["files"].items() if any(
+            s["guard"] is None for s in slices)) if fused is not None else None,
+        "fused_kv": fused,
+        "causality": _causality(trees),
+        "domino_runtime": _domino_runtime(trees),
+        "hybrid_prefix_cache": _hybrid_prefix_cache(trees, archs),
+        "confidential_compute": _confidential_compute(sources),
     }
 
 

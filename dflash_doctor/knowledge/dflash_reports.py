@@ -23,6 +23,7 @@ __all__ = [
     "EAGLE3_INTERFACE_RULE",
     "FP8_KERNELS",
     "FP8_QUERY_NEEDS_BFLOAT16",
+    "FUSED_KV_GUARD",
     "FUSED_KV_RAW_WEIGHT",
     "KNOWN_BAD",
     "LANGUAGE_MODEL_ONLY",
@@ -317,17 +318,32 @@ LAYER_TYPES_LENGTH: Fact[str] = Fact(
     read_from="transformers 4.5x/5.x configuration_utils.py",
 )
 
-FUSED_KV_RAW_WEIGHT: Fact[str] = Fact(
-    value="qkv_proj.weight[a.q_size",
-    source="vLLM issue #51581 (open): DFlash's fused context-KV precompute slices `qkv_proj.weight` raw "
-    "(`kv_weights = [a.qkv_proj.weight[a.q_size :] for a in layers_attn]`) and applies F.linear, bypassing "
-    "quant_method: FP8 q/k/v -> \"expected mat1 and mat2 to have the same dtype\" at the start-up profiling "
+FUSED_KV_RAW_WEIGHT: Fact[tuple[str, str | None]] = Fact(
+    value=("0.20.1", "0.30.0"),
+    source="vLLM issue #51581: DFlash's fused context-KV precompute (`_build_context_kv_buffers`) slices "
+    "`qkv_proj.weight` raw (`kv_weights = [a.qkv_proj.weight[a.q_size :] for a in layers_attn]`) and applies F.linear, "
+    "bypassing quant_method: FP8 q/k/v -> \"expected mat1 and mat2 to have the same dtype\" at the start-up profiling "
     "run; packed 4-bit -> AttributeError; NVFP4 -> \"mat1 and mat2 shapes cannot be multiplied\"; a scheme "
     "whose dtypes line up -> silent corruption and low acceptance. vLLM #53116 (the drafter's quant config "
-    "never reaches packed_modules_mapping, fix PR #53122). Fix PRs #51620 / #51684 open as read",
-    read_from="vLLM #51581, #53116, PR #51620, #51684, #52816 (comments); the line is in qwen3_dflash.py of every "
-    "sdist 0.20.1 .. 0.34.0 (and laguna_dflash.py in 0.34.0)",
-    note="The text the doctor looks for in the installed *_dflash.py files: present = the bug is there.",
+    "never reaches packed_modules_mapping, fix PR #53122). In qwen3_dflash.py the slice is unguarded from 0.20.1 "
+    "to 0.30.0 (0.29.0 line 472, 0.30.0 line 473); 0.31.0 puts it under `if all(isinstance(proj.quant_method, "
+    "UnquantizedLinearMethod) for proj in self._context_qkv_projs)` (0.31.0 line 515, 0.33.0 line 514), 0.34.0 "
+    "under `if _reads_raw_weights(self._context_qkv_projs)` (line 565; the helper, line 118, asks the same). "
+    "laguna_dflash.py (from 0.25.1) slices unguarded through 0.34.0 (line 167)",
+    read_from="vLLM #51581, #53116, PR #51620, #51684, #52816 (comments); vllm sdists 0.20.1-0.30.0, 0.31.0, "
+    "0.32.0, 0.33.0, 0.34.0 (model_executor/models/qwen3_dflash.py, laguna_dflash.py)",
+    note="The doctor reads the slice and its guard from the installed *_dflash.py / *_dspark.py (AST, "
+    "facts.vllm_pairing._fused_kv); the range is qwen3_dflash.py's, for the explanation only.",
+)
+
+FUSED_KV_GUARD: Fact[str] = Fact(
+    value="UnquantizedLinearMethod",
+    source="vllm/model_executor/models/qwen3_dflash.py 0.31.0 line 515 (`isinstance(proj.quant_method, "
+    "UnquantizedLinearMethod)` around the raw slice), 0.34.0 lines 118-122 (`_reads_raw_weights`: \"Whether post-load "
+    "`.weight` is plain (not quantized, not CPU-repacked)\")",
+    read_from="vllm sdists 0.31.0, 0.33.0, 0.34.0",
+    note="The class a guard names, itself or in the function its `if` calls: an `if` whose test asks it keeps a "
+    "quantized layer off the raw slice (the layers then run through their quant method).",
 )
 
 QUANTIZED_PAIR_ACCEPTANCE: Fact[str] = Fact(

@@ -20,12 +20,14 @@ __all__ = [
     "CODES",
     "DRAFTER_ARCHITECTURE_UNKNOWN",
     "DRAFTER_BLOCK_SIZE",
+    "DRAFTER_CAUSALITY",
     "DRAFTER_CHECKED",
     "DRAFTER_CODES",
     "DRAFTER_CONFIG_WEIGHTS",
     "DRAFTER_CONTEXT_LIMITS_SERVED",
     "DRAFTER_CONTEXT_SHORTER_THAN_SERVED",
     "DRAFTER_DFLASH2_BLOCK_MISMATCH",
+    "DRAFTER_DOMINO_HEAD",
     "DRAFTER_DTYPE",
     "DRAFTER_FC_WIDTH",
     "DRAFTER_FP8_KERNEL",
@@ -363,10 +365,39 @@ DRAFTER_TARGET_NO_AUX_HIDDEN_STATES = Code(
 DRAFTER_QUANTIZED_ATTENTION = Code(
     "drafter.quantized-attention",
     "A quantized drafter with quantized q/k/v",
-    "The installed vLLM's DFlash drafter slices qkv_proj.weight raw for its fused context K/V and "
-    "applies F.linear, bypassing the quantization method: FP8 q/k/v stop the start-up profiling run "
-    "with \"expected mat1 and mat2 to have the same dtype\", packed 4-bit with an AttributeError (vLLM "
-    "#51581, #53116). Serve the BF16 drafter, or one quantized with self_attn left out.",
+    "The installed vLLM's DFlash drafter file (the one its registry serves the drafter's architecture from) "
+    "slices qkv_proj.weight raw for its fused context K/V and applies F.linear, bypassing the quantization "
+    "method: FP8 q/k/v stop the start-up profiling run with \"expected mat1 and mat2 to have the same dtype\", "
+    "packed 4-bit with an AttributeError (vLLM #51581, #53116). qwen3_dflash.py does so up to 0.30.x; from 0.31.0 "
+    "the slice sits under a guard on the layers' quant method, which the doctor reads from the installed source "
+    "(laguna_dflash.py has no guard through 0.34.0). Serve the BF16 drafter, or one quantized with self_attn "
+    "left out.",
+)
+
+DRAFTER_DOMINO_HEAD = Code(
+    "drafter.domino-head",
+    "A Domino draft, whose GRU head vLLM has no runtime for",
+    "Domino drafts are DFlash drafts with a GRU correction head (prefix_gru, embed_proj) that refines the parallel "
+    "draft's logits from the tokens drafted before. No vLLM release runs it (the Domino PR #47627 was closed "
+    "unmerged): the DFlash loader has no module for the head's tensors and stops (\"There is no module or parameter "
+    "named 'prefix_gru'\"; a KeyError before 0.26), and a copy with the head's tensors removed serves the bare "
+    "backbone, without the correction it was trained for (NVIDIA-NeMo/Automodel #2913 refuses to serve them for "
+    "that reason). The doctor reads the head's tensors from the safetensors headers and whether the installed "
+    "vLLM's drafter files name prefix_gru. Serve the plain DFlash draft, or the Domino draft on a runtime that "
+    "runs the head.",
+)
+
+DRAFTER_CAUSALITY = Code(
+    "drafter.causality",
+    "The drafter's causality as vLLM resolves it differs from what the draft states or needs",
+    "vLLM serves a DFlash draft non-causal unless the config says otherwise, and which keys it reads depends on "
+    "the release: 0.34 (from 0.28) takes is_causal, then dflash_config.causal, then sliding layers from "
+    "layer_types; 0.26-0.27 the last two; 0.23-0.24 dflash_config.causal alone; 0.20-0.22 none. A draft trained "
+    "with causal in-block attention (JetSpec: the DFlash format, trained causal; Automodel stamps "
+    "dflash_config.causal=true) served non-causal, or the reverse, loses acceptance (vLLM PR #43445). The doctor "
+    "reads the keys from the installed source and warns where a stated key is not the one that decides, or a "
+    "config that names JetSpec resolves non-causal. No on-disk marker tells an unstamped JetSpec draft from a "
+    "DFlash one, so such a draft is not judged. Set dflash_config.causal to how the draft was trained.",
 )
 
 DRAFTER_QUANTIZED_ACCEPTANCE = Code(
@@ -603,6 +634,8 @@ DRAFTER_CODES: tuple[Code, ...] = (
     DRAFTER_TARGET_NO_AUX_HIDDEN_STATES,
     DRAFTER_QUANTIZED_ATTENTION,
     DRAFTER_QUANTIZED_ACCEPTANCE,
+    DRAFTER_DOMINO_HEAD,
+    DRAFTER_CAUSALITY,
     DRAFTER_FP8_KERNEL,
     DRAFTER_MADE_FOR,
     DRAFTER_ROPE_LAYOUT_FROM_TARGET,

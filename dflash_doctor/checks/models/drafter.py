@@ -65,6 +65,7 @@ from dflash_doctor.checks.models.common import (
     spec_value,
     value_count,
 )
+from dflash_doctor.checks.models.drafter_formats import format_rules
 from dflash_doctor.checks.models.drafter_pairing import padded_vocab_v2, pairing_rules
 from dflash_doctor.checks.models.speculators import as_served
 from dflash_doctor.checks.remedy import installer_for, quote
@@ -274,7 +275,7 @@ class _Drafter:
         # tensors_match then name as the cause of each shape that follows from them.
         for rule in (self.architecture, self.mask_token, self.layer_ids, self.hidden_sizes, self.config_weights,
                      self.fc, self.tensors_match, self.vocabulary, self.dtype, self.block, self.attention_kinds,
-                     self.target_kind, *pairing_rules(self.view, self.ccs)):
+                     self.target_kind, *pairing_rules(self.view, self.ccs), *format_rules(self.view)):
             found = rule()
             self.emitted.update(f.id for f in found)
             out.extend(found)

@@ -67,7 +67,7 @@ from dflash_doctor.knowledge.dflash_reports import (
 )
 from dflash_doctor.model import Finding, Remediation, Status
 
-__all__ = ["Quantization", "model_runner", "padded_vocab_v2", "pairing_facts", "pairing_rules", "quantization"]
+__all__ = ["Quantization", "fused_kv_reads", "model_runner", "padded_vocab_v2", "pairing_facts", "pairing_rules", "quantization"]
 
 ATTENTION_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "qkv_proj")
 # The config keys vLLM counts experts by (model_arch_config_convertor.get_num_experts, 0.22.1-0.34.0).
@@ -347,17 +347,21 @@ def _quantization(d: DrafterView, ccs: list[str]) -> list[Finding]:
     findings: list[Finding] = []
     pairing = pairing_facts(d.vllm)
     if drafter_q is not None and drafter_q.attention_quantized:
-        raw = pairing.fused_kv_raw_weight
+        drafter_archs = [a for a in d.keys.list("architectures") or architectures(d.drafter) if isinstance(a, str)]
+        raw, guarded = fused_kv_reads(pairing, drafter_archs)
         if raw:
             findings.append(DRAFTER_QUANTIZED_ATTENTION.finding(Status.FAIL,
                 f"{d.file}: the drafter is quantized ({drafter_q.method}) including q/k/v, and {d.label}'s "
-                f"{os.path.basename(raw[-1])} slices qkv_proj.weight raw for its fused context K/V: the engine dies at "
-                "the start-up profiling run (\"expected mat1 and mat2 to have the same dtype\" for FP8, an "
-                "AttributeError or a shape error for packed 4-bit)",
+                f"{os.path.basename(raw[-1])} slices qkv_proj.weight raw for its fused context K/V, with no guard "
+                "on the layers' quant method: the engine dies at the start-up profiling run (\"expected mat1 and mat2 "
+                "to have the same dtype\" for FP8, an AttributeError or a shape error for packed 4-bit)",
                 detail=f"{FUSED_KV_RAW_WEIGHT.source}.",
                 evidence={"file": d.file, "quantization": drafter_q.to_json(), "vllm_files": raw},
                 remediation=(Remediation("use the drafter's unquantized (BF16) checkpoint",
                                          "or quantize it with self_attn in the ignore list"),)))
+        elif guarded:
+            d.ok.append(f"quantized drafter ({drafter_q.method}): {d.label}'s {guarded} reads qkv_proj.weight raw "
+                        "only for unquantized layers; q/k/v run through quant_method")
         elif raw is not None:
             d.ok.append(f"quantized drafter ({drafter_q.method}): {d.label} applies q/k/v through quant_method")
     if drafter_q is not None and drafter_q.method == "fp8" and drafter_q.strategy == "tensor":
@@ -379,6 +383,28 @@ def _quantization(d: DrafterView, ccs: list[str]) -> list[Finding]:
                                                          "measure acceptance before keeping the AWQ one"),)))
     findings += _fp8_on_gpu(d, drafter_q, target_q, ccs)
     return findings
+
+
+def fused_kv_reads(pairing: VllmPairing, drafter_archs: list[str]) -> tuple[list[str] | None, str]:
+    """The installed vLLM's files that would slice the drafter's `qkv_proj.weight` raw with no guard ([] none,
+    None: cannot be told), and where a guard keeps it off ("qwen3_dflash.py line 567, under `if ...`"; "" none).
+
+    The file is the one vLLM's registry names for the drafter's architecture as EAGLEConfig renames it
+    (`DFlash{arch}` unless it starts or ends with DFlash); a report recorded before the guard was read
+    (`fused_kv` absent) has only the list of files that slice it."""
+    fused = pairing.fused_kv
+    if fused is None:
+        return pairing.fused_kv_raw_weight, ""
+    names = [a if a.startswith("DFlash") or a.endswith("DFlash") else f"DFlash{a}" for a in drafter_archs]
+    served = sorted({fused.archs[a] for a in names if a in fused.archs})
+    if not served:  # an architecture the registry does not serve: the drafter check names it
+        return [], ""
+    if any(f in fused.unread for f in served):
+        return None, ""
+    raw = [f for f in served if any(s.guard is None for s in fused.files.get(f, []))]
+    guards = [f"{os.path.basename(f)} line {s.line}, under `if {s.guard}`" for f in served
+              for s in fused.files.get(f, []) if s.guard is not None]
+    return raw, guards[0] if guards else ""
 
 
 def _fp8_on_gpu(d: DrafterView, drafter_q: Quantization | None, target_q: Quantization | None,

@@ -192,8 +192,25 @@ KNOWN_BAD_COMBINATION = Code(
     "DFlash2's out-of-bounds read after about 11k decode steps under sampling (vLLM #55279, 0.27.1 on). An "
     "entry bound to an arch is judged from the GPU facts (NVML, or --target-arch/--gpus), and not at all "
     "without them.")
+HYBRID_PREFIX_CACHE = Code(
+    "serve-command.hybrid-prefix-cache", "Prefix caching with DFlash or DSpark on a hybrid target hits nothing",
+    "On a hybrid target (Mamba or linear-attention layers, vLLM's IsHybrid) with an eagle-family draft (DFlash, "
+    "DFlash2, DSpark), the scheduler backs the cacheable position off one block for the draft's volatile last block, "
+    "and before vLLM 0.30.0 the KV cache coordinator kept Mamba checkpoints where that position never lands: every "
+    "prefix-cache lookup (and KV offload) hits 0, with no error (vLLM #53505, fixed by commit fa5017a5 after 0.29.0). "
+    "The doctor reads the backoff from the installed scheduler (v1/core/sched/scheduler.py) and the alignment from "
+    "the coordinator (v1/core/kv_cache_coordinator.py, drop_eagle_checkpoint_block from 0.30.0), and whether the "
+    "target is hybrid from its model class. Upgrade vLLM, or do not count on prefix caching there.")
 
 # serve-resources
+CONFIDENTIAL_COMPUTE_MODE = Code(
+    "serve-resources.confidential-compute", "NVIDIA Confidential Computing is on",
+    "In NVIDIA Confidential Computing mode the GPU's memory is protected from the host: host-to-device copies go "
+    "through staging buffers (vLLM 0.34 detects the mode through NVML's nvmlSystemGetConfComputeState, turns UVA "
+    "off and stages its copies; VLLM_CONFIDENTIAL_COMPUTE overrides the detection), and traffic between GPUs is "
+    "encrypted and bounced through the copy engines, with no plain peer-to-peer. With tensor parallelism every "
+    "all-reduce pays for it: a warning where TP > 1 is planned, a note on one GPU. The state is read from NVML by "
+    "the doctor (the gpu section's conf_compute).")
 WORLD_SIZE = Code("serve-resources.world-size", "Tensor x pipeline parallel size against the visible GPUs",
     "vLLM: 'World size (...) is larger than the number of available GPUs (...) in this node.' The GPUs are those "
     "NVML lists, filtered by CUDA_VISIBLE_DEVICES as CUDA reads it (or --gpus).")
@@ -269,9 +286,11 @@ COMMAND_CODES: tuple[Code, ...] = (
     MULTIMODAL_TARGET,
     LANGUAGE_MODEL_ONLY,
     KNOWN_BAD_COMBINATION,
+    HYBRID_PREFIX_CACHE,
 )
 RESOURCES_CODES: tuple[Code, ...] = (
     WORLD_SIZE,
+    CONFIDENTIAL_COMPUTE_MODE,
     GPU_FACTS_UNAVAILABLE,
     MEMORY,
     MEMORY_HELD,

@@ -30,6 +30,7 @@ from dflash_doctor.checks.serve.codes import (
     UNKNOWN_TOOL_PARSER,
 )
 from dflash_doctor.checks.serve.common import MULTIMODAL_PREFIX_WORDS, size_gib
+from dflash_doctor.checks.serve.newest import hybrid_prefix_cache
 from dflash_doctor.checks.serve.view import ServeCommand
 from dflash_doctor.facts.serve_shapes import LanguageModelOnly, ParserRegistry, TransformersTypes
 from dflash_doctor.knowledge.dflash_reports import (
@@ -48,7 +49,7 @@ __all__ = ["serve_rules"]
 
 def serve_rules(c: ServeCommand) -> tuple[Callable[[], list[Finding]], ...]:
     return (lambda: _parsers(c), lambda: _remote_code(c), lambda: _multimodal(c), lambda: _known_bad(c),
-            lambda: _fp8_query_float16(c))
+            lambda: _fp8_query_float16(c), lambda: hybrid_prefix_cache(c))
 
 
 # ------------------------------------------------------------------------- fp8 queries, float16 output

@@ -38,6 +38,7 @@ from dflash_doctor.checks.serve.common import (
     not_given,
     size_gib,
 )
+from dflash_doctor.checks.serve.newest import confidential_compute
 from dflash_doctor.facts.models_shapes import Model, Models, Weights
 from dflash_doctor.facts.nvml_shapes import GpuDevice
 from dflash_doctor.facts.serve_shapes import ServeArgs, ServeFields, VllmDflash
@@ -151,6 +152,7 @@ class _Resources:
             return findings
         findings.append(WORLD_SIZE.finding(Status.PASS,
                                 f"TP {tp} x PP {pp} = {world} of {len(devices)} GPU(s) {where}"))
+        findings.extend(confidential_compute(facts, tp))
         findings.extend(self._memory(facts, fields, devices[:world], tp, pp))
         return findings
 

@@ -81,9 +81,11 @@ DRAFTER_NAMED: Final[frozenset[str]] = frozenset(
 )
 LAYERS_KEPT: Final[int] = 8  # _WANTED spells it [0-7]
 # One match per name (a header may hold a million): DRAFTER_NAMED with or without "model.", or a layer below
-# LAYERS_KEPT (a single digit: LAYERS_KEPT is 8) or midlayer (layer 0 of EAGLE-style checkpoints).
+# LAYERS_KEPT (a single digit: LAYERS_KEPT is 8) or midlayer (layer 0 of EAGLE-style checkpoints), or a Domino
+# head's module (knowledge.dflash_formats.DOMINO_HEAD).
 _WANTED: Final[re.Pattern[str]] = re.compile(
-    r"(?:model\.)?(?:(?:" + "|".join(re.escape(n) for n in sorted(DRAFTER_NAMED)) + r")$|(?:layers\.[0-7]|midlayer)\.)"
+    r"(?:model\.)?(?:(?:" + "|".join(re.escape(n) for n in sorted(DRAFTER_NAMED)) + r")$|(?:layers\.[0-7]|midlayer)\."
+    r"|(?:prefix_gru|embed_proj)\.)"
 )
 
 # The flat "text" view: what a drafter/target comparison needs, wherever the config nests it.
@@ -152,6 +154,8 @@ DRAFTER_KEYS: Final[tuple[str, ...]] = (
     "speculators_config",
     # The drafter's RoPE layout, read by DFlashQwen3DecoderLayer from 0.28.0 (default True: neox).
     "is_neox_style",
+    # Its causality, read first by qwen3_dflash.py _dflash_layer_causal from 0.28.0 (knowledge.dflash_formats).
+    "is_causal",
 )
 
 # Where multimodal configs keep the language model's config, in lookup order.
