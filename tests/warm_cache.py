@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from realenv import cache_dir, fa2_wheel, fa4_wheel  # noqa: E402
 from stacks import (  # noqa: E402
     KERNEL_WHEELS,
+    cudart12_library,
     fa2_wheel_with_foreign_extension,
     kernel_wheel,
     torch_site,
@@ -49,6 +50,7 @@ def _steps() -> list[tuple[str, Callable[[], object]]]:
     steps += [(f"flash-attn {v} sdist", lambda v=v: pypi_sdist("flash-attn", v)) for v in FA2_SDISTS]
     steps += [(f"vLLM {v} wheel, installed", lambda v=v: vllm_site(v)) for v in VLLM_WHEELS]
     steps += [(f"{n} {v} wheel", lambda n=n, v=v: kernel_wheel(n, v)) for n, v in KERNEL_WHEELS]
+    steps.append(("a library linked against libcudart.so.12", cudart12_library))
     steps += [(f"vLLM {v} source", lambda v=v: vllm_source(v)) for v in VLLM_SOURCES]
     steps.append(("vLLM 0.20.1 importable venv (CPU platform)", lambda: vllm_python("0.20.1")))
     return steps
