@@ -71,13 +71,16 @@ KERNEL_WHEELS = {
 }
 
 
-# FlashInfer's two PyPI distributions out of step (vLLM 0.29 pins flashinfer-python 0.6.18; PyPI's flashinfer-cubin
-# stops at 0.6.13: 458 MB, 1.9 GB installed), nvidia-cutlass-dsl 4.8.0 (its only file the .pth that makes `cutlass`
+# FlashInfer's two PyPI distributions out of step (vLLM 0.29 pins flashinfer-python 0.6.18, 0.33 0.7.2.post1;
+# PyPI's flashinfer-cubin stops at 0.6.13: 458 MB, 1.9 GB installed), nvidia-cutlass-dsl 4.8.0 (its only file the .pth that makes `cutlass`
 # importable), and the CUDA 12 runtime a JIT-cache library links against (tests/test_kernel_packages.py).
 KERNEL_WHEELS.update({
     ("flashinfer-python", "0.6.18"): (
         "flashinfer_python-0.6.18-py3-none-any.whl",
         "d5d26edb48f8def0bf28b2c94415aef7f0754e2cd9e3cb3d6e7081262d068aad"),
+    ("flashinfer-python", "0.7.2.post1"): (
+        "flashinfer_python-0.7.2.post1-py3-none-any.whl",
+        "bfdc18b9e1e4d8d0730fe4343dc0e284cd0c160086de80f99888bc4867922d49"),
     ("flashinfer-cubin", "0.6.13"): (
         "flashinfer_cubin-0.6.13-py3-none-any.whl",
         "41e4848c2d09d220e8394489b2fb6cfec6b6ad09f897b5ab8b39fc23055f6c24"),

@@ -41,8 +41,13 @@ H200 = json.loads((ROOT / "fixtures" / "archs" / "h200-torch-2.11-cu130.json").r
 CHECK = "kernel-packages"
 
 
-def statuses(report: dict[str, Any]) -> dict[str, str]:
-    return {f["id"]: f["status"] for f in findings_of(report, CHECK)}
+def statuses(report: dict[str, Any], prefix: str = CHECK) -> dict[str, str]:
+    return {f["id"]: f["status"] for f in findings_of(report, CHECK) if f["id"].startswith(prefix)}
+
+
+def flashinfer(report: dict[str, Any]) -> dict[str, str]:
+    """The FlashInfer findings alone (a venv made with pip also holds setuptools' distutils-precedence.pth)."""
+    return statuses(report, "kernel-packages.flashinfer")
 
 
 def sections_of(env: Env, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -86,7 +91,7 @@ def _flashinfer_env(tmp_path: Path, installer: str) -> Env:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("installer", ["pip", "uv"])
-def test_pypi_flashinfer_cubin_beside_flashinfer_python_0_6_18_fails_and_its_pasted_uninstall_makes_it_pass(
+def test_pypi_flashinfer_cubin_fails_beside_python_0_6_18_warns_beside_0_7_2_post1_and_its_pasted_uninstall_passes(
     doctor: Doctor, tmp_path: Path, installer: str,
 ) -> None:
     env = _flashinfer_env(tmp_path, installer)
@@ -105,18 +110,29 @@ def test_pypi_flashinfer_cubin_beside_flashinfer_python_0_6_18_fails_and_its_pas
     for value in ("1", "0"):
         bypassed, _ = doctor.report("--python", str(env.python), "--only", CHECK, "--no-gpu",
                                     env={"FLASHINFER_DISABLE_VERSION_CHECK": value})
-        assert statuses(bypassed) == {"kernel-packages.flashinfer-check-bypassed": "fail"}
+        assert flashinfer(bypassed) == {"kernel-packages.flashinfer-check-bypassed": "fail"}
     # FLASHINFER_CUBIN_DIR (read first from 0.6.18) leaves the package unread: nothing to compare.
     cubin_dir, _ = doctor.report("--python", str(env.python), "--only", CHECK, "--no-gpu",
                                  env={"FLASHINFER_CUBIN_DIR": str(tmp_path)})
-    assert statuses(cubin_dir) == {"kernel-packages.flashinfer-aligned": "pass"}
+    assert flashinfer(cubin_dir) == {"kernel-packages.flashinfer-aligned": "pass"}
+
+    # The other side of the range: flashinfer-python 0.7.2.post1 (vLLM 0.33's pin) ignores the stale cubin, with a
+    # warning, and downloads cubins on demand.
+    install(env, kernel_wheel("flashinfer-python", "0.7.2.post1"), installer=installer,  # type: ignore[arg-type]
+            compile_bytecode=False)
+    later, _ = doctor.report("--python", str(env.python), "--only", CHECK, "--no-gpu")
+    ignored = finding(later, "kernel-packages.flashinfer-skew")
+    assert ignored["status"] == "warn" and ignored["title"] == (
+        "flashinfer-cubin 0.6.13 beside flashinfer-python 0.7.2.post1: flashinfer ignores it with a warning")
+    assert "'flashinfer-cubin==0.7.2.post1'" in ignored["remediation"][0]["command"]
+    commands = [r["command"] for r in ignored["remediation"]]
 
     shell(commands[-1], tmp_path)
     fixed, _ = doctor.report("--python", str(env.python), "--only", CHECK, "--no-gpu",
                              env={"FLASHINFER_DISABLE_VERSION_CHECK": "1"})
     aligned = finding(fixed, "kernel-packages.flashinfer-aligned")
-    assert aligned["status"] == "pass" and statuses(fixed) == {"kernel-packages.flashinfer-aligned": "pass"}
-    assert aligned["title"] == "flashinfer-python 0.6.18 with no flashinfer-cubin or flashinfer-jit-cache"
+    assert aligned["status"] == "pass" and flashinfer(fixed) == {"kernel-packages.flashinfer-aligned": "pass"}
+    assert aligned["title"] == "flashinfer-python 0.7.2.post1 with no flashinfer-cubin or flashinfer-jit-cache"
 
 
 # ---------------------------------------------------------------------------------------------------------

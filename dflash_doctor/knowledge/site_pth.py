@@ -31,5 +31,5 @@ PTH_PROVIDES: Fact[Mapping[str, tuple[str, ...]]] = Fact(
     read_from="nvidia-cutlass-dsl-libs-base 4.5.2 and nvidia-cutlass-dsl 4.8.0 wheels (PyPI, 2026-12-04); CPython "
     "3.11 Lib/site.py",
     note="A .pth not listed here is judged by its path lines alone (whether they are on sys.path); its import lines "
-    "are named, their effect unknown.",
+    "are left alone, their effect unknown (setuptools' distutils-precedence.pth is one).",
 )

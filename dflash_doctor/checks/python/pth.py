@@ -25,16 +25,18 @@ def pth_findings(pth_files: list[PthFile], resolution: Resolution, installer: In
             Status.PASS, title=f"{len(pth_files)} .pth files of installed distributions, each in a site directory",
             evidence={"files": [pth.file for pth in pth_files[:20]]})
     for pth in unread:
-        provides = PTH_PROVIDES.value.get(pth.name, ())
+        # the packages it provides that the target looked up (a report saved before `cutlass` was looked up has
+        # none: its path lines alone are judged then)
+        provides = [name for name in PTH_PROVIDES.value.get(pth.name, ()) if name in resolution.names]
         unresolved = [name for name in provides if not resolution.of(name).found]
         missing = [line for line in pth.lines if line.path is not None and not line.on_sys_path and line.exists]
         imports = [line for line in pth.lines if line.path is None]
         if provides and not unresolved:
             continue  # what it provides resolves some other way (its directory on PYTHONPATH, another install)
-        if not provides and not missing and not imports:
-            continue
+        if not provides and not missing:
+            continue  # an import line of a .pth not in PTH_PROVIDES: what it does is not known, nothing said
         what = (f"`import {unresolved[0]}` fails: No module named '{unresolved[0]}'" if unresolved else
-                "what it adds to sys.path is missing" if missing else "the code it runs at start-up never runs")
+                "what it adds to sys.path is missing")
         where = {"pythonpath": "a PYTHONPATH directory", "cwd": "the working directory"}.get(
             pth.location_kind, "a directory that is not a site directory")
         spec = f"{pth.distribution}=={pth.version}" if pth.version else pth.distribution
