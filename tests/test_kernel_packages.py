@@ -256,3 +256,16 @@ def test_cutlass_dsl_installed_into_the_venv_reads_its_pth_and_passes(doctor: Do
     assert finding(report, "kernel-packages.pth-not-read")["title"] == (
         "1 .pth files of installed distributions, each in a site directory")
 
+
+
+def test_the_jit_cache_is_read_up_to_its_count_and_the_rest_is_named(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    env = make_venv(tmp_path / "env")
+    install(env, kernel_wheel("flashinfer-python", "0.6.18"), compile_bytecode=False)
+    monkeypatch.setenv("FLASHINFER_WORKSPACE_BASE", str(tmp_path))
+    monkeypatch.setattr(kernel_files, "MAX_LIBRARIES", 1)
+    _jit_cache(tmp_path, "0.6.18", {"a_norm": vllm_site("0.20.1") / "vllm" / "_flashmla_extension_C.abi3.so",
+                                    "b_sampling": cudart12_library()})
+    cache = sections_of(env)["kernel_files"]["flashinfer_cache"]
+    assert [Path(lib["path"]).name for lib in cache["libraries"]] == ["a_norm.so"]
+    assert cache["found"] == 2 and cache["skipped"] == ["1 more libraries: only 1 read"]

@@ -11,6 +11,7 @@ ELF dynamic section alone (facts.elf). A `.pth` is read only inside the environm
 from __future__ import annotations
 
 import glob
+import itertools
 import os
 import stat
 from collections.abc import Mapping
@@ -24,11 +25,12 @@ from dflash_doctor.facts.environment_shapes import Distributions, SysPath, SysPa
 from dflash_doctor.facts.safefile import UnsafeFile, environment_roots, read_regular
 from dflash_doctor.knowledge.flashinfer import FLASHINFER_JIT_CACHE
 
-__all__ = ["MAX_LIBRARIES", "MAX_LIBRARY_BYTES", "MAX_PTH_BYTES", "SECTION", "collect", "flashinfer_cache",
+__all__ = ["MAX_LIBRARIES", "MAX_LIBRARY_BYTES", "MAX_LISTED", "MAX_PTH_BYTES", "SECTION", "collect", "flashinfer_cache",
            "pth_files"]
 
 SECTION: Final = "kernel_files"
 MAX_LIBRARIES: Final = 256
+MAX_LISTED: Final = 10_000
 MAX_LIBRARY_BYTES: Final = 2 << 30
 MAX_PTH_BYTES: Final = 64 * 1024
 MAX_PTH_LINES: Final = 64
@@ -67,7 +69,9 @@ def flashinfer_cache(dists: Distributions, target: Target, raw_dists: Mapping[st
     if not facts["exists"]:
         return facts
     try:
-        found = sorted(glob.glob(os.path.join(glob.escape(version_dir), layout.library_glob)))
+        # listed up to MAX_LISTED names (a cache of every module for every arch holds a few hundred)
+        found = sorted(itertools.islice(glob.iglob(os.path.join(glob.escape(version_dir), layout.library_glob)),
+                                        MAX_LISTED))
     except OSError as exc:
         return {**facts, "error": f"{version_dir}: {exc.strerror or exc}"}
     libraries: list[dict[str, Any]] = []
