@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from conftest import Doctor, finding, findings_of
 from realenv import Env, install, make_venv
-from stacks import cudart12_library, kernel_wheel, vllm_site
+from stacks import add_to_path, cudart12_library, kernel_wheel, vllm_site
 from test_kernel_wheels import shell
 
 from dflash_doctor.checks.python import KernelPackagesCheck
@@ -116,16 +116,21 @@ def test_pypi_flashinfer_cubin_fails_beside_python_0_6_18_warns_beside_0_7_2_pos
                                  env={"FLASHINFER_CUBIN_DIR": str(tmp_path)})
     assert flashinfer(cubin_dir) == {"kernel-packages.flashinfer-aligned": "pass"}
 
+    assert not any("download-kernels" in c for c in commands)  # no vLLM here
+
     # The other side of the range: flashinfer-python 0.7.2.post1 (vLLM 0.33's pin) ignores the stale cubin, with a
-    # warning, and downloads cubins on demand.
+    # warning, and downloads cubins on demand; beside the real vLLM 0.33.0, whose CLI has `download-kernels`.
     install(env, kernel_wheel("flashinfer-python", "0.7.2.post1"), installer=installer,  # type: ignore[arg-type]
             compile_bytecode=False)
+    add_to_path(env, vllm_site("0.33.0"))
     later, _ = doctor.report("--python", str(env.python), "--only", CHECK, "--no-gpu")
     ignored = finding(later, "kernel-packages.flashinfer-skew")
     assert ignored["status"] == "warn" and ignored["title"] == (
         "flashinfer-cubin 0.6.13 beside flashinfer-python 0.7.2.post1: flashinfer ignores it with a warning")
     assert "'flashinfer-cubin==0.7.2.post1'" in ignored["remediation"][0]["command"]
     commands = [r["command"] for r in ignored["remediation"]]
+    assert commands[1] == f"{shlex.quote(str(env.python))} -m vllm.entrypoints.cli.main download-kernels"
+    assert (vllm_site("0.33.0") / "vllm" / "entrypoints" / "cli" / "download_kernels.py").is_file()
 
     shell(commands[-1], tmp_path)
     fixed, _ = doctor.report("--python", str(env.python), "--only", CHECK, "--no-gpu",

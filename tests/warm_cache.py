@@ -32,7 +32,7 @@ from vllm_sources import pypi_sdist, vllm_source  # noqa: E402
 from dflash_doctor.knowledge import vllm as vl  # noqa: E402
 
 # The vLLM wheels the scenario tests install, and the sdists whose source the tests read.
-VLLM_WHEELS = ("0.20.1", "0.24.0")
+VLLM_WHEELS = ("0.20.1", "0.24.0", "0.33.0")  # 0.33.0: `vllm download-kernels` (test_kernel_packages.py)
 # 0.25.1, 0.27.1 and 0.28.0: the releases around the 0.24 V2 lm_head and the 0.28 RoPE-layout rules
 # (tests/test_vllm_regressions.py).
 VLLM_SOURCES = sorted({"0.20.1", "0.22.0", "0.24.0", "0.25.1", "0.27.1", "0.28.0", *MATRIX,
