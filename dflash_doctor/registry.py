@@ -28,6 +28,7 @@ from dflash_doctor.checks.python import (
     DistributionsCheck,
     ExtensionsCheck,
     ImportSurfaceCheck,
+    KernelPackagesCheck,
     NamespaceCheck,
     RotaryImportCheck,
 )
@@ -45,6 +46,7 @@ BUILTIN_CHECKS: tuple[type[Check], ...] = (
     RotaryImportCheck,
     ImportSurfaceCheck,
     ExtensionsCheck,
+    KernelPackagesCheck,
     GpuCheck,
     ArchCoverageCheck,
     CudaStackCheck,

@@ -71,6 +71,30 @@ KERNEL_WHEELS = {
 }
 
 
+# FlashInfer's two PyPI distributions out of step (vLLM 0.29 pins flashinfer-python 0.6.18, 0.33 0.7.2.post1;
+# PyPI's flashinfer-cubin stops at 0.6.13: 458 MB, 1.9 GB installed), nvidia-cutlass-dsl 4.8.0 (its only file the .pth that makes `cutlass`
+# importable), and the CUDA 12 runtime a JIT-cache library links against (tests/test_kernel_packages.py).
+KERNEL_WHEELS.update({
+    ("flashinfer-python", "0.6.18"): (
+        "flashinfer_python-0.6.18-py3-none-any.whl",
+        "d5d26edb48f8def0bf28b2c94415aef7f0754e2cd9e3cb3d6e7081262d068aad"),
+    ("flashinfer-python", "0.7.2.post1"): (
+        "flashinfer_python-0.7.2.post1-py3-none-any.whl",
+        "bfdc18b9e1e4d8d0730fe4343dc0e284cd0c160086de80f99888bc4867922d49"),
+    ("flashinfer-cubin", "0.6.13"): (
+        "flashinfer_cubin-0.6.13-py3-none-any.whl",
+        "41e4848c2d09d220e8394489b2fb6cfec6b6ad09f897b5ab8b39fc23055f6c24"),
+    ("nvidia-cutlass-dsl", "4.8.0"): (
+        "nvidia_cutlass_dsl-4.8.0-py3-none-any.whl",
+        "24f996e0e5fa88c8b417f4893e615af135bdfdfdbdbed7e239faf36a88df711b"),
+    ("nvidia-cuda-runtime-cu12", "12.8.90"): (
+        "nvidia_cuda_runtime_cu12-12.8.90-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
+        "adade8dcbd0edf427b7204d480d6066d33902cab2a4707dcfc48a2d0fd44ab90"),
+})
+# The platform tag pip is asked for, where a wheel has no manylinux_2_28 tag (pip matches --platform exactly).
+KERNEL_WHEEL_PLATFORMS = {("nvidia-cuda-runtime-cu12", "12.8.90"): "manylinux2014_x86_64"}
+
+
 def pypi_wheels_dir() -> Path:
     """Where the real PyPI wheels are cached (a `--find-links` directory for a pasted remediation too)."""
     return cache_dir() / "pypi"
@@ -85,7 +109,8 @@ def kernel_wheel(name: str, version: str) -> Path:
         if not wheel.exists():
             with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
                 _run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-                      "--platform", "manylinux_2_28_x86_64", "--python-version", "3.11", "-q", "-d", tmp,
+                      "--platform", KERNEL_WHEEL_PLATFORMS.get((name, version), "manylinux_2_28_x86_64"),
+                      "--python-version", "3.11", "-q", "-d", tmp,
                       f"{name}=={version}"], timeout=1800)
                 dest.mkdir(exist_ok=True)
                 os.replace(Path(tmp) / filename, wheel)
@@ -96,6 +121,27 @@ def kernel_wheel(name: str, version: str) -> Path:
         if digest.hexdigest() != sha256:
             raise RuntimeError(f"{wheel} does not have the sha256 PyPI published ({sha256}); delete it")
         return wheel
+
+
+def cudart12_library() -> Path:
+    """A shared library linked as FlashInfer's JIT links its kernels (`-L$cuda_home/lib64 -lcudart`), against the
+    real libcudart.so.12 of the nvidia-cuda-runtime-cu12 12.8.90 wheel: its DT_NEEDED names libcudart.so.12."""
+    dest = cache_dir() / "built-cudart12" / "sampling.so"
+    with _locked("cudart12-library"):
+        if dest.exists():
+            return dest
+        with tempfile.TemporaryDirectory() as tmp:
+            with zipfile.ZipFile(kernel_wheel("nvidia-cuda-runtime-cu12", "12.8.90")) as wheel:
+                wheel.extract("nvidia/cuda_runtime/lib/libcudart.so.12", tmp)
+            source = Path(tmp) / "sampling.c"
+            source.write_text("extern int cudaGetDeviceCount(int *);\n"
+                              "int sampling_devices(void) { int n = 0; cudaGetDeviceCount(&n); return n; }\n")
+            built = Path(tmp) / "sampling.so"
+            _run(["cc", "-shared", "-fPIC", "-o", built, source, "-L", Path(tmp) / "nvidia/cuda_runtime/lib",
+                  "-l:libcudart.so.12"])
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(built, dest)
+        return dest
 
 
 def torch_site() -> Path:

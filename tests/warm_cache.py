@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from realenv import cache_dir, fa2_wheel, fa4_wheel  # noqa: E402
 from stacks import (  # noqa: E402
     KERNEL_WHEELS,
+    cudart12_library,
     fa2_wheel_with_foreign_extension,
     kernel_wheel,
     torch_site,
@@ -31,7 +32,7 @@ from vllm_sources import pypi_sdist, vllm_source  # noqa: E402
 from dflash_doctor.knowledge import vllm as vl  # noqa: E402
 
 # The vLLM wheels the scenario tests install, and the sdists whose source the tests read.
-VLLM_WHEELS = ("0.20.1", "0.24.0")
+VLLM_WHEELS = ("0.20.1", "0.24.0", "0.33.0")  # 0.33.0: `vllm download-kernels` (test_kernel_packages.py)
 # 0.25.1, 0.27.1 and 0.28.0: the releases around the 0.24 V2 lm_head and the 0.28 RoPE-layout rules
 # (tests/test_vllm_regressions.py).
 VLLM_SOURCES = sorted({"0.20.1", "0.22.0", "0.24.0", "0.25.1", "0.27.1", "0.28.0", *MATRIX,
@@ -49,6 +50,7 @@ def _steps() -> list[tuple[str, Callable[[], object]]]:
     steps += [(f"flash-attn {v} sdist", lambda v=v: pypi_sdist("flash-attn", v)) for v in FA2_SDISTS]
     steps += [(f"vLLM {v} wheel, installed", lambda v=v: vllm_site(v)) for v in VLLM_WHEELS]
     steps += [(f"{n} {v} wheel", lambda n=n, v=v: kernel_wheel(n, v)) for n, v in KERNEL_WHEELS]
+    steps.append(("a library linked against libcudart.so.12", cudart12_library))
     steps += [(f"vLLM {v} source", lambda v=v: vllm_source(v)) for v in VLLM_SOURCES]
     steps.append(("vLLM 0.20.1 importable venv (CPU platform)", lambda: vllm_python("0.20.1")))
     return steps

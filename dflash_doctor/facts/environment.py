@@ -17,7 +17,8 @@ from dflash_doctor.knowledge.stack import (
 )
 
 # Top-level names whose resolution (without importing) the checks judge.
-RESOLVED_NAMES = ("flash_attn", "flash_attn_2_cuda", "flash_attn_3", "vllm", "torch", "triton", "flashinfer")
+RESOLVED_NAMES = ("flash_attn", "flash_attn_2_cuda", "flash_attn_3", "vllm", "torch", "triton", "flashinfer",
+                  "cutlass")
 
 
 def collect(ctx: Context, _earlier: Mapping[str, Any]) -> dict[str, Any]:

@@ -85,6 +85,8 @@ class SysPathEntry(Shape):
     path: str = ""
     kind: str = ""
     exists: bool = False
+    site_dir: bool | None = None
+    """Whether `site` read the .pth files in it (a site directory, the enabled user site); None in older reports."""
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from dflash_doctor.facts import (
     environment,
     fabric,
     imports,
+    kernel_files,
     live,
     models,
     nvml,
@@ -42,6 +43,7 @@ from dflash_doctor.facts.cuda_shapes import CudaStack, Kernels
 from dflash_doctor.facts.environment_shapes import Distributions, Resolution, SysPath, Target
 from dflash_doctor.facts.fabric_shapes import Fabric
 from dflash_doctor.facts.imports_shapes import Extensions, RotaryImport, SurfaceImports
+from dflash_doctor.facts.kernel_files_shapes import KernelFiles
 from dflash_doctor.facts.live_shapes import Live
 from dflash_doctor.facts.models_shapes import Models
 from dflash_doctor.facts.nvml_shapes import Gpu
@@ -130,6 +132,8 @@ BUILTIN_COLLECTORS: tuple[Collector, ...] = (
         imports.collect_extensions,
         requires=("target", "distributions", "resolution"),
     ),
+    Collector("kernel-files", ("kernel_files",), kernel_files.collect,
+              requires=("target", "sys_path", "distributions")),
     Collector("nvml", ("gpu",), nvml.collect),
     Collector("arch-coverage", ("arch_coverage",), archs.collect,
               requires=("distributions", "target")),
@@ -150,7 +154,7 @@ SECTION_SHAPES: Mapping[str, type[Shape]] = {
     shape.SECTION: shape
     for shape in (Target, SysPath, Distributions, Resolution, VllmSource, VllmSurface, VllmServeImports, RotaryImport,
                   SurfaceImports, Extensions, Gpu, ArchCoverage, CudaStack, Kernels, ServeArgs, Models, VllmDflash,
-                  Fabric, Live, BaselineFacts, FileHashes)
+                  Fabric, Live, BaselineFacts, FileHashes, KernelFiles)
 }
 
 

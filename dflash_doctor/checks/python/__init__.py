@@ -4,7 +4,7 @@ extensions they load.
 Each check reads its sections and hands typed views to its rules: distributions.py with kernel_packages.py over
 requirements.py (distributions), namespaces.py over namespace_common.py (namespaces), imports.py with
 import_failures.py, guards.py and extension_abi.py (imports, import-surface, extensions); codes.py holds every
-finding's code.
+finding's code; flashinfer.py and pth.py with kernel_codes.py (kernel-packages).
 """
 
 from __future__ import annotations
@@ -15,19 +15,23 @@ from typing import ClassVar
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.python.codes import CODES
 from dflash_doctor.checks.python.distributions import distribution_findings
+from dflash_doctor.checks.python.flashinfer import flashinfer_findings, jit_cache_findings
 from dflash_doctor.checks.python.import_failures import ImportContext
 from dflash_doctor.checks.python.imports import extension_findings, rotary_findings, surface_findings
+from dflash_doctor.checks.python.kernel_codes import KERNEL_PACKAGES_CODES, KERNEL_PACKAGES_NONE
 from dflash_doctor.checks.python.namespaces import namespace_findings
+from dflash_doctor.checks.python.pth import pth_findings
 from dflash_doctor.checks.remedy import Installer
 from dflash_doctor.codes import Code
 from dflash_doctor.facts.environment_shapes import Distributions, Resolution, Target
 from dflash_doctor.facts.imports_shapes import Extensions, RotaryImport, SurfaceImports
+from dflash_doctor.facts.kernel_files_shapes import KernelFiles
 from dflash_doctor.facts.nvml_shapes import Gpu
 from dflash_doctor.facts.vllm_source_shapes import VllmServeImports, VllmSource, VllmSurface
-from dflash_doctor.model import Finding
+from dflash_doctor.model import Finding, Status
 
-__all__ = ["CODES", "DistributionsCheck", "ExtensionsCheck", "ImportSurfaceCheck", "NamespaceCheck",
-           "RotaryImportCheck"]
+__all__ = ["CODES", "DistributionsCheck", "ExtensionsCheck", "ImportSurfaceCheck", "KernelPackagesCheck",
+           "NamespaceCheck", "RotaryImportCheck"]
 
 
 def _codes_of(check_id: str) -> tuple[Code, ...]:
@@ -131,3 +135,32 @@ class ExtensionsCheck:
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
         return extension_findings(facts.section(Extensions).items, facts.section(Target), _import_context(facts))
+
+
+class KernelPackagesCheck:
+    """The kernel packages as they will load: FlashInfer's three distributions at the versions its import accepts,
+    its JIT cache's libraries against torch's CUDA and the driver's, and `.pth` files Python never reads (cutlass)."""
+
+    id: ClassVar[str] = "kernel-packages"
+    layer: ClassVar[str] = "python"
+    title: ClassVar[str] = "Kernel packages as they load"
+    codes: ClassVar[tuple[Code, ...]] = KERNEL_PACKAGES_CODES
+    needs: ClassVar[frozenset[str]] = frozenset({"target", "distributions", "resolution", "kernel_files"})
+    # Judged better with: the driver's CUDA (NVML) for the JIT cache's libraries.
+    wants: ClassVar[frozenset[str]] = frozenset({"gpu"})
+    after: ClassVar[frozenset[str]] = frozenset()
+    requires_gpu: ClassVar[bool] = False
+
+    def judge(self, facts: Facts) -> Iterable[Finding]:
+        target = facts.section(Target)
+        files = facts.section(KernelFiles)
+        installer = Installer.for_target(target)
+        cache = files.flashinfer_cache
+        findings = [
+            *flashinfer_findings(facts.section(Distributions), target.environ, installer,
+                                 cache.torch_cuda if cache else None),
+            *jit_cache_findings(cache, facts.optional_section(Gpu)),
+            *pth_findings(files.pth_files, facts.section(Resolution), installer),
+        ]
+        return findings or [KERNEL_PACKAGES_NONE.finding(
+            Status.PASS, title="no flashinfer-python and no .pth file: nothing to judge")]

@@ -408,11 +408,17 @@ def sys_path_facts(user_site):
         site_dirs += site.getsitepackages()
     except Exception:
         pass
+    # The directories site.addsitedir read .pth files in: the site directories, and the user site when enabled
+    # (a site directory also on PYTHONPATH is classified "pythonpath" above, yet its .pth files were read).
+    pth_dirs = {os.path.realpath(p) for p in site_dirs if p}
+    if user_site and site.ENABLE_USER_SITE:
+        pth_dirs.add(os.path.realpath(user_site))
     return [
         {
             "path": entry,
             "kind": classify_path(entry, pythonpath, stdlib_dirs, site_dirs, user_site),
             "exists": os.path.isdir(entry or "."),
+            "site_dir": not sys.flags.no_site and os.path.realpath(entry or ".") in pth_dirs,
         }
         for entry in sys.path
     ]
