@@ -386,7 +386,7 @@ def run_checks(checks: Sequence[Check], ctx: Context, handle_signals: bool = Fal
     `on_event` is told the run's progress (see the module's docstring)."""
     sink: dict[str, Any] = {}
     lock = threading.Lock()
-    recording = [_Recording(c.name, c.provides, c.function, c.requires, c.partial, sink=sink, lock=lock)
+    recording = [_Recording(c.name, c.provides, c.function, c.requires, c.partial, c.after, sink=sink, lock=lock)
                  for c in (collectors if collectors is not None else all_collectors())]
     state: dict[str, Any] = {}
     judged: dict[str, CheckResult] = {}

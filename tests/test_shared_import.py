@@ -226,3 +226,25 @@ def test_the_environment_is_read_while_torch_imports_and_the_report_shows_when_e
     assert end("handshake") <= steps["environment"]["start_s"] + slack  # no collector starts before it
     assert steps["environment"]["start_s"] < end("target-process")  # nor waits for the import it does not need
     assert end("rotary-import") + slack >= end("target-process")  # the rotary import runs in a child forked after it
+
+
+def test_a_collector_after_another_waits_for_it_only_when_the_run_collects_it(tmp_path: Path) -> None:
+    from dflash_doctor.facts.collect import Timeline
+    from dflash_doctor.facts.sections import Collector
+
+    def slow(_ctx: Context, _earlier: object) -> dict[str, object]:
+        time.sleep(0.3)
+        return {"first": {}}
+
+    def quick(_ctx: Context, earlier: dict[str, object]) -> dict[str, object]:
+        return {"second": {"saw": sorted(earlier)}}
+
+    plan = [Collector("first", ("first",), slow), Collector("second", ("second",), quick, after=("first",))]
+    ctx = Context(python=sys.executable, cwd=str(tmp_path))
+    timeline = Timeline()
+    sections, _ = collect(ctx, {"first", "second"}, plan, on_event=timeline.event)
+    steps = {s["name"]: s for s in timeline.steps(since=0.0)}
+    assert steps["second"]["start_s"] >= steps["first"]["start_s"] + steps["first"]["duration_s"] - 0.002
+    assert sections["second"] == {"saw": []}  # an order, not an input
+    alone, _ = collect(ctx, {"second"}, plan)
+    assert set(alone) == {"second"}  # nor is it collected for the one that comes after it

@@ -112,7 +112,7 @@ def _collect(ctx: Context, plan: list[Collector], demanded: set[str],
     futures: dict[str, Future[None]] = {}
 
     def run_one(collector: Collector) -> None:
-        for needed in collector.requires:
+        for needed in (*collector.requires, *collector.after):
             owner = next((c for c in plan if needed in c.provides), None)
             if owner is not None:
                 futures[owner.name].result()
