@@ -5,8 +5,10 @@ In one command, in this order:
 2. then, interleaved, `--runs` times each: the warm doctor, and a floor program that does what the
    doctor's GPU layers cannot avoid: `import torch`, CUDA initialised on the GPU, and the first compile
    and launch of a small Triton kernel;
-and prints every wall time, the medians, and the doctor's warm median over the floor's (goal: at most
-1.3) and the cold run against 7 s. The doctor's reports go to --out (the last warm one is kept).
+and prints every wall time, the medians, and the median of the doctor's ratio to the floor, pair by pair (each
+warm run against the floor run right after it; goal: at most 1.1), with the machine's load, and the cold run
+against 7 s. The doctor's reports go to --out (the last warm one is kept, its `timeline` printed: where each
+collection step started and how long it took).
 
     python3 benchmarks/bench_gpu_run.py [--runs 5] [--out DIR] [-- doctor args...]
 
@@ -26,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from paired import load
+
 FLOOR = """
 import torch, triton, triton.language as tl
 torch.cuda.init()
@@ -41,7 +45,7 @@ double[(1,)](x, y, x.numel(), BLOCK=1024)
 torch.cuda.synchronize()
 assert float(y.sum()) == 2048.0
 """
-GOAL_WARM_RATIO = 1.3
+GOAL_WARM_RATIO = 1.1
 GOAL_COLD_S = 7.0
 
 
@@ -93,10 +97,16 @@ def main() -> int:
         floor.append(seconds_floor)
         print(f"warm {i + 1}: doctor {warm[-1]:.2f} s (exit {code}), floor {seconds_floor:.2f} s (exit {floor_code})",
               flush=True)
-    ratio = statistics.median(warm) / statistics.median(floor)
+    ratios = [w / f for w, f in zip(warm, floor) if f > 0]
+    ratio = statistics.median(ratios)
     print(f"medians: doctor {statistics.median(warm):.2f} s, floor (import torch + CUDA init + first Triton "
-          f"compile) {statistics.median(floor):.2f} s, ratio {ratio:.2f} (goal <= {GOAL_WARM_RATIO}); "
-          f"cold {cold:.2f} s (goal < {GOAL_COLD_S:g} s)")
+          f"compile) {statistics.median(floor):.2f} s; paired ratio {ratio:.2f} over {len(ratios)} pairs (min "
+          f"{min(ratios):.2f}, max {max(ratios):.2f}; goal <= {GOAL_WARM_RATIO}); cold {cold:.2f} s (goal < "
+          f"{GOAL_COLD_S:g} s); {load()}")
+    last = out / "report-warm.json"
+    steps = json.loads(last.read_text()).get("timeline", []) if last.is_file() else []
+    print("timeline, last warm run (start + duration, s): " + ", ".join(
+        f"{step['name']} {step['start_s']:.2f}+{step['duration_s'] or 0:.2f}" for step in steps))
     return 0 if ratio <= GOAL_WARM_RATIO and cold < GOAL_COLD_S else 1
 
 

@@ -2,8 +2,10 @@
 
 Meant for an interpreter with torch but neither flash-attn nor vLLM (the GPU machine's own python3):
 there the Python layers have nothing that loads torch, so the doctor should not pay `import torch`
-and should finish within `pip check`'s time. Runs the three commands interleaved, after one warm-up
-each, from the temporary directory, and prints each one's runs and median wall seconds.
+and should finish within `pip check`'s time (goal: at most 0.75 of it). Runs the commands in turn (A B C A B C
+...), after one warm-up each, from the temporary directory, and prints each one's runs and median wall seconds,
+then each doctor's ratio to `pip check` and to `import torch`, round by round: their medians and spread, with the
+machine's load.
 
     python3 benchmarks/bench_no_gpu_vs_pip_check.py [--runs 7] [--doctor-path DIR ...]
 
@@ -16,20 +18,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
+from paired import run_paired, timed
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _timed(argv: list[str], env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess[str]]:
-    started = time.monotonic()
-    proc = subprocess.run(argv, check=False, capture_output=True, text=True, env=env, cwd=tempfile.gettempdir())
-    return time.monotonic() - started, proc
+GOAL_VS_PIP_CHECK = 0.75
 
 
 def main() -> int:
@@ -48,18 +44,23 @@ def main() -> int:
         commands[f"doctor {path}"] = ([python, "-m", "dflash_doctor", "--no-gpu"], env)
     commands["pip check"] = ([python, "-m", "pip", "check"], dict(os.environ))
     commands["import torch"] = ([python, "-c", "import torch"], dict(os.environ))
-    times: dict[str, list[float]] = {name: [] for name in commands}
-    for name, (argv, env) in commands.items():
-        seconds, proc = _timed(argv, env)
-        print(f"{name}: exit {proc.returncode}" + (" (smoke: no warm-up, this run is the one timed)" if args.smoke else ""))
-        if args.smoke:
-            times[name].append(seconds)
-    for _ in range(0 if args.smoke else args.runs):
-        for name, (argv, env) in commands.items():
-            times[name].append(_timed(argv, env)[0])
-    medians = {name: round(statistics.median(values), 3) for name, values in times.items()}
-    for name, values in times.items():
+    first: dict[str, float] = {}
+    for name, (argv, env) in commands.items():  # the warm-up, which a smoke run counts
+        first[name], code = timed(argv, env, cwd=tempfile.gettempdir())
+        print(f"{name}: exit {code}" + (" (smoke: no warm-up, this run is the one timed)" if args.smoke else ""))
+    arms = {name: (lambda argv=argv, env=env: timed(argv, env, cwd=tempfile.gettempdir())[0])
+            for name, (argv, env) in commands.items()}
+    paired = run_paired(arms, 0 if args.smoke else args.runs, warmup=0)
+    if args.smoke:
+        paired.samples = {name: [seconds] for name, seconds in first.items()}
+    medians = {name: round(paired.median(name), 3) for name in commands}
+    for name, values in paired.samples.items():
         print(f"{name}: median {medians[name]:.2f} s, runs {[round(v, 2) for v in values]}")
+    doctors = [name for name in commands if name.startswith("doctor ")]
+    for line in paired.lines([(d, other) for d in doctors for other in ("pip check", "import torch")])[len(commands):]:
+        print(line)
+    if not args.smoke:
+        print(f"goal: doctor / pip check, paired, at most {GOAL_VS_PIP_CHECK}")
     print(json.dumps(medians))
     return 0
 

@@ -7,12 +7,12 @@ API (`check.py`) and the run (`runner.py`) can all take it without reaching up o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-__all__ = ["Context", "ProgressFn", "TargetProcess"]
+__all__ = ["Context", "ProgressFn", "SourceReader", "TargetProcess"]
 
 
 ProgressFn = Callable[[str, str, float], None]
@@ -37,6 +37,18 @@ class TargetProcess(Protocol):
         ...
 
 
+class SourceReader(Protocol):
+    """The run's reader of source files (`facts.sourcefiles.SourceFiles`): each file read once per run."""
+
+    def read(self, path: str, limit: int, roots: Sequence[str] | None = None) -> bytes:
+        """At most `limit` bytes of a regular file (`facts.safefile.read_regular`'s rules)."""
+        ...
+
+    def python_files(self, root: str) -> list[str]:
+        """Every .py file under `root`, in sorted order."""
+        ...
+
+
 @dataclass(frozen=True)
 class Context:
     """What the user asked for: which environment to inspect, and how."""
@@ -52,3 +64,6 @@ class Context:
     """Extra options for layers that take them (e.g. the serve command line)."""
     host: TargetProcess | None = None
     """The run's one target process (set by the runner while it collects; None: each probe starts its own)."""
+    sources: SourceReader | None = None
+    """The files the run's source scans read, each read once per run (`facts.sourcefiles.SourceFiles`, set while
+    the run collects; None: each scan reads its own)."""

@@ -98,7 +98,8 @@ def run(request: Request, *, handle_signals: bool = False, on_event: ProgressFn 
     results = _plugin_result(problems) + outcome.results
     if outcome.stopped is not None:
         results.append(outcome.stopped)
-    extra: dict[str, Any] = {"options": request.recorded_options()}
+    # Where each collection step started, relative to the run's start, and how long it took: the critical path.
+    extra: dict[str, Any] = {"options": request.recorded_options(), "timeline": outcome.timeline.steps(since=started)}
     partial = outcome.partial
     if request.verify_fixes and outcome.stopped is None:
         results, partial = _verify_fixes(results, outcome.sections, extra, request, handle_signals, started)

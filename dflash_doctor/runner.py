@@ -17,7 +17,9 @@ status 128 + the signal's number), without a report.
 Progress is told through one callback, `on_event(kind, name, t)` (`ProgressFn`, t from `time.monotonic()`),
 which a view may draw (the terminal's live status line); the core draws nothing itself. Kinds:
 "check-planned" (each selected check, as the run starts), "collector-start" and "collector-end" (a
-collector), "check-ready" (every fact a check judges is in), "judge-start" and "judge-end" (a check is
+collector), "handshake-start" and "handshake-end" (the target interpreter answering which Python it is),
+"target-process-start" and "target-process-end" (the run's shared target process, up to the end of its torch
+import), "check-ready" (every fact a check judges is in), "judge-start" and "judge-end" (a check is
 being judged, has been judged), and "abort" (name: the signal) just before a second signal ends the
 process at once. Whatever the callback raises is ignored: progress never changes a run.
 """
@@ -38,7 +40,7 @@ from typing import Any
 
 from dflash_doctor.check import Check, Facts, SectionError
 from dflash_doctor.context import Context, ProgressFn
-from dflash_doctor.facts.collect import InterpreterError, collect, teller
+from dflash_doctor.facts.collect import InterpreterError, Timeline, collect, teller
 from dflash_doctor.facts.sections import Collector, all_collectors
 from dflash_doctor.guest import STOP
 from dflash_doctor.model import CheckResult, Finding, Status, doctor_result, interrupted_result, worst
@@ -265,6 +267,8 @@ class Outcome:
     """The doctor's own failure (interrupted or crashed); None when the run completed."""
     lingering: bool = False
     """The run's worker thread was still busy when the run ended (the caller should not wait for it)."""
+    timeline: Timeline = field(default_factory=Timeline, compare=False, repr=False)
+    """The collection's steps as they went (the report's `timeline`)."""
 
     @property
     def partial(self) -> bool:
@@ -382,13 +386,19 @@ def run_checks(checks: Sequence[Check], ctx: Context, handle_signals: bool = Fal
     `on_event` is told the run's progress (see the module's docstring)."""
     sink: dict[str, Any] = {}
     lock = threading.Lock()
-    recording = [_Recording(c.name, c.provides, c.function, c.requires, c.partial, sink=sink, lock=lock)
+    recording = [_Recording(c.name, c.provides, c.function, c.requires, c.partial, c.after, sink=sink, lock=lock)
                  for c in (collectors if collectors is not None else all_collectors())]
     state: dict[str, Any] = {}
     judged: dict[str, CheckResult] = {}
     started = time.monotonic()
     STOP.clear()
     relay = _readiness(checks, ctx, recording, on_event)
+    timeline = Timeline()
+
+    def told(kind: str, name: str, t: float) -> None:
+        timeline.event(kind, name, t)
+        if relay is not None:
+            relay(kind, name, t)
 
     def keep(result: CheckResult) -> None:
         with lock:
@@ -403,7 +413,7 @@ def run_checks(checks: Sequence[Check], ctx: Context, handle_signals: bool = Fal
 
     def work() -> None:
         try:
-            sections, durations = collect(ctx, needed_sections(checks, ctx), list(recording), relay)
+            sections, durations = collect(ctx, needed_sections(checks, ctx), list(recording), told)
             state["sections"] = sections
             state["results"] = judge(checks, sections, ctx, durations, on_result=keep, on_event=on_event)
         except InterpreterError as exc:  # nothing was collected: the caller's to report (a usage error)
@@ -433,7 +443,8 @@ def run_checks(checks: Sequence[Check], ctx: Context, handle_signals: bool = Fal
             kept = dict(judged)
         why = f"stopped by {name}"
         results = judge(checks, partial, ctx, cutoff=Cutoff(why, "doctor.interrupted", kept))
-        return Outcome(results, partial, interrupted_result(name, elapsed, partial), lingering=not done.is_set())
+        return Outcome(results, partial, interrupted_result(name, elapsed, partial), lingering=not done.is_set(),
+                       timeline=timeline)
     finally:
         signals.restore()
     if "refused" in state:
@@ -448,5 +459,5 @@ def run_checks(checks: Sequence[Check], ctx: Context, handle_signals: bool = Fal
             title=f"the doctor itself failed ({type(error).__name__}: {error}); this report is partial",
             detail=state["traceback"], evidence={"exception": type(error).__name__})
         results = judge(checks, partial, ctx, cutoff=Cutoff("the doctor failed", "doctor.crashed", kept))
-        return Outcome(results, partial, doctor_result(finding))
-    return Outcome(state["results"], state["sections"])
+        return Outcome(results, partial, doctor_result(finding), timeline=timeline)
+    return Outcome(state["results"], state["sections"], timeline=timeline)

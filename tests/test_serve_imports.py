@@ -22,9 +22,12 @@ from realenv import _host_pip, _locked, _run, cache_dir, install, make_venv
 from stacks import add_to_path, vllm_python, vllm_site
 
 from dflash_doctor.facts.environment_shapes import Distributions
+from dflash_doctor.facts.sourcefiles import SourceFiles
+from dflash_doctor.facts.vllm_scan import scan_package
 from dflash_doctor.facts.vllm_serve_path import (
     _module_level_text,
     import_names,
+    imported_elsewhere,
     matches,
     scan_serve_path,
     unmet_requirements,
@@ -263,7 +266,10 @@ def test_only_function_bodies_are_cut_and_a_doubtful_cut_reads_the_whole_file(so
     assert _module_level_text(source) == cut
 
 
-def test_a_fifo_or_a_symlink_out_named_like_a_module_on_the_way_up_is_never_opened(tmp_path: Path) -> None:
+@pytest.mark.parametrize("shared", [False, True])
+def test_a_fifo_or_a_symlink_out_named_like_a_module_on_the_way_up_is_never_opened(tmp_path: Path, shared: bool) -> None:
+    """Also when the run's reader (shared) has already read the package for the kernel-import scan, which reads
+    without the environment's roots: each read keeps its own rules."""
     site = tmp_path / "site"
     package = site / "vllm"
     (package / "entrypoints" / "cli").mkdir(parents=True)
@@ -277,12 +283,20 @@ def test_a_fifo_or_a_symlink_out_named_like_a_module_on_the_way_up_is_never_open
     (package / "entrypoints" / "cli" / "serve.py").write_text("try:\n    import flashinfer\nexcept ImportError:\n"
                                                               "    pass\n")
     os.mkfifo(package / "stuck.py")
-    scan = scan_serve_path(str(package), ENTRY, BY_NAME, budget_s=30, roots=[str(site)])
+    files = SourceFiles() if shared else None
+    if files is not None:
+        kernels = scan_package(str(package), ["secret_package", "flashinfer"], files=files)
+        assert {site["file"] for site in kernels["sites"]} == {"vllm/away.py", "vllm/entrypoints/cli/serve.py"}
+        assert [e["file"] for e in kernels["errors"]] == [str(package / "stuck.py")]
+    scan = scan_serve_path(str(package), ENTRY, BY_NAME, budget_s=30, roots=[str(site)], files=files)
     errors = {e["file"]: e["error"] for e in scan["errors"]}
     assert scan["complete"] and set(errors) == {str(package / "stuck.py"), str(package / "away.py")}
     assert "a FIFO, not a regular file" in errors[str(package / "stuck.py")]
     assert "outside the environment" in errors[str(package / "away.py")]
     assert {e["module"]: e["reach"] for e in scan["imports"]} == {"fastapi": "serve", "flashinfer": "guarded"}
+    elsewhere = imported_elsewhere(str(package), ["secret_package", "flashinfer"], roots=[str(site)], files=files)
+    assert elsewhere["names"]["secret_package"]["files"] == 0  # away.py is never opened for it
+    assert elsewhere["names"]["flashinfer"]["files"] == 1
 
 
 def test_a_vllm_requirement_that_a_package_on_the_way_up_requires_too_fails(doctor: Doctor, tmp_path: Path) -> None:

@@ -16,7 +16,16 @@ from conftest import Doctor
 from realenv import HANG_ON_IMPORT, SEGFAULT_ON_IMPORT, fa4_wheel, install, make_venv
 from stacks import add_to_path, torch_site
 
-from dflash_doctor.facts.probes import ProbeJob, run_probe, run_probes_sharing_imports
+from dflash_doctor.context import Context
+from dflash_doctor.facts import interpreter
+from dflash_doctor.facts.collect import InterpreterError, collect
+from dflash_doctor.facts.probes import (
+    HOST_MARKER,
+    ProbeJob,
+    TargetHost,
+    run_probe,
+    run_probes_sharing_imports,
+)
 
 CHATTY_ON_IMPORT = "import sys\nprint('x' * 300000)\nsys.stderr.write('e' * 300000)\n"
 
@@ -134,3 +143,108 @@ def test_the_python_layers_import_no_torch_when_no_installed_package_would(tmp_p
     assert "torch" not in _rotary_loaded(doctor, env.python)
     install(env, fa4_wheel())
     assert "torch" in _rotary_loaded(doctor, env.python)
+
+
+def test_the_shared_process_answers_the_handshake_before_its_preload_and_no_interpreter_is_started_to_ask(
+    modules: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[str] = []
+    probe = interpreter.run_probe
+    monkeypatch.setattr(interpreter, "run_probe", lambda python, name, *a, **k: asked.append(name) or probe(
+        python, name, *a, **k))
+    host = TargetHost(sys.executable, preload=("hangy",), timeout_s=30, cwd=str(modules)).start()
+    try:
+        began = time.monotonic()
+        answer = interpreter.verify(sys.executable, 30, cwd=str(modules), host=host)
+        waited = time.monotonic() - began
+    finally:
+        host.abort()
+    # Its preload never ends (hangy): the answer came before it, from the host itself.
+    assert answer.version == tuple(sys.version_info[:3]) and answer.implementation == "CPython"
+    assert asked == [] and waited < 10
+
+
+@pytest.mark.parametrize("kind", ["not-python", "hangs"])
+def test_an_interpreter_the_shared_process_cannot_start_in_is_refused_as_before_and_nothing_is_left_running(
+    tmp_path: Path, kind: str
+) -> None:
+    if kind == "not-python":
+        python, says, timeout = "/bin/ls", "is not a Python interpreter", 20.0
+    else:
+        script = tmp_path / "python3"
+        script.write_text("#!/bin/sh\nsleep 60\n")
+        script.chmod(0o755)
+        python, says, timeout = str(script), "did not answer within 1 s", 1.0
+    told: list[tuple[str, str]] = []
+    began = time.monotonic()
+    with pytest.raises(InterpreterError, match=says):
+        # rotary_import: a section whose probe runs in the shared process, which starts before the handshake
+        collect(Context(python=python, cwd=str(tmp_path), timeout_s=timeout), {"rotary_import"},
+                on_event=lambda kind, name, t: told.append((kind, name)))
+    assert time.monotonic() - began < timeout + 5  # a hanging one is given up once, after --timeout
+    assert ("target-process-start", "target-process") in told
+    assert not [k for k, _ in told if k.startswith("collector")]
+    assert _shared_processes() == []  # the shared process was ended with the run
+
+
+def _shared_processes() -> list[int]:
+    """This process's children that run the shared target process's script (probes/host.py)."""
+    pids: list[int] = []
+    for task in Path(f"/proc/{os.getpid()}/task").glob("*/children"):
+        pids += [int(pid) for pid in task.read_text().split()]
+    marker = HOST_MARKER.encode()
+    return [pid for pid in pids if marker in _cmdline(pid)]
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def test_the_environment_is_read_while_torch_imports_and_the_report_shows_when_each_step_ran(
+    tmp_path: Path, doctor: Doctor
+) -> None:
+    # Real torch (2.13 CPU) and flash-attn-4, whose import loads it: the shared process imports torch, and the
+    # report's timeline says when the handshake, that import and each collector ran.
+    env = make_venv(tmp_path)
+    add_to_path(env, torch_site(), "zz-torch")
+    install(env, fa4_wheel())
+    report, proc = doctor.report("--python", str(env.python), "--no-gpu", "--only", "imports")
+    assert proc.returncode in (0, 1), proc.stderr
+    steps = {step["name"]: step for step in report["timeline"]}
+
+    def end(name: str) -> float:  # the times are rounded to the millisecond: one each side of an order
+        return float(steps[name]["start_s"]) + float(steps[name]["duration_s"])
+
+    slack = 0.002
+
+    torch_import, handshake = steps["target-process"], steps["handshake"]
+    assert [s["start_s"] for s in report["timeline"]] == sorted(s["start_s"] for s in report["timeline"])
+    assert torch_import["start_s"] <= handshake["start_s"]  # the import does not wait for the handshake
+    assert end("handshake") <= steps["environment"]["start_s"] + slack  # no collector starts before it
+    assert steps["environment"]["start_s"] < end("target-process")  # nor waits for the import it does not need
+    assert end("rotary-import") + slack >= end("target-process")  # the rotary import runs in a child forked after it
+
+
+def test_a_collector_after_another_waits_for_it_only_when_the_run_collects_it(tmp_path: Path) -> None:
+    from dflash_doctor.facts.collect import Timeline
+    from dflash_doctor.facts.sections import Collector
+
+    def slow(_ctx: Context, _earlier: object) -> dict[str, object]:
+        time.sleep(0.3)
+        return {"first": {}}
+
+    def quick(_ctx: Context, earlier: dict[str, object]) -> dict[str, object]:
+        return {"second": {"saw": sorted(earlier)}}
+
+    plan = [Collector("first", ("first",), slow), Collector("second", ("second",), quick, after=("first",))]
+    ctx = Context(python=sys.executable, cwd=str(tmp_path))
+    timeline = Timeline()
+    sections, _ = collect(ctx, {"first", "second"}, plan, on_event=timeline.event)
+    steps = {s["name"]: s for s in timeline.steps(since=0.0)}
+    assert steps["second"]["start_s"] >= steps["first"]["start_s"] + steps["first"]["duration_s"] - 0.002
+    assert sections["second"] == {"saw": []}  # an order, not an input
+    alone, _ = collect(ctx, {"second"}, plan)
+    assert set(alone) == {"second"}  # nor is it collected for the one that comes after it

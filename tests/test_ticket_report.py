@@ -433,7 +433,7 @@ def test_a_result_whose_facts_break_the_report_leaves_the_report_of_what_is_cert
 
 
 def test_an_interpreter_that_does_not_answer_stops_the_collection_before_any_collector(tmp_path: Path) -> None:
-    """The handshake is the collection's first step: /bin/ls is refused, and no collector has started."""
+    """The handshake comes before any collector: /bin/ls is refused, and no collector has started."""
     from dflash_doctor.context import Context
     from dflash_doctor.facts.collect import InterpreterError, collect
 
@@ -441,4 +441,4 @@ def test_an_interpreter_that_does_not_answer_stops_the_collection_before_any_col
     with pytest.raises(InterpreterError, match="is not a Python interpreter"):
         collect(Context(python="/bin/ls", cwd=str(tmp_path), timeout_s=20), {"target", "distributions"},
                 on_event=lambda kind, name, t: told.append((kind, name)))
-    assert told == []
+    assert told == [("handshake-start", "handshake")]

@@ -1,11 +1,20 @@
 """Runs the collectors a run needs, and only those: the target interpreter's handshake first, then the collectors
 side by side, each waiting only for the sections it requires; the probes that need the target's stack run as
-forked children of one target process (`facts.probes.TargetHost`), started first so that its torch import
-overlaps the collectors that need none.
+forked children of one target process (`facts.probes.TargetHost`).
+
+The run's critical path is one `import torch` and what truly depends on it. So the target process is started
+first, before the handshake: its torch import needs nothing of it, and its first message, before that import,
+is the handshake's answer (no interpreter is started for the question). The collectors wait for the answer;
+the import goes on meanwhile. A collector that waits for another waits only for the sections it requires.
 
 A collector that raises leaves `{"_error": why}` in each section it provides: one broken layer never takes the
 run down. An interpreter that does not answer the handshake is the one thing that stops the collection
-(`InterpreterError`, before any collector starts): every probe would otherwise fail on it, one by one.
+(`InterpreterError`, before any collector starts, the target process ended at once): every probe would
+otherwise fail on it, one by one.
+
+The steps are told as they start and end (`on_event`: "handshake-start"/"-end", "target-process-start"/"-end"
+(its start up to the end of its preload), "collector-start"/"-end"); `Timeline` keeps them, for the report's
+`timeline` (docs/output.md): where each step started, relative to the run's start, and how long it took.
 """
 
 from __future__ import annotations
@@ -21,7 +30,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from dflash_doctor.context import Context, ProgressFn
-from dflash_doctor.facts.interpreter import InterpreterError, verify
+from dflash_doctor.facts.interpreter import InterpreterError, precheck, verify
 from dflash_doctor.facts.probes import TargetHost
 from dflash_doctor.facts.sections import (
     HOST_SECTIONS,
@@ -30,9 +39,15 @@ from dflash_doctor.facts.sections import (
     Collector,
     collectors_for,
 )
+from dflash_doctor.facts.sourcefiles import SourceFiles
 from dflash_doctor.knowledge.stack import TORCH_USERS
 
-__all__ = ["InterpreterError", "collect", "teller"]
+__all__ = ["STEP_KINDS", "InterpreterError", "Timeline", "collect", "teller"]
+
+STEP_KINDS = ("handshake", "target-process", "collector")
+"""The collection's steps a timeline holds; each is told as KIND-start and KIND-end."""
+TARGET_PROCESS = "target-process"
+HANDSHAKE = "handshake"
 
 
 def collect(
@@ -42,18 +57,34 @@ def collect(
     """Run the collectors for `sections` concurrently; a failed one stores {"_error": why}. Returns the sections
     and how long each took to collect (its collector's wall time); InterpreterError when the target interpreter
     (other than the doctor's own, which is running this code) does not answer the handshake."""
-    if ctx.python != sys.executable:
-        verify(ctx.python, ctx.timeout_s, cwd=ctx.cwd)
+    tell = teller(on_event)
+    foreign = ctx.python != sys.executable
+    if foreign:
+        precheck(ctx.python)  # nothing is started in what is no file to run
     plan = collectors_for(sections, collectors)
     demanded = set(sections).union(*(c.requires for c in plan))
+    if ctx.sources is None:  # vLLM's tree, read by three scans side by side, is read once
+        ctx = dataclasses.replace(ctx, sources=SourceFiles())
     host: TargetHost | None = None
     if ctx.host is None and HOST_SECTIONS & demanded & {s for c in plan for s in c.provides}:
         # The GPU layers use torch whatever is installed; the Python layers only through a package that loads it.
         gpu_layers = TORCH_SECTIONS & demanded
+        tell(f"{TARGET_PROCESS}-start", TARGET_PROCESS)
         host = TargetHost(ctx.python, preload=SHARED_IMPORTS, timeout_s=ctx.timeout_s, cwd=ctx.cwd,
-                          preload_if_found=None if gpu_layers else TORCH_USERS.value).start()
+                          preload_if_found=None if gpu_layers else TORCH_USERS.value,
+                          on_ready=lambda: tell(f"{TARGET_PROCESS}-end", TARGET_PROCESS)).start()
         ctx = dataclasses.replace(ctx, host=host)
     try:
+        if foreign:
+            tell(f"{HANDSHAKE}-start", HANDSHAKE)
+            try:
+                verify(ctx.python, ctx.timeout_s, cwd=ctx.cwd, host=host)
+            except InterpreterError:
+                if host is not None:
+                    host.abort()
+                    host = None
+                raise
+            tell(f"{HANDSHAKE}-end", HANDSHAKE)
         return _collect(ctx, plan, demanded, on_event)
     finally:
         if host is not None:
@@ -81,7 +112,7 @@ def _collect(ctx: Context, plan: list[Collector], demanded: set[str],
     futures: dict[str, Future[None]] = {}
 
     def run_one(collector: Collector) -> None:
-        for needed in collector.requires:
+        for needed in (*collector.requires, *collector.after):
             owner = next((c for c in plan if needed in c.provides), None)
             if owner is not None:
                 futures[owner.name].result()
@@ -111,3 +142,32 @@ def _collect(ctx: Context, plan: list[Collector], demanded: set[str],
         for future in futures.values():
             future.result()
     return results, durations
+
+
+class Timeline:
+    """The collection's steps as they were told (`STEP_KINDS`, each KIND-start and KIND-end, at time.monotonic()):
+    `steps` gives each one's start, relative to a given time (the run's start), and how long it took."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._started: dict[tuple[str, str], float] = {}
+        self._ended: dict[tuple[str, str], float] = {}
+
+    def event(self, kind: str, name: str, t: float) -> None:
+        step, _, edge = kind.rpartition("-")
+        if step not in STEP_KINDS:
+            return
+        with self._lock:
+            if edge == "start":
+                self._started.setdefault((step, name), t)
+            elif edge == "end":
+                self._ended.setdefault((step, name), t)
+
+    def steps(self, since: float) -> list[dict[str, Any]]:
+        """Each step, in the order they started: its name, kind, start (`start_s`, seconds after `since`) and
+        duration (`duration_s`; None for a step that had not ended when the run did)."""
+        with self._lock:
+            started, ended = dict(self._started), dict(self._ended)
+        return [{"name": name, "kind": step, "start_s": round(max(0.0, t - since), 3),
+                 "duration_s": round(ended[step, name] - t, 3) if (step, name) in ended else None}
+                for (step, name), t in sorted(started.items(), key=lambda item: item[1])]

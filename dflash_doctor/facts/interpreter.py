@@ -4,7 +4,9 @@ Every probe runs in that interpreter, so a path that is missing, a directory, no
 (`/bin/ls`), not CPython, a Python older than the probes need, or one that does not answer within the
 timeout would otherwise surface as one error per probe (and false verdicts such as "vLLM is not
 installed"). `verify` runs the tiny handshake probe once, with the flags and environment every probe
-gets, and turns each of those into one sentence; the command line makes that a usage error (exit 2).
+gets, and turns each of those into one sentence; the command line makes that a usage error (exit 2). When the
+run's shared target process (`TargetHost`) is already starting, its first message is the same answer: no
+interpreter is started for the question, and the probe runs only to tell why that process gave no answer.
 """
 
 from __future__ import annotations
@@ -14,10 +16,10 @@ import stat
 from dataclasses import dataclass
 
 from dflash_doctor.documents.jsondoc import shown_path
-from dflash_doctor.facts.probes import probe_source, run_probe
+from dflash_doctor.facts.probes import TargetHost, probe_source, run_probe
 from dflash_doctor.request import absolute
 
-__all__ = ["MIN_VERSION", "Interpreter", "InterpreterError", "absolute", "verify"]
+__all__ = ["MIN_VERSION", "Interpreter", "InterpreterError", "absolute", "precheck", "verify"]
 
 MIN_VERSION = (3, 8)
 """The probe scripts' floor (dflash_doctor/facts/probes/*.py: standard library only, Python 3.8+)."""
@@ -32,6 +34,12 @@ class Interpreter:
     path: str
     implementation: str
     version: tuple[int, int, int]
+
+
+def precheck(path: str) -> None:
+    """InterpreterError when `path` is no file that can be run at all (missing, a directory, not executable): checked
+    before anything is started in it."""
+    _precheck(path, shown_path(path))
 
 
 def _precheck(path: str, shown: str) -> None:
@@ -62,20 +70,24 @@ def _no_answer(shown: str, why: str, stderr: str) -> str:
     return f"{shown}: not a Python interpreter the doctor can use (the handshake {why}; it said: {said[-1][:200]})"
 
 
-def verify(path: str, timeout_s: float, cwd: str | None = None) -> Interpreter:
-    """Check that `path` is a CPython >= 3.8 that answers the handshake within `timeout_s`."""
+def verify(path: str, timeout_s: float, cwd: str | None = None, host: TargetHost | None = None) -> Interpreter:
+    """Check that `path` is a CPython >= 3.8 that answers the handshake within `timeout_s`: from `host`'s first
+    message when it is given (the run's shared process in that interpreter, started), else from the probe."""
     shown = shown_path(path)
     _precheck(path, shown)
-    outcome = run_probe(path, "handshake", {}, timeout_s=timeout_s, cwd=cwd)
-    if outcome.overflow is not None:
-        # Its startup (a .pth file, say) writes without end: the interpreter is usable, its environment is what is
-        # broken, and every probe's finding says so. Without its site, it answers which Python it is.
-        outcome = run_probe(path, "handshake", {}, timeout_s=timeout_s, cwd=cwd, flags=("-S",))
-    data = outcome.data
-    if outcome.timed_out:
+    data, silent = host.hello() if host is not None else (None, False)
+    error, stderr = "gave no answer", ""
+    if data is None and not silent:  # no host, or it ended without answering: the probe says why
+        outcome = run_probe(path, "handshake", {}, timeout_s=timeout_s, cwd=cwd)
+        if outcome.overflow is not None:
+            # Its startup (a .pth file, say) writes without end: the interpreter is usable, its environment is what
+            # is broken, and every probe's finding says so. Without its site, it answers which Python it is.
+            outcome = run_probe(path, "handshake", {}, timeout_s=timeout_s, cwd=cwd, flags=("-S",))
+        data, silent, error, stderr = outcome.data, outcome.timed_out, outcome.error or error, outcome.stderr
+    if silent:
         raise InterpreterError(f"{shown}: did not answer within {timeout_s:g} s (--timeout); is it a Python interpreter?")
     if not isinstance(data, dict) or not isinstance(data.get("version"), list):
-        raise InterpreterError(_no_answer(shown, outcome.error or "gave no answer", outcome.stderr))
+        raise InterpreterError(_no_answer(shown, error, stderr))
     implementation = str(data.get("implementation"))
     try:
         version = tuple(int(part) for part in data["version"][:3])

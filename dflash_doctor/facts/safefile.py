@@ -20,8 +20,8 @@ import stat
 from collections.abc import Iterable, Mapping
 from typing import Any, BinaryIO, Final
 
-__all__ = ["FORBIDDEN", "UnsafeFile", "environment_roots", "file_kind", "inside", "open_regular", "read_regular",
-           "refusal", "under"]
+__all__ = ["FORBIDDEN", "UnsafeFile", "environment_roots", "file_kind", "inside", "open_regular", "open_resolved",
+           "read_regular", "refusal", "under"]
 
 FORBIDDEN: Final = ("/dev", "/proc", "/sys")
 
@@ -87,8 +87,12 @@ def open_regular(path: str | os.PathLike[str], roots: Iterable[str] | None = Non
     """Open `path` for binary reading if it is a regular file inside `roots` (see the module docstring).
     Raises UnsafeFile (naming the file and what it is) or OSError."""
     name = os.fspath(path)
-    real = os.path.realpath(name)
-    if forbidden(real) or (roots is not None and not inside(name, roots)):
+    return open_resolved(name, os.path.realpath(name), roots)
+
+
+def open_resolved(name: str, real: str, roots: Iterable[str] | None = None) -> BinaryIO:
+    """`open_regular` for a path whose real path (`os.path.realpath`) the caller has just resolved."""
+    if forbidden(real) or (roots is not None and not under(real, roots)):
         raise UnsafeFile(name, f"resolves to {real}, outside the environment: never opened")
     fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     try:

@@ -81,6 +81,9 @@ class Collector:
     partial: bool = False
     """Called with `wanted=` (the sections of `provides` the run needs), for a collector whose
     sections share one costly step but need not all be collected."""
+    after: tuple[str, ...] = ()
+    """Sections to wait for when the run collects them anyway (never collected for this one, nor passed in): an
+    order between two collectors that compete for one resource, the one on the run's critical path first."""
 
     def load(self) -> CollectFn:
         if not isinstance(self.function, str):
@@ -113,6 +116,10 @@ BUILTIN_COLLECTORS: tuple[Collector, ...] = (
         ("vllm_serve_imports",),
         vllm_serve_path.collect,
         requires=("distributions", "resolution", "target"),
+        # Both scans parse in the doctor's own process, where one thread runs Python at a time: side by side, each
+        # ends when both have. The kernel-import scan is on the critical path (its imports are tried in the target
+        # once torch is in); this one is judged only at the end. It then reads the files the other has read.
+        after=("vllm_surface",),
     ),
     Collector(
         "rotary-import",

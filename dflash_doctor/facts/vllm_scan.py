@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from dflash_doctor.context import SourceReader
 from dflash_doctor.facts.pysource import SourceError, parse_module
 from dflash_doctor.facts.safefile import UnsafeFile, read_regular
 
@@ -23,10 +24,12 @@ __all__ = ["scan_package", "scan_source"]
 MAX_FILE_BYTES = 2_000_000
 
 
-def scan_package(root: str, modules: Sequence[str], only: Sequence[str] | None = None) -> dict[str, Any]:
+def scan_package(root: str, modules: Sequence[str], only: Sequence[str] | None = None,
+                 files: SourceReader | None = None) -> dict[str, Any]:
     """Scan every .py under `root` (the vllm package directory) for imports of `modules`.
 
-    `only` limits the scan to these paths relative to root's parent (e.g. "vllm/model_executor/...")."""
+    `only` limits the scan to these paths relative to root's parent (e.g. "vllm/model_executor/..."). `files`: the
+    run's reader (`Context.sources`), which reads each file once for every scan of the run."""
     alternatives = b"|".join(re.escape(m.encode()) for m in modules)
     needle = re.compile(rb"^[ \t]*(?:from|import)[ \t]+(?:" + alternatives + rb")\b|import_module\(\s*[\"'](?:"
                         + alternatives + rb")\b", re.MULTILINE)
@@ -34,10 +37,11 @@ def scan_package(root: str, modules: Sequence[str], only: Sequence[str] | None =
     sites: list[dict[str, Any]] = []
     errors: list[dict[str, str]] = []
     scanned = parsed = 0
-    for path in _python_files(root, only):
+    for path in _python_files(root, only, files):
         scanned += 1
         try:
-            raw = read_regular(path, MAX_FILE_BYTES)  # a FIFO named like a module must not block the scan
+            # a FIFO named like a module must not block the scan
+            raw = files.read(path, MAX_FILE_BYTES) if files is not None else read_regular(path, MAX_FILE_BYTES)
         except UnsafeFile as exc:
             errors.append({"file": path, "error": exc.reason})
             continue
@@ -57,10 +61,13 @@ def scan_package(root: str, modules: Sequence[str], only: Sequence[str] | None =
     return {"root": root, "files_scanned": scanned, "files_parsed": parsed, "sites": sites, "errors": errors}
 
 
-def _python_files(root: str, only: Sequence[str] | None) -> Iterator[str]:
+def _python_files(root: str, only: Sequence[str] | None, files: SourceReader | None = None) -> Iterator[str]:
     if only is not None:
         parent = os.path.dirname(root)
         yield from (os.path.join(parent, rel) for rel in only if os.path.isfile(os.path.join(parent, rel)))
+        return
+    if files is not None:
+        yield from files.python_files(root)
         return
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")

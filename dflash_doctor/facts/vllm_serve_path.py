@@ -35,7 +35,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
-from dflash_doctor.context import Context
+from dflash_doctor.context import Context, SourceReader
 from dflash_doctor.facts.envfacts import Distributions, canonical
 from dflash_doctor.facts.pysource import SourceError, parse_module
 from dflash_doctor.facts.safefile import UnsafeFile, environment_roots, read_regular
@@ -251,9 +251,10 @@ def _lazy_imports(tree: ast.Module, annotations: bool) -> Iterator[tuple[str, st
 class _Package:
     """The installed vLLM package as modules: names to files, each file read (bounded) and parsed once."""
 
-    def __init__(self, root: str, roots: Sequence[str] | None) -> None:
+    def __init__(self, root: str, roots: Sequence[str] | None, files: SourceReader | None = None) -> None:
         self.root = root
         self.env_roots = roots
+        self.files = files
         self.name = os.path.basename(root.rstrip("/"))
         self.parent = os.path.dirname(root.rstrip("/"))
         self._files: dict[str, str | None] = {}
@@ -283,7 +284,8 @@ class _Package:
         if path is None:
             return None
         try:
-            raw = read_regular(path, MAX_FILE_BYTES, self.env_roots)
+            raw = (self.files.read(path, MAX_FILE_BYTES, self.env_roots) if self.files is not None
+                   else read_regular(path, MAX_FILE_BYTES, self.env_roots))
         except (UnsafeFile, OSError) as exc:
             self.errors.append({"file": path, "error": getattr(exc, "reason", None) or f"{type(exc).__name__}: {exc}"})
             return None
@@ -333,14 +335,15 @@ def _statements(tree: ast.Module | None, module: str, pkg: _Package, entry_modul
 
 
 def scan_serve_path(root: str, entry: str, loaded_by_name: Sequence[str], annotations: bool = True,
-                    budget_s: float = BUDGET_S, roots: Sequence[str] | None = None) -> dict[str, Any]:
+                    budget_s: float = BUDGET_S, roots: Sequence[str] | None = None,
+                    files: SourceReader | None = None) -> dict[str, Any]:
     """Walk vLLM's module-level imports from `entry` ("module:function") and `loaded_by_name`.
 
     `annotations`: whether the target's Python evaluates annotations when a def or class runs (before 3.14).
     `roots`: the environment's directories (target.environment_roots); a file that resolves outside them is
-    never opened (a symlink out of the package)."""
+    never opened (a symlink out of the package). `files`: the run's reader (`Context.sources`)."""
     started = time.perf_counter()
-    pkg = _Package(root, roots)
+    pkg = _Package(root, roots, files)
     entry_module, _, entry_function = entry.partition(":")
     reach_of: dict[str, str] = {}
     came_from: dict[str, tuple[str, int]] = {}
@@ -497,7 +500,7 @@ _IMPORT_LINE = r"^([ \t]*)(?:from|import)[ \t]+({names})\b"
 
 
 def imported_elsewhere(root: str, names: Sequence[str], budget_s: float = ELSEWHERE_BUDGET_S,
-                       roots: Sequence[str] | None = None) -> dict[str, Any]:
+                       roots: Sequence[str] | None = None, files: SourceReader | None = None) -> dict[str, Any]:
     """Where vLLM's files import `names` at all: how many files, and up to MAX_SITES of them ({"file", "line",
     "scope"}: the first import line of each, those at module level first). A plain line search: an import line's
     indentation says whether it sits in a block (a function, a class, a try or an if) or at module level."""
@@ -510,33 +513,38 @@ def imported_elsewhere(root: str, names: Sequence[str], budget_s: float = ELSEWH
     words = [n.encode() for n in wanted]
     parent = os.path.dirname(root.rstrip("/"))
     complete = True
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
-        if time.perf_counter() - started > budget_s:
+    for index, path in enumerate(_python_files(root, files)):
+        if index % 64 == 0 and time.perf_counter() - started > budget_s:
             complete = False
             break
-        for filename in sorted(filenames):
-            if not filename.endswith(".py"):
-                continue
-            path = os.path.join(dirpath, filename)
-            try:
-                raw = read_regular(path, MAX_FILE_BYTES, roots)
-            except OSError:
-                continue
-            if not any(w in raw for w in words):
-                continue
-            first: dict[str, dict[str, Any]] = {}
-            for match in pattern.finditer(raw):
-                name = match.group(2).decode()
-                scope = "block" if match.group(1) else "module"
-                if name not in first or (scope == "module" and first[name]["scope"] == "block"):
-                    first[name] = {"file": os.path.relpath(path, parent),
-                                   "line": raw.count(b"\n", 0, match.start()) + 1, "scope": scope}
-            for name, site in first.items():
-                per_file[name].append(site)
+        try:
+            raw = files.read(path, MAX_FILE_BYTES, roots) if files is not None else read_regular(path, MAX_FILE_BYTES, roots)
+        except OSError:
+            continue
+        if not any(w in raw for w in words):
+            continue
+        first: dict[str, dict[str, Any]] = {}
+        for match in pattern.finditer(raw):
+            name = match.group(2).decode()
+            scope = "block" if match.group(1) else "module"
+            if name not in first or (scope == "module" and first[name]["scope"] == "block"):
+                first[name] = {"file": os.path.relpath(path, parent),
+                               "line": raw.count(b"\n", 0, match.start()) + 1, "scope": scope}
+        for name, site in first.items():
+            per_file[name].append(site)
     found = {name: {"files": len(sites), "sites": sorted(sites, key=lambda s: (s["scope"] != "module", s["file"]))
                     [:MAX_SITES]} for name, sites in per_file.items()}
     return {"names": found, "complete": complete}
+
+
+def _python_files(root: str, files: SourceReader | None) -> list[str]:
+    if files is not None:
+        return files.python_files(root)
+    found: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        found += [os.path.join(dirpath, f) for f in sorted(filenames) if f.endswith(".py")]
+    return found
 
 
 # ------------------------------------------------------------------------------------------ the collector
@@ -562,7 +570,7 @@ def _entry_point(dist_info: str | None, roots: Sequence[str] | None) -> tuple[st
     return SERVE_ENTRY_POINT.value, "knowledge.vllm_imports.SERVE_ENTRY_POINT"
 
 
-def collect(_ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
+def collect(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
     dists = Distributions(earlier.get("distributions") or {})
     vllm = dists.get("vllm")
     root = vllm_package_dir(earlier)
@@ -574,7 +582,8 @@ def collect(_ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
     marker_env = (earlier.get("target") or {}).get("marker_environment") or {}
     version = str(marker_env.get("python_version") or "")
     annotations = not version or tuple(int(p) for p in version.split(".")[:2] if p.isdigit()) < (3, 14)
-    scan = scan_serve_path(root, entry, [m for m, _ in SERVE_LOADED_BY_NAME.value], annotations, roots=env_roots)
+    scan = scan_serve_path(root, entry, [m for m, _ in SERVE_LOADED_BY_NAME.value], annotations, roots=env_roots,
+                           files=ctx.sources)
     # Where vLLM imports the requirements that are not met, when `vllm serve` does not on its way up: for the
     # finding to name what needs them. Nothing to look for on a healthy machine.
     looked_for = sorted({name for requirement, _ in unmet_requirements(dists, marker_env)
@@ -582,8 +591,8 @@ def collect(_ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
                          if not any(e["reach"] == "serve" and matches(e["module"], e["names"], name)
                                     for e in scan["imports"])})
     started = time.perf_counter()
-    elsewhere = imported_elsewhere(root, [n.split(".", 1)[0] for n in looked_for], roots=env_roots) \
-        if looked_for else None
+    elsewhere = imported_elsewhere(root, [n.split(".", 1)[0] for n in looked_for], roots=env_roots,
+                                   files=ctx.sources) if looked_for else None
     return {"vllm_serve_imports": {
         "installed": True, "version": vllm.version if vllm else None, **scan, "entry_from": entry_from,
         "elsewhere": elsewhere["names"] if elsewhere else {},

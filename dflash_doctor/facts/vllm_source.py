@@ -23,21 +23,21 @@ def vllm_package_dir(earlier: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _scan(earlier: Mapping[str, Any], section: str, only: tuple[str, ...] | None) -> dict[str, Any]:
+def _scan(ctx: Context, earlier: Mapping[str, Any], section: str, only: tuple[str, ...] | None) -> dict[str, Any]:
     root = vllm_package_dir(earlier)
     dist = Distributions(earlier.get("distributions") or {}).get("vllm")
     if root is None:
         return {section: {"installed": dist is not None, "version": dist.version if dist else None,
                           "root": None, "sites": []}}
-    scan = scan_package(root, EXTERNAL_KERNEL_MODULES.value, only)
+    scan = scan_package(root, EXTERNAL_KERNEL_MODULES.value, only, ctx.sources)
     return {section: {"installed": True, "version": dist.version if dist else None, **scan}}
 
 
-def collect(_ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
+def collect(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
     """Only the files `vllm serve` is known to reach: one or two files, milliseconds."""
-    return _scan(earlier, "vllm_source", tuple(sorted({path for path, _ in SERVING_PATH_SITES.value})))
+    return _scan(ctx, earlier, "vllm_source", tuple(sorted({path for path, _ in SERVING_PATH_SITES.value})))
 
 
-def collect_surface(_ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
+def collect_surface(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
     """Every file of the installed vLLM (about a second: vLLM has thousands of modules)."""
-    return _scan(earlier, "vllm_surface", None)
+    return _scan(ctx, earlier, "vllm_surface", None)

@@ -377,10 +377,16 @@ class TargetHost:
     serves (a crash while preloading, say), each job it had not finished runs again in a process of
     its own; if its preload outlasts `timeout_s`, every job it holds is timed out (the same import
     would hang each of them).
+
+    Its first message, before it imports anything, answers the handshake (`hello`): the run need not start
+    an interpreter of its own to ask which Python the target is, and the preload does not wait for that
+    answer. `on_ready` is called once, from the thread that reads the host, when the preload is done (or the
+    host ended without finishing it).
     """
 
     def __init__(self, python: str, *, preload: tuple[str, ...], timeout_s: float, cwd: str | None = None,
-                 parallel: int | None = None, preload_if_found: tuple[str, ...] | None = None) -> None:
+                 parallel: int | None = None, preload_if_found: tuple[str, ...] | None = None,
+                 on_ready: Callable[[], None] | None = None) -> None:
         self.python = python
         self.preload = tuple(preload)
         # Preload only if the target has one of these import names (None: always).
@@ -393,6 +399,9 @@ class TargetHost:
         self._sources_sent: set[str] = set()
         self._ready = threading.Event()
         self._ready_facts: dict[str, Any] = {}
+        self._hello = threading.Event()
+        self._hello_facts: dict[str, Any] | None = None
+        self._on_ready = on_ready
         self._stderr = bytearray()
         self._proc: subprocess.Popen[bytes] | None = None
         self._launched: Launched | None = None
@@ -421,8 +430,14 @@ class TargetHost:
                 self._error = f"cannot start {self.python}: {exc.strerror or exc}"
                 self._fallback = f"the shared process could not start ({self._error}); each job ran in a process of its own"
                 self._ready.set()
-                return self
-            self._state = "serving"
+                self._hello.set()
+                failed = True
+            else:
+                failed = False
+                self._state = "serving"
+        if failed:
+            self._told_ready()
+            return self
         for target in (self._read_protocol, self._read_stderr, self._watch_preload):
             thread = threading.Thread(target=target, daemon=True, name=f"dflash-doctor-host-{target.__name__}")
             thread.start()
@@ -433,6 +448,21 @@ class TargetHost:
         return self.start()
 
     def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def hello(self) -> tuple[dict[str, Any] | None, bool]:
+        """The host's answer to the handshake (probes/handshake.py's document), waited for up to `timeout_s`, and
+        whether it is missing because the interpreter was still silent then (True) rather than because the
+        process ended or never started without answering (False: ask the handshake probe why)."""
+        answered = self._hello.wait(self.timeout_s)
+        with self._lock:  # killed by the preload's own timeout (the same bound), it was silent as well
+            silent = self._hello_facts is None and (not answered or self._state == "preload-timed-out")
+            return self._hello_facts, silent
+
+    def abort(self) -> None:
+        """End the host at once, the jobs it holds with it (the run is given up: the interpreter was refused)."""
+        if self._proc is not None:
+            kill_group(self._proc)
         self.close()
 
     def close(self) -> None:
@@ -532,9 +562,14 @@ class TargetHost:
                 continue
             if not isinstance(message, dict):
                 continue
-            if message.get("event") == "ready":
+            if message.get("event") == "hello":
+                with self._lock:
+                    self._hello_facts = message
+                self._hello.set()
+            elif message.get("event") == "ready":
                 self._ready_facts = message
                 self._ready.set()
+                self._told_ready()
             elif message.get("event") == "done":
                 with self._lock:
                     entry = self._pending.pop(str(message.get("name")), None)
@@ -556,8 +591,16 @@ class TargetHost:
             pending, self._pending = list(self._pending.values()), {}
             state = self._state
         self._ready.set()
+        self._hello.set()
+        self._told_ready()
         for job, future in pending:
             self._settle(job, future, state)
+
+    def _told_ready(self) -> None:
+        callback, self._on_ready = self._on_ready, None  # once: at ready, or at the end of a host never ready
+        if callback is not None:
+            with contextlib.suppress(Exception):  # a listener's trouble is not the host's
+                callback()
 
     def _read_stderr(self) -> None:
         proc = self._proc

@@ -759,7 +759,8 @@ def describe_distribution(location, dist_dir, is_egg):
     fact["record"] = {"present": rows is not None, "error": record_error}
     if rows is not None:
         fact["record"]["files"] = len(rows)
-        fact["top_levels"] = sorted({top_of(r[0]) for r in rows if not top_of(r[0]).endswith((".dist-info", ".data")) and top_of(r[0]) not in ("..", "__pycache__")})
+        tops = {top_of(r[0]) for r in rows}  # once per row: torch's RECORD has about 20,000
+        fact["top_levels"] = sorted(t for t in tops if not t.endswith((".dist-info", ".data")) and t not in ("..", "__pycache__"))
         is_stack = canon in STACK
         verified = is_stack or canon in KERNELS
         kept, escapes = confine(location, rows, lambda row: verified or watched(row[0]))

@@ -12,7 +12,9 @@
 # is done, ends them too. Where os.fork is missing, each job runs as a fresh interpreter instead.
 #
 # Protocol: stdout carries only lines "MARKER{json}" (what imported modules print goes to stderr):
-# first {"event": "ready", ...the preload facts}, then one {"event": "done", ...} per job, and
+# first {"event": "hello", ...} with the handshake's answer (probes/handshake.py: which implementation and
+# version this interpreter is), before anything is imported, so that the doctor need not start an interpreter
+# of its own to ask; then {"event": "ready", ...the preload facts}, one {"event": "done", ...} per job, and
 # {"event": "bye"} once stdin is closed and every job has ended.
 #
 # The prelude before this script (probes/_prelude.py) has guarded extension loads with this interpreter's own
@@ -22,6 +24,7 @@
 import importlib.util
 import json
 import os
+import platform
 import selectors
 import signal
 import subprocess
@@ -127,9 +130,7 @@ class Host:
         self.selector.register(0, selectors.EVENT_READ, None)
 
     def send(self, message):
-        data = (MARKER + json.dumps(message) + "\n").encode("utf-8")
-        while data:
-            data = data[os.write(self.protocol, data):]
+        say(self.protocol, message)
 
     def read_jobs(self):
         while True:
@@ -264,10 +265,18 @@ class Host:
         self.send({"event": "bye"})
 
 
+def say(protocol, message):
+    data = (MARKER + json.dumps(message) + "\n").encode("utf-8")
+    while data:
+        data = data[os.write(protocol, data):]
+
+
 def main():
     # The protocol keeps the real stdout; whatever a preloaded module prints goes to stderr.
     protocol = os.dup(1)
     os.dup2(2, 1)
+    say(protocol, {"event": "hello", "implementation": platform.python_implementation(),
+                   "version": list(sys.version_info[:3]), "executable": sys.executable})
     started = time.monotonic()
     facts = {"event": "ready", "forked": hasattr(os, "fork"), "parallel": PARALLEL, "pid": os.getpid()}
     wanted = PRELOAD
