@@ -139,7 +139,8 @@ VLLM_REQUIREMENTS_LEFT_OUT = (
     # tolerates until a kernel runs, and the config path runs none
     "flashinfer-python", "flashinfer-cubin", "apache-tvm-ffi", "tilelang", "nvidia-cudnn-frontend",
     "nvidia-cutlass-dsl", "quack-kernels", "fastsafetensors", "numba",  # kernels and their compilers
-    "xgrammar", "llguidance", "outlines_core", "lm-format-enforcer",  # structured-output backends
+    "outlines_core", "lm-format-enforcer",  # structured-output backends (xgrammar and llguidance stay: the
+    # parser of 0.33 and later imports them, vllm/parser/abstract_parser.py)
     "mistral_common", "opencv-python-headless", "mcp", "anthropic", "model-hosting-container-standards",
     "opentelemetry-sdk", "opentelemetry-api", "opentelemetry-exporter-otlp",
     "opentelemetry-semantic-conventions-ai", "depyf", "ninja",
