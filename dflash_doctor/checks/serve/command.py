@@ -501,9 +501,15 @@ class _Command:
         message = error.message if error else ""
         limit = simulation_limit(parser.platform, error)
         if limit:
+            parts = ""
+            if parser.skipped_parts:
+                ran = ", its environment check ran on its own" if parser.environ is not None else ""
+                parts = (f" ({', '.join(p.function or p.part for p in parser.skipped_parts)} not reached: "
+                         f"{parser.skipped_parts[0].skipped}{ran})")
             return [VLLM_VALIDATION.finding(Status.SKIP,
-                            f"vLLM {version}'s own config validation could not finish{self._on()}: {limit}; the "
-                            "doctor's rules judge the command", detail=error.traceback if error else "")]
+                            f"vLLM {version}'s own config validation could not finish{self._on()}: {limit}{parts}; "
+                            "the doctor's rules judge the command", detail=error.traceback if error else "",
+                            evidence={"skipped_parts": [p.to_json() for p in parser.skipped_parts]})]
         environ = parser.environ.error if parser.environ is not None else None
         return [VLLM_VALIDATION.finding(Status.FAIL,
                         f"vLLM {version}'s own config validation rejects the command{self._on()}: "

@@ -511,6 +511,7 @@ def run():
     except BaseException as exc:  # noqa: BLE001 - vLLM's own verdict, whatever it raises
         facts["validation"] = {"ok": False, "error": None if isinstance(exc, ModelCodeRefused) else describe(exc),
                                "model_code": model_code, "refused_connections": connections}
+        facts["skipped_parts"] = skipped_parts(exc, stood_in)
         return done()
     facts["validation"] = {"ok": not model_code, "error": None, "served": served(config), "model_code": model_code,
                            "refused_connections": connections}
@@ -565,6 +566,30 @@ def environ_verdict(engine_args):
         for logger in loggers:
             logger.removeHandler(kept)
     return verdict
+
+
+# The parts of create_engine_config after the target's ModelConfig, each built from it (0.33.0 and 0.34.0
+# engine/arg_utils.py): where the validation stopped before one, it could not run either.
+PARTS_AFTER_MODEL = (("speculative", "EngineArgs.create_speculative_config", "create_speculative_config"),
+                     ("scheduler", "SchedulerConfig", "SchedulerConfig"))
+
+
+def skipped_parts(exc, stood_in):
+    """Where vLLM's validation stopped at a compiled module stood in for (no CUDA driver): which of its later
+    parts it never reached, and why. validate_environ, which runs first, has its own verdict (environ_verdict)."""
+    if not stood_in:
+        return []
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame.f_code.co_name)
+        tb = tb.tb_next
+    if "create_model_config" not in frames:
+        return []
+    return [{"part": part, "function": function, "ok": False, "error": None,
+             "skipped": "it is built from the target's ModelConfig, which create_engine_config could not build "
+                        "here (a compiled module the machine cannot load without the CUDA driver)"}
+            for part, function, name in PARTS_AFTER_MODEL if name not in frames]
 
 
 class ModelCodeRefused(BaseException):
