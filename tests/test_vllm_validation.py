@@ -330,3 +330,30 @@ def test_where_the_driver_is_needed_for_more_than_a_device_query_the_validation_
     assert judged["evidence"]["vllm"] == ["serve-command.parsed", "serve-command.vllm-validation"]
     assert "serve-command.token-budget" in judged["evidence"]["rules"]
     assert proc.returncode == 0
+
+
+def test_a_skip_names_the_part_vllm_stopped_in_and_the_parts_it_never_reached(doctor: Doctor, tmp_path: Path) -> None:
+    """Facts edited, labelled as such: the recording above, with the parts the vllm_args probe reported when 0.34.0
+    was run again with no device query answered and a warm model-info cache (it stopped in the speculative config,
+    whose drafter config imports w8a8_utils), and the environment check it ran on its own."""
+    report = json.loads((RECORDED / "0.34.0-sm86x2-kv-auto-unanswered.json").read_text())
+    for check in report["checks"]:
+        facts = check.get("facts") or {}
+        if "serve_args" in facts:
+            facts["serve_args"]["vllm_parser"].update(environ={
+                "function": "vllm/platforms/interface.py Platform.validate_environ", "hard_fail": False,
+                "error": None, "warnings": []}, skipped_parts=[
+                {"part": "speculative", "function": "EngineArgs.create_speculative_config", "ok": False,
+                 "error": None, "skipped": "stopped: a compiled module it needs cannot load without the CUDA driver"},
+                {"part": "scheduler", "function": "SchedulerConfig", "ok": False, "error": None,
+                 "skipped": "not reached: create_engine_config builds it after EngineArgs.create_speculative_config"}])
+    saved = tmp_path / "parts.json"
+    saved.write_text(json.dumps(report))
+    judged, _ = doctor.report("judge", str(saved))
+    validation = finding(judged, "serve-command.vllm-validation")
+    assert validation["status"] == "skip"
+    assert ("(EngineArgs.create_speculative_config stopped: a compiled module it needs cannot load without the CUDA "
+            "driver; SchedulerConfig not reached: create_engine_config builds it after "
+            "EngineArgs.create_speculative_config; its environment check ran on its own); the doctor's rules judge "
+            "the command") in validation["title"]
+    assert [p["part"] for p in validation["evidence"]["skipped_parts"]] == ["speculative", "scheduler"]

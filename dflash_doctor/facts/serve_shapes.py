@@ -319,8 +319,8 @@ class ProbeProcess(Shape):
 
 @dataclass(frozen=True)
 class SkippedPart(Shape):
-    """One part of vLLM's validation run on its own after create_engine_config stopped short of it: `part`
-    ("speculative", "scheduler"), `ok`, the `error` it raised, or `skipped`: why it could not run either."""
+    """A part of create_engine_config ("model", "speculative", "scheduler") where it stopped at a compiled module the
+    machine cannot load, or that it never reached: `skipped` says which and why."""
 
     part: str = ""
     function: str | None = None
@@ -363,8 +363,8 @@ class VllmParser(Shape):
     not_validated: NotValidated | None = None
     environ: EnvironVerdict | None = None
     skipped_parts: list[SkippedPart] = field(default_factory=list)
-    """Parts of vLLM's validation run on their own where create_engine_config could not finish (a compiled module
-    the machine cannot load): what each said."""
+    """Where create_engine_config could not finish for a compiled module the machine cannot load: the part it
+    stopped in and those it never reached (validate_environ, which runs first, has its own verdict: `environ`)."""
     model_code_run: bool = False
     """--run-model-code: the validation ran the model's own code, with a HOME of its own and no network."""
     bound: dict[str, list[int]] = field(default_factory=dict)

@@ -503,9 +503,9 @@ class _Command:
         if limit:
             parts = ""
             if parser.skipped_parts:
-                ran = ", its environment check ran on its own" if parser.environ is not None else ""
-                parts = (f" ({', '.join(p.function or p.part for p in parser.skipped_parts)} not reached: "
-                         f"{parser.skipped_parts[0].skipped}{ran})")
+                ran = "; its environment check ran on its own" if parser.environ is not None else ""
+                parts = " (" + "; ".join(f"{p.function or p.part} {p.skipped}" for p in parser.skipped_parts) + \
+                    f"{ran})"
             return [VLLM_VALIDATION.finding(Status.SKIP,
                             f"vLLM {version}'s own config validation could not finish{self._on()}: {limit}{parts}; "
                             "the doctor's rules judge the command", detail=error.traceback if error else "",

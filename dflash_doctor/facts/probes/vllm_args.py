@@ -568,28 +568,34 @@ def environ_verdict(engine_args):
     return verdict
 
 
-# The parts of create_engine_config after the target's ModelConfig, each built from it (0.33.0 and 0.34.0
-# engine/arg_utils.py): where the validation stopped before one, it could not run either.
-PARTS_AFTER_MODEL = (("speculative", "EngineArgs.create_speculative_config", "create_speculative_config"),
-                     ("scheduler", "SchedulerConfig", "SchedulerConfig"))
+# The parts of create_engine_config in the order it builds them (0.33.0 and 0.34.0 engine/arg_utils.py), each from
+# the ones before: (part, function, its frame's name). validate_environ runs before them all (environ_verdict).
+ENGINE_PARTS = (("model", "EngineArgs.create_model_config", "create_model_config"),
+                ("speculative", "EngineArgs.create_speculative_config", "create_speculative_config"),
+                ("scheduler", "SchedulerConfig", None))
 
 
 def skipped_parts(exc, stood_in):
-    """Where vLLM's validation stopped at a compiled module stood in for (no CUDA driver): which of its later
-    parts it never reached, and why. validate_environ, which runs first, has its own verdict (environ_verdict)."""
+    """Where vLLM's validation stopped at a compiled module stood in for (no CUDA driver): the part it stopped
+    in, and the later parts it never reached, each built from what could not be built."""
     if not stood_in:
         return []
-    frames = []
+    frames = set()
     tb = exc.__traceback__
     while tb is not None:
-        frames.append(tb.tb_frame.f_code.co_name)
+        frames.add(tb.tb_frame.f_code.co_name)
         tb = tb.tb_next
-    if "create_model_config" not in frames:
+    stopped = [at for at, (_, _, frame) in enumerate(ENGINE_PARTS) if frame in frames]
+    if not stopped:
         return []
-    return [{"part": part, "function": function, "ok": False, "error": None,
-             "skipped": "it is built from the target's ModelConfig, which create_engine_config could not build "
-                        "here (a compiled module the machine cannot load without the CUDA driver)"}
-            for part, function, name in PARTS_AFTER_MODEL if name not in frames]
+    at = stopped[-1]
+    where = ENGINE_PARTS[at][1]
+    out = [{"part": ENGINE_PARTS[at][0], "function": where, "ok": False, "error": None,
+            "skipped": "stopped: a compiled module it needs cannot load without the CUDA driver"}]
+    out += [{"part": part, "function": function, "ok": False, "error": None,
+             "skipped": f"not reached: create_engine_config builds it after {where}"}
+            for part, function, _ in ENGINE_PARTS[at + 1:]]
+    return out
 
 
 class ModelCodeRefused(BaseException):
