@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import zipfile
@@ -185,7 +186,8 @@ VLLM_REQUIREMENTS_LEFT_OUT = (
     # tolerates until a kernel runs, and the config path runs none
     "flashinfer-python", "flashinfer-cubin", "apache-tvm-ffi", "tilelang", "nvidia-cudnn-frontend",
     "nvidia-cutlass-dsl", "quack-kernels", "fastsafetensors", "numba",  # kernels and their compilers
-    "xgrammar", "llguidance", "outlines_core", "lm-format-enforcer",  # structured-output backends
+    "outlines_core", "lm-format-enforcer",  # structured-output backends (xgrammar and llguidance stay: the
+    # parser of 0.33 and later imports them, vllm/parser/abstract_parser.py)
     "mistral_common", "opencv-python-headless", "mcp", "anthropic", "model-hosting-container-standards",
     "opentelemetry-sdk", "opentelemetry-api", "opentelemetry-exporter-otlp",
     "opentelemetry-semantic-conventions-ai", "depyf", "ninja",
@@ -240,3 +242,26 @@ def vllm_python(version: str) -> Path:
         marker.write_text("\n".join(requirements) + "\n")
         shutil.rmtree(plugin_dir, ignore_errors=True)
         return python
+
+
+# vLLM learns a model class's interface in an interpreter of its own (registry._run_in_subprocess) unless
+# its cache under VLLM_CACHE_ROOT holds it; the doctor reads that cache and never writes it. As on a machine
+# where vLLM has run before, a test module's runs share a cache that vLLM itself filled, once, with its own
+# create_engine_config on its CPU platform (0.33 and later then stop for want of triton-cpu, after the cache is
+# written: the caller checks what was cached).
+WARM_UP = """
+import sys
+from vllm.engine.arg_utils import EngineArgs
+target, drafter = sys.argv[1:3]
+EngineArgs(model=target, max_model_len=32768, max_num_batched_tokens=32768, max_num_seqs=256,
+           speculative_config={"method": "dflash", "model": drafter, "num_speculative_tokens": 15},
+           ).create_engine_config()
+"""
+
+
+def warm_model_info_cache(version: str, target: Path, drafter: Path, root: Path) -> int:
+    """vLLM `version` (vllm_python) fills the model-info cache under `root` for the toy target and drafter; its
+    exit code."""
+    env = {**os.environ, "VLLM_CACHE_ROOT": str(root), "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}
+    return subprocess.run([str(vllm_python(version)), "-c", WARM_UP, str(target), str(drafter)], env=env,
+                          check=False, capture_output=True, timeout=600).returncode

@@ -599,3 +599,56 @@ def test_prefix_caching_on_a_hybrid_target_is_judged_as_each_release_schedules_i
     assert affected is (tuple(int(p) for p in version.split(".")[:2]) <= (0, 29)), (version, facts)
     assert facts.archs["Qwen3_5ForConditionalGeneration"].hybrid is True
     assert facts.archs["Qwen3ForCausalLM"].hybrid is False
+
+
+# Environments `vllm serve` may get: the V2-runner switch in each form, a variable 0.34.0 removed, a typo, known ones.
+ENVIRONS: list[dict[str, str]] = [
+    {}, {"VLLM_USE_V2_MODEL_RUNNER": "0"}, {"VLLM_USE_V2_MODEL_RUNNER": "1"}, {"VLLM_USE_V2_MODEL_RUNNER": "false"},
+    {"VLLM_USE_V2_MODEL_RUNNER": "true"}, {"VLLM_MARLIN_INPUT_DTYPE": "int8"}, {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"},
+    {"VLLM_ALLOW_LONG_MAX_MODE_LEN": "1"}, {"VLLM_HUMMING_INPUT_QUANT_CONFIG": '{"dtype":"int8"}'},
+    {"VLLM_ATTENTION_BACKEND": "FLASH_ATTN", "VLLM_NO_USAGE_STATS": "1"},
+    {"VLLM_ALLOW_LONG_MAX_MODE_LEN": "1", "VLLM_USE_V2_MODEL_RUNNER": "0", "VLLM_MARLIN_INPUT_DTYPE": "int8"},
+    {"HF_HOME": "/x", "VLLM_USE_V2_MODEL_RUNNER": "1", "VLLM_TYPO": "1"},
+]
+
+
+@pytest.mark.parametrize("version", MATRIX)
+def test_the_environment_is_refused_and_warned_about_as_each_release_does(version: str) -> None:
+    """The release's own validate_environ (vllm/envs.py through 0.30, Platform.validate_environ from 0.33) against
+    the doctor's rule on the lists it reads from that release's source (serve-command.environ-refused and
+    environ-unknown), with and without --fail-on-environ-validation: vLLM's message word for word."""
+    from vllm_release import vllm_validate_environ
+
+    from dflash_doctor.checks.serve.environ import UNKNOWN_WORDS, judge_environ
+    from dflash_doctor.facts.serve_shapes import VllmEnvironRules
+    from dflash_doctor.facts.vllm_environ import read_vllm_environ
+
+    theirs_of = vllm_validate_environ(version)
+    facts = read_vllm_environ(VllmSources(str(vllm_source(version))))
+    assert facts is not None
+    rules = VllmEnvironRules.from_json(facts)
+    disagree = []
+    for environ in ENVIRONS:
+        for hard in (False, True):
+            error, warnings = theirs_of(environ, hard)
+            names = [n for n in environ if n.startswith("VLLM_")]
+            refused, unknown = judge_environ(rules, names, environ, hard)
+            ours = refused[0][1] if refused else None  # vLLM stops at the first, in the environment's order
+            warned = [w.removeprefix(UNKNOWN_WORDS) for w in warnings if w.startswith(UNKNOWN_WORDS)]
+            if ours != error or (error is None and unknown != warned):
+                disagree.append(f"{environ} hard={hard}: vLLM {error!r} {warned}; doctor {refused} {unknown}")
+    assert not disagree, f"vLLM {version}:\n" + "\n".join(disagree)
+
+
+def test_vllm_use_v2_model_runner_0_is_refused_from_0_34_0_only() -> None:
+    """The releases' own words: 0.34.0 refuses VLLM_USE_V2_MODEL_RUNNER=0 and knows VLLM_MARLIN_INPUT_DTYPE only as
+    removed; 0.33.0, its predecessor, takes both."""
+    from vllm_release import vllm_validate_environ
+
+    assert vllm_validate_environ("0.33.0")({"VLLM_USE_V2_MODEL_RUNNER": "0"}, True) == (None, [])
+    error, _ = vllm_validate_environ("0.34.0")({"VLLM_USE_V2_MODEL_RUNNER": "0"}, False)
+    assert error == ("VLLM_USE_V2_MODEL_RUNNER=0 is no longer supported: Model Runner V1 has been removed. "
+                     "Unset this variable.")
+    assert vllm_validate_environ("0.33.0")({"VLLM_MARLIN_INPUT_DTYPE": "int8"}, True) == (None, [])
+    assert vllm_validate_environ("0.34.0")({"VLLM_MARLIN_INPUT_DTYPE": "int8"}, False)[0].startswith(
+        "VLLM_MARLIN_INPUT_DTYPE has been removed.")

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import shlex
-import subprocess
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -25,7 +23,7 @@ import pytest
 pytest.importorskip("safetensors")
 
 from conftest import Doctor, finding, validate_report
-from stacks import vllm_python
+from stacks import vllm_python, warm_model_info_cache
 from test_models_check import patch_config, run_checks
 
 from dflash_doctor.facts.probes import ProbeJob, ProbeOutcome, run_probes_sharing_imports
@@ -90,26 +88,12 @@ def toys(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return target, toy.write_toy_drafter(base / "drafter")
 
 
-# vLLM learns a model class's interface in an interpreter of its own (registry._run_in_subprocess) unless
-# its cache under VLLM_CACHE_ROOT holds it; the doctor reads that cache and never writes it. As on a machine
-# where vLLM has run before, the module's runs share a cache that vLLM itself filled, once, with its own
-# create_engine_config on its CPU platform; test_vllms_validation_writes_nothing_and_downloads_nothing runs cold.
-WARM_UP = """
-import json, sys
-from vllm.engine.arg_utils import EngineArgs
-target, drafter = sys.argv[1:3]
-EngineArgs(model=target, max_model_len=32768, max_num_batched_tokens=32768, max_num_seqs=256,
-           speculative_config={"method": "dflash", "model": drafter, "num_speculative_tokens": 15},
-           ).create_engine_config()
-"""
-
-
+# The module's runs share a model-info cache vLLM filled (stacks.warm_model_info_cache);
+# test_vllms_validation_writes_nothing_and_downloads_nothing runs cold.
 @pytest.fixture(scope="module", autouse=True)
 def vllm_cache(toys: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     root = tmp_path_factory.mktemp("vllm-cache")
-    env = {**os.environ, "VLLM_CACHE_ROOT": str(root), "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}
-    subprocess.run([str(vllm_python(VLLM)), "-c", WARM_UP, *map(str, toys)], env=env, check=True,
-                   capture_output=True, timeout=600)
+    assert warm_model_info_cache(VLLM, *toys, root) == 0
     assert list((root / "modelinfos").iterdir()), "vLLM cached nothing"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("VLLM_CACHE_ROOT", str(root))
@@ -195,7 +179,8 @@ def test_by_default_vllm_judges_the_command_itself_on_a_platform_simulated_from_
     # vLLM rejected the config: its attention selector has nothing to be asked about.
     assert all_of(report, "serve-command.vllm-attention") == []
     judged = finding(report, "serve-command.judged-by")
-    assert judged["title"].startswith(f"judged by vLLM {VLLM}'s own code (its parser, its config validation)")
+    assert judged["title"].startswith(f"judged by vLLM {VLLM}'s own code (its parser, its config validation, "
+                                      "its environment check)")
     assert {"serve-command.parsed", "serve-command.vllm-validation"} <= set(judged["evidence"]["vllm"])
     assert "serve-command.token-budget" in judged["evidence"]["rules"]
     platform = judged["evidence"]["platform"]
@@ -216,7 +201,7 @@ def test_by_default_vllm_judges_the_command_itself_on_a_platform_simulated_from_
             facts["vllm_dflash"]["version"] = "0.99.0"
     saved = tmp_path / "newer.json"
     saved.write_text(json.dumps(newer))
-    again, proc = doctor.report("judge", str(saved))
+    again, _ = doctor.report("judge", str(saved))
     budget = finding(again, "serve-command.token-budget")
     assert budget["status"] == "warn"
     assert budget["title"].endswith("(vLLM 0.99.0's own validation accepts the command; this rule is verified "
@@ -296,15 +281,45 @@ def test_validation_can_be_turned_off_and_a_vllm_that_does_not_answer_in_time_is
 RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-validation"
 
 
+@pytest.mark.parametrize("version", ["0.33.0", "0.34.0"])
 @pytest.mark.parametrize("kv", ["auto", "fp8"])
-def test_on_a_release_whose_compiled_ops_need_the_driver_at_import_vllms_verdict_is_a_skip_and_the_rules_judge(
-    doctor: Doctor, kv: str,
+def test_the_newest_releases_validation_completes_without_the_driver_with_the_device_query_answered(
+    doctor: Doctor, version: str, kv: str,
 ) -> None:
-    """vLLM 0.34.0, recorded on this machine (fixtures/vllm-validation/README.md): its parser ran, its
-    validation could not finish without the CUDA driver, and the report says so instead of calling it vLLM's
-    rejection of the command."""
-    report, proc = doctor.report("judge", str(RECORDED / f"0.34.0-sm86x2-kv-{kv}.json"))
-    assert finding(report, "serve-command.parsed")["title"] == "the command was read by vLLM 0.34.0's own parser"
+    """vLLM 0.33.0 and 0.34.0, recorded on this machine (fixtures/vllm-validation/README.md): their model inspection
+    asks a compiled op about the GPU at import; the op, whose module needs the CUDA driver, was answered as the
+    release's csrc answers for sm_86, and vLLM's own validation and attention selector ran to their end."""
+    report, proc = doctor.report("judge", str(RECORDED / f"{version}-sm86x2-kv-{kv}.json"))
+    assert finding(report, "serve-command.parsed")["title"] == f"the command was read by vLLM {version}'s own parser"
+    validation = finding(report, "serve-command.vllm-validation")
+    assert validation["status"] == "pass"
+    assert validation["title"] == (f"vLLM {version}'s own config validation (create_engine_config) accepts the command "
+                                   "on a simulated 2× sm_86, 48 GiB platform (--gpu-memory, --gpus, --target-arch)")
+    judged = finding(report, "serve-command.judged-by")
+    assert judged["title"].startswith(f"judged by vLLM {version}'s own code (its parser, its config validation, its "
+                                      "attention selector, its environment check)")
+    assert judged["evidence"]["answered_for_the_driver"] == ["_C::cutlass_scaled_mm_supports_block_fp8"]
+    answered = {a["op"]: a for a in judged["evidence"]["platform"]["answered"]}
+    assert (answered["_C::cutlass_scaled_mm_supports_block_fp8"]["asked"],
+            answered["_C::cutlass_scaled_mm_supports_block_fp8"]["answers"]) == ([86], [False])
+    assert "vllm._C_stable_libtorch" in judged["evidence"]["stood_in_for_the_driver"]
+    attention = {f["evidence"]["role"]: f for f in all_of(report, "serve-command.vllm-attention")}
+    if kv == "auto":
+        assert {r: (f["status"], f["evidence"]["backend"]) for r, f in attention.items()} == {
+            "target": ("pass", "FLASH_ATTN"), "drafter": ("pass", "FLASH_ATTN")}
+        assert proc.returncode == 0
+    else:  # FlashAttention takes an fp8 KV cache only as FA3 (sm_90) or FA4: not on sm_86, as on 0.20.1
+        assert {f["status"] for f in attention.values()} == {"fail"}
+        assert all("FLASH_ATTN: [kv_cache_dtype not supported" in f["title"] for f in attention.values())
+        assert proc.returncode == 1
+
+
+def test_where_the_driver_is_needed_for_more_than_a_device_query_the_validation_is_a_skip_and_the_rules_judge(
+    doctor: Doctor,
+) -> None:
+    """vLLM 0.34.0 recorded before the doctor answered the op (fixtures/vllm-validation/README.md): its validation
+    stopped while inspecting the model, and the report says so instead of calling it vLLM's rejection."""
+    report, proc = doctor.report("judge", str(RECORDED / "0.34.0-sm86x2-kv-auto-unanswered.json"))
     validation = finding(report, "serve-command.vllm-validation")
     assert validation["status"] == "skip"
     assert validation["title"].startswith(
@@ -314,3 +329,31 @@ def test_on_a_release_whose_compiled_ops_need_the_driver_at_import_vllms_verdict
     judged = finding(report, "serve-command.judged-by")
     assert judged["evidence"]["vllm"] == ["serve-command.parsed", "serve-command.vllm-validation"]
     assert "serve-command.token-budget" in judged["evidence"]["rules"]
+    assert proc.returncode == 0
+
+
+def test_a_skip_names_the_part_vllm_stopped_in_and_the_parts_it_never_reached(doctor: Doctor, tmp_path: Path) -> None:
+    """Facts edited, labelled as such: the recording above, with the parts the vllm_args probe reported when 0.34.0
+    was run again with no device query answered and a warm model-info cache (it stopped in the speculative config,
+    whose drafter config imports w8a8_utils), and the environment check it ran on its own."""
+    report = json.loads((RECORDED / "0.34.0-sm86x2-kv-auto-unanswered.json").read_text())
+    for check in report["checks"]:
+        facts = check.get("facts") or {}
+        if "serve_args" in facts:
+            facts["serve_args"]["vllm_parser"].update(environ={
+                "function": "vllm/platforms/interface.py Platform.validate_environ", "hard_fail": False,
+                "error": None, "warnings": []}, skipped_parts=[
+                {"part": "speculative", "function": "EngineArgs.create_speculative_config", "ok": False,
+                 "error": None, "skipped": "stopped: a compiled module it needs cannot load without the CUDA driver"},
+                {"part": "scheduler", "function": "SchedulerConfig", "ok": False, "error": None,
+                 "skipped": "not reached: create_engine_config builds it after EngineArgs.create_speculative_config"}])
+    saved = tmp_path / "parts.json"
+    saved.write_text(json.dumps(report))
+    judged, _ = doctor.report("judge", str(saved))
+    validation = finding(judged, "serve-command.vllm-validation")
+    assert validation["status"] == "skip"
+    assert ("(EngineArgs.create_speculative_config stopped: a compiled module it needs cannot load without the CUDA "
+            "driver; SchedulerConfig not reached: create_engine_config builds it after "
+            "EngineArgs.create_speculative_config; its environment check ran on its own); the doctor's rules judge "
+            "the command") in validation["title"]
+    assert [p["part"] for p in validation["evidence"]["skipped_parts"]] == ["speculative", "scheduler"]

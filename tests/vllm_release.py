@@ -418,3 +418,68 @@ def vllm_dflash_causal(version: str) -> Callable[[Any, int], bool] | None:
         whole = release_function(version, utils, "get_dflash_causal", {"ModelConfig": Any})
         return lambda config, index: bool(whole(SimpleNamespace(hf_config=config)))
     return None
+
+
+# ------------------------------------------------------------------------------ the environment check
+
+
+@functools.lru_cache(maxsize=16)
+def _envs_module(version: str) -> ModuleType:
+    """The release's vllm/envs.py, executed on its own: its top level imports only the standard library (0.18.0 ..
+    0.34.0), and its tables (`environment_variables`, `removed_environment_variables`) are plain literals."""
+    path = vllm_source(version) / "envs.py"
+    module = ModuleType(f"vllm_envs_{version.replace('.', '_')}")
+    module.__file__ = str(path)
+    exec(compile(path.read_text(), str(path), "exec", dont_inherit=True), module.__dict__)  # noqa: S102
+    return module
+
+
+def vllm_validate_environ(version: str) -> Callable[[Mapping[str, str], bool], tuple[str | None, list[str]]]:
+    """The release's own validate_environ (vllm/envs.py through 0.30, platforms/interface.py
+    Platform.validate_environ from 0.33) over a given environment: (the message it raises or None, the warnings
+    it logs)."""
+    envs = _envs_module(version)
+    on_platform = "validate_environ" in {n.name for n in _tree(version, "platforms/interface.py").body
+                                         if isinstance(n, ast.ClassDef) for n in n.body
+                                         if isinstance(n, ast.FunctionDef)}
+
+    def judge(environ: Mapping[str, str], hard_fail: bool) -> tuple[str | None, list[str]]:
+        warnings: list[str] = []
+
+        class Kept(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                warnings.append(record.getMessage())
+
+        kept = Kept()
+        fake_os = SimpleNamespace(environ=dict(environ))
+        try:
+            if on_platform:
+                function = release_function(version, "platforms/interface.py", "Platform.validate_environ",
+                                            {"os": fake_os})
+                LOGGER.addHandler(kept)
+                saved = sys.modules.get("vllm")
+                package = ModuleType("vllm")
+                package.envs = envs  # type: ignore[attr-defined] - `from vllm import envs` inside the function
+                sys.modules["vllm"] = package
+                try:
+                    function(None, hard_fail)
+                finally:
+                    if saved is None:
+                        sys.modules.pop("vllm", None)
+                    else:
+                        sys.modules["vllm"] = saved
+            else:
+                envs.logger.addHandler(kept)
+                real_os, envs.os = envs.os, fake_os
+                try:
+                    envs.validate_environ(hard_fail)
+                finally:
+                    envs.os = real_os
+        except ValueError as exc:
+            return str(exc), warnings
+        finally:
+            LOGGER.removeHandler(kept)
+            envs.logger.removeHandler(kept)
+        return None, warnings
+
+    return judge

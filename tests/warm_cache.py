@@ -37,6 +37,9 @@ VLLM_WHEELS = ("0.20.1", "0.24.0", "0.33.0")  # 0.33.0: `vllm download-kernels` 
 # (tests/test_vllm_regressions.py).
 VLLM_SOURCES = sorted({"0.20.1", "0.22.0", "0.24.0", "0.25.1", "0.27.1", "0.28.0", *MATRIX,
                        *(v for e in vl.ROTARY_FLASH_ATTN_GUARD.value for v in e[:2])})
+# The releases whose own validation the tests run live: 0.20.1 (tests/test_vllm_validation.py), 0.33.0 and 0.34.0
+# (tests/test_vllm_validation_newest.py: each venv took 3 to 5 minutes to build on a 2-core machine).
+VLLM_PYTHONS = ("0.20.1", "0.33.0", "0.34.0")
 FA2_SDISTS = ("2.8.3.post1", "2.8.3.post2")  # 2.8.3 comes with its wheel's build
 
 
@@ -52,7 +55,7 @@ def _steps() -> list[tuple[str, Callable[[], object]]]:
     steps += [(f"{n} {v} wheel", lambda n=n, v=v: kernel_wheel(n, v)) for n, v in KERNEL_WHEELS]
     steps.append(("a library linked against libcudart.so.12", cudart12_library))
     steps += [(f"vLLM {v} source", lambda v=v: vllm_source(v)) for v in VLLM_SOURCES]
-    steps.append(("vLLM 0.20.1 importable venv (CPU platform)", lambda: vllm_python("0.20.1")))
+    steps += [(f"vLLM {v} importable venv (CPU platform)", lambda v=v: vllm_python(v)) for v in VLLM_PYTHONS]
     return steps
 
 

@@ -34,6 +34,7 @@ from dflash_doctor.facts.models import hub_cache, resolve_model_path
 from dflash_doctor.facts.probes import ProbeJob, ProbeOutcome, run_probe
 from dflash_doctor.facts.safefile import environment_roots
 from dflash_doctor.facts.serve_args import parse_serve_command
+from dflash_doctor.facts.vllm_environ import read_vllm_environ
 from dflash_doctor.facts.vllm_pairing import VllmSources, read_vllm_pairing, target_architectures
 from dflash_doctor.facts.vllm_source import vllm_package_dir
 from dflash_doctor.knowledge.archs import parse_target_archs
@@ -59,12 +60,30 @@ from dflash_doctor.knowledge.dflash_reports import (
     SPECULATORS_DFLASH,
     SPECULATORS_LAUNCH,
 )
+from dflash_doctor.knowledge.vllm import DEVICE_QUERY_OPS
 from dflash_doctor.units import GIB
 
 __all__ = ["CAPABILITIES", "collect_args", "collect_vllm", "head_sizes_of", "port_facts", "read_vllm_dflash"]
 
 ENV_NAMES = ("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "VLLM_USE_V2_MODEL_RUNNER", "HF_HUB_OFFLINE", "HF_HOME",
              "HF_HUB_CACHE", "CUDA_VISIBLE_DEVICES")
+MAX_ENVIRON_NAMES = 512
+
+
+def device_queries() -> list[dict[str, Any]]:
+    """knowledge.vllm.DEVICE_QUERY_OPS as the vllm_args probe takes it (it answers them on a simulated platform
+    where the module that registers them cannot load)."""
+    return [{"first": first, "last": last, "module": module, "op": op, "true_on": [list(r) for r in ranges]}
+            for first, last, module, op, ranges in DEVICE_QUERY_OPS.value]
+
+
+
+def vllm_environ_names(environ: Mapping[str, str]) -> list[str]:
+    """The `VLLM_*` names in the environment `vllm serve` gets (vLLM's validate_environ judges each): names
+    only, a value may be a secret (VLLM_API_KEY)."""
+    return sorted(n for n in environ if n.startswith("VLLM_"))[:MAX_ENVIRON_NAMES]
+
+
 # Compute capabilities the backend choice is evaluated for (every CUDA GPU vLLM runs on has one of these).
 CAPABILITIES = ("7.0", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.3", "11.0", "12.0", "12.1")
 
@@ -239,7 +258,8 @@ def collect_args(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
     argv = [str(a) for a in serve["argv"]]
     subset = parse_serve_command(argv)
     facts: dict[str, Any] = {"given": True, "argv": argv, "cwd": ctx.cwd, "assume": assume,
-                             "environ": {n: os.environ.get(n) for n in ENV_NAMES}}
+                             "environ": {n: os.environ.get(n) for n in ENV_NAMES},
+                             "vllm_environ": vllm_environ_names(os.environ)}
     vllm_parser: dict[str, Any] = {"tried": False}
     parsed: Mapping[str, Any] | None = None
     if subset["program_error"] is None and serve.get("vllm_parser", True):
@@ -247,7 +267,8 @@ def collect_args(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
         validate = bool(serve.get("validate", True))
         model_code = validate and bool(serve.get("run_model_code"))
         job = {"args": subset["args"], "validate": validate, "platform": platform, "roots": _roots(earlier),
-               "environ": OFFLINE, "checked_models": [], "model_code": model_code}
+               "environ": OFFLINE, "checked_models": [], "model_code": model_code,
+               "device_queries": device_queries() if platform else []}
         outcome, data = _vllm_args(ctx, job, models_read_by_validation(subset))
         unchecked = (data.get("not_validated") or {}).get("models") or []
         if data.get("available") and unchecked:
@@ -261,6 +282,7 @@ def collect_args(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
                        "platform": data.get("platform"),
                        "attention": data.get("attention"), "given": data.get("given") or [],
                        "not_validated": data.get("not_validated"), "model_code_run": model_code,
+                       "environ": data.get("environ"), "skipped_parts": data.get("skipped_parts") or [],
                        "bound": data.get("bound") or {}, "process": outcome.as_facts()}
         if data.get("available") and isinstance(data.get("fields"), dict):
             parsed = data["fields"]
@@ -767,6 +789,7 @@ def read_vllm_dflash(root: str, head_sizes: Sequence[int] = (), target_archs: Se
         "markers": _markers(sources),
         "attention": _attention(sources, head_sizes),
         "pairing": read_vllm_pairing(sources, target_archs, transformers),
+        "environ": read_vllm_environ(sources),
     }
 
 

@@ -15,11 +15,13 @@ from dflash_doctor.facts.shape import Shape
 __all__ = [
     "MAX_GPUS",
     "MAX_GPU_MEMORY_GIB",
+    "AnsweredOp",
     "BackendChoice",
     "BackendInputs",
     "BackendSupport",
     "Eagle3Arch",
     "Eagle3Facts",
+    "EnvironVerdict",
     "FlagError",
     "FlashAttnBuilds",
     "Fp8Facts",
@@ -33,18 +35,21 @@ __all__ = [
     "Priorities",
     "ProbeProcess",
     "RefusedConnection",
+    "RefusedValue",
     "RopeLayout",
     "RunnerFacts",
     "ServeArgs",
     "ServeAssumptions",
     "ServeFields",
     "Served",
+    "SkippedPart",
     "SpeculativeConfig",
     "StoodIn",
     "TransformersTypes",
     "VllmAttention",
     "VllmAttentionTable",
     "VllmDflash",
+    "VllmEnvironRules",
     "VllmError",
     "VllmPairing",
     "VllmParser",
@@ -187,6 +192,18 @@ class StoodIn(Shape):
 
 
 @dataclass(frozen=True)
+class AnsweredOp(Shape):
+    """A device query of a compiled module stood in for (the CUDA driver is absent), answered as the real op
+    answers for the simulated GPU: `rule` is what the release's own source returns (knowledge.vllm
+    DEVICE_QUERY_OPS), `asked` the capabilities vLLM asked about and `answers` what it was told."""
+
+    op: str = ""
+    rule: str = ""
+    asked: list[int] = field(default_factory=list)
+    answers: list[bool] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class VllmPlatform(Shape):
     """The platform vLLM judged on: "real" (vLLM's own detection) or "simulated" (a CUDA platform whose
     device queries answer from `simulated_from`: NVML's GPUs, or --target-arch/--gpus/--gpu-memory)."""
@@ -200,6 +217,7 @@ class VllmPlatform(Shape):
     name: str | None = None
     replaced: str | None = None
     stood_in: list[StoodIn] = field(default_factory=list)
+    answered: list[AnsweredOp] = field(default_factory=list)
     simulated_from: dict[str, str] = field(default_factory=dict)
     """For each of capability, count, memory: where the value came from ("--target-arch", "nvml", ...)."""
 
@@ -300,6 +318,32 @@ class ProbeProcess(Shape):
 
 
 @dataclass(frozen=True)
+class SkippedPart(Shape):
+    """A part of create_engine_config ("model", "speculative", "scheduler") where it stopped at a compiled module the
+    machine cannot load, or that it never reached: `skipped` says which and why."""
+
+    part: str = ""
+    function: str | None = None
+    ok: bool = False
+    error: VllmError | None = None
+    skipped: str | None = None
+
+
+@dataclass(frozen=True)
+class EnvironVerdict(Shape):
+    """vLLM's own `validate_environ` on the environment the serve gets, run in the probe on its own (it runs
+    first inside create_engine_config too): `function` (where it is), `hard_fail` (--fail-on-environ-validation),
+    the `error` it raised, the `warnings` it logged."""
+
+    function: str | None = None
+    hard_fail: bool = False
+    error: VllmError | None = None
+    warnings: list[str] = field(default_factory=list)
+    not_run: VllmError | None = None
+    """Why the doctor could not run it (not vLLM's verdict)."""
+
+
+@dataclass(frozen=True)
 class VllmParser(Shape):
     """vLLM's own argument parser, run in the target (`tried`: whether it was)."""
 
@@ -317,6 +361,10 @@ class VllmParser(Shape):
     attention: list[VllmAttention] | None = None
     given: list[str] = field(default_factory=list)
     not_validated: NotValidated | None = None
+    environ: EnvironVerdict | None = None
+    skipped_parts: list[SkippedPart] = field(default_factory=list)
+    """Where create_engine_config could not finish for a compiled module the machine cannot load: the part it
+    stopped in and those it never reached (validate_environ, which runs first, has its own verdict: `environ`)."""
     model_code_run: bool = False
     """--run-model-code: the validation ran the model's own code, with a HOME of its own and no network."""
     bound: dict[str, list[int]] = field(default_factory=dict)
@@ -346,6 +394,9 @@ class ServeArgs(Shape):
     argv: list[str] = field(default_factory=list)
     cwd: str | None = None
     environ: dict[str, str | None] = field(default_factory=dict)
+    vllm_environ: list[str] | None = None
+    """The names of the `VLLM_*` variables in the environment `vllm serve` gets (the doctor's own; values only in
+    `environ`, for the names it records); None in a report older than this key."""
     parser: str | None = None
     """"vllm" (vLLM's own parser, in the target) or "subset" (the doctor's reading)."""
     fields: ServeFields = field(default_factory=ServeFields)
@@ -564,6 +615,34 @@ class VllmPairing(Shape):
 
 
 @dataclass(frozen=True)
+class RefusedValue(Shape):
+    """A variable the installed vLLM's validate_environ refuses unless it has one of `accepted` (its message)."""
+
+    name: str = ""
+    accepted: list[str] = field(default_factory=list)
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class VllmEnvironRules(Shape):
+    """What the installed vLLM's validate_environ checks, read from its source (facts.vllm_environ)."""
+
+    validated_by: str | None = None
+    known: list[str] | None = None
+    removed: dict[str, str] | None = None
+    """envs.removed_environment_variables (name -> hint); None in a release without it."""
+    refused_values: list[RefusedValue] = field(default_factory=list)
+    unknown_prefix: str | None = None
+
+    def refuses(self, name: str, value: str) -> str | None:
+        """vLLM's message where it refuses `name`=`value`, else None."""
+        for rule in self.refused_values:
+            if rule.name == name and value not in rule.accepted:
+                return rule.message.replace("{value}", value)
+        return None
+
+
+@dataclass(frozen=True)
 class VllmDflash(Shape):
     SECTION: ClassVar[str] = "vllm_dflash"
 
@@ -580,4 +659,6 @@ class VllmDflash(Shape):
     attention: VllmAttentionTable | None = None
     """None: the source was not read (no vLLM, or nothing to judge)."""
     pairing: VllmPairing = field(default_factory=VllmPairing)
+    environ: VllmEnvironRules | None = None
+    """None: not read (an older report), or the release has no validate_environ."""
     seconds: float | None = None

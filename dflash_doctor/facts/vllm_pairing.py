@@ -25,7 +25,7 @@ from dflash_doctor.knowledge.dflash_reports import (
     PARSER_REGISTRIES,
 )
 
-__all__ = ["MAX_SOURCE_BYTES", "VllmSources", "read_vllm_pairing"]
+__all__ = ["MAX_SOURCE_BYTES", "VllmSources", "assigned_value", "read_vllm_pairing"]
 
 MAX_SOURCE_BYTES = 4_000_000
 MAX_BASE_DEPTH = 8
@@ -85,7 +85,8 @@ class _Trees:
             return None
 
 
-def _assigned(tree: ast.Module, name: str) -> ast.expr | None:
+def assigned_value(tree: ast.Module, name: str) -> ast.expr | None:
+    """The value a module-level `name = ...` (or `name: T = ...`) assigns."""
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
             return node.value
@@ -101,7 +102,7 @@ def _registered_names(trees: _Trees, rel: str, table: str, manager: str) -> list
     if tree is None:
         return None
     names: list[str] = []
-    value = _assigned(tree, table)
+    value = assigned_value(tree, table)
     if isinstance(value, ast.Dict):
         names += [k.value for k in value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
     for node in ast.walk(tree):
@@ -164,7 +165,7 @@ def _runner(trees: _Trees) -> dict[str, Any]:
     tree = trees.get("config/vllm.py")
     if tree is None or not v2:
         return {"kind": "v1-default" if v1 and not v2 else None, "file": None, "default_archs": None}
-    archs = _string_set(_assigned(tree, "DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES"))
+    archs = _string_set(assigned_value(tree, "DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES"))
     if archs is not None:
         return {"kind": "v2-for-archs", "file": "vllm/config/vllm.py", "default_archs": archs}
     if _returns_true_last(tree, "use_v2_model_runner"):
@@ -349,7 +350,7 @@ def _rope_layouts(trees: _Trees, archs: Sequence[str]) -> dict[str, Any]:
 
 def _config_registry(trees: _Trees) -> list[str] | None:
     tree = trees.get("transformers_utils/config.py")
-    value = _assigned(tree, "_CONFIG_REGISTRY") if tree is not None else None
+    value = assigned_value(tree, "_CONFIG_REGISTRY") if tree is not None else None
     if isinstance(value, ast.Call):
         return sorted({k.arg for k in value.keywords if k.arg} | {
             k.value for a in value.args if isinstance(a, ast.Dict) for k in a.keys
@@ -369,7 +370,7 @@ def _transformers_model_types(root: str, package: str | None) -> dict[str, Any]:
         tree = parse_module(text, rel)
     except (OSError, SourceError):
         return {"file": None, "model_types": None}
-    value = _assigned(tree, "CONFIG_MAPPING_NAMES")
+    value = assigned_value(tree, "CONFIG_MAPPING_NAMES")
     if isinstance(value, ast.Call) and value.args:
         value = value.args[0]
     types: list[str] = []

@@ -22,6 +22,7 @@ __all__ = [
     "ATTENTION_BACKEND_CLI_FLAG",
     "ATTENTION_BACKEND_ENV_REMOVED_IN",
     "ATTENTION_BACKEND_PRIORITY",
+    "DEVICE_QUERY_OPS",
     "DFLASH_ARCHITECTURE_RULE",
     "DFLASH_FIRST_RELEASE",
     "DFLASH_MASK_TOKEN_ERRORS",
@@ -539,4 +540,30 @@ WHEEL_PLATFORM_TAGS: Fact[dict[str, str]] = Fact(
     read_from="PyPI wheels vllm 0.20.1 (sha256 11907857...) and 0.24.0 (sha256 2d2831ae...), hashes matching "
     "PyPI's simple index",
     note="manylinux_2_35 means pip installs the 0.20.1 wheel only on glibc >= 2.35 (Ubuntu 22.04+).",
+)
+
+
+# Device queries vLLM's compiled ops answer from the GPU's capability alone, which the doctor's simulated
+# platform answers as the op does when the compiled module that registers them cannot load (no CUDA driver):
+# (first, last_read release, the module that registers them, the op, the capability ranges [low, high) where the op
+# returns true). Every one has the schema `(int cuda_device_capability) -> bool`.
+DEVICE_QUERY_OPS: Fact[tuple[tuple[str, str, str, str, tuple[tuple[int, int], ...]], ...]] = Fact(
+    value=(
+        ("0.33.0", "0.34.0", "vllm._C_stable_libtorch", "_C::cutlass_scaled_mm_supports_fp8", ((89, 1000),)),
+        ("0.33.0", "0.34.0", "vllm._C_stable_libtorch", "_C::cutlass_scaled_mm_supports_block_fp8", ((90, 1000),)),
+        ("0.33.0", "0.34.0", "vllm._C_stable_libtorch", "_C::cutlass_group_gemm_supported", ((90, 120),)),
+        ("0.33.0", "0.34.0", "vllm._C_stable_libtorch", "_C::cutlass_scaled_mm_supports_fp4", ((100, 130),)),
+    ),
+    source="csrc/torch_bindings.cpp (STABLE_TORCH_LIBRARY_FRAGMENT(_C, ops): `cutlass_scaled_mm_supports_fp8(int "
+    "cuda_device_capability) -> bool` and its siblings, implemented for CompositeExplicitAutograd, built into "
+    "vllm/_C_stable_libtorch, which vllm/platforms/cuda.py:23 imports); "
+    "csrc/quantization/w8a8/cutlass/scaled_mm_entry.cu: supports_fp8 `>= 90: CUDA_VERSION >= 12000; >= 89: "
+    "CUDA_VERSION >= 12040`, supports_block_fp8 `>= 100: CUDA_VERSION >= 12080; >= 90: CUDA_VERSION >= 12000`, "
+    "group_gemm_supported `[100, 120): CUDA_VERSION >= 12080` (ENABLE_CUTLASS_MOE_SM100) and `[90, 100): "
+    ">= 12030` (ENABLE_CUTLASS_MOE_SM90); csrc/quantization/fp4/nvfp4_scaled_mm_entry.cu: supports_fp4 "
+    "`runtime >= 12080`, [100, 120) (ENABLE_NVFP4_SM100) and [120, 130) (ENABLE_NVFP4_SM120). The PyPI wheels "
+    "are built with CUDA 13.0 (envs.py VLLM_MAIN_CUDA_VERSION default \"13.0\") for those archs, so every "
+    "CUDA_VERSION clause holds. 0.34.0 model_executor/layers/quantization/utils/w8a8_utils.py:41 asks "
+    "`CUTLASS_BLOCK_FP8_SUPPORTED = cutlass_block_fp8_supported()` at import (0.33.0: the same line)",
+    read_from=f"{_SDISTS} 0.33.0 and 0.34.0 (csrc/)",
 )

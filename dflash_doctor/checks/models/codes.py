@@ -443,8 +443,8 @@ DRAFTER_PADDED_VOCAB_V2 = Code(
     "drafter has no vocabulary mapping, and the drafter gets one whenever its vocabulary size differs "
     "from the target's: a target padded past the drafter's vocabulary (152576 against 152064) leaves "
     "the drafter with its own, never-loaded lm_head, and 0% of the drafts are accepted. vLLM PR #46435 "
-    "(0.25.1 and later) fixed it; the V1 runner shares the head. Upgrade vLLM or set "
-    "VLLM_USE_V2_MODEL_RUNNER=0.",
+    "(0.25.1 and later) fixed it; the V1 runner shares the head. Upgrade vLLM or, on the releases that "
+    "still have V1 (0.34.0 refuses it), set VLLM_USE_V2_MODEL_RUNNER=0.",
 )
 
 DRAFTER_WEIGHTS_FILE = Code(

@@ -586,5 +586,13 @@ def _padded_vocab(d: DrafterView) -> list[Finding]:
                     evidence={"file": d.file, **facts},
                     remediation=(Remediation(d.installer.install(f"vllm>={fixed}"),
                                              f"vLLM {fixed} shares the target's lm_head on V2 too (PR #46435)"),
-                                 Remediation("export VLLM_USE_V2_MODEL_RUNNER=0",
-                                             "serve on the V1 runner, which shares the target's lm_head")))]
+                                 *v1_runner_fix(d.vllm, "serve on the V1 runner, which shares the target's lm_head")))]
+
+
+def v1_runner_fix(vllm: VllmDflash | None, why: str) -> tuple[Remediation, ...]:
+    """`export VLLM_USE_V2_MODEL_RUNNER=0`, where the installed release takes it: never on one whose own
+    validate_environ refuses it (0.34.0: "Model Runner V1 has been removed"), read from its source."""
+    rules = vllm.environ if vllm is not None else None
+    if rules is not None and rules.refuses("VLLM_USE_V2_MODEL_RUNNER", "0"):
+        return ()
+    return (Remediation("export VLLM_USE_V2_MODEL_RUNNER=0", why),)

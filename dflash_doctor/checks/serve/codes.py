@@ -98,6 +98,20 @@ VLLM_VALIDATION = Code("serve-command.vllm-validation", "vLLM's own config valid
     "driver are stood in for (named in the facts). Where vLLM's code needs one of those at import (some "
     "releases query compiled ops while inspecting the model), its validation cannot finish there: skip, and "
     "the doctor's rules judge. --no-vllm-validate turns it off.")
+ENVIRON_REFUSED = Code("serve-command.environ-refused",
+    "An environment variable the installed vLLM refuses",
+    "vLLM checks the environment before it builds any config (`validate_environ`: vllm/envs.py through 0.30, "
+    "vllm/platforms/interface.py from 0.33, called first by create_engine_config) and stops `vllm serve` on: a "
+    "variable of `envs.removed_environment_variables` (0.34.0: VLLM_MARLIN_INPUT_DTYPE, \"has been removed\"), "
+    "VLLM_USE_V2_MODEL_RUNNER set to anything but 1 on 0.34.0 (\"is no longer supported: Model Runner V1 has been "
+    "removed\"), and, with --fail-on-environ-validation, any `VLLM_*` variable it does not know. Judged by vLLM's "
+    "own function where it imports, else from the lists read in the installed release's source. Unset the "
+    "variable (or follow vLLM's hint) before `vllm serve`.")
+ENVIRON_UNKNOWN = Code("serve-command.environ-unknown", "A VLLM_* variable the installed vLLM does not know",
+    "A `VLLM_*` variable outside the installed release's `envs.environment_variables` is ignored, with only a "
+    "log line (\"Unknown vLLM environment variable detected\"): a typo, or a variable an older or newer release "
+    "reads, does nothing. With --fail-on-environ-validation vLLM refuses to start instead "
+    "(serve-command.environ-refused).")
 VLLM_ATTENTION = Code("serve-command.vllm-attention", "vLLM's attention selector for the target and the drafter",
     "vLLM's own attention selector (get_attn_backend) is asked which backend the target's and the drafter's "
     "layers get, with the drafter's inputs as the installed release's DFlash proposer sets them (non-causal "
@@ -269,6 +283,8 @@ COMMAND_CODES: tuple[Code, ...] = (
     HEADS_TP,
     KV_HEADS_TP,
     VLLM_VALIDATION,
+    ENVIRON_REFUSED,
+    ENVIRON_UNKNOWN,
     MODEL_CODE_NOT_RUN,
     VALIDATION_NOT_RUN,
     VLLM_ATTENTION,

@@ -20,6 +20,7 @@ from dflash_doctor.checks.models.common import gpu_view, is_int, text_config
 from dflash_doctor.checks.remedy import installer_for
 from dflash_doctor.checks.serve.codes import (
     DRAFTER_BROKEN,
+    ENVIRON_REFUSED,
     FLAG_INVALID,
     FLAGS_UNCHECKED,
     HEADS_TP,
@@ -57,6 +58,7 @@ from dflash_doctor.checks.serve.common import (
     size_gib,
     spec_token_budget,
 )
+from dflash_doctor.checks.serve.environ import ENVIRON_IDS, environ_findings, environ_judged_by_vllm
 from dflash_doctor.checks.serve.pairing import serve_rules
 from dflash_doctor.checks.serve.speculators import launch_findings
 from dflash_doctor.checks.serve.view import ServeCommand
@@ -137,7 +139,8 @@ class _Command:
         out: list[Finding] = []
         for rule in (self.parsed, self.installed, lambda: list(self.view.launch_findings), self.speculative,
                      self.drafter_verdict, self.max_model_len, self.scheduler, self.budget, self.heads,
-                     self.vllm_validation, self.vllm_attention, *serve_rules(self.view)):
+                     self.vllm_validation, self.vllm_attention, lambda: environ_findings(self.view),
+                     *serve_rules(self.view)):
             out.extend(rule())
         out = self._vllm_first(out)
         out.append(self._judged_by(out))
@@ -498,13 +501,22 @@ class _Command:
         message = error.message if error else ""
         limit = simulation_limit(parser.platform, error)
         if limit:
+            parts = ""
+            if parser.skipped_parts:
+                ran = "; its environment check ran on its own" if parser.environ is not None else ""
+                parts = " (" + "; ".join(f"{p.function or p.part} {p.skipped}" for p in parser.skipped_parts) + \
+                    f"{ran})"
             return [VLLM_VALIDATION.finding(Status.SKIP,
-                            f"vLLM {version}'s own config validation could not finish{self._on()}: {limit}; the "
-                            "doctor's rules judge the command", detail=error.traceback if error else "")]
+                            f"vLLM {version}'s own config validation could not finish{self._on()}: {limit}{parts}; "
+                            "the doctor's rules judge the command", detail=error.traceback if error else "",
+                            evidence={"skipped_parts": [p.to_json() for p in parser.skipped_parts]})]
+        environ = parser.environ.error if parser.environ is not None else None
         return [VLLM_VALIDATION.finding(Status.FAIL,
                         f"vLLM {version}'s own config validation rejects the command{self._on()}: "
                         f"{error.type if error else ''}: {_validation_reason(message)}",
-                        detail=error.traceback if error else "", evidence=ran_code)]
+                        detail=error.traceback if error else "", evidence=ran_code,
+                        # validate_environ runs first in create_engine_config: the same refusal
+                        cause=ENVIRON_REFUSED if environ is not None and environ.message == message else "")]
 
     def _not_validated(self, why: NotValidated) -> Finding:
         version = self.serve.vllm_parser.version or ""
@@ -605,7 +617,7 @@ class _Command:
     def _judged_by(self, findings: list[Finding]) -> Finding:
         parser = self.serve.vllm_parser
         by_vllm = [f.id for f in findings if f.id in _VLLM_OWN or f.id == PARSED.id
-                   and self.serve.parser == "vllm"]
+                   and self.serve.parser == "vllm" or f.id in ENVIRON_IDS and environ_judged_by_vllm(self.view)]
         by_vllm = sorted(set(by_vllm))
         rules = sorted({f.id for f in findings if f.id not in by_vllm and f.status is not Status.SKIP
                         and f.id not in _VLLM_NOT_RUN})
@@ -615,14 +627,20 @@ class _Command:
                                             ("its config validation", VLLM_VALIDATION.id),
                                             ("its attention selector", VLLM_ATTENTION.id))
                              if i in by_vllm)
+            if environ_judged_by_vllm(self.view):
+                what += ", its environment check"
             title = f"judged by vLLM {parser.version}'s own code ({what}){self._on()} and by the doctor's rules"
         else:
             title = "judged by the doctor's rules alone: vLLM's own code did not run on this command"
         stood_in = [s.module for s in platform.stood_in] if platform else []
+        answered = [a.op for a in platform.answered if a.asked] if platform else []
+        if answered:
+            title += (f"; the device queries {', '.join(answered)} were answered for the simulated GPU as the "
+                      "compiled op answers them (its release's source: knowledge.vllm DEVICE_QUERY_OPS)")
         return JUDGED_BY.finding(Status.PASS, title,
                        evidence={"vllm": by_vllm, "rules": rules,
                                  "platform": platform.to_json() if platform else None,
-                                 "stood_in_for_the_driver": stood_in})
+                                 "stood_in_for_the_driver": stood_in, "answered_for_the_driver": answered})
 
 
 _VLLM_OWN = frozenset({VLLM_PARSER_REJECTED.id, VLLM_VALIDATION.id, VLLM_ATTENTION.id})

@@ -102,6 +102,74 @@ def driver_absent(stood_in):
     return stand_in
 
 
+# ---------------------------------------------------------------------------- device queries answered
+
+LIBRARIES = []  # torch.library fragments registered here: kept alive, or torch drops their ops
+
+
+def _release(text):
+    parts = []
+    for part in str(text or "").split("+")[0].split("."):
+        digits = "".join(c for c in part if c.isdigit()) if part[:1].isdigit() else ""
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+def answering_device_queries(stand_in, queries, answered):
+    """The extension guard's stand-in, and then: where the module stood in for registers ops that answer a
+    device query from the GPU's capability alone (knowledge.vllm DEVICE_QUERY_OPS: `queries`, for the installed
+    release), each is registered as the real module registers it (torch.library, the same namespace and
+    schema) and answers as the release's own source does for the capability vLLM asks about; each is named in
+    `answered`, with what it was asked and what it said. An op the machine already has is left alone."""
+
+    def guard(spec, exc):
+        module = stand_in(spec, exc)
+        if module is not None:
+            with contextlib.suppress(Exception):
+                answer_ops(spec.name, queries or [], answered)
+        return module
+
+    return guard
+
+
+def answer_ops(module, queries, answered):
+    vllm = sys.modules.get("vllm")
+    version = _release(getattr(vllm, "__version__", None))
+    wanted = [q for q in queries if q.get("module") == module and version
+              and _release(q.get("first")) <= version <= _release(q.get("last"))]
+    if not wanted:
+        return
+    import torch
+
+    for query in wanted:
+        namespace, _, name = str(query.get("op") or "").partition("::")
+        if not namespace or not name:
+            continue
+        try:
+            getattr(getattr(torch.ops, namespace), name)
+            continue  # registered by a module that did load
+        except (AttributeError, RuntimeError):
+            pass
+        ranges = [(int(low), int(high)) for low, high in query.get("true_on") or []]
+        record = {"op": query["op"], "rule": " or ".join(f"{low} <= capability < {high}" for low, high in ranges)
+                  or "false", "asked": [], "answers": []}
+
+        def answer(cuda_device_capability, _ranges=ranges, _record=record):
+            value = any(low <= int(cuda_device_capability) < high for low, high in _ranges)
+            if len(_record["asked"]) < 16:
+                _record["asked"].append(int(cuda_device_capability))
+                _record["answers"].append(value)
+            return value
+
+        library = torch.library.Library(namespace, "FRAGMENT")
+        library.define(f"{name}(int cuda_device_capability) -> bool")
+        library.impl(name, answer, "CompositeExplicitAutograd")
+        LIBRARIES.append(library)
+        answered.append(record)
+
+
 # ----------------------------------------------------------------------------------- simulated platform
 
 
@@ -348,12 +416,15 @@ def run():
     refuse_opening(ARGS.get("refused_files") or [])
     given_platform = ARGS.get("platform")
     stood_in = [] if given_platform else None
+    answered = []
     roots = ARGS.get("roots")
     if ARGS.get("model_code") and roots is not None and os.environ.get("HF_MODULES_CACHE"):
         # --run-model-code: the model's own modules, copied by transformers into the doctor's temporary
         # HF_MODULES_CACHE, are what the user asked to run; nothing else outside the environment is
         roots = [*roots, os.path.realpath(os.environ["HF_MODULES_CACHE"])]
-    guard_extensions(roots, driver_absent(stood_in) if given_platform else None)  # noqa: F821 - the prelude's
+    stand_in = answering_device_queries(driver_absent(stood_in), ARGS.get("device_queries"), answered) \
+        if given_platform else None
+    guard_extensions(roots, stand_in)  # noqa: F821 - the prelude's
     try:
         import vllm
 
@@ -361,6 +432,7 @@ def run():
         if given_platform:
             facts["platform"] = simulate_platform(given_platform)
             facts["platform"]["stood_in"] = stood_in
+            facts["platform"]["answered"] = answered
         try:
             from vllm.utils.argparse_utils import FlexibleArgumentParser
         except ImportError:  # before vLLM 0.11 it lived in vllm.utils
@@ -409,6 +481,11 @@ def run():
     facts["fields"] = fields
     if not ARGS.get("validate"):
         return done()
+    try:
+        facts["environ"] = environ_verdict(engine_args)
+    except Exception as exc:  # noqa: BLE001 - a release whose check cannot be found or run: said, not raised
+        facts["environ"] = {"function": None, "hard_fail": False, "error": None, "warnings": [],
+                            "not_run": describe(exc)}
     unchecked = unchecked_models(engine_args, ARGS.get("checked_models"))
     if unchecked:
         facts["not_validated"] = {"reason": "unchecked-models", "models": unchecked, "files": []}
@@ -434,6 +511,7 @@ def run():
     except BaseException as exc:  # noqa: BLE001 - vLLM's own verdict, whatever it raises
         facts["validation"] = {"ok": False, "error": None if isinstance(exc, ModelCodeRefused) else describe(exc),
                                "model_code": model_code, "refused_connections": connections}
+        facts["skipped_parts"] = skipped_parts(exc, stood_in)
         return done()
     facts["validation"] = {"ok": not model_code, "error": None, "served": served(config), "model_code": model_code,
                            "refused_connections": connections}
@@ -449,6 +527,75 @@ def run():
             clear_selector_cache()
         facts["attention"].append(attention(config, capability or (facts["platform"] or {}).get("capability")))
     return done()
+
+
+def environ_verdict(engine_args):
+    """vLLM's own validate_environ on this process's environment (the serve's, with the doctor's offline
+    variables), run on its own as create_engine_config runs it first (`--fail-on-environ-validation` is its
+    hard_fail): the error it raises and the warnings it logs. None where the release has no such function."""
+    import logging
+
+    from vllm.platforms import current_platform
+
+    hard_fail = bool(getattr(engine_args, "fail_on_environ_validation", False))
+    function = getattr(current_platform, "validate_environ", None)
+    where = "vllm/platforms/interface.py Platform.validate_environ"
+    if function is None:
+        from vllm import envs
+
+        function = getattr(envs, "validate_environ", None)
+        where = "vllm/envs.py validate_environ"
+    if function is None:
+        return None
+    verdict = {"function": where, "hard_fail": hard_fail, "error": None, "warnings": []}
+
+    class Kept(logging.Handler):
+        def emit(self, record):
+            if record.levelno >= logging.WARNING and len(verdict["warnings"]) < 64:
+                verdict["warnings"].append(record.getMessage()[:500])
+
+    kept = Kept()
+    loggers = [logging.getLogger(name) for name in ("vllm.envs", "vllm.platforms.interface")]
+    for logger in loggers:
+        logger.addHandler(kept)
+    try:
+        function(hard_fail)
+    except Exception as exc:  # noqa: BLE001 - vLLM's own refusal is the fact
+        verdict["error"] = describe(exc)
+    finally:
+        for logger in loggers:
+            logger.removeHandler(kept)
+    return verdict
+
+
+# The parts of create_engine_config in the order it builds them (0.33.0 and 0.34.0 engine/arg_utils.py), each from
+# the ones before: (part, function, its frame's name). validate_environ runs before them all (environ_verdict).
+ENGINE_PARTS = (("model", "EngineArgs.create_model_config", "create_model_config"),
+                ("speculative", "EngineArgs.create_speculative_config", "create_speculative_config"),
+                ("scheduler", "SchedulerConfig", None))
+
+
+def skipped_parts(exc, stood_in):
+    """Where vLLM's validation stopped at a compiled module stood in for (no CUDA driver): the part it stopped
+    in, and the later parts it never reached, each built from what could not be built."""
+    if not stood_in:
+        return []
+    frames = set()
+    tb = exc.__traceback__
+    while tb is not None:
+        frames.add(tb.tb_frame.f_code.co_name)
+        tb = tb.tb_next
+    stopped = [at for at, (_, _, frame) in enumerate(ENGINE_PARTS) if frame in frames]
+    if not stopped:
+        return []
+    at = stopped[-1]
+    where = ENGINE_PARTS[at][1]
+    out = [{"part": ENGINE_PARTS[at][0], "function": where, "ok": False, "error": None,
+            "skipped": "stopped: a compiled module it needs cannot load without the CUDA driver"}]
+    out += [{"part": part, "function": function, "ok": False, "error": None,
+             "skipped": f"not reached: create_engine_config builds it after {where}"}
+            for part, function, _ in ENGINE_PARTS[at + 1:]]
+    return out
 
 
 class ModelCodeRefused(BaseException):
