@@ -294,8 +294,56 @@ def _pip_install(segment: Segment, timeout_s: float, cwd: str) -> dict[str, Any]
         unreachable = _pip_unreachable(segment, ran["stderr"], timeout_s, cwd)
         if unreachable:
             return {**facts, "status": "not-checked", "reason": f"the package index did not answer (offline?): {unreachable}"}
-        return {**facts, "status": "failed", "reason": failure_reason(ran["stderr"]) or f"pip exited {ran['returncode']}"}
+        failed = {**facts, "status": "failed", "reason": failure_reason(ran["stderr"]) or f"pip exited {ran['returncode']}"}
+        unavailable = _unavailable(segment, ran["stderr"], timeout_s, cwd)
+        return {**failed, "unavailable": unavailable} if unavailable else failed
     return {**facts, "status": "resolved", "install": pip_report_installs(report), "remove": []}
+
+
+_NO_MATCH = re.compile(r"No matching distribution found for (\S+)")
+
+
+def _unavailable(segment: Segment, stderr: str, timeout_s: float, cwd: str) -> dict[str, Any] | None:
+    """The requirement no configured index has (pip's "No matching distribution found for X"), and which of the
+    distributions the command asks for requires it: read from their own Requires-Dist, in pip's report of the
+    asked-for distributions alone (`--no-deps`: their metadata, nothing else resolved). Any pin of any release, not a
+    list of known ones."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    match = _NO_MATCH.search(stderr)
+    if match is None:
+        return None
+    found: dict[str, Any] = {"requirement": match.group(1), "required_by": None, "requires_dist": None}
+    try:
+        wanted = canonical(Requirement(match.group(1)).name)
+    except InvalidRequirement:
+        return found
+    asked = set()
+    for name in segment.names:  # an option's value (an index URL) is no requirement
+        with contextlib.suppress(InvalidRequirement):
+            asked.add(canonical(Requirement(name).name))
+    if wanted in asked:
+        return found  # the command asks for it itself
+    with tempfile.TemporaryDirectory(prefix="dflash-doctor-dry-run-") as tmp:
+        report_path = os.path.join(tmp, "report.json")
+        argv = [segment.python, "-m", "pip", "install", "--dry-run", "--no-deps", "--report", report_path, "--quiet",
+                "--retries", "0", "--timeout", _pip_timeout(timeout_s), *segment.args]
+        _run(argv, segment.env, timeout_s, cwd)
+        report: Any = None
+        with contextlib.suppress(OSError, ValueError), open(report_path, encoding="utf-8") as fh:
+            report = parse_json(fh.read(MAX_RECORD_BYTES))
+    for item in (report.get("install") or ()) if isinstance(report, dict) else ():
+        meta = item.get("metadata") if isinstance(item, dict) else None
+        if not isinstance(meta, dict):
+            continue
+        for line in meta.get("requires_dist") or ():
+            try:
+                theirs = Requirement(str(line))
+            except InvalidRequirement:
+                continue
+            if canonical(theirs.name) == wanted:
+                return {**found, "required_by": f"{meta.get('name')} {meta.get('version')}", "requires_dist": str(line)}
+    return found
 
 
 _PIP_FETCH_FAILED = re.compile(r"^Could not fetch URL .*: (connection error|.*timed out|.*Max retries exceeded).*$",
