@@ -16,10 +16,11 @@ vLLM 0.34.0 requires flashinfer-python==0.7.3 (its wheel's METADATA), which PyPI
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
-from realenv import cache_dir, make_venv
+from realenv import cache_dir, make_venv, uv_bin
 from stacks import vllm_site
 
 from dflash_doctor.checks.fix.verify import judge_item
@@ -47,8 +48,9 @@ def test_an_install_pypi_can_satisfy_names_no_other_index(spec: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("installer", ["pip", "uv"])
 def test_a_requirement_no_index_has_is_read_back_to_the_release_that_requires_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, installer: str) -> None:
     wheel = next((cache_dir() / "wheels").glob("vllm-0.34.0-*.whl"), None)
     if wheel is None:
         vllm_site("0.34.0")  # downloads the wheel into the cache
@@ -56,23 +58,32 @@ def test_a_requirement_no_index_has_is_read_back_to_the_release_that_requires_it
     links = tmp_path / "links"
     links.mkdir()
     (links / wheel.name).symlink_to(wheel)
-    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
-    monkeypatch.setenv("PIP_NO_INDEX", "1")
-    monkeypatch.setenv("PIP_FIND_LINKS", str(links))
-    env = make_venv(tmp_path, with_pip=True)
-    command = join([str(env.python), "-m", "pip", "install", "vllm==0.34.0"])  # without the index it needs
+    for name, value in (("PIP_CONFIG_FILE", os.devnull), ("PIP_NO_INDEX", "1"), ("PIP_FIND_LINKS", str(links)),
+                        ("UV_NO_CONFIG", "1"), ("UV_NO_INDEX", "1"), ("UV_FIND_LINKS", str(links))):
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("PATH", os.pathsep.join([str(uv_bin().parent), os.environ.get("PATH", "")]))
+    env = make_venv(tmp_path, "uv" if installer == "uv" else "venv", with_pip=installer == "pip")
+    # the command as a user would write it, without the index it needs
+    command = join(["uv", "pip", "install", "--python", str(env.python), "vllm==0.34.0"] if installer == "uv"
+                   else [str(env.python), "-m", "pip", "install", "vllm==0.34.0"])
     facts = dryrun.collect([command], {}, python=str(env.python), timeout_s=120, cwd=str(tmp_path))
     dry = DryRuns.from_json(facts)
     [segment] = dry.items[0].segments
     assert segment.status == "failed", segment.reason
     missing = segment.unavailable
     assert missing is not None and missing.required_by == "vllm 0.34.0"
-    # the first requirement pip could not find, as vLLM 0.34.0's own METADATA states it
-    assert missing.requires_dist is not None and missing.requires_dist.split(";")[0].replace(" ", "").startswith(
-        missing.requirement)
     verified, _ = judge_item(dry.items[0], dry.installed, dry.marker_environment)
-    assert verified.startswith(f"fails: vllm 0.34.0 requires {missing.requirement} (its Requires-Dist), which no "
-                               "configured index has (ERROR: No matching distribution found for ")
+    if installer == "pip":
+        # the first requirement pip could not find, as vLLM 0.34.0's own METADATA states it
+        assert missing.requires_dist is not None and missing.requires_dist.split(";")[0].replace(" ", "").startswith(
+            missing.requirement)
+        assert verified.startswith(f"fails: vllm 0.34.0 requires {missing.requirement} (its Requires-Dist), which "
+                                   "no configured index has (ERROR: No matching distribution found for ")
+    else:  # uv's resolver names the requirer and the pin itself: here, the very pin PyPI lacks
+        assert missing.requirement == "flashinfer-python==0.7.3"
+        assert verified.startswith("fails: vllm 0.34.0 requires flashinfer-python==0.7.3, which no configured index "
+                                   f"has; flashinfer-python publishes it on {FLASHINFER_INDEX}: add --extra-index-url "
+                                   f"{FLASHINFER_INDEX} (")
 
 
 def test_pips_answer_from_pypi_for_vllm_0_34_names_flashinfer_python_0_7_3_and_its_index() -> None:

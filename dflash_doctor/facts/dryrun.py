@@ -403,7 +403,9 @@ def _uv_install(segment: Segment, timeout_s: float, cwd: str) -> dict[str, Any]:
         if _offline(ran["stderr"]):
             return {**facts, "status": "not-checked",
                     "reason": "the package index did not answer (offline?): " + failure_reason(ran["stderr"])}
-        return {**facts, "status": "failed", "reason": failure_reason(ran["stderr"]) or f"uv exited {ran['returncode']}"}
+        failed = {**facts, "status": "failed", "reason": failure_reason(ran["stderr"]) or f"uv exited {ran['returncode']}"}
+        unavailable = _uv_unavailable(segment, ran["stderr"])
+        return {**failed, "unavailable": unavailable} if unavailable else failed
     installs, removes = [], []
     for line in (ran["stderr"] + "\n" + ran["stdout"]).splitlines():
         match = _UV_LINE.match(line)
@@ -415,6 +417,27 @@ def _uv_install(segment: Segment, timeout_s: float, cwd: str) -> dict[str, Any]:
                 removes.append(entry)
     # uv's dry run does not say which package needs the build: each new one is marked by what --no-build said.
     return {**facts, "status": "resolved", "install": installs, "remove": removes}
+
+
+# uv's resolver says who requires what no index has: "Because there is no version of flashinfer-python==0.7.3 and
+# vllm==0.34.0 depends on flashinfer-python==0.7.3, ..."; "Because X was not found in the provided package locations
+# and all versions of vllm depend on X==1.0, ..." (uv 0.13.9).
+_UV_NO_VERSION = re.compile(r"[Bb]ecause (?:there is no version of \S+|\S+ was not found in [^,]+?) and "
+                            r"(?:all versions of )?(\S+?) depends? on ([^,\s]+)")
+
+
+def _uv_unavailable(segment: Segment, stderr: str) -> dict[str, Any] | None:
+    """What uv's resolver says no configured index has, and which of the distributions the command asks for requires
+    it (uv names the requirer itself; its version is the command's exact pin where uv says "all versions of")."""
+    match = _UV_NO_VERSION.search(" ".join(stderr.split()))
+    if match is None:
+        return None
+    requirer, requirement = match.group(1), match.group(2)
+    name, spec = re.match(r"([A-Za-z0-9._-]+)(.*)", requirer).groups()  # type: ignore[union-attr]
+    pinned = [n.split("==", 1)[1] for n in segment.names
+              if "==" in n and canonical(n.split("==", 1)[0]) == canonical(name)]
+    version = spec[2:] if spec.startswith("==") else pinned[0] if pinned else spec  # "vllm>=0.34.0": the command's pin
+    return {"requirement": requirement, "required_by": f"{name} {version}".strip(), "requires_dist": None}
 
 
 # --------------------------------------------------------------------------- simulating an uninstall

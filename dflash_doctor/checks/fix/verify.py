@@ -189,7 +189,8 @@ def _failed(segment: SegmentRun) -> str:
     index = index if index and index not in segment.argv else None
     if not missing.required_by and not index:
         return reason  # the command asks for it itself: the installer's words say it all
-    said = (f"{missing.required_by} requires {missing.requirement} (its Requires-Dist), which no configured index has"
+    said = (f"{missing.required_by} requires {missing.requirement}"
+            + (" (its Requires-Dist)" if missing.requires_dist else "") + ", which no configured index has"
             if missing.required_by else f"{missing.requirement} is on no configured index")
     if index:
         said += f"; {name} publishes it on {index}: add --extra-index-url {index}"
