@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -154,3 +155,28 @@ def test_fix_leaves_out_an_uninstall_that_deletes_another_distributions_files(tm
     kept = [s["command"] for s in document["steps"]]
     assert (f"'{env.python}' -m pip uninstall -y tokenspeed-fa4 && '{env.python}' -m pip install --force-reinstall "
             "--no-deps 'flash-attn-4==4.0.0b40'") in kept
+
+
+def test_a_shared_path_that_leads_out_of_the_environment_or_blocks_is_never_read(doctor: Doctor, tmp_path: Path) -> None:
+    """Two real wheels (built here) that both install `twin/a.py` and `twin/b.py` with other bytes; on disk a.py is then
+    a symlink to a file outside the environment and b.py a FIFO. Neither is opened: the finding says so, path by
+    path, and the doctor returns (a FIFO opened would block it)."""
+    from realenv import build_wheel
+
+    wheels = [build_wheel(tmp_path / "wheels", name, "1.0", {"twin/a.py": f"A = {n}\n", "twin/b.py": f"B = {n}\n"})
+              for n, name in enumerate(("twin-one", "twin-two"))]
+    env = env_with(tmp_path, *wheels)
+    outside = tmp_path / "outside.py"
+    outside.write_text("SECRET = 1\n")
+    (env.site_packages / "twin" / "a.py").unlink()
+    (env.site_packages / "twin" / "a.py").symlink_to(outside)
+    (env.site_packages / "twin" / "b.py").unlink()
+    os.mkfifo(env.site_packages / "twin" / "b.py")
+    report, _ = doctor.report("--python", str(env.python), "--only", "distributions", timeout=120)
+    [overlap] = shared(report)
+    assert overlap["status"] == "warn", overlap["title"]
+    assert overlap["title"].startswith("twin-one 1.0 and twin-two 1.0 install the same 2 paths (twin/), 2 with other "
+                                       "bytes: 2 not hashed")
+    assert overlap["evidence"]["not_hashed"] == [
+        {"path": "twin/a.py", "why": f"resolves to {outside}, outside the environment"},
+        {"path": "twin/b.py", "why": "a FIFO"}]

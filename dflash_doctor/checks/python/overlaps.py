@@ -159,7 +159,7 @@ def _finding(shared: SharedPaths, shared_with: Mapping[str, Mapping[str, int]], 
         "distributions": [{"name": c.name, "version": c.version, "dist_info": c.dist_info, "installer": c.installer,
                            "installed_at": c.installed_at, "holds": held[n]} for n, c in claimants.items()],
         "shared": group.paths, "differing": count, "identical": group.paths - count, "sample": group.sample,
-        "missing": missing[:20], "held_by_neither": neither[:20], "not_hashed": [f.path for f in unread[:20]],
+        "missing": missing[:20], "held_by_neither": neither[:20], "not_hashed": [{"path": f.path, "why": (f.disk_hash or "").removeprefix("not hashed: ")} for f in unread[:20]],
         "stack_not_on_disk": lost[:20], "installed_last": last.name if last else None,
         "uninstall_deletes": {c.name: {o.name: group.paths for m, o in claimants.items() if m != n}
                               for n, c in claimants.items()},
