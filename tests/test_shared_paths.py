@@ -180,3 +180,41 @@ def test_a_shared_path_that_leads_out_of_the_environment_or_blocks_is_never_read
     assert overlap["evidence"]["not_hashed"] == [
         {"path": "twin/a.py", "why": f"resolves to {outside}, outside the environment"},
         {"path": "twin/b.py", "why": "a FIFO"}]
+
+
+@pytest.mark.slow
+def test_fix_yes_puts_flash_attn_4_back_over_tokenspeed_fa4_and_undo_restores_every_byte(
+        doctor: Doctor, tmp_path: Path) -> None:
+    """`fix --yes` runs the shared-paths fix (uninstall tokenspeed-fa4, reinstall flash-attn-4), asked of pip and
+    taken from the test cache (PIP_FIND_LINKS, PIP_NO_INDEX), re-checks, keeps it; `fix --undo` puts tokenspeed-fa4
+    and its bytes at the shared paths back, byte for byte."""
+    import json
+    import subprocess
+    import sys
+
+    from realenv import REPO_ROOT, _clean_environ, dir_digest
+    from stacks import pypi_wheels_dir
+
+    env = env_with(tmp_path, kernel_wheel(*FA4), kernel_wheel(*TS_FA4))
+    before = dir_digest(env.root)
+    environ = {**_clean_environ({"DFLASH_DOCTOR_SNAPSHOTS": str(tmp_path / "snaps"), "PIP_CONFIG_FILE": os.devnull,
+                                 "PIP_FIND_LINKS": str(pypi_wheels_dir()), "PIP_NO_INDEX": "1"}),
+               "PYTHONPATH": str(REPO_ROOT)}
+
+    def fix(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "dflash_doctor", "fix", "--python", str(env.python), "--no-gpu",
+                               "--only", "distributions", *args], cwd=tmp_path, env=environ, capture_output=True,
+                              text=True, timeout=600, check=False, stdin=subprocess.DEVNULL)
+
+    out = tmp_path / "fix.json"
+    proc = fix("--yes", "--json", str(out))
+    document = json.loads(out.read_text())
+    [step] = [s for s in document["steps"] if s["findings"][0]["id"] == "distributions.shared-paths"]
+    assert step["applied"] == "cleared", proc.stdout + proc.stderr
+    assert step["verified"] == "resolves"
+    assert document["after_findings"]["distributions"]["distributions.shared-paths"] == "pass"
+    assert not list(env.site_packages.glob("tokenspeed_fa4-*.dist-info"))
+
+    undo = fix("--undo")
+    assert undo.returncode == 0, undo.stdout + undo.stderr
+    assert dir_digest(env.root) == before
