@@ -65,6 +65,20 @@ KERNEL_WHEELS = {
     ("apache-tvm-ffi", "0.1.11"): (
         "apache_tvm_ffi-0.1.11-cp311-cp311-manylinux_2_24_x86_64.manylinux_2_28_x86_64.whl",
         "87f84e7c2393fadac340fd179a631a697effe54d7317b2543e0930452a0a673d"),
+    # Distributions that install the same paths (distributions.shared-paths): tokenspeed's forks of flash-attn-4's
+    # flash_attn/cute/ and of quack-kernels' quack/, beside the releases they fork (pure Python wheels).
+    ("flash-attn-4", "4.0.0b40"): (
+        "flash_attn_4-4.0.0b40-py3-none-any.whl",
+        "7c7a374397808dfbb47620066db2ce152b8e2bb86e8b05c8876f4608b5f65152"),
+    ("tokenspeed-fa4", "4.0.0.post20260923"): (
+        "tokenspeed_fa4-4.0.0.post20260923-py3-none-any.whl",
+        "cf429aa1d35ee5bacbeb671d6493e95a63c0f38783bd631281e4229a60bb791c"),
+    ("quack-kernels", "0.6.5"): (
+        "quack_kernels-0.6.5-py3-none-any.whl",
+        "df1ddd31366c82eb9692fe087c671209189dcbde53c909c81a865d4ee66b158d"),
+    ("tokenspeed-quack", "0.6.4.post20260923"): (
+        "tokenspeed_quack-0.6.4.post20260923-py3-none-any.whl",
+        "a14851249455c5333051172b0ec5fcbf14e711897e64a0966332bd3bd8f71683"),
     # apache-tvm-ffi's (and flash-attn-4's) one pure-Python requirement, for an install that resolves it offline
     ("typing-extensions", "4.16.0"): (
         "typing_extensions-4.16.0-py3-none-any.whl",

@@ -21,11 +21,11 @@ from typing import Any
 from dflash_doctor.check import Facts
 from dflash_doctor.facts.environment_shapes import Distribution, Distributions, Target
 from dflash_doctor.knowledge.archs_advice import FA2_ARCHS_ENV
-from dflash_doctor.knowledge.installers import BYTECODE_GLOB
+from dflash_doctor.knowledge.installers import BYTECODE_GLOB, INDEXES_BEYOND_PYPI, VLLM_PINS_OFF_PYPI
 from dflash_doctor.model import Remediation
 
-__all__ = ["Installer", "export", "flash_attn_source_build", "installer_for", "join", "leftover_dirs", "quote",
-           "remove_leftovers", "uninstall_remediation"]
+__all__ = ["Installer", "export", "flash_attn_source_build", "index_for", "installer_for", "join", "leftover_dirs",
+           "quote", "remove_leftovers", "uninstall_remediation"]
 
 
 SPECIFIER_CHARS = set("<>=!~*[];, ")
@@ -75,6 +75,8 @@ class Installer:
             flags.append("--no-deps")
         if no_build_isolation:
             flags.append("--no-build-isolation")
+        for url in dict.fromkeys(url for spec in specs for url in index_for(spec)):
+            flags += ["--extra-index-url", url]
         if self.uv:
             words = ["uv", "pip", "install", "--python", self.python, *flags, *specs]
         else:
@@ -94,6 +96,37 @@ class Installer:
     def run(self, *args: str) -> str:
         """A command run with the target interpreter itself."""
         return join([self.python, *args])
+
+
+def index_for(spec: str) -> list[str]:
+    """The indexes beyond PyPI an install of `spec` needs: where `spec` admits only vLLM releases whose exact pins
+    PyPI cannot satisfy (knowledge.installers.VLLM_PINS_OFF_PYPI: `vllm==0.34.0`, `vllm>=0.34`), the index that
+    publishes each pin (INDEXES_BEYOND_PYPI). A spec that also admits an earlier release needs none: pip backtracks
+    to it."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    try:
+        requirement = Requirement(spec)
+    except InvalidRequirement:
+        return []
+    if canonicalize_name(requirement.name) != "vllm" or not requirement.specifier:
+        return []
+    off = [v for v in VLLM_PINS_OFF_PYPI.value if requirement.specifier.contains(v, prereleases=True)]
+    earliest = min(off, key=lambda v: tuple(int(p) for p in v.split(".")), default=None)
+    if earliest is None or _admits_earlier(requirement, earliest):
+        return []
+    pins = [Requirement(pin) for pin in VLLM_PINS_OFF_PYPI.value[earliest]]
+    return [INDEXES_BEYOND_PYPI.value[canonicalize_name(p.name)] for p in pins
+            if canonicalize_name(p.name) in INDEXES_BEYOND_PYPI.value]
+
+
+def _admits_earlier(requirement: Any, release: str) -> bool:
+    """Whether the specifier admits a release before `release` (its patch and minor predecessors, down to 0.1.0)."""
+    major, minor, patch = (int(p) for p in release.split("."))
+    candidates = [f"{major}.{minor}.{p}" for p in range(patch)] + [f"{major}.{m}.{p}" for m in range(minor)
+                                                                   for p in range(6)]
+    return any(requirement.specifier.contains(v, prereleases=True) for v in candidates)
 
 
 def remove_leftovers(directories: Iterable[str]) -> str:

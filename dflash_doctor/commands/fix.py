@@ -373,11 +373,12 @@ def main(argv: Sequence[str]) -> int:
 
 def _fix(args: argparse.Namespace, out: TextIO) -> int:
     from dflash_doctor.checks.fix.verify import mark_unchecked, verify_results
+    from dflash_doctor.checks.python.overlaps import partners
     from dflash_doctor.checks.remedy import join
     from dflash_doctor.commands import snapshot
     from dflash_doctor.commands.fix_plan import decide, failing_keys, plan
     from dflash_doctor.facts.dryrun_shapes import DryRuns
-    from dflash_doctor.facts.environment_shapes import Target
+    from dflash_doctor.facts.environment_shapes import Distributions, Target
     from dflash_doctor.render.text import visible
 
     first = _doctor(args)
@@ -391,7 +392,11 @@ def _fix(args: argparse.Namespace, out: TextIO) -> int:
     # A build's command carries MAX_JOBS and FLASH_ATTN_CUDA_ARCHS in front of the one the installer was asked about.
     commands = {r.command for result in before for f in result.findings for r in f.remediation}
     items.update({command: items[c] for command in commands for c in list(items) if command.endswith(" " + c)})
-    steps, dropped, unfixable = plan(before, dry, items=items, gpu_expected=not (args.no_gpu and not _archs(args)))
+    # Which distributions list paths another lists too: a step whose uninstall deletes another's files, without
+    # reinstalling it, is left out of the plan (its snapshot would restore them, but only after the re-check).
+    dists = Distributions.read(sections.get(Distributions.SECTION))
+    steps, dropped, unfixable = plan(before, dry, items=items, gpu_expected=not (args.no_gpu and not _archs(args)),
+                                     shared_with=partners(dists) if dists is not None else {})
     out.write(f"dflash-doctor fix | {visible(python)}\n")
     if not steps:
         out.write("nothing to fix: no failing finding offers a fix\n" if unfixable or dropped or first.exit_code

@@ -12,7 +12,9 @@ own. Then the steps have to hang together, as one plan for one machine:
     flash-attn-4): the other step undoes it;
   - a step that installs a CUDA build of torch (knowledge.stack.TORCH_CUDA_WHEELS: several GB) when the run was
     told there is no GPU (--no-gpu) and not which GPUs the environment is for (--target-arch): nothing would run
-    it. Told --target-arch (an image built on a machine without GPUs), it stays.
+    it. Told --target-arch (an image built on a machine without GPUs), it stays;
+  - a step that uninstalls a distribution whose RECORD lists paths another installed distribution lists too
+    (facts `distributions.overlaps`) and does not reinstall that other one: the uninstall deletes its files.
 
 What a step installs and removes is read from the installer's own answer (facts.dryrun) where there is one, and
 else from the command and the installed metadata: the names it installs, and (without --no-deps) what the
@@ -33,7 +35,7 @@ from dflash_doctor.facts.envfacts import canonical
 from dflash_doctor.knowledge.stack import TORCH_CUDA_WHEELS, TORCH_PYPI_IS_CUDA_ON
 from dflash_doctor.model import CheckResult, Finding, Remediation, stops_serve
 
-__all__ = ["Effect", "Step", "decide", "effect", "failing_cause", "failing_keys", "plan"]
+__all__ = ["Effect", "Step", "decide", "deletes_others", "effect", "failing_cause", "failing_keys", "plan"]
 
 FAILING = VERIFIED_STATUSES  # a failing finding: one whose fixes the dry runs verify, for the plan to pick from
 # Installer options that choose where packages come from: torch from elsewhere may be any build.
@@ -187,12 +189,27 @@ def _requirers(result_findings: Sequence[Finding]) -> set[str]:
     return set() if "" in names or not names else names
 
 
+def deletes_others(effect: Effect, shared_with: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
+    """{removed distribution: {another one whose paths its uninstall deletes: how many}} for the distributions the
+    step removes and the others it neither removes nor reinstalls (`shared_with`: overlaps.partners)."""
+    found: dict[str, dict[str, int]] = {}
+    for removed in sorted(effect.removes):
+        others = {other: n for other, n in shared_with.get(removed, {}).items()
+                  if other not in effect.removes and other not in effect.installs}
+        if others:
+            found[removed] = others
+    return found
+
+
 def plan(results: Sequence[CheckResult], dry_runs: DryRuns | None = None, *,
          items: Mapping[str, DryRunItem] | None = None,
-         gpu_expected: bool = True) -> tuple[list[Step], list[Step], list[tuple[str, str, str]]]:
+         gpu_expected: bool = True,
+         shared_with: Mapping[str, Mapping[str, int]] | None = None,
+         ) -> tuple[list[Step], list[Step], list[tuple[str, str, str]]]:
     """(steps, dropped steps, failing causes with no fix). `dry_runs`: the dry-run facts (for the installed
     distributions and the marker environment); `items`: each command's dry-run item; `gpu_expected`: False when
-    the run was told there is no GPU and not which GPUs the environment is for."""
+    the run was told there is no GPU and not which GPUs the environment is for; `shared_with`: which installed
+    distributions list paths another lists too (checks.python.overlaps.partners)."""
     fails_itself = failing_cause(results)
     stoppers = _serve_stoppers(results)
     steps: dict[str, Step] = {}
@@ -219,14 +236,17 @@ def plan(results: Sequence[CheckResult], dry_runs: DryRuns | None = None, *,
     # A CUDA build no GPU will run is left out; the steps that stay can undo another (which is then left out,
     # whatever else is said of it: an undone step is pointless on any machine).
     heavy = {s.command: effects[s.command].cuda for s in ordered if effects[s.command].cuda and not gpu_expected}
+    # A step whose uninstall deletes files another distribution lists, without reinstalling it, is left out first: it
+    # neither runs nor undoes another step.
+    deleting = {s.command: deletes_others(effects[s.command], shared_with or {}) for s in ordered}
     undone_by: dict[str, tuple[Step, str]] = {}
     removers: set[str] = set()  # the steps that undo another stay (so the plan never names a step it left out)
     for step in ordered:
-        if step.command in removers:
+        if step.command in removers or deleting[step.command]:
             continue
         mine, requirers = effects[step.command], _requirers(about[step.command])
         for other in ordered:
-            if other is step or other.command in heavy or other.command in undone_by:
+            if other is step or other.command in heavy or other.command in undone_by or deleting[other.command]:
                 continue
             removes = effects[other.command].removes
             if mine.installs & removes:
@@ -239,6 +259,15 @@ def plan(results: Sequence[CheckResult], dry_runs: DryRuns | None = None, *,
                 removers.add(other.command)
                 break
     for step in ordered:
+        if deleting[step.command]:
+            step.dropped = "; ".join(
+                f"it uninstalls {removed}, whose RECORD lists {sum(others.values())} paths "
+                f"{', '.join(sorted(others))} list{'s' if len(others) == 1 else ''} too: the uninstall deletes "
+                f"{'its' if len(others) == 1 else 'their'} files and the step does not reinstall "
+                f"{'it' if len(others) == 1 else 'them'} (distributions.shared-paths names the fix that does)"
+                for removed, others in deleting[step.command].items())
+        if step.dropped:
+            continue
         if step.command in undone_by:
             step.dropped = "undone"  # said below, with the other step's number in the plan
         elif step.command in heavy:

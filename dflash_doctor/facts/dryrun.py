@@ -294,8 +294,56 @@ def _pip_install(segment: Segment, timeout_s: float, cwd: str) -> dict[str, Any]
         unreachable = _pip_unreachable(segment, ran["stderr"], timeout_s, cwd)
         if unreachable:
             return {**facts, "status": "not-checked", "reason": f"the package index did not answer (offline?): {unreachable}"}
-        return {**facts, "status": "failed", "reason": failure_reason(ran["stderr"]) or f"pip exited {ran['returncode']}"}
+        failed = {**facts, "status": "failed", "reason": failure_reason(ran["stderr"]) or f"pip exited {ran['returncode']}"}
+        unavailable = _unavailable(segment, ran["stderr"], timeout_s, cwd)
+        return {**failed, "unavailable": unavailable} if unavailable else failed
     return {**facts, "status": "resolved", "install": pip_report_installs(report), "remove": []}
+
+
+_NO_MATCH = re.compile(r"No matching distribution found for (\S+)")
+
+
+def _unavailable(segment: Segment, stderr: str, timeout_s: float, cwd: str) -> dict[str, Any] | None:
+    """The requirement no configured index has (pip's "No matching distribution found for X"), and which of the
+    distributions the command asks for requires it: read from their own Requires-Dist, in pip's report of the
+    asked-for distributions alone (`--no-deps`: their metadata, nothing else resolved). Any pin of any release, not a
+    list of known ones."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    match = _NO_MATCH.search(stderr)
+    if match is None:
+        return None
+    found: dict[str, Any] = {"requirement": match.group(1), "required_by": None, "requires_dist": None}
+    try:
+        wanted = canonical(Requirement(match.group(1)).name)
+    except InvalidRequirement:
+        return found
+    asked = set()
+    for name in segment.names:  # an option's value (an index URL) is no requirement
+        with contextlib.suppress(InvalidRequirement):
+            asked.add(canonical(Requirement(name).name))
+    if wanted in asked:
+        return found  # the command asks for it itself
+    with tempfile.TemporaryDirectory(prefix="dflash-doctor-dry-run-") as tmp:
+        report_path = os.path.join(tmp, "report.json")
+        argv = [segment.python, "-m", "pip", "install", "--dry-run", "--no-deps", "--report", report_path, "--quiet",
+                "--retries", "0", "--timeout", _pip_timeout(timeout_s), *segment.args]
+        _run(argv, segment.env, timeout_s, cwd)
+        report: Any = None
+        with contextlib.suppress(OSError, ValueError), open(report_path, encoding="utf-8") as fh:
+            report = parse_json(fh.read(MAX_RECORD_BYTES))
+    for item in (report.get("install") or ()) if isinstance(report, dict) else ():
+        meta = item.get("metadata") if isinstance(item, dict) else None
+        if not isinstance(meta, dict):
+            continue
+        for line in meta.get("requires_dist") or ():
+            try:
+                theirs = Requirement(str(line))
+            except InvalidRequirement:
+                continue
+            if canonical(theirs.name) == wanted:
+                return {**found, "required_by": f"{meta.get('name')} {meta.get('version')}", "requires_dist": str(line)}
+    return found
 
 
 _PIP_FETCH_FAILED = re.compile(r"^Could not fetch URL .*: (connection error|.*timed out|.*Max retries exceeded).*$",
@@ -355,7 +403,9 @@ def _uv_install(segment: Segment, timeout_s: float, cwd: str) -> dict[str, Any]:
         if _offline(ran["stderr"]):
             return {**facts, "status": "not-checked",
                     "reason": "the package index did not answer (offline?): " + failure_reason(ran["stderr"])}
-        return {**facts, "status": "failed", "reason": failure_reason(ran["stderr"]) or f"uv exited {ran['returncode']}"}
+        failed = {**facts, "status": "failed", "reason": failure_reason(ran["stderr"]) or f"uv exited {ran['returncode']}"}
+        unavailable = _uv_unavailable(segment, ran["stderr"])
+        return {**failed, "unavailable": unavailable} if unavailable else failed
     installs, removes = [], []
     for line in (ran["stderr"] + "\n" + ran["stdout"]).splitlines():
         match = _UV_LINE.match(line)
@@ -367,6 +417,27 @@ def _uv_install(segment: Segment, timeout_s: float, cwd: str) -> dict[str, Any]:
                 removes.append(entry)
     # uv's dry run does not say which package needs the build: each new one is marked by what --no-build said.
     return {**facts, "status": "resolved", "install": installs, "remove": removes}
+
+
+# uv's resolver says who requires what no index has: "Because there is no version of flashinfer-python==0.7.3 and
+# vllm==0.34.0 depends on flashinfer-python==0.7.3, ..."; "Because X was not found in the provided package locations
+# and all versions of vllm depend on X==1.0, ..." (uv 0.13.9).
+_UV_NO_VERSION = re.compile(r"[Bb]ecause (?:there is no version of \S+|\S+ was not found in [^,]+?) and "
+                            r"(?:all versions of )?(\S+?) depends? on ([^,\s]+)")
+
+
+def _uv_unavailable(segment: Segment, stderr: str) -> dict[str, Any] | None:
+    """What uv's resolver says no configured index has, and which of the distributions the command asks for requires
+    it (uv names the requirer itself; its version is the command's exact pin where uv says "all versions of")."""
+    match = _UV_NO_VERSION.search(" ".join(stderr.split()))
+    if match is None:
+        return None
+    requirer, requirement = match.group(1), match.group(2)
+    name, spec = re.match(r"([A-Za-z0-9._-]+)(.*)", requirer).groups()  # type: ignore[union-attr]
+    pinned = [n.split("==", 1)[1] for n in segment.names
+              if "==" in n and canonical(n.split("==", 1)[0]) == canonical(name)]
+    version = spec[2:] if spec.startswith("==") else pinned[0] if pinned else spec  # "vllm>=0.34.0": the command's pin
+    return {"requirement": requirement, "required_by": f"{name} {version}".strip(), "requires_dist": None}
 
 
 # --------------------------------------------------------------------------- simulating an uninstall

@@ -17,7 +17,7 @@ from typing import ClassVar
 from dflash_doctor.facts.build_env_shapes import BuildEnv
 from dflash_doctor.facts.shape import Shape
 
-__all__ = ["DryRunItem", "DryRuns", "Install", "InstalledDist", "LeftBehind", "Removal", "SegmentRun"]
+__all__ = ["DryRunItem", "DryRuns", "Install", "InstalledDist", "LeftBehind", "Removal", "SegmentRun", "Unavailable"]
 
 BUILDS_FROM_SOURCE = ("sdist", "directory", "vcs")
 """The `Install.source` values that build the distribution."""
@@ -87,6 +87,18 @@ class LeftBehind(Shape):
 
 
 @dataclass(frozen=True)
+class Unavailable(Shape):
+    """A requirement of an install that no configured index has (pip: "No matching distribution found for"), and
+    which distribution the command asks for requires it (its Requires-Dist, from pip's report of it alone)."""
+
+    requirement: str = ""
+    required_by: str | None = None
+    """"vllm 0.34.0"; None when the command asks for it itself, or pip did not say."""
+    requires_dist: str | None = None
+    """The Requires-Dist line that asks for it."""
+
+
+@dataclass(frozen=True)
 class SegmentRun(Shape):
     """One segment of a command (install | uninstall | move | cleanup; "?" when the command was not asked
     about) and what asking about it found: `status` resolved | simulated | failed | not-checked, and why."""
@@ -109,6 +121,8 @@ class SegmentRun(Shape):
     left_behind: list[LeftBehind] = field(default_factory=list)
     moves: list[str] = field(default_factory=list)
     cleans: list[str] = field(default_factory=list)
+    unavailable: Unavailable | None = None
+    """A failed install: the requirement no configured index has, and who requires it."""
 
 
 @dataclass(frozen=True)

@@ -49,8 +49,9 @@ def collect(ctx: Context, _earlier: Mapping[str, Any]) -> dict[str, Any]:
         "target": target,
         "sys_path": {"entries": data["sys_path"]},
         # import_extensions: the stack's extension modules the import system finds that no RECORD lists.
-        # shared_files: the paths two verified distributions (the stack, the kernel packages) both list.
+        # shared_files: the paths two verified distributions (the stack, the kernel packages) both list;
+        # overlaps: the paths any two installed distributions both list, from the same RECORD rows.
         "distributions": {"items": data["distributions"], "import_extensions": data.get("import_extensions") or {},
-                          "shared_files": data.get("shared_files") or []},
+                          "shared_files": data.get("shared_files") or [], "overlaps": data.get("overlaps")},
         "resolution": data["resolution"],
     }

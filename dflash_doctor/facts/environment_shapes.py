@@ -18,7 +18,7 @@ from dflash_doctor.facts.shape import Shape
 
 __all__ = [
     "Claim", "Distribution", "Distributions", "Escape", "FileError", "HashMismatch", "ImportExtension",
-    "ImportExtensions", "Integrity", "Libc", "NotRegular", "Portion", "PortionContents", "ProbeRun", "Record",
+    "ImportExtensions", "Integrity", "Libc", "NotRegular", "Overlaps", "Portion", "PortionContents", "ProbeRun", "Record",
     "Resolution", "Resolved", "Shadowed", "SizeMismatch", "SysPath", "SysPathEntry", "Target", "TargetEnviron",
     "WheelExtension",
 ]
@@ -274,18 +274,33 @@ class DifferingFile(Shape):
 
 @dataclass(frozen=True)
 class SharedFiles(Shape):
-    """Paths that two or more verified distributions (the stack, the kernel packages) list in their RECORDs."""
+    """Paths that two or more distributions list in their RECORDs: in `Distributions.shared_files` the verified ones
+    (the stack, the kernel packages), in `Distributions.overlaps` any."""
 
     distributions: list[SharedClaimant] = field(default_factory=list)
     paths: int = 0
     differing: list[DifferingFile] = field(default_factory=list)
     """Capped (200); differing_count counts them all."""
     differing_count: int = 0
+    sample: list[str] = field(default_factory=list)
+    """The first shared paths (10; overlaps only)."""
+    empty: int = 0
+    """Shared paths every claimant's RECORD lists as empty files (size 0: an empty `__init__.py`; overlaps only)."""
 
     def holding(self, name: str) -> list[DifferingFile]:
         """The differing paths whose bytes on disk are `name`'s (by canonical name)."""
         key = canonical(name)
         return [f for f in self.differing if f.disk_hash is not None and f.hashes.get(key) == f.disk_hash]
+
+
+@dataclass(frozen=True)
+class Overlaps(Shape):
+    """The paths any two installed distributions both list in their RECORDs, grouped by the names that list them
+    (from the RECORD rows the environment probe read for the distributions; groups capped at 200)."""
+
+    groups: list[SharedFiles] = field(default_factory=list)
+    paths_left_out: int = 0
+    """Shared paths of further sets of names, past the cap on groups."""
 
 
 @dataclass(frozen=True)
@@ -296,6 +311,8 @@ class Distributions(Shape):
     """In sys.path order: the first of a name is the one importlib.metadata (and Python) sees."""
     import_extensions: ImportExtensions = field(default_factory=ImportExtensions)
     shared_files: list[SharedFiles] = field(default_factory=list)
+    overlaps: Overlaps | None = None
+    """None in a report saved before the overlaps were collected: nothing is said of them then."""
 
     @cached_property
     def _first(self) -> dict[str, Distribution]:

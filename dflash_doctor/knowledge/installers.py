@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dflash_doctor.knowledge import Fact
 
-__all__ = ["BYTECODE_GLOB", "PIP_DRY_RUN_REPORT_MIN", "PIP_UNINSTALL_LEAVES", "UV_UNINSTALL_LEAVES"]
+__all__ = ["BYTECODE_GLOB", "INDEXES_BEYOND_PYPI", "PIP_DRY_RUN_REPORT_MIN", "PIP_UNINSTALL_LEAVES", "UV_UNINSTALL_LEAVES",
+           "VLLM_PINS_OFF_PYPI"]
 
 PIP_UNINSTALL_LEAVES: Fact[str] = Fact(
     value="a top-level directory that holds no file of its own, and bytecode other interpreters wrote",
@@ -47,3 +48,29 @@ PIP_DRY_RUN_REPORT_MIN: Fact[str] = Fact(
     "version 1",
     read_from="pip 22.2 release notes; the report format as pip 23.2.1 writes it on this project's CI machine",
 )
+
+
+INDEXES_BEYOND_PYPI: Fact[dict[str, str]] = Fact(
+    value={"flashinfer-python": "https://flashinfer.ai/whl/", "flashinfer-cubin": "https://flashinfer.ai/whl/"},
+    source="vLLM 0.34.0 setup.py (get_requirements, CUDA): flashinfer-cubin and flashinfer-jit-cache are 'Not on PyPI "
+    "(only https://flashinfer.ai/whl), so they cannot be wheel dependencies'; FlashInfer's installation page "
+    "(docs.flashinfer.ai/installation.html) installs its wheels from that index (`--index-url "
+    "https://flashinfer.ai/whl/cu129` for flashinfer-jit-cache, one directory per CUDA); `pip download --no-deps "
+    "flashinfer-python==0.7.3` from PyPI: 'No matching distribution found' (PyPI lists 0.7.2.post1, then 0.7.4)",
+    read_from="vllm-0.34.0.tar.gz setup.py; pip 23.2.1 against PyPI, 2026-12-04",
+    note="Where a requirement of an install is on no configured index, the index that publishes that distribution "
+    "is named by these. flashinfer.ai could not be reached from the machine these were checked on: that "
+    "flashinfer-python 0.7.3 is there is the research notes' reading (field-2026-12-c: 'Getting 0.34.0 needs "
+    "--extra-index-url https://flashinfer.ai/whl/').",
+)
+"""Distribution -> the package index (beyond PyPI) that publishes releases PyPI does not have."""
+
+VLLM_PINS_OFF_PYPI: Fact[dict[str, tuple[str, ...]]] = Fact(
+    value={"0.34.0": ("flashinfer-python==0.7.3",)},
+    source="vllm-0.34.0 wheel METADATA: `Requires-Dist: flashinfer-python==0.7.3` (requirements/cuda.txt); PyPI has "
+    "no flashinfer-python 0.7.3 (`pip download --no-deps flashinfer-python==0.7.3`: 'No matching distribution "
+    "found'; `pip index versions`: ... 0.7.2.post1, 0.7.4), so `pip install vllm==0.34.0` fails and a plain "
+    "`pip install vllm` backtracks to 0.33.0, which pins flashinfer-python 0.7.2.post1",
+    read_from="vllm-0.34.0-cp38-abi3-manylinux_2_28_x86_64.whl; PyPI, 2026-12-04",
+)
+"""vLLM release -> its exact pins PyPI cannot satisfy (INDEXES_BEYOND_PYPI names where they are)."""

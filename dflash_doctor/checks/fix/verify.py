@@ -3,7 +3,9 @@
 A pure function of the dry-run facts (`facts.dryrun`: what the target's installer said, or the simulated
 uninstall) and the installed distributions saved with them, so a saved report is judged the same again.
 
-- fails: the installer could not resolve it (no version matches, metadata that does not build), a name it
+- fails: the installer could not resolve it (no version matches, metadata that does not build: where a
+  requirement of what it installs is on no configured index, which distribution requires it and, where known, the
+  index that publishes it: vLLM 0.34.0's flashinfer-python==0.7.3), a name it
   uninstalls is not installed, or an uninstall leaves the top-level directory it meant to remove on
   sys.path (still a namespace package: what `pip uninstall flash-attn-4` alone does);
 - not-checked: the installer was not asked, or did not answer within --timeout (offline), and why; a report
@@ -30,9 +32,10 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from dflash_doctor.checks.remedy import quote
-from dflash_doctor.facts.dryrun_shapes import DryRunItem, DryRuns, InstalledDist, LeftBehind
+from dflash_doctor.facts.dryrun_shapes import DryRunItem, DryRuns, InstalledDist, LeftBehind, SegmentRun
 from dflash_doctor.facts.envfacts import canonical
 from dflash_doctor.facts.shape import ShapeError
+from dflash_doctor.knowledge.installers import INDEXES_BEYOND_PYPI
 from dflash_doctor.model import CheckResult, Finding, Remediation, Status
 
 __all__ = ["NOT_AN_INSTALLER_COMMAND", "RANK", "judge_item", "mark_unchecked", "marker_applies", "rank", "read_dry_runs",
@@ -137,7 +140,7 @@ def judge_item(item: DryRunItem, installed: Sequence[InstalledDist],
             unchecked.append(segment.reason or "not asked")
             continue
         if segment.status == "failed":
-            fails.append(segment.reason or "the installer failed")
+            fails.append(_failed(segment))
             continue
         for removal in segment.remove:
             after.setdefault(canonical(removal.name), None)
@@ -169,6 +172,29 @@ def judge_item(item: DryRunItem, installed: Sequence[InstalledDist],
     if builds:
         return f"needs-build: {{{', '.join(builds)} from source}}", tuple(changes)
     return "resolves", tuple(changes)
+
+
+def _failed(segment: SegmentRun) -> str:
+    """Why an install fails: the installer's words, and where a requirement is on no configured index, who requires
+    it (its own Requires-Dist, facts.dryrun) and the index that publishes it (knowledge.installers)."""
+    reason = segment.reason or "the installer failed"
+    missing = segment.unavailable
+    if missing is None:
+        return reason
+    try:
+        name = canonical(Requirement(missing.requirement).name)
+    except InvalidRequirement:
+        name = ""
+    index = INDEXES_BEYOND_PYPI.value.get(name)
+    index = index if index and index not in segment.argv else None
+    if not missing.required_by and not index:
+        return reason  # the command asks for it itself: the installer's words say it all
+    said = (f"{missing.required_by} requires {missing.requirement}"
+            + (" (its Requires-Dist)" if missing.requires_dist else "") + ", which no configured index has"
+            if missing.required_by else f"{missing.requirement} is on no configured index")
+    if index:
+        said += f"; {name} publishes it on {index}: add --extra-index-url {index}"
+    return f"{said} ({reason})"
 
 
 def rank(verified: str) -> int:

@@ -104,6 +104,23 @@ DISTRIBUTIONS_FILE_COLLISION = Code(
     "(nvidia-cutlass-dsl 4.6.0, where one wheel holds the CuTe sources). A pass where the -libs-cu13 files are "
     "in place; a warning for another pair, naming whose bytes are on disk. flash_attn/ is the namespaces "
     "check's (namespaces.cute-overlap).")
+DISTRIBUTIONS_SHARED_PATHS = Code(
+    "distributions.shared-paths", "Two installed distributions install the same paths",
+    "Any two installed distributions, whoever they are, whose RECORDs list the same files (read from the RECORD rows "
+    "the doctor reads for every distribution; not a list of names). The one installed last overwrote the other's "
+    "files, silently, and an uninstall deletes every path its RECORD lists, so uninstalling either deletes files the "
+    "other still lists. The finding says, for the paths whose RECORD sha256 differ, whose bytes are on disk (the "
+    "file's sha256 against each RECORD's; only those files are hashed, at most 1,000 per run and 64 MiB each, only "
+    "regular files inside the environment). tokenspeed-fa4 4.0.0.post20260923 and flash-attn-4 4.0.0b40 share 48 "
+    "flash_attn/cute/ paths, 36 with other bytes; tokenspeed-quack 0.6.4.post20260923 and quack-kernels 0.6.5 share "
+    "all 113 of quack/, one with other bytes. A failure where no serving-stack distribution's bytes are on disk at "
+    "such a path (the stack runs another distribution's code, or files it lists are gone); a warning where they are, "
+    "or the bytes are the same and a stack or kernel distribution is one of them (an uninstall of the other deletes "
+    "its files); a pass where only other distributions share identical bytes (opencensus and opencensus-context "
+    "share the `opencensus/__init__.py` of a pkg_resources namespace). Fix: uninstall the one you do not need, then "
+    "reinstall (--force-reinstall --no-deps) the other, and every distribution whose paths that uninstall deletes, so "
+    "that their own files are back. Pairs of the stack and its kernel packages whose bytes differ are "
+    "`distributions.file-collision`'s (and flash-attn with flash-attn-4 `namespaces.cute-overlap`'s).")
 DISTRIBUTIONS_REQUIREMENT_BROKEN_BY = Code(
     "distributions.requirement-broken-by", "An installed distribution's requirement broke another's pin",
     "A kernel package that vLLM or flash-attn-4 loads (apache-tvm-ffi, nvidia-cutlass-dsl, quack-kernels ...) "
@@ -345,6 +362,7 @@ CODES: tuple[Code, ...] = (
     DISTRIBUTIONS_RECORD_MISMATCH,
     DISTRIBUTIONS_RECORD_ESCAPES,
     DISTRIBUTIONS_FILE_COLLISION,
+    DISTRIBUTIONS_SHARED_PATHS,
     DISTRIBUTIONS_REQUIREMENT_BROKEN_BY,
     DISTRIBUTIONS_FILE_NOT_REGULAR,
     DISTRIBUTIONS_SERVE_PATH_UNREAD,

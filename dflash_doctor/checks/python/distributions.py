@@ -1,7 +1,8 @@
 """Rules of the distributions check (DistributionsCheck in the package): installed distributions.
 
 Judges the stack's versions, its requirements as the installed metadata states them (vLLM pins torch
-exactly), duplicate dist-infos, RECORD integrity of the stack, and metadata too broken to read.
+exactly), duplicate dist-infos, RECORD integrity of the stack, paths two distributions install (overlaps.py), and
+metadata too broken to read.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from dflash_doctor.checks.python.codes import (
     DISTRIBUTIONS_STACK,
 )
 from dflash_doctor.checks.python.kernel_packages import broken_by, shared_files, unmet_cause
+from dflash_doctor.checks.python.overlaps import overlap_findings
 from dflash_doctor.checks.python.requirements import STACK, VERIFIED, requirements_of, unmet_requirements
 from dflash_doctor.checks.remedy import Installer
 from dflash_doctor.facts.envfacts import canonical
@@ -54,6 +56,7 @@ def distribution_findings(dists: Distributions, target: Target, serve: VllmServe
     yield from _record_escapes(dists, installer)
     yield from _not_regular(dists, installer)
     yield from shared_files(dists, installer)
+    yield from overlap_findings(dists, installer)
     yield from broken_by(dists, marker_env, installer)
 
 

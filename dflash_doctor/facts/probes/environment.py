@@ -667,61 +667,147 @@ def scan_distributions():
 
 
 VERIFIED_ROWS = {}  # id(distribution fact) -> its confined RECORD rows, for the distributions whose files are verified
+RECORD_ROWS = {}  # id(distribution fact) -> {top-level name: its confined RECORD rows}, every distribution's, until shared_files()
 MAX_SHARED_SHOWN = 200
+# What overlaps() reads of the disk: only the paths two distributions list with different sha256, each file at most
+# MAX_OVERLAP_FILE_BYTES (a larger one is not hashed, and says so), at most MAX_OVERLAP_HASHED files in all.
+MAX_OVERLAP_FILE_BYTES = 64 << 20
+MAX_OVERLAP_HASHED = 1000
+MAX_OVERLAP_GROUPS = 200
+OVERLAP_SAMPLE = 10
+
+
+def claimed_paths(dists):
+    """{real path: [(fact, row)]} of the RECORD paths that two distributions could share: only rows under a top-level
+    name (or `..`, the scripts) that another distribution in the same directory also installs into, so that torch's
+    20,000 rows are never looked at unless something else writes into torch/. Bytecode and unhashed rows left out."""
+    places = {}  # location -> its real path: one realpath per site directory, not one per distribution
+    for fact in dists:
+        if fact["location"] not in places:
+            places[fact["location"]] = os.path.realpath(fact["location"])
+    listed = [(fact, places[fact["location"]], RECORD_ROWS[id(fact)]) for fact in dists if id(fact) in RECORD_ROWS]
+    by_top = {}
+    for fact, place, rows_by_top in listed:
+        for top in rows_by_top:
+            by_top.setdefault((place, top), set()).add(id(fact))
+    claims = {}
+    for fact, place, rows_by_top in listed:
+        for top, rows in rows_by_top.items():
+            if len(by_top[(place, top)]) < 2:
+                continue  # nothing else installs there: torch's 20,000 rows under torch/ are never looked at
+            for row in rows:
+                rel = row[0]
+                if rel.endswith(".pyc") or not row[1] or "__pycache__/" in rel:
+                    continue
+                claims.setdefault(row[4], []).append((fact, row))
+    return claims
+
+
+class DiskHashes:
+    """The sha256 of the files shared_files() compares, each read once; only regular files that resolve inside the
+    environment are opened. For the overlaps of any distributions (`capped`), within MAX_OVERLAP_HASHED files of at
+    most MAX_OVERLAP_FILE_BYTES each; the verified distributions' shared paths are hashed whole, as they always were
+    (at most MAX_SHARED_SHOWN per group: distributions.file-collision judges every one of them)."""
+
+    def __init__(self):
+        self.known, self.hashed = {}, 0
+
+    def __call__(self, real, capped=True):
+        known = self.known.get(real)
+        if known is None or (not capped and known.startswith("not hashed: past the")) or (
+                not capped and known.startswith("not hashed: ") and "MiB cap" in known):
+            known = self.known[real] = self.read(real, capped) or ""
+        return known or None
+
+    def read(self, path, capped):
+        real = os.path.realpath(path)
+        if not inside(real):
+            return f"not hashed: resolves to {real}, outside the environment"
+        try:
+            info = os.stat(real)
+        except OSError:
+            return None  # missing
+        if not stat.S_ISREG(info.st_mode):
+            return "not hashed: " + file_kind(info.st_mode)
+        if capped and info.st_size > MAX_OVERLAP_FILE_BYTES:
+            return f"not hashed: {info.st_size} bytes, over the {MAX_OVERLAP_FILE_BYTES >> 20} MiB cap"
+        if capped and self.hashed >= MAX_OVERLAP_HASHED:
+            return f"not hashed: past the {MAX_OVERLAP_HASHED} files hashed per run"
+        self.hashed += 1
+        disk, error = file_sha256(real)
+        return disk or ("not hashed: " + str(error))
+
+
+def claimant(fact):
+    return {"name": fact["name"], "version": fact.get("version"), "dist_info": fact["dist_info"],
+            "installer": fact.get("installer"), "installed_at": fact.get("installed_at")}
+
+
+def add_shared_path(groups, owners, disk_hashes, overlaps=False):
+    """Count one path that `owners` (two or more names) list in the group of those names; for one whose RECORD hashes
+    differ, each one's hash and the hash of the file on disk."""
+    names = tuple(sorted({fact["canonical"] for fact, _ in owners}))
+    group = groups.get(names)
+    if group is None:
+        group = groups[names] = {"distributions": [
+            claimant(f) for f in sorted({id(f): f for f, _ in owners}.values(), key=lambda f: f["canonical"])],
+            "paths": 0, "differing": [], "differing_count": 0}
+        if overlaps:
+            group.update({"sample": [], "empty": 0})
+    group["paths"] += 1
+    rel = owners[0][1][0]
+    if overlaps:
+        if len(group["sample"]) < OVERLAP_SAMPLE:
+            group["sample"].append(rel)
+        if all(row[2] == 0 for _, row in owners):
+            group["empty"] += 1
+    hashes = {fact["canonical"]: row[1] for fact, row in owners}
+    if len(set(hashes.values())) < 2:
+        return
+    group["differing_count"] += 1
+    if len(group["differing"]) < MAX_SHARED_SHOWN:
+        group["differing"].append({"path": rel, "hashes": hashes,
+                                   "disk_hash": disk_hashes(owners[0][1][4], capped=overlaps)})
 
 
 def shared_files(dists):
-    """Verify the RECORDs of the stack and the kernel packages, and compare the paths two of them list.
+    """Verify the RECORDs of the stack and the kernel packages, and find the paths two distributions list.
 
-    Sets each verified distribution's record.integrity (a path another verified distribution also lists is left
-    out of its size and hash comparison: whichever was installed last holds it, which is a collision, not a
-    change by hand) and returns the overlaps: for each set of distributions that list the same files, how many
-    they share and, for the paths whose RECORD hashes differ, each one's hash and the hash on disk. Only those
-    paths are hashed (the collision is told apart by them; where every hash agrees, the bytes are the same
-    whoever won).
+    Returns (shared_files, overlaps). shared_files: the paths two verified distributions (the stack, the kernel
+    packages) list, grouped by the verified names that list them. overlaps: the paths any two distributions list,
+    grouped by all the names that list them. For each group: how many paths, and for those whose RECORD hashes differ,
+    each one's hash and the hash on disk. Only those paths are hashed (where every hash agrees, the bytes are the same
+    whoever won), within DiskHashes' bounds.
+
+    Sets each verified distribution's record.integrity, where a path another distribution lists too is left out of
+    its size and hash comparison: whichever was installed last holds it, which is an overlap, not a change by hand.
     """
-    claims = {}  # real path -> [(fact, row)]
-    for fact in dists:
-        rows = VERIFIED_ROWS.get(id(fact))
-        for row in rows or ():
-            if row[0].endswith(".pyc") or not row[1] or "__pycache__/" in row[0]:
-                continue
-            claims.setdefault(row[4], []).append((fact, row))
+    claims = claimed_paths(dists)
+    RECORD_ROWS.clear()
+    disk_hashes = DiskHashes()
     shared = {}  # id(fact) -> rel paths shared with another distribution
-    groups = {}
-    for real, owners in claims.items():
-        names = sorted({fact["canonical"] for fact, _ in owners})
-        if len(names) < 2:
+    verified_groups, all_groups = {}, {}
+    overlap_count = 0
+    for owners in claims.values():
+        if len({fact["canonical"] for fact, _ in owners}) < 2:
             continue  # one distribution's own (or two copies of one name: the duplicates check's)
         for fact, row in owners:
             shared.setdefault(id(fact), set()).add(row[0])
-        group = groups.setdefault(tuple(names), {"distributions": [
-            {"name": f["name"], "version": f.get("version"), "dist_info": f["dist_info"], "installer": f.get("installer"),
-             "installed_at": dist_info_mtime(f["dist_info"])}
-            for f in sorted({id(f): f for f, _ in owners}.values(), key=lambda f: f["canonical"])],
-            "paths": 0, "differing": [], "differing_count": 0})
-        group["paths"] += 1
-        hashes = {fact["canonical"]: row[1] for fact, row in owners}
-        if len(set(hashes.values())) < 2:
-            continue
-        group["differing_count"] += 1
-        if len(group["differing"]) < MAX_SHARED_SHOWN:
-            info = owners[0][1][5]
-            if info is None:
-                disk = None
-            elif not stat.S_ISREG(info.st_mode):
-                disk = "not hashed: " + file_kind(info.st_mode)
-            else:
-                disk, error = file_sha256(real)
-                disk = disk or ("not hashed: " + str(error))
-            group["differing"].append({"path": owners[0][1][0], "hashes": hashes, "disk_hash": disk})
+        verified = [(fact, row) for fact, row in owners if id(fact) in VERIFIED_ROWS]
+        if len({fact["canonical"] for fact, _ in verified}) >= 2:
+            add_shared_path(verified_groups, verified, disk_hashes)
+        names = tuple(sorted({fact["canonical"] for fact, _ in owners}))
+        if names in all_groups or len(all_groups) < MAX_OVERLAP_GROUPS:
+            add_shared_path(all_groups, owners, disk_hashes, overlaps=True)
+        else:
+            overlap_count += 1
     for fact in dists:
         rows = VERIFIED_ROWS.pop(id(fact), None)
         if rows is not None:
             canon = fact["canonical"]
             fact["record"]["integrity"] = record_integrity(rows, VERIFY_HASHES or canon in HASH_ALWAYS,
                                                            shared.get(id(fact), set()))
-    return list(groups.values())
+    return list(verified_groups.values()), {"groups": list(all_groups.values()), "paths_left_out": overlap_count}
 
 
 def dist_info_mtime(dist_dir):
@@ -774,6 +860,10 @@ def describe_distribution(location, dist_dir, is_egg):
             # The integrity is computed once every distribution is read (shared_files): a path two of them list
             # is judged as a collision, not as this one's file changed on disk.
             VERIFIED_ROWS[id(fact)] = kept
+        rows_by_top = {}  # for overlaps: the paths any two distributions list, by their top-level names
+        for row in kept:
+            rows_by_top.setdefault(top_of(row[0]), []).append(row)
+        RECORD_ROWS[id(fact)] = rows_by_top
         if is_stack:
             fact["extensions"], fact["libraries"] = compiled_files(location, kept)
             if any("abi_tag" in ext for ext in fact["extensions"]):
@@ -936,12 +1026,13 @@ def main():
     target = target_facts()
     target["environment_roots"] = ROOTS
     dists = scan_distributions()
-    overlaps = shared_files(dists)
+    shared, overlaps = shared_files(dists)
     facts = {
         "target": target,
         "sys_path": sys_path_facts(target["user_site"]),
         "distributions": dists,
-        "shared_files": overlaps,
+        "shared_files": shared,
+        "overlaps": overlaps,
         "import_extensions": import_system_extensions(EXTENSION_NAMES, [d for d in dists if d["canonical"] in STACK]),
         "resolution": {name: dict(resolve(name), portions=portions(name)) for name in SPEC_NAMES},
     }
