@@ -2,7 +2,7 @@
 
 Usage (on the CPU machine, from a checkout; needs zstd and pip):
     python3 recording/engine/engine_transfer.py DEST [--vllm VERSION] [--vllm-site DIR] [--doctor-from REPO]
-        [--part-mb 50] [--plan-only]
+        [--part-mb 44] [--plan-only]
 
 --vllm (default $VLLM_VERSION, else 0.20.1) names the release; its dependencies are deps-VERSION.txt
 (serve_deps.py), and DEST/last/VLLM_VERSION tells the device scripts which release they set up.
@@ -11,9 +11,10 @@ The device tool carries at most 64 MiB per call, and vLLM's wheel is 244 MB (0.2
 (the FA3 library's 144 MB shrink to 9 MB; 528 MB become about 182 MB in all) and split into parts of
 --part-mb MiB. DEST/p1..pN each hold one part: call `run` with carry [DEST/pK] and
 `mkdir -p $RECORD_WORK/parts && cp DEST/pK/vsite.part.* $RECORD_WORK/parts/` while the machine is warm,
-then the last call carries DEST/last (wheels, models, driver) and runs go.sh (setup.sh, scenarios.py).
-When DEST/last is over the limit with the checkout, carry xgrammar's wheel in a call of its own into
-$RECORD_WORK/extra/ (go.sh and live_go.sh copy it in). `bash last/live_go.sh` records `dflash-doctor live`
+then the last call carries DEST/last (flash-attn wheels, the doctor's, models, driver) and runs go.sh (setup.sh,
+scenarios.py). The release's dependencies (deps-VERSION.txt) are installed with pip --target beside vLLM and go
+into the same archive (zstd's long range over the unpacked files beats their wheels); a wheel put into
+$RECORD_WORK/extra/ in a call of its own is installed too (go.sh and live_go.sh copy it into whl/). `bash last/live_go.sh` records `dflash-doctor live`
 against real servers (live_driver.py) instead of the start-up scenarios.
 """
 
@@ -33,8 +34,9 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 from serve_deps import PLATFORMS
 
-# The device tool carries 64 MiB per call with the checkout it sends (about 12 MiB): parts of 50 MiB fit.
-PART_MB = 50
+# The device tool carries 64 MiB per call with the checkout it sends (12 MiB when 0.20.1 was recorded, 17.8 MiB
+# of tracked files at 0.26.0's dry run): parts of 44 MiB fit with a margin; plan() names a call over the limit.
+PART_MB = 44
 # The release's dependencies: deps-VERSION.txt beside this script (serve_deps.py writes it; 0.20.1's was found by
 # import-blocking), one requirement a line, `#` comments.
 DEFAULT_VERSION = "0.20.1"
@@ -92,6 +94,7 @@ def main() -> None:
                     default=Path(os.environ.get("DFLASH_DOCTOR_TEST_CACHE") or Path.home() / ".cache" / "dflash-doctor-tests"),
                     help="the tests' artifact cache holding the flash-attn wheels (default: $DFLASH_DOCTOR_TEST_CACHE, "
                     "else ~/.cache/dflash-doctor-tests)")
+    ap.add_argument("--level", type=int, default=17, help="zstd's level (default 17; --long=30 always)")
     ap.add_argument("--plan-only", action="store_true", help="print the device calls for an existing DEST")
     args = ap.parse_args()
     dest: Path = args.dest.resolve()
@@ -124,17 +127,28 @@ def main() -> None:
             lap(f"vLLM {args.vllm} installed with pip --target")
         if not (args.vllm_site / f"vllm-{args.vllm}.dist-info").is_dir():
             raise SystemExit(f"{args.vllm_site} holds no vllm-{args.vllm}.dist-info")
+        # the dependencies installed beside vLLM, into the same archive: zstd's long range over the unpacked files
+        # takes them smaller than their wheels, and the parts carry them (setup.sh unpacks one site)
+        deps_site = dest / "deps-site"
+        shutil.rmtree(deps_site, ignore_errors=True)
+        with tempfile.TemporaryDirectory() as wheels:
+            run(sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version",
+                "3.12", "--implementation", "cp", *PLATFORMS, "-d", wheels, *wanted)
+            got = sorted(Path(wheels).glob("*.whl"))
+            lap(f"{len(wanted)} dependency wheels downloaded ({sum(w.stat().st_size for w in got) / 2**20:.1f} MiB)")
+            run(sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--no-compile",
+                "--only-binary=:all:", "--python-version", "3.12", "--implementation", "cp", *PLATFORMS,
+                "--target", deps_site, *got)
+        lap(f"installed with pip --target ({mib(deps_site):.0f} MiB)")
         tar = dest / "vsite.tar.zst"
-        run("bash", "-c", f"tar -C {args.vllm_site} -cf - . | zstd -q -T0 -17 --long=30 -f -o {tar}")
-        lap(f"tar + zstd -17 --long=30 ({mib(args.vllm_site):.0f} MiB -> {mib(tar):.0f} MiB)")
+        run("bash", "-c", f"tar -cf - -C {args.vllm_site} . -C {deps_site} . | zstd -q -T0 -{args.level} --long=30 -f -o {tar}")
+        lap(f"tar + zstd -{args.level} --long=30 ({mib(args.vllm_site) + mib(deps_site):.0f} MiB -> {mib(tar):.0f} MiB)")
+        shutil.rmtree(deps_site)
     with tempfile.TemporaryDirectory() as tmp:
         run("split", "-b", f"{args.part_mb}M", "-a", "2", tar, f"{tmp}/vsite.part.")
         for k, part in enumerate(sorted(Path(tmp).iterdir()), 1):
             (dest / f"p{k}").mkdir()
             shutil.move(str(part), dest / f"p{k}" / part.name)
-    run(sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version", "3.12",
-        "--implementation", "cp", *PLATFORMS, "-d", last / "whl", *wanted)
-    lap(f"{len(wanted)} dependency wheels downloaded ({mib(last / 'whl'):.1f} MiB)")
     cache: Path = args.test_cache
     shutil.copy(cache / "pypi" / "flash_attn_4-4.0.0b36-py3-none-any.whl", last / "fa")
     shutil.copy(cache / "built" / "flash_attn-2.8.3-py3-none-any.whl", last / "fa")  # built without its extension

@@ -6,8 +6,8 @@ Beside the drafters of scenarios 06 and 07: `drafter-short-context` (max_positio
 served --max-model-len 512) and `drafter-fp8`, the healthy drafter quantized as a real FP8 checkpoint is: its
 decoder layers' projection weights stored as float8_e4m3fn (safetensors dtype F8_E4M3) with a float32
 `weight_scale` each, and config.json's `quantization_config` {"quant_method": "fp8", "activation_scheme":
-"dynamic", "fmt": "e4m3"} (the format of vLLM's Fp8Config, per-tensor: no weight_block_size), fc and the norms
-left in float16 (`ignored_layers`).
+"dynamic", "fmt": "e4m3"} (AutoFP8's format, read by vLLM's Fp8Config, per-tensor: no weight_block_size), fc
+and the norms left in float16 (`ignored_layers`).
 """
 
 from __future__ import annotations
@@ -42,7 +42,10 @@ def write_tokenizer(directory: Path) -> None:
 
 
 FP8_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-FP8_CONFIG = {"quant_method": "fp8", "activation_scheme": "dynamic", "fmt": "e4m3", "ignored_layers": ["fc"]}
+# AutoFP8's checkpoint structure (quant_method fp8, activation_scheme dynamic: each quantized layer's weight F8_E4M3
+# and a scalar F32 weight_scale); vLLM's Fp8Config.from_config reads ignored_layers and matches a layer's full
+# prefix (quant_utils.is_layer_skipped, 0.26.0): the checkpoint's name and the model's ("model.fc") both listed.
+FP8_CONFIG = {"quant_method": "fp8", "activation_scheme": "dynamic", "fmt": "e4m3", "ignored_layers": ["fc", "model.fc"]}
 _DTYPES = {"float16": "F16", "float32": "F32", "bfloat16": "BF16"}
 
 

@@ -1,24 +1,30 @@
-"""The runtime dependencies of a vLLM release that the GPU image lacks and that `vllm serve` imports.
+"""The runtime dependencies of a vLLM release that the GPU image lacks, read from the release itself.
 
 Usage (the CPU machine; pip and `packaging`):
-    python3 recording/engine/serve_deps.py VERSION [--vllm-site DIR] [--wheels DIR] [--out FILE]
+    python3 recording/engine/serve_deps.py VERSION [--vllm-site DIR] [--wheels DIR] [--out FILE] [--json FILE]
 
-Two readings, neither by hand:
-1. The wheel's own Requires-Dist (markers evaluated for CPython 3.12 on Linux x86_64, no extras), less the
-   packages the image holds (image-packages.txt): the candidates.
-2. The serve path's imports: every module-level import (not under `if TYPE_CHECKING:`, not inside a `try`
-   that catches ImportError, not inside a function) followed through vLLM's own modules from the roots
-   below (the CLI, the OpenAI server, the engine core and client, the executors, the GPU worker and both
-   model runners, Qwen3 and DFlash, FlashAttention's backend, the sampler, the loader), giving the
-   third-party modules loaded on the way to a running engine.
-A candidate is kept when a module it ships is imported on that path, then its own requirements are added the
-same way (each downloaded with --no-deps at the newest version every requirer allows), less the image's.
-Requirements that the serve path never imports are listed as left out, with the wheel's size: the evidence
-for carrying less. For 0.20.1 this reproduces the list that was found by blocking the image's missing
-packages from import in a venv and importing the same roots (engine_transfer.py's 0.20.1 list).
+Three readings, none by hand:
+1. pip's resolver on `vllm==VERSION` for the image's Python (3.12) and platform, with the image's known versions
+   (image-packages.txt) as constraints (`pip install --dry-run --report`): every package and version pip would
+   install. A constraint the release excludes is dropped and named (0.26.0: numba==0.65.0 wants numpy<2.5, the
+   image has 2.5.2).
+2. The serve path's imports: every module-level import (not under `if TYPE_CHECKING:` or a test that the
+   package is there, not inside a `try` that catches ImportError, not inside a function) followed through
+   vLLM's own modules from ROOTS (the CLI, the OpenAI server, the engine core and client, the executors, the
+   GPU worker and both model runners, Qwen3 and DFlash, FlashAttention's backend, the sampler, the loader),
+   giving the third-party modules loaded on the way to a running engine; and the imports inside the functions
+   of those modules.
+3. Each of vLLM's direct requirements the image lacks is carried, with what it brings (its requirements in
+   pip's resolution, transitively, less the image's), when a module it ships is imported as the serve path
+   loads; otherwise it is carried when it and what it brings weigh less than LEAVE_OUT_MIB, and left out,
+   named with its import sites (inside functions) or none, when they weigh more.
 The result (`--out`, default deps-VERSION.txt beside this script) is what engine_transfer.py downloads.
-Static reading cannot see imports made inside functions at run time; setup.sh imports the roots on the GPU
-machine and names any module still missing before a scenario runs.
+A static reading cannot see every import made inside a function at run time: on 0.20.1, against the list found
+by blocking the image's missing packages from import and importing the serve path (deps-0.20.1.txt), the
+module-level reading alone missed setproctitle, python-json-logger, ijson, lark, llguidance, xgrammar and
+prometheus-fastapi-instrumentator (imported inside functions of modules the walk does not reach); they are
+small, and rule 3 carries such small requirements whatever their reading. setup.sh imports the roots on the
+GPU machine and names any module still missing before a scenario runs.
 """
 
 from __future__ import annotations
@@ -27,16 +33,17 @@ import argparse
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import zipfile
 from email.parser import Parser
 from pathlib import Path
+from typing import Any
 
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
-from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
@@ -56,8 +63,9 @@ ROOTS = (
     "vllm.v1.attention.backends.flash_attn", "vllm.v1.sample.sampler",
     "vllm.model_executor.model_loader.default_loader",
 )
-PLATFORMS = [f"--platform=manylinux_2_{n}_x86_64" for n in (17, 24, 26, 27, 28, 31, 34, 35)] + [
-    "--platform=manylinux2014_x86_64", "--platform=manylinux1_x86_64"]
+# every manylinux tag glibc 2.39 (the image's Ubuntu 24.04) runs: pip matches --platform exactly
+PLATFORMS = [f"--platform=manylinux_2_{n}_x86_64" for n in range(17, 40)] + [
+    "--platform=manylinux2014_x86_64", "--platform=manylinux2010_x86_64", "--platform=manylinux1_x86_64"]
 # A requirement not imported when the serve path loads is left out only where it and what it brings weigh this
 # much (MiB): a small one is carried as pip would install it, the cheaper error.
 LEAVE_OUT_MIB = 2.0
@@ -95,6 +103,11 @@ def _module_file(site: Path, name: str) -> Path | None:
         if candidate.is_file():
             return candidate
     return None
+
+
+# An `if` whose body runs only for type checkers, or only where a package is found (vLLM's has_flashinfer(),
+# find_spec(...), is_available()): its imports are not needed to serve.
+OPTIONAL_TEST = re.compile(r"TYPE_CHECKING|\bhas_\w+\(|find_spec\(|_available\b|is_available\(")
 
 
 def _guarded(handlers: list[ast.ExceptHandler]) -> bool:
@@ -148,7 +161,7 @@ def _imports(tree: ast.Module, module: str, is_pkg: bool) -> list[str]:
                 found.extend(f"{prefix}.{a.name}" for a in node.names if a.name != "*")
             elif isinstance(node, ast.If):
                 test = ast.unparse(node.test)
-                if "TYPE_CHECKING" not in test:
+                if not OPTIONAL_TEST.search(test):
                     visit(node.body)
                 visit(node.orelse)
             elif isinstance(node, ast.Try):
@@ -231,20 +244,44 @@ def _wheel_meta(wheel: Path) -> tuple[str, str, str, set[str]]:
     return str(msg["Name"]), str(msg["Version"]), metadata, modules
 
 
+def pip_resolve(version: str, image: dict[str, str], work: Path) -> tuple[list[dict[str, object]], list[str]]:
+    """pip's own resolver on `vllm==VERSION` for the GPU machine's Python and platform, with the image's known
+    versions as constraints (`pip install --dry-run --report`: metadata only, nothing installed). A constraint
+    the release's requirements exclude is dropped and named (the image's version conflicts with them)."""
+    dropped: list[str] = []
+    report = work / "report.json"
+    while True:
+        constraints = work / "image-constraints.txt"
+        constraints.write_text("".join(f"{n}=={v}\n" for n, v in sorted(image.items()) if v and n not in dropped))
+        proc = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed",
+                               "--only-binary=:all:", "--python-version", "3.12", "--implementation", "cp", *PLATFORMS,
+                               "--target", str(work / "unused"), "--report", str(report), "-c", str(constraints),
+                               f"vllm=={version}"], capture_output=True, text=True, check=False)
+        if proc.returncode == 0:
+            break
+        conflict = [ln for ln in proc.stdout.splitlines() + proc.stderr.splitlines()
+                    if "The user requested (constraint)" in ln]
+        if not conflict:
+            raise SystemExit(proc.stderr[-3000:])
+        name = canonicalize_name(conflict[0].split("(constraint)")[1].strip().split("==")[0])
+        cause = [ln.strip() for ln in proc.stdout.splitlines() if " depends on " in ln and name in ln]
+        dropped.append(name)
+        print(f"the image's {name}=={image[name]} is outside: {'; '.join(cause)[:400]}", file=sys.stderr)
+    items: list[dict[str, object]] = json.loads(report.read_text())["install"]
+    return items, dropped
+
+
 def download(req: str, dest: Path) -> Path:
-    before = set(dest.glob("*.whl"))
+    name, _, ver = req.partition("==")
+    for wheel in sorted(dest.glob("*.whl")):  # already there
+        if canonicalize_name(wheel.name.split("-")[0]) == canonicalize_name(name) and wheel.name.split("-")[1] == ver:
+            return wheel
     subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
                     "--python-version", "3.12", "--implementation", "cp", *PLATFORMS, "-d", str(dest), req],
                    check=True)
-    new = set(dest.glob("*.whl")) - before
-    if new:
-        return new.pop()
-    name = canonicalize_name(Requirement(req).name)
-    for wheel in sorted(dest.glob("*.whl")):  # already there
-        if canonicalize_name(wheel.name.split("-")[0]) == name:
-            spec = Requirement(req).specifier
-            if spec.contains(Version(wheel.name.split("-")[1]), prereleases=True):
-                return wheel
+    for wheel in sorted(dest.glob("*.whl")):
+        if canonicalize_name(wheel.name.split("-")[0]) == canonicalize_name(name) and wheel.name.split("-")[1] == ver:
+            return wheel
     raise SystemExit(f"pip download {req}: no wheel")
 
 
@@ -256,102 +293,101 @@ def _provides(imported: str, modules: set[str]) -> bool:
 
 def resolve(version: str, site: Path, wheels: Path) -> dict[str, object]:
     image = image_packages()
-    dist_info = next(site.glob(f"vllm-{version}.dist-info"))
-    direct = requirements((dist_info / "METADATA").read_text())
     external, lazy, read = serve_path_imports(site)
-    specs: dict[str, SpecifierSet] = {}
-    extras: dict[str, set[str]] = {}
-    requirer: dict[str, str] = {}
+    resolved, conflicts = pip_resolve(version, image, wheels)
+    meta = {canonicalize_name(str(it["metadata"]["name"])): it["metadata"] for it in resolved}  # type: ignore[index]
+    pins = {n: str(m["version"]) for n, m in meta.items()}  # type: ignore[index]
+    edges: dict[str, set[str]] = {}
     image_checks: list[dict[str, str]] = []
-
-    def note(req: Requirement, by: str) -> bool:
-        name = canonicalize_name(req.name)
-        if name in image:
-            have = image[name]
-            ok = "unknown" if not have else str(req.specifier.contains(Version(have), prereleases=True))
-            image_checks.append({"package": name, "required": str(req.specifier) or "any", "by": by,
-                                 "image": have or "?", "satisfied": ok})
-            return False
-        specs[name] = specs.get(name, SpecifierSet()) & req.specifier
-        extras.setdefault(name, set()).update(req.extras)
-        requirer.setdefault(name, by)
-        return True
-
-    candidates = [canonicalize_name(r.name) for r in direct if note(r, f"vllm {version}")]
-    got: dict[str, tuple[str, str, Path, set[str], str]] = {}
-
-    def fetch(name: str) -> tuple[str, str, Path, set[str], str]:
-        have = got.get(name)
-        if have and specs[name].contains(Version(have[1]), prereleases=True):
-            return have
-        wheel = download(f"{name}{specs[name]}", wheels)
-        dist, ver, metadata, modules = _wheel_meta(wheel)
-        got[name] = (dist, ver, wheel, modules, metadata)
-        return got[name]
-
-    def closure(names: list[str]) -> dict[str, str]:
-        """The packages `names` bring (their requirements and the extras asked for, transitively, less the
-        image's): name -> the version whose requirements were read."""
-        queue, done = list(names), {}
-        while queue:
-            name = queue.pop(0)
-            dist, ver, _, _, metadata = fetch(name)  # again where a later requirer narrowed the range
-            if done.get(name) == ver:
+    for name, m in meta.items():
+        edges[name] = set()
+        for text in m.get("requires_dist") or []:  # type: ignore[union-attr]
+            req = Requirement(text)
+            dep = canonicalize_name(req.name)
+            if dep not in meta or (req.marker is not None and not any(
+                    req.marker.evaluate({**ENVIRONMENT, "extra": e}) for e in ("", *_extras(req.marker)))):
                 continue
-            done[name] = ver
-            wanted = extras.get(name, set())
-            for text in Parser().parsestr(metadata).get_all("Requires-Dist") or []:
-                req = Requirement(text)
-                if req.marker is not None and not any(req.marker.evaluate({**ENVIRONMENT, "extra": e})
-                                                      for e in ("", *wanted)):
-                    continue
-                if note(req, f"{dist} {ver}"):
-                    queue.append(canonicalize_name(req.name))
-        return done
+            edges[name].add(dep)
+            if dep in image and name not in image:
+                have = image[dep]
+                ok = "unknown" if not have else str(req.specifier.contains(Version(have), prereleases=True))
+                if ok != "True":
+                    image_checks.append({"package": dep, "required": str(req.specifier) or "any",
+                                         "by": f"{name} {pins[name]}", "image": have or "?", "satisfied": ok})
+    direct = sorted(edges.get("vllm", set()) - set(image))
+
+    def closure(names: list[str]) -> set[str]:
+        seen: set[str] = set()
+        queue = list(names)
+        while queue:
+            n = queue.pop()
+            if n in seen or n in image:
+                continue
+            seen.add(n)
+            queue.extend(edges.get(n, ()))
+        return seen
+
+    def wheel(name: str) -> Path:
+        return download(f"{name}=={pins[name]}", wheels)
 
     def mib(names: set[str]) -> float:
-        return round(sum(got[n][2].stat().st_size for n in names) / 2**20, 2)
+        return round(sum(wheel(n).stat().st_size for n in names) / 2**20, 2)
 
-    loaded: list[str] = []
     evidence: dict[str, str] = {}
-    for name in candidates:
-        modules = fetch(name)[3]
-        users = sorted(i for i in external if _provides(i, modules))
+    loaded = []
+    for name in direct:
+        users = sorted(i for i in external if _provides(i, _wheel_meta(wheel(name))[3]))
         if users:
             loaded.append(name)
             evidence[name] = f"imported when the serve path loads: {', '.join(users[:3])}"
-    done = closure(loaded)
+    carried = closure(loaded)
     left_out: list[dict[str, object]] = []
-    for name in candidates:
-        if name in done:
+    for name in direct:
+        if name in carried:
             continue
-        modules = fetch(name)[3]
-        late = sorted(i for i in lazy if _provides(i, modules))
+        late = sorted(i for i in lazy if _provides(i, _wheel_meta(wheel(name))[3]))
         sites = sorted({m for i in late for m in lazy[i]})
-        brings = set(closure([name])) - set(done)
+        brings = closure([name]) - carried
         size = mib(brings)
         why = (f"imported only inside functions ({', '.join(sites[:4])}{', ...' if len(sites) > 4 else ''})"
                if late else "never imported on the serve path")
         if size >= LEAVE_OUT_MIB:
-            left_out.append({"package": name, "version": got[name][1], "why": why, "brings": sorted(brings),
-                             "MiB": size})
+            left_out.append({"package": name, "version": pins[name], "why": why, "brings": sorted(brings), "MiB": size})
         else:  # cheap: carried as pip would install it
-            done.update(closure([name]))
+            carried |= brings
             evidence[name] = f"{why}; carried ({size} MiB with what it brings)"
-    carried = sorted(done)
-    pins = [f"{got[n][0]}=={got[n][1]}" for n in carried]
+    carried.discard("vllm")
     return {
         "vllm": version,
         "serve_path_modules_read": len(read),
         "third_party_imported": sorted({i.split(".")[0] for i in external}),
-        "dependencies": pins,
-        "MiB": round(sum(got[n][2].stat().st_size for n in carried) / 2**20, 1),
+        "dependencies": [f"{meta[n]['name']}=={pins[n]}" for n in sorted(carried)],  # type: ignore[index]
+        "MiB": mib(carried),
         "left_out": left_out,
         "left_out_MiB": round(sum(float(str(x["MiB"])) for x in left_out), 1),
         "leave_out_threshold_MiB": LEAVE_OUT_MIB,
-        "image_checks": [c for c in image_checks if c["satisfied"] != "True"],
-        "why": {n: evidence.get(n) or f"required by {requirer[n]}" for n in carried},
+        "image_checks": image_checks,
+        "image_versions_excluded": {n: image[n] for n in conflicts},
+        "image_packages_resolved": sorted(set(meta) & set(image)),
+        "why": {n: evidence.get(n, "required by " + ", ".join(sorted(p for p in carried if n in edges[p]))[:200])
+                for n in sorted(carried)},
     }
+
+
+def _extras(marker: object) -> list[str]:
+    """The extra names a marker mentions (`extra == "standard"`)."""
+    text = str(marker)
+    return [part.split('"')[1] for part in text.split("extra ==")[1:] if '"' in part]
+
+
+def write_list(result: dict[str, Any], out: Path) -> None:
+    lines = [f"# vLLM {result['vllm']}: its requirements the GPU image lacks (image-packages.txt), as pip resolves them",
+             f"# for the image, kept by serve_deps.py's rule (its docstring): {result['MiB']} MiB of wheels.",
+             "# The image's versions this release's requirements exclude: "
+             + (", ".join(f"{k} {v}" for k, v in result["image_versions_excluded"].items()) or "none"),
+             f"# Left out ({result['left_out_MiB']} MiB with what they bring), with the evidence:"]
+    lines += [f"#   {x['package']} {x['version']}: {x['MiB']} MiB, {x['why']}" for x in result["left_out"]]
+    out.write_text("\n".join(lines + list(result["dependencies"])) + "\n")
 
 
 def main() -> None:
@@ -361,7 +397,13 @@ def main() -> None:
     ap.add_argument("--wheels", type=Path, help="where the wheels are downloaded (default: a temporary directory)")
     ap.add_argument("--out", type=Path, help="the list engine_transfer.py reads (default: deps-VERSION.txt here)")
     ap.add_argument("--json", type=Path, help="the whole reading, left-out packages and image checks included")
+    ap.add_argument("--from-json", type=Path, help="write the list from a saved --json reading, resolving nothing")
     args = ap.parse_args()
+    out = args.out or HERE / f"deps-{args.version}.txt"
+    if args.from_json:
+        write_list(json.loads(args.from_json.read_text()), out)
+        print(f"wrote {os.path.relpath(out)}")
+        return
     site = args.vllm_site
     if site is None:
         sys.path.insert(0, str(ROOT / "tests"))
@@ -369,14 +411,7 @@ def main() -> None:
         site = vllm_site(args.version)
     with tempfile.TemporaryDirectory() as tmp:
         result = resolve(args.version, site, args.wheels or Path(tmp))
-    out = args.out or HERE / f"deps-{args.version}.txt"
-    left = ", ".join(f"{x['package']} {x['version']} ({x['MiB']} MiB: {x['why']})"
-                     for x in result["left_out"])  # type: ignore[attr-defined]
-    out.write_text(
-        f"# vLLM {args.version}: runtime requirements the GPU image lacks that `vllm serve` imports, with their own\n"
-        f"# requirements; written by recording/engine/serve_deps.py {args.version} (its docstring says how).\n"
-        f"# {result['MiB']} MiB of wheels. Left out, with what each would bring: {left or 'none'}\n"
-        + "\n".join(result["dependencies"]) + "\n")  # type: ignore[arg-type]
+    write_list(result, out)
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k != "why"}, indent=1))

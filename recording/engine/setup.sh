@@ -22,7 +22,10 @@ t0=$(date +%s)
 mk v0
 S0="$G/v0/lib/$PYV/site-packages"
 cat "$G"/parts/vsite.part.* | zstd -d -q | tar -x -C "$S0" --exclude=./bin
-$G/v0/bin/python -m pip install -q --no-index --no-deps --no-compile --disable-pip-version-check "$P"/whl/*.whl
+# the dependencies come inside the parts (engine_transfer.py); whl/ holds only wheels carried on their own
+if compgen -G "$P/whl/*.whl" >/dev/null; then
+  $G/v0/bin/python -m pip install -q --no-index --no-deps --no-compile --disable-pip-version-check "$P"/whl/*.whl
+fi
 # vLLM's console script where a venv has it; RECORD says what pip would have written for it
 $G/v0/bin/python - "$S0" "$G/v0" "$V" <<'PY'
 import base64, hashlib, os, sys
