@@ -61,7 +61,7 @@ def test_the_docs_table_has_a_column_per_release_and_says_which_are_not_recorded
     for release in RELEASES:
         assert f"vLLM {release}" in head, (release, head)
         recorded = [p for p in RECORDS if release_of(p) == release]
-        rows = [line for line in docs.splitlines() if line.startswith("| 0") or line.startswith("| 1")]
+        rows = [line for line in docs.splitlines() if line.startswith(("| 0", "| 1"))]
         if not recorded:
             assert rows and all("not recorded yet" in row for row in rows), release
 

@@ -107,3 +107,34 @@ def test_record_writes_each_release_into_its_own_directory_and_names_it(tmp_path
     assert "| 14-v1-model-runner | not recorded yet |  |  | exit 0 | started, answered /v1/completions | yes |" in table
     with pytest.raises(SystemExit, match="recorded on vLLM 0.26.0, not 0.20.1"):
         record.main(results, tmp_path / "out", None, "0.20.1")
+
+
+def test_each_release_dependency_list_pins_every_package_and_matches_its_evidence() -> None:
+    """engine/deps-VERSION.txt is what engine_transfer.py --vllm VERSION carries: exact pins only; where
+    serve_deps.py's reading was kept beside it (deps-VERSION.json), the list is that reading's, and every
+    requirement it left out is named in the list's header with its evidence."""
+    lists = sorted((RECORDING / "engine").glob("deps-*.txt"))
+    assert {p.stem.removeprefix("deps-") for p in lists} >= {"0.20.1", "0.26.0"}
+    for path in lists:
+        pins = [ln for ln in path.read_text().splitlines() if ln and not ln.startswith("#")]
+        assert pins and all(re.fullmatch(r"[A-Za-z0-9_.-]+==[A-Za-z0-9_.+-]+", p) for p in pins), path.name
+        evidence = path.with_suffix(".json")
+        if evidence.exists():
+            reading = json.loads(evidence.read_text())
+            assert reading["dependencies"] == pins, path.name
+            header = path.read_text()
+            assert all(f"{x['package']} {x['version']}: " in header and x["why"] in header
+                       for x in reading["left_out"]), path.name
+
+
+def test_the_device_plan_names_only_scenarios_the_driver_has_and_all_of_0_26_0s() -> None:
+    """recording/README.md's device plan splits 0.26.0's scenarios over two calls with ONLY=...: every key it
+    names is one of scenarios.py's, and together with the fix and live calls they cover every scenario
+    (02 runs 03 after it; 13 is fix_go.sh's)."""
+    driver = (RECORDING / "engine" / "scenarios.py").read_text()
+    keys = set(re.findall(r'^\s+"(\d\d(?:-[\w-]+)?)": ', driver, re.MULTILINE))
+    assert {"01-healthy", "02", "12-kv-cache-fp8-bfloat16", "14-v1-model-runner", "19-padded-vocab-shared-lm-head"} <= keys
+    plan = (RECORDING / "README.md").read_text().split("### Device plan: vLLM 0.26.0", 1)[1]
+    named = [k for only in re.findall(r"ONLY=([\w,-]+)", plan) for k in only.split(",")]
+    assert named and set(named) <= keys, sorted(set(named) - keys)
+    assert sorted(named) == sorted(keys), sorted(keys - set(named))
