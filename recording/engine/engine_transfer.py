@@ -160,8 +160,8 @@ def main() -> None:
     run(args.models_python, HERE / "make_models.py", last / "models", cwd="/")
     run(args.models_python, HERE / "live_models.py", last / "live-models", cwd="/")
     lap("the toy models")
-    for name in ("common.sh", "setup.sh", "go.sh", "scenarios.py", "fix_scenario.py", "live_driver.py", "live_go.sh",
-                 "live_rejected.sh"):
+    for name in ("common.sh", "setup.sh", "go.sh", "scenarios.py", "fix_scenario.py", "fix_go.sh", "live_driver.py",
+                 "live_go.sh", "live_rejected.sh"):
         shutil.copy(HERE / name, last / name)
     for path in [*sorted(dest.glob("p[0-9]*/*")), *sorted((dest / "last").iterdir())]:
         print(f"{mib(path):8.1f} MiB  {path.relative_to(dest)}")
