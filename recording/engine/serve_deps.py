@@ -16,8 +16,9 @@ Three readings, none by hand:
    of those modules.
 3. Each of vLLM's direct requirements the image lacks is carried, with what it brings (its requirements in
    pip's resolution, transitively, less the image's), when a module it ships is imported as the serve path
-   loads; otherwise it is carried when it and what it brings weigh less than LEAVE_OUT_MIB, and left out,
-   named with its import sites (inside functions) or none, when they weigh more.
+   loads, or when import-blocking found it needed on 0.20.1's serve path (deps-0.20.1.txt: xgrammar,
+   llguidance); otherwise it is carried when it and what it brings weigh less than LEAVE_OUT_MIB, and left
+   out, named with its import sites (inside functions) or none, when they weigh more.
 The result (`--out`, default deps-VERSION.txt beside this script) is what engine_transfer.py downloads.
 A static reading cannot see every import made inside a function at run time: on 0.20.1, against the list found
 by blocking the image's missing packages from import and importing the serve path (deps-0.20.1.txt), the
@@ -333,6 +334,10 @@ def resolve(version: str, site: Path, wheels: Path) -> dict[str, object]:
     def mib(names: set[str]) -> float:
         return round(sum(wheel(n).stat().st_size for n in names) / 2**20, 2)
 
+    # what import-blocking found needed on 0.20.1's serve path (deps-0.20.1.txt): imports the static reading
+    # cannot see (inside functions of modules it does not reach); carried whatever their weight
+    needed_before = {canonicalize_name(ln.split("==")[0]) for ln in (HERE / "deps-0.20.1.txt").read_text().splitlines()
+                     if ln and not ln.startswith("#")}
     evidence: dict[str, str] = {}
     loaded = []
     for name in direct:
@@ -351,11 +356,13 @@ def resolve(version: str, site: Path, wheels: Path) -> dict[str, object]:
         size = mib(brings)
         why = (f"imported only inside functions ({', '.join(sites[:4])}{', ...' if len(sites) > 4 else ''})"
                if late else "never imported on the serve path")
-        if size >= LEAVE_OUT_MIB:
+        if size >= LEAVE_OUT_MIB and name not in needed_before:
             left_out.append({"package": name, "version": pins[name], "why": why, "brings": sorted(brings), "MiB": size})
-        else:  # cheap: carried as pip would install it
+        else:  # cheap, or found needed on 0.20.1's serve path: carried as pip would install it
             carried |= brings
-            evidence[name] = f"{why}; carried ({size} MiB with what it brings)"
+            evidence[name] = (f"{why}; carried ({size} MiB with what it brings)" if name not in needed_before else
+                              f"{why} as read statically, but 0.20.1's import-blocked serve path needed it "
+                              f"(deps-0.20.1.txt); carried ({size} MiB with what it brings)")
     carried.discard("vllm")
     return {
         "vllm": version,
@@ -385,7 +392,7 @@ def write_list(result: dict[str, Any], out: Path) -> None:
              f"# for the image, kept by serve_deps.py's rule (its docstring): {result['MiB']} MiB of wheels.",
              "# The image's versions this release's requirements exclude: "
              + (", ".join(f"{k} {v}" for k, v in result["image_versions_excluded"].items()) or "none"),
-             f"# Left out ({result['left_out_MiB']} MiB with what they bring), with the evidence:"]
+             "# Left out, each with what it alone would bring (the sizes overlap), and the evidence:"]
     lines += [f"#   {x['package']} {x['version']}: {x['MiB']} MiB, {x['why']}" for x in result["left_out"]]
     out.write_text("\n".join(lines + list(result["dependencies"])) + "\n")
 

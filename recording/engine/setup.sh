@@ -21,6 +21,7 @@ mk() {  # venv without pip; the image's site-packages (torch, pip) after its own
 t0=$(date +%s)
 mk v0
 S0="$G/v0/lib/$PYV/site-packages"
+mkdir -p "$G/parts"; cp "$P"/vsite.part.* "$G/parts/" 2>/dev/null || true  # the archive's tail, where it came in last
 cat "$G"/parts/vsite.part.* | zstd -d -q | tar -x -C "$S0" --exclude=./bin
 # the dependencies come inside the parts (engine_transfer.py); whl/ holds only wheels carried on their own
 if compgen -G "$P/whl/*.whl" >/dev/null; then
