@@ -1,6 +1,7 @@
 #!/bin/bash
 # The last device call for the `fix --yes` scenario (fix_scenario.py) and the GPU benchmark, in one command:
-#   bash .devrun/NAME/p5/fix_go.sh
+#   bash .devrun/NAME/p5/fix_go.sh    or, from engine_transfer.py's DEST/last of any release (NO_BENCH=1 unless
+#   bench_gpu_run.py is copied beside it):  NO_BENCH=1 bash .devrun/NAME/last/fix_go.sh
 # Before it, in calls back to back while the machine is warm (engine_transfer.py's parts):
 #   cp .devrun/NAME/pK/vsite.part.* $RECORD_WORK/parts/   (K = 1..4), and  cp -r .devrun/NAME/p4/last $RECORD_WORK/last
 #   (last = engine_transfer.py's DEST/last without the xgrammar and zstandard wheels, which come here).
@@ -11,12 +12,16 @@
 set -o pipefail
 H=$(cd "$(dirname "$0")" && pwd)
 . "$H/common.sh"
-L=$G/last
 t0=$(date +%s)
-mkdir -p "$L/whl" "$L/doctor"
-cp "$H"/xgrammar-*.whl "$L/whl/"
-rm -f "$L"/doctor/*.whl; cp "$H"/dflash_doctor-*.whl "$H"/pyelftools-*.whl "$L/doctor/"
-cp "$H"/common.sh "$H"/setup.sh "$H"/scenarios.py "$H"/fix_scenario.py "$L/"
+if [ -f "$H/VLLM_VERSION" ]; then  # run from engine_transfer.py's DEST/last itself (any release): all is here
+  L=$H
+else  # 0.20.1's layout: last copied earlier into $RECORD_WORK/last, this directory adds the rest
+  L=$G/last
+  mkdir -p "$L/whl" "$L/doctor"
+  cp "$H"/xgrammar-*.whl "$L/whl/"
+  rm -f "$L"/doctor/*.whl; cp "$H"/dflash_doctor-*.whl "$H"/pyelftools-*.whl "$L/doctor/"
+  cp "$H"/common.sh "$H"/setup.sh "$H"/scenarios.py "$H"/fix_scenario.py "$L/"
+fi
 zstd_from_wheel "$H"
 start_results_copier
 { nvidia-smi -L; uname -r; ls "$G/parts"; } | tee "$G/res/device.txt"

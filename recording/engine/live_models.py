@@ -19,23 +19,14 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from safetensors.numpy import load_file, save_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 
-from make_models import write_tokenizer
+from make_models import edit_tensors, write_tokenizer
 from toymodels import TOY, write_toy_drafter, write_toy_target
 
 PUSHED_TOKEN = 7
-
-
-def _edit(path: Path, **tensors: np.ndarray) -> None:
-    data = load_file(str(path))
-    for name, value in tensors.items():
-        assert name in data and data[name].shape == value.shape, (name, value.shape)
-        data[name] = value.astype(data[name].dtype)
-    save_file(data, str(path), metadata={"format": "pt"})
 
 
 def main(out: Path) -> None:
@@ -44,11 +35,11 @@ def main(out: Path) -> None:
     write_tokenizer(target)
     lm_head = np.zeros((v, h), dtype="float16")
     lm_head[PUSHED_TOKEN] = 1.0
-    _edit(target / "model.safetensors", **{"model.embed_tokens.weight": np.ones((v, h), dtype="float16"),
+    edit_tensors(target / "model.safetensors", **{"model.embed_tokens.weight": np.ones((v, h), dtype="float16"),
                                            "lm_head.weight": lm_head})
     write_toy_drafter(out / "live-accepted")
     rejected = write_toy_drafter(out / "live-rejected")
-    _edit(rejected / "model.safetensors", **{"norm.weight": np.ones((h,), dtype="float16")})
+    edit_tensors(rejected / "model.safetensors", **{"norm.weight": np.ones((h,), dtype="float16")})
 
 
 if __name__ == "__main__":

@@ -1,10 +1,13 @@
 """Ground-truth driver, run ON the GPU machine: the doctor's verdict, then the real `vllm serve`.
 
-Usage: python3 scenarios.py PAYLOAD_DIR RESULT_DIR   (standard library only)
-PAYLOAD_DIR holds models/ (recording/engine/make_models.py) and fa/ (the flash-attn wheels); the venvs
+Usage: python3 scenarios.py PAYLOAD_DIR RESULT_DIR [KEYS]   (standard library only)
+PAYLOAD_DIR holds models/ (recording/engine/make_models.py), fa/ (the flash-attn wheels) and VLLM_VERSION
+(engine_transfer.py writes it: the release carried; $VLLM_VERSION overrides); the venvs
 are made by setup.sh under RECORD_WORK (common.sh; default: TMPDIR/dflash-record). Each scenario runs in a
 thread: the doctor (`serve --json`), then `vllm serve` in its own process group with a hard timeout; a server that answers /health gets one
-/v1/completions request and is stopped. Results: RESULT_DIR/NAME.json, NAME.report.json, NAME.log.
+/v1/completions request (a scenario may give a longer prompt), its /metrics' spec-decode lines are kept (the
+drafts' acceptance), and it is stopped. Results: RESULT_DIR/NAME.json, NAME.report.json, NAME.log.
+Scenarios 01-12 run on every release; 14-19 where their release range says (NEW_SCENARIOS).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from pathlib import Path
 PAYLOAD = Path(sys.argv[1]).resolve()
 RESULTS = Path(sys.argv[2]).resolve()
 MODELS = PAYLOAD / "models"
+VLLM_VERSION = os.environ.get("VLLM_VERSION") or (PAYLOAD / "VLLM_VERSION").read_text().strip()
 SERVE_TIMEOUT = float(os.environ.get("SERVE_TIMEOUT", "240"))
 ENV = {**os.environ, "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
        "NVSHMEM_DISABLE_NVLS": "1", "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1",
@@ -44,15 +48,24 @@ def spec(drafter: str = "drafter", k: int | None = 15) -> str:
 
 
 def serve_argv(port: int, *extra: str, drafter: str = "drafter", k: int | None = 15,
-               max_model_len: str = "512") -> list[str]:
-    return ["vllm", "serve", str(MODELS / "target"), "--served-model-name", "toy", "--port", str(port),
+               max_model_len: str = "512", target: str = "target", spec_flags: bool = False) -> list[str]:
+    """spec_flags: --spec-method/--spec-model/--spec-tokens (vLLM 0.26.0 engine/arg_utils.py:1542) in place of
+    --speculative-config."""
+    speculation = (["--spec-method", "dflash", "--spec-model", str(MODELS / drafter), "--spec-tokens", str(k)]
+                   if spec_flags else ["--speculative-config", spec(drafter, k)])
+    return ["vllm", "serve", str(MODELS / target), "--served-model-name", "toy", "--port", str(port),
             "--enforce-eager", "--max-model-len", max_model_len, "--max-num-seqs", "4",
             "--gpu-memory-utilization", "0.05", "--kv-cache-memory-bytes", "268435456",
-            *extra, "--speculative-config", spec(drafter, k)]
+            *extra, *speculation]
 
 
-def venv_env(venv: str) -> dict[str, str]:
-    return {**ENV, "PATH": f"{WORK / venv / 'bin'}:" + ENV.get("PATH", ""), "VIRTUAL_ENV": str(WORK / venv)}
+def version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split(".")[:3] if p.isdigit())
+
+
+def venv_env(venv: str, **extra: str) -> dict[str, str]:
+    return {**ENV, "PATH": f"{WORK / venv / 'bin'}:" + ENV.get("PATH", ""), "VIRTUAL_ENV": str(WORK / venv),
+            **extra}
 
 
 def venv_python(venv: str) -> str:
@@ -64,21 +77,35 @@ ERROR_LINE = re.compile(r"(^|\s)(ERROR|Error|error:|Traceback|Exception|RuntimeE
 FINAL_EXC = re.compile(r"^\s*(\w+\.)*\w*(Error|Exception)\b.*")
 
 
-def doctor(name: str, venv: str, argv: list[str]) -> dict[str, object]:
+def doctor(name: str, venv: str, argv: list[str], env: dict[str, str] | None = None) -> dict[str, object]:
     report = RESULTS / f"{name}.report.json"
     started = time.monotonic()
     proc = subprocess.run([*DOCTOR, "serve", "--python", venv_python(venv), "--json", str(report), "--timeout", "180",
-                           "--", *argv], env=venv_env(venv), cwd=CWD, capture_output=True, text=True,
+                           "--", *argv], env=venv_env(venv, **(env or {})), cwd=CWD, capture_output=True, text=True,
                           timeout=400, check=False)
     (RESULTS / f"{name}.doctor.txt").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
     return {"exit_code": proc.returncode, "seconds": round(time.monotonic() - started, 2)}
 
 
-def serve(name: str, venv: str, argv: list[str], port: int) -> dict[str, object]:
+SHORT_PROMPT = "w5 w6 w7"
+
+
+def spec_decode_metrics(port: int) -> list[str]:
+    """The server's spec-decode counters after the request (their names and values: the drafts' acceptance)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            text = r.read().decode("utf-8", "replace")
+    except (OSError, http.client.HTTPException) as exc:
+        return [f"unread: {exc!r}"[:200]]
+    return [ln for ln in text.splitlines() if "spec_decode" in ln and not ln.startswith("#")][:40]
+
+
+def serve(name: str, venv: str, argv: list[str], port: int, prompt: str = SHORT_PROMPT,
+          env: dict[str, str] | None = None) -> dict[str, object]:
     log_path = RESULTS / f"{name}.log"
     started = time.monotonic()
     with log_path.open("wb") as log:
-        proc = subprocess.Popen(argv, env=venv_env(venv), cwd=CWD, stdout=log, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(argv, env=venv_env(venv, **(env or {})), cwd=CWD, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
         outcome: dict[str, object] = {"started": False, "answered": False}
         while True:
@@ -97,8 +124,9 @@ def serve(name: str, venv: str, argv: list[str], port: int) -> dict[str, object]
             if ok:
                 outcome["started"] = True
                 outcome["seconds_to_ready"] = round(time.monotonic() - started, 2)
-                body = json.dumps({"model": "toy", "prompt": "w5 w6 w7", "max_tokens": 8,
+                body = json.dumps({"model": "toy", "prompt": prompt, "max_tokens": 8,
                                    "temperature": 0}).encode()
+                outcome["prompt_words"] = len(prompt.split())
                 req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", data=body,
                                              headers={"Content-Type": "application/json"})
                 try:
@@ -109,6 +137,10 @@ def serve(name: str, venv: str, argv: list[str], port: int) -> dict[str, object]
                                              "usage": answer.get("usage")}
                 except (OSError, http.client.HTTPException, ValueError, KeyError) as exc:
                     outcome["completion_error"] = repr(exc)[:400]
+                time.sleep(1.0)
+                outcome["alive_after_request"] = proc.poll() is None
+                if outcome["alive_after_request"]:
+                    outcome["spec_decode_metrics"] = spec_decode_metrics(port)
                 break
             time.sleep(0.5)
         if proc.poll() is None:
@@ -136,11 +168,13 @@ def first_remediation(report_path: Path, finding_id: str) -> str:
     return ""
 
 
-def scenario(name: str, venv: str, argv: list[str], port: int, **notes: object) -> None:
-    record: dict[str, object] = {"scenario": name, "venv": venv, "command": shlex.join(argv), **notes}
+def scenario(name: str, venv: str, argv: list[str], port: int, prompt: str = SHORT_PROMPT,
+             env: dict[str, str] | None = None, **notes: object) -> None:
+    record: dict[str, object] = {"scenario": name, "vllm_version": VLLM_VERSION, "venv": venv,
+                                 "command": shlex.join(argv), **({"env": env} if env else {}), **notes}
     try:
-        record["doctor"] = doctor(name, venv, argv)
-        record["engine"] = serve(name, venv, argv, port)
+        record["doctor"] = doctor(name, venv, argv, env)
+        record["engine"] = serve(name, venv, argv, port, prompt, env)
     except Exception as exc:  # noqa: BLE001 - the record says what broke
         record["driver_error"] = repr(exc)
     (RESULTS / f"{name}.json").write_text(json.dumps(record, indent=1) + "\n")
@@ -157,6 +191,38 @@ def fa4_chain() -> None:
     scenario("03-flash-attn-4-remediated", "v2", serve_argv(8103), 8103, remediation_applied=command,
              remediation_exit=None if done is None else done.returncode,
              remediation_output=None if done is None else (done.stdout + done.stderr)[-1500:])
+
+
+# A prompt longer than drafter-short-context's 256 positions, shorter than the served 512 with 8 tokens to come.
+LONG_PROMPT = " ".join(f"w{5 + i % 500}" for i in range(300))
+V1 = {"VLLM_USE_V2_MODEL_RUNNER": "0"}
+V2 = {"VLLM_USE_V2_MODEL_RUNNER": "1"}
+
+# The scenarios that name a rule whose release range starts after 0.20.1: key -> (first release, the job).
+NEW_SCENARIOS: dict[str, tuple[str, object]] = {
+    # the default runner for a dense generate model is V2 from 0.24.0 (config/vllm.py use_v2_model_runner);
+    # V1 is still there in 0.26.0: the same healthy command on it
+    "14-v1-model-runner": ("0.24.0", lambda: scenario(
+        "14-v1-model-runner", "v0", serve_argv(8114), 8114, env=V1)),
+    # knowledge.dflash_reports.DRAFTER_CONTEXT_V2: on V2 a request past the drafter's context reads past its
+    # rotary cache (the doctor: CUDA illegal memory access, engine down); V1 stops drafting for it
+    "15-drafter-context-short-v2": ("0.24.0", lambda: scenario(
+        "15-drafter-context-short-v2", "v0", serve_argv(8115, drafter="drafter-short-context"), 8115,
+        prompt=LONG_PROMPT, env=V2)),
+    "16-drafter-context-short-v1": ("0.24.0", lambda: scenario(
+        "16-drafter-context-short-v1", "v0", serve_argv(8116, drafter="drafter-short-context"), 8116,
+        prompt=LONG_PROMPT, env=V1)),
+    # knowledge.dflash_reports.FUSED_KV_RAW_WEIGHT / QUANTIZED_PAIR_ACCEPTANCE: dies, or serves (acceptance kept)
+    "17-fp8-drafter": ("0.20.1", lambda: scenario(
+        "17-fp8-drafter", "v0", serve_argv(8117, drafter="drafter-fp8"), 8117)),
+    "18-spec-flags": ("0.26.0", lambda: scenario(
+        "18-spec-flags", "v0", serve_argv(8118, spec_flags=True), 8118)),
+    # knowledge.dflash_reports.PADDED_VOCAB_V2 (0.24 only, fixed in 0.25.1): a target padded to 576 ids, a
+    # 512-id drafter without lm_head that drafts the target's token only through the shared lm_head
+    "19-padded-vocab-shared-lm-head": ("0.24.0", lambda: scenario(
+        "19-padded-vocab-shared-lm-head", "v0", serve_argv(8119, target="padded-target", drafter="padded-drafter"),
+        8119, env=V2)),
+}
 
 
 def main() -> None:
@@ -184,8 +250,10 @@ def main() -> None:
         # 11's toy target is float16; FlashAttention 3 wants bfloat16 output for an fp8 query
         "12-kv-cache-fp8-bfloat16": lambda: scenario(
             "12-kv-cache-fp8-bfloat16", "v0", serve_argv(8112, "--kv-cache-dtype", "fp8", "--dtype", "bfloat16"), 8112),
+        **{key: job for key, (since, job) in NEW_SCENARIOS.items() if version(VLLM_VERSION) >= version(since)},
     }
-    threads = [threading.Thread(target=fn, name=key) for key, fn in jobs.items() if only is None or key in only]
+    threads = [threading.Thread(target=fn, name=key) for key, fn in jobs.items()  # type: ignore[arg-type]
+               if only is None or key in only]
     for t in threads:
         t.start()
         time.sleep(1.0)
