@@ -35,25 +35,37 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from dflash_doctor.checks.fix.verify import judge_item, mark_unchecked, verify_results
+from dflash_doctor.checks.python.overlaps import partners
+from dflash_doctor.checks.remedy import join
+from dflash_doctor.commands import snapshot
+from dflash_doctor.commands.fix_plan import FAILING, Step, decide, failing_cause, failing_keys, plan
 from dflash_doctor.commands.options import (
     UsageError,
     parse_run_args,
     request_of,
     run_parser,
+    split_names,
     tell,
     usage_error,
 )
+from dflash_doctor.context import Context
+from dflash_doctor.facts import dryrun, environment
+from dflash_doctor.facts.dryrun import parse_command, read_record_paths
+from dflash_doctor.facts.dryrun_shapes import DryRunItem, DryRuns, InstalledDist, SegmentRun
+from dflash_doctor.facts.envfacts import canonical
+from dflash_doctor.facts.environment_shapes import Distributions, Target
 from dflash_doctor.facts.probes import safe_path_environ
+from dflash_doctor.facts.safefile import under
+from dflash_doctor.knowledge.flash_attn import DISTRIBUTIONS, FA2_TOP_LEVELS
 from dflash_doctor.model import CheckResult, Finding
+from dflash_doctor.render import json_report
+from dflash_doctor.render.plain import plain_output
+from dflash_doctor.render.redact import redact_report
+from dflash_doctor.render.text import log_line, screen, shell_line, visible
 
 if TYPE_CHECKING:
-    from dflash_doctor.commands.fix_plan import Step
-    from dflash_doctor.facts.dryrun_shapes import DryRunItem, InstalledDist
-    from dflash_doctor.facts.environment_shapes import Target
     from dflash_doctor.pipeline import Run
-
-# The plan (commands.fix_plan, over the installer's answers) is imported when a fix runs: `--help` imports every
-# command, and the plan reads requirements with `packaging`.
 
 __all__ = ["main"]
 
@@ -91,11 +103,6 @@ def _roots(target: Target | None) -> list[str]:
 def touched_paths(command: str, item: DryRunItem | None, installed: Sequence[InstalledDist],
                   roots: Sequence[str], python: str) -> tuple[list[str] | None, str]:
     """What the command will touch inside the environment (None and why when fix must not run it)."""
-    from dflash_doctor.facts.dryrun import parse_command, read_record_paths
-    from dflash_doctor.facts.dryrun_shapes import SegmentRun
-    from dflash_doctor.facts.envfacts import canonical
-    from dflash_doctor.facts.safefile import under
-    from dflash_doctor.knowledge.flash_attn import DISTRIBUTIONS, FA2_TOP_LEVELS
 
     segments = parse_command(command)
     if segments is None:
@@ -147,8 +154,6 @@ def touched_paths(command: str, item: DryRunItem | None, installed: Sequence[Ins
 
 
 def _archs(args: argparse.Namespace) -> list[str]:
-    from dflash_doctor.commands.options import split_names
-
     return split_names(args.target_arch)
 
 
@@ -157,10 +162,6 @@ def _dry_runs(results: Sequence[CheckResult], sections: Mapping[str, Any], pytho
     """Ask the installer about the fixes the plan may pick, where it matters: the first fix of each failing cause,
     and the others of a finding only when its first does not resolve (a first fix that resolves is ranked first
     whatever the others say, so asking about them would cost index time for nothing)."""
-    from dflash_doctor.checks.fix.verify import judge_item
-    from dflash_doctor.commands.fix_plan import failing_cause
-    from dflash_doctor.facts import dryrun
-    from dflash_doctor.facts.dryrun_shapes import DryRuns
 
     fails_itself = failing_cause(results)
     causes = [f for r in results for f in r.findings if fails_itself(f) and f.remediation]
@@ -183,14 +184,12 @@ def _dry_runs(results: Sequence[CheckResult], sections: Mapping[str, Any], pytho
 
 def _doctor(args: argparse.Namespace) -> Run:
     """The doctor's run, as fix needs it: no baseline, and fix asks the installer itself."""
-    from dflash_doctor import pipeline
+    from dflash_doctor import pipeline  # after the parse: `--help` needs none of the run
 
     return pipeline.run(request_of(args, verify_fixes=False, baseline=None))
 
 
 def _worse(before: Sequence[CheckResult], after: Sequence[CheckResult]) -> list[str]:
-    from dflash_doctor.commands.fix_plan import FAILING
-
     old = {r.id: r for r in before}
     found = []
     for result in after:
@@ -268,8 +267,6 @@ def _plan_document(python: str, steps: Sequence[Step], dropped: Sequence[Step],
 
 
 def _write_json(path: str, document: Mapping[str, Any]) -> None:
-    from dflash_doctor.render import json_report
-
     try:
         json_report.write(document, path)
     except OSError as exc:  # what the writer refuses (a link planted there since the start, say): one line
@@ -282,9 +279,6 @@ def _write_json(path: str, document: Mapping[str, Any]) -> None:
 def _live_roots(args: argparse.Namespace) -> list[str]:
     """The target's environment roots as its interpreter reports them now (the environment probe), never as a
     snapshot claims them: `fix --undo` restores inside these only."""
-    from dflash_doctor.context import Context
-    from dflash_doctor.facts import environment
-    from dflash_doctor.facts.environment_shapes import Target
 
     sections = environment.collect(Context(python=str(args.python), cwd=os.getcwd(), timeout_s=args.timeout), {})
     facts = sections.get("target") or {}
@@ -297,8 +291,6 @@ def _live_roots(args: argparse.Namespace) -> list[str]:
 
 
 def _undo(args: argparse.Namespace, out: TextIO) -> int:
-    from dflash_doctor.commands import snapshot
-
     root = Path(args.snapshots) if args.snapshots else snapshot.snapshot_root()
     run_dir = Path(args.undo) if args.undo else snapshot.latest(args.python, root)
     if run_dir is None:
@@ -331,7 +323,6 @@ def _undo(args: argparse.Namespace, out: TextIO) -> int:
 
 def _shown(command: str) -> str:
     """A step's command as one line to paste (render.text.shell_line), ASCII so that either view shows it whole."""
-    from dflash_doctor.render.text import shell_line
 
     return shell_line(command, ascii_only=True)
 
@@ -344,8 +335,6 @@ class _Plain:
         self.stream, self.plain = stream, plain
 
     def write(self, text: str) -> int:
-        from dflash_doctor.render.text import log_line, screen
-
         shown = log_line if self.plain else screen
         return self.stream.write("\n".join(shown(line) for line in text.split("\n")))
 
@@ -358,8 +347,6 @@ class _Plain:
 
 
 def main(argv: Sequence[str]) -> int:
-    from dflash_doctor.render.plain import plain_output
-
     try:
         args = parse_run_args(argv, fix_parser())
         stream = sys.stderr if args.json == "-" else sys.stdout
@@ -372,15 +359,6 @@ def main(argv: Sequence[str]) -> int:
 
 
 def _fix(args: argparse.Namespace, out: TextIO) -> int:
-    from dflash_doctor.checks.fix.verify import mark_unchecked, verify_results
-    from dflash_doctor.checks.python.overlaps import partners
-    from dflash_doctor.checks.remedy import join
-    from dflash_doctor.commands import snapshot
-    from dflash_doctor.commands.fix_plan import decide, failing_keys, plan
-    from dflash_doctor.facts.dryrun_shapes import DryRuns
-    from dflash_doctor.facts.environment_shapes import Distributions, Target
-    from dflash_doctor.render.text import visible
-
     first = _doctor(args)
     sections = first.sections
     target = Target.read(sections.get("target"))
@@ -501,8 +479,6 @@ def _fix(args: argparse.Namespace, out: TextIO) -> int:
     out.write(f"\nafter: {last.report['summary']['fail']} failing check(s); "
               f"undo every step: dflash-doctor fix --python {python} --undo {run_dir}\n")
     if args.json:
-        from dflash_doctor.render.redact import redact_report
-
         _write_json(args.json, {
             **_plan_document(python, steps, dropped, unfixable), "snapshots": str(run_dir),
             "before": {r.id: r.status.value for r in before},

@@ -30,10 +30,12 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 
 from dflash_doctor.checks.fix.verify import VERIFIED_STATUSES, marker_applies
+from dflash_doctor.facts.dryrun import parse_command
 from dflash_doctor.facts.dryrun_shapes import DryRunItem, DryRuns, InstalledDist, SegmentRun
 from dflash_doctor.facts.envfacts import canonical
 from dflash_doctor.knowledge.stack import TORCH_CUDA_WHEELS, TORCH_PYPI_IS_CUDA_ON
 from dflash_doctor.model import CheckResult, Finding, Remediation, stops_serve
+from dflash_doctor.render.grouping import Node, arrange
 
 __all__ = ["Effect", "Step", "decide", "deletes_others", "effect", "failing_cause", "failing_keys", "plan"]
 
@@ -130,7 +132,6 @@ def effect(command: str, item: DryRunItem | None, installed: Sequence[InstalledD
            environment: Mapping[str, str]) -> Effect:
     """What `command` installs and removes: from its dry run (`item`, facts.dryrun) where the installer answered,
     else from the command's words and the installed distributions' metadata."""
-    from dflash_doctor.facts.dryrun import parse_command
 
     by_name = {canonical(d.name or ""): d for d in installed}
     facts = item.segments if item is not None else []
@@ -165,7 +166,6 @@ def effect(command: str, item: DryRunItem | None, installed: Sequence[InstalledD
 
 def _serve_stoppers(results: Sequence[CheckResult]) -> set[int]:
     """The ids (object identities) of the findings that stop `vllm serve` or lead to one that does."""
-    from dflash_doctor.render.grouping import Node, arrange
 
     found: set[int] = set()
 
