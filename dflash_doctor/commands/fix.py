@@ -3,12 +3,12 @@
 1. Run the doctor, and ask the target's installer what each failing finding's fixes would do (the dry runs
    of `--verify-fixes`); the first-ranked fix of each failing finding that is a cause of its own is a step:
    what stops `vllm serve` first, then in the order of the checks; a step another step undoes, or a CUDA build
-   of torch for a run told there is no GPU, is left out, and the plan says why (commands.fix_plan).
+   of torch for a run told there is no GPU, is left out, and the plan says why (fix.plan).
 2. Show the plan and ask (`--yes` for CI; with stdin not a terminal and no `--yes`, exit 2, nothing done).
 3. For each step: skip it when the installer said it fails or would break another requirement, when it was not
    asked (offline: what it would touch is unknown), or when it is not a command fix knows (only installs,
    uninstalls, leftover cleanups and moves that name the target environment); stop at the first source
-   build unless `--allow-build`. Otherwise snapshot what it will touch (commands.snapshot), run the command
+   build unless `--allow-build`. Otherwise snapshot what it will touch (fix.snapshot), run the command
    exactly as shown (`bash -c`), run the doctor again, and keep the step only when its findings no longer
    fail and no check got worse (a higher status, or more failing findings); else restore the snapshot.
 4. Print the checks before and after, side by side (`--json PATH`: the plan and each step's outcome).
@@ -16,7 +16,7 @@
 `fix --undo [SNAPSHOT]` restores the environment from the snapshots of a fix run (the newest for this
 interpreter when none is named), last step first, and says what, if anything, still differs. It restores only
 inside the environment roots the interpreter reports now, and only after every snapshot of the run passed
-commands.snapshot_schema (read safely, its schema, every path inside those roots); else exit 2, nothing changed.
+fix.snapshot_schema (read safely, its schema, every path inside those roots); else exit 2, nothing changed.
 
 Exit codes: 0 nothing fails after; 1 something still fails (or a restore left differences); 2 a wrong
 command line, a plan that needed a yes it could not ask for, or a snapshot `--undo` will not trust.
@@ -35,11 +35,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from dflash_doctor.checks.fix.verify import judge_item, mark_unchecked, verify_results
 from dflash_doctor.checks.python.overlaps import partners
 from dflash_doctor.checks.remedy import join
-from dflash_doctor.commands import snapshot
-from dflash_doctor.commands.fix_plan import FAILING, Step, decide, failing_cause, failing_keys, plan
 from dflash_doctor.commands.options import (
     UsageError,
     parse_run_args,
@@ -57,6 +54,9 @@ from dflash_doctor.facts.envfacts import canonical
 from dflash_doctor.facts.environment_shapes import Distributions, Target
 from dflash_doctor.facts.probes import safe_path_environ
 from dflash_doctor.facts.safefile import under
+from dflash_doctor.fix import snapshot
+from dflash_doctor.fix.plan import FAILING, Step, decide, failing_cause, failing_keys, plan
+from dflash_doctor.fix.verify import judge_item, mark_unchecked, verify_results
 from dflash_doctor.knowledge.flash_attn import DISTRIBUTIONS, FA2_TOP_LEVELS
 from dflash_doctor.model import CheckResult, Finding
 from dflash_doctor.render import json_report

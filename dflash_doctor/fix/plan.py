@@ -29,10 +29,10 @@ from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from dflash_doctor.checks.fix.verify import VERIFIED_STATUSES, marker_applies
 from dflash_doctor.facts.dryrun import parse_command
 from dflash_doctor.facts.dryrun_shapes import DryRunItem, DryRuns, InstalledDist, SegmentRun
 from dflash_doctor.facts.envfacts import canonical
+from dflash_doctor.fix.verify import VERIFIED_STATUSES, marker_applies
 from dflash_doctor.knowledge.stack import TORCH_CUDA_WHEELS, TORCH_PYPI_IS_CUDA_ON
 from dflash_doctor.model import CheckResult, Finding, Remediation, stops_serve
 from dflash_doctor.render.grouping import Node, arrange
