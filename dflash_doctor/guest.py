@@ -32,9 +32,9 @@ from typing import Any, ClassVar
 from dflash_doctor.check import Check, Facts, SectionError
 from dflash_doctor.codes.core import PLUGIN_FOREIGN_IDS
 from dflash_doctor.documents.jsondoc import DocumentError, parse_json, too_deep
-from dflash_doctor.facts.probes import exchange
 from dflash_doctor.facts.proctree import end_tree
 from dflash_doctor.model import Finding, Remediation, Status
+from dflash_doctor.process import exchange
 
 __all__ = ["ANSWER", "CHECK_ID", "RESERVED_IDS", "STOP", "Declared", "GuestCheck", "GuestRun", "declaration_problems",
            "declare", "describe", "run_guest", "wrap"]

@@ -52,13 +52,13 @@ from dflash_doctor.facts.dryrun import parse_command, read_record_paths
 from dflash_doctor.facts.dryrun_shapes import DryRunItem, DryRuns, InstalledDist, SegmentRun
 from dflash_doctor.facts.envfacts import canonical
 from dflash_doctor.facts.environment_shapes import Distributions, Target
-from dflash_doctor.facts.probes import safe_path_environ
 from dflash_doctor.facts.safefile import under
 from dflash_doctor.fix import snapshot
 from dflash_doctor.fix.plan import FAILING, Step, decide, failing_cause, failing_keys, plan
 from dflash_doctor.fix.verify import judge_item, mark_unchecked, verify_results
 from dflash_doctor.knowledge.flash_attn import DISTRIBUTIONS, FA2_TOP_LEVELS
 from dflash_doctor.model import CheckResult, Finding
+from dflash_doctor.process import safe_path_environ
 from dflash_doctor.render import json_report
 from dflash_doctor.render.plain import plain_output
 from dflash_doctor.render.redact import redact_report

@@ -39,9 +39,9 @@ from packaging.requirements import InvalidRequirement, Requirement
 from dflash_doctor.documents.jsondoc import parse_json
 from dflash_doctor.facts import build_env  # what a source build would find, should one be needed
 from dflash_doctor.facts.envfacts import canonical, release
-from dflash_doctor.facts.probes import kill_group, safe_path_environ
 from dflash_doctor.facts.safefile import under
 from dflash_doctor.knowledge.installers import BYTECODE_GLOB, PIP_DRY_RUN_REPORT_MIN
+from dflash_doctor.process import kill_group, safe_path_environ
 
 __all__ = ["Segment", "collect", "failure_reason", "parse_command", "pip_report_installs", "read_record_paths"]
 

@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from dflash_doctor.documents import writer
-from dflash_doctor.facts.probes import safe_path_environ
 from dflash_doctor.facts.safefile import open_regular, under
 from dflash_doctor.fix.snapshot_schema import (
     FORMAT,
@@ -47,6 +46,7 @@ from dflash_doctor.fix.snapshot_schema import (
     resolves_inside,
     sha256_of,
 )
+from dflash_doctor.process import safe_path_environ
 
 __all__ = ["Snapshot", "SnapshotError", "apply", "confine", "latest", "load", "load_run", "private_dir", "restore",
            "snapshot_root", "take", "write_private"]
