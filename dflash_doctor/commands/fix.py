@@ -47,6 +47,7 @@ from dflash_doctor.commands.options import (
     usage_error,
 )
 from dflash_doctor.context import Context
+from dflash_doctor.documents.redact import redact_report
 from dflash_doctor.facts import dryrun, environment
 from dflash_doctor.facts.dryrun import parse_command, read_record_paths
 from dflash_doctor.facts.dryrun_shapes import DryRunItem, DryRuns, InstalledDist, SegmentRun
@@ -61,7 +62,6 @@ from dflash_doctor.model import CheckResult, Finding
 from dflash_doctor.process import safe_path_environ
 from dflash_doctor.render import json_report
 from dflash_doctor.render.plain import plain_output
-from dflash_doctor.render.redact import redact_report
 from dflash_doctor.render.text import log_line, screen, shell_line, visible
 
 if TYPE_CHECKING:
