@@ -49,15 +49,12 @@ from dflash_doctor.commands.options import (
 from dflash_doctor.context import Context
 from dflash_doctor.documents.redact import redact_report
 from dflash_doctor.facts import dryrun, environment
-from dflash_doctor.facts.dryrun import parse_command, read_record_paths
-from dflash_doctor.facts.dryrun_shapes import DryRunItem, DryRuns, InstalledDist, SegmentRun
-from dflash_doctor.facts.envfacts import canonical
+from dflash_doctor.facts.dryrun_shapes import DryRuns
 from dflash_doctor.facts.environment_shapes import Distributions, Target
-from dflash_doctor.facts.safefile import under
 from dflash_doctor.fix import snapshot
-from dflash_doctor.fix.plan import FAILING, Step, decide, failing_cause, failing_keys, plan
+from dflash_doctor.fix.plan import Step, decide, failing_cause, failing_keys, plan, worse
+from dflash_doctor.fix.touched import environment_roots, touched_paths
 from dflash_doctor.fix.verify import judge_item, mark_unchecked, verify_results
-from dflash_doctor.knowledge.flash_attn import DISTRIBUTIONS, FA2_TOP_LEVELS
 from dflash_doctor.model import CheckResult, Finding
 from dflash_doctor.process import safe_path_environ
 from dflash_doctor.render import json_report
@@ -86,68 +83,6 @@ def fix_parser() -> argparse.ArgumentParser:
     parser.add_argument("--undo", nargs="?", const="", metavar="SNAPSHOT",
                         help="restore the environment from a fix run's snapshots (default: the newest for --python)")
     return parser
-
-
-# --------------------------------------------------------------------------- what a step touches
-
-
-def _roots(target: Target | None) -> list[str]:
-    """The directories of the target's own environment: a venv's prefix; else the roots under its prefix."""
-    if target is None or not target.prefix:
-        return []
-    if target.env_kind in ("venv", "uv"):
-        return [target.prefix]
-    return [r for r in target.environment_roots if r.startswith(target.prefix.rstrip(os.sep) + os.sep)]
-
-
-def touched_paths(command: str, item: DryRunItem | None, installed: Sequence[InstalledDist],
-                  roots: Sequence[str], python: str) -> tuple[list[str] | None, str]:
-    """What the command will touch inside the environment (None and why when fix must not run it)."""
-
-    segments = parse_command(command)
-    if segments is None:
-        return None, "not a command fix runs (only installs, uninstalls, leftover cleanups and moves)"
-    if any(s.python and s.python != python for s in segments):
-        return None, "it names another interpreter than the target"
-    by_name = {canonical(d.name or ""): d for d in installed}
-    paths: list[str] = []
-    site_dirs = sorted({d.location for d in installed if d.location and under(d.location, roots)})
-
-    def add_dist(dist: InstalledDist) -> None:
-        location = dist.location or ""
-        record, _ = read_record_paths(str(dist.dist_info), location)
-        paths.extend(record)
-        paths.append(str(dist.dist_info))
-        paths.extend(os.path.join(location, t) for t in dist.tops)
-
-    facts = item.segments if item is not None else []
-    for i, segment in enumerate(segments):
-        seg_facts = facts[i] if i < len(facts) else SegmentRun()
-        if segment.kind in ("cleanup", "move"):
-            source = segment.paths[0]
-            if not under(os.path.normpath(source), roots):
-                return None, f"{source} is outside the target environment"
-            paths.append(source)
-            continue
-        if seg_facts.status not in ("resolved", "simulated"):
-            return None, "the installer was not asked what it would do: " + (seg_facts.reason or "no dry run")
-        names = [str(n) for n in segment.names] if segment.kind == "uninstall" else []
-        names += [e.name for e in seg_facts.install]
-        names += [e.name for e in seg_facts.remove]
-        for name in names:
-            key = canonical(name)
-            if key in by_name:
-                add_dist(by_name[key])
-            tops = {key.replace("-", "_"), DISTRIBUTIONS.value.get(key, "")}
-            if key == "flash-attn":
-                tops.update(FA2_TOP_LEVELS.value)
-            for dist in installed:  # whoever shares those top-level names is touched too
-                if tops & set(dist.tops):
-                    add_dist(dist)
-            paths.extend(os.path.join(site, top) for site in site_dirs for top in tops if top)
-        paths.extend(left.directory for left in seg_facts.left_behind)
-    inside = sorted({os.path.normpath(p) for p in paths if p and under(os.path.normpath(p), roots)})
-    return inside, ""
 
 
 # --------------------------------------------------------------------------- running
@@ -187,21 +122,6 @@ def _doctor(args: argparse.Namespace) -> Run:
     from dflash_doctor import pipeline  # after the parse: `--help` needs none of the run
 
     return pipeline.run(request_of(args, verify_fixes=False, baseline=None))
-
-
-def _worse(before: Sequence[CheckResult], after: Sequence[CheckResult]) -> list[str]:
-    old = {r.id: r for r in before}
-    found = []
-    for result in after:
-        prior = old.get(result.id)
-        if prior is None:
-            continue
-        n_before = sum(f.status in FAILING for f in prior.findings)
-        n_after = sum(f.status in FAILING for f in result.findings)
-        if result.status.rank > prior.status.rank or n_after > n_before:
-            found.append(f"{result.id}: {prior.status.value} ({n_before} failing) -> {result.status.value} "
-                         f"({n_after} failing)")
-    return found
 
 
 def _shell(command: str) -> subprocess.CompletedProcess[str]:
@@ -276,7 +196,7 @@ def _write_json(path: str, document: Mapping[str, Any]) -> None:
         tell(f"dflash-doctor: fix report written to {os.path.abspath(path)}\n")
 
 
-def _live_roots(args: argparse.Namespace) -> list[str]:
+def _liveenvironment_roots(args: argparse.Namespace) -> list[str]:
     """The target's environment roots as its interpreter reports them now (the environment probe), never as a
     snapshot claims them: `fix --undo` restores inside these only."""
 
@@ -284,7 +204,7 @@ def _live_roots(args: argparse.Namespace) -> list[str]:
     facts = sections.get("target") or {}
     if "_error" in facts:
         raise UsageError(f"fix --undo: cannot ask {args.python} where its environment is: {facts['_error']}")
-    roots = _roots(Target.read(facts))
+    roots = environment_roots(Target.read(facts))
     if not roots:
         raise UsageError(f"fix --undo: {args.python} reports no environment directory to restore into")
     return roots
@@ -299,7 +219,7 @@ def _undo(args: argparse.Namespace, out: TextIO) -> int:
     # is touched: a snapshot that fails is a usage error, with nothing changed.
     try:
         steps = snapshot.load_run(run_dir, FIX_FORMAT, str(args.python))
-        roots = _live_roots(args)
+        roots = _liveenvironment_roots(args)
         snaps = [snapshot.load(run_dir / step_dir, str(args.python)) for step_dir in reversed(steps)]
         snapshot.confine(snaps, roots)
     except snapshot.SnapshotError as exc:
@@ -365,7 +285,7 @@ def _fix(args: argparse.Namespace, out: TextIO) -> int:
     python = str(args.python)
     dry = DryRuns.from_json(_dry_runs(first.raw_results, sections, python, args))
     before = verify_results(first.raw_results, dry)
-    roots = _roots(target)
+    roots = environment_roots(target)
     items = {i.command: i for i in dry.items}
     # A build's command carries MAX_JOBS and FLASH_ATTN_CUDA_ARCHS in front of the one the installer was asked about.
     commands = {r.command for result in before for f in result.findings for r in f.remediation}
@@ -456,11 +376,11 @@ def _fix(args: argparse.Namespace, out: TextIO) -> int:
         else:
             again = _doctor(args)
             still = [k for k in step.findings if k in failing_keys(again.raw_results)]
-            worse = _worse(current, again.raw_results)
+            got_worse = worse(current, again.raw_results)
             if still:
                 reason = "its finding still fails: " + "; ".join(f"{t} [{i}]" for _, i, t in still)
-            elif worse:
-                reason = "another check got worse: " + "; ".join(worse)
+            elif got_worse:
+                reason = "another check got worse: " + "; ".join(got_worse)
             else:
                 step.applied = "cleared"
                 current = again.raw_results

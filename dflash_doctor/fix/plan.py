@@ -37,7 +37,7 @@ from dflash_doctor.knowledge.stack import TORCH_CUDA_WHEELS, TORCH_PYPI_IS_CUDA_
 from dflash_doctor.model import CheckResult, Finding, Remediation, stops_serve
 from dflash_doctor.render.grouping import Node, arrange
 
-__all__ = ["Effect", "Step", "decide", "deletes_others", "effect", "failing_cause", "failing_keys", "plan"]
+__all__ = ["Effect", "Step", "decide", "deletes_others", "effect", "failing_cause", "failing_keys", "plan", "worse"]
 
 FAILING = VERIFIED_STATUSES  # a failing finding: one whose fixes the dry runs verify, for the plan to pick from
 # Installer options that choose where packages come from: torch from elsewhere may be any build.
@@ -291,3 +291,19 @@ def decide(verified: str, *, allow_build: bool, stopped: bool) -> tuple[str, boo
     if kind == "needs-build" and not allow_build:
         return "skipped: it builds from source (hours); pass --allow-build to run it", True
     return "", False
+
+
+def worse(before: Sequence[CheckResult], after: Sequence[CheckResult]) -> list[str]:
+    """What got worse from `before` to `after`: a check with a higher status, or more failing findings."""
+    old = {r.id: r for r in before}
+    found = []
+    for result in after:
+        prior = old.get(result.id)
+        if prior is None:
+            continue
+        n_before = sum(f.status in FAILING for f in prior.findings)
+        n_after = sum(f.status in FAILING for f in result.findings)
+        if result.status.rank > prior.status.rank or n_after > n_before:
+            found.append(f"{result.id}: {prior.status.value} ({n_before} failing) -> {result.status.value} "
+                         f"({n_after} failing)")
+    return found
