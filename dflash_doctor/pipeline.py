@@ -26,6 +26,7 @@ from dflash_doctor.facts import baseline, dryrun
 from dflash_doctor.facts.interpreter import InterpreterError
 from dflash_doctor.fix.verify import mark_unchecked, unchecked_reason, verified_commands, verify_results
 from dflash_doctor.model import CheckResult, Finding, Status, exit_code, interrupted_result
+from dflash_doctor.registry import LOAD_TIMEOUT_S, load_checks
 from dflash_doctor.request import Request, RequestError
 from dflash_doctor.runner import ProgressFn, Signals, Stopped, judge, run_checks, select
 
@@ -51,7 +52,6 @@ def load_selected(request: Request, timeout_s: float | None = None,
     """The checks the request selects (--only/--skip; a check that runs only when asked for, `on_request`, when
     it is `asked` for: by default `Request.asked`), and the findings of the plugins that could not be loaded; RequestError for
     a name that is no check and no layer."""
-    from dflash_doctor.registry import LOAD_TIMEOUT_S, load_checks
 
     loaded, errors = load_checks(timeout_s=LOAD_TIMEOUT_S if timeout_s is None else timeout_s)
     problems = [e.finding() for e in errors]

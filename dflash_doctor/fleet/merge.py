@@ -14,6 +14,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -258,8 +259,6 @@ def merge(hosts: Sequence[HostSummary], allow_drift: bool = False) -> dict[str, 
 def write_json(view: Mapping[str, Any], path: str) -> None:
     text = json.dumps(view, indent=1) + "\n"
     if path == "-":
-        import sys
-
         sys.stdout.write(text)
         sys.stdout.flush()
     else:
