@@ -33,8 +33,9 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
+from dflash_doctor import pipeline
 from dflash_doctor.checks.python.overlaps import partners
 from dflash_doctor.checks.remedy import join
 from dflash_doctor.commands.options import (
@@ -60,9 +61,6 @@ from dflash_doctor.process import safe_path_environ
 from dflash_doctor.render import json_report
 from dflash_doctor.render.plain import plain_output
 from dflash_doctor.render.text import log_line, screen, shell_line, visible
-
-if TYPE_CHECKING:
-    from dflash_doctor.pipeline import Run
 
 __all__ = ["main"]
 
@@ -117,10 +115,8 @@ def _dry_runs(results: Sequence[CheckResult], sections: Mapping[str, Any], pytho
     return dry
 
 
-def _doctor(args: argparse.Namespace) -> Run:
+def _doctor(args: argparse.Namespace) -> pipeline.Run:
     """The doctor's run, as fix needs it: no baseline, and fix asks the installer itself."""
-    from dflash_doctor import pipeline  # after the parse: `--help` needs none of the run
-
     return pipeline.run(request_of(args, verify_fixes=False, baseline=None))
 
 
@@ -335,7 +331,7 @@ def _fix(args: argparse.Namespace, out: TextIO) -> int:
     undo = join(["dflash-doctor", "fix", "--python", python, "--undo", str(run_dir)])
     out.write(f"snapshots: {visible(str(run_dir))}  (undo: {_shown(undo)})\n")
     current = before
-    latest: Run | None = first  # the doctor's run of the environment as it is now; None once a step rolled back
+    latest: pipeline.Run | None = first  # the doctor's run of the environment as it is now; None once a step rolled back
     stopped = False
     for n, step in enumerate(steps, 1):
         step.applied, stopped = decide(step.remediation.verified, allow_build=args.allow_build, stopped=stopped)
