@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dflash_doctor.check import Check
-from dflash_doctor.documents import redact
-from dflash_doctor.documents import report as report_module
-from dflash_doctor.documents.report import host_info
 from dflash_doctor.facts import baseline, dryrun
 from dflash_doctor.facts.interpreter import InterpreterError
 from dflash_doctor.fix.verify import mark_unchecked, unchecked_reason, verified_commands, verify_results
 from dflash_doctor.model import CheckResult, Finding, Status, exit_code, interrupted_result
 from dflash_doctor.registry import LOAD_TIMEOUT_S, load_checks
+from dflash_doctor.report import document as report_module
+from dflash_doctor.report import redact
+from dflash_doctor.report.document import host_info
 from dflash_doctor.request import Request, RequestError
 from dflash_doctor.runner import ProgressFn, Signals, Stopped, judge, run_checks, select
 
@@ -75,7 +75,7 @@ def _plugin_result(problems: list[Finding]) -> list[CheckResult]:
 def _given_secrets(request: Request, sections: Mapping[str, Any] | None = None) -> list[str]:
     """The secrets in what the checks were given: the serve command's (`serve.argv`; in `sections`, what vLLM's
     own parser bound to a secret) and the live check's key (the variable its `api_key_env` names). Every output
-    masks them by value (documents.redact)."""
+    masks them by value (report.redact)."""
 
     serve = request.options.get("serve")
     argv = serve.get("argv") if isinstance(serve, Mapping) else None
@@ -175,7 +175,7 @@ def _verify_fixes(results: list[CheckResult], sections: Mapping[str, Any], extra
 def _finish(request: Request, results: list[CheckResult], sections: Mapping[str, Any], extra: dict[str, Any],
             host: Mapping[str, Any] | None, partial: bool, lingering: bool = False, given: bool = True) -> Run:
     """The report (redacted) and the exit code; where the facts break the report, the report of what is
-    certain, and why (`documents.report.finish`)."""
+    certain, and why (`report.document.finish`)."""
 
     masked = _given_secrets(request, sections) if given else []
     if partial:

@@ -26,11 +26,11 @@ from stacks import add_to_path, torch_site, vllm_site
 
 from dflash_doctor.check import Context
 from dflash_doctor.checks.gpu import ArchCoverageCheck
-from dflash_doctor.documents import report as report_module
 from dflash_doctor.facts import archs as archs_collector
 from dflash_doctor.facts import environment
 from dflash_doctor.knowledge.archs_advice import PTX_ISA_MIN_CUDA
 from dflash_doctor.model import CheckResult, Finding, Status
+from dflash_doctor.report import document as report_module
 from dflash_doctor.runner import judge
 
 NVCC = shutil.which("nvcc")

@@ -38,9 +38,9 @@ from test_fact_shapes import assert_has_its_shape
 
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.live import LiveCheck
-from dflash_doctor.documents import report as report_module
 from dflash_doctor.facts.live import LiveOptions, gather, get
 from dflash_doctor.model import Finding
+from dflash_doctor.report import document as report_module
 
 K = 15  # num_speculative_tokens of the recorded servers
 

@@ -34,11 +34,11 @@ from dflash_doctor.commands.options import (
     tell,
 )
 from dflash_doctor.commands.run import emit, live_progress
-from dflash_doctor.documents import report as report_module
 from dflash_doctor.documents.jsondoc import shown_path
 from dflash_doctor.facts.baseline_shapes import Baseline, PythonState
 from dflash_doctor.facts.envsummary import STACK
 from dflash_doctor.facts.file_hashes import with_file_hashes
+from dflash_doctor.report import document as report_module
 
 
 def save_parser() -> argparse.ArgumentParser:

@@ -48,7 +48,6 @@ from dflash_doctor.commands.options import (
     usage_error,
 )
 from dflash_doctor.context import Context
-from dflash_doctor.documents.redact import redact_report
 from dflash_doctor.facts import dryrun, environment
 from dflash_doctor.facts.dryrun_shapes import DryRuns
 from dflash_doctor.facts.environment_shapes import Distributions, Target
@@ -61,6 +60,7 @@ from dflash_doctor.process import safe_path_environ
 from dflash_doctor.render import json_report
 from dflash_doctor.render.plain import plain_output
 from dflash_doctor.render.text import log_line, screen, shell_line, visible
+from dflash_doctor.report.redact import redact_report
 
 __all__ = ["main"]
 

@@ -30,8 +30,8 @@ from dflash_doctor.commands.options import (
     run_parser,
     tell,
 )
-from dflash_doctor.documents import report as report_module
 from dflash_doctor.documents import writer
+from dflash_doctor.report import document as report_module
 
 MAX_NODES = 100_000
 """--min-nodes at most this many: past it no Ray cluster answers, and the wait only ends at --wait."""

@@ -16,7 +16,7 @@ from dflash_doctor.commands.options import (
     usage_error,
 )
 from dflash_doctor.commands.run import emit
-from dflash_doctor.documents import report as report_module
+from dflash_doctor.report import document as report_module
 from dflash_doctor.request import Request
 
 __all__ = ["judge_parser", "main"]

@@ -40,10 +40,8 @@ from dflash_doctor.commands.options import (
     usage_error,
 )
 from dflash_doctor.commands.run import emit, exit_if_lingering
-from dflash_doctor.documents import report as report_module
 from dflash_doctor.documents import writer
 from dflash_doctor.documents.jsondoc import parse_json, shown_path
-from dflash_doctor.documents.redact import Redactor, given_secrets
 from dflash_doctor.facts.live import (
     DEFAULT_PROMPTS,
     MAX_PROMPT_CHARS,
@@ -55,6 +53,8 @@ from dflash_doctor.facts.live import (
 )
 from dflash_doctor.facts.live_shapes import Live
 from dflash_doctor.facts.safefile import read_regular
+from dflash_doctor.report import document as report_module
+from dflash_doctor.report.redact import Redactor, given_secrets
 from dflash_doctor.request import Request
 from dflash_doctor.shape import ShapeError
 

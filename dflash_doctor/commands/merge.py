@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 from dflash_doctor.commands.options import Parser, UsageError, check_count, tell
 from dflash_doctor.documents import writer
 from dflash_doctor.documents.jsondoc import shown_path
-from dflash_doctor.documents.redact import Redactor
 from dflash_doctor.render import fleet as fleet_view
+from dflash_doctor.report.redact import Redactor
 
 if TYPE_CHECKING:
     from dflash_doctor.fleet.merge import HostSummary

@@ -56,8 +56,8 @@ def _stderr_lines(lines: Sequence[str], words: Sequence[str] | None = None) -> s
     """Each of `lines` made safe for stderr (one line each: a line break in one is shown as an escape), with one
     redactor for all of them."""
     # error messages only: the redactor and its patterns (~20 ms) stay out of every command's start
-    from dflash_doctor.documents.redact import Redactor, given_secrets
     from dflash_doctor.render.text import no_legacy_command, visible
+    from dflash_doctor.report.redact import Redactor, given_secrets
 
     given = [str(w) for w in (sys.argv[1:] if words is None else words)]
     redactor = Redactor.for_this_machine(keep_hosts=True, secrets=given_secrets(given))

@@ -1,3 +1,3 @@
-"""The doctor's own documents (reports, baselines, fleet summaries): the report built from results and read back
-(`report`), masked before it leaves the machine (`redact`), read safely (`jsondoc`), validated against the JSON
-Schemas shipped in `schema/` (`docschema`) and written (`writer`)."""
+"""The doctor's own documents (reports, baselines, fleet summaries) as files: read safely (`jsondoc`), validated
+against the JSON Schemas shipped in `schema/` (`docschema`) and written (`writer`). What a report holds is
+`dflash_doctor.report`."""

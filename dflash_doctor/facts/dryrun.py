@@ -43,7 +43,7 @@ from dflash_doctor.facts.safefile import under
 from dflash_doctor.knowledge.installers import BYTECODE_GLOB, PIP_DRY_RUN_REPORT_MIN
 from dflash_doctor.process import kill_group, safe_path_environ
 
-__all__ = ["Segment", "collect", "failure_reason", "parse_command", "pip_report_installs", "read_record_paths"]
+__all__ = ["NOT_AN_INSTALLER_COMMAND", "Segment", "collect", "failure_reason", "parse_command", "pip_report_installs", "read_record_paths"]
 
 MAX_WORKERS = 4
 MAX_FILES_LISTED = 20
@@ -110,6 +110,11 @@ def _installer_segment(words: list[str]) -> Segment | None:
 
 # No command the doctor runs is longer; a longer one (a serve command with 50,000 keys) is not read word by word.
 MAX_COMMAND_CHARS = 65536
+
+
+NOT_AN_INSTALLER_COMMAND = ("not an installer command: only pip and uv installs and uninstalls, leftover cleanups "
+                            "and moves (the commands `dflash-doctor fix` runs) are asked about")
+"""Why a remediation's command was not asked about: `parse_command` reads it as none of those."""
 
 
 def parse_command(command: str) -> list[Segment] | None:

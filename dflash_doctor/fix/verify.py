@@ -33,7 +33,7 @@ from packaging.version import InvalidVersion, Version
 
 from dflash_doctor.checks.fix.build_prereqs import CHECK_ID, judge_build, prefix
 from dflash_doctor.checks.remedy import quote
-from dflash_doctor.facts.dryrun import parse_command
+from dflash_doctor.facts.dryrun import NOT_AN_INSTALLER_COMMAND, parse_command
 from dflash_doctor.facts.dryrun_shapes import DryRunItem, DryRuns, InstalledDist, LeftBehind, SegmentRun
 from dflash_doctor.facts.envfacts import canonical
 from dflash_doctor.facts.shape import ShapeError
@@ -45,8 +45,6 @@ __all__ = ["NOT_AN_INSTALLER_COMMAND", "RANK", "judge_item", "mark_unchecked", "
 
 RANK = {"resolves": 0, "needs-build": 1, "not-checked": 2, "would-break": 3, "fails": 4}
 VERIFIED_STATUSES = (Status.FAIL, Status.ERROR)
-NOT_AN_INSTALLER_COMMAND = ("not an installer command: only pip and uv installs and uninstalls, leftover cleanups "
-                            "and moves (the commands `dflash-doctor fix` runs) are asked about")
 
 
 def _version(text: str) -> Version | None:

@@ -25,8 +25,8 @@ from typing import Any
 
 from dflash_doctor import __version__
 from dflash_doctor.documents import writer
-from dflash_doctor.documents.report import ReportError, load, sections_of
 from dflash_doctor.facts import envsummary
+from dflash_doctor.report.document import ReportError, load, sections_of
 
 __all__ = ["SCHEMA", "HostSummary", "merge", "summarize", "summarize_file", "summarize_files", "unreachable"]
 

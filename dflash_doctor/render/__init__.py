@@ -1,3 +1,2 @@
 """Rendering: the views made from the JSON report (terminal, JSON, Markdown, JUnit, GitHub annotations, the fleet
-view); the report itself and its redaction are documents (`dflash_doctor.documents`). Only the terminal reporter
-imports rich."""
+view); the report itself and its redaction are `dflash_doctor.report`. Only the terminal reporter imports rich."""
