@@ -122,3 +122,15 @@ def test_a_config_file_vllm_refuses_is_a_flag_error_naming_it(tmp_path: Path) ->
     assert ambiguous["fields"]["spec_model"] == "d"
     assert ambiguous["errors"] == [{"flag": "--spec-m", "message": "ambiguous option: --spec-m could match "
                                                                    "--spec-method, --spec-model"}]
+
+
+@pytest.mark.parametrize("words", [
+    ["-sc", '{"model": "d"}', "--spec-model", "e"],
+    ['-sc={"model": "d"}', "--spec_model=e"],
+    ["--speculative-config.model", "d", "--spec-mod", "e"],
+    ["--speculative_config.model=d", "--spec-model", "e"],
+])
+def test_every_spelling_of_a_key_given_twice_is_vllms_mutually_exclusive_error(words: list[str]) -> None:
+    spec = parse_serve_command(["vllm", "serve", "m", *words])["speculative_config"]
+    assert spec["conflict"] == "--spec-model and --speculative-config['model'] are mutually exclusive"
+    assert spec["value"] == {"model": "d"}

@@ -471,13 +471,19 @@ class ServeArgs(Shape):
 
     def as_resolved(self) -> ServeArgs:
         """These facts with what vLLM resolved in place of the command as read, where vLLM's validation resolved
-        it: the parallel sizes, max_model_len after vLLM's reductions, dtype, KV cache dtype, the scheduler's
-        limits, and the speculative config's method, drafter, k and draft TP. The facts as they are otherwise (the
+        it: the parallel sizes, max_model_len after vLLM's reductions, dtype (not on a simulated GPU of unknown
+        architecture), KV cache dtype, the scheduler's limits, and the speculative config's method, drafter, k and
+        draft TP. The facts as they are otherwise (the
         doctor's own reading, or vLLM's parser without its validation)."""
         served = self.resolved
         if served is None:
             return self
-        changes = {name: getattr(served, name) for name in _RESOLVED_FIELDS if getattr(served, name) is not None}
+        platform = self.vllm_parser.platform
+        # A simulated GPU of no known architecture answers vLLM's dtype question as a pre-Pascal GPU would (vLLM's
+        # CudaPlatformBase.supported_dtypes: float32 only): that dtype is the simulation's, not the serving GPU's.
+        unknown_arch = platform is not None and platform.kind == "simulated" and not platform.capability
+        changes = {name: getattr(served, name) for name in _RESOLVED_FIELDS if getattr(served, name) is not None
+                   and not (name == "dtype" and unknown_arch)}
         fields = dataclasses.replace(self.fields, **changes)
         spec = self.speculative_config
         if served.method is not None and spec.value is not None:

@@ -160,7 +160,8 @@ VALIDATION_NOT_RUN = Code("serve-command.vllm-validation-not-run", "vLLM's valid
 JUDGED_BY = Code("serve-command.judged-by", "Which verdicts are vLLM's own and which the doctor's rules",
     "Says which findings of this check came from vLLM's own code (its parser, create_engine_config, its attention "
     "selector) and on which platform (the machine's GPUs, or a simulated one and where its facts came from), "
-    "and which from the doctor's rules.")
+    "and which from the doctor's rules; where vLLM's validation accepted the command, the rules judged the values "
+    "it resolved (in the evidence).")
 SPECULATORS_LAUNCH = Code(
     "serve-command.speculators-launch", "`vllm serve` names a speculators drafter: vLLM serves its verifier",
     "vLLM reads a served model whose config.json has \"speculators_config\" as a drafter "

@@ -190,6 +190,9 @@ class _Command:
             out.append(PARSED.finding(Status.WARN if silent else Status.PASS,
                                f"the command was read by the doctor's documented subset of vLLM's flags: {why}",
                                evidence={"flags_given": self.serve.flags_given,
+                                         "abbreviated": dict(self.serve.abbreviated),
+                                         "config_file": self.serve.config_file.to_json() if self.serve.config_file
+                                         else None,
                                          "process": parser.process.to_json() if silent and parser.process else None}))
         for flag_error in self.serve.errors:
             if flag_error.flag in _SPEC_ERROR_FLAGS and self._spec_unreadable():
@@ -198,8 +201,11 @@ class _Command:
                                evidence={"flag": flag_error.flag}))
         unknown = self.serve.unknown_flags
         if unknown:
+            config = self.serve.config_file
+            unread = f"; --config {config.path} was not read: {config.unread}" if config and config.unread else ""
             out.append(FLAGS_UNCHECKED.finding(Status.WARN,
-                               f"{len(unknown)} flag(s) outside the doctor's subset were not checked: {', '.join(unknown)}",
+                               f"{len(unknown)} flag(s) outside the doctor's subset were not checked: {', '.join(unknown)}"
+                               + unread,
                                detail="Without vLLM's own parser the doctor reads only its documented subset; a typo "
                                "in one of these would only show when vLLM starts.", evidence={"flags": unknown}))
         if not self.fields.model:
@@ -661,7 +667,8 @@ class _Command:
                              if i in by_vllm)
             if environ_judged_by_vllm(self.view):
                 what += ", its environment check"
-            title = f"judged by vLLM {parser.version}'s own code ({what}){self._on()} and by the doctor's rules"
+            title = f"judged by vLLM {parser.version}'s own code ({what}){self._on()} and by the doctor's rules" + (
+                " on the values vLLM resolved" if self.serve.resolved is not None else "")
         else:
             title = "judged by the doctor's rules alone: vLLM's own code did not run on this command"
         stood_in = [s.module for s in platform.stood_in] if platform else []
@@ -669,8 +676,10 @@ class _Command:
         if answered:
             title += (f"; the device queries {', '.join(answered)} were answered for the simulated GPU as the "
                       "compiled op answers them (its release's source: knowledge.vllm DEVICE_QUERY_OPS)")
+        resolved = self.serve.resolved
         return JUDGED_BY.finding(Status.PASS, title,
                        evidence={"vllm": by_vllm, "rules": rules,
+                                 "resolved": resolved.to_json() if resolved is not None else None,
                                  "platform": platform.to_json() if platform else None,
                                  "stood_in_for_the_driver": stood_in, "answered_for_the_driver": answered})
 
