@@ -74,6 +74,7 @@ def test_the_values_vllm_resolved_are_in_the_facts_and_the_rules_judge_them(
     # 0.20.1 has no VllmConfig.use_v2_model_runner: its gpu_worker.py reads the variable, unset here
     assert (served["model_runner"], served["model_runner_from"]) == ("v1", "envs.VLLM_USE_V2_MODEL_RUNNER")
     assert served["dtype"] == "float16"  # the toy's torch_dtype, which an sm_90 GPU supports
+    assert served["enforce_eager"] is False and isinstance(served["enable_prefix_caching"], bool)
     assert finding(report, "serve-command.spec-ok")["title"] == (
         f"--speculative-config: method dflash, drafter {drafter}, num_speculative_tokens 15, draft TP 2")
     memory = finding(report, "serve-resources.memory")

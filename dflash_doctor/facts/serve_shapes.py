@@ -287,6 +287,9 @@ class Served(Shape):
     tensor_parallel_size: int | None = None
     pipeline_parallel_size: int | None = None
     data_parallel_size: int | None = None
+    enforce_eager: bool | None = None
+    enable_prefix_caching: bool | None = None
+    """cache_config.enable_prefix_caching: the release's default where the command left it."""
 
 
 @dataclass(frozen=True)
@@ -424,7 +427,8 @@ class ConfigFile(Shape):
 
 # Served's values that stand for a ServeFields field of the same name.
 _RESOLVED_FIELDS = ("max_model_len", "max_num_batched_tokens", "max_num_seqs", "kv_cache_dtype", "dtype",
-                    "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size")
+                    "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "enforce_eager",
+                    "enable_prefix_caching")
 # Served's values that stand for a key of the speculative config.
 _RESOLVED_SPEC = (("method", "method"), ("draft_model", "model"), ("num_speculative_tokens", "num_speculative_tokens"),
                   ("draft_tensor_parallel_size", "draft_tensor_parallel_size"))

@@ -776,6 +776,10 @@ def resolved_values(config):
     with contextlib.suppress(Exception):
         out["dtype"] = str(config.model_config.dtype).replace("torch.", "")
     with contextlib.suppress(Exception):
+        out["enforce_eager"] = bool(config.model_config.enforce_eager)
+    with contextlib.suppress(Exception):
+        out["enable_prefix_caching"] = bool(config.cache_config.enable_prefix_caching)
+    with contextlib.suppress(Exception):
         parallel = config.parallel_config
         out.update(tensor_parallel_size=parallel.tensor_parallel_size,
                    pipeline_parallel_size=parallel.pipeline_parallel_size,
