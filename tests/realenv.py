@@ -276,6 +276,41 @@ def wheel_files(wheel: Path) -> list[str]:
         return [n for n in zf.namelist() if not n.endswith("/")]
 
 
+def nvcc_builds(nvcc: str | Path, source: str, builds: Mapping[str, Sequence[str]],
+                optional: frozenset[str] = frozenset(), *, outputs: Mapping[str, str] | None = None) -> dict[str, Path]:
+    """`source` compiled by `nvcc` once per build's arguments, in parallel, made once per machine and nvcc in the
+    cache (not once per xdist worker: a set took 20 s of two cores). Returns name -> the built file, `lib{name}.so`
+    unless `outputs` names it; a build in `optional` that nvcc cannot make is left out. Tests read the files and
+    write nothing there."""
+    version = _run([nvcc, "--version"]).stdout
+    key = "nvcc-" + hashlib.sha256(
+        f"{nvcc}\n{version}\n{source}\n{sorted((n, list(a)) for n, a in builds.items())}\n{outputs}".encode()
+    ).hexdigest()[:16]
+    out = cache_dir() / "nvcc-builds" / key
+    names = {name: (outputs or {}).get(name, f"lib{name}.so") for name in builds}
+    with _locked(key):
+        if not (out / "built.txt").exists():
+            work = out.with_name(key + ".making")
+            shutil.rmtree(work, ignore_errors=True)
+            work.mkdir(parents=True)
+            (work / "kernel.cu").write_text(source)
+            procs = {name: subprocess.Popen([str(nvcc), *args, "-o", str(work / names[name]), str(work / "kernel.cu")],
+                                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=work)
+                     for name, args in builds.items()}
+            built = []
+            for name, proc in procs.items():
+                output, _ = proc.communicate(timeout=600)
+                if proc.returncode != 0 and name in optional:
+                    continue
+                if proc.returncode != 0:
+                    raise RuntimeError(f"nvcc {name} failed:\n{output.decode(errors='replace')}")
+                built.append(name)
+            (work / "built.txt").write_text("\n".join(built) + "\n")
+            shutil.rmtree(out, ignore_errors=True)
+            os.replace(work, out)
+    return {name: out / names[name] for name in (out / "built.txt").read_text().split()}
+
+
 # --------------------------------------------------------------------------- hand-built wheels
 
 

@@ -5,7 +5,6 @@ facts. Nothing is faked but the damaged files."""
 from __future__ import annotations
 
 import glob
-import hashlib
 import json
 import os
 import platform
@@ -64,11 +63,11 @@ OPTIONAL_BUILDS = {"blackwell"}
 
 @pytest.fixture(scope="session")
 def cuda_libs() -> dict[str, Path]:
-    """Shared libraries (and one -rdc object) built once per machine and nvcc, in the test cache (each xdist worker
-    built them again, 20 s of two cores each), the nvcc runs in parallel. Tests read them and never write there."""
+    """Shared libraries (and one -rdc object) built once per machine and nvcc, in the test cache
+    (`realenv.nvcc_builds`); the tests read them and never write there."""
     if NVCC is None:
         pytest.skip("nvcc not on PATH")
-    from realenv import _locked, cache_dir
+    from realenv import nvcc_builds
 
     shared = ["-shared", "-Xcompiler", "-fPIC"]
     builds = {
@@ -77,37 +76,7 @@ def cuda_libs() -> dict[str, Path]:
         "blackwell": [*shared, *_gencode(BLACKWELL)],
         "rdc": ["-c", "-rdc=true", "-Xcompiler", "-fPIC", "-gencode", "arch=compute_86,code=sm_86"],
     }
-    version = subprocess.run([NVCC, "--version"], check=True, capture_output=True, text=True).stdout
-    key = "nvcc-" + hashlib.sha256(f"{NVCC}\n{version}\n{KERNEL}\n{builds}".encode()).hexdigest()[:16]
-    out = cache_dir() / "nvcc-builds" / key
-    names = {name: f"{name}.o" if name == "rdc" else f"lib{name}.so" for name in builds}
-    with _locked(key):
-        if not (out / "built.txt").exists():
-            work = out.with_name(key + ".making")
-            shutil.rmtree(work, ignore_errors=True)
-            work.mkdir(parents=True)
-            source = work / "kernel.cu"
-            source.write_text(KERNEL)
-            procs = {
-                name: subprocess.Popen(
-                    [NVCC, *args, "-o", str(work / names[name]), str(source)],
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    cwd=work,
-                )
-                for name, args in builds.items()
-            }
-            built = []
-            for name, proc in procs.items():
-                output, _ = proc.communicate(timeout=300)
-                if proc.returncode != 0 and name in OPTIONAL_BUILDS:
-                    continue
-                assert proc.returncode == 0, f"nvcc {name} failed:\n{output.decode(errors='replace')}"
-                built.append(name)
-            (work / "built.txt").write_text("\n".join(built) + "\n")
-            shutil.rmtree(out, ignore_errors=True)
-            os.replace(work, out)
-    return {name: out / names[name] for name in (out / "built.txt").read_text().split()}
+    return nvcc_builds(NVCC, KERNEL, builds, frozenset(OPTIONAL_BUILDS), outputs={"rdc": "rdc.o"})
 
 
 def _built(libs: dict[str, Path], name: str) -> Path:
