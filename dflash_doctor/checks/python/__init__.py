@@ -4,7 +4,7 @@ extensions they load.
 Each check reads its sections and hands typed views to its rules: distributions.py with kernel_packages.py over
 requirements.py (distributions), namespaces.py over namespace_common.py (namespaces), imports.py with
 import_failures.py, guards.py and extension_abi.py (imports, import-surface, extensions); codes.py holds every
-finding's code; flashinfer.py and pth.py with kernel_codes.py (kernel-packages).
+finding's code; flashinfer.py and pth.py (kernel-packages).
 """
 
 from __future__ import annotations
@@ -13,12 +13,11 @@ from collections.abc import Iterable
 from typing import ClassVar
 
 from dflash_doctor.check import Facts
-from dflash_doctor.checks.python.codes import CODES
+from dflash_doctor.checks.python.codes import CODES, KERNEL_PACKAGES_NONE
 from dflash_doctor.checks.python.distributions import distribution_findings
 from dflash_doctor.checks.python.flashinfer import flashinfer_findings, jit_cache_findings
 from dflash_doctor.checks.python.import_failures import ImportContext
 from dflash_doctor.checks.python.imports import extension_findings, rotary_findings, surface_findings
-from dflash_doctor.checks.python.kernel_codes import KERNEL_PACKAGES_CODES, KERNEL_PACKAGES_NONE
 from dflash_doctor.checks.python.namespaces import namespace_findings
 from dflash_doctor.checks.python.pth import pth_findings
 from dflash_doctor.checks.remedy import Installer
@@ -144,7 +143,7 @@ class KernelPackagesCheck:
     id: ClassVar[str] = "kernel-packages"
     layer: ClassVar[str] = "python"
     title: ClassVar[str] = "Kernel packages as they load"
-    codes: ClassVar[tuple[Code, ...]] = KERNEL_PACKAGES_CODES
+    codes: ClassVar[tuple[Code, ...]] = _codes_of("kernel-packages")
     needs: ClassVar[frozenset[str]] = frozenset({"target", "distributions", "resolution", "kernel_files"})
     # Judged better with: the driver's CUDA (NVML) for the JIT cache's libraries.
     wants: ClassVar[frozenset[str]] = frozenset({"gpu"})
