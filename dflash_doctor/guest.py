@@ -283,16 +283,14 @@ class _Declaration:
         return ()
 
 
-class GuestCheck:
+class GuestCheck(Check):
     """A validated third-party check; `wrap` makes one (a subclass per plugin, so the declarations stay
-    class attributes as the Check protocol has them). Its `judge` runs the plugin's in a guest process."""
+    class attributes as `Check` declares them). Its `judge` runs the plugin's in a guest process."""
 
     id: ClassVar[str] = ""
     layer: ClassVar[str] = ""
     title: ClassVar[str] = ""
     needs: ClassVar[frozenset[str]] = frozenset()
-    after: ClassVar[frozenset[str]] = frozenset()
-    requires_gpu: ClassVar[bool] = False
     name: ClassVar[str] = ""
     """The entry point's name."""
     origin: ClassVar[str] = ""
