@@ -115,3 +115,38 @@ def test_each_check_reads_only_the_sections_it_declares_on_every_saved_report() 
             assert not undeclared, f"{cls.__name__} read {sorted(undeclared)} on {path.relative_to(ROOT)}"
             judged[cls.id] = judged.get(cls.id, 0) + 1
     assert SAVED and len(judged) >= len(BUILTIN_CHECKS) - 2, sorted(judged)
+
+
+def _sections_read(package: Path) -> dict[str, str]:
+    """The sections the modules of a check package read, by name (`facts.section(Shape)`,
+    `facts.optional_section(Shape)`, `facts["name"]`, `facts.optional("name")`, `facts.raw("name")`), each with
+    where it is read."""
+    by_class = {shape.__name__: name for name, shape in SECTION_SHAPES.items()}
+    read: dict[str, str] = {}
+    for path in sorted(package.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            name = None
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+                arg = node.args[0]
+                if node.func.attr in ("section", "optional_section") and isinstance(arg, ast.Name):
+                    name = by_class.get(arg.id)
+                elif node.func.attr in ("optional", "raw") and isinstance(arg, ast.Constant):
+                    name = arg.value if arg.value in SECTION_SHAPES else None
+            elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "facts" \
+                    and isinstance(node.slice, ast.Constant) and node.slice.value in SECTION_SHAPES:
+                name = node.slice.value
+            if name is not None:
+                read.setdefault(name, f"{path.relative_to(ROOT)}:{node.lineno}")
+    return read
+
+
+def test_each_layer_reads_only_sections_its_checks_declare() -> None:
+    """Read from the source, for the paths no saved report reaches (a check package with one check is held
+    exactly; a package of several, to what its checks declare together)."""
+    layers: dict[Path, set[str]] = {}
+    for cls in BUILTIN_CHECKS:
+        package = Path(inspect.getfile(cls)).parent
+        layers.setdefault(package, set()).update(cls.needs, cls.wants)
+    for package, declared in layers.items():
+        undeclared = {name: where for name, where in _sections_read(package).items() if name not in declared}
+        assert not undeclared, f"{package.name}: sections read that no check of it declares: {undeclared}"
