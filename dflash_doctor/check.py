@@ -5,19 +5,25 @@ needs to run (the target interpreter, a GPU, other checks' results), and judges 
 Checks never collect facts themselves: collectors (see `dflash_doctor.facts.sections`) do, so that a saved
 report can be judged again with nothing but its facts.
 
-A third-party check is a class with these attributes, published under the entry-point group
-`dflash_doctor.checks`, exactly as the built-in ones are.
+Every built-in check subclasses `Check`, the one declared base (its docstring lists every attribute and its
+default). A third-party check is published under the entry-point group `dflash_doctor.checks`, exactly as the
+built-in ones are; it may subclass `Check` or only carry the same attributes: `dflash_doctor.guest` validates what
+it declares (the one place a check's attributes are read without this class's guarantee) and wraps it.
 """
 
 from __future__ import annotations
 
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from dflash_doctor.context import Context
 from dflash_doctor.model import CheckResult, Finding
 from dflash_doctor.shape import Shape
+
+if TYPE_CHECKING:
+    from dflash_doctor.codes import Code
 
 __all__ = ["Check", "Context", "Facts", "SectionError"]
 
@@ -123,18 +129,46 @@ def _load(name: str, shape: type[S], value: Any) -> S:
     return loaded
 
 
-@runtime_checkable
-class Check(Protocol):
+class Check(ABC):
+    """The one declared contract of a check: subclass it, set `id`, `layer`, `title` and `needs`, and write
+    `judge`; every other attribute has a default here, and the registry, the runner and the pipeline read only
+    what this class declares.
+
+    Attributes (class attributes):
+
+    - `id` (str, required): stable, lower-case, dashed ("namespaces"); it prefixes the check's finding ids.
+    - `layer` (str, required): the layer of the stack ("python", "gpu", "kernels", "models", "serve", or a
+      plugin's own); `--only`/`--skip` select by it as by the id.
+    - `title` (str, required): what the check judges, as the report shows it.
+    - `needs` (frozenset of section names, required): the fact sections `judge` reads; they are collected
+      before it runs, and a section that could not be collected makes it an `error` result naming the section.
+      A check reads a section through its shape (`facts.section(Shape)`): `Shape.SECTION` is in `needs`.
+    - `wants` (default: none): sections it reads when they are there (`facts.optional_section(Shape)`): collected
+      with the rest; the check judges without one that is missing, and the runner says so.
+    - `after` (default: none): ids of checks whose results this one reads (`facts.prior`); they run first, and
+      selecting this check pulls them in.
+    - `requires_gpu` (default: False): skipped, unjudged, under `--no-gpu`.
+    - `on_request` (default: False): runs only when asked for by its id or layer (`--only live`), never in a
+      plain run.
+    - `judged_apart` (default: False): judged in a process of its own (a third-party check), so the runner may
+      judge several side by side.
+    - `codes` (default: none): the finding `Code`s the check reports, for `dflash-doctor explain` and the docs'
+      tables; a plugin may leave it empty.
+
+    `judge(facts)` returns the findings (at least one); it never collects facts itself.
+    """
+
     id: ClassVar[str]
-    """Stable, lower-case, dashed: "namespaces"."""
     layer: ClassVar[str]
-    """The layer of the stack: "python", "gpu", "kernels", "models", "serve"."""
     title: ClassVar[str]
     needs: ClassVar[frozenset[str]]
-    """Fact sections this check judges."""
-    after: ClassVar[frozenset[str]]
-    """Checks whose results this one reads (through `facts.prior`); they run first."""
-    requires_gpu: ClassVar[bool]
-    """Skipped under --no-gpu."""
+    wants: ClassVar[frozenset[str]] = frozenset()
+    after: ClassVar[frozenset[str]] = frozenset()
+    requires_gpu: ClassVar[bool] = False
+    on_request: ClassVar[bool] = False
+    judged_apart: ClassVar[bool] = False
+    codes: ClassVar[tuple[Code, ...]] = ()
 
-    def judge(self, facts: Facts) -> Iterable[Finding]: ...
+    @abstractmethod
+    def judge(self, facts: Facts) -> Iterable[Finding]:
+        """The findings of these facts (at least one)."""

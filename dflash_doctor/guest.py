@@ -37,7 +37,7 @@ from dflash_doctor.model import Finding, Remediation, Status
 from dflash_doctor.process import exchange
 
 __all__ = ["ANSWER", "CHECK_ID", "RESERVED_IDS", "STOP", "Declared", "GuestCheck", "GuestRun", "declaration_problems",
-           "declare", "describe", "run_guest", "wrap"]
+           "declarations", "declare", "describe", "run_guest", "wrap"]
 
 CHECK_ID = re.compile(r"[a-z0-9][a-z0-9._-]*")
 """A check id or layer, as the report schema allows it."""
@@ -194,6 +194,19 @@ def declaration_problems(check: object) -> list[str]:
     return problems
 
 
+def declarations(check: Any) -> tuple[dict[str, Any] | None, list[str]]:
+    """What a third-party check declares, as plain data for the doctor (`id`, `layer`, `title`, `needs`, `after`,
+    `requires_gpu`), or None and what is wrong with it. With `declaration_problems`, the one place a check's
+    attributes are read without `dflash_doctor.check.Check`'s guarantee."""
+    problems = declaration_problems(check)
+    if problems:
+        return None, problems
+    return {"id": check.id, "layer": check.layer, "title": str(check.title).strip(),
+            "needs": sorted(_names(check.needs) or ()),
+            "after": sorted(_names(getattr(check, "after", ())) or ()),
+            "requires_gpu": bool(getattr(check, "requires_gpu", False))}, []
+
+
 def _finding_problem(item: object) -> str:
     if not isinstance(item, Finding):
         return f"a {type(item).__name__} instead of a Finding"
@@ -283,16 +296,14 @@ class _Declaration:
         return ()
 
 
-class GuestCheck:
+class GuestCheck(Check):
     """A validated third-party check; `wrap` makes one (a subclass per plugin, so the declarations stay
-    class attributes as the Check protocol has them). Its `judge` runs the plugin's in a guest process."""
+    class attributes as `Check` declares them). Its `judge` runs the plugin's in a guest process."""
 
     id: ClassVar[str] = ""
     layer: ClassVar[str] = ""
     title: ClassVar[str] = ""
     needs: ClassVar[frozenset[str]] = frozenset()
-    after: ClassVar[frozenset[str]] = frozenset()
-    requires_gpu: ClassVar[bool] = False
     name: ClassVar[str] = ""
     """The entry point's name."""
     origin: ClassVar[str] = ""

@@ -23,7 +23,7 @@ from typing import Any
 
 from dflash_doctor.check import Facts, SectionError
 from dflash_doctor.facts.proctree import become_subreaper, end_descendants
-from dflash_doctor.guest import ANSWER, _finding_problem, _names, _plain, declaration_problems, describe
+from dflash_doctor.guest import ANSWER, _finding_problem, _plain, declarations, describe
 from dflash_doctor.model import CheckResult
 
 __all__ = ["main"]
@@ -58,14 +58,8 @@ def _load(request: dict[str, Any]) -> Any:
 
 
 def _declared(plugin: Any) -> dict[str, Any]:
-    problems = declaration_problems(plugin)
-    if problems:
-        return {"invalid": "; ".join(problems)}
-    return {"declared": {
-        "id": plugin.id, "layer": plugin.layer, "title": plugin.title.strip(),
-        "needs": sorted(_names(plugin.needs) or ()), "after": sorted(_names(getattr(plugin, "after", ())) or ()),
-        "requires_gpu": bool(getattr(plugin, "requires_gpu", False)),
-    }}
+    declared, problems = declarations(plugin)
+    return {"invalid": "; ".join(problems)} if declared is None else {"declared": declared}
 
 
 def _judge(plugin: Any, request: dict[str, Any]) -> dict[str, Any]:

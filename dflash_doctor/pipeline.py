@@ -61,8 +61,8 @@ def load_selected(request: Request, timeout_s: float | None = None,
     if unknown:
         raise RequestError(f"unknown check or layer: {', '.join(unknown)} (known: {', '.join(sorted(known))})")
     asked = request.asked() if asked is None else asked
-    wanted = [c for c in checks if not getattr(c, "on_request", False) or c.id in asked or c.layer in asked]
-    extra = [c.id for c in wanted if getattr(c, "on_request", False) and c.id in asked]
+    wanted = [c for c in checks if not c.on_request or c.id in asked or c.layer in asked]
+    extra = [c.id for c in wanted if c.on_request and c.id in asked]
     return select(wanted, [*request.only, *extra] if request.only else [], request.skip), problems
 
 

@@ -2,8 +2,8 @@
 
 The built-ins are `BUILTIN_CHECKS`, the check classes imported from their layer packages, in the order they
 are judged and shown in (pyproject.toml declares the same classes as entry points of the group
-`dflash_doctor.checks`, which a test keeps equal; adding a check is one module and one line here, plus that
-entry point). Third-party checks come from the same entry-point group. A third-party check is a guest (`dflash_doctor.guest`): it is loaded in a
+`dflash_doctor.checks`, which a test keeps equal; docs/how-it-works.md counts the files adding a check touches).
+Every check subclasses `dflash_doctor.check.Check`, and this module reads only what that class declares. Third-party checks come from the same entry-point group. A third-party check is a guest (`dflash_doctor.guest`): it is loaded in a
 process of its own, bounded in time, anything it raises is caught, and what it declares is validated before
 it runs; the plugins load side by side. Setting DFLASH_DOCTOR_DISABLE_PLUGIN_AUTOLOAD=1 keeps only the
 built-ins, for reproducible CI runs (as pytest's PYTEST_DISABLE_PLUGIN_AUTOLOAD does).
@@ -63,11 +63,11 @@ BUILTIN_CHECKS: tuple[type[Check], ...] = (
 """The built-in checks in their declared order: the order they are judged and shown in."""
 
 
-def code_table(checks: Iterable[object]) -> dict[str, Code]:
+def code_table(checks: Iterable[Check | type[Check]]) -> dict[str, Code]:
     """Every finding id the doctor can report with these checks: the doctor's own codes, each check's
     `codes`, the fix layer's that no check emits (fleet comparisons, source-build prerequisites), and each check's copy of
     a code shared under the v1 alias table. A plugin that declares no `codes` adds none."""
-    return with_aliases(table(core.CODES, *(getattr(c, "codes", ()) for c in checks), fix.FLEET_CODES, fix.BUILD_CODES))
+    return with_aliases(table(core.CODES, *(c.codes for c in checks), fix.FLEET_CODES, fix.BUILD_CODES))
 
 
 CODES: Mapping[str, Code] = code_table(BUILTIN_CHECKS)

@@ -60,7 +60,7 @@ def select(checks: Sequence[Check], only: Iterable[str] = (), skip: Iterable[str
     # A check that reads another check's result pulls that one in.
     ids = {c.id for c in chosen}
     for check in list(chosen):
-        for dependency in getattr(check, "after", frozenset()):
+        for dependency in check.after:
             if dependency not in ids:
                 extra = next((c for c in checks if c.id == dependency), None)
                 if extra is not None:
@@ -83,7 +83,7 @@ def _skip_for_gpu(check: Check) -> CheckResult:
 def judge_one(check: Check, facts: Facts, durations: Mapping[str, float] | None = None) -> CheckResult:
     started = time.monotonic()
     collected_s = max((durations or {}).get(s, 0.0) for s in check.needs) if check.needs else 0.0
-    saved = {s: facts.raw(s) for s in sorted({*check.needs, *getattr(check, "wants", ())}) if facts.raw(s) is not None}
+    saved = {s: facts.raw(s) for s in sorted({*check.needs, *check.wants}) if facts.raw(s) is not None}
     try:
         findings = tuple(check.judge(facts))
         if not findings:
@@ -141,7 +141,7 @@ class Cutoff:
 
 
 def _ready(check: Check, sections: Mapping[str, Any], done: Mapping[str, CheckResult]) -> bool:
-    return set(check.needs) <= set(sections) and all(d in done for d in getattr(check, "after", ()))
+    return set(check.needs) <= set(sections) and all(d in done for d in check.after)
 
 
 def _incomplete(check: Check, sections: Mapping[str, Any], cutoff: Cutoff) -> CheckResult:
@@ -175,12 +175,12 @@ def judge(
         for index, check in enumerate(checks):
             if cutoff is not None and check.id in cutoff.judged:
                 done[check.id] = cutoff.judged[check.id]
-            elif ctx is not None and ctx.no_gpu and getattr(check, "requires_gpu", False):
+            elif ctx is not None and ctx.no_gpu and check.requires_gpu:
                 done[check.id] = _skip_for_gpu(check)
             elif cutoff is not None and not _ready(check, sections, done):
                 done[check.id] = _incomplete(check, sections, cutoff)
             else:
-                if pool is None and cutoff is None and getattr(check, "judged_apart", False):
+                if pool is None and cutoff is None and check.judged_apart:
                     pool, apart = _judge_apart(checks[index:], sections, ctx, durations, done)
                 tell("judge-start", check.id)
                 future = apart.get(check.id)
@@ -201,8 +201,8 @@ def _judge_apart(rest: Sequence[Check], sections: Mapping[str, Any], ctx: Contex
     """Start, side by side, the checks judged in processes of their own (third-party checks) that read no
     result still to come: several hung plugins then cost one --timeout, not one each. They see the results
     judged so far (every built-in: the plugins come after them)."""
-    ready = [c for c in rest if getattr(c, "judged_apart", False) and set(getattr(c, "after", ())) <= set(done)
-             and not (ctx is not None and ctx.no_gpu and getattr(c, "requires_gpu", False))]
+    ready = [c for c in rest if c.judged_apart and set(c.after) <= set(done)
+             and not (ctx is not None and ctx.no_gpu and c.requires_gpu)]
     if len(ready) < 2:
         return None, {}
     pool = ThreadPoolExecutor(max_workers=min(8, len(ready)), thread_name_prefix="dflash-doctor-guest")
@@ -214,9 +214,9 @@ def needed_sections(checks: Sequence[Check], ctx: Context) -> set[str]:
     """The fact sections the checks judge (none for a GPU check under --no-gpu: it is skipped unjudged)."""
     needed: set[str] = set()
     for check in checks:
-        if ctx.no_gpu and getattr(check, "requires_gpu", False):
+        if ctx.no_gpu and check.requires_gpu:
             continue
-        needed |= set(check.needs) | set(getattr(check, "wants", ()))
+        needed |= set(check.needs) | set(check.wants)
     return needed
 
 
@@ -346,7 +346,7 @@ def _readiness(checks: Sequence[Check], ctx: Context, collectors: Sequence[Colle
     if on_event is None:
         return None
     needed = needed_sections(checks, ctx)
-    waiting = {c.id: set(c.needs) & needed if not (ctx.no_gpu and getattr(c, "requires_gpu", False)) else set()
+    waiting = {c.id: set(c.needs) & needed if not (ctx.no_gpu and c.requires_gpu) else set()
                for c in checks}
     provides = {c.name: set(c.provides) for c in collectors}
     lock = threading.Lock()

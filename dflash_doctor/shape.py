@@ -1,7 +1,7 @@
 """The declared shape of a fact section, checked when facts are read.
 
 Each section a collector provides has one shape: a frozen dataclass deriving from `Shape`, declared in
-the `*_shapes.py` module next to its collector and named in `facts.sections.SECTION_SHAPES`. Fields
+the `*_shapes.py` module next to its collector and named in its collector's row (`facts.sections`). Fields
 are typed with what JSON gives (str, int, float, bool, None, list[...], dict[str, ...], another shape,
 `Any` for free-form data such as evidence); `from_json` checks the data against them and raises
 `ShapeError` naming the section and the field. Keys the shape does not declare are ignored (a newer

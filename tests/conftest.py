@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,29 @@ from subprocess_report import pytest_runtest_makereport  # noqa: F401
 SCHEMA = json.loads(
     (Path(__file__).resolve().parent.parent / "dflash_doctor" / "documents" / "schema" / "report-v1.json").read_text()
 )
+
+
+# What the run's processes write outside the test cache, and no test looks at after it ends, goes to one directory of
+# the run, removed when the run ends: uv's cache (every wheel a test installs with uv, unpacked: 2.8 GB a run in
+# ~/.cache/uv), virtualenv's app data, and $TMPDIR of every process the tests start (the temporary directories of a
+# doctor or an installer a test kills). Made by the process that starts the run, before xdist starts its workers,
+# which inherit it. This process's own temporary files (pytest's temp dir, kept for a failing test) stay where they
+# were: the directory is fixed before $TMPDIR changes.
+_SCRATCH_OWNER = "DFLASH_DOCTOR_TEST_SCRATCH_OWNER"
+if _SCRATCH_OWNER not in os.environ:
+    tempfile.gettempdir()
+    _scratch = Path(tempfile.mkdtemp(prefix="dflash-doctor-test-run-"))
+    os.environ[_SCRATCH_OWNER] = f"{os.getpid()} {_scratch}"
+    for _variable, _name in (("UV_CACHE_DIR", "uv-cache"), ("VIRTUALENV_OVERRIDE_APP_DATA", "virtualenv"),
+                             ("TMPDIR", "tmp")):
+        (_scratch / _name).mkdir()
+        os.environ[_variable] = str(_scratch / _name)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    owner, _, scratch = os.environ.get(_SCRATCH_OWNER, "").partition(" ")
+    if owner == str(os.getpid()) and scratch:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def validate_report(report: dict[str, Any]) -> dict[str, Any]:
@@ -36,7 +61,7 @@ class Doctor:
                  timeout: float = 300) -> subprocess.CompletedProcess[str]:
         full_env = {**os.environ, **(env or {})}
         full_env.pop("NO_COLOR", None) if env is None or "NO_COLOR" not in env else None
-        return subprocess.run([sys.executable, "-m", "dflash_doctor", *args], cwd=cwd or self.cwd,
+        return subprocess.run([sys.executable, "-m", "dflash_doctor", *args], check=False, cwd=cwd or self.cwd,
                               env=full_env, capture_output=True, text=True, timeout=timeout)
 
     def report(self, *args: str, **kwargs: Any) -> tuple[dict[str, Any], subprocess.CompletedProcess[str]]:

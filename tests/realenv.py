@@ -276,6 +276,41 @@ def wheel_files(wheel: Path) -> list[str]:
         return [n for n in zf.namelist() if not n.endswith("/")]
 
 
+def nvcc_builds(nvcc: str | Path, source: str, builds: Mapping[str, Sequence[str]],
+                optional: frozenset[str] = frozenset(), *, outputs: Mapping[str, str] | None = None) -> dict[str, Path]:
+    """`source` compiled by `nvcc` once per build's arguments, in parallel, made once per machine and nvcc in the
+    cache (not once per xdist worker: a set took 20 s of two cores). Returns name -> the built file, `lib{name}.so`
+    unless `outputs` names it; a build in `optional` that nvcc cannot make is left out. Tests read the files and
+    write nothing there."""
+    version = _run([nvcc, "--version"]).stdout
+    key = "nvcc-" + hashlib.sha256(
+        f"{nvcc}\n{version}\n{source}\n{sorted((n, list(a)) for n, a in builds.items())}\n{outputs}".encode()
+    ).hexdigest()[:16]
+    out = cache_dir() / "nvcc-builds" / key
+    names = {name: (outputs or {}).get(name, f"lib{name}.so") for name in builds}
+    with _locked(key):
+        if not (out / "built.txt").exists():
+            work = out.with_name(key + ".making")
+            shutil.rmtree(work, ignore_errors=True)
+            work.mkdir(parents=True)
+            (work / "kernel.cu").write_text(source)
+            procs = {name: subprocess.Popen([str(nvcc), *args, "-o", str(work / names[name]), str(work / "kernel.cu")],
+                                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=work)
+                     for name, args in builds.items()}
+            built = []
+            for name, proc in procs.items():
+                output, _ = proc.communicate(timeout=600)
+                if proc.returncode != 0 and name in optional:
+                    continue
+                if proc.returncode != 0:
+                    raise RuntimeError(f"nvcc {name} failed:\n{output.decode(errors='replace')}")
+                built.append(name)
+            (work / "built.txt").write_text("\n".join(built) + "\n")
+            shutil.rmtree(out, ignore_errors=True)
+            os.replace(work, out)
+    return {name: out / names[name] for name in (out / "built.txt").read_text().split()}
+
+
 # --------------------------------------------------------------------------- hand-built wheels
 
 
@@ -373,13 +408,16 @@ def make_venv(parent: Path, kind: EnvKind = "venv", *, name: str = "env", with_p
     """A fresh, empty venv under `parent`.
 
     "venv": `python -m venv --without-pip` (stdlib, fast), or with `with_pip` the pip that the
-    interpreter's ensurepip bundles (offline), so that a remediation's `PY -m pip ...` runs as pasted.
+    interpreter's ensurepip bundles (offline; a copy of a template made once, see `_copy_venv`), so that a
+    remediation's `PY -m pip ...` runs as pasted.
     "uv": made by `uv venv`, so its pyvenv.cfg carries the `uv = ...` line. Both use the interpreter
     running the tests.
     """
     root = parent / name
-    if kind == "venv":
-        _run([sys.executable, "-m", "venv", *(() if with_pip else ("--without-pip",)), root])
+    if kind == "venv" and with_pip:
+        _copy_venv(_venv_with_pip_template(), root)
+    elif kind == "venv":
+        _run([sys.executable, "-m", "venv", "--without-pip", root])
     elif kind == "uv":
         _run([uv_bin(), "venv", "--quiet", "--no-config", "--python", sys.executable, root])
     else:
@@ -388,6 +426,70 @@ def make_venv(parent: Path, kind: EnvKind = "venv", *, name: str = "env", with_p
     # Ask the interpreter rather than guess the layout (lib vs lib64, version dir).
     purelib = _run([python, "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
     return Env(root=root, python=python, site_packages=Path(purelib.stdout.strip()), kind=kind)
+
+
+def _venv_with_pip_template() -> Path:
+    """`python -m venv ROOT` made once per interpreter and pip bundle, in the cache: its ensurepip (pip unpacked and
+    compiled, 4 to 20 s on two busy cores) is paid once, not by every test that pastes a `-m pip` remediation."""
+    import ensurepip
+
+    bundled = ensurepip.version()
+    tag = hashlib.sha256(f"{os.path.realpath(sys.executable)}\n{sys.version}\n{bundled}".encode()).hexdigest()[:12]
+    key = f"venv-with-pip-py{sys.version_info[0]}{sys.version_info[1]}-pip{bundled}-{tag}"
+    root = cache_dir() / "templates" / key
+    marker = root.parent / f"{key}.complete"
+    with _locked(key):
+        if not (marker.exists() and (root / "bin" / "python").exists()):
+            shutil.rmtree(root, ignore_errors=True)
+            _run([sys.executable, "-m", "venv", root])
+            marker.write_text(f"{sys.executable} -m venv {root}\n")
+    return root
+
+
+def _copy_venv(template: Path, root: Path) -> None:
+    """Copy a venv to `root` and make it the one `python -m venv ROOT` makes there.
+
+    What a venv holds of its own path: pyvenv.cfg's `command`, the activate scripts and the `#!` of pip's console
+    scripts. Those are rewritten, and the RECORD rows of rewritten files get their new hash and size, as pip writes
+    them for a script it makes there. Links stay links (bin/python, lib64); file times are kept, so the bytecode
+    stays valid for its sources (the interpreter fixes a code object's file name when it loads it)."""
+    shutil.copytree(template, root, symlinks=True)
+    old, new = os.fsencode(template), os.fsencode(root)
+    rewritten: dict[Path, bytes] = {}
+    for path in [root / "pyvenv.cfg", *sorted((root / "bin").iterdir())]:
+        if path.is_symlink() or not path.is_file():
+            continue
+        data = path.read_bytes()
+        if old in data:
+            stat = path.stat()
+            data = data.replace(old, new)
+            path.write_bytes(data)
+            os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+            rewritten[path] = data
+    _fix_record_rows(root, rewritten)
+
+
+def _fix_record_rows(root: Path, rewritten: Mapping[Path, bytes]) -> None:
+    """Give the RECORD rows of files rewritten under `root` their new sha256 and size, times kept."""
+    if not rewritten:
+        return
+    for record in root.glob("lib/python*/site-packages/*.dist-info/RECORD"):
+        site = record.parent.parent
+        rows = list(csv.reader(io.StringIO(record.read_text())))
+        changed = False
+        for row in rows:
+            if len(row) != 3:
+                continue
+            data = rewritten.get(Path(os.path.normpath(site / row[0])))
+            if data is not None:
+                row[1], row[2] = _record_hash(data), str(len(data))
+                changed = True
+        if changed:
+            stat = record.stat()
+            text = io.StringIO()
+            csv.writer(text, lineterminator="\n").writerows(rows)
+            record.write_text(text.getvalue())
+            os.utime(record, ns=(stat.st_atime_ns, stat.st_mtime_ns))
 
 
 def _count_pyc(path: Path) -> int:
@@ -422,9 +524,151 @@ def install(env: Env, *wheels_or_specs: Path | str, installer: Installer = "pip"
     argv += [*extra_args, *items]
     before = _count_pyc(env.site_packages)
     start = time.perf_counter()
-    _run(argv, cwd=env.root)
+    # the kept change is a tab-separated manifest: an env whose path holds a tab or a line break (the hostile-name
+    # tests) gets the real installer every time
+    plain_root = not any(c in str(env.root) for c in "\t\n\r")
+    if offline and plain_root and all(cache_dir() in Path(i).resolve().parents for i in items):
+        _memoized_install(env, argv, installer)
+    else:
+        _run(argv, cwd=env.root)
     seconds = time.perf_counter() - start
     return Installed(installer, argv, seconds, _count_pyc(env.site_packages) - before)
+
+
+# --------------------------------------------------------------------------- installs made once
+
+
+_ROOT_MARK = b"\x00env-root\x00"
+
+
+def _tree(root: Path) -> dict[str, tuple[str, str]]:
+    """Every entry under `root`: relative path -> (kind, the sha256 of its bytes with `root` written as a mark, or a
+    link's target). What the env holds of its own path does not tell two envs in the same state apart."""
+    own = os.fsencode(root)
+    entries: dict[str, tuple[str, str]] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        base = Path(dirpath)
+        for name in [*dirnames, *filenames]:
+            path = base / name
+            rel = path.relative_to(root).as_posix()
+            if path.is_symlink():
+                entries[rel] = ("link", os.readlink(path))
+            elif path.is_dir():
+                entries[rel] = ("dir", "")
+            else:
+                # a .pyc: its code, not its header (the source's time), and the file name it was compiled under
+                data = path.read_bytes()[16:] if name.endswith(".pyc") else path.read_bytes()
+                data = data.replace(own, _ROOT_MARK)
+                if name == "RECORD":  # the paths an installer acts on; the hashes of a script depend on the root
+                    data = re.sub(rb",[^,\n]*,[0-9]*$", b"", data, flags=re.MULTILINE)
+                entries[rel] = ("file", hashlib.sha256(data).hexdigest())
+    return entries
+
+
+def _memoized_install(env: Env, argv: Sequence[str], installer: Installer) -> None:
+    """An install of cached wheels that is made once per (installer, its version, arguments, wheels, the env's state
+    before): the first one runs the real installer, and what it changed under the env's root (files, with their
+    bytes and times; directories; removals) is kept in the cache. A later install of the same wheels into an env in
+    the same state is that change applied: what the installer writes holding the env's own path (a script's `#!`)
+    is written with this env's path and its RECORD row with its new hash and size, as the installer writes them
+    there. Every time is moved by the same whole seconds to now, so install order stays readable from the times
+    and each `.pyc` (whose header holds its source's time) stays valid. `pip --python` starts two interpreters
+    for each install, 1 to 10 s on two busy cores; the apply takes a fraction of that."""
+    before = _tree(env.root)
+    version = _dist_version("pip") if installer == "pip" else _dist_version("uv")
+    words = [w.replace(str(env.python), "<python>") for w in argv[1:]]
+    if installer == "pip":
+        words = words[2:]  # `-m pip`: the host interpreter's own path is the one of the test run
+    identity = [installer, version, sys.version, *words]
+    for item in argv:
+        if item.endswith(".whl"):
+            stat = Path(item).stat()
+            identity.append(f"{Path(item).name} {stat.st_size} {stat.st_mtime_ns}")
+    identity.append(hashlib.sha256(repr(sorted(before.items())).encode()).hexdigest())
+    key = hashlib.sha256("\n".join(identity).encode()).hexdigest()[:24]
+    store = cache_dir() / "installs" / key
+    if not (store / "manifest.txt").exists():
+        _run(argv, cwd=env.root)
+        _keep_install(env, before, store)
+        return
+    _apply_install(env, store)
+
+
+def _keep_install(env: Env, before: dict[str, tuple[str, str]], store: Path) -> None:
+    after = _tree(env.root)
+    removed = sorted(rel for rel in before if rel not in after or after[rel][0] != before[rel][0])
+    changed = sorted(rel for rel, entry in after.items() if before.get(rel) != entry)
+    store.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="making-", dir=store.parent))
+    try:
+        lines = [f"root\t{env.root}"]
+        lines += [f"remove\t{rel}" for rel in removed]
+        for rel in changed:
+            kind, what = after[rel]
+            source = env.root / rel
+            if kind == "dir":
+                lines.append(f"dir\t{rel}")
+            elif kind == "link":
+                lines.append(f"link\t{rel}\t{what}")
+            else:
+                stat = source.stat()
+                (work / "files" / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, work / "files" / rel)
+                lines.append(f"file\t{rel}\t{stat.st_mtime_ns}\t{stat.st_mode & 0o7777:o}")
+        (work / "manifest.txt").write_text("\n".join(lines) + "\n")
+        try:
+            os.rename(work, store)  # atomic; a concurrent worker that kept the same install first wins
+        except OSError:
+            pass
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _apply_install(env: Env, store: Path) -> None:
+    lines = [line.split("\t") for line in (store / "manifest.txt").read_text().splitlines()]
+    old, new = os.fsencode(lines[0][1]), os.fsencode(env.root)
+    files = [line for line in lines if line[0] == "file"]
+    # Whole seconds, so .pyc headers shift exactly; the latest file (the RECORD, written last) lands in the
+    # coming second, and the apply ends only once that second has begun: an install after this one, replayed or
+    # real, is never older than it (the doctor reads the order of installs from the RECORDs' times).
+    latest = max((int(line[2]) for line in files), default=time.time_ns())
+    shift = max(0, -(-(time.time_ns() - latest) // 1_000_000_000))
+    rewritten: dict[Path, bytes] = {}
+    for line in lines[1:]:
+        target = env.root / line[1]
+        if line[0] == "remove":
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)
+            elif target.exists() or target.is_symlink():
+                target.unlink()
+        elif line[0] == "dir":
+            target.mkdir(parents=True, exist_ok=True)
+        elif line[0] == "link":
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.exists() or target.is_symlink():
+                target.unlink()
+            os.symlink(line[2], target)
+    for _, rel, mtime, mode in files:
+        target = env.root / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        data = (store / "files" / rel).read_bytes()
+        if rel.endswith(".pyc"):
+            if len(data) >= 16 and data[4:8] == b"\0\0\0\0":  # timestamp-based: the source's time, in seconds
+                stamp = (int.from_bytes(data[8:12], "little") + shift) & 0xFFFFFFFF
+                data = data[:8] + stamp.to_bytes(4, "little") + data[12:]
+        elif old in data:
+            data = data.replace(old, new)
+            rewritten[target] = data
+        if target.is_symlink():
+            target.unlink()
+        target.write_bytes(data)
+        os.chmod(target, int(mode, 8))
+        stamp_ns = int(mtime) + shift * 1_000_000_000
+        os.utime(target, ns=(stamp_ns, stamp_ns))
+    _fix_record_rows(env.root, rewritten)
+    wait_ns = latest + shift * 1_000_000_000 - time.time_ns()
+    if wait_ns > 0:
+        time.sleep(wait_ns / 1e9 + 0.001)
 
 
 def uninstall(env: Env, *names: str, installer: Installer = "pip") -> None:

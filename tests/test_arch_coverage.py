@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from conftest import Doctor, findings_of
-from realenv import Env, build_wheel, install, make_venv
+from realenv import Env, build_wheel, install, make_venv, nvcc_builds
 from stacks import add_to_path, torch_site, vllm_site
 
 from dflash_doctor.check import Context
@@ -87,21 +87,10 @@ OTHER_PY_SUFFIX = EXT_SUFFIX.replace(f"-{sys.version_info[0]}{sys.version_info[1
 
 
 @pytest.fixture(scope="session")
-def kernels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The four builds, compiled once per session, in parallel (CI has two cores)."""
-    out = tmp_path_factory.mktemp("kernels")
-    source = out / "kernel.cu"
-    source.write_text(KERNEL)
-    paths = {name: out / f"lib{name}.so" for name in BUILDS}
-    procs = {
-        name: subprocess.Popen([str(NVCC), "-shared", "-Xcompiler", "-fPIC", *args, "-o", str(paths[name]),
-                                str(source)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        for name, args in BUILDS.items()
-    }
-    for name, proc in procs.items():
-        output, _ = proc.communicate(timeout=600)
-        assert proc.returncode == 0, f"nvcc {name} failed:\n{output.decode(errors='replace')}"
-    return paths
+def kernels() -> dict[str, Path]:
+    """The four builds, compiled in parallel (CI has two cores), once per machine and nvcc in the test cache
+    (`realenv.nvcc_builds`); the tests read them and never write there."""
+    return nvcc_builds(str(NVCC), KERNEL, {name: ["-shared", "-Xcompiler", "-fPIC", *args] for name, args in BUILDS.items()})
 
 
 def _flash_attn_env(root: Path, name: str, library: Path, extra: Mapping[str, bytes] | None = None) -> Env:

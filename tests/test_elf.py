@@ -62,13 +62,13 @@ OPTIONAL_BUILDS = {"blackwell"}
 
 
 @pytest.fixture(scope="session")
-def cuda_libs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Shared libraries (and one -rdc object) built once per session, the nvcc runs in parallel."""
+def cuda_libs() -> dict[str, Path]:
+    """Shared libraries (and one -rdc object) built once per machine and nvcc, in the test cache
+    (`realenv.nvcc_builds`); the tests read them and never write there."""
     if NVCC is None:
         pytest.skip("nvcc not on PATH")
-    out = tmp_path_factory.mktemp("cuda")
-    source = out / "kernel.cu"
-    source.write_text(KERNEL)
+    from realenv import nvcc_builds
+
     shared = ["-shared", "-Xcompiler", "-fPIC"]
     builds = {
         "raw": [*shared, *_gencode(HOPPER), "-Xfatbin", "-compress=false"],
@@ -76,22 +76,7 @@ def cuda_libs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "blackwell": [*shared, *_gencode(BLACKWELL)],
         "rdc": ["-c", "-rdc=true", "-Xcompiler", "-fPIC", "-gencode", "arch=compute_86,code=sm_86"],
     }
-    paths = {name: out / (f"{name}.o" if name == "rdc" else f"lib{name}.so") for name in builds}
-    procs = {
-        name: subprocess.Popen(
-            [NVCC, *args, "-o", str(paths[name]), str(source)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-        )
-        for name, args in builds.items()
-    }
-    for name, proc in procs.items():
-        output, _ = proc.communicate(timeout=300)
-        if proc.returncode != 0 and name in OPTIONAL_BUILDS:
-            del paths[name]
-            continue
-        assert proc.returncode == 0, f"nvcc {name} failed:\n{output.decode(errors='replace')}"
-    return paths
+    return nvcc_builds(NVCC, KERNEL, builds, frozenset(OPTIONAL_BUILDS), outputs={"rdc": "rdc.o"})
 
 
 def _built(libs: dict[str, Path], name: str) -> Path:
@@ -108,12 +93,12 @@ def _section(path: Path, name: str) -> tuple[int, int, int]:
 
 
 @pytest.fixture(scope="session")
-def relocated(cuda_libs: dict[str, Path]) -> Iterator[dict[str, Path]]:
+def relocated(cuda_libs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
     """The raw library with `.nv_fatbin` renamed away (only `.nvFatBinSegment` leads to the data), and a
     copy whose wrappers hold 0 in place of the data address, as lld leaves them (address in .rela.dyn)."""
     if shutil.which("objcopy") is None:
         pytest.skip("objcopy not on PATH")
-    moved = cuda_libs["raw"].with_name("libmoved.so")
+    moved = tmp_path_factory.mktemp("relocated") / "libmoved.so"
     subprocess.run(
         ["objcopy", "--rename-section", ".nv_fatbin=.rodata.moved", str(cuda_libs["raw"]), str(moved)],
         check=True,

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from dflash_doctor.check import Context
+from dflash_doctor.check import Check, Context
 from dflash_doctor.checks.gpu import CudaStackCheck, GpuCheck, KernelsCheck
 from dflash_doctor.checks.gpu.common import resolve_visible
 from dflash_doctor.registry import CODES
@@ -48,14 +48,12 @@ def run(sections: Mapping[str, Any], prior: list[CheckResult] | None = None,
                          if c.needs - {"target", "distributions"} <= set(sections)]
     if prior:
         # A check that ran before (an import check) goes through judge() like any other.
-        class Replay:
+        class Replay(Check):
             def __init__(self, result: CheckResult) -> None:
                 self.result = result
-                self.id, self.layer, self.title = result.id, result.layer, result.title
+                self.id, self.layer, self.title = result.id, result.layer, result.title  # type: ignore[misc]
 
-            needs: frozenset[str] = frozenset()
-            after: frozenset[str] = frozenset()
-            requires_gpu = False
+            needs = frozenset()
 
             def judge(self, facts: Any) -> tuple[Finding, ...]:
                 return self.result.findings

@@ -55,7 +55,11 @@ def test_the_command_table_and_the_parsers_name_the_same_commands() -> None:
 
 
 def test_every_package_directory_is_shipped() -> None:
-    listed = set(PYPROJECT["tool"]["setuptools"]["packages"])
+    from setuptools import find_packages
+
+    found = PYPROJECT["tool"]["setuptools"]["packages"]["find"]
+    assert found["include"] == ["dflash_doctor", "dflash_doctor.*"]
+    listed = set(find_packages(str(ROOT), include=found["include"]))
     on_disk = {".".join(p.parent.relative_to(ROOT).parts) for p in ROOT.joinpath("dflash_doctor").rglob("__init__.py")}
     assert on_disk - listed == set()
     assert "dflash_doctor.checks" in listed and "checks" not in listed  # never a top-level `checks`

@@ -7,6 +7,7 @@ learns it on a user's machine: the markers it reads from that release's installe
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 from collections.abc import Mapping
@@ -652,3 +653,85 @@ def test_vllm_use_v2_model_runner_0_is_refused_from_0_34_0_only() -> None:
     assert vllm_validate_environ("0.33.0")({"VLLM_MARLIN_INPUT_DTYPE": "int8"}, True) == (None, [])
     assert vllm_validate_environ("0.34.0")({"VLLM_MARLIN_INPUT_DTYPE": "int8"}, False)[0].startswith(
         "VLLM_MARLIN_INPUT_DTYPE has been removed.")
+
+
+# The --spec-* flags' grid: (--speculative-config as given, --spec-method, --spec-model, --spec-tokens).
+SPEC_FLAG_GRID: list[tuple[dict[str, Any] | None, str | None, str | None, int | None]] = [
+    (None, None, None, None),
+    (None, "dflash", "/models/d", 15),
+    (None, None, "/models/d", None),
+    ({"method": "dflash", "model": "/models/d"}, None, None, 15),
+    ({"method": "dflash", "num_speculative_tokens": 7}, None, "/models/d", None),
+    ({"method": "dflash", "model": "/models/d"}, None, "/models/e", 15),
+    ({"model": "/models/d"}, "dflash", "/models/e", None),
+    ({"num_speculative_tokens": 15}, "dflash", "/models/d", 7),
+    ({"method": "eagle3"}, "dflash", None, None),
+    ({}, None, None, 3),
+]
+
+
+@pytest.mark.parametrize("version", MATRIX)
+def test_the_spec_flags_merge_as_each_releases_create_speculative_config_merges_them(version: str) -> None:
+    """--spec-method/--spec-model/--spec-tokens: where the release has them (its parser adds them, its
+    create_speculative_config merges them), the doctor's merge gives the release's config or its "mutually
+    exclusive" error on every row of the grid; where it has none, the doctor's range says the flags are unknown."""
+    from vllm_release import release_function
+
+    from dflash_doctor.facts.envfacts import release
+    from dflash_doctor.facts.serve_args import merge_spec_flags
+    from dflash_doctor.knowledge.vllm_cli import SPEC_FLAGS
+
+    source = (vllm_source(version) / "engine/arg_utils.py").read_text()
+    has_flags = all(f'"{flag}"' in source for flag in SPEC_FLAGS.value["flags"])
+    assert has_flags == (release(version) >= release(SPEC_FLAGS.value["range"][0])), version
+    if not has_flags:
+        return
+    create = release_function(version, "engine/arg_utils.py", "EngineArgs.create_speculative_config",
+                              {"SpeculativeConfig": lambda **kwargs: kwargs})
+    disagree = []
+    for given, method, model, tokens in SPEC_FLAG_GRID:
+        engine_args = SimpleNamespace(speculative_config=copy.deepcopy(given), spec_method=method, spec_model=model,
+                                      spec_tokens=tokens)
+        try:
+            built = create(engine_args, "target-model-config", "target-parallel-config")
+            expected: Any = None if built is None else {k: v for k, v in built.items() if not k.startswith("target_")}
+        except ValueError as exc:
+            expected = str(exc)
+        merged, _, conflict = merge_spec_flags(copy.deepcopy(given), {"spec_method": method, "spec_model": model,
+                                                                      "spec_tokens": tokens})
+        doctor = conflict if conflict is not None else merged
+        if doctor != expected:
+            disagree.append(f"{given} {method} {model} {tokens}: vLLM {expected}, doctor {doctor}")
+    assert not disagree, f"vLLM {version}:\n" + "\n".join(disagree)
+
+
+@pytest.mark.parametrize("version", MATRIX)
+def test_a_config_file_and_a_flags_prefix_are_read_as_each_releases_parser_reads_them(version: str,
+                                                                                      tmp_path: Path) -> None:
+    """--config FILE.yaml: the release's own FlexibleArgumentParser._pull_args_from_config and load_config_file
+    (compiled from its sdist, with PyYAML) and the doctor's pull_config_file put the same flags in the same place;
+    and no release turns argparse's allow_abbrev off, so a flag's prefix stays the flag."""
+    from vllm_release import release_function
+
+    from dflash_doctor.facts.serve_config_file import pull_config_file
+
+    yaml = pytest.importorskip("yaml")
+    assert "allow_abbrev" not in (vllm_source(version) / "utils/argparse_utils.py").read_text()
+    config = tmp_path / "serve.yaml"
+    config.write_text("tensor-parallel-size: 2\nmax_model_len: 8192\nenforce-eager: true\nenable-prefix-caching: "
+                      "false\nspeculative-config:\n  method: dflash\n  model: /models/d\n  num_speculative_tokens: 15\n"
+                      "api-key: [k1, k2]\n")
+    rel = "utils/argparse_utils.py"
+    load = release_function(version, rel, "FlexibleArgumentParser.load_config_file", {"yaml": yaml, "json": json})
+    pull = release_function(version, rel, "FlexibleArgumentParser._pull_args_from_config", {})
+    # the actions the parser has, for `--no-KEY` (0.28.0 and later): vLLM's boolean flags take --no-KEY
+    parser = SimpleNamespace(_option_string_actions={"--no-enable-prefix-caching": None, "--no-enforce-eager": None})
+    parser.load_config_file = lambda path: load(parser, path)  # type: ignore[attr-defined]
+    for args in (["m", "--config", str(config), "-tp", "4"], ["--config", str(config), "--model", "m"],
+                 ["m", "-tp", "4", "--config", str(config), "--port", "8001"]):
+        expected = pull(parser, list(args))
+        got, facts = pull_config_file(args, str(tmp_path))
+        assert facts is not None and facts["loaded"]
+        if "--no-enable-prefix-caching" not in expected:  # 0.27.1 and older drop a false key; the doctor keeps it
+            got = [w for w in got if w != "--no-enable-prefix-caching"]
+        assert got == expected, (version, args)

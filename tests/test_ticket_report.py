@@ -21,6 +21,9 @@ import pytest
 from conftest import Doctor, finding, validate_report
 from realenv import HANG_ON_IMPORT, Env, build_wheel, fa4_wheel, install, make_venv, uninstall
 
+from dflash_doctor.check import Check
+from dflash_doctor.model import Finding
+
 TOKENS = {
     "HF_TOKEN": "hf_" + "Zq8" * 12,
     "OPENAI_API_KEY": "sk-proj-" + "Xk2" * 8,
@@ -385,15 +388,13 @@ def _exiting_collector(_ctx: object, _earlier: object) -> dict[str, object]:
     raise SystemExit("a plugin called sys.exit()")  # not an Exception: the runner does not catch it
 
 
-class _NeedsExiting:
+class _NeedsExiting(Check):
     id = "exiting"
     layer = "python"
     title = "A check whose collector exits"
     needs = frozenset({"exiting"})
-    after: frozenset[str] = frozenset()
-    requires_gpu = False
 
-    def judge(self, facts: object) -> list[object]:
+    def judge(self, facts: object) -> list[Finding]:
         raise AssertionError("never judged: its facts never came")
 
 
@@ -417,7 +418,7 @@ def test_when_the_doctor_itself_fails_the_facts_it_has_are_still_judged(tmp_path
 def test_a_result_whose_facts_break_the_report_leaves_the_report_of_what_is_certain() -> None:
     """A check result whose facts cannot be written (here: pairs of three, not a mapping) does not take the
     report down: the results go out without their facts, with the doctor's own failure, marked partial."""
-    from dflash_doctor.model import CheckResult, Finding, Status
+    from dflash_doctor.model import CheckResult, Status
     from dflash_doctor.report.document import finish
 
     broken = CheckResult("distributions", "python", "Distributions", Status.PASS,

@@ -16,8 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from realenv import cache_dir, fa2_wheel, fa4_wheel  # noqa: E402
-from stacks import (  # noqa: E402
+from realenv import _venv_with_pip_template, cache_dir, fa2_wheel, fa4_wheel
+from stacks import (
     KERNEL_WHEELS,
     cudart12_library,
     fa2_wheel_with_foreign_extension,
@@ -26,10 +26,10 @@ from stacks import (  # noqa: E402
     vllm_python,
     vllm_site,
 )
-from vllm_release import MATRIX  # noqa: E402
-from vllm_sources import pypi_sdist, vllm_source  # noqa: E402
+from vllm_release import MATRIX
+from vllm_sources import pypi_sdist, vllm_source
 
-from dflash_doctor.knowledge import vllm as vl  # noqa: E402
+from dflash_doctor.knowledge import vllm as vl
 
 # The vLLM wheels the scenario tests install, and the sdists whose source the tests read.
 VLLM_WHEELS = ("0.20.1", "0.24.0", "0.33.0")  # 0.33.0: `vllm download-kernels` (test_kernel_packages.py)
@@ -49,6 +49,7 @@ def _steps() -> list[tuple[str, Callable[[], object]]]:
         ("flash-attn 2.8.3 built from its sdist", fa2_wheel),
         ("flash-attn 2.8.3 with a foreign extension", fa2_wheel_with_foreign_extension),
         ("torch 2.13.0 (CPU) builder", torch_site),
+        ("the venv with pip that tests copy", _venv_with_pip_template),
     ]
     steps += [(f"flash-attn {v} sdist", lambda v=v: pypi_sdist("flash-attn", v)) for v in FA2_SDISTS]
     steps += [(f"vLLM {v} wheel, installed", lambda v=v: vllm_site(v)) for v in VLLM_WHEELS]

@@ -46,19 +46,28 @@ def with_switch(argv: Sequence[str], flag: str) -> str:
 
 
 _SPEC_FLAGS = ("--speculative-config", "-sc")
+# The flags vLLM 0.22.0 and later merge into the speculative config (knowledge.vllm_cli SPEC_FLAGS).
+_SPEC_KEY_FLAGS = ("--spec-method", "--spec-model", "--spec-tokens")
 
 
 def _is_spec_flag(word: str) -> bool:
-    """--speculative-config in any spelling vLLM reads: `-sc`, underscores, `=VALUE`, and `.KEY` for one key."""
+    """--speculative-config in any spelling vLLM reads: `-sc`, underscores, `=VALUE`, and `.KEY` for one key; and
+    --spec-method/--spec-model/--spec-tokens, whose keys the replacing config holds (vLLM refuses a key given
+    both ways). A long flag's unambiguous prefix is that flag, as argparse reads it."""
     flag = word.partition("=")[0]
     head = flag.partition(".")[0]
-    return (head.replace("_", "-") if head.startswith("--") else head) in _SPEC_FLAGS
+    name = head.replace("_", "-") if head.startswith("--") else head
+    if name in _SPEC_FLAGS or name in _SPEC_KEY_FLAGS:
+        return True
+    if not name.startswith("--spec") or "." in flag:
+        return False
+    return len([f for f in (*_SPEC_FLAGS, *_SPEC_KEY_FLAGS) if f.startswith(name)]) == 1
 
 
 def with_spec(argv: Sequence[str], spec: Mapping[str, Any]) -> str:
     """The user's own serve command with its speculative config replaced by `spec` (every --speculative-config,
-    -sc and --speculative-config.KEY given is dropped, one --speculative-config JSON appended), quoted for the
-    shell."""
+    -sc, --speculative-config.KEY and --spec-method/--spec-model/--spec-tokens given is dropped, one
+    --speculative-config JSON appended), quoted for the shell."""
     words = list(argv)
     out: list[str] = []
     i = 0

@@ -25,7 +25,7 @@ def main(argv: Sequence[str]) -> int:
     width = max((len(lc.check.id) for lc in loaded), default=10)
     for lc in loaded:
         check = lc.check
-        gpu = " (GPU)" if getattr(check, "requires_gpu", False) else ""
+        gpu = " (GPU)" if check.requires_gpu else ""
         origin = "" if lc.origin == "builtin" else f"  [plugin: {lc.origin}]"
         write(f"{check.id:<{width}}  {check.layer:<8}  {check.title}{gpu}{origin}\n")
     for error in errors:

@@ -25,6 +25,7 @@ from dflash_doctor.context import Context
 from dflash_doctor.facts.fabric_host import host_facts, sysfs_bdf
 from dflash_doctor.facts.nvml import _error_name, _text
 from dflash_doctor.facts.probes import ProbeOutcome, run_probe
+from dflash_doctor.facts.serve_shapes import ServeArgs
 
 __all__ = ["collect", "group_size", "nvml_fabric"]
 
@@ -88,7 +89,9 @@ def collect(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
 def group_size(serve_args: Any, gpu: Mapping[str, Any]) -> tuple[int, str]:
     """The TP size to test: the serve command's, else every GPU a CUDA process will see."""
     if isinstance(serve_args, dict) and serve_args.get("given") and not serve_args.get("program_error"):
-        tp = (serve_args.get("fields") or {}).get("tensor_parallel_size")
+        serve = ServeArgs.read(serve_args)  # the TP vLLM's own validation resolved, where it ran
+        tp = serve.as_resolved().fields.tensor_parallel_size if serve is not None else \
+            (serve_args.get("fields") or {}).get("tensor_parallel_size")
         return (tp if isinstance(tp, int) and tp >= 1 else 1), "serve command"
     visible = (gpu.get("environ") or {}).get("CUDA_VISIBLE_DEVICES")
     count = len(gpu.get("devices") or [])

@@ -153,8 +153,12 @@ def _names(ctx: Context, earlier: Mapping[str, Any]) -> tuple[str | None, str | 
     fields = serve.get("fields") or {}
     spec = (serve.get("speculative_config") or {}).get("value")
     spec_model = spec.get("model") if isinstance(spec, dict) else None
+    # The drafter vLLM's own validation resolved (the command's --speculative-config or --spec-model), where it ran.
+    validation = (serve.get("vllm_parser") or {}).get("validation") or {}
+    resolved = (validation.get("served") or {}).get("draft_model") if validation.get("ok") else None
+    drafter = resolved if isinstance(resolved, str) and resolved else spec_model
     return (fields.get("model") if isinstance(fields.get("model"), str) else None,
-            spec_model if isinstance(spec_model, str) else None, "serve")
+            drafter if isinstance(drafter, str) else None, "serve")
 
 
 def speculators_launch(model: Mapping[str, Any], cwd: str) -> dict[str, Any] | None:

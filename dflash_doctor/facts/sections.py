@@ -6,10 +6,11 @@ only the collectors those sections need. A collector is an object that holds its
 so a reader or a tool follows the runner to it); this module is imported only by a run, not by the command line.
 
 Each section a built-in collector provides has one declared shape: a frozen dataclass (`dflash_doctor.shape.Shape`)
-in the `*_shapes.py` module next to its collector, its class listed in `SECTION_SHAPES`. Checks, reporters, the
+in the `*_shapes.py` module next to its collector, named in its collector's row (`Collector.of`), from which
+`SECTION_SHAPES` and the sections of the target process (`HOST_SECTIONS`, `TORCH_SECTIONS`) are derived. Checks, reporters, the
 fingerprint and the fleet read facts through these shapes (`Facts.section(Shape)`, `Shape.read(data)`),
 never by re-deriving a dict's shape. A new section: declare its shape there, with a default for every key
-an older report may lack, and add it to `SECTION_SHAPES` (tests/test_fact_shapes.py checks the real output).
+an older report may lack, and name it in its collector's row (tests/test_fact_shapes.py checks the real output).
 
 Third-party collectors register under the entry-point group `dflash_doctor.collectors`: the entry
 point's value is a `Collector` (its function a callable; "module:function", the older form, is still read).
@@ -20,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any
+from typing import Any, Literal
 
 from dflash_doctor.facts import (
     archs,
@@ -53,17 +54,15 @@ from dflash_doctor.facts.vllm_source_shapes import VllmServeImports, VllmSource,
 from dflash_doctor.shape import Shape
 
 __all__ = ["BUILTIN_COLLECTORS", "COLLECTOR_GROUP", "HOST_SECTIONS", "SECTION_SHAPES", "SHARED_IMPORTS", "TORCH_SECTIONS",
-           "Collector",
+           "Collector", "Process",
            "collectors_for", "shape_of"]
 
 COLLECTOR_GROUP = "dflash_doctor.collectors"
 
-# Sections whose probes import the target's stack. They run as forked children of one target process
-# per run (`facts.probes.TargetHost`) that imported SHARED_IMPORTS first.
-HOST_SECTIONS = frozenset({"rotary_import", "surface_imports", "extensions", "cuda_stack", "kernels", "serve_args"})
-# The sections whose probes use torch itself (the GPU layers). The others reach torch only through a stack
-# package that loads it (knowledge.stack.TORCH_USERS): without one installed, the shared process imports nothing.
-TORCH_SECTIONS = frozenset({"cuda_stack", "kernels"})
+Process = Literal["doctor", "target", "torch"]
+"""Where a collector's work runs: "doctor", in the doctor's own process (files, NVML) or a probe of its own;
+"target", a probe forked from the run's one target process (`facts.probes.TargetHost`) that imported the
+target's stack (SHARED_IMPORTS) first; "torch", such a probe that uses torch itself (the GPU layers)."""
 
 CollectFn = Callable[..., Mapping[str, Any]]
 """function(context, earlier_sections) -> {section: facts}; partial ones also take `wanted=`."""
@@ -84,6 +83,16 @@ class Collector:
     after: tuple[str, ...] = ()
     """Sections to wait for when the run collects them anyway (never collected for this one, nor passed in): an
     order between two collectors that compete for one resource, the one on the run's critical path first."""
+    shapes: tuple[type[Shape], ...] = ()
+    """The declared shape of each section in `provides`, in its order (`Collector.of` derives `provides` from
+    them); a third-party collector may declare none."""
+    process: Process = "doctor"
+    """Where its probes run (see `Process`)."""
+
+    @classmethod
+    def of(cls, name: str, shapes: tuple[type[Shape], ...], function: CollectFn | str, **options: Any) -> Collector:
+        """A collector whose sections are its shapes' (`Shape.SECTION`): the one place a built-in section is named."""
+        return cls(name, tuple(shape.SECTION for shape in shapes), function, shapes=shapes, **options)
 
     def load(self) -> CollectFn:
         if not isinstance(self.function, str):
@@ -94,26 +103,12 @@ class Collector:
 
 
 BUILTIN_COLLECTORS: tuple[Collector, ...] = (
-    Collector(
-        "environment",
-        ("target", "sys_path", "distributions", "resolution"),
-        environment.collect,
-    ),
-    Collector(
-        "vllm-source",
-        ("vllm_source",),
-        vllm_source.collect,
-        requires=("distributions", "resolution"),
-    ),
-    Collector(
-        "vllm-surface",
-        ("vllm_surface",),
-        vllm_source.collect_surface,
-        requires=("distributions", "resolution"),
-    ),
-    Collector(
+    Collector.of("environment", (Target, SysPath, Distributions, Resolution), environment.collect),
+    Collector.of("vllm-source", (VllmSource,), vllm_source.collect, requires=("distributions", "resolution")),
+    Collector.of("vllm-surface", (VllmSurface,), vllm_source.collect_surface, requires=("distributions", "resolution")),
+    Collector.of(
         "vllm-serve-imports",
-        ("vllm_serve_imports",),
+        (VllmServeImports,),
         vllm_serve_path.collect,
         requires=("distributions", "resolution", "target"),
         # Both scans parse in the doctor's own process, where one thread runs Python at a time: side by side, each
@@ -121,48 +116,32 @@ BUILTIN_COLLECTORS: tuple[Collector, ...] = (
         # once torch is in); this one is judged only at the end. It then reads the files the other has read.
         after=("vllm_surface",),
     ),
-    Collector(
-        "rotary-import",
-        ("rotary_import",),
-        imports.collect_rotary,
-        requires=("target",),
-    ),
-    Collector(
-        "surface-imports",
-        ("surface_imports",),
-        imports.collect_surface,
-        requires=("vllm_surface", "target"),
-    ),
-    Collector(
-        "extensions",
-        ("extensions",),
-        imports.collect_extensions,
-        requires=("target", "distributions", "resolution"),
-    ),
-    Collector("kernel-files", ("kernel_files",), kernel_files.collect,
-              requires=("target", "sys_path", "distributions")),
-    Collector("nvml", ("gpu",), nvml.collect),
-    Collector("arch-coverage", ("arch_coverage",), archs.collect,
-              requires=("distributions", "target")),
-    Collector("cuda", ("cuda_stack", "kernels"), cuda.collect, partial=True),
-    Collector("serve-args", ("serve_args",), serve.collect_args, requires=("target", "gpu")),
-    Collector("models", ("models",), models.collect, requires=("serve_args",)),
-    Collector("vllm-dflash", ("vllm_dflash",), serve.collect_vllm,
-              requires=("distributions", "resolution", "models")),
-    Collector("fabric", ("fabric",), fabric.collect, requires=("gpu", "serve_args")),
-    Collector("live", ("live",), live.collect),
-    Collector("baseline", ("baseline", "file_hashes"), baseline.collect, requires=("target", "distributions")),
+    Collector.of("rotary-import", (RotaryImport,), imports.collect_rotary, requires=("target",), process="target"),
+    Collector.of("surface-imports", (SurfaceImports,), imports.collect_surface, requires=("vllm_surface", "target"),
+                 process="target"),
+    Collector.of("extensions", (Extensions,), imports.collect_extensions,
+                 requires=("target", "distributions", "resolution"), process="target"),
+    Collector.of("kernel-files", (KernelFiles,), kernel_files.collect, requires=("target", "sys_path", "distributions")),
+    Collector.of("nvml", (Gpu,), nvml.collect),
+    Collector.of("arch-coverage", (ArchCoverage,), archs.collect, requires=("distributions", "target")),
+    Collector.of("cuda", (CudaStack, Kernels), cuda.collect, partial=True, process="torch"),
+    Collector.of("serve-args", (ServeArgs,), serve.collect_args, requires=("target", "gpu"), process="target"),
+    Collector.of("models", (Models,), models.collect, requires=("serve_args",)),
+    Collector.of("vllm-dflash", (VllmDflash,), serve.collect_vllm, requires=("distributions", "resolution", "models")),
+    Collector.of("fabric", (Fabric,), fabric.collect, requires=("gpu", "serve_args")),
+    Collector.of("live", (Live,), live.collect),
+    Collector.of("baseline", (BaselineFacts, FileHashes), baseline.collect, requires=("target", "distributions")),
 )
 
-
-# The declared shape of each section the built-in collectors provide (a `Shape` in the `*_shapes.py` module
-# next to the collector). Checks read a section through it: facts.section(Target).
 SECTION_SHAPES: Mapping[str, type[Shape]] = {
-    shape.SECTION: shape
-    for shape in (Target, SysPath, Distributions, Resolution, VllmSource, VllmSurface, VllmServeImports, RotaryImport,
-                  SurfaceImports, Extensions, Gpu, ArchCoverage, CudaStack, Kernels, ServeArgs, Models, VllmDflash,
-                  Fabric, Live, BaselineFacts, FileHashes, KernelFiles)
-}
+    shape.SECTION: shape for collector in BUILTIN_COLLECTORS for shape in collector.shapes}
+"""The declared shape of each section the built-in collectors provide (a `Shape` in the `*_shapes.py` module
+next to the collector), from the collectors' rows. Checks read a section through it: facts.section(Target)."""
+HOST_SECTIONS = frozenset(s for c in BUILTIN_COLLECTORS if c.process != "doctor" for s in c.provides)
+"""Sections whose probes import the target's stack: forked children of the run's one target process."""
+TORCH_SECTIONS = frozenset(s for c in BUILTIN_COLLECTORS if c.process == "torch" for s in c.provides)
+"""The sections whose probes use torch itself (the GPU layers). The others reach torch only through a stack
+package that loads it (knowledge.stack.TORCH_USERS): without one installed, the shared process imports nothing."""
 
 
 def shape_of(section: str) -> type[Shape] | None:

@@ -33,7 +33,7 @@ from dflash_doctor.facts.modelfiles import refused_files
 from dflash_doctor.facts.models import hub_cache, resolve_model_path
 from dflash_doctor.facts.probes import ProbeJob, ProbeOutcome, run_probe
 from dflash_doctor.facts.safefile import environment_roots
-from dflash_doctor.facts.serve_args import parse_serve_command
+from dflash_doctor.facts.serve_args import merge_spec_flags, parse_serve_command
 from dflash_doctor.facts.vllm_environ import read_vllm_environ
 from dflash_doctor.facts.vllm_pairing import VllmSources, read_vllm_pairing, target_architectures
 from dflash_doctor.facts.vllm_source import vllm_package_dir
@@ -247,6 +247,15 @@ def _vllm_args(ctx: Context, job: dict[str, Any], models: Sequence[str]) -> tupl
     return outcome, data
 
 
+def _parsed_spec(parsed: Mapping[str, Any], raw: str | None) -> dict[str, Any]:
+    """The speculative config as vLLM's parser left it, with --spec-method/--spec-model/--spec-tokens merged as
+    vLLM's create_speculative_config merges them (the parser keeps them apart until then)."""
+    given = parsed.get("speculative_config")
+    merged, from_flags, conflict = merge_spec_flags(given if isinstance(given, dict) else None, parsed)
+    return {"given": merged is not None, "raw": raw, "value": merged, "error": None, "from_flags": from_flags,
+            "conflict": conflict}
+
+
 def collect_args(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
     options = ctx.options or {}
     serve = options.get("serve") or {}
@@ -256,7 +265,7 @@ def collect_args(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
         return {"serve_args": {"given": False, "assume": assume}}
     started = time.monotonic()
     argv = [str(a) for a in serve["argv"]]
-    subset = parse_serve_command(argv)
+    subset = parse_serve_command(argv, ctx.cwd)
     facts: dict[str, Any] = {"given": True, "argv": argv, "cwd": ctx.cwd, "assume": assume,
                              "environ": {n: os.environ.get(n) for n in ENV_NAMES},
                              "vllm_environ": vllm_environ_names(os.environ)}
@@ -287,16 +296,13 @@ def collect_args(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
         if data.get("available") and isinstance(data.get("fields"), dict):
             parsed = data["fields"]
     if parsed is not None:
-        spec_value = parsed.get("speculative_config")
         facts.update(parser="vllm", fields=dict(parsed), flags_given=vllm_parser["given"], unknown_flags=[],
                      errors=[], program=subset["program"], program_error=None,
-                     speculative_config={"given": spec_value is not None,
-                                         "raw": subset["speculative_config"]["raw"],
-                                         "value": spec_value if isinstance(spec_value, dict) else None,
-                                         "error": None})
+                     speculative_config=_parsed_spec(parsed, subset["speculative_config"]["raw"]))
     else:
         facts.update(parser="subset", **{k: subset[k] for k in ("fields", "flags_given", "unknown_flags", "errors",
-                                                                  "program", "program_error", "speculative_config")})
+                                                                  "program", "program_error", "speculative_config",
+                                                                  "config_file", "abbreviated")})
     facts["vllm_parser"] = vllm_parser
     fields = facts["fields"]
     port = fields.get("port")

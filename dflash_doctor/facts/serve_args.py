@@ -8,6 +8,13 @@ the facts say which parser read the command. The subset follows vLLM 0.20.1's pa
 - `vllm serve MODEL [flags]`, or `python -m vllm.entrypoints.openai.api_server --model MODEL [flags]`;
 - `--flag value` and `--flag=value`; underscores in a flag name read as dashes (`--max_model_len`);
 - `--speculative-config '{json}'` (alias `-sc`), and `--speculative-config.KEY VALUE` for one key;
+- `--spec-method`, `--spec-model`, `--spec-tokens` (vLLM 0.22.0 and later), merged into the speculative config as
+  vLLM's `create_speculative_config` merges them, a key given both ways being vLLM's "mutually exclusive" error
+  (knowledge.vllm_cli SPEC_FLAGS; `merge_spec_flags`);
+- `--config FILE.yaml`: the file's keys as flags, after the model and before the rest (facts.serve_config_file);
+- a long flag's unambiguous prefix (`--max-model 4096`), as argparse's allow_abbrev, which no vLLM release turns
+  off (knowledge.vllm_cli ABBREVIATIONS); read within the subset, so a prefix that only vLLM's other flags make
+  ambiguous is read as the subset's flag;
 - `k/m/g/t` (decimal) and `K/M/G/T` (binary) suffixes for `--max-model-len` and
   `--max-num-batched-tokens`; `--max-model-len auto` (or -1) leaves it to the model;
 - booleans as `--flag` / `--no-flag`;
@@ -23,13 +30,16 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dflash_doctor.documents.jsondoc import parse_json
 from dflash_doctor.facts.secrets import secret_nargs
+from dflash_doctor.facts.serve_config_file import pull_config_file
+from dflash_doctor.knowledge.vllm_cli import SPEC_FLAGS
 
-__all__ = ["FLAGS", "LIST_FLAGS", "SUBSET", "parse_serve_command", "split_program"]
+__all__ = ["FLAGS", "LIST_FLAGS", "SPEC_FLAG_FIELDS", "SUBSET", "merge_spec_flags", "parse_serve_command",
+           "split_program"]
 
 DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
 
@@ -120,7 +130,13 @@ FLAGS: dict[str, tuple[str, Callable[[str], Any] | None]] = {
     "--tool-parser-plugin": ("tool_parser_plugin", _str),
     "--enable-auto-tool-choice": ("enable_auto_tool_choice", None),
     "--enforce-eager": ("enforce_eager", None),
+    "--spec-method": ("spec_method", _str),
+    "--spec-model": ("spec_model", _str),
+    "--spec-tokens": ("spec_tokens", _int),
 }
+
+# --spec-method/--spec-model/--spec-tokens: flag -> (the speculative config's key, the field), vLLM's own table.
+SPEC_FLAG_FIELDS: dict[str, tuple[str, str]] = dict(SPEC_FLAGS.value["flags"])
 
 # Flags whose value is a list (argparse nargs="+"); their values are secrets, never kept in the facts.
 LIST_FLAGS: dict[str, str] = {"--api-key": "api_key"}
@@ -152,6 +168,9 @@ _DEFAULTS: dict[str, Any] = {
     "tool_parser_plugin": None,
     "enable_auto_tool_choice": False,
     "enforce_eager": False,
+    "spec_method": None,
+    "spec_model": None,
+    "spec_tokens": None,
 }
 
 API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
@@ -171,6 +190,38 @@ def split_program(argv: Sequence[str]) -> tuple[list[str], list[str], str | None
                        f"`python -m {API_SERVER_MODULE} --model MODEL [flags]`")
 
 
+def merge_spec_flags(spec: dict[str, Any] | None, fields: Mapping[str, Any]
+                     ) -> tuple[dict[str, Any] | None, list[str], str | None]:
+    """vLLM's `EngineArgs.create_speculative_config` (0.22.0 .. 0.34.0, knowledge.vllm_cli SPEC_FLAGS): each of
+    --spec-method, --spec-model, --spec-tokens given (not None in `fields`) goes into the speculative config under
+    its key, the config made when there was none; a key the config has already is vLLM's ValueError, raised at the
+    first such flag. Returns (the merged config, the flags merged, vLLM's error message or None)."""
+    merged = dict(spec) if spec is not None else None
+    merged_flags: list[str] = []
+    for flag, (key, field) in SPEC_FLAG_FIELDS.items():
+        value = fields.get(field)
+        if value is None:
+            continue
+        if merged is None:
+            merged = {}
+        if key in merged:
+            return merged, merged_flags, str(SPEC_FLAGS.value["conflict"]).format(flag=flag, key=key)
+        merged[key] = value
+        merged_flags.append(flag)
+    return merged, merged_flags, None
+
+
+def _abbreviation(flag: str) -> tuple[str | None, list[str]]:
+    """argparse's allow_abbrev for a long flag that is not one of the subset's: (the one subset flag it is a prefix
+    of, or None; every subset flag it is a prefix of)."""
+    if not flag.startswith("--") or len(flag) < 3 or "." in flag:
+        return None, []
+    names = [*(f for f in FLAGS if f.startswith("--")), *(f"--no-{f[2:]}" for f, (_, c) in FLAGS.items()
+                                                         if c is None and f.startswith("--")), *LIST_FLAGS]
+    matches = [name for name in names if name.startswith(flag)]
+    return (matches[0] if len(matches) == 1 else None), matches
+
+
 def _normalise(flag: str) -> str:
     """FlexibleArgumentParser reads `--max_model_len` as `--max-model-len`."""
     if flag.startswith("--"):
@@ -179,15 +230,23 @@ def _normalise(flag: str) -> str:
     return flag
 
 
-def parse_serve_command(argv: Sequence[str]) -> dict[str, Any]:
-    """Facts about a serve command line, read by the documented subset. Never raises on bad input."""
-    program, args, program_error = split_program(argv)
+def parse_serve_command(argv: Sequence[str], cwd: str | None = None) -> dict[str, Any]:
+    """Facts about a serve command line, read by the documented subset (`cwd`: where `vllm serve` runs, for a
+    relative `--config FILE`). Never raises on bad input."""
+    program, given_args, program_error = split_program(argv)
+    args, config_file = pull_config_file(given_args, cwd)
     fields: dict[str, Any] = dict(_DEFAULTS)
     fields["model"] = None
     given: list[str] = []
     unknown: list[str] = []
     errors: list[dict[str, str]] = []
-    spec: dict[str, Any] = {"given": False, "raw": None, "value": None, "error": None}
+    abbreviated: dict[str, str] = {}
+    if config_file is not None and config_file["error"]:
+        errors.append({"flag": "--config", "message": f"--config: {config_file['error']}"})
+    elif config_file is not None and config_file["unread"]:
+        unknown.append("--config")
+    spec: dict[str, Any] = {"given": False, "raw": None, "value": None, "error": None, "from_flags": [],
+                            "conflict": None}
     dotted: dict[str, Any] = {}
     positional: list[str] = []
     index = 0
@@ -231,6 +290,16 @@ def parse_serve_command(argv: Sequence[str]) -> dict[str, Any]:
             else:
                 errors.append({"flag": flag, "message": f"{flag} expects at least one value"})
             continue
+        if flag not in FLAGS:
+            full, matches = _abbreviation(flag)
+            if len(matches) > 1:
+                errors.append({"flag": flag, "message": f"ambiguous option: {flag} could match {', '.join(matches)}"})
+                if not has_value and index < len(args) and not args[index].startswith("-"):
+                    index += 1
+                continue
+            if full is not None and full != flag:
+                abbreviated[flag] = full
+                flag = full
         negated = flag.startswith("--no-") and f"--{flag[5:]}" in FLAGS and FLAGS[f"--{flag[5:]}"][1] is None
         known = FLAGS.get(f"--{flag[5:]}" if negated else flag)
         if known is None:
@@ -269,8 +338,12 @@ def parse_serve_command(argv: Sequence[str]) -> dict[str, Any]:
         base = fields["speculative_config"] if isinstance(fields["speculative_config"], dict) else {}
         fields["speculative_config"] = {**base, **dotted}
         spec["given"] = True
-    if spec["given"] and spec["error"] is None:
-        spec["value"] = fields["speculative_config"]
+    if spec["error"] is None:
+        merged, spec["from_flags"], spec["conflict"] = merge_spec_flags(
+            fields["speculative_config"] if spec["given"] else None, fields)
+        if merged is not None:
+            fields["speculative_config"] = merged
+            spec.update(given=True, value=merged)
     if positional:
         if len(positional) > 1:
             errors.append({"flag": "MODEL", "message": f"more than one positional argument: {positional}"})
@@ -280,10 +353,12 @@ def parse_serve_command(argv: Sequence[str]) -> dict[str, Any]:
         "parser": "subset",
         "program": program,
         "program_error": program_error,
-        "args": list(args),
+        "args": list(given_args),
         "fields": fields,
         "flags_given": sorted(set(given)),
         "unknown_flags": unknown,
         "errors": errors,
         "speculative_config": spec,
+        "config_file": config_file,
+        "abbreviated": abbreviated,
     }

@@ -6,6 +6,7 @@ The one free-form value is the user's own --speculative-config JSON: it stays ra
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -19,6 +20,7 @@ __all__ = [
     "BackendChoice",
     "BackendInputs",
     "BackendSupport",
+    "ConfigFile",
     "Eagle3Arch",
     "Eagle3Facts",
     "EnvironVerdict",
@@ -89,6 +91,10 @@ class SpeculativeConfig(Shape):
     raw: str | None = None
     value: dict[str, Any] | None = None
     error: str | None = None
+    from_flags: list[str] = field(default_factory=list)
+    """--spec-method/--spec-model/--spec-tokens merged into `value` (facts.serve_args merge_spec_flags)."""
+    conflict: str | None = None
+    """vLLM's "--spec-model and --speculative-config['model'] are mutually exclusive" for this command, or None."""
 
     @property
     def keys(self) -> dict[str, Any]:
@@ -158,6 +164,9 @@ class ServeFields(Shape):
     tool_parser_plugin: str | None = None
     enable_auto_tool_choice: bool | None = None
     enforce_eager: bool | None = None
+    spec_method: str | None = None
+    spec_model: str | None = None
+    spec_tokens: int | None = None
     port: int | None = None
     host: str | None = None
     headless: bool | None = None
@@ -253,7 +262,9 @@ class VllmAttention(Shape):
 
 @dataclass(frozen=True)
 class Served(Shape):
-    """What vLLM's validation settled on (derived or lowered), for the checks to compare with the request."""
+    """What vLLM's validation settled on (derived or lowered): the VllmConfig create_engine_config built, read by
+    the probe (probes/vllm_args.py `served`, `resolved_values`). Where it is there, the rules judge these values
+    rather than the doctor's reading of the command (`ServeArgs.as_resolved`)."""
 
     max_model_len: int | None = None
     max_num_batched_tokens: int | None = None
@@ -262,6 +273,23 @@ class Served(Shape):
     num_speculative_tokens: int | None = None
     draft_max_model_len: int | None = None
     kv_cache_dtype: str | None = None
+    model: str | None = None
+    """The target vLLM serves (model_config.model: for `vllm serve SPECULATORS_DIR`, the verifier)."""
+    draft_model: str | None = None
+    """The drafter (speculative_config.model)."""
+    draft_tensor_parallel_size: int | None = None
+    dtype: str | None = None
+    """model_config.dtype, "auto" resolved ("bfloat16")."""
+    model_runner: str | None = None
+    """"v1" or "v2": the GPU model runner this release serves the config with."""
+    model_runner_from: str | None = None
+    """What said so: "VllmConfig.use_v2_model_runner", "envs.VLLM_USE_V2_MODEL_RUNNER" or "only runner"."""
+    tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
+    data_parallel_size: int | None = None
+    enforce_eager: bool | None = None
+    enable_prefix_caching: bool | None = None
+    """cache_config.enable_prefix_caching: the release's default where the command left it."""
 
 
 @dataclass(frozen=True)
@@ -386,6 +414,27 @@ class PortFacts(Shape):
 
 
 @dataclass(frozen=True)
+class ConfigFile(Shape):
+    """`--config FILE.yaml` as the doctor's own reading read it (facts.serve_config_file): `error` is vLLM's own
+    refusal of it, `unread` why the doctor could not read it."""
+
+    path: str | None = None
+    loaded: bool = False
+    error: str | None = None
+    unread: str | None = None
+    keys: list[str] = field(default_factory=list)
+
+
+# Served's values that stand for a ServeFields field of the same name.
+_RESOLVED_FIELDS = ("max_model_len", "max_num_batched_tokens", "max_num_seqs", "kv_cache_dtype", "dtype",
+                    "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "enforce_eager",
+                    "enable_prefix_caching")
+# Served's values that stand for a key of the speculative config.
+_RESOLVED_SPEC = (("method", "method"), ("draft_model", "model"), ("num_speculative_tokens", "num_speculative_tokens"),
+                  ("draft_tensor_parallel_size", "draft_tensor_parallel_size"))
+
+
+@dataclass(frozen=True)
 class ServeArgs(Shape):
     SECTION: ClassVar[str] = "serve_args"
 
@@ -408,7 +457,50 @@ class ServeArgs(Shape):
     speculative_config: SpeculativeConfig = field(default_factory=SpeculativeConfig)
     vllm_parser: VllmParser = field(default_factory=VllmParser)
     port: PortFacts = field(default_factory=PortFacts)
+    config_file: ConfigFile | None = None
+    abbreviated: dict[str, str] = field(default_factory=dict)
+    """The doctor's own reading: each prefix of a flag read as that flag (`--max-model` -> `--max-model-len`)."""
     seconds: float | None = None
+    read_fields: ServeFields | None = None
+    """Only on the view `as_resolved` returns: the fields as the command was read, before vLLM's values took their
+    place (a rule that explains one of vLLM's reductions reads what was asked here)."""
+
+    @property
+    def resolved(self) -> Served | None:
+        """What vLLM's own validation resolved, when it ran and accepted the command; else None."""
+        validation = self.vllm_parser.validation
+        if validation is None or not validation.ok or validation.served is None:
+            return None
+        return validation.served
+
+    def as_resolved(self) -> ServeArgs:
+        """These facts with what vLLM resolved in place of the command as read, where vLLM's validation resolved
+        it: the parallel sizes, max_model_len after vLLM's reductions, dtype (not on a simulated GPU of unknown
+        architecture), KV cache dtype, the scheduler's limits, and the speculative config's method, drafter, k and
+        draft TP. The facts as they are otherwise (the
+        doctor's own reading, or vLLM's parser without its validation)."""
+        served = self.resolved
+        if served is None:
+            return self
+        platform = self.vllm_parser.platform
+        # A simulated GPU of no known architecture answers vLLM's dtype question as a pre-Pascal GPU would (vLLM's
+        # CudaPlatformBase.supported_dtypes: float32 only): that dtype is the simulation's, not the serving GPU's.
+        unknown_arch = platform is not None and platform.kind == "simulated" and not platform.capability
+        changes = {name: getattr(served, name) for name in _RESOLVED_FIELDS if getattr(served, name) is not None
+                   and not (name == "dtype" and unknown_arch)}
+        fields = dataclasses.replace(self.fields, **changes)
+        spec = self.speculative_config
+        if served.method is not None and spec.value is not None:
+            value = dict(spec.value)
+            value.update({key: getattr(served, name) for name, key in _RESOLVED_SPEC
+                          if getattr(served, name) is not None})
+            spec = dataclasses.replace(spec, value=value)
+        return dataclasses.replace(self, fields=fields, speculative_config=spec, read_fields=self.fields)
+
+    @property
+    def asked(self) -> ServeFields:
+        """The fields as the command was read (before `as_resolved` put vLLM's values in their place)."""
+        return self.read_fields if self.read_fields is not None else self.fields
 
 
 # ------------------------------------------------------------------------------------------ vllm_dflash

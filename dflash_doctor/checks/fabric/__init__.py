@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import ClassVar
 
-from dflash_doctor.check import Facts
+from dflash_doctor.check import Check, Facts
 from dflash_doctor.checks.fabric.allreduce import allreduce_choice, custom_allreduce_on_geforce_p2p
 from dflash_doctor.checks.fabric.codes import CODES, SKIPPED
 from dflash_doctor.checks.fabric.host import host_findings
@@ -30,13 +30,14 @@ from dflash_doctor.model import Finding, Status
 __all__ = ["CODES", "FabricCheck"]
 
 
-class FabricCheck:
+class FabricCheck(Check):
     id: ClassVar[str] = "fabric"
     layer: ClassVar[str] = "gpu"
     title: ClassVar[str] = "Multi-GPU fabric for tensor parallelism"
     codes: ClassVar[tuple[Code, ...]] = CODES
     needs: ClassVar[frozenset[str]] = frozenset({"fabric", "gpu", "serve_args"})
-    after: ClassVar[frozenset[str]] = frozenset()
+    wants: ClassVar[frozenset[str]] = frozenset({"vllm_dflash"})
+    """Which vLLM: whether its custom all-reduce is the one that hangs on GeForce P2P."""
     requires_gpu: ClassVar[bool] = True
 
     def judge(self, facts: Facts) -> Iterable[Finding]:

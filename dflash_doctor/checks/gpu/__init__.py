@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import ClassVar
 
-from dflash_doctor.check import Facts
+from dflash_doctor.check import Check, Facts
 from dflash_doctor.checks.gpu.archs import arch_coverage_findings
 from dflash_doctor.checks.gpu.codes import CODES, CUDA_STACK_NO_GPU, KERNELS_NO_CUDA, KERNELS_NO_GPU
 from dflash_doctor.checks.gpu.common import NO_CUDA_FINDINGS, NO_GPU_FINDINGS, blocking
@@ -34,7 +34,7 @@ def _codes_of(check_id: str) -> tuple[Code, ...]:
     return tuple(code for code in CODES if code.id.startswith(check_id + "."))
 
 
-class GpuCheck:
+class GpuCheck(Check):
     """The GPUs, through NVML: the driver, each GPU's health flags, the memory other processes hold, MIG, and which
     physical GPUs CUDA_VISIBLE_DEVICES leaves vLLM.
 
@@ -48,7 +48,6 @@ class GpuCheck:
     title: ClassVar[str] = "GPUs"
     codes: ClassVar[tuple[Code, ...]] = _codes_of("gpu")
     needs: ClassVar[frozenset[str]] = frozenset({"gpu", "distributions"})
-    after: ClassVar[frozenset[str]] = frozenset()
     requires_gpu: ClassVar[bool] = True
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
@@ -56,7 +55,7 @@ class GpuCheck:
         return gpu_findings(facts.section(Gpu), dists.version("vllm") if dists is not None else None)
 
 
-class ArchCoverageCheck:
+class ArchCoverageCheck(Check):
     """The stack's compiled GPU code, judged from its ELF files, with or without a GPU (see archs.py).
 
     Everything is judged from the `arch_coverage` facts (which also record the --target-arch list), so `judge` on a
@@ -69,15 +68,13 @@ class ArchCoverageCheck:
     # "gpu" (NVML) is judged when present; without it the --target-arch list recorded in arch_coverage is.
     # "distributions" only sharpens a remedy (what an uninstall of flash-attn must take along and clean up).
     needs: ClassVar[frozenset[str]] = frozenset({"arch_coverage", "target", "gpu", "distributions"})
-    after: ClassVar[frozenset[str]] = frozenset()
-    requires_gpu: ClassVar[bool] = False
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
         return arch_coverage_findings(facts.section(ArchCoverage), facts.optional_section(Gpu),
                                       facts.optional_section(Distributions), Installer.for_target(facts.section(Target)))
 
 
-class CudaStackCheck:
+class CudaStackCheck(Check):
     """The CUDA stack in the target: torch's CUDA build against the driver and the GPUs (initialization, device
     count, the archs it was compiled for), and where Triton finds ptxas and libcuda."""
 
@@ -98,7 +95,7 @@ class CudaStackCheck:
         return cuda_stack_findings(stack, facts.section(Gpu), installer_for(facts, stack.executable))
 
 
-class KernelsCheck:
+class KernelsCheck(Check):
     """Attention and rotary kernels run for real against an fp32 reference on the same GPU."""
 
     id: ClassVar[str] = "kernels"

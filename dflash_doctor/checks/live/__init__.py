@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import ClassVar
 
-from dflash_doctor.check import Facts
+from dflash_doctor.check import Check, Facts
 from dflash_doctor.checks.live.acceptance import acceptance_findings
 from dflash_doctor.checks.live.codes import CODES, NOT_GIVEN
 from dflash_doctor.checks.live.served import served_findings
@@ -33,14 +33,12 @@ from dflash_doctor.model import Finding, Remediation, Status
 __all__ = ["CODES", "LiveCheck"]
 
 
-class LiveCheck:
+class LiveCheck(Check):
     id: ClassVar[str] = "live"
     layer: ClassVar[str] = "live"
     title: ClassVar[str] = "Running server: health and DFlash acceptance"
     codes: ClassVar[tuple[Code, ...]] = CODES
     needs: ClassVar[frozenset[str]] = frozenset({"live"})
-    after: ClassVar[frozenset[str]] = frozenset()
-    requires_gpu: ClassVar[bool] = False
     on_request: ClassVar[bool] = True
     """Runs only when asked for (`dflash-doctor live URL`, `serve --exec --live`, `--only live`)."""
 

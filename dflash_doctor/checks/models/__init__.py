@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import ClassVar
 
-from dflash_doctor.check import Facts
+from dflash_doctor.check import Check, Facts
 from dflash_doctor.checks.models.codes import (
     ATTENTION_CODES,
     ATTENTION_NOT_GIVEN,
@@ -25,40 +25,35 @@ from dflash_doctor.model import Finding
 __all__ = ["CODES", "DrafterAttentionCheck", "DrafterCheck", "ModelFilesCheck"]
 
 
-class ModelFilesCheck:
+class ModelFilesCheck(Check):
     id: ClassVar[str] = "model-files"
     layer: ClassVar[str] = "models"
     title: ClassVar[str] = "Model files"
     codes: ClassVar[tuple[Code, ...]] = FILES_CODES
     needs: ClassVar[frozenset[str]] = frozenset({"models"})
-    after: ClassVar[frozenset[str]] = frozenset()
-    requires_gpu: ClassVar[bool] = False
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
         return judge_model_files(facts, self.title)
 
 
-class DrafterCheck:
+class DrafterCheck(Check):
     id: ClassVar[str] = "drafter"
     layer: ClassVar[str] = "models"
     title: ClassVar[str] = "DFlash drafter against its target"
     codes: ClassVar[tuple[Code, ...]] = (*DRAFTER_CODES, DRAFTER_NOT_GIVEN)
     needs: ClassVar[frozenset[str]] = frozenset({"models", "vllm_dflash", "serve_args", "target", "gpu"})
     after: ClassVar[frozenset[str]] = frozenset({"model-files"})
-    requires_gpu: ClassVar[bool] = False
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
         return judge_drafter(facts, self.title)
 
 
-class DrafterAttentionCheck:
+class DrafterAttentionCheck(Check):
     id: ClassVar[str] = "drafter-attention"
     layer: ClassVar[str] = "models"
     title: ClassVar[str] = "Attention backend for the drafter"
     codes: ClassVar[tuple[Code, ...]] = (*ATTENTION_CODES, ATTENTION_NOT_GIVEN)
     needs: ClassVar[frozenset[str]] = frozenset({"models", "vllm_dflash", "serve_args", "gpu"})
-    after: ClassVar[frozenset[str]] = frozenset()
-    requires_gpu: ClassVar[bool] = False
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
         return judge_drafter_attention(facts, self.title)

@@ -49,6 +49,7 @@ from dflash_doctor.facts.serve_shapes import (
     Eagle3Facts,
     Fp8Facts,
     RunnerFacts,
+    Served,
     VllmDflash,
     VllmPairing,
 )
@@ -88,11 +89,15 @@ def pairing_facts(vllm: VllmDflash | None) -> VllmPairing:
 
 
 def model_runner(vllm: VllmDflash | None, target_archs: list[str], environ: Mapping[str, Any] | None,
-                 drafter_layer_types: object = None, target: Model | None = None) -> tuple[str | None, str]:
+                 drafter_layer_types: object = None, target: Model | None = None,
+                 resolved: Served | None = None) -> tuple[str | None, str]:
     """Which model runner the installed vLLM serves DFlash with ("v1", "v2" or None when it cannot be told),
-    and why: VLLM_USE_V2_MODEL_RUNNER when set, else what the source shows, else the version
-    (knowledge.dflash_reports.V2_DEFAULT_SINCE). A drafter that mixes sliding and full attention needs V2's
-    several KV-cache groups, and the releases that know it (marker `multi_kv_group_v2`) pick V2 for it."""
+    and why: the one vLLM's own validation resolved (`resolved`, where it ran), else VLLM_USE_V2_MODEL_RUNNER when
+    set, else what the source shows, else the version (knowledge.dflash_reports.V2_DEFAULT_SINCE). A drafter that
+    mixes sliding and full attention needs V2's several KV-cache groups, and the releases that know it (marker
+    `multi_kv_group_v2`) pick V2 for it."""
+    if resolved is not None and resolved.model_runner in ("v1", "v2"):
+        return resolved.model_runner, (f"vLLM's own config resolved it ({resolved.model_runner_from or 'VllmConfig'})")
     runner = pairing_facts(vllm).runner or RunnerFacts()
     kind = runner.kind
     env = str((environ or {}).get("VLLM_USE_V2_MODEL_RUNNER") or "").strip().lower()
@@ -145,7 +150,8 @@ def _quantized(target: Model | None) -> bool:
 
 
 def _context(d: DrafterView) -> list[Finding]:
-    given = d.serve.fields.max_model_len if d.serve is not None else None
+    # What was asked, not what vLLM resolved: the rule explains vLLM's own lowering of it to the drafter's length.
+    given = d.serve.asked.max_model_len if d.serve is not None else None
     served, served_from = (given, f"--max-model-len {given}") if is_int(given) else served_max_len(d.target, d.vllm)
     drafter_len, drafter_from = served_max_len(Model(dir=d.drafter.dir), d.vllm)
     if not is_int(served) or not is_int(drafter_len) or drafter_len >= served:
@@ -153,7 +159,7 @@ def _context(d: DrafterView) -> list[Finding]:
             d.ok.append(f"context {drafter_len} ({drafter_from})")
         return []
     runner, why = model_runner(d.vllm, architectures(d.target), d.serve.environ if d.serve is not None else None,
-                               d.config.layer_types, d.target)
+                               d.config.layer_types, d.target, d.serve.resolved if d.serve is not None else None)
     argv = list(d.serve.argv) if d.serve is not None else []
     raised, limited = _context_handling(d.vllm)
     where = f"served {served} ({served_from}), drafter {drafter_len} ({drafter_from})"
@@ -565,7 +571,7 @@ def padded_vocab_v2(d: DrafterView) -> dict[str, Any] | None:
     if not _in_releases(d.vllm, "v2_lm_head_kept_for_vocab_remap", PADDED_VOCAB_V2.value["releases"]):
         return None
     runner, why = model_runner(d.vllm, architectures(d.target), d.serve.environ if d.serve is not None else None,
-                               d.config.layer_types, d.target)
+                               d.config.layer_types, d.target, d.serve.resolved if d.serve is not None else None)
     if runner != "v2":
         return None
     return {"drafter_vocab": drafter_vocab, "target_vocab": target_vocab, "runner": runner, "why": why}

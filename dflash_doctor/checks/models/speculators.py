@@ -89,9 +89,13 @@ def read_launch(launch: SpeculatorsLaunch, vllm: VllmDflash | None,
 
 def as_served(serve: ServeArgs | None, launch: SpeculatorsLaunch | None,
               vllm: VllmDflash | None) -> ServeArgs | None:
-    """The serve_args facts with the speculative config the installed vLLM builds for `vllm serve SPECULATORS_DIR`
-    (the facts as they are for any other command), for the checks that read num_speculative_tokens from them."""
-    if serve is None or not launch:
+    """The serve_args facts as vLLM resolved them where its validation ran (ServeArgs.as_resolved), with the
+    speculative config the installed vLLM builds for `vllm serve SPECULATORS_DIR`, for the checks that read
+    num_speculative_tokens from them."""
+    if serve is None:
+        return None
+    serve = serve.as_resolved()  # what vLLM resolved, where its validation ran
+    if not launch:
         return serve
     given = serve.speculative_config
     read = read_launch(launch, vllm, given.value if given.given else None)

@@ -4,7 +4,7 @@ extensions they load.
 Each check reads its sections and hands typed views to its rules: distributions.py with kernel_packages.py over
 requirements.py (distributions), namespaces.py over namespace_common.py (namespaces), imports.py with
 import_failures.py, guards.py and extension_abi.py (imports, import-surface, extensions); codes.py holds every
-finding's code; flashinfer.py and pth.py with kernel_codes.py (kernel-packages).
+finding's code; flashinfer.py and pth.py (kernel-packages).
 """
 
 from __future__ import annotations
@@ -12,13 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import ClassVar
 
-from dflash_doctor.check import Facts
-from dflash_doctor.checks.python.codes import CODES
+from dflash_doctor.check import Check, Facts
+from dflash_doctor.checks.python.codes import CODES, KERNEL_PACKAGES_NONE
 from dflash_doctor.checks.python.distributions import distribution_findings
 from dflash_doctor.checks.python.flashinfer import flashinfer_findings, jit_cache_findings
 from dflash_doctor.checks.python.import_failures import ImportContext
 from dflash_doctor.checks.python.imports import extension_findings, rotary_findings, surface_findings
-from dflash_doctor.checks.python.kernel_codes import KERNEL_PACKAGES_CODES, KERNEL_PACKAGES_NONE
 from dflash_doctor.checks.python.namespaces import namespace_findings
 from dflash_doctor.checks.python.pth import pth_findings
 from dflash_doctor.checks.remedy import Installer
@@ -46,7 +45,7 @@ def _import_context(facts: Facts) -> ImportContext:
                          gpu=facts.optional_section(Gpu), marker_env=target.marker_environment)
 
 
-class DistributionsCheck:
+class DistributionsCheck(Check):
     """Installed distributions: the stack's versions, its requirements as the installed metadata states them (vLLM
     pins torch exactly), duplicate dist-infos, RECORD integrity of the stack and its kernel packages, and metadata
     too broken to read."""
@@ -59,15 +58,13 @@ class DistributionsCheck:
     # Judged better with: what `vllm serve` imports on its way up (a report saved before it was collected is
     # judged without it).
     wants: ClassVar[frozenset[str]] = frozenset({"vllm_serve_imports"})
-    after: ClassVar[frozenset[str]] = frozenset()
-    requires_gpu: ClassVar[bool] = False
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
         return distribution_findings(facts.section(Distributions), facts.section(Target),
                                      facts.optional_section(VllmServeImports))
 
 
-class NamespaceCheck:
+class NamespaceCheck(Check):
     """The flash_attn namespace: who owns which files under flash_attn/ (RECORD), how `flash_attn` resolves on the
     target's sys.path, what shadows it, and the files that flash-attn and flash-attn-4 both claim. Whether a
     namespace `flash_attn` is fatal depends on the installed vLLM: judged by the guard its own source puts around
@@ -78,8 +75,6 @@ class NamespaceCheck:
     title: ClassVar[str] = "flash_attn namespace"
     codes: ClassVar[tuple[Code, ...]] = _codes_of("namespaces")
     needs: ClassVar[frozenset[str]] = frozenset({"target", "distributions", "resolution", "vllm_source"})
-    after: ClassVar[frozenset[str]] = frozenset()
-    requires_gpu: ClassVar[bool] = False
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
         resolution = facts.section(Resolution).of("flash_attn")
@@ -87,7 +82,7 @@ class NamespaceCheck:
                                   Installer.for_target(facts.section(Target)))
 
 
-class RotaryImportCheck:
+class RotaryImportCheck(Check):
     """The exact `from flash_attn.ops.triton.rotary import apply_rotary` vLLM runs at engine start, in the target."""
 
     id: ClassVar[str] = "imports"
@@ -97,14 +92,12 @@ class RotaryImportCheck:
     needs: ClassVar[frozenset[str]] = frozenset(
         {"target", "distributions", "resolution", "rotary_import", "vllm_source", "gpu"}
     )
-    after: ClassVar[frozenset[str]] = frozenset()
-    requires_gpu: ClassVar[bool] = False
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
         return rotary_findings(facts.section(RotaryImport), _import_context(facts), facts.section(VllmSource))
 
 
-class ImportSurfaceCheck:
+class ImportSurfaceCheck(Check):
     """Every import of an external kernel package in the installed vLLM's source, judged by the exception the
     target really raises against the guard vLLM puts around it."""
 
@@ -115,14 +108,12 @@ class ImportSurfaceCheck:
     needs: ClassVar[frozenset[str]] = frozenset(
         {"target", "distributions", "resolution", "vllm_surface", "surface_imports", "gpu"}
     )
-    after: ClassVar[frozenset[str]] = frozenset()
-    requires_gpu: ClassVar[bool] = False
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
         return surface_findings(facts.section(VllmSurface), facts.section(SurfaceImports), _import_context(facts))
 
 
-class ExtensionsCheck:
+class ExtensionsCheck(Check):
     """Every compiled extension module of the stack, loaded on its own in the target."""
 
     id: ClassVar[str] = "extensions"
@@ -130,26 +121,22 @@ class ExtensionsCheck:
     title: ClassVar[str] = "Compiled extensions load"
     codes: ClassVar[tuple[Code, ...]] = _codes_of("extensions")
     needs: ClassVar[frozenset[str]] = frozenset({"target", "distributions", "resolution", "extensions", "gpu"})
-    after: ClassVar[frozenset[str]] = frozenset()
-    requires_gpu: ClassVar[bool] = False
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
         return extension_findings(facts.section(Extensions).items, facts.section(Target), _import_context(facts))
 
 
-class KernelPackagesCheck:
+class KernelPackagesCheck(Check):
     """The kernel packages as they will load: FlashInfer's three distributions at the versions its import accepts,
     its JIT cache's libraries against torch's CUDA and the driver's, and `.pth` files Python never reads (cutlass)."""
 
     id: ClassVar[str] = "kernel-packages"
     layer: ClassVar[str] = "python"
     title: ClassVar[str] = "Kernel packages as they load"
-    codes: ClassVar[tuple[Code, ...]] = KERNEL_PACKAGES_CODES
+    codes: ClassVar[tuple[Code, ...]] = _codes_of("kernel-packages")
     needs: ClassVar[frozenset[str]] = frozenset({"target", "distributions", "resolution", "kernel_files"})
     # Judged better with: the driver's CUDA (NVML) for the JIT cache's libraries.
     wants: ClassVar[frozenset[str]] = frozenset({"gpu"})
-    after: ClassVar[frozenset[str]] = frozenset()
-    requires_gpu: ClassVar[bool] = False
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
         target = facts.section(Target)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
-from dflash_doctor.checks.python.kernel_codes import (
+from dflash_doctor.checks.python.codes import (
     KERNEL_PACKAGES_FLASHINFER_ALIGNED,
     KERNEL_PACKAGES_FLASHINFER_CHECK_BYPASSED,
     KERNEL_PACKAGES_FLASHINFER_SKEW,

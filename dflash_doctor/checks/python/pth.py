@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
-from dflash_doctor.checks.python.kernel_codes import KERNEL_PACKAGES_PTH_NOT_READ
+from dflash_doctor.checks.python.codes import KERNEL_PACKAGES_PTH_NOT_READ
 from dflash_doctor.checks.remedy import Installer, quote
 from dflash_doctor.facts.environment_shapes import Resolution
 from dflash_doctor.facts.kernel_files_shapes import PthFile

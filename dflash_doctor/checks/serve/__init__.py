@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import ClassVar
 
-from dflash_doctor.check import Facts
+from dflash_doctor.check import Check, Facts
 from dflash_doctor.checks.serve.codes import CODES, COMMAND_CODES, NOT_GIVEN, RESOURCES_CODES
 from dflash_doctor.checks.serve.command import command_findings
 from dflash_doctor.checks.serve.common import not_given
@@ -22,14 +22,13 @@ from dflash_doctor.model import Finding
 __all__ = ["CODES", "ServeCommandCheck", "ServeResourcesCheck"]
 
 
-class ServeCommandCheck:
+class ServeCommandCheck(Check):
     id: ClassVar[str] = "serve-command"
     layer: ClassVar[str] = "serve"
     title: ClassVar[str] = "vllm serve command line"
     codes: ClassVar[tuple[Code, ...]] = COMMAND_CODES
     needs: ClassVar[frozenset[str]] = frozenset({"serve_args", "models", "vllm_dflash", "gpu", "target"})
     after: ClassVar[frozenset[str]] = frozenset({"drafter"})
-    requires_gpu: ClassVar[bool] = False
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
         if not facts.section(ServeArgs).given:
@@ -37,14 +36,12 @@ class ServeCommandCheck:
         return command_findings(facts)
 
 
-class ServeResourcesCheck:
+class ServeResourcesCheck(Check):
     id: ClassVar[str] = "serve-resources"
     layer: ClassVar[str] = "serve"
     title: ClassVar[str] = "GPUs, memory and port for vllm serve"
     codes: ClassVar[tuple[Code, ...]] = RESOURCES_CODES
     needs: ClassVar[frozenset[str]] = frozenset({"serve_args", "models", "gpu", "vllm_dflash"})
-    after: ClassVar[frozenset[str]] = frozenset()
-    requires_gpu: ClassVar[bool] = False
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
         return resources_findings(facts)

@@ -28,7 +28,12 @@ PARSED = Code("serve-command.parsed", "Which parser read the command",
     "Otherwise it reads a documented subset: --tensor-parallel-size, --pipeline-parallel-size, "
     "--max-model-len, --max-num-batched-tokens, --max-num-seqs, --gpu-memory-utilization, --dtype, "
     "--speculative-config, --enable-chunked-prefill, --trust-remote-code, --language-model-only, --port, "
-    "--host, --tokenizer, --skip-tokenizer-init, --attention-backend, --kv-cache-dtype. A vLLM that imports "
+    "--host, --tokenizer, --skip-tokenizer-init, --attention-backend, --kv-cache-dtype, --spec-method, "
+    "--spec-model, --spec-tokens (merged into the speculative config as vLLM merges them), read in every form "
+    "vLLM's parser takes: `--flag value`, `--flag=value`, underscores for dashes, a flag's unambiguous prefix, "
+    "`--config FILE.yaml` (read with PyYAML where the doctor has it). Where vLLM's own config validation ran "
+    "and accepted the command, the rules judge what it resolved (the parallel sizes, max_model_len after its "
+    "reductions, dtype, KV cache dtype, the drafter, k, draft TP, the model runner). A vLLM that imports "
     "but hangs or dies before it answers (bounded by --timeout) is a warning: `vllm serve` may do the same.")
 VLLM_PARSER_REJECTED = Code("serve-command.vllm-parser-rejected", "vLLM's own parser rejects the command",
     "The installed vLLM's argument parser exits on this command line (an unknown flag, a bad value, invalid "
@@ -55,6 +60,15 @@ SPEC_METHOD = Code("serve-command.spec-method", "The speculative method is missi
     "Without \"method\", vLLM picks dflash only when 'dflash' is in the drafter's path and otherwise loads it as "
     "a plain draft model; a method the installed vLLM does not list fails validation. DFlash first shipped in "
     "vLLM 0.20.0.")
+SPEC_FLAGS_CONFLICT = Code("serve-command.spec-flags-conflict",
+    "--spec-method/--spec-model/--spec-tokens repeat a key of --speculative-config",
+    "vLLM 0.22.0 and later merge --spec-method, --spec-model and --spec-tokens into the speculative config "
+    "(EngineArgs.create_speculative_config, vllm/engine/arg_utils.py) and refuse one whose key the config already "
+    "has: \"--spec-model and --speculative-config['model'] are mutually exclusive\", before anything is served. "
+    "Give each setting once: in the JSON or as its flag.")
+SPEC_FLAGS_UNKNOWN = Code("serve-command.spec-flags-unknown", "The installed vLLM has no --spec-* flags",
+    "--spec-method, --spec-model and --spec-tokens first shipped in vLLM 0.22.0; 0.21.0 and older refuse them as "
+    "unrecognized arguments. Put the settings in --speculative-config, or upgrade vLLM.")
 SPEC_MODEL_MISSING = Code("serve-command.spec-model-missing", "--speculative-config names no drafter",
     "DFlash needs \"model\": the drafter's directory or repo id.")
 SPEC_K_MISSING = Code("serve-command.spec-k-missing", "num_speculative_tokens is missing",
@@ -146,7 +160,8 @@ VALIDATION_NOT_RUN = Code("serve-command.vllm-validation-not-run", "vLLM's valid
 JUDGED_BY = Code("serve-command.judged-by", "Which verdicts are vLLM's own and which the doctor's rules",
     "Says which findings of this check came from vLLM's own code (its parser, create_engine_config, its attention "
     "selector) and on which platform (the machine's GPUs, or a simulated one and where its facts came from), "
-    "and which from the doctor's rules.")
+    "and which from the doctor's rules; where vLLM's validation accepted the command, the rules judged the values "
+    "it resolved (in the evidence).")
 SPECULATORS_LAUNCH = Code(
     "serve-command.speculators-launch", "`vllm serve` names a speculators drafter: vLLM serves its verifier",
     "vLLM reads a served model whose config.json has \"speculators_config\" as a drafter "
@@ -265,6 +280,8 @@ COMMAND_CODES: tuple[Code, ...] = (
     VLLM_PARSER_REJECTED,
     FLAG_INVALID,
     FLAGS_UNCHECKED,
+    SPEC_FLAGS_CONFLICT,
+    SPEC_FLAGS_UNKNOWN,
     MODEL_MISSING,
     VLLM_MISSING,
     NO_SPECULATIVE_CONFIG,

@@ -15,9 +15,9 @@ import shlex
 from collections.abc import Sequence
 
 from dflash_doctor.check import Facts
-from dflash_doctor.checks.argv import with_flag, with_spec
+from dflash_doctor.checks.argv import with_flag, with_spec, without_flag
 from dflash_doctor.checks.models.common import gpu_view, is_int, text_config
-from dflash_doctor.checks.remedy import installer_for
+from dflash_doctor.checks.remedy import installer_for, join
 from dflash_doctor.checks.serve.codes import (
     DRAFTER_BROKEN,
     ENVIRON_REFUSED,
@@ -34,6 +34,8 @@ from dflash_doctor.checks.serve.codes import (
     PARSED,
     SCHEDULER,
     SPEC_DRAFT_TP,
+    SPEC_FLAGS_CONFLICT,
+    SPEC_FLAGS_UNKNOWN,
     SPEC_INVALID,
     SPEC_JSON,
     SPEC_K_INVALID,
@@ -70,6 +72,7 @@ from dflash_doctor.facts.serve_shapes import (
     ModelCodeCall,
     NotValidated,
     ServeArgs,
+    SpeculativeConfig,
     VllmDflash,
     VllmError,
     VllmPlatform,
@@ -88,6 +91,7 @@ from dflash_doctor.knowledge.dflash import (
     SPEC_BUDGET_RULES,
 )
 from dflash_doctor.knowledge.dflash_reports import RULES_VERIFIED_THROUGH, VALIDATED_BY_VLLM
+from dflash_doctor.knowledge.vllm_cli import SPEC_FLAGS
 from dflash_doctor.model import Finding, Remediation, Status
 
 __all__ = ["command_findings", "read_command"]
@@ -99,7 +103,7 @@ _SPEC_ERROR_FLAGS = ("--speculative-config", "-sc")
 def read_command(facts: Facts) -> ServeCommand:
     """The command's view: the parsed command, the models, vLLM and GPUs it is judged against. For `vllm serve
     SPECULATORS_DIR` the speculative config is the one vLLM builds from the drafter's config."""
-    serve = facts.section(ServeArgs)
+    serve = facts.section(ServeArgs).as_resolved()  # what vLLM resolved, where its validation ran
     models = facts.optional_section(Models) or Models()
     vllm = facts.optional_section(VllmDflash)
     label = f"vLLM {vllm.version}" if vllm and vllm.installed else "vLLM"
@@ -186,6 +190,9 @@ class _Command:
             out.append(PARSED.finding(Status.WARN if silent else Status.PASS,
                                f"the command was read by the doctor's documented subset of vLLM's flags: {why}",
                                evidence={"flags_given": self.serve.flags_given,
+                                         "abbreviated": dict(self.serve.abbreviated),
+                                         "config_file": self.serve.config_file.to_json() if self.serve.config_file
+                                         else None,
                                          "process": parser.process.to_json() if silent and parser.process else None}))
         for flag_error in self.serve.errors:
             if flag_error.flag in _SPEC_ERROR_FLAGS and self._spec_unreadable():
@@ -194,8 +201,11 @@ class _Command:
                                evidence={"flag": flag_error.flag}))
         unknown = self.serve.unknown_flags
         if unknown:
+            config = self.serve.config_file
+            unread = f"; --config {config.path} was not read: {config.unread}" if config and config.unread else ""
             out.append(FLAGS_UNCHECKED.finding(Status.WARN,
-                               f"{len(unknown)} flag(s) outside the doctor's subset were not checked: {', '.join(unknown)}",
+                               f"{len(unknown)} flag(s) outside the doctor's subset were not checked: {', '.join(unknown)}"
+                               + unread,
                                detail="Without vLLM's own parser the doctor reads only its documented subset; a typo "
                                "in one of these would only show when vLLM starts.", evidence={"flags": unknown}))
         if not self.fields.model:
@@ -252,9 +262,9 @@ class _Command:
                             f"--speculative-config is not a JSON object: {self.spec.error or 'empty'}",
                             evidence={"raw": raw, "meant": meant},
                             remediation=(Remediation(with_spec(self.argv, fixed), why),))]
-        out: list[Finding] = []
+        out: list[Finding] = self.spec_flags()
         # `vllm serve SPECULATORS_DIR`: the config is the one vLLM builds from the drafter's speculators_config
-        flag = "the speculators drafter's config" if self.launch is not None else "--speculative-config"
+        flag = "the speculators drafter's config" if self.launch is not None else _spec_words(self.spec)
         if self.spec.has("tensor_parallel_size"):
             out.append(SPEC_INVALID.finding(Status.FAIL,
                                f"{flag} has 'tensor_parallel_size': vLLM refuses it (\"Please pass "
@@ -318,6 +328,32 @@ class _Command:
                                f"num_speculative_tokens {k}, draft TP {draft_tp or self.tp}"))
         return out
 
+    def spec_flags(self) -> list[Finding]:
+        """--spec-method/--spec-model/--spec-tokens: a key given twice (vLLM's own error, from 0.22.0), or the flags
+        on a vLLM that has none (0.21.0 and older: its parser refuses them; where it ran, it said so itself)."""
+        out: list[Finding] = []
+        first, last = SPEC_FLAGS.value["range"]
+        if self.spec.conflict:
+            flag = self.spec.conflict.split(" ", 1)[0]
+            out.append(SPEC_FLAGS_CONFLICT.finding(Status.FAIL,
+                               f"{self.spec.conflict}: vLLM {first} to {last} (and the installed {self.label}) stop "
+                               "before serving when a --spec-* flag repeats a key of --speculative-config",
+                               detail=SPEC_FLAGS.source, evidence={"flag": flag, "from_flags": self.spec.from_flags},
+                               remediation=(Remediation(join(without_flag(self.argv, flag, takes_value=True)),
+                                                        f"give it once: keep --speculative-config's, drop {flag}"),)))
+        given = [*self.spec.from_flags, *([self.spec.conflict.split(" ", 1)[0]] if self.spec.conflict else [])]
+        version = release(self.vllm.version) if self.vllm is not None and self.vllm.installed else None
+        if given and self.serve.parser == "subset" and version and version < (release(first) or ()):
+            out.append(SPEC_FLAGS_UNKNOWN.finding(Status.FAIL,
+                               f"{', '.join(given)}: {self.label} has no such flags (they first shipped in vLLM "
+                               f"{first}): its parser stops with \"unrecognized arguments\"",
+                               detail=SPEC_FLAGS.source, evidence={"flags": given, "installed": self.vllm.version
+                                                                   if self.vllm else None},
+                               remediation=(Remediation(with_spec(self.argv, self.spec.keys),
+                                                        "the same settings in --speculative-config, which every "
+                                                        "release reads"),)))
+        return out
+
     def drafter_verdict(self) -> list[Finding]:
         result = self.prior.get("drafter")
         if result is None or result.status not in (Status.FAIL, Status.ERROR):
@@ -331,7 +367,9 @@ class _Command:
                         cause=decisive[0].id)]
 
     def max_model_len(self) -> list[Finding]:
-        given = self.fields.max_model_len
+        if self.serve.asked.max_model_len is None:
+            return []  # vLLM derives it: nothing asked for that it could refuse
+        given = self.fields.max_model_len  # what vLLM resolved, where its validation ran
         if given is None:
             return []
         refused, derived, key = max_len_refused(self.target, self.vllm, given)
@@ -629,7 +667,8 @@ class _Command:
                              if i in by_vllm)
             if environ_judged_by_vllm(self.view):
                 what += ", its environment check"
-            title = f"judged by vLLM {parser.version}'s own code ({what}){self._on()} and by the doctor's rules"
+            title = f"judged by vLLM {parser.version}'s own code ({what}){self._on()} and by the doctor's rules" + (
+                " on the values vLLM resolved" if self.serve.resolved is not None else "")
         else:
             title = "judged by the doctor's rules alone: vLLM's own code did not run on this command"
         stood_in = [s.module for s in platform.stood_in] if platform else []
@@ -637,8 +676,10 @@ class _Command:
         if answered:
             title += (f"; the device queries {', '.join(answered)} were answered for the simulated GPU as the "
                       "compiled op answers them (its release's source: knowledge.vllm DEVICE_QUERY_OPS)")
+        resolved = self.serve.resolved
         return JUDGED_BY.finding(Status.PASS, title,
                        evidence={"vllm": by_vllm, "rules": rules,
+                                 "resolved": resolved.to_json() if resolved is not None else None,
                                  "platform": platform.to_json() if platform else None,
                                  "stood_in_for_the_driver": stood_in, "answered_for_the_driver": answered})
 
@@ -648,6 +689,14 @@ _VLLM_NOT_RUN = frozenset({MODEL_CODE_NOT_RUN.id, VALIDATION_NOT_RUN.id})  # wha
 # What an error looks like when vLLM's code needed a compiled op that was stood in for (the CUDA driver is
 # absent): the stand-in's own words, or torch's for an op that was never registered.
 _STAND_IN_WORDS = ("needs the CUDA driver, which this machine does not have", "'_OpNamespace'")
+
+
+def _spec_words(spec: SpeculativeConfig) -> str:
+    """How the command gives its speculative config: "--speculative-config", the --spec-* flags, or both."""
+    if not spec.from_flags:
+        return "--speculative-config"
+    flags = "/".join(spec.from_flags)
+    return f"--speculative-config with {flags}" if spec.raw is not None else flags
 
 
 def simulation_limit(platform: VllmPlatform | None, error: VllmError | None) -> str | None:

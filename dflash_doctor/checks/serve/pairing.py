@@ -316,7 +316,8 @@ def _applies(c: ServeCommand, entry: KnownBad, archs: list[str]) -> tuple[bool, 
             return False, None, ""
         return True, None, ""
     if entry.condition == "dflash2-on-v1":
-        runner, _ = model_runner(c.vllm, archs, c.serve.environ, text_config(c.drafter).layer_types, c.target)
+        runner, _ = model_runner(c.vllm, archs, c.serve.environ, text_config(c.drafter).layer_types, c.target,
+                                 c.serve.resolved)
         if not _is_dflash2(c) or runner != "v1":
             return False, None, ""
         return True, Remediation("VLLM_USE_V2_MODEL_RUNNER=1 " + join(c.argv),

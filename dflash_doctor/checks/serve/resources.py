@@ -120,7 +120,7 @@ def resources_findings(facts: Facts) -> list[Finding]:
 
 class _Resources:
     def judge(self, facts: Facts) -> list[Finding]:
-        serve = facts.section(ServeArgs)
+        serve = facts.section(ServeArgs).as_resolved()  # what vLLM resolved, where its validation ran
         if not serve.given or serve.program_error:
             return not_given(RESOURCES_NOT_GIVEN)
         argv = list(serve.argv)
@@ -172,7 +172,7 @@ class _Resources:
 
     def _memory(self, facts: Facts, fields: ServeFields, devices: Sequence[GpuDevice], tp: int,
                 pp: int) -> list[Finding]:
-        serve = facts.section(ServeArgs)
+        serve = facts.section(ServeArgs).as_resolved()  # what vLLM resolved, where its validation ran
         argv = list(serve.argv)
         models = facts.optional_section(Models) or Models()
         target, drafter = models.target, models.drafter

@@ -33,7 +33,7 @@ ENGINE_FIELDS = (
     "gpu_memory_utilization", "enable_chunked_prefill", "speculative_config", "language_model_only",
     "attention_backend", "kv_cache_dtype", "distributed_executor_backend", "data_parallel_size",
     "max_num_scheduled_tokens", "performance_mode", "reasoning_parser", "reasoning_parser_plugin",
-    "enforce_eager", "enable_prefix_caching",
+    "enforce_eager", "enable_prefix_caching", "spec_method", "spec_model", "spec_tokens",
 )
 FRONTEND_FIELDS = ("port", "host", "headless", "tool_call_parser", "tool_parser_plugin", "enable_auto_tool_choice")
 # What a library the CUDA driver provides looks like in a loader's error.
@@ -713,6 +713,7 @@ def unchecked_models(engine_args, checked):
     spec = getattr(engine_args, "speculative_config", None)
     names = [getattr(engine_args, name, None) for name in ("model", "tokenizer", "hf_config_path")]
     names.append(spec.get("model") if isinstance(spec, dict) else None)
+    names.append(getattr(engine_args, "spec_model", None))  # --spec-model (0.22.0+), merged in create_speculative_config
     unchecked = []
     for name in names:
         if isinstance(name, str) and name and name not in checked and name not in unchecked:
@@ -761,7 +762,53 @@ def served(config):
             out["draft_max_model_len"] = spec.draft_model_config.max_model_len
     with contextlib.suppress(Exception):
         out["kv_cache_dtype"] = jsonable(config.cache_config.cache_dtype)
+    out.update(resolved_values(config))
     return out
+
+
+def resolved_values(config):
+    """The rest of what vLLM resolved, for the doctor's rules to judge instead of their own reading of the command:
+    the target and drafter vLLM serves, the draft TP, the dtype ("auto" resolved), the parallel sizes, and the GPU
+    model runner this release serves the config with. A value vLLM's config does not have is left out."""
+    out = {}
+    with contextlib.suppress(Exception):
+        out["model"] = config.model_config.model
+    with contextlib.suppress(Exception):
+        out["dtype"] = str(config.model_config.dtype).replace("torch.", "")
+    with contextlib.suppress(Exception):
+        out["enforce_eager"] = bool(config.model_config.enforce_eager)
+    with contextlib.suppress(Exception):
+        out["enable_prefix_caching"] = bool(config.cache_config.enable_prefix_caching)
+    with contextlib.suppress(Exception):
+        parallel = config.parallel_config
+        out.update(tensor_parallel_size=parallel.tensor_parallel_size,
+                   pipeline_parallel_size=parallel.pipeline_parallel_size,
+                   data_parallel_size=parallel.data_parallel_size)
+    with contextlib.suppress(Exception):
+        spec = config.speculative_config
+        if spec is not None:
+            out["draft_model"] = spec.model
+            draft_parallel = getattr(spec, "draft_parallel_config", None)
+            tp = getattr(draft_parallel, "tensor_parallel_size", None) if draft_parallel is not None else None
+            out["draft_tensor_parallel_size"] = tp if tp is not None else spec.draft_tensor_parallel_size
+    with contextlib.suppress(Exception):
+        out["model_runner"], out["model_runner_from"] = model_runner(config)
+    return out
+
+
+def model_runner(config):
+    """("v1" or "v2", what said so): VllmConfig.use_v2_model_runner where the release has it (0.22 .. 0.33);
+    else V2 where V1's GPU runner is gone (0.34: vllm/v1/worker/gpu_model_runner.py removed); else (0.20, 0.21)
+    envs.VLLM_USE_V2_MODEL_RUNNER, which gpu_worker.py reads."""
+    import importlib.util
+
+    if hasattr(type(config), "use_v2_model_runner"):
+        return ("v2" if config.use_v2_model_runner else "v1"), "VllmConfig.use_v2_model_runner"
+    if importlib.util.find_spec("vllm.v1.worker.gpu_model_runner") is None:
+        return "v2", "only runner"
+    from vllm import envs
+
+    return ("v2" if envs.VLLM_USE_V2_MODEL_RUNNER else "v1"), "envs.VLLM_USE_V2_MODEL_RUNNER"
 
 
 main()
