@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from dflash_doctor.facts.fingerprint import of_sections
-from dflash_doctor.render.report import sections_of
+from dflash_doctor.report.document import sections_of
 
 SMOKE_REPORT = Path(__file__).resolve().parent.parent / "fixtures" / "h200" / "report-cold.json"
 

@@ -11,8 +11,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from dflash_doctor.commands import COMMANDS, DEFAULT_COMMAND
-from dflash_doctor.commands.options import tell
+from dflash_doctor.commands import COMMANDS, DEFAULT_COMMAND, command
+from dflash_doctor.commands.options import tell, unknown_command
 
 __all__ = ["main"]
 
@@ -30,16 +30,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _dispatch(argv: list[str]) -> int:
     """`dflash-doctor NAME ...` runs the command NAME of the table; anything else is the default run."""
     if argv and argv[0] in COMMANDS:
-        command, rest = COMMANDS[argv[0]], argv[1:]
+        module, rest = COMMANDS[argv[0]], argv[1:]
     elif argv and not argv[0].startswith("-"):
         # The run takes options only: a first word that is no option is a command name, mistyped.
-        from dflash_doctor.commands.options import unknown_command
-
         tell(unknown_command(argv[0]))
         return 2
     else:
-        command, rest = DEFAULT_COMMAND, argv
-    return command(rest)
+        module, rest = DEFAULT_COMMAND, argv
+    return command(module)(rest)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ bounded in time and output, and whatever goes wrong there (an exception, SystemE
 call that never lets go of the GIL) becomes an `error` finding naming the plugin and its entry point.
 
 A plugin's code never runs in the doctor's process: loading it (its import, its attributes) and judging
-(its `judge`) each run in a child of the doctor's own interpreter (`dflash_doctor.guest_host`), fed the
+(its `judge`) each run in a child of the doctor's own interpreter (`dflash_doctor.guest_process`), fed the
 facts as JSON on stdin and answering with the findings as JSON. The doctor kills the child's process group
 at the run's `--timeout` or when the run is stopped (a thread could not be stopped: a plugin holding the
 GIL would hold the doctor with it). The built-in checks are the doctor's own code and run in-process; the
@@ -32,9 +32,9 @@ from typing import Any, ClassVar
 from dflash_doctor.check import Check, Facts, SectionError
 from dflash_doctor.codes.core import PLUGIN_FOREIGN_IDS
 from dflash_doctor.documents.jsondoc import DocumentError, parse_json, too_deep
-from dflash_doctor.facts.probes import exchange
 from dflash_doctor.facts.proctree import end_tree
 from dflash_doctor.model import Finding, Remediation, Status
+from dflash_doctor.process import exchange
 
 __all__ = ["ANSWER", "CHECK_ID", "RESERVED_IDS", "STOP", "Declared", "GuestCheck", "GuestRun", "declaration_problems",
            "declarations", "declare", "describe", "run_guest", "wrap"]
@@ -66,7 +66,7 @@ FINDINGS_CAP = 1000
 EVIDENCE_DEPTH = 16
 """How deep a guest's finding's evidence may nest dicts and lists: its report (and a fleet summary of reports)
 stays within the depth any JSON the doctor reads may have (`dflash_doctor.documents.jsondoc.MAX_DEPTH`)."""
-BOOT = "import sys; sys.path[:] = sys.argv[1:]; from dflash_doctor.guest_host import main; main()"
+BOOT = "import sys; sys.path[:] = sys.argv[1:]; from dflash_doctor.guest_process import main; main()"
 """The guest's `-c` program, given the doctor's sys.path as its arguments: `-c` puts the working directory first on
 sys.path, so nothing but the built-in sys is imported before the doctor's own path replaces it (a json.py where the
 doctor runs would otherwise run in every guest)."""
@@ -82,7 +82,7 @@ class GuestRun:
     """How one guest process went: its answer, or why there is none."""
 
     answer: Mapping[str, Any] | None
-    """The guest's JSON answer (see `dflash_doctor.guest_host`); None when there is none."""
+    """The guest's JSON answer (see `dflash_doctor.guest_process`); None when there is none."""
     failure: str = ""
     """Why there is no answer, as a phrase ("was killed by SIGSEGV"); "" with an answer."""
     timed_out: bool = False

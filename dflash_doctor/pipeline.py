@@ -19,7 +19,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dflash_doctor.check import Check
+from dflash_doctor.facts import baseline, dryrun
+from dflash_doctor.facts.interpreter import InterpreterError
+from dflash_doctor.fix.verify import mark_unchecked, unchecked_reason, verified_commands, verify_results
 from dflash_doctor.model import CheckResult, Finding, Status, exit_code, interrupted_result
+from dflash_doctor.registry import LOAD_TIMEOUT_S, load_checks
+from dflash_doctor.report import document as report_module
+from dflash_doctor.report import redact
+from dflash_doctor.report.document import host_info
 from dflash_doctor.request import Request, RequestError
 from dflash_doctor.runner import ProgressFn, Signals, Stopped, judge, run_checks, select
 
@@ -45,7 +52,6 @@ def load_selected(request: Request, timeout_s: float | None = None,
     """The checks the request selects (--only/--skip; a check that runs only when asked for, `on_request`, when
     it is `asked` for: by default `Request.asked`), and the findings of the plugins that could not be loaded; RequestError for
     a name that is no check and no layer."""
-    from dflash_doctor.registry import LOAD_TIMEOUT_S, load_checks
 
     loaded, errors = load_checks(timeout_s=LOAD_TIMEOUT_S if timeout_s is None else timeout_s)
     problems = [e.finding() for e in errors]
@@ -69,8 +75,7 @@ def _plugin_result(problems: list[Finding]) -> list[CheckResult]:
 def _given_secrets(request: Request, sections: Mapping[str, Any] | None = None) -> list[str]:
     """The secrets in what the checks were given: the serve command's (`serve.argv`; in `sections`, what vLLM's
     own parser bound to a secret) and the live check's key (the variable its `api_key_env` names). Every output
-    masks them by value (render.redact)."""
-    from dflash_doctor.render import redact
+    masks them by value (report.redact)."""
 
     serve = request.options.get("serve")
     argv = serve.get("argv") if isinstance(serve, Mapping) else None
@@ -85,8 +90,6 @@ def run(request: Request, *, handle_signals: bool = False, on_event: ProgressFn 
     RequestError (before anything is judged) for an interpreter that does not answer the handshake
     (`facts.collect`), an unusable baseline file or an unknown --only/--skip name. `on_event` is told the
     run's progress (`context.ProgressFn`)."""
-    from dflash_doctor.facts.interpreter import InterpreterError
-    from dflash_doctor.render.report import host_info
 
     started = time.monotonic()
     request = dataclasses.replace(request, python=request.interpreter)
@@ -112,7 +115,6 @@ def judge_saved(request: Request, saved: Mapping[str, Any], source: str) -> Run:
     """Judge the facts of a saved report (`source`) again with this version's checks, as `dflash-doctor judge`
     does: the checks it ran, with its options; its baseline file hashes and dry runs judged again, nothing of
     the environment read again. RequestError for an unusable baseline file or an unknown --only/--skip name."""
-    from dflash_doctor.render import report as report_module
 
     # The checks the report ran, and the baseline when one is given now.
     asked = report_module.check_ids(saved) | request.asked()
@@ -122,7 +124,6 @@ def judge_saved(request: Request, saved: Mapping[str, Any], source: str) -> Run:
     if request.baseline:
         # The baseline given now, against the file hashes the report saved (a run given --baseline saves them;
         # a report without them has those parts reported as not compared). Nothing of the environment is read.
-        from dflash_doctor.facts import baseline
 
         try:
             sections["baseline"] = baseline.section(request.baseline)
@@ -138,8 +139,6 @@ def judge_saved(request: Request, saved: Mapping[str, Any], source: str) -> Run:
     extra: dict[str, Any] = {"judged_from": source, "options": options}
     dry_runs = saved.get("dry_runs")
     if isinstance(dry_runs, dict) and dry_runs.get("items"):
-        from dflash_doctor.checks.fix.verify import verify_results
-
         extra["dry_runs"] = dry_runs  # what the installer said then, judged again now
         results = verify_results(results, dry_runs)
     return _finish(dataclasses.replace(request, python=python, secrets=()), results, sections, extra,
@@ -149,11 +148,9 @@ def judge_saved(request: Request, saved: Mapping[str, Any], source: str) -> Run:
 def _verify_fixes(results: list[CheckResult], sections: Mapping[str, Any], extra: dict[str, Any],
                   request: Request, handle_signals: bool, started: float) -> tuple[list[CheckResult], bool]:
     """Ask the target's installer what each failing finding's fixes would do (facts.dryrun), keep those facts in
-    the report (`dry_runs`) and judge them onto the remediations (checks.fix.verify). Stopped meanwhile
+    the report (`dry_runs`) and judge them onto the remediations (fix.verify). Stopped meanwhile
     (SIGTERM, Ctrl-C), the installers are stopped and the results stay as judged, with the stop (the run is then
     partial: the second value)."""
-    from dflash_doctor.checks.fix.verify import verified_commands, verify_results
-    from dflash_doctor.facts import dryrun
 
     signals = Signals(handle_signals)
     signals.install()
@@ -178,9 +175,7 @@ def _verify_fixes(results: list[CheckResult], sections: Mapping[str, Any], extra
 def _finish(request: Request, results: list[CheckResult], sections: Mapping[str, Any], extra: dict[str, Any],
             host: Mapping[str, Any] | None, partial: bool, lingering: bool = False, given: bool = True) -> Run:
     """The report (redacted) and the exit code; where the facts break the report, the report of what is
-    certain, and why (`render.report.finish`)."""
-    from dflash_doctor.checks.fix.verify import mark_unchecked, unchecked_reason
-    from dflash_doctor.render import report as report_module
+    certain, and why (`report.document.finish`)."""
 
     masked = _given_secrets(request, sections) if given else []
     if partial:

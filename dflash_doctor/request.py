@@ -47,7 +47,7 @@ class Request:
     baseline: str | None = None
     """A golden baseline file to compare with (checks.fix.baseline)."""
     verify_fixes: bool = False
-    """Ask the target's installer what each failing finding's fixes would do (checks.fix.verify)."""
+    """Ask the target's installer what each failing finding's fixes would do (fix.verify)."""
     profile: str | None = None
     """The profile applied, as the report records it."""
     profile_origin: str | None = None

@@ -30,7 +30,7 @@ from dflash_doctor.facts import archs as archs_collector
 from dflash_doctor.facts import environment
 from dflash_doctor.knowledge.archs_advice import PTX_ISA_MIN_CUDA
 from dflash_doctor.model import CheckResult, Finding, Status
-from dflash_doctor.render import report as report_module
+from dflash_doctor.report import document as report_module
 from dflash_doctor.runner import judge
 
 NVCC = shutil.which("nvcc")

@@ -17,7 +17,7 @@ import pytest
 from dflash_doctor.check import Check, Facts
 from dflash_doctor.facts.sections import SECTION_SHAPES
 from dflash_doctor.registry import BUILTIN_CHECKS
-from dflash_doctor.render.report import sections_of
+from dflash_doctor.report.document import sections_of
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"

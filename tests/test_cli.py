@@ -13,7 +13,7 @@ import pytest
 from conftest import Doctor, findings_of, validate_report
 from realenv import make_venv
 
-from dflash_doctor.render.redact import Redactor
+from dflash_doctor.report.redact import Redactor
 
 
 def test_doctor_runs_cleanly_on_this_machine_and_exits_zero(doctor: Doctor) -> None:

@@ -26,13 +26,13 @@ from realenv import Env, fa4_wheel, install, make_venv
 from dflash_doctor import cli
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.fix.baseline import judge_baseline
-from dflash_doctor.facts import baseline as baseline_module
-from dflash_doctor.facts.baseline_shapes import Baseline, BaselineFacts
 from dflash_doctor.commands import baseline as baseline_command
 from dflash_doctor.documents import docschema
 from dflash_doctor.documents.jsondoc import MAX_DEPTH
+from dflash_doctor.facts import baseline as baseline_module
+from dflash_doctor.facts.baseline_shapes import Baseline, BaselineFacts
 from dflash_doctor.fleet.merge import summarize
-from dflash_doctor.render import report as report_module
+from dflash_doctor.report import document as report_module
 
 ROOT = Path(__file__).resolve().parent.parent
 H200_REPORT = ROOT / "fixtures" / "h200" / "report-serve-toy.json"

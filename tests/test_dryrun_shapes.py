@@ -22,10 +22,10 @@ from realenv import Env, build_wheel, fa4_wheel, install
 from test_fact_shapes import undeclared_or_changed
 from test_fix import pip_venv, recorded
 
-from dflash_doctor.checks.fix.verify import judge_item, mark_unchecked, unchecked_reason, verify_results
 from dflash_doctor.checks.remedy import remove_leftovers
 from dflash_doctor.facts import dryrun
 from dflash_doctor.facts.dryrun_shapes import DryRuns
+from dflash_doctor.fix.verify import judge_item, mark_unchecked, unchecked_reason, verify_results
 from dflash_doctor.model import CheckResult
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "dry_runs"

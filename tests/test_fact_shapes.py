@@ -23,13 +23,13 @@ from toymodels import write_toy_drafter, write_toy_target
 
 from dflash_doctor.check import Context, Facts, SectionError
 from dflash_doctor.codes.aliases import current_id
+from dflash_doctor.facts.collect import collect
 from dflash_doctor.facts.environment_shapes import Distributions, Target
 from dflash_doctor.facts.sections import BUILTIN_COLLECTORS, SECTION_SHAPES, shape_of
 from dflash_doctor.facts.shape import ShapeError
 from dflash_doctor.model import CheckResult
 from dflash_doctor.registry import BUILTIN_CHECKS
-from dflash_doctor.render import report as report_module
-from dflash_doctor.facts.collect import collect
+from dflash_doctor.report import document as report_module
 from dflash_doctor.runner import judge
 
 ROOT = Path(__file__).resolve().parent.parent

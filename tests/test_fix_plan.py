@@ -22,9 +22,9 @@ from conftest import Doctor
 from realenv import Env, _clean_environ, dir_digest
 from test_fix import recorded, seed_env
 
-from dflash_doctor.checks.fix.verify import verify_results
-from dflash_doctor.commands.fix_plan import effect, plan
 from dflash_doctor.facts.dryrun_shapes import DryRuns, InstalledDist
+from dflash_doctor.fix.plan import effect, plan
+from dflash_doctor.fix.verify import verify_results
 from dflash_doctor.model import CheckResult
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -184,7 +184,7 @@ def test_a_default_runs_fixes_say_not_checked_why_and_how_in_every_format(
 
 
 def test_a_fix_no_installer_can_be_asked_about_says_so_and_a_verified_fix_keeps_its_verdict() -> None:
-    from dflash_doctor.checks.fix.verify import NOT_AN_INSTALLER_COMMAND, mark_unchecked, unchecked_reason
+    from dflash_doctor.fix.verify import NOT_AN_INSTALLER_COMMAND, mark_unchecked, unchecked_reason
 
     result = CheckResult.from_dict({"id": "gpu", "layer": "gpu", "title": "t", "status": "fail", "findings": [
         {"id": "gpu.x", "status": "fail", "title": "t", "remediation": [

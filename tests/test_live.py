@@ -40,7 +40,7 @@ from dflash_doctor.check import Facts
 from dflash_doctor.checks.live import LiveCheck
 from dflash_doctor.facts.live import LiveOptions, gather, get
 from dflash_doctor.model import Finding
-from dflash_doctor.render import report as report_module
+from dflash_doctor.report import document as report_module
 
 K = 15  # num_speculative_tokens of the recorded servers
 

@@ -90,13 +90,14 @@ def test_the_built_wheel_ships_checks_under_the_package_name_only(tmp_path: Path
 
 
 # Each layer may import only from its own layer and those below it (no exceptions):
-# the command line (cli, commands, fleet) -> the run (pipeline, runner, registry, guests, render) -> checks ->
-# facts, knowledge, documents, codes -> the core's bottom (model, units, shape, context, check, request).
+# the command line (cli, commands, fleet) -> the run (pipeline, runner, registry, guests, render, fix) ->
+# checks, report -> facts, knowledge, documents, codes -> the core's bottom (model, units, shape, context, check,
+# request, process).
 LAYER_OF = {"cli": 4, "commands": 4, "fleet": 4,
-            "pipeline": 3, "runner": 3, "registry": 3, "guest": 3, "guest_host": 3, "render": 3,
-            "checks": 2,
+            "pipeline": 3, "runner": 3, "registry": 3, "guest": 3, "guest_process": 3, "render": 3, "fix": 3,
+            "checks": 2, "report": 2,
             "facts": 1, "knowledge": 1, "documents": 1, "codes": 1,
-            "model": 0, "units": 0, "shape": 0, "context": 0, "check": 0, "request": 0}
+            "model": 0, "units": 0, "shape": 0, "context": 0, "check": 0, "request": 0, "process": 0}
 
 
 def test_imports_point_one_way_and_probes_import_nothing_from_the_package() -> None:

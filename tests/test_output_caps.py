@@ -19,7 +19,7 @@ import pytest
 from conftest import finding, validate_report
 from realenv import build_wheel, install, make_venv
 
-from dflash_doctor.facts.probes import STDERR_CAP, STDOUT_CAP, exchange
+from dflash_doctor.process import STDERR_CAP, STDOUT_CAP, exchange
 
 pytestmark = pytest.mark.slow
 

@@ -101,7 +101,7 @@ def test_a_401_answer_that_echoes_the_key_shows_it_in_no_output(doctor: Doctor, 
 
 def test_a_secret_variable_of_the_environment_is_masked_wherever_its_value_appears(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from dflash_doctor.render.redact import Redactor
+    from dflash_doctor.report.redact import Redactor
 
     monkeypatch.setenv("HF_TOKEN", "plainvalue-of-the-hf-token")  # not shaped like hf_...: only the name says so
     monkeypatch.setenv("SSH_AUTH_SOCK", "/tmp/ssh-XXXX/agent.1")  # a path: not masked
@@ -119,7 +119,7 @@ def test_a_secret_variable_of_the_environment_is_masked_wherever_its_value_appea
 ])
 def test_a_json_key_names_a_secret_by_its_words_not_by_containing_token(key: str, secret: bool) -> None:
     from dflash_doctor.facts.secrets import secret_key
-    from dflash_doctor.render.redact import Redactor
+    from dflash_doctor.report.redact import Redactor
 
     assert secret_key(key) is secret
     shown = Redactor().tree({key: "<s>-value"})[key]
@@ -290,7 +290,7 @@ def test_every_encoding_of_a_given_secret_is_masked_few_or_many(key: str) -> Non
     import shlex
     import urllib.parse
 
-    from dflash_doctor.render.redact import Redactor
+    from dflash_doctor.report.redact import Redactor
 
     shown = [repr(key), repr([key]), repr(repr(key)), ascii(key), json.dumps({"k": key}), json.dumps(repr(key)),
              f"https://x/?k={urllib.parse.quote(key, safe='')}", f"https://x/{urllib.parse.quote(key)}",
@@ -301,7 +301,7 @@ def test_every_encoding_of_a_given_secret_is_masked_few_or_many(key: str) -> Non
         for text in shown:
             masked = redactor.text(text)
             assert "<redacted>" in masked and leaked(masked, [key]) == [], (text, masked)
-    from dflash_doctor.render.redact import SecretMask
+    from dflash_doctor.report.redact import SecretMask
 
     mask = SecretMask([key, *many])
     assert mask("x other-key-0007y other-key-00") == "x <redacted>y other-key-00"

@@ -419,7 +419,7 @@ def test_a_saved_report_whose_serve_facts_have_a_mistyped_leaf_is_an_error_namin
     """The recorded serve report (fixtures/h200/report-serve-toy.json) judges; the same facts with one leaf of
     the wrong type are the serve-command check's error naming that leaf, not a verdict on a wrong value."""
     from dflash_doctor.checks.serve import ServeCommandCheck
-    from dflash_doctor.render import report as report_module
+    from dflash_doctor.report import document as report_module
     from dflash_doctor.runner import judge
 
     data = json.loads((Path(__file__).resolve().parent.parent / "fixtures/h200/report-serve-toy.json").read_text())
@@ -448,7 +448,7 @@ def test_recorded_vllm_facts_load_typed_and_a_mistyped_leaf_names_its_field(
     one leaf of the wrong type is refused naming that leaf."""
     from dflash_doctor.facts.serve_shapes import VllmDflash
     from dflash_doctor.facts.shape import ShapeError
-    from dflash_doctor.render import report as report_module
+    from dflash_doctor.report import document as report_module
 
     data = json.loads((Path(__file__).resolve().parent.parent / "fixtures/engine/01-healthy.json").read_text())
     raw = report_module.sections_of(data["report"])["vllm_dflash"]

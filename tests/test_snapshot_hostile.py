@@ -31,7 +31,7 @@ from stacks import add_to_path, vllm_site
 REPO = Path(__file__).resolve().parent.parent
 # The code before snapshots were checked took "roots": "/" (a string) as the roots "/", and removed every path
 # under them that its manifest did not list: the cases that could hand it such roots never run against it.
-CHECKED = (REPO / "dflash_doctor" / "commands" / "snapshot_schema.py").is_file()
+CHECKED = (REPO / "dflash_doctor" / "fix" / "snapshot_schema.py").is_file()
 UNSAFE_ON_OLD_CODE = "the unchecked code would walk / and remove what it could: not run against it"
 MEMORY_LIMIT = 2 << 30  # an unbounded read (/dev/zero) ends in MemoryError, not in the machine's swap
 

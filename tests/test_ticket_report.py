@@ -149,7 +149,7 @@ def test_keep_hosts_keeps_addresses_and_host_names_but_never_secrets(
 
 
 def test_redaction_of_strings_wherever_they_occur() -> None:
-    from dflash_doctor.render.redact import Redactor
+    from dflash_doctor.report.redact import Redactor
 
     r = Redactor(homes=("/home/alice",), user="alice", hosts=("gpu-17.corp.example", "gpu-17"))
     cases = {
@@ -176,7 +176,7 @@ def test_redaction_of_strings_wherever_they_occur() -> None:
 
 
 def test_a_fix_s_changes_keep_four_part_versions_and_still_lose_host_names() -> None:
-    from dflash_doctor.render.redact import Redactor
+    from dflash_doctor.report.redact import Redactor
 
     r = Redactor(homes=("/home/alice",), user="alice", hosts=("gpu-17.corp.example", "gpu-17"))
     step = {"command": "pip install x", "verified": "resolves",
@@ -419,7 +419,7 @@ def test_a_result_whose_facts_break_the_report_leaves_the_report_of_what_is_cert
     """A check result whose facts cannot be written (here: pairs of three, not a mapping) does not take the
     report down: the results go out without their facts, with the doctor's own failure, marked partial."""
     from dflash_doctor.model import CheckResult, Status
-    from dflash_doctor.render.report import finish
+    from dflash_doctor.report.document import finish
 
     broken = CheckResult("distributions", "python", "Distributions", Status.PASS,
                          (Finding(id="distributions.ok", status=Status.PASS, title="fine"),),

@@ -1,43 +1,37 @@
 """Every subcommand, one module each, with `main(argv) -> exit code`; `dflash_doctor.cli` dispatches through
-this one table. A command module imports at its top only what its parser needs (the rest when it runs), so
-importing them all keeps `dflash-doctor --help` cheap."""
+this one table. The table names modules (as pytest's `default_plugins` does) and `command` imports only the
+one chosen, so `dflash-doctor --help` loads no other command and each command imports what it uses at its top."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from importlib import import_module
 
-from dflash_doctor.commands import (
-    baseline,
-    explain,
-    fix,
-    fleet,
-    judge,
-    list_checks,
-    list_profiles,
-    live,
-    merge,
-    run,
-    serve,
-)
-
-__all__ = ["COMMANDS", "DEFAULT_COMMAND", "Command"]
+__all__ = ["COMMANDS", "DEFAULT_COMMAND", "Command", "command"]
 
 Command = Callable[[Sequence[str]], int]
 """main(argv) -> exit code."""
 
-COMMANDS: dict[str, Command] = {
-    "judge": judge.main,
-    "list": list_checks.main,
-    "explain": explain.main,
-    "profiles": list_profiles.main,
-    "serve": serve.main,
-    "baseline": baseline.main,
-    "merge": merge.main,
-    "fleet": fleet.main,
-    "fix": fix.main,
-    "live": live.main,
+COMMANDS: dict[str, str] = {
+    "judge": "judge",
+    "list": "list_checks",
+    "explain": "explain",
+    "profiles": "list_profiles",
+    "serve": "serve",
+    "baseline": "baseline",
+    "merge": "merge",
+    "fleet": "fleet",
+    "fix": "fix",
+    "live": "live",
 }
-"""`dflash-doctor NAME ...` -> the command that runs it (options.SUBCOMMANDS names the same, for the parser)."""
+"""`dflash-doctor NAME ...` -> the module of `dflash_doctor.commands` that runs it (options.SUBCOMMANDS names the
+same, for the parser)."""
 
-DEFAULT_COMMAND: Command = run.main
-"""`dflash-doctor [options]`: no command name, the doctor's run."""
+DEFAULT_COMMAND = "run"
+"""`dflash-doctor [options]`: no command name, the doctor's run (module `dflash_doctor.commands.run`)."""
+
+
+def command(module: str) -> Command:
+    """The `main` of the command module `module` (a value of COMMANDS, or DEFAULT_COMMAND), imported now."""
+    main: Command = import_module(f"{__name__}.{module}").main
+    return main

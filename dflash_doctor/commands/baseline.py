@@ -21,6 +21,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+from dflash_doctor.checks.fix import baseline
 from dflash_doctor.commands import run as run_command
 from dflash_doctor.commands.options import (
     Parser,
@@ -33,9 +36,9 @@ from dflash_doctor.commands.options import (
 from dflash_doctor.commands.run import emit, live_progress
 from dflash_doctor.documents.jsondoc import shown_path
 from dflash_doctor.facts.baseline_shapes import Baseline, PythonState
-
-# The baseline itself (checks.fix.baseline) and the file hashes are imported when an action runs: not cheap,
-# and `dflash-doctor --help` imports every command.
+from dflash_doctor.facts.envsummary import STACK
+from dflash_doctor.facts.file_hashes import with_file_hashes
+from dflash_doctor.report import document as report_module
 
 
 def save_parser() -> argparse.ArgumentParser:
@@ -85,15 +88,9 @@ def cmd_save(argv: Sequence[str]) -> int:
     try:
         args = parse_run_args(argv, parser)
         from dflash_doctor import pipeline  # after the parse: `--help` needs none of the run
-        from dflash_doctor.checks.fix import baseline
-        from dflash_doctor.facts.envsummary import STACK
-        from dflash_doctor.facts.file_hashes import with_file_hashes
-        from dflash_doctor.render import report as report_module
 
         _check_baseline_path(args.file)
         if args.driver_range:
-            from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
             try:
                 SpecifierSet(args.driver_range)
             except InvalidSpecifier:
@@ -141,7 +138,10 @@ def cmd_show(argv: Sequence[str]) -> int:
     parser.add_argument("file", metavar="FILE")
     parser.add_argument("--json", action="store_true", help="print the baseline without file hashes, as JSON")
     args = parser.parse_args(argv)
-    from dflash_doctor.facts.baseline import BaselineError, load
+    from dflash_doctor.facts.baseline import (  # reads with `packaging` (~60 ms): only when a baseline is read
+        BaselineError,
+        load,
+    )
 
     try:
         state = load(args.file)

@@ -3,12 +3,12 @@
 1. Run the doctor, and ask the target's installer what each failing finding's fixes would do (the dry runs
    of `--verify-fixes`); the first-ranked fix of each failing finding that is a cause of its own is a step:
    what stops `vllm serve` first, then in the order of the checks; a step another step undoes, or a CUDA build
-   of torch for a run told there is no GPU, is left out, and the plan says why (commands.fix_plan).
+   of torch for a run told there is no GPU, is left out, and the plan says why (fix.plan).
 2. Show the plan and ask (`--yes` for CI; with stdin not a terminal and no `--yes`, exit 2, nothing done).
 3. For each step: skip it when the installer said it fails or would break another requirement, when it was not
    asked (offline: what it would touch is unknown), or when it is not a command fix knows (only installs,
    uninstalls, leftover cleanups and moves that name the target environment); stop at the first source
-   build unless `--allow-build`. Otherwise snapshot what it will touch (commands.snapshot), run the command
+   build unless `--allow-build`. Otherwise snapshot what it will touch (fix.snapshot), run the command
    exactly as shown (`bash -c`), run the doctor again, and keep the step only when its findings no longer
    fail and no check got worse (a higher status, or more failing findings); else restore the snapshot.
 4. Print the checks before and after, side by side (`--json PATH`: the plan and each step's outcome).
@@ -16,7 +16,7 @@
 `fix --undo [SNAPSHOT]` restores the environment from the snapshots of a fix run (the newest for this
 interpreter when none is named), last step first, and says what, if anything, still differs. It restores only
 inside the environment roots the interpreter reports now, and only after every snapshot of the run passed
-commands.snapshot_schema (read safely, its schema, every path inside those roots); else exit 2, nothing changed.
+fix.snapshot_schema (read safely, its schema, every path inside those roots); else exit 2, nothing changed.
 
 Exit codes: 0 nothing fails after; 1 something still fails (or a restore left differences); 2 a wrong
 command line, a plan that needed a yes it could not ask for, or a snapshot `--undo` will not trust.
@@ -33,27 +33,34 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
+from dflash_doctor import pipeline
+from dflash_doctor.checks.python.overlaps import partners
+from dflash_doctor.checks.remedy import join
 from dflash_doctor.commands.options import (
     UsageError,
     parse_run_args,
     request_of,
     run_parser,
+    split_names,
     tell,
     usage_error,
 )
-from dflash_doctor.facts.probes import safe_path_environ
+from dflash_doctor.context import Context
+from dflash_doctor.facts import dryrun, environment
+from dflash_doctor.facts.dryrun_shapes import DryRuns
+from dflash_doctor.facts.environment_shapes import Distributions, Target
+from dflash_doctor.fix import snapshot
+from dflash_doctor.fix.plan import Step, decide, failing_cause, failing_keys, plan, worse
+from dflash_doctor.fix.touched import environment_roots, touched_paths
+from dflash_doctor.fix.verify import judge_item, mark_unchecked, verify_results
 from dflash_doctor.model import CheckResult, Finding
-
-if TYPE_CHECKING:
-    from dflash_doctor.commands.fix_plan import Step
-    from dflash_doctor.facts.dryrun_shapes import DryRunItem, InstalledDist
-    from dflash_doctor.facts.environment_shapes import Target
-    from dflash_doctor.pipeline import Run
-
-# The plan (commands.fix_plan, over the installer's answers) is imported when a fix runs: `--help` imports every
-# command, and the plan reads requirements with `packaging`.
+from dflash_doctor.process import safe_path_environ
+from dflash_doctor.render import json_report
+from dflash_doctor.render.plain import plain_output
+from dflash_doctor.render.text import log_line, screen, shell_line, visible
+from dflash_doctor.report.redact import redact_report
 
 __all__ = ["main"]
 
@@ -76,79 +83,10 @@ def fix_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# --------------------------------------------------------------------------- what a step touches
-
-
-def _roots(target: Target | None) -> list[str]:
-    """The directories of the target's own environment: a venv's prefix; else the roots under its prefix."""
-    if target is None or not target.prefix:
-        return []
-    if target.env_kind in ("venv", "uv"):
-        return [target.prefix]
-    return [r for r in target.environment_roots if r.startswith(target.prefix.rstrip(os.sep) + os.sep)]
-
-
-def touched_paths(command: str, item: DryRunItem | None, installed: Sequence[InstalledDist],
-                  roots: Sequence[str], python: str) -> tuple[list[str] | None, str]:
-    """What the command will touch inside the environment (None and why when fix must not run it)."""
-    from dflash_doctor.facts.dryrun import parse_command, read_record_paths
-    from dflash_doctor.facts.dryrun_shapes import SegmentRun
-    from dflash_doctor.facts.envfacts import canonical
-    from dflash_doctor.facts.safefile import under
-    from dflash_doctor.knowledge.flash_attn import DISTRIBUTIONS, FA2_TOP_LEVELS
-
-    segments = parse_command(command)
-    if segments is None:
-        return None, "not a command fix runs (only installs, uninstalls, leftover cleanups and moves)"
-    if any(s.python and s.python != python for s in segments):
-        return None, "it names another interpreter than the target"
-    by_name = {canonical(d.name or ""): d for d in installed}
-    paths: list[str] = []
-    site_dirs = sorted({d.location for d in installed if d.location and under(d.location, roots)})
-
-    def add_dist(dist: InstalledDist) -> None:
-        location = dist.location or ""
-        record, _ = read_record_paths(str(dist.dist_info), location)
-        paths.extend(record)
-        paths.append(str(dist.dist_info))
-        paths.extend(os.path.join(location, t) for t in dist.tops)
-
-    facts = item.segments if item is not None else []
-    for i, segment in enumerate(segments):
-        seg_facts = facts[i] if i < len(facts) else SegmentRun()
-        if segment.kind in ("cleanup", "move"):
-            source = segment.paths[0]
-            if not under(os.path.normpath(source), roots):
-                return None, f"{source} is outside the target environment"
-            paths.append(source)
-            continue
-        if seg_facts.status not in ("resolved", "simulated"):
-            return None, "the installer was not asked what it would do: " + (seg_facts.reason or "no dry run")
-        names = [str(n) for n in segment.names] if segment.kind == "uninstall" else []
-        names += [e.name for e in seg_facts.install]
-        names += [e.name for e in seg_facts.remove]
-        for name in names:
-            key = canonical(name)
-            if key in by_name:
-                add_dist(by_name[key])
-            tops = {key.replace("-", "_"), DISTRIBUTIONS.value.get(key, "")}
-            if key == "flash-attn":
-                tops.update(FA2_TOP_LEVELS.value)
-            for dist in installed:  # whoever shares those top-level names is touched too
-                if tops & set(dist.tops):
-                    add_dist(dist)
-            paths.extend(os.path.join(site, top) for site in site_dirs for top in tops if top)
-        paths.extend(left.directory for left in seg_facts.left_behind)
-    inside = sorted({os.path.normpath(p) for p in paths if p and under(os.path.normpath(p), roots)})
-    return inside, ""
-
-
 # --------------------------------------------------------------------------- running
 
 
 def _archs(args: argparse.Namespace) -> list[str]:
-    from dflash_doctor.commands.options import split_names
-
     return split_names(args.target_arch)
 
 
@@ -157,10 +95,6 @@ def _dry_runs(results: Sequence[CheckResult], sections: Mapping[str, Any], pytho
     """Ask the installer about the fixes the plan may pick, where it matters: the first fix of each failing cause,
     and the others of a finding only when its first does not resolve (a first fix that resolves is ranked first
     whatever the others say, so asking about them would cost index time for nothing)."""
-    from dflash_doctor.checks.fix.verify import judge_item
-    from dflash_doctor.commands.fix_plan import failing_cause
-    from dflash_doctor.facts import dryrun
-    from dflash_doctor.facts.dryrun_shapes import DryRuns
 
     fails_itself = failing_cause(results)
     causes = [f for r in results for f in r.findings if fails_itself(f) and f.remediation]
@@ -181,28 +115,9 @@ def _dry_runs(results: Sequence[CheckResult], sections: Mapping[str, Any], pytho
     return dry
 
 
-def _doctor(args: argparse.Namespace) -> Run:
+def _doctor(args: argparse.Namespace) -> pipeline.Run:
     """The doctor's run, as fix needs it: no baseline, and fix asks the installer itself."""
-    from dflash_doctor import pipeline
-
     return pipeline.run(request_of(args, verify_fixes=False, baseline=None))
-
-
-def _worse(before: Sequence[CheckResult], after: Sequence[CheckResult]) -> list[str]:
-    from dflash_doctor.commands.fix_plan import FAILING
-
-    old = {r.id: r for r in before}
-    found = []
-    for result in after:
-        prior = old.get(result.id)
-        if prior is None:
-            continue
-        n_before = sum(f.status in FAILING for f in prior.findings)
-        n_after = sum(f.status in FAILING for f in result.findings)
-        if result.status.rank > prior.status.rank or n_after > n_before:
-            found.append(f"{result.id}: {prior.status.value} ({n_before} failing) -> {result.status.value} "
-                         f"({n_after} failing)")
-    return found
 
 
 def _shell(command: str) -> subprocess.CompletedProcess[str]:
@@ -268,8 +183,6 @@ def _plan_document(python: str, steps: Sequence[Step], dropped: Sequence[Step],
 
 
 def _write_json(path: str, document: Mapping[str, Any]) -> None:
-    from dflash_doctor.render import json_report
-
     try:
         json_report.write(document, path)
     except OSError as exc:  # what the writer refuses (a link planted there since the start, say): one line
@@ -279,26 +192,21 @@ def _write_json(path: str, document: Mapping[str, Any]) -> None:
         tell(f"dflash-doctor: fix report written to {os.path.abspath(path)}\n")
 
 
-def _live_roots(args: argparse.Namespace) -> list[str]:
+def _liveenvironment_roots(args: argparse.Namespace) -> list[str]:
     """The target's environment roots as its interpreter reports them now (the environment probe), never as a
     snapshot claims them: `fix --undo` restores inside these only."""
-    from dflash_doctor.context import Context
-    from dflash_doctor.facts import environment
-    from dflash_doctor.facts.environment_shapes import Target
 
     sections = environment.collect(Context(python=str(args.python), cwd=os.getcwd(), timeout_s=args.timeout), {})
     facts = sections.get("target") or {}
     if "_error" in facts:
         raise UsageError(f"fix --undo: cannot ask {args.python} where its environment is: {facts['_error']}")
-    roots = _roots(Target.read(facts))
+    roots = environment_roots(Target.read(facts))
     if not roots:
         raise UsageError(f"fix --undo: {args.python} reports no environment directory to restore into")
     return roots
 
 
 def _undo(args: argparse.Namespace, out: TextIO) -> int:
-    from dflash_doctor.commands import snapshot
-
     root = Path(args.snapshots) if args.snapshots else snapshot.snapshot_root()
     run_dir = Path(args.undo) if args.undo else snapshot.latest(args.python, root)
     if run_dir is None:
@@ -307,7 +215,7 @@ def _undo(args: argparse.Namespace, out: TextIO) -> int:
     # is touched: a snapshot that fails is a usage error, with nothing changed.
     try:
         steps = snapshot.load_run(run_dir, FIX_FORMAT, str(args.python))
-        roots = _live_roots(args)
+        roots = _liveenvironment_roots(args)
         snaps = [snapshot.load(run_dir / step_dir, str(args.python)) for step_dir in reversed(steps)]
         snapshot.confine(snaps, roots)
     except snapshot.SnapshotError as exc:
@@ -331,7 +239,6 @@ def _undo(args: argparse.Namespace, out: TextIO) -> int:
 
 def _shown(command: str) -> str:
     """A step's command as one line to paste (render.text.shell_line), ASCII so that either view shows it whole."""
-    from dflash_doctor.render.text import shell_line
 
     return shell_line(command, ascii_only=True)
 
@@ -344,8 +251,6 @@ class _Plain:
         self.stream, self.plain = stream, plain
 
     def write(self, text: str) -> int:
-        from dflash_doctor.render.text import log_line, screen
-
         shown = log_line if self.plain else screen
         return self.stream.write("\n".join(shown(line) for line in text.split("\n")))
 
@@ -358,8 +263,6 @@ class _Plain:
 
 
 def main(argv: Sequence[str]) -> int:
-    from dflash_doctor.render.plain import plain_output
-
     try:
         args = parse_run_args(argv, fix_parser())
         stream = sys.stderr if args.json == "-" else sys.stdout
@@ -372,22 +275,13 @@ def main(argv: Sequence[str]) -> int:
 
 
 def _fix(args: argparse.Namespace, out: TextIO) -> int:
-    from dflash_doctor.checks.fix.verify import mark_unchecked, verify_results
-    from dflash_doctor.checks.python.overlaps import partners
-    from dflash_doctor.checks.remedy import join
-    from dflash_doctor.commands import snapshot
-    from dflash_doctor.commands.fix_plan import decide, failing_keys, plan
-    from dflash_doctor.facts.dryrun_shapes import DryRuns
-    from dflash_doctor.facts.environment_shapes import Distributions, Target
-    from dflash_doctor.render.text import visible
-
     first = _doctor(args)
     sections = first.sections
     target = Target.read(sections.get("target"))
     python = str(args.python)
     dry = DryRuns.from_json(_dry_runs(first.raw_results, sections, python, args))
     before = verify_results(first.raw_results, dry)
-    roots = _roots(target)
+    roots = environment_roots(target)
     items = {i.command: i for i in dry.items}
     # A build's command carries MAX_JOBS and FLASH_ATTN_CUDA_ARCHS in front of the one the installer was asked about.
     commands = {r.command for result in before for f in result.findings for r in f.remediation}
@@ -437,7 +331,7 @@ def _fix(args: argparse.Namespace, out: TextIO) -> int:
     undo = join(["dflash-doctor", "fix", "--python", python, "--undo", str(run_dir)])
     out.write(f"snapshots: {visible(str(run_dir))}  (undo: {_shown(undo)})\n")
     current = before
-    latest: Run | None = first  # the doctor's run of the environment as it is now; None once a step rolled back
+    latest: pipeline.Run | None = first  # the doctor's run of the environment as it is now; None once a step rolled back
     stopped = False
     for n, step in enumerate(steps, 1):
         step.applied, stopped = decide(step.remediation.verified, allow_build=args.allow_build, stopped=stopped)
@@ -478,11 +372,11 @@ def _fix(args: argparse.Namespace, out: TextIO) -> int:
         else:
             again = _doctor(args)
             still = [k for k in step.findings if k in failing_keys(again.raw_results)]
-            worse = _worse(current, again.raw_results)
+            got_worse = worse(current, again.raw_results)
             if still:
                 reason = "its finding still fails: " + "; ".join(f"{t} [{i}]" for _, i, t in still)
-            elif worse:
-                reason = "another check got worse: " + "; ".join(worse)
+            elif got_worse:
+                reason = "another check got worse: " + "; ".join(got_worse)
             else:
                 step.applied = "cleared"
                 current = again.raw_results
@@ -501,8 +395,6 @@ def _fix(args: argparse.Namespace, out: TextIO) -> int:
     out.write(f"\nafter: {last.report['summary']['fail']} failing check(s); "
               f"undo every step: dflash-doctor fix --python {python} --undo {run_dir}\n")
     if args.json:
-        from dflash_doctor.render.redact import redact_report
-
         _write_json(args.json, {
             **_plan_document(python, steps, dropped, unfixable), "snapshots": str(run_dir),
             "before": {r.id: r.status.value for r in before},

@@ -20,6 +20,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from dflash_doctor.commands.merge import emit
 from dflash_doctor.commands.options import (
     UsageError,
     check_count,
@@ -30,6 +31,7 @@ from dflash_doctor.commands.options import (
     tell,
 )
 from dflash_doctor.documents import writer
+from dflash_doctor.report import document as report_module
 
 MAX_NODES = 100_000
 """--min-nodes at most this many: past it no Ray cluster answers, and the wait only ends at --wait."""
@@ -78,9 +80,7 @@ def main(argv: Sequence[str]) -> int:
         tell(f"dflash-doctor fleet: error: Ray is not installed ({exc}); "
              f"install it with: {shlex.quote(sys.executable)} -m pip install 'ray[default]>=2.9'\n")
         return 2
-    from dflash_doctor.commands.merge import emit
-    from dflash_doctor.fleet.merge import summarize, unreachable
-    from dflash_doctor.render import report as report_module
+    from dflash_doctor.fleet.merge import summarize, unreachable  # not cheap: imported when the command runs
 
     try:
         nodes, problems = ray_fleet.gather(args.ray, request_of(args), gpus=args.gpus, timeout_s=args.node_timeout,

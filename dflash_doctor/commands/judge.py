@@ -16,6 +16,7 @@ from dflash_doctor.commands.options import (
     usage_error,
 )
 from dflash_doctor.commands.run import emit
+from dflash_doctor.report import document as report_module
 from dflash_doctor.request import Request
 
 __all__ = ["judge_parser", "main"]
@@ -31,8 +32,7 @@ def judge_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str]) -> int:
     args = judge_parser().parse_args(argv)
-    from dflash_doctor import pipeline
-    from dflash_doctor.render import report as report_module
+    from dflash_doctor import pipeline  # after the parse: `--help` needs none of the run
 
     try:
         check_output_paths(args)

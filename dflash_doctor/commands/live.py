@@ -18,13 +18,45 @@ Exit codes: 0 no fail; 1 a fail (with --strict, a warn too); 2 a wrong command l
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
+import signal
+import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
-from dflash_doctor.commands.options import tell
-from dflash_doctor.documents.jsondoc import parse_json
+from dflash_doctor import __version__
+from dflash_doctor.checks.live.metrics import figures
+from dflash_doctor.commands.options import (
+    OUTPUT_OPTIONS,
+    Parser,
+    UsageError,
+    check_count,
+    check_number,
+    check_output_paths,
+    tell,
+    usage_error,
+)
+from dflash_doctor.commands.run import emit, exit_if_lingering
+from dflash_doctor.documents import writer
+from dflash_doctor.documents.jsondoc import parse_json, shown_path
+from dflash_doctor.facts.live import (
+    DEFAULT_PROMPTS,
+    MAX_PROMPT_CHARS,
+    MAX_PROMPTS,
+    LiveOptions,
+    _flag,
+    get,
+    split_url,
+)
+from dflash_doctor.facts.live_shapes import Live
+from dflash_doctor.facts.safefile import read_regular
+from dflash_doctor.report import document as report_module
+from dflash_doctor.report.redact import Redactor, given_secrets
+from dflash_doctor.request import Request
+from dflash_doctor.shape import ShapeError
 
 __all__ = ["add_live_options", "live_options", "main", "parser", "run_live"]
 
@@ -49,9 +81,6 @@ def add_live_options(p: argparse.ArgumentParser | argparse._ArgumentGroup, prefi
 
 
 def parser() -> argparse.ArgumentParser:
-    from dflash_doctor import __version__
-    from dflash_doctor.commands.options import Parser
-
     p = Parser(prog="dflash-doctor live", description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--version", action="version", version=f"dflash-doctor {__version__}")
     p.add_argument("url", metavar="URL", help="the server, e.g. http://127.0.0.1:8000")
@@ -70,11 +99,6 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _prompts(path: str) -> tuple[str, ...]:
-    from dflash_doctor.commands.options import UsageError
-    from dflash_doctor.documents.jsondoc import shown_path
-    from dflash_doctor.facts.live import MAX_PROMPT_CHARS, MAX_PROMPTS
-    from dflash_doctor.facts.safefile import read_regular
-
     try:
         raw = read_regular(path, MAX_FILE + 1)
     except OSError as exc:
@@ -102,12 +126,6 @@ def _prompts(path: str) -> tuple[str, ...]:
 
 def _baseline(path: str) -> dict[str, Any]:
     """The figures of a saved live report, for the comparison (UsageError when it is not one)."""
-    from dflash_doctor.checks.live.metrics import figures
-    from dflash_doctor.commands.options import UsageError
-    from dflash_doctor.documents.jsondoc import shown_path
-    from dflash_doctor.facts.live_shapes import Live
-    from dflash_doctor.render import report as report_module
-    from dflash_doctor.shape import ShapeError
 
     try:
         saved = report_module.load(path)
@@ -126,9 +144,6 @@ def _baseline(path: str) -> dict[str, Any]:
 
 
 def live_options(args: argparse.Namespace, url: str, serve_argv: Sequence[str] | None = None) -> Any:
-    from dflash_doctor.commands.options import UsageError, check_count, check_number
-    from dflash_doctor.facts.live import DEFAULT_PROMPTS, LiveOptions, split_url
-
     try:
         split_url(url)
     except ValueError as exc:
@@ -152,9 +167,7 @@ def run_live(args: argparse.Namespace, options: Any, last_words: str = "", secre
     """Run the live check (and nothing else) as a doctor run, and write/render its report like every other.
     `last_words` go to stderr after the report; `secrets` (the serve command's) are masked in it by value. A run stopped while a request hung (its thread still waiting
     on the server) ends the process here: Python's exit would wait for that thread."""
-    from dflash_doctor import pipeline
-    from dflash_doctor.commands.run import emit, exit_if_lingering
-    from dflash_doctor.request import Request
+    from dflash_doctor import pipeline  # after the parse: `--help` needs none of the run
 
     request = Request(python=args.python, cwd=os.getcwd(), no_gpu=True, timeout_s=max(60.0, float(args.request_timeout)),
                       only=("live",), strict=bool(args.strict), keep_hosts=bool(args.keep_hosts),
@@ -169,8 +182,6 @@ def run_live(args: argparse.Namespace, options: Any, last_words: str = "", secre
 
 
 def main(argv: Sequence[str]) -> int:
-    from dflash_doctor.commands.options import UsageError, check_output_paths, usage_error
-
     words = list(argv)
     # `live URL -- vllm serve ...`: the command the server was started with, so that what it serves is judged
     # against what was asked for (max_model_len, num_speculative_tokens).
@@ -189,7 +200,6 @@ def main(argv: Sequence[str]) -> int:
 
 def _serve_url(command: Sequence[str]) -> str:
     """Where `vllm serve` listens: its --host (a wildcard address is reached on loopback) and --port (8000)."""
-    from dflash_doctor.facts.live import _flag
 
     host = _flag(command, "--host") or "127.0.0.1"
     if host in ("0.0.0.0", "::", ""):
@@ -199,8 +209,6 @@ def _serve_url(command: Sequence[str]) -> str:
 
 
 def _tail(path: str, lines: int = 25) -> list[str]:
-    from dflash_doctor.render.redact import Redactor
-
     try:
         with open(path, "rb") as handle:
             handle.seek(max(0, os.path.getsize(path) - 65536))
@@ -213,8 +221,6 @@ def _tail(path: str, lines: int = 25) -> list[str]:
 
 def _end_session(proc: Any, grace_s: float = 15.0) -> str:
     """End the server's session (its engine processes with it): SIGTERM, then SIGKILL after `grace_s`."""
-    import signal
-    import subprocess
 
     for signum, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
         try:
@@ -234,13 +240,7 @@ def _end_session(proc: Any, grace_s: float = 15.0) -> str:
 def start_and_check(args: argparse.Namespace, command: Sequence[str], options: Any) -> int:
     """`serve --exec --live`: start the command in its own session, wait for /health, check it, leave it running.
     `options`: the live check's, from `live_options(args, _serve_url(command), ...)` before the preflight."""
-    import dataclasses
-    import subprocess
-    import time
 
-    from dflash_doctor.commands.options import OUTPUT_OPTIONS
-    from dflash_doctor.documents import writer
-    from dflash_doctor.facts.live import get
 
     url = _serve_url(command)
     fd, log = writer.new_log(prefix="vllm-serve-", suffix=".log")
@@ -255,7 +255,11 @@ def start_and_check(args: argparse.Namespace, command: Sequence[str], options: A
         os.close(fd)  # the server holds its own copy
     tell(f"dflash-doctor serve: started `{command[0]} ...` as PID {proc.pid} (log: {log}); "
          f"waiting up to {args.live_wait:g} s for {url}/health\n")
-    from dflash_doctor.runner import Signals, Stopped, spare
+    from dflash_doctor.runner import (  # loads every check (~70 ms): only when a server is started
+        Signals,
+        Stopped,
+        spare,
+    )
 
     spare(proc.pid)  # a stop during the live checks ends the doctor's probes, never the server
     server: dict[str, Any] = {"pid": proc.pid, "log": log, "url": url}
@@ -293,6 +297,5 @@ def start_and_check(args: argparse.Namespace, command: Sequence[str], options: A
             setattr(args, name, f"{root}.live{ext}")
     left = (f"dflash-doctor serve: the server is left running: PID {proc.pid} at {url} "
             f"(log: {log}; stop it with: kill {proc.pid})\n") if server.get("exit_status") is None else ""
-    from dflash_doctor.render.redact import given_secrets
 
     return run_live(args, options, last_words=left, secrets=given_secrets(command))

@@ -16,9 +16,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dflash_doctor.commands.options import tell
+from dflash_doctor.commands.options import Parser, UsageError, check_count, tell
 from dflash_doctor.documents import writer
 from dflash_doctor.documents.jsondoc import shown_path
+from dflash_doctor.render import fleet as fleet_view
+from dflash_doctor.report.redact import Redactor
 
 if TYPE_CHECKING:
     from dflash_doctor.fleet.merge import HostSummary
@@ -39,8 +41,6 @@ def add_output_options(parser: argparse.ArgumentParser) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    from dflash_doctor.commands.options import Parser
-
     p = Parser(prog="dflash-doctor merge", description=__doc__.split("\n\n")[0])
     p.add_argument("reports", nargs="+", metavar="REPORT.json",
                    help="per-host JSON reports (from `dflash-doctor --json FILE`); a directory means its *.json")
@@ -64,9 +64,7 @@ def expand(paths: Sequence[str]) -> list[str]:
 
 
 def emit(hosts: Sequence[HostSummary], args: argparse.Namespace) -> int:
-    from dflash_doctor.fleet.merge import merge, write_json
-    from dflash_doctor.render import fleet as fleet_view
-    from dflash_doctor.render.redact import Redactor
+    from dflash_doctor.fleet.merge import merge, write_json  # not cheap: imported when the command runs
 
     # The reports are redacted where they were made; what this machine adds (their paths) is redacted here.
     view = Redactor.for_this_machine(keep_hosts=args.keep_hosts).tree(merge(hosts, allow_drift=args.allow_drift))
@@ -90,8 +88,6 @@ def emit(hosts: Sequence[HostSummary], args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str]) -> int:
-    from dflash_doctor.commands.options import UsageError, check_count
-
     args = parser().parse_args(argv)
     try:
         check_count(args.jobs, "--jobs", 1, MAX_PARSE_JOBS)  # each one a process

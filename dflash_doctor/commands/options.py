@@ -17,6 +17,9 @@ from typing import Any, NoReturn
 
 from dflash_doctor import __version__
 from dflash_doctor.commands.profiles import ProfileError, apply, load_profiles
+from dflash_doctor.documents import writer
+from dflash_doctor.documents.jsondoc import shown_path
+from dflash_doctor.knowledge.archs import MAX_TARGET_ARCHS, parse_target_archs
 from dflash_doctor.request import Request, RequestError
 
 __all__ = ["MAX_TIMEOUT_S", "OUTPUT_OPTIONS", "Parser", "UsageError", "add_render_options", "check_count",
@@ -52,8 +55,9 @@ def tell(text: str) -> None:
 def _stderr_lines(lines: Sequence[str], words: Sequence[str] | None = None) -> str:
     """Each of `lines` made safe for stderr (one line each: a line break in one is shown as an escape), with one
     redactor for all of them."""
-    from dflash_doctor.render.redact import Redactor, given_secrets
+    # error messages only: the redactor and its patterns (~20 ms) stay out of every command's start
     from dflash_doctor.render.text import no_legacy_command, visible
+    from dflash_doctor.report.redact import Redactor, given_secrets
 
     given = [str(w) for w in (sys.argv[1:] if words is None else words)]
     redactor = Redactor.for_this_machine(keep_hosts=True, secrets=given_secrets(given))
@@ -166,9 +170,6 @@ def check_count(value: Any, flag: str, least: int, most: int) -> int | None:
 
 
 def _check_target_archs(values: Sequence[str] | None) -> None:
-    from dflash_doctor.documents.jsondoc import shown_path
-    from dflash_doctor.knowledge.archs import MAX_TARGET_ARCHS, parse_target_archs
-
     total = 0
     for value in values or ():
         try:
@@ -186,7 +187,7 @@ def _check_run_options(args: argparse.Namespace) -> None:
     args.timeout = check_number(args.timeout, "--timeout")
     _check_target_archs(args.target_arch)
     if getattr(args, "python", None) is not None:
-        from dflash_doctor.facts.interpreter import absolute
+        from dflash_doctor.facts.interpreter import absolute  # ~15 ms, and every command imports this module
 
         if not args.python:
             raise UsageError("--python: give the path of an interpreter")
@@ -195,7 +196,6 @@ def _check_run_options(args: argparse.Namespace) -> None:
 
 def check_output_paths(args: argparse.Namespace) -> None:
     """Fail before a long run, not after it, when an output cannot be written."""
-    from dflash_doctor.documents.jsondoc import shown_path
 
     for option in OUTPUT_OPTIONS:
         path = getattr(args, option, None)
@@ -213,7 +213,6 @@ def check_output_paths(args: argparse.Namespace) -> None:
             raise UsageError(f"--{option} {shown}: directory {shown_path(str(parent))} does not exist")
         if not os.access(parent, os.W_OK):
             raise UsageError(f"--{option} {shown}: directory {shown_path(str(parent))} is not writable")
-        from dflash_doctor.documents import writer
 
         try:
             writer.check(path, {"json": writer.JSON_DOCUMENT, "junit": writer.XML}.get(option, writer.MARKDOWN))
@@ -266,7 +265,10 @@ def request_of(args: argparse.Namespace, **changes: Any) -> Request:
 
 def check_baseline(path: str) -> None:
     """Before the run: --baseline FILE must be a usable baseline (the run's collector reads it again)."""
-    from dflash_doctor.facts.baseline import BaselineError, load
+    from dflash_doctor.facts.baseline import (  # reads with `packaging` (~60 ms): only when a baseline is read
+        BaselineError,
+        load,
+    )
 
     try:
         load(path)

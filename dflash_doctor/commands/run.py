@@ -20,6 +20,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dflash_doctor.commands.options import UsageError, parse_run_args, request_of, tell, usage_error
+from dflash_doctor.documents.jsondoc import shown_path
+from dflash_doctor.render import json_report
+from dflash_doctor.render.plain import plain_output
 
 if TYPE_CHECKING:
     from dflash_doctor.pipeline import Run
@@ -47,17 +50,15 @@ def live_progress(args: argparse.Namespace) -> Iterator[OnEvent | None]:
     if not _progress_shown(args):
         yield None
         return
-    from dflash_doctor.render.plain import plain_output
-    from dflash_doctor.render.progress import status_line
 
     dumb = os.environ.get("TERM", "") in ("dumb", "unknown")  # no cursor control there: the plain line
+    from dflash_doctor.render.progress import status_line  # rich (~30 ms): only when the line is shown
+
     with status_line(sys.stdout, plain=bool(args.no_color) or plain_output(sys.stdout) or dumb) as on_event:
         yield on_event
 
 
 def _write(kind: str, path: str, write: Any, report: Mapping[str, Any]) -> bool:
-    from dflash_doctor.documents.jsondoc import shown_path
-
     try:
         write(report, path)
     except BrokenPipeError:
@@ -78,9 +79,8 @@ def emit(run: Run, args: argparse.Namespace) -> int:
     """Write the requested files and render the chosen view; returns the exit code (2 if an output failed)."""
     report, ok = run.report, True
     if args.json:
-        from dflash_doctor.render import json_report
-
         ok &= _write("JSON", args.json, json_report.write, report)
+    # each view only when asked: they and rich would add ~40 ms to every start (`--help`, `--version`)
     if args.junit:
         from dflash_doctor.render import junit
 
@@ -96,9 +96,9 @@ def emit(run: Run, args: argparse.Namespace) -> int:
 
                 github.render(report, sys.stdout)
             else:
-                from dflash_doctor.render.terminal import TerminalReporter, make_console, plain_output
-
                 plain = args.no_color or plain_output(sys.stdout)
+                from dflash_doctor.render.terminal import TerminalReporter, make_console
+
                 TerminalReporter(make_console(sys.stdout, plain), plain, args.verbose).render(report, run.results)
             sys.stdout.flush()
         except BrokenPipeError:

@@ -34,13 +34,17 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from dflash_doctor.commands.options import tell
+from dflash_doctor.commands import options as run_options
+from dflash_doctor.commands.live import _serve_url, add_live_options, live_options, start_and_check
+from dflash_doctor.commands.options import run_parser, tell
+from dflash_doctor.commands.run import emit, exit_if_lingering, live_progress
+from dflash_doctor.commands.serve_program import NotJudged, judged_program
+from dflash_doctor.facts.serve_shapes import MAX_GPU_MEMORY_GIB, MAX_GPUS
+from dflash_doctor.report.redact import Redactor, argv_secrets, given_secrets
 
 __all__ = ["main", "parser"]
 
 def parser() -> argparse.ArgumentParser:
-    from dflash_doctor.commands.options import run_parser
-
     p = run_parser(prog="dflash-doctor serve")
     p.usage = "dflash-doctor serve [options] [--exec] -- vllm serve MODEL [flags...]"
     p.description = __doc__.split("\n\n")[0] if __doc__ else None
@@ -65,7 +69,6 @@ def parser() -> argparse.ArgumentParser:
                       "live` against it and leave it running (its PID is stated)")
     live.add_argument("--live-wait", type=float, default=900.0, metavar="S",
                       help="seconds to wait for /health to answer 200 (default 900)")
-    from dflash_doctor.commands.live import add_live_options
 
     add_live_options(live, prefix="live-")
     return p
@@ -80,9 +83,6 @@ def _split_command(argv: Sequence[str]) -> tuple[list[str], list[str]] | None:
 
 
 def main(argv: Sequence[str]) -> int:
-    from dflash_doctor.commands import options as run_options
-    from dflash_doctor.commands.run import emit, exit_if_lingering, live_progress
-
     split = _split_command(argv)
     p = parser()
     if split is None and any(a in ("-h", "--help") for a in argv):
@@ -97,7 +97,6 @@ def main(argv: Sequence[str]) -> int:
     live_check: Any = None  # with --live: the live check's options, read and checked before anything runs
     try:
         args = run_options.parse_run_args(doctor_argv, p)
-        from dflash_doctor.facts.serve_shapes import MAX_GPU_MEMORY_GIB, MAX_GPUS
 
         run_options.check_count(args.gpus, "--gpus", 1, MAX_GPUS)
         if args.gpu_memory is not None:
@@ -105,9 +104,6 @@ def main(argv: Sequence[str]) -> int:
         if args.live and not args.exec:
             raise run_options.UsageError("--live needs --exec (the doctor starts the server, then checks it)")
         if args.live:
-            from dflash_doctor.commands.live import _serve_url, live_options
-            from dflash_doctor.render.redact import argv_secrets
-
             run_options.check_number(args.live_wait, "--live-wait", most=86_400)
             for name, example in (("json", "report.json"), ("junit", "report.xml"), ("markdown", "report.md")):
                 if getattr(args, name, None) == "-":
@@ -134,22 +130,18 @@ def main(argv: Sequence[str]) -> int:
     exit_if_lingering(run, code or 1)  # a collector ignored the stop: never start the server on a partial verdict
     if not args.exec:
         return code
-    from dflash_doctor.commands.serve_program import NotJudged, judged_program
 
     try:
         if code != 0:
             raise NotJudged("the checks above failed", code)
         program = judged_program(command, request.interpreter, args.timeout)
     except NotJudged as exc:
-        from dflash_doctor.render.redact import Redactor, argv_secrets, given_secrets
 
         redactor = Redactor.for_this_machine(keep_hosts=True, secrets=given_secrets(command))
         shown = redactor.secrets(" ".join(argv_secrets(command)))
         tell(f"dflash-doctor serve: not starting `{shown}`: {exc}\n")
         return exc.code
     if args.live:
-        from dflash_doctor.commands.live import start_and_check
-
         return start_and_check(args, program, live_check)
     try:
         os.execv(program[0], program)

@@ -21,6 +21,8 @@ import re
 import stat
 from collections.abc import Sequence
 
+from dflash_doctor.facts.probes import run_probe
+
 __all__ = ["NotJudged", "judged_program"]
 
 _SHEBANG_BYTES = 4096
@@ -69,7 +71,6 @@ def script_interpreter(path: str) -> str | None:
 
 def _candidates(python: str, timeout_s: float) -> list[str]:
     """Where the target's `vllm` console script may be: its vLLM's RECORD's, then its scripts directory's."""
-    from dflash_doctor.facts.probes import run_probe
 
     outcome = run_probe(python, "scripts_dir", timeout_s=timeout_s)
     data = outcome.data if isinstance(outcome.data, dict) else {}

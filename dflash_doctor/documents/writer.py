@@ -29,6 +29,8 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
+from dflash_doctor.documents.jsondoc import DocumentError, parse_json, shown_path
+
 __all__ = ["HEAD_BYTES", "JSON_DOCUMENT", "MARKDOWN", "MAX_BYTES", "XML", "Kind", "WriteError", "append",
            "check", "create_new", "new_log", "replace"]
 
@@ -49,8 +51,6 @@ class WriteError(OSError):
         self.filename = path
 
     def __str__(self) -> str:
-        from dflash_doctor.documents.jsondoc import shown_path
-
         return f"{shown_path(self.filename)}: {self.strerror}"
 
 
@@ -63,8 +63,6 @@ class Kind:
 
 
 def _json_document(head: bytes) -> bool:
-    from dflash_doctor.documents.jsondoc import DocumentError, parse_json
-
     try:
         data = parse_json(head.decode("utf-8"))
     except (DocumentError, UnicodeDecodeError):

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from dflash_doctor.facts.safefile import read_regular
+from dflash_doctor.knowledge.archs import parse_target_archs
 
 __all__ = ["collect", "read_torch_cuda", "torch_cuda"]
 
@@ -83,7 +84,6 @@ def _cores() -> int:
 
 def _archs(sections: Mapping[str, Any], target_archs: Sequence[str]) -> list[str]:
     """The archs to build for, as FLASH_ATTN_CUDA_ARCHS writes them ("90"): --target-arch, else the GPUs here."""
-    from dflash_doctor.knowledge.archs import parse_target_archs
 
     found: list[str] = []
     for spec in target_archs:

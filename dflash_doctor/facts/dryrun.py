@@ -1,7 +1,7 @@
 """What a remediation command would really do, asked of the target's own installer without doing it.
 
 Facts only (the judgement, `resolves | would-break | needs-build | fails | not-checked`, is
-`dflash_doctor.checks.fix.verify`): for each command of the shapes `checks.remedy` writes,
+`dflash_doctor.fix.verify`): for each command of the shapes `checks.remedy` writes,
 
 - `PY -m pip install ...`: `PY -m pip install --dry-run --report FILE ...` (pip >= 22.2, the release that
   added `--report`; an older pip, or none, is "not asked" and says why), run in the target interpreter;
@@ -34,13 +34,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
+
 from dflash_doctor.documents.jsondoc import parse_json
+from dflash_doctor.facts import build_env  # what a source build would find, should one be needed
 from dflash_doctor.facts.envfacts import canonical, release
-from dflash_doctor.facts.probes import kill_group, safe_path_environ
 from dflash_doctor.facts.safefile import under
 from dflash_doctor.knowledge.installers import BYTECODE_GLOB, PIP_DRY_RUN_REPORT_MIN
+from dflash_doctor.process import kill_group, safe_path_environ
 
-__all__ = ["Segment", "collect", "failure_reason", "parse_command", "pip_report_installs", "read_record_paths"]
+__all__ = ["NOT_AN_INSTALLER_COMMAND", "Segment", "collect", "failure_reason", "parse_command", "pip_report_installs", "read_record_paths"]
 
 MAX_WORKERS = 4
 MAX_FILES_LISTED = 20
@@ -107,6 +110,11 @@ def _installer_segment(words: list[str]) -> Segment | None:
 
 # No command the doctor runs is longer; a longer one (a serve command with 50,000 keys) is not read word by word.
 MAX_COMMAND_CHARS = 65536
+
+
+NOT_AN_INSTALLER_COMMAND = ("not an installer command: only pip and uv installs and uninstalls, leftover cleanups "
+                            "and moves (the commands `dflash-doctor fix` runs) are asked about")
+"""Why a remediation's command was not asked about: `parse_command` reads it as none of those."""
 
 
 def parse_command(command: str) -> list[Segment] | None:
@@ -308,7 +316,6 @@ def _unavailable(segment: Segment, stderr: str, timeout_s: float, cwd: str) -> d
     distributions the command asks for requires it: read from their own Requires-Dist, in pip's report of the
     asked-for distributions alone (`--no-deps`: their metadata, nothing else resolved). Any pin of any release, not a
     list of known ones."""
-    from packaging.requirements import InvalidRequirement, Requirement
 
     match = _NO_MATCH.search(stderr)
     if match is None:
@@ -638,7 +645,5 @@ def collect(commands: Iterable[str], sections: Mapping[str, Any], *, python: str
         "wall_s": round(time.monotonic() - started, 3), "installed": installed,
         "marker_environment": target.get("marker_environment") or {}, "items": items}
     if any(s.kind == "install" for segments in planned.values() for s in segments):
-        from dflash_doctor.facts import build_env  # what a source build would find, should one be needed
-
         document["build"] = build_env.collect(sections, python=python, target_archs=target_archs)
     return document

@@ -5,7 +5,7 @@ them): the target interpreter, the installed distributions the judgement needs, 
 and for each remediation command asked about, each of its `&&`-joined segments with what the installer
 said (what it would install and remove) or what the simulation found (what an uninstall leaves behind, what
 a move or cleanup touches); with `build` (facts.build_env_shapes) when a command installs something. A run
-whose dry runs stopped keeps only `error`. checks.fix.verify reads them through `DryRuns.from_json`, once;
+whose dry runs stopped keeps only `error`. fix.verify reads them through `DryRuns.from_json`, once;
 every field has a default, so an older report (without `env_kind`, `build`) loads.
 """
 

@@ -12,12 +12,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
 __all__ = ["Dist", "Distributions", "canonical", "release", "requirement_name", "version_tuple"]
 
 
 def canonical(name: str) -> str:
     """The PEP 503 normalized name: packaging's canonicalize_name."""
-    from packaging.utils import canonicalize_name
 
     return str(canonicalize_name(name))
 
@@ -25,7 +28,6 @@ def canonical(name: str) -> str:
 @lru_cache(maxsize=4096)
 def requirement_name(requirement: str) -> str | None:
     """The normalized name a PEP 508 requirement string names; None for one that does not parse."""
-    from packaging.requirements import InvalidRequirement, Requirement
 
     try:
         return canonical(Requirement(requirement).name)
@@ -37,7 +39,6 @@ def release(version: str | None) -> tuple[int, ...] | None:
     """The release segment of a distribution's PEP 440 version (`0.24.0rc1+cu129` -> (0, 24, 0)); None when it
     does not parse. A release candidate or dev build of X counts as X: vLLM cuts its candidates from the
     release branch, so they hold what X holds."""
-    from packaging.version import InvalidVersion, Version
 
     try:
         return Version(version).release if version else None

@@ -12,6 +12,7 @@ command's --tensor-parallel-size, or every visible GPU without a serve command.
 
 from __future__ import annotations
 
+import importlib
 import os
 import socket
 import threading
@@ -141,8 +142,6 @@ def nvml_fabric(timeout_s: float = NVML_TIMEOUT_S) -> dict[str, Any]:
 
 
 def _gather() -> dict[str, Any]:
-    import importlib
-
     try:
         pynvml = importlib.import_module("pynvml")
     except ImportError as exc:

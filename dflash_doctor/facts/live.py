@@ -29,6 +29,7 @@ from typing import Any
 from dflash_doctor.context import Context
 from dflash_doctor.documents.jsondoc import DocumentError, parse_json
 from dflash_doctor.facts.live_shapes import MAX_COUNT
+from dflash_doctor.facts.probes import run_probe
 from dflash_doctor.facts.safefile import read_regular
 from dflash_doctor.facts.serve_args import _human_int_or_auto
 from dflash_doctor.knowledge.dflash import LAYER_IDS_PLUS_ONE_MARKER
@@ -332,7 +333,6 @@ def counters(samples: list[tuple[str, dict[str, str], float]], names: Mapping[st
 
 def _vllm_facts(python: str, timeout_s: float) -> dict[str, Any]:
     """The vLLM installed beside the doctor (in --python): located by the `locate` probe, never imported."""
-    from dflash_doctor.facts.probes import run_probe
 
     outcome = run_probe(python, "locate", {"names": ["vllm"]}, timeout_s=timeout_s)
     found = (outcome.data or {}).get("vllm") if isinstance(outcome.data, dict) else None

@@ -11,6 +11,7 @@ which may carry tokens. A process that the doctor started (its probes) is marked
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import os
 import resource
@@ -19,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from functools import partial
+from importlib import metadata
 from typing import Any
 
 from dflash_doctor.context import Context
@@ -152,7 +154,6 @@ def _gather() -> dict[str, Any]:
 
 def _loader_error(library: str) -> str | None:
     """The dynamic loader's own words (pynvml reports only 'not found')."""
-    import ctypes
 
     try:
         ctypes.CDLL(library)
@@ -452,8 +453,6 @@ def _loaded_library(stem: str) -> str | None:
 
 
 def _pynvml_version() -> str | None:
-    from importlib import metadata
-
     try:
         return metadata.version("nvidia-ml-py")
     except metadata.PackageNotFoundError:

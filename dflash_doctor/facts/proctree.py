@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from dflash_doctor.facts.probes import kill_group
+from dflash_doctor.process import kill_group
 
 __all__ = ["become_subreaper", "descendants", "end_descendants", "end_tree"]
 

@@ -1,7 +1,7 @@
 """Which environment variables a report may show, what a secret looks like, and which secrets the doctor was given.
 
 The environment collector gathers variables by this allow-list and drops values shaped like credentials;
-the redaction of whole reports (render/redact.py) builds on the same patterns, and masks by value every secret
+the redaction of whole reports (report/redact.py) builds on the same patterns, and masks by value every secret
 found by `argv_secret_values` (a serve command line) and `environ_secret_values` (the environment).
 """
 

@@ -35,6 +35,10 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
+from packaging.markers import InvalidMarker, UndefinedEnvironmentName
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.version import InvalidVersion, Version
+
 from dflash_doctor.context import Context, SourceReader
 from dflash_doctor.facts.envfacts import Distributions, canonical
 from dflash_doctor.facts.pysource import SourceError, parse_module
@@ -465,9 +469,6 @@ def unmet_requirements(dists: _Dists, marker_env: Mapping[str, str],
                        requirer: str = "vllm") -> list[tuple[Any, str | None]]:
     """`requirer`'s requirements (markers evaluated, no extras) that no installed version meets:
     (packaging Requirement, installed version or None when it is not installed)."""
-    from packaging.markers import InvalidMarker, UndefinedEnvironmentName
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.version import InvalidVersion, Version
 
     dist = dists.get(requirer)
     if dist is None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -25,7 +26,7 @@ from typing import Any
 from dflash_doctor import __version__
 from dflash_doctor.documents import writer
 from dflash_doctor.facts import envsummary
-from dflash_doctor.render.report import ReportError, load, sections_of
+from dflash_doctor.report.document import ReportError, load, sections_of
 
 __all__ = ["SCHEMA", "HostSummary", "merge", "summarize", "summarize_file", "summarize_files", "unreachable"]
 
@@ -258,8 +259,6 @@ def merge(hosts: Sequence[HostSummary], allow_drift: bool = False) -> dict[str, 
 def write_json(view: Mapping[str, Any], path: str) -> None:
     text = json.dumps(view, indent=1) + "\n"
     if path == "-":
-        import sys
-
         sys.stdout.write(text)
         sys.stdout.flush()
     else:

@@ -1,2 +1,2 @@
-"""Rendering: the JSON report and what is made from it (terminal, JSON, Markdown, JUnit, GitHub annotations,
-the fleet view), its redaction and the environment fingerprint. Only the terminal reporter imports rich."""
+"""Rendering: the views made from the JSON report (terminal, JSON, Markdown, JUnit, GitHub annotations, the fleet
+view); the report itself and its redaction are `dflash_doctor.report`. Only the terminal reporter imports rich."""

@@ -18,6 +18,8 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import IO, Any
 
+from dflash_doctor.documents import writer
+from dflash_doctor.render import markdown
 from dflash_doctor.render.text import detail_lines, shell_line, visible
 
 __all__ = ["annotation_items", "escape_data", "escape_property", "render", "render_lines"]
@@ -90,11 +92,7 @@ def render(report: Mapping[str, Any], stream: IO[str]) -> None:
     stream.flush()
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if step_summary:
-        from dflash_doctor.render import markdown
-
         try:
-            from dflash_doctor.documents import writer
-
             writer.append(step_summary, markdown.summary(report) + "\n")
         except OSError:
             pass  # the annotations are written; a missing summary file must not fail the gate

@@ -19,11 +19,13 @@ surrogates shown as their escapes (`text.visible`; a body's own line breaks kept
 from __future__ import annotations
 
 import re
+import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dflash_doctor.documents import writer
+from dflash_doctor.render.text import detail_lines, shell_line, visible
 
 __all__ = ["render", "write"]
 
@@ -34,7 +36,6 @@ _ELEMENT = {"fail": "failure", "error": "error", "skip": "skipped"}
 
 def _clean(text: Any, lines: bool = False) -> str:
     """`text` for an attribute (one line), or with `lines` for an element's body (its line breaks kept)."""
-    from dflash_doctor.render.text import visible
 
     return _NOT_XML.sub("\ufffd", visible(str(text), keep="\n" if lines else ""))
 
@@ -47,8 +48,6 @@ def _time(seconds: Any) -> str:
 
 
 def _finding_block(finding: Mapping[str, Any]) -> str:
-    from dflash_doctor.render.text import detail_lines, shell_line, visible
-
     lines = [f"[{finding.get('status')}] {finding.get('title')}  ({finding.get('id')})"]
     if finding.get("cause"):
         lines.append(f"    follows from: {finding.get('cause')} (fix that first)")
@@ -136,8 +135,6 @@ def render(report: Mapping[str, Any]) -> bytes:
 def write(report: Mapping[str, Any], path: str) -> None:
     data = render(report)
     if path == "-":
-        import sys
-
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
     else:

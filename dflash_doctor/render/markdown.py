@@ -14,9 +14,11 @@ heading, a link, an image, HTML or a table cell, and a fix is one line that runs
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
 from typing import Any
 
+from dflash_doctor.documents import writer
 from dflash_doctor.model import CheckResult
 from dflash_doctor.render.grouping import CheckView, Node, arrange, line_title, raised_text
 from dflash_doctor.render.text import detail_lines, markdown, shell_line
@@ -190,11 +192,7 @@ def render(report: Mapping[str, Any]) -> str:
 def write(report: Mapping[str, Any], path: str) -> None:
     text = render(report)
     if path == "-":
-        import sys
-
         sys.stdout.write(text)
         sys.stdout.flush()
     else:
-        from dflash_doctor.documents import writer
-
         writer.replace(path, text, writer.MARKDOWN)

@@ -20,7 +20,9 @@ from rich.console import Console
 from rich.style import Style
 from rich.text import Text as RichText
 
+from dflash_doctor.facts.dryrun import NOT_AN_INSTALLER_COMMAND
 from dflash_doctor.model import CheckResult, Finding, Status
+from dflash_doctor.render.gpu_summary import gpu_lines
 from dflash_doctor.render.grouping import CheckView, Node, arrange, is_problem, line_title, raised_text
 from dflash_doctor.render.plain import plain_output
 from dflash_doctor.render.text import detail_lines, log_line, screen, shell_line
@@ -93,7 +95,6 @@ class TerminalReporter:
         self.installer_asked = isinstance(dry_runs, Mapping) and not dry_runs.get("error")
         if report.get("judged_from"):
             yield Text(f"judged again from {report['judged_from']}", style="dim")
-        from dflash_doctor.render.gpu_summary import gpu_lines
 
         for text in gpu_lines(report):  # each GPU with its arch, memory and coverage, at a glance
             yield Text("  " + text)
@@ -229,7 +230,6 @@ class TerminalReporter:
         """A fix nobody could check for a reason of the whole run (the installer was not asked, or it is no
         installer command) says so once, in the footer, rather than under every fix; a fix the installer was
         asked about and did not answer for says why under it."""
-        from dflash_doctor.checks.fix.verify import NOT_AN_INSTALLER_COMMAND
 
         kind, _, why = verified.partition(": ")
         if kind != "not-checked":

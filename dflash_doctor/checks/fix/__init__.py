@@ -1,5 +1,5 @@
 """The fix layer: the golden baseline a run is compared with (`BaselineCheck`), what the target's installer says a
-remediation would do (`verify`), and a source build's prerequisites (`build_prereqs`)."""
+remediation would do (`dflash_doctor.fix.verify`), and a source build's prerequisites (`build_prereqs`)."""
 
 from __future__ import annotations
 

@@ -2,9 +2,11 @@
 # Collects the static facts of the environment without importing any of its packages: the
 # interpreter, sys.path, every distribution's metadata and RECORD, who owns which files of the
 # flash-attention family, and how `flash_attn` resolves. Prints one JSON document after the marker.
+import base64
 import csv
 import email.parser
 import hashlib
+import importlib.machinery
 import importlib.util
 import io
 import json
@@ -14,6 +16,7 @@ import re
 import site
 import stat
 import sys
+import sysconfig
 
 MARKER = "@@dflash-doctor-facts@@"
 # Arguments come on stdin (never in argv, where `ps` would show a serve command's --api-key), or as
@@ -115,7 +118,6 @@ def file_sha256(path):
                 digest.update(block)
     except OSError as exc:
         return None, f"{type(exc).__name__}: {exc.strerror or exc}"
-    import base64
 
     return "sha256=" + base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode(), None
 
@@ -155,7 +157,6 @@ def prefix_scheme(prefix, site_dir):
     """The install-scheme directories (site-packages, scripts, data, headers) of `prefix`, computed by this
     interpreter's sysconfig: those of every scheme whose site-packages is `site_dir`, else those of the default
     scheme (a layout no scheme names, such as dist-packages under a prefix made by `pip install --root`)."""
-    import sysconfig
 
     config = {"base": prefix, "platbase": prefix, "installed_base": prefix, "installed_platbase": prefix,
               "userbase": prefix}
@@ -199,7 +200,6 @@ def environment_roots():
     scripts, data and headers. A RECORD line inside any of them is an installer's ordinary output (a console
     script in that prefix's bin/); one that resolves anywhere else is never opened, hashed or loaded. Editable
     installs add their project directories."""
-    import sysconfig
 
     paths = sysconfig.get_paths()
     roots = [paths.get(key) for key in SCHEME_KEYS]
@@ -365,9 +365,6 @@ def classify_path(entry, pythonpath, stdlib_dirs, site_dirs, user_site):
 
 
 def target_facts():
-    import importlib.machinery
-    import sysconfig
-
     cfg = pyvenv_cfg()
     libc_name, libc_version = platform.libc_ver()
     try:
@@ -398,8 +395,6 @@ def target_facts():
 
 
 def sys_path_facts(user_site):
-    import sysconfig
-
     pythonpath = [p for p in environ_as_given().get("PYTHONPATH", "").split(os.pathsep) if p]  # noqa: F821
     paths = sysconfig.get_paths()
     stdlib_dirs = [paths.get("stdlib", ""), paths.get("platstdlib", "")]
@@ -606,7 +601,6 @@ def wheel_tags(dist_dir):
 def compiled_files(location, rows):
     """Extension modules (importable, with their module names) and other shared libraries; only regular
     files inside the environment (`rows` are confined already)."""
-    import importlib.machinery
 
     suffixes = sorted(importlib.machinery.EXTENSION_SUFFIXES, key=len, reverse=True)
     extensions, libraries = [], []
@@ -983,7 +977,6 @@ def spec_without_import(name):
 def import_system_extensions(names, dists):
     """The stack's extension modules as the import system finds them, and only those no RECORD lists (a
     `pip install -e`, `setup.py develop`, a build copied in by hand) or that shadow the file RECORD lists."""
-    import importlib.machinery
 
     suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
     recorded, by_module = set(), {}

@@ -29,13 +29,15 @@ from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from dflash_doctor.checks.fix.verify import VERIFIED_STATUSES, marker_applies
+from dflash_doctor.facts.dryrun import parse_command
 from dflash_doctor.facts.dryrun_shapes import DryRunItem, DryRuns, InstalledDist, SegmentRun
 from dflash_doctor.facts.envfacts import canonical
+from dflash_doctor.fix.verify import VERIFIED_STATUSES, marker_applies
 from dflash_doctor.knowledge.stack import TORCH_CUDA_WHEELS, TORCH_PYPI_IS_CUDA_ON
 from dflash_doctor.model import CheckResult, Finding, Remediation, stops_serve
+from dflash_doctor.render.grouping import Node, arrange
 
-__all__ = ["Effect", "Step", "decide", "deletes_others", "effect", "failing_cause", "failing_keys", "plan"]
+__all__ = ["Effect", "Step", "decide", "deletes_others", "effect", "failing_cause", "failing_keys", "plan", "worse"]
 
 FAILING = VERIFIED_STATUSES  # a failing finding: one whose fixes the dry runs verify, for the plan to pick from
 # Installer options that choose where packages come from: torch from elsewhere may be any build.
@@ -130,7 +132,6 @@ def effect(command: str, item: DryRunItem | None, installed: Sequence[InstalledD
            environment: Mapping[str, str]) -> Effect:
     """What `command` installs and removes: from its dry run (`item`, facts.dryrun) where the installer answered,
     else from the command's words and the installed distributions' metadata."""
-    from dflash_doctor.facts.dryrun import parse_command
 
     by_name = {canonical(d.name or ""): d for d in installed}
     facts = item.segments if item is not None else []
@@ -165,7 +166,6 @@ def effect(command: str, item: DryRunItem | None, installed: Sequence[InstalledD
 
 def _serve_stoppers(results: Sequence[CheckResult]) -> set[int]:
     """The ids (object identities) of the findings that stop `vllm serve` or lead to one that does."""
-    from dflash_doctor.render.grouping import Node, arrange
 
     found: set[int] = set()
 
@@ -291,3 +291,19 @@ def decide(verified: str, *, allow_build: bool, stopped: bool) -> tuple[str, boo
     if kind == "needs-build" and not allow_build:
         return "skipped: it builds from source (hours); pass --allow-build to run it", True
     return "", False
+
+
+def worse(before: Sequence[CheckResult], after: Sequence[CheckResult]) -> list[str]:
+    """What got worse from `before` to `after`: a check with a higher status, or more failing findings."""
+    old = {r.id: r for r in before}
+    found = []
+    for result in after:
+        prior = old.get(result.id)
+        if prior is None:
+            continue
+        n_before = sum(f.status in FAILING for f in prior.findings)
+        n_after = sum(f.status in FAILING for f in result.findings)
+        if result.status.rank > prior.status.rank or n_after > n_before:
+            found.append(f"{result.id}: {prior.status.value} ({n_before} failing) -> {result.status.value} "
+                         f"({n_after} failing)")
+    return found

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import resource  # Unix; a subreaper is Linux
 import signal
 import sys
 from importlib import metadata
@@ -122,7 +123,6 @@ def _supervise(worker: int, timeout_s: float, parent: int) -> None:
     end_descendants(os.getpid())
     code = os.waitstatus_to_exitcode(status)
     if code < 0:  # killed by a signal: this process dies of the same, that the doctor reports it by name
-        import resource  # Unix; a subreaper is Linux
 
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # the worker dumped its core, if any
         signal.signal(-code, signal.SIG_DFL)

@@ -2,7 +2,7 @@
 
 Every report carries the environment fingerprint (`fingerprint.of_sections`) and, when the doctor could
 not finish, `"partial": true`. `finish` gives the report as it may leave the machine: redacted
-(`dflash_doctor.render.redact`), and, where the facts break the report, the report of what is certain.
+(`dflash_doctor.report.redact`), and, where the facts break the report, the report of what is certain.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dflash_doctor.documents.jsondoc import load_document, validate_document
 from dflash_doctor.facts.environment_shapes import Target
 from dflash_doctor.facts.fingerprint import of_sections
 from dflash_doctor.model import CheckResult, exit_code, failure_result, summarize
-from dflash_doctor.render.redact import redact_report
+from dflash_doctor.report.redact import redact_report
 
 __all__ = [
     "SCHEMA",

@@ -12,7 +12,7 @@ owner only (directories 0o700, files 0o600: the copies may hold anything the env
   never through a link, and nothing is written in the snapshot through a link;
 - the installer's freeze output, for a person reading it.
 
-Restoring first checks the snapshot (commands.snapshot_schema: its schema, and every path inside the roots the
+Restoring first checks the snapshot (fix.snapshot_schema: its schema, and every path inside the roots the
 live interpreter reports), then removes what appeared inside the roots since the snapshot, puts every copied
 path back byte for byte (mode and mtime too), recreates directories that went, and then says what differs
 still: a file the step changed that the snapshot did not copy (so it cannot be restored) is named, never
@@ -31,7 +31,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from dflash_doctor.commands.snapshot_schema import (
+from dflash_doctor.documents import writer
+from dflash_doctor.facts.safefile import open_regular, under
+from dflash_doctor.fix.snapshot_schema import (
     FORMAT,
     MAX_RUN_BYTES,
     RealPaths,
@@ -44,9 +46,7 @@ from dflash_doctor.commands.snapshot_schema import (
     resolves_inside,
     sha256_of,
 )
-from dflash_doctor.documents import writer
-from dflash_doctor.facts.probes import safe_path_environ
-from dflash_doctor.facts.safefile import open_regular, under
+from dflash_doctor.process import safe_path_environ
 
 __all__ = ["Snapshot", "SnapshotError", "apply", "confine", "latest", "load", "load_run", "private_dir", "restore",
            "snapshot_root", "take", "write_private"]

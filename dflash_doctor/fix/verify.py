@@ -31,7 +31,9 @@ from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvir
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
+from dflash_doctor.checks.fix.build_prereqs import CHECK_ID, judge_build, prefix
 from dflash_doctor.checks.remedy import quote
+from dflash_doctor.facts.dryrun import NOT_AN_INSTALLER_COMMAND, parse_command
 from dflash_doctor.facts.dryrun_shapes import DryRunItem, DryRuns, InstalledDist, LeftBehind, SegmentRun
 from dflash_doctor.facts.envfacts import canonical
 from dflash_doctor.facts.shape import ShapeError
@@ -43,8 +45,6 @@ __all__ = ["NOT_AN_INSTALLER_COMMAND", "RANK", "judge_item", "mark_unchecked", "
 
 RANK = {"resolves": 0, "needs-build": 1, "not-checked": 2, "would-break": 3, "fails": 4}
 VERIFIED_STATUSES = (Status.FAIL, Status.ERROR)
-NOT_AN_INSTALLER_COMMAND = ("not an installer command: only pip and uv installs and uninstalls, leftover cleanups "
-                            "and moves (the commands `dflash-doctor fix` runs) are asked about")
 
 
 def _version(text: str) -> Version | None:
@@ -258,7 +258,6 @@ def verify_results(results: Sequence[CheckResult], dry_runs: DryRuns | Mapping[s
     failed for want of the CUDA toolchain (flash-attn's setup.py needs it to say even its metadata).
     Dry runs that do not have their shape verify nothing: the results stay as they were, and `unchecked_reason`
     says which field is malformed."""
-    from dflash_doctor.checks.fix.build_prereqs import CHECK_ID, judge_build, prefix
 
     facts, _ = read_dry_runs(dry_runs)
     if facts is None:
@@ -312,7 +311,6 @@ def mark_unchecked(results: Sequence[CheckResult], why: str) -> list[CheckResult
     """Each remediation without `verified` gets `not-checked: WHY` (NOT_AN_INSTALLER_COMMAND for a command the
     installer cannot be asked about), so that a reader, and a JSON consumer, tells a fix nobody checked from
     one the installer vouched for."""
-    from dflash_doctor.facts.dryrun import parse_command
 
     def one(step: Remediation) -> Remediation:
         if step.verified:
@@ -330,7 +328,6 @@ def mark_unchecked(results: Sequence[CheckResult], why: str) -> list[CheckResult
 
 def seg_names(item: DryRunItem) -> list[str]:
     """The requirement words of an item's install segments (for naming what would be built)."""
-    from dflash_doctor.facts.dryrun import parse_command
 
     segments = parse_command(item.command) or []
     return [n for s in segments if s.kind == "install" for n in s.names]
