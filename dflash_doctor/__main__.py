@@ -1,2 +1,3 @@
 from dflash_doctor.cli import main
+
 raise SystemExit(main())

@@ -3,7 +3,8 @@
 A RECORD line, a symlink or a FIFO decides which path the doctor would open; the rules below keep that
 from blocking it (a FIFO), feeding it without end (/dev/zero), or pointing it outside the environment
 (`flash_attn/../../../../tmp/x/evil.so`). The environment probe applies the same rules in the target
-(dflash_doctor/facts/probes/environment.py, standard library only, so it keeps its own copy):
+(dflash_doctor/facts/probes/environment.py, standard library only: the probe prelude, probes/_prelude.py, holds
+the target's copy of FORBIDDEN, `forbidden` and `file_kind`, and tests/test_probe_prelude.py holds it to these):
 
 - only regular files are opened, with O_NONBLOCK (a FIFO swapped in after a stat cannot block), checked
   again with fstat after the open;

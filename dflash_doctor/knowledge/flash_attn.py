@@ -22,7 +22,6 @@ from __future__ import annotations
 from dflash_doctor.knowledge import Fact
 
 __all__ = [
-    "V2_SPEC",
     "BUILD_ENV_VARS",
     "BUILD_NEEDS_NO_BUILD_ISOLATION",
     "CUTE_EXCLUDED_FIRST_RELEASE",
@@ -62,6 +61,7 @@ __all__ = [
     "ROTARY_APPLY_SIGNATURE",
     "ROTARY_MODULE",
     "ROTARY_MODULE_IMPORTS",
+    "V2_SPEC",
 ]
 
 _SDIST_283 = "flash-attn 2.8.3 PyPI sdist (tag v2.8.3, 060c9188)"

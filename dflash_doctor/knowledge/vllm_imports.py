@@ -95,8 +95,8 @@ REQUIREMENT_IMPORT_NAMES: Fact[dict[str, tuple[str, ...]]] = Fact(
 
 IMPORTED_THROUGH: Fact[dict[str, tuple[str, str]]] = Fact(
     value={
-        "setuptools": ("torch.utils.cpp_extension", "torch/utils/cpp_extension.py imports setuptools at module "
-                       "level (`import setuptools`, line 11 in torch 2.13.0)"),
+        "setuptools": ("torch.utils.cpp_extension", ("torch/utils/cpp_extension.py imports setuptools at module "
+                                                     "level (`import setuptools`, line 11 in torch 2.13.0)")),
     },
     source="requirements of vLLM that `vllm serve` imports only through another package on its way up, which a scan "
     "of vLLM's own files cannot see: vllm/distributed/device_communicators/pynccl_allocator.py imports "

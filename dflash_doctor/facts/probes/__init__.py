@@ -337,7 +337,7 @@ class TargetHost:
             self._threads.append(thread)
         return self
 
-    def __enter__(self) -> TargetHost:
+    def __enter__(self) -> TargetHost:  # noqa: PYI034 - typing.Self is 3.11+
         return self.start()
 
     def __exit__(self, *_exc: object) -> None:

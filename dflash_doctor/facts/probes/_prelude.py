@@ -18,7 +18,15 @@
 #     then runs the environment's own sitecustomize, if any, takes the doctor's directory off sys.path again and,
 #     where the interpreter ignores PYTHONSAFEPATH (before 3.11), takes the working directory `-c` or `-m` puts
 #     first off sys.path before the first import after it. A child started with -E, -I or -S reads none of this.
+# (d) What the probe scripts share is defined here once (their arguments, their JSON document after the marker, an
+#     exception as a fact, the files never opened): a script uses these names as its own, and defines none of them
+#     again (tests/test_probe_prelude.py). The script imports them from this module under TYPE_CHECKING only, for
+#     the type checker: the package itself is never imported in the target.
 import sys
+
+MYPY = False
+if MYPY:  # the type checker's names: this file parses on Python 2.7 too, which has no typing module
+    from typing import Any, Callable, Dict, Iterable, List, Optional, Set  # noqa: F401 - in type comments
 
 # The one environment variable the doctor and this prelude share (JSON): "carrier", the doctor's directory on
 # PYTHONPATH; "added", the variables the doctor set that the user had not; "roots", the guard's roots as the
@@ -30,22 +38,90 @@ if sys.path and sys.path[0] == "":  # `python -c` on a Python that ignores PYTHO
 
 import json  # only now that the working directory is off sys.path
 import os
+import stat
 
-GUARD = {"roots": None, "stand_in": None}
+MARKER = "@@dflash-doctor-facts@@"
+"""The line before a probe's JSON document (probes.MARKER): what an imported module prints on its own is never
+taken for facts."""
+FORBIDDEN = ("/dev", "/proc", "/sys")
+"""Never opened, read, hashed or loaded, whatever a RECORD line or a symlink says (facts.safefile's rule, which the
+doctor applies in its own process)."""
+_FORBIDDEN_BELOW = tuple(root + "/" for root in FORBIDDEN)
+
+GUARD = {"roots": None, "stand_in": None}  # type: Dict[str, Any]
 """This process's guard: the roots a module's name may find extension files in, and what stands in for one that
 fails to load (a callable (spec, exc) -> module or None)."""
 _OWN_ROOTS = object()  # `guard_extensions`' default: this interpreter's own roots
 
 
+# ---------------------------------------------------------------------------- (d) what the probe scripts share
+
+
+def read_arguments():
+    # type: () -> Dict[str, Any]
+    """The probe's arguments (a JSON object): on stdin, never in argv, where `ps` would show a serve command's
+    --api-key; or as argv[1] in a job forked from the shared host."""
+    given = json.loads(sys.argv[1] if len(sys.argv) > 1 else (sys.stdin.read() or "{}"))  # type: Dict[str, Any]
+    return given
+
+
+def emit(facts, allow_nan=True):
+    # type: (Dict[str, Any], bool) -> None
+    """Print `facts`, the probe's JSON document, after the marker (a value JSON has no type for as its str)."""
+    sys.stdout.write("\n" + MARKER + "\n" + json.dumps(facts, default=str, allow_nan=allow_nan) + "\n")
+    sys.stdout.flush()
+
+
+def describe(exc, frames=6, chars=4000):
+    # type: (BaseException, int, int) -> Dict[str, Any]
+    """An exception as a fact: its class, the names of the classes in its MRO, its message, and the tail of its
+    traceback (the last `frames` entries, at most `chars` characters)."""
+    import traceback
+
+    listed = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    return {
+        "type": type(exc).__name__,
+        "mro": [c.__name__ for c in type(exc).__mro__],
+        "message": str(exc)[:4000],
+        "traceback": "".join(listed[-frames:])[-chars:],
+    }
+
+
+def error_text(exc):
+    # type: (BaseException) -> str
+    """An exception in one line of a fact: "ValueError: its message"."""
+    return type(exc).__name__ + ": " + str(exc)
+
+
+def forbidden(real):
+    # type: (str) -> bool
+    """`real` (a resolved path) is under /dev, /proc or /sys."""
+    return real in FORBIDDEN or real.startswith(_FORBIDDEN_BELOW)
+
+
+def file_kind(mode):
+    # type: (int) -> str
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+# ------------------------------------------------------------------------------------ (a) to (c): the guard
+
+
 def _probe_settings():
+    # type: () -> Dict[str, Any]
     try:
-        settings = json.loads(os.environ.get(PROBE_VARIABLE) or "{}")
+        settings = json.loads(os.environ.get(PROBE_VARIABLE) or "{}")  # type: object
     except ValueError:
         return {}
     return settings if isinstance(settings, dict) else {}
 
 
 def _forget_carrier():
+    # type: () -> None
     """Take the doctor's directory off sys.path: the target's path is reported and searched as the user has it."""
     carrier = _probe_settings().get("carrier")
     if carrier:
@@ -53,11 +129,12 @@ def _forget_carrier():
 
 
 def own_roots():
+    # type: () -> List[str]
     """The directories this interpreter's import system may load from: its sys.path entries and its install
     scheme (real paths). Where the doctor computed the environment's roots, a probe passes those instead."""
     import sysconfig
 
-    dirs = set()
+    dirs = set()  # type: Set[str]
     for entry in list(sys.path) + list(sysconfig.get_paths().values()):
         if entry and os.path.isdir(entry):
             dirs.add(os.path.realpath(entry))
@@ -65,10 +142,12 @@ def own_roots():
 
 
 def _under(path, root):
+    # type: (str, str) -> bool
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
 def searched(path, roots):
+    # type: (str, Optional[Iterable[str]]) -> bool
     """Whether the import system would find `path` by a module's name: it lies (as given, links not followed)
     in one of this process's sys.path entries or the environment's roots. A file loaded by an explicit path
     instead (Triton's compiled launcher in its cache, ~/.triton/cache/.../cuda_utils.so) is the loading
@@ -78,13 +157,12 @@ def searched(path, roots):
 
 
 def refuse_file(path, roots):
+    # type: (str, Optional[List[str]]) -> Optional[str]
     """Why an extension file must not be loaded (its constructors would run), or None. `roots` None: the
     environment's roots are not known, and only what is never a library (/dev, /proc, /sys, no regular file) is
     refused."""
-    import stat
-
     real = os.path.realpath(path)
-    if any(_under(real, r) for r in ("/dev", "/proc", "/sys")):
+    if forbidden(real):
         return path + " resolves to " + real
     if roots is not None and searched(path, roots) and not any(_under(real, r) for r in roots):
         return path + " resolves to " + real + ", outside the environment"
@@ -98,6 +176,7 @@ def refuse_file(path, roots):
 
 
 def guard_extensions(roots=_OWN_ROOTS, stand_in=None):
+    # type: (Any, Optional[Callable[[Any, ImportError], Any]]) -> None
     """Check every extension module this process is about to load, whoever asks for it (the probe's import, one
     a package's __init__ imports, a preload), against `roots` (default: this interpreter's own; None: not known);
     `stand_in(spec, exc)` may give a module to use instead of one whose loader failed with ImportError (it is
@@ -117,6 +196,7 @@ def guard_extensions(roots=_OWN_ROOTS, stand_in=None):
     execute = getattr(loader.exec_module, "_dflash_doctor_original", loader.exec_module)
 
     def create_module(self, spec):
+        # type: (Any, Any) -> Any
         refused = refuse_file(self.path, GUARD["roots"])
         if refused:
             raise ImportError("not loaded: " + refused, name=spec.name, path=self.path)
@@ -130,33 +210,37 @@ def guard_extensions(roots=_OWN_ROOTS, stand_in=None):
             return module
 
     def exec_module(self, module):
+        # type: (Any, Any) -> None
         if not vars(module).get("_dflash_doctor_stand_in"):
             execute(self, module)
 
-    create_module._dflash_doctor_original = create
-    exec_module._dflash_doctor_original = execute
-    loader.create_module = create_module
-    loader.exec_module = exec_module
+    create_module._dflash_doctor_original = create  # type: ignore[attr-defined]
+    exec_module._dflash_doctor_original = execute  # type: ignore[attr-defined]
+    loader.create_module = create_module  # type: ignore[method-assign]
+    loader.exec_module = exec_module  # type: ignore[method-assign]
     for source in (importlib.machinery.SourceFileLoader, importlib.machinery.SourcelessFileLoader):
         _guard_source(source)
 
 
 def _guard_source(loader):
+    # type: (Any) -> None
     """Python source (or bytecode) is code too: a module whose file resolves outside the roots is not run."""
     execute = getattr(loader.exec_module, "_dflash_doctor_original", loader.exec_module)
 
     def exec_module(self, module):
+        # type: (Any, Any) -> None
         path = getattr(self, "path", None)
         refused = refuse_file(path, GUARD["roots"]) if isinstance(path, str) else None
         if refused:
             raise ImportError("not loaded: " + refused, name=module.__name__, path=path)
         execute(self, module)
 
-    exec_module._dflash_doctor_original = execute
+    exec_module._dflash_doctor_original = execute  # type: ignore[attr-defined]
     loader.exec_module = exec_module
 
 
 def environ_as_given():
+    # type: () -> Dict[str, str]
     """This process's environment as the user gave it: without what the doctor added to run the probe (its
     directory on PYTHONPATH, PYTHONSAFEPATH, DFLASH_DOCTOR_PROBE), for facts that report the environment."""
     environ = dict(os.environ)
@@ -185,9 +269,11 @@ class _WorkingDirectoryOff:
     before (PYTHONPATH's) stay."""
 
     def __init__(self, before):
+        # type: (Iterable[str]) -> None
         self.before = set(before)
 
     def find_spec(self, *_args, **_kwargs):
+        # type: (*Any, **Any) -> None
         first = sys.path[0] if sys.path else None
         if first is not None and first not in self.before and \
                 os.path.realpath(first or ".") == os.path.realpath(os.getcwd()):
@@ -197,6 +283,7 @@ class _WorkingDirectoryOff:
 
 
 def _as_sitecustomize():
+    # type: () -> None
     """(c): this file is sitecustomize.py in the doctor's directory, in a process the probe started."""
     import importlib.machinery
     import importlib.util

@@ -4,32 +4,26 @@
 # compiled for, whether it initializes CUDA and which devices it sees, with UUIDs to match NVML's), and
 # where Triton finds ptxas and libcuda, with every place it looked. No kernel is launched and no GPU
 # memory is allocated. Prints one JSON document after the marker.
+import contextlib
 import ctypes
+import importlib
 import importlib.util
-import json
 import os
 import subprocess
 import sys
 import time
-import traceback
 import warnings
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
-MARKER = "@@dflash-doctor-facts@@"
-# Arguments come on stdin (never in argv, where `ps` would show a serve command's --api-key), or as
-# argv[1] in a job forked from the shared host.
-ARGS = json.loads(sys.argv[1] if len(sys.argv) > 1 else (sys.stdin.read() or "{}"))
-
-
-def describe(exc):
-    return {
-        "type": type(exc).__name__,
-        "mro": [c.__name__ for c in type(exc).__mro__],
-        "message": str(exc)[:4000],
-        "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-4:])[-3000:],
-    }
+if TYPE_CHECKING:  # the prelude's, which probe_source puts before this script
+    from ._prelude import describe, emit, error_text
 
 
-def loaded_path(stem):
+def failure(exc: BaseException) -> Dict[str, Any]:
+    return describe(exc, frames=4, chars=3000)
+
+
+def loaded_path(stem: str) -> Optional[str]:
     try:
         with open("/proc/self/maps") as handle:
             for line in handle:
@@ -41,9 +35,9 @@ def loaded_path(stem):
     return None
 
 
-def libcuda_facts():
+def libcuda_facts() -> Dict[str, Any]:
     """cuInit and cuDriverGetVersion from the libcuda.so.1 this process loads (a cuda-compat one included)."""
-    facts = {"loaded": False}
+    facts: Dict[str, Any] = {"loaded": False}
     try:
         lib = ctypes.CDLL("libcuda.so.1")
     except OSError as exc:
@@ -71,20 +65,27 @@ def libcuda_facts():
     return facts
 
 
-def torch_facts():
-    facts = {"installed": importlib.util.find_spec("torch") is not None}
+def imported(name: str, facts: Dict[str, Any]) -> Any:
+    """Module `name` (torch, triton), imported, or None; in `facts`, whether it imported and what it raised."""
+    try:
+        module = importlib.import_module(name)
+    except BaseException as exc:  # noqa: BLE001 - a broken torch or Triton is itself the finding
+        facts["import_ok"] = False
+        facts["exception"] = failure(exc)
+        return None
+    facts["import_ok"] = True
+    return module
+
+
+def torch_facts() -> Tuple[Dict[str, Any], Any]:
+    facts: Dict[str, Any] = {"installed": importlib.util.find_spec("torch") is not None}
     if not facts["installed"]:
         return facts, None
     started = time.monotonic()
-    try:
-        import torch
-    except BaseException as exc:  # a broken torch is itself the finding
-        facts["import_ok"] = False
-        facts["exception"] = describe(exc)
-        facts["import_seconds"] = round(time.monotonic() - started, 3)
-        return facts, None
-    facts["import_ok"] = True
+    torch = imported("torch", facts)
     facts["import_seconds"] = round(time.monotonic() - started, 3)
+    if torch is None:
+        return facts, None
     version = getattr(torch, "version", None)
     facts.update({
         "version": getattr(torch, "__version__", None),
@@ -95,27 +96,27 @@ def torch_facts():
     })
     try:
         facts["arch_list"] = torch.cuda.get_arch_list()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - recorded as a fact
         facts["arch_list"] = None
-        facts["arch_list_error"] = describe(exc)
+        facts["arch_list_error"] = failure(exc)
     return facts, torch
 
 
-def cuda_facts(torch):
-    facts = {}
+def cuda_facts(torch: Any) -> Dict[str, Any]:
+    facts: Dict[str, Any] = {}
     started = time.monotonic()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             facts["available"] = bool(torch.cuda.is_available())
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - recorded as a fact
             facts["available"] = False
-            facts["is_available_error"] = describe(exc)
+            facts["is_available_error"] = failure(exc)
         if not facts["available"]:
             try:
                 torch.cuda.init()  # raises with the reason is_available() swallowed
-            except Exception as exc:
-                facts["init_error"] = describe(exc)
+            except Exception as exc:  # noqa: BLE001 - the reason is_available() swallowed is the fact
+                facts["init_error"] = failure(exc)
     facts["warnings"] = [str(w.message)[:2000] for w in caught]
     if not facts["available"]:
         facts["seconds"] = round(time.monotonic() - started, 3)
@@ -136,13 +137,13 @@ def cuda_facts(torch):
                 "pci_bus_id": pci_bus_id(props),
             })
         facts["devices"] = devices
-    except Exception as exc:
-        facts["devices_error"] = describe(exc)
+    except Exception as exc:  # noqa: BLE001 - recorded as a fact
+        facts["devices_error"] = failure(exc)
     facts["seconds"] = round(time.monotonic() - started, 3)
     return facts
 
 
-def uuid_text(value):
+def uuid_text(value: object) -> Optional[str]:
     if value is None:
         return None
     text = str(value)
@@ -153,44 +154,45 @@ def uuid_text(value):
     return "GPU-" + text  # torch prints the bare UUID; NVML and CUDA_VISIBLE_DEVICES use the prefix
 
 
-def pci_bus_id(props):
+def pci_bus_id(props: Any) -> Optional[str]:
     bus = getattr(props, "pci_bus_id", None)
     if bus is None:
         return None
-    return "%08X:%02X:%02X.0" % (getattr(props, "pci_domain_id", 0) or 0, bus, getattr(props, "pci_device_id", 0) or 0)
+    domain, device = getattr(props, "pci_domain_id", 0) or 0, getattr(props, "pci_device_id", 0) or 0
+    return f"{domain:08X}:{bus:02X}:{device:02X}.0"
 
 
-def tool_version(path):
+def tool_version(path: str) -> Tuple[Optional[str], Optional[str]]:
     try:
         out = subprocess.run([path, "--version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              timeout=20, check=False).stdout.decode("utf-8", "replace")
     except (OSError, subprocess.SubprocessError) as exc:
-        return None, "%s: %s" % (type(exc).__name__, exc)
+        return None, error_text(exc)
     for line in out.splitlines():
         if "release" in line:
             return line.split("release", 1)[1].split(",")[0].strip(), None
     return None, "no version in: " + out.strip()[-300:]
 
 
-def ptxas_lookup(triton_dir, binary, knob):
+def ptxas_lookup(triton_dir: str, binary: str, knob: Optional[Callable[[], Any]]) -> Dict[str, Any]:
     """Where Triton looks for `binary`: $TRITON_<BINARY>_PATH, then its bundled copy; and what it found."""
-    env_key = "TRITON_%s_PATH" % binary.upper().replace("-", "_")
-    looked = []
+    env_key = "TRITON_{}_PATH".format(binary.upper().replace("-", "_"))
+    looked: List[Dict[str, Any]] = []
     if os.environ.get(env_key):
         looked.append({"where": env_key, "path": os.environ[env_key]})
     looked.append({"where": "bundled with triton", "path": os.path.join(triton_dir, "backends", "nvidia", "bin", binary)})
     for place in looked:
         place["exists"] = os.path.isfile(place["path"])
         place["executable"] = place["exists"] and os.access(place["path"], os.X_OK)
-    facts = {"looked": looked, "path": None, "version": None, "error": None}
+    facts: Dict[str, Any] = {"looked": looked, "path": None, "version": None, "error": None}
     if knob is not None:
         try:
             tool = knob()
             facts["path"], facts["version"] = tool.path, tool.version
             facts["api"] = "triton.knobs.nvidia"
             return facts
-        except Exception as exc:
-            facts["error"] = "%s: %s" % (type(exc).__name__, exc)
+        except Exception as exc:  # noqa: BLE001 - Triton's own refusal is the fact
+            facts["error"] = error_text(exc)
             facts["api"] = "triton.knobs.nvidia"
             return facts
     for place in looked:  # Triton < 3.4: the same order, in _path_to_binary
@@ -201,12 +203,12 @@ def ptxas_lookup(triton_dir, binary, knob):
                 return facts
             facts["error"] = error
     if facts["error"] is None:
-        facts["error"] = "Cannot find %s" % binary
+        facts["error"] = f"Cannot find {binary}"
     return facts
 
 
-def libcuda_lookup(driver_module):
-    looked = {"TRITON_LIBCUDA_PATH": os.environ.get("TRITON_LIBCUDA_PATH"),
+def libcuda_lookup(driver_module: Any) -> Dict[str, Any]:
+    looked: Dict[str, Any] = {"TRITON_LIBCUDA_PATH": os.environ.get("TRITON_LIBCUDA_PATH"),
               "LD_LIBRARY_PATH": [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]}
     try:
         listing = subprocess.run(["/sbin/ldconfig", "-p"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
@@ -214,40 +216,34 @@ def libcuda_lookup(driver_module):
         looked["ldconfig"] = [line.split()[-1] for line in listing.splitlines() if "libcuda.so.1" in line]
     except (OSError, subprocess.SubprocessError) as exc:
         looked["ldconfig"] = None
-        looked["ldconfig_error"] = "%s: %s" % (type(exc).__name__, exc)
-    facts = {"looked": looked, "dirs": None, "error": None}
+        looked["ldconfig_error"] = error_text(exc)
+    facts: Dict[str, Any] = {"looked": looked, "dirs": None, "error": None}
     finder = getattr(driver_module, "libcuda_dirs", None)
     if finder is None:
         facts["error"] = "this Triton has no libcuda_dirs()"
         return facts
     try:
         facts["dirs"] = list(finder())
-    except BaseException as exc:  # Triton asserts, with its own message
-        facts["error"] = "%s: %s" % (type(exc).__name__, exc)
+    except BaseException as exc:  # noqa: BLE001 - Triton asserts, with its own message
+        facts["error"] = error_text(exc)
     return facts
 
 
-def triton_facts():
-    facts = {"installed": importlib.util.find_spec("triton") is not None}
+def triton_facts() -> Dict[str, Any]:
+    facts: Dict[str, Any] = {"installed": importlib.util.find_spec("triton") is not None}
     if not facts["installed"]:
         return facts
     started = time.monotonic()
-    try:
-        import triton
-    except BaseException as exc:
-        facts["import_ok"] = False
-        facts["exception"] = describe(exc)
+    triton = imported("triton", facts)
+    if triton is None:
         return facts
-    facts["import_ok"] = True
     facts["version"] = getattr(triton, "__version__", None)
     facts["file"] = getattr(triton, "__file__", None)
     triton_dir = os.path.dirname(triton.__file__)
     knobs = None
-    try:
+    with contextlib.suppress(Exception):  # Triton < 3.4 has no knobs: the path order, below
         from triton import knobs as knobs_module
         knobs = knobs_module.nvidia
-    except Exception:
-        pass
     facts["ptxas"] = ptxas_lookup(triton_dir, "ptxas", (lambda: knobs.ptxas) if knobs is not None else None)
     if knobs is not None and hasattr(knobs, "ptxas_blackwell"):
         # Triton >= 3.5 compiles for compute capability 10.0 and later with this one
@@ -255,28 +251,27 @@ def triton_facts():
     try:
         from triton.backends.nvidia import driver as driver_module
         facts["libcuda"] = libcuda_lookup(driver_module)
-    except BaseException as exc:
-        facts["libcuda"] = {"error": "cannot import triton.backends.nvidia.driver: %s: %s" % (type(exc).__name__, exc),
+    except BaseException as exc:  # noqa: BLE001 - recorded as a fact
+        facts["libcuda"] = {"error": "cannot import triton.backends.nvidia.driver: " + error_text(exc),
                             "dirs": None, "looked": {}}
     facts["cache_dir"] = os.environ.get("TRITON_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".triton", "cache")
     facts["seconds"] = round(time.monotonic() - started, 3)
     return facts
 
 
-def main():
+def main() -> None:
     started = time.monotonic()
-    facts = {"python": sys.version.split()[0], "executable": sys.executable}
+    facts: Dict[str, Any] = {"python": sys.version.split()[0], "executable": sys.executable}
     try:
         facts["libcuda"] = libcuda_facts()
         facts["torch"], torch = torch_facts()
         if torch is not None and facts["torch"].get("cuda"):
             facts["cuda"] = cuda_facts(torch)
         facts["triton"] = triton_facts()
-    except BaseException as exc:  # whatever escaped the guards above: still report what is known
-        facts["probe_error"] = describe(exc)
+    except BaseException as exc:  # noqa: BLE001 - whatever escaped the guards above: still report what is known
+        facts["probe_error"] = failure(exc)
     facts["seconds"] = round(time.monotonic() - started, 3)
-    sys.stdout.write("\n" + MARKER + json.dumps(facts, default=str) + "\n")
-    sys.stdout.flush()
+    emit(facts)
 
 
 main()

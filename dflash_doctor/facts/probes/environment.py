@@ -3,7 +3,9 @@
 # interpreter, sys.path, every distribution's metadata and RECORD, who owns which files of the
 # flash-attention family, and how `flash_attn` resolves. Prints one JSON document after the marker.
 import base64
+import contextlib
 import csv
+import email.message
 import email.parser
 import hashlib
 import importlib.machinery
@@ -17,24 +19,25 @@ import site
 import stat
 import sys
 import sysconfig
+from typing import IO, TYPE_CHECKING, AbstractSet, Any, Callable, Dict, List, Optional, Set, Tuple, TypeVar
 
-MARKER = "@@dflash-doctor-facts@@"
-# Arguments come on stdin (never in argv, where `ps` would show a serve command's --api-key), or as
-# argv[1] in a job forked from the shared host.
-ARGS = json.loads(sys.argv[1] if len(sys.argv) > 1 else (sys.stdin.read() or "{}"))
-STACK = set(ARGS.get("stack", []))
-WATCHED_TOPS = ARGS.get("watched_top_levels", [])  # flash_attn, hopper, flash_attn_2_cuda, ...
+if TYPE_CHECKING:  # the prelude's, which probe_source puts before this script
+    from ._prelude import emit, environ_as_given, error_text, file_kind, forbidden, read_arguments
+
+ARGS = read_arguments()
+STACK: Set[str] = set(ARGS.get("stack", []))
+WATCHED_TOPS: List[str] = ARGS.get("watched_top_levels", [])  # flash_attn, hopper, flash_attn_2_cuda, ...
 VERIFY_HASHES = bool(ARGS.get("verify_hashes", False))
-HASH_ALWAYS = set(ARGS.get("hash_always", []))  # small distributions whose every file is hashed
+HASH_ALWAYS: Set[str] = set(ARGS.get("hash_always", []))  # small distributions whose every file is hashed
 # Kernel packages vLLM and flash-attn-4 load at run time: their RECORDs are verified like the stack's, and the
 # paths they share with another verified distribution are compared (knowledge.kernel_wheels).
-KERNELS = set(ARGS.get("kernels", []))
-ENV_ALLOW = ARGS.get("env_allow", {})
-SPEC_NAMES = ARGS.get("find_spec", [])
-EXTENSION_NAMES = ARGS.get("extension_modules", [])  # the stack's extension modules known by name
+KERNELS: Set[str] = set(ARGS.get("kernels", []))
+ENV_ALLOW: Dict[str, Any] = ARGS.get("env_allow", {})
+SPEC_NAMES: List[str] = ARGS.get("find_spec", [])
+EXTENSION_NAMES: List[str] = ARGS.get("extension_modules", [])  # the stack's extension modules known by name
 
-# Never opened, read or hashed, whatever a RECORD line or a symlink says.
-FORBIDDEN = ("/dev", "/proc", "/sys")
+# Nothing under /dev, /proc or /sys is opened, read or hashed, whatever a RECORD line or a symlink says (the
+# prelude's `forbidden`).
 MAX_TEXT_BYTES = 64 << 20  # METADATA, RECORD and the rest: torch's RECORD is about 2 MB
 MAX_SHOWN = 20
 # RECORD lines read per distribution: torch's RECORD has about 20,000; every line is a row checked (and for the stack
@@ -47,27 +50,24 @@ MAX_METADATA_FIELD_BYTES = 4 << 20
 MAX_REQUIRES = 10_000  # vLLM lists about 60
 
 
-def canonical(name):
+Row = Tuple[str, str, Optional[int], int]
+"""A RECORD line: (path, hash, size or None, line number)."""
+KeptRow = Tuple[str, str, Optional[int], int, str, Optional[os.stat_result]]
+"""A RECORD line inside the environment (`confine`): the row, the file's real path and its stat (None: missing)."""
+Fact = Dict[str, Any]
+"""A distribution's facts (`describe_distribution`)."""
+
+
+def canonical(name: str) -> str:
     # packaging's canonicalize_name (PEP 503), copied: a probe runs in the target with the standard library only.
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def file_kind(mode):
-    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
-        if test(mode):
-            return name
-    return "not a regular file"
+def os_error(exc: OSError) -> str:
+    return f"{type(exc).__name__}: {exc.strerror or exc}"
 
 
-FORBIDDEN_PREFIXES = tuple(root + "/" for root in FORBIDDEN)
-
-
-def forbidden(real):
-    return real.startswith(FORBIDDEN_PREFIXES) or real in FORBIDDEN
-
-
-def open_regular(path):
+def open_regular(path: str) -> Tuple[Optional[IO[bytes]], Optional[str]]:
     """(binary file, None) or (None, error). Only a regular file outside /dev, /proc and /sys is opened, and
     with O_NONBLOCK, so that a FIFO (even one swapped in after a stat) cannot block the probe."""
     real = os.path.realpath(path)
@@ -76,28 +76,38 @@ def open_regular(path):
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
-        return None, f"{type(exc).__name__}: {exc.strerror or exc}"
+        return None, os_error(exc)
     try:
         mode = os.fstat(fd).st_mode
     except OSError as exc:
         os.close(fd)
-        return None, f"{type(exc).__name__}: {exc.strerror or exc}"
+        return None, os_error(exc)
     if not stat.S_ISREG(mode):
         os.close(fd)
         return None, f"{file_kind(mode)}, not a regular file: never read"
     return os.fdopen(fd, "rb"), None
 
 
-def read_text(path):
-    """(text, error): never raises, never blocks, never reads more than MAX_TEXT_BYTES."""
+Read = TypeVar("Read")
+
+
+def read_regular(path: str, read: Callable[[IO[bytes]], Read]) -> Tuple[Optional[Read], Optional[str]]:
+    """(what `read` made of the file, None) or (None, error): never raises OSError, never blocks (`open_regular`)."""
     handle, error = open_regular(path)
     if handle is None:
         return None, error
     try:
         with handle:
-            raw = handle.read(MAX_TEXT_BYTES + 1)
+            return read(handle), None
     except OSError as exc:
-        return None, f"{type(exc).__name__}: {exc.strerror or exc}"
+        return None, os_error(exc)
+
+
+def read_text(path: str) -> Tuple[Optional[str], Optional[str]]:
+    """(text, error): never raises, never blocks, never reads more than MAX_TEXT_BYTES."""
+    raw, error = read_regular(path, lambda handle: handle.read(MAX_TEXT_BYTES + 1))
+    if raw is None:
+        return None, error
     if len(raw) > MAX_TEXT_BYTES:
         return None, f"larger than {MAX_TEXT_BYTES >> 20} MiB"
     try:
@@ -106,20 +116,16 @@ def read_text(path):
         return None, f"not UTF-8 text ({exc.reason} at byte {exc.start})"
 
 
-def file_sha256(path):
-    """("sha256=...", None) or (None, error)."""
-    handle, error = open_regular(path)
-    if handle is None:
-        return None, error
+def sha256_of(handle: IO[bytes]) -> str:
     digest = hashlib.sha256()
-    try:
-        with handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-    except OSError as exc:
-        return None, f"{type(exc).__name__}: {exc.strerror or exc}"
+    for block in iter(lambda: handle.read(1 << 20), b""):
+        digest.update(block)
+    return "sha256=" + base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
 
-    return "sha256=" + base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode(), None
+
+def file_sha256(path: str) -> Tuple[Optional[str], Optional[str]]:
+    """("sha256=...", None) or (None, error)."""
+    return read_regular(path, sha256_of)
 
 
 # ---------------------------------------------------------------- where the environment's files may live
@@ -132,7 +138,7 @@ SCHEME_KEYS = ("purelib", "platlib", "scripts", "data", "include", "platinclude"
 PREFIX_WALK = 6  # how far up from a site directory a pyvenv.cfg is looked for
 
 
-def site_prefix(site_dir):
+def site_prefix(site_dir: str) -> Optional[str]:
     """The prefix an installer installed into when it wrote `site_dir` (a real path): the directory holding
     lib/pythonX.Y/site-packages (or dist-packages), else the nearest ancestor holding pyvenv.cfg; None when
     neither, or when that would be / or under /dev, /proc, /sys (a prefix's data directory is the prefix itself:
@@ -153,7 +159,7 @@ def site_prefix(site_dir):
     return prefix
 
 
-def prefix_scheme(prefix, site_dir):
+def prefix_scheme(prefix: str, site_dir: str) -> List[str]:
     """The install-scheme directories (site-packages, scripts, data, headers) of `prefix`, computed by this
     interpreter's sysconfig: those of every scheme whose site-packages is `site_dir`, else those of the default
     scheme (a layout no scheme names, such as dist-packages under a prefix made by `pip install --root`)."""
@@ -174,7 +180,7 @@ def prefix_scheme(prefix, site_dir):
     return matched or default
 
 
-def editable_projects(site_dir, children):
+def editable_projects(site_dir: str, children: List[str]) -> List[str]:
     """The project directories of the editable installs in `site_dir` (their direct_url.json): the installer
     points the import system there (a `.pth` line, setuptools' finder), so their files are the environment's."""
     projects = []
@@ -192,7 +198,7 @@ def editable_projects(site_dir, children):
     return projects
 
 
-def environment_roots():
+def environment_roots() -> List[str]:
     """The directories the environment's files may resolve into, as the installers see them (real paths):
     this interpreter's install scheme and every sys.path entry (where the import system loads from), and for
     each site directory on sys.path (its own, the base interpreter's with --system-site-packages, the user
@@ -239,11 +245,11 @@ def environment_roots():
 
 
 
-ROOTS = ()  # environment_roots(), computed in main(): it reads each site's distributions
-ROOT_PREFIXES = ()
+ROOTS: List[str] = []  # environment_roots(), computed in main(): it reads each site's distributions
+ROOT_PREFIXES: Tuple[str, ...] = ()
 
 
-def inside(real):
+def inside(real: str) -> bool:
     return not forbidden(real) and (real.startswith(ROOT_PREFIXES) or real in ROOTS)
 
 
@@ -251,10 +257,10 @@ class Resolver:
     """Real paths of files listed in RECORD, with their stat: one lstat per directory (resolved once, from its
     resolved parent) and one per file; a stat too only for a symlink."""
 
-    def __init__(self):
-        self.dirs = {}
+    def __init__(self) -> None:
+        self.dirs: Dict[str, str] = {}
 
-    def directory(self, path):
+    def directory(self, path: str) -> str:
         real = self.dirs.get(path)
         if real is None:
             parent, name = os.path.split(path)
@@ -270,7 +276,7 @@ class Resolver:
             self.dirs[path] = real
         return real
 
-    def __call__(self, full):
+    def __call__(self, full: str) -> Tuple[str, Optional[os.stat_result]]:
         head, _, tail = full.rpartition("/")
         candidate = self.directory(head).rstrip("/") + "/" + tail
         try:
@@ -289,7 +295,7 @@ class Resolver:
 # ---------------------------------------------------------------- the interpreter
 
 
-def pyvenv_cfg():
+def pyvenv_cfg() -> Optional[Dict[str, str]]:
     path = os.path.join(sys.prefix, "pyvenv.cfg")
     text, _ = read_text(path)
     if text is None:
@@ -302,7 +308,7 @@ def pyvenv_cfg():
     return cfg
 
 
-def env_kind(cfg):
+def env_kind(cfg: Optional[Dict[str, str]]) -> str:
     if cfg is not None and "uv" in cfg:
         return "uv"
     if os.path.isdir(os.path.join(sys.prefix, "conda-meta")):
@@ -312,12 +318,12 @@ def env_kind(cfg):
     return "system"
 
 
-def environ_facts():
-    environ = environ_as_given()  # noqa: F821 - the prelude's: without what the doctor set to run this probe
+def environ_facts() -> Dict[str, Any]:
+    environ = environ_as_given()  # without what the doctor set to run this probe
     names = sorted(environ)
     exact = set(ENV_ALLOW.get("names", []))
     prefixes = tuple(ENV_ALLOW.get("prefixes", []))
-    secret = re.compile(ENV_ALLOW.get("secret_pattern", "(?!)"), re.I)
+    secret = re.compile(ENV_ALLOW.get("secret_pattern", "(?!)"), re.IGNORECASE)
     values = {}
     for name in names:
         if secret.search(name):
@@ -327,9 +333,9 @@ def environ_facts():
     return {"names": names, "values": values}
 
 
-def marker_environment():
+def marker_environment() -> Dict[str, str]:
     impl = sys.implementation
-    version = "%d.%d.%d" % impl.version[:3]
+    version = "{}.{}.{}".format(*impl.version[:3])
     if impl.version.releaselevel != "final":
         version += impl.version.releaselevel[0] + str(impl.version.serial)
     return {
@@ -347,7 +353,8 @@ def marker_environment():
     }
 
 
-def classify_path(entry, pythonpath, stdlib_dirs, site_dirs, user_site):
+def classify_path(entry: str, pythonpath: List[str], stdlib_dirs: List[str], site_dirs: List[str],
+                  user_site: Optional[str]) -> str:
     if entry == "":
         return "cwd"
     real = os.path.realpath(entry)
@@ -364,13 +371,12 @@ def classify_path(entry, pythonpath, stdlib_dirs, site_dirs, user_site):
     return "other"
 
 
-def target_facts():
+def target_facts() -> Dict[str, Any]:
     cfg = pyvenv_cfg()
     libc_name, libc_version = platform.libc_ver()
-    try:
+    user_site: Optional[str] = None
+    with contextlib.suppress(Exception):  # an old virtualenv's site.py; then there is no user site
         user_site = site.getusersitepackages()
-    except Exception:
-        user_site = None
     return {
         "executable": sys.executable,
         "python_version": platform.python_version(),
@@ -394,15 +400,13 @@ def target_facts():
     }
 
 
-def sys_path_facts(user_site):
-    pythonpath = [p for p in environ_as_given().get("PYTHONPATH", "").split(os.pathsep) if p]  # noqa: F821
+def sys_path_facts(user_site: Optional[str]) -> List[Dict[str, Any]]:
+    pythonpath = [p for p in environ_as_given().get("PYTHONPATH", "").split(os.pathsep) if p]
     paths = sysconfig.get_paths()
     stdlib_dirs = [paths.get("stdlib", ""), paths.get("platstdlib", "")]
     site_dirs = [paths.get("purelib", ""), paths.get("platlib", "")]
-    try:
+    with contextlib.suppress(Exception):  # missing from an old virtualenv's site.py
         site_dirs += site.getsitepackages()
-    except Exception:
-        pass
     # The directories site.addsitedir read .pth files in: the site directories, and the user site when enabled
     # (a site directory also on PYTHONPATH is classified "pythonpath" above, yet its .pth files were read).
     pth_dirs = {os.path.realpath(p) for p in site_dirs if p}
@@ -422,7 +426,7 @@ def sys_path_facts(user_site):
 # ---------------------------------------------------------------- distributions
 
 
-def parse_metadata(dist_dir, is_egg):
+def parse_metadata(dist_dir: str, is_egg: bool) -> Tuple[Optional[email.message.Message], Optional[Dict[str, Any]]]:
     meta_path = os.path.join(dist_dir, "PKG-INFO" if is_egg else "METADATA")
     text, error = read_text(meta_path)
     if text is None:
@@ -430,20 +434,20 @@ def parse_metadata(dist_dir, is_egg):
     end = re.search(r"\r?\n\r?\n", text)  # the blank line that ends the fields
     fields = text if end is None else text[:end.start() + 1]
     if len(fields) > MAX_METADATA_FIELD_BYTES:
-        return None, {"file": meta_path, "error": "its fields come to more than %d MiB" % (MAX_METADATA_FIELD_BYTES >> 20)}
+        return None, {"file": meta_path, "error": f"its fields come to more than {MAX_METADATA_FIELD_BYTES >> 20} MiB"}
     try:
         message = email.parser.Parser().parsestr(fields, headersonly=True)
-    except Exception as exc:  # email is lenient, but be sure
-        return None, {"file": meta_path, "error": "unparseable: %s" % exc}
+    except Exception as exc:  # noqa: BLE001 - email is lenient, but be sure
+        return None, {"file": meta_path, "error": f"unparseable: {exc}"}
     name, version = message.get("Name"), message.get("Version")
     if not name or not version:
         return None, {"file": meta_path, "error": "no Name or Version field"}
     if len(message.get_all("Requires-Dist") or ()) > MAX_REQUIRES:
-        return None, {"file": meta_path, "error": "more than %d Requires-Dist fields" % MAX_REQUIRES}
+        return None, {"file": meta_path, "error": f"more than {MAX_REQUIRES} Requires-Dist fields"}
     return message, None
 
 
-def parse_record(dist_dir):
+def parse_record(dist_dir: str) -> Tuple[Optional[List[Row]], Optional[Dict[str, Any]]]:
     """(rows, error): rows are (path, hash, size, line number) with size None when absent."""
     path = os.path.join(dist_dir, "RECORD")
     if not os.path.lexists(path):
@@ -452,24 +456,24 @@ def parse_record(dist_dir):
     if text is None:
         return None, {"file": path, "error": error}
     if text.count("\n") > MAX_RECORD_LINES:
-        return None, {"file": path, "error": "more than %d lines" % MAX_RECORD_LINES}
+        return None, {"file": path, "error": f"more than {MAX_RECORD_LINES} lines"}
     rows = []
     try:
         for lineno, row in enumerate(csv.reader(io.StringIO(text)), 1):
             if not row:
                 continue
             if len(row) != 3:
-                return None, {"file": path, "error": "line %d has %d fields, expected 3" % (lineno, len(row))}
+                return None, {"file": path, "error": f"line {lineno} has {len(row)} fields, expected 3"}
             file_path, file_hash, size = row
             if size and not size.isdigit():
-                return None, {"file": path, "error": "line %d: size %r is not a number" % (lineno, size)}
+                return None, {"file": path, "error": f"line {lineno}: size {size!r} is not a number"}
             rows.append((file_path, file_hash, int(size) if size else None, lineno))
     except csv.Error as exc:
-        return None, {"file": path, "error": "malformed CSV: %s" % exc}
+        return None, {"file": path, "error": f"malformed CSV: {exc}"}
     return rows, None
 
 
-def direct_url(dist_dir):
+def direct_url(dist_dir: str) -> Any:
     text, _ = read_text(os.path.join(dist_dir, "direct_url.json"))
     if text is None:
         return None
@@ -479,17 +483,17 @@ def direct_url(dist_dir):
         return None
 
 
-def top_of(rel_path):
+def top_of(rel_path: str) -> str:
     head = rel_path.replace("\\", "/").split("/", 1)[0]
     return head
 
 
-def watched(rel):
+def watched(rel: str) -> bool:
     top = top_of(rel)
     return top in WATCHED_TOPS or top.split(".", 1)[0] in WATCHED_TOPS
 
 
-def confine(location, rows, opened):
+def confine(location: str, rows: List[Row], opened: Callable[[Row], bool]) -> Tuple[List[KeptRow], List[Dict[str, Any]]]:
     """Split RECORD rows into those inside the environment, as (path, hash, size, line, real path, stat or
     None when missing), and those that escape it to something that exists (`..`, an absolute path, a
     symlink out, /dev, /proc).
@@ -524,7 +528,7 @@ def confine(location, rows, opened):
     return kept, escapes
 
 
-def record_integrity(rows, hash_all, shared=frozenset()):
+def record_integrity(rows: List[KeptRow], hash_all: bool, shared: AbstractSet[str] = frozenset()) -> Dict[str, Any]:
     """Compare RECORD with the disk. Returns counts and the (capped) list of mismatches. `shared`: paths another
     distribution lists too; their bytes are compared in shared_files, not here (missing still counts)."""
     missing, size_mismatch, hash_mismatch, not_regular = [], [], [], []
@@ -548,24 +552,16 @@ def record_integrity(rows, hash_all, shared=frozenset()):
             disk, _ = file_sha256(real)
             if disk != rec_hash:
                 hash_mismatch.append({"path": rel})
-    cap = 50
-    return {
-        "files": len(rows),
-        "checked": checked,
-        "hashed": bool(hash_all),
-        "missing": missing[:cap],
-        "missing_count": len(missing),
-        "size_mismatch": size_mismatch[:cap],
-        "size_mismatch_count": len(size_mismatch),
-        "hash_mismatch": hash_mismatch[:cap],
-        "hash_mismatch_count": len(hash_mismatch),
-        "not_regular": not_regular[:cap],
-        "not_regular_count": len(not_regular),
-        "shared": len(shared),
-    }
+    integrity: Dict[str, Any] = {"files": len(rows), "checked": checked, "hashed": bool(hash_all)}
+    for name, found in (("missing", missing), ("size_mismatch", size_mismatch), ("hash_mismatch", hash_mismatch),
+                        ("not_regular", not_regular)):
+        integrity[name] = found[:50]
+        integrity[name + "_count"] = len(found)
+    integrity["shared"] = len(shared)
+    return integrity
 
 
-def watched_claims(rows):
+def watched_claims(rows: List[KeptRow]) -> List[Dict[str, Any]]:
     """Files this distribution claims under the watched top-level names, with disk state."""
     claims = []
     for rel, rec_hash, size, _line, real, _info in rows:
@@ -584,21 +580,16 @@ def watched_claims(rows):
 FOREIGN_ABI_TAG = re.compile(r"\.((?:cpython-|cp|pypy|graalpy)\d+[-\w]*|abi3)$")
 
 
-def wheel_tags(dist_dir):
+def wheel_tags(dist_dir: str) -> Optional[List[str]]:
     """The `Tag:` lines of the dist-info's WHEEL file (what the installed wheel was built for); None when absent."""
-    path = os.path.join(dist_dir, "WHEEL")
-    try:
-        if not os.path.isfile(path):
-            return None
-        with open(path, "rb") as handle:
-            raw = handle.read(65536)
-    except OSError:
+    raw, _ = read_regular(os.path.join(dist_dir, "WHEEL"), lambda handle: handle.read(65536))
+    if raw is None:
         return None
     text = raw.decode("utf-8", "replace")
     return [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("Tag:")][:64]
 
 
-def compiled_files(location, rows):
+def compiled_files(location: str, rows: List[KeptRow]) -> Tuple[List[Dict[str, str]], List[str]]:
     """Extension modules (importable, with their module names) and other shared libraries; only regular
     files inside the environment (`rows` are confined already)."""
 
@@ -631,7 +622,7 @@ def compiled_files(location, rows):
     return extensions, libraries
 
 
-def scan_distributions():
+def scan_distributions() -> List[Fact]:
     dists = []
     seen_dirs = set()
     for entry in sys.path:
@@ -660,8 +651,8 @@ def scan_distributions():
     return dists
 
 
-VERIFIED_ROWS = {}  # id(distribution fact) -> its confined RECORD rows, for the distributions whose files are verified
-RECORD_ROWS = {}  # id(distribution fact) -> {top-level name: its confined RECORD rows}, every distribution's, until shared_files()
+VERIFIED_ROWS: Dict[int, List[KeptRow]] = {}  # id(distribution fact) -> its confined RECORD rows, for the distributions whose files are verified
+RECORD_ROWS: Dict[int, Dict[str, List[KeptRow]]] = {}  # id(distribution fact) -> {top-level name: its confined RECORD rows}, every distribution's, until shared_files()
 MAX_SHARED_SHOWN = 200
 # What overlaps() reads of the disk: only the paths two distributions list with different sha256, each file at most
 # MAX_OVERLAP_FILE_BYTES (a larger one is not hashed, and says so), at most MAX_OVERLAP_HASHED files in all.
@@ -671,7 +662,7 @@ MAX_OVERLAP_GROUPS = 200
 OVERLAP_SAMPLE = 10
 
 
-def claimed_paths(dists):
+def claimed_paths(dists: List[Fact]) -> Dict[str, List[Tuple[Fact, KeptRow]]]:
     """{real path: [(fact, row)]} of the RECORD paths that two distributions could share: only rows under a top-level
     name (or `..`, the scripts) that another distribution in the same directory also installs into, so that torch's
     20,000 rows are never looked at unless something else writes into torch/. Bytecode and unhashed rows left out."""
@@ -680,11 +671,11 @@ def claimed_paths(dists):
         if fact["location"] not in places:
             places[fact["location"]] = os.path.realpath(fact["location"])
     listed = [(fact, places[fact["location"]], RECORD_ROWS[id(fact)]) for fact in dists if id(fact) in RECORD_ROWS]
-    by_top = {}
+    by_top: Dict[Tuple[str, str], Set[int]] = {}
     for fact, place, rows_by_top in listed:
         for top in rows_by_top:
             by_top.setdefault((place, top), set()).add(id(fact))
-    claims = {}
+    claims: Dict[str, List[Tuple[Fact, KeptRow]]] = {}
     for fact, place, rows_by_top in listed:
         for top, rows in rows_by_top.items():
             if len(by_top[(place, top)]) < 2:
@@ -703,17 +694,18 @@ class DiskHashes:
     most MAX_OVERLAP_FILE_BYTES each; the verified distributions' shared paths are hashed whole, as they always were
     (at most MAX_SHARED_SHOWN per group: distributions.file-collision judges every one of them)."""
 
-    def __init__(self):
-        self.known, self.hashed = {}, 0
+    def __init__(self) -> None:
+        self.known: Dict[str, str] = {}
+        self.hashed = 0
 
-    def __call__(self, real, capped=True):
+    def __call__(self, real: str, capped: bool = True) -> Optional[str]:
         known = self.known.get(real)
         if known is None or (not capped and known.startswith("not hashed: past the")) or (
                 not capped and known.startswith("not hashed: ") and "MiB cap" in known):
             known = self.known[real] = self.read(real, capped) or ""
         return known or None
 
-    def read(self, path, capped):
+    def read(self, path: str, capped: bool) -> Optional[str]:
         real = os.path.realpath(path)
         if not inside(real):
             return f"not hashed: resolves to {real}, outside the environment"
@@ -732,12 +724,13 @@ class DiskHashes:
         return disk or ("not hashed: " + str(error))
 
 
-def claimant(fact):
+def claimant(fact: Fact) -> Dict[str, Any]:
     return {"name": fact["name"], "version": fact.get("version"), "dist_info": fact["dist_info"],
             "installer": fact.get("installer"), "installed_at": fact.get("installed_at")}
 
 
-def add_shared_path(groups, owners, disk_hashes, overlaps=False):
+def add_shared_path(groups: Dict[Tuple[str, ...], Dict[str, Any]], owners: List[Tuple[Fact, KeptRow]],
+                    disk_hashes: DiskHashes, overlaps: bool = False) -> None:
     """Count one path that `owners` (two or more names) list in the group of those names; for one whose RECORD hashes
     differ, each one's hash and the hash of the file on disk."""
     names = tuple(sorted({fact["canonical"] for fact, _ in owners}))
@@ -764,7 +757,7 @@ def add_shared_path(groups, owners, disk_hashes, overlaps=False):
                                    "disk_hash": disk_hashes(owners[0][1][4], capped=overlaps)})
 
 
-def shared_files(dists):
+def shared_files(dists: List[Fact]) -> Tuple[List[Dict[str, Any]], Dict[str, Any]]:
     """Verify the RECORDs of the stack and the kernel packages, and find the paths two distributions list.
 
     Returns (shared_files, overlaps). shared_files: the paths two verified distributions (the stack, the kernel
@@ -779,8 +772,9 @@ def shared_files(dists):
     claims = claimed_paths(dists)
     RECORD_ROWS.clear()
     disk_hashes = DiskHashes()
-    shared = {}  # id(fact) -> rel paths shared with another distribution
-    verified_groups, all_groups = {}, {}
+    shared: Dict[int, Set[str]] = {}  # id(fact) -> rel paths shared with another distribution
+    verified_groups: Dict[Tuple[str, ...], Dict[str, Any]] = {}
+    all_groups: Dict[Tuple[str, ...], Dict[str, Any]] = {}
     overlap_count = 0
     for owners in claims.values():
         if len({fact["canonical"] for fact, _ in owners}) < 2:
@@ -804,7 +798,7 @@ def shared_files(dists):
     return list(verified_groups.values()), {"groups": list(all_groups.values()), "paths_left_out": overlap_count}
 
 
-def dist_info_mtime(dist_dir):
+def dist_info_mtime(dist_dir: str) -> Optional[float]:
     """When the installer wrote the dist-info (its RECORD, written last): the order of installs."""
     for name in ("RECORD", "INSTALLER", "METADATA"):
         try:
@@ -814,10 +808,10 @@ def dist_info_mtime(dist_dir):
     return None
 
 
-def describe_distribution(location, dist_dir, is_egg):
-    fact = {"location": location, "dist_info": dist_dir, "format": "egg-info" if is_egg else "dist-info"}
+def describe_distribution(location: str, dist_dir: str, is_egg: bool) -> Fact:
+    fact: Fact = {"location": location, "dist_info": dist_dir, "format": "egg-info" if is_egg else "dist-info"}
     message, meta_error = parse_metadata(dist_dir, is_egg)
-    if meta_error:
+    if message is None:  # and meta_error says why
         guess = os.path.basename(dist_dir).rsplit(".", 1)[0].split("-")
         fact.update({"name": guess[0], "version": guess[1] if len(guess) > 1 else None, "metadata_error": meta_error})
     else:
@@ -854,7 +848,7 @@ def describe_distribution(location, dist_dir, is_egg):
             # The integrity is computed once every distribution is read (shared_files): a path two of them list
             # is judged as a collision, not as this one's file changed on disk.
             VERIFIED_ROWS[id(fact)] = kept
-        rows_by_top = {}  # for overlaps: the paths any two distributions list, by their top-level names
+        rows_by_top: Dict[str, List[KeptRow]] = {}  # for overlaps: the paths any two distributions list, by their top-level names
         for row in kept:
             rows_by_top.setdefault(top_of(row[0]), []).append(row)
         RECORD_ROWS[id(fact)] = rows_by_top
@@ -872,13 +866,14 @@ PORTION_FILES_LISTED = 20  # files named in the facts, per directory
 PORTION_ENTRIES_WALKED = 5000  # a namespace portion is walked this far, no further
 
 
-def portion_contents(path):
+def portion_contents(path: str) -> Dict[str, Any]:
     """What a directory without __init__.py holds, without opening a file or following a link.
 
     Bytecode is `.pyc` inside `__pycache__` (PEP 3147: never imported without its source); every other
     file is listed (sorted, capped), and counted. `complete` is False when the walk stopped early.
     """
-    other, bytecode, other_count, dirs, walked = [], 0, 0, 0, 0
+    other: List[str] = []
+    bytecode, other_count, dirs, walked = 0, 0, 0, 0
     complete = True
     for root, subdirs, names in os.walk(path, onerror=lambda _exc: None):
         subdirs.sort()
@@ -900,7 +895,7 @@ def portion_contents(path):
             "complete": complete}
 
 
-def portions(name):
+def portions(name: str) -> List[Dict[str, Any]]:
     """Every sys.path entry that holds something importable as top-level `name`, in path order."""
     found = []
     for index, entry in enumerate(sys.path):
@@ -922,11 +917,11 @@ def portions(name):
     return found
 
 
-def resolve(name):
+def resolve(name: str) -> Dict[str, Any]:
     try:
         spec = importlib.util.find_spec(name)
-    except Exception as exc:  # a broken finder on the path is itself a fact
-        return {"found": False, "error": "%s: %s" % (type(exc).__name__, exc)}
+    except Exception as exc:  # noqa: BLE001 - a broken finder on the path is itself a fact
+        return {"found": False, "error": error_text(exc)}
     if spec is None:
         return {"found": False}
     locations = list(spec.submodule_search_locations or []) if spec.submodule_search_locations is not None else None
@@ -939,7 +934,7 @@ def resolve(name):
     }
 
 
-def spec_without_import(name):
+def spec_without_import(name: str) -> Tuple[Any, Optional[str], Optional[str]]:
     """(spec, finder name, error) for a possibly dotted module name, without importing anything.
 
     importlib.util.find_spec("vllm._C") would import vllm (and torch with it). Instead ask each meta-path
@@ -974,12 +969,13 @@ def spec_without_import(name):
     return spec, finder_name, None
 
 
-def import_system_extensions(names, dists):
+def import_system_extensions(names: List[str], dists: List[Fact]) -> Dict[str, Any]:
     """The stack's extension modules as the import system finds them, and only those no RECORD lists (a
     `pip install -e`, `setup.py develop`, a build copied in by hand) or that shadow the file RECORD lists."""
 
     suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
-    recorded, by_module = set(), {}
+    recorded: Set[str] = set()
+    by_module: Dict[str, Dict[str, str]] = {}
     wanted = list(names)
     for dist in dists:
         for ext in dist.get("extensions") or ():
@@ -1012,7 +1008,7 @@ def import_system_extensions(names, dists):
     return {"names": sorted(set(wanted)), "found": found, "errors": errors}
 
 
-def main():
+def main() -> None:
     global ROOTS, ROOT_PREFIXES
     ROOTS = environment_roots()
     ROOT_PREFIXES = tuple("/" if root == "/" else root + "/" for root in ROOTS)
@@ -1029,7 +1025,7 @@ def main():
         "import_extensions": import_system_extensions(EXTENSION_NAMES, [d for d in dists if d["canonical"] in STACK]),
         "resolution": {name: dict(resolve(name), portions=portions(name)) for name in SPEC_NAMES},
     }
-    sys.stdout.write("\n" + MARKER + json.dumps(facts) + "\n")
+    emit(facts)
 
 
 main()

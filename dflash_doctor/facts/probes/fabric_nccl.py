@@ -5,33 +5,28 @@
 # rank + 1, the sum is known), then the 16 MiB all-reduce is timed for the bus bandwidth (nccl-tests'
 # definition: bytes x 2(n-1)/n / seconds). Arguments: {"rank", "world", "port", "sizes", "iterations"}.
 # The doctor sets NCCL_NVLS_ENABLE=0 in its environment (and NCCL_P2P_DISABLE=1 for the control arm).
-import json
 import os
 import sys
 import time
 import traceback
+from typing import TYPE_CHECKING, Any, Dict, List
 
-MARKER = "@@dflash-doctor-facts@@"
-# Arguments come on stdin (never in argv, where `ps` would show a serve command's --api-key), or as
-# argv[1] in a job forked from the shared host.
-ARGS = json.loads(sys.argv[1] if len(sys.argv) > 1 else (sys.stdin.read() or "{}"))
+if TYPE_CHECKING:  # the prelude's, which probe_source puts before this script
+    from ._prelude import emit, error_text, read_arguments
 
-
-def emit(facts):
-    sys.stdout.write("\n" + MARKER + "\n" + json.dumps(facts, default=str) + "\n")
-    sys.stdout.flush()
+ARGS = read_arguments()
 
 
-def stage(facts, name):
+def stage(facts: Dict[str, Any], name: str) -> None:
     # also on stderr, which the doctor keeps when it kills a rank that hangs: the stage it hung in
     facts["stage"] = name
     sys.stderr.write("fabric-nccl rank {}: {}\n".format(facts["rank"], name))
     sys.stderr.flush()
 
 
-def main():
+def main() -> None:
     rank, world = int(ARGS.get("rank", 0)), int(ARGS.get("world", 1))
-    facts = {"rank": rank, "world": world, "ok": False, "stage": "import",
+    facts: Dict[str, Any] = {"rank": rank, "world": world, "ok": False, "stage": "import",
              "env": {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}}
     started = time.monotonic()
     try:
@@ -51,7 +46,7 @@ def main():
         except TypeError:
             dist.init_process_group("nccl", **init)
         facts["init_s"] = round(time.monotonic() - started, 3)
-        checks = []
+        checks: List[Dict[str, Any]] = []
         expected = world * (world + 1) / 2.0
         for nbytes in ARGS.get("sizes") or [4, 16 << 20]:
             stage(facts, "all_reduce " + str(nbytes) + " bytes")
@@ -83,7 +78,7 @@ def main():
         facts["ok"] = all(c["mismatched"] == 0 for c in checks)
         facts["stage"] = "done"
     except Exception as exc:  # noqa: BLE001 - recorded as a fact
-        facts["error"] = f"{type(exc).__name__}: {exc}"
+        facts["error"] = error_text(exc)
         facts["traceback"] = traceback.format_exc(limit=4)
     facts["seconds"] = round(time.monotonic() - started, 3)
     emit(facts)

@@ -2,16 +2,16 @@
 # and runs on interpreters older than 3.8 (even 2.7): its answer is how the doctor tells the user that an
 # interpreter is too old for the others, instead of their SyntaxErrors.
 # It answers the doctor's handshake: which implementation and version this interpreter is.
-import json
 import platform
 import sys
 
-MARKER = "@@dflash-doctor-facts@@"
+# The prelude's MYPY, which is False as this runs and which the type checker takes as True: this script parses on
+# Python 2.7, which has no typing.TYPE_CHECKING.
+if MYPY:  # type: ignore[name-defined]  # noqa: F821
+    from ._prelude import emit
 
-sys.stdout.write(MARKER + "\n")
-sys.stdout.write(json.dumps({
+emit({
     "implementation": platform.python_implementation(),
     "version": list(sys.version_info[:3]),
     "executable": sys.executable,
-}) + "\n")
-sys.stdout.flush()
+})

@@ -21,6 +21,7 @@
 # roots (its sys.path entries and install scheme): a preload loads only extension files that resolve inside
 # them, so a symlink in site-packages to a library elsewhere is refused before dlopen runs its constructors. The
 # jobs forked from here check again against the environment's roots as the doctor computed them.
+import contextlib
 import importlib.util
 import json
 import os
@@ -31,37 +32,42 @@ import subprocess
 import sys
 import time
 import traceback
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
-MARKER = "@@dflash-doctor-host@@"
-ARGS = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
-PRELOAD = ARGS.get("preload") or []
+if TYPE_CHECKING:  # the prelude's, which probe_source puts before this script
+    from ._prelude import error_text
+
+HOST_MARKER = "@@dflash-doctor-host@@"  # probes.HOST_MARKER: the jobs' own output holds the prelude's MARKER
+# The host's arguments come as argv[1]: its stdin carries the jobs.
+ARGS: Dict[str, Any] = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+PRELOAD: List[str] = ARGS.get("preload") or []
 # Preload only when one of these import names is installed (None: always). Asking the import system
 # where a top-level name is imports nothing.
-PRELOAD_IF_FOUND = ARGS.get("preload_if_found")
+PRELOAD_IF_FOUND: Optional[List[str]] = ARGS.get("preload_if_found")
 PARALLEL = max(1, int(ARGS.get("parallel") or os.cpu_count() or 1))
 STDOUT_CAP = 8 << 20  # a job that writes more than this to stdout (its JSON document) is stopped: the doctor's cap
 STDERR_CAP = 4 << 20
 STDERR_KEEP = 4000
-SOURCES = {}
+SOURCES: Dict[str, str] = {}
 
 
-def trim(text, keep):
+def trim(text: str, keep: int) -> str:
     if len(text) <= keep:
         return text
     half = keep // 2
-    return text[:half] + "\n[... %d characters trimmed ...]\n" % (len(text) - keep) + text[-half:]
+    return text[:half] + f"\n[... {len(text) - keep} characters trimmed ...]\n" + text[-half:]
 
 
-def found(name):
+def found(name: str) -> bool:
     try:
         return importlib.util.find_spec(name) is not None
-    except BaseException:  # a broken finder or package: whoever imports it meets the same, so say found
+    except BaseException:  # noqa: BLE001 - a broken finder or package: whoever imports it meets the same, so say found
         return True
 
 
-def preload(name):
+def preload(name: str) -> Dict[str, Any]:
     started = time.monotonic()
-    facts = {"module": name}
+    facts: Dict[str, Any] = {"module": name}
     try:
         if importlib.util.find_spec(name) is None:
             facts["found"] = False
@@ -69,14 +75,14 @@ def preload(name):
         facts["found"] = True
         __import__(name)
         facts["imported"] = True
-    except BaseException as exc:  # each job imports it again and reports the failure as its own fact
+    except BaseException as exc:  # noqa: BLE001 - each job imports it again and reports the failure as its own fact
         facts["imported"] = False
-        facts["error"] = "%s: %s" % (type(exc).__name__, exc)
+        facts["error"] = error_text(exc)
     facts["seconds"] = round(time.monotonic() - started, 3)
     return facts
 
 
-def run_in_child(job, out_fd, err_fd, protocol):
+def run_in_child(job: Dict[str, Any], out_fd: int, err_fd: int, protocol: int) -> None:
     """In the forked child: become the job's probe, then exit without running the parent's handlers."""
     code = 0
     try:
@@ -84,15 +90,17 @@ def run_in_child(job, out_fd, err_fd, protocol):
         os.dup2(os.open(os.devnull, os.O_RDONLY), 0)  # nor may it read the host's jobs
         os.dup2(out_fd, 1)
         os.dup2(err_fd, 2)
-        sys.stdin = open(0, closefd=False)
-        sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)
-        sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)
+        # The job's own streams, for as long as the child lives (os._exit below: never closed)
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115
+        sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
         sys.argv = ["-c", json.dumps(job.get("args") or {})]
         namespace = {"__name__": "__main__", "__builtins__": __builtins__}
-        exec(compile(SOURCES[job["probe"]], "<probe %s>" % job["probe"], "exec"), namespace)
+        probe = job["probe"]
+        exec(compile(SOURCES[probe], f"<probe {probe}>", "exec"), namespace)  # noqa: S102 - the job is a probe's source
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except BaseException:
+    except BaseException:  # noqa: BLE001 - the job's failure, on its stderr, with its exit status
         traceback.print_exc()
         code = 1
     try:
@@ -103,7 +111,8 @@ def run_in_child(job, out_fd, err_fd, protocol):
 
 
 class Running:
-    def __init__(self, job, pid, out_r, err_r, proc=None):
+    def __init__(self, job: Dict[str, Any], pid: int, out_r: int, err_r: int,
+                 proc: "Optional[subprocess.Popen[bytes]]" = None) -> None:
         self.job = job
         self.pid = pid
         self.proc = proc
@@ -114,25 +123,33 @@ class Running:
         self.open_fds = {out_r, err_r}
         self.caps = {out_r: STDOUT_CAP, err_r: STDERR_CAP}
         self.timed_out = False
-        self.overflow = None
+        self.overflow: Optional[str] = None
+
+
+def kill(pid: int) -> None:
+    with contextlib.suppress(OSError):  # already gone
+        os.kill(pid, signal.SIGKILL)
 
 
 class Host:
-    def __init__(self, protocol, forked):
+    """Takes the jobs on stdin, runs each in a process of its own (`forked`: a forked child, else a fresh
+    interpreter), at most PARALLEL at once, and says each one's outcome on the `protocol` descriptor."""
+
+    def __init__(self, protocol: int, forked: bool) -> None:
+        self.selector = selectors.DefaultSelector()
         self.protocol = protocol
         self.forked = forked
-        self.selector = selectors.DefaultSelector()
-        self.queue = []
-        self.running = []
+        self.queue: List[Dict[str, Any]] = []
+        self.running: List[Running] = []
         self.stdin_buffer = bytearray()
         self.stdin_open = True
         os.set_blocking(0, False)
         self.selector.register(0, selectors.EVENT_READ, None)
 
-    def send(self, message):
+    def send(self, message: Dict[str, Any]) -> None:
         say(self.protocol, message)
 
-    def read_jobs(self):
+    def read_jobs(self) -> None:
         while True:
             try:
                 chunk = os.read(0, 65536)
@@ -151,13 +168,13 @@ class Host:
             if line.strip():
                 self.accept(json.loads(line.decode("utf-8")))
 
-    def accept(self, job):
+    def accept(self, job: Dict[str, Any]) -> None:
         if "source" in job:
             SOURCES[job["probe"]] = job.pop("source")
         job["queued_at"] = time.monotonic()
         self.queue.append(job)
 
-    def start(self, job):
+    def start(self, job: Dict[str, Any]) -> None:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         proc = None
@@ -179,12 +196,12 @@ class Host:
             self.selector.register(fd, selectors.EVENT_READ, running)
         self.running.append(running)
 
-    def close_fd(self, fd, running):
+    def close_fd(self, fd: int, running: Running) -> None:
         self.selector.unregister(fd)
         os.close(fd)
         running.open_fds.discard(fd)
 
-    def drain(self, fd, running):
+    def drain(self, fd: int, running: Running) -> None:
         while fd in running.open_fds:
             try:
                 chunk = os.read(fd, 65536)
@@ -201,23 +218,17 @@ class Host:
                 del buffer[running.caps[fd]:]
                 if running.overflow is None:
                     running.overflow = "stdout" if fd == running.out_r else "stderr"
-                    try:
-                        os.kill(running.pid, signal.SIGKILL)
-                    except OSError:
-                        pass
+                    kill(running.pid)
                 self.close_fd(fd, running)
                 return
 
-    def reap(self):
+    def reap(self) -> None:
         now = time.monotonic()
         for running in list(self.running):
             timeout = float(running.job.get("timeout_s") or 60.0)
             if now - running.started >= timeout and not running.timed_out:
                 running.timed_out = True
-                try:
-                    os.kill(running.pid, signal.SIGKILL)
-                except OSError:
-                    pass
+                kill(running.pid)
             try:
                 pid, status = os.waitpid(running.pid, os.WNOHANG)
             except ChildProcessError:
@@ -233,7 +244,7 @@ class Host:
             self.running.remove(running)
             self.send(self.outcome(running, status, now))
 
-    def outcome(self, running, status, now):
+    def outcome(self, running: Running, status: int, now: float) -> Dict[str, Any]:
         returncode = None
         if os.WIFSIGNALED(status):
             returncode = -os.WTERMSIG(status)
@@ -252,7 +263,7 @@ class Host:
             "queued_s": round(running.started - job["queued_at"], 3),
         }
 
-    def serve(self):
+    def serve(self) -> None:
         while self.stdin_open or self.queue or self.running:
             while self.queue and len(self.running) < PARALLEL:
                 self.start(self.queue.pop(0))
@@ -265,20 +276,20 @@ class Host:
         self.send({"event": "bye"})
 
 
-def say(protocol, message):
-    data = (MARKER + json.dumps(message) + "\n").encode("utf-8")
+def say(protocol: int, message: Dict[str, Any]) -> None:
+    data = (HOST_MARKER + json.dumps(message) + "\n").encode("utf-8")
     while data:
         data = data[os.write(protocol, data):]
 
 
-def main():
+def main() -> None:
     # The protocol keeps the real stdout; whatever a preloaded module prints goes to stderr.
     protocol = os.dup(1)
     os.dup2(2, 1)
     say(protocol, {"event": "hello", "implementation": platform.python_implementation(),
                    "version": list(sys.version_info[:3]), "executable": sys.executable})
     started = time.monotonic()
-    facts = {"event": "ready", "forked": hasattr(os, "fork"), "parallel": PARALLEL, "pid": os.getpid()}
+    facts: Dict[str, Any] = {"event": "ready", "forked": hasattr(os, "fork"), "parallel": PARALLEL, "pid": os.getpid()}
     wanted = PRELOAD
     if PRELOAD_IF_FOUND is not None:
         users = [name for name in PRELOAD_IF_FOUND if found(name)]

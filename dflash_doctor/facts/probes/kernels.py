@@ -12,36 +12,36 @@
 # first-run (compile) and warm times, and the text of any failure. Inputs are a few hundred kilobytes
 # and seeded. Triton's compile cache goes where Triton puts it (~/.triton/cache unless
 # TRITON_CACHE_DIR is set), outside the target environment. Prints one JSON document after the marker.
+import contextlib
 import importlib
 import importlib.util
-import json
 import linecache
 import math
 import os
-import sys
 import time
 import traceback
 import warnings
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
-MARKER = "@@dflash-doctor-facts@@"
-# Arguments come on stdin (never in argv, where `ps` would show a serve command's --api-key), or as
-# argv[1] in a job forked from the shared host.
-ARGS = json.loads(sys.argv[1] if len(sys.argv) > 1 else (sys.stdin.read() or "{}"))
-FAMILY = ARGS.get("family", "sdpa")
-HEAD_DIMS = ARGS.get("head_dims") or [128, 64]
-DTYPES = ARGS.get("dtypes") or ["float16", "bfloat16"]
+if TYPE_CHECKING:  # the prelude's, which probe_source puts before this script
+    from ._prelude import emit, read_arguments
+
+ARGS = read_arguments()
+FAMILY: str = ARGS.get("family", "sdpa")
+HEAD_DIMS: List[int] = ARGS.get("head_dims") or [128, 64]
+DTYPES: List[str] = ARGS.get("dtypes") or ["float16", "bfloat16"]
 BATCH = int(ARGS.get("batch", 2))
 SEQLEN = int(ARGS.get("seqlen", 128))
 HEADS = int(ARGS.get("heads", 4))
 SEED = int(ARGS.get("seed", 0))
 WARM_ITERS = int(ARGS.get("warm_iters", 10))
 TOLERANCE_ULPS = float(ARGS.get("tolerance_ulps", 2.0))
-BF16_MIN_CC = tuple(ARGS.get("bf16_min_cc") or (8, 0))
-DEVICE = ARGS.get("device", "cuda")  # "cpu" only in the doctor's own tests
-SDPA_BACKENDS = ARGS.get("sdpa_backends") or ["flash", "efficient"]
+BF16_MIN_CC: Tuple[int, ...] = tuple(ARGS.get("bf16_min_cc") or (8, 0))
+DEVICE: str = ARGS.get("device", "cuda")  # "cpu" only in the doctor's own tests
+SDPA_BACKENDS: List[str] = ARGS.get("sdpa_backends") or ["flash", "efficient"]
 
 # What each family needs importable, and the statement that imports it (as the stack writes it).
-NEEDS = {
+NEEDS: Dict[str, Tuple[Optional[str], Optional[str]]] = {
     "sdpa": (None, None),
     "triton": ("triton", "import triton"),
     "flash_attn": ("flash_attn", "from flash_attn import flash_attn_func"),
@@ -68,7 +68,9 @@ def dflash_doctor_axpy(x_ptr, y_ptr, out_ptr, n, alpha, BLOCK: tl.constexpr):
 TRITON_FILENAME = "<dflash-doctor-triton-kernel>"
 
 
-def describe(exc, caught=()):
+def kernel_error(exc: BaseException, caught: Iterable[warnings.WarningMessage] = ()) -> Dict[str, Any]:
+    """An exception in a kernel case (facts.cuda_shapes.KernelError): whether CUDA ran out of memory, and the
+    warnings caught with it."""
     return {
         "type": type(exc).__name__,
         "message": str(exc)[:3000],
@@ -79,20 +81,25 @@ def describe(exc, caught=()):
 
 
 class Runner:
-    """Times one kernel call (first run, then warm) and compares it with the reference."""
+    """One device's cases: draws their inputs (`generator`: the seeded CPU generator), picks the dtypes the
+    device's `capability` runs (None: the CPU), times each kernel call (first run, then warm) and compares it with
+    the reference."""
 
-    def __init__(self, torch, device):
+    def __init__(self, torch: Any, device: Any, capability: Optional[List[int]], generator: Any) -> None:
         self.torch = torch
         self.device = device
-        self.broken = None  # a sticky CUDA error: nothing more can run in this process
+        self.capability = capability
+        self.generator = generator
+        self.broken: Optional[str] = None  # a sticky CUDA error: nothing more can run in this process
 
-    def sync(self):
+    def sync(self) -> None:
         if self.device.type == "cuda":
             self.torch.cuda.synchronize(self.device)
 
-    def case(self, meta, call, reference, scale, dtype):
+    def case(self, meta: Dict[str, Any], call: Callable[[], Any], reference: Any, scale: float,
+             dtype: Any) -> Dict[str, Any]:
         torch = self.torch
-        case = dict(meta)
+        case: Dict[str, Any] = dict(meta)
         case["dtype"] = str(dtype).replace("torch.", "")
         if self.broken is not None:
             case.update(status="not-run", reason="an earlier case left the CUDA context unusable: " + self.broken)
@@ -118,9 +125,9 @@ class Runner:
                 largest, mean = float(diff.max().item()), float(diff.mean().item())
                 case["max_abs_err"] = largest if math.isfinite(largest) else None
                 case["mean_abs_err"] = mean if math.isfinite(mean) else None
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - each case fails on its own, as a fact
                 case["status"] = "error"
-                case["error"] = describe(exc, caught)
+                case["error"] = kernel_error(exc, caught)
                 self.check_context(case)
                 return case
         ok = finite and case["max_abs_err"] is not None and case["max_abs_err"] <= case["tolerance"]
@@ -129,20 +136,21 @@ class Runner:
             case["nonfinite"] = True
         return case
 
-    def check_context(self, case):
+    def check_context(self, case: Dict[str, Any]) -> None:
         try:
             self.sync()
-        except Exception as exc:
-            self.broken = "%s: %s" % (type(exc).__name__, str(exc)[:300])
+        except Exception as exc:  # noqa: BLE001 - the context is lost: said, and no more cases run
+            self.broken = f"{type(exc).__name__}: {str(exc)[:300]}"
             case["context_lost"] = True
 
 
-def randn(torch, shape, generator, device):
+def randn(runner: Runner, shape: Tuple[int, ...]) -> Any:
     # Drawn on the CPU with a fixed seed, so that every GPU gets the same inputs.
-    return torch.randn(shape, generator=generator, dtype=torch.float32).to(device)
+    torch = runner.torch
+    return torch.randn(shape, generator=runner.generator, dtype=torch.float32).to(runner.device)
 
 
-def attention_reference(torch, q, k, v):
+def attention_reference(torch: Any, q: Any, k: Any, v: Any) -> Any:
     """fp32 causal attention; q, k, v (batch, heads, seqlen, head_dim) in fp32."""
     scores = torch.matmul(q, k.transpose(-1, -2)) * (q.shape[-1] ** -0.5)
     seqlen = q.shape[-2]
@@ -151,17 +159,18 @@ def attention_reference(torch, q, k, v):
     return torch.matmul(scores.softmax(dim=-1), v)
 
 
-def attention_inputs(torch, device, dtype, head_dim, generator):
+def attention_inputs(runner: Runner, dtype: Any, head_dim: int) -> Tuple[Any, ...]:
     shape = (BATCH, HEADS, SEQLEN, head_dim)
-    q, k, v = (randn(torch, shape, generator, device).to(dtype) for _ in range(3))
-    reference = attention_reference(torch, q.float(), k.float(), v.float())
+    q, k, v = (randn(runner, shape).to(dtype) for _ in range(3))
+    reference = attention_reference(runner.torch, q.float(), k.float(), v.float())
     # The output is a convex combination of rows of v: its rounding error scales with max |v|.
     return q, k, v, reference, float(v.float().abs().max().item())
 
 
-def rotary_inputs(torch, device, dtype, head_dim, interleaved, generator):
+def rotary_inputs(runner: Runner, dtype: Any, head_dim: int, interleaved: bool) -> Tuple[Any, ...]:
     """x (batch, seqlen, heads, head_dim) and cos/sin (seqlen, head_dim/2) in `dtype`, and the fp32 result."""
-    x = randn(torch, (BATCH, SEQLEN, HEADS, head_dim), generator, device).to(dtype)
+    torch, device = runner.torch, runner.device
+    x = randn(runner, (BATCH, SEQLEN, HEADS, head_dim)).to(dtype)
     half = head_dim // 2
     inv_freq = 1.0 / (10000.0 ** (torch.arange(0, half, dtype=torch.float32, device=device) * 2.0 / head_dim))
     angles = torch.outer(torch.arange(SEQLEN, dtype=torch.float32, device=device), inv_freq)
@@ -176,18 +185,20 @@ def rotary_inputs(torch, device, dtype, head_dim, interleaved, generator):
     return x, cos, sin, reference, float(reference.abs().max().item())
 
 
-def dtypes_for(torch, capability):
-    chosen = []
+def dtypes_for(runner: Runner) -> List[Tuple[Any, Optional[str]]]:
+    """Each dtype asked for, with why the device cannot run it (None: it can)."""
+    torch, capability = runner.torch, runner.capability
+    chosen: List[Tuple[Any, Optional[str]]] = []
     for name in DTYPES:
         dtype = getattr(torch, name)
         if dtype is torch.bfloat16 and capability is not None and tuple(capability) < BF16_MIN_CC:
-            chosen.append((dtype, "bfloat16 needs compute capability %d.%d or newer" % BF16_MIN_CC))
+            chosen.append((dtype, "bfloat16 needs compute capability {}.{} or newer".format(*BF16_MIN_CC)))
         else:
             chosen.append((dtype, None))
     return chosen
 
 
-def skipped(meta, dtype, reason):
+def skipped(meta: Dict[str, Any], dtype: Any, reason: str) -> Dict[str, Any]:
     case = dict(meta)
     case.update(dtype=str(dtype).replace("torch.", ""), status="not-run", reason=reason)
     return case
@@ -196,180 +207,180 @@ def skipped(meta, dtype, reason):
 # ------------------------------------------------------------------------------------------- families
 
 
-def run_sdpa(torch, runner, device, capability, generator, _module):
+Family = Callable[[Runner, Any], List[Dict[str, Any]]]
+"""A family's cases on one device: (its runner, the family's module) -> cases."""
+
+
+def attention_problems(runner: Runner, kernel_name: str,
+                       cases: List[Dict[str, Any]]) -> Iterator[Tuple[Dict[str, Any], Any, Tuple[Any, ...]]]:
+    """For each head dim and dtype: the case's facts, the dtype, and its inputs and fp32 result (q, k, v,
+    reference, scale, `attention_inputs`); a dtype this GPU cannot run goes into `cases` as not run."""
+    for head_dim in HEAD_DIMS:
+        for dtype, reason in dtypes_for(runner):
+            meta = {"kernel": kernel_name, "head_dim": head_dim}
+            if reason:
+                cases.append(skipped(meta, dtype, reason))
+                continue
+            yield meta, dtype, attention_inputs(runner, dtype, head_dim)
+
+
+def run_sdpa(runner: Runner, _module: Any) -> List[Dict[str, Any]]:
     import torch.nn.functional as F
 
-    backends = {}
+    torch = runner.torch
     try:
         from torch.nn.attention import SDPBackend, sdpa_kernel
         backends = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION}
 
-        def forced(name):
+        def forced(name: str) -> Any:
             return sdpa_kernel([backends[name]])
     except ImportError:  # torch < 2.3
-        def forced(name):
+        def forced(name: str) -> Any:
             return torch.backends.cuda.sdp_kernel(enable_flash=name == "flash", enable_math=False,
                                                   enable_mem_efficient=name == "efficient")
-    cases = []
+    cases: List[Dict[str, Any]] = []
     for backend in SDPA_BACKENDS:
-        for head_dim in HEAD_DIMS:
-            for dtype, reason in dtypes_for(torch, capability):
-                meta = {"kernel": "sdpa-" + backend, "head_dim": head_dim}
-                if reason:
-                    cases.append(skipped(meta, dtype, reason))
-                    continue
-                q, k, v, reference, scale = attention_inputs(torch, device, dtype, head_dim, generator)
-
-                def call(q=q, k=k, v=v, backend=backend):
-                    with forced(backend):
-                        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-                cases.append(runner.case(meta, call, reference, scale, dtype))
+        for meta, dtype, (q, k, v, reference, scale) in attention_problems(runner, "sdpa-" + backend, cases):
+            def call(q: Any = q, k: Any = k, v: Any = v, backend: str = backend) -> Any:
+                with forced(backend):
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            cases.append(runner.case(meta, call, reference, scale, dtype))
     return cases
 
 
-def load_triton_kernel():
+def load_triton_kernel() -> Tuple[Any, Any]:
     # Triton reads a kernel's source with inspect; code run with `python -c` has no file, so the source
     # is registered with linecache under a name of its own (nothing is written to disk).
     lines = TRITON_SOURCE.splitlines(True)
     linecache.cache[TRITON_FILENAME] = (len(TRITON_SOURCE), None, lines, TRITON_FILENAME)
     namespace = {"__name__": "dflash_doctor_triton_kernel"}
-    exec(compile(TRITON_SOURCE, TRITON_FILENAME, "exec"), namespace)
+    exec(compile(TRITON_SOURCE, TRITON_FILENAME, "exec"), namespace)  # noqa: S102 - the doctor's own kernel
     return namespace["triton"], namespace["dflash_doctor_axpy"]
 
 
-def run_triton(torch, runner, device, capability, generator, _module):
+def run_triton(runner: Runner, _module: Any) -> List[Dict[str, Any]]:
     triton, kernel = load_triton_kernel()
-    cases = []
+    torch = runner.torch
+    cases: List[Dict[str, Any]] = []
     n = BATCH * SEQLEN * HEADS * max(HEAD_DIMS)
     alpha = 0.5
-    for dtype, reason in dtypes_for(torch, capability):
+    for dtype, reason in dtypes_for(runner):
         meta = {"kernel": "triton-axpy", "elements": n}
         if reason:
             cases.append(skipped(meta, dtype, reason))
             continue
-        x = randn(torch, (n,), generator, device).to(dtype)
-        y = randn(torch, (n,), generator, device).to(dtype)
+        x = randn(runner, (n,)).to(dtype)
+        y = randn(runner, (n,)).to(dtype)
         reference = x.float() * alpha + y.float()
         out = torch.empty_like(x)
         grid = (triton.cdiv(n, 1024),)
 
-        def call(x=x, y=y, out=out, grid=grid):
+        def call(x: Any = x, y: Any = y, out: Any = out, grid: Tuple[int] = grid) -> Any:
             kernel[grid](x, y, out, n, alpha, BLOCK=1024)
             return out
         cases.append(runner.case(meta, call, reference, float(reference.abs().max().item()), dtype))
     return cases
 
 
-def flash_layout_cases(torch, runner, device, capability, generator, kernel_name, attend):
+def flash_layout_cases(runner: Runner, kernel_name: str, attend: Callable[[Any, Any, Any], Any]) -> List[Dict[str, Any]]:
     """Causal attention through a flash-attn API, which takes (batch, seqlen, heads, head_dim)."""
-    cases = []
-    for head_dim in HEAD_DIMS:
-        for dtype, reason in dtypes_for(torch, capability):
-            meta = {"kernel": kernel_name, "head_dim": head_dim}
-            if reason:
-                cases.append(skipped(meta, dtype, reason))
-                continue
-            q, k, v, reference, scale = attention_inputs(torch, device, dtype, head_dim, generator)
-            qt, kt, vt = (t.transpose(1, 2).contiguous() for t in (q, k, v))
+    cases: List[Dict[str, Any]] = []
+    for meta, dtype, (q, k, v, reference, scale) in attention_problems(runner, kernel_name, cases):
+        qt, kt, vt = (t.transpose(1, 2).contiguous() for t in (q, k, v))
 
-            def call(qt=qt, kt=kt, vt=vt):
-                return attend(qt, kt, vt).transpose(1, 2)
-            cases.append(runner.case(meta, call, reference, scale, dtype))
+        def call(qt: Any = qt, kt: Any = kt, vt: Any = vt) -> Any:
+            return attend(qt, kt, vt).transpose(1, 2)
+        cases.append(runner.case(meta, call, reference, scale, dtype))
     return cases
 
 
-def run_flash_attn(torch, runner, device, capability, generator, module):
-    return flash_layout_cases(torch, runner, device, capability, generator, "flash_attn_func",
-                              lambda q, k, v: module.flash_attn_func(q, k, v, causal=True))
+def run_flash_attn(runner: Runner, module: Any) -> List[Dict[str, Any]]:
+    return flash_layout_cases(runner, "flash_attn_func", lambda q, k, v: module.flash_attn_func(q, k, v, causal=True))
 
 
-def run_flash_attn_cute(torch, runner, device, capability, generator, module):
-    def attend(q, k, v):
+def run_flash_attn_cute(runner: Runner, module: Any) -> List[Dict[str, Any]]:
+    def attend(q: Any, k: Any, v: Any) -> Any:
         out = module.flash_attn_func(q, k, v, causal=True)
         # flash-attn-4 4.0 returns (out, lse); take the output whatever the release returns
         return out[0] if isinstance(out, tuple) else out
-    return flash_layout_cases(torch, runner, device, capability, generator, "flash_attn.cute.flash_attn_func",
-                              attend)
+    return flash_layout_cases(runner, "flash_attn.cute.flash_attn_func", attend)
 
 
-def rotary_cases(torch, runner, device, capability, generator, kernel_name, apply):
-    cases = []
+def rotary_cases(runner: Runner, kernel_name: str, apply: Callable[[Any, Any, Any, bool], Any]) -> List[Dict[str, Any]]:
+    cases: List[Dict[str, Any]] = []
     for interleaved in (False, True):
         for head_dim in HEAD_DIMS:
-            for dtype, reason in dtypes_for(torch, capability):
+            for dtype, reason in dtypes_for(runner):
                 meta = {"kernel": kernel_name, "head_dim": head_dim,
                         "variant": "interleaved" if interleaved else "neox"}
                 if reason:
                     cases.append(skipped(meta, dtype, reason))
                     continue
-                x, cos, sin, reference, scale = rotary_inputs(torch, device, dtype, head_dim, interleaved, generator)
+                x, cos, sin, reference, scale = rotary_inputs(runner, dtype, head_dim, interleaved)
 
-                def call(x=x, cos=cos, sin=sin, interleaved=interleaved):
+                def call(x: Any = x, cos: Any = cos, sin: Any = sin, interleaved: bool = interleaved) -> Any:
                     return apply(x, cos, sin, interleaved)
                 cases.append(runner.case(meta, call, reference, scale, dtype))
     return cases
 
 
-def run_flash_attn_rotary(torch, runner, device, capability, generator, module):
+def run_flash_attn_rotary(runner: Runner, module: Any) -> List[Dict[str, Any]]:
     apply_rotary = module.apply_rotary
     # vllm/model_executor/layers/rotary_embedding/common.py: apply_rotary(x, cos, sin, interleaved=...)
-    return rotary_cases(torch, runner, device, capability, generator, "flash_attn.apply_rotary",
+    return rotary_cases(runner, "flash_attn.apply_rotary",
                         lambda x, cos, sin, interleaved: apply_rotary(x, cos, sin, interleaved=interleaved))
 
 
-def run_vllm_rotary(torch, runner, device, capability, generator, module):
+def run_vllm_rotary(runner: Runner, module: Any) -> List[Dict[str, Any]]:
     apply_rotary_emb = module.apply_rotary_emb
     # forward_cuda: apply_rotary_emb(x, cos, sin, interleaved)
-    return rotary_cases(torch, runner, device, capability, generator, "vllm_flash_attn.apply_rotary_emb",
+    return rotary_cases(runner, "vllm_flash_attn.apply_rotary_emb",
                         lambda x, cos, sin, interleaved: apply_rotary_emb(x, cos, sin, interleaved))
 
 
-def run_vllm_flash_attn(torch, runner, device, capability, generator, module):
+def run_vllm_flash_attn(runner: Runner, module: Any) -> List[Dict[str, Any]]:
     import inspect
 
+    torch = runner.torch
     func = module.flash_attn_varlen_func
     takes_version = "fa_version" in inspect.signature(func).parameters
     interface = importlib.import_module("vllm.vllm_flash_attn.flash_attn_interface")
-    cases = []
-    versions = [None]
+    cases: List[Dict[str, Any]] = []
+    versions: List[Optional[int]] = [None]
     if takes_version:
         versions = []
         supported = getattr(interface, "is_fa_version_supported", lambda v: True)
         why_not = getattr(interface, "fa_version_unsupported_reason", lambda v: None)
-        for version in (2, 3):
-            if supported(version):
-                versions.append(version)
+        for candidate in (2, 3):
+            if supported(candidate):
+                versions.append(candidate)
                 continue
-            for dtype, _ in dtypes_for(torch, capability):
-                case = skipped({"kernel": "vllm_flash_attn-fa%d" % version, "head_dim": None}, dtype,
-                               "vLLM says: %s" % why_not(version))
+            for dtype, _ in dtypes_for(runner):
+                case = skipped({"kernel": f"vllm_flash_attn-fa{candidate}", "head_dim": None}, dtype,
+                               f"vLLM says: {why_not(candidate)}")
                 case["unsupported"] = True
                 cases.append(case)
     for version in versions:
-        for head_dim in HEAD_DIMS:
-            for dtype, reason in dtypes_for(torch, capability):
-                name = "vllm_flash_attn" + ("-fa%d" % version if version else "")
-                meta = {"kernel": name, "head_dim": head_dim}
-                if reason:
-                    cases.append(skipped(meta, dtype, reason))
-                    continue
-                q, k, v, reference, scale = attention_inputs(torch, device, dtype, head_dim, generator)
-                # varlen layout: (batch * seqlen, heads, head_dim) with cumulative sequence lengths
-                qt, kt, vt = (t.transpose(1, 2).reshape(BATCH * SEQLEN, HEADS, head_dim).contiguous() for t in (q, k, v))
-                cu = torch.arange(0, (BATCH + 1) * SEQLEN, SEQLEN, dtype=torch.int32, device=device)
-                extra = {"fa_version": version} if version else {}
+        name = "vllm_flash_attn" + (f"-fa{version}" if version else "")
+        for meta, dtype, (q, k, v, reference, scale) in attention_problems(runner, name, cases):
+            head_dim = meta["head_dim"]
+            # varlen layout: (batch * seqlen, heads, head_dim) with cumulative sequence lengths
+            qt, kt, vt = (t.transpose(1, 2).reshape(BATCH * SEQLEN, HEADS, head_dim).contiguous() for t in (q, k, v))
+            cu = torch.arange(0, (BATCH + 1) * SEQLEN, SEQLEN, dtype=torch.int32, device=runner.device)
+            extra = {"fa_version": version} if version else {}
 
-                def call(qt=qt, kt=kt, vt=vt, cu=cu, extra=extra, head_dim=head_dim):
-                    out = func(qt, kt, vt, max_seqlen_q=SEQLEN, cu_seqlens_q=cu, max_seqlen_k=SEQLEN,
-                               cu_seqlens_k=cu, causal=True, **extra)
-                    if isinstance(out, tuple):
-                        out = out[0]
-                    return out.reshape(BATCH, SEQLEN, HEADS, head_dim).transpose(1, 2)
-                cases.append(runner.case(meta, call, reference, scale, dtype))
+            def call(qt: Any = qt, kt: Any = kt, vt: Any = vt, cu: Any = cu, extra: Dict[str, Any] = extra,
+                     head_dim: int = head_dim) -> Any:
+                out = func(qt, kt, vt, max_seqlen_q=SEQLEN, cu_seqlens_q=cu, max_seqlen_k=SEQLEN,
+                           cu_seqlens_k=cu, causal=True, **extra)
+                if isinstance(out, tuple):
+                    out = out[0]
+                return out.reshape(BATCH, SEQLEN, HEADS, head_dim).transpose(1, 2)
+            cases.append(runner.case(meta, call, reference, scale, dtype))
     return cases
 
 
-FAMILIES = {
+FAMILIES: Dict[str, Tuple[Family, Optional[str]]] = {
     "sdpa": (run_sdpa, None),
     "triton": (run_triton, None),
     "flash_attn": (run_flash_attn, "flash_attn"),
@@ -380,17 +391,21 @@ FAMILIES = {
 }
 
 
-def vllm_selected_version():
+def vllm_selected_version() -> Any:
     try:
         from vllm.v1.attention.backends.fa_utils import get_flash_attn_version
         return get_flash_attn_version()
-    except Exception as exc:
-        return "unknown (%s: %s)" % (type(exc).__name__, str(exc)[:200])
+    except Exception as exc:  # noqa: BLE001 - said in the facts
+        return f"unknown ({type(exc).__name__}: {str(exc)[:200]})"
 
 
-def select_devices(torch):
+Device = Tuple[Optional[int], List[int], Tuple[str, Optional[int], Optional[int]]]
+"""A device the cases run on: (its index, the indices of the same model, (its name, major, minor))."""
+
+
+def select_devices(torch: Any) -> List[Device]:
     """One device per distinct (name, compute capability): identical GPUs give identical results."""
-    seen = {}
+    seen: Dict[Tuple[str, int, int], List[int]] = {}
     for index in range(torch.cuda.device_count()):
         props = torch.cuda.get_device_properties(index)
         key = (props.name, props.major, props.minor)
@@ -398,10 +413,10 @@ def select_devices(torch):
     return [(indices[0], indices, key) for key, indices in seen.items()]
 
 
-FACTS = {}
+FACTS: Dict[str, Any] = {}
 
 
-def main(started):
+def main(started: float) -> None:
     facts = FACTS
     facts.update({"family": FAMILY, "settings": {
         "batch": BATCH, "seqlen": SEQLEN, "heads": HEADS, "head_dims": HEAD_DIMS, "dtypes": DTYPES,
@@ -413,12 +428,13 @@ def main(started):
         # Not installed: say so without paying for torch.
         facts["import"].update(installed=False, ok=False)
         return finish(facts, started)
-    timings = facts["timings"] = {}
+    timings: Dict[str, float] = {}
+    facts["timings"] = timings
     t0 = time.monotonic()
     try:
         import torch
-    except BaseException as exc:
-        facts["torch"] = {"import_ok": False, "exception": describe(exc)}
+    except BaseException as exc:  # noqa: BLE001 - a broken torch is itself the finding
+        facts["torch"] = {"import_ok": False, "exception": kernel_error(exc)}
         return finish(facts, started)
     timings["torch_import_s"] = round(time.monotonic() - t0, 3)
     facts["torch"] = {"import_ok": True, "version": torch.__version__, "cuda": getattr(torch.version, "cuda", None)}
@@ -428,12 +444,11 @@ def main(started):
         try:
             if FAMILY == "triton":
                 module = importlib.import_module("triton")
-            else:
-                namespace = {}
-                exec(statement, namespace)
+            elif module_name is not None and statement is not None:
+                exec(statement, {})  # noqa: S102 - the statement as the stack writes it
                 module = importlib.import_module(module_name)
-        except BaseException as exc:
-            facts["import"].update(ok=False, exception=describe(exc))
+        except BaseException as exc:  # noqa: BLE001 - the import's failure, whatever it raises, is the fact
+            facts["import"].update(ok=False, exception=kernel_error(exc))
             return finish(facts, started)
         timings["family_import_s"] = round(time.monotonic() - t0, 3)
         facts["import"]["file"] = getattr(module, "__file__", None)
@@ -441,6 +456,7 @@ def main(started):
     torch.backends.cuda.matmul.allow_tf32 = False  # the fp32 reference stays fp32
     torch.backends.cudnn.allow_tf32 = False
     generator = torch.Generator().manual_seed(SEED)
+    devices: List[Device] = []
     if DEVICE == "cpu":
         devices = [(None, [], ("cpu", None, None))]
     else:
@@ -449,8 +465,8 @@ def main(started):
             available = torch.cuda.is_available()
             if not available:
                 torch.cuda.init()
-        except Exception as exc:
-            facts["cuda"] = {"available": False, "error": describe(exc)}
+        except Exception as exc:  # noqa: BLE001 - why CUDA is not available is the fact
+            facts["cuda"] = {"available": False, "error": kernel_error(exc)}
             return finish(facts, started)
         if not available:
             facts["cuda"] = {"available": False, "error": None}
@@ -464,22 +480,22 @@ def main(started):
     for index, same, (name, major, minor) in devices:
         t0 = time.monotonic()
         device = torch.device("cpu") if index is None else torch.device("cuda", index)
-        capability = [major, minor] if major is not None else None
-        entry = {"index": index, "same_model": same, "name": name, "capability": capability}
-        runner = Runner(torch, device)
+        capability = [major, minor] if major is not None and minor is not None else None
+        entry: Dict[str, Any] = {"index": index, "same_model": same, "name": name, "capability": capability}
+        runner = Runner(torch, device, capability, generator)
         try:
             if index is not None:
                 torch.cuda.set_device(device)  # creates the CUDA context: fails on a full GPU
-            entry["cases"] = run(torch, runner, device, capability, generator, module)
-        except Exception as exc:  # the device or the family's own set-up failed, not one case
+            entry["cases"] = run(runner, module)
+        except Exception as exc:  # noqa: BLE001 - the device or the family's own set-up failed, not one case
             entry["cases"] = []
-            entry["error"] = describe(exc)
+            entry["error"] = kernel_error(exc)
         entry["seconds"] = round(time.monotonic() - t0, 3)
         facts["devices"].append(entry)
     return finish(facts, started)
 
 
-def installed(top, module_name):
+def installed(top: str, module_name: Optional[str]) -> bool:
     """Whether the family's package is there, found without running any of its code."""
     spec = importlib.util.find_spec(top)
     if spec is None:
@@ -491,7 +507,7 @@ def installed(top, module_name):
                for location in (spec.submodule_search_locations or []))
 
 
-def family_version(module_name):
+def family_version(module_name: str) -> Optional[str]:
     top = module_name.split(".")[0]
     try:
         from importlib import metadata
@@ -500,23 +516,20 @@ def family_version(module_name):
     names = {"flash_attn.cute": ("flash-attn-4", "flash-attn"), "flash_attn": ("flash-attn", "flash_attn"),
              "vllm": ("vllm",), "triton": ("triton",)}
     for dist in names.get(module_name, names.get(top, ())):
-        try:
+        with contextlib.suppress(Exception):  # not installed under that name: the next one
             return metadata.version(dist)
-        except Exception:
-            continue
     return None
 
 
-def finish(facts, started):
+def finish(facts: Dict[str, Any], started: float) -> None:
     facts["seconds"] = round(time.monotonic() - started, 3)
-    sys.stdout.write("\n" + MARKER + json.dumps(facts, default=str, allow_nan=False) + "\n")
-    sys.stdout.flush()
+    emit(facts, allow_nan=False)
 
 
 if __name__ == "__main__":
     _started = time.monotonic()
     try:
         main(_started)
-    except BaseException as _exc:  # whatever escaped the per-case guards: still report what is known
-        FACTS["probe_error"] = describe(_exc)
+    except BaseException as _exc:  # noqa: BLE001 - whatever escaped the per-case guards: still report what is known
+        FACTS["probe_error"] = kernel_error(_exc)
         finish(FACTS, _started)

@@ -2,15 +2,15 @@
 # Where a top-level package lives and which distribution version says it is, WITHOUT importing it:
 # importlib.util.find_spec of a top-level name only searches sys.path (nothing of the package runs).
 import importlib.util
-import json
-import sys
+from typing import TYPE_CHECKING, Any, Dict, List
 
-MARKER = "@@dflash-doctor-facts@@"
+if TYPE_CHECKING:  # the prelude's, which probe_source puts before this script
+    from ._prelude import emit, read_arguments
 
-names = json.loads(sys.argv[1] if len(sys.argv) > 1 else (sys.stdin.read() or "{}")).get("names") or []
-found = {}
+names: List[str] = read_arguments().get("names") or []
+found: Dict[str, Dict[str, Any]] = {}
 for name in names:
-    entry = {"locations": [], "version": None}
+    entry: Dict[str, Any] = {"locations": [], "version": None}
     try:
         spec = importlib.util.find_spec(name)
     except (ImportError, ValueError) as exc:
@@ -24,5 +24,4 @@ for name in names:
     except Exception as exc:  # noqa: BLE001 - no distribution of that name: the version stays unknown
         entry["version_error"] = type(exc).__name__
     found[name] = entry
-sys.stdout.write(MARKER + "\n" + json.dumps(found) + "\n")
-sys.stdout.flush()
+emit(found)

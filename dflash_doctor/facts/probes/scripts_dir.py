@@ -2,27 +2,26 @@
 # Where this interpreter's `vllm` console script is: the one the installed vLLM distribution's RECORD lists (a
 # file named vllm in a bin/ directory, that resolves inside the environment: a RECORD line may lead anywhere), and
 # this interpreter's install-scheme scripts directory.
-import json
 import os
 import sys
 import sysconfig
+from typing import TYPE_CHECKING, List
 
-MARKER = "@@dflash-doctor-facts@@"
+if TYPE_CHECKING:  # the prelude's, which probe_source puts before this script
+    from ._prelude import _under, emit, own_roots
 
-recorded = []
+recorded: List[str] = []
 try:
     from importlib import metadata
 
     dist = metadata.distribution("vllm")
-    roots = own_roots()  # noqa: F821 - the prelude's: this interpreter's sys.path and install scheme, real paths
+    roots = own_roots()  # this interpreter's sys.path and install scheme, real paths
     for entry in dist.files or []:
         if entry.name == "vllm" and entry.parent.name == "bin":
             path = os.path.normpath(str(dist.locate_file(entry)))
             real = os.path.realpath(path)
-            if any(_under(real, root) for root in roots):  # noqa: F821 - the prelude's
+            if any(_under(real, root) for root in roots):
                 recorded.append(path)
 except Exception:  # noqa: BLE001 - no vLLM distribution, or unreadable metadata: the scripts directory alone
     recorded = []
-sys.stdout.write(MARKER + "\n" + json.dumps({"recorded": recorded[:8], "scripts": sysconfig.get_path("scripts"),
-                                             "executable": sys.executable}) + "\n")
-sys.stdout.flush()
+emit({"recorded": recorded[:8], "scripts": sysconfig.get_path("scripts"), "executable": sys.executable})

@@ -7,39 +7,33 @@
 import importlib
 import importlib.machinery
 import importlib.util
-import json
 import os
 import re
 import sys
 import time
-import traceback
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
 
-MARKER = "@@dflash-doctor-facts@@"
-# Arguments come on stdin (never in argv, where `ps` would show a serve command's --api-key), or as
-# argv[1] in a job forked from the shared host.
-ARGS = json.loads(sys.argv[1] if len(sys.argv) > 1 else (sys.stdin.read() or "{}"))
+if TYPE_CHECKING:  # the prelude's, which probe_source puts before this script
+    from ._prelude import describe, emit, guard_extensions, read_arguments, refuse_file
+
+ARGS = read_arguments()
 
 
-def describe(exc):
-    chain = []
-    seen = set()
+def import_failure(exc: BaseException) -> Dict[str, Any]:
+    """`describe`'s, with what an ImportError names (the module, the file) and the exceptions it came from."""
+    chain: List[Dict[str, str]] = []
+    seen: Set[int] = set()
     current = exc.__cause__ or exc.__context__
     while current is not None and id(current) not in seen and len(chain) < 5:
         seen.add(id(current))
         chain.append({"type": type(current).__name__, "message": str(current)[:2000]})
         current = current.__cause__ or current.__context__
-    return {
-        "type": type(exc).__name__,
-        "mro": [c.__name__ for c in type(exc).__mro__],
-        "message": str(exc)[:4000],
-        "name": getattr(exc, "name", None),
-        "path": getattr(exc, "path", None),
-        "chain": chain,
-        "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])[-4000:],
-    }
+    facts = describe(exc)
+    facts.update(name=getattr(exc, "name", None), path=getattr(exc, "path", None), chain=chain)
+    return facts
 
 
-def elf_dynamic(path):
+def elf_dynamic(path: str) -> Optional[Tuple[List[str], List[str]]]:
     """(DT_NEEDED names, RPATH/RUNPATH directories) of an ELF64 little-endian file; None when it is not one or
     cannot be read. Every offset and size read from the file is checked against the file's size."""
     import struct
@@ -73,11 +67,12 @@ def elf_dynamic(path):
     except (OSError, struct.error):
         return None
 
-    def string(offset):
+    def string(offset: int) -> str:
         end = strings.find(b"\0", offset)
         return strings[offset:end if end >= 0 else len(strings)].decode("utf-8", "replace")
 
-    needed, paths = [], []
+    needed: List[str] = []
+    paths: List[str] = []
     for i in range(0, len(entries) - 15, 16):
         tag, value = struct.unpack_from("<qQ", entries, i)
         if tag == 0:  # DT_NULL
@@ -91,7 +86,7 @@ def elf_dynamic(path):
     return needed, paths
 
 
-def library_lookup(path):
+def library_lookup(path: str) -> Optional[List[Dict[str, Any]]]:
     """After the loader gave up on one library of `path`: where each library it needs is, as far as this
     process can tell. The loader stops at the first library it cannot find, so the others are looked up here:
     already loaded (torch's), in the file's RPATH/RUNPATH, or found by dlopen (LD_LIBRARY_PATH, ld.so.cache,
@@ -102,7 +97,7 @@ def library_lookup(path):
     if dynamic is None:
         return None
     needed, search = dynamic
-    loaded = set()
+    loaded: Set[str] = set()
     try:
         with open("/proc/self/maps") as maps:
             loaded = {line.rsplit("/", 1)[-1].strip() for line in maps if "/" in line}
@@ -110,7 +105,7 @@ def library_lookup(path):
         pass
     found = []
     for name in needed[:256]:
-        where = None
+        where: Optional[str] = None
         if name in loaded:
             where = "loaded"
         else:
@@ -125,11 +120,11 @@ def library_lookup(path):
     return found
 
 
-def module_files(prefixes, module):
+def module_files(prefixes: Set[str], module: str) -> Dict[str, Optional[str]]:
     """Where the top-level packages of interest, and each package on the way to `module`, came from
     (not every submodule they loaded: torch alone loads hundreds)."""
     parts = module.split(".")
-    chain = set(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+    chain = {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
     files = {}
     for name, loaded in list(sys.modules.items()):
         if name in chain or (name in prefixes and "." not in name):
@@ -137,8 +132,8 @@ def module_files(prefixes, module):
     return files
 
 
-def versions():
-    found = {"python_tag": "cp%d%d" % sys.version_info[:2]}
+def versions() -> Dict[str, Any]:
+    found: Dict[str, Any] = {"python_tag": "cp{}{}".format(*sys.version_info[:2])}
     torch = sys.modules.get("torch")
     if torch is not None:
         version = getattr(torch, "version", None)
@@ -153,34 +148,35 @@ def versions():
     return found
 
 
-def run_one(spec, preloaded):
+def run_one(spec: Dict[str, Any], preloaded: List[Dict[str, Any]]) -> Dict[str, Any]:
     module = spec["module"]
     names = spec.get("names") or []
-    facts = {"module": module, "names": names, "preload": preloaded, "ok": False}
+    facts: Dict[str, Any] = {"module": module, "names": names, "preload": preloaded, "ok": False}
     started = time.monotonic()
     # The prelude's guard checks every extension module this process loads, whoever asks for it: the import's
     # own, one its package's __init__ imports, a preload's (and those of the processes it starts).
-    guard_extensions(spec.get("roots"))  # noqa: F821 - the prelude's
+    guard_extensions(spec.get("roots"))
     try:
         if spec.get("file"):
-            refused = refuse_file(spec["file"], spec.get("roots"))  # noqa: F821 - the prelude's
+            refused = refuse_file(spec["file"], spec.get("roots"))
             if refused:
                 raise ImportError("not loaded: " + refused)
             # Load an extension file directly, without running its parent packages' __init__.
             loader = importlib.machinery.ExtensionFileLoader(module, spec["file"])
             found = importlib.util.spec_from_file_location(module, spec["file"], loader=loader)
+            assert found is not None  # a loader was given
             loaded = importlib.util.module_from_spec(found)
             loader.exec_module(loaded)
         elif names:
             # The statement itself, so that the exception is exactly the one the stack would see.
-            exec("from %s import %s" % (module, ", ".join(names)), {})
+            exec(f"from {module} import {', '.join(names)}", {})  # noqa: S102 - the statement as the stack writes it
             loaded = sys.modules[module]
         else:
             loaded = importlib.import_module(module)
         facts["ok"] = True
         facts["file"] = getattr(loaded, "__file__", None)
-    except BaseException as exc:
-        facts["exception"] = describe(exc)
+    except BaseException as exc:  # noqa: BLE001 - the import's failure, whatever it raises, is the fact
+        facts["exception"] = import_failure(exc)
     facts["seconds"] = round(time.monotonic() - started, 4)
     if spec.get("file") and re.search(r"cannot open shared object file", str((facts.get("exception") or {}).get("message"))):
         facts["libraries"] = library_lookup(spec["file"])
@@ -189,28 +185,25 @@ def run_one(spec, preloaded):
     return facts
 
 
-def main():
+def main() -> None:
     batch = ARGS.get("imports")
-    guard_extensions((batch[0] if batch else {}).get("roots") if batch is not None else ARGS.get("roots"))  # noqa: F821
-    preloaded = []
+    guard_extensions((batch[0] if batch else {}).get("roots") if batch is not None else ARGS.get("roots"))
+    preloaded: List[Dict[str, Any]] = []
     for name in ARGS.get("preload") or []:
         try:
             importlib.import_module(name)
             preloaded.append({"module": name, "ok": True})
-        except BaseException as exc:  # a missing torch is itself the finding
-            preloaded.append({"module": name, "ok": False, "exception": describe(exc)})
+        except BaseException as exc:  # noqa: BLE001 - a missing torch is itself the finding
+            preloaded.append({"module": name, "ok": False, "exception": import_failure(exc)})
     if batch is None:
-        facts = run_one(ARGS, preloaded)
-        sys.stdout.write("\n" + MARKER + json.dumps(facts, default=str) + "\n")
-        sys.stdout.flush()
+        emit(run_one(ARGS, preloaded))
         return
     # A batch: imports of one package, one after another, each reported as soon as it is done, so that
     # a crash or hang is pinned on the import in flight and the ones before it keep their facts.
     for index, spec in enumerate(batch):
         facts = run_one(spec, preloaded)
         facts["index"] = index
-        sys.stdout.write("\n" + MARKER + json.dumps(facts, default=str) + "\n")
-        sys.stdout.flush()
+        emit(facts)
 
 
 main()

@@ -19,13 +19,13 @@ import json
 import os
 import sys
 import time
-import traceback
 import types
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
-MARKER = "@@dflash-doctor-facts@@"
-# Arguments come on stdin (never in argv, where `ps` would show a serve command's --api-key), or as
-# argv[1] in a job forked from the shared host.
-ARGS = json.loads(sys.argv[1] if len(sys.argv) > 1 else (sys.stdin.read() or "{}"))
+if TYPE_CHECKING:  # the prelude's, which probe_source puts before this script
+    from ._prelude import describe, emit, error_text, guard_extensions, read_arguments
+
+ARGS = read_arguments()
 
 ENGINE_FIELDS = (
     "model", "tokenizer", "skip_tokenizer_init", "trust_remote_code", "dtype", "max_model_len",
@@ -40,16 +40,7 @@ FRONTEND_FIELDS = ("port", "host", "headless", "tool_call_parser", "tool_parser_
 DRIVER_LIBRARIES = ("libcuda.so", "libnvidia-ml.so")
 
 
-def describe(exc):
-    return {
-        "type": type(exc).__name__,
-        "mro": [c.__name__ for c in type(exc).__mro__],
-        "message": str(exc)[:4000],
-        "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])[-4000:],
-    }
-
-
-def jsonable(value):
+def jsonable(value: Any) -> Any:
     try:
         json.dumps(value)
         return value
@@ -65,11 +56,6 @@ def jsonable(value):
     return str(value)
 
 
-def emit(facts):
-    sys.stdout.write("\n" + MARKER + "\n" + json.dumps(facts, default=str) + "\n")
-    sys.stdout.flush()
-
-
 # ------------------------------------------------------------------------------------ extension guard
 
 
@@ -77,23 +63,27 @@ class DriverAbsent(types.ModuleType):
     """Stands in for a compiled module of vLLM that needs the CUDA driver, on a machine without one: it
     imports, and anything taken from it refuses to run."""
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Callable[..., Any]:
         if name.startswith("__"):
             raise AttributeError(name)
         module = self.__name__
 
-        def absent(*_args, **_kwargs):
+        def absent(*_args: Any, **_kwargs: Any) -> Any:
             raise RuntimeError(f"{module}.{name} needs the CUDA driver, which this machine does not have")
 
         absent.__name__ = name
         return absent
 
 
-def driver_absent(stood_in):
+StandIn = Callable[[Any, ImportError], Optional[types.ModuleType]]
+"""The extension guard's stand-in: (spec, the loader's ImportError) -> a module to use instead, or None."""
+
+
+def driver_absent(stood_in: List[Dict[str, str]]) -> StandIn:
     """The extension guard's stand-in (the prelude's guard_extensions): one of vLLM's compiled modules that fails
     only for want of the CUDA driver is replaced by a DriverAbsent module and named in `stood_in`."""
 
-    def stand_in(spec, exc):
+    def stand_in(spec: Any, exc: ImportError) -> Optional[types.ModuleType]:
         if not spec.name.startswith("vllm.") or not any(lib in str(exc) for lib in DRIVER_LIBRARIES):
             return None
         stood_in.append({"module": spec.name, "error": str(exc)[:500]})
@@ -104,10 +94,10 @@ def driver_absent(stood_in):
 
 # ---------------------------------------------------------------------------- device queries answered
 
-LIBRARIES = []  # torch.library fragments registered here: kept alive, or torch drops their ops
+LIBRARIES: List[Any] = []  # torch.library fragments registered here: kept alive, or torch drops their ops
 
 
-def _release(text):
+def _release(text: object) -> Tuple[int, ...]:
     parts = []
     for part in str(text or "").split("+")[0].split("."):
         digits = "".join(c for c in part if c.isdigit()) if part[:1].isdigit() else ""
@@ -117,14 +107,15 @@ def _release(text):
     return tuple(parts)
 
 
-def answering_device_queries(stand_in, queries, answered):
+def answering_device_queries(stand_in: StandIn, queries: Optional[List[Dict[str, Any]]],
+                             answered: List[Dict[str, Any]]) -> StandIn:
     """The extension guard's stand-in, and then: where the module stood in for registers ops that answer a
     device query from the GPU's capability alone (knowledge.vllm DEVICE_QUERY_OPS: `queries`, for the installed
     release), each is registered as the real module registers it (torch.library, the same namespace and
     schema) and answers as the release's own source does for the capability vLLM asks about; each is named in
     `answered`, with what it was asked and what it said. An op the machine already has is left alone."""
 
-    def guard(spec, exc):
+    def guard(spec: Any, exc: ImportError) -> Optional[types.ModuleType]:
         module = stand_in(spec, exc)
         if module is not None:
             with contextlib.suppress(Exception):
@@ -134,7 +125,7 @@ def answering_device_queries(stand_in, queries, answered):
     return guard
 
 
-def answer_ops(module, queries, answered):
+def answer_ops(module: str, queries: List[Dict[str, Any]], answered: List[Dict[str, Any]]) -> None:
     vllm = sys.modules.get("vllm")
     version = _release(getattr(vllm, "__version__", None))
     wanted = [q for q in queries if q.get("module") == module and version
@@ -153,10 +144,11 @@ def answer_ops(module, queries, answered):
         except (AttributeError, RuntimeError):
             pass
         ranges = [(int(low), int(high)) for low, high in query.get("true_on") or []]
-        record = {"op": query["op"], "rule": " or ".join(f"{low} <= capability < {high}" for low, high in ranges)
+        record: Dict[str, Any] = {"op": query["op"], "rule": " or ".join(f"{low} <= capability < {high}" for low, high in ranges)
                   or "false", "asked": [], "answers": []}
 
-        def answer(cuda_device_capability, _ranges=ranges, _record=record):
+        def answer(cuda_device_capability: int, _ranges: List[Tuple[int, int]] = ranges,
+                   _record: Dict[str, Any] = record) -> bool:
             value = any(low <= int(cuda_device_capability) < high for low, high in _ranges)
             if len(_record["asked"]) < 16:
                 _record["asked"].append(int(cuda_device_capability))
@@ -173,10 +165,10 @@ def answer_ops(module, queries, answered):
 # ----------------------------------------------------------------------------------- simulated platform
 
 
-SIMULATED = {"capability": None}  # the capability the simulated platform answers with now
+SIMULATED: Dict[str, Optional[List[int]]] = {"capability": None}  # the capability the simulated platform answers with now
 
 
-def simulate_platform(given):
+def simulate_platform(given: Dict[str, Any]) -> Dict[str, Any]:
     """Make vLLM's current platform a CUDA platform whose device queries answer from `given` (the doctor's
     facts). Returns the facts of what was simulated."""
     from vllm import platforms
@@ -188,37 +180,39 @@ def simulate_platform(given):
     memory = given.get("memory_bytes")
     SIMULATED["capability"] = capabilities[0] if capabilities else None
 
-    class SimulatedCudaPlatform(cuda.CudaPlatformBase):
+    class SimulatedCudaPlatform(cuda.CudaPlatformBase):  # type: ignore[misc]  # vLLM's class, Any here
         @classmethod
-        def get_device_capability(cls, device_id=0):
+        def get_device_capability(cls, device_id: int = 0) -> Any:
             capability = SIMULATED["capability"]
             return DeviceCapability(major=capability[0], minor=capability[1]) if capability else None
 
         @classmethod
-        def get_device_name(cls, device_id=0):
+        def get_device_name(cls, device_id: int = 0) -> str:
             capability = SIMULATED["capability"]
-            return given.get("name") or (f"simulated sm_{capability[0]}{capability[1]} GPU" if capability else "simulated GPU")
+            name: str = given.get("name") or (f"simulated sm_{capability[0]}{capability[1]} GPU" if capability
+                                              else "simulated GPU")
+            return name
 
         @classmethod
-        def get_device_uuid(cls, device_id=0):
+        def get_device_uuid(cls, device_id: int = 0) -> str:
             return f"GPU-simulated-{device_id}"
 
         @classmethod
-        def get_device_total_memory(cls, device_id=0):
+        def get_device_total_memory(cls, device_id: int = 0) -> int:
             if memory is None:  # vLLM then takes the defaults it takes for a device it cannot query
                 raise RuntimeError("the simulated GPU's memory is not known (give --gpu-memory)")
             return int(memory)
 
         @classmethod
-        def is_fully_connected(cls, physical_device_ids):
+        def is_fully_connected(cls, physical_device_ids: List[int]) -> bool:
             return True
 
         @classmethod
-        def device_count(cls):
+        def device_count(cls) -> int:
             return int(count) if count else 1
 
         @classmethod
-        def log_warnings(cls):
+        def log_warnings(cls) -> None:
             return None
 
     already = getattr(platforms, "_current_platform", None)
@@ -230,10 +224,10 @@ def simulate_platform(given):
             "simulated_from": given.get("simulated_from") or {}}
 
 
-def real_platform():
+def real_platform() -> Dict[str, Any]:
     from vllm.platforms import current_platform
 
-    facts = {"kind": "real", "cls": type(current_platform).__name__, "device_type": None, "capability": None,
+    facts: Dict[str, Any] = {"kind": "real", "cls": type(current_platform).__name__, "device_type": None, "capability": None,
              "count": None, "name": None}
     with contextlib.suppress(Exception):
         facts["device_type"] = current_platform.device_type
@@ -247,7 +241,7 @@ def real_platform():
 # ------------------------------------------------------------------------------------ attention backends
 
 
-def _selector():
+def _selector() -> Any:
     try:
         from vllm.v1.attention.selector import get_attn_backend
     except ImportError:
@@ -255,7 +249,7 @@ def _selector():
     return get_attn_backend
 
 
-def _replace(obj, **changes):
+def _replace(obj: Any, **changes: Any) -> Any:
     try:
         from vllm.config import replace
     except ImportError:
@@ -263,7 +257,7 @@ def _replace(obj, **changes):
     return replace(obj, **changes)
 
 
-def drafter_config(config):
+def drafter_config(config: Any) -> Tuple[Any, Dict[str, Any]]:
     """The config the drafter's layers are built under, as this release's DFlash proposer makes it: its
     non-causal flag, the speculative config's own attention backend and KV cache dtype where the release has
     them. Releases without `AttentionConfig.use_non_causal` derive non-causality inside the selector from the
@@ -280,7 +274,7 @@ def drafter_config(config):
     except ImportError:
         dflash = getattr(hf_config, "dflash_config", None) or {}
         non_causal = not bool(dflash.get("causal", False)) if isinstance(dflash, dict) else True
-    changes = {"use_non_causal": non_causal}
+    changes: Dict[str, Any] = {"use_non_causal": non_causal}
     if hasattr(spec, "attention_backend"):
         changes["backend"] = spec.attention_backend
     updates = {"attention_config": _replace(attention, **changes)}
@@ -292,7 +286,7 @@ def drafter_config(config):
     return _replace(config, **updates), inputs
 
 
-def select_backend(config, model_config):
+def select_backend(config: Any, model_config: Any) -> Dict[str, Any]:
     import inspect
 
     from vllm.config import set_current_vllm_config
@@ -304,8 +298,8 @@ def select_backend(config, model_config):
     spec = getattr(config, "speculative_config", None)
     derived = not hasattr(config.attention_config, "use_non_causal") and getattr(spec, "method", None) == "dflash"
     kwargs = {k: v for k, v in values.items() if k in accepted}
-    out = {"backend": None, "error": None,
-           "inputs": {"head_size": values["head_size"], "dtype": str(values["dtype"]).replace("torch.", ""),
+    out: Dict[str, Any] = {"backend": None, "error": None,
+                           "inputs": {"head_size": values["head_size"], "dtype": str(values["dtype"]).replace("torch.", ""),
                       "kv_cache_dtype": jsonable(values["kv_cache_dtype"]), "backend_asked": jsonable(
                           getattr(config.attention_config, "backend", None))}}
     if derived:  # these releases make every layer non-causal under DFlash (selector.get_attn_backend)
@@ -319,8 +313,8 @@ def select_backend(config, model_config):
     return out
 
 
-def attention(config, capability):
-    out = {"capability": capability, "target": None, "drafter": None}
+def attention(config: Any, capability: Optional[List[int]]) -> Dict[str, Any]:
+    out: Dict[str, Any] = {"capability": capability, "target": None, "drafter": None}
     with contextlib.suppress(Exception):
         out["target"] = select_backend(config, config.model_config)
     spec = getattr(config, "speculative_config", None)
@@ -343,7 +337,7 @@ PARSER_MODULES = ("vllm.entrypoints.common.cli_args", "vllm.entrypoints.launcher
                   "vllm.entrypoints.openai.cli_args")
 
 
-def serve_parser_factory():
+def serve_parser_factory() -> Any:
     missing = []
     for name in PARSER_MODULES:
         try:
@@ -360,22 +354,24 @@ def serve_parser_factory():
 
 
 @contextlib.contextmanager
-def recording_bindings(parser, words, bound):
+def recording_bindings(parser: Any, words: List[str], bound: Dict[str, List[int]]) -> Iterator[None]:
     """While parsing `words`, record in `bound` the positions of the words each destination of vLLM's parser takes
     (dest -> positions; the doctor masks those of a secret one, `api_key`, wherever they appear). argparse gives
     every word it binds to the action's type conversion; the word is found by identity, else by its text (the
     value of `--flag=value`, a word FlexibleArgumentParser rewrote). Positions only: no value leaves the probe."""
-    where, texts, seen = {}, {}, set()
+    where: Dict[int, List[int]] = {}
+    texts: Dict[str, List[int]] = {}
+    seen: Set[Tuple[str, int]] = set()
     for at, word in enumerate(words):
         where.setdefault(id(word), []).append(at)
         texts.setdefault(word, []).append(at)
         if isinstance(word, str) and word.startswith("-") and "=" in word:
             texts.setdefault(word.split("=", 1)[1], []).append(at)
 
-    def recorder(action):
+    def recorder(action: Any) -> Callable[[str], Any]:
         convert = parser._registry_get("type", action.type, action.type)
 
-        def typed(text):
+        def typed(text: str) -> Any:
             found = where.get(id(text))
             if not (found and words[found[0]] is text) and text is not action.default:
                 found = texts.get(text)
@@ -398,33 +394,35 @@ def recording_bindings(parser, words, bound):
             action.type = original
 
 
-def main():
+def main() -> None:
     os.environ.update(ARGS.get("environ") or {})  # offline, no usage report: before vLLM reads them
     sys.dont_write_bytecode = True
     run()
 
 
-def run():
+def run() -> None:
     started = time.monotonic()
-    facts = {"available": False, "version": None, "import_error": None, "parser_error": None, "parse_error": None,
+    facts: Dict[str, Any] = {"available": False, "version": None, "import_error": None, "parser_error": None, "parse_error": None,
              "fields": None, "given": [], "validation": None, "platform": None, "attention": None}
 
-    def done():
+    def done() -> None:
         facts["seconds"] = round(time.monotonic() - started, 3)
         emit(facts)
 
     refuse_opening(ARGS.get("refused_files") or [])
     given_platform = ARGS.get("platform")
-    stood_in = [] if given_platform else None
-    answered = []
+    stood_in: Optional[List[Dict[str, str]]] = None
+    stand_in: Optional[StandIn] = None
+    answered: List[Dict[str, Any]] = []
+    if given_platform:
+        stood_in = []
+        stand_in = answering_device_queries(driver_absent(stood_in), ARGS.get("device_queries"), answered)
     roots = ARGS.get("roots")
     if ARGS.get("model_code") and roots is not None and os.environ.get("HF_MODULES_CACHE"):
         # --run-model-code: the model's own modules, copied by transformers into the doctor's temporary
         # HF_MODULES_CACHE, are what the user asked to run; nothing else outside the environment is
         roots = [*roots, os.path.realpath(os.environ["HF_MODULES_CACHE"])]
-    stand_in = answering_device_queries(driver_absent(stood_in), ARGS.get("device_queries"), answered) \
-        if given_platform else None
-    guard_extensions(roots, stand_in)  # noqa: F821 - the prelude's
+    guard_extensions(roots, stand_in)
     try:
         import vllm
 
@@ -464,7 +462,7 @@ def run():
         facts["parse_error"] = captured.getvalue().strip()[-4000:] or f"the parser exited with code {exc.code}"
         return done()
     except Exception as exc:  # noqa: BLE001 - a parser bug is reported, not raised
-        facts["parse_error"] = f"{type(exc).__name__}: {exc}"
+        facts["parse_error"] = error_text(exc)
         return done()
     if getattr(args, "model_tag", None) is not None:  # vllm/entrypoints/cli/serve.py does the same
         args.model = args.model_tag
@@ -473,7 +471,7 @@ def run():
     try:
         engine_args = AsyncEngineArgs.from_cli_args(args)
     except Exception as exc:  # noqa: BLE001
-        facts["parse_error"] = f"AsyncEngineArgs.from_cli_args: {type(exc).__name__}: {exc}"
+        facts["parse_error"] = "AsyncEngineArgs.from_cli_args: " + error_text(exc)
         return done()
     fields = {name: jsonable(getattr(engine_args, name, None)) for name in ENGINE_FIELDS}
     for name in FRONTEND_FIELDS:
@@ -494,7 +492,9 @@ def run():
     facts["validating"] = True
     done()
     facts["validating"] = False
-    model_code, connections, unlooked = [], [], []
+    model_code: List[Dict[str, Any]] = []
+    connections: List[Dict[str, Any]] = []
+    unlooked: List[str] = []
     hold_to_checked(ARGS.get("checked_models"), unlooked)
     if ARGS.get("model_code"):
         refuse_connections(connections)
@@ -529,7 +529,7 @@ def run():
     return done()
 
 
-def environ_verdict(engine_args):
+def environ_verdict(engine_args: Any) -> Optional[Dict[str, Any]]:
     """vLLM's own validate_environ on this process's environment (the serve's, with the doctor's offline
     variables), run on its own as create_engine_config runs it first (`--fail-on-environ-validation` is its
     hard_fail): the error it raises and the warnings it logs. None where the release has no such function."""
@@ -547,10 +547,10 @@ def environ_verdict(engine_args):
         where = "vllm/envs.py validate_environ"
     if function is None:
         return None
-    verdict = {"function": where, "hard_fail": hard_fail, "error": None, "warnings": []}
+    verdict: Dict[str, Any] = {"function": where, "hard_fail": hard_fail, "error": None, "warnings": []}
 
     class Kept(logging.Handler):
-        def emit(self, record):
+        def emit(self, record: logging.LogRecord) -> None:
             if record.levelno >= logging.WARNING and len(verdict["warnings"]) < 64:
                 verdict["warnings"].append(record.getMessage()[:500])
 
@@ -575,12 +575,12 @@ ENGINE_PARTS = (("model", "EngineArgs.create_model_config", "create_model_config
                 ("scheduler", "SchedulerConfig", None))
 
 
-def skipped_parts(exc, stood_in):
+def skipped_parts(exc: BaseException, stood_in: Optional[List[Dict[str, str]]]) -> List[Dict[str, Any]]:
     """Where vLLM's validation stopped at a compiled module stood in for (no CUDA driver): the part it stopped
     in, and the later parts it never reached, each built from what could not be built."""
     if not stood_in:
         return []
-    frames = set()
+    frames: Set[str] = set()
     tb = exc.__traceback__
     while tb is not None:
         frames.add(tb.tb_frame.f_code.co_name)
@@ -604,7 +604,7 @@ class ModelCodeRefused(BaseException):
     `except Exception` fallbacks do not swallow it and go on as if the class were simply absent."""
 
 
-def refuse_model_code(refused):
+def refuse_model_code(refused: List[Dict[str, Any]]) -> None:
     """transformers' dynamic-module loading refuses, before any file is copied or executed: every class
     reference goes through get_cached_module_file (copies the files to HF_MODULES_CACHE) and get_class_in_module
     (executes them), both looked up in their module when called; `refused` gets what was asked."""
@@ -613,9 +613,9 @@ def refuse_model_code(refused):
     except Exception:  # noqa: BLE001 - without transformers there is no dynamic-module loading to refuse
         return
 
-    def refusing(name, model_at, file_at):
-        def refuse(*args, **kwargs):
-            def given(at, *keywords):
+    def refusing(name: str, model_at: int, file_at: int) -> Callable[..., Any]:
+        def refuse(*args: Any, **kwargs: Any) -> Any:
+            def given(at: int, *keywords: str) -> Optional[str]:
                 value = args[at] if len(args) > at else next((kwargs[k] for k in keywords if k in kwargs), None)
                 return str(value) if value is not None else None
 
@@ -632,18 +632,18 @@ def refuse_model_code(refused):
             setattr(loading, name, refusing(name, model_at, file_at))
 
 
-def refuse_opening(files):
+def refuse_opening(files: List[Any]) -> None:
     """From here on this process opens none of `files` (those the doctor refused to read: over its caps, not
     regular files), by any name that leads to them: vLLM's parser reads some of them too (huggingface_hub reads a
     repo id's cache ref whole in AsyncEngineArgs.from_cli_args), and a refused file is never handed to it."""
-    refused = set()
+    refused: Set[str] = set()
     for name in files:
         if isinstance(name, str) and name:
             refused.update((os.path.abspath(name), os.path.realpath(name)))
     if not refused:
         return
 
-    def hook(event, args):
+    def hook(event: str, args: Tuple[Any, ...]) -> None:
         if event != "open" or not args or not isinstance(args[0], (str, bytes)):
             return
         path = os.path.abspath(os.fsdecode(args[0]))
@@ -659,13 +659,13 @@ def refuse_opening(files):
 CONNECTION_EVENTS = ("socket.connect", "socket.sendto", "socket.sendmsg")
 
 
-def refuse_connections(refused):
+def refuse_connections(refused: List[Dict[str, Any]]) -> None:
     """From here on this process opens no connection and sends no datagram (Python's audit events for
     connect, sendto and sendmsg, on any socket family, raise): the model's code runs with no network. Native
     code calling the C library directly, and processes it starts, are not covered."""
     import errno
 
-    def hook(event, args):
+    def hook(event: str, args: Tuple[Any, ...]) -> None:
         if event in CONNECTION_EVENTS:
             if len(refused) < 16:
                 refused.append({"event": event, "address": str(args[1] if len(args) > 1 else None)[:200]})
@@ -679,7 +679,7 @@ class UncheckedModel(BaseException):
     """vLLM's validation was about to read a model the doctor did not look at first."""
 
 
-def hold_to_checked(checked, unlooked):
+def hold_to_checked(checked: Optional[List[str]], unlooked: List[str]) -> None:
     """`vllm serve SPECULATORS_DIR`: vLLM's validation serves the verifier the directory's config names
     (maybe_override_with_speculators, before it reads the verifier's config). One the doctor did not look at
     stops the validation (UncheckedModel), named in `unlooked`, for the doctor to look at and ask again."""
@@ -693,7 +693,7 @@ def hold_to_checked(checked, unlooked):
     if override is None:
         return
 
-    def held(*args, **kwargs):
+    def held(*args: Any, **kwargs: Any) -> Any:
         result = override(*args, **kwargs)
         model = result[0] if isinstance(result, tuple) and result else None
         if isinstance(model, str) and model not in checked:
@@ -704,7 +704,7 @@ def hold_to_checked(checked, unlooked):
     arg_utils.maybe_override_with_speculators = held
 
 
-def unchecked_models(engine_args, checked):
+def unchecked_models(engine_args: Any, checked: Optional[List[str]]) -> List[str]:
     """The models vLLM's validation would read (the served model, the directories --tokenizer and
     --hf-config-path name, the speculative config's model) that the doctor did not look at before (its files over
     its caps are not to be handed to vLLM): [] when `checked` is None."""
@@ -714,14 +714,14 @@ def unchecked_models(engine_args, checked):
     names = [getattr(engine_args, name, None) for name in ("model", "tokenizer", "hf_config_path")]
     names.append(spec.get("model") if isinstance(spec, dict) else None)
     names.append(getattr(engine_args, "spec_model", None))  # --spec-model (0.22.0+), merged in create_speculative_config
-    unchecked = []
+    unchecked: List[str] = []
     for name in names:
         if isinstance(name, str) and name and name not in checked and name not in unchecked:
             unchecked.append(name)
     return unchecked
 
 
-def keep_model_info_unsaved():
+def keep_model_info_unsaved() -> None:
     """vLLM learns a model class's interface in a second interpreter of its own (registry
     `_run_in_subprocess`, which sees the machine's platform, not the simulated one) unless its cache under
     VLLM_CACHE_ROOT has it, and then saves it there (`_save_modelinfo_to_cache`, which imports vLLM's model
@@ -732,10 +732,10 @@ def keep_model_info_unsaved():
 
         for value in list(vars(registry).values()):
             if isinstance(value, type) and "_save_modelinfo_to_cache" in vars(value):
-                value._save_modelinfo_to_cache = lambda *_args, **_kwargs: None
+                value._save_modelinfo_to_cache = lambda *_args, **_kwargs: None  # type: ignore[attr-defined]
 
 
-def clear_selector_cache():
+def clear_selector_cache() -> None:
     with contextlib.suppress(Exception):
         from vllm.v1.attention import selector
 
@@ -746,39 +746,39 @@ def clear_selector_cache():
         selector._cached_get_attn_backend.cache_clear()
 
 
-def served(config):
+def settled(out: Dict[str, Any], **reads: Callable[[], Any]) -> None:
+    """out[name] = read(), for each read of a value of vLLM's config that it has (one that raises is left out)."""
+    for name, read in reads.items():
+        with contextlib.suppress(Exception):
+            out[name] = read()
+
+
+def served(config: Any) -> Dict[str, Any]:
     """What vLLM settled on: the numbers its validation derived or lowered."""
-    out = {}
-    with contextlib.suppress(Exception):
-        out["max_model_len"] = config.model_config.max_model_len
-    with contextlib.suppress(Exception):
-        out["max_num_batched_tokens"] = config.scheduler_config.max_num_batched_tokens
-        out["max_num_seqs"] = config.scheduler_config.max_num_seqs
+    out: Dict[str, Any] = {}
+    settled(out, max_model_len=lambda: config.model_config.max_model_len,
+            max_num_batched_tokens=lambda: config.scheduler_config.max_num_batched_tokens,
+            max_num_seqs=lambda: config.scheduler_config.max_num_seqs)
     with contextlib.suppress(Exception):
         spec = config.speculative_config
         if spec is not None:
             out["method"] = jsonable(spec.method)
             out["num_speculative_tokens"] = spec.num_speculative_tokens
             out["draft_max_model_len"] = spec.draft_model_config.max_model_len
-    with contextlib.suppress(Exception):
-        out["kv_cache_dtype"] = jsonable(config.cache_config.cache_dtype)
+    settled(out, kv_cache_dtype=lambda: jsonable(config.cache_config.cache_dtype))
     out.update(resolved_values(config))
     return out
 
 
-def resolved_values(config):
+def resolved_values(config: Any) -> Dict[str, Any]:
     """The rest of what vLLM resolved, for the doctor's rules to judge instead of their own reading of the command:
     the target and drafter vLLM serves, the draft TP, the dtype ("auto" resolved), the parallel sizes, and the GPU
     model runner this release serves the config with. A value vLLM's config does not have is left out."""
-    out = {}
-    with contextlib.suppress(Exception):
-        out["model"] = config.model_config.model
-    with contextlib.suppress(Exception):
-        out["dtype"] = str(config.model_config.dtype).replace("torch.", "")
-    with contextlib.suppress(Exception):
-        out["enforce_eager"] = bool(config.model_config.enforce_eager)
-    with contextlib.suppress(Exception):
-        out["enable_prefix_caching"] = bool(config.cache_config.enable_prefix_caching)
+    out: Dict[str, Any] = {}
+    settled(out, model=lambda: config.model_config.model,
+            dtype=lambda: str(config.model_config.dtype).replace("torch.", ""),
+            enforce_eager=lambda: bool(config.model_config.enforce_eager),
+            enable_prefix_caching=lambda: bool(config.cache_config.enable_prefix_caching))
     with contextlib.suppress(Exception):
         parallel = config.parallel_config
         out.update(tensor_parallel_size=parallel.tensor_parallel_size,
@@ -796,7 +796,7 @@ def resolved_values(config):
     return out
 
 
-def model_runner(config):
+def model_runner(config: Any) -> Tuple[str, str]:
     """("v1" or "v2", what said so): VllmConfig.use_v2_model_runner where the release has it (0.22 .. 0.33);
     else V2 where V1's GPU runner is gone (0.34: vllm/v1/worker/gpu_model_runner.py removed); else (0.20, 0.21)
     envs.VLLM_USE_V2_MODEL_RUNNER, which gpu_worker.py reads."""
