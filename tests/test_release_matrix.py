@@ -735,3 +735,25 @@ def test_a_config_file_and_a_flags_prefix_are_read_as_each_releases_parser_reads
         if "--no-enable-prefix-caching" not in expected:  # 0.27.1 and older drop a false key; the doctor keeps it
             got = [w for w in got if w != "--no-enable-prefix-caching"]
         assert got == expected, (version, args)
+
+
+@pytest.mark.parametrize("version", sorted({*MATRIX, "0.18.0", "0.21.0"}, key=lambda v: tuple(map(int, v.split(".")))))
+def test_a_missing_flashinfer_fails_where_the_releases_sampler_imports_it_at_engine_start(version: str) -> None:
+    """knowledge.vllm_imports.IMPORTED_AT_ENGINE_START against each release's own sampler code (run with the import
+    intercepted) and envs.py, for an unset, a 0 and a 1 VLLM_USE_FLASHINFER_SAMPLER: distributions.requirement-missing
+    fails exactly where building the sampler imports vllm.v1.attention.backends.flashinfer, whose top level imports
+    flashinfer (recorded on 0.26.0: fixtures/engine/vllm-0.26.0/20-flashinfer-missing.json)."""
+    from vllm_release import imports_at_module_level, vllm_sampler_imports_flashinfer
+
+    from dflash_doctor.checks.python.distributions import _imported_at_engine_start
+    from dflash_doctor.facts.vllm_source_shapes import ImportedAt, ImportedElsewhere, VllmServeImports
+    from dflash_doctor.knowledge.vllm_imports import IMPORTED_AT_ENGINE_START
+
+    vllm_file = IMPORTED_AT_ENGINE_START.value["flashinfer-python"][0]
+    assert imports_at_module_level(version, vllm_file.removeprefix("vllm/"), "flashinfer")
+    serve = VllmServeImports(elsewhere={"flashinfer": ImportedElsewhere(files=1, sites=[
+        ImportedAt(file=vllm_file, line=12, scope="module")])})
+    imports = vllm_sampler_imports_flashinfer(version)
+    for environ in ({}, {"VLLM_USE_FLASHINFER_SAMPLER": "0"}, {"VLLM_USE_FLASHINFER_SAMPLER": "1"}):
+        ours = _imported_at_engine_start("flashinfer-python", ["flashinfer"], version, serve, environ)
+        assert (ours is not None) is imports(environ), (version, environ)

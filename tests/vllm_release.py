@@ -483,3 +483,61 @@ def vllm_validate_environ(version: str) -> Callable[[Mapping[str, str], bool], t
         return None, warnings
 
     return judge
+
+
+def vllm_sampler_imports_flashinfer(version: str) -> Callable[[Mapping[str, str]], bool]:
+    """Whether building the release's sampler on CUDA imports vllm.v1.attention.backends.flashinfer, in a given
+    environment: its own flashinfer_sampler_supported where it has one (0.23.0 and later), run with the import
+    intercepted; before that, TopKTopPSampler.__init__'s guard (`if envs.VLLM_USE_FLASHINFER_SAMPLER:` around the
+    import, read from its source) over the release's own envs.py."""
+    import builtins
+    import os
+    from unittest import mock
+
+    rel = "v1/sample/ops/topk_topp_sampler.py"
+    envs = _envs_module(version)
+    has_function = any(isinstance(n, ast.FunctionDef) and n.name == "flashinfer_sampler_supported"
+                       for n in _tree(version, rel).body)
+    if not has_function:
+        init = ast.unparse(_find(_tree(version, rel), "TopKTopPSampler.__init__"))
+        guard = "if envs.VLLM_USE_FLASHINFER_SAMPLER:\n            from vllm.v1.attention.backends.flashinfer import"
+        assert guard in init, f"vLLM {version}: the sampler's FlashInfer import is no longer under its variable"
+
+    class Imported(Exception):
+        pass
+
+    def fake_import(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "vllm.v1.attention.backends.flashinfer":
+            raise Imported
+        return builtins.__import__(name, *args, **kwargs)
+
+    def imports(environ: Mapping[str, str]) -> bool:
+        with mock.patch.dict(os.environ, dict(environ)):
+            if "VLLM_USE_FLASHINFER_SAMPLER" not in environ:
+                os.environ.pop("VLLM_USE_FLASHINFER_SAMPLER", None)
+            if not has_function:
+                return bool(envs.VLLM_USE_FLASHINFER_SAMPLER)
+            function = release_function(version, rel, "flashinfer_sampler_supported", {
+                "current_platform": SimpleNamespace(is_cuda=lambda: True),
+                "envs": envs,
+                "logger": SimpleNamespace(info_once=lambda *a, **k: None, warning_once=lambda *a, **k: None,
+                                          info=lambda *a, **k: None, warning=lambda *a, **k: None),
+                "__builtins__": {**vars(builtins), "__import__": fake_import},
+            })
+            try:
+                function()
+            except Imported:
+                return True
+            return False
+
+    return imports
+
+
+def imports_at_module_level(version: str, rel: str, package: str) -> bool:
+    """Whether the release's file `rel` imports `package` in a statement at its top level."""
+    for node in _tree(version, rel).body:
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == package:
+            return True
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == package for a in node.names):
+            return True
+    return False

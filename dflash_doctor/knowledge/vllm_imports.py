@@ -108,3 +108,27 @@ IMPORTED_THROUGH: Fact[dict[str, tuple[str, str]]] = Fact(
     "on the way up. At another version it is a warning: the engine run of fixtures/engine/01-healthy.json "
     "served with setuptools 81.0.0 where vLLM 0.20.1 asks for <81.0.0, which torch's own >=77.0.3 accepts.",
 )
+
+IMPORTED_AT_ENGINE_START: Fact[dict[str, tuple[str, str, str, str, str, str, str]]] = Fact(
+    value={
+        "flashinfer-python": (
+            "vllm/v1/attention/backends/flashinfer.py", "vllm.v1.sample.ops.topk_topp_sampler.flashinfer_sampler_supported",
+            "VLLM_USE_FLASHINFER_SAMPLER", "0.21.0", "0.18.0", "0.34.0",
+            "its sampler, built when the engine loads the model, asks FlashInfer whether it can sample "
+            "(it imports vllm.v1.attention.backends.flashinfer, which imports flashinfer at module level)"),
+    },
+    source="vllm/v1/sample/ops/topk_topp_sampler.py: on CUDA, while VLLM_USE_FLASHINFER_SAMPLER is not 0, "
+    "`from vllm.v1.attention.backends.flashinfer import FlashInferBackend` (flashinfer_sampler_supported from "
+    "0.23.0: \"Assumes flashinfer is installed, as guaranteed by requirements/cuda.txt\"), called from "
+    "TopKTopPSampler.__init__ (V1) and vllm/v1/worker/gpu/sample/sampler.py Sampler.__init__ (V2); before 0.23.0 "
+    "TopKTopPSampler.__init__ holds the import under `if envs.VLLM_USE_FLASHINFER_SAMPLER:`. envs.py makes an "
+    "unset variable True from 0.21.0; in 0.18.0 and 0.20.1 its default is None and only a user who sets it "
+    "imports FlashInfer",
+    read_from="vllm 0.18.0 to 0.34.0 sdists (tests/test_release_matrix.py runs each release's own code); the "
+    "engine: vLLM 0.26.0 on an H200 died at start with `ModuleNotFoundError: No module named 'flashinfer'` "
+    "(fixtures/engine/vllm-0.26.0/20-flashinfer-missing.json)",
+    note="value: requirement -> (the vLLM file that imports it at module level, the function that imports that "
+    "file when the engine starts, the variable that turns it off with 0, the first release where an unset "
+    "variable means on, the oldest and the newest release read, what happens). Counted only for a missing "
+    "requirement and the installed vLLM inside the releases read.",
+)

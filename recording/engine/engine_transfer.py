@@ -156,6 +156,9 @@ def main() -> None:
         run("bash", "-c", f"git -C {args.doctor_from} archive HEAD | tar -x -C {tmp}")
         run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", last / "doctor", tmp)
     run(sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", last / "doctor", "pyelftools==0.33")
+    # the device has no zstd: common.sh unpacks the parts with this wheel's
+    run(sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version", "3.12",
+        "--implementation", "cp", *PLATFORMS, "-d", last, "zstandard")
     lap("the doctor's wheel")
     run(args.models_python, HERE / "make_models.py", last / "models", cwd="/")
     run(args.models_python, HERE / "live_models.py", last / "live-models", cwd="/")

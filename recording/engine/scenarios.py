@@ -63,9 +63,10 @@ def version(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in text.split(".")[:3] if p.isdigit())
 
 
-def venv_env(venv: str, **extra: str) -> dict[str, str]:
-    return {**ENV, "PATH": f"{WORK / venv / 'bin'}:" + ENV.get("PATH", ""), "VIRTUAL_ENV": str(WORK / venv),
-            **extra}
+def venv_env(venv: str, **extra: str | None) -> dict[str, str]:
+    """The venv's environment; a variable given as None is left out (a scenario that unsets one)."""
+    env = {**ENV, "PATH": f"{WORK / venv / 'bin'}:" + ENV.get("PATH", ""), "VIRTUAL_ENV": str(WORK / venv), **extra}
+    return {k: v for k, v in env.items() if v is not None}
 
 
 def venv_python(venv: str) -> str:
@@ -222,6 +223,12 @@ NEW_SCENARIOS: dict[str, tuple[str, object]] = {
     "19-padded-vocab-shared-lm-head": ("0.24.0", lambda: scenario(
         "19-padded-vocab-shared-lm-head", "v0", serve_argv(8119, target="padded-target", drafter="padded-drafter"),
         8119, env=V2)),
+    # vLLM's sampler asks FlashInfer at engine start unless VLLM_USE_FLASHINFER_SAMPLER=0
+    # (v1/sample/ops/topk_topp_sampler.py flashinfer_sampler_supported; "assumes flashinfer is installed"): the
+    # healthy command with flashinfer-python absent and the variable unset (the other scenarios set it to 0 where
+    # the transfer leaves FlashInfer out)
+    "20-flashinfer-missing": ("0.26.0", lambda: scenario(
+        "20-flashinfer-missing", "v0", serve_argv(8120), 8120, env={"VLLM_USE_FLASHINFER_SAMPLER": None})),
 }
 
 

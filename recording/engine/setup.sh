@@ -22,7 +22,11 @@ t0=$(date +%s)
 mk v0
 S0="$G/v0/lib/$PYV/site-packages"
 mkdir -p "$G/parts"; cp "$P"/vsite.part.* "$G/parts/" 2>/dev/null || true  # the archive's tail, where it came in last
-cat "$G"/parts/vsite.part.* | zstd -d -q | tar -x -C "$S0" --exclude=./bin
+cat "$G"/parts/vsite.part.* | zstd -d -q | tar -x -C "$S0"
+# pip --target wrote the console scripts to bin/ and their RECORD rows as ../../bin/NAME (its own lib/python
+# layout): put them where those rows lead from this site-packages, so every RECORD is whole (vllm's own script
+# is written below, with its row)
+if [ -d "$S0/bin" ]; then rm -f "$S0/bin/vllm"; mkdir -p "$G/v0/lib/bin"; mv "$S0"/bin/* "$G/v0/lib/bin/" 2>/dev/null || true; rmdir "$S0/bin"; fi
 # the dependencies come inside the parts (engine_transfer.py); whl/ holds only wheels carried on their own
 if compgen -G "$P/whl/*.whl" >/dev/null; then
   $G/v0/bin/python -m pip install -q --no-index --no-deps --no-compile --disable-pip-version-check "$P"/whl/*.whl

@@ -35,7 +35,7 @@ from dflash_doctor.facts.vllm_serve_path import import_names, matches
 from dflash_doctor.facts.vllm_serve_path import unmet_requirements as requirements_unmet
 from dflash_doctor.facts.vllm_source_shapes import ServeImport, VllmServeImports
 from dflash_doctor.knowledge.stack import OPTIONAL_AT_SERVE
-from dflash_doctor.knowledge.vllm_imports import IMPORTED_THROUGH
+from dflash_doctor.knowledge.vllm_imports import IMPORTED_AT_ENGINE_START, IMPORTED_THROUGH
 from dflash_doctor.model import JSON, Finding, Remediation, Status
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ def distribution_findings(dists: Distributions, target: Target, serve: VllmServe
     yield _stack_versions(dists)
     yield from _serve_path_unread(serve)
     yield from _broken_metadata(dists, installer)
-    yield from _requirements(dists, marker_env, installer, _serve_path(serve, dists))
+    yield from _requirements(dists, marker_env, installer, _serve_path(serve, dists), target.environ.values)
     yield from _duplicates(dists)
     yield from _record_integrity(dists, installer)
     yield from _record_escapes(dists, installer)
@@ -100,14 +100,15 @@ def _reinstall(dist: Distribution, installer: Installer) -> tuple[Remediation, .
 
 
 def _requirements(
-    dists: Distributions, marker_env: Mapping[str, str], installer: Installer, serve: VllmServeImports | None
+    dists: Distributions, marker_env: Mapping[str, str], installer: Installer, serve: VllmServeImports | None,
+    environ: Mapping[str, str],
 ) -> Iterator[Finding]:
     unmet = unmet_requirements(dists, marker_env)
     by_serve_path: list[Finding] = []
     if serve is not None:
         # vLLM's requirements, all of them, are judged by what `vllm serve` imports; the rest as before
         unmet = [u for u in unmet if canonical(u[0].name) != "vllm"]
-        by_serve_path = list(_vllm_requirements(dists, marker_env, installer, serve))
+        by_serve_path = list(_vllm_requirements(dists, marker_env, installer, serve, environ))
     if not unmet and not by_serve_path:
         yield DISTRIBUTIONS_REQUIREMENTS_OK.finding(
             Status.PASS,
@@ -193,7 +194,7 @@ _REACH_WORDS = {
 
 
 def _vllm_requirements(dists: Distributions, marker_env: Mapping[str, str], installer: Installer,
-                       serve: VllmServeImports) -> Iterator[Finding]:
+                       serve: VllmServeImports, environ: Mapping[str, str]) -> Iterator[Finding]:
     """Each requirement of vLLM that no installed version meets: a failure when `vllm serve` imports it on its
     way up (the scan in facts.vllm_serve_path), a warning in pip check's words otherwise, naming what needs it."""
     vllm = dists.get("vllm")
@@ -209,6 +210,10 @@ def _vllm_requirements(dists: Distributions, marker_env: Mapping[str, str], inst
             site is None or site.reach != "serve") else None
         if through is not None:
             site = through
+        at_start = _imported_at_engine_start(requirement.name, names, vllm.version, serve, environ) \
+            if found is None and (site is None or site.reach != "serve") else None
+        if at_start is not None:
+            site = at_start
         needed_by = _required_on_the_way_up(requirement.name, reached, marker_env) \
             if found is None and (site is None or site.reach != "serve") else None
         if needed_by is not None:
@@ -222,10 +227,16 @@ def _vllm_requirements(dists: Distributions, marker_env: Mapping[str, str], inst
             via = (f"`vllm serve` imports {site.module} on its way up, which imports {requirement.name} "
                    f"({IMPORTED_THROUGH.value[canonical(requirement.name)][1]}; knowledge.vllm_imports.IMPORTED_THROUGH)"
                    if through is not None else
+                   f"`vllm serve` imports {site.module} when the engine starts: "
+                   f"{IMPORTED_AT_ENGINE_START.value[canonical(requirement.name)][6]} unless "
+                   f"{IMPORTED_AT_ENGINE_START.value[canonical(requirement.name)][2]}=0 "
+                   f"(knowledge.vllm_imports.IMPORTED_AT_ENGINE_START, vLLM {vllm.version})"
+                   if at_start is not None else
                    f"`vllm serve` imports {site.module} on its way up, and {needed_by[0].label()} requires "
                    f"{requirement.name} too (its own Requires-Dist)" if needed_by is not None else
                    f"`vllm serve` imports {site.module} on its way up")
-            detail = (f"{via}, unconditionally: {site.file}:{site.line}, reached from {_route(site)}. "
+            detail = (f"{via}{'' if at_start is not None else ', unconditionally'}: {site.file}:{site.line}, "
+                      f"reached from {_route(site)}. "
                       + ("It stops with ModuleNotFoundError before it serves." if found is None else
                          "It runs against a version vLLM was not released with."))
         else:
@@ -252,6 +263,9 @@ def _vllm_requirements(dists: Distributions, marker_env: Mapping[str, str], inst
                 Remediation(installer.install(spec), f"install the {requirement.name} that {vllm.label()} requires"),
                 Remediation(installer.install(f"{vllm.name}=={vllm.version}", reinstall=True),
                             f"or let the installer resolve {vllm.name}'s requirements again"),
+                *((Remediation(f"export {IMPORTED_AT_ENGINE_START.value[canonical(requirement.name)][2]}=0",
+                               f"or serve without it: vLLM {vllm.version} then does not import {requirement.name} "
+                               "at engine start"),) if at_start is not None else ()),
             ),
         )
 
@@ -279,6 +293,41 @@ def _required_on_the_way_up(requirement: str, reached: list[tuple[Distribution, 
     for dist, site in reached:
         if any(canonical(theirs.name) == wanted for theirs in requirements_of(dist, marker_env)):
             return dist, site
+    return None
+
+
+def _imported_at_engine_start(requirement: str, names: list[str], vllm_version: str | None,
+                              serve: VllmServeImports, environ: Mapping[str, str]) -> ServeImport | None:
+    """Where vLLM imports `requirement` when the engine starts, inside a function the scan of the way up does not
+    follow (knowledge.vllm_imports.IMPORTED_AT_ENGINE_START): the file's own import site as the scan found it, for a
+    release among those read, in the environment the serve gets (vLLM reads the variable as `bool(int(value))`)."""
+    from packaging.version import InvalidVersion, Version
+
+    known = IMPORTED_AT_ENGINE_START.value.get(canonical(requirement))
+    if known is None or vllm_version is None:
+        return None
+    vllm_file, function, variable, default_on_from, oldest, newest, _ = known
+    try:
+        version = Version(vllm_version)
+        if not Version(oldest) <= version <= Version(newest):
+            return None
+        value = environ.get(variable)
+        if value is None:
+            if version < Version(default_on_from):
+                return None
+        elif int(value.strip()) == 0:
+            return None
+    except InvalidVersion:
+        return None
+    except ValueError:
+        pass  # a value int() refuses: vLLM stops on it before it serves anyway
+    for name in names:
+        found = serve.elsewhere.get(name.split(".", 1)[0])
+        site = next((s for s in found.sites if s.file == vllm_file and s.scope == "module"), None) if found else None
+        if site is not None:
+            module = vllm_file.removesuffix(".py").replace("/", ".")
+            return ServeImport(module=name, reach="serve", file=site.file, line=site.line,
+                               chain=["vllm.v1.worker.gpu_worker", f"{function}()", module])
     return None
 
 
