@@ -114,8 +114,8 @@ IMPORTED_AT_ENGINE_START: Fact[dict[str, tuple[str, str, str, str, str, str, str
         "flashinfer-python": (
             "vllm/v1/attention/backends/flashinfer.py", "vllm.v1.sample.ops.topk_topp_sampler.flashinfer_sampler_supported",
             "VLLM_USE_FLASHINFER_SAMPLER", "0.21.0", "0.18.0", "0.34.0",
-            "its sampler, built when the engine loads the model, asks FlashInfer whether it can sample "
-            "(it imports vllm.v1.attention.backends.flashinfer, which imports flashinfer at module level)"),
+            ("its sampler, built when the engine loads the model, asks FlashInfer whether it can sample "
+             "(it imports vllm.v1.attention.backends.flashinfer, which imports flashinfer at module level)")),
     },
     source="vllm/v1/sample/ops/topk_topp_sampler.py: on CUDA, while VLLM_USE_FLASHINFER_SAMPLER is not 0, "
     "`from vllm.v1.attention.backends.flashinfer import FlashInferBackend` (flashinfer_sampler_supported from "
