@@ -202,6 +202,7 @@ def _vllm_requirements(dists: Distributions, marker_env: Mapping[str, str], inst
         return
     unmet = requirements_unmet(dists, marker_env, "vllm")
     reached = _reached_distributions(dists, serve) if any(found is None for _, found in unmet) else []
+    required_by: dict[str, tuple[Distribution, ServeImport]] | None = None  # read once, when first asked
     for requirement, found in unmet:
         names = import_names(requirement.name, dists)
         sites = [e for e in serve.imports if any(matches(e.module, e.names, n) for n in names)]
@@ -214,8 +215,12 @@ def _vllm_requirements(dists: Distributions, marker_env: Mapping[str, str], inst
             if found is None and (site is None or site.reach != "serve") else None
         if at_start is not None:
             site = at_start
-        needed_by = _required_on_the_way_up(requirement.name, reached, marker_env) \
-            if found is None and (site is None or site.reach != "serve") else None
+        if found is None and (site is None or site.reach != "serve"):
+            if required_by is None:
+                required_by = _required_on_the_way_up(reached, marker_env)
+            needed_by = required_by.get(canonical(requirement.name))
+        else:
+            needed_by = None
         if needed_by is not None:
             site = needed_by[1]
         spec = f"{requirement.name}{requirement.specifier}"
@@ -284,16 +289,17 @@ def _reached_distributions(dists: Distributions, serve: VllmServeImports) -> lis
     return reached
 
 
-def _required_on_the_way_up(requirement: str, reached: list[tuple[Distribution, ServeImport]],
-                            marker_env: Mapping[str, str]) -> tuple[Distribution, ServeImport] | None:
-    """A distribution `vllm serve` imports on its way up that requires `requirement` itself (its Requires-Dist,
-    markers evaluated, no extra): fastapi 0.13x imports opentelemetry-api at module level, which vLLM's own files
-    import only inside a try."""
-    wanted = canonical(requirement)
+def _required_on_the_way_up(reached: list[tuple[Distribution, ServeImport]],
+                            marker_env: Mapping[str, str]) -> dict[str, tuple[Distribution, ServeImport]]:
+    """Each requirement (canonical name) of a distribution `vllm serve` imports on its way up, with the first such
+    distribution and where it is imported (Requires-Dist, markers evaluated, no extra): fastapi 0.13x imports
+    opentelemetry-api at module level, which vLLM's own files import only inside a try. Every Requires-Dist is
+    parsed once, however many requirements of vLLM are unmet."""
+    required: dict[str, tuple[Distribution, ServeImport]] = {}
     for dist, site in reached:
-        if any(canonical(theirs.name) == wanted for theirs in requirements_of(dist, marker_env)):
-            return dist, site
-    return None
+        for theirs in requirements_of(dist, marker_env):
+            required.setdefault(canonical(theirs.name), (dist, site))
+    return required
 
 
 def _imported_at_engine_start(requirement: str, names: list[str], vllm_version: str | None,
