@@ -757,3 +757,31 @@ def test_a_missing_flashinfer_fails_where_the_releases_sampler_imports_it_at_eng
     for environ in ({}, {"VLLM_USE_FLASHINFER_SAMPLER": "0"}, {"VLLM_USE_FLASHINFER_SAMPLER": "1"}):
         ours = _imported_at_engine_start("flashinfer-python", ["flashinfer"], version, serve, environ)
         assert (ours is not None) is imports(environ), (version, environ)
+
+
+@pytest.mark.parametrize("version", sorted({*MATRIX, "0.18.0"}, key=lambda v: tuple(map(int, v.split(".")))))
+def test_no_release_imports_a_module_the_knowledge_says_vllm_never_loads(version: str) -> None:
+    """knowledge.vllm_imports.NEVER_IMPORTED against every file of each release: no import statement and no string
+    names the module (flash_attn.cute: vLLM's CuTe DSL attention is its bundled vllm.vllm_flash_attn.cute), so a
+    broken pin of flash-attn-4 is a warning for `vllm serve` (recorded on 0.26.0:
+    fixtures/engine/vllm-0.26.0/02-flash-attn-4-only.json served)."""
+    import ast
+
+    from dflash_doctor.knowledge.vllm_imports import NEVER_IMPORTED
+
+    for distribution, (module, oldest, newest) in NEVER_IMPORTED.value.items():
+        if not tuple(map(int, oldest.split("."))) <= tuple(map(int, version.split("."))) <= tuple(
+                map(int, newest.split("."))):
+            continue
+        found = []
+        for path in sorted(vllm_source(version).rglob("*.py")):
+            text = path.read_text(errors="replace")
+            if module not in text:
+                continue
+            for node in ast.walk(ast.parse(text)):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                         [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else
+                         [node.value] if isinstance(node, ast.Constant) and isinstance(node.value, str) else [])
+                if any(n == module or n.startswith(module + ".") for n in names):
+                    found.append(f"{path.relative_to(vllm_source(version))}:{getattr(node, 'lineno', 0)}")
+        assert not found, (distribution, version, found)

@@ -130,6 +130,10 @@ DRAFTER_CONTEXT_V2: Fact[str] = Fact(
     "drafting\"; V1: vllm/v1/worker/gpu_model_runner.py effective_drafter_max_model_len / _input_fits_in_drafter "
     "(0.24.0 lines 632, 4419)",
     read_from="vLLM #57941, PR #57964 (open as read); vllm 0.24.0 sdist",
+    note="How far past decides it, and the doctor cannot know the requests to come: in the report the request was "
+    "about 19,000 positions past a 131072-position drafter (0.29.0); on an H200 with vLLM 0.26.0 and the V2 runner, "
+    "a 300-token request 52 positions past a 256-position toy drafter was answered with all 15 drafted tokens "
+    "accepted and the engine alive (fixtures/engine/vllm-0.26.0/15-drafter-context-short-v2.json, a known limit)",
 )
 
 V2_DEFAULT_SINCE: Fact[str] = Fact(

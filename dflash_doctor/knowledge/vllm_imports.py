@@ -132,3 +132,16 @@ IMPORTED_AT_ENGINE_START: Fact[dict[str, tuple[str, str, str, str, str, str, str
     "variable means on, the oldest and the newest release read, what happens). Counted only for a missing "
     "requirement and the installed vLLM inside the releases read.",
 )
+
+NEVER_IMPORTED: Fact[dict[str, tuple[str, str, str]]] = Fact(
+    value={"flash-attn-4": ("flash_attn.cute", "0.18.0", "0.34.0")},
+    source="no file of the vllm package imports the module named (`import flash_attn.cute`, `from flash_attn.cute "
+    "...`, or the name as a string): vLLM's CuTe DSL attention is its bundled vllm.vllm_flash_attn.cute, and its "
+    "only imports of flash_attn are flash-attn 2's API (v1/attention/backends/fa_utils.py, the rotary op)",
+    read_from="vllm 0.18.0 to 0.34.0 sdists (tests/test_release_matrix.py reads each); the engine: vLLM 0.26.0 on an "
+    "H200 served with flash-attn-4 4.0.0b36's apache-tvm-ffi pin broken by vLLM's own "
+    "(fixtures/engine/vllm-0.26.0/02-flash-attn-4-only.json)",
+    note="value: distribution -> (the module of it that no vLLM release imports, the oldest and the newest release "
+    "read). A pin of such a distribution that another broke is a warning where the installed vLLM is among those "
+    "read: `vllm serve` never loads it, what else imports it fails.",
+)

@@ -192,9 +192,10 @@ def _context(d: DrafterView) -> list[Finding]:
     if runner == "v2":
         return [DRAFTER_CONTEXT_SHORTER_THAN_SERVED.finding(Status.FAIL,
                         f"{d.file}: the drafter's context {drafter_len} is shorter than the served {served}: on the V2 "
-                        f"model runner ({why}) the first request longer than {drafter_len} reads past the drafter's "
-                        "rotary cache and kills the engine (CUDA illegal memory access)",
-                        detail=f"{DRAFTER_CONTEXT_V2.value}. Sources: {DRAFTER_CONTEXT_V2.source}.",
+                        f"model runner ({why}) a request longer than {drafter_len} reads past the drafter's "
+                        "rotary cache: far past it, the engine dies (CUDA illegal memory access); how far is up to "
+                        "the requests, which the doctor cannot know",
+                        detail=f"{DRAFTER_CONTEXT_V2.value}. {DRAFTER_CONTEXT_V2.note}. Sources: {DRAFTER_CONTEXT_V2.source}.",
                         evidence={"file": d.file, "served": served, "drafter": drafter_len, "runner": runner,
                                   "why": why, "read": where},
                         remediation=tuple(fixes))]

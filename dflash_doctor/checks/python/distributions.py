@@ -242,7 +242,8 @@ def _vllm_requirements(dists: Distributions, marker_env: Mapping[str, str], inst
                    f"`vllm serve` imports {site.module} on its way up")
             detail = (f"{via}{'' if at_start is not None else ', unconditionally'}: {site.file}:{site.line}, "
                       f"reached from {_route(site)}. "
-                      + ("It stops with ModuleNotFoundError before it serves." if found is None else
+                      + (f"It stops with `ModuleNotFoundError: No module named '{site.module.split('.')[0]}'` "
+                         "before it serves." if found is None else
                          "It runs against a version vLLM was not released with."))
         else:
             title = f"{pip_words}; {_not_on_the_way_up(site, serve, names)}"

@@ -18,6 +18,7 @@ from dflash_doctor.checks.remedy import Installer
 from dflash_doctor.facts.envfacts import canonical
 from dflash_doctor.facts.environment_shapes import DifferingFile, Distribution, Distributions, SharedClaimant
 from dflash_doctor.knowledge.kernel_wheels import CUTLASS_DSL_SPLIT, PIN_SKEWS
+from dflash_doctor.knowledge.vllm_imports import NEVER_IMPORTED
 from dflash_doctor.model import Finding, Remediation, Status
 
 if TYPE_CHECKING:
@@ -140,16 +141,38 @@ def broken_by(dists: Distributions, marker_env: Mapping[str, str], installer: In
                 remediation.append(Remediation(
                     f"{installer.uninstall(culprit[0].name)} && {installer.install(spec)}",
                     f"or remove {culprit[0].label()}, which brought {name} {found.version}, and put back the pinned one"))
+            unused = _unused_by_vllm(requirer, dists)
             yield DISTRIBUTIONS_REQUIREMENT_BROKEN_BY.finding(
-                Status.FAIL,
-                title=f"{requirer.label()} requires {spec}, found {found.version}: {cause.phrase()}",
+                Status.FAIL if unused is None else Status.WARN,
+                title=f"{requirer.label()} requires {spec}, found {found.version}: {cause.phrase()}"
+                + (f"; `vllm serve` does not import it ({unused})" if unused is not None else ""),
                 detail="Read from each installed distribution's METADATA (Requires-Dist) and the times their "
                 "installers wrote RECORD. " + (f"This skew fails at run time: {symptom}. " if symptom else "")
+                + (f"No vLLM release read imports {requirer.name}'s code: what else imports it fails "
+                   f"({NEVER_IMPORTED.source}; {NEVER_IMPORTED.read_from}). " if unused is not None else "")
                 + f"{PIN_SKEWS.source}.",
                 evidence={"requirer": requirer.name, "requirer_version": requirer.version,
                           "requirement": str(requirement), "found": found.version, **cause.evidence()},
                 remediation=tuple(remediation),
             )
+
+
+def _unused_by_vllm(requirer: Distribution, dists: Distributions) -> str | None:
+    """Why `vllm serve` never loads `requirer` (knowledge.vllm_imports.NEVER_IMPORTED), where the installed vLLM is
+    among the releases read; None where it may."""
+    from packaging.version import InvalidVersion, Version
+
+    known = NEVER_IMPORTED.value.get(requirer.canonical)
+    vllm = dists.get("vllm")
+    if known is None or vllm is None or vllm.version is None:
+        return None
+    module, oldest, newest = known
+    try:
+        if not Version(oldest) <= Version(vllm.version) <= Version(newest):
+            return None
+    except InvalidVersion:
+        return None
+    return f"vLLM {vllm.version} imports no {module}"
 
 
 @dataclass(frozen=True)
