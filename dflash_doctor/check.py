@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from dflash_doctor.context import Context
 from dflash_doctor.model import CheckResult, Finding
-from dflash_doctor.shape import Shape
+from dflash_doctor.shape import SectionFailure, Shape, section_json, section_of_json
 
 if TYPE_CHECKING:
     from dflash_doctor.codes import Code
@@ -52,12 +52,14 @@ _LOADED_LOCK = threading.Lock()  # a stopped run judges again while its worker t
 class Facts(Mapping[str, Any]):
     """Collected fact sections by name, plus the results of the checks that ran before.
 
-    A section that failed to collect is stored as `{"_error": reason}`; reading it raises
-    `SectionError`, which the runner turns into an `error` result naming the section.
+    A section is held as collected: an instance of its shape, or (a saved report's, a third-party collector's)
+    JSON, read through its shape when a check asks. A section that failed to collect is a `SectionFailure`
+    (in JSON, its marker: `shape.section_of_json`); reading it raises `SectionError`, which the runner turns into
+    an `error` result naming the section.
     """
 
-    def __init__(self, sections: Mapping[str, Any], prior: Mapping[str, CheckResult] | None = None) -> None:
-        self._sections = dict(sections)
+    def __init__(self, sections: Mapping[str, object], prior: Mapping[str, CheckResult] | None = None) -> None:
+        self._sections = {name: section_of_json(name, value) for name, value in sections.items()}
         self.prior: Mapping[str, CheckResult] = dict(prior or {})
         self.unavailable: dict[str, str] = {}
         """The sections read as optional that were there but unusable (their collector failed, or not of their
@@ -65,8 +67,8 @@ class Facts(Mapping[str, Any]):
 
     def __getitem__(self, name: str) -> Any:
         value = self._sections[name]
-        if isinstance(value, dict) and "_error" in value:
-            raise SectionError(name, str(value["_error"]))
+        if isinstance(value, SectionFailure):
+            raise SectionError(name, value.reason)
         return value
 
     def __iter__(self):  # type: ignore[no-untyped-def]
@@ -79,8 +81,8 @@ class Facts(Mapping[str, Any]):
         """A section the check can judge without (it only sharpens a verdict or a remedy): None when it
         was not collected or its collector failed."""
         value = self._sections.get(name)
-        if isinstance(value, dict) and "_error" in value:
-            self.unavailable[name] = str(value["_error"])
+        if isinstance(value, SectionFailure):
+            self.unavailable[name] = value.reason
             return None
         return value
 
@@ -107,12 +109,16 @@ class Facts(Mapping[str, Any]):
             self.unavailable[shape.SECTION] = exc.reason
             return None
 
-    def raw(self, name: str) -> Any:
-        """The section as stored, error marker included (for saving into a report)."""
+    def raw(self, name: str) -> object:
+        """The section as stored, a failure included (for saving into a report: `shape.section_json`)."""
         return self._sections.get(name)
 
 
 def _load(name: str, shape: type[S], value: Any) -> S:
+    if isinstance(value, shape):
+        return value
+    if isinstance(value, Shape):  # another shape of the section (a third party's): read from its JSON form
+        value = section_json(value)
     with _LOADED_LOCK:
         cached = _LOADED.get((id(value), shape))
     if cached is not None and cached[0] is value:

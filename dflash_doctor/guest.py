@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from dflash_doctor.check import Check, Facts, SectionError
@@ -35,6 +35,7 @@ from dflash_doctor.documents.jsondoc import DocumentError, parse_json, too_deep
 from dflash_doctor.facts.proctree import end_tree
 from dflash_doctor.model import Finding, Remediation, Status
 from dflash_doctor.process import exchange
+from dflash_doctor.shape import section_json
 
 __all__ = ["ANSWER", "CHECK_ID", "RESERVED_IDS", "STOP", "Declared", "GuestCheck", "GuestRun", "declaration_problems",
            "declarations", "declare", "describe", "run_guest", "wrap"]
@@ -318,9 +319,14 @@ class GuestCheck(Check):
 
     def judge(self, facts: Facts) -> Iterable[Finding]:
         who = f"check plugin {self.id!r} ({self.entry_point} from {self.origin})"
+        # The plugin's process reads JSON: each section's JSON form made once, the prior results' facts among them.
+        held = {name: facts.raw(name) for name in facts}
+        sections = {name: section_json(value) for name, value in held.items()}
+        prior = {key: replace(result, facts={name: sections[name] if held.get(name) is value else value
+                                             for name, value in result.facts.items()}).to_dict()
+                 for key, result in facts.prior.items()}
         request = {"mode": "judge", "name": self.name, "entry_point": self.entry_point,
-                   "sections": {name: facts.raw(name) for name in facts},
-                   "prior": {key: result.to_dict() for key, result in facts.prior.items()}}
+                   "sections": sections, "prior": prior}
         ran = run_guest(request, self.timeout_s, STOP)
         if ran.stopped:
             return self._error("doctor.incomplete", f"{self.title}: not judged, the run stopped first",

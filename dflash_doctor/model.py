@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from dflash_doctor.shape import section_json, section_of_json
+
 __all__ = [
     "STOPS_SERVE",
     "CheckResult",
@@ -143,7 +145,8 @@ class CheckResult:
     title: str
     status: Status
     findings: tuple[Finding, ...]
-    facts: Mapping[str, JSON] = field(default_factory=dict)
+    facts: Mapping[str, object] = field(default_factory=dict)
+    """The sections it judged, as the run holds them (`check.Facts`); `to_dict` writes their JSON form."""
     duration_s: float = 0.0
 
     def to_dict(self) -> dict[str, JSON]:
@@ -153,7 +156,7 @@ class CheckResult:
             "title": self.title,
             "status": self.status.value,
             "duration_s": round(self.duration_s, 4),
-            "facts": dict(self.facts),
+            "facts": {name: section_json(value) for name, value in dict(self.facts).items()},
             "findings": [f.to_dict() for f in self.findings],
         }
 
@@ -165,7 +168,7 @@ class CheckResult:
             title=str(data.get("title", data["id"])),
             status=Status(data["status"]),
             findings=tuple(Finding.from_dict(f) for f in data.get("findings") or ()),
-            facts=dict(data.get("facts") or {}),
+            facts={name: section_of_json(name, value) for name, value in dict(data.get("facts") or {}).items()},
             duration_s=float(data.get("duration_s", 0.0)),
         )
 

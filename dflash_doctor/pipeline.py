@@ -29,6 +29,7 @@ from dflash_doctor.report import redact
 from dflash_doctor.report.document import host_info
 from dflash_doctor.request import Request, RequestError
 from dflash_doctor.runner import ProgressFn, Signals, Stopped, judge, run_checks, select
+from dflash_doctor.shape import section_json
 
 __all__ = ["Run", "judge_saved", "load_selected", "run"]
 
@@ -41,7 +42,7 @@ class Run:
     report: dict[str, Any]
     results: list[CheckResult]
     exit_code: int
-    sections: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    sections: Mapping[str, object] = field(default_factory=dict, repr=False)
     lingering: bool = False
     """The run's worker thread was still busy when it ended (the caller should not wait for it)."""
     raw_results: list[CheckResult] = field(default_factory=list, repr=False)  # unredacted, for in-process use only
@@ -72,7 +73,7 @@ def _plugin_result(problems: list[Finding]) -> list[CheckResult]:
     return [CheckResult("plugins", "doctor", "Check plugins", Status.ERROR, tuple(problems))]
 
 
-def _given_secrets(request: Request, sections: Mapping[str, Any] | None = None) -> list[str]:
+def _given_secrets(request: Request, sections: Mapping[str, object] | None = None) -> list[str]:
     """The secrets in what the checks were given: the serve command's (`serve.argv`; in `sections`, what vLLM's
     own parser bound to a secret) and the live check's key (the variable its `api_key_env` names). Every output
     masks them by value (report.redact)."""
@@ -145,7 +146,7 @@ def judge_saved(request: Request, saved: Mapping[str, Any], source: str) -> Run:
                    report_module.host_of(saved), partial, given=False)
 
 
-def _verify_fixes(results: list[CheckResult], sections: Mapping[str, Any], extra: dict[str, Any],
+def _verify_fixes(results: list[CheckResult], sections: Mapping[str, object], extra: dict[str, Any],
                   request: Request, handle_signals: bool, started: float) -> tuple[list[CheckResult], bool]:
     """Ask the target's installer what each failing finding's fixes would do (facts.dryrun), keep those facts in
     the report (`dry_runs`) and judge them onto the remediations (fix.verify). Stopped meanwhile
@@ -168,11 +169,11 @@ def _verify_fixes(results: list[CheckResult], sections: Mapping[str, Any], extra
         return results, False
     finally:
         signals.restore()
-    extra["dry_runs"] = facts
+    extra["dry_runs"] = section_json(facts)  # the report's, as collected
     return verify_results(results, facts), False
 
 
-def _finish(request: Request, results: list[CheckResult], sections: Mapping[str, Any], extra: dict[str, Any],
+def _finish(request: Request, results: list[CheckResult], sections: Mapping[str, object], extra: dict[str, Any],
             host: Mapping[str, Any] | None, partial: bool, lingering: bool = False, given: bool = True) -> Run:
     """The report (redacted) and the exit code; where the facts break the report, the report of what is
     certain, and why (`report.document.finish`)."""

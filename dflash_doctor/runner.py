@@ -41,7 +41,7 @@ from typing import Any
 from dflash_doctor.check import Check, Facts, SectionError
 from dflash_doctor.context import Context, ProgressFn
 from dflash_doctor.facts.collect import InterpreterError, Timeline, collect, teller
-from dflash_doctor.facts.sections import Collector, all_collectors
+from dflash_doctor.facts.sections import Collector, PluginCollectFn, all_collectors
 from dflash_doctor.guest import STOP
 from dflash_doctor.model import CheckResult, Finding, Status, doctor_result, interrupted_result, worst
 
@@ -140,11 +140,11 @@ class Cutoff:
     """Results judged before the stop, kept as they were (a guest's code is not started again)."""
 
 
-def _ready(check: Check, sections: Mapping[str, Any], done: Mapping[str, CheckResult]) -> bool:
+def _ready(check: Check, sections: Mapping[str, object], done: Mapping[str, CheckResult]) -> bool:
     return set(check.needs) <= set(sections) and all(d in done for d in check.after)
 
 
-def _incomplete(check: Check, sections: Mapping[str, Any], cutoff: Cutoff) -> CheckResult:
+def _incomplete(check: Check, sections: Mapping[str, object], cutoff: Cutoff) -> CheckResult:
     missing = sorted(set(check.needs) - set(sections))
     return CheckResult(check.id, check.layer, check.title, Status.ERROR, (Finding(
         id="doctor.incomplete", status=Status.ERROR,
@@ -155,7 +155,7 @@ def _incomplete(check: Check, sections: Mapping[str, Any], cutoff: Cutoff) -> Ch
 
 def judge(
     checks: Sequence[Check],
-    sections: Mapping[str, Any],
+    sections: Mapping[str, object],
     ctx: Context | None = None,
     durations: Mapping[str, float] | None = None,
     on_result: Callable[[CheckResult], None] | None = None,
@@ -195,7 +195,7 @@ def judge(
     return [done[c.id] for c in checks]
 
 
-def _judge_apart(rest: Sequence[Check], sections: Mapping[str, Any], ctx: Context | None,
+def _judge_apart(rest: Sequence[Check], sections: Mapping[str, object], ctx: Context | None,
                  durations: Mapping[str, float] | None,
                  done: Mapping[str, CheckResult]) -> tuple[ThreadPoolExecutor | None, dict[str, Future[CheckResult]]]:
     """Start, side by side, the checks judged in processes of their own (third-party checks) that read no
@@ -220,7 +220,7 @@ def needed_sections(checks: Sequence[Check], ctx: Context) -> set[str]:
     return needed
 
 
-def run(checks: Sequence[Check], ctx: Context) -> tuple[list[CheckResult], dict[str, Any], float]:
+def run(checks: Sequence[Check], ctx: Context) -> tuple[list[CheckResult], dict[str, object], float]:
     """Collect and judge; returns results, all collected sections, and the collection wall time."""
     started = time.monotonic()
     sections, durations = collect(ctx, needed_sections(checks, ctx))
@@ -246,10 +246,10 @@ class _Recording(Collector):
     sink: dict[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
     lock: Any = field(default=None, compare=False, hash=False, repr=False)
 
-    def load(self) -> Callable[..., Mapping[str, Any]]:
+    def load(self) -> PluginCollectFn:
         function = Collector.load(self)
 
-        def recorded(ctx: Context, earlier: Mapping[str, Any], **wanted: Any) -> Mapping[str, Any]:
+        def recorded(ctx: Context, earlier: Mapping[str, object], **wanted: Any) -> Mapping[str, Any]:
             produced = function(ctx, earlier, **wanted)
             with self.lock:
                 if not STOP.is_set():  # facts that came in after a stop were cut short by it: not kept
@@ -262,7 +262,7 @@ class _Recording(Collector):
 @dataclass(frozen=True)
 class Outcome:
     results: list[CheckResult]
-    sections: dict[str, Any]
+    sections: dict[str, object]
     stopped: CheckResult | None = None
     """The doctor's own failure (interrupted or crashed); None when the run completed."""
     lingering: bool = False

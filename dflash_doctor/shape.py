@@ -16,6 +16,12 @@ doctor's report still loads); a key that is absent takes the field's default (an
 A key that is not a Python name is declared with `field(default=..., metadata={"key": "import"})`.
 A section whose JSON is a list or a map (not an object of named fields) declares one field and names it
 in `WHOLE`; `from_json` and `to_json` then read and write that field's value as the whole section.
+
+A run holds each section as its collector returned it: an instance of its shape (`Shape.collected` reads a probe's
+JSON into it), or a `SectionFailure` when its collector failed. JSON is read and written at one boundary, here:
+`section_json` gives a section's JSON form (what the report saves), `section_of_json` reads one back (a saved
+report's facts, a plugin's process, a third-party collector's plain mapping); only these two know how a failure
+is written in JSON.
 """
 
 from __future__ import annotations
@@ -24,9 +30,11 @@ import dataclasses
 import types
 import typing
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar, Union
 
-__all__ = ["Shape", "ShapeError", "dump", "load"]
+__all__ = ["Collected", "SectionFailure", "Shape", "ShapeError", "by_section", "dump", "load", "section_json",
+           "section_of_json", "undeclared_keys"]
 
 S = TypeVar("S", bound="Shape")
 
@@ -55,13 +63,25 @@ class Shape:
         return value
 
     @classmethod
+    def collected(cls: type[S], data: Any) -> S:  # noqa: PYI019 - typing.Self is 3.11+
+        """A collector's JSON (a probe's document, with what the collector adds) read into this shape, which
+        remembers the keys it was given, in their order, and the values of any it does not declare: the report
+        writes the section back as it was collected (`section_json`), not with the defaults of the keys it left
+        out. ShapeError as `from_json`."""
+        value: S = load(cls, data, cls.SECTION or cls.__name__, keep=True)
+        return value
+
+    @classmethod
     def read(cls: type[S], data: Any) -> S | None:  # noqa: PYI019 - typing.Self is 3.11+
-        """The section read through this shape where reading it is optional (a renderer, a comparison): None
-        when it is missing, its collector's error marker, or not of this shape."""
-        if data is None or (isinstance(data, dict) and "_error" in data):
+        """The section read through this shape where reading it is optional (a renderer, a comparison, a
+        collector's earlier sections): None when it is missing, failed to collect, or not of this shape."""
+        if isinstance(data, cls):
+            return data
+        data = section_of_json(cls.SECTION, data)
+        if data is None or isinstance(data, SectionFailure):
             return None
         try:
-            return cls.from_json(data)
+            return cls.from_json(section_json(data) if isinstance(data, Shape) else data)
         except ShapeError:
             return None
 
@@ -127,8 +147,9 @@ def _generic(tp: Any) -> tuple[Any, tuple[Any, ...]]:
     return known
 
 
-def load(tp: Any, data: Any, section: str, where: str = "") -> Any:
-    """`data` checked against the type `tp` (a `Shape` becomes an instance of it)."""
+def load(tp: Any, data: Any, section: str, where: str = "", keep: bool = False) -> Any:
+    """`data` checked against the type `tp` (a `Shape` becomes an instance of it; one that is one already stays as
+    it is). `keep`: each shape read remembers the keys it was given (`Shape.collected`)."""
     leaf = _LEAVES.get(tp)
     if leaf is not None:
         if leaf(data):
@@ -141,14 +162,14 @@ def load(tp: Any, data: Any, section: str, where: str = "") -> Any:
         present = [arg for arg in args if arg is not type(None)]
         if data is not None and len(present) == 1:  # `X | None`: X's own error names the field inside
             try:
-                return load(present[0], data, section, where)
+                return load(present[0], data, section, where, keep)
             except ShapeError as exc:
                 if exc.where != where:
                     raise
                 raise ShapeError(section, where, f"expected {_name(tp)}, found {_json_type(data)}") from None
         for arg in args:
             try:
-                return load(arg, data, section, where)
+                return load(arg, data, section, where, keep)
             except ShapeError:
                 continue
         raise ShapeError(section, where, f"expected {_name(tp)}, found {_json_type(data)}")
@@ -158,16 +179,18 @@ def load(tp: Any, data: Any, section: str, where: str = "") -> Any:
             raise ShapeError(section, where, f"expected a list, found {_json_type(data)}")
         if item in _LEAVES and all(map(_LEAVES[item], data)):  # a list of strings (a RECORD's files): one pass
             return list(data)
-        return [load(item, value, section, f"{where}[{i}]") for i, value in enumerate(data)]
+        return [load(item, value, section, f"{where}[{i}]", keep) for i, value in enumerate(data)]
     if origin in (dict, Mapping):
         _, item = args or (str, Any)
         if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
             raise ShapeError(section, where, f"expected an object, found {_json_type(data)}")
         if item in _LEAVES and all(map(_LEAVES[item], data.values())):
             return dict(data)
-        return {k: load(item, value, section, f"{where}.{k}" if where else k) for k, value in data.items()}
+        return {k: load(item, value, section, f"{where}.{k}" if where else k, keep) for k, value in data.items()}
     if isinstance(tp, type) and issubclass(tp, Shape):
-        return _load_shape(tp, data, section, where)
+        if isinstance(data, tp):
+            return data
+        return _load_shape(tp, data, section, where, keep)
     raise TypeError(f"{tp!r} is not a type a fact shape can declare")
 
 
@@ -186,29 +209,137 @@ def _fields(cls: type[Shape]) -> list[tuple[str, str, Any, bool]]:
     return known
 
 
-def _load_shape(cls: type[Shape], data: Any, section: str, where: str) -> Shape:
+# The keys a shape read by `Shape.collected` was given, in their order, and the values of those it does not declare
+# (a probe newer than its shape; tests/test_fact_shapes.py holds the real ones to none): attributes of the instance,
+# not fields, so equality and `dataclasses.replace` ignore them. The key tuples are shared: a section's thousand
+# distributions were written with a handful of distinct key orders.
+_KEPT = "_collected_keys"
+_UNDECLARED = "_collected_undeclared"
+_KEY_ORDERS: dict[tuple[str, ...], tuple[str, ...]] = {}
+_ATTRIBUTES: dict[type, dict[str, str]] = {}
+
+
+def _attributes(cls: type[Shape]) -> dict[str, str]:
+    """{JSON key: attribute} of `cls`, worked out once per class."""
+    known = _ATTRIBUTES.get(cls)
+    if known is None:
+        known = _ATTRIBUTES[cls] = {name: attribute for attribute, name, _, _ in _fields(cls)}
+    return known
+
+
+def _load_shape(cls: type[Shape], data: Any, section: str, where: str, keep: bool = False) -> Shape:
     if cls.WHOLE:
-        return cls(**{cls.WHOLE: load(_hints(cls)[cls.WHOLE], data, section, where)})
+        return cls(**{cls.WHOLE: load(_hints(cls)[cls.WHOLE], data, section, where, keep)})
     if not isinstance(data, dict):
         raise ShapeError(section, where, f"expected an object, found {_json_type(data)}")
     values: dict[str, Any] = {}
     for attribute, name, hint, required in _fields(cls):
         if name in data:
-            values[attribute] = load(hint, data[name], section, f"{where}.{name}" if where else name)
+            values[attribute] = load(hint, data[name], section, f"{where}.{name}" if where else name, keep)
         elif required:
             raise ShapeError(section, f"{where}.{name}" if where else name, "missing")
-    return cls(**values)
+    loaded = cls(**values)
+    if keep:
+        keys = tuple(data)
+        object.__setattr__(loaded, _KEPT, _KEY_ORDERS.setdefault(keys, keys))
+        declared = _attributes(cls)
+        if len(declared) < len(keys) or not all(key in declared for key in keys):
+            object.__setattr__(loaded, _UNDECLARED, {k: v for k, v in data.items() if k not in declared})
+    return loaded
 
 
-def dump(value: Any) -> Any:
-    """The JSON form of a loaded value (what `load` read, for the keys the shapes declare)."""
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def dump(value: Any, as_collected: bool = False) -> Any:
+    """The JSON form of a loaded value (what `load` read, for the keys the shapes declare): every field of a
+    shape, in its declared order; `as_collected`, a shape read by `Shape.collected` has the keys it was given,
+    in their order (those it does not declare with their values as given)."""
     if isinstance(value, Shape):
         if value.WHOLE:
-            return dump(getattr(value, value.WHOLE))
-        return {field.metadata.get("key", field.name): dump(getattr(value, field.name))
+            return dump(getattr(value, value.WHOLE), as_collected)
+        kept: tuple[str, ...] | None = getattr(value, _KEPT, None) if as_collected else None
+        if kept is not None:
+            attributes = _attributes(type(value))
+            undeclared: dict[str, Any] = getattr(value, _UNDECLARED, {})
+            return {key: dump(getattr(value, attributes[key]) if key in attributes else undeclared[key], as_collected)
+                    for key in kept}
+        return {field.metadata.get("key", field.name): dump(getattr(value, field.name), as_collected)
                 for field in dataclasses.fields(value)}  # type: ignore[arg-type]
     if isinstance(value, list):
-        return [dump(v) for v in value]
+        return [v if type(v) in _SCALARS else dump(v, as_collected) for v in value]
     if isinstance(value, dict):
-        return {k: dump(v) for k, v in value.items()}
+        return {k: v if type(v) in _SCALARS else dump(v, as_collected) for k, v in value.items()}
     return value
+
+
+def undeclared_keys(value: Any, where: str = "") -> list[str]:
+    """Where a value read by `Shape.collected` was given keys its shapes do not declare ("models.target.x")."""
+    found: list[str] = []
+    if isinstance(value, Shape):
+        found += [f"{where}.{key}" if where else key for key in getattr(value, _UNDECLARED, {})]
+        if value.WHOLE:
+            return found + undeclared_keys(getattr(value, value.WHOLE), where)
+        for field in dataclasses.fields(value):  # type: ignore[arg-type]
+            key = field.metadata.get("key", field.name)
+            found += undeclared_keys(getattr(value, field.name), f"{where}.{key}" if where else key)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            if type(item) not in _SCALARS:
+                found += undeclared_keys(item, f"{where}[{i}]")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            found += undeclared_keys(item, f"{where}.{key}" if where else str(key))
+    return found
+
+
+# ------------------------------------------------------------------------- a section as a run holds it
+
+
+@dataclass(frozen=True)
+class SectionFailure:
+    """A section its collector could not collect, and why: held in the section's place, so that the checks
+    that need it become `error` results naming it (`check.SectionError`) and the others judge as ever."""
+
+    section: str
+    reason: str
+    traceback: str | None = None
+    """Where the collector raised (its last frames), when it did."""
+
+
+Collected = Mapping[str, Shape | SectionFailure]
+"""What a built-in collector returns (`facts.sections.CollectFn`): {section: an instance of its shape, or why it
+could not be collected}."""
+
+
+# How a failed section is written in JSON (the report's facts, a plugin's request), read back by section_of_json.
+_ERROR = "_error"
+_TRACEBACK = "_traceback"
+
+
+def section_json(value: Any) -> Any:
+    """A section's JSON form: a failure as {"_error": why, "_traceback": where} (the traceback when there is
+    one), a shape as it was collected (`dump(..., as_collected=True)`), anything else (a saved report's or a
+    third-party collector's JSON) as it is."""
+    if isinstance(value, SectionFailure):
+        marker: dict[str, Any] = {_ERROR: value.reason}
+        if value.traceback is not None:
+            marker[_TRACEBACK] = value.traceback
+        return marker
+    if isinstance(value, Shape):
+        return dump(value, as_collected=True)
+    return value
+
+
+def section_of_json(section: str, data: Any) -> Any:
+    """The section `section` read from JSON: a failure's marker becomes the `SectionFailure` it stands for;
+    anything else stays as it is (read through its shape when something asks for it)."""
+    if isinstance(data, dict) and _ERROR in data:
+        where = data.get(_TRACEBACK)
+        return SectionFailure(section, str(data[_ERROR]), where if isinstance(where, str) else None)
+    return data
+
+
+def by_section(*sections: Shape) -> dict[str, Shape | SectionFailure]:
+    """A collector's sections, each an instance of its shape, by their shapes' `SECTION`."""
+    return {type(section).SECTION: section for section in sections}

@@ -28,6 +28,7 @@ from dflash_doctor.check import Context
 from dflash_doctor.checks.gpu import ArchCoverageCheck
 from dflash_doctor.facts import archs as archs_collector
 from dflash_doctor.facts import environment
+from dflash_doctor.facts.shape import section_json
 from dflash_doctor.knowledge.archs_advice import PTX_ISA_MIN_CUDA
 from dflash_doctor.model import CheckResult, Finding, Status
 from dflash_doctor.report import document as report_module
@@ -133,17 +134,18 @@ def envs(kernels: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> 
     return made
 
 
-_environment_cache: dict[str, dict[str, Any]] = {}
+_environment_cache: dict[str, Mapping[str, object]] = {}
 
 
 def collect(env: Env, *target_archs: str, no_gpu: bool = True) -> dict[str, Any]:
-    """The sections the check needs: the environment probe (once per env), then the arch collector."""
+    """The sections the check needs: the environment probe (once per env), then the arch collector; in their JSON
+    form (as the report saves them)."""
     ctx = Context(python=str(env.python), cwd=str(env.root), no_gpu=no_gpu, target_archs=target_archs)
     key = str(env.python)
     if key not in _environment_cache:
         _environment_cache[key] = environment.collect(ctx, {})
     earlier = _environment_cache[key]
-    return {**earlier, **archs_collector.collect(ctx, earlier)}
+    return {name: section_json(value) for name, value in {**earlier, **archs_collector.collect(ctx, earlier)}.items()}
 
 
 def run_check(sections: Mapping[str, Any], ctx: Context | None = None) -> CheckResult:

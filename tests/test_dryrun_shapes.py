@@ -25,6 +25,7 @@ from test_fix import pip_venv, recorded
 from dflash_doctor.checks.remedy import remove_leftovers
 from dflash_doctor.facts import dryrun
 from dflash_doctor.facts.dryrun_shapes import DryRuns
+from dflash_doctor.facts.shape import section_json, undeclared_keys
 from dflash_doctor.fix.verify import judge_item, mark_unchecked, unchecked_reason, verify_results
 from dflash_doctor.model import CheckResult
 
@@ -108,7 +109,9 @@ def test_a_real_collector_run_loads_through_the_shapes_with_every_key_declared(
         "no-match": f"{quote(python)} -m pip install --no-index 'nosuch==1.0'",
         "other": "/elsewhere/bin/python -m pip install alpha",
     }
-    written = dryrun.collect(commands.values(), sections, python=python, timeout_s=120, cwd=str(tmp_path))
+    collected = dryrun.collect(commands.values(), sections, python=python, timeout_s=120, cwd=str(tmp_path))
+    assert undeclared_keys(collected) == []
+    written = section_json(collected)  # as the report holds them
     assert shape_problems(written) == []
     assert shape_problems(json.loads(json.dumps(written))) == []  # as a saved report holds them
     facts = DryRuns.from_json(written)

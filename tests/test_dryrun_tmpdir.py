@@ -83,7 +83,7 @@ def dry_run(env: Env, index: str, tmpdir: Path, timeout_s: float) -> subprocess.
     code = ("import json, os, sys; from dflash_doctor.facts import dryrun; "
             "facts = dryrun.collect([sys.argv[1]], {'target': {'environment_roots': []}}, python=sys.argv[2], "
             "timeout_s=float(sys.argv[3]), cwd=os.getcwd()); "
-            "print(json.dumps(facts['items'][0]['segments'][0]))")
+            "print(json.dumps(facts.items[0].segments[0].to_json()))")
     command = f"{env.python} -m pip install slowpkg"
     environ = {**_clean_environ(), "PYTHONPATH": str(REPO), "TMPDIR": str(tmpdir), "PIP_INDEX_URL": index,
                "PIP_CONFIG_FILE": os.devnull, "PIP_CACHE_DIR": str(tmpdir.parent / "pip-cache")}
@@ -211,4 +211,4 @@ def test_the_installer_asked_about_a_fix_runs_nothing_from_the_working_directory
     facts = dryrun.collect([f"{pip_env.python} -m pip install slowpkg"], {"target": {"environment_roots": []}},
                            python=str(pip_env.python), timeout_s=60, cwd=str(cwd))
     assert not ran.exists(), ran.read_text()
-    assert [item["command"] for item in facts["items"]] == [f"{pip_env.python} -m pip install slowpkg"]
+    assert [item.command for item in facts.items] == [f"{pip_env.python} -m pip install slowpkg"]

@@ -25,6 +25,8 @@ from dflash_doctor.facts.fabric_host import (
     switch_env,
     sysfs_bdf,
 )
+from dflash_doctor.facts.nvml_shapes import Gpu
+from dflash_doctor.facts.serve_shapes import ServeArgs
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "fabric"
 CPU_HOST = Path(__file__).resolve().parent / "fixtures" / "fabric" / "cpu-host"
@@ -84,9 +86,12 @@ def test_vllm_shm_need_follows_its_ring_buffers() -> None:
 
 def test_group_size_from_the_serve_command_else_visible_gpus() -> None:
     gpu = {"devices": [{"index": 0}, {"index": 1}], "environ": {"CUDA_VISIBLE_DEVICES": None}}
-    assert group_size({"given": True, "fields": {"tensor_parallel_size": 2}}, gpu) == (2, "serve command")
-    assert group_size({"given": False}, gpu) == (2, "visible GPUs")
-    assert group_size({"given": False}, {**gpu, "environ": {"CUDA_VISIBLE_DEVICES": "1"}}) == (1, "visible GPUs")
+    given = ServeArgs.from_json({"given": True, "fields": {"tensor_parallel_size": 2}})
+    assert group_size(given, Gpu.from_json(gpu)) == (2, "serve command")
+    assert group_size(ServeArgs(given=False), Gpu.from_json(gpu)) == (2, "visible GPUs")
+    assert group_size(ServeArgs(given=False), Gpu.from_json({**gpu, "environ": {"CUDA_VISIBLE_DEVICES": "1"}})) == \
+        (1, "visible GPUs")
+    assert group_size(None, None) == (1, "visible GPUs")  # neither section collected
 
 
 # ------------------------------------------------------------------------------------------ the real CLI

@@ -35,6 +35,7 @@ from dflash_doctor.checks.fix.build_prereqs import judge_build
 from dflash_doctor.codes.aliases import upgrade_findings
 from dflash_doctor.facts import build_env, dryrun
 from dflash_doctor.facts.dryrun_shapes import DryRunItem, DryRuns, InstalledDist
+from dflash_doctor.facts.shape import section_json
 from dflash_doctor.fix.plan import decide
 from dflash_doctor.fix.verify import judge_item, rank, verify_results
 from dflash_doctor.model import CheckResult
@@ -308,8 +309,8 @@ def test_an_uninstall_alone_is_shown_as_leaving_the_namespace_directory_behind(
          "--json", "-"], capture_output=True, text=True, check=False, cwd=tmp_path).stdout)["checks"][0]["facts"]
     target = {**sections["target"], "environment_roots": [str(env.site_packages), str(env.root)]}
     alone = f"'{env.python}' -m pip uninstall -y flash-attn-4"
-    facts = dryrun.collect([alone], {**sections, "target": target}, python=str(env.python), timeout_s=30,
-                           cwd=str(tmp_path))
+    facts = section_json(dryrun.collect([alone], {**sections, "target": target}, python=str(env.python),
+                                        timeout_s=30, cwd=str(tmp_path)))
     verified, changes = judged(facts["items"][0], facts["installed"], {})
     assert verified.startswith(f"fails: {env.site_packages / 'flash_attn'}/ stays behind"), verified
     assert "namespace package" in verified and changes[0].startswith("remove flash-attn-4 4.0.0b36")
@@ -355,7 +356,7 @@ def test_verify_fixes_asks_the_real_index(envs: dict[str, Env], tmp_path: Path) 
     sections = json.loads(subprocess.run(
         [sys.executable, "-m", "dflash_doctor", "--python", str(env.python), "--no-gpu", "--only", "distributions",
          "--json", "-"], capture_output=True, text=True, check=False, cwd=tmp_path).stdout)["checks"][0]["facts"]
-    facts = dryrun.collect([command], sections, python=str(env.python), timeout_s=120, cwd=str(tmp_path))
+    facts = section_json(dryrun.collect([command], sections, python=str(env.python), timeout_s=120, cwd=str(tmp_path)))
     (segment,) = facts["items"][0]["segments"]
     assert segment["status"] == "resolved" and segment["tool"] == "pip", segment
     assert segment["argv"][3:7] == ["install", "--dry-run", "--report", segment["argv"][6]]
@@ -377,7 +378,7 @@ def test_an_index_that_uv_cannot_reach_is_not_checked_and_says_why(
     monkeypatch.setenv("PATH", os.pathsep.join([str(uv_bin().parent), os.environ.get("PATH", "")]))
     command = f"uv pip install --python '{env.python}' --reinstall --no-deps 'flash-attn-4==4.0.0b36'"
     sections = {"target": {"environment_roots": [str(env.root)], "env_kind": env.kind}, "distributions": {}}
-    facts = dryrun.collect([command], sections, python=str(env.python), timeout_s=30, cwd=str(tmp_path))
+    facts = section_json(dryrun.collect([command], sections, python=str(env.python), timeout_s=30, cwd=str(tmp_path)))
     verified, _ = judged(facts["items"][0], [], {})
     assert verified.startswith("not-checked: the package index did not answer (offline?)"), facts["items"]
 

@@ -21,6 +21,7 @@ from dflash_doctor.checks.gpu import CudaStackCheck, GpuCheck, KernelsCheck
 from dflash_doctor.facts import cuda as cuda_collectors
 from dflash_doctor.facts.nvml import host_limits, nvml_facts
 from dflash_doctor.facts.probes import run_probe
+from dflash_doctor.facts.shape import section_json
 from dflash_doctor.model import Status
 from dflash_doctor.runner import judge, run
 
@@ -47,7 +48,9 @@ def torch_python() -> Path:
 
 
 def stack_facts(ctx: Context) -> dict[str, Any]:
-    facts: dict[str, Any] = cuda_collectors.collect(ctx, {}, wanted=frozenset({"cuda_stack"}))["cuda_stack"]
+    """The cuda_stack section as the report saves it."""
+    collected = cuda_collectors.collect(ctx, {}, wanted=frozenset({"cuda_stack"}))
+    facts: dict[str, Any] = section_json(collected["cuda_stack"])
     return facts
 
 
@@ -84,7 +87,7 @@ def test_without_no_gpu_the_doctor_fails_saying_there_is_no_driver() -> None:
     assert by_id["kernels"].findings[0].id == "kernels.no-gpu"
     assert by_id["cuda-stack"].status is by_id["kernels"].status is Status.SKIP
     # The facts are in the report for a later `judge`: the probes still said what they saw.
-    assert sections["cuda_stack"]["torch"] == {"installed": False}
+    assert section_json(sections["cuda_stack"])["torch"] == {"installed": False}
 
 
 def test_with_no_gpu_every_gpu_check_skips_and_nothing_gpu_is_collected() -> None:
@@ -137,7 +140,8 @@ def test_cuda_stack_probe_with_cpu_torch_reports_a_cpu_build(torch_python: Path)
 @pytest.mark.slow
 def test_the_stack_and_kernel_probes_share_one_torch_import(torch_python: Path) -> None:
     ctx = Context(python=str(torch_python), cwd=".", timeout_s=120)
-    sections = cuda_collectors.collect(ctx, {}, wanted=frozenset({"cuda_stack", "kernels"}))
+    collected = cuda_collectors.collect(ctx, {}, wanted=frozenset({"cuda_stack", "kernels"}))
+    sections = {name: section_json(value) for name, value in collected.items()}
     host = sections["cuda_stack"]["shared_process"]
     (torch,) = host["preload"]
     assert host["forked"] is True and torch["module"] == "torch" and torch["imported"] is True

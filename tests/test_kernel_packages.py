@@ -31,6 +31,7 @@ from dflash_doctor.context import Context
 from dflash_doctor.facts import environment, kernel_files
 from dflash_doctor.facts.kernel_files_shapes import KernelFiles
 from dflash_doctor.facts.nvml_shapes import Gpu
+from dflash_doctor.facts.shape import section_json
 from dflash_doctor.knowledge.flashinfer import FLASHINFER_KERNEL_WHEELS, FLASHINFER_VERSION_CHECK
 from dflash_doctor.model import Status
 from dflash_doctor.runner import judge
@@ -52,11 +53,11 @@ def flashinfer(report: dict[str, Any]) -> dict[str, str]:
 
 def sections_of(env: Env, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The environment probe's sections and the kernel-files collector's, in this process (as a run collects
-    them)."""
+    them), in their JSON form (as the report saves them)."""
     ctx = Context(python=str(env.python), cwd=str(env.root), no_gpu=True)
-    earlier = dict(environment.collect(ctx, {}))
+    earlier: dict[str, object] = dict(environment.collect(ctx, {}))
     earlier.update(kernel_files.collect(ctx, earlier))
-    return earlier
+    return {name: section_json(value) for name, value in earlier.items()}
 
 
 # ---------------------------------------------------------------------------------------------------------

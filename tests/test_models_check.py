@@ -520,12 +520,12 @@ def test_the_models_facts_are_typed_to_the_leaves_and_an_older_or_broken_report_
     config.json through typed accessors; a report without the later keys loads with their defaults, and a leaf
     of the wrong type is an error naming its place."""
     from dflash_doctor.facts.models_shapes import ConfigView, Models, Tensor
-    from dflash_doctor.facts.shape import ShapeError
+    from dflash_doctor.facts.shape import ShapeError, section_json
 
     target, drafter = toy.write_toy_target(tmp_path / "target"), toy.write_toy_drafter(tmp_path / "drafter")
-    written = json.loads(json.dumps(models_collector.collect(
+    written = json.loads(json.dumps(section_json(models_collector.collect(
         Context(python=sys.executable, cwd=str(tmp_path), options={"model": str(target), "drafter": str(drafter)}),
-        {})["models"]))
+        {})["models"])))
     models = Models.from_json(written)
     assert models.to_json() == Models.from_json(models.to_json()).to_json()
     assert models.drafter is not None and models.target is not None

@@ -24,6 +24,7 @@ from test_models_check import found, gpu_fixture, ids, patch_config, run_checks
 from dflash_doctor.check import Context
 from dflash_doctor.facts.serve import collect_args, port_facts
 from dflash_doctor.facts.serve_args import parse_serve_command
+from dflash_doctor.facts.shape import section_json
 from dflash_doctor.model import Status
 
 try:
@@ -331,8 +332,9 @@ def test_not_a_serve_command_and_a_missing_model_fail(tmp_path: Path) -> None:
 
 
 def _args_facts(python: Path, argv: Sequence[str], cwd: Path) -> dict[str, Any]:
+    """The serve_args section as the report saves it."""
     ctx = Context(python=str(python), cwd=str(cwd), timeout_s=120, options={"serve": {"argv": list(argv)}})
-    facts: dict[str, Any] = collect_args(ctx, {})["serve_args"]
+    facts: dict[str, Any] = section_json(collect_args(ctx, {})["serve_args"])
     return facts
 
 

@@ -19,7 +19,6 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
@@ -100,7 +99,7 @@ def cmd_save(argv: Sequence[str]) -> int:
                 saved = report_module.load(args.from_report)
             except report_module.ReportError as exc:
                 raise UsageError(str(exc)) from exc
-            sections: Mapping[str, Any] = report_module.sections_of(saved)
+            sections: Mapping[str, object] = report_module.sections_of(saved)
             code = report_module.exit_code_of(saved)
             hash_names: Sequence[str] = ()
             archs = report_module.options_of(saved).get("target_archs") or []

@@ -61,6 +61,7 @@ from dflash_doctor.render import json_report
 from dflash_doctor.render.plain import plain_output
 from dflash_doctor.render.text import log_line, screen, shell_line, visible
 from dflash_doctor.report.redact import redact_report
+from dflash_doctor.shape import SectionFailure
 
 __all__ = ["main"]
 
@@ -90,8 +91,8 @@ def _archs(args: argparse.Namespace) -> list[str]:
     return split_names(args.target_arch)
 
 
-def _dry_runs(results: Sequence[CheckResult], sections: Mapping[str, Any], python: str,
-              args: argparse.Namespace) -> dict[str, Any]:
+def _dry_runs(results: Sequence[CheckResult], sections: Mapping[str, object], python: str,
+              args: argparse.Namespace) -> DryRuns:
     """Ask the installer about the fixes the plan may pick, where it matters: the first fix of each failing cause,
     and the others of a finding only when its first does not resolve (a first fix that resolves is ranked first
     whatever the others say, so asking about them would cost index time for nothing)."""
@@ -99,20 +100,18 @@ def _dry_runs(results: Sequence[CheckResult], sections: Mapping[str, Any], pytho
     fails_itself = failing_cause(results)
     causes = [f for r in results for f in r.findings if fails_itself(f) and f.remediation]
 
-    def ask(commands: list[str]) -> dict[str, Any]:
+    def ask(commands: list[str]) -> DryRuns:
         return dryrun.collect(commands, sections, python=python, timeout_s=args.timeout, cwd=os.getcwd(),
                               target_archs=_archs(args))
 
-    dry = ask([f.remediation[0].command for f in causes])
-    first = DryRuns.from_json(dry)
+    first = ask([f.remediation[0].command for f in causes])
     said = {i.command: judge_item(i, first.installed, first.marker_environment)[0] for i in first.items}
     rest = [r.command for f in causes if said.get(f.remediation[0].command) != "resolves" for r in f.remediation[1:]]
-    if rest:
-        more = ask([c for c in rest if c not in said])
-        dry["items"] = list(dry.get("items") or ()) + list(more.get("items") or ())
-        if "build" in more:
-            dry.setdefault("build", more["build"])
-    return dry
+    if not rest:
+        return first
+    more = ask([c for c in rest if c not in said])
+    return replace(first, items=[*first.items, *more.items],
+                   build=first.build if first.build is not None else more.build)
 
 
 def _doctor(args: argparse.Namespace) -> pipeline.Run:
@@ -197,9 +196,9 @@ def _liveenvironment_roots(args: argparse.Namespace) -> list[str]:
     snapshot claims them: `fix --undo` restores inside these only."""
 
     sections = environment.collect(Context(python=str(args.python), cwd=os.getcwd(), timeout_s=args.timeout), {})
-    facts = sections.get("target") or {}
-    if "_error" in facts:
-        raise UsageError(f"fix --undo: cannot ask {args.python} where its environment is: {facts['_error']}")
+    facts = sections.get(Target.SECTION)
+    if isinstance(facts, SectionFailure):
+        raise UsageError(f"fix --undo: cannot ask {args.python} where its environment is: {facts.reason}")
     roots = environment_roots(Target.read(facts))
     if not roots:
         raise UsageError(f"fix --undo: {args.python} reports no environment directory to restore into")
@@ -279,7 +278,7 @@ def _fix(args: argparse.Namespace, out: TextIO) -> int:
     sections = first.sections
     target = Target.read(sections.get("target"))
     python = str(args.python)
-    dry = DryRuns.from_json(_dry_runs(first.raw_results, sections, python, args))
+    dry = _dry_runs(first.raw_results, sections, python, args)
     before = verify_results(first.raw_results, dry)
     roots = environment_roots(target)
     items = {i.command: i for i in dry.items}

@@ -39,11 +39,14 @@ from pathlib import Path
 from typing import Any, Final
 
 from dflash_doctor.context import Context
+from dflash_doctor.facts.archs_shapes import ArchCoverage
 from dflash_doctor.facts.build_env import read_torch_cuda
 from dflash_doctor.facts.elf import ElfError, exported_symbols, host_runtime_versions, scan_library
-from dflash_doctor.facts.envfacts import Distributions
+from dflash_doctor.facts.envfacts import canonical
+from dflash_doctor.facts.environment_shapes import Distributions, Target
 from dflash_doctor.facts.imports import extension_jobs
 from dflash_doctor.facts.safefile import environment_roots, refusal
+from dflash_doctor.facts.shape import Collected, by_section
 from dflash_doctor.knowledge.archs import parse_target_archs
 from dflash_doctor.knowledge.stack import FLASH_ATTN_FAMILY
 
@@ -68,14 +71,14 @@ _exports_cache: dict[tuple[str, int, int], frozenset[str]] = {}
 _exports_lock = threading.Lock()
 
 
-def collect(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
+def collect(ctx: Context, earlier: Mapping[str, object]) -> Collected:
     started = time.perf_counter()
     facts: dict[str, Any] = {"no_gpu": ctx.no_gpu, **_target_archs(ctx.target_archs)}
-    target = earlier.get("target") or {}
-    dists = Distributions(earlier.get("distributions") or {})
+    target = Target.read(earlier.get(Target.SECTION))
+    dists = Distributions.read(earlier.get(Distributions.SECTION)) or Distributions()
 
     host_started = time.perf_counter()
-    facts["host"] = host_runtime_versions(str(target.get("executable") or "") or None)
+    facts["host"] = host_runtime_versions((target.executable if target is not None else "") or None)
     facts["host"]["seconds"] = round(time.perf_counter() - host_started, 4)
 
     with ThreadPoolExecutor(max_workers=SCAN_WORKERS) as pool:
@@ -90,7 +93,7 @@ def collect(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
     facts["demangled"] = demangle(sorted({s for lib in libraries for s in lib.get("missing") or ()}))
     facts["workers"] = SCAN_WORKERS
     facts["seconds"] = round(time.perf_counter() - started, 4)
-    return {SECTION: facts}
+    return by_section(ArchCoverage.collected(facts))
 
 
 def _target_archs(given: Iterable[str]) -> dict[str, Any]:
@@ -180,10 +183,12 @@ def _torch_cuda(version_py: Path, roots: list[str] | None) -> dict[str, Any]:
 _CPYTHON_TAG: Final = re.compile(r"\.cpython-(\d{2,3})[a-z]*-")
 
 
-def _python_tag(target: Mapping[str, Any]) -> str | None:
+def _python_tag(target: Target | None) -> str | None:
     """"311" for a CPython 3.11 target: extension files tagged for another version are never loaded."""
-    parts = str(target.get("python_version") or "").split(".")
-    return parts[0] + parts[1] if len(parts) >= 2 and target.get("implementation", "CPython") == "CPython" else None
+    if target is None:
+        return None
+    parts = target.python_version.split(".")
+    return parts[0] + parts[1] if len(parts) >= 2 and target.implementation == "CPython" else None
 
 
 def _torch_requirement(requires: Iterable[str]) -> str | None:
@@ -198,21 +203,22 @@ def _jobs(dists: Distributions, python_tag: str | None,
           roots: list[str] | None) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     jobs: list[dict[str, Any]] = []
     skipped: list[dict[str, str]] = []
-    for dist in dists:
-        if dist.canonical != "torch" and dist.canonical not in FULLY_SCANNED:
+    for dist in dists.seen():
+        name = canonical(dist.name)
+        if name != "torch" and name not in FULLY_SCANNED:
             continue
-        if "extensions" not in dist.facts and "libraries" not in dist.facts:
+        if not dist.record.present:  # the probe lists a stack distribution's compiled files from its RECORD
             skipped.append({"distribution": dist.name, "path": dist.location,
                             "why": "no RECORD: its files are not known"})
             continue
-        items = [(e["path"], e.get("module")) for e in dist.facts.get("extensions") or []]
-        items += [(path, None) for path in dist.facts.get("libraries") or []]
+        items: list[tuple[str, str | None]] = [(e.path, e.module) for e in dist.extensions]
+        items += [(path, None) for path in dist.libraries]
         torch_requirement = _torch_requirement(dist.requires)
         for rel, module in items:
             top = rel.split("/", 1)[0]
             if top.endswith(".libs"):
                 continue  # auditwheel's vendored copies of other projects' libraries
-            if dist.canonical == "torch" and not any(fnmatch.fnmatch(rel, p) for p in TORCH_SCANNED):
+            if name == "torch" and not any(fnmatch.fnmatch(rel, p) for p in TORCH_SCANNED):
                 continue
             tag = _CPYTHON_TAG.search(rel.rsplit("/", 1)[-1])
             if tag and python_tag and tag.group(1) != python_tag:
@@ -228,7 +234,7 @@ def _jobs(dists: Distributions, python_tag: str | None,
                 continue
             jobs.append({
                 "distribution": dist.name,
-                "canonical": dist.canonical,
+                "canonical": name,
                 "version": dist.version,
                 "location": dist.location,
                 "path": rel,
@@ -240,9 +246,9 @@ def _jobs(dists: Distributions, python_tag: str | None,
     return jobs, skipped
 
 
-def _import_system_jobs(earlier: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _import_system_jobs(earlier: Mapping[str, object]) -> list[dict[str, Any]]:
     """The stack's extension modules only the import system finds (no RECORD lists them)."""
-    dists = Distributions(earlier.get("distributions") or {})
+    dists = Distributions.read(earlier.get(Distributions.SECTION)) or Distributions()
     jobs = []
     for job in extension_jobs(earlier):
         if job["found_by"] != "import-system" or job["refused"]:

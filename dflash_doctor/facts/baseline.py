@@ -9,13 +9,12 @@ compares again on the hashes this run read. `load` reads a baseline file for the
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from dflash_doctor.context import Context
 from dflash_doctor.documents.jsondoc import load_document
 from dflash_doctor.facts import file_hashes
 from dflash_doctor.facts.baseline_shapes import SCHEMA, Baseline, BaselineFacts
-from dflash_doctor.shape import ShapeError
+from dflash_doctor.shape import Collected, ShapeError, by_section
 
 __all__ = ["BaselineError", "collect", "load", "section"]
 
@@ -33,17 +32,15 @@ def load(path: str) -> Baseline:
         raise BaselineError(f"{path}: not a usable baseline: {exc}") from None
 
 
-def section(path: str | None) -> dict[str, Any]:
+def section(path: str | None) -> BaselineFacts:
     """The `baseline` section for the file at `path` (None: no baseline given); BaselineError for a file that
     cannot be used."""
-    found: dict[str, Any] = BaselineFacts(file=path or None, expected=load(path) if path else None).to_json()
-    return found
+    return BaselineFacts(file=path or None, expected=load(path) if path else None)
 
 
-def collect(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
+def collect(ctx: Context, earlier: Mapping[str, object]) -> Collected:
     """{"baseline": the document, "file_hashes": the hashes of the distributions it holds hashes of}."""
     path = ctx.options.get("baseline")
     expected = load(str(path)) if path else None
-    found: dict[str, Any] = BaselineFacts(file=str(path) if path else None, expected=expected).to_json()
-    return {"baseline": found,
-            "file_hashes": file_hashes.collect(earlier, expected.hashed_names() if expected is not None else [])}
+    return by_section(BaselineFacts(file=str(path) if path else None, expected=expected),
+                      file_hashes.collect(earlier, expected.hashed_names() if expected is not None else []))

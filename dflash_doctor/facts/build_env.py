@@ -17,6 +17,9 @@ import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
+from dflash_doctor.facts.build_env_shapes import BuildEnv
+from dflash_doctor.facts.environment_shapes import Distributions
+from dflash_doctor.facts.nvml_shapes import Gpu
 from dflash_doctor.facts.safefile import read_regular
 from dflash_doctor.knowledge.archs import parse_target_archs
 
@@ -48,19 +51,19 @@ def read_torch_cuda(version_py: str | os.PathLike[str], limit: int = MAX_VERSION
     return (True, match.group(1) or match.group(2)) if match else (False, None)
 
 
-def torch_cuda(distributions: Mapping[str, Any]) -> dict[str, Any]:
+def torch_cuda(distributions: Distributions) -> dict[str, Any]:
     """torch's version and `torch.version.cuda`, read from torch/version.py (no import; bounded read)."""
-    for dist in distributions.get("items") or ():
-        if not isinstance(dist, dict) or dist.get("canonical", dist.get("name")) != "torch":
+    for dist in distributions.items:
+        if (dist.canonical or dist.name) != "torch":
             continue
-        path = os.path.join(str(dist.get("location") or ""), "torch", "version.py")
+        path = os.path.join(dist.location, "torch", "version.py")
         try:
             if not os.path.isfile(path):
-                return {"installed": True, "version": dist.get("version"), "cuda": None, "error": f"{path}: missing"}
+                return {"installed": True, "version": dist.version, "cuda": None, "error": f"{path}: missing"}
             _, cuda = read_torch_cuda(path)
         except OSError as exc:
-            return {"installed": True, "version": dist.get("version"), "cuda": None, "error": f"{path}: {exc.strerror}"}
-        return {"installed": True, "version": dist.get("version"), "cuda": cuda, "file": path}
+            return {"installed": True, "version": dist.version, "cuda": None, "error": f"{path}: {exc.strerror}"}
+        return {"installed": True, "version": dist.version, "cuda": cuda, "file": path}
     return {"installed": False, "version": None, "cuda": None}
 
 
@@ -82,7 +85,7 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-def _archs(sections: Mapping[str, Any], target_archs: Sequence[str]) -> list[str]:
+def _archs(sections: Mapping[str, object], target_archs: Sequence[str]) -> list[str]:
     """The archs to build for, as FLASH_ATTN_CUDA_ARCHS writes them ("90"): --target-arch, else the GPUs here."""
 
     found: list[str] = []
@@ -92,16 +95,17 @@ def _archs(sections: Mapping[str, Any], target_archs: Sequence[str]) -> list[str
         except ValueError:
             continue
     if not found:
-        gpu = sections.get("gpu") or {}
-        for device in (gpu.get("devices") or ()) if isinstance(gpu, dict) else ():
-            cc = device.get("compute_capability") if isinstance(device, dict) else None
-            if isinstance(cc, list) and len(cc) == 2:
+        gpu = Gpu.read(sections.get(Gpu.SECTION))
+        for device in gpu.devices if gpu is not None else ():
+            cc = device.compute_capability
+            if cc is not None and len(cc) == 2:
                 found.append(f"{cc[0]}{cc[1]}")
     return list(dict.fromkeys(found))
 
 
-def collect(sections: Mapping[str, Any], *, python: str, target_archs: Sequence[str] = (),
-            environ: Mapping[str, str] | None = None, timeout_s: float = VERSION_TIMEOUT_S) -> dict[str, Any]:
+def collect(sections: Mapping[str, object], *, python: str, target_archs: Sequence[str] = (),
+            environ: Mapping[str, str] | None = None, timeout_s: float = VERSION_TIMEOUT_S) -> BuildEnv:
+    """What a source build would find here (`sections`: the run's, for torch and the GPUs)."""
     environ = os.environ if environ is None else environ
     path = environ.get("PATH", "")
     cuda_home_env = environ.get("CUDA_HOME") or environ.get("CUDA_PATH") or None
@@ -117,15 +121,15 @@ def collect(sections: Mapping[str, Any], *, python: str, target_archs: Sequence[
     compilers = [c for c in (environ.get("CXX"), "c++", "g++", "clang++") if c]
     cxx = next((found for c in compilers if (found := shutil.which(c, path=path))), None)
     cxx_said = _version([cxx, "--version"], timeout_s) if cxx else None
-    distributions = sections.get("distributions") or {}
-    return {
+    distributions = Distributions.read(sections.get(Distributions.SECTION)) or Distributions()
+    return BuildEnv.collected({
         "cuda_home": cuda_home, "cuda_home_from": "CUDA_HOME/CUDA_PATH" if cuda_home_env else
         ("nvcc on PATH" if nvcc and cuda_home else ("/usr/local/cuda" if cuda_home else None)),
         "nvcc": nvcc, "nvcc_release": f"{release.group(1)}.{release.group(2)}" if release else None,
         "ninja": ninja, "ninja_version": _version([ninja, "--version"], timeout_s) if ninja else None,
         "cxx": cxx, "cxx_version": (cxx_said or "").splitlines()[0] if cxx_said else None,
         "mem_available_bytes": _meminfo(), "cores": _cores(),
-        "torch": torch_cuda(distributions if isinstance(distributions, dict) else {}),
+        "torch": torch_cuda(distributions),
         "archs": _archs(sections, target_archs), "archs_from": "--target-arch" if target_archs else "GPUs (NVML)",
         "max_jobs_env": environ.get("MAX_JOBS"),
-    }
+    })

@@ -7,10 +7,12 @@ first, before the handshake: its torch import needs nothing of it, and its first
 is the handshake's answer (no interpreter is started for the question). The collectors wait for the answer;
 the import goes on meanwhile. A collector that waits for another waits only for the sections it requires.
 
-A collector that raises leaves `{"_error": why}` in each section it provides: one broken layer never takes the
-run down. An interpreter that does not answer the handshake is the one thing that stops the collection
-(`InterpreterError`, before any collector starts, the target process ended at once): every probe would
-otherwise fail on it, one by one.
+Each section is held as its collector returned it, an instance of its shape; a collector that raises leaves a
+`SectionFailure` (why, and where) in each section it provides: one broken layer never takes the run down. A
+third-party collector is given the sections it requires as JSON, as ever, and may return plain JSON, read where
+the run takes it (`accept`). An interpreter that does not answer the handshake is the one thing that stops the
+collection (`InterpreterError`, before any collector starts, the target process ended at once): every probe
+would otherwise fail on it, one by one.
 
 The steps are told as they start and end (`on_event`: "handshake-start"/"-end", "target-process-start"/"-end"
 (its start up to the end of its preload), "collector-start"/"-end"); `Timeline` keeps them, for the report's
@@ -25,7 +27,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -33,16 +35,19 @@ from dflash_doctor.context import Context, ProgressFn
 from dflash_doctor.facts.interpreter import InterpreterError, precheck, verify
 from dflash_doctor.facts.probes import TargetHost
 from dflash_doctor.facts.sections import (
+    BUILTIN_COLLECTORS,
     HOST_SECTIONS,
     SHARED_IMPORTS,
     TORCH_SECTIONS,
     Collector,
     collectors_for,
+    shape_of,
 )
 from dflash_doctor.facts.sourcefiles import SourceFiles
 from dflash_doctor.knowledge.stack import TORCH_USERS
+from dflash_doctor.shape import SectionFailure, Shape, ShapeError, section_json, section_of_json
 
-__all__ = ["STEP_KINDS", "InterpreterError", "Timeline", "collect", "teller"]
+__all__ = ["STEP_KINDS", "InterpreterError", "Timeline", "accept", "collect", "teller"]
 
 STEP_KINDS = ("handshake", "target-process", "collector")
 """The collection's steps a timeline holds; each is told as KIND-start and KIND-end."""
@@ -53,10 +58,11 @@ HANDSHAKE = "handshake"
 def collect(
     ctx: Context, sections: set[str], collectors: list[Collector] | None = None,
     on_event: ProgressFn | None = None,
-) -> tuple[dict[str, Any], dict[str, float]]:
-    """Run the collectors for `sections` concurrently; a failed one stores {"_error": why}. Returns the sections
-    and how long each took to collect (its collector's wall time); InterpreterError when the target interpreter
-    (other than the doctor's own, which is running this code) does not answer the handshake."""
+) -> tuple[dict[str, object], dict[str, float]]:
+    """Run the collectors for `sections` concurrently; a failed one leaves a `SectionFailure`. Returns the
+    sections (each an instance of its shape, a failure, or a third-party collector's JSON) and how long each took
+    to collect (its collector's wall time); InterpreterError when the target interpreter (other than the doctor's
+    own, which is running this code) does not answer the handshake."""
     tell = teller(on_event)
     foreign = ctx.python != sys.executable
     if foreign:
@@ -103,9 +109,42 @@ def teller(on_event: ProgressFn | None) -> Callable[[str, str], None]:
     return tell
 
 
+_BUILTIN_FUNCTIONS = frozenset(c.function for c in BUILTIN_COLLECTORS)
+
+
+def accept(collector: Collector, produced: object, wanted: tuple[str, ...]) -> dict[str, object]:
+    """What a collector returned for the sections `wanted`, as the run holds them: an instance of the section's
+    shape or a `SectionFailure` as it is; JSON (a third-party collector's plain mapping) read here: a failure's
+    marker becomes its `SectionFailure`, a built-in section is read into its shape (one that is not of it is a
+    failure naming the field), any other section kept as JSON. A section it did not give is a failure."""
+    if not isinstance(produced, Mapping):
+        return {s: SectionFailure(s, f"collector {collector.name} gave {type(produced).__name__}, not its sections")
+                for s in wanted}
+    accepted: dict[str, object] = {}
+    for section in wanted:
+        if section not in produced:
+            accepted[section] = SectionFailure(section, f"collector {collector.name} gave no facts")
+            continue
+        value = produced[section]
+        shape = shape_of(section)
+        if isinstance(value, SectionFailure) or shape is None or isinstance(value, shape):
+            accepted[section] = section_of_json(section, value)
+            continue
+        if isinstance(value, Shape):
+            accepted[section] = SectionFailure(section, f"collector {collector.name} gave a {type(value).__name__}, "
+                                                        f"not the section's shape {shape.__name__}")
+            continue
+        value = section_of_json(section, value)
+        try:
+            accepted[section] = value if isinstance(value, SectionFailure) else shape.collected(value)
+        except ShapeError as exc:
+            accepted[section] = SectionFailure(section, str(exc))
+    return accepted
+
+
 def _collect(ctx: Context, plan: list[Collector], demanded: set[str],
-             on_event: ProgressFn | None = None) -> tuple[dict[str, Any], dict[str, float]]:
-    results: dict[str, Any] = {}
+             on_event: ProgressFn | None = None) -> tuple[dict[str, object], dict[str, float]]:
+    results: dict[str, object] = {}
     durations: dict[str, float] = {}
     lock = threading.Lock()
     tell = teller(on_event)
@@ -118,21 +157,23 @@ def _collect(ctx: Context, plan: list[Collector], demanded: set[str],
                 futures[owner.name].result()
         with lock:
             earlier = {s: results[s] for s in collector.requires if s in results}
+        if collector.function not in _BUILTIN_FUNCTIONS:  # a third party's reads the sections it requires as JSON
+            earlier = {s: section_json(value) for s, value in earlier.items()}
         wanted = tuple(s for s in collector.provides if s in demanded) if collector.partial else collector.provides
         started = time.monotonic()
         tell("collector-start", collector.name)
         try:
             if collector.partial:
-                produced = dict(collector.load()(ctx, earlier, wanted=frozenset(wanted)))
+                produced = accept(collector, collector.load()(ctx, earlier, wanted=frozenset(wanted)), wanted)
             else:
-                produced = dict(collector.load()(ctx, earlier))
+                produced = accept(collector, collector.load()(ctx, earlier), wanted)
         except Exception as exc:  # noqa: BLE001 - a broken collector is a section that says why
-            reason = f"{type(exc).__name__}: {exc}"
-            produced = {s: {"_error": reason, "_traceback": traceback.format_exc(limit=6)} for s in wanted}
+            reason, where = f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=6)
+            produced = {s: SectionFailure(s, reason, where) for s in wanted}
         elapsed = time.monotonic() - started
         with lock:
             for section in wanted:
-                results[section] = produced.get(section, {"_error": f"collector {collector.name} gave no facts"})
+                results[section] = produced[section]
                 durations[section] = elapsed
         tell("collector-end", collector.name)
 

@@ -13,7 +13,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from dflash_doctor.context import Context
+from dflash_doctor.facts.cuda_shapes import CudaStack, Kernels
 from dflash_doctor.facts.probes import SHARED_IMPORTS, ProbeJob, ProbeOutcome, run_probes_sharing_imports
+from dflash_doctor.facts.shape import Collected, Shape, by_section
 from dflash_doctor.knowledge.gpu import BF16_MIN_COMPUTE_CAPABILITY
 
 __all__ = ["KERNEL_FAMILIES", "KERNEL_PROBLEM", "collect"]
@@ -41,11 +43,11 @@ KERNEL_PROBLEM: dict[str, Any] = {
 }
 
 
-def collect(ctx: Context, _earlier: Mapping[str, Any], wanted: frozenset[str]) -> dict[str, Any]:
+def collect(ctx: Context, _earlier: Mapping[str, object], wanted: frozenset[str]) -> Collected:
     jobs: list[ProbeJob] = []
-    if "cuda_stack" in wanted:
+    if CudaStack.SECTION in wanted:
         jobs.append(ProbeJob("cuda_stack", "cuda_stack", {}))
-    if "kernels" in wanted:
+    if Kernels.SECTION in wanted:
         jobs += [ProbeJob(family, "kernels", dict(KERNEL_PROBLEM, family=family)) for family in KERNEL_FAMILIES]
     if ctx.host is not None:
         outcomes = ctx.host.run(jobs)
@@ -54,15 +56,16 @@ def collect(ctx: Context, _earlier: Mapping[str, Any], wanted: frozenset[str]) -
         shared = run_probes_sharing_imports(ctx.python, jobs, preload=SHARED_IMPORTS, timeout_s=ctx.timeout_s,
                                             cwd=ctx.cwd)
         outcomes, host = shared.outcomes, shared.host
-    sections: dict[str, Any] = {}
-    if "cuda_stack" in wanted:
-        sections["cuda_stack"] = _with_process(outcomes["cuda_stack"], {"shared_process": host})
-    if "kernels" in wanted:
+    sections: list[Shape] = []
+    if CudaStack.SECTION in wanted:
+        sections.append(CudaStack.collected(_with_process(outcomes["cuda_stack"], {"shared_process": host})))
+    if Kernels.SECTION in wanted:
         families = [_with_process(outcomes[family], {"family": family}) for family in KERNEL_FAMILIES]
-        sections["kernels"] = {"problem": KERNEL_PROBLEM, "families": families}
-        if "cuda_stack" not in wanted:
-            sections["kernels"]["shared_process"] = host
-    return sections
+        kernels: dict[str, Any] = {"problem": KERNEL_PROBLEM, "families": families}
+        if CudaStack.SECTION not in wanted:
+            kernels["shared_process"] = host
+        sections.append(Kernels.collected(kernels))
+    return by_section(*sections)
 
 
 def _with_process(outcome: ProbeOutcome, first: dict[str, Any]) -> dict[str, Any]:

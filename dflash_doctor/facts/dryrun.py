@@ -38,8 +38,10 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from dflash_doctor.documents.jsondoc import parse_json
 from dflash_doctor.facts import build_env  # what a source build would find, should one be needed
+from dflash_doctor.facts.dryrun_shapes import DryRuns
 from dflash_doctor.facts.envfacts import canonical, release
-from dflash_doctor.facts.safefile import under
+from dflash_doctor.facts.environment_shapes import Distributions, Target
+from dflash_doctor.facts.safefile import environment_roots, under
 from dflash_doctor.knowledge.installers import BYTECODE_GLOB, PIP_DRY_RUN_REPORT_MIN
 from dflash_doctor.process import kill_group, safe_path_environ
 
@@ -587,27 +589,28 @@ def _one(command: str, segments: list[Segment], installed: Sequence[Mapping[str,
     return {"command": command, "segments": results}
 
 
-def _cache_tag(target: Mapping[str, Any]) -> str:
+def _cache_tag(target: Target | None) -> str:
     """The target's bytecode cache tag (sys.implementation.cache_tag), from its marker environment."""
-    markers = target.get("marker_environment") or {}
-    name, version = str(markers.get("implementation_name") or ""), str(markers.get("python_version") or "")
+    markers = target.marker_environment if target is not None else {}
+    name, version = markers.get("implementation_name") or "", markers.get("python_version") or ""
     return f"{name}-{version.replace('.', '')}" if name == "cpython" and version else ""
 
 
-def installed_summary(distributions: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """What the judgement needs of each installed distribution (saved with the dry runs)."""
-    keep = ("name", "version", "requires", "location", "dist_info", "top_levels")
-    return [{k: d.get(k) for k in keep} for d in distributions.get("items") or () if isinstance(d, dict)]
+def installed_summary(distributions: Distributions) -> list[dict[str, Any]]:
+    """What the judgement needs of each installed distribution (saved with the dry runs): null where the
+    environment probe did not say (`requires` of an unreadable METADATA, `top_levels` without a RECORD)."""
+    return [{"name": d.name, "version": d.version, "requires": d.requires if d.metadata_error is None else None,
+             "location": d.location, "dist_info": d.dist_info,
+             "top_levels": d.top_levels if d.record.present else None} for d in distributions.items]
 
 
-def collect(commands: Iterable[str], sections: Mapping[str, Any], *, python: str, timeout_s: float,
-            cwd: str, target_archs: Sequence[str] = ()) -> dict[str, Any]:
+def collect(commands: Iterable[str], sections: Mapping[str, object], *, python: str, timeout_s: float,
+            cwd: str, target_archs: Sequence[str] = ()) -> DryRuns:
     """The dry-run facts for `commands` (those of a known shape that name `python`), run concurrently,
-    each installer call bounded by `timeout_s`."""
-    distributions = sections.get("distributions") or {}
-    installed = installed_summary(distributions if isinstance(distributions, dict) else {})
-    target = sections.get("target") or {}
-    roots = [str(r) for r in (target.get("environment_roots") or []) if r]
+    each installer call bounded by `timeout_s` (`sections`: the run's, for what is installed where)."""
+    installed = installed_summary(Distributions.read(sections.get(Distributions.SECTION)) or Distributions())
+    target = Target.read(sections.get(Target.SECTION))
+    roots = environment_roots(target) or []
     planned: dict[str, list[Segment]] = {}
     skipped: dict[str, str] = {}
     for command in dict.fromkeys(commands):
@@ -641,9 +644,9 @@ def collect(commands: Iterable[str], sections: Mapping[str, Any], *, python: str
     items += [{"command": c, "segments": [{"kind": "?", "tool": "", "status": "not-checked", "reason": why}]}
               for c, why in skipped.items()]
     document: dict[str, Any] = {
-        "python": python, "env_kind": target.get("env_kind"), "timeout_s": timeout_s,
+        "python": python, "env_kind": target.env_kind if target is not None else None, "timeout_s": timeout_s,
         "wall_s": round(time.monotonic() - started, 3), "installed": installed,
-        "marker_environment": target.get("marker_environment") or {}, "items": items}
+        "marker_environment": target.marker_environment if target is not None else {}, "items": items}
     if any(s.kind == "install" for segments in planned.values() for s in segments):
         document["build"] = build_env.collect(sections, python=python, target_archs=target_archs)
-    return document
+    return DryRuns.collected(document)

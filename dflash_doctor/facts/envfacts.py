@@ -1,4 +1,4 @@
-"""Read-only views over the environment facts, shared by the checks that judge them.
+"""Rules for reading the environment facts, shared by the collectors and the checks that judge them.
 
 Names, requirements and the versions of Python distributions are read with `packaging` (imported on first
 use, so that `dflash-doctor list` stays cheap); the probes, which run in the target with the standard
@@ -7,16 +7,13 @@ library only, keep their own small copies of these rules.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-__all__ = ["Dist", "Distributions", "canonical", "release", "requirement_name", "version_tuple"]
+__all__ = ["canonical", "release", "requirement_name", "version_tuple"]
 
 
 def canonical(name: str) -> str:
@@ -60,56 +57,3 @@ def version_tuple(text: str | None) -> tuple[int, ...]:
         if digits < len(piece):
             break
     return tuple(parts)
-
-
-@dataclass(frozen=True)
-class Dist:
-    facts: Mapping[str, Any]
-
-    @property
-    def name(self) -> str:
-        return str(self.facts.get("name"))
-
-    @property
-    def canonical(self) -> str:
-        return canonical(self.name)
-
-    @property
-    def version(self) -> str | None:
-        value = self.facts.get("version")
-        return str(value) if value is not None else None
-
-    @property
-    def location(self) -> str:
-        return str(self.facts.get("location"))
-
-    @property
-    def requires(self) -> list[str]:
-        return list(self.facts.get("requires") or [])
-
-    @property
-    def claims(self) -> list[Mapping[str, Any]]:
-        return list(self.facts.get("claims") or [])
-
-    def label(self) -> str:
-        return f"{self.name} {self.version}" if self.version else self.name
-
-
-class Distributions:
-    """Distributions in sys.path order; the first of a name is the one Python's importlib.metadata sees."""
-
-    def __init__(self, section: Mapping[str, Any]) -> None:
-        self.all = [Dist(item) for item in section.get("items", [])]
-        self._first: dict[str, Dist] = {}
-        for dist in self.all:
-            self._first.setdefault(dist.canonical, dist)
-
-    def get(self, name: str) -> Dist | None:
-        return self._first.get(canonical(name))
-
-    def version(self, name: str) -> str | None:
-        dist = self.get(name)
-        return dist.version if dist else None
-
-    def __iter__(self) -> Iterator[Dist]:
-        return iter(self._first.values())

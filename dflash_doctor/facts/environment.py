@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from dflash_doctor.context import Context
+from dflash_doctor.facts.environment_shapes import Distributions, Resolution, SysPath, Target
 from dflash_doctor.facts.probes import run_probe
 from dflash_doctor.facts.secrets import env_allow_args, scrub_values
+from dflash_doctor.facts.shape import Collected, SectionFailure, by_section
 from dflash_doctor.knowledge.kernel_wheels import KERNEL_DISTRIBUTIONS
 from dflash_doctor.knowledge.stack import (
     FLASH_ATTN_FAMILY,
@@ -21,7 +22,7 @@ RESOLVED_NAMES = ("flash_attn", "flash_attn_2_cuda", "flash_attn_3", "vllm", "to
                   "cutlass")
 
 
-def collect(ctx: Context, _earlier: Mapping[str, Any]) -> dict[str, Any]:
+def collect(ctx: Context, _earlier: Mapping[str, object]) -> Collected:
     args = {
         "stack": list(STACK_DISTRIBUTIONS.value),
         "hash_always": list(FLASH_ATTN_FAMILY.value),
@@ -37,7 +38,8 @@ def collect(ctx: Context, _earlier: Mapping[str, Any]) -> dict[str, Any]:
         reason = f"the environment probe in {ctx.python} {outcome.error}"
         if outcome.stderr.strip():
             reason += f"; stderr: {outcome.stderr.strip()[-600:]}"
-        return {s: {"_error": reason} for s in ("target", "sys_path", "distributions", "resolution")}
+        return {shape.SECTION: SectionFailure(shape.SECTION, reason)
+                for shape in (Target, SysPath, Distributions, Resolution)}
     data = dict(outcome.data)
     target = dict(data["target"])
     target["python"] = ctx.python
@@ -45,13 +47,14 @@ def collect(ctx: Context, _earlier: Mapping[str, Any]) -> dict[str, Any]:
     environ["values"] = scrub_values(environ.get("values") or {})
     target["environ"] = environ
     target["probe"] = outcome.as_facts()
-    return {
-        "target": target,
-        "sys_path": {"entries": data["sys_path"]},
+    return by_section(
+        Target.collected(target),
+        SysPath.collected({"entries": data["sys_path"]}),
         # import_extensions: the stack's extension modules the import system finds that no RECORD lists.
         # shared_files: the paths two verified distributions (the stack, the kernel packages) both list;
         # overlaps: the paths any two installed distributions both list, from the same RECORD rows.
-        "distributions": {"items": data["distributions"], "import_extensions": data.get("import_extensions") or {},
-                          "shared_files": data.get("shared_files") or [], "overlaps": data.get("overlaps")},
-        "resolution": data["resolution"],
-    }
+        Distributions.collected({"items": data["distributions"],
+                                 "import_extensions": data.get("import_extensions") or {},
+                                 "shared_files": data.get("shared_files") or [], "overlaps": data.get("overlaps")}),
+        Resolution.collected(data["resolution"]),
+    )

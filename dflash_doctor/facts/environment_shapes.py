@@ -355,9 +355,17 @@ class NamedVersion(Shape):
 class Versions(Shape):
     """The distributions section read for its names and versions alone: the fingerprint and the fleet summary of
     a 300-distribution environment need none of its files, requirements or shared paths (read with
-    `Versions.read(sections.get(Distributions.SECTION))`)."""
+    `Versions.of(sections.get(Distributions.SECTION))`)."""
 
     items: list[NamedVersion] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, section: Any) -> Versions | None:
+        """The distributions section, as a run or a report holds it, read for its names and versions (None: not
+        collected, or not of its shape): a collected `Distributions` gives them without its JSON."""
+        if isinstance(section, Distributions):
+            return cls(items=[NamedVersion(name=dist.name, version=dist.version) for dist in section.items])
+        return cls.read(section)
 
     def seen(self) -> dict[str, NamedVersion]:
         """{canonical name: the one Python sees of that name (the first on sys.path)}, nameless ones left out."""

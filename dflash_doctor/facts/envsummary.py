@@ -3,8 +3,8 @@
 The fingerprint, the golden baseline and the fleet merge all need the same few facts: the Python and
 the machine, the NVIDIA driver, the GPUs' compute capabilities, the serving stack's distributions and
 versions, and which GPU archs the stack's compiled code carries. Each is read through its section's
-declared shape (`facts.sections.SECTION_SHAPES`); a section that is absent, stored as `{"_error": ...}`,
-or not of its shape (a saved report may hold anything) reads as "not collected" (None), never as an error.
+declared shape (`facts.sections.SECTION_SHAPES`); a section that is absent, failed to collect, or not of its
+shape (a saved report may hold anything) reads as "not collected" (None), never as an error.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from dflash_doctor.facts.archs_shapes import ArchCoverage
 from dflash_doctor.facts.envfacts import canonical
 from dflash_doctor.facts.environment_shapes import Distributions, Target, Versions
 from dflash_doctor.facts.nvml_shapes import Gpu
+from dflash_doctor.facts.shape import SectionFailure, section_of_json
 from dflash_doctor.knowledge.stack import STACK_DISTRIBUTIONS
 
 __all__ = [
@@ -50,24 +51,24 @@ def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def section(sections: Mapping[str, Any], kind: str) -> Any:
+def section(sections: Mapping[str, object], kind: str) -> Any:
     """The first collected section of `kind`, as stored, or None (absent, or failed to collect)."""
     for name in SECTION_NAMES[kind]:
-        value = sections.get(name)
-        if value is None or (isinstance(value, Mapping) and "_error" in value):
+        value = section_of_json(name, sections.get(name))
+        if value is None or isinstance(value, SectionFailure):
             continue
         return value
     return None
 
 
-def python(sections: Mapping[str, Any]) -> dict[str, Any] | None:
+def python(sections: Mapping[str, object]) -> dict[str, Any] | None:
     target = Target.read(sections.get(Target.SECTION))
     if target is None:
         return None
     return {"version": target.python_version, "implementation": target.implementation, "machine": target.machine}
 
 
-def stack_versions(sections: Mapping[str, Any], names: tuple[str, ...] = STACK) -> dict[str, str | None] | None:
+def stack_versions(sections: Mapping[str, object], names: tuple[str, ...] = STACK) -> dict[str, str | None] | None:
     """{canonical name: version or None (not installed)} for the stack; None if not collected.
 
     The first distribution of a name in sys.path order is the one that counts (importlib.metadata's rule).
@@ -78,9 +79,9 @@ def stack_versions(sections: Mapping[str, Any], names: tuple[str, ...] = STACK) 
     return {name: versions.get(name) for name in names}
 
 
-def all_versions(sections: Mapping[str, Any]) -> dict[str, str] | None:
+def all_versions(sections: Mapping[str, object]) -> dict[str, str] | None:
     """{canonical name: version} of every distribution Python sees; None if not collected."""
-    versions = Versions.read(sections.get(Distributions.SECTION))
+    versions = Versions.of(sections.get(Distributions.SECTION))
     if versions is None:
         return None
     return {name: str(dist.version) for name, dist in versions.seen().items()}
@@ -89,7 +90,7 @@ def all_versions(sections: Mapping[str, Any]) -> dict[str, str] | None:
 # ------------------------------------------------------------------------------------------ GPU facts
 
 
-def driver(sections: Mapping[str, Any]) -> dict[str, str | None] | None:
+def driver(sections: Mapping[str, object]) -> dict[str, str | None] | None:
     """{"version": "570.124.06", "cuda": "12.8"} from the GPU section, or None when not collected."""
     gpu = Gpu.read(sections.get(Gpu.SECTION))
     if gpu is None:
@@ -101,7 +102,7 @@ def driver(sections: Mapping[str, Any]) -> dict[str, str | None] | None:
     return {"version": version, "cuda": cuda}
 
 
-def gpus(sections: Mapping[str, Any]) -> list[dict[str, str | None]] | None:
+def gpus(sections: Mapping[str, object]) -> list[dict[str, str | None]] | None:
     """[{"name", "cc"}] in device order from the GPU section; [] for a box without GPUs; None if not
     collected (under --no-gpu the section says only that it was skipped)."""
     gpu = Gpu.read(sections.get(Gpu.SECTION))
@@ -144,7 +145,7 @@ def _arch_nodes(node: Any, owner: str | None) -> Iterator[tuple[str | None, Mapp
             yield from _arch_nodes(child, owner)
 
 
-def arch_coverage(sections: Mapping[str, Any]) -> dict[str, dict[str, list[str]]] | None:
+def arch_coverage(sections: Mapping[str, object]) -> dict[str, dict[str, list[str]]] | None:
     """{library (site-relative): {"sass": [...], "ptx": [...]}} from the arch section, or None.
 
     Reads any nesting in which objects carry `sass`/`ptx` lists next to (or under) a `path`: the shape

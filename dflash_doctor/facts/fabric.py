@@ -23,9 +23,12 @@ from typing import Any
 
 from dflash_doctor.context import Context
 from dflash_doctor.facts.fabric_host import host_facts, sysfs_bdf
+from dflash_doctor.facts.fabric_shapes import Fabric
 from dflash_doctor.facts.nvml import _error_name, _text
+from dflash_doctor.facts.nvml_shapes import Gpu
 from dflash_doctor.facts.probes import ProbeOutcome, run_probe
 from dflash_doctor.facts.serve_shapes import ServeArgs
+from dflash_doctor.facts.shape import Collected, by_section
 
 __all__ = ["collect", "group_size", "nvml_fabric"]
 
@@ -39,20 +42,20 @@ TOPOLOGY_LEVELS = {0: "internal", 10: "single_switch", 20: "multiple_switches", 
                    40: "numa_node", 50: "system"}
 
 
-def collect(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
+def collect(ctx: Context, earlier: Mapping[str, object]) -> Collected:
     if ctx.no_gpu:
-        return {SECTION: {"skipped": "--no-gpu"}}
+        return by_section(Fabric.collected({"skipped": "--no-gpu"}))
     started = time.monotonic()
-    gpu = earlier.get("gpu") or {}
-    devices = gpu.get("devices") or [] if isinstance(gpu, dict) else []
-    requested, source = group_size(earlier.get("serve_args"), gpu if isinstance(gpu, dict) else {})
+    gpu = Gpu.read(earlier.get(Gpu.SECTION))
+    devices = gpu.devices if gpu is not None else []
+    requested, source = group_size(ServeArgs.read(earlier.get(ServeArgs.SECTION)), gpu)
     facts: dict[str, Any] = {"requested_tp": requested, "tp_source": source}
     timings: dict[str, float] = {}
     t0 = time.monotonic()
     facts["nvml"] = nvml_fabric(min(ctx.timeout_s, NVML_TIMEOUT_S))
     timings["nvml"] = time.monotonic() - t0
     t0 = time.monotonic()
-    bdfs = [sysfs_bdf(d["pci_bus_id"]) for d in devices if isinstance(d, dict) and d.get("pci_bus_id")]
+    bdfs = [sysfs_bdf(d.pci_bus_id) for d in devices if d.pci_bus_id]
     facts["host"] = host_facts(bdfs, os.environ)
     timings["host"] = time.monotonic() - t0
     if not devices:
@@ -83,18 +86,16 @@ def collect(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
         facts["nccl"] = arms
     timings["total"] = time.monotonic() - started
     facts["seconds"] = {k: round(v, 3) for k, v in timings.items()}
-    return {SECTION: facts}
+    return by_section(Fabric.collected(facts))
 
 
-def group_size(serve_args: Any, gpu: Mapping[str, Any]) -> tuple[int, str]:
+def group_size(serve: ServeArgs | None, gpu: Gpu | None) -> tuple[int, str]:
     """The TP size to test: the serve command's, else every GPU a CUDA process will see."""
-    if isinstance(serve_args, dict) and serve_args.get("given") and not serve_args.get("program_error"):
-        serve = ServeArgs.read(serve_args)  # the TP vLLM's own validation resolved, where it ran
-        tp = serve.as_resolved().fields.tensor_parallel_size if serve is not None else \
-            (serve_args.get("fields") or {}).get("tensor_parallel_size")
+    if serve is not None and serve.given and not serve.program_error:
+        tp = serve.as_resolved().fields.tensor_parallel_size  # the TP vLLM's own validation resolved, where it ran
         return (tp if isinstance(tp, int) and tp >= 1 else 1), "serve command"
-    visible = (gpu.get("environ") or {}).get("CUDA_VISIBLE_DEVICES")
-    count = len(gpu.get("devices") or [])
+    visible = gpu.cuda_visible_devices if gpu is not None else None
+    count = len(gpu.devices) if gpu is not None else 0
     if visible is not None:
         count = min(count, len([e for e in visible.split(",") if e.strip()]))
     return max(1, count), "visible GPUs"

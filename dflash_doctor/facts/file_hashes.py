@@ -15,10 +15,10 @@ import io
 import os
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
-from dflash_doctor.facts import envsummary
+from dflash_doctor.facts.baseline_shapes import FileHashes
 from dflash_doctor.facts.envfacts import canonical
+from dflash_doctor.facts.environment_shapes import Distribution, Distributions, Target
 from dflash_doctor.facts.safefile import UnsafeFile, environment_roots, open_regular, read_regular
 
 __all__ = ["MAX_RECORD_BYTES", "OWN", "SECTION", "collect", "files_digest", "first_of_each_name", "hash_files",
@@ -67,7 +67,7 @@ def _record_paths(dist_info: str, roots: list[str] | None) -> list[str] | None:
     return paths
 
 
-def hash_files(dists: Iterable[Mapping[str, Any]], workers: int | None = None,
+def hash_files(dists: Iterable[Distribution], workers: int | None = None,
                roots: list[str] | None = None) -> dict[str, dict[str, str | None] | None]:
     """{canonical name: {RECORD path: "sha256=...", None (missing) or "not hashed: why"}} for each
     distribution; None where the distribution has no readable RECORD. Hashing runs on threads (hashlib
@@ -76,14 +76,13 @@ def hash_files(dists: Iterable[Mapping[str, Any]], workers: int | None = None,
     jobs: list[tuple[str, str, str]] = []
     out: dict[str, dict[str, str | None] | None] = {}
     for dist in dists:
-        name = canonical(str(dist.get("name")))
-        paths = _record_paths(str(dist.get("dist_info")), roots) if dist.get("dist_info") else None
+        name = canonical(dist.name)
+        paths = _record_paths(dist.dist_info, roots) if dist.dist_info else None
         if paths is None:
             out[name] = None
             continue
         out[name] = {}
-        location = str(dist.get("location"))
-        jobs += [(name, rel, os.path.join(location, rel)) for rel in paths]
+        jobs += [(name, rel, os.path.join(dist.location, rel)) for rel in paths]
     with ThreadPoolExecutor(max_workers=workers or min(8, (os.cpu_count() or 2) * 2)) as pool:
         for (name, rel, _), value in zip(jobs, pool.map(lambda job: _sha256(job[2], roots), jobs)):
             files = out[name]
@@ -97,35 +96,38 @@ def files_digest(files: Mapping[str, str | None]) -> str:
     return "sha256=" + hashlib.sha256(text.encode()).hexdigest()
 
 
-def first_of_each_name(sections: Mapping[str, Any]) -> dict[str, Mapping[str, Any]] | None:
-    """{canonical name: distribution facts} of the first distribution of each name on sys.path (the one
+def first_of_each_name(sections: Mapping[str, object]) -> dict[str, Distribution] | None:
+    """{canonical name: distribution} of the first distribution of each name on sys.path (the one
     importlib.metadata sees), the doctor's own left out; None when the distributions were not collected."""
-    dist_section = envsummary.section(sections, "distributions")
-    if not isinstance(dist_section, Mapping):
+    dists = Distributions.read(sections.get(Distributions.SECTION))
+    if dists is None:
         return None
-    first: dict[str, Mapping[str, Any]] = {}
-    items = dist_section.get("items")
-    for item in items if isinstance(items, list) else ():
-        if isinstance(item, Mapping) and item.get("name"):
-            first.setdefault(canonical(str(item["name"])), item)
+    first = _first_named(dists.items)
     first.pop(OWN, None)
     return first
 
 
-def collect(sections: Mapping[str, Any], names: Iterable[str]) -> dict[str, Any]:
+def _first_named(items: Iterable[Distribution]) -> dict[str, Distribution]:
+    first: dict[str, Distribution] = {}
+    for item in items:
+        if item.name:
+            first.setdefault(canonical(item.name), item)
+    return first
+
+
+def collect(sections: Mapping[str, object], names: Iterable[str]) -> FileHashes:
     """The `file_hashes` section: for each of `names` installed, {"files": {RECORD path: hash} or None (no
     readable RECORD), "files_digest": ...}."""
     wanted = sorted({canonical(n) for n in names})
     first = first_of_each_name(sections) or {}
-    target = envsummary.section(sections, "target")
-    roots = environment_roots(target if isinstance(target, Mapping) else None)
+    roots = environment_roots(Target.read(sections.get(Target.SECTION)))
     chosen = [first[n] for n in wanted if n in first]
     hashed = hash_files(chosen, roots=roots) if chosen else {}
-    return {"requested": wanted, "distributions": {
+    return FileHashes.collected({"requested": wanted, "distributions": {
         name: {"files": files, "files_digest": None if files is None else files_digest(files)}
-        for name, files in sorted(hashed.items())}}
+        for name, files in sorted(hashed.items())}})
 
 
-def with_file_hashes(sections: Mapping[str, Any], names: Iterable[str]) -> dict[str, Any]:
+def with_file_hashes(sections: Mapping[str, object], names: Iterable[str]) -> dict[str, object]:
     """`sections` with the `file_hashes` section of `names` collected now."""
-    return {**sections, SECTION: collect(sections, names)}
+    return {**sections, FileHashes.SECTION: collect(sections, names)}

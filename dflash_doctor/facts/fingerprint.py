@@ -24,7 +24,7 @@ PREFIX = "dfp1-"
 """Versioned: a change to what goes into the hash changes the prefix, never silently the meaning."""
 
 
-def inputs(sections: Mapping[str, Any]) -> dict[str, Any]:
+def inputs(sections: Mapping[str, object]) -> dict[str, Any]:
     drv = envsummary.driver(sections)
     gpu_list = envsummary.gpus(sections)
     python = envsummary.python(sections)
@@ -42,7 +42,7 @@ def fingerprint(data: Mapping[str, Any]) -> str:
     return PREFIX + hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 
 
-def of_sections(sections: Mapping[str, Any]) -> dict[str, Any]:
+def of_sections(sections: Mapping[str, object]) -> dict[str, Any]:
     """{"id": "dfp1-...", "inputs": {...}} as stored in every report."""
     data = inputs(sections)
     return {"id": fingerprint(data), "inputs": data}

@@ -13,9 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from dflash_doctor.context import Context
-from dflash_doctor.facts.envfacts import Distributions
+from dflash_doctor.facts.envfacts import canonical
+from dflash_doctor.facts.environment_shapes import Distributions, Target
+from dflash_doctor.facts.imports_shapes import Extensions, RotaryImport, SurfaceImports
 from dflash_doctor.facts.probes import ProbeJob, ProbeOutcome, documents, run_probe
 from dflash_doctor.facts.safefile import environment_roots, refusal
+from dflash_doctor.facts.shape import Collected, by_section
+from dflash_doctor.facts.vllm_source_shapes import VllmSurface
 from dflash_doctor.knowledge.stack import STACK_EXTENSION_MODULES
 
 ROTARY_MODULE = "flash_attn.ops.triton.rotary"
@@ -109,66 +113,65 @@ def _import_facts(job: ImportJob, outcome: ProbeOutcome, data: Any) -> dict[str,
     return facts
 
 
-def _roots(earlier: Mapping[str, Any]) -> tuple[str, ...] | None:
+def _roots(earlier: Mapping[str, object]) -> tuple[str, ...] | None:
     """The environment's roots (target.environment_roots): no extension module that resolves outside them is
     loaded by an import the doctor makes."""
-    roots = environment_roots(earlier.get("target"))
+    roots = environment_roots(Target.read(earlier.get(Target.SECTION)))
     return tuple(roots) if roots is not None else None
 
 
-def collect_rotary(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
+def collect_rotary(ctx: Context, earlier: Mapping[str, object]) -> Collected:
     """`from flash_attn.ops.triton.rotary import apply_rotary`, exactly as vLLM's ApplyRotaryEmb does it."""
-    return {"rotary_import": try_import(ctx, ROTARY_MODULE, ROTARY_NAMES, roots=_roots(earlier))}
+    return by_section(RotaryImport.collected(try_import(ctx, ROTARY_MODULE, ROTARY_NAMES, roots=_roots(earlier))))
 
 
-def collect_surface(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
+def collect_surface(ctx: Context, earlier: Mapping[str, object]) -> Collected:
     """Each distinct module the installed vLLM imports from an external kernel package."""
-    source = earlier.get("vllm_surface") or {}
-    wanted = sorted({(s["module"], tuple(s["names"])) for s in source.get("sites") or []})
+    source = VllmSurface.read(earlier.get(VllmSurface.SECTION)) or VllmSurface()
+    wanted = sorted({(site.module, tuple(site.names)) for site in source.sites})
     by_package: dict[str, list[ImportJob]] = {}
     roots = _roots(earlier)
     for module, names in wanted:
         by_package.setdefault(module.split(".", 1)[0], []).append(ImportJob(module, names, roots=roots))
-    return {"surface_imports": {"imports": try_import_batches(ctx, list(by_package.values()))}}
+    return by_section(SurfaceImports.collected({"imports": try_import_batches(ctx, list(by_package.values()))}))
 
 
-def extension_jobs(earlier: Mapping[str, Any]) -> list[dict[str, Any]]:
+def extension_jobs(earlier: Mapping[str, object]) -> list[dict[str, Any]]:
     """The stack's extension modules to judge: those RECORD lists, and those only the import system finds
     (labelled found_by "import-system"), each with the reason it will not be opened, if any."""
-    dists = Distributions(earlier.get("distributions") or {})
-    roots = environment_roots(earlier.get("target"))
+    dists = Distributions.read(earlier.get(Distributions.SECTION)) or Distributions()
+    roots = environment_roots(Target.read(earlier.get(Target.SECTION)))
     jobs: list[dict[str, Any]] = []
-    for dist in dists:
-        for ext in dist.facts.get("extensions") or []:
-            path = os.path.join(dist.location, ext["path"])
-            jobs.append({"distribution": dist.name, "version": dist.version, "canonical": dist.canonical,
-                         "module": ext["module"], "path": path, "found_by": "record",
-                         "abi_tag": ext.get("abi_tag"), "refused": refusal(path, roots)})
+    for dist in dists.seen():
+        for ext in dist.extensions:
+            path = os.path.join(dist.location, ext.path)
+            jobs.append({"distribution": dist.name, "version": dist.version, "canonical": canonical(dist.name),
+                         "module": ext.module, "path": path, "found_by": "record",
+                         "abi_tag": ext.abi_tag, "refused": refusal(path, roots)})
     # RECORD lines that resolve outside the environment (escapes), by the path as written: a symlink RECORD lists
     # that leaves the environment is one, and the import system finds it by its name.
     escaped: dict[str, dict[str, Any]] = {}
-    for dist in dists:
-        record = dist.facts.get("record") or {}
-        for line in record.get("escapes") or []:
-            escaped[os.path.normpath(os.path.join(dist.location, str(line.get("path"))))] = {
-                "record": record.get("file"), "line": line.get("line")}
-    for found in (earlier.get("distributions") or {}).get("import_extensions", {}).get("found") or []:
-        owner_name = STACK_EXTENSION_MODULES.value.get(found["module"])
+    for dist in dists.seen():
+        for line in dist.record.escapes:
+            escaped[os.path.normpath(os.path.join(dist.location, line.path))] = {
+                "record": dist.record.file, "line": line.line}
+    for found in dists.import_extensions.found:
+        owner_name = STACK_EXTENSION_MODULES.value.get(found.module)
         owner = dists.get(owner_name) if owner_name else None
         # What `import name` itself would load, resolved (a symlink in site-packages named like the extension):
         # loaded only when it lies inside the environment's roots (an editable install's project is one).
-        jobs.append({"distribution": owner.name if owner else (owner_name or found["module"]),
+        jobs.append({"distribution": owner.name if owner else (owner_name or found.module),
                      "version": owner.version if owner else None, "canonical": owner_name,
-                     "module": found["module"], "path": found["path"], "found_by": "import-system",
-                     "finder": found.get("finder"), "shadows": found.get("shadows"),
-                     "record_line": escaped.get(os.path.normpath(found["path"])),
-                     "refused": refusal(found["path"], roots)})
+                     "module": found.module, "path": found.path, "found_by": "import-system",
+                     "finder": found.finder, "shadows": found.shadows,
+                     "record_line": escaped.get(os.path.normpath(found.path)),
+                     "refused": refusal(found.path, roots)})
     return jobs
 
 
-def collect_extensions(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
+def collect_extensions(ctx: Context, earlier: Mapping[str, object]) -> Collected:
     """Load each compiled extension module of the stack on its own, after torch (whose libraries they link)."""
-    dists = Distributions(earlier.get("distributions") or {})
+    dists = Distributions.read(earlier.get(Distributions.SECTION)) or Distributions()
     jobs = [job for job in extension_jobs(earlier) if job["canonical"] != "torch"]
     # `import torch` itself is the preload; its own extensions load with it
     # A file named for another interpreter's ABI: this one's import system never looks at it, so loading it
@@ -192,4 +195,4 @@ def collect_extensions(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, An
             results.append({"module": job["module"], "ok": False, "refused": job["refused"], **label})
         else:
             results.append({**next(facts_in_order), **label})
-    return {"extensions": {"torch_installed": has_torch, "items": results + other_python}}
+    return by_section(Extensions.collected({"torch_installed": has_torch, "items": results + other_python}))

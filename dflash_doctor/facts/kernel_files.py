@@ -22,7 +22,9 @@ from dflash_doctor.facts.build_env import torch_cuda
 from dflash_doctor.facts.elf import ElfError
 from dflash_doctor.facts.elf.symbols import dynamic_facts, open_elf
 from dflash_doctor.facts.environment_shapes import Distributions, SysPath, SysPathEntry, Target
+from dflash_doctor.facts.kernel_files_shapes import KernelFiles
 from dflash_doctor.facts.safefile import UnsafeFile, environment_roots, read_regular
+from dflash_doctor.facts.shape import Collected, by_section
 from dflash_doctor.knowledge.flashinfer import FLASHINFER_JIT_CACHE
 
 __all__ = ["MAX_LIBRARIES", "MAX_LIBRARY_BYTES", "MAX_LISTED", "MAX_PTH_BYTES", "SECTION", "collect", "flashinfer_cache",
@@ -36,20 +38,17 @@ MAX_PTH_BYTES: Final = 64 * 1024
 MAX_PTH_LINES: Final = 64
 
 
-def collect(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
-    raw_target = earlier.get("target") or {}
-    raw_dists = earlier.get("distributions") or {}
-    target = Target.read(raw_target) or Target()
-    dists = Distributions.read(raw_dists) or Distributions()
-    sys_path = SysPath.read(earlier.get("sys_path")) or SysPath()
-    return {SECTION: {
-        "flashinfer_cache": flashinfer_cache(dists, target, raw_dists, dict(os.environ)),
-        "pth_files": pth_files(dists, sys_path, environment_roots(raw_target)),
-    }}
+def collect(ctx: Context, earlier: Mapping[str, object]) -> Collected:
+    target = Target.read(earlier.get(Target.SECTION))
+    dists = Distributions.read(earlier.get(Distributions.SECTION)) or Distributions()
+    sys_path = SysPath.read(earlier.get(SysPath.SECTION)) or SysPath()
+    return by_section(KernelFiles.collected({
+        "flashinfer_cache": flashinfer_cache(dists, target or Target(), dict(os.environ)),
+        "pth_files": pth_files(dists, sys_path, environment_roots(target)),
+    }))
 
 
-def flashinfer_cache(dists: Distributions, target: Target, raw_dists: Mapping[str, Any],
-                     environ: Mapping[str, str]) -> dict[str, Any] | None:
+def flashinfer_cache(dists: Distributions, target: Target, environ: Mapping[str, str]) -> dict[str, Any] | None:
     """The JIT cache the installed flashinfer-python reads: `$FLASHINFER_WORKSPACE_BASE` (as the target's environment
     has it) or the home directory, then `.cache/flashinfer/<version>/`; None without flashinfer-python."""
     version = dists.version("flashinfer-python")
@@ -62,7 +61,7 @@ def flashinfer_cache(dists: Distributions, target: Target, raw_dists: Mapping[st
         base = os.path.expanduser("~")
     directory = os.path.join(base, *layout.relative)
     version_dir = os.path.join(directory, version)
-    torch = torch_cuda(raw_dists)
+    torch = torch_cuda(dists)
     facts: dict[str, Any] = {"directory": directory, "base_from": base_from, "flashinfer_version": version,
                              "version_dir": version_dir, "exists": os.path.isdir(version_dir),
                              "torch_cuda": torch.get("cuda"), "torch_version": torch.get("version")}

@@ -28,10 +28,11 @@ from typing import Any
 
 from dflash_doctor.context import Context
 from dflash_doctor.documents.jsondoc import DocumentError, parse_json
-from dflash_doctor.facts.live_shapes import MAX_COUNT
+from dflash_doctor.facts.live_shapes import MAX_COUNT, Live
 from dflash_doctor.facts.probes import run_probe
 from dflash_doctor.facts.safefile import read_regular
 from dflash_doctor.facts.serve_args import _human_int_or_auto
+from dflash_doctor.facts.shape import Collected, by_section
 from dflash_doctor.knowledge.dflash import LAYER_IDS_PLUS_ONE_MARKER
 from dflash_doctor.knowledge.live import METRICS_FILE, SPEC_DECODE_METRICS
 
@@ -658,9 +659,10 @@ def gather(options: LiveOptions, vllm: Mapping[str, Any] | None = None) -> dict[
     return facts
 
 
-def collect(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
+def collect(ctx: Context, earlier: Mapping[str, object]) -> Collected:
     """The `live` section: the server named by `--live`'s options, or a note that none was given."""
     given = ctx.options.get("live")
     if not isinstance(given, LiveOptions):
-        return {"live": {"given": False}}
-    return {"live": {"given": True, **gather(given, _vllm_facts(ctx.python, min(ctx.timeout_s, 30.0)))}}
+        return by_section(Live.collected({"given": False}))
+    facts = {"given": True, **gather(given, _vllm_facts(ctx.python, min(ctx.timeout_s, 30.0)))}
+    return by_section(Live.collected(facts))

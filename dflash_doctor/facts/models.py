@@ -22,7 +22,10 @@ from typing import Any
 from dflash_doctor.context import Context
 from dflash_doctor.documents.jsondoc import parse_json
 from dflash_doctor.facts.modelfiles import read_model_dir
+from dflash_doctor.facts.models_shapes import Models
 from dflash_doctor.facts.safefile import UnsafeFile, read_regular
+from dflash_doctor.facts.serve_shapes import ServeArgs
+from dflash_doctor.facts.shape import Collected, by_section
 
 __all__ = ["SECTION", "collect", "describe_model", "hub_cache", "prefix_of", "resolve_model_path"]
 
@@ -142,23 +145,20 @@ def describe_model(name: str, cwd: str, role: str, environ: Mapping[str, str] | 
     return facts
 
 
-def _names(ctx: Context, earlier: Mapping[str, Any]) -> tuple[str | None, str | None, str | None]:
+def _names(ctx: Context, earlier: Mapping[str, object]) -> tuple[str | None, str | None, str | None]:
     options = ctx.options or {}
     target, drafter = options.get("model"), options.get("drafter")
     if target or drafter:
         return (str(target) if target else None), (str(drafter) if drafter else None), "options"
-    serve = earlier.get("serve_args") or {}
-    if not serve.get("given"):
+    serve = ServeArgs.read(earlier.get(ServeArgs.SECTION))
+    if serve is None or not serve.given:
         return None, None, None
-    fields = serve.get("fields") or {}
-    spec = (serve.get("speculative_config") or {}).get("value")
+    spec = serve.speculative_config.value
     spec_model = spec.get("model") if isinstance(spec, dict) else None
     # The drafter vLLM's own validation resolved (the command's --speculative-config or --spec-model), where it ran.
-    validation = (serve.get("vllm_parser") or {}).get("validation") or {}
-    resolved = (validation.get("served") or {}).get("draft_model") if validation.get("ok") else None
-    drafter = resolved if isinstance(resolved, str) and resolved else spec_model
-    return (fields.get("model") if isinstance(fields.get("model"), str) else None,
-            drafter if isinstance(drafter, str) else None, "serve")
+    resolved = serve.resolved.draft_model if serve.resolved is not None else None
+    drafter = resolved if resolved else spec_model
+    return serve.fields.model, drafter if isinstance(drafter, str) else None, "serve"
 
 
 def speculators_launch(model: Mapping[str, Any], cwd: str) -> dict[str, Any] | None:
@@ -193,7 +193,7 @@ def speculators_launch(model: Mapping[str, Any], cwd: str) -> dict[str, Any] | N
     }
 
 
-def collect(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
+def collect(ctx: Context, earlier: Mapping[str, object]) -> Collected:
     started = time.monotonic()
     target, drafter, source = _names(ctx, earlier)
     facts: dict[str, Any] = {"given": bool(target or drafter), "source": source, "target": None, "drafter": None,
@@ -211,4 +211,4 @@ def collect(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
     if drafter:
         facts["drafter"] = describe_model(drafter, ctx.cwd, "drafter")
     facts["seconds"] = round(time.monotonic() - started, 4)
-    return {SECTION: facts}
+    return by_section(Models.collected(facts))

@@ -24,10 +24,11 @@ from importlib import metadata
 from typing import Any
 
 from dflash_doctor.context import Context
+from dflash_doctor.facts.nvml_shapes import Gpu
+from dflash_doctor.facts.shape import Collected, by_section
 
 __all__ = ["collect", "nvml_facts"]
 
-SECTION = "gpu"
 # VLLM_CONFIDENTIAL_COMPUTE overrides vLLM 0.34's NVML detection of Confidential Computing (platforms/cuda.py).
 ENVIRON_NAMES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES", "VLLM_CONFIDENTIAL_COMPUTE")
 # NVML answers in milliseconds; a wedged driver can block nvmlInit for ever. Past this the facts say so.
@@ -37,12 +38,12 @@ THP_ENABLED = "/sys/kernel/mm/transparent_hugepage/enabled"
 THP_READ_LIMIT = 4096
 
 
-def collect(ctx: Context, _earlier: Mapping[str, Any]) -> dict[str, Any]:
+def collect(ctx: Context, _earlier: Mapping[str, object]) -> Collected:
     if ctx.no_gpu:
         # Other checks (arch coverage) read this section when present; under --no-gpu they judge
         # --target-arch instead, and NVML is not touched at all.
-        return {SECTION: {"skipped": "--no-gpu"}}
-    return {SECTION: nvml_facts(timeout_s=min(ctx.timeout_s, NVML_TIMEOUT_S))}
+        return by_section(Gpu.collected({"skipped": "--no-gpu"}))
+    return by_section(Gpu.collected(nvml_facts(timeout_s=min(ctx.timeout_s, NVML_TIMEOUT_S))))
 
 
 def nvml_facts(timeout_s: float = NVML_TIMEOUT_S) -> dict[str, Any]:

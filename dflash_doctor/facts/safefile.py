@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable, Mapping
-from typing import Any, BinaryIO, Final
+from collections.abc import Iterable
+from typing import BinaryIO, Final
+
+from dflash_doctor.facts.environment_shapes import Target
 
 __all__ = ["FORBIDDEN", "UnsafeFile", "environment_roots", "file_kind", "inside", "open_regular", "open_resolved",
            "read_regular", "refusal", "under"]
@@ -53,12 +55,11 @@ def forbidden(real: str) -> bool:
     return under(real, FORBIDDEN)
 
 
-def environment_roots(target: Mapping[str, Any] | None) -> list[str] | None:
-    """The roots the environment probe recorded (real paths), or None for a report made before it did."""
-    roots = (target or {}).get("environment_roots")
-    if not isinstance(roots, list):
+def environment_roots(target: Target | None) -> list[str] | None:
+    """The roots the environment probe recorded (real paths), or None without the target's facts."""
+    if target is None:
         return None
-    return [str(r) for r in roots if isinstance(r, str) and r]
+    return [r for r in target.environment_roots if r]
 
 
 def inside(path: str, roots: Iterable[str] | None) -> bool:

@@ -13,6 +13,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from dflash_doctor.facts.serve_shapes import ServeArgs
+
 __all__ = ["ENV_ALLOW_NAMES", "ENV_ALLOW_PREFIXES", "LIST_SECRET_FLAGS", "REDACTED", "SECRET_FLAGS", "SECRET_NAME",
            "SECRET_VALUE", "argv_secret_spans", "argv_secret_values", "bound_secret_values", "env_allow_args",
            "environ_secret_values", "json_secret_values", "names_a_path", "scrub_values", "secret_flag", "secret_key",
@@ -206,24 +208,19 @@ def argv_secret_values(argv: Sequence[str]) -> list[str]:
     return [v for v in dict.fromkeys(found) if v]
 
 
-def bound_secret_values(serve_args: Mapping[str, Any]) -> list[str]:
+def bound_secret_values(serve_args: ServeArgs) -> list[str]:
     """The secrets vLLM's own parser found in the serve command: the words it bound to a destination whose name
     says secret (`api_key`, `hf_token`: `secret_key`), as the vllm_args probe reports them (`vllm_parser.bound`:
     each destination's positions among the words after the program, `vllm serve`). The text after `=` of a
     `--flag=V` word."""
-    argv, program = serve_args.get("argv"), serve_args.get("program")
-    parser = serve_args.get("vllm_parser")
-    bound = parser.get("bound") if isinstance(parser, Mapping) else None
-    if not isinstance(argv, list) or not isinstance(bound, Mapping):
-        return []
-    offset = len(program) if isinstance(program, list) else 0
+    argv, offset = serve_args.argv, len(serve_args.program)
     found: list[str] = []
-    for dest, positions in bound.items():
-        if not isinstance(dest, str) or not secret_key(dest) or not isinstance(positions, list):
+    for dest, positions in serve_args.vllm_parser.bound.items():
+        if not secret_key(dest):
             continue
         for at in positions:
-            if isinstance(at, int) and not isinstance(at, bool) and 0 <= offset + at < len(argv):
-                word = str(argv[offset + at])
+            if 0 <= offset + at < len(argv):
+                word = argv[offset + at]
                 flag, has_value, inline = word.partition("=")
                 found.append(inline if has_value and flag.startswith("-") else word)
     return [v for v in dict.fromkeys(found) if v]

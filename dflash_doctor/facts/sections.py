@@ -12,8 +12,13 @@ fingerprint and the fleet read facts through these shapes (`Facts.section(Shape)
 never by re-deriving a dict's shape. A new section: declare its shape there, with a default for every key
 an older report may lack, and name it in its collector's row (tests/test_fact_shapes.py checks the real output).
 
+A collector returns its sections typed: each an instance of its shape (`Shape.collected` reads a probe's JSON into
+it), or a `SectionFailure` where it could not collect one (`Collected`); the run holds them so, and a section's
+JSON is written only with the report (`shape.section_json`).
+
 Third-party collectors register under the entry-point group `dflash_doctor.collectors`: the entry
-point's value is a `Collector` (its function a callable; "module:function", the older form, is still read).
+point's value is a `Collector` (its function a callable; "module:function", the older form, is still read). Its
+function may return plain JSON (`PluginCollectFn`), read when the run takes it (`facts.collect.accept`).
 """
 
 from __future__ import annotations
@@ -51,10 +56,10 @@ from dflash_doctor.facts.nvml_shapes import Gpu
 from dflash_doctor.facts.probes import SHARED_IMPORTS
 from dflash_doctor.facts.serve_shapes import ServeArgs, VllmDflash
 from dflash_doctor.facts.vllm_source_shapes import VllmServeImports, VllmSource, VllmSurface
-from dflash_doctor.shape import Shape
+from dflash_doctor.shape import Collected, Shape
 
 __all__ = ["BUILTIN_COLLECTORS", "COLLECTOR_GROUP", "HOST_SECTIONS", "SECTION_SHAPES", "SHARED_IMPORTS", "TORCH_SECTIONS",
-           "Collector", "Process",
+           "CollectFn", "Collected", "Collector", "PluginCollectFn", "Process",
            "collectors_for", "shape_of"]
 
 COLLECTOR_GROUP = "dflash_doctor.collectors"
@@ -64,17 +69,21 @@ Process = Literal["doctor", "target", "torch"]
 "target", a probe forked from the run's one target process (`facts.probes.TargetHost`) that imported the
 target's stack (SHARED_IMPORTS) first; "torch", such a probe that uses torch itself (the GPU layers)."""
 
-CollectFn = Callable[..., Mapping[str, Any]]
-"""function(context, earlier_sections) -> {section: facts}; partial ones also take `wanted=`."""
+CollectFn = Callable[..., Collected]
+"""A built-in collector: function(context, earlier_sections) -> Collected; partial ones also take `wanted=`.
+`earlier_sections` holds the sections it requires as the run holds them (read with `Shape.read`)."""
+PluginCollectFn = Callable[..., Mapping[str, Any]]
+"""A third-party collector's function, which may return plain JSON for its sections (`facts.collect.accept`)."""
 
 
 @dataclass(frozen=True)
 class Collector:
     name: str
     provides: tuple[str, ...]
-    function: CollectFn | str
-    """Called as function(context, earlier_sections) -> {section: facts}. A third-party collector may still
-    name it as "module:function" (the older form), imported when it runs."""
+    function: CollectFn | PluginCollectFn | str
+    """Called as function(context, earlier_sections) -> {section: facts} (`CollectFn`; a third party's may return
+    JSON, `PluginCollectFn`). A third-party collector may still name it as "module:function" (the older form),
+    imported when it runs."""
     requires: tuple[str, ...] = ()
     """Sections that must be collected first (passed in as earlier_sections)."""
     partial: bool = False
@@ -94,11 +103,11 @@ class Collector:
         """A collector whose sections are its shapes' (`Shape.SECTION`): the one place a built-in section is named."""
         return cls(name, tuple(shape.SECTION for shape in shapes), function, shapes=shapes, **options)
 
-    def load(self) -> CollectFn:
+    def load(self) -> CollectFn | PluginCollectFn:
         if not isinstance(self.function, str):
             return self.function
         module_name, _, attr = self.function.partition(":")
-        fn: CollectFn = getattr(__import__(module_name, fromlist=[attr]), attr)
+        fn: PluginCollectFn = getattr(__import__(module_name, fromlist=[attr]), attr)
         return fn
 
 

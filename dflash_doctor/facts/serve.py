@@ -28,12 +28,16 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from dflash_doctor.context import Context
-from dflash_doctor.facts.envfacts import Distributions
+from dflash_doctor.facts.environment_shapes import Distributions, Target
 from dflash_doctor.facts.modelfiles import refused_files
 from dflash_doctor.facts.models import hub_cache, resolve_model_path
+from dflash_doctor.facts.models_shapes import Models
+from dflash_doctor.facts.nvml_shapes import Gpu
 from dflash_doctor.facts.probes import ProbeJob, ProbeOutcome, run_probe
 from dflash_doctor.facts.safefile import environment_roots
 from dflash_doctor.facts.serve_args import merge_spec_flags, parse_serve_command
+from dflash_doctor.facts.serve_shapes import ServeArgs, VllmDflash
+from dflash_doctor.facts.shape import Collected, by_section
 from dflash_doctor.facts.vllm_environ import read_vllm_environ
 from dflash_doctor.facts.vllm_pairing import VllmSources, read_vllm_pairing, target_architectures
 from dflash_doctor.facts.vllm_source import vllm_package_dir
@@ -136,20 +140,19 @@ OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_T
            "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
-def _roots(earlier: Mapping[str, Any]) -> list[str] | None:
-    roots = environment_roots(earlier.get("target"))
-    return list(roots) if roots is not None else None
+def _roots(earlier: Mapping[str, object]) -> list[str] | None:
+    return environment_roots(Target.read(earlier.get(Target.SECTION)))
 
 
 def simulated_platform(serve: Mapping[str, Any], target_archs: Sequence[str],
-                       gpu: Mapping[str, Any] | None) -> dict[str, Any] | None:
+                       gpu: Gpu | None) -> dict[str, Any] | None:
     """The GPUs vLLM's validation is to see, or None to let vLLM detect the machine's own.
 
     vLLM detects the GPUs itself where NVML lists some and the user gave nothing in their place; otherwise
     (a CI image build, or --target-arch/--gpus/--gpu-memory given) it runs on a simulated CUDA platform made of
     these facts: the architectures from --target-arch else NVML's, the count from --gpus else NVML's, the
     memory from --gpu-memory else NVML's; what is known from neither stays unknown (vLLM's own fallbacks)."""
-    devices = [d for d in ((gpu or {}).get("devices") or []) if isinstance(d, dict)]
+    devices = gpu.devices if gpu is not None else []
     given = [n for n, v in (("--target-arch", target_archs), ("--gpus", serve.get("gpus")),
                             ("--gpu-memory", serve.get("gpu_memory_gib"))) if v]
     if devices and not given:
@@ -163,8 +166,8 @@ def simulated_platform(serve: Mapping[str, Any], target_archs: Sequence[str],
             continue
     if capabilities:
         sources["capability"] = "--target-arch"
-    elif devices and isinstance(devices[0].get("compute_capability"), list):
-        capabilities = [list(devices[0]["compute_capability"])[:2]]
+    elif devices and devices[0].compute_capability is not None:
+        capabilities = [list(devices[0].compute_capability)[:2]]
         sources["capability"] = "NVML"
     count = serve.get("gpus")
     if count:
@@ -174,9 +177,9 @@ def simulated_platform(serve: Mapping[str, Any], target_archs: Sequence[str],
     memory: int | None = None
     if serve.get("gpu_memory_gib"):
         memory, sources["memory"] = int(float(serve["gpu_memory_gib"]) * GIB), "--gpu-memory"
-    elif devices and isinstance((devices[0].get("memory") or {}).get("total"), int):
-        memory, sources["memory"] = int(devices[0]["memory"]["total"]), "NVML"
-    name = devices[0].get("name") if devices and sources.get("capability") == "NVML" else None
+    elif devices and devices[0].memory is not None:
+        memory, sources["memory"] = devices[0].memory.total, "NVML"
+    name = devices[0].name if devices and sources.get("capability") == "NVML" else None
     return {"capabilities": capabilities, "count": count, "memory_bytes": memory, "name": name,
             "simulated_from": sources}
 
@@ -256,13 +259,13 @@ def _parsed_spec(parsed: Mapping[str, Any], raw: str | None) -> dict[str, Any]:
             "conflict": conflict}
 
 
-def collect_args(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
+def collect_args(ctx: Context, earlier: Mapping[str, object]) -> Collected:
     options = ctx.options or {}
     serve = options.get("serve") or {}
     assume = {"gpus": serve.get("gpus"), "gpu_memory_gib": serve.get("gpu_memory_gib"),
               "target_archs": list(ctx.target_archs)}
     if not serve.get("argv"):
-        return {"serve_args": {"given": False, "assume": assume}}
+        return by_section(ServeArgs.collected({"given": False, "assume": assume}))
     started = time.monotonic()
     argv = [str(a) for a in serve["argv"]]
     subset = parse_serve_command(argv, ctx.cwd)
@@ -272,7 +275,7 @@ def collect_args(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
     vllm_parser: dict[str, Any] = {"tried": False}
     parsed: Mapping[str, Any] | None = None
     if subset["program_error"] is None and serve.get("vllm_parser", True):
-        platform = simulated_platform(serve, ctx.target_archs, earlier.get("gpu"))
+        platform = simulated_platform(serve, ctx.target_archs, Gpu.read(earlier.get(Gpu.SECTION)))
         validate = bool(serve.get("validate", True))
         model_code = validate and bool(serve.get("run_model_code"))
         job = {"args": subset["args"], "validate": validate, "platform": platform, "roots": _roots(earlier),
@@ -308,7 +311,7 @@ def collect_args(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
     port = fields.get("port")
     facts["port"] = port_facts(fields.get("host"), port if isinstance(port, int) else 8000)
     facts["seconds"] = round(time.monotonic() - started, 3)
-    return {"serve_args": facts}
+    return by_section(ServeArgs.collected(facts))
 
 
 # ------------------------------------------------------------------------------- reading vLLM's source
@@ -765,10 +768,10 @@ def _flash_attn_builds(root: str) -> dict[str, bool] | None:
     return {"fa2": fa2, "fa3": fa3, "fa4": os.path.isfile(os.path.join(directory, "cute", "interface.py"))}
 
 
-def head_sizes_of(models: Mapping[str, Any]) -> list[int]:
+def head_sizes_of(models: Models) -> list[int]:
     sizes: list[int] = []
-    for role in ("drafter", "target"):
-        text = (((models.get(role) or {}).get("dir") or {}).get("config") or {}).get("text") or {}
+    for model in (models.drafter, models.target):
+        text = model.config.text_raw if model is not None and model.config is not None else {}
         head_dim, hidden, heads = text.get("head_dim"), text.get("hidden_size"), text.get("num_attention_heads")
         if not isinstance(head_dim, int) and isinstance(hidden, int) and isinstance(heads, int) and heads > 0:
             head_dim = hidden // heads
@@ -799,24 +802,24 @@ def read_vllm_dflash(root: str, head_sizes: Sequence[int] = (), target_archs: Se
     }
 
 
-def collect_vllm(_ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
+def collect_vllm(_ctx: Context, earlier: Mapping[str, object]) -> Collected:
     started = time.monotonic()
-    dists = Distributions(earlier.get("distributions") or {})
+    dists = Distributions.read(earlier.get(Distributions.SECTION)) or Distributions()
     dist = dists.get("vllm")
     root = vllm_package_dir(earlier)
+    models = Models.read(earlier.get(Models.SECTION))
     facts: dict[str, Any] = {"installed": dist is not None or root is not None,
                              "version": dist.version if dist else None, "root": root}
-    if root is not None and not (earlier.get("models") or {}).get("given"):
+    if root is not None and (models is None or not models.given):
         facts["skipped"] = "no model, drafter or serve command given: vLLM's DFlash rules were not read"
-    elif root is not None:
-        models = earlier.get("models") or {}
+    elif root is not None and models is not None:
         transformers = dists.get("transformers")
         package = os.path.join(transformers.location, "transformers") if transformers else None
         facts.update(read_vllm_dflash(root, head_sizes_of(models), target_architectures(models),
                                       package if package and os.path.isdir(package) else None))
         facts["version"] = facts["version"] or _version_from_source(root)
     facts["seconds"] = round(time.monotonic() - started, 3)
-    return {"vllm_dflash": facts}
+    return by_section(VllmDflash.collected(facts))
 
 
 def _version_from_source(root: str) -> str | None:

@@ -2,6 +2,18 @@
 
 from __future__ import annotations
 
-from dflash_doctor.shape import Shape, ShapeError, dump, load
+from dflash_doctor.shape import (
+    Collected,
+    SectionFailure,
+    Shape,
+    ShapeError,
+    by_section,
+    dump,
+    load,
+    section_json,
+    section_of_json,
+    undeclared_keys,
+)
 
-__all__ = ["Shape", "ShapeError", "dump", "load"]
+__all__ = ["Collected", "SectionFailure", "Shape", "ShapeError", "by_section", "dump", "load", "section_json",
+           "section_of_json", "undeclared_keys"]

@@ -14,9 +14,10 @@ from __future__ import annotations
 import ast
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from dflash_doctor.facts.models_shapes import Models
 from dflash_doctor.facts.pysource import SourceError, parse_module
 from dflash_doctor.facts.safefile import read_regular
 from dflash_doctor.knowledge.dflash_formats import CONFIDENTIAL_COMPUTE, DOMINO_HEAD
@@ -601,7 +602,5 @@ def read_vllm_pairing(sources: VllmSources, target_archs: Sequence[str] = (),
     }
 
 
-def target_architectures(models: Mapping[str, Any]) -> list[str]:
-    config = (((models.get("target") or {}).get("dir") or {}).get("config") or {})
-    archs = config.get("architectures")
-    return [a for a in archs if isinstance(a, str)][:8] if isinstance(archs, list) else []
+def target_architectures(models: Models) -> list[str]:
+    return models.target.architectures[:8] if models.target is not None else []

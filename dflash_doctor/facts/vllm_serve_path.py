@@ -33,17 +33,20 @@ import re
 import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from packaging.markers import InvalidMarker, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from dflash_doctor.context import Context, SourceReader
-from dflash_doctor.facts.envfacts import Distributions, canonical
+from dflash_doctor.facts.envfacts import canonical
+from dflash_doctor.facts.environment_shapes import Distributions, Target
 from dflash_doctor.facts.pysource import SourceError, parse_module
 from dflash_doctor.facts.safefile import UnsafeFile, environment_roots, read_regular
+from dflash_doctor.facts.shape import Collected, by_section
 from dflash_doctor.facts.vllm_source import vllm_package_dir
+from dflash_doctor.facts.vllm_source_shapes import VllmServeImports
 from dflash_doctor.knowledge.vllm_imports import (
     REQUIREMENT_IMPORT_NAMES,
     SERVE_ENTRY_POINT,
@@ -427,23 +430,7 @@ def scan_serve_path(root: str, entry: str, loaded_by_name: Sequence[str], annota
 # ------------------------------------------------------------------------------------------ requirements
 
 
-class _Dists(Protocol):
-    """Either view of the distributions section: facts.envfacts.Distributions (collectors) or the shape
-    facts.environment_shapes.Distributions (checks)."""
-
-    def get(self, name: str) -> Any: ...
-
-    def version(self, name: str) -> str | None: ...
-
-
-def _top_levels(dist: Any) -> list[str]:
-    tops = getattr(dist, "top_levels", None)
-    if tops is None:
-        tops = getattr(dist, "facts", {}).get("top_levels")
-    return [str(t) for t in tops or ()]
-
-
-def import_names(requirement: str, dists: _Dists) -> list[str]:
+def import_names(requirement: str, dists: Distributions) -> list[str]:
     """The names a requirement of vLLM is imported by: the knowledge table (names that differ, namespace
     packages), else the installed distribution's top-level names (RECORD), else its name with '-' as '_'."""
     name = canonical(requirement)
@@ -452,7 +439,7 @@ def import_names(requirement: str, dists: _Dists) -> list[str]:
         return list(known)
     dist = dists.get(name)
     if dist is not None:
-        tops = sorted({t[:-3] if t.endswith(".py") else t.split(".", 1)[0] for t in _top_levels(dist)})
+        tops = sorted({t[:-3] if t.endswith(".py") else t.split(".", 1)[0] for t in dist.top_levels})
         tops = [t for t in tops if t.isidentifier() and t not in ("bin", "include", "share", "lib", "tests")]
         if tops:
             return tops
@@ -465,7 +452,7 @@ def matches(module: str, names: Sequence[str], import_name: str) -> bool:
     return any(c == import_name or c.startswith(import_name + ".") for c in candidates)
 
 
-def unmet_requirements(dists: _Dists, marker_env: Mapping[str, str],
+def unmet_requirements(dists: Distributions, marker_env: Mapping[str, str],
                        requirer: str = "vllm") -> list[tuple[Any, str | None]]:
     """`requirer`'s requirements (markers evaluated, no extras) that no installed version meets:
     (packaging Requirement, installed version or None when it is not installed)."""
@@ -571,17 +558,18 @@ def _entry_point(dist_info: str | None, roots: Sequence[str] | None) -> tuple[st
     return SERVE_ENTRY_POINT.value, "knowledge.vllm_imports.SERVE_ENTRY_POINT"
 
 
-def collect(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
-    dists = Distributions(earlier.get("distributions") or {})
+def collect(ctx: Context, earlier: Mapping[str, object]) -> Collected:
+    dists = Distributions.read(earlier.get(Distributions.SECTION)) or Distributions()
     vllm = dists.get("vllm")
     root = vllm_package_dir(earlier)
     if root is None:
-        return {"vllm_serve_imports": {"installed": vllm is not None, "version": vllm.version if vllm else None,
-                                       "root": None}}
-    env_roots = environment_roots(earlier.get("target"))
-    entry, entry_from = _entry_point(str(vllm.facts.get("dist_info") or "") if vllm else None, env_roots)
-    marker_env = (earlier.get("target") or {}).get("marker_environment") or {}
-    version = str(marker_env.get("python_version") or "")
+        return by_section(VllmServeImports.collected({"installed": vllm is not None,
+                                                      "version": vllm.version if vllm else None, "root": None}))
+    target = Target.read(earlier.get(Target.SECTION))
+    env_roots = environment_roots(target)
+    entry, entry_from = _entry_point(vllm.dist_info if vllm else None, env_roots)
+    marker_env = target.marker_environment if target is not None else {}
+    version = marker_env.get("python_version") or ""
     annotations = not version or tuple(int(p) for p in version.split(".")[:2] if p.isdigit()) < (3, 14)
     scan = scan_serve_path(root, entry, [m for m, _ in SERVE_LOADED_BY_NAME.value], annotations, roots=env_roots,
                            files=ctx.sources)
@@ -594,9 +582,9 @@ def collect(ctx: Context, earlier: Mapping[str, Any]) -> dict[str, Any]:
     started = time.perf_counter()
     elsewhere = imported_elsewhere(root, [n.split(".", 1)[0] for n in looked_for], roots=env_roots,
                                    files=ctx.sources) if looked_for else None
-    return {"vllm_serve_imports": {
+    return by_section(VllmServeImports.collected({
         "installed": True, "version": vllm.version if vllm else None, **scan, "entry_from": entry_from,
         "elsewhere": elsewhere["names"] if elsewhere else {},
         "elsewhere_complete": elsewhere["complete"] if elsewhere else True,
         "elsewhere_seconds": round(time.perf_counter() - started, 3),
-    }}
+    }))

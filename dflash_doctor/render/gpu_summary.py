@@ -14,6 +14,7 @@ from typing import Any
 from dflash_doctor.facts.cuda_shapes import CudaStack, Kernels
 from dflash_doctor.facts.nvml_shapes import Gpu
 from dflash_doctor.knowledge.archs import coverage, parse_arch
+from dflash_doctor.shape import section_of_json
 from dflash_doctor.units import GIB, gib
 
 __all__ = ["gpu_lines"]
@@ -25,8 +26,8 @@ def _sections(report: Mapping[str, Any]) -> dict[str, Any]:
         facts = check.get("facts") if isinstance(check, Mapping) else None
         if isinstance(facts, Mapping):
             for name in ("gpu", "cuda_stack", "kernels"):
-                value = facts.get(name)
-                if isinstance(value, Mapping) and "_error" not in value:
+                value = section_of_json(name, facts.get(name))
+                if isinstance(value, Mapping):  # a section that failed to collect is none
                     found[name] = value
     return found
 

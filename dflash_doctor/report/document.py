@@ -21,6 +21,7 @@ from dflash_doctor.facts.environment_shapes import Target
 from dflash_doctor.facts.fingerprint import of_sections
 from dflash_doctor.model import CheckResult, exit_code, failure_result, summarize
 from dflash_doctor.report.redact import redact_report
+from dflash_doctor.shape import section_of_json
 
 __all__ = [
     "SCHEMA",
@@ -45,7 +46,7 @@ class ReportError(Exception):
     """A saved report that cannot be read; the message names the file."""
 
 
-def _target_summary(sections: Mapping[str, Any], python: str) -> dict[str, Any]:
+def _target_summary(sections: Mapping[str, object], python: str) -> dict[str, Any]:
     target = Target.read(sections.get("target"))
     if target is None:
         return {"python": python, "python_version": None, "platform": None, "env_kind": None}
@@ -60,7 +61,7 @@ def _target_summary(sections: Mapping[str, Any], python: str) -> dict[str, Any]:
 
 def build(
     results: Sequence[CheckResult],
-    sections: Mapping[str, Any],
+    sections: Mapping[str, object],
     python: str,
     strict: bool = False,
     extra: Mapping[str, Any] | None = None,
@@ -91,7 +92,7 @@ def build(
 
 def finish(
     results: Sequence[CheckResult],
-    sections: Mapping[str, Any],
+    sections: Mapping[str, object],
     python: str,
     strict: bool,
     extra: dict[str, Any],
@@ -169,18 +170,18 @@ def _checks_with_facts_once(results: Sequence[CheckResult]) -> list[dict[str, An
     saved: set[str] = set()
     checks = []
     for result in results:
-        data = result.to_dict()
-        data["facts"] = {name: value for name, value in data["facts"].items() if name not in saved}
+        # Only the sections not saved yet are written out (a section's JSON form is made once).
+        data = replace(result, facts={n: v for n, v in dict(result.facts).items() if n not in saved}).to_dict()
         saved.update(data["facts"])
         checks.append(data)
     return checks
 
 
-def sections_of(report: Mapping[str, Any]) -> dict[str, Any]:
-    """Every fact section the report saved, merged across its checks."""
-    sections: dict[str, Any] = {}
+def sections_of(report: Mapping[str, Any]) -> dict[str, object]:
+    """Every fact section the report saved, merged across its checks (a failed one as its `SectionFailure`)."""
+    sections: dict[str, object] = {}
     for check in report.get("checks", []):
         facts = check.get("facts") if isinstance(check, Mapping) else None
         if isinstance(facts, Mapping):
-            sections.update(facts)
+            sections.update({name: section_of_json(name, value) for name, value in facts.items()})
     return sections

@@ -54,6 +54,7 @@ from dflash_doctor.facts.secrets import (
     secret_key,
     secret_nargs,
 )
+from dflash_doctor.facts.serve_shapes import ServeArgs
 
 __all__ = [
     "ENV_ALLOW_NAMES",
@@ -311,13 +312,13 @@ def secret_values(values: Iterable[str]) -> tuple[str, ...]:
 
 
 def given_secrets(argv: Sequence[str] | None = None, key_env: str | None = None,
-                  sections: Mapping[str, Any] | None = None) -> list[str]:
+                  sections: Mapping[str, object] | None = None) -> list[str]:
     """What the doctor was given that is a secret: the serve command line's, as vLLM's parser would read it
     (`facts.secrets.argv_secret_values`) and, in `sections` (a run's facts), as the installed vLLM's own parser
     did (`facts.secrets.bound_secret_values`); and the value of the variable that `--api-key-env` names."""
     found = argv_secret_values(argv or [])
-    serve_args = (sections or {}).get("serve_args")
-    if isinstance(serve_args, Mapping):
+    serve_args = ServeArgs.read((sections or {}).get(ServeArgs.SECTION))
+    if serve_args is not None:
         found += bound_secret_values(serve_args)
     if key_env:
         found += environ_secret_values(os.environ, [key_env])

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
-from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -70,11 +69,11 @@ def default_driver_range(version: str | None) -> str | None:
     return f"=={major}.*" if major.isdigit() else f"=={version}"
 
 
-def current_state(sections: Mapping[str, Any], *, driver_range: str | None = None,
+def current_state(sections: Mapping[str, object], *, driver_range: str | None = None,
                   target_archs: Iterable[str] = ()) -> Baseline:
     """The state of the environment the sections describe; file hashes from their `file_hashes` section
     (facts.file_hashes), for the distributions it holds."""
-    versions = Versions.read(envsummary.section(sections, "distributions"))
+    versions = Versions.of(envsummary.section(sections, "distributions"))
     hashes = FileHashes.read(sections.get(FileHashes.SECTION)) or FileHashes()
     distributions: dict[str, DistributionState] | None = None
     if versions is not None:

@@ -5,7 +5,6 @@ command; with neither, each check says it was skipped."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeGuard
 
@@ -26,6 +25,7 @@ from dflash_doctor.facts.serve_shapes import (
     ServeAssumptions,
     VllmDflash,
 )
+from dflash_doctor.facts.shape import SectionFailure
 from dflash_doctor.knowledge.archs import compute_capability
 from dflash_doctor.knowledge.dflash import MAX_LEN_DERIVATION
 from dflash_doctor.knowledge.dflash_reports import SPECULATORS_DFLASH
@@ -275,11 +275,11 @@ def gpu_view(facts: Facts) -> GpuView:
         except ValueError:
             continue
         ccs.append(f"{major}.{minor}")
-    raw = facts.raw("gpu")
+    failed = facts.raw(Gpu.SECTION)
     gpu = facts.optional_section(Gpu)
     view = GpuView()
-    if isinstance(raw, Mapping) and "_error" in raw:
-        view = GpuView(why=f"the GPU facts could not be collected: {raw['_error']}")
+    if isinstance(failed, SectionFailure):
+        view = GpuView(why=f"the GPU facts could not be collected: {failed.reason}")
     elif gpu is None:
         pass  # not collected, or not of its shape: no GPU facts
     elif gpu.skipped:
