@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from dflash_doctor.commands import COMMANDS, DEFAULT_COMMAND, command
-from dflash_doctor.commands.options import tell, unknown_command
+from dflash_doctor.commands.options import parse_run_args, tell, unknown_command
 
 __all__ = ["main"]
 
@@ -37,6 +37,8 @@ def _dispatch(argv: list[str]) -> int:
         return 2
     else:
         module, rest = DEFAULT_COMMAND, argv
+        if "-h" in rest or "--help" in rest:
+            parse_run_args(rest)  # prints the run's help and exits: it needs none of the run that commands.run imports
     return command(module)(rest)
 
 

@@ -32,7 +32,7 @@ from dflash_doctor.commands.options import (
     run_parser,
     tell,
 )
-from dflash_doctor.commands.run import emit, live_progress
+from dflash_doctor.commands.output import emit, live_progress
 from dflash_doctor.documents.jsondoc import shown_path
 from dflash_doctor.facts.baseline_shapes import Baseline, PythonState
 from dflash_doctor.facts.envsummary import STACK

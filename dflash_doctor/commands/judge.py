@@ -15,7 +15,7 @@ from dflash_doctor.commands.options import (
     tell,
     usage_error,
 )
-from dflash_doctor.commands.run import emit
+from dflash_doctor.commands.output import emit
 from dflash_doctor.report import document as report_module
 from dflash_doctor.request import Request
 

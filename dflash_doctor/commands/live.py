@@ -39,7 +39,7 @@ from dflash_doctor.commands.options import (
     tell,
     usage_error,
 )
-from dflash_doctor.commands.run import emit, exit_if_lingering
+from dflash_doctor.commands.output import emit, exit_if_lingering
 from dflash_doctor.documents import writer
 from dflash_doctor.documents.jsondoc import parse_json, shown_path
 from dflash_doctor.facts.live import (

@@ -7,122 +7,23 @@ signal's number (143, 130) when a second SIGTERM/SIGINT ends the doctor before i
 
 Every output (terminal, --json, --junit, --markdown, --format github) is made from one redacted report.
 The command line becomes a `Request` (`options.request_of`); the run itself is `dflash_doctor.pipeline.run`,
-which every command that runs the doctor calls. This module writes and renders what it gives.
+which every command that runs the doctor calls; `commands.output` writes and renders what it gives.
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import os
-import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
 
+from dflash_doctor import pipeline
 from dflash_doctor.commands.options import UsageError, parse_run_args, request_of, tell, usage_error
-from dflash_doctor.documents.jsondoc import shown_path
-from dflash_doctor.render import json_report
-from dflash_doctor.render.plain import plain_output
+from dflash_doctor.commands.output import emit, exit_if_lingering, live_progress
 
-if TYPE_CHECKING:
-    from dflash_doctor.pipeline import Run
-
-__all__ = ["emit", "exit_if_lingering", "live_progress", "main"]
-
-OnEvent = Callable[[str, str, float], None]
-
-
-def _progress_shown(args: argparse.Namespace) -> bool:
-    """The terminal view goes to stdout, and stdout is a terminal."""
-    outputs = (getattr(args, "json", None), getattr(args, "junit", None), getattr(args, "markdown", None))
-    try:
-        tty = sys.stdout.isatty()
-    except (AttributeError, ValueError):
-        tty = False
-    return tty and "-" not in outputs and getattr(args, "format", "terminal") == "terminal"
-
-
-@contextlib.contextmanager
-def live_progress(args: argparse.Namespace) -> Iterator[OnEvent | None]:
-    """A transient status line on the terminal while the block runs (the `on_event` for `pipeline.run`), or
-    None where nothing may be added to stdout: not a terminal, a report on stdout, `--format github`.
-    The line is gone when the block ends, before the report is rendered."""
-    if not _progress_shown(args):
-        yield None
-        return
-
-    dumb = os.environ.get("TERM", "") in ("dumb", "unknown")  # no cursor control there: the plain line
-    from dflash_doctor.render.progress import status_line  # rich (~30 ms): only when the line is shown
-
-    with status_line(sys.stdout, plain=bool(args.no_color) or plain_output(sys.stdout) or dumb) as on_event:
-        yield on_event
-
-
-def _write(kind: str, path: str, write: Any, report: Mapping[str, Any]) -> bool:
-    try:
-        write(report, path)
-    except BrokenPipeError:
-        raise
-    except OSError as exc:
-        tell(f"dflash-doctor: cannot write the {kind} report to {shown_path(path)}: {exc.strerror or exc}\n")
-        return False
-    except Exception as exc:  # noqa: BLE001 - one broken output must not cost the others
-        tell(f"dflash-doctor: internal error writing the {kind} report to {shown_path(path)}: "
-             f"{type(exc).__name__}: {exc}\n")
-        return False
-    if path != "-":  # say where: a profile (ticket) may have chosen the name
-        tell(f"dflash-doctor: {kind} report written to {shown_path(os.path.abspath(path))}\n")
-    return True
-
-
-def emit(run: Run, args: argparse.Namespace) -> int:
-    """Write the requested files and render the chosen view; returns the exit code (2 if an output failed)."""
-    report, ok = run.report, True
-    if args.json:
-        ok &= _write("JSON", args.json, json_report.write, report)
-    # each view only when asked: they and rich would add ~40 ms to every start (`--help`, `--version`)
-    if args.junit:
-        from dflash_doctor.render import junit
-
-        ok &= _write("JUnit", args.junit, junit.write, report)
-    if args.markdown:
-        from dflash_doctor.render import markdown
-
-        ok &= _write("Markdown", args.markdown, markdown.write, report)
-    if "-" not in (args.json, args.junit, args.markdown):
-        try:
-            if args.format == "github":
-                from dflash_doctor.render import github
-
-                github.render(report, sys.stdout)
-            else:
-                plain = args.no_color or plain_output(sys.stdout)
-                from dflash_doctor.render.terminal import TerminalReporter, make_console
-
-                TerminalReporter(make_console(sys.stdout, plain), plain, args.verbose).render(report, run.results)
-            sys.stdout.flush()
-        except BrokenPipeError:
-            raise  # the reader went away: main() ends quietly
-        except Exception as exc:  # noqa: BLE001
-            tell(f"dflash-doctor: internal error rendering the report: {type(exc).__name__}: {exc}\n")
-            ok = False
-    return run.exit_code if ok else max(run.exit_code, 2)
-
-
-def exit_if_lingering(run: Run, code: int) -> None:
-    """A collector ignored the stop or its timeout: end the process now with `code`, its output
-    flushed, rather than let Python's exit wait for that thread."""
-    if run.lingering:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+__all__ = ["main"]
 
 
 def main(argv: Sequence[str]) -> int:
     try:
         args = parse_run_args(argv)
-        from dflash_doctor import pipeline  # after the parse: `--help` needs none of the run
-
         with live_progress(args) as on_event:
             run = pipeline.run(request_of(args), handle_signals=True, on_event=on_event)
     except UsageError as exc:
