@@ -245,9 +245,11 @@ def _role(name: str) -> str | None:
 
 
 def metric_names_from_source(text: str) -> dict[str, str]:
-    """role -> metric name, from the `name="vllm:..."` arguments of vLLM's metrics.py."""
+    """role -> metric name, from the string literals of vLLM's metrics.py that are whole metric names: a
+    `name="vllm:..."` argument (0.20.1), or a `("vllm:...", "documentation")` row its counters are made from
+    (0.26.0)."""
     names: dict[str, str] = {}
-    for name in re.findall(r'name\s*=\s*"([A-Za-z_:][A-Za-z0-9_:]*)"', text):
+    for name in re.findall(r'"(vllm:[A-Za-z0-9_:]+)"', text):
         role = _role(name)
         if role is not None and role not in names:
             names[role] = name
@@ -597,7 +599,8 @@ def gather(options: LiveOptions, vllm: Mapping[str, Any] | None = None) -> dict[
     from_source = (vllm or {}).get("metric_names") or {}
     exposed = names_exposed(samples_before)
     if from_source:
-        names, names_from = dict(from_source), f"the installed vLLM's {METRICS_FILE.value}"
+        # a role the source did not name is taken as the server names it
+        names, names_from = {**exposed, **from_source}, f"the installed vLLM's {METRICS_FILE.value}"
     elif exposed:
         names, names_from = exposed, "the names the server exposes"
     else:
