@@ -749,14 +749,18 @@ def test_a_missing_flashinfer_fails_where_the_releases_sampler_imports_it_at_eng
     from dflash_doctor.facts.vllm_source_shapes import ImportedAt, ImportedElsewhere, VllmServeImports
     from dflash_doctor.knowledge.vllm_imports import IMPORTED_AT_ENGINE_START
 
-    vllm_file = IMPORTED_AT_ENGINE_START.value["flashinfer-python"][0]
+    known = IMPORTED_AT_ENGINE_START.value["flashinfer-python"]
+    vllm_file = known.vllm_file
     assert imports_at_module_level(version, vllm_file.removeprefix("vllm/"), "flashinfer")
     serve = VllmServeImports(elsewhere={"flashinfer": ImportedElsewhere(files=1, sites=[
         ImportedAt(file=vllm_file, line=12, scope="module")])})
     imports = vllm_sampler_imports_flashinfer(version)
     for environ in ({}, {"VLLM_USE_FLASHINFER_SAMPLER": "0"}, {"VLLM_USE_FLASHINFER_SAMPLER": "1"}):
-        ours = _imported_at_engine_start("flashinfer-python", ["flashinfer"], version, serve, environ)
+        ours = _imported_at_engine_start(known, ["flashinfer"], version, serve, environ)
         assert (ours is not None) is imports(environ), (version, environ)
+        # a wheel from vLLM's own index carries a local version (+cu130): the same release
+        local = _imported_at_engine_start(known, ["flashinfer"], f"{version}+cu130", serve, environ)
+        assert (local is not None) is imports(environ), (f"{version}+cu130", environ)
 
 
 @pytest.mark.parametrize("version", sorted({*MATRIX, "0.18.0"}, key=lambda v: tuple(map(int, v.split(".")))))

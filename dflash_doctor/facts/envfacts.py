@@ -13,7 +13,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-__all__ = ["canonical", "release", "requirement_name", "version_tuple"]
+__all__ = ["canonical", "release", "release_within", "requirement_name", "version_tuple"]
 
 
 def canonical(name: str) -> str:
@@ -41,6 +41,13 @@ def release(version: str | None) -> tuple[int, ...] | None:
         return Version(version).release if version else None
     except InvalidVersion:
         return None
+
+
+def release_within(version: str | None, oldest: str, newest: str) -> bool:
+    """Whether the distribution's release (`release`: a candidate or local build of X counts as X) lies in the
+    releases read, `oldest` to `newest` included; False when it does not parse."""
+    got, low, high = release(version), release(oldest), release(newest)
+    return got is not None and low is not None and high is not None and low <= got <= high
 
 
 def version_tuple(text: str | None) -> tuple[int, ...]:

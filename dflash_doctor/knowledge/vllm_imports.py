@@ -6,6 +6,8 @@ module only says which packages to look for and which sites `vllm serve` is know
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from dflash_doctor.knowledge import Fact
 
 EXTERNAL_KERNEL_MODULES: Fact[tuple[str, ...]] = Fact(
@@ -109,13 +111,33 @@ IMPORTED_THROUGH: Fact[dict[str, tuple[str, str]]] = Fact(
     "served with setuptools 81.0.0 where vLLM 0.20.1 asks for <81.0.0, which torch's own >=77.0.3 accepts.",
 )
 
-IMPORTED_AT_ENGINE_START: Fact[dict[str, tuple[str, str, str, str, str, str, str]]] = Fact(
+@dataclass(frozen=True)
+class EngineStartImport:
+    """A requirement of vLLM that its code imports, inside a function, when the engine starts."""
+
+    vllm_file: str
+    """The vLLM file that imports it at module level (found by the scan among the imports off the way up)."""
+    route: tuple[str, ...]
+    """From the serve path's root to that file: how the engine reaches it."""
+    variable: str
+    """The environment variable that turns it off with 0."""
+    default_on_from: str
+    """The first release where the variable unset means on (before it, only a set variable imports it)."""
+    oldest: str
+    newest: str
+    """The releases read."""
+    what: str
+
+
+IMPORTED_AT_ENGINE_START: Fact[dict[str, EngineStartImport]] = Fact(
     value={
-        "flashinfer-python": (
-            "vllm/v1/attention/backends/flashinfer.py", "vllm.v1.sample.ops.topk_topp_sampler.flashinfer_sampler_supported",
-            "VLLM_USE_FLASHINFER_SAMPLER", "0.21.0", "0.18.0", "0.34.0",
-            ("its sampler, built when the engine loads the model, asks FlashInfer whether it can sample "
-             "(it imports vllm.v1.attention.backends.flashinfer, which imports flashinfer at module level)")),
+        "flashinfer-python": EngineStartImport(
+            vllm_file="vllm/v1/attention/backends/flashinfer.py",
+            route=("vllm.v1.worker.gpu_worker", "vllm.v1.sample.ops.topk_topp_sampler.flashinfer_sampler_supported()",
+                   "vllm.v1.attention.backends.flashinfer"),
+            variable="VLLM_USE_FLASHINFER_SAMPLER", default_on_from="0.21.0", oldest="0.18.0", newest="0.34.0",
+            what=("its sampler, built when the engine loads the model, asks FlashInfer whether it can sample "
+                  "(it imports vllm.v1.attention.backends.flashinfer, which imports flashinfer at module level)")),
     },
     source="vllm/v1/sample/ops/topk_topp_sampler.py: on CUDA, while VLLM_USE_FLASHINFER_SAMPLER is not 0, "
     "`from vllm.v1.attention.backends.flashinfer import FlashInferBackend` (flashinfer_sampler_supported from "
@@ -127,10 +149,7 @@ IMPORTED_AT_ENGINE_START: Fact[dict[str, tuple[str, str, str, str, str, str, str
     read_from="vllm 0.18.0 to 0.34.0 sdists (tests/test_release_matrix.py runs each release's own code); the "
     "engine: vLLM 0.26.0 on an H200 died at start with `ModuleNotFoundError: No module named 'flashinfer'` "
     "(fixtures/engine/vllm-0.26.0/20-flashinfer-missing.json)",
-    note="value: requirement -> (the vLLM file that imports it at module level, the function that imports that "
-    "file when the engine starts, the variable that turns it off with 0, the first release where an unset "
-    "variable means on, the oldest and the newest release read, what happens). Counted only for a missing "
-    "requirement and the installed vLLM inside the releases read.",
+    note="Counted only for a missing requirement and the installed vLLM inside the releases read.",
 )
 
 NEVER_IMPORTED: Fact[dict[str, tuple[str, str, str]]] = Fact(

@@ -29,13 +29,13 @@ from dflash_doctor.checks.python.kernel_packages import broken_by, shared_files,
 from dflash_doctor.checks.python.overlaps import overlap_findings
 from dflash_doctor.checks.python.requirements import STACK, VERIFIED, requirements_of, unmet_requirements
 from dflash_doctor.checks.remedy import Installer
-from dflash_doctor.facts.envfacts import canonical
+from dflash_doctor.facts.envfacts import canonical, release, release_within
 from dflash_doctor.facts.environment_shapes import Distribution, Distributions, Target
 from dflash_doctor.facts.vllm_serve_path import import_names, matches
 from dflash_doctor.facts.vllm_serve_path import unmet_requirements as requirements_unmet
 from dflash_doctor.facts.vllm_source_shapes import ServeImport, VllmServeImports
 from dflash_doctor.knowledge.stack import OPTIONAL_AT_SERVE
-from dflash_doctor.knowledge.vllm_imports import IMPORTED_AT_ENGINE_START, IMPORTED_THROUGH
+from dflash_doctor.knowledge.vllm_imports import IMPORTED_AT_ENGINE_START, IMPORTED_THROUGH, EngineStartImport
 from dflash_doctor.model import JSON, Finding, Remediation, Status
 
 if TYPE_CHECKING:
@@ -211,7 +211,8 @@ def _vllm_requirements(dists: Distributions, marker_env: Mapping[str, str], inst
             site is None or site.reach != "serve") else None
         if through is not None:
             site = through
-        at_start = _imported_at_engine_start(requirement.name, names, vllm.version, serve, environ) \
+        engine_start = IMPORTED_AT_ENGINE_START.value.get(canonical(requirement.name))
+        at_start = _imported_at_engine_start(engine_start, names, vllm.version, serve, environ) \
             if found is None and (site is None or site.reach != "serve") else None
         if at_start is not None:
             site = at_start
@@ -228,21 +229,21 @@ def _vllm_requirements(dists: Distributions, marker_env: Mapping[str, str], inst
                      else f"{vllm.label()} requires {spec}, found {found}")
         fatal = site is not None and site.reach == "serve"
         if fatal and site is not None:
+            # the module that is missing: the requirement's own import name, not the package that imports it
+            missing = next((n for n in names if matches(site.module, site.names, n)), names[0])
             title = pip_words
             via = (f"`vllm serve` imports {site.module} on its way up, which imports {requirement.name} "
                    f"({IMPORTED_THROUGH.value[canonical(requirement.name)][1]}; knowledge.vllm_imports.IMPORTED_THROUGH)"
                    if through is not None else
-                   f"`vllm serve` imports {site.module} when the engine starts: "
-                   f"{IMPORTED_AT_ENGINE_START.value[canonical(requirement.name)][6]} unless "
-                   f"{IMPORTED_AT_ENGINE_START.value[canonical(requirement.name)][2]}=0 "
-                   f"(knowledge.vllm_imports.IMPORTED_AT_ENGINE_START, vLLM {vllm.version})"
-                   if at_start is not None else
+                   f"`vllm serve` imports {site.module} when the engine starts: {engine_start.what} unless "
+                   f"{engine_start.variable}=0 (knowledge.vllm_imports.IMPORTED_AT_ENGINE_START, vLLM {vllm.version})"
+                   if at_start is not None and engine_start is not None else
                    f"`vllm serve` imports {site.module} on its way up, and {needed_by[0].label()} requires "
                    f"{requirement.name} too (its own Requires-Dist)" if needed_by is not None else
                    f"`vllm serve` imports {site.module} on its way up")
             detail = (f"{via}{'' if at_start is not None else ', unconditionally'}: {site.file}:{site.line}, "
                       f"reached from {_route(site)}. "
-                      + (f"It stops with `ModuleNotFoundError: No module named '{site.module.split('.')[0]}'` "
+                      + (f"It stops with `ModuleNotFoundError: No module named '{missing.split('.')[0]}'` "
                          "before it serves." if found is None else
                          "It runs against a version vLLM was not released with."))
         else:
@@ -269,9 +270,9 @@ def _vllm_requirements(dists: Distributions, marker_env: Mapping[str, str], inst
                 Remediation(installer.install(spec), f"install the {requirement.name} that {vllm.label()} requires"),
                 Remediation(installer.install(f"{vllm.name}=={vllm.version}", reinstall=True),
                             f"or let the installer resolve {vllm.name}'s requirements again"),
-                *((Remediation(f"export {IMPORTED_AT_ENGINE_START.value[canonical(requirement.name)][2]}=0",
+                *((Remediation(f"export {engine_start.variable}=0",
                                f"or serve without it: vLLM {vllm.version} then does not import {requirement.name} "
-                               "at engine start"),) if at_start is not None else ()),
+                               "at engine start"),) if at_start is not None and engine_start is not None else ()),
             ),
         )
 
@@ -303,38 +304,30 @@ def _required_on_the_way_up(reached: list[tuple[Distribution, ServeImport]],
     return required
 
 
-def _imported_at_engine_start(requirement: str, names: list[str], vllm_version: str | None,
+def _imported_at_engine_start(known: EngineStartImport | None, names: list[str], vllm_version: str | None,
                               serve: VllmServeImports, environ: Mapping[str, str]) -> ServeImport | None:
-    """Where vLLM imports `requirement` when the engine starts, inside a function the scan of the way up does not
+    """Where vLLM imports a requirement when the engine starts, inside a function the scan of the way up does not
     follow (knowledge.vllm_imports.IMPORTED_AT_ENGINE_START): the file's own import site as the scan found it, for a
     release among those read, in the environment the serve gets (vLLM reads the variable as `bool(int(value))`)."""
-    from packaging.version import InvalidVersion, Version
-
-    known = IMPORTED_AT_ENGINE_START.value.get(canonical(requirement))
-    if known is None or vllm_version is None:
+    if known is None or not release_within(vllm_version, known.oldest, known.newest):
         return None
-    vllm_file, function, variable, default_on_from, oldest, newest, _ = known
-    try:
-        version = Version(vllm_version)
-        if not Version(oldest) <= version <= Version(newest):
+    value = environ.get(known.variable)
+    if value is None:
+        got, on_from = release(vllm_version), release(known.default_on_from)
+        if got is None or on_from is None or got < on_from:
             return None
-        value = environ.get(variable)
-        if value is None:
-            if version < Version(default_on_from):
+    else:
+        try:
+            if int(value.strip()) == 0:
                 return None
-        elif int(value.strip()) == 0:
-            return None
-    except InvalidVersion:
-        return None
-    except ValueError:
-        pass  # a value int() refuses: vLLM stops on it before it serves anyway
+        except ValueError:
+            pass  # a value int() refuses: vLLM stops on it before it serves anyway
     for name in names:
         found = serve.elsewhere.get(name.split(".", 1)[0])
-        site = next((s for s in found.sites if s.file == vllm_file and s.scope == "module"), None) if found else None
+        site = next((s for s in found.sites if s.file == known.vllm_file and s.scope == "module"), None) \
+            if found else None
         if site is not None:
-            module = vllm_file.removesuffix(".py").replace("/", ".")
-            return ServeImport(module=name, reach="serve", file=site.file, line=site.line,
-                               chain=["vllm.v1.worker.gpu_worker", f"{function}()", module])
+            return ServeImport(module=name, reach="serve", file=site.file, line=site.line, chain=list(known.route))
     return None
 
 

@@ -15,7 +15,7 @@ from dflash_doctor.checks.python.codes import (
 )
 from dflash_doctor.checks.python.requirements import KERNELS, STACK, VERIFIED, requirements_of, satisfies
 from dflash_doctor.checks.remedy import Installer
-from dflash_doctor.facts.envfacts import canonical
+from dflash_doctor.facts.envfacts import canonical, release_within
 from dflash_doctor.facts.environment_shapes import DifferingFile, Distribution, Distributions, SharedClaimant
 from dflash_doctor.knowledge.kernel_wheels import CUTLASS_DSL_SPLIT, PIN_SKEWS
 from dflash_doctor.knowledge.vllm_imports import NEVER_IMPORTED
@@ -160,19 +160,12 @@ def broken_by(dists: Distributions, marker_env: Mapping[str, str], installer: In
 def _unused_by_vllm(requirer: Distribution, dists: Distributions) -> str | None:
     """Why `vllm serve` never loads `requirer` (knowledge.vllm_imports.NEVER_IMPORTED), where the installed vLLM is
     among the releases read; None where it may."""
-    from packaging.version import InvalidVersion, Version
-
     known = NEVER_IMPORTED.value.get(requirer.canonical)
     vllm = dists.get("vllm")
-    if known is None or vllm is None or vllm.version is None:
+    if known is None or vllm is None:
         return None
     module, oldest, newest = known
-    try:
-        if not Version(oldest) <= Version(vllm.version) <= Version(newest):
-            return None
-    except InvalidVersion:
-        return None
-    return f"vLLM {vllm.version} imports no {module}"
+    return f"vLLM {vllm.version} imports no {module}" if release_within(vllm.version, oldest, newest) else None
 
 
 @dataclass(frozen=True)
