@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -313,3 +315,27 @@ def test_a_vllm_requirement_that_a_package_on_the_way_up_requires_too_fails(doct
     assert "and fastapi 0.165.0 requires opentelemetry-api too" in api["detail"]
     # the SDK, which fastapi does not require, stays a warning: vLLM catches its ImportError
     assert found["opentelemetry-sdk"]["status"] == "warn"
+
+
+@pytest.mark.parametrize("kind", ["venv", "uv"])
+def test_flashinfer_missing_fails_where_the_sampler_imports_it_and_the_pasted_variable_clears_it(
+        doctor: Doctor, tmp_path: Path, kind: str) -> None:
+    """vLLM 0.24.0 (the real wheel, beside a venv made by pip's venv and by uv) without flashinfer-python: its sampler
+    imports FlashInfer at engine start (knowledge.vllm_imports.IMPORTED_AT_ENGINE_START; the engine died so on
+    0.26.0, fixtures/engine/vllm-0.26.0/20-flashinfer-missing.json). The fix the doctor offers for serving without
+    it, pasted into bash as it is shown, then the doctor again: the failure is gone (a warning stays: the
+    requirement is still unmet)."""
+    env = make_venv(tmp_path, kind, name=kind)
+    add_to_path(env, vllm_site("0.24.0"))
+    argv = ["--python", str(env.python), "--no-gpu", "--only", "distributions"]
+    report, _ = doctor.report(*argv)
+    flashinfer = by_requirement(report)["flashinfer-python"]
+    assert flashinfer["status"] == "fail" and flashinfer["id"] == "distributions.requirement-missing"
+    assert "No module named 'flashinfer'" in flashinfer["detail"], flashinfer["detail"]
+    [fix] = [r["command"] for r in flashinfer["remediation"] if "VLLM_USE_FLASHINFER_SAMPLER" in r["command"]]
+    environ = {k: v for k, v in os.environ.items() if k != "VLLM_USE_FLASHINFER_SAMPLER"}
+    pasted = f"{fix} && {shlex.join([sys.executable, '-m', 'dflash_doctor', *argv, '--json', '-'])}"
+    proc = subprocess.run(["bash", "-c", pasted], capture_output=True, text=True, env=environ, cwd=tmp_path,
+                          timeout=300, check=False)
+    again = by_requirement(json.loads(proc.stdout))["flashinfer-python"]
+    assert again["status"] == "warn", again["title"]
