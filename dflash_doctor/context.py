@@ -24,6 +24,9 @@ class TargetProcess(Protocol):
     """The run's one target process that imported the stack once (`facts.probes.TargetHost`): probes that
     need the stack run as its forked children. Jobs are `facts.probes.ProbeJob`s, outcomes `ProbeOutcome`s."""
 
+    parallel: int
+    """How many jobs run at once; more wait for a slot."""
+
     def submit(self, job: Any) -> Future[Any]:
         """Start one probe job; its outcome comes through the future."""
         ...

@@ -202,6 +202,29 @@ def test_a_rank_that_does_not_finish_is_killed_at_the_timeout_and_judged_a_hang(
     assert "hung: rank(s) 0, 1 killed at the timeout" in judged["fabric.nccl-failed"]["title"]
 
 
+def test_the_ranks_forked_from_the_shared_target_process_start_nccl_with_their_arms_variables(tmp_path: Path) -> None:
+    """On a GPU run the ranks are forked from the run's one target process, which imported torch once (the
+    H200's critical path had a second `import torch` for them); that process has the doctor's environment, so
+    each rank sets its arm's NCCL variables itself before NCCL starts. Real: torch 2.13.0 (CPU) in a venv."""
+    from realenv import fa2_builder_python
+
+    from dflash_doctor.check import Context
+    from dflash_doctor.facts.fabric import nccl_arm
+    from dflash_doctor.facts.probes import TargetHost
+
+    python = str(fa2_builder_python())
+    with TargetHost(python, preload=("torch",), timeout_s=120.0, cwd=str(tmp_path), parallel=2) as host:
+        ctx = Context(python=python, cwd=str(tmp_path), timeout_s=120.0, host=host)
+        arm = nccl_arm(ctx, 2, {"PATH": "/usr/bin:/bin", "NCCL_NVLS_ENABLE": "0", "NCCL_P2P_DISABLE": "1"})
+        shared = host.facts()
+    assert shared["forked"] is True and shared["jobs"] == 2  # both ranks were the shared process's children
+    assert [r["data"]["rank"] for r in arm["ranks"]] == [0, 1]
+    for rank in arm["ranks"]:
+        assert rank["data"]["env"]["NCCL_P2P_DISABLE"] == "1" and rank["data"]["env"]["NCCL_NVLS_ENABLE"] == "0"
+        assert rank["data"]["torch"].startswith("2.13.0")
+        assert rank["data"]["ok"] is False and rank["data"]["stage"] == "init"  # a CPU build has no CUDA device
+
+
 # ------------------------------------------------------------------ the knowledge, against vLLM's own source
 
 

@@ -6,6 +6,9 @@ and their version, and each GPU's PCIe generation and width now and at most; and
 (`facts.fabric_host`). In the target, each probe its own process with a timeout, NCCL_NVLS_ENABLE=0 always:
 `fabric_peer` (can_device_access_peer and a write-and-verify copy per pair) and `fabric_nccl`, one process
 per rank of the TP group, run twice: as vLLM will run it, then with NCCL_P2P_DISABLE=1 as the control arm.
+They are forked children of the run's one target process, which imported torch once (`facts.probes.TargetHost`,
+as the kernel families are), each given its NCCL variables as arguments; without that process, or with fewer
+slots in it than ranks (the ranks of an arm must run at once), each is an interpreter of its own.
 A rank that does not finish is killed at the timeout and recorded as hung. The group's size is the serve
 command's --tensor-parallel-size, or every visible GPU without a serve command.
 """
@@ -26,7 +29,7 @@ from dflash_doctor.facts.fabric_host import host_facts, sysfs_bdf
 from dflash_doctor.facts.fabric_shapes import Fabric
 from dflash_doctor.facts.nvml import _error_name, _text
 from dflash_doctor.facts.nvml_shapes import Gpu
-from dflash_doctor.facts.probes import ProbeOutcome, run_probe
+from dflash_doctor.facts.probes import ProbeJob, ProbeOutcome, run_probe
 from dflash_doctor.facts.serve_shapes import ServeArgs
 from dflash_doctor.facts.shape import Collected, by_section
 
@@ -65,8 +68,7 @@ def collect(ctx: Context, earlier: Mapping[str, object]) -> Collected:
         world = min(requested, len(devices))  # one probe process per rank: never more than the GPUs NVML lists
         if requested >= 2:
             t0 = time.monotonic()
-            peer = run_probe(ctx.python, "fabric_peer", {"world": requested, "bytes": PEER_BYTES},
-                             timeout_s=ctx.timeout_s, cwd=ctx.cwd, env=env)
+            peer = _run(ctx, [ProbeJob("peer", "fabric_peer", {"world": requested, "bytes": PEER_BYTES})], env)[0]
             timings["peer"] = time.monotonic() - t0
             facts["peer"] = {"run": peer.as_facts(), "data": peer.data if isinstance(peer.data, dict) else None}
             count = (peer.data or {}).get("device_count") if isinstance(peer.data, dict) else None
@@ -111,17 +113,29 @@ def nccl_arm(ctx: Context, world: int, env: dict[str, str]) -> dict[str, Any]:
     """One all-reduce over `world` ranks, each its own probe process; a rank past the timeout is hung."""
     port = _free_port()
     started = time.monotonic()
-
-    def rank(r: int) -> ProbeOutcome:
-        return run_probe(ctx.python, "fabric_nccl", {"rank": r, "world": world, "port": port,
-                                                      "sizes": list(NCCL_SIZES)},
-                         timeout_s=ctx.timeout_s, cwd=ctx.cwd, env=env)
-
-    with ThreadPoolExecutor(max_workers=world) as pool:
-        outcomes = list(pool.map(rank, range(world)))
+    nccl = {k: v for k, v in env.items() if k.startswith("NCCL_")}
+    jobs = [ProbeJob(f"rank-{r}", "fabric_nccl", {"rank": r, "world": world, "port": port,
+                                                   "sizes": list(NCCL_SIZES), "environ": nccl})
+            for r in range(world)]
+    outcomes = _run(ctx, jobs, env)
     return {"world": world, "env": {k: env[k] for k in ("NCCL_P2P_DISABLE", "NCCL_NVLS_ENABLE") if k in env},
             "seconds": round(time.monotonic() - started, 3),
             "ranks": [{"run": o.as_facts(), "data": o.data if isinstance(o.data, dict) else None} for o in outcomes]}
+
+
+def _run(ctx: Context, jobs: list[ProbeJob], env: dict[str, str]) -> list[ProbeOutcome]:
+    """Run `jobs` at once, in the order given: forked from the run's target process where it has a slot for
+    each (no second `import torch`), else each an interpreter of its own with `env`."""
+    host = ctx.host
+    if host is not None and len(jobs) <= host.parallel:
+        outcomes = host.run(jobs)
+        return [outcomes[job.name] for job in jobs]
+
+    def alone(job: ProbeJob) -> ProbeOutcome:
+        return run_probe(ctx.python, job.probe, job.args, timeout_s=ctx.timeout_s, cwd=ctx.cwd, env=env)
+
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        return list(pool.map(alone, jobs))
 
 
 # ------------------------------------------------------------------------------------------------- NVML

@@ -137,7 +137,7 @@ BUILTIN_COLLECTORS: tuple[Collector, ...] = (
     Collector.of("serve-args", (ServeArgs,), serve.collect_args, requires=("target", "gpu"), process="target"),
     Collector.of("models", (Models,), models.collect, requires=("serve_args",)),
     Collector.of("vllm-dflash", (VllmDflash,), serve.collect_vllm, requires=("distributions", "resolution", "models")),
-    Collector.of("fabric", (Fabric,), fabric.collect, requires=("gpu", "serve_args")),
+    Collector.of("fabric", (Fabric,), fabric.collect, requires=("gpu", "serve_args"), process="torch"),
     Collector.of("live", (Live,), live.collect),
     Collector.of("baseline", (BaselineFacts, FileHashes), baseline.collect, requires=("target", "distributions")),
 )

@@ -3,8 +3,10 @@
 # the doctor starts one such process per GPU (rank r on cuda:r), each with a timeout, and a rank that hangs
 # is killed and reported as the hang. Values are checked at 4 bytes and 16 MiB (each rank contributes
 # rank + 1, the sum is known), then the 16 MiB all-reduce is timed for the bus bandwidth (nccl-tests'
-# definition: bytes x 2(n-1)/n / seconds). Arguments: {"rank", "world", "port", "sizes", "iterations"}.
-# The doctor sets NCCL_NVLS_ENABLE=0 in its environment (and NCCL_P2P_DISABLE=1 for the control arm).
+# definition: bytes x 2(n-1)/n / seconds). Arguments: {"rank", "world", "port", "sizes", "iterations", "environ"}.
+# "environ" holds the NCCL variables of the arm (NCCL_NVLS_ENABLE=0, and NCCL_P2P_DISABLE=1 for the control
+# arm), set here before NCCL starts: a rank forked from the doctor's shared target process inherits that
+# process's environment, not the arm's.
 import os
 import sys
 import time
@@ -26,6 +28,8 @@ def stage(facts: Dict[str, Any], name: str) -> None:
 
 def main() -> None:
     rank, world = int(ARGS.get("rank", 0)), int(ARGS.get("world", 1))
+    environ = ARGS.get("environ") or {}
+    os.environ.update({str(k): str(v) for k, v in environ.items() if str(k).startswith("NCCL_")})
     facts: Dict[str, Any] = {"rank": rank, "world": world, "ok": False, "stage": "import",
              "env": {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}}
     started = time.monotonic()
