@@ -1,19 +1,22 @@
 """Rules for reading the environment facts, shared by the collectors and the checks that judge them.
 
-Names, requirements and the versions of Python distributions are read with `packaging` (imported on first
-use, so that `dflash-doctor list` stays cheap); the probes, which run in the target with the standard
-library only, keep their own small copies of these rules.
+Names, requirements and the versions of Python distributions are read with `packaging`, each requirement string
+parsed once a process; the probes, which run in the target with the standard library only, keep their own small
+copies of these rules.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
+from packaging.markers import InvalidMarker, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-__all__ = ["canonical", "release", "release_within", "requirement_name", "version_tuple"]
+__all__ = ["applicable_requirements", "canonical", "parsed_requirement", "release", "release_within", "requirement_name",
+           "version_tuple"]
 
 
 def canonical(name: str) -> str:
@@ -22,14 +25,48 @@ def canonical(name: str) -> str:
     return str(canonicalize_name(name))
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=16384)
+def parsed_requirement(text: str) -> Requirement | None:
+    """A PEP 508 requirement string, parsed once a process; None for one that does not parse. A run reads the
+    same Requires-Dist lines in several rules (a serving env holds about 1,200), and packaging parses one in
+    about 0.1 ms. Never changed by its readers."""
+
+    try:
+        return Requirement(text)
+    except InvalidRequirement:
+        return None
+
+
 def requirement_name(requirement: str) -> str | None:
     """The normalized name a PEP 508 requirement string names; None for one that does not parse."""
 
-    try:
-        return canonical(Requirement(requirement).name)
-    except InvalidRequirement:
-        return None
+    parsed = parsed_requirement(requirement)
+    return canonical(parsed.name) if parsed is not None else None
+
+
+def applicable_requirements(requires: Sequence[str], marker_env: Mapping[str, str]) -> tuple[Requirement, ...]:
+    """The requirements of `requires` (a distribution's Requires-Dist) whose markers hold in `marker_env`, with
+    no extra; one that does not parse, or whose marker cannot be evaluated, is left out."""
+
+    return _applicable(tuple(requires), tuple(sorted(marker_env.items())))
+
+
+@lru_cache(maxsize=2048)
+def _applicable(requires: tuple[str, ...], marker_env: tuple[tuple[str, str], ...]) -> tuple[Requirement, ...]:
+    environment = dict(marker_env, extra="")
+    kept: list[Requirement] = []
+    for text in requires:
+        requirement = parsed_requirement(text)
+        if requirement is None:
+            continue
+        if requirement.marker is not None:
+            try:
+                if not requirement.marker.evaluate(environment):
+                    continue
+            except (InvalidMarker, UndefinedEnvironmentName):
+                continue
+        kept.append(requirement)
+    return tuple(kept)
 
 
 def release(version: str | None) -> tuple[int, ...] | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from dflash_doctor.facts.envfacts import canonical
+from dflash_doctor.facts.envfacts import applicable_requirements, canonical
 from dflash_doctor.facts.environment_shapes import Distribution, Distributions
 from dflash_doctor.facts.vllm_serve_path import unmet_requirements as requirements_unmet
 from dflash_doctor.knowledge.kernel_wheels import KERNEL_DISTRIBUTIONS
@@ -43,17 +43,7 @@ def satisfies(requirement: Requirement, found: str) -> bool:
 
 def requirements_of(dist: Distribution, marker_env: Mapping[str, str]) -> Iterator[Requirement]:
     """The distribution's Requires-Dist that apply to the target (no extra); unparsable lines are skipped."""
-    from packaging.markers import InvalidMarker, UndefinedEnvironmentName
-    from packaging.requirements import InvalidRequirement, Requirement
-
-    for text in dist.requires:
-        try:
-            requirement = Requirement(text)
-            if requirement.marker is not None and not requirement.marker.evaluate({**marker_env, "extra": ""}):
-                continue
-        except (InvalidRequirement, InvalidMarker, UndefinedEnvironmentName):
-            continue
-        yield requirement
+    yield from applicable_requirements(dist.requires, marker_env)
 
 
 def unmet_requirements(dists: Distributions, marker_env: Mapping[str, str]) -> list[tuple[Distribution, Requirement, str | None]]:
