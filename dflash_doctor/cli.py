@@ -37,8 +37,8 @@ def _dispatch(argv: list[str]) -> int:
         return 2
     else:
         module, rest = DEFAULT_COMMAND, argv
-        if "-h" in rest or "--help" in rest:
-            parse_run_args(rest)  # prints the run's help and exits: it needs none of the run that commands.run imports
+        if {"-h", "--help", "--version"} & set(rest):
+            parse_run_args(rest)  # prints the run's help or version and exits: none of the run that commands.run imports
     return command(module)(rest)
 
 

@@ -275,7 +275,23 @@ EngineArgs(model=target, max_model_len=32768, max_num_batched_tokens=32768, max_
 
 def warm_model_info_cache(version: str, target: Path, drafter: Path, root: Path) -> int:
     """vLLM `version` (vllm_python) fills the model-info cache under `root` for the toy target and drafter; its
-    exit code."""
-    env = {**os.environ, "VLLM_CACHE_ROOT": str(root), "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}
-    return subprocess.run([str(vllm_python(version)), "-c", WARM_UP, str(target), str(drafter)], env=env,
-                          check=False, capture_output=True, timeout=600).returncode
+    exit code. What it wrote is kept in the test cache, by release and by the toys' configs (vLLM keys each entry
+    by its model class's module, not by the model's path), and copied to `root` by later runs: vLLM fills it once
+    per cache, not once per test module and run (a minute of CPU for the three releases)."""
+    configs = b"".join((model / "config.json").read_bytes() for model in (target, drafter))
+    key = hashlib.sha256(configs + WARM_UP.encode()).hexdigest()[:16]
+    kept = cache_dir() / "vllm-modelinfo" / f"{version}-{key}"
+    with _locked(f"vllm-modelinfo-{version}-{key}"):
+        if not (kept / "exit-code").is_file():
+            scratch = Path(tempfile.mkdtemp(prefix="vllm-modelinfo-", dir=cache_dir()))
+            env = {**os.environ, "VLLM_CACHE_ROOT": str(scratch / "root"), "HF_HUB_OFFLINE": "1",
+                   "VLLM_NO_USAGE_STATS": "1"}
+            code = subprocess.run([str(vllm_python(version)), "-c", WARM_UP, str(target), str(drafter)], env=env,
+                                  check=False, capture_output=True, timeout=600).returncode
+            (scratch / "root").mkdir(exist_ok=True)
+            (scratch / "exit-code").write_text(f"{code}\n")
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            shutil.rmtree(kept, ignore_errors=True)
+            scratch.rename(kept)
+    shutil.copytree(kept / "root", root, dirs_exist_ok=True)
+    return int((kept / "exit-code").read_text())
