@@ -26,8 +26,8 @@ from stacks import add_to_path, torch_site, vllm_site
 
 from dflash_doctor.check import Context
 from dflash_doctor.checks.gpu import ArchCoverageCheck
-from dflash_doctor.facts import archs as archs_collector
-from dflash_doctor.facts import environment
+from dflash_doctor.facts.gpu import archs as archs_collector
+from dflash_doctor.facts.python import environment
 from dflash_doctor.facts.shape import section_json
 from dflash_doctor.knowledge.archs_advice import PTX_ISA_MIN_CUDA
 from dflash_doctor.model import CheckResult, Finding, Status

@@ -28,8 +28,8 @@ from dflash_doctor.check import Context
 from dflash_doctor.checks.gpu import GpuCheck
 from dflash_doctor.checks.gpu.devices import host_limits_finding, reason_names
 from dflash_doctor.registry import CODES
-from dflash_doctor.facts import nvml
-from dflash_doctor.facts.nvml_shapes import Gpu, HostLimits
+from dflash_doctor.facts.gpu import nvml
+from dflash_doctor.facts.gpu.nvml_shapes import Gpu, HostLimits
 from dflash_doctor.model import CheckResult, Finding, Status
 from dflash_doctor.runner import judge
 
@@ -238,7 +238,7 @@ def test_host_limits_are_read_for_real_on_this_machine() -> None:
 
 
 CHILD = ("import json, resource, sys; resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 4096)); "
-         "from dflash_doctor.facts import nvml; print(json.dumps(nvml.nvml_facts()['host']['limits']))")
+         "from dflash_doctor.facts.gpu import nvml; print(json.dumps(nvml.nvml_facts()['host']['limits']))")
 
 
 def test_a_hard_open_file_limit_below_vllms_warns_in_a_real_child() -> None:
@@ -317,7 +317,7 @@ class _FakeNvml:
     device that answers the health queries as an NVLink-less PCIe GPU would (NVLink unsupported)."""
 
     def __init__(self) -> None:
-        self.real = importlib.import_module("pynvml")  # untyped, as facts.nvml loads it
+        self.real = importlib.import_module("pynvml")  # untyped, as facts.gpu.nvml loads it
 
     def module(self) -> types.SimpleNamespace:
         real = self.real

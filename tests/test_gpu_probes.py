@@ -18,8 +18,8 @@ import pytest
 
 from dflash_doctor.check import Context
 from dflash_doctor.checks.gpu import CudaStackCheck, GpuCheck, KernelsCheck
-from dflash_doctor.facts import cuda as cuda_collectors
-from dflash_doctor.facts.nvml import host_limits, nvml_facts
+from dflash_doctor.facts.gpu import cuda as cuda_collectors
+from dflash_doctor.facts.gpu.nvml import host_limits, nvml_facts
 from dflash_doctor.facts.probes import run_probe
 from dflash_doctor.facts.shape import section_json
 from dflash_doctor.model import Status

@@ -17,7 +17,6 @@ from realenv import HANG_ON_IMPORT, SEGFAULT_ON_IMPORT, fa4_wheel, install, make
 from stacks import add_to_path, torch_site
 
 from dflash_doctor.context import Context
-from dflash_doctor.facts import interpreter
 from dflash_doctor.facts.collect import InterpreterError, collect
 from dflash_doctor.facts.probes import (
     HOST_MARKER,
@@ -26,6 +25,7 @@ from dflash_doctor.facts.probes import (
     run_probe,
     run_probes_sharing_imports,
 )
+from dflash_doctor.facts.python import interpreter
 
 CHATTY_ON_IMPORT = "import sys\nprint('x' * 300000)\nsys.stderr.write('e' * 300000)\n"
 

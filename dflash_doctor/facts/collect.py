@@ -32,8 +32,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from dflash_doctor.context import Context, ProgressFn
-from dflash_doctor.facts.interpreter import InterpreterError, precheck, verify
 from dflash_doctor.facts.probes import TargetHost
+from dflash_doctor.facts.python.interpreter import InterpreterError, precheck, verify
 from dflash_doctor.facts.sections import (
     BUILTIN_COLLECTORS,
     HOST_SECTIONS,

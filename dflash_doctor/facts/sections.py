@@ -28,34 +28,26 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Literal
 
-from dflash_doctor.facts import (
-    archs,
-    baseline,
-    cuda,
-    environment,
-    fabric,
-    imports,
-    kernel_files,
-    live,
-    models,
-    nvml,
-    serve,
-    vllm_serve_path,
-    vllm_source,
-)
-from dflash_doctor.facts.archs_shapes import ArchCoverage
-from dflash_doctor.facts.baseline_shapes import BaselineFacts, FileHashes
-from dflash_doctor.facts.cuda_shapes import CudaStack, Kernels
-from dflash_doctor.facts.environment_shapes import Distributions, Resolution, SysPath, Target
-from dflash_doctor.facts.fabric_shapes import Fabric
-from dflash_doctor.facts.imports_shapes import Extensions, RotaryImport, SurfaceImports
-from dflash_doctor.facts.kernel_files_shapes import KernelFiles
-from dflash_doctor.facts.live_shapes import Live
-from dflash_doctor.facts.models_shapes import Models
-from dflash_doctor.facts.nvml_shapes import Gpu
+from dflash_doctor.facts.fabric import fabric
+from dflash_doctor.facts.fabric.fabric_shapes import Fabric
+from dflash_doctor.facts.fix import baseline
+from dflash_doctor.facts.fix.baseline_shapes import BaselineFacts, FileHashes
+from dflash_doctor.facts.gpu import archs, cuda, nvml
+from dflash_doctor.facts.gpu.archs_shapes import ArchCoverage
+from dflash_doctor.facts.gpu.cuda_shapes import CudaStack, Kernels
+from dflash_doctor.facts.gpu.nvml_shapes import Gpu
+from dflash_doctor.facts.live import live
+from dflash_doctor.facts.live.live_shapes import Live
+from dflash_doctor.facts.models import models
+from dflash_doctor.facts.models.models_shapes import Models
 from dflash_doctor.facts.probes import SHARED_IMPORTS
-from dflash_doctor.facts.serve_shapes import ServeArgs, VllmDflash
-from dflash_doctor.facts.vllm_source_shapes import VllmServeImports, VllmSource, VllmSurface
+from dflash_doctor.facts.python import environment, imports, kernel_files, vllm_serve_path, vllm_source
+from dflash_doctor.facts.python.environment_shapes import Distributions, Resolution, SysPath, Target
+from dflash_doctor.facts.python.imports_shapes import Extensions, RotaryImport, SurfaceImports
+from dflash_doctor.facts.python.kernel_files_shapes import KernelFiles
+from dflash_doctor.facts.python.vllm_source_shapes import VllmServeImports, VllmSource, VllmSurface
+from dflash_doctor.facts.serve import serve
+from dflash_doctor.facts.serve.serve_shapes import ServeArgs, VllmDflash
 from dflash_doctor.shape import Collected, Shape
 
 __all__ = ["BUILTIN_COLLECTORS", "COLLECTOR_GROUP", "HOST_SECTIONS", "SECTION_SHAPES", "SHARED_IMPORTS", "TORCH_SECTIONS",

@@ -54,7 +54,7 @@ from dflash_doctor.facts.secrets import (
     secret_key,
     secret_nargs,
 )
-from dflash_doctor.facts.serve_shapes import ServeArgs
+from dflash_doctor.facts.serve.serve_shapes import ServeArgs
 
 __all__ = [
     "ENV_ALLOW_NAMES",

@@ -22,9 +22,9 @@ from dflash_doctor.checks.fabric.nccl import nccl_findings
 from dflash_doctor.checks.fabric.peer import peer_findings
 from dflash_doctor.checks.gpu.common import visible_of
 from dflash_doctor.codes import Code
-from dflash_doctor.facts.fabric_shapes import Fabric
-from dflash_doctor.facts.nvml_shapes import Gpu
-from dflash_doctor.facts.serve_shapes import ServeArgs, VllmDflash
+from dflash_doctor.facts.fabric.fabric_shapes import Fabric
+from dflash_doctor.facts.gpu.nvml_shapes import Gpu
+from dflash_doctor.facts.serve.serve_shapes import ServeArgs, VllmDflash
 from dflash_doctor.model import Finding, Status
 
 __all__ = ["CODES", "FabricCheck"]

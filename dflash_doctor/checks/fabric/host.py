@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from dflash_doctor.checks.fabric.codes import ACS_REDIRECT as ACS_REDIRECT_CODE
 from dflash_doctor.checks.fabric.codes import ENV, ENV_SWITCHES, IOMMU, SHM, SHM_SMALL
 from dflash_doctor.checks.remedy import quote
-from dflash_doctor.facts.fabric_host import sysfs_bdf
-from dflash_doctor.facts.fabric_shapes import Fabric, FabricHost
-from dflash_doctor.facts.nvml_shapes import GpuDevice
+from dflash_doctor.facts.fabric.fabric_host import sysfs_bdf
+from dflash_doctor.facts.fabric.fabric_shapes import Fabric, FabricHost
+from dflash_doctor.facts.gpu.nvml_shapes import GpuDevice
 from dflash_doctor.knowledge.fabric import (
     ACS_REDIRECT,
     DOCKER_SHM_DEFAULT,

@@ -21,10 +21,10 @@ from dflash_doctor.checks.gpu.devices import gpu_findings
 from dflash_doctor.checks.gpu.kernels import kernel_findings
 from dflash_doctor.checks.remedy import Installer, installer_for
 from dflash_doctor.codes import Code
-from dflash_doctor.facts.archs_shapes import ArchCoverage
-from dflash_doctor.facts.cuda_shapes import CudaStack, Kernels
-from dflash_doctor.facts.environment_shapes import Distributions, Target
-from dflash_doctor.facts.nvml_shapes import Gpu
+from dflash_doctor.facts.gpu.archs_shapes import ArchCoverage
+from dflash_doctor.facts.gpu.cuda_shapes import CudaStack, Kernels
+from dflash_doctor.facts.gpu.nvml_shapes import Gpu
+from dflash_doctor.facts.python.environment_shapes import Distributions, Target
 from dflash_doctor.model import Finding, Status
 
 __all__ = ["CODES", "ArchCoverageCheck", "CudaStackCheck", "GpuCheck", "KernelsCheck"]

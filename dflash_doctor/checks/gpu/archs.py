@@ -26,9 +26,9 @@ from dflash_doctor.checks.gpu.codes import (
     ARCH_COVERAGE_NO_TARGET,
 )
 from dflash_doctor.checks.remedy import Installer
-from dflash_doctor.facts.archs_shapes import ArchCoverage
-from dflash_doctor.facts.environment_shapes import Distributions
-from dflash_doctor.facts.nvml_shapes import Gpu
+from dflash_doctor.facts.gpu.archs_shapes import ArchCoverage
+from dflash_doctor.facts.gpu.nvml_shapes import Gpu
+from dflash_doctor.facts.python.environment_shapes import Distributions
 from dflash_doctor.model import Finding, Status
 
 __all__ = ["arch_coverage_findings"]

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dflash_doctor.facts.archs_shapes import ArchLibrary, Fatbin
+from dflash_doctor.facts.gpu.archs_shapes import ArchLibrary, Fatbin
 from dflash_doctor.knowledge.archs_advice import ARCH_GATED_LIBRARIES, LibraryGate
 
 _SHOWN = 3  # names listed in a title before "(+N more)"

@@ -11,8 +11,8 @@ from dflash_doctor.checks.gpu.codes import (
     ARCH_COVERAGE_RUNTIME_TOO_OLD,
 )
 from dflash_doctor.checks.remedy import Installer, flash_attn_source_build
-from dflash_doctor.facts.archs_shapes import ArchCoverage, ArchHost
-from dflash_doctor.facts.envfacts import version_tuple
+from dflash_doctor.facts.gpu.archs_shapes import ArchCoverage, ArchHost
+from dflash_doctor.facts.python.envfacts import version_tuple
 from dflash_doctor.knowledge.archs_advice import FA2_UBUNTU_2204_WHEELS_FROM
 from dflash_doctor.model import JSON, Finding, Remediation, Status
 

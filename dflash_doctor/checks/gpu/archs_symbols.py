@@ -14,7 +14,7 @@ from dflash_doctor.checks.gpu.codes import (
     ARCH_COVERAGE_UNDEFINED_SYMBOL,
 )
 from dflash_doctor.checks.remedy import Installer, flash_attn_source_build
-from dflash_doctor.facts.archs_shapes import ArchCoverage, ArchTorch
+from dflash_doctor.facts.gpu.archs_shapes import ArchCoverage, ArchTorch
 from dflash_doctor.model import Finding, Remediation, Status
 
 

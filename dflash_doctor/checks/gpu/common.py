@@ -24,8 +24,8 @@ from dflash_doctor.checks.gpu.codes import (
     GPU_VISIBLE_NONE,
 )
 from dflash_doctor.codes import Code
-from dflash_doctor.facts.cuda_shapes import KernelError, ProbeException
-from dflash_doctor.facts.nvml_shapes import Gpu, GpuDevice
+from dflash_doctor.facts.gpu.cuda_shapes import KernelError, ProbeException
+from dflash_doctor.facts.gpu.nvml_shapes import Gpu, GpuDevice
 from dflash_doctor.model import CheckResult, Finding, Status
 from dflash_doctor.units import GIB
 

@@ -44,8 +44,8 @@ from dflash_doctor.checks.gpu.common import (
     visible_of,
 )
 from dflash_doctor.checks.remedy import export, quote
-from dflash_doctor.facts.envfacts import release
-from dflash_doctor.facts.nvml_shapes import Gpu, GpuDevice, GpuHost, HostLimits, NvmlError, Rlimit
+from dflash_doctor.facts.gpu.nvml_shapes import Gpu, GpuDevice, GpuHost, HostLimits, NvmlError, Rlimit
+from dflash_doctor.facts.python.envfacts import release
 from dflash_doctor.knowledge.gpu import (
     CUDA_DEVICE_ORDER_DEFAULT,
     MIG_SINGLE_DEVICE_PER_PROCESS,

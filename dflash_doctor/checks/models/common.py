@@ -15,10 +15,18 @@ from dflash_doctor.checks.models.codes import (
 )
 from dflash_doctor.checks.remedy import Installer
 from dflash_doctor.codes import Code
-from dflash_doctor.facts.envfacts import version_tuple
-from dflash_doctor.facts.models_shapes import ConfigView, ListSummary, Model, Models, Tensor, Weights, is_int
-from dflash_doctor.facts.nvml_shapes import Gpu, GpuDevice, GpuMemory
-from dflash_doctor.facts.serve_shapes import (
+from dflash_doctor.facts.gpu.nvml_shapes import Gpu, GpuDevice, GpuMemory
+from dflash_doctor.facts.models.models_shapes import (
+    ConfigView,
+    ListSummary,
+    Model,
+    Models,
+    Tensor,
+    Weights,
+    is_int,
+)
+from dflash_doctor.facts.python.envfacts import version_tuple
+from dflash_doctor.facts.serve.serve_shapes import (
     MAX_GPU_MEMORY_GIB,
     MAX_GPUS,
     ServeArgs,

@@ -70,8 +70,8 @@ from dflash_doctor.checks.models.drafter_pairing import padded_vocab_v2, pairing
 from dflash_doctor.checks.models.speculators import as_served
 from dflash_doctor.checks.remedy import installer_for, quote
 from dflash_doctor.facts.modelfiles.model_dir import LAYERS_KEPT
-from dflash_doctor.facts.models_shapes import ConfigView, LayerCount, Models, Tensor
-from dflash_doctor.facts.serve_shapes import ServeArgs, VllmDflash
+from dflash_doctor.facts.models.models_shapes import ConfigView, LayerCount, Models, Tensor
+from dflash_doctor.facts.serve.serve_shapes import ServeArgs, VllmDflash
 from dflash_doctor.knowledge.dflash import (
     DRAFTER_REGISTRY_ARCH,
     FC_INPUT_RULE,

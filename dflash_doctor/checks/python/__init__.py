@@ -22,11 +22,11 @@ from dflash_doctor.checks.python.namespaces import namespace_findings
 from dflash_doctor.checks.python.pth import pth_findings
 from dflash_doctor.checks.remedy import Installer
 from dflash_doctor.codes import Code
-from dflash_doctor.facts.environment_shapes import Distributions, Resolution, Target
-from dflash_doctor.facts.imports_shapes import Extensions, RotaryImport, SurfaceImports
-from dflash_doctor.facts.kernel_files_shapes import KernelFiles
-from dflash_doctor.facts.nvml_shapes import Gpu
-from dflash_doctor.facts.vllm_source_shapes import VllmServeImports, VllmSource, VllmSurface
+from dflash_doctor.facts.gpu.nvml_shapes import Gpu
+from dflash_doctor.facts.python.environment_shapes import Distributions, Resolution, Target
+from dflash_doctor.facts.python.imports_shapes import Extensions, RotaryImport, SurfaceImports
+from dflash_doctor.facts.python.kernel_files_shapes import KernelFiles
+from dflash_doctor.facts.python.vllm_source_shapes import VllmServeImports, VllmSource, VllmSurface
 from dflash_doctor.model import Finding, Status
 
 __all__ = ["CODES", "DistributionsCheck", "ExtensionsCheck", "ImportSurfaceCheck", "KernelPackagesCheck",

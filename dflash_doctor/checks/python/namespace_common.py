@@ -21,8 +21,13 @@ from dflash_doctor.checks.python.codes import (
 )
 from dflash_doctor.checks.remedy import Installer, remove_leftovers, uninstall_remediation
 from dflash_doctor.codes import Code
-from dflash_doctor.facts.environment_shapes import Distribution, Distributions, PortionContents, Resolved
-from dflash_doctor.facts.environment_shapes import Portion as PortionFacts
+from dflash_doctor.facts.python.environment_shapes import (
+    Distribution,
+    Distributions,
+    PortionContents,
+    Resolved,
+)
+from dflash_doctor.facts.python.environment_shapes import Portion as PortionFacts
 from dflash_doctor.knowledge.stack import FLASH_ATTN_FAMILY
 from dflash_doctor.model import Remediation
 

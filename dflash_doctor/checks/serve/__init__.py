@@ -16,7 +16,7 @@ from dflash_doctor.checks.serve.command import command_findings
 from dflash_doctor.checks.serve.common import not_given
 from dflash_doctor.checks.serve.resources import resources_findings
 from dflash_doctor.codes import Code
-from dflash_doctor.facts.serve_shapes import ServeArgs
+from dflash_doctor.facts.serve.serve_shapes import ServeArgs
 from dflash_doctor.model import Finding
 
 __all__ = ["CODES", "ServeCommandCheck", "ServeResourcesCheck"]

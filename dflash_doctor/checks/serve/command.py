@@ -65,9 +65,9 @@ from dflash_doctor.checks.serve.pairing import serve_rules
 from dflash_doctor.checks.serve.speculators import launch_findings
 from dflash_doctor.checks.serve.view import ServeCommand
 from dflash_doctor.codes import Code
-from dflash_doctor.facts.envfacts import release
-from dflash_doctor.facts.models_shapes import ConfigView, Models
-from dflash_doctor.facts.serve_shapes import (
+from dflash_doctor.facts.models.models_shapes import ConfigView, Models
+from dflash_doctor.facts.python.envfacts import release
+from dflash_doctor.facts.serve.serve_shapes import (
     BackendChoice,
     ModelCodeCall,
     NotValidated,

@@ -26,11 +26,11 @@ from dflash_doctor.checks.models.common import (
 )
 from dflash_doctor.codes import Code
 from dflash_doctor.documents.jsondoc import parse_json
-from dflash_doctor.facts.envfacts import version_tuple
-from dflash_doctor.facts.models_shapes import Model
-from dflash_doctor.facts.nvml_shapes import GpuDevice
+from dflash_doctor.facts.gpu.nvml_shapes import GpuDevice
+from dflash_doctor.facts.models.models_shapes import Model
 from dflash_doctor.facts.pysource import parse_expression
-from dflash_doctor.facts.serve_shapes import ServeFields, VllmDflash
+from dflash_doctor.facts.python.envfacts import version_tuple
+from dflash_doctor.facts.serve.serve_shapes import ServeFields, VllmDflash
 from dflash_doctor.knowledge.dflash import (
     BATCH_DEFAULTS,
     SPEC_BUDGET_RULES,

@@ -32,7 +32,7 @@ from dflash_doctor.checks.serve.codes import (
 from dflash_doctor.checks.serve.common import MULTIMODAL_PREFIX_WORDS, size_gib
 from dflash_doctor.checks.serve.newest import hybrid_prefix_cache
 from dflash_doctor.checks.serve.view import ServeCommand
-from dflash_doctor.facts.serve_shapes import LanguageModelOnly, ParserRegistry, TransformersTypes
+from dflash_doctor.facts.serve.serve_shapes import LanguageModelOnly, ParserRegistry, TransformersTypes
 from dflash_doctor.knowledge.dflash_reports import (
     AUTO_TOOL_CHOICE_RULE,
     FP8_QUERY_NEEDS_BFLOAT16,

@@ -39,9 +39,9 @@ from dflash_doctor.checks.serve.common import (
     size_gib,
 )
 from dflash_doctor.checks.serve.newest import confidential_compute
-from dflash_doctor.facts.models_shapes import Model, Models, Weights
-from dflash_doctor.facts.nvml_shapes import GpuDevice
-from dflash_doctor.facts.serve_shapes import ServeArgs, ServeFields, VllmDflash
+from dflash_doctor.facts.gpu.nvml_shapes import GpuDevice
+from dflash_doctor.facts.models.models_shapes import Model, Models, Weights
+from dflash_doctor.facts.serve.serve_shapes import ServeArgs, ServeFields, VllmDflash
 from dflash_doctor.knowledge.dflash import (
     KV_CACHE_ONE_SEQUENCE,
     WORLD_SIZE_RULE,
