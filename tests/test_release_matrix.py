@@ -19,8 +19,8 @@ import pytest
 from vllm_release import MATRIX, vllm_max_len
 from vllm_sources import vllm_source
 
-from dflash_doctor.checks.models.common import served_max_len
-from dflash_doctor.checks.serve.common import max_len_refused
+from dflash_doctor.checks.models.model_views import served_max_len
+from dflash_doctor.checks.serve.settings import max_len_refused
 from dflash_doctor.facts.models.models_shapes import ConfigView, Model, SpeculatorsLaunch
 from dflash_doctor.facts.serve.serve import _markers
 from dflash_doctor.facts.serve.serve_shapes import VllmAttentionTable, VllmDflash, VllmPairing
@@ -129,8 +129,8 @@ DRAFTER_ROPES: list[dict[str, Any] | None] = [
 def test_which_drafters_vllm_lengthens_is_each_releases_own_rule(version: str) -> None:
     """A drafter shorter than the served context: raised to it (RoPE that only sizes a cache), or the served
     length lowered to the drafter's, as the release's own _rope_only_sizes_cache and limiter decide."""
-    from dflash_doctor.checks.models.common import rope_entries
     from dflash_doctor.checks.models.drafter_pairing import _context_handling
+    from dflash_doctor.checks.models.model_views import rope_entries
     from dflash_doctor.knowledge.dflash_reports import DRAFTER_CONTEXT_RAISED
 
     speculative = (vllm_source(version) / "config/speculative.py").read_text()
@@ -343,7 +343,7 @@ SPECULATORS_CONFIGS: list[dict[str, Any]] = [
 def test_a_speculators_drafter_reads_as_each_release_converts_it(version: str) -> None:
     from vllm_release import release_function
 
-    from dflash_doctor.checks.models.common import speculators_keys
+    from dflash_doctor.checks.models.model_views import speculators_keys
 
     rel = "transformers_utils/configs/speculators/algos.py"
     source = (vllm_source(version) / rel).read_text()
@@ -422,7 +422,7 @@ def test_the_dflash_token_budget_is_each_releases_own(version: str) -> None:
     must agree."""
     from vllm_release import vllm_token_budget
 
-    from dflash_doctor.checks.serve.common import spec_token_budget
+    from dflash_doctor.checks.serve.settings import spec_token_budget
 
     budget = vllm_token_budget(version)
     vllm = _vllm_facts(version)
@@ -451,7 +451,7 @@ def test_the_scheduler_refuses_what_each_release_refuses(version: str) -> None:
     scheduler finding), vLLM's message word for word."""
     from vllm_release import vllm_scheduler_refusal
 
-    from dflash_doctor.checks.serve.common import scheduler_refusal
+    from dflash_doctor.checks.serve.settings import scheduler_refusal
 
     refusal = vllm_scheduler_refusal(version)
     disagree = []

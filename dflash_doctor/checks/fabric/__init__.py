@@ -20,7 +20,7 @@ from dflash_doctor.checks.fabric.host import host_findings
 from dflash_doctor.checks.fabric.links import group_finding, group_pairs, link_findings
 from dflash_doctor.checks.fabric.nccl import nccl_findings
 from dflash_doctor.checks.fabric.peer import peer_findings
-from dflash_doctor.checks.gpu.common import visible_of
+from dflash_doctor.checks.gpu.visible_devices import visible_of
 from dflash_doctor.codes import Code
 from dflash_doctor.facts.fabric.fabric_shapes import Fabric
 from dflash_doctor.facts.gpu.nvml_shapes import Gpu

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from dflash_doctor.checks.argv import with_switch
 from dflash_doctor.checks.fabric.codes import ALLREDUCE_CHOICE, CUSTOM_ALLREDUCE_GEFORCE_P2P
-from dflash_doctor.checks.models.common import version_tuple
+from dflash_doctor.checks.models.model_views import version_tuple
 from dflash_doctor.facts.fabric.fabric_shapes import Fabric, NvmlPair
 from dflash_doctor.facts.gpu.nvml_shapes import GpuDevice
 from dflash_doctor.facts.serve.serve_shapes import VllmDflash

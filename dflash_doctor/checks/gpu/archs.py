@@ -11,15 +11,15 @@ from its ELF files, with or without a GPU.
 - torch symbols: a libtorch/libc10 symbol a library needs that the installed torch does not export fails its
   import ("undefined symbol"), predicted here before anything is imported.
 
-One module each: archs_coverage, archs_runtime and archs_symbols, with what they share in archs_common.
+One module each: archs_coverage, archs_runtime and archs_symbols, with what they share in archs_libraries.
 Everything is judged from the `arch_coverage` facts (which also record the --target-arch list), so `judge`
 on a saved report gives the same answer on any machine.
 """
 
 from __future__ import annotations
 
-from dflash_doctor.checks.gpu.archs_common import Library
 from dflash_doctor.checks.gpu.archs_coverage import coverage_findings, invalid_target_archs, targets_to_judge
+from dflash_doctor.checks.gpu.archs_libraries import Library
 from dflash_doctor.checks.gpu.archs_runtime import runtime_findings
 from dflash_doctor.checks.gpu.archs_symbols import symbol_findings
 from dflash_doctor.checks.gpu.codes import (

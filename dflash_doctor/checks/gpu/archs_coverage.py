@@ -12,7 +12,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from dflash_doctor.checks.gpu.archs_common import Library, plural, shown_names
+from dflash_doctor.checks.gpu.archs_libraries import Library, plural, shown_names
 from dflash_doctor.checks.gpu.codes import (
     ARCH_COVERAGE_COVERED,
     ARCH_COVERAGE_NO_DEVICE_CODE,

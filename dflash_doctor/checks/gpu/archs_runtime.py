@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dflash_doctor.checks.gpu.archs_common import Library, by_distribution, group_label, plural
+from dflash_doctor.checks.gpu.archs_libraries import Library, by_distribution, group_label, plural
 from dflash_doctor.checks.gpu.codes import (
     ARCH_COVERAGE_RUNTIME_OK,
     ARCH_COVERAGE_RUNTIME_TOO_OLD,

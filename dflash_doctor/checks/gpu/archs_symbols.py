@@ -8,7 +8,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from dflash_doctor.checks.gpu.archs_common import Library, by_distribution, group_label, plural
+from dflash_doctor.checks.gpu.archs_libraries import Library, by_distribution, group_label, plural
 from dflash_doctor.checks.gpu.codes import (
     ARCH_COVERAGE_SYMBOLS_OK,
     ARCH_COVERAGE_UNDEFINED_SYMBOL,

@@ -23,7 +23,7 @@ from dflash_doctor.checks.gpu.codes import (
     CUDA_STACK_TRITON_LIBCUDA_MISSING,
     CUDA_STACK_TRITON_PTXAS_MISSING,
 )
-from dflash_doctor.checks.gpu.common import (
+from dflash_doctor.checks.gpu.visible_devices import (
     Visible,
     exception_text,
     sm,

@@ -36,7 +36,7 @@ from dflash_doctor.checks.gpu.codes import (
     GPU_VISIBLE_UNKNOWN_DEVICE,
     GPU_VISIBLE_UUID_VLLM,
 )
-from dflash_doctor.checks.gpu.common import (
+from dflash_doctor.checks.gpu.visible_devices import (
     GRAPHICS_NOTE_BYTES,
     UNATTRIBUTED_BYTES,
     Visible,

@@ -18,7 +18,7 @@ from dflash_doctor.checks.models.codes import (
     ATTENTION_SELECTED_INVALID,
     ATTENTION_UNKNOWN,
 )
-from dflash_doctor.checks.models.common import (
+from dflash_doctor.checks.models.model_views import (
     dflash_config,
     drafter_keys,
     gpu_view,

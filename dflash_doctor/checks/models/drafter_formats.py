@@ -11,8 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 from dflash_doctor.checks.models.codes import DRAFTER_CAUSALITY, DRAFTER_DOMINO_HEAD
-from dflash_doctor.checks.models.common import DrafterView
 from dflash_doctor.checks.models.drafter_pairing import pairing_facts
+from dflash_doctor.checks.models.model_views import DrafterView
 from dflash_doctor.checks.remedy import quote
 from dflash_doctor.facts.models.models_shapes import ConfigView
 from dflash_doctor.knowledge.dflash_formats import CAUSALITY_KEYS, DOMINO_HEAD, JETSPEC_CAUSAL

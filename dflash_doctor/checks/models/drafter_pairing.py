@@ -5,7 +5,7 @@ weights files as vLLM's loader picks them. Each rule reads the installed vLLM's 
 (facts.serve.vllm_pairing) and the models' own files; the hard-coded rest is in knowledge.dflash_reports.
 
 `pairing_rules(view)` gives the rules as callables for the drafter check's rule loop; each reads the drafter
-through common.DrafterView."""
+through model_views.DrafterView."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from dflash_doctor.checks.models.codes import (
     DRAFTER_TARGET_NO_AUX_HIDDEN_STATES,
     DRAFTER_WEIGHTS_FILE,
 )
-from dflash_doctor.checks.models.common import (
+from dflash_doctor.checks.models.model_views import (
     SLIDING,
     DrafterView,
     architectures,

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dflash_doctor.checks.models.common import has_behaviour
+from dflash_doctor.checks.models.model_views import has_behaviour
 from dflash_doctor.facts.models.models_shapes import SpeculatorsLaunch
 from dflash_doctor.facts.serve.serve_shapes import ServeArgs, VllmDflash
 from dflash_doctor.knowledge.dflash_reports import SPECULATORS_LAUNCH

@@ -2,7 +2,7 @@
 extensions they load.
 
 Each check reads its sections and hands typed views to its rules: distributions.py with kernel_packages.py over
-requirements.py (distributions), namespaces.py over namespace_common.py (namespaces), imports.py with
+requirements.py (distributions), namespaces.py over namespace_layout.py (namespaces), imports.py with
 import_failures.py, guards.py and extension_abi.py (imports, import-surface, extensions); codes.py holds every
 finding's code; flashinfer.py and pth.py (kernel-packages).
 """

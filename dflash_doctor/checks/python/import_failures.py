@@ -13,7 +13,7 @@ from typing import Any
 
 from dflash_doctor.checks.gpu.devices import no_driver_finding
 from dflash_doctor.checks.python.codes import DISTRIBUTIONS_REQUIREMENT_MISSING, CauseCodes
-from dflash_doctor.checks.python.namespace_common import (
+from dflash_doctor.checks.python.namespace_layout import (
     TOP,
     describe_namespace,
     explain_layout,

@@ -36,7 +36,7 @@ from dflash_doctor.checks.python.import_failures import (
     exception_mro,
     literal_exception,
 )
-from dflash_doctor.checks.python.namespace_common import ABSENT_IS_SKIPPED
+from dflash_doctor.checks.python.namespace_layout import ABSENT_IS_SKIPPED
 from dflash_doctor.facts.python.environment_shapes import Resolution, Target
 from dflash_doctor.facts.python.imports_shapes import (
     ExtensionFacts,

@@ -22,7 +22,7 @@ from dflash_doctor.checks.python.codes import (
     NAMESPACES_V4_WITHOUT_V2,
 )
 from dflash_doctor.checks.python.guards import judge_site
-from dflash_doctor.checks.python.namespace_common import (
+from dflash_doctor.checks.python.namespace_layout import (
     ABSENT_IS_SKIPPED,
     Portion,
     contents_phrase,

@@ -6,8 +6,8 @@ from facts.serve.vllm_pairing and the NVML section; the hard-coded rest is in kn
 from __future__ import annotations
 
 from dflash_doctor.check import Facts
-from dflash_doctor.checks.models.common import architectures
 from dflash_doctor.checks.models.drafter_pairing import pairing_facts
+from dflash_doctor.checks.models.model_views import architectures
 from dflash_doctor.checks.remedy import join
 from dflash_doctor.checks.serve.codes import CONFIDENTIAL_COMPUTE_MODE, HYBRID_PREFIX_CACHE
 from dflash_doctor.checks.serve.view import ServeCommand

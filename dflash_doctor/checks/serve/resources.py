@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.argv import with_flag
-from dflash_doctor.checks.models.common import (
+from dflash_doctor.checks.models.model_views import (
     gpu_view,
     text_config,
 )
@@ -29,7 +29,8 @@ from dflash_doctor.checks.serve.codes import (
     RESOURCES_NOT_GIVEN,
     WORLD_SIZE,
 )
-from dflash_doctor.checks.serve.common import (
+from dflash_doctor.checks.serve.newest import confidential_compute
+from dflash_doctor.checks.serve.settings import (
     DTYPE_BYTES,
     MULTIMODAL_PREFIX_WORDS,
     effective_settings,
@@ -38,7 +39,6 @@ from dflash_doctor.checks.serve.common import (
     not_given,
     size_gib,
 )
-from dflash_doctor.checks.serve.newest import confidential_compute
 from dflash_doctor.facts.gpu.nvml_shapes import GpuDevice
 from dflash_doctor.facts.models.models_shapes import Model, Models, Weights
 from dflash_doctor.facts.serve.serve_shapes import ServeArgs, ServeFields, VllmDflash

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from dflash_doctor.checks.models.common import (
+from dflash_doctor.checks.models.model_views import (
     derived_max_len,
     has_behaviour,
     is_int,

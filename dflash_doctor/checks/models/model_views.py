@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeGuard
 
 from dflash_doctor.check import Facts
-from dflash_doctor.checks.gpu.common import resolve_visible
+from dflash_doctor.checks.gpu.visible_devices import resolve_visible
 from dflash_doctor.checks.models.codes import (
     DRAFTER_NOT_JUDGED,
 )
