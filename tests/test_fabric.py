@@ -14,9 +14,9 @@ from test_fact_shapes import assert_has_its_shape
 
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.fabric import FabricCheck
-from dflash_doctor.checks.fabric.host import vllm_shm_need
+from dflash_doctor.checks.fabric.machine import vllm_shm_need
 from dflash_doctor.facts.fabric.fabric import group_size
-from dflash_doctor.facts.fabric.fabric_host import (
+from dflash_doctor.facts.fabric.machine import (
     acs_facts,
     container_facts,
     iommu_facts,
@@ -210,13 +210,14 @@ def test_the_ranks_forked_from_the_shared_target_process_start_nccl_with_their_a
 
     from dflash_doctor.check import Context
     from dflash_doctor.facts.fabric.fabric import nccl_arm
-    from dflash_doctor.facts.probes import TargetHost
+    from dflash_doctor.facts.probes import SharedTargetProcess
 
     python = str(fa2_builder_python())
-    with TargetHost(python, preload=("torch",), timeout_s=120.0, cwd=str(tmp_path), parallel=2) as host:
-        ctx = Context(python=python, cwd=str(tmp_path), timeout_s=120.0, host=host)
+    with SharedTargetProcess(python, preload=("torch",), timeout_s=120.0, cwd=str(tmp_path),
+                             parallel=2) as target_process:
+        ctx = Context(python=python, cwd=str(tmp_path), timeout_s=120.0, target_process=target_process)
         arm = nccl_arm(ctx, 2, {"PATH": "/usr/bin:/bin", "NCCL_NVLS_ENABLE": "0", "NCCL_P2P_DISABLE": "1"})
-        shared = host.facts()
+        shared = target_process.facts()
     assert shared["forked"] is True and shared["jobs"] == 2  # both ranks were the shared process's children
     assert [r["data"]["rank"] for r in arm["ranks"]] == [0, 1]
     for rank in arm["ranks"]:

@@ -7,10 +7,11 @@ so a reader or a tool follows the runner to it); this module is imported only by
 
 Each section a built-in collector provides has one declared shape: a frozen dataclass (`dflash_doctor.shape.Shape`)
 in the `*_shapes.py` module next to its collector, named in its collector's row (`Collector.of`), from which
-`SECTION_SHAPES` and the sections of the target process (`HOST_SECTIONS`, `TORCH_SECTIONS`) are derived. Checks, reporters, the
-fingerprint and the fleet read facts through these shapes (`Facts.section(Shape)`, `Shape.read(data)`),
-never by re-deriving a dict's shape. A new section: declare its shape there, with a default for every key
-an older report may lack, and name it in its collector's row (tests/test_fact_shapes.py checks the real output).
+`SECTION_SHAPES` and the sections of the target process (`TARGET_PROCESS_SECTIONS`, `TORCH_SECTIONS`) are derived.
+Checks, reporters, the fingerprint and the fleet read facts through these shapes (`Facts.section(Shape)`,
+`Shape.read(data)`), never by re-deriving a dict's shape. A new section: declare its shape there, with a default for
+every key an older report may lack, and name it in its collector's row (tests/test_fact_shapes.py checks the real
+output).
 
 A collector returns its sections typed: each an instance of its shape (`Shape.collected` reads a probe's JSON into
 it), or a `SectionFailure` where it could not collect one (`Collected`); the run holds them so, and a section's
@@ -50,15 +51,15 @@ from dflash_doctor.facts.serve import serve
 from dflash_doctor.facts.serve.serve_shapes import ServeArgs, VllmDflash
 from dflash_doctor.shape import Collected, Shape
 
-__all__ = ["BUILTIN_COLLECTORS", "COLLECTOR_GROUP", "HOST_SECTIONS", "SECTION_SHAPES", "SHARED_IMPORTS", "TORCH_SECTIONS",
-           "CollectFn", "Collected", "Collector", "PluginCollectFn", "Process",
+__all__ = ["BUILTIN_COLLECTORS", "COLLECTOR_GROUP", "SECTION_SHAPES", "SHARED_IMPORTS", "TARGET_PROCESS_SECTIONS",
+           "TORCH_SECTIONS", "CollectFn", "Collected", "Collector", "PluginCollectFn", "Process",
            "collectors_for", "shape_of"]
 
 COLLECTOR_GROUP = "dflash_doctor.collectors"
 
 Process = Literal["doctor", "target", "torch"]
 """Where a collector's work runs: "doctor", in the doctor's own process (files, NVML) or a probe of its own;
-"target", a probe forked from the run's one target process (`facts.probes.TargetHost`) that imported the
+"target", a probe forked from the run's one target process (`facts.probes.SharedTargetProcess`) that imported the
 target's stack (SHARED_IMPORTS) first; "torch", such a probe that uses torch itself (the GPU layers)."""
 
 CollectFn = Callable[..., Collected]
@@ -138,7 +139,7 @@ SECTION_SHAPES: Mapping[str, type[Shape]] = {
     shape.SECTION: shape for collector in BUILTIN_COLLECTORS for shape in collector.shapes}
 """The declared shape of each section the built-in collectors provide (a `Shape` in the `*_shapes.py` module
 next to the collector), from the collectors' rows. Checks read a section through it: facts.section(Target)."""
-HOST_SECTIONS = frozenset(s for c in BUILTIN_COLLECTORS if c.process != "doctor" for s in c.provides)
+TARGET_PROCESS_SECTIONS = frozenset(s for c in BUILTIN_COLLECTORS if c.process != "doctor" for s in c.provides)
 """Sections whose probes import the target's stack: forked children of the run's one target process."""
 TORCH_SECTIONS = frozenset(s for c in BUILTIN_COLLECTORS if c.process == "torch" for s in c.provides)
 """The sections whose probes use torch itself (the GPU layers). The others reach torch only through a stack

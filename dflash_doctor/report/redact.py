@@ -488,7 +488,7 @@ class SecretMask:
         return "".join(pieces)
 
 
-# What the probes write where they cut a stream to its two ends (facts.probes._trim, probes/host.py).
+# What the probes write where they cut a stream to its two ends (facts.probes._trim, probes/target_process.py).
 _TRIMMED = re.compile(r"(\n\[\.\.\. \d+ characters trimmed \.\.\.\]\n)")
 
 

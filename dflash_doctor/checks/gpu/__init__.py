@@ -41,7 +41,7 @@ class GpuCheck(Check):
     Health (knowledge.health, after DCGM's health watches): memory errors (gpu.reset-pending,
     gpu.row-remap-failure, gpu.ecc-uncorrected), clocks held down for power or heat (gpu.throttled), a power limit
     below the board's default (gpu.power-capped), a PCIe link narrower or older than GPU and slot support
-    (gpu.pcie-link-degraded), and the host's open-file and locked-memory limits (gpu.host-limits)."""
+    (gpu.pcie-link-degraded), and the machine's open-file and locked-memory limits (gpu.host-limits)."""
 
     id: ClassVar[str] = "gpu"
     layer: ClassVar[str] = "gpu"

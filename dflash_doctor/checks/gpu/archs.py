@@ -6,7 +6,7 @@ from its ELF files, with or without a GPU.
   it at first use, and only a driver that knows its PTX ISA can); nothing fails: "no kernel image is
   available for execution on the device" at the first launch. Libraries their owner loads only on some GPUs
   (knowledge.archs_advice ARCH_GATED_LIBRARIES) are not held to the others.
-- The C and C++ runtime: GLIBC_/GLIBCXX_/CXXABI_ versions a library requires above what this host gives
+- The C and C++ runtime: GLIBC_/GLIBCXX_/CXXABI_ versions a library requires above what this machine gives
   the target interpreter fail its import ("version `GLIBC_2.32' not found").
 - torch symbols: a libtorch/libc10 symbol a library needs that the installed torch does not export fails its
   import ("undefined symbol"), predicted here before anything is imported.

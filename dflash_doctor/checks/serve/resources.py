@@ -1,4 +1,4 @@
-"""Layer: what the host must offer `vllm serve` (check `serve-resources`).
+"""Layer: what the machine must offer `vllm serve` (check `serve-resources`).
 
 Enough GPUs for TP x PP, weights per GPU plus the drafter within each GPU's memory x
 --gpu-memory-utilization (memory other processes hold counted), room for one max_model_len sequence of

@@ -2,11 +2,11 @@
 
 In the doctor's process: NVML (nvidia-ml-py, as the `gpu` collector uses it) for every pair of GPUs: the
 topology level between them, P2P status for read, write, NVLink and atomics, the NVLinks up between them
-and their version, and each GPU's PCIe generation and width now and at most; and the host
-(`facts.fabric.fabric_host`). In the target, each probe its own process with a timeout, NCCL_NVLS_ENABLE=0 always:
+and their version, and each GPU's PCIe generation and width now and at most; and the machine around them
+(`facts.fabric.machine`). In the target, each probe its own process with a timeout, NCCL_NVLS_ENABLE=0 always:
 `fabric_peer` (can_device_access_peer and a write-and-verify copy per pair) and `fabric_nccl`, one process
 per rank of the TP group, run twice: as vLLM will run it, then with NCCL_P2P_DISABLE=1 as the control arm.
-They are forked children of the run's one target process, which imported torch once (`facts.probes.TargetHost`,
+They are forked children of the run's one target process, which imported torch once (`facts.probes.SharedTargetProcess`,
 as the kernel families are), each given its NCCL variables as arguments; without that process, or with fewer
 slots in it than ranks (the ranks of an arm must run at once), each is an interpreter of its own.
 A rank that does not finish is killed at the timeout and recorded as hung. The group's size is the serve
@@ -25,8 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from dflash_doctor.context import Context
-from dflash_doctor.facts.fabric.fabric_host import host_facts, sysfs_bdf
 from dflash_doctor.facts.fabric.fabric_shapes import Fabric
+from dflash_doctor.facts.fabric.machine import machine_facts, sysfs_bdf
 from dflash_doctor.facts.gpu.nvml import _error_name, _text
 from dflash_doctor.facts.gpu.nvml_shapes import Gpu
 from dflash_doctor.facts.probes import ProbeJob, ProbeOutcome, run_probe
@@ -59,7 +59,7 @@ def collect(ctx: Context, earlier: Mapping[str, object]) -> Collected:
     timings["nvml"] = time.monotonic() - t0
     t0 = time.monotonic()
     bdfs = [sysfs_bdf(d.pci_bus_id) for d in devices if d.pci_bus_id]
-    facts["host"] = host_facts(bdfs, os.environ)
+    facts["host"] = machine_facts(bdfs, os.environ)
     timings["host"] = time.monotonic() - t0
     if not devices:
         facts["probes_skipped"] = "NVML lists no GPU"
@@ -126,9 +126,9 @@ def nccl_arm(ctx: Context, world: int, env: dict[str, str]) -> dict[str, Any]:
 def _run(ctx: Context, jobs: list[ProbeJob], env: dict[str, str]) -> list[ProbeOutcome]:
     """Run `jobs` at once, in the order given: forked from the run's target process where it has a slot for
     each (no second `import torch`), else each an interpreter of its own with `env`."""
-    host = ctx.host
-    if host is not None and len(jobs) <= host.parallel:
-        outcomes = host.run(jobs)
+    target_process = ctx.target_process
+    if target_process is not None and len(jobs) <= target_process.parallel:
+        outcomes = target_process.run(jobs)
         return [outcomes[job.name] for job in jobs]
 
     def alone(job: ProbeJob) -> ProbeOutcome:

@@ -1,5 +1,5 @@
 """The declared shape of the `fabric` section (facts.fabric.fabric): the group tested, NVML's view of each device and
-pair, the host around the GPUs (facts.fabric.fabric_host), and the peer-copy and NCCL probe runs
+pair, the machine around the GPUs (facts.fabric.machine), and the peer-copy and NCCL probe runs
 (probes/fabric_peer.py, probes/fabric_nccl.py). Each part is typed to its leaves; every field has the default
 an older report or a run that stopped early leaves it at."""
 
@@ -12,7 +12,7 @@ from dflash_doctor.facts.python.environment_shapes import ProbeRun
 from dflash_doctor.facts.shape import Shape
 
 __all__ = [
-    "AcsBridge", "AcsFacts", "ContainerFacts", "DevicePcie", "Fabric", "FabricDevice", "FabricHost", "FabricNvml",
+    "AcsBridge", "AcsFacts", "ContainerFacts", "DevicePcie", "Fabric", "FabricDevice", "FabricMachine", "FabricNvml",
     "IommuFacts", "IommuGroup", "NcclArm", "NcclArms", "NcclCheck", "NcclRank", "NcclRankData", "NcclTiming",
     "NvLinkState", "NvmlPair", "P2pStatus", "PeerCopy", "PeerData", "PeerFacts", "ShmFacts", "ShmMount",
 ]
@@ -90,7 +90,7 @@ class FabricNvml(Shape):
     pairs: list[NvmlPair] = field(default_factory=list)
 
 
-# ------------------------------------------------------------------------------------------------- host
+# ------------------------------------------------------------------------ the machine (the section's key `host`)
 
 
 @dataclass(frozen=True)
@@ -137,7 +137,7 @@ class IommuFacts(Shape):
 
 @dataclass(frozen=True)
 class AcsBridge(Shape):
-    """A PCI device above a GPU and its ACS capability (facts.fabric.fabric_host.parse_acs)."""
+    """A PCI device above a GPU and its ACS capability (facts.fabric.machine.parse_acs)."""
 
     readable: bool = False
     why: str | None = None
@@ -167,7 +167,7 @@ class AcsFacts(Shape):
 
 
 @dataclass(frozen=True)
-class FabricHost(Shape):
+class FabricMachine(Shape):
     shm: ShmFacts = field(default_factory=ShmFacts)
     container: ContainerFacts = field(default_factory=ContainerFacts)
     iommu: IommuFacts = field(default_factory=IommuFacts)
@@ -298,7 +298,7 @@ class Fabric(Shape):
     tp_source: str | None = None
     """Where the TP size came from: "serve command" or "visible GPUs"."""
     nvml: FabricNvml = field(default_factory=FabricNvml)
-    host: FabricHost = field(default_factory=FabricHost)
+    host: FabricMachine = field(default_factory=FabricMachine)
     probes_skipped: str | None = None
     peer: PeerFacts = field(default_factory=PeerFacts)
     nccl_world: int | None = None

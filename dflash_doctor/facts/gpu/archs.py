@@ -2,7 +2,7 @@
 
 For each library that matters (below): the GPU architectures its fatbin carries as SASS and PTX, the
 GLIBC/GLIBCXX/CXXABI versions it requires, and the libtorch/libc10 symbols it needs that the installed torch
-does not export. Plus what the host's C and C++ runtimes provide to the target interpreter, and the
+does not export. Plus what the machine's C and C++ runtimes provide to the target interpreter, and the
 `--target-arch` list, recorded here so that `judge` on a saved report sees what the run was asked.
 
 Nothing is imported or loaded, and it is fast: on the H200 machine, torch 2.11.0+cu130's CUDA libraries
@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from dflash_doctor.context import Context
-from dflash_doctor.facts.elf import ElfError, exported_symbols, host_runtime_versions, scan_library
+from dflash_doctor.facts.elf import ElfError, exported_symbols, machine_runtime_versions, scan_library
 from dflash_doctor.facts.fix.build_env import read_torch_cuda
 from dflash_doctor.facts.gpu.archs_shapes import ArchCoverage
 from dflash_doctor.facts.python.envfacts import canonical
@@ -77,9 +77,9 @@ def collect(ctx: Context, earlier: Mapping[str, object]) -> Collected:
     target = Target.read(earlier.get(Target.SECTION))
     dists = Distributions.read(earlier.get(Distributions.SECTION)) or Distributions()
 
-    host_started = time.perf_counter()
-    facts["host"] = host_runtime_versions((target.executable if target is not None else "") or None)
-    facts["host"]["seconds"] = round(time.perf_counter() - host_started, 4)
+    runtime_started = time.perf_counter()
+    facts["host"] = machine_runtime_versions((target.executable if target is not None else "") or None)
+    facts["host"]["seconds"] = round(time.perf_counter() - runtime_started, 4)
 
     with ThreadPoolExecutor(max_workers=SCAN_WORKERS) as pool:
         torch_facts, exports = _torch(dists, pool, environment_roots(target))

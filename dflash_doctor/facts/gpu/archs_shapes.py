@@ -1,5 +1,5 @@
 """The shape of the `arch_coverage` section (`facts.gpu.archs`): which GPU architectures each compiled library
-of the stack carries kernels for, and the host's runtime versions and torch's exports they need."""
+of the stack carries kernels for, and the machine's runtime versions and torch's exports they need."""
 
 from __future__ import annotations
 
@@ -8,19 +8,19 @@ from typing import Any, ClassVar
 
 from dflash_doctor.facts.shape import Shape
 
-__all__ = ["ArchCoverage", "ArchHost", "ArchLibrary", "ArchTorch", "Fatbin", "HostGlibc", "HostLibstdcxx"]
+__all__ = ["ArchCoverage", "ArchLibrary", "ArchTorch", "Fatbin", "MachineGlibc", "MachineLibstdcxx", "MachineRuntime"]
 
 
 @dataclass(frozen=True)
-class HostGlibc(Shape):
-    """This host's glibc version, and where it was read."""
+class MachineGlibc(Shape):
+    """This machine's glibc version, and where it was read."""
 
     version: str | None = None
     read_from: str | None = None
 
 
 @dataclass(frozen=True)
-class HostLibstdcxx(Shape):
+class MachineLibstdcxx(Shape):
     """The libstdc++ the target interpreter's loader would use, and how it was found."""
 
     path: str | None = None
@@ -28,13 +28,13 @@ class HostLibstdcxx(Shape):
 
 
 @dataclass(frozen=True)
-class ArchHost(Shape):
-    """The C/C++ runtime the host provides (`elf.host_runtime_versions`)."""
+class MachineRuntime(Shape):
+    """The C/C++ runtime the machine provides (`elf.machine_runtime_versions`; the section's key `host`)."""
 
     provides: dict[str, str] = field(default_factory=dict)
     """{"GLIBC": "2.36", "GLIBCXX": "3.4.30", "CXXABI": "1.3.13"}: the newest version of each."""
-    glibc: HostGlibc | None = None
-    libstdcxx: HostLibstdcxx | None = None
+    glibc: MachineGlibc | None = None
+    libstdcxx: MachineLibstdcxx | None = None
     executable: str | None = None
     errors: list[Any] = field(default_factory=list)
     seconds: float | None = None
@@ -109,7 +109,7 @@ class ArchCoverage(Shape):
     target_archs: list[str] = field(default_factory=list)
     """`--target-arch` as sm_XY names."""
     target_archs_error: str | None = None
-    host: ArchHost = field(default_factory=ArchHost)
+    host: MachineRuntime = field(default_factory=MachineRuntime)
     torch: ArchTorch | None = None
     """None without torch."""
     libraries: list[ArchLibrary] = field(default_factory=list)

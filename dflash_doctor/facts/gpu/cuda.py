@@ -2,7 +2,7 @@
 
 `cuda_stack` (imports torch and Triton, launches nothing) and each kernel family run as processes of
 their own, so that a crash or hang in one is a finding for that one alone. They run as forked children
-of the run's one target process that imported torch first (`facts.probes.TargetHost`): on a cold machine,
+of the run's one target process that imported torch first (`facts.probes.SharedTargetProcess`): on a cold machine,
 three processes importing torch side by side each took 6.4 s where one takes 4.5 s, and a forked child
 starts with it loaded. A family whose package is not installed exits before touching torch.
 """
@@ -49,21 +49,21 @@ def collect(ctx: Context, _earlier: Mapping[str, object], wanted: frozenset[str]
         jobs.append(ProbeJob("cuda_stack", "cuda_stack", {}))
     if Kernels.SECTION in wanted:
         jobs += [ProbeJob(family, "kernels", dict(KERNEL_PROBLEM, family=family)) for family in KERNEL_FAMILIES]
-    if ctx.host is not None:
-        outcomes = ctx.host.run(jobs)
-        host = ctx.host.facts()
+    if ctx.target_process is not None:
+        outcomes = ctx.target_process.run(jobs)
+        shared_process = ctx.target_process.facts()
     else:
         shared = run_probes_sharing_imports(ctx.python, jobs, preload=SHARED_IMPORTS, timeout_s=ctx.timeout_s,
                                             cwd=ctx.cwd)
-        outcomes, host = shared.outcomes, shared.host
+        outcomes, shared_process = shared.outcomes, shared.target_process
     sections: list[Shape] = []
     if CudaStack.SECTION in wanted:
-        sections.append(CudaStack.collected(_with_process(outcomes["cuda_stack"], {"shared_process": host})))
+        sections.append(CudaStack.collected(_with_process(outcomes["cuda_stack"], {"shared_process": shared_process})))
     if Kernels.SECTION in wanted:
         families = [_with_process(outcomes[family], {"family": family}) for family in KERNEL_FAMILIES]
         kernels: dict[str, Any] = {"problem": KERNEL_PROBLEM, "families": families}
         if CudaStack.SECTION not in wanted:
-            kernels["shared_process"] = host
+            kernels["shared_process"] = shared_process
         sections.append(Kernels.collected(kernels))
     return by_section(*sections)
 

@@ -1,6 +1,6 @@
 """The shapes of the sections `facts.gpu.cuda` collects: cuda_stack and kernels.
 
-Both come from probes run as forked children of the run's one target process (`facts.probes.TargetHost`);
+Both come from probes run as forked children of the run's one target process (`facts.probes.SharedTargetProcess`);
 `shared_process` says how that process went. The parts below a probe's top-level keys are declared as
 objects; their fields are the probe's (facts/probes/cuda_stack.py, kernels.py).
 """

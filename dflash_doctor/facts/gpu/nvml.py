@@ -61,7 +61,7 @@ def nvml_facts(timeout_s: float = NVML_TIMEOUT_S) -> dict[str, Any]:
     thread.start()
     thread.join(timeout_s)
     facts = box.get("facts") or _failed("timeout", f"NVML did not answer within {timeout_s:g} s")
-    facts["host"] = _host_facts()
+    facts["host"] = _machine_facts()
     facts["environ"] = {name: os.environ.get(name) for name in ENVIRON_NAMES}
     facts["doctor_pid"] = os.getpid()
     facts["seconds"] = round(time.monotonic() - started, 3)
@@ -73,7 +73,7 @@ def _failed(kind: str, message: str, code: int | None = None, name: str | None =
             "devices": []}
 
 
-def _host_facts() -> dict[str, Any]:
+def _machine_facts() -> dict[str, Any]:
     """What the kernel says about the NVIDIA driver, independent of NVML (to tell the failures apart)."""
     try:
         with open("/proc/driver/nvidia/version", encoding="utf-8", errors="replace") as handle:
@@ -84,10 +84,10 @@ def _host_facts() -> dict[str, Any]:
         nodes = sorted(n for n in os.listdir("/dev") if n.startswith("nvidia"))
     except OSError:
         nodes = []
-    return {"kernel_module": kernel_module, "dev_nodes": nodes, "limits": host_limits()}
+    return {"kernel_module": kernel_module, "dev_nodes": nodes, "limits": machine_limits()}
 
 
-def host_limits(thp_path: str = THP_ENABLED) -> dict[str, Any]:
+def machine_limits(thp_path: str = THP_ENABLED) -> dict[str, Any]:
     """RLIMIT_NOFILE and RLIMIT_MEMLOCK of this process (what vLLM started from here inherits) and the
     transparent huge page mode; each that cannot be read is None, with the reason in `errors`."""
     errors: dict[str, str] = {}

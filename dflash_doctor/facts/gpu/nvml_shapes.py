@@ -11,8 +11,8 @@ from typing import Any, ClassVar
 
 from dflash_doctor.facts.shape import Shape
 
-__all__ = ["Ecc", "Gpu", "GpuDevice", "GpuHost", "GpuMemory", "GpuPower", "GpuProcess", "GpuTemperature",
-           "HostLimits", "Mig", "MigDevice", "NvLink", "Nvml", "NvmlError", "PcieLink", "RemappedRows", "Rlimit"]
+__all__ = ["Ecc", "Gpu", "GpuDevice", "GpuMachine", "GpuMemory", "GpuPower", "GpuProcess", "GpuTemperature",
+           "MachineLimits", "Mig", "MigDevice", "NvLink", "Nvml", "NvmlError", "PcieLink", "RemappedRows", "Rlimit"]
 
 
 @dataclass(frozen=True)
@@ -166,8 +166,8 @@ class Rlimit(Shape):
 
 
 @dataclass(frozen=True)
-class HostLimits(Shape):
-    """Host limits that vLLM and NCCL run into; None where they could not be read."""
+class MachineLimits(Shape):
+    """The machine's limits that vLLM and NCCL run into; None where they could not be read."""
 
     nofile: Rlimit | None = None
     memlock: Rlimit | None = None
@@ -178,12 +178,12 @@ class HostLimits(Shape):
 
 
 @dataclass(frozen=True)
-class GpuHost(Shape):
-    """What the kernel says about the driver, independent of NVML, and the host's limits."""
+class GpuMachine(Shape):
+    """What the kernel says about the driver, independent of NVML, and the machine's limits."""
 
     kernel_module: str | None = None
     dev_nodes: list[str] = field(default_factory=list)
-    limits: HostLimits | None = None
+    limits: MachineLimits | None = None
     """None in reports from before the doctor read them."""
 
 
@@ -215,7 +215,7 @@ class Gpu(Shape):
     devices: list[GpuDevice] = field(default_factory=list)
     conf_compute: ConfCompute | None = None
     """NVIDIA Confidential Computing (None: not asked, an older report, or NVML lacks the query)."""
-    host: GpuHost | None = None
+    host: GpuMachine | None = None
     environ: dict[str, str | None] = field(default_factory=dict)
     """CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, NVIDIA_VISIBLE_DEVICES, VLLM_CONFIDENTIAL_COMPUTE as the doctor
     saw them."""

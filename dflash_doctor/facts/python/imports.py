@@ -1,8 +1,8 @@
 """Real imports in the target interpreter, each in its own process with a timeout.
 
 Each import runs as a forked child of the run's one target process that imported torch once
-(`ctx.host`), all of them at once (the host runs as many as there are cores); without a host, each
-starts an interpreter of its own."""
+(`ctx.target_process`), all of them at once (it runs as many as there are cores); without that process,
+each starts an interpreter of its own."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from dflash_doctor.knowledge.stack import STACK_EXTENSION_MODULES
 
 ROTARY_MODULE = "flash_attn.ops.triton.rotary"
 ROTARY_NAMES = ("apply_rotary",)
-# Without a shared host: interpreters started at once, each loading torch (seconds of CPU), on CI
+# Without a shared target process: interpreters started at once, each loading torch (seconds of CPU), on CI
 # machines of two cores.
 PARALLEL_IMPORTS = 4
 REPORT_MODULES = ["flash_attn", "flash_attn_2_cuda", "torch", "triton", "vllm", "flashinfer"]
@@ -46,8 +46,8 @@ def _spec(job: ImportJob) -> dict[str, Any]:
 
 
 def _run(ctx: Context, probes: Sequence[ProbeJob]) -> list[ProbeOutcome]:
-    if ctx.host is not None:
-        futures = [ctx.host.submit(probe) for probe in probes]
+    if ctx.target_process is not None:
+        futures = [ctx.target_process.submit(probe) for probe in probes]
         return [future.result() for future in futures]
     with ThreadPoolExecutor(max_workers=PARALLEL_IMPORTS) as pool:
         return list(pool.map(

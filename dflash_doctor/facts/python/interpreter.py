@@ -5,7 +5,7 @@ Every probe runs in that interpreter, so a path that is missing, a directory, no
 timeout would otherwise surface as one error per probe (and false verdicts such as "vLLM is not
 installed"). `verify` runs the tiny handshake probe once, with the flags and environment every probe
 gets, and turns each of those into one sentence; the command line makes that a usage error (exit 2). When the
-run's shared target process (`TargetHost`) is already starting, its first message is the same answer: no
+run's shared target process (`SharedTargetProcess`) is already starting, its first message is the same answer: no
 interpreter is started for the question, and the probe runs only to tell why that process gave no answer.
 """
 
@@ -16,7 +16,7 @@ import stat
 from dataclasses import dataclass
 
 from dflash_doctor.documents.jsondoc import shown_path
-from dflash_doctor.facts.probes import TargetHost, probe_source, run_probe
+from dflash_doctor.facts.probes import SharedTargetProcess, probe_source, run_probe
 from dflash_doctor.request import absolute
 
 __all__ = ["MIN_VERSION", "Interpreter", "InterpreterError", "absolute", "precheck", "verify"]
@@ -70,14 +70,15 @@ def _no_answer(shown: str, why: str, stderr: str) -> str:
     return f"{shown}: not a Python interpreter the doctor can use (the handshake {why}; it said: {said[-1][:200]})"
 
 
-def verify(path: str, timeout_s: float, cwd: str | None = None, host: TargetHost | None = None) -> Interpreter:
-    """Check that `path` is a CPython >= 3.8 that answers the handshake within `timeout_s`: from `host`'s first
-    message when it is given (the run's shared process in that interpreter, started), else from the probe."""
+def verify(path: str, timeout_s: float, cwd: str | None = None,
+           target_process: SharedTargetProcess | None = None) -> Interpreter:
+    """Check that `path` is a CPython >= 3.8 that answers the handshake within `timeout_s`: from `target_process`'s
+    first message when it is given (the run's shared process in that interpreter, started), else from the probe."""
     shown = shown_path(path)
     _precheck(path, shown)
-    data, silent = host.hello() if host is not None else (None, False)
+    data, silent = target_process.hello() if target_process is not None else (None, False)
     error, stderr = "gave no answer", ""
-    if data is None and not silent:  # no host, or it ended without answering: the probe says why
+    if data is None and not silent:  # no target process, or it ended without answering: the probe says why
         outcome = run_probe(path, "handshake", {}, timeout_s=timeout_s, cwd=cwd)
         if outcome.overflow is not None:
             # Its startup (a .pth file, say) writes without end: the interpreter is usable, its environment is what

@@ -242,7 +242,8 @@ def _vllm_args(ctx: Context, job: dict[str, Any], models: Sequence[str]) -> tupl
     with model_code_home(job["model_code"]) as sandbox:
         ran = {**job, "environ": {**OFFLINE, **sandbox}} if sandbox is not None else job
         # In the run's one target process when there is one (its torch is imported already), else alone.
-        outcome = (ctx.host.submit(ProbeJob("vllm_args", "vllm_args", ran)).result() if ctx.host is not None
+        outcome = (ctx.target_process.submit(ProbeJob("vllm_args", "vllm_args", ran)).result()
+                   if ctx.target_process is not None
                    else run_probe(ctx.python, "vllm_args", ran, timeout_s=ctx.timeout_s, cwd=ctx.cwd))
     data = outcome.data if isinstance(outcome.data, dict) else {}
     if refused and asked:

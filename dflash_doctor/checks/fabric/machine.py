@@ -1,4 +1,4 @@
-"""The host around the group: /dev/shm against what vLLM maps there for the TP size, the container's IPC
+"""The machine around the group: /dev/shm against what vLLM maps there for the TP size, the container's IPC
 namespace, IOMMU and ACS above the GPUs, and the NCCL_*/VLLM_* settings that switch a path off."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from dflash_doctor.checks.fabric.codes import ACS_REDIRECT as ACS_REDIRECT_CODE
 from dflash_doctor.checks.fabric.codes import ENV, ENV_SWITCHES, IOMMU, SHM, SHM_SMALL
 from dflash_doctor.checks.remedy import quote
-from dflash_doctor.facts.fabric.fabric_host import sysfs_bdf
-from dflash_doctor.facts.fabric.fabric_shapes import Fabric, FabricHost
+from dflash_doctor.facts.fabric.fabric_shapes import Fabric, FabricMachine
+from dflash_doctor.facts.fabric.machine import sysfs_bdf
 from dflash_doctor.facts.gpu.nvml_shapes import GpuDevice
 from dflash_doctor.knowledge.fabric import (
     ACS_REDIRECT,
@@ -21,7 +21,7 @@ from dflash_doctor.knowledge.fabric import (
 from dflash_doctor.model import Finding, Remediation, Status
 from dflash_doctor.units import GIB, MIB
 
-__all__ = ["host_findings", "vllm_shm_need"]
+__all__ = ["machine_findings", "vllm_shm_need"]
 
 
 def vllm_shm_need(world: int) -> int:
@@ -39,13 +39,13 @@ def _mib(value: float) -> str:
     return f"{value / MIB:,.0f} MiB"
 
 
-def host_findings(fabric: Fabric, tp: int, group: Sequence[int], devices: Sequence[GpuDevice]) -> list[Finding]:
-    host = fabric.host
-    return [_shm(host, tp), *_iommu_acs(host, group, devices), *_env(host)]
+def machine_findings(fabric: Fabric, tp: int, group: Sequence[int], devices: Sequence[GpuDevice]) -> list[Finding]:
+    machine = fabric.host
+    return [_shm(machine, tp), *_iommu_acs(machine, group, devices), *_env(machine)]
 
 
-def _shm(host: FabricHost, tp: int) -> Finding:
-    shm, container = host.shm, host.container
+def _shm(machine: FabricMachine, tp: int) -> Finding:
+    shm, container = machine.shm, machine.container
     total = shm.total_bytes
     need = vllm_shm_need(tp)
     where = ("a container" + (" sharing the host's IPC namespace (--ipc=host)" if container.host_ipc_namespace
@@ -72,8 +72,8 @@ def _shm(host: FabricHost, tp: int) -> Finding:
                        evidence={**seen, "need_bytes": need})
 
 
-def _iommu_acs(host: FabricHost, group: Sequence[int], devices: Sequence[GpuDevice]) -> list[Finding]:
-    iommu, acs = host.iommu, host.acs
+def _iommu_acs(machine: FabricMachine, group: Sequence[int], devices: Sequence[GpuDevice]) -> list[Finding]:
+    iommu, acs = machine.iommu, machine.acs
     bdfs = [sysfs_bdf(d.pci_bus_id) for d in devices if d.index in group and d.pci_bus_id]
     types = {b: iommu.gpus[b].type if b in iommu.gpus else None for b in bdfs}
     translating = sorted(b for b, t in types.items() if t and t.startswith("DMA"))
@@ -95,14 +95,14 @@ def _iommu_acs(host: FabricHost, group: Sequence[int], devices: Sequence[GpuDevi
                           evidence=evidence)]
 
 
-def _env(host: FabricHost) -> list[Finding]:
-    switched = {k: v for k, v in host.env.items() if k != "CUDA_VISIBLE_DEVICES"}
+def _env(machine: FabricMachine) -> list[Finding]:
+    switched = {k: v for k, v in machine.env.items() if k != "CUDA_VISIBLE_DEVICES"}
     shown = ", ".join(f"{k}={v}" for k, v in switched.items())
-    if any(host.setting(name) not in (None, "0") for name in ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE")):
+    if any(machine.setting(name) not in (None, "0") for name in ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE")):
         return [ENV_SWITCHES.finding(Status.WARN, f"paths switched off: {shown}: all-reduce goes the slower way (fine "
                                      "as a workaround, not as a default)",
                                      detail="; ".join(f"{k}: {PATH_SWITCHES.value[k]}" for k in switched),
-                                     evidence={"env": host.env})]
+                                     evidence={"env": machine.env})]
     if switched:
-        return [ENV.finding(Status.PASS, f"NCCL/vLLM settings: {shown}", evidence={"env": host.env})]
+        return [ENV.finding(Status.PASS, f"NCCL/vLLM settings: {shown}", evidence={"env": machine.env})]
     return []

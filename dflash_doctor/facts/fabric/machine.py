@@ -1,7 +1,7 @@
-"""The host around a tensor-parallel group, read from the kernel's own files (section `fabric`, key `host`).
+"""The machine around a tensor-parallel group, read from the kernel's own files (section `fabric`, key `host`).
 
-`/dev/shm` (its mount and size), whether this is a container and whether it shares the host's IPC
-namespace (`--ipc=host`), the IOMMU (kernel command line, `/sys/class/iommu`, each GPU's IOMMU group type),
+`/dev/shm` (its mount and size), whether this is a container and whether it shares the machine's
+own IPC namespace (`--ipc=host`), the IOMMU (kernel command line, `/sys/class/iommu`, each GPU's IOMMU group type),
 ACS on the PCIe bridges above each GPU (parsed from the bridge's PCI configuration space in sysfs), and the
 NCCL_*/VLLM_* settings that switch a path off. Every reader takes `root` (default `/`), the seam the tests
 use to read files copied from real machines; a file that is missing or unreadable is a fact (None, or the
@@ -17,9 +17,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from dflash_doctor.knowledge.fabric import HOST_IPC_NAMESPACE_INODE, PATH_SWITCHES
+from dflash_doctor.knowledge.fabric import INIT_IPC_NAMESPACE_INODE, PATH_SWITCHES
 
-__all__ = ["acs_facts", "container_facts", "host_facts", "iommu_facts", "shm_facts", "switch_env", "sysfs_bdf"]
+__all__ = ["acs_facts", "container_facts", "iommu_facts", "machine_facts", "shm_facts", "switch_env", "sysfs_bdf"]
 
 _CONFIG_MAX = 4096
 _ACS_CAP_ID = 0x000D
@@ -96,9 +96,9 @@ def container_facts(root: Path = Path("/")) -> dict[str, Any]:
     except OSError:
         ipc = None
     inode = re.fullmatch(r"ipc:\[(\d+)\]", ipc or "")
-    host_ipc = int(inode.group(1)) == HOST_IPC_NAMESPACE_INODE.value if inode else None
+    init_ipc = int(inode.group(1)) == INIT_IPC_NAMESPACE_INODE.value if inode else None
     return {"markers": markers, "cgroup_runtimes": runtimes, "in_container": bool(markers or runtimes),
-            "ipc_namespace": ipc, "host_ipc_namespace": host_ipc}
+            "ipc_namespace": ipc, "host_ipc_namespace": init_ipc}
 
 
 # ------------------------------------------------------------------------------------------------- IOMMU
@@ -196,7 +196,7 @@ def switch_env(environ: Mapping[str, str]) -> dict[str, str]:
     return {name: environ[name] for name in sorted(PATH_SWITCHES.value) if name in environ}
 
 
-def host_facts(bdfs: Iterable[str], environ: Mapping[str, str], root: Path = Path("/")) -> dict[str, Any]:
+def machine_facts(bdfs: Iterable[str], environ: Mapping[str, str], root: Path = Path("/")) -> dict[str, Any]:
     bdfs = list(bdfs)
     return {"shm": shm_facts(root), "container": container_facts(root), "iommu": iommu_facts(bdfs, root),
             "acs": acs_facts(bdfs, root), "env": switch_env(environ)}

@@ -1,4 +1,4 @@
-# Probe host: runs inside the TARGET interpreter, standard library only, Python 3.8+.
+# The target process: runs inside the TARGET interpreter, standard library only, Python 3.8+.
 # One per doctor run. Imports the heavy modules every probe of the stack needs (torch) ONCE, then
 # takes jobs (a probe's name, source and arguments) one JSON line at a time on stdin, for as long as
 # the doctor sends them, and runs each in a forked child of its own, at most PARALLEL at once. A cold
@@ -37,8 +37,9 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional
 if TYPE_CHECKING:  # the prelude's, which probe_source puts before this script
     from ._prelude import error_text
 
-HOST_MARKER = "@@dflash-doctor-host@@"  # probes.HOST_MARKER: the jobs' own output holds the prelude's MARKER
-# The host's arguments come as argv[1]: its stdin carries the jobs.
+# probes.TARGET_PROCESS_MARKER: the jobs' own output holds the prelude's MARKER
+TARGET_PROCESS_MARKER = "@@dflash-doctor-target-process@@"
+# The process's arguments come as argv[1]: its stdin carries the jobs.
 ARGS: Dict[str, Any] = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
 PRELOAD: List[str] = ARGS.get("preload") or []
 # Preload only when one of these import names is installed (None: always). Asking the import system
@@ -86,8 +87,8 @@ def run_in_child(job: Dict[str, Any], out_fd: int, err_fd: int, protocol: int) -
     """In the forked child: become the job's probe, then exit without running the parent's handlers."""
     code = 0
     try:
-        os.close(protocol)  # the job's output is its own; only the host speaks the protocol
-        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)  # nor may it read the host's jobs
+        os.close(protocol)  # the job's output is its own; only the target process speaks the protocol
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)  # nor may it read the target process's jobs
         os.dup2(out_fd, 1)
         os.dup2(err_fd, 2)
         # The job's own streams, for as long as the child lives (os._exit below: never closed)
@@ -131,7 +132,7 @@ def kill(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
-class Host:
+class JobServer:
     """Takes the jobs on stdin, runs each in a process of its own (`forked`: a forked child, else a fresh
     interpreter), at most PARALLEL at once, and says each one's outcome on the `protocol` descriptor."""
 
@@ -277,7 +278,7 @@ class Host:
 
 
 def say(protocol: int, message: Dict[str, Any]) -> None:
-    data = (HOST_MARKER + json.dumps(message) + "\n").encode("utf-8")
+    data = (TARGET_PROCESS_MARKER + json.dumps(message) + "\n").encode("utf-8")
     while data:
         data = data[os.write(protocol, data):]
 
@@ -300,9 +301,9 @@ def main() -> None:
     facts["preload_seconds"] = round(time.monotonic() - started, 3)
     sys.stdout.flush()
     sys.stderr.flush()
-    host = Host(protocol, facts["forked"])
-    host.send(facts)
-    host.serve()
+    server = JobServer(protocol, facts["forked"])
+    server.send(facts)
+    server.serve()
     # Nothing is left to do: skip the interpreter's teardown, which with torch loaded costs a good part of
     # a second that the doctor would otherwise wait for.
     os._exit(0)
