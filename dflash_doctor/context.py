@@ -21,8 +21,8 @@ it raises is ignored: a view's trouble is not the run's."""
 
 
 class TargetProcess(Protocol):
-    """The run's one target process that imported the stack once (`facts.probes.TargetHost`): probes that
-    need the stack run as its forked children. Jobs are `facts.probes.ProbeJob`s, outcomes `ProbeOutcome`s."""
+    """The run's one target process that imported the stack once (`facts.probes.SharedTargetProcess`): probes
+    that need the stack run as its forked children. Jobs are `facts.probes.ProbeJob`s, outcomes `ProbeOutcome`s."""
 
     parallel: int
     """How many jobs run at once; more wait for a slot."""
@@ -65,7 +65,7 @@ class Context:
     timeout_s: float = 60.0
     options: Mapping[str, Any] = field(default_factory=dict)
     """Extra options for layers that take them (e.g. the serve command line)."""
-    host: TargetProcess | None = None
+    target_process: TargetProcess | None = None
     """The run's one target process (set by the runner while it collects; None: each probe starts its own)."""
     sources: SourceReader | None = None
     """The files the run's source scans read, each read once per run (`facts.sourcefiles.SourceFiles`, set while

@@ -10,7 +10,7 @@ GIL would hold the doctor with it). The built-in checks are the doctor's own cod
 extra process is paid only where a plugin is installed.
 
 Whatever a plugin starts ends with its guest, a daemon that left the process group (`setsid()` after a double
-fork) included: the guest host is the child subreaper of the plugin's processes, ends them all when the
+fork) included: the guest process is the child subreaper of the plugin's processes, ends them all when the
 plugin is done, and the doctor ends them by pid (`dflash_doctor.facts.proctree.end_tree`) when it kills the
 guest at its timeout or at a stop.
 """
@@ -94,7 +94,7 @@ class GuestRun:
 
 
 def run_guest(request: Mapping[str, Any], timeout_s: float, stop: threading.Event | None = None) -> GuestRun:
-    """Run the guest host on `request` in a child of this interpreter, at most `timeout_s` (less if `stop` is
+    """Run the guest process on `request` in a child of this interpreter, at most `timeout_s` (less if `stop` is
     set); whatever it does, the answer or the reason there is none comes back, never an exception."""
     if stop is not None and stop.is_set():
         return GuestRun(None, "was not started: the run was stopped", stopped=True)

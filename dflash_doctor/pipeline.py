@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dflash_doctor.check import Check
-from dflash_doctor.facts import baseline, dryrun
-from dflash_doctor.facts.interpreter import InterpreterError
+from dflash_doctor.facts.fix import baseline, dryrun
+from dflash_doctor.facts.python.interpreter import InterpreterError
 from dflash_doctor.fix.verify import mark_unchecked, unchecked_reason, verified_commands, verify_results
 from dflash_doctor.model import CheckResult, Finding, Status, exit_code, interrupted_result
 from dflash_doctor.registry import LOAD_TIMEOUT_S, load_checks
@@ -148,7 +148,7 @@ def judge_saved(request: Request, saved: Mapping[str, Any], source: str) -> Run:
 
 def _verify_fixes(results: list[CheckResult], sections: Mapping[str, object], extra: dict[str, Any],
                   request: Request, handle_signals: bool, started: float) -> tuple[list[CheckResult], bool]:
-    """Ask the target's installer what each failing finding's fixes would do (facts.dryrun), keep those facts in
+    """Ask the target's installer what each failing finding's fixes would do (facts.fix.dryrun), keep those facts in
     the report (`dry_runs`) and judge them onto the remediations (fix.verify). Stopped meanwhile
     (SIGTERM, Ctrl-C), the installers are stopped and the results stay as judged, with the stop (the run is then
     partial: the second value)."""

@@ -2,7 +2,7 @@
 its pipes as they come, each stream up to a cap, within a deadline, and its whole process group is killed when
 any of them is passed (`exchange`, `kill_group`); a Python child never runs the working directory's modules
 (`safe_path_environ`). Standard library only: probes (facts.probes), guests (guest), the installer's dry runs
-(facts.dryrun) and `fix` start their processes through it."""
+(facts.fix.dryrun) and `fix` start their processes through it."""
 
 from __future__ import annotations
 

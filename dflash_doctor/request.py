@@ -67,7 +67,7 @@ class Request:
 
     @property
     def context(self) -> Context:
-        """What the collectors are given: the baseline file among the options (facts.baseline reads it)."""
+        """What the collectors are given: the baseline file among the options (facts.fix.baseline reads it)."""
         options = {**self.options, **({"baseline": self.baseline} if self.baseline else {})}
         return Context(python=self.python, cwd=self.cwd, no_gpu=self.no_gpu, target_archs=self.target_archs,
                        verify_hashes=self.verify_hashes, timeout_s=self.timeout_s, options=options)

@@ -26,8 +26,8 @@ from stacks import add_to_path, torch_site, vllm_site
 
 from dflash_doctor.check import Context
 from dflash_doctor.checks.gpu import ArchCoverageCheck
-from dflash_doctor.facts import archs as archs_collector
-from dflash_doctor.facts import environment
+from dflash_doctor.facts.gpu import archs as archs_collector
+from dflash_doctor.facts.python import environment
 from dflash_doctor.facts.shape import section_json
 from dflash_doctor.knowledge.archs_advice import PTX_ISA_MIN_CUDA
 from dflash_doctor.model import CheckResult, Finding, Status
@@ -72,7 +72,7 @@ BUILDS: dict[str, list[str]] = {
 }
 
 # The C and C++ runtime of Ubuntu 20.04 (focal): libc6 2.31-0ubuntu9, libstdc++6 from GCC 10
-# (GLIBCXX_3.4.28, CXXABI_1.3.12): the host of flash-attn#1708 and #2225, as host_runtime_versions() reports it.
+# (GLIBCXX_3.4.28, CXXABI_1.3.12): the host of flash-attn#1708 and #2225, as machine_runtime_versions() reports it.
 UBUNTU_2004_RUNTIME = {
     "provides": {"GLIBC": "2.31", "GLIBCXX": "3.4.28", "CXXABI": "1.3.12"},
     "glibc": {"version": "2.31", "read_from": "os.confstr(CS_GNU_LIBC_VERSION)"},

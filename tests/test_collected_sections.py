@@ -16,8 +16,8 @@ from test_fact_shapes import saved_sections
 from dflash_doctor.check import Context, Facts, SectionError
 from dflash_doctor.checks.python import DistributionsCheck
 from dflash_doctor.facts.collect import collect
-from dflash_doctor.facts.environment_shapes import Distributions, Target
-from dflash_doctor.facts.nvml_shapes import Gpu
+from dflash_doctor.facts.gpu.nvml_shapes import Gpu
+from dflash_doctor.facts.python.environment_shapes import Distributions, Target
 from dflash_doctor.facts.sections import Collector
 from dflash_doctor.model import CheckResult, Status
 from dflash_doctor.report import document as report_module

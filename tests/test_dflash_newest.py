@@ -110,7 +110,7 @@ def test_the_conf_compute_state_is_collected_through_the_real_pynvml_bindings() 
     """The collector asks nvidia-ml-py's own nvmlSystemGetConfComputeState and reads the fields of its real
     c_nvmlConfComputeSystemState_t; on a machine without the driver NVML's error is a fact, never a crash."""
     pynvml = pytest.importorskip("pynvml")
-    from dflash_doctor.facts import nvml
+    from dflash_doctor.facts.gpu import nvml
 
     fields = {name for name, _ in pynvml.c_nvmlConfComputeSystemState_t._fields_}
     assert {"ccFeature", "environment", "devToolsMode"} <= fields

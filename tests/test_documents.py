@@ -29,8 +29,8 @@ from dflash_doctor.checks.fix.baseline import judge_baseline
 from dflash_doctor.commands import baseline as baseline_command
 from dflash_doctor.documents import docschema
 from dflash_doctor.documents.jsondoc import MAX_DEPTH
-from dflash_doctor.facts import baseline as baseline_module
-from dflash_doctor.facts.baseline_shapes import Baseline, BaselineFacts
+from dflash_doctor.facts.fix import baseline as baseline_module
+from dflash_doctor.facts.fix.baseline_shapes import Baseline, BaselineFacts
 from dflash_doctor.fleet.merge import summarize
 from dflash_doctor.report import document as report_module
 

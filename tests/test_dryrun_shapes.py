@@ -1,4 +1,4 @@
-"""The dry-run facts (facts.dryrun, a report's `dry_runs`) have their declared shape (facts.dryrun_shapes).
+"""The dry-run facts (facts.fix.dryrun, a report's `dry_runs`) have their declared shape (facts.fix.dryrun_shapes).
 
 The recorded dry runs (tests/fixtures/dry_runs: what pip 23.2.1 said on this project's CI machine) and a real
 `dryrun.collect` run on a real venv (pip's own `install --dry-run --report` against a local wheel directory, an
@@ -23,8 +23,8 @@ from test_fact_shapes import undeclared_or_changed
 from test_fix import pip_venv, recorded
 
 from dflash_doctor.checks.remedy import remove_leftovers
-from dflash_doctor.facts import dryrun
-from dflash_doctor.facts.dryrun_shapes import DryRuns
+from dflash_doctor.facts.fix import dryrun
+from dflash_doctor.facts.fix.dryrun_shapes import DryRuns
 from dflash_doctor.facts.shape import section_json, undeclared_keys
 from dflash_doctor.fix.verify import judge_item, mark_unchecked, unchecked_reason, verify_results
 from dflash_doctor.model import CheckResult

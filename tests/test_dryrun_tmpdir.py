@@ -80,7 +80,7 @@ def pip_env(tmp_path_factory: pytest.TempPathFactory) -> Env:
 
 def dry_run(env: Env, index: str, tmpdir: Path, timeout_s: float) -> subprocess.Popen[str]:
     """`dryrun.collect` of one pip install, in a process of its own whose $TMPDIR is `tmpdir`."""
-    code = ("import json, os, sys; from dflash_doctor.facts import dryrun; "
+    code = ("import json, os, sys; from dflash_doctor.facts.fix import dryrun; "
             "facts = dryrun.collect([sys.argv[1]], {'target': {'environment_roots': []}}, python=sys.argv[2], "
             "timeout_s=float(sys.argv[3]), cwd=os.getcwd()); "
             "print(json.dumps(facts.items[0].segments[0].to_json()))")
@@ -198,7 +198,7 @@ def test_the_installer_asked_about_a_fix_runs_nothing_from_the_working_directory
 ) -> None:
     """`PY -m pip` puts the working directory first on sys.path: a pip/ package there (a repository the user runs
     the doctor in) would run instead of the target's pip."""
-    from dflash_doctor.facts import dryrun
+    from dflash_doctor.facts.fix import dryrun
 
     cwd = tmp_path / "checkout"
     (cwd / "pip").mkdir(parents=True)

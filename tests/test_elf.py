@@ -22,7 +22,7 @@ from elftools.elf.elffile import ELFFile
 from dflash_doctor.facts.elf import (
     ElfError,
     exported_symbols,
-    host_runtime_versions,
+    machine_runtime_versions,
     missing_symbols,
     scan_library,
     unmet_versions,
@@ -297,7 +297,7 @@ def test_cxx_extension_requires_glibcxx_and_cxxabi_that_this_host_provides(
     facts = scan_library(host_libs["ext"])
     assert {"GLIBCXX", "CXXABI"} <= facts["needs_versions"].keys()
     assert "libstdc++.so.6" in facts["needed"]
-    assert unmet_versions(facts["needs_versions"], host_runtime_versions()["provides"]) == {}
+    assert unmet_versions(facts["needs_versions"], machine_runtime_versions()["provides"]) == {}
 
 
 @needs_gcc
@@ -389,8 +389,8 @@ def test_exported_symbols_of_a_non_elf_raises_elf_error_naming_the_file(tmp_path
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="not a glibc host")
-def test_host_runtime_versions_report_glibc_and_libstdcxx() -> None:
-    host = host_runtime_versions()
+def test_machine_runtime_versions_report_glibc_and_libstdcxx() -> None:
+    host = machine_runtime_versions()
     assert host["errors"] == []
     assert host["provides"]["GLIBC"] == (os.confstr("CS_GNU_LIBC_VERSION") or "").split()[-1]
     assert re.fullmatch(r"3\.4\.\d+", host["provides"]["GLIBCXX"])

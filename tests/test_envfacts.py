@@ -6,8 +6,8 @@ from importlib import metadata
 
 import pytest
 
-from dflash_doctor.facts.envfacts import canonical, release, requirement_name, version_tuple
-from dflash_doctor.facts.environment_shapes import Distributions
+from dflash_doctor.facts.python.envfacts import canonical, release, requirement_name, version_tuple
+from dflash_doctor.facts.python.environment_shapes import Distributions
 
 
 @pytest.mark.parametrize(("text", "name"), [

@@ -14,9 +14,9 @@ from test_fact_shapes import assert_has_its_shape
 
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.fabric import FabricCheck
-from dflash_doctor.checks.fabric.host import vllm_shm_need
-from dflash_doctor.facts.fabric import group_size
-from dflash_doctor.facts.fabric_host import (
+from dflash_doctor.checks.fabric.machine import vllm_shm_need
+from dflash_doctor.facts.fabric.fabric import group_size
+from dflash_doctor.facts.fabric.machine import (
     acs_facts,
     container_facts,
     iommu_facts,
@@ -25,8 +25,8 @@ from dflash_doctor.facts.fabric_host import (
     switch_env,
     sysfs_bdf,
 )
-from dflash_doctor.facts.nvml_shapes import Gpu
-from dflash_doctor.facts.serve_shapes import ServeArgs
+from dflash_doctor.facts.gpu.nvml_shapes import Gpu
+from dflash_doctor.facts.serve.serve_shapes import ServeArgs
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "fabric"
 CPU_HOST = Path(__file__).resolve().parent / "fixtures" / "fabric" / "cpu-host"
@@ -185,8 +185,8 @@ def test_a_rank_that_does_not_finish_is_killed_at_the_timeout_and_judged_a_hang(
 
     from dflash_doctor.check import Context
     from dflash_doctor.checks.fabric.nccl import summarize
-    from dflash_doctor.facts.fabric import nccl_arm
-    from dflash_doctor.facts.fabric_shapes import NcclArm
+    from dflash_doctor.facts.fabric.fabric import nccl_arm
+    from dflash_doctor.facts.fabric.fabric_shapes import NcclArm
 
     ctx = Context(python=str(fa2_builder_python()), cwd=str(tmp_path), timeout_s=0.3)
     arm = nccl_arm(ctx, 2, {"PATH": "/usr/bin:/bin", "NCCL_NVLS_ENABLE": "0"})
@@ -209,14 +209,15 @@ def test_the_ranks_forked_from_the_shared_target_process_start_nccl_with_their_a
     from realenv import fa2_builder_python
 
     from dflash_doctor.check import Context
-    from dflash_doctor.facts.fabric import nccl_arm
-    from dflash_doctor.facts.probes import TargetHost
+    from dflash_doctor.facts.fabric.fabric import nccl_arm
+    from dflash_doctor.facts.probes import SharedTargetProcess
 
     python = str(fa2_builder_python())
-    with TargetHost(python, preload=("torch",), timeout_s=120.0, cwd=str(tmp_path), parallel=2) as host:
-        ctx = Context(python=python, cwd=str(tmp_path), timeout_s=120.0, host=host)
+    with SharedTargetProcess(python, preload=("torch",), timeout_s=120.0, cwd=str(tmp_path),
+                             parallel=2) as target_process:
+        ctx = Context(python=python, cwd=str(tmp_path), timeout_s=120.0, target_process=target_process)
         arm = nccl_arm(ctx, 2, {"PATH": "/usr/bin:/bin", "NCCL_NVLS_ENABLE": "0", "NCCL_P2P_DISABLE": "1"})
-        shared = host.facts()
+        shared = target_process.facts()
     assert shared["forked"] is True and shared["jobs"] == 2  # both ranks were the shared process's children
     assert [r["data"]["rank"] for r in arm["ranks"]] == [0, 1]
     for rank in arm["ranks"]:

@@ -24,7 +24,7 @@ from toymodels import write_toy_drafter, write_toy_target
 from dflash_doctor.check import Context, Facts, SectionError
 from dflash_doctor.codes.aliases import current_id
 from dflash_doctor.facts.collect import collect
-from dflash_doctor.facts.environment_shapes import Distributions, Target
+from dflash_doctor.facts.python.environment_shapes import Distributions, Target
 from dflash_doctor.facts.sections import BUILTIN_COLLECTORS, SECTION_SHAPES, shape_of
 from dflash_doctor.facts.shape import ShapeError, section_json, undeclared_keys
 from dflash_doctor.model import CheckResult

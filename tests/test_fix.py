@@ -33,8 +33,8 @@ from stacks import add_to_path, vllm_site
 
 from dflash_doctor.checks.fix.build_prereqs import judge_build
 from dflash_doctor.codes.aliases import upgrade_findings
-from dflash_doctor.facts import build_env, dryrun
-from dflash_doctor.facts.dryrun_shapes import DryRunItem, DryRuns, InstalledDist
+from dflash_doctor.facts.fix import build_env, dryrun
+from dflash_doctor.facts.fix.dryrun_shapes import DryRunItem, DryRuns, InstalledDist
 from dflash_doctor.facts.shape import section_json
 from dflash_doctor.fix.plan import decide
 from dflash_doctor.fix.verify import judge_item, rank, verify_results

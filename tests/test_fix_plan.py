@@ -22,7 +22,7 @@ from conftest import Doctor
 from realenv import Env, _clean_environ, dir_digest
 from test_fix import recorded, seed_env
 
-from dflash_doctor.facts.dryrun_shapes import DryRuns, InstalledDist
+from dflash_doctor.facts.fix.dryrun_shapes import DryRuns, InstalledDist
 from dflash_doctor.fix.plan import effect, plan
 from dflash_doctor.fix.verify import verify_results
 from dflash_doctor.model import CheckResult

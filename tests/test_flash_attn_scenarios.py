@@ -232,7 +232,7 @@ def test_terminal_report_shows_the_fix_under_the_failing_check(doctor: Doctor, t
 def test_a_vllm_requirement_serve_only_looks_for_is_a_warning_the_ones_it_imports_fail(
         doctor: Doctor, tmp_path: Path) -> None:
     # The real vLLM 0.20.1 wheel alone: flashinfer-python is missing, and no module `vllm serve` imports on its way
-    # up imports flashinfer (the scan of vLLM's files, facts.vllm_serve_path; tests/test_serve_imports.py has the
+    # up imports flashinfer (the scan of vLLM's files, facts.python.vllm_serve_path; tests/test_serve_imports.py has the
     # rest); transformers, which vLLM imports on its way up, is missing too.
     env = make_venv(tmp_path)
     add_to_path(env, vllm_site("0.20.1"))

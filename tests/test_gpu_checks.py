@@ -20,7 +20,7 @@ import pytest
 
 from dflash_doctor.check import Check, Context
 from dflash_doctor.checks.gpu import CudaStackCheck, GpuCheck, KernelsCheck
-from dflash_doctor.checks.gpu.common import resolve_visible
+from dflash_doctor.checks.gpu.visible_devices import resolve_visible
 from dflash_doctor.registry import CODES
 from dflash_doctor.model import CheckResult, Finding, Status
 from dflash_doctor.render.gpu_summary import gpu_lines

@@ -26,10 +26,10 @@ import pytest
 
 from dflash_doctor.check import Context
 from dflash_doctor.checks.gpu import GpuCheck
-from dflash_doctor.checks.gpu.devices import host_limits_finding, reason_names
+from dflash_doctor.checks.gpu.devices import machine_limits_finding, reason_names
 from dflash_doctor.registry import CODES
-from dflash_doctor.facts import nvml
-from dflash_doctor.facts.nvml_shapes import Gpu, HostLimits
+from dflash_doctor.facts.gpu import nvml
+from dflash_doctor.facts.gpu.nvml_shapes import Gpu, MachineLimits
 from dflash_doctor.model import CheckResult, Finding, Status
 from dflash_doctor.runner import judge
 
@@ -222,8 +222,8 @@ def test_reason_names_keep_unknown_bits() -> None:
 # ---------------------------------------------------------------------------------------- host limits
 
 
-def test_host_limits_are_read_for_real_on_this_machine() -> None:
-    limits = HostLimits.from_json(nvml.host_limits())
+def test_machine_limits_are_read_for_real_on_this_machine() -> None:
+    limits = MachineLimits.from_json(nvml.machine_limits())
     for name, which in (("nofile", resource.RLIMIT_NOFILE), ("memlock", resource.RLIMIT_MEMLOCK)):
         soft, hard = resource.getrlimit(which)
         expected = [-1 if v == resource.RLIM_INFINITY else v for v in (soft, hard)]
@@ -238,7 +238,7 @@ def test_host_limits_are_read_for_real_on_this_machine() -> None:
 
 
 CHILD = ("import json, resource, sys; resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 4096)); "
-         "from dflash_doctor.facts import nvml; print(json.dumps(nvml.nvml_facts()['host']['limits']))")
+         "from dflash_doctor.facts.gpu import nvml; print(json.dumps(nvml.nvml_facts()['host']['limits']))")
 
 
 def test_a_hard_open_file_limit_below_vllms_warns_in_a_real_child() -> None:
@@ -263,28 +263,28 @@ def test_a_soft_limit_vllm_can_raise_passes_and_memlock_is_reported_not_judged()
     # derived: a soft limit of 1024 under an unlimited hard one, memlock 8 MiB (a container's default)
     limits = {"nofile": {"soft": 1024, "hard": -1}, "memlock": {"soft": 8 << 20, "hard": 8 << 20},
               "transparent_hugepage": "madvise", "errors": {}}
-    finding = host_limits_finding(HostLimits.from_json(limits))
+    finding = machine_limits_finding(MachineLimits.from_json(limits))
     assert finding.status is Status.PASS
     assert finding.title == ("host limits: open files 1024 (hard unlimited), locked memory 8 (hard 8) MiB, "
                              "transparent huge pages madvise")
     assert "InfiniBand" in finding.detail
     unlimited = dict(limits, memlock={"soft": -1, "hard": -1})
-    assert "InfiniBand" not in host_limits_finding(HostLimits.from_json(unlimited)).detail
+    assert "InfiniBand" not in machine_limits_finding(MachineLimits.from_json(unlimited)).detail
 
 
 def test_thp_mode_is_read_only_from_a_bounded_regular_file(tmp_path: Path) -> None:
     regular = tmp_path / "enabled"
     regular.write_text("always [madvise] never\n")
-    assert nvml.host_limits(str(regular))["transparent_hugepage"] == "madvise"
+    assert nvml.machine_limits(str(regular))["transparent_hugepage"] == "madvise"
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)  # a FIFO with no writer: opening it for a blocking read would hang
-    limits = nvml.host_limits(str(fifo))
+    limits = nvml.machine_limits(str(fifo))
     assert limits["transparent_hugepage"] is None
     assert limits["errors"]["transparent_hugepage"] == f"{fifo}: not a regular file: never read"
     huge = tmp_path / "huge"
     huge.write_text(" " * nvml.THP_READ_LIMIT + "[always]")  # the mode past the bound is not read
-    assert nvml.host_limits(str(huge))["transparent_hugepage"] is None
-    missing = nvml.host_limits(str(tmp_path / "absent"))
+    assert nvml.machine_limits(str(huge))["transparent_hugepage"] is None
+    missing = nvml.machine_limits(str(tmp_path / "absent"))
     assert missing["transparent_hugepage"] is None and "No such file" in missing["errors"]["transparent_hugepage"]
 
 
@@ -317,7 +317,7 @@ class _FakeNvml:
     device that answers the health queries as an NVLink-less PCIe GPU would (NVLink unsupported)."""
 
     def __init__(self) -> None:
-        self.real = importlib.import_module("pynvml")  # untyped, as facts.nvml loads it
+        self.real = importlib.import_module("pynvml")  # untyped, as facts.gpu.nvml loads it
 
     def module(self) -> types.SimpleNamespace:
         real = self.real
@@ -371,7 +371,7 @@ class _FakeNvml:
 def test_the_collector_puts_each_health_reading_into_the_shape() -> None:
     # Fake GPU hardware (no GPU here): the collector's calls and the shapes its facts load into.
     facts = nvml._gather_initialized(_FakeNvml().module())
-    device = Gpu.from_json({**facts, "host": nvml._host_facts()}).devices[0]
+    device = Gpu.from_json({**facts, "host": nvml._machine_facts()}).devices[0]
     assert device.clock_event_reasons == 0x5
     assert device.power is not None and device.power.to_json() == {
         "limit_mw": 700000, "default_limit_mw": 700000, "enforced_limit_mw": 700000}
@@ -385,7 +385,7 @@ def test_the_collector_puts_each_health_reading_into_the_shape() -> None:
     assert {"pcie_replay_counter", "nvlink_state", "retired_pages_pending"} <= set(device.unsupported)
     assert device.errors == {}
     # an idle GPU with SwPowerCap set at that moment warns; nothing else does
-    sections = {"gpu": {**facts, "host": nvml._host_facts(), "environ": {}}}
+    sections = {"gpu": {**facts, "host": nvml._machine_facts(), "environ": {}}}
     result = gpu_result(sections)
     assert {i for i in ids(result) if i in NEW_IDS - {"gpu.host-limits"}} == {"gpu.throttled"}
 

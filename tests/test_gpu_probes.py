@@ -18,8 +18,8 @@ import pytest
 
 from dflash_doctor.check import Context
 from dflash_doctor.checks.gpu import CudaStackCheck, GpuCheck, KernelsCheck
-from dflash_doctor.facts import cuda as cuda_collectors
-from dflash_doctor.facts.nvml import host_limits, nvml_facts
+from dflash_doctor.facts.gpu import cuda as cuda_collectors
+from dflash_doctor.facts.gpu.nvml import machine_limits, nvml_facts
 from dflash_doctor.facts.probes import run_probe
 from dflash_doctor.facts.shape import section_json
 from dflash_doctor.model import Status
@@ -69,7 +69,7 @@ def test_nvml_without_a_driver_records_which_library_the_loader_could_not_find()
     assert facts["nvml"]["ok"] is False and facts["devices"] == []
     assert error["name"] == "NVML_ERROR_LIBRARY_NOT_FOUND"
     assert error["loader"].startswith("libnvidia-ml.so.1: cannot open shared object file")
-    assert facts["host"] == {"kernel_module": None, "dev_nodes": [], "limits": host_limits()}
+    assert facts["host"] == {"kernel_module": None, "dev_nodes": [], "limits": machine_limits()}
     assert facts["doctor_pid"] > 0 and facts["seconds"] < 5
 
 
@@ -142,9 +142,9 @@ def test_the_stack_and_kernel_probes_share_one_torch_import(torch_python: Path) 
     ctx = Context(python=str(torch_python), cwd=".", timeout_s=120)
     collected = cuda_collectors.collect(ctx, {}, wanted=frozenset({"cuda_stack", "kernels"}))
     sections = {name: section_json(value) for name, value in collected.items()}
-    host = sections["cuda_stack"]["shared_process"]
-    (torch,) = host["preload"]
-    assert host["forked"] is True and torch["module"] == "torch" and torch["imported"] is True
+    shared = sections["cuda_stack"]["shared_process"]
+    (torch,) = shared["preload"]
+    assert shared["forked"] is True and torch["module"] == "torch" and torch["imported"] is True
     # The children found torch loaded: the stack probe's own import is a dictionary lookup.
     assert sections["cuda_stack"]["torch"]["import_seconds"] < 0.05 < torch["seconds"]
     families = {f["family"]: f for f in sections["kernels"]["families"]}

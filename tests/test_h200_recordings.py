@@ -41,9 +41,9 @@ def test_each_fact_section_is_stored_once_in_a_report() -> None:
 def test_on_the_h200_the_stack_and_kernel_probes_shared_one_cold_torch_import() -> None:
     report = json.loads((H200 / "report-cold.json").read_text())
     facts = {name: section for c in report["checks"] for name, section in c["facts"].items()}
-    host = facts["cuda_stack"]["shared_process"]
-    (torch,) = host["preload"]
-    assert host["forked"] is True and torch["module"] == "torch" and torch["seconds"] > 3  # cold: 4.0 s
+    shared = facts["cuda_stack"]["shared_process"]
+    (torch,) = shared["preload"]
+    assert shared["forked"] is True and torch["module"] == "torch" and torch["seconds"] > 3  # cold: 4.0 s
     # Each job found torch imported: its own import was a lookup, its whole process a fraction of a second.
     assert facts["cuda_stack"]["torch"]["import_seconds"] < 0.01
     durations = {f["family"]: f["process"]["duration_s"] for f in facts["kernels"]["families"]}
@@ -65,14 +65,14 @@ def test_flash_attn_4s_own_kernel_ran_on_the_h200_within_tolerance(doctor: Docto
 @pytest.mark.parametrize("name", ["report-one-host-first.json", "report-one-host-warm.json",
                                   "report-with-fabric-warm.json"])
 def test_on_the_h200_one_target_process_imported_torch_once_for_every_probe(name: str) -> None:
-    """One host per run: the rotary import and the GPU probes were all forked children of one process."""
+    """One target process per run: the rotary import and the GPU probes were all forked children of one process."""
     report = json.loads((H200 / name).read_text())
     facts = {name: section for c in report["checks"] for name, section in c["facts"].items()}
-    host = facts["cuda_stack"]["shared_process"]
-    (torch,) = host["preload"]
-    assert host["forked"] is True and torch["imported"] is True and torch["seconds"] > 2
-    assert host["jobs"] == 1 + 1 + 7  # the rotary import, the stack probe, seven kernel families
-    assert host["parallel"] == 16  # the machine's cores
+    shared = facts["cuda_stack"]["shared_process"]
+    (torch,) = shared["preload"]
+    assert shared["forked"] is True and torch["imported"] is True and torch["seconds"] > 2
+    assert shared["jobs"] == 1 + 1 + 7  # the rotary import, the stack probe, seven kernel families
+    assert shared["parallel"] == 16  # the machine's cores
     assert facts["rotary_import"]["process"]["duration_s"] < 0.5  # a fork, not an interpreter and a torch import
     assert facts["cuda_stack"]["torch"]["import_seconds"] < 0.01
     assert report["wall_s"] < torch["seconds"] + 3.5  # the rest of the run hides behind the import

@@ -28,9 +28,9 @@ from test_kernel_wheels import shell
 from dflash_doctor.checks.python import KernelPackagesCheck
 from dflash_doctor.checks.python.flashinfer import _accepts, jit_cache_findings
 from dflash_doctor.context import Context
-from dflash_doctor.facts import environment, kernel_files
-from dflash_doctor.facts.kernel_files_shapes import KernelFiles
-from dflash_doctor.facts.nvml_shapes import Gpu
+from dflash_doctor.facts.gpu.nvml_shapes import Gpu
+from dflash_doctor.facts.python import environment, kernel_files
+from dflash_doctor.facts.python.kernel_files_shapes import KernelFiles
 from dflash_doctor.facts.shape import section_json
 from dflash_doctor.knowledge.flashinfer import FLASHINFER_KERNEL_WHEELS, FLASHINFER_VERSION_CHECK
 from dflash_doctor.model import Status

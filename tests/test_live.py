@@ -38,7 +38,7 @@ from test_fact_shapes import assert_has_its_shape
 
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.live import LiveCheck
-from dflash_doctor.facts.live import LiveOptions, gather, get
+from dflash_doctor.facts.live.live import LiveOptions, gather, get
 from dflash_doctor.model import Finding
 from dflash_doctor.report import document as report_module
 
@@ -528,7 +528,7 @@ def test_a_saved_live_report_with_mutated_facts_is_judged_never_a_crashed_check(
 
 def test_a_drafter_config_with_a_huge_layer_id_list_puts_only_its_head_and_count_into_the_live_facts(
         tmp_path: Path) -> None:
-    from dflash_doctor.facts.live import MAX_IDS, _config
+    from dflash_doctor.facts.live.live import MAX_IDS, _config
 
     drafter = tmp_path / "drafter"
     drafter.mkdir()

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from vllm_sources import vllm_source
 
-from dflash_doctor.facts.live import metric_names_from_source, names_exposed, parse_prometheus, tally
+from dflash_doctor.facts.live.live import metric_names_from_source, names_exposed, parse_prometheus, tally
 
 ENGINE = Path(__file__).resolve().parent.parent / "fixtures" / "engine"
 

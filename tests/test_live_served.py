@@ -16,7 +16,7 @@ from live_replay import edited, exchanges, replay, url_of, with_json
 from test_live import ids, judged
 from test_models_check import patch_config
 
-from dflash_doctor.facts.live import LiveOptions, gather
+from dflash_doctor.facts.live.live import LiveOptions, gather
 
 try:
     import toymodels as toy

@@ -26,7 +26,7 @@ from test_models_check import found, patch_config, run_checks
 
 from dflash_doctor.facts.modelfiles.model_dir import CONFIG_LIST_MAX
 from dflash_doctor.facts.modelfiles.safetensors_header import MAX_HEADER_SIZE, MAX_TENSORS_KEPT
-from dflash_doctor.facts.serve_args import parse_serve_command
+from dflash_doctor.facts.serve.serve_args import parse_serve_command
 from dflash_doctor.knowledge.dflash import SPEC_BUDGET_RULE_A
 from dflash_doctor.model import Status
 

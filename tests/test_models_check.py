@@ -23,9 +23,9 @@ from dflash_doctor.check import Context
 from dflash_doctor.checks.models import DrafterAttentionCheck, DrafterCheck, ModelFilesCheck
 from dflash_doctor.checks.serve import ServeCommandCheck, ServeResourcesCheck
 from dflash_doctor.registry import CODES
-from dflash_doctor.facts import models as models_collector
-from dflash_doctor.facts.serve import collect_args, head_sizes_of, read_vllm_dflash
-from dflash_doctor.facts.vllm_pairing import target_architectures
+from dflash_doctor.facts.models import models as models_collector
+from dflash_doctor.facts.serve.serve import collect_args, head_sizes_of, read_vllm_dflash
+from dflash_doctor.facts.serve.vllm_pairing import target_architectures
 from dflash_doctor.knowledge.dflash import uniform_layer_ids
 from dflash_doctor.model import CheckResult, Finding, Status
 from dflash_doctor.runner import judge
@@ -519,7 +519,7 @@ def test_the_models_facts_are_typed_to_the_leaves_and_an_older_or_broken_report_
     """The models section as the collector writes it reads as nested shapes down to a tensor's shape, the user's
     config.json through typed accessors; a report without the later keys loads with their defaults, and a leaf
     of the wrong type is an error naming its place."""
-    from dflash_doctor.facts.models_shapes import ConfigView, Models, Tensor
+    from dflash_doctor.facts.models.models_shapes import ConfigView, Models, Tensor
     from dflash_doctor.facts.shape import ShapeError, section_json
 
     target, drafter = toy.write_toy_target(tmp_path / "target"), toy.write_toy_drafter(tmp_path / "drafter")

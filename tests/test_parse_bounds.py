@@ -24,8 +24,8 @@ from realenv import make_venv
 from stacks import add_to_path, vllm_site
 
 from dflash_doctor.facts.pysource import SourceError, parse_expression, parse_module
-from dflash_doctor.facts.vllm_scan import scan_package
-from dflash_doctor.facts.vllm_serve_path import scan_serve_path
+from dflash_doctor.facts.python.vllm_scan import scan_package
+from dflash_doctor.facts.python.vllm_serve_path import scan_serve_path
 from dflash_doctor.knowledge.vllm_imports import SERVE_LOADED_BY_NAME
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -53,7 +53,7 @@ def test_a_tokenizer_config_that_is_no_regular_file_neither_hangs_nor_floods_the
 
 @pytest.mark.parametrize("plant", ["fifo", "dev-zero"])
 def test_a_planted_hugging_face_cache_ref_neither_hangs_nor_floods_the_doctor(tmp_path: Path, plant: str) -> None:
-    from dflash_doctor.facts.models import resolve_model_path
+    from dflash_doctor.facts.models.models import resolve_model_path
 
     repo = tmp_path / "hub" / "models--org--model"
     (repo / "refs").mkdir(parents=True)

@@ -97,7 +97,8 @@ def test_the_shared_target_process_its_jobs_and_what_they_start_run_nothing_from
     monkeypatch.setattr(tempfile, "tempdir", str(carriers))  # where the doctor makes its directories
     shared = run_probes_sharing_imports(sys.executable, [ProbeJob("spawn", "try_import", {"module": "spawner"})],
                                         preload=("json",), timeout_s=120, cwd=str(workdir))
-    assert shared.host["forked"] is True and shared.host["preload"][0]["imported"] is True, shared.host
+    process = shared.target_process
+    assert process["forked"] is True and process["preload"][0]["imported"] is True, process
     outcome = shared.outcomes["spawn"]
     assert outcome.ok and outcome.data["ok"] is True, (outcome.error, outcome.stderr)
     assert marks(tmp_path) == []

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from dflash_doctor.facts import safefile
-from dflash_doctor.facts.probes import HOST_MARKER, MARKER, PRELUDE
+from dflash_doctor.facts.probes import MARKER, PRELUDE, TARGET_PROCESS_MARKER
 
 PROBES = Path(safefile.__file__).resolve().parent / "probes"
 PRELUDE_PATH = PROBES / f"{PRELUDE}.py"
@@ -82,8 +82,9 @@ def test_no_two_probe_scripts_hold_the_same_function() -> None:
 
 def test_the_prelude_writes_the_marker_the_doctor_reads() -> None:
     assert prelude_namespace("MARKER")["MARKER"] == MARKER
-    host = {name: node for name, node in defined(tree(PROBES / "host.py"))}
-    assert isinstance(host["HOST_MARKER"], ast.Assign) and ast.literal_eval(host["HOST_MARKER"].value) == HOST_MARKER
+    script = {name: node for name, node in defined(tree(PROBES / "target_process.py"))}
+    assert isinstance(script["TARGET_PROCESS_MARKER"], ast.Assign)
+    assert ast.literal_eval(script["TARGET_PROCESS_MARKER"].value) == TARGET_PROCESS_MARKER
 
 
 def test_the_prelude_refuses_to_open_what_safefile_refuses() -> None:

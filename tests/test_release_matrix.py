@@ -19,12 +19,12 @@ import pytest
 from vllm_release import MATRIX, vllm_max_len
 from vllm_sources import vllm_source
 
-from dflash_doctor.checks.models.common import served_max_len
-from dflash_doctor.checks.serve.common import max_len_refused
-from dflash_doctor.facts.models_shapes import ConfigView, Model, SpeculatorsLaunch
-from dflash_doctor.facts.serve import _markers
-from dflash_doctor.facts.serve_shapes import VllmAttentionTable, VllmDflash, VllmPairing
-from dflash_doctor.facts.vllm_pairing import VllmSources
+from dflash_doctor.checks.models.model_views import served_max_len
+from dflash_doctor.checks.serve.settings import max_len_refused
+from dflash_doctor.facts.models.models_shapes import ConfigView, Model, SpeculatorsLaunch
+from dflash_doctor.facts.serve.serve import _markers
+from dflash_doctor.facts.serve.serve_shapes import VllmAttentionTable, VllmDflash, VllmPairing
+from dflash_doctor.facts.serve.vllm_pairing import VllmSources
 
 YARN_X4 = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768, "rope_theta": 1e6}
 
@@ -129,8 +129,8 @@ DRAFTER_ROPES: list[dict[str, Any] | None] = [
 def test_which_drafters_vllm_lengthens_is_each_releases_own_rule(version: str) -> None:
     """A drafter shorter than the served context: raised to it (RoPE that only sizes a cache), or the served
     length lowered to the drafter's, as the release's own _rope_only_sizes_cache and limiter decide."""
-    from dflash_doctor.checks.models.common import rope_entries
     from dflash_doctor.checks.models.drafter_pairing import _context_handling
+    from dflash_doctor.checks.models.model_views import rope_entries
     from dflash_doctor.knowledge.dflash_reports import DRAFTER_CONTEXT_RAISED
 
     speculative = (vllm_source(version) / "config/speculative.py").read_text()
@@ -241,7 +241,7 @@ def test_the_speculators_launch_is_read_as_each_release_reads_it(version: str, t
     release's own maybe_override_with_speculators and by the doctor's reading of the same real directory."""
     pytest.importorskip("huggingface_hub")
     from dflash_doctor.checks.models.speculators import read_launch
-    from dflash_doctor.facts.models import describe_model, speculators_launch
+    from dflash_doctor.facts.models.models import describe_model, speculators_launch
 
     monkeypatch.chdir(tmp_path)  # vLLM looks for a local verifier relative to where it runs
     (tmp_path / "verifier").mkdir()
@@ -304,7 +304,7 @@ def test_the_model_runner_is_the_one_each_release_picks(version: str) -> None:
     from vllm_release import vllm_runs_v2
 
     from dflash_doctor.checks.models.drafter_pairing import model_runner
-    from dflash_doctor.facts.vllm_pairing import read_vllm_pairing
+    from dflash_doctor.facts.serve.vllm_pairing import read_vllm_pairing
 
     runs_v2 = vllm_runs_v2(version)
     vllm = dataclasses.replace(_vllm_facts(version), pairing=VllmPairing.from_json(
@@ -343,7 +343,7 @@ SPECULATORS_CONFIGS: list[dict[str, Any]] = [
 def test_a_speculators_drafter_reads_as_each_release_converts_it(version: str) -> None:
     from vllm_release import release_function
 
-    from dflash_doctor.checks.models.common import speculators_keys
+    from dflash_doctor.checks.models.model_views import speculators_keys
 
     rel = "transformers_utils/configs/speculators/algos.py"
     source = (vllm_source(version) / rel).read_text()
@@ -382,7 +382,7 @@ def test_the_drafters_attention_backend_is_the_one_each_release_picks(version: s
     from vllm_release import CAPABILITIES, KV_CACHE_DTYPES, vllm_attention
 
     from dflash_doctor.checks.models.drafter_attention import choose_backend
-    from dflash_doctor.facts.serve import _attention
+    from dflash_doctor.facts.serve.serve import _attention
 
     select = vllm_attention(version)
     vllm = _vllm_facts(version)
@@ -422,7 +422,7 @@ def test_the_dflash_token_budget_is_each_releases_own(version: str) -> None:
     must agree."""
     from vllm_release import vllm_token_budget
 
-    from dflash_doctor.checks.serve.common import spec_token_budget
+    from dflash_doctor.checks.serve.settings import spec_token_budget
 
     budget = vllm_token_budget(version)
     vllm = _vllm_facts(version)
@@ -451,7 +451,7 @@ def test_the_scheduler_refuses_what_each_release_refuses(version: str) -> None:
     scheduler finding), vLLM's message word for word."""
     from vllm_release import vllm_scheduler_refusal
 
-    from dflash_doctor.checks.serve.common import scheduler_refusal
+    from dflash_doctor.checks.serve.settings import scheduler_refusal
 
     refusal = vllm_scheduler_refusal(version)
     disagree = []
@@ -475,7 +475,7 @@ def test_a_vllm_built_without_fa3_or_fa4_refuses_the_fp8_kv_cache_as_vllm_does(v
     from vllm_release import vllm_attention
 
     from dflash_doctor.checks.models.drafter_attention import choose_backend
-    from dflash_doctor.facts.serve import _attention
+    from dflash_doctor.facts.serve.serve import _attention
 
     vllm = _vllm_facts(version)
     attention = _attention(VllmSources(str(vllm_source(version))), ATTENTION_HEAD_SIZES)
@@ -495,7 +495,7 @@ def test_a_vllm_built_without_fa3_or_fa4_refuses_the_fp8_kv_cache_as_vllm_does(v
 def test_the_flash_attention_builds_are_read_from_the_installed_wheel() -> None:
     from vllm_sources import CACHE
 
-    from dflash_doctor.facts.serve import _flash_attn_builds
+    from dflash_doctor.facts.serve.serve import _flash_attn_builds
 
     site = CACHE / "vllm-site" / "0.20.1" / "vllm"
     if not (site / "vllm_flash_attn").is_dir():
@@ -508,14 +508,14 @@ def test_the_flash_attention_builds_are_read_from_the_installed_wheel() -> None:
 def test_a_quantized_drafter_is_sliced_raw_where_each_release_slices_it(version: str) -> None:
     """vLLM #51581: the release's own fused context-K/V method (every *_dflash.py method holding the raw slice),
     run on a layer whose qkv_proj is quantized, against the doctor's reading of that release's source (the slice
-    and the guard on the layers' quant method, facts.vllm_pairing, judged by drafter_pairing.fused_kv_reads for
+    and the guard on the layers' quant method, facts.serve.vllm_pairing, judged by drafter_pairing.fused_kv_reads for
     an architecture the registry serves from that file). The control: with an unquantized layer every release
     slices raw. qwen3_dflash.py slices a quantized layer up to 0.30.0 and not from 0.31.0 (guarded);
     laguna_dflash.py slices it in every release that has it."""
     from vllm_release import raw_kv_methods, vllm_slices_quantized_qkv_raw
 
     from dflash_doctor.checks.models.drafter_pairing import fused_kv_reads
-    from dflash_doctor.facts.vllm_pairing import read_vllm_pairing
+    from dflash_doctor.facts.serve.vllm_pairing import read_vllm_pairing
 
     pairing = VllmPairing.from_json(read_vllm_pairing(VllmSources(str(vllm_source(version)))))
     assert pairing.fused_kv is not None
@@ -546,13 +546,13 @@ CAUSALITY_GRID = [(is_causal, causal, layer_types)
 @pytest.mark.parametrize("version", MATRIX)
 def test_the_drafters_causality_is_the_one_each_release_resolves(version: str) -> None:
     """The release's own `_dflash_layer_causal` (0.26.0+; is_causal first from 0.28.0) or `get_dflash_causal`
-    (0.24.0) against the doctor's resolved_causality, told which keys the release reads by facts.vllm_pairing,
+    (0.24.0) against the doctor's resolved_causality, told which keys the release reads by facts.serve.vllm_pairing,
     on every combination of is_causal, dflash_config.causal (a string included: vLLM takes its truth) and
     layer_types, layer by layer. 0.20.1 and 0.22.1 resolve nothing: every layer non-causal."""
     from vllm_release import vllm_dflash_causal
 
     from dflash_doctor.checks.models.drafter_formats import resolved_causality
-    from dflash_doctor.facts.vllm_pairing import read_vllm_pairing
+    from dflash_doctor.facts.serve.vllm_pairing import read_vllm_pairing
 
     pairing = VllmPairing.from_json(read_vllm_pairing(VllmSources(str(vllm_source(version)))))
     assert pairing.causality is not None and pairing.causality.keys is not None
@@ -584,7 +584,7 @@ def test_prefix_caching_on_a_hybrid_target_is_judged_as_each_release_schedules_i
     from vllm_release import release_function
 
     from dflash_doctor.checks.serve.newest import EAGLE_FAMILY_DRAFTS
-    from dflash_doctor.facts.vllm_pairing import read_vllm_pairing
+    from dflash_doctor.facts.serve.vllm_pairing import read_vllm_pairing
 
     use_eagle = release_function(version, "config/speculative.py", "SpeculativeConfig.use_eagle", {})
     methods = (vllm_source(version) / "config/speculative.py").read_text()
@@ -621,8 +621,8 @@ def test_the_environment_is_refused_and_warned_about_as_each_release_does(versio
     from vllm_release import vllm_validate_environ
 
     from dflash_doctor.checks.serve.environ import UNKNOWN_WORDS, judge_environ
-    from dflash_doctor.facts.serve_shapes import VllmEnvironRules
-    from dflash_doctor.facts.vllm_environ import read_vllm_environ
+    from dflash_doctor.facts.serve.serve_shapes import VllmEnvironRules
+    from dflash_doctor.facts.serve.vllm_environ import read_vllm_environ
 
     theirs_of = vllm_validate_environ(version)
     facts = read_vllm_environ(VllmSources(str(vllm_source(version))))
@@ -677,8 +677,8 @@ def test_the_spec_flags_merge_as_each_releases_create_speculative_config_merges_
     exclusive" error on every row of the grid; where it has none, the doctor's range says the flags are unknown."""
     from vllm_release import release_function
 
-    from dflash_doctor.facts.envfacts import release
-    from dflash_doctor.facts.serve_args import merge_spec_flags
+    from dflash_doctor.facts.python.envfacts import release
+    from dflash_doctor.facts.serve.serve_args import merge_spec_flags
     from dflash_doctor.knowledge.vllm_cli import SPEC_FLAGS
 
     source = (vllm_source(version) / "engine/arg_utils.py").read_text()
@@ -713,7 +713,7 @@ def test_a_config_file_and_a_flags_prefix_are_read_as_each_releases_parser_reads
     and no release turns argparse's allow_abbrev off, so a flag's prefix stays the flag."""
     from vllm_release import release_function
 
-    from dflash_doctor.facts.serve_config_file import pull_config_file
+    from dflash_doctor.facts.serve.serve_config_file import pull_config_file
 
     yaml = pytest.importorskip("yaml")
     assert "allow_abbrev" not in (vllm_source(version) / "utils/argparse_utils.py").read_text()
@@ -746,7 +746,7 @@ def test_a_missing_flashinfer_fails_where_the_releases_sampler_imports_it_at_eng
     from vllm_release import imports_at_module_level, vllm_sampler_imports_flashinfer
 
     from dflash_doctor.checks.python.distributions import _imported_at_engine_start
-    from dflash_doctor.facts.vllm_source_shapes import ImportedAt, ImportedElsewhere, VllmServeImports
+    from dflash_doctor.facts.python.vllm_source_shapes import ImportedAt, ImportedElsewhere, VllmServeImports
     from dflash_doctor.knowledge.vllm_imports import IMPORTED_AT_ENGINE_START
 
     known = IMPORTED_AT_ENGINE_START.value["flashinfer-python"]

@@ -207,7 +207,7 @@ def test_with_the_real_vllm_its_parser_says_which_words_are_secrets_and_none_sho
     assert "unrecognized arguments: --api-keys <redacted>" in parser["parse_error"]
 
     from dflash_doctor.facts.secrets import bound_secret_values
-    from dflash_doctor.facts.serve_shapes import ServeArgs
+    from dflash_doctor.facts.serve.serve_shapes import ServeArgs
 
     facts = ServeArgs.from_json({"argv": ["vllm", "serve", "/models/none", *PREFIXED], "program": ["vllm", "serve"],
                                  "vllm_parser": {"bound": parser["bound"]}})

@@ -22,8 +22,8 @@ from stacks import add_to_path, vllm_site
 from test_models_check import found, gpu_fixture, ids, patch_config, run_checks
 
 from dflash_doctor.check import Context
-from dflash_doctor.facts.serve import collect_args, port_facts
-from dflash_doctor.facts.serve_args import parse_serve_command
+from dflash_doctor.facts.serve.serve import collect_args, port_facts
+from dflash_doctor.facts.serve.serve_args import parse_serve_command
 from dflash_doctor.facts.shape import section_json
 from dflash_doctor.model import Status
 
@@ -406,7 +406,7 @@ def _free_form_fields(shape: type, seen: set[type] | None = None) -> list[str]:
 
 
 def test_the_serve_facts_are_typed_to_the_leaves_but_the_users_own_speculative_config() -> None:
-    from dflash_doctor.facts.serve_shapes import ServeArgs, VllmDflash
+    from dflash_doctor.facts.serve.serve_shapes import ServeArgs, VllmDflash
 
     assert _free_form_fields(ServeArgs) == ["ServeFields.speculative_config", "SpeculativeConfig.value"]
     assert _free_form_fields(VllmDflash) == []
@@ -448,7 +448,7 @@ def test_recorded_vllm_facts_load_typed_and_a_mistyped_leaf_names_its_field(
         path: tuple[str, ...], value: Any, where: str) -> None:
     """vLLM 0.20.1's facts as recorded on the H200 (fixtures/engine/01-healthy.json) load through the typed shape;
     one leaf of the wrong type is refused naming that leaf."""
-    from dflash_doctor.facts.serve_shapes import VllmDflash
+    from dflash_doctor.facts.serve.serve_shapes import VllmDflash
     from dflash_doctor.facts.shape import ShapeError
     from dflash_doctor.report import document as report_module
 

@@ -17,8 +17,8 @@ from vllm_release import MATRIX, vllm_validate_environ
 from vllm_sources import vllm_source
 
 from dflash_doctor.checks.models.drafter_pairing import v1_runner_fix
-from dflash_doctor.facts.serve import read_vllm_dflash
-from dflash_doctor.facts.serve_shapes import VllmDflash
+from dflash_doctor.facts.serve.serve import read_vllm_dflash
+from dflash_doctor.facts.serve.serve_shapes import VllmDflash
 from dflash_doctor.model import Status
 
 try:

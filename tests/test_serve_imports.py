@@ -1,4 +1,4 @@
-"""vLLM's requirements judged by what `vllm serve` imports on its way up (facts.vllm_serve_path).
+"""vLLM's requirements judged by what `vllm serve` imports on its way up (facts.python.vllm_serve_path).
 
 A requirement of vLLM that is missing (or at another version) fails the gate when the installed vLLM's own files
 import it on the way up; otherwise it is a warning in pip check's words that names what needs it. Tested on the
@@ -23,10 +23,9 @@ from conftest import Doctor, findings_of
 from realenv import _host_pip, _locked, _run, cache_dir, install, make_venv
 from stacks import add_to_path, vllm_python, vllm_site
 
-from dflash_doctor.facts.environment_shapes import Distributions
-from dflash_doctor.facts.sourcefiles import SourceFiles
-from dflash_doctor.facts.vllm_scan import scan_package
-from dflash_doctor.facts.vllm_serve_path import (
+from dflash_doctor.facts.python.environment_shapes import Distributions
+from dflash_doctor.facts.python.vllm_scan import scan_package
+from dflash_doctor.facts.python.vllm_serve_path import (
     _module_level_text,
     import_names,
     imported_elsewhere,
@@ -34,6 +33,7 @@ from dflash_doctor.facts.vllm_serve_path import (
     scan_serve_path,
     unmet_requirements,
 )
+from dflash_doctor.facts.sourcefiles import SourceFiles
 from dflash_doctor.knowledge.vllm_imports import SERVE_LOADED_BY_NAME
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -17,7 +17,7 @@ pytest.importorskip("safetensors")
 
 from test_models_check import found, patch_config, run_checks
 
-from dflash_doctor.facts.serve_args import parse_serve_command
+from dflash_doctor.facts.serve.serve_args import parse_serve_command
 from dflash_doctor.model import Status
 
 

@@ -17,15 +17,15 @@ from realenv import HANG_ON_IMPORT, SEGFAULT_ON_IMPORT, fa4_wheel, install, make
 from stacks import add_to_path, torch_site
 
 from dflash_doctor.context import Context
-from dflash_doctor.facts import interpreter
 from dflash_doctor.facts.collect import InterpreterError, collect
 from dflash_doctor.facts.probes import (
-    HOST_MARKER,
+    TARGET_PROCESS_MARKER,
     ProbeJob,
-    TargetHost,
+    SharedTargetProcess,
     run_probe,
     run_probes_sharing_imports,
 )
+from dflash_doctor.facts.python import interpreter
 
 CHATTY_ON_IMPORT = "import sys\nprint('x' * 300000)\nsys.stderr.write('e' * 300000)\n"
 
@@ -51,8 +51,8 @@ def test_each_job_reports_as_the_probe_would_alone(modules: Path) -> None:
     assert shared.outcomes["json"].ok and shared.outcomes["json"].data["ok"] is True
     missing = shared.outcomes["missing"]
     assert missing.ok and missing.data["exception"]["type"] == alone.data["exception"]["type"] == "ModuleNotFoundError"
-    assert shared.host["forked"] is True
-    (heavy,) = shared.host["preload"]
+    assert shared.target_process["forked"] is True
+    (heavy,) = shared.target_process["preload"]
     assert heavy["imported"] is True and heavy["seconds"] >= 0.5
 
 
@@ -93,15 +93,15 @@ def test_output_larger_than_a_pipe_does_not_block_and_facts_still_arrive(modules
     assert "characters trimmed" in chatty.stderr  # kept as evidence, trimmed
 
 
-def test_a_host_that_dies_while_preloading_runs_each_job_on_its_own(modules: Path) -> None:
+def test_a_target_process_that_dies_while_preloading_runs_each_job_on_its_own(modules: Path) -> None:
     jobs = [importing("fine", "json"), importing("crash", "crashy")]
     shared = run_probes_sharing_imports(sys.executable, jobs, preload=("crashy",), timeout_s=30, cwd=str(modules))
-    assert shared.host["process"]["signal"] == "SIGSEGV"
-    assert "each job ran in a process of its own" in shared.host["fallback"]
+    assert shared.target_process["process"]["signal"] == "SIGSEGV"
+    assert "each job ran in a process of its own" in shared.target_process["fallback"]
     assert shared.outcomes["fine"].ok and shared.outcomes["crash"].signal == "SIGSEGV"
 
 
-def test_a_host_that_hangs_while_preloading_times_every_job_out(modules: Path) -> None:
+def test_a_target_process_that_hangs_while_preloading_times_every_job_out(modules: Path) -> None:
     jobs = [importing("fine", "json")]
     shared = run_probes_sharing_imports(sys.executable, jobs, preload=("hangy",), timeout_s=1, cwd=str(modules))
     assert shared.outcomes["fine"].timed_out and shared.outcomes["fine"].data is None
@@ -110,7 +110,7 @@ def test_a_host_that_hangs_while_preloading_times_every_job_out(modules: Path) -
 def test_a_preload_that_is_not_installed_is_noted_and_the_jobs_run(modules: Path) -> None:
     shared = run_probes_sharing_imports(
         sys.executable, [importing("fine", "json")], preload=("no_such_module_here",), timeout_s=30, cwd=str(modules))
-    assert shared.host["preload"] == [{"module": "no_such_module_here", "found": False}]
+    assert shared.target_process["preload"] == [{"module": "no_such_module_here", "found": False}]
     assert shared.outcomes["fine"].ok
 
 
@@ -122,7 +122,7 @@ def test_where_fork_is_missing_each_job_runs_in_an_interpreter_of_its_own(
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(no_fork), str(modules)]))
     jobs = [importing("crash", "crashy"), importing("fine", "json"), importing("hang", "hangy")]
     shared = run_probes_sharing_imports(sys.executable, jobs, preload=("json",), timeout_s=3, cwd=str(modules))
-    assert shared.host["forked"] is False
+    assert shared.target_process["forked"] is False
     assert shared.outcomes["crash"].signal == "SIGSEGV" and shared.outcomes["fine"].ok
     assert shared.outcomes["hang"].timed_out
 
@@ -152,14 +152,14 @@ def test_the_shared_process_answers_the_handshake_before_its_preload_and_no_inte
     probe = interpreter.run_probe
     monkeypatch.setattr(interpreter, "run_probe", lambda python, name, *a, **k: asked.append(name) or probe(
         python, name, *a, **k))
-    host = TargetHost(sys.executable, preload=("hangy",), timeout_s=30, cwd=str(modules)).start()
+    target_process = SharedTargetProcess(sys.executable, preload=("hangy",), timeout_s=30, cwd=str(modules)).start()
     try:
         began = time.monotonic()
-        answer = interpreter.verify(sys.executable, 30, cwd=str(modules), host=host)
+        answer = interpreter.verify(sys.executable, 30, cwd=str(modules), target_process=target_process)
         waited = time.monotonic() - began
     finally:
-        host.abort()
-    # Its preload never ends (hangy): the answer came before it, from the host itself.
+        target_process.abort()
+    # Its preload never ends (hangy): the answer came before it, from the target process itself.
     assert answer.version == tuple(sys.version_info[:3]) and answer.implementation == "CPython"
     assert asked == [] and waited < 10
 
@@ -188,11 +188,11 @@ def test_an_interpreter_the_shared_process_cannot_start_in_is_refused_as_before_
 
 
 def _shared_processes() -> list[int]:
-    """This process's children that run the shared target process's script (probes/host.py)."""
+    """This process's children that run the shared target process's script (probes/target_process.py)."""
     pids: list[int] = []
     for task in Path(f"/proc/{os.getpid()}/task").glob("*/children"):
         pids += [int(pid) for pid in task.read_text().split()]
-    marker = HOST_MARKER.encode()
+    marker = TARGET_PROCESS_MARKER.encode()
     return [pid for pid in pids if marker in _cmdline(pid)]
 
 

@@ -260,7 +260,7 @@ def test_a_serve_command_s_key_never_shows_in_any_process_s_command_line(tmp_pat
             if raw == users_own:
                 continue  # the doctor forked, not yet exec'd: its own command line still shows
             words = raw.decode("utf-8", "replace").split("\0")
-            # the probe itself, or the run's one target process it is forked from (host.py: the same command line)
+            # the probe itself, or the run's one target process it is forked from (target_process.py: same command line)
             if any("vllm_args" in w or "make_arg_parser" in w or "PRELOAD_IF_FOUND" in w for w in words):
                 probes_seen += 1
             seen.update(w for w in words if key in w)
@@ -321,8 +321,8 @@ def test_fingerprint_changes_when_a_stack_version_changes(doctor: Doctor, tmp_pa
 
 def _probe_processes(python: Path) -> list[int]:
     """Running probes of the import kind in `python`: an interpreter started for one (the try_import
-    probe's source is on its command line), or a job forked by the run's target host (a child of the
-    host, whose source is on both command lines)."""
+    probe's source is on its command line), or a job forked by the run's target process (a child of
+    that process, whose source is on both command lines)."""
     cmdlines: dict[int, str] = {}
     parents: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
@@ -336,8 +336,8 @@ def _probe_processes(python: Path) -> list[int]:
             continue
     ours = {pid for pid, cmd in cmdlines.items() if cmd.startswith(str(python))}
     alone = [pid for pid in ours if "Performs one import exactly" in cmdlines[pid]]
-    hosts = {pid for pid in ours if "Probe host: runs inside the TARGET" in cmdlines[pid]}
-    forked = [pid for pid in hosts if parents.get(pid) in hosts]
+    shared = {pid for pid in ours if "The target process: runs inside the TARGET" in cmdlines[pid]}
+    forked = [pid for pid in shared if parents.get(pid) in shared]
     return alone + forked
 
 

@@ -6,7 +6,7 @@ import pytest
 from vllm_sources import vllm_source
 
 from dflash_doctor.checks.python.guards import evaluate_test, judge_site
-from dflash_doctor.facts.vllm_scan import scan_package, scan_source
+from dflash_doctor.facts.python.vllm_scan import scan_package, scan_source
 from dflash_doctor.knowledge.vllm_imports import EXTERNAL_KERNEL_MODULES, SERVING_PATH_SITES
 
 NAMESPACE_MISS = ("ModuleNotFoundError", "ImportError", "Exception", "BaseException")  # No module named 'flash_attn.ops'

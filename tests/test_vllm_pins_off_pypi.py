@@ -24,8 +24,8 @@ from realenv import cache_dir, make_venv, uv_bin
 from stacks import vllm_site
 
 from dflash_doctor.checks.remedy import Installer, index_for, join
-from dflash_doctor.facts import dryrun
-from dflash_doctor.facts.dryrun_shapes import DryRuns
+from dflash_doctor.facts.fix import dryrun
+from dflash_doctor.facts.fix.dryrun_shapes import DryRuns
 from dflash_doctor.fix.verify import judge_item
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "dry_runs" / "vllm-0.34.0-pypi.json"

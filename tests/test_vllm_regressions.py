@@ -181,7 +181,7 @@ def test_which_releases_keep_the_drafters_head_or_take_the_targets_rope_is_each_
 
 def test_without_readable_source_the_release_line_decides() -> None:
     from dflash_doctor.checks.models.drafter_pairing import _in_releases
-    from dflash_doctor.facts.serve_shapes import VllmDflash
+    from dflash_doctor.facts.serve.serve_shapes import VllmDflash
 
     def line(version: str, marker: str) -> bool:
         return _in_releases(VllmDflash(installed=True, version=version), marker, ("0.28",))

@@ -27,7 +27,7 @@ from stacks import vllm_python, warm_model_info_cache
 from test_models_check import patch_config, run_checks
 
 from dflash_doctor.facts.probes import ProbeJob, ProbeOutcome, run_probes_sharing_imports
-from dflash_doctor.facts.serve_args import parse_serve_command
+from dflash_doctor.facts.serve.serve_args import parse_serve_command
 from dflash_doctor.model import Status
 
 try:

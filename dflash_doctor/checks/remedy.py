@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dflash_doctor.check import Facts
-from dflash_doctor.facts.environment_shapes import Distribution, Distributions, Target
+from dflash_doctor.facts.python.environment_shapes import Distribution, Distributions, Target
 from dflash_doctor.knowledge.archs_advice import FA2_ARCHS_ENV
 from dflash_doctor.knowledge.installers import BYTECODE_GLOB, INDEXES_BEYOND_PYPI, VLLM_PINS_OFF_PYPI
 from dflash_doctor.model import Remediation

@@ -34,9 +34,9 @@ from dflash_doctor.commands.options import (
 )
 from dflash_doctor.commands.output import emit, live_progress
 from dflash_doctor.documents.jsondoc import shown_path
-from dflash_doctor.facts.baseline_shapes import Baseline, PythonState
 from dflash_doctor.facts.envsummary import STACK
-from dflash_doctor.facts.file_hashes import with_file_hashes
+from dflash_doctor.facts.fix.baseline_shapes import Baseline, PythonState
+from dflash_doctor.facts.fix.file_hashes import with_file_hashes
 from dflash_doctor.report import document as report_module
 
 
@@ -137,7 +137,7 @@ def cmd_show(argv: Sequence[str]) -> int:
     parser.add_argument("file", metavar="FILE")
     parser.add_argument("--json", action="store_true", help="print the baseline without file hashes, as JSON")
     args = parser.parse_args(argv)
-    from dflash_doctor.facts.baseline import (  # reads with `packaging` (~60 ms): only when a baseline is read
+    from dflash_doctor.facts.fix.baseline import (  # reads with `packaging` (~60 ms): only when a baseline is read
         BaselineError,
         load,
     )

@@ -48,9 +48,10 @@ from dflash_doctor.commands.options import (
     usage_error,
 )
 from dflash_doctor.context import Context
-from dflash_doctor.facts import dryrun, environment
-from dflash_doctor.facts.dryrun_shapes import DryRuns
-from dflash_doctor.facts.environment_shapes import Distributions, Target
+from dflash_doctor.facts.fix import dryrun
+from dflash_doctor.facts.fix.dryrun_shapes import DryRuns
+from dflash_doctor.facts.python import environment
+from dflash_doctor.facts.python.environment_shapes import Distributions, Target
 from dflash_doctor.fix import snapshot
 from dflash_doctor.fix.plan import Step, decide, failing_cause, failing_keys, plan, worse
 from dflash_doctor.fix.touched import environment_roots, touched_paths

@@ -42,7 +42,7 @@ from dflash_doctor.commands.options import (
 from dflash_doctor.commands.output import emit, exit_if_lingering
 from dflash_doctor.documents import writer
 from dflash_doctor.documents.jsondoc import parse_json, shown_path
-from dflash_doctor.facts.live import (
+from dflash_doctor.facts.live.live import (
     DEFAULT_PROMPTS,
     MAX_PROMPT_CHARS,
     MAX_PROMPTS,
@@ -51,7 +51,7 @@ from dflash_doctor.facts.live import (
     get,
     split_url,
 )
-from dflash_doctor.facts.live_shapes import Live
+from dflash_doctor.facts.live.live_shapes import Live
 from dflash_doctor.facts.safefile import read_regular
 from dflash_doctor.report import document as report_module
 from dflash_doctor.report.redact import Redactor, given_secrets

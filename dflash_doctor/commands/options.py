@@ -187,7 +187,9 @@ def _check_run_options(args: argparse.Namespace) -> None:
     args.timeout = check_number(args.timeout, "--timeout")
     _check_target_archs(args.target_arch)
     if getattr(args, "python", None) is not None:
-        from dflash_doctor.facts.interpreter import absolute  # ~15 ms, and every command imports this module
+        from dflash_doctor.facts.python.interpreter import (
+            absolute,  # ~15 ms, and every command imports this module
+        )
 
         if not args.python:
             raise UsageError("--python: give the path of an interpreter")
@@ -265,7 +267,7 @@ def request_of(args: argparse.Namespace, **changes: Any) -> Request:
 
 def check_baseline(path: str) -> None:
     """Before the run: --baseline FILE must be a usable baseline (the run's collector reads it again)."""
-    from dflash_doctor.facts.baseline import (  # reads with `packaging` (~60 ms): only when a baseline is read
+    from dflash_doctor.facts.fix.baseline import (  # reads with `packaging` (~60 ms): only when a baseline is read
         BaselineError,
         load,
     )

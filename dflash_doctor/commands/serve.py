@@ -39,7 +39,7 @@ from dflash_doctor.commands.live import _serve_url, add_live_options, live_optio
 from dflash_doctor.commands.options import run_parser, tell
 from dflash_doctor.commands.output import emit, exit_if_lingering, live_progress
 from dflash_doctor.commands.serve_program import NotJudged, judged_program
-from dflash_doctor.facts.serve_shapes import MAX_GPU_MEMORY_GIB, MAX_GPUS
+from dflash_doctor.facts.serve.serve_shapes import MAX_GPU_MEMORY_GIB, MAX_GPUS
 from dflash_doctor.report.redact import Redactor, argv_secrets, given_secrets
 
 __all__ = ["main", "parser"]

@@ -1,6 +1,6 @@
 """Runs the collectors a run needs, and only those: the target interpreter's handshake first, then the collectors
 side by side, each waiting only for the sections it requires; the probes that need the target's stack run as
-forked children of one target process (`facts.probes.TargetHost`).
+forked children of one target process (`facts.probes.SharedTargetProcess`).
 
 The run's critical path is one `import torch` and what truly depends on it. So the target process is started
 first, before the handshake: its torch import needs nothing of it, and its first message, before that import,
@@ -32,12 +32,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from dflash_doctor.context import Context, ProgressFn
-from dflash_doctor.facts.interpreter import InterpreterError, precheck, verify
-from dflash_doctor.facts.probes import TargetHost
+from dflash_doctor.facts.probes import SharedTargetProcess
+from dflash_doctor.facts.python.interpreter import InterpreterError, precheck, verify
 from dflash_doctor.facts.sections import (
     BUILTIN_COLLECTORS,
-    HOST_SECTIONS,
     SHARED_IMPORTS,
+    TARGET_PROCESS_SECTIONS,
     TORCH_SECTIONS,
     Collector,
     collectors_for,
@@ -71,30 +71,31 @@ def collect(
     demanded = set(sections).union(*(c.requires for c in plan))
     if ctx.sources is None:  # vLLM's tree, read by three scans side by side, is read once
         ctx = dataclasses.replace(ctx, sources=SourceFiles())
-    host: TargetHost | None = None
-    if ctx.host is None and HOST_SECTIONS & demanded & {s for c in plan for s in c.provides}:
+    target_process: SharedTargetProcess | None = None
+    if ctx.target_process is None and TARGET_PROCESS_SECTIONS & demanded & {s for c in plan for s in c.provides}:
         # The GPU layers use torch whatever is installed; the Python layers only through a package that loads it.
         gpu_layers = TORCH_SECTIONS & demanded
         tell(f"{TARGET_PROCESS}-start", TARGET_PROCESS)
-        host = TargetHost(ctx.python, preload=SHARED_IMPORTS, timeout_s=ctx.timeout_s, cwd=ctx.cwd,
-                          preload_if_found=None if gpu_layers else TORCH_USERS.value,
-                          on_ready=lambda: tell(f"{TARGET_PROCESS}-end", TARGET_PROCESS)).start()
-        ctx = dataclasses.replace(ctx, host=host)
+        target_process = SharedTargetProcess(
+            ctx.python, preload=SHARED_IMPORTS, timeout_s=ctx.timeout_s, cwd=ctx.cwd,
+            preload_if_found=None if gpu_layers else TORCH_USERS.value,
+            on_ready=lambda: tell(f"{TARGET_PROCESS}-end", TARGET_PROCESS)).start()
+        ctx = dataclasses.replace(ctx, target_process=target_process)
     try:
         if foreign:
             tell(f"{HANDSHAKE}-start", HANDSHAKE)
             try:
-                verify(ctx.python, ctx.timeout_s, cwd=ctx.cwd, host=host)
+                verify(ctx.python, ctx.timeout_s, cwd=ctx.cwd, target_process=target_process)
             except InterpreterError:
-                if host is not None:
-                    host.abort()
-                    host = None
+                if target_process is not None:
+                    target_process.abort()
+                    target_process = None
                 raise
             tell(f"{HANDSHAKE}-end", HANDSHAKE)
         return _collect(ctx, plan, demanded, on_event)
     finally:
-        if host is not None:
-            host.close()
+        if target_process is not None:
+            target_process.close()
 
 
 def teller(on_event: ProgressFn | None) -> Callable[[str, str], None]:

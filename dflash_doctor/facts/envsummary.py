@@ -13,10 +13,10 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from dflash_doctor.facts.archs_shapes import ArchCoverage
-from dflash_doctor.facts.envfacts import canonical
-from dflash_doctor.facts.environment_shapes import Distributions, Target, Versions
-from dflash_doctor.facts.nvml_shapes import Gpu
+from dflash_doctor.facts.gpu.archs_shapes import ArchCoverage
+from dflash_doctor.facts.gpu.nvml_shapes import Gpu
+from dflash_doctor.facts.python.envfacts import canonical
+from dflash_doctor.facts.python.environment_shapes import Distributions, Target, Versions
 from dflash_doctor.facts.shape import SectionFailure, section_of_json
 from dflash_doctor.knowledge.stack import STACK_DISTRIBUTIONS
 

@@ -21,7 +21,7 @@ import stat
 from collections.abc import Iterable
 from typing import BinaryIO, Final
 
-from dflash_doctor.facts.environment_shapes import Target
+from dflash_doctor.facts.python.environment_shapes import Target
 
 __all__ = ["FORBIDDEN", "UnsafeFile", "environment_roots", "file_kind", "inside", "open_regular", "open_resolved",
            "read_regular", "refusal", "under"]

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from dflash_doctor.facts.serve_shapes import ServeArgs
+from dflash_doctor.facts.serve.serve_shapes import ServeArgs
 
 __all__ = ["ENV_ALLOW_NAMES", "ENV_ALLOW_PREFIXES", "LIST_SECRET_FLAGS", "REDACTED", "SECRET_FLAGS", "SECRET_NAME",
            "SECRET_VALUE", "argv_secret_spans", "argv_secret_values", "bound_secret_values", "env_allow_args",

@@ -7,10 +7,11 @@ so a reader or a tool follows the runner to it); this module is imported only by
 
 Each section a built-in collector provides has one declared shape: a frozen dataclass (`dflash_doctor.shape.Shape`)
 in the `*_shapes.py` module next to its collector, named in its collector's row (`Collector.of`), from which
-`SECTION_SHAPES` and the sections of the target process (`HOST_SECTIONS`, `TORCH_SECTIONS`) are derived. Checks, reporters, the
-fingerprint and the fleet read facts through these shapes (`Facts.section(Shape)`, `Shape.read(data)`),
-never by re-deriving a dict's shape. A new section: declare its shape there, with a default for every key
-an older report may lack, and name it in its collector's row (tests/test_fact_shapes.py checks the real output).
+`SECTION_SHAPES` and the sections of the target process (`TARGET_PROCESS_SECTIONS`, `TORCH_SECTIONS`) are derived.
+Checks, reporters, the fingerprint and the fleet read facts through these shapes (`Facts.section(Shape)`,
+`Shape.read(data)`), never by re-deriving a dict's shape. A new section: declare its shape there, with a default for
+every key an older report may lack, and name it in its collector's row (tests/test_fact_shapes.py checks the real
+output).
 
 A collector returns its sections typed: each an instance of its shape (`Shape.collected` reads a probe's JSON into
 it), or a `SectionFailure` where it could not collect one (`Collected`); the run holds them so, and a section's
@@ -28,45 +29,37 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Literal
 
-from dflash_doctor.facts import (
-    archs,
-    baseline,
-    cuda,
-    environment,
-    fabric,
-    imports,
-    kernel_files,
-    live,
-    models,
-    nvml,
-    serve,
-    vllm_serve_path,
-    vllm_source,
-)
-from dflash_doctor.facts.archs_shapes import ArchCoverage
-from dflash_doctor.facts.baseline_shapes import BaselineFacts, FileHashes
-from dflash_doctor.facts.cuda_shapes import CudaStack, Kernels
-from dflash_doctor.facts.environment_shapes import Distributions, Resolution, SysPath, Target
-from dflash_doctor.facts.fabric_shapes import Fabric
-from dflash_doctor.facts.imports_shapes import Extensions, RotaryImport, SurfaceImports
-from dflash_doctor.facts.kernel_files_shapes import KernelFiles
-from dflash_doctor.facts.live_shapes import Live
-from dflash_doctor.facts.models_shapes import Models
-from dflash_doctor.facts.nvml_shapes import Gpu
+from dflash_doctor.facts.fabric import fabric
+from dflash_doctor.facts.fabric.fabric_shapes import Fabric
+from dflash_doctor.facts.fix import baseline
+from dflash_doctor.facts.fix.baseline_shapes import BaselineFacts, FileHashes
+from dflash_doctor.facts.gpu import archs, cuda, nvml
+from dflash_doctor.facts.gpu.archs_shapes import ArchCoverage
+from dflash_doctor.facts.gpu.cuda_shapes import CudaStack, Kernels
+from dflash_doctor.facts.gpu.nvml_shapes import Gpu
+from dflash_doctor.facts.live import live
+from dflash_doctor.facts.live.live_shapes import Live
+from dflash_doctor.facts.models import models
+from dflash_doctor.facts.models.models_shapes import Models
 from dflash_doctor.facts.probes import SHARED_IMPORTS
-from dflash_doctor.facts.serve_shapes import ServeArgs, VllmDflash
-from dflash_doctor.facts.vllm_source_shapes import VllmServeImports, VllmSource, VllmSurface
+from dflash_doctor.facts.python import environment, imports, kernel_files, vllm_serve_path, vllm_source
+from dflash_doctor.facts.python.environment_shapes import Distributions, Resolution, SysPath, Target
+from dflash_doctor.facts.python.imports_shapes import Extensions, RotaryImport, SurfaceImports
+from dflash_doctor.facts.python.kernel_files_shapes import KernelFiles
+from dflash_doctor.facts.python.vllm_source_shapes import VllmServeImports, VllmSource, VllmSurface
+from dflash_doctor.facts.serve import serve
+from dflash_doctor.facts.serve.serve_shapes import ServeArgs, VllmDflash
 from dflash_doctor.shape import Collected, Shape
 
-__all__ = ["BUILTIN_COLLECTORS", "COLLECTOR_GROUP", "HOST_SECTIONS", "SECTION_SHAPES", "SHARED_IMPORTS", "TORCH_SECTIONS",
-           "CollectFn", "Collected", "Collector", "PluginCollectFn", "Process",
+__all__ = ["BUILTIN_COLLECTORS", "COLLECTOR_GROUP", "SECTION_SHAPES", "SHARED_IMPORTS", "TARGET_PROCESS_SECTIONS",
+           "TORCH_SECTIONS", "CollectFn", "Collected", "Collector", "PluginCollectFn", "Process",
            "collectors_for", "shape_of"]
 
 COLLECTOR_GROUP = "dflash_doctor.collectors"
 
 Process = Literal["doctor", "target", "torch"]
 """Where a collector's work runs: "doctor", in the doctor's own process (files, NVML) or a probe of its own;
-"target", a probe forked from the run's one target process (`facts.probes.TargetHost`) that imported the
+"target", a probe forked from the run's one target process (`facts.probes.SharedTargetProcess`) that imported the
 target's stack (SHARED_IMPORTS) first; "torch", such a probe that uses torch itself (the GPU layers)."""
 
 CollectFn = Callable[..., Collected]
@@ -146,7 +139,7 @@ SECTION_SHAPES: Mapping[str, type[Shape]] = {
     shape.SECTION: shape for collector in BUILTIN_COLLECTORS for shape in collector.shapes}
 """The declared shape of each section the built-in collectors provide (a `Shape` in the `*_shapes.py` module
 next to the collector), from the collectors' rows. Checks read a section through it: facts.section(Target)."""
-HOST_SECTIONS = frozenset(s for c in BUILTIN_COLLECTORS if c.process != "doctor" for s in c.provides)
+TARGET_PROCESS_SECTIONS = frozenset(s for c in BUILTIN_COLLECTORS if c.process != "doctor" for s in c.provides)
 """Sections whose probes import the target's stack: forked children of the run's one target process."""
 TORCH_SECTIONS = frozenset(s for c in BUILTIN_COLLECTORS if c.process == "torch" for s in c.provides)
 """The sections whose probes use torch itself (the GPU layers). The others reach torch only through a stack

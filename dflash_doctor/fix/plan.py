@@ -16,7 +16,7 @@ own. Then the steps have to hang together, as one plan for one machine:
   - a step that uninstalls a distribution whose RECORD lists paths another installed distribution lists too
     (facts `distributions.overlaps`) and does not reinstall that other one: the uninstall deletes its files.
 
-What a step installs and removes is read from the installer's own answer (facts.dryrun) where there is one, and
+What a step installs and removes is read from the installer's own answer (facts.fix.dryrun) where there is one, and
 else from the command and the installed metadata: the names it installs, and (without --no-deps) what the
 installed distributions it reinstalls require and the environment lacks.
 """
@@ -29,9 +29,9 @@ from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from dflash_doctor.facts.dryrun import parse_command
-from dflash_doctor.facts.dryrun_shapes import DryRunItem, DryRuns, InstalledDist, SegmentRun
-from dflash_doctor.facts.envfacts import canonical
+from dflash_doctor.facts.fix.dryrun import parse_command
+from dflash_doctor.facts.fix.dryrun_shapes import DryRunItem, DryRuns, InstalledDist, SegmentRun
+from dflash_doctor.facts.python.envfacts import canonical
 from dflash_doctor.fix.verify import VERIFIED_STATUSES, marker_applies
 from dflash_doctor.knowledge.stack import TORCH_CUDA_WHEELS, TORCH_PYPI_IS_CUDA_ON
 from dflash_doctor.model import CheckResult, Finding, Remediation, stops_serve
@@ -130,7 +130,7 @@ def _cuda_from_default_index(args: Sequence[str], requirements: Sequence[Require
 
 def effect(command: str, item: DryRunItem | None, installed: Sequence[InstalledDist],
            environment: Mapping[str, str]) -> Effect:
-    """What `command` installs and removes: from its dry run (`item`, facts.dryrun) where the installer answered,
+    """What `command` installs and removes: from its dry run (`item`, facts.fix.dryrun) where the installer answered,
     else from the command's words and the installed distributions' metadata."""
 
     by_name = {canonical(d.name or ""): d for d in installed}

@@ -7,10 +7,10 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from dflash_doctor.facts.dryrun import parse_command, read_record_paths
-from dflash_doctor.facts.dryrun_shapes import DryRunItem, InstalledDist, SegmentRun
-from dflash_doctor.facts.envfacts import canonical
-from dflash_doctor.facts.environment_shapes import Target
+from dflash_doctor.facts.fix.dryrun import parse_command, read_record_paths
+from dflash_doctor.facts.fix.dryrun_shapes import DryRunItem, InstalledDist, SegmentRun
+from dflash_doctor.facts.python.envfacts import canonical
+from dflash_doctor.facts.python.environment_shapes import Target
 from dflash_doctor.facts.safefile import under
 from dflash_doctor.knowledge.flash_attn import DISTRIBUTIONS, FA2_TOP_LEVELS
 

@@ -1,6 +1,6 @@
 """Judging what a remediation would really do: `resolves | would-break | needs-build | fails | not-checked`.
 
-A pure function of the dry-run facts (`facts.dryrun`: what the target's installer said, or the simulated
+A pure function of the dry-run facts (`facts.fix.dryrun`: what the target's installer said, or the simulated
 uninstall) and the installed distributions saved with them, so a saved report is judged the same again.
 
 - fails: the installer could not resolve it (no version matches, metadata that does not build: where a
@@ -33,9 +33,9 @@ from packaging.version import InvalidVersion, Version
 
 from dflash_doctor.checks.fix.build_prereqs import CHECK_ID, judge_build, prefix
 from dflash_doctor.checks.remedy import quote
-from dflash_doctor.facts.dryrun import NOT_AN_INSTALLER_COMMAND, parse_command
-from dflash_doctor.facts.dryrun_shapes import DryRunItem, DryRuns, InstalledDist, LeftBehind, SegmentRun
-from dflash_doctor.facts.envfacts import canonical
+from dflash_doctor.facts.fix.dryrun import NOT_AN_INSTALLER_COMMAND, parse_command
+from dflash_doctor.facts.fix.dryrun_shapes import DryRunItem, DryRuns, InstalledDist, LeftBehind, SegmentRun
+from dflash_doctor.facts.python.envfacts import canonical
 from dflash_doctor.facts.shape import ShapeError
 from dflash_doctor.knowledge.installers import INDEXES_BEYOND_PYPI
 from dflash_doctor.model import CheckResult, Finding, Remediation, Status
@@ -176,7 +176,7 @@ def judge_item(item: DryRunItem, installed: Sequence[InstalledDist],
 
 def _failed(segment: SegmentRun) -> str:
     """Why an install fails: the installer's words, and where a requirement is on no configured index, who requires
-    it (its own Requires-Dist, facts.dryrun) and the index that publishes it (knowledge.installers)."""
+    it (its own Requires-Dist, facts.fix.dryrun) and the index that publishes it (knowledge.installers)."""
     reason = segment.reason or "the installer failed"
     missing = segment.unavailable
     if missing is None:

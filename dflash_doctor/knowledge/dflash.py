@@ -3,7 +3,7 @@
 Read from vLLM's own source (sdists 0.19.1, 0.20.0, 0.20.1, 0.21.0, 0.22.0, 0.23.0, 0.24.0 and 0.34.0), with
 z-lab/dflash and SGLang where vLLM follows them. Where a rule changed between versions, the doctor does not
 guess from the version number: it looks for the marker text below in the *installed* vLLM's source
-(`dflash_doctor.facts.serve.read_vllm_dflash`) and falls back to the version ranges recorded here only
+(`dflash_doctor.facts.serve.serve.read_vllm_dflash`) and falls back to the version ranges recorded here only
 when no source can be read.
 """
 

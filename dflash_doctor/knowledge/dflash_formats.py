@@ -1,7 +1,7 @@
 """DFlash-format drafts that vLLM serves otherwise than they were trained, and the newest releases' serving
 conditions around DFlash: the causality vLLM resolves for a drafter, Domino's GRU head, prefix caching with
 DFlash2/DSpark on hybrid targets, NVIDIA Confidential Computing. Each fact with the file and release it was
-read from; what the installed vLLM's source can say is read from it (facts.vllm_pairing), and what is here
+read from; what the installed vLLM's source can say is read from it (facts.serve.vllm_pairing), and what is here
 is the precedence, the names and the symptoms the source does not spell.
 
 Version ranges are (first, last): inclusive; `last` None means "every later release read".
@@ -31,7 +31,7 @@ CAUSALITY_KEYS: Fact[tuple[str, ...]] = Fact(
     read_from="vllm sdists 0.20.1, 0.22.1, 0.23.0, 0.24.0, 0.25.1, 0.26.0, 0.27.1, 0.28.0, 0.29.0, 0.30.0, 0.31.0, "
     "0.32.0, 0.33.0, 0.34.0",
     note="The precedence, first to last. Which of the keys the installed release reads is read from its source "
-    "(facts.vllm_pairing._causality); a key it does not read is skipped, and with none deciding the layer is "
+    "(facts.serve.vllm_pairing._causality); a key it does not read is skipped, and with none deciding the layer is "
     "non-causal.",
 )
 
@@ -80,7 +80,7 @@ HYBRID_PREFIX_CACHE: Fact[tuple[str, str]] = Fact(
     "boundary\": MambaManager.drop_eagle_checkpoint_block) aligns them",
     read_from="vllm sdists 0.20.1-0.34.0 (scheduler.py, kv_cache_coordinator.py, kv_cache_utils.py); "
     "vllm-project/vllm #53505; noonghunna/club-3090 #1324",
-    note="The doctor reads the backoff and the alignment from the installed release (facts.vllm_pairing."
+    note="The doctor reads the backoff and the alignment from the installed release (facts.serve.vllm_pairing."
     "_hybrid_prefix_cache): affected where the scheduler backs off and the coordinator does not align. The range "
     "is what that reading gives over the sdists read, for the explanation.",
 )

@@ -1,7 +1,7 @@
 """DFlash failures users reported against vLLM, and the vLLM facts the doctor needs to catch them before
 `vllm serve`: what each failure is, where in vLLM it comes from, the versions it applies to and the issue or
 PR that says so. The checks read the installed vLLM's source for everything it can tell (parsers,
-interfaces, runners, markers: facts.vllm_pairing); what is here is what the source cannot say (a bug's
+interfaces, runners, markers: facts.serve.vllm_pairing); what is here is what the source cannot say (a bug's
 symptom, a version a report names) and the text the doctor looks for in it.
 
 Version ranges are (first, last): inclusive; `last` None means "every later release read or reported".
@@ -337,7 +337,7 @@ FUSED_KV_RAW_WEIGHT: Fact[tuple[str, str | None]] = Fact(
     read_from="vLLM #51581, #53116, PR #51620, #51684, #52816 (comments); vllm sdists 0.20.1-0.30.0, 0.31.0, "
     "0.32.0, 0.33.0, 0.34.0 (model_executor/models/qwen3_dflash.py, laguna_dflash.py)",
     note="The doctor reads the slice and its guard from the installed *_dflash.py / *_dspark.py (AST, "
-    "facts.vllm_pairing._fused_kv); the range is qwen3_dflash.py's, for the explanation only.",
+    "facts.serve.vllm_pairing._fused_kv); the range is qwen3_dflash.py's, for the explanation only.",
 )
 
 FUSED_KV_GUARD: Fact[str] = Fact(

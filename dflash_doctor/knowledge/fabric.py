@@ -6,7 +6,7 @@ from __future__ import annotations
 from dflash_doctor.knowledge import Fact
 
 __all__ = [
-    "ACS_REDIRECT", "CUSTOM_ALL_REDUCE_RULES", "DOCKER_SHM_DEFAULT", "HOST_IPC_NAMESPACE_INODE",
+    "ACS_REDIRECT", "CUSTOM_ALL_REDUCE_RULES", "DOCKER_SHM_DEFAULT", "INIT_IPC_NAMESPACE_INODE",
     "LINK_FLOOR_FRACTION", "NVLINK_GBPS_PER_LINK", "P2P_HANG_FIX", "PATH_SWITCHES", "PCIE_GBPS_PER_LANE",
     "VLLM_SHM_RINGS", "VLLM_SKIP_P2P_CHECK_DEFAULT",
 ]
@@ -53,7 +53,7 @@ DOCKER_SHM_DEFAULT: Fact[int] = Fact(
     read_from="docs.docker.com docker run reference; vllm-project/vllm #1710, #1125",
 )
 
-HOST_IPC_NAMESPACE_INODE: Fact[int] = Fact(
+INIT_IPC_NAMESPACE_INODE: Fact[int] = Fact(
     value=0xEFFFFFFF,
     source="linux include/linux/proc_ns.h: `PROC_IPC_INIT_INO = 0xEFFFFFFFU`, the initial (host's) IPC "
     "namespace; /proc/self/ns/ipc reads `ipc:[4026531839]` there, and in a container started with --ipc=host",

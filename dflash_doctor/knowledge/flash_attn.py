@@ -42,7 +42,7 @@ __all__ = [
     "FA2_RUNTIME_MESSAGES",
     "FA2_SUPPORTED_DTYPES",
     "FA2_TOP_LEVELS",
-    "FA2_WHEEL_BUILD_HOST",
+    "FA2_WHEEL_BUILD_OS",
     "FA2_WHEEL_MIN_GLIBC",
     "FA3_GENCODES",
     "FA3_MIN_NVCC",
@@ -388,7 +388,7 @@ PREBUILT_WHEEL_CUDA_BINS: Fact[dict[str, dict[int, str]]] = Fact(
     read_from=_ALL_283,
 )
 
-FA2_WHEEL_BUILD_HOST: Fact[dict[str, str]] = Fact(
+FA2_WHEEL_BUILD_OS: Fact[dict[str, str]] = Fact(
     value={
         "v2.8.0": "ubuntu-20.04",
         "v2.8.0.post1": "ubuntu-22.04",
@@ -412,7 +412,7 @@ FA2_WHEEL_MIN_GLIBC: Fact[str] = Fact(
     "(glibc)'",
     read_from="issues #1708, #1762, #2225 as stored (2025-06..2026-03); publish.yml at "
     "v2.8.0.post1..v2.8.3.post1",
-    note="Applies to release wheels built on ubuntu-22.04 (see FA2_WHEEL_BUILD_HOST); users are pointed to "
+    note="Applies to release wheels built on ubuntu-22.04 (see FA2_WHEEL_BUILD_OS); users are pointed to "
     "2.7.4.post1 or a source build. A source build links against the host glibc.",
 )
 

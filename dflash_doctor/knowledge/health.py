@@ -1,4 +1,4 @@
-"""GPU and host health thresholds the gpu check judges NVML's readings by, each with its source.
+"""GPU and machine health thresholds the gpu check judges NVML's readings by, each with its source.
 
 The rules follow NVIDIA's own: the DCGM health watches (modules/health/DcgmHealthWatch.cpp, which fail a GPU
 on any volatile double-bit ECC error and warn on thermal and power throttling), DCGM's diagnostic PCIe test

@@ -1,7 +1,7 @@
 """What a running vLLM server tells about its speculative decoding, and what a collapse of it means.
 
 The metric names are read from the installed vLLM's own source where the doctor runs beside it
-(`dflash_doctor.facts.live`); the names below are the fallback, and they are also how a name the server
+(`dflash_doctor.facts.live.live`); the names below are the fallback, and they are also how a name the server
 exposes is recognised. The causes of a collapse are the known ones, each with its source.
 """
 

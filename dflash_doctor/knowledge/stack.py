@@ -100,7 +100,7 @@ OPTIONAL_AT_SERVE: Fact[dict[str, tuple[str, str]]] = Fact(
     "import_pynvml() at import",
     read_from="vllm 0.20.1 and 0.34.0 sdists; fixtures/engine/01-healthy.json",
     note="Used only to judge a report saved without the scan of what `vllm serve` imports (the vllm_serve_imports "
-    "section, facts.vllm_serve_path): the engine recordings of fixtures/engine/. Where the scan is there it "
+    "section, facts.python.vllm_serve_path): the engine recordings of fixtures/engine/. Where the scan is there it "
     "decides, for every requirement of vLLM; its verdict on the real vLLM 0.20.1 wheel agrees with this entry "
     "(tests/test_serve_imports.py).",
 )

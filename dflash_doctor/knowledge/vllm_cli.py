@@ -1,5 +1,5 @@
 """How vLLM's `vllm serve` parser reads a command line, per release: the forms the doctor's own reading (the
-fallback where vLLM's parser cannot run, facts.serve_args) must read as vLLM does.
+fallback where vLLM's parser cannot run, facts.serve.serve_args) must read as vLLM does.
 
 Read from the PyPI sdists 0.18.0 .. 0.34.0 (tests/test_release_matrix.py holds the doctor's reading to each
 MATRIX release's own `create_speculative_config` and `FlexibleArgumentParser`). Ranges are ``(first, last_read)``.

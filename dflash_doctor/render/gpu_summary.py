@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dflash_doctor.facts.cuda_shapes import CudaStack, Kernels
-from dflash_doctor.facts.nvml_shapes import Gpu
+from dflash_doctor.facts.gpu.cuda_shapes import CudaStack, Kernels
+from dflash_doctor.facts.gpu.nvml_shapes import Gpu
 from dflash_doctor.knowledge.archs import coverage, parse_arch
 from dflash_doctor.shape import section_of_json
 from dflash_doctor.units import GIB, gib

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.style import Style
 from rich.text import Text as RichText
 
-from dflash_doctor.facts.dryrun import NOT_AN_INSTALLER_COMMAND
+from dflash_doctor.facts.fix.dryrun import NOT_AN_INSTALLER_COMMAND
 from dflash_doctor.model import CheckResult, Finding, Status
 from dflash_doctor.render.gpu_summary import gpu_lines
 from dflash_doctor.render.grouping import CheckView, Node, arrange, is_problem, line_title, raised_text

@@ -17,8 +17,8 @@ from typing import Any
 from dflash_doctor import __version__
 from dflash_doctor.codes.aliases import upgrade_findings
 from dflash_doctor.documents.jsondoc import load_document, validate_document
-from dflash_doctor.facts.environment_shapes import Target
 from dflash_doctor.facts.fingerprint import of_sections
+from dflash_doctor.facts.python.environment_shapes import Target
 from dflash_doctor.model import CheckResult, exit_code, failure_result, summarize
 from dflash_doctor.report.redact import redact_report
 from dflash_doctor.shape import section_of_json

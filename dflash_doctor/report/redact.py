@@ -54,7 +54,7 @@ from dflash_doctor.facts.secrets import (
     secret_key,
     secret_nargs,
 )
-from dflash_doctor.facts.serve_shapes import ServeArgs
+from dflash_doctor.facts.serve.serve_shapes import ServeArgs
 
 __all__ = [
     "ENV_ALLOW_NAMES",
@@ -488,7 +488,7 @@ class SecretMask:
         return "".join(pieces)
 
 
-# What the probes write where they cut a stream to its two ends (facts.probes._trim, probes/host.py).
+# What the probes write where they cut a stream to its two ends (facts.probes._trim, probes/target_process.py).
 _TRIMMED = re.compile(r"(\n\[\.\.\. \d+ characters trimmed \.\.\.\]\n)")
 
 

@@ -4,7 +4,7 @@ Judges the `fabric` facts against the serve command's TP size: the NVML topology
 in the group and PCIe links trained below their width (`links`), the target's peer access and write-and-verify
 copy (`peer`), the NCCL all-reduce (values, hang, bus bandwidth against the link's rate) with its
 NCCL_P2P_DISABLE=1 control arm (`nccl`), /dev/shm against what vLLM maps for that TP size, the container's IPC
-namespace, IOMMU and ACS, the NCCL_*/VLLM_* settings that switch paths off (`host`), and which all-reduce vLLM
+namespace, IOMMU and ACS, the NCCL_*/VLLM_* settings that switch paths off (`machine`), and which all-reduce vLLM
 will pick by its own rules (`allreduce`). The sources are in knowledge.fabric.
 """
 
@@ -16,15 +16,15 @@ from typing import ClassVar
 from dflash_doctor.check import Check, Facts
 from dflash_doctor.checks.fabric.allreduce import allreduce_choice, custom_allreduce_on_geforce_p2p
 from dflash_doctor.checks.fabric.codes import CODES, SKIPPED
-from dflash_doctor.checks.fabric.host import host_findings
 from dflash_doctor.checks.fabric.links import group_finding, group_pairs, link_findings
+from dflash_doctor.checks.fabric.machine import machine_findings
 from dflash_doctor.checks.fabric.nccl import nccl_findings
 from dflash_doctor.checks.fabric.peer import peer_findings
-from dflash_doctor.checks.gpu.common import visible_of
+from dflash_doctor.checks.gpu.visible_devices import visible_of
 from dflash_doctor.codes import Code
-from dflash_doctor.facts.fabric_shapes import Fabric
-from dflash_doctor.facts.nvml_shapes import Gpu
-from dflash_doctor.facts.serve_shapes import ServeArgs, VllmDflash
+from dflash_doctor.facts.fabric.fabric_shapes import Fabric
+from dflash_doctor.facts.gpu.nvml_shapes import Gpu
+from dflash_doctor.facts.serve.serve_shapes import ServeArgs, VllmDflash
 from dflash_doctor.model import Finding, Status
 
 __all__ = ["CODES", "FabricCheck"]
@@ -55,7 +55,7 @@ class FabricCheck(Check):
         pairs = group_pairs(fabric, group)
         findings = [group_finding(fabric, tp, group, pairs), *link_findings(fabric, group, pairs),
                     *peer_findings(fabric, tp, pairs), *nccl_findings(fabric, pairs),
-                    *host_findings(fabric, tp, group, devices)]
+                    *machine_findings(fabric, tp, group, devices)]
         choice, said = allreduce_choice(fabric, tp, len(group), pairs, argv)
         findings.append(said)
         findings += custom_allreduce_on_geforce_p2p(choice, devices, group, pairs, argv, facts.optional_section(VllmDflash))

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 
 from dflash_doctor.checks.argv import with_switch
 from dflash_doctor.checks.fabric.codes import ALLREDUCE_CHOICE, CUSTOM_ALLREDUCE_GEFORCE_P2P
-from dflash_doctor.checks.models.common import version_tuple
-from dflash_doctor.facts.fabric_shapes import Fabric, NvmlPair
-from dflash_doctor.facts.nvml_shapes import GpuDevice
-from dflash_doctor.facts.serve_shapes import VllmDflash
+from dflash_doctor.checks.models.model_views import version_tuple
+from dflash_doctor.facts.fabric.fabric_shapes import Fabric, NvmlPair
+from dflash_doctor.facts.gpu.nvml_shapes import GpuDevice
+from dflash_doctor.facts.serve.serve_shapes import VllmDflash
 from dflash_doctor.knowledge.dflash_reports import KNOWN_BAD
 from dflash_doctor.knowledge.fabric import CUSTOM_ALL_REDUCE_RULES
 from dflash_doctor.model import Finding, Remediation, Status

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dflash_doctor.checks.remedy import quote
-from dflash_doctor.facts.fabric_shapes import Fabric
+from dflash_doctor.facts.fabric.fabric_shapes import Fabric
 from dflash_doctor.knowledge.fabric import ACS_REDIRECT
 from dflash_doctor.model import Remediation
 

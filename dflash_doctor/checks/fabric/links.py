@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dflash_doctor.checks.fabric.codes import GROUP, NVML_UNAVAILABLE, P2P_UNSUPPORTED, PCIE_DEGRADED
-from dflash_doctor.facts.fabric_shapes import Fabric, NvmlPair
+from dflash_doctor.facts.fabric.fabric_shapes import Fabric, NvmlPair
 from dflash_doctor.model import Finding, Status
 
 __all__ = ["group_finding", "group_pairs", "link_findings"]

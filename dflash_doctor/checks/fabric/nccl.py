@@ -14,7 +14,7 @@ from dflash_doctor.checks.fabric.codes import (
     NCCL_SKIPPED,
 )
 from dflash_doctor.checks.fabric.fixes import p2p_fixes
-from dflash_doctor.facts.fabric_shapes import DevicePcie, Fabric, NcclArm, NcclRankData, NvmlPair
+from dflash_doctor.facts.fabric.fabric_shapes import DevicePcie, Fabric, NcclArm, NcclRankData, NvmlPair
 from dflash_doctor.knowledge.fabric import (
     LINK_FLOOR_FRACTION,
     NVLINK_GBPS_PER_LINK,

@@ -12,7 +12,7 @@ from dflash_doctor.checks.fabric.codes import (
     PEER_PROBE_FAILED,
 )
 from dflash_doctor.checks.fabric.fixes import p2p_fixes
-from dflash_doctor.facts.fabric_shapes import Fabric, NvmlPair, PeerData
+from dflash_doctor.facts.fabric.fabric_shapes import Fabric, NvmlPair, PeerData
 from dflash_doctor.knowledge.fabric import P2P_HANG_FIX, VLLM_SKIP_P2P_CHECK_DEFAULT
 from dflash_doctor.model import Finding, Status
 from dflash_doctor.units import MIB

@@ -7,7 +7,7 @@ serving stack's distributions installed, and the GPU archs their compiled code c
 failing finding whose detail is a diff: what was expected, what is there. This is how an image pipeline
 keeps a known-good box known-good.
 
-The baseline is facts like any other (facts.baseline): the document in the file the user named, and the sha256 of
+The baseline is facts like any other (facts.fix.baseline): the document in the file the user named, and the sha256 of
 the files of each distribution it holds hashes of, read now (the `file_hashes` section). The baseline check
 (`BaselineCheck`, checks.fix) judges them after the other checks, reading the rest of the environment from the
 run's sections through `envsummary` (the GPU and arch layers where they were collected, "not compared" where
@@ -38,7 +38,8 @@ from dflash_doctor.checks.fix.codes import (
 from dflash_doctor.checks.remedy import Installer, quote
 from dflash_doctor.documents import writer
 from dflash_doctor.facts import envsummary
-from dflash_doctor.facts.baseline_shapes import (
+from dflash_doctor.facts.fingerprint import of_sections
+from dflash_doctor.facts.fix.baseline_shapes import (
     Baseline,
     BaselineFacts,
     DistributionState,
@@ -50,10 +51,9 @@ from dflash_doctor.facts.baseline_shapes import (
     PythonState,
     Tool,
 )
-from dflash_doctor.facts.environment_shapes import Target, Versions
-from dflash_doctor.facts.file_hashes import OWN
-from dflash_doctor.facts.fingerprint import of_sections
-from dflash_doctor.facts.nvml_shapes import Gpu
+from dflash_doctor.facts.fix.file_hashes import OWN
+from dflash_doctor.facts.gpu.nvml_shapes import Gpu
+from dflash_doctor.facts.python.environment_shapes import Target, Versions
 from dflash_doctor.model import Finding, Remediation, Status
 
 __all__ = ["compare", "current_state", "default_driver_range", "judge_baseline", "save"]
@@ -72,7 +72,7 @@ def default_driver_range(version: str | None) -> str | None:
 def current_state(sections: Mapping[str, object], *, driver_range: str | None = None,
                   target_archs: Iterable[str] = ()) -> Baseline:
     """The state of the environment the sections describe; file hashes from their `file_hashes` section
-    (facts.file_hashes), for the distributions it holds."""
+    (facts.fix.file_hashes), for the distributions it holds."""
     versions = Versions.of(envsummary.section(sections, "distributions"))
     hashes = FileHashes.read(sections.get(FileHashes.SECTION)) or FileHashes()
     distributions: dict[str, DistributionState] | None = None

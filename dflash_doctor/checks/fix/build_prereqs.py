@@ -1,5 +1,5 @@
 """Judging a source build before it starts: are its prerequisites there, how many jobs fit in memory, which
-archs to build, how long it will take. Pure: a function of `facts.build_env`'s facts.
+archs to build, how long it will take. Pure: a function of `facts.fix.build_env`'s facts.
 
 Findings (`build-prerequisites.*`): each missing or mismatched prerequisite, with its own fix; or one pass
 finding saying the build is ready, with MAX_JOBS, FLASH_ATTN_CUDA_ARCHS and the time estimate (and where each
@@ -25,7 +25,7 @@ from dflash_doctor.checks.fix.codes import (
     BUILD_TORCH_MISSING,
 )
 from dflash_doctor.checks.remedy import Installer, export, quote
-from dflash_doctor.facts.build_env_shapes import BuildEnv
+from dflash_doctor.facts.fix.build_env_shapes import BuildEnv
 from dflash_doctor.knowledge.builds import (
     BUILD_MINUTES_64_CORES,
     JOB_PEAK_RAM_GB,
@@ -89,7 +89,7 @@ def _minutes(archs: int, cores: int, jobs: int) -> tuple[int, int]:
 def judge_build(build: BuildEnv | Mapping[str, Any], *, python: str, uv: bool, what: str,
                 missing_modules: Sequence[str] = ()) -> BuildPlan:
     """The plan for building `what` (e.g. "flash-attn 2.8.3") with what `build` says is on this machine
-    (facts.build_env, read through its shape: a mapping that does not have it raises ShapeError);
+    (facts.fix.build_env, read through its shape: a mapping that does not have it raises ShapeError);
     `missing_modules`: what the build's own setup.py failed to import (the installer's dry run said so)."""
     if not isinstance(build, BuildEnv):
         build = BuildEnv.from_json(build)

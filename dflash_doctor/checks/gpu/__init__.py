@@ -2,9 +2,9 @@
 kernels run against a reference.
 
 Each check reads its sections and hands typed views to its rules: devices.py (gpu), archs.py with archs_coverage,
-archs_runtime and archs_symbols (arch-coverage), cuda_stack.py (cuda-stack), kernels.py (kernels); common.py holds
-what they share (CUDA_VISIBLE_DEVICES read as CUDA reads it, the findings after which there is no GPU), codes.py
-every finding's code.
+archs_runtime and archs_symbols (arch-coverage), cuda_stack.py (cuda-stack), kernels.py (kernels);
+visible_devices.py holds what they share (CUDA_VISIBLE_DEVICES read as CUDA reads it, the findings after which
+there is no GPU), codes.py every finding's code.
 """
 
 from __future__ import annotations
@@ -15,16 +15,16 @@ from typing import ClassVar
 from dflash_doctor.check import Check, Facts
 from dflash_doctor.checks.gpu.archs import arch_coverage_findings
 from dflash_doctor.checks.gpu.codes import CODES, CUDA_STACK_NO_GPU, KERNELS_NO_CUDA, KERNELS_NO_GPU
-from dflash_doctor.checks.gpu.common import NO_CUDA_FINDINGS, NO_GPU_FINDINGS, blocking
 from dflash_doctor.checks.gpu.cuda_stack import cuda_stack_findings
 from dflash_doctor.checks.gpu.devices import gpu_findings
 from dflash_doctor.checks.gpu.kernels import kernel_findings
+from dflash_doctor.checks.gpu.visible_devices import NO_CUDA_FINDINGS, NO_GPU_FINDINGS, blocking
 from dflash_doctor.checks.remedy import Installer, installer_for
 from dflash_doctor.codes import Code
-from dflash_doctor.facts.archs_shapes import ArchCoverage
-from dflash_doctor.facts.cuda_shapes import CudaStack, Kernels
-from dflash_doctor.facts.environment_shapes import Distributions, Target
-from dflash_doctor.facts.nvml_shapes import Gpu
+from dflash_doctor.facts.gpu.archs_shapes import ArchCoverage
+from dflash_doctor.facts.gpu.cuda_shapes import CudaStack, Kernels
+from dflash_doctor.facts.gpu.nvml_shapes import Gpu
+from dflash_doctor.facts.python.environment_shapes import Distributions, Target
 from dflash_doctor.model import Finding, Status
 
 __all__ = ["CODES", "ArchCoverageCheck", "CudaStackCheck", "GpuCheck", "KernelsCheck"]
@@ -41,7 +41,7 @@ class GpuCheck(Check):
     Health (knowledge.health, after DCGM's health watches): memory errors (gpu.reset-pending,
     gpu.row-remap-failure, gpu.ecc-uncorrected), clocks held down for power or heat (gpu.throttled), a power limit
     below the board's default (gpu.power-capped), a PCIe link narrower or older than GPU and slot support
-    (gpu.pcie-link-degraded), and the host's open-file and locked-memory limits (gpu.host-limits)."""
+    (gpu.pcie-link-degraded), and the machine's open-file and locked-memory limits (gpu.host-limits)."""
 
     id: ClassVar[str] = "gpu"
     layer: ClassVar[str] = "gpu"

@@ -6,29 +6,29 @@ from its ELF files, with or without a GPU.
   it at first use, and only a driver that knows its PTX ISA can); nothing fails: "no kernel image is
   available for execution on the device" at the first launch. Libraries their owner loads only on some GPUs
   (knowledge.archs_advice ARCH_GATED_LIBRARIES) are not held to the others.
-- The C and C++ runtime: GLIBC_/GLIBCXX_/CXXABI_ versions a library requires above what this host gives
+- The C and C++ runtime: GLIBC_/GLIBCXX_/CXXABI_ versions a library requires above what this machine gives
   the target interpreter fail its import ("version `GLIBC_2.32' not found").
 - torch symbols: a libtorch/libc10 symbol a library needs that the installed torch does not export fails its
   import ("undefined symbol"), predicted here before anything is imported.
 
-One module each: archs_coverage, archs_runtime and archs_symbols, with what they share in archs_common.
+One module each: archs_coverage, archs_runtime and archs_symbols, with what they share in archs_libraries.
 Everything is judged from the `arch_coverage` facts (which also record the --target-arch list), so `judge`
 on a saved report gives the same answer on any machine.
 """
 
 from __future__ import annotations
 
-from dflash_doctor.checks.gpu.archs_common import Library
 from dflash_doctor.checks.gpu.archs_coverage import coverage_findings, invalid_target_archs, targets_to_judge
+from dflash_doctor.checks.gpu.archs_libraries import Library
 from dflash_doctor.checks.gpu.archs_runtime import runtime_findings
 from dflash_doctor.checks.gpu.archs_symbols import symbol_findings
 from dflash_doctor.checks.gpu.codes import (
     ARCH_COVERAGE_NO_TARGET,
 )
 from dflash_doctor.checks.remedy import Installer
-from dflash_doctor.facts.archs_shapes import ArchCoverage
-from dflash_doctor.facts.environment_shapes import Distributions
-from dflash_doctor.facts.nvml_shapes import Gpu
+from dflash_doctor.facts.gpu.archs_shapes import ArchCoverage
+from dflash_doctor.facts.gpu.nvml_shapes import Gpu
+from dflash_doctor.facts.python.environment_shapes import Distributions
 from dflash_doctor.model import Finding, Status
 
 __all__ = ["arch_coverage_findings"]

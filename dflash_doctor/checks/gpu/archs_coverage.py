@@ -12,7 +12,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from dflash_doctor.checks.gpu.archs_common import Library, plural, shown_names
+from dflash_doctor.checks.gpu.archs_libraries import Library, plural, shown_names
 from dflash_doctor.checks.gpu.codes import (
     ARCH_COVERAGE_COVERED,
     ARCH_COVERAGE_NO_DEVICE_CODE,
@@ -22,10 +22,10 @@ from dflash_doctor.checks.gpu.codes import (
     ARCH_COVERAGE_TARGET_ARCH_INVALID,
 )
 from dflash_doctor.checks.remedy import Installer, flash_attn_source_build, uninstall_remediation
-from dflash_doctor.facts.archs_shapes import ArchCoverage, ArchTorch, Fatbin
-from dflash_doctor.facts.envfacts import version_tuple
-from dflash_doctor.facts.environment_shapes import Distributions
-from dflash_doctor.facts.nvml_shapes import Gpu, GpuDevice
+from dflash_doctor.facts.gpu.archs_shapes import ArchCoverage, ArchTorch, Fatbin
+from dflash_doctor.facts.gpu.nvml_shapes import Gpu, GpuDevice
+from dflash_doctor.facts.python.envfacts import version_tuple
+from dflash_doctor.facts.python.environment_shapes import Distributions
 from dflash_doctor.knowledge.archs import CC, coverage
 from dflash_doctor.knowledge.archs_advice import (
     FA2_ARCH_VALUES,

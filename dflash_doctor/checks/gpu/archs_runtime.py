@@ -1,18 +1,18 @@
-"""The C and C++ runtime: GLIBC_/GLIBCXX_/CXXABI_ versions a library requires above what this host gives the
+"""The C and C++ runtime: GLIBC_/GLIBCXX_/CXXABI_ versions a library requires above what this machine gives the
 target interpreter fail its import ("version `GLIBC_2.32' not found")."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dflash_doctor.checks.gpu.archs_common import Library, by_distribution, group_label, plural
+from dflash_doctor.checks.gpu.archs_libraries import Library, by_distribution, group_label, plural
 from dflash_doctor.checks.gpu.codes import (
     ARCH_COVERAGE_RUNTIME_OK,
     ARCH_COVERAGE_RUNTIME_TOO_OLD,
 )
 from dflash_doctor.checks.remedy import Installer, flash_attn_source_build
-from dflash_doctor.facts.archs_shapes import ArchCoverage, ArchHost
-from dflash_doctor.facts.envfacts import version_tuple
+from dflash_doctor.facts.gpu.archs_shapes import ArchCoverage, MachineRuntime
+from dflash_doctor.facts.python.envfacts import version_tuple
 from dflash_doctor.knowledge.archs_advice import FA2_UBUNTU_2204_WHEELS_FROM
 from dflash_doctor.model import JSON, Finding, Remediation, Status
 
@@ -21,7 +21,7 @@ _RUNTIME_ORDER = ("GLIBC", "GLIBCXX", "CXXABI")
 
 @dataclass(frozen=True)
 class Unmet:
-    """A runtime version a library requires (GLIBCXX_3.4.32) above the one this host provides (3.4.30)."""
+    """A runtime version a library requires (GLIBCXX_3.4.32) above the one this machine provides (3.4.30)."""
 
     prefix: str
     needs: str
@@ -33,8 +33,8 @@ class Unmet:
 
 
 def runtime_findings(libraries: list[Library], section: ArchCoverage, installer: Installer) -> list[Finding]:
-    host = section.host
-    provides = host.provides
+    runtime = section.host
+    provides = runtime.provides
     readable = [lib for lib in libraries if not lib.facts.error]
     if not readable or not provides:
         return []
@@ -49,13 +49,13 @@ def runtime_findings(libraries: list[Library], section: ArchCoverage, installer:
         for prefix, version in needs.items():
             if prefix not in highest or version_tuple(version) > version_tuple(highest[prefix]):
                 highest[prefix] = version
-        # A prefix the host does not report at all (libstdc++ not found) is not judged: its `errors` say why.
+        # A prefix the machine does not report at all (libstdc++ not found) is not judged: its `errors` say why.
         unmet = [Unmet(prefix, str(v["needs"]), str(v["provides"]))
                  for prefix, v in unmet_versions(dict(needs), dict(provides)).items() if v["provides"]]
         if unmet:
             failing.append((lib, unmet))
     if failing:
-        return [_runtime_too_old([(lib, unmet) for lib, unmet in failing if lib in group], host, installer)
+        return [_runtime_too_old([(lib, unmet) for lib, unmet in failing if lib in group], runtime, installer)
                 for group in by_distribution(lib for lib, _ in failing)]
     have = ", ".join(f"{k} {v}" for k, v in sorted(provides.items()))
     need = ", ".join(f"{k} {v}" for k, v in sorted(highest.items()))
@@ -64,11 +64,11 @@ def runtime_findings(libraries: list[Library], section: ArchCoverage, installer:
         title=f"{plural(len(readable), 'library needs', 'libraries need')} at most {need or 'no versioned symbol'}; "
         f"this host provides {have}",
         evidence={"needs": highest, "provides": dict(provides),
-                  "libstdcxx": host.libstdcxx.to_json() if host.libstdcxx else None},
+                  "libstdcxx": runtime.libstdcxx.to_json() if runtime.libstdcxx else None},
     )]
 
 
-def _runtime_too_old(failing: list[tuple[Library, list[Unmet]]], host: ArchHost,
+def _runtime_too_old(failing: list[tuple[Library, list[Unmet]]], runtime: MachineRuntime,
                      installer: Installer) -> Finding:
     libs = [lib for lib, _ in failing]
     highest: dict[str, Unmet] = {}
@@ -89,7 +89,7 @@ def _runtime_too_old(failing: list[tuple[Library, list[Unmet]]], host: ArchHost,
         detail.append("glibc cannot be upgraded inside a Python environment: build the library on this host, or "
                       "run on an image with a newer glibc.")
     if {"GLIBCXX", "CXXABI"} & set(unmet):
-        libstdcxx = host.libstdcxx.path if host.libstdcxx else None
+        libstdcxx = runtime.libstdcxx.path if runtime.libstdcxx else None
         detail.append(f"The target interpreter loads {libstdcxx}: a newer libstdc++ (the OS package, or "
                       "conda-forge's libstdcxx-ng in a conda env) or a build on this host fixes it.")
     if first.facts.canonical == "flash-attn":
@@ -106,7 +106,7 @@ def _runtime_too_old(failing: list[tuple[Library, list[Unmet]]], host: ArchHost,
         detail="\n".join(detail),
         evidence={"libraries": [{**lib.evidence(), "needs": lib.facts.needs_versions, "unmet": Unmet.evidence(lib_unmet)}
                                 for lib, lib_unmet in failing],
-                  "host": {"provides": host.provides, "glibc": host.glibc.to_json() if host.glibc else None,
-                           "libstdcxx": host.libstdcxx.to_json() if host.libstdcxx else None}},
+                  "host": {"provides": runtime.provides, "glibc": runtime.glibc.to_json() if runtime.glibc else None,
+                           "libstdcxx": runtime.libstdcxx.to_json() if runtime.libstdcxx else None}},
         remediation=tuple(remedies),
     )

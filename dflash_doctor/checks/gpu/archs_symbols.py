@@ -8,13 +8,13 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from dflash_doctor.checks.gpu.archs_common import Library, by_distribution, group_label, plural
+from dflash_doctor.checks.gpu.archs_libraries import Library, by_distribution, group_label, plural
 from dflash_doctor.checks.gpu.codes import (
     ARCH_COVERAGE_SYMBOLS_OK,
     ARCH_COVERAGE_UNDEFINED_SYMBOL,
 )
 from dflash_doctor.checks.remedy import Installer, flash_attn_source_build
-from dflash_doctor.facts.archs_shapes import ArchCoverage, ArchTorch
+from dflash_doctor.facts.gpu.archs_shapes import ArchCoverage, ArchTorch
 from dflash_doctor.model import Finding, Remediation, Status
 
 

@@ -23,14 +23,14 @@ from dflash_doctor.checks.gpu.codes import (
     CUDA_STACK_TRITON_LIBCUDA_MISSING,
     CUDA_STACK_TRITON_PTXAS_MISSING,
 )
-from dflash_doctor.checks.gpu.common import (
+from dflash_doctor.checks.gpu.visible_devices import (
     Visible,
     exception_text,
     sm,
     visible_of,
 )
 from dflash_doctor.checks.remedy import Installer, export
-from dflash_doctor.facts.cuda_shapes import (
+from dflash_doctor.facts.gpu.cuda_shapes import (
     CudaRuntime,
     CudaStack,
     CudaTorch,
@@ -40,8 +40,8 @@ from dflash_doctor.facts.cuda_shapes import (
     TorchDevice,
     TritonLibcuda,
 )
-from dflash_doctor.facts.envfacts import version_tuple
-from dflash_doctor.facts.nvml_shapes import Gpu
+from dflash_doctor.facts.gpu.nvml_shapes import Gpu
+from dflash_doctor.facts.python.envfacts import version_tuple
 from dflash_doctor.knowledge.archs import coverage, parse_arch
 from dflash_doctor.knowledge.cuda import MINOR_VERSION_COMPAT_DRIVER, min_driver_for_cuda
 from dflash_doctor.knowledge.gpu import (

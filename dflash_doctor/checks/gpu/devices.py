@@ -4,7 +4,7 @@ flags, the memory other processes hold, MIG, and which physical GPUs CUDA_VISIBL
 Health (knowledge.health, after DCGM's health watches): memory errors (gpu.reset-pending,
 gpu.row-remap-failure, gpu.ecc-uncorrected), clocks held down for power or heat (gpu.throttled), a power limit
 below the board's default (gpu.power-capped), a PCIe link narrower or older than GPU and slot support
-(gpu.pcie-link-degraded), and the host's open-file and locked-memory limits (gpu.host-limits)."""
+(gpu.pcie-link-degraded), and the machine's open-file and locked-memory limits (gpu.host-limits)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ from dflash_doctor.checks.gpu.codes import (
     GPU_VISIBLE_UNKNOWN_DEVICE,
     GPU_VISIBLE_UUID_VLLM,
 )
-from dflash_doctor.checks.gpu.common import (
+from dflash_doctor.checks.gpu.visible_devices import (
     GRAPHICS_NOTE_BYTES,
     UNATTRIBUTED_BYTES,
     Visible,
@@ -44,8 +44,8 @@ from dflash_doctor.checks.gpu.common import (
     visible_of,
 )
 from dflash_doctor.checks.remedy import export, quote
-from dflash_doctor.facts.envfacts import release
-from dflash_doctor.facts.nvml_shapes import Gpu, GpuDevice, GpuHost, HostLimits, NvmlError, Rlimit
+from dflash_doctor.facts.gpu.nvml_shapes import Gpu, GpuDevice, GpuMachine, MachineLimits, NvmlError, Rlimit
+from dflash_doctor.facts.python.envfacts import release
 from dflash_doctor.knowledge.gpu import (
     CUDA_DEVICE_ORDER_DEFAULT,
     MIG_SINGLE_DEVICE_PER_PROCESS,
@@ -67,7 +67,7 @@ from dflash_doctor.knowledge.health import (
 from dflash_doctor.model import Finding, Remediation, Status
 from dflash_doctor.units import gib as _gib
 
-__all__ = ["gpu_findings", "host_limits_finding", "no_driver_finding", "reason_names"]
+__all__ = ["gpu_findings", "machine_limits_finding", "no_driver_finding", "reason_names"]
 
 
 
@@ -76,12 +76,12 @@ __all__ = ["gpu_findings", "host_limits_finding", "no_driver_finding", "reason_n
 def _nvml_failure(gpu: Gpu) -> Finding:
     error = (gpu.nvml.error if gpu.nvml else None) or NvmlError()
     name, message = error.name, error.message
-    host = gpu.host or GpuHost()
+    machine = gpu.host or GpuMachine()
     evidence = {"nvml_error": error.to_json() if gpu.nvml and gpu.nvml.error else {},
-                "kernel_module": host.kernel_module, "dev_nodes": host.dev_nodes if gpu.host else None}
+                "kernel_module": machine.kernel_module, "dev_nodes": machine.dev_nodes if gpu.host else None}
     if name == "NVML_ERROR_LIBRARY_NOT_FOUND":
-        where = ("the NVIDIA kernel module is loaded (" + host.kernel_module + ") but its user-space libraries "
-                 "are not visible here" if host.kernel_module else
+        where = ("the NVIDIA kernel module is loaded (" + machine.kernel_module + ") but its user-space libraries "
+                 "are not visible here" if machine.kernel_module else
                  "and no NVIDIA kernel module is loaded (no /proc/driver/nvidia/version)")
         return GPU_NVML_LIBRARY_MISSING.finding(Status.FAIL,
                        f"no NVIDIA driver: libnvidia-ml.so.1 cannot be loaded, {where}",
@@ -101,7 +101,7 @@ def _nvml_failure(gpu: Gpu) -> Finding:
     if name == "NVML_ERROR_LIB_RM_VERSION_MISMATCH":
         return GPU_DRIVER_LIBRARY_MISMATCH.finding(Status.FAIL,
                        f"driver/library version mismatch: the running kernel module "
-                       f"({host.kernel_module or 'unknown'}) is not the installed driver's",
+                       f"({machine.kernel_module or 'unknown'}) is not the installed driver's",
                        detail="The driver was upgraded but the old kernel module still runs; every CUDA program "
                        "fails until it is replaced.",
                        evidence=evidence, remediation=(Remediation("sudo reboot", "load the installed driver's module"),))
@@ -326,7 +326,7 @@ def _limit_text(limit: Rlimit | None, unit: float = 1) -> str:
     return f"{one(limit.soft)} (hard {one(limit.hard)})"
 
 
-def host_limits_finding(limits: HostLimits) -> Finding:
+def machine_limits_finding(limits: MachineLimits) -> Finding:
     """gpu.host-limits: a hard open-file limit vLLM cannot raise its soft one to warns; memlock and THP are
     reported (knowledge.health)."""
     nofile, memlock = limits.nofile, limits.memlock
@@ -417,5 +417,5 @@ def gpu_findings(gpu: Gpu, vllm_version: str | None) -> list[Finding]:
         findings.extend(_health_findings(device))
         findings.extend(_memory_findings(device))
     if gpu.host is not None and gpu.host.limits is not None:
-        findings.append(host_limits_finding(gpu.host.limits))
+        findings.append(machine_limits_finding(gpu.host.limits))
     return findings

@@ -19,9 +19,9 @@ from dflash_doctor.checks.gpu.codes import (
     KERNELS_UNSUPPORTED,
     KERNELS_WRONG_RESULT,
 )
-from dflash_doctor.checks.gpu.common import exception_text, sm
+from dflash_doctor.checks.gpu.visible_devices import exception_text, sm
 from dflash_doctor.checks.remedy import Installer
-from dflash_doctor.facts.cuda_shapes import KernelCase, KernelDevice, KernelFamily, KernelImport, Kernels
+from dflash_doctor.facts.gpu.cuda_shapes import KernelCase, KernelDevice, KernelFamily, KernelImport, Kernels
 from dflash_doctor.knowledge.flash_attn import V2_SPEC
 from dflash_doctor.knowledge.gpu import (
     KERNEL_UNSUPPORTED_MESSAGES,

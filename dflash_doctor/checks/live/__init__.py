@@ -1,7 +1,7 @@
 """The live layer: a running server's metrics and served config, judged for speculative decoding's acceptance
 (check `live`).
 
-Judges the `live` facts (facts/live.py): how the server's start ended and its answers (`server`); the
+Judges the `live` facts (facts/live/live.py): how the server's start ended and its answers (`server`); the
 speculative-decoding counters' differences over the doctor's fixed greedy workload (`metrics`) give the mean
 acceptance length, the acceptance rate, the per-position curve and draft tokens per step, judged in
 `acceptance`: a collapse (length near 1, or position 0 near 0) fails and names the likely causes in order
@@ -27,7 +27,7 @@ from dflash_doctor.checks.live.server import (
     workload_findings,
 )
 from dflash_doctor.codes import Code
-from dflash_doctor.facts.live_shapes import Live
+from dflash_doctor.facts.live.live_shapes import Live
 from dflash_doctor.model import Finding, Remediation, Status
 
 __all__ = ["CODES", "LiveCheck"]

@@ -21,7 +21,7 @@ from dflash_doctor.checks.live.codes import (
     NO_SPEC_METRICS,
 )
 from dflash_doctor.checks.live.metrics import finite, invalid_counters, measure
-from dflash_doctor.facts.live_shapes import Figures, Live, MetricsScrape
+from dflash_doctor.facts.live.live_shapes import Figures, Live, MetricsScrape
 from dflash_doctor.knowledge.live import (
     BASELINE_DROP as BASELINE_DROP_FRACTION,
 )

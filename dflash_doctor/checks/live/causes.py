@@ -8,7 +8,7 @@ import shlex
 from dataclasses import dataclass
 
 from dflash_doctor.checks.live.metrics import whole
-from dflash_doctor.facts.live_shapes import Live, ModelConfig
+from dflash_doctor.facts.live.live_shapes import Live, ModelConfig
 from dflash_doctor.knowledge.live import COLLAPSE_CAUSES
 from dflash_doctor.model import JSON, Remediation
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 
-from dflash_doctor.facts.live_shapes import MAX_COUNT, Counters, Figures, Live
+from dflash_doctor.facts.live.live_shapes import MAX_COUNT, Counters, Figures, Live
 from dflash_doctor.model import JSON
 
 __all__ = ["SPEC_ROLES", "count", "figures", "finite", "invalid_counters", "measure", "whole"]
@@ -49,7 +49,7 @@ def _figure(value: float, digits: int) -> float | None:
 
 def invalid_counters(live: Live) -> dict[str, str]:
     """The spec-decode counters of either scrape that are not counts: those the collector found so (NaN, an
-    infinity, a negative or fractional value, out of range; facts.live.tally) and any in the counters that is
+    infinity, a negative or fractional value, out of range; facts.live.live.tally) and any in the counters that is
     not a whole number (a report's facts edited by hand). Keys say which scrape: "drafts (before)". (The token
     counters, vllm:generation_tokens and vllm:prompt_tokens, only add a figure: one that is not a count is left
     out.)"""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dflash_doctor.checks.live.codes import SERVED_CONFIG, SERVED_CONTEXT_SHORTER, SERVED_K_DIFFERS
 from dflash_doctor.checks.live.metrics import count
-from dflash_doctor.facts.live_shapes import Live, ModelConfig, SpeculativeConfig
+from dflash_doctor.facts.live.live_shapes import Live, ModelConfig, SpeculativeConfig
 from dflash_doctor.knowledge.dflash_reports import DRAFTER_CONTEXT_RAISED
 from dflash_doctor.model import JSON, Finding, Remediation, Status
 

@@ -17,7 +17,7 @@ from dflash_doctor.checks.live.codes import (
     WORKLOAD_FAILED,
 )
 from dflash_doctor.checks.live.metrics import whole
-from dflash_doctor.facts.live_shapes import Live
+from dflash_doctor.facts.live.live_shapes import Live
 from dflash_doctor.model import Finding, Remediation, Status
 
 __all__ = ["health_finding", "malformed_findings", "models_findings", "start_findings", "workload_findings"]

@@ -47,7 +47,9 @@ from dflash_doctor.checks.models.codes import (
     DRAFTER_VLLM_WITHOUT_DFLASH,
     DRAFTER_VOCAB_MISMATCH,
 )
-from dflash_doctor.checks.models.common import (
+from dflash_doctor.checks.models.drafter_formats import format_rules
+from dflash_doctor.checks.models.drafter_pairing import padded_vocab_v2, pairing_rules
+from dflash_doctor.checks.models.model_views import (
     FLOAT_DTYPES,
     MAX_LISTED,
     SLIDING,
@@ -65,13 +67,11 @@ from dflash_doctor.checks.models.common import (
     spec_value,
     value_count,
 )
-from dflash_doctor.checks.models.drafter_formats import format_rules
-from dflash_doctor.checks.models.drafter_pairing import padded_vocab_v2, pairing_rules
 from dflash_doctor.checks.models.speculators import as_served
 from dflash_doctor.checks.remedy import installer_for, quote
 from dflash_doctor.facts.modelfiles.model_dir import LAYERS_KEPT
-from dflash_doctor.facts.models_shapes import ConfigView, LayerCount, Models, Tensor
-from dflash_doctor.facts.serve_shapes import ServeArgs, VllmDflash
+from dflash_doctor.facts.models.models_shapes import ConfigView, LayerCount, Models, Tensor
+from dflash_doctor.facts.serve.serve_shapes import ServeArgs, VllmDflash
 from dflash_doctor.knowledge.dflash import (
     DRAFTER_REGISTRY_ARCH,
     FC_INPUT_RULE,

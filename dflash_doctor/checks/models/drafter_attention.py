@@ -18,7 +18,7 @@ from dflash_doctor.checks.models.codes import (
     ATTENTION_SELECTED_INVALID,
     ATTENTION_UNKNOWN,
 )
-from dflash_doctor.checks.models.common import (
+from dflash_doctor.checks.models.model_views import (
     dflash_config,
     drafter_keys,
     gpu_view,
@@ -30,8 +30,8 @@ from dflash_doctor.checks.models.common import (
     vllm_label,
 )
 from dflash_doctor.checks.models.speculators import as_served
-from dflash_doctor.facts.models_shapes import ConfigView, Models
-from dflash_doctor.facts.serve_shapes import (
+from dflash_doctor.facts.models.models_shapes import ConfigView, Models
+from dflash_doctor.facts.serve.serve_shapes import (
     BackendSupport,
     FlashAttnBuilds,
     Priorities,

@@ -1,7 +1,7 @@
 """Rules of the `drafter` check for DFlash-format drafts that the installed vLLM serves otherwise than they were
 trained: a Domino draft's GRU head, which no vLLM release runs, and a draft whose causality (JetSpec drafts are
 causal) vLLM resolves otherwise than the draft states it. Each reads the drafter's own config.json and
-safetensors headers and what the installed vLLM's source says (facts.vllm_pairing: `domino_runtime`,
+safetensors headers and what the installed vLLM's source says (facts.serve.vllm_pairing: `domino_runtime`,
 `causality`); the hard-coded rest is in knowledge.dflash_formats."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from collections.abc import Callable
 from typing import Any
 
 from dflash_doctor.checks.models.codes import DRAFTER_CAUSALITY, DRAFTER_DOMINO_HEAD
-from dflash_doctor.checks.models.common import DrafterView
 from dflash_doctor.checks.models.drafter_pairing import pairing_facts
+from dflash_doctor.checks.models.model_views import DrafterView
 from dflash_doctor.checks.remedy import quote
-from dflash_doctor.facts.models_shapes import ConfigView
+from dflash_doctor.facts.models.models_shapes import ConfigView
 from dflash_doctor.knowledge.dflash_formats import CAUSALITY_KEYS, DOMINO_HEAD, JETSPEC_CAUSAL
 from dflash_doctor.model import Finding, Remediation, Status
 

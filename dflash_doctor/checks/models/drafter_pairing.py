@@ -2,10 +2,10 @@
 against the served one (per model runner), its layer_types, the quantization of the pair, the target's
 auxiliary-hidden-state interface in the installed vLLM, the target the drafter was made for, and the
 weights files as vLLM's loader picks them. Each rule reads the installed vLLM's facts
-(facts.vllm_pairing) and the models' own files; the hard-coded rest is in knowledge.dflash_reports.
+(facts.serve.vllm_pairing) and the models' own files; the hard-coded rest is in knowledge.dflash_reports.
 
 `pairing_rules(view)` gives the rules as callables for the drafter check's rule loop; each reads the drafter
-through common.DrafterView."""
+through model_views.DrafterView."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from dflash_doctor.checks.models.codes import (
     DRAFTER_TARGET_NO_AUX_HIDDEN_STATES,
     DRAFTER_WEIGHTS_FILE,
 )
-from dflash_doctor.checks.models.common import (
+from dflash_doctor.checks.models.model_views import (
     SLIDING,
     DrafterView,
     architectures,
@@ -43,8 +43,8 @@ from dflash_doctor.checks.models.common import (
     version_tuple,
 )
 from dflash_doctor.checks.remedy import quote
-from dflash_doctor.facts.models_shapes import ConfigView, Model
-from dflash_doctor.facts.serve_shapes import (
+from dflash_doctor.facts.models.models_shapes import ConfigView, Model
+from dflash_doctor.facts.serve.serve_shapes import (
     Eagle3Arch,
     Eagle3Facts,
     Fp8Facts,

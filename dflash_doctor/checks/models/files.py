@@ -19,10 +19,10 @@ from dflash_doctor.checks.models.codes import (
     FILES_TOKENIZER_MISSING,
     FILES_WEIGHTS_BROKEN,
 )
-from dflash_doctor.checks.models.common import not_given
+from dflash_doctor.checks.models.model_views import not_given
 from dflash_doctor.checks.remedy import quote
 from dflash_doctor.codes import Code
-from dflash_doctor.facts.models_shapes import Model, ModelDir, Models
+from dflash_doctor.facts.models.models_shapes import Model, ModelDir, Models
 from dflash_doctor.model import Finding, Remediation, Status
 from dflash_doctor.units import gib
 

@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dflash_doctor.checks.models.common import has_behaviour
-from dflash_doctor.facts.models_shapes import SpeculatorsLaunch
-from dflash_doctor.facts.serve_shapes import ServeArgs, VllmDflash
+from dflash_doctor.checks.models.model_views import has_behaviour
+from dflash_doctor.facts.models.models_shapes import SpeculatorsLaunch
+from dflash_doctor.facts.serve.serve_shapes import ServeArgs, VllmDflash
 from dflash_doctor.knowledge.dflash_reports import SPECULATORS_LAUNCH
 
 __all__ = ["Launch", "as_served", "read_launch", "valid_repo_id"]
@@ -53,7 +53,7 @@ class Launch:
 
 def read_launch(launch: SpeculatorsLaunch, vllm: VllmDflash | None,
                 user_spec: Mapping[str, Any] | None) -> Launch:
-    """The installed vLLM's maybe_override_with_speculators on the facts of facts.models.speculators_launch."""
+    """The installed vLLM's maybe_override_with_speculators on the facts of facts.models.models.speculators_launch."""
     rule = SPECULATORS_LAUNCH.value
     drafter = launch.model or ""
     verifier = launch.verifier

@@ -2,7 +2,7 @@
 extensions they load.
 
 Each check reads its sections and hands typed views to its rules: distributions.py with kernel_packages.py over
-requirements.py (distributions), namespaces.py over namespace_common.py (namespaces), imports.py with
+requirements.py (distributions), namespaces.py over namespace_layout.py (namespaces), imports.py with
 import_failures.py, guards.py and extension_abi.py (imports, import-surface, extensions); codes.py holds every
 finding's code; flashinfer.py and pth.py (kernel-packages).
 """
@@ -22,11 +22,11 @@ from dflash_doctor.checks.python.namespaces import namespace_findings
 from dflash_doctor.checks.python.pth import pth_findings
 from dflash_doctor.checks.remedy import Installer
 from dflash_doctor.codes import Code
-from dflash_doctor.facts.environment_shapes import Distributions, Resolution, Target
-from dflash_doctor.facts.imports_shapes import Extensions, RotaryImport, SurfaceImports
-from dflash_doctor.facts.kernel_files_shapes import KernelFiles
-from dflash_doctor.facts.nvml_shapes import Gpu
-from dflash_doctor.facts.vllm_source_shapes import VllmServeImports, VllmSource, VllmSurface
+from dflash_doctor.facts.gpu.nvml_shapes import Gpu
+from dflash_doctor.facts.python.environment_shapes import Distributions, Resolution, Target
+from dflash_doctor.facts.python.imports_shapes import Extensions, RotaryImport, SurfaceImports
+from dflash_doctor.facts.python.kernel_files_shapes import KernelFiles
+from dflash_doctor.facts.python.vllm_source_shapes import VllmServeImports, VllmSource, VllmSurface
 from dflash_doctor.model import Finding, Status
 
 __all__ = ["CODES", "DistributionsCheck", "ExtensionsCheck", "ImportSurfaceCheck", "KernelPackagesCheck",

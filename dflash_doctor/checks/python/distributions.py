@@ -29,11 +29,11 @@ from dflash_doctor.checks.python.kernel_packages import broken_by, shared_files,
 from dflash_doctor.checks.python.overlaps import overlap_findings
 from dflash_doctor.checks.python.requirements import STACK, VERIFIED, requirements_of, unmet_requirements
 from dflash_doctor.checks.remedy import Installer
-from dflash_doctor.facts.envfacts import canonical, release, release_within
-from dflash_doctor.facts.environment_shapes import Distribution, Distributions, Target
-from dflash_doctor.facts.vllm_serve_path import import_names, matches
-from dflash_doctor.facts.vllm_serve_path import unmet_requirements as requirements_unmet
-from dflash_doctor.facts.vllm_source_shapes import ServeImport, VllmServeImports
+from dflash_doctor.facts.python.envfacts import canonical, release, release_within
+from dflash_doctor.facts.python.environment_shapes import Distribution, Distributions, Target
+from dflash_doctor.facts.python.vllm_serve_path import import_names, matches
+from dflash_doctor.facts.python.vllm_serve_path import unmet_requirements as requirements_unmet
+from dflash_doctor.facts.python.vllm_source_shapes import ServeImport, VllmServeImports
 from dflash_doctor.knowledge.stack import OPTIONAL_AT_SERVE
 from dflash_doctor.knowledge.vllm_imports import IMPORTED_AT_ENGINE_START, IMPORTED_THROUGH, EngineStartImport
 from dflash_doctor.model import JSON, Finding, Remediation, Status
@@ -196,7 +196,8 @@ _REACH_WORDS = {
 def _vllm_requirements(dists: Distributions, marker_env: Mapping[str, str], installer: Installer,
                        serve: VllmServeImports, environ: Mapping[str, str]) -> Iterator[Finding]:
     """Each requirement of vLLM that no installed version meets: a failure when `vllm serve` imports it on its
-    way up (the scan in facts.vllm_serve_path), a warning in pip check's words otherwise, naming what needs it."""
+    way up (the scan in facts.python.vllm_serve_path), a warning in pip check's words otherwise, naming what needs
+    it."""
     vllm = dists.get("vllm")
     if vllm is None:
         return

@@ -17,8 +17,8 @@ from dflash_doctor.checks.python.codes import (
     EXTENSIONS_OTHER_PYTHON,
 )
 from dflash_doctor.checks.remedy import Installer, quote
-from dflash_doctor.facts.environment_shapes import Distribution, Distributions, Target
-from dflash_doctor.facts.imports_shapes import ExtensionFacts
+from dflash_doctor.facts.python.environment_shapes import Distribution, Distributions, Target
+from dflash_doctor.facts.python.imports_shapes import ExtensionFacts
 from dflash_doctor.knowledge.vllm_imports import VENDORED_DEEP_GEMM
 from dflash_doctor.model import Finding, Remediation, Status
 

@@ -17,9 +17,9 @@ from dflash_doctor.checks.python.codes import (
     KERNEL_PACKAGES_JIT_CACHE_CUDA,
 )
 from dflash_doctor.checks.remedy import Installer, join
-from dflash_doctor.facts.environment_shapes import Distribution, Distributions, TargetEnviron
-from dflash_doctor.facts.kernel_files_shapes import CachedLibrary, FlashinferJitCache
-from dflash_doctor.facts.nvml_shapes import Gpu
+from dflash_doctor.facts.gpu.nvml_shapes import Gpu
+from dflash_doctor.facts.python.environment_shapes import Distribution, Distributions, TargetEnviron
+from dflash_doctor.facts.python.kernel_files_shapes import CachedLibrary, FlashinferJitCache
 from dflash_doctor.knowledge.flashinfer import (
     FLASHINFER_JIT_CACHE,
     FLASHINFER_KERNEL_WHEELS,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dflash_doctor.facts.pysource import SourceError, parse_expression
-from dflash_doctor.facts.vllm_source_shapes import Guard, ImportSite
+from dflash_doctor.facts.python.vllm_source_shapes import Guard, ImportSite
 
 __all__ = ["Verdict", "evaluate_test", "judge_site"]
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from dflash_doctor.checks.gpu.devices import no_driver_finding
 from dflash_doctor.checks.python.codes import DISTRIBUTIONS_REQUIREMENT_MISSING, CauseCodes
-from dflash_doctor.checks.python.namespace_common import (
+from dflash_doctor.checks.python.namespace_layout import (
     TOP,
     describe_namespace,
     explain_layout,
@@ -22,10 +22,10 @@ from dflash_doctor.checks.python.namespace_common import (
 from dflash_doctor.checks.python.requirements import unmet_requirements
 from dflash_doctor.checks.remedy import Installer, flash_attn_source_build, quote
 from dflash_doctor.codes import Code
-from dflash_doctor.facts.envfacts import canonical
-from dflash_doctor.facts.environment_shapes import Distributions, Resolution
-from dflash_doctor.facts.imports_shapes import ImportFacts, ImportProcess, StackVersions
-from dflash_doctor.facts.nvml_shapes import Gpu
+from dflash_doctor.facts.gpu.nvml_shapes import Gpu
+from dflash_doctor.facts.python.envfacts import canonical
+from dflash_doctor.facts.python.environment_shapes import Distributions, Resolution
+from dflash_doctor.facts.python.imports_shapes import ImportFacts, ImportProcess, StackVersions
 from dflash_doctor.knowledge.cuda import is_driver_library
 from dflash_doctor.knowledge.stack import is_torch_library
 from dflash_doctor.model import Remediation, Status

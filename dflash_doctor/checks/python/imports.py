@@ -36,15 +36,15 @@ from dflash_doctor.checks.python.import_failures import (
     exception_mro,
     literal_exception,
 )
-from dflash_doctor.checks.python.namespace_common import ABSENT_IS_SKIPPED
-from dflash_doctor.facts.environment_shapes import Resolution, Target
-from dflash_doctor.facts.imports_shapes import (
+from dflash_doctor.checks.python.namespace_layout import ABSENT_IS_SKIPPED
+from dflash_doctor.facts.python.environment_shapes import Resolution, Target
+from dflash_doctor.facts.python.imports_shapes import (
     ExtensionFacts,
     ImportFacts,
     RotaryImport,
     SurfaceImports,
 )
-from dflash_doctor.facts.vllm_source_shapes import ImportSite, VllmSource, VllmSurface
+from dflash_doctor.facts.python.vllm_source_shapes import ImportSite, VllmSource, VllmSurface
 from dflash_doctor.knowledge.vllm_imports import SERVING_PATH_SITES
 from dflash_doctor.model import STOPS_SERVE, Finding, Status
 

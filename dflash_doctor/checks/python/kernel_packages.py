@@ -15,8 +15,13 @@ from dflash_doctor.checks.python.codes import (
 )
 from dflash_doctor.checks.python.requirements import KERNELS, STACK, VERIFIED, requirements_of, satisfies
 from dflash_doctor.checks.remedy import Installer
-from dflash_doctor.facts.envfacts import canonical, release_within
-from dflash_doctor.facts.environment_shapes import DifferingFile, Distribution, Distributions, SharedClaimant
+from dflash_doctor.facts.python.envfacts import canonical, release_within
+from dflash_doctor.facts.python.environment_shapes import (
+    DifferingFile,
+    Distribution,
+    Distributions,
+    SharedClaimant,
+)
 from dflash_doctor.knowledge.kernel_wheels import CUTLASS_DSL_SPLIT, PIN_SKEWS
 from dflash_doctor.knowledge.vllm_imports import NEVER_IMPORTED
 from dflash_doctor.model import Finding, Remediation, Status

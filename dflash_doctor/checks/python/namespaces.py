@@ -22,7 +22,7 @@ from dflash_doctor.checks.python.codes import (
     NAMESPACES_V4_WITHOUT_V2,
 )
 from dflash_doctor.checks.python.guards import judge_site
-from dflash_doctor.checks.python.namespace_common import (
+from dflash_doctor.checks.python.namespace_layout import (
     ABSENT_IS_SKIPPED,
     Portion,
     contents_phrase,
@@ -33,8 +33,8 @@ from dflash_doctor.checks.python.namespace_common import (
     where_on_path,
 )
 from dflash_doctor.checks.remedy import Installer, uninstall_remediation
-from dflash_doctor.facts.environment_shapes import Distribution, Distributions, Resolved
-from dflash_doctor.facts.vllm_source_shapes import ImportSite, VllmSource
+from dflash_doctor.facts.python.environment_shapes import Distribution, Distributions, Resolved
+from dflash_doctor.facts.python.vllm_source_shapes import ImportSite, VllmSource
 from dflash_doctor.knowledge.flash_attn import EXTEND_PATH_FIRST_RELEASE, FA2_RELEASES_SHIPPING_CUTE, V2_SPEC
 from dflash_doctor.knowledge.vllm_imports import SERVING_PATH_SITES
 from dflash_doctor.model import STOPS_SERVE, Finding, Remediation, Status

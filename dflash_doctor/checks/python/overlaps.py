@@ -17,8 +17,13 @@ from typing import Any
 from dflash_doctor.checks.python.codes import DISTRIBUTIONS_SHARED_PATHS
 from dflash_doctor.checks.python.requirements import STACK, VERIFIED
 from dflash_doctor.checks.remedy import Installer
-from dflash_doctor.facts.envfacts import canonical
-from dflash_doctor.facts.environment_shapes import DifferingFile, Distributions, SharedClaimant, SharedFiles
+from dflash_doctor.facts.python.envfacts import canonical
+from dflash_doctor.facts.python.environment_shapes import (
+    DifferingFile,
+    Distributions,
+    SharedClaimant,
+    SharedFiles,
+)
 from dflash_doctor.model import Finding, Remediation, Status
 
 __all__ = ["SharedPaths", "overlap_findings", "partners"]

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 from dflash_doctor.checks.python.codes import KERNEL_PACKAGES_PTH_NOT_READ
 from dflash_doctor.checks.remedy import Installer, quote
-from dflash_doctor.facts.environment_shapes import Resolution
-from dflash_doctor.facts.kernel_files_shapes import PthFile
+from dflash_doctor.facts.python.environment_shapes import Resolution
+from dflash_doctor.facts.python.kernel_files_shapes import PthFile
 from dflash_doctor.knowledge.site_pth import PTH_PROVIDES
 from dflash_doctor.model import Finding, Remediation, Status
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from dflash_doctor.facts.envfacts import applicable_requirements, canonical
-from dflash_doctor.facts.environment_shapes import Distribution, Distributions
-from dflash_doctor.facts.vllm_serve_path import unmet_requirements as requirements_unmet
+from dflash_doctor.facts.python.envfacts import applicable_requirements, canonical
+from dflash_doctor.facts.python.environment_shapes import Distribution, Distributions
+from dflash_doctor.facts.python.vllm_serve_path import unmet_requirements as requirements_unmet
 from dflash_doctor.knowledge.kernel_wheels import KERNEL_DISTRIBUTIONS
 from dflash_doctor.knowledge.stack import STACK_DISTRIBUTIONS
 

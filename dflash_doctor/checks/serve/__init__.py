@@ -1,7 +1,7 @@
 """The serve layer: the `vllm serve` command, judged against the installed vLLM and the models it names, and what it
 needs of the GPUs.
 
-Modules, bottom to top: codes (the finding codes), common (vLLM's defaults and rules over the parsed fields),
+Modules, bottom to top: codes (the finding codes), settings (vLLM's defaults and rules over the parsed fields),
 view (ServeCommand, the command's typed view), speculators and pairing (rules over it), command and resources
 (the two checks' rule sets); the check classes are here."""
 
@@ -13,10 +13,10 @@ from typing import ClassVar
 from dflash_doctor.check import Check, Facts
 from dflash_doctor.checks.serve.codes import CODES, COMMAND_CODES, NOT_GIVEN, RESOURCES_CODES
 from dflash_doctor.checks.serve.command import command_findings
-from dflash_doctor.checks.serve.common import not_given
 from dflash_doctor.checks.serve.resources import resources_findings
+from dflash_doctor.checks.serve.settings import not_given
 from dflash_doctor.codes import Code
-from dflash_doctor.facts.serve_shapes import ServeArgs
+from dflash_doctor.facts.serve.serve_shapes import ServeArgs
 from dflash_doctor.model import Finding
 
 __all__ = ["CODES", "ServeCommandCheck", "ServeResourcesCheck"]

@@ -1,7 +1,7 @@
 """The finding codes of the serve layer: one constant per id, with its title and explanation.
 
 `serve-command.*` for the `vllm serve` command line, judged before it runs; `serve-resources.*` for what the
-host must offer it (GPUs, memory, the port)."""
+machine must offer it (GPUs, memory, the port)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.argv import with_flag, with_spec, without_flag
-from dflash_doctor.checks.models.common import gpu_view, is_int, text_config
+from dflash_doctor.checks.models.model_views import gpu_view, is_int, text_config
 from dflash_doctor.checks.remedy import installer_for, join
 from dflash_doctor.checks.serve.codes import (
     DRAFTER_BROKEN,
@@ -51,7 +51,9 @@ from dflash_doctor.checks.serve.codes import (
     VLLM_PARSER_REJECTED,
     VLLM_VALIDATION,
 )
-from dflash_doctor.checks.serve.common import (
+from dflash_doctor.checks.serve.environ import ENVIRON_IDS, environ_findings, environ_judged_by_vllm
+from dflash_doctor.checks.serve.pairing import serve_rules
+from dflash_doctor.checks.serve.settings import (
     effective_settings,
     gpu_tier,
     max_len_refused,
@@ -60,14 +62,12 @@ from dflash_doctor.checks.serve.common import (
     size_gib,
     spec_token_budget,
 )
-from dflash_doctor.checks.serve.environ import ENVIRON_IDS, environ_findings, environ_judged_by_vllm
-from dflash_doctor.checks.serve.pairing import serve_rules
 from dflash_doctor.checks.serve.speculators import launch_findings
 from dflash_doctor.checks.serve.view import ServeCommand
 from dflash_doctor.codes import Code
-from dflash_doctor.facts.envfacts import release
-from dflash_doctor.facts.models_shapes import ConfigView, Models
-from dflash_doctor.facts.serve_shapes import (
+from dflash_doctor.facts.models.models_shapes import ConfigView, Models
+from dflash_doctor.facts.python.envfacts import release
+from dflash_doctor.facts.serve.serve_shapes import (
     BackendChoice,
     ModelCodeCall,
     NotValidated,

@@ -1,6 +1,6 @@
 """The environment `vllm serve` gets, as the installed vLLM's own `validate_environ` judges it: vLLM's verdict where
 it imports (the vllm_args probe runs the function), else the lists read from the installed release's source
-(facts.vllm_environ): refused values, removed variables, unknown `VLLM_*` names."""
+(facts.serve.vllm_environ): refused values, removed variables, unknown `VLLM_*` names."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from dflash_doctor.checks.serve.codes import ENVIRON_REFUSED, ENVIRON_UNKNOWN
 from dflash_doctor.checks.serve.view import ServeCommand
-from dflash_doctor.facts.serve_shapes import VllmEnvironRules
+from dflash_doctor.facts.serve.serve_shapes import VllmEnvironRules
 from dflash_doctor.model import Finding, Remediation, Status
 
 __all__ = ["ENVIRON_IDS", "UNKNOWN_WORDS", "environ_findings", "environ_judged_by_vllm", "hard_fail", "judge_environ"]

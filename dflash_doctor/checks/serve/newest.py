@@ -1,18 +1,18 @@
 """Serving conditions of the newest DFlash releases that the command alone does not show: prefix caching with an
 eagle-family draft on a hybrid target (vLLM #53505, read from the installed scheduler and KV cache coordinator),
 and NVIDIA Confidential Computing under tensor parallelism (NVML's state, as vLLM 0.34 reads it). The facts come
-from facts.vllm_pairing and the NVML section; the hard-coded rest is in knowledge.dflash_formats."""
+from facts.serve.vllm_pairing and the NVML section; the hard-coded rest is in knowledge.dflash_formats."""
 
 from __future__ import annotations
 
 from dflash_doctor.check import Facts
-from dflash_doctor.checks.models.common import architectures
 from dflash_doctor.checks.models.drafter_pairing import pairing_facts
+from dflash_doctor.checks.models.model_views import architectures
 from dflash_doctor.checks.remedy import join
 from dflash_doctor.checks.serve.codes import CONFIDENTIAL_COMPUTE_MODE, HYBRID_PREFIX_CACHE
 from dflash_doctor.checks.serve.view import ServeCommand
-from dflash_doctor.facts.nvml_shapes import Gpu
-from dflash_doctor.facts.serve_shapes import ServeArgs, VllmDflash
+from dflash_doctor.facts.gpu.nvml_shapes import Gpu
+from dflash_doctor.facts.serve.serve_shapes import ServeArgs, VllmDflash
 from dflash_doctor.knowledge.dflash_formats import CONFIDENTIAL_COMPUTE
 from dflash_doctor.knowledge.dflash_formats import HYBRID_PREFIX_CACHE as HYBRID_RULE
 from dflash_doctor.model import Finding, Remediation, Status

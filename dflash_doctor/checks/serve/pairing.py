@@ -13,9 +13,9 @@ import difflib
 from collections.abc import Callable
 
 from dflash_doctor.checks.argv import with_flag, with_switch, without_flag
-from dflash_doctor.checks.models.common import architectures, text_config, version_tuple
 from dflash_doctor.checks.models.drafter_attention import choose_backend
 from dflash_doctor.checks.models.drafter_pairing import model_runner, pairing_facts
+from dflash_doctor.checks.models.model_views import architectures, text_config, version_tuple
 from dflash_doctor.checks.remedy import join
 from dflash_doctor.checks.serve.codes import (
     AUTO_TOOL_CHOICE_WITHOUT_PARSER,
@@ -29,10 +29,10 @@ from dflash_doctor.checks.serve.codes import (
     UNKNOWN_REASONING_PARSER,
     UNKNOWN_TOOL_PARSER,
 )
-from dflash_doctor.checks.serve.common import MULTIMODAL_PREFIX_WORDS, size_gib
 from dflash_doctor.checks.serve.newest import hybrid_prefix_cache
+from dflash_doctor.checks.serve.settings import MULTIMODAL_PREFIX_WORDS, size_gib
 from dflash_doctor.checks.serve.view import ServeCommand
-from dflash_doctor.facts.serve_shapes import LanguageModelOnly, ParserRegistry, TransformersTypes
+from dflash_doctor.facts.serve.serve_shapes import LanguageModelOnly, ParserRegistry, TransformersTypes
 from dflash_doctor.knowledge.dflash_reports import (
     AUTO_TOOL_CHOICE_RULE,
     FP8_QUERY_NEEDS_BFLOAT16,

@@ -1,4 +1,4 @@
-"""Layer: what the host must offer `vllm serve` (check `serve-resources`).
+"""Layer: what the machine must offer `vllm serve` (check `serve-resources`).
 
 Enough GPUs for TP x PP, weights per GPU plus the drafter within each GPU's memory x
 --gpu-memory-utilization (memory other processes hold counted), room for one max_model_len sequence of
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from dflash_doctor.check import Facts
 from dflash_doctor.checks.argv import with_flag
-from dflash_doctor.checks.models.common import (
+from dflash_doctor.checks.models.model_views import (
     gpu_view,
     text_config,
 )
@@ -29,7 +29,8 @@ from dflash_doctor.checks.serve.codes import (
     RESOURCES_NOT_GIVEN,
     WORLD_SIZE,
 )
-from dflash_doctor.checks.serve.common import (
+from dflash_doctor.checks.serve.newest import confidential_compute
+from dflash_doctor.checks.serve.settings import (
     DTYPE_BYTES,
     MULTIMODAL_PREFIX_WORDS,
     effective_settings,
@@ -38,10 +39,9 @@ from dflash_doctor.checks.serve.common import (
     not_given,
     size_gib,
 )
-from dflash_doctor.checks.serve.newest import confidential_compute
-from dflash_doctor.facts.models_shapes import Model, Models, Weights
-from dflash_doctor.facts.nvml_shapes import GpuDevice
-from dflash_doctor.facts.serve_shapes import ServeArgs, ServeFields, VllmDflash
+from dflash_doctor.facts.gpu.nvml_shapes import GpuDevice
+from dflash_doctor.facts.models.models_shapes import Model, Models, Weights
+from dflash_doctor.facts.serve.serve_shapes import ServeArgs, ServeFields, VllmDflash
 from dflash_doctor.knowledge.dflash import (
     KV_CACHE_ONE_SEQUENCE,
     WORLD_SIZE_RULE,

@@ -14,8 +14,8 @@ from dflash_doctor.checks.serve.codes import (
     SPECULATORS_NO_VERIFIER,
     SPECULATORS_VERIFIER_REFUSED,
 )
-from dflash_doctor.facts.models_shapes import SpeculatorsLaunch
-from dflash_doctor.facts.serve_shapes import VllmDflash
+from dflash_doctor.facts.models.models_shapes import SpeculatorsLaunch
+from dflash_doctor.facts.serve.serve_shapes import VllmDflash
 from dflash_doctor.knowledge.dflash_reports import SPECULATORS_LAUNCH as LAUNCH_RULE
 from dflash_doctor.model import Finding, Remediation, Status
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from dflash_doctor.checks.models.common import GpuView
+from dflash_doctor.checks.models.model_views import GpuView
 from dflash_doctor.checks.models.speculators import Launch
 from dflash_doctor.checks.remedy import Installer
-from dflash_doctor.facts.models_shapes import Model
-from dflash_doctor.facts.serve_shapes import ServeArgs, ServeFields, SpeculativeConfig, VllmDflash
+from dflash_doctor.facts.models.models_shapes import Model
+from dflash_doctor.facts.serve.serve_shapes import ServeArgs, ServeFields, SpeculativeConfig, VllmDflash
 from dflash_doctor.model import CheckResult, Finding
 
 __all__ = ["ServeCommand"]

@@ -16,7 +16,7 @@ from dflash_doctor.facts.elf.symbols import (
     ElfError,
     dynamic_facts,
     exported_symbols,
-    host_runtime_versions,
+    machine_runtime_versions,
     missing_symbols,
     open_elf,
     unmet_versions,
@@ -25,7 +25,7 @@ from dflash_doctor.facts.elf.symbols import (
 __all__ = [
     "ElfError",
     "exported_symbols",
-    "host_runtime_versions",
+    "machine_runtime_versions",
     "missing_symbols",
     "scan_library",
     "unmet_versions",

@@ -5,7 +5,7 @@
 - its DT_NEEDED libraries and RPATH/RUNPATH;
 - which libtorch/libc10 symbols it leaves undefined, and which symbols a torch library exports: the
   "undefined symbol: _ZN3c10..." failure of an extension built against another torch;
-- the host's glibc and libstdc++ versions, to compare with the above.
+- the machine's glibc and libstdc++ versions, to compare with the above.
 
 Symbol tables are read straight from an mmap with `struct.iter_unpack` at the offsets pyelftools gives:
 pyelftools' per-symbol objects take ~100 us each, and libtorch_cpu exports well over 100k symbols.
@@ -41,7 +41,7 @@ __all__ = [
     "defined_versions",
     "dynamic_facts",
     "exported_symbols",
-    "host_runtime_versions",
+    "machine_runtime_versions",
     "missing_symbols",
     "open_elf",
     "required_versions",
@@ -258,7 +258,7 @@ def missing_symbols(undefined: Iterable[str], exported: set[str]) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# The host's runtime libraries
+# The machine's runtime libraries
 # ---------------------------------------------------------------------------------------------------------
 
 _LIBSTDCXX: Final = "libstdc++.so.6"
@@ -348,8 +348,8 @@ def _find_libstdcxx(executable: str) -> tuple[str | None, str]:
     return None, "not found (rpath, LD_LIBRARY_PATH, ldconfig -p, find_library)"
 
 
-def host_runtime_versions(executable: str | None = None) -> dict[str, Any]:
-    """What this host's C and C++ runtimes provide to `executable` (default: this interpreter), as facts:
+def machine_runtime_versions(executable: str | None = None) -> dict[str, Any]:
+    """What this machine's C and C++ runtimes provide to `executable` (default: this interpreter), as facts:
 
     {"provides": {"GLIBC": "2.36", "GLIBCXX": "3.4.30", "CXXABI": "1.3.13"},
      "glibc": {"version", "read_from"}, "libstdcxx": {"path", "found_by"}, "errors": [...]}

@@ -49,7 +49,7 @@ JSONDict = dict[str, Any]
 # tensor.rs `MAX_HEADER_SIZE`: the reference reader refuses anything larger (DoS guard).
 MAX_HEADER_SIZE: Final[int] = 100_000_000
 _LEN_BYTES: Final[int] = 8
-# Rust deserialises sizes and offsets into usize; on 64-bit hosts anything >= 2**64 fails.
+# Rust deserialises sizes and offsets into usize; on 64-bit machines anything >= 2**64 fails.
 _USIZE_LIMIT: Final[int] = 2**64
 
 # tensor.rs `Dtype::bitsize` (the complete enum at HEAD 24b0b28).

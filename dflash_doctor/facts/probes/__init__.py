@@ -8,7 +8,7 @@ process group with a timeout: a segfault becomes a signal name, a hang a timeout
 document) and `STDERR_CAP` of stderr: past either, its process group is killed and the outcome says so
 (a `.pth` file or a `sitecustomize` that writes endlessly while the interpreter starts would otherwise
 grow the doctor without bound). Probes that need torch run as forked children of one process per doctor run
-that imported it once (`TargetHost`), each still a process of its own.
+that imported it once (`SharedTargetProcess`), each still a process of its own.
 
 Every probe process starts through `launch`, which isolates it the way `vllm serve`'s console script is: the
 target's sys.path as that script sees it (PYTHONPATH, site-packages, .pth files), never the working directory
@@ -43,19 +43,20 @@ from typing import Any
 from dflash_doctor.process import CHUNK, STDERR_CAP, STDOUT_CAP, exchange, kill_group, safe_path_environ
 
 __all__ = [
-    "MARKER", "PROBE_VARIABLE", "SHARED_IMPORTS", "Launched", "ProbeJob", "ProbeOutcome", "SharedRun", "TargetHost",
-    "documents", "launch", "overflow_error", "probe_environ", "probe_source", "run_probe",
+    "MARKER", "PROBE_VARIABLE", "SHARED_IMPORTS", "Launched", "ProbeJob", "ProbeOutcome", "SharedRun",
+    "SharedTargetProcess", "documents", "launch", "overflow_error", "probe_environ", "probe_source", "run_probe",
     "run_probes_sharing_imports",
 ]
 
 MARKER = "@@dflash-doctor-facts@@"
 SHARED_IMPORTS = ("torch",)
-"""What the run's one target process (`TargetHost`) imports before it forks the probes that need the stack: a
+"""What the run's one target process (`SharedTargetProcess`) imports before it forks the probes that need the stack: a
 cold `import torch` costs seconds, and each probe importing it again made the cost scale with the stack."""
-# The host's own marker (probes/host.py): the jobs' output it relays holds MARKER.
-HOST_MARKER = "@@dflash-doctor-host@@"
-HOST_LINE_CAP = 64 << 20
-"""The longest line of the host's protocol: a job's outcome holds its stdout (up to STDOUT_CAP, JSON-escaped)."""
+# The target process's own marker (probes/target_process.py): the jobs' output it relays holds MARKER.
+TARGET_PROCESS_MARKER = "@@dflash-doctor-target-process@@"
+TARGET_PROCESS_LINE_CAP = 64 << 20
+"""The longest line of the target process's protocol: a job's outcome holds its stdout (up to STDOUT_CAP,
+JSON-escaped)."""
 _HERE = Path(__file__).resolve().parent
 STDERR_KEEP = 4000
 
@@ -255,26 +256,26 @@ class ProbeJob:
 
 @dataclass(frozen=True)
 class SharedRun:
-    host: dict[str, Any]
-    """How the host process went: its own run (`process`), what it preloaded and how long it took."""
+    target_process: dict[str, Any]
+    """How the target process went: its own run (`process`), what it preloaded and how long it took."""
     outcomes: dict[str, ProbeOutcome]
 
 
-class TargetHost:
+class SharedTargetProcess:
     """One process in the target interpreter that imported `preload` once, running probes as forked children.
 
     Jobs can be sent while it runs (`submit`), from any thread: the collectors of one doctor run share
     it, so the target's torch is imported once per run however many probes need it. Each job is still a
     process of its own, with its own exit status, stderr and timeout (`timeout_s`, from the job's own
-    start); at most `parallel` run at once (default: the cores). If the host dies before or while it
+    start); at most `parallel` run at once (default: the cores). If the process dies before or while it
     serves (a crash while preloading, say), each job it had not finished runs again in a process of
     its own; if its preload outlasts `timeout_s`, every job it holds is timed out (the same import
     would hang each of them).
 
     Its first message, before it imports anything, answers the handshake (`hello`): the run need not start
     an interpreter of its own to ask which Python the target is, and the preload does not wait for that
-    answer. `on_ready` is called once, from the thread that reads the host, when the preload is done (or the
-    host ended without finishing it).
+    answer. `on_ready` is called once, from the thread that reads the process, when the preload is done (or
+    the process ended without finishing it).
     """
 
     def __init__(self, python: str, *, preload: tuple[str, ...], timeout_s: float, cwd: str | None = None,
@@ -308,7 +309,7 @@ class TargetHost:
         self._threads: list[threading.Thread] = []
 
     # -- lifecycle
-    def start(self) -> TargetHost:
+    def start(self) -> SharedTargetProcess:
         with self._lock:
             if self._state != "new":
                 return self
@@ -316,7 +317,7 @@ class TargetHost:
                     "preload_if_found": list(self.preload_if_found) if self.preload_if_found is not None else None}
             self._started = time.monotonic()
             try:
-                self._launched = launch(self.python, "host", argv=(json.dumps(args),), cwd=self.cwd)
+                self._launched = launch(self.python, "target_process", argv=(json.dumps(args),), cwd=self.cwd)
                 self._proc = self._launched.proc
             except OSError as exc:
                 self._state = "failed"
@@ -332,19 +333,20 @@ class TargetHost:
             self._told_ready()
             return self
         for target in (self._read_protocol, self._read_stderr, self._watch_preload):
-            thread = threading.Thread(target=target, daemon=True, name=f"dflash-doctor-host-{target.__name__}")
+            thread = threading.Thread(target=target, daemon=True,
+                                      name=f"dflash-doctor-target-process-{target.__name__}")
             thread.start()
             self._threads.append(thread)
         return self
 
-    def __enter__(self) -> TargetHost:  # noqa: PYI034 - typing.Self is 3.11+
+    def __enter__(self) -> SharedTargetProcess:  # noqa: PYI034 - typing.Self is 3.11+
         return self.start()
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
     def hello(self) -> tuple[dict[str, Any] | None, bool]:
-        """The host's answer to the handshake (probes/handshake.py's document), waited for up to `timeout_s`, and
+        """The process's answer to the handshake (probes/handshake.py's document), waited for up to `timeout_s`, and
         whether it is missing because the interpreter was still silent then (True) rather than because the
         process ended or never started without answering (False: ask the handshake probe why)."""
         answered = self._hello.wait(self.timeout_s)
@@ -353,13 +355,13 @@ class TargetHost:
             return self._hello_facts, silent
 
     def abort(self) -> None:
-        """End the host at once, the jobs it holds with it (the run is given up: the interpreter was refused)."""
+        """End the process at once, the jobs it holds with it (the run is given up: the interpreter was refused)."""
         if self._proc is not None:
             kill_group(self._proc)
         self.close()
 
     def close(self) -> None:
-        """No more jobs: let the host finish those it holds, then end its process group."""
+        """No more jobs: let the process finish those it holds, then end its process group."""
         proc = self._proc
         if proc is not None and proc.stdin is not None:
             with self._lock:
@@ -396,7 +398,7 @@ class TargetHost:
                     self._proc.stdin.write((json.dumps(line) + "\n").encode("utf-8"))
                     self._proc.stdin.flush()
                 except OSError:
-                    pass  # the host is gone: the protocol reader's end of file runs it alone
+                    pass  # the process is gone: the protocol reader's end of file runs it alone
                 else:
                     self._sources_sent.add(job.probe)
                 self._pending[key] = (job, future)
@@ -411,7 +413,7 @@ class TargetHost:
         return {job.name: future.result() for job, future in futures}
 
     def facts(self) -> dict[str, Any]:
-        """How the host went so far: its process, what it preloaded and how long that took."""
+        """How the process went so far: its process, what it preloaded and how long that took."""
         proc = self._proc
         returncode = proc.returncode if proc is not None else None
         facts: dict[str, Any] = {
@@ -437,7 +439,7 @@ class TargetHost:
     def _read_protocol(self) -> None:
         proc = self._proc
         assert proc is not None and proc.stdout is not None
-        for line in _lines(proc.stdout.fileno(), HOST_LINE_CAP):
+        for line in _lines(proc.stdout.fileno(), TARGET_PROCESS_LINE_CAP):
             if line is None:  # more than STDOUT_CAP that is not the protocol: its startup writes without end
                 with self._lock:
                     if self._state == "serving" and not self._ready.is_set():
@@ -447,10 +449,10 @@ class TargetHost:
                                           "process of its own")
                 kill_group(proc)
                 break
-            if not line.startswith(HOST_MARKER.encode()):
+            if not line.startswith(TARGET_PROCESS_MARKER.encode()):
                 continue
             try:
-                message = json.loads(line[len(HOST_MARKER):])
+                message = json.loads(line[len(TARGET_PROCESS_MARKER):])
             except (ValueError, RecursionError):
                 continue
             if not isinstance(message, dict):
@@ -490,9 +492,9 @@ class TargetHost:
             self._settle(job, future, state)
 
     def _told_ready(self) -> None:
-        callback, self._on_ready = self._on_ready, None  # once: at ready, or at the end of a host never ready
+        callback, self._on_ready = self._on_ready, None  # once: at ready, or at the end of a process never ready
         if callback is not None:
-            with contextlib.suppress(Exception):  # a listener's trouble is not the host's
+            with contextlib.suppress(Exception):  # a listener's trouble is not the process's
                 callback()
 
     def _read_stderr(self) -> None:
@@ -516,8 +518,8 @@ class TargetHost:
         kill_group(self._proc)
 
     def _settle(self, job: ProbeJob, future: Future[ProbeOutcome], state: str) -> None:
-        """A job the host will not run: time it out with the host, fail it with the host (which was
-        ended while it served: the doctor being stopped, say), or run it alone (the host never served)."""
+        """A job the process will not run: time it out with the process, fail it with the process (which
+        was ended while it served: the doctor being stopped, say), or run it alone (the process never served)."""
         if state == "preload-timed-out":
             future.set_result(ProbeOutcome(None, None, None, True, "", self.timeout_s,
                                            f"timed out after {self.timeout_s:g} s"))
@@ -538,11 +540,11 @@ def run_probes_sharing_imports(
     timeout_s: float,
     cwd: str | None = None,
 ) -> SharedRun:
-    """Run `jobs` in forked children of one target process that imported `preload` first (a host of
+    """Run `jobs` in forked children of one target process that imported `preload` first (one of
     their own, ended when they are done)."""
-    with TargetHost(python, preload=preload, timeout_s=timeout_s, cwd=cwd) as host:
-        outcomes = host.run(jobs)
-    return SharedRun(host.facts(), outcomes)
+    with SharedTargetProcess(python, preload=preload, timeout_s=timeout_s, cwd=cwd) as target_process:
+        outcomes = target_process.run(jobs)
+    return SharedRun(target_process.facts(), outcomes)
 
 
 def _job_outcome(job: Any, timeout_s: float, python: str = "the target interpreter") -> ProbeOutcome:
@@ -585,10 +587,10 @@ def _lines(fd: int, cap: int) -> Iterator[bytes | None]:
                 break
             line = bytes(pending[:end])
             del pending[:end + 1]
-            if not line.startswith(HOST_MARKER.encode()):
+            if not line.startswith(TARGET_PROCESS_MARKER.encode()):
                 stray += len(line) + 1
             yield line
-        if len(pending) > cap or (pending and not pending.startswith(HOST_MARKER.encode()[:len(pending)])
+        if len(pending) > cap or (pending and not pending.startswith(TARGET_PROCESS_MARKER.encode()[:len(pending)])
                                   and stray + len(pending) > STDOUT_CAP):
             stray += len(pending)
             del pending[:]  # the rest of that line is read and dropped

@@ -60,7 +60,7 @@ _OWN_ROOTS = object()  # `guard_extensions`' default: this interpreter's own roo
 def read_arguments():
     # type: () -> Dict[str, Any]
     """The probe's arguments (a JSON object): on stdin, never in argv, where `ps` would show a serve command's
-    --api-key; or as argv[1] in a job forked from the shared host."""
+    --api-key; or as argv[1] in a job forked from the shared target process."""
     given = json.loads(sys.argv[1] if len(sys.argv) > 1 else (sys.stdin.read() or "{}"))  # type: Dict[str, Any]
     return given
 
@@ -191,7 +191,7 @@ def guard_extensions(roots=_OWN_ROOTS, stand_in=None):
         settings["roots"] = GUARD["roots"]
         os.environ[PROBE_VARIABLE] = json.dumps(settings)
     loader = importlib.machinery.ExtensionFileLoader
-    # Wrapped once per process: a job forked from the probe host runs this prelude again.
+    # Wrapped once per process: a job forked from the target process runs this prelude again.
     create = getattr(loader.create_module, "_dflash_doctor_original", loader.create_module)
     execute = getattr(loader.exec_module, "_dflash_doctor_original", loader.exec_module)
 

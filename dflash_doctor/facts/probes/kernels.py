@@ -69,7 +69,7 @@ TRITON_FILENAME = "<dflash-doctor-triton-kernel>"
 
 
 def kernel_error(exc: BaseException, caught: Iterable[warnings.WarningMessage] = ()) -> Dict[str, Any]:
-    """An exception in a kernel case (facts.cuda_shapes.KernelError): whether CUDA ran out of memory, and the
+    """An exception in a kernel case (facts.gpu.cuda_shapes.KernelError): whether CUDA ran out of memory, and the
     warnings caught with it."""
     return {
         "type": type(exc).__name__,
