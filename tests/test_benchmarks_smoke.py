@@ -38,6 +38,7 @@ SMOKE = {
                                        r'\{"doctor .*": \d+\.\d+, "pip check": \d+\.\d+, "import torch": \d+\.\d+\}']),
     # no GPU here: the doctor's run and report only, the GPU runs and the floor program skipped (it says so)
     "bench_gpu_run": (["--", "--only", "namespaces"], [rf"smoke: doctor --no-gpu {SECONDS} \(exit [01]\), 1 checks",
+                                                        r"smoke: dropped [1-9]\d* files \(\d+ KiB\) of the doctor",
                                                         r"skipped the GPU run .* and the floor program"]),
 }
 
