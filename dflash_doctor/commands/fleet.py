@@ -74,7 +74,7 @@ def main(argv: Sequence[str]) -> int:
     except OSError as exc:
         tell(f"dflash-doctor fleet: error: --out-dir {args.out_dir}: {exc.strerror or exc}\n")
         return 2
-    try:
+    try:  # here, not at the top: Ray is an optional dependency (the `fleet` extra); its absence is said so
         from dflash_doctor.fleet import ray_fleet
     except ModuleNotFoundError as exc:
         tell(f"dflash-doctor fleet: error: Ray is not installed ({exc}); "
