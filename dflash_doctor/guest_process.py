@@ -12,6 +12,7 @@ its timeout should the doctor be gone.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import math
 import os
@@ -42,8 +43,6 @@ def _orphan_guard(timeout_s: float, parent: int) -> None:
 def _parent_death_signal(signum: int, parent: int) -> None:
     """Have the kernel send `signum` to this process when its parent ends (Linux)."""
     try:
-        import ctypes
-
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signum)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):

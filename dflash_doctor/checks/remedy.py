@@ -18,6 +18,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
 from dflash_doctor.check import Facts
 from dflash_doctor.facts.python.environment_shapes import Distribution, Distributions, Target
 from dflash_doctor.knowledge.archs_advice import FA2_ARCHS_ENV
@@ -103,9 +106,6 @@ def index_for(spec: str) -> list[str]:
     PyPI cannot satisfy (knowledge.installers.VLLM_PINS_OFF_PYPI: `vllm==0.34.0`, `vllm>=0.34`), the index that
     publishes each pin (INDEXES_BEYOND_PYPI). A spec that also admits an earlier release needs none: pip backtracks
     to it."""
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
-
     try:
         requirement = Requirement(spec)
     except InvalidRequirement:

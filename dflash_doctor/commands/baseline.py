@@ -22,6 +22,7 @@ from pathlib import Path
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
+from dflash_doctor import pipeline
 from dflash_doctor.checks.fix import baseline
 from dflash_doctor.commands import run as run_command
 from dflash_doctor.commands.options import (
@@ -35,6 +36,8 @@ from dflash_doctor.commands.options import (
 from dflash_doctor.commands.output import emit, live_progress
 from dflash_doctor.documents.jsondoc import shown_path
 from dflash_doctor.facts.envsummary import STACK
+from dflash_doctor.facts.fix.baseline import BaselineError
+from dflash_doctor.facts.fix.baseline import load as load_baseline
 from dflash_doctor.facts.fix.baseline_shapes import Baseline, PythonState
 from dflash_doctor.facts.fix.file_hashes import with_file_hashes
 from dflash_doctor.report import document as report_module
@@ -86,8 +89,6 @@ def cmd_save(argv: Sequence[str]) -> int:
     parser = save_parser()
     try:
         args = parse_run_args(argv, parser)
-        from dflash_doctor import pipeline  # after the parse: `--help` needs none of the run
-
         _check_baseline_path(args.file)
         if args.driver_range:
             try:
@@ -137,13 +138,8 @@ def cmd_show(argv: Sequence[str]) -> int:
     parser.add_argument("file", metavar="FILE")
     parser.add_argument("--json", action="store_true", help="print the baseline without file hashes, as JSON")
     args = parser.parse_args(argv)
-    from dflash_doctor.facts.fix.baseline import (  # reads with `packaging` (~60 ms): only when a baseline is read
-        BaselineError,
-        load,
-    )
-
     try:
-        state = load(args.file)
+        state = load_baseline(args.file)
     except BaselineError as exc:
         tell(f"dflash-doctor: error: {exc}")
         return 2

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from dflash_doctor.codes.aliases import V1_ALIASES
 from dflash_doctor.commands.options import Parser, tell
+from dflash_doctor.registry import CODES
 
 if TYPE_CHECKING:
     from dflash_doctor.codes import Code
@@ -23,8 +24,6 @@ def main(argv: Sequence[str]) -> int:
     parser = Parser(prog="dflash-doctor explain", description="Explain a finding id.")
     parser.add_argument("id", nargs="?", help="a finding id, e.g. namespaces.v4-without-v2 (none: list them all)")
     args = parser.parse_args(argv)
-    from dflash_doctor.registry import CODES  # loads every check (~240 ms): after the parse
-
     if args.id is None:
         for code in CODES.values():
             sys.stdout.write(_wrap(f"{code.id:<34} {code.title}", indent=" " * 35) + "\n")

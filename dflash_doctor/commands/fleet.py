@@ -31,6 +31,7 @@ from dflash_doctor.commands.options import (
     tell,
 )
 from dflash_doctor.documents import writer
+from dflash_doctor.fleet.merge import summarize, unreachable
 from dflash_doctor.report import document as report_module
 
 MAX_NODES = 100_000
@@ -74,14 +75,12 @@ def main(argv: Sequence[str]) -> int:
     except OSError as exc:
         tell(f"dflash-doctor fleet: error: --out-dir {args.out_dir}: {exc.strerror or exc}\n")
         return 2
-    try:
+    try:  # here, not at the top: Ray is an optional dependency (the `fleet` extra); its absence is said so
         from dflash_doctor.fleet import ray_fleet
     except ModuleNotFoundError as exc:
         tell(f"dflash-doctor fleet: error: Ray is not installed ({exc}); "
              f"install it with: {shlex.quote(sys.executable)} -m pip install 'ray[default]>=2.9'\n")
         return 2
-    from dflash_doctor.fleet.merge import summarize, unreachable  # not cheap: imported when the command runs
-
     try:
         nodes, problems = ray_fleet.gather(args.ray, request_of(args), gpus=args.gpus, timeout_s=args.node_timeout,
                                            min_nodes=args.min_nodes, wait_s=args.wait)

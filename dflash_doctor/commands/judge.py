@@ -6,6 +6,7 @@ import argparse
 import os
 from collections.abc import Sequence
 
+from dflash_doctor import pipeline
 from dflash_doctor.commands.options import (
     Parser,
     UsageError,
@@ -32,8 +33,6 @@ def judge_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str]) -> int:
     args = judge_parser().parse_args(argv)
-    from dflash_doctor import pipeline  # after the parse: `--help` needs none of the run
-
     try:
         check_output_paths(args)
         saved = report_module.load(args.report)

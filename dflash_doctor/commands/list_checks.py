@@ -6,6 +6,7 @@ import sys
 from collections.abc import Sequence
 
 from dflash_doctor.commands.options import Parser
+from dflash_doctor.registry import load_checks
 from dflash_doctor.render.plain import plain_output
 from dflash_doctor.render.text import log_line, screen
 
@@ -14,8 +15,6 @@ __all__ = ["main"]
 
 def main(argv: Sequence[str]) -> int:
     Parser(prog="dflash-doctor list", description="List the checks.").parse_args(argv)
-    from dflash_doctor.registry import load_checks  # loads every check (~240 ms): after the parse
-
     loaded, errors = load_checks()
     shown = log_line if plain_output(sys.stdout) else screen  # a plugin's title or error is the plugin's text
 

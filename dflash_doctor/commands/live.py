@@ -27,7 +27,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from dflash_doctor import __version__
+from dflash_doctor import __version__, pipeline
 from dflash_doctor.checks.live.metrics import figures
 from dflash_doctor.commands.options import (
     OUTPUT_OPTIONS,
@@ -56,6 +56,7 @@ from dflash_doctor.facts.safefile import read_regular
 from dflash_doctor.report import document as report_module
 from dflash_doctor.report.redact import Redactor, given_secrets
 from dflash_doctor.request import Request
+from dflash_doctor.runner import Signals, Stopped, spare
 from dflash_doctor.shape import ShapeError
 
 __all__ = ["add_live_options", "live_options", "main", "parser", "run_live"]
@@ -167,8 +168,6 @@ def run_live(args: argparse.Namespace, options: Any, last_words: str = "", secre
     """Run the live check (and nothing else) as a doctor run, and write/render its report like every other.
     `last_words` go to stderr after the report; `secrets` (the serve command's) are masked in it by value. A run stopped while a request hung (its thread still waiting
     on the server) ends the process here: Python's exit would wait for that thread."""
-    from dflash_doctor import pipeline  # after the parse: `--help` needs none of the run
-
     request = Request(python=args.python, cwd=os.getcwd(), no_gpu=True, timeout_s=max(60.0, float(args.request_timeout)),
                       only=("live",), strict=bool(args.strict), keep_hosts=bool(args.keep_hosts),
                       verify_fixes=bool(getattr(args, "verify_fixes", False)), options={"live": options},
@@ -255,12 +254,6 @@ def start_and_check(args: argparse.Namespace, command: Sequence[str], options: A
         os.close(fd)  # the server holds its own copy
     tell(f"dflash-doctor serve: started `{command[0]} ...` as PID {proc.pid} (log: {log}); "
          f"waiting up to {args.live_wait:g} s for {url}/health\n")
-    from dflash_doctor.runner import (  # loads every check (~70 ms): only when a server is started
-        Signals,
-        Stopped,
-        spare,
-    )
-
     spare(proc.pid)  # a stop during the live checks ends the doctor's probes, never the server
     server: dict[str, Any] = {"pid": proc.pid, "log": log, "url": url}
     # Ctrl-C and SIGTERM stop the wait as they stop a run (without this, SIGTERM would end the doctor on the

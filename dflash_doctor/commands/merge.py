@@ -14,16 +14,14 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dflash_doctor.commands.options import Parser, UsageError, check_count, tell
 from dflash_doctor.documents import writer
 from dflash_doctor.documents.jsondoc import shown_path
+from dflash_doctor.fleet.merge import HostSummary, merge, summarize_files, write_json
 from dflash_doctor.render import fleet as fleet_view
 from dflash_doctor.report.redact import Redactor
-
-if TYPE_CHECKING:
-    from dflash_doctor.fleet.merge import HostSummary
 
 MAX_PARSE_JOBS = 64
 """merge --jobs at most this many: each one is a process."""
@@ -64,8 +62,6 @@ def expand(paths: Sequence[str]) -> list[str]:
 
 
 def emit(hosts: Sequence[HostSummary], args: argparse.Namespace) -> int:
-    from dflash_doctor.fleet.merge import merge, write_json  # not cheap: imported when the command runs
-
     # The reports are redacted where they were made; what this machine adds (their paths) is redacted here.
     view = Redactor.for_this_machine(keep_hosts=args.keep_hosts).tree(merge(hosts, allow_drift=args.allow_drift))
     ok = True
@@ -102,8 +98,6 @@ def main(argv: Sequence[str]) -> int:
     if missing:
         tell(f"dflash-doctor merge: error: no such file: {', '.join(map(shown_path, missing))}\n")
         return 2
-    from dflash_doctor.fleet.merge import summarize_files  # imported when the command runs: not cheap
-
     hosts: list[Any] = []
     for host in summarize_files(paths, args.jobs):
         if host.error is not None:

@@ -1,6 +1,6 @@
 """What every command that runs the doctor does with the run: the live status line while it runs, then the
 requested report files and the chosen view, and the exit code (`commands.run`, `serve`, `judge`, `live`,
-`baseline`). Nothing here imports the run itself, so a command's `--help` stays light."""
+`baseline`). Nothing here imports the run itself."""
 
 from __future__ import annotations
 
@@ -72,7 +72,8 @@ def emit(run: Run, args: argparse.Namespace) -> int:
     report, ok = run.report, True
     if args.json:
         ok &= _write("JSON", args.json, json_report.write, report)
-    # each view only when asked: they and rich would add ~40 ms to every start (`--help`, `--version`)
+    # each view only when asked: a run that writes JSON alone (CI's `--json -`) or GitHub annotations loads
+    # neither rich nor the views it does not write (~40 ms of imports)
     if args.junit:
         from dflash_doctor.render import junit
 

@@ -82,6 +82,8 @@ BUILTIN_PROFILES: tuple[Profile, ...] = (
 
 
 def _toml_load(path: Path) -> dict[str, Any]:
+    # Here, not at the top: TOML is read for profiles only (--profile, --config, `dflash-doctor profiles`), not on
+    # every start; and on Python 3.10 the reader is the tomli package, which may be absent (a ProfileError says so).
     try:
         import tomllib  # type: ignore[import-not-found,unused-ignore]
     except ModuleNotFoundError:  # Python 3.10

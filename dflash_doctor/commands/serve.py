@@ -34,6 +34,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from dflash_doctor import pipeline
 from dflash_doctor.commands import options as run_options
 from dflash_doctor.commands.live import _serve_url, add_live_options, live_options, start_and_check
 from dflash_doctor.commands.options import run_parser, tell
@@ -116,8 +117,6 @@ def main(argv: Sequence[str]) -> int:
         options = {"serve": {"argv": command, "gpus": args.gpus, "gpu_memory_gib": args.gpu_memory,
                              "validate": not args.no_vllm_validate, "vllm_parser": not args.no_vllm_parser,
                              "run_model_code": args.run_model_code}}
-        from dflash_doctor import pipeline  # after the parse: `--help` needs none of the run
-
         request = run_options.request_of(args, options=options)
         with live_progress(args) as on_event:
             run = pipeline.run(request, handle_signals=True, on_event=on_event)

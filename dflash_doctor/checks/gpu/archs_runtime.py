@@ -11,6 +11,7 @@ from dflash_doctor.checks.gpu.codes import (
     ARCH_COVERAGE_RUNTIME_TOO_OLD,
 )
 from dflash_doctor.checks.remedy import Installer, flash_attn_source_build
+from dflash_doctor.facts.elf import unmet_versions
 from dflash_doctor.facts.gpu.archs_shapes import ArchCoverage, MachineRuntime
 from dflash_doctor.facts.python.envfacts import version_tuple
 from dflash_doctor.knowledge.archs_advice import FA2_UBUNTU_2204_WHEELS_FROM
@@ -40,10 +41,6 @@ def runtime_findings(libraries: list[Library], section: ArchCoverage, installer:
         return []
     highest: dict[str, str] = {}
     failing: list[tuple[Library, list[Unmet]]] = []
-    from dflash_doctor.facts.elf import (
-        unmet_versions,  # here, not at import: the ELF reader is not cheap to load
-    )
-
     for lib in readable:
         needs = lib.facts.needs_versions or {}
         for prefix, version in needs.items():

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
+from packaging.version import InvalidVersion, Version
+
 from dflash_doctor.facts.python.envfacts import applicable_requirements, canonical
 from dflash_doctor.facts.python.environment_shapes import Distribution, Distributions
 from dflash_doctor.facts.python.vllm_serve_path import unmet_requirements as requirements_unmet
@@ -33,8 +35,6 @@ VERIFIED = STACK + tuple(n for n in KERNELS if n not in STACK)
 def satisfies(requirement: Requirement, found: str) -> bool:
     """Whether the installed version `found` meets the requirement's specifier (pre-releases included); True
     for a version that is not PEP 440, which cannot be judged: say nothing rather than guess."""
-    from packaging.version import InvalidVersion, Version
-
     try:
         return requirement.specifier.contains(Version(found), prereleases=True)
     except InvalidVersion:

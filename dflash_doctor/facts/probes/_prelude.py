@@ -39,6 +39,12 @@ if sys.path and sys.path[0] == "":  # `python -c` on a Python that ignores PYTHO
 import json  # only now that the working directory is off sys.path
 import os
 import stat
+import sysconfig
+import traceback
+
+if sys.version_info[0] >= 3:  # noqa: UP036 - 2.7 has no importlib.machinery; the guard is for Python 3 only
+    import importlib.machinery
+    import importlib.util
 
 MARKER = "@@dflash-doctor-facts@@"
 """The line before a probe's JSON document (probes.MARKER): what an imported module prints on its own is never
@@ -76,8 +82,6 @@ def describe(exc, frames=6, chars=4000):
     # type: (BaseException, int, int) -> Dict[str, Any]
     """An exception as a fact: its class, the names of the classes in its MRO, its message, and the tail of its
     traceback (the last `frames` entries, at most `chars` characters)."""
-    import traceback
-
     listed = traceback.format_exception(type(exc), exc, exc.__traceback__)
     return {
         "type": type(exc).__name__,
@@ -132,8 +136,6 @@ def own_roots():
     # type: () -> List[str]
     """The directories this interpreter's import system may load from: its sys.path entries and its install
     scheme (real paths). Where the doctor computed the environment's roots, a probe passes those instead."""
-    import sysconfig
-
     dirs = set()  # type: Set[str]
     for entry in list(sys.path) + list(sysconfig.get_paths().values()):
         if entry and os.path.isdir(entry):
@@ -182,8 +184,6 @@ def guard_extensions(roots=_OWN_ROOTS, stand_in=None):
     `stand_in(spec, exc)` may give a module to use instead of one whose loader failed with ImportError (it is
     then not executed). Called again, it changes the roots and the stand-in; the loader is wrapped once. The
     roots go on to the Python processes this one starts (through the doctor's sitecustomize)."""
-    import importlib.machinery
-
     GUARD["roots"] = own_roots() if roots is _OWN_ROOTS else (list(roots) if roots is not None else None)
     GUARD["stand_in"] = stand_in
     settings = _probe_settings()
@@ -285,9 +285,6 @@ class _WorkingDirectoryOff:
 def _as_sitecustomize():
     # type: () -> None
     """(c): this file is sitecustomize.py in the doctor's directory, in a process the probe started."""
-    import importlib.machinery
-    import importlib.util
-
     _forget_carrier()
     if sys.version_info < (3, 11) and sys.argv[:1] in (["-c"], ["-m"]):
         sys.meta_path.insert(0, _WorkingDirectoryOff(sys.path))

@@ -15,12 +15,14 @@
 import contextlib
 import importlib
 import importlib.util
+import inspect
 import linecache
 import math
 import os
 import time
 import traceback
 import warnings
+from importlib import metadata
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 if TYPE_CHECKING:  # the prelude's, which probe_source puts before this script
@@ -225,8 +227,6 @@ def attention_problems(runner: Runner, kernel_name: str,
 
 
 def run_sdpa(runner: Runner, _module: Any) -> List[Dict[str, Any]]:
-    import torch.nn.functional as F
-
     torch = runner.torch
     try:
         from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -243,7 +243,7 @@ def run_sdpa(runner: Runner, _module: Any) -> List[Dict[str, Any]]:
         for meta, dtype, (q, k, v, reference, scale) in attention_problems(runner, "sdpa-" + backend, cases):
             def call(q: Any = q, k: Any = k, v: Any = v, backend: str = backend) -> Any:
                 with forced(backend):
-                    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
             cases.append(runner.case(meta, call, reference, scale, dtype))
     return cases
 
@@ -339,8 +339,6 @@ def run_vllm_rotary(runner: Runner, module: Any) -> List[Dict[str, Any]]:
 
 
 def run_vllm_flash_attn(runner: Runner, module: Any) -> List[Dict[str, Any]]:
-    import inspect
-
     torch = runner.torch
     func = module.flash_attn_varlen_func
     takes_version = "fa_version" in inspect.signature(func).parameters
@@ -509,10 +507,6 @@ def installed(top: str, module_name: Optional[str]) -> bool:
 
 def family_version(module_name: str) -> Optional[str]:
     top = module_name.split(".")[0]
-    try:
-        from importlib import metadata
-    except ImportError:
-        return None
     names = {"flash_attn.cute": ("flash-attn-4", "flash-attn"), "flash_attn": ("flash-attn", "flash_attn"),
              "vllm": ("vllm",), "triton": ("triton",)}
     for dist in names.get(module_name, names.get(top, ())):

@@ -9,6 +9,7 @@ import importlib.machinery
 import importlib.util
 import os
 import re
+import struct
 import sys
 import time
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
@@ -36,8 +37,6 @@ def import_failure(exc: BaseException) -> Dict[str, Any]:
 def elf_dynamic(path: str) -> Optional[Tuple[List[str], List[str]]]:
     """(DT_NEEDED names, RPATH/RUNPATH directories) of an ELF64 little-endian file; None when it is not one or
     cannot be read. Every offset and size read from the file is checked against the file's size."""
-    import struct
-
     try:
         if not os.path.isfile(path):
             return None
@@ -91,6 +90,8 @@ def library_lookup(path: str) -> Optional[List[Dict[str, Any]]]:
     process can tell. The loader stops at the first library it cannot find, so the others are looked up here:
     already loaded (torch's), in the file's RPATH/RUNPATH, or found by dlopen (LD_LIBRARY_PATH, ld.so.cache,
     the default directories). None where none of those finds it."""
+    # Here, not at the top: a Python built without libffi has no ctypes, and the import this probe reports on
+    # must not fail for want of what only this lookup, after a failed load, uses.
     import ctypes
 
     dynamic = elf_dynamic(path)

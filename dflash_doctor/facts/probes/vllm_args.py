@@ -13,9 +13,14 @@
 # facts. Nothing else is faked. When vLLM does not import here, it says why and the doctor falls back to
 # its own rules.
 import contextlib
+import dataclasses
+import errno
 import importlib
+import importlib.util
+import inspect
 import io
 import json
+import logging
 import os
 import sys
 import time
@@ -132,7 +137,7 @@ def answer_ops(module: str, queries: List[Dict[str, Any]], answered: List[Dict[s
               and _release(q.get("first")) <= version <= _release(q.get("last"))]
     if not wanted:
         return
-    import torch
+    import torch  # the target's, which vLLM imported first: this runs while vLLM's own modules are imported
 
     for query in wanted:
         namespace, _, name = str(query.get("op") or "").partition("::")
@@ -168,12 +173,10 @@ def answer_ops(module: str, queries: List[Dict[str, Any]], answered: List[Dict[s
 SIMULATED: Dict[str, Optional[List[int]]] = {"capability": None}  # the capability the simulated platform answers with now
 
 
-def simulate_platform(given: Dict[str, Any]) -> Dict[str, Any]:
-    """Make vLLM's current platform a CUDA platform whose device queries answer from `given` (the doctor's
-    facts). Returns the facts of what was simulated."""
-    from vllm import platforms
-    from vllm.platforms import cuda
-    from vllm.platforms.interface import DeviceCapability
+def simulate_platform(platforms: Any, given: Dict[str, Any]) -> Dict[str, Any]:
+    """Make vLLM's current platform (`platforms`: vllm.platforms) a CUDA platform whose device queries answer
+    from `given` (the doctor's facts). Returns the facts of what was simulated."""
+    from vllm.platforms import cuda, interface  # here: only a simulated platform takes these
 
     capabilities = given.get("capabilities") or []
     count = given.get("count")
@@ -184,7 +187,7 @@ def simulate_platform(given: Dict[str, Any]) -> Dict[str, Any]:
         @classmethod
         def get_device_capability(cls, device_id: int = 0) -> Any:
             capability = SIMULATED["capability"]
-            return DeviceCapability(major=capability[0], minor=capability[1]) if capability else None
+            return interface.DeviceCapability(major=capability[0], minor=capability[1]) if capability else None
 
         @classmethod
         def get_device_name(cls, device_id: int = 0) -> str:
@@ -224,9 +227,8 @@ def simulate_platform(given: Dict[str, Any]) -> Dict[str, Any]:
             "simulated_from": given.get("simulated_from") or {}}
 
 
-def real_platform() -> Dict[str, Any]:
-    from vllm.platforms import current_platform
-
+def real_platform(platforms: Any) -> Dict[str, Any]:
+    current_platform = platforms.current_platform
     facts: Dict[str, Any] = {"kind": "real", "cls": type(current_platform).__name__, "device_type": None, "capability": None,
              "count": None, "name": None}
     with contextlib.suppress(Exception):
@@ -241,19 +243,21 @@ def real_platform() -> Dict[str, Any]:
 # ------------------------------------------------------------------------------------ attention backends
 
 
-def _selector() -> Any:
+def selector_module() -> Any:
+    """vLLM's attention selector module, imported when the selector is first asked (as vLLM imports it: when it
+    builds the model's layers, after the validation)."""
     try:
-        from vllm.v1.attention.selector import get_attn_backend
-    except ImportError:
-        from vllm.attention.selector import get_attn_backend
-    return get_attn_backend
+        from vllm.v1.attention import selector
+    except ImportError:  # where it was before vLLM moved it under v1/
+        from vllm.attention import selector
+    return selector
 
 
 def _replace(obj: Any, **changes: Any) -> Any:
     try:
         from vllm.config import replace
-    except ImportError:
-        from dataclasses import replace
+    except ImportError:  # a release without vllm.config.replace: the dataclasses' own
+        replace = dataclasses.replace
     return replace(obj, **changes)
 
 
@@ -287,11 +291,9 @@ def drafter_config(config: Any) -> Tuple[Any, Dict[str, Any]]:
 
 
 def select_backend(config: Any, model_config: Any) -> Dict[str, Any]:
-    import inspect
-
     from vllm.config import set_current_vllm_config
 
-    get_attn_backend = _selector()
+    get_attn_backend = selector_module().get_attn_backend
     values = {"head_size": model_config.get_head_size(), "dtype": model_config.dtype,
               "kv_cache_dtype": config.cache_config.cache_dtype, "use_mla": bool(getattr(model_config, "use_mla", False))}
     accepted = inspect.signature(get_attn_backend).parameters
@@ -424,18 +426,22 @@ def run() -> None:
         roots = [*roots, os.path.realpath(os.environ["HF_MODULES_CACHE"])]
     guard_extensions(roots, stand_in)
     try:
+        # vLLM, and the modules of it that the later steps share, imported once, here. What a single later step
+        # uses (the usage context, the model registry, the attention selector) is imported in that step, when
+        # vLLM itself imports it: here, it would run before the refusals, and its failure would hide the parse.
         import vllm
+        from vllm import envs, platforms  # only definitions: the platform is resolved when first asked for
 
         facts["version"] = getattr(vllm, "__version__", None)
         if given_platform:
-            facts["platform"] = simulate_platform(given_platform)
+            facts["platform"] = simulate_platform(platforms, given_platform)
             facts["platform"]["stood_in"] = stood_in
             facts["platform"]["answered"] = answered
         try:
             from vllm.utils.argparse_utils import FlexibleArgumentParser
         except ImportError:  # before vLLM 0.11 it lived in vllm.utils
             from vllm.utils import FlexibleArgumentParser
-        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.engine import arg_utils
 
         make_arg_parser = serve_parser_factory()
     except BaseException as exc:  # noqa: BLE001 - any failure to import vLLM is a fact
@@ -443,7 +449,7 @@ def run() -> None:
         return done()
     facts["available"] = True
     if not given_platform:
-        facts["platform"] = real_platform()
+        facts["platform"] = real_platform(platforms)
     try:
         # Building the parser already builds config defaults: on an unsimulated machine without a GPU, a
         # CUDA build of vLLM raises here ("Failed to infer device type"), as `vllm serve --help` does.
@@ -469,7 +475,7 @@ def run() -> None:
     defaults = {name: parser.get_default(name) for name in vars(args)}
     facts["given"] = sorted(n for n, v in vars(args).items() if v != defaults.get(n) and n != "model_tag")
     try:
-        engine_args = AsyncEngineArgs.from_cli_args(args)
+        engine_args = arg_utils.AsyncEngineArgs.from_cli_args(args)
     except Exception as exc:  # noqa: BLE001
         facts["parse_error"] = "AsyncEngineArgs.from_cli_args: " + error_text(exc)
         return done()
@@ -480,7 +486,7 @@ def run() -> None:
     if not ARGS.get("validate"):
         return done()
     try:
-        facts["environ"] = environ_verdict(engine_args)
+        facts["environ"] = environ_verdict(engine_args, platforms, envs)
     except Exception as exc:  # noqa: BLE001 - a release whose check cannot be found or run: said, not raised
         facts["environ"] = {"function": None, "hard_fail": False, "error": None, "warnings": [],
                             "not_run": describe(exc)}
@@ -495,7 +501,7 @@ def run() -> None:
     model_code: List[Dict[str, Any]] = []
     connections: List[Dict[str, Any]] = []
     unlooked: List[str] = []
-    hold_to_checked(ARGS.get("checked_models"), unlooked)
+    hold_to_checked(ARGS.get("checked_models"), unlooked, arg_utils)
     if ARGS.get("model_code"):
         refuse_connections(connections)
     else:
@@ -513,7 +519,7 @@ def run() -> None:
                                "model_code": model_code, "refused_connections": connections}
         facts["skipped_parts"] = skipped_parts(exc, stood_in)
         return done()
-    facts["validation"] = {"ok": not model_code, "error": None, "served": served(config), "model_code": model_code,
+    facts["validation"] = {"ok": not model_code, "error": None, "served": served(config, envs), "model_code": model_code,
                            "refused_connections": connections}
     if model_code:  # vLLM went on without what the refused code would have given: not its verdict on the command
         return done()
@@ -529,20 +535,15 @@ def run() -> None:
     return done()
 
 
-def environ_verdict(engine_args: Any) -> Optional[Dict[str, Any]]:
+def environ_verdict(engine_args: Any, platforms: Any, envs: Any) -> Optional[Dict[str, Any]]:
     """vLLM's own validate_environ on this process's environment (the serve's, with the doctor's offline
     variables), run on its own as create_engine_config runs it first (`--fail-on-environ-validation` is its
-    hard_fail): the error it raises and the warnings it logs. None where the release has no such function."""
-    import logging
-
-    from vllm.platforms import current_platform
-
+    hard_fail): the error it raises and the warnings it logs. None where the release has no such function.
+    `platforms`, `envs`: vllm.platforms and vllm.envs."""
     hard_fail = bool(getattr(engine_args, "fail_on_environ_validation", False))
-    function = getattr(current_platform, "validate_environ", None)
+    function = getattr(platforms.current_platform, "validate_environ", None)
     where = "vllm/platforms/interface.py Platform.validate_environ"
     if function is None:
-        from vllm import envs
-
         function = getattr(envs, "validate_environ", None)
         where = "vllm/envs.py validate_environ"
     if function is None:
@@ -648,8 +649,6 @@ def refuse_opening(files: List[Any]) -> None:
             return
         path = os.path.abspath(os.fsdecode(args[0]))
         if path in refused or os.path.realpath(path) in refused:
-            import errno
-
             raise PermissionError(errno.EACCES, "the doctor refused to read it (over its caps, or not a regular "
                                   "file), and hands it to no reader", path)
 
@@ -663,8 +662,6 @@ def refuse_connections(refused: List[Dict[str, Any]]) -> None:
     """From here on this process opens no connection and sends no datagram (Python's audit events for
     connect, sendto and sendmsg, on any socket family, raise): the model's code runs with no network. Native
     code calling the C library directly, and processes it starts, are not covered."""
-    import errno
-
     def hook(event: str, args: Tuple[Any, ...]) -> None:
         if event in CONNECTION_EVENTS:
             if len(refused) < 16:
@@ -679,15 +676,12 @@ class UncheckedModel(BaseException):
     """vLLM's validation was about to read a model the doctor did not look at first."""
 
 
-def hold_to_checked(checked: Optional[List[str]], unlooked: List[str]) -> None:
+def hold_to_checked(checked: Optional[List[str]], unlooked: List[str], arg_utils: Any) -> None:
     """`vllm serve SPECULATORS_DIR`: vLLM's validation serves the verifier the directory's config names
-    (maybe_override_with_speculators, before it reads the verifier's config). One the doctor did not look at
-    stops the validation (UncheckedModel), named in `unlooked`, for the doctor to look at and ask again."""
+    (maybe_override_with_speculators of `arg_utils`, vllm.engine.arg_utils, before it reads the verifier's
+    config). One the doctor did not look at stops the validation (UncheckedModel), named in `unlooked`, for the
+    doctor to look at and ask again."""
     if checked is None:
-        return
-    try:
-        from vllm.engine import arg_utils
-    except Exception:  # noqa: BLE001
         return
     override = getattr(arg_utils, "maybe_override_with_speculators", None)
     if override is None:
@@ -737,13 +731,7 @@ def keep_model_info_unsaved() -> None:
 
 def clear_selector_cache() -> None:
     with contextlib.suppress(Exception):
-        from vllm.v1.attention import selector
-
-        selector._cached_get_attn_backend.cache_clear()
-    with contextlib.suppress(Exception):
-        from vllm.attention import selector
-
-        selector._cached_get_attn_backend.cache_clear()
+        selector_module()._cached_get_attn_backend.cache_clear()
 
 
 def settled(out: Dict[str, Any], **reads: Callable[[], Any]) -> None:
@@ -753,8 +741,8 @@ def settled(out: Dict[str, Any], **reads: Callable[[], Any]) -> None:
             out[name] = read()
 
 
-def served(config: Any) -> Dict[str, Any]:
-    """What vLLM settled on: the numbers its validation derived or lowered."""
+def served(config: Any, envs: Any) -> Dict[str, Any]:
+    """What vLLM settled on: the numbers its validation derived or lowered (`envs`: vllm.envs)."""
     out: Dict[str, Any] = {}
     settled(out, max_model_len=lambda: config.model_config.max_model_len,
             max_num_batched_tokens=lambda: config.scheduler_config.max_num_batched_tokens,
@@ -766,11 +754,11 @@ def served(config: Any) -> Dict[str, Any]:
             out["num_speculative_tokens"] = spec.num_speculative_tokens
             out["draft_max_model_len"] = spec.draft_model_config.max_model_len
     settled(out, kv_cache_dtype=lambda: jsonable(config.cache_config.cache_dtype))
-    out.update(resolved_values(config))
+    out.update(resolved_values(config, envs))
     return out
 
 
-def resolved_values(config: Any) -> Dict[str, Any]:
+def resolved_values(config: Any, envs: Any) -> Dict[str, Any]:
     """The rest of what vLLM resolved, for the doctor's rules to judge instead of their own reading of the command:
     the target and drafter vLLM serves, the draft TP, the dtype ("auto" resolved), the parallel sizes, and the GPU
     model runner this release serves the config with. A value vLLM's config does not have is left out."""
@@ -792,22 +780,18 @@ def resolved_values(config: Any) -> Dict[str, Any]:
             tp = getattr(draft_parallel, "tensor_parallel_size", None) if draft_parallel is not None else None
             out["draft_tensor_parallel_size"] = tp if tp is not None else spec.draft_tensor_parallel_size
     with contextlib.suppress(Exception):
-        out["model_runner"], out["model_runner_from"] = model_runner(config)
+        out["model_runner"], out["model_runner_from"] = model_runner(config, envs)
     return out
 
 
-def model_runner(config: Any) -> Tuple[str, str]:
+def model_runner(config: Any, envs: Any) -> Tuple[str, str]:
     """("v1" or "v2", what said so): VllmConfig.use_v2_model_runner where the release has it (0.22 .. 0.33);
     else V2 where V1's GPU runner is gone (0.34: vllm/v1/worker/gpu_model_runner.py removed); else (0.20, 0.21)
-    envs.VLLM_USE_V2_MODEL_RUNNER, which gpu_worker.py reads."""
-    import importlib.util
-
+    envs.VLLM_USE_V2_MODEL_RUNNER (of `envs`, vllm.envs), which gpu_worker.py reads."""
     if hasattr(type(config), "use_v2_model_runner"):
         return ("v2" if config.use_v2_model_runner else "v1"), "VllmConfig.use_v2_model_runner"
     if importlib.util.find_spec("vllm.v1.worker.gpu_model_runner") is None:
         return "v2", "only runner"
-    from vllm import envs
-
     return ("v2" if envs.VLLM_USE_V2_MODEL_RUNNER else "v1"), "envs.VLLM_USE_V2_MODEL_RUNNER"
 
 
