@@ -73,8 +73,7 @@ def main() -> int:
             subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
                             "--disable-pip-version-check", "--target", args.doctor_path,
                             str(Path(__file__).resolve().parent.parent)], check=True)
-        if args.doctor_path:
-            doctor_env["PYTHONPATH"] = os.pathsep.join(p for p in (args.doctor_path, os.environ.get("PYTHONPATH")) if p)
+        doctor_env["PYTHONPATH"] = os.pathsep.join(p for p in (args.doctor_path, os.environ.get("PYTHONPATH")) if p)
         commands = {
             **({} if args.smoke else {"import torch": ([str(env.python), "-c", "import torch"], None)}),
             "pip check": ([sys.executable, "-m", "pip", "--python", str(env.python), "check"], None),

@@ -288,7 +288,9 @@ def warm_model_info_cache(version: str, target: Path, drafter: Path, root: Path)
                    "VLLM_NO_USAGE_STATS": "1"}
             code = subprocess.run([str(vllm_python(version)), "-c", WARM_UP, str(target), str(drafter)], env=env,
                                   check=False, capture_output=True, timeout=600).returncode
-            (scratch / "root").mkdir(exist_ok=True)
+            if not any((scratch / "root" / "modelinfos").glob("*")):  # cached nothing: not kept, asked again next time
+                shutil.rmtree(scratch, ignore_errors=True)
+                return code
             (scratch / "exit-code").write_text(f"{code}\n")
             kept.parent.mkdir(parents=True, exist_ok=True)
             shutil.rmtree(kept, ignore_errors=True)
