@@ -7,6 +7,7 @@ code`; the exit codes are the run's (see `dflash_doctor.commands.run`).
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from collections.abc import Sequence
@@ -39,7 +40,13 @@ def _dispatch(argv: list[str]) -> int:
         module, rest = DEFAULT_COMMAND, argv
         if {"-h", "--help", "--version"} & set(rest):
             parse_run_args(rest)  # prints the run's help or version and exits: none of the run that commands.run imports
-    return command(module)(rest)
+    main = command(module)
+    # What is imported now (the doctor's modules, a few hundred classes) lives as long as the process: the cyclic
+    # collector need not walk it again each time the scans' parse trees and the facts' objects set it off (~0.1 s
+    # of CPU in a run over a serving environment). It still collects what the run makes, less often.
+    gc.freeze()
+    gc.set_threshold(10_000, 10, 10)
+    return main(rest)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-__all__ = ["Context", "ProgressFn", "SourceReader", "TargetProcess"]
+__all__ = ["Context", "HeadStart", "ProgressFn", "SourceReader", "TargetProcess"]
 
 
 ProgressFn = Callable[[str, str, float], None]
@@ -37,6 +37,27 @@ class TargetProcess(Protocol):
 
     def facts(self) -> dict[str, Any]:
         """How the process went so far (its own facts, for the report)."""
+        ...
+
+
+class HeadStart(Protocol):
+    """What the run started before it imported its checks (`facts.head_start.HeadStart`): each is taken by the
+    collector that asks for the same, once; None when it was not started, or was started for another question."""
+
+    started_at: float
+    """When the doctor began the run (time.monotonic()): the report's timeline counts from it."""
+
+    def take_target_process(self, python: str, preload: tuple[str, ...], preload_if_found: tuple[str, ...] | None,
+                            timeout_s: float, cwd: str) -> Any:
+        """The shared target process (`facts.probes.SharedTargetProcess`) started with these, now the caller's."""
+        ...
+
+    def take_environment(self, python: str, args: Mapping[str, Any], timeout_s: float, cwd: str) -> Any:
+        """The environment probe's outcome (`facts.probes.ProbeOutcome`) for these arguments, waited for."""
+        ...
+
+    def spans(self) -> dict[str, tuple[float, float]]:
+        """When each probe a collector took ran, by the collector's name (time.monotonic() at start and end)."""
         ...
 
 
@@ -70,3 +91,5 @@ class Context:
     sources: SourceReader | None = None
     """The files the run's source scans read, each read once per run (`facts.sourcefiles.SourceFiles`, set while
     the run collects; None: each scan reads its own)."""
+    head_start: HeadStart | None = None
+    """What the run started before it imported its checks (`facts.head_start`), for the collectors to take."""

@@ -92,13 +92,18 @@ def run(request: Request, *, handle_signals: bool = False, on_event: ProgressFn 
     (`facts.collect`), an unusable baseline file or an unknown --only/--skip name. `on_event` is told the
     run's progress (`context.ProgressFn`)."""
 
-    started = time.monotonic()
+    # From the doctor's start where the run had a head start (facts.head_start): the timeline shows its imports.
+    started = request.head_start.started_at if request.head_start is not None else time.monotonic()
     request = dataclasses.replace(request, python=request.interpreter)
     checks, problems = load_selected(request, request.timeout_s)
     try:
         outcome = run_checks(checks, request.context, handle_signals=handle_signals, on_event=on_event)
     except InterpreterError as exc:
         raise RequestError(f"--python {exc}") from None
+    if request.head_start is not None:
+        for name, (began, ended) in request.head_start.spans().items():
+            outcome.timeline.event("head-start-start", name, began)
+            outcome.timeline.event("head-start-end", name, ended)
     results = _plugin_result(problems) + outcome.results
     if outcome.stopped is not None:
         results.append(outcome.stopped)

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dflash_doctor.context import Context
+from dflash_doctor.context import Context, HeadStart
 
 __all__ = ["Request", "RequestError", "absolute"]
 
@@ -59,6 +59,8 @@ class Request:
     """Merged into the report's host record (a fleet node's)."""
     secrets: tuple[str, ...] = ()
     """Masked by value in every output, beside those found in `options`."""
+    head_start: HeadStart | None = field(default=None, compare=False, repr=False)
+    """What the run started before it imported its checks (`facts.head_start`); not an option: never recorded."""
 
     @property
     def interpreter(self) -> str:
@@ -70,7 +72,8 @@ class Request:
         """What the collectors are given: the baseline file among the options (facts.fix.baseline reads it)."""
         options = {**self.options, **({"baseline": self.baseline} if self.baseline else {})}
         return Context(python=self.python, cwd=self.cwd, no_gpu=self.no_gpu, target_archs=self.target_archs,
-                       verify_hashes=self.verify_hashes, timeout_s=self.timeout_s, options=options)
+                       verify_hashes=self.verify_hashes, timeout_s=self.timeout_s, options=options,
+                       head_start=self.head_start)
 
     def asked(self) -> set[str]:
         """The checks and layers asked for by name: in --only, or by their options (a check that runs only when

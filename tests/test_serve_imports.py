@@ -339,3 +339,39 @@ def test_flashinfer_missing_fails_where_the_sampler_imports_it_and_the_pasted_va
                           timeout=300, check=False)
     again = by_requirement(json.loads(proc.stdout))["flashinfer-python"]
     assert again["status"] == "warn", again["title"]
+
+
+@pytest.mark.parametrize("version", ["0.20.1", "0.34.0"])
+def test_the_kernel_import_scan_finds_on_the_cut_text_what_it_finds_parsing_each_file_whole(
+    version: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The kernel-import scan parses what runs at module level and the top-level blocks that name a kernel package:
+    # on the real vLLM, every site, its guards and its scope are those of a parse of each file whole.
+    from dflash_doctor.facts.python import vllm_scan
+    from dflash_doctor.knowledge.vllm_imports import EXTERNAL_KERNEL_MODULES
+
+    package = str(vllm_site(version) / "vllm")
+    cut = scan_package(package, EXTERNAL_KERNEL_MODULES.value)
+    monkeypatch.setattr(vllm_scan, "without_blocks", lambda _text, keep: None)  # None: parse the whole file
+    whole = scan_package(package, EXTERNAL_KERNEL_MODULES.value)
+    assert cut["sites"] and cut == whole
+
+
+@pytest.mark.parametrize(("names", "source"), [
+    (["xgrammar"], "import xgrammar\n"),  # the first line
+    (["xgrammar", "gguf"], "x = 1\ndef f():\n    import gguf\n\nfrom xgrammar import y\nimport gguf\n"),
+    (["cbor2"], "# import cbor2\ns = 'import cbor2'\n"),  # no import line: not a site
+])
+def test_where_vllm_imports_a_name_is_found_on_its_first_line_and_after_any_newline(
+    tmp_path: Path, names: list[str], source: str
+) -> None:
+    package = tmp_path / "vllm"
+    package.mkdir()
+    (package / "mod.py").write_text(source)
+    found = imported_elsewhere(str(package), names)["names"]
+    lines = source.split("\n")
+    for name in names:
+        expected = [i + 1 for i, line in enumerate(lines) if line.lstrip().startswith((f"import {name}", f"from {name}"))]
+        module_level = [n for n in expected if not lines[n - 1].startswith((" ", "\t"))]
+        first = (module_level or expected or [None])[0]
+        assert [s["line"] for s in found[name]["sites"]] == ([first] if first else []), (name, found)

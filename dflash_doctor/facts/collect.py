@@ -4,7 +4,8 @@ forked children of one target process (`facts.probes.SharedTargetProcess`).
 
 The run's critical path is one `import torch` and what truly depends on it. So the target process is started
 first, before the handshake: its torch import needs nothing of it, and its first message, before that import,
-is the handshake's answer (no interpreter is started for the question). The collectors wait for the answer;
+is the handshake's answer (no interpreter is started for the question). A run of every check starts it, and the
+environment probe, even before the doctor imports its checks (`facts.head_start`); the collection takes them there. The collectors wait for the answer;
 the import goes on meanwhile. A collector that waits for another waits only for the sections it requires.
 
 Each section is held as its collector returned it, an instance of its shape; a collector that raises leaves a
@@ -32,6 +33,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from dflash_doctor.context import Context, ProgressFn
+from dflash_doctor.facts.head_start import target_process_preload
 from dflash_doctor.facts.probes import SharedTargetProcess
 from dflash_doctor.facts.python.interpreter import InterpreterError, precheck, verify
 from dflash_doctor.facts.sections import (
@@ -44,13 +46,13 @@ from dflash_doctor.facts.sections import (
     shape_of,
 )
 from dflash_doctor.facts.sourcefiles import SourceFiles
-from dflash_doctor.knowledge.stack import TORCH_USERS
 from dflash_doctor.shape import SectionFailure, Shape, ShapeError, section_json, section_of_json
 
 __all__ = ["STEP_KINDS", "InterpreterError", "Timeline", "accept", "collect", "teller"]
 
-STEP_KINDS = ("handshake", "target-process", "collector")
-"""The collection's steps a timeline holds; each is told as KIND-start and KIND-end."""
+STEP_KINDS = ("head-start", "handshake", "target-process", "collector")
+"""The collection's steps a timeline holds; each is told as KIND-start and KIND-end. A `head-start` step is a probe
+the run started before it imported its checks (`facts.head_start`), named after the collector that took it."""
 TARGET_PROCESS = "target-process"
 HANDSHAKE = "handshake"
 
@@ -74,12 +76,15 @@ def collect(
     target_process: SharedTargetProcess | None = None
     if ctx.target_process is None and TARGET_PROCESS_SECTIONS & demanded & {s for c in plan for s in c.provides}:
         # The GPU layers use torch whatever is installed; the Python layers only through a package that loads it.
-        gpu_layers = TORCH_SECTIONS & demanded
-        tell(f"{TARGET_PROCESS}-start", TARGET_PROCESS)
-        target_process = SharedTargetProcess(
-            ctx.python, preload=SHARED_IMPORTS, timeout_s=ctx.timeout_s, cwd=ctx.cwd,
-            preload_if_found=None if gpu_layers else TORCH_USERS.value,
-            on_ready=lambda: tell(f"{TARGET_PROCESS}-end", TARGET_PROCESS)).start()
+        preload_if_found = target_process_preload(bool(TORCH_SECTIONS & demanded))
+        # Started by the run's head start when it was started for the same (facts.head_start), else now.
+        target_process = ctx.head_start.take_target_process(
+            ctx.python, SHARED_IMPORTS, preload_if_found, ctx.timeout_s, ctx.cwd) if ctx.head_start else None
+        if target_process is None:
+            target_process = SharedTargetProcess(ctx.python, preload=SHARED_IMPORTS, timeout_s=ctx.timeout_s,
+                                                 cwd=ctx.cwd, preload_if_found=preload_if_found).start()
+        tell(f"{TARGET_PROCESS}-start", TARGET_PROCESS, target_process.started_at)
+        target_process.when_ready(lambda: tell(f"{TARGET_PROCESS}-end", TARGET_PROCESS))
         ctx = dataclasses.replace(ctx, target_process=target_process)
     try:
         if foreign:
@@ -98,14 +103,15 @@ def collect(
             target_process.close()
 
 
-def teller(on_event: ProgressFn | None) -> Callable[[str, str], None]:
-    """tell(kind, name): `on_event` told the time, whatever it raises ignored; nothing without one. The
-    collection and the judging (`runner`) tell their progress through it."""
+def teller(on_event: ProgressFn | None) -> Callable[..., None]:
+    """tell(kind, name[, at]): `on_event` told the time (now, or `at`: a step that began before it was told),
+    whatever it raises ignored; nothing without one. The collection and the judging (`runner`) tell their progress
+    through it."""
 
-    def tell(kind: str, name: str) -> None:
+    def tell(kind: str, name: str, at: float | None = None) -> None:
         if on_event is not None:
             with contextlib.suppress(Exception):  # a view's trouble is not the run's
-                on_event(kind, name, time.monotonic())
+                on_event(kind, name, time.monotonic() if at is None else at)
 
     return tell
 

@@ -11,9 +11,10 @@ import functools
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dflash_doctor.facts.serve.serve_shapes import ServeArgs
+if TYPE_CHECKING:  # a type only: the run's head start (facts.head_start) reads the allow-list before the shapes load
+    from dflash_doctor.facts.serve.serve_shapes import ServeArgs
 
 __all__ = ["ENV_ALLOW_NAMES", "ENV_ALLOW_PREFIXES", "LIST_SECRET_FLAGS", "REDACTED", "SECRET_FLAGS", "SECRET_NAME",
            "SECRET_VALUE", "argv_secret_spans", "argv_secret_values", "bound_secret_values", "env_allow_args",

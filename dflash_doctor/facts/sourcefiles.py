@@ -28,6 +28,22 @@ class SourceFiles:
         self._lock = threading.Lock()
         self._read: dict[tuple[str, int], tuple[str, bytes] | OSError] = {}
         self._listed: dict[str, list[str]] = {}
+        self._real_dirs: dict[str, str] = {}
+
+    def _realpath(self, path: str) -> str:
+        """`os.path.realpath(path)`, each directory resolved once: a tree's files share a few hundred directories,
+        and resolving each file's path anew took a dozen lstat calls a file (24,000 for vLLM's tree)."""
+        directory, name = os.path.split(path)
+        if not directory or name in ("", ".", ".."):
+            return os.path.realpath(path)
+        with self._lock:
+            real_dir = self._real_dirs.get(directory)
+        if real_dir is None:
+            real_dir = os.path.realpath(directory)
+            with self._lock:
+                self._real_dirs[directory] = real_dir
+        joined = os.path.join(real_dir, name)
+        return os.path.realpath(joined) if os.path.islink(joined) else joined
 
     def read(self, path: str, limit: int, roots: Sequence[str] | None = None) -> bytes:
         """At most `limit` bytes of `path` (`safefile.read_regular`'s rules, `roots` included); UnsafeFile or
@@ -36,7 +52,7 @@ class SourceFiles:
         with self._lock:
             known = self._read.get(key)
         if known is None:
-            real = os.path.realpath(path)
+            real = self._realpath(path)
             if roots is not None and not under(real, roots):  # never opened for this read
                 raise UnsafeFile(path, f"resolves to {real}, outside the environment: never opened")
             try:

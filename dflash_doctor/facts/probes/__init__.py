@@ -186,10 +186,12 @@ def run_probe(
     env: dict[str, str] | None = None,
     marker: str = MARKER,
     flags: tuple[str, ...] = (),
+    stop: threading.Event | None = None,
 ) -> ProbeOutcome:
     """Run probe script `name` in `python` with `args` (JSON) and return what it reported.
 
-    `flags` go before the script (e.g. "-S": the interpreter without its site, for the handshake)."""
+    `flags` go before the script (e.g. "-S": the interpreter without its site, for the handshake). `stop`, once set,
+    ends the probe's process group (its outcome then says it was stopped)."""
     # The arguments go on stdin: argv is public (`ps`, /proc/PID/cmdline), and a serve command's may hold a key.
     payload = json.dumps(args if args is not None else {}).encode("utf-8")
     started = time.monotonic()
@@ -199,7 +201,7 @@ def run_probe(
         return ProbeOutcome(None, None, None, False, "", 0.0, f"cannot start {python}: {exc.strerror or exc}")
     proc = launched.proc
     try:
-        ran = exchange(proc, payload, timeout_s)
+        ran = exchange(proc, payload, timeout_s, stop=stop)
     finally:
         launched.remove_carrier()
     duration = time.monotonic() - started
@@ -296,6 +298,7 @@ class SharedTargetProcess:
         self._hello = threading.Event()
         self._hello_facts: dict[str, Any] | None = None
         self._on_ready = on_ready
+        self._was_ready = False
         self._stderr = bytearray()
         self._proc: subprocess.Popen[bytes] | None = None
         self._launched: Launched | None = None
@@ -492,10 +495,26 @@ class SharedTargetProcess:
             self._settle(job, future, state)
 
     def _told_ready(self) -> None:
-        callback, self._on_ready = self._on_ready, None  # once: at ready, or at the end of a process never ready
+        with self._lock:  # once: at ready, or at the end of a process never ready
+            callback, self._on_ready, self._was_ready = self._on_ready, None, True
         if callback is not None:
             with contextlib.suppress(Exception):  # a listener's trouble is not the process's
                 callback()
+
+    def when_ready(self, callback: Callable[[], None]) -> None:
+        """`callback` called once the preload is done (or the process ended without finishing it): now, if that has
+        happened already (a process the run adopted, `facts.head_start`), else as `on_ready` is."""
+        with self._lock:
+            if not self._was_ready:
+                self._on_ready = callback
+                return
+        with contextlib.suppress(Exception):
+            callback()
+
+    @property
+    def started_at(self) -> float:
+        """When it was started (time.monotonic()); 0.0 before."""
+        return self._started
 
     def _read_stderr(self) -> None:
         proc = self._proc

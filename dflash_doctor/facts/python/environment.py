@@ -6,34 +6,18 @@ from collections.abc import Mapping
 
 from dflash_doctor.context import Context
 from dflash_doctor.facts.probes import run_probe
+from dflash_doctor.facts.python.environment_args import probe_args
 from dflash_doctor.facts.python.environment_shapes import Distributions, Resolution, SysPath, Target
-from dflash_doctor.facts.secrets import env_allow_args, scrub_values
+from dflash_doctor.facts.secrets import scrub_values
 from dflash_doctor.facts.shape import Collected, SectionFailure, by_section
-from dflash_doctor.knowledge.kernel_wheels import KERNEL_DISTRIBUTIONS
-from dflash_doctor.knowledge.stack import (
-    FLASH_ATTN_FAMILY,
-    STACK_DISTRIBUTIONS,
-    STACK_EXTENSION_MODULES,
-    WATCHED_TOP_LEVELS,
-)
-
-# Top-level names whose resolution (without importing) the checks judge.
-RESOLVED_NAMES = ("flash_attn", "flash_attn_2_cuda", "flash_attn_3", "vllm", "torch", "triton", "flashinfer",
-                  "cutlass")
 
 
 def collect(ctx: Context, _earlier: Mapping[str, object]) -> Collected:
-    args = {
-        "stack": list(STACK_DISTRIBUTIONS.value),
-        "hash_always": list(FLASH_ATTN_FAMILY.value),
-        "kernels": list(KERNEL_DISTRIBUTIONS.value),
-        "watched_top_levels": list(WATCHED_TOP_LEVELS.value),
-        "verify_hashes": ctx.verify_hashes,
-        "env_allow": env_allow_args(),
-        "find_spec": list(RESOLVED_NAMES),
-        "extension_modules": sorted(STACK_EXTENSION_MODULES.value),
-    }
-    outcome = run_probe(ctx.python, "environment", args, timeout_s=ctx.timeout_s, cwd=ctx.cwd)
+    args = probe_args(ctx.verify_hashes)
+    # Asked already by the run's head start (facts.head_start) when it asked the same, else now.
+    outcome = ctx.head_start.take_environment(ctx.python, args, ctx.timeout_s, ctx.cwd) if ctx.head_start else None
+    if outcome is None:
+        outcome = run_probe(ctx.python, "environment", args, timeout_s=ctx.timeout_s, cwd=ctx.cwd)
     if not outcome.ok:
         reason = f"the environment probe in {ctx.python} {outcome.error}"
         if outcome.stderr.strip():

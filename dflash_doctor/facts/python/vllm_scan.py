@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from dflash_doctor.context import SourceReader
-from dflash_doctor.facts.pysource import SourceError, parse_module
+from dflash_doctor.facts.pysource import SourceError, parse_module, without_blocks
 from dflash_doctor.facts.safefile import UnsafeFile, read_regular
 
 __all__ = ["scan_package", "scan_source"]
@@ -31,8 +31,11 @@ def scan_package(root: str, modules: Sequence[str], only: Sequence[str] | None =
     `only` limits the scan to these paths relative to root's parent (e.g. "vllm/model_executor/..."). `files`: the
     run's reader (`Context.sources`), which reads each file once for every scan of the run."""
     alternatives = b"|".join(re.escape(m.encode()) for m in modules)
-    needle = re.compile(rb"^[ \t]*(?:from|import)[ \t]+(?:" + alternatives + rb")\b|import_module\(\s*[\"'](?:"
-                        + alternatives + rb")\b", re.MULTILINE)
+    # An import line of one of them (the file's first line, or one after a newline: a search with a literal first
+    # character is faster than one anchored with ^), or an import_module call naming one.
+    line = rb"[ \t]*(?:from|import)[ \t]+(?:" + alternatives + rb")\b"
+    first_line, later_line = re.compile(line), re.compile(b"\n" + line)
+    called = re.compile(rb"import_module\(\s*[\"'](?:" + alternatives + rb")\b")
     words = tuple(m.encode() for m in modules)
     sites: list[dict[str, Any]] = []
     errors: list[dict[str, str]] = []
@@ -48,7 +51,8 @@ def scan_package(root: str, modules: Sequence[str], only: Sequence[str] | None =
         except OSError as exc:
             errors.append({"file": path, "error": f"{type(exc).__name__}: {exc.strerror or exc}"})
             continue
-        if not any(w in raw for w in words) or not needle.search(raw):
+        if not any(w in raw for w in words) or not (first_line.match(raw) or later_line.search(raw)
+                                                     or called.search(raw)):
             continue  # the cheap filter: most files never mention these packages
         parsed += 1
         rel = os.path.relpath(path, os.path.dirname(root))
@@ -75,9 +79,18 @@ def _python_files(root: str, only: Sequence[str] | None, files: SourceReader | N
 
 
 def scan_source(source: str, filename: str, modules: Sequence[str]) -> list[dict[str, Any]]:
-    tree = parse_module(source, filename)
-    wanted = set(modules)
-    return list(_walk(tree, source.splitlines(), filename, wanted))
+    """The import sites of `modules` in `source`. Only the top-level functions and classes whose text names one
+    of `modules` (or calls `import_module`/`__import__`) are parsed with what runs at module level: the others
+    hold no site, and parsing them was most of the scan's time (vLLM's attention backends are large files)."""
+    words = (*modules, "import_module(", "__import__(")
+    cut = without_blocks(source, keep=lambda block: any(w in block for w in words))
+    try:
+        tree = parse_module(source if cut is None else cut, filename)
+    except SourceError:
+        if cut is None:
+            raise
+        tree = parse_module(source, filename)  # the cut went wrong somewhere: the whole text decides
+    return list(_walk(tree, source.splitlines(), filename, set(modules)))
 
 
 def _top(module: str) -> str:

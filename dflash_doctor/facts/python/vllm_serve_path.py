@@ -27,7 +27,6 @@ cut short says so (`complete` false) and the judgement then claims nothing the s
 from __future__ import annotations
 
 import ast
-import itertools
 import os
 import re
 import sys
@@ -38,7 +37,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from dflash_doctor.context import Context, SourceReader
-from dflash_doctor.facts.pysource import SourceError, parse_module
+from dflash_doctor.facts.pysource import SourceError, parse_module, without_blocks
 from dflash_doctor.facts.python.envfacts import applicable_requirements, canonical
 from dflash_doctor.facts.python.environment_shapes import Distributions, Target
 from dflash_doctor.facts.python.vllm_source import vllm_package_dir
@@ -67,38 +66,24 @@ _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "
 # ------------------------------------------------------------------------------------------ reading one module
 
 
-_DEF_START = re.compile(r"(?:async[ \t]+)?def[ \t]|@|class[ \t]")
+def _class_level_import(block: str) -> bool:
+    """A class block with an import at its body's own indentation (the first indented line's)."""
+    if not block.startswith("class"):
+        return False
+    first = _FIRST_INDENTED.search(block)
+    if first is None:
+        return False
+    indent = "\n" + first.group(1)
+    return indent + "import " in block or indent + "from " in block
+
+
+_FIRST_INDENTED = re.compile(r"\n([ \t]+)\S")
 
 
 def _module_level_text(text: str) -> str | None:
-    """`text` with the lines of every top-level function (and decorator, and class without a class-level
-    import) blanked, line numbers kept; None when the cut is in doubt (a blanked stretch holds an odd number of
-    triple quotes: it may start or end a string), and the caller parses the whole text."""
-    lines = text.split("\n")
-    starts = [i for i, line in enumerate(lines) if line[:1] not in ("", " ", "\t", "#", ")", "]", "}")]
-    if not starts:
-        return text
-    out = list(lines)
-    bounds = [*starts, len(lines)]
-    for begin, end in itertools.pairwise(bounds):
-        head = lines[begin]
-        if not _DEF_START.match(head):
-            continue
-        block = "\n".join(lines[begin:end])
-        if head.startswith("class") and _class_level_import(lines[begin + 1:end]):
-            continue
-        if (block.count('"""') + block.count("'''")) % 2:
-            return None
-        for i in range(begin, end):
-            out[i] = ""
-    return "\n".join(out)
-
-
-def _class_level_import(body: list[str]) -> bool:
-    """A class body with an import at its own indentation (the first indented line's)."""
-    indent = next((line[:len(line) - len(line.lstrip())] for line in body if line.strip()), None)
-    return indent is not None and any(
-        line.startswith(indent) and line[len(indent):].startswith(("import ", "from ")) for line in body)
+    """`text` with the lines of every top-level function (and decorator, and class without a class-level import)
+    blanked, line numbers kept; None when the cut is in doubt (`pysource.without_blocks`)."""
+    return without_blocks(text, keep=_class_level_import)
 
 
 def _parse(text: str, keep_functions: bool) -> ast.Module:
@@ -472,7 +457,7 @@ def unmet_requirements(dists: Distributions, marker_env: Mapping[str, str],
     return unmet
 
 
-_IMPORT_LINE = r"^([ \t]*)(?:from|import)[ \t]+({names})\b"
+_IMPORT_LINE = r"([ \t]*)(?:from|import)[ \t]+({names})\b"
 
 
 def imported_elsewhere(root: str, names: Sequence[str], budget_s: float = ELSEWHERE_BUDGET_S,
@@ -486,7 +471,10 @@ def imported_elsewhere(root: str, names: Sequence[str], budget_s: float = ELSEWH
     if not wanted:
         return {"names": {}, "complete": True}
     per_file: dict[str, list[dict[str, Any]]] = {n: [] for n in wanted}
-    pattern = re.compile(_IMPORT_LINE.format(names="|".join(re.escape(n) for n in wanted)).encode(), re.MULTILINE)
+    line = _IMPORT_LINE.format(names="|".join(re.escape(n) for n in wanted)).encode()
+    # Searched from the newline before each line (a literal first character: twice as fast as ^ with MULTILINE),
+    # the file's first line on its own.
+    first_line, later_line = re.compile(line), re.compile(b"\n" + line)
     parent = os.path.dirname(root.rstrip("/"))
     complete = True
     for index, path in enumerate(_python_files(root, files)):
@@ -498,12 +486,14 @@ def imported_elsewhere(root: str, names: Sequence[str], budget_s: float = ELSEWH
         except OSError:
             continue
         first: dict[str, dict[str, Any]] = {}
-        for match in pattern.finditer(raw):
+        found_at = [(0, m) for m in [first_line.match(raw)] if m is not None]
+        found_at += [(m.start() + 1, m) for m in later_line.finditer(raw)]
+        for start, match in found_at:
             name = match.group(2).decode()
             scope = "block" if match.group(1) else "module"
             if name not in first or (scope == "module" and first[name]["scope"] == "block"):
                 first[name] = {"file": os.path.relpath(path, parent),
-                               "line": raw.count(b"\n", 0, match.start()) + 1, "scope": scope}
+                               "line": raw.count(b"\n", 0, start) + 1, "scope": scope}
         for name, site in first.items():
             per_file[name].append(site)
     found = {name: {"files": len(sites), "sites": sorted(sites, key=lambda s: (s["scope"] != "module", s["file"]))
