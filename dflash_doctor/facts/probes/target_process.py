@@ -50,6 +50,7 @@ STDOUT_CAP = 8 << 20  # a job that writes more than this to stdout (its JSON doc
 STDERR_CAP = 4 << 20
 STDERR_KEEP = 4000
 SOURCES: Dict[str, str] = {}
+CODE: Dict[str, Any] = {}  # each probe's source compiled once, here: every child forked for it runs the same code
 
 
 def trim(text: str, keep: int) -> str:
@@ -98,7 +99,10 @@ def run_in_child(job: Dict[str, Any], out_fd: int, err_fd: int, protocol: int) -
         sys.argv = ["-c", json.dumps(job.get("args") or {})]
         namespace = {"__name__": "__main__", "__builtins__": __builtins__}
         probe = job["probe"]
-        exec(compile(SOURCES[probe], f"<probe {probe}>", "exec"), namespace)  # noqa: S102 - the job is a probe's source
+        code_object = CODE.get(probe)
+        if code_object is None:
+            code_object = compile(SOURCES[probe], f"<probe {probe}>", "exec")
+        exec(code_object, namespace)  # noqa: S102 - the job is a probe's source
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:  # noqa: BLE001 - the job's failure, on its stderr, with its exit status
@@ -172,6 +176,13 @@ class JobServer:
     def accept(self, job: Dict[str, Any]) -> None:
         if "source" in job:
             SOURCES[job["probe"]] = job.pop("source")
+            CODE.pop(job["probe"], None)
+        if self.forked and job["probe"] not in CODE and job["probe"] in SOURCES:
+            # A source that does not compile fails in the child, as its own error (see run_in_child).
+            try:
+                CODE[job["probe"]] = compile(SOURCES[job["probe"]], f"<probe {job['probe']}>", "exec")
+            except (SyntaxError, ValueError):
+                pass
         job["queued_at"] = time.monotonic()
         self.queue.append(job)
 

@@ -129,11 +129,20 @@ def collect_surface(ctx: Context, earlier: Mapping[str, object]) -> Collected:
     """Each distinct module the installed vLLM imports from an external kernel package."""
     source = VllmSurface.read(earlier.get(VllmSurface.SECTION)) or VllmSurface()
     wanted = sorted({(site.module, tuple(site.names)) for site in source.sites})
+    # One process a package that a distribution installs, so that what one package's import leaves behind never
+    # meets another's; the packages no distribution lists share one (their imports end at the finder: vLLM's
+    # surface names a dozen optional kernel packages, and a process forked from the target costs more than that).
+    dists = Distributions.read(earlier.get(Distributions.SECTION)) or Distributions()
+    listed = {top.split(".", 1)[0] for dist in dists.seen() for top in dist.top_levels}
     by_package: dict[str, list[ImportJob]] = {}
     roots = _roots(earlier)
     for module, names in wanted:
-        by_package.setdefault(module.split(".", 1)[0], []).append(ImportJob(module, names, roots=roots))
-    return by_section(SurfaceImports.collected({"imports": try_import_batches(ctx, list(by_package.values()))}))
+        package = module.split(".", 1)[0]
+        by_package.setdefault(package if package in listed else "", []).append(ImportJob(module, names, roots=roots))
+    tried = try_import_batches(ctx, list(by_package.values()))
+    order = {spec: index for index, spec in enumerate(wanted)}
+    tried.sort(key=lambda facts: order.get((facts["module"], tuple(facts["names"])), len(order)))
+    return by_section(SurfaceImports.collected({"imports": tried}))
 
 
 def extension_jobs(earlier: Mapping[str, object]) -> list[dict[str, Any]]:
