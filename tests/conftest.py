@@ -29,35 +29,40 @@ SCHEMA = json.loads(
 # What the run's processes write outside the test cache, and no test looks at after it ends, goes to one directory of
 # the run, removed when the run ends: uv's cache (every wheel a test installs with uv, unpacked: 2.8 GB a run in
 # ~/.cache/uv), virtualenv's app data, and $TMPDIR of every process the tests start (the temporary directories of a
-# doctor or an installer a test kills). Made by the process that starts the run, before xdist starts its workers,
-# which inherit it. This process's own temporary files (pytest's temp dir, kept for a failing test) stay where they
-# were: the directory is fixed before $TMPDIR changes.
+# doctor or an installer a test kills). Made by the process that starts the run, once its command line is taken
+# (pytest_configure: a command line pytest refuses makes nothing), before xdist starts its workers, which inherit it.
+# This process's own temporary files (pytest's temp dir, kept for a failing test) stay where they were: the directory
+# is fixed before $TMPDIR changes.
 _SCRATCH_OWNER = "DFLASH_DOCTOR_TEST_SCRATCH_OWNER"
-if _SCRATCH_OWNER not in os.environ:
-    tempfile.gettempdir()
-    _scratch = Path(tempfile.mkdtemp(prefix="dflash-doctor-test-run-"))
-    os.environ[_SCRATCH_OWNER] = f"{os.getpid()} {_scratch}"
-    for _variable, _name in (("UV_CACHE_DIR", "uv-cache"), ("VIRTUALENV_OVERRIDE_APP_DATA", "virtualenv"),
-                             ("TMPDIR", "tmp")):
-        (_scratch / _name).mkdir()
-        os.environ[_variable] = str(_scratch / _name)
-
 
 # The doctor's own bytecode, as an installed wheel has it (pip compiles what it installs): the suite starts the doctor
 # as a process of its own about a thousand times, and an editable checkout under PYTHONDONTWRITEBYTECODE (which CI
 # and many shells set) has none, so each of them compiled its ~220 modules again (0.25 s of CPU a process). Compiled
-# once here, by the process that starts the run, and removed when it ends: only the files this run made.
+# once, by the process that starts the run, and removed when it ends: only the files this run made.
 _PACKAGE = Path(__file__).resolve().parent.parent / "dflash_doctor"
 _compiled: list[Path] = []
-if os.environ.get(_SCRATCH_OWNER, "").partition(" ")[0] == str(os.getpid()) and sys.pycache_prefix is None:
-    for _source in sorted(_PACKAGE.rglob("*.py")):
-        _cached = Path(importlib.util.cache_from_source(str(_source)))
-        if not _cached.exists():
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if _SCRATCH_OWNER in os.environ:
+        return  # an xdist worker, or a run inside a run: the starting process made them
+    tempfile.gettempdir()
+    scratch = Path(tempfile.mkdtemp(prefix="dflash-doctor-test-run-"))
+    os.environ[_SCRATCH_OWNER] = f"{os.getpid()} {scratch}"
+    for variable, name in (("UV_CACHE_DIR", "uv-cache"), ("VIRTUALENV_OVERRIDE_APP_DATA", "virtualenv"),
+                           ("TMPDIR", "tmp")):
+        (scratch / name).mkdir()
+        os.environ[variable] = str(scratch / name)
+    if sys.pycache_prefix is not None:
+        return
+    for source in sorted(_PACKAGE.rglob("*.py")):
+        cached = Path(importlib.util.cache_from_source(str(source)))
+        if not cached.exists():
             try:
-                py_compile.compile(str(_source), cfile=str(_cached), doraise=True)
+                py_compile.compile(str(source), cfile=str(cached), doraise=True)
             except (OSError, py_compile.PyCompileError):
                 continue  # a read-only checkout: the processes compile in memory, as before
-            _compiled.append(_cached)
+            _compiled.append(cached)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
