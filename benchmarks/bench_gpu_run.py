@@ -130,7 +130,7 @@ def main() -> int:
     last = out / "report-warm.json"
     steps = json.loads(last.read_text()).get("timeline", []) if last.is_file() else []
     print("timeline, last warm run (start + duration, s): " + ", ".join(
-        f"{step['name']} {step['start_s']:.2f}+{step['duration_s'] or 0:.2f}" for step in steps))
+        f"{step['name']}{' (head start)' if step.get('kind') == 'head-start' else ''} {step['start_s']:.2f}+{step['duration_s'] or 0:.2f}" for step in steps))
     cold_ok = not cold_ratios or statistics.median(cold_ratios) <= GOAL_COLD_RATIO
     return 0 if ratio <= GOAL_WARM_RATIO and cold < GOAL_COLD_S and cold_ok else 1
 

@@ -95,7 +95,7 @@ def main() -> int:
         ratio = paired.ratio(DOCTOR, "import torch")
         print(f"doctor / import torch, paired: {ratio:.2f} (goal <= {GOAL_RATIO})")
         print("timeline, last run (start + duration, s): " + ", ".join(
-            f"{step['name']} {step['start_s']:.2f}+{step['duration_s'] or 0:.2f}" for step in saved.get("timeline", [])))
+            f"{step['name']}{' (head start)' if step.get('kind') == 'head-start' else ''} {step['start_s']:.2f}+{step['duration_s'] or 0:.2f}" for step in saved.get("timeline", [])))
         return 0 if ratio <= GOAL_RATIO else 1
 
 

@@ -7,18 +7,19 @@ code`; the exit codes are the run's (see `dflash_doctor.commands.run`).
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 from collections.abc import Sequence
 
-from dflash_doctor.commands import COMMANDS, DEFAULT_COMMAND, command
+from dflash_doctor.commands import COMMANDS, DEFAULT_COMMAND, command, entry_point, settle
 from dflash_doctor.commands.options import parse_run_args, tell, unknown_command
 
 __all__ = ["main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None:
+        entry_point()
     try:
         return _dispatch(list(sys.argv[1:] if argv is None else argv))
     except BrokenPipeError:
@@ -41,11 +42,7 @@ def _dispatch(argv: list[str]) -> int:
         if {"-h", "--help", "--version"} & set(rest):
             parse_run_args(rest)  # prints the run's help or version and exits: none of the run that commands.run imports
     main = command(module)
-    # What is imported now (the doctor's modules, a few hundred classes) lives as long as the process: the cyclic
-    # collector need not walk it again each time the scans' parse trees and the facts' objects set it off (~0.1 s
-    # of CPU in a run over a serving environment). It still collects what the run makes, less often.
-    gc.freeze()
-    gc.set_threshold(10_000, 10, 10)
+    settle()
     return main(rest)
 
 

@@ -10,6 +10,7 @@ import os
 import time
 from pathlib import Path
 
+import pytest
 from conftest import Doctor
 from realenv import make_venv
 from stacks import add_to_path, torch_site
@@ -75,3 +76,48 @@ def test_an_interpreter_that_is_no_file_gets_no_head_start(tmp_path: Path) -> No
     early = head_start.start(Request(python=str(tmp_path / "missing" / "python"), cwd=str(tmp_path)))
     assert early.take_environment(str(tmp_path / "missing" / "python"), probe_args(False), 60.0, str(tmp_path)) is None
     early.close()
+
+
+def _processes_running(program: str) -> list[int]:
+    """Processes running `program` (this test's own venv's interpreter: the doctor's probes in it)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "cmdline").read_bytes().split(b"\0", 1)[0] == program.encode():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.parametrize("after_s", [0.0, 0.15, 0.4])
+def test_sigterm_while_the_doctor_still_imports_ends_what_its_head_start_started(tmp_path: Path, after_s: float) -> None:
+    # SIGTERM once the head start's target process is there (at once: while it starts the environment probe; then
+    # while the doctor imports its checks, before the run takes its signals over; then as the run begins): the doctor
+    # ends by that signal (once the run handles it: the partial report, exit 1), taking the head start's processes
+    # and their temporary directories with it.
+    import signal
+    import subprocess
+    import sys
+
+    python = _torch_env(tmp_path)
+    scratch = tmp_path / "tmpdir"
+    scratch.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "dflash_doctor", "--python", str(python), "--no-gpu"],
+                            cwd=tmp_path, env={**os.environ, "TMPDIR": str(scratch)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    started = time.monotonic()
+    while not _processes_running(str(python)) and time.monotonic() - started < 30:
+        time.sleep(0.005)
+    time.sleep(after_s)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode in (-signal.SIGTERM, 1), stderr.decode()[-2000:]
+    assert b"Traceback" not in stderr, stderr.decode()[-3000:]
+    assert b"Traceback" not in stderr
+    deadline = time.monotonic() + 10
+    while _processes_running(str(python)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _processes_running(str(python))
+    assert not list(scratch.iterdir())

@@ -12,15 +12,60 @@ which every command that runs the doctor calls; `commands.output` writes and ren
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import gc
-from collections.abc import Sequence
+import os
+import signal
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
 
+from dflash_doctor.commands import settle
 from dflash_doctor.commands.options import UsageError, parse_run_args, request_of, tell, usage_error
 from dflash_doctor.commands.output import emit, exit_if_lingering, live_progress
 from dflash_doctor.facts import head_start
 
 __all__ = ["main"]
+
+
+class _Terminated(BaseException):
+    """SIGTERM before the run took its signals over (`runner.Signals`)."""
+
+
+class _UntilTheRunHandlesSignals:
+    """SIGTERM raises `_Terminated` while this is entered (in the main thread; elsewhere, as it was), so that the
+    processes the head start started are ended before the doctor is; the run installs its own handlers inside. One
+    that comes while the head start is starting them (`starting`) is raised once it has: none is left half-started."""
+
+    def __init__(self) -> None:
+        self._previous: Any = None
+        self._starting = False
+        self._pending = False
+
+    def __enter__(self) -> _UntilTheRunHandlesSignals:  # noqa: PYI034 - typing.Self is 3.11+
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGTERM, self._terminated)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+
+    def _terminated(self, _signum: int, _frame: object) -> None:
+        if self._starting:
+            self._pending = True
+            return
+        raise _Terminated
+
+    @contextlib.contextmanager
+    def starting(self) -> Iterator[None]:
+        self._starting = True
+        try:
+            yield
+        finally:
+            self._starting = False
+        if self._pending:
+            raise _Terminated
 
 
 def main(argv: Sequence[str]) -> int:
@@ -31,18 +76,31 @@ def main(argv: Sequence[str]) -> int:
         return usage_error(exc)
     # The target's first processes start now (facts.head_start), and the doctor's checks and collectors (~0.3 s of
     # imports, which they need nothing of) load while they run: imported here, not at the module's top, for that.
-    with head_start.start(request) as early:
-        from dflash_doctor import pipeline
+    early = head_start.HeadStart.empty()
+    try:
+        with _UntilTheRunHandlesSignals() as signals:
+            with signals.starting():
+                early = head_start.start(request)
+            from dflash_doctor import pipeline
 
-        gc.freeze()  # what was just imported lives as long as the process (see cli)
-        try:
+            settle()
             with live_progress(args) as on_event:
                 run = pipeline.run(dataclasses.replace(request, head_start=early), handle_signals=True,
                                    on_event=on_event)
-        except UsageError as exc:
-            return usage_error(exc)
+    except UsageError as exc:
+        early.close()
+        return usage_error(exc)
+    except _Terminated:
+        early.close()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)  # ended by it, as before the run had started anything
+        raise
+    except BaseException:
+        early.close()
+        raise
     stop = next((f for r in run.results if r.id == "doctor" for f in r.findings if f.id == "doctor.interrupted"), None)
     code = emit(run, args)
+    early.close()  # after the report: by now the run took what it started, or the stop ended it
     if stop is not None:
         tell(f"dflash-doctor: {stop.title} (exit {code})\n")
     exit_if_lingering(run, code)

@@ -84,7 +84,8 @@ def collect(
             target_process = SharedTargetProcess(ctx.python, preload=SHARED_IMPORTS, timeout_s=ctx.timeout_s,
                                                  cwd=ctx.cwd, preload_if_found=preload_if_found).start()
         tell(f"{TARGET_PROCESS}-start", TARGET_PROCESS, target_process.started_at)
-        target_process.when_ready(lambda: tell(f"{TARGET_PROCESS}-end", TARGET_PROCESS))
+        target_process.when_ready(
+            lambda: tell(f"{TARGET_PROCESS}-end", TARGET_PROCESS, target_process.ready_at if target_process else None))
         ctx = dataclasses.replace(ctx, target_process=target_process)
     try:
         if foreign:

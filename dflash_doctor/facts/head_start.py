@@ -38,6 +38,15 @@ def target_process_preload(gpu_layers: bool) -> tuple[str, ...] | None:
 class HeadStart:
     """The processes one run started early, each given to the first collector that asks for the same (once)."""
 
+    CLOSE_WAIT_S = 5.0
+    """How long `close` waits for the environment probe's thread once the probe is stopped (its process group is
+    killed at once; a process stuck in the kernel may outlast that: the thread, a daemon, is then left to it)."""
+
+    @classmethod
+    def empty(cls) -> HeadStart:
+        """A head start that started nothing: each collector starts its own."""
+        return cls(time.monotonic())
+
     def __init__(self, started_at: float) -> None:
         self.started_at = started_at
         self._lock = threading.Lock()
@@ -80,7 +89,7 @@ class HeadStart:
             environment, self._environment = self._environment, None
         self._stop.set()
         if environment is not None:
-            environment[1].join()
+            environment[1].join(self.CLOSE_WAIT_S)
         if target is not None:
             target[1].abort()
 
@@ -113,7 +122,7 @@ class HeadStart:
 def start(request: Request) -> HeadStart:
     """The head start of the run `request` asks for: both processes for a run of every check, nothing otherwise
     (an empty HeadStart, whose collectors start their own)."""
-    head = HeadStart(time.monotonic())
+    head = HeadStart.empty()
     if request.only or request.skip:
         return head
     python = request.interpreter
@@ -121,6 +130,10 @@ def start(request: Request) -> HeadStart:
         precheck(python)
     except InterpreterError:
         return head  # the collection says why, as ever
-    head._start_target_process(python, target_process_preload(not request.no_gpu), request.timeout_s, request.cwd)
-    head._start_environment(python, probe_args(request.verify_hashes), request.timeout_s, request.cwd)
+    try:
+        head._start_target_process(python, target_process_preload(not request.no_gpu), request.timeout_s, request.cwd)
+        head._start_environment(python, probe_args(request.verify_hashes), request.timeout_s, request.cwd)
+    except BaseException:
+        head.close()  # what had started is ended with it
+        raise
     return head

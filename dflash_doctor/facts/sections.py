@@ -120,7 +120,7 @@ BUILTIN_COLLECTORS: tuple[Collector, ...] = (
     ),
     Collector.of("rotary-import", (RotaryImport,), imports.collect_rotary, requires=("target",), process="target"),
     Collector.of("surface-imports", (SurfaceImports,), imports.collect_surface,
-                 requires=("vllm_surface", "target", "distributions"), process="target"),
+                 requires=("vllm_surface", "target", "distributions", "sys_path"), process="target"),
     Collector.of("extensions", (Extensions,), imports.collect_extensions,
                  requires=("target", "distributions", "resolution"), process="target"),
     Collector.of("kernel-files", (KernelFiles,), kernel_files.collect, requires=("target", "sys_path", "distributions")),

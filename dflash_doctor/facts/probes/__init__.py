@@ -191,7 +191,7 @@ def run_probe(
     """Run probe script `name` in `python` with `args` (JSON) and return what it reported.
 
     `flags` go before the script (e.g. "-S": the interpreter without its site, for the handshake). `stop`, once set,
-    ends the probe's process group (its outcome then says it was stopped)."""
+    kills the probe's process group (its outcome then says it was killed)."""
     # The arguments go on stdin: argv is public (`ps`, /proc/PID/cmdline), and a serve command's may hold a key.
     payload = json.dumps(args if args is not None else {}).encode("utf-8")
     started = time.monotonic()
@@ -299,6 +299,7 @@ class SharedTargetProcess:
         self._hello_facts: dict[str, Any] | None = None
         self._on_ready = on_ready
         self._was_ready = False
+        self._ready_at: float | None = None
         self._stderr = bytearray()
         self._proc: subprocess.Popen[bytes] | None = None
         self._launched: Launched | None = None
@@ -496,6 +497,8 @@ class SharedTargetProcess:
 
     def _told_ready(self) -> None:
         with self._lock:  # once: at ready, or at the end of a process never ready
+            if not self._was_ready:
+                self._ready_at = time.monotonic()
             callback, self._on_ready, self._was_ready = self._on_ready, None, True
         if callback is not None:
             with contextlib.suppress(Exception):  # a listener's trouble is not the process's
@@ -515,6 +518,11 @@ class SharedTargetProcess:
     def started_at(self) -> float:
         """When it was started (time.monotonic()); 0.0 before."""
         return self._started
+
+    @property
+    def ready_at(self) -> float | None:
+        """When its preload was done, or it ended without finishing it (time.monotonic()); None before."""
+        return self._ready_at
 
     def _read_stderr(self) -> None:
         proc = self._proc

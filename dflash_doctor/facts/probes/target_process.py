@@ -190,10 +190,14 @@ class JobServer:
             except (SyntaxError, ValueError):
                 pass
         job["queued_at"] = time.monotonic()
-        # A job that batches many imports (vLLM's import surface: a hundred or more) starts before the jobs of one
-        # import each that wait with it, the longest first: the run ends with the last job, not waiting on that one.
-        weight = batch_size(job)
-        at = next((i for i, queued in enumerate(self.queue) if batch_size(queued) < weight), len(self.queue))
+        # A job that batches many imports (vLLM's import surface: a hundred or more) starts before the import jobs
+        # with fewer imports queued after any other kind of job, the longest first: the run ends with the last job,
+        # not waiting on that one. Every other job keeps its place.
+        at = len(self.queue)
+        if job.get("probe") == "try_import":
+            weight = batch_size(job)
+            while at > 0 and self.queue[at - 1].get("probe") == "try_import" and batch_size(self.queue[at - 1]) < weight:
+                at -= 1
         self.queue.insert(at, job)
 
     def start(self, job: Dict[str, Any]) -> None:

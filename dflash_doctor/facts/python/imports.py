@@ -15,7 +15,7 @@ from typing import Any
 from dflash_doctor.context import Context
 from dflash_doctor.facts.probes import ProbeJob, ProbeOutcome, documents, run_probe
 from dflash_doctor.facts.python.envfacts import canonical
-from dflash_doctor.facts.python.environment_shapes import Distributions, Target
+from dflash_doctor.facts.python.environment_shapes import Distributions, SysPath, Target
 from dflash_doctor.facts.python.imports_shapes import Extensions, RotaryImport, SurfaceImports
 from dflash_doctor.facts.python.vllm_source_shapes import VllmSurface
 from dflash_doctor.facts.safefile import environment_roots, refusal
@@ -129,20 +129,50 @@ def collect_surface(ctx: Context, earlier: Mapping[str, object]) -> Collected:
     """Each distinct module the installed vLLM imports from an external kernel package."""
     source = VllmSurface.read(earlier.get(VllmSurface.SECTION)) or VllmSurface()
     wanted = sorted({(site.module, tuple(site.names)) for site in source.sites})
-    # One process a package that a distribution installs, so that what one package's import leaves behind never
-    # meets another's; the packages no distribution lists share one (their imports end at the finder: vLLM's
-    # surface names a dozen optional kernel packages, and a process forked from the target costs more than that).
-    dists = Distributions.read(earlier.get(Distributions.SECTION)) or Distributions()
-    listed = {top.split(".", 1)[0] for dist in dists.seen() for top in dist.top_levels}
+    # One process a package, so that what one package's import leaves behind never meets another's; the packages
+    # that are nowhere on the target's path share one (their imports end at the finder: vLLM's surface names a dozen
+    # optional kernel packages, and a process forked from the target costs more than that).
+    absent = _absent_packages({module.split(".", 1)[0] for module, _ in wanted}, earlier)
     by_package: dict[str, list[ImportJob]] = {}
     roots = _roots(earlier)
     for module, names in wanted:
         package = module.split(".", 1)[0]
-        by_package.setdefault(package if package in listed else "", []).append(ImportJob(module, names, roots=roots))
+        by_package.setdefault("" if package in absent else package, []).append(ImportJob(module, names, roots=roots))
     tried = try_import_batches(ctx, list(by_package.values()))
     order = {spec: index for index, spec in enumerate(wanted)}
     tried.sort(key=lambda facts: order.get((facts["module"], tuple(facts["names"])), len(order)))
     return by_section(SurfaceImports.collected({"imports": tried}))
+
+
+MAX_PATH_LISTING = 100_000
+"""Names read from the target's sys.path directories to tell a package that is nowhere (`_absent_packages`)."""
+
+
+def _absent_packages(packages: set[str], earlier: Mapping[str, object]) -> set[str]:
+    """The top-level names in `packages` that nothing on the target's path provides: no distribution's RECORD lists
+    them and no sys.path directory holds a file or directory of that name. None is called absent (an empty set) where
+    that cannot be told: the distributions or sys.path unread, a distribution without a RECORD (an .egg-info, an
+    .egg) or installed editable (its files are found by a finder, not on sys.path), or a directory too large to list."""
+    dists = Distributions.read(earlier.get(Distributions.SECTION))
+    path = SysPath.read(earlier.get(SysPath.SECTION))
+    if dists is None or path is None or any(not d.record.present or d.editable for d in dists.seen()):
+        return set()
+    listed = {top.split(".", 1)[0] for dist in dists.seen() for top in dist.top_levels}
+    on_path: set[str] = set()
+    for entry in path.entries:
+        if not entry.exists or not os.path.isdir(entry.path):
+            if entry.exists:
+                return set()  # a zip file on sys.path: its names are not listed here
+            continue
+        try:
+            with os.scandir(entry.path) as names:
+                for count, name in enumerate(names):
+                    if count >= MAX_PATH_LISTING:
+                        return set()
+                    on_path.add(name.name.split(".", 1)[0])
+        except OSError:
+            return set()
+    return {p for p in packages if p not in listed and p not in on_path}
 
 
 def extension_jobs(earlier: Mapping[str, object]) -> list[dict[str, Any]]:
