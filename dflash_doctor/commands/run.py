@@ -28,19 +28,17 @@ from dflash_doctor.facts import head_start
 __all__ = ["main"]
 
 
-class _Terminated(BaseException):
-    """SIGTERM before the run took its signals over (`runner.Signals`)."""
-
-
 class _UntilTheRunHandlesSignals:
-    """SIGTERM raises `_Terminated` while this is entered (in the main thread; elsewhere, as it was), so that the
-    processes the head start started are ended before the doctor is; the run installs its own handlers inside. One
-    that comes while the head start is starting them (`starting`) is raised once it has: none is left half-started."""
+    """A SIGTERM that comes before the run takes its signals over (`runner.Signals`) ends the doctor by that signal,
+    as ever, but first the processes its head start started (`HeadStart.kill_now`: their process groups killed, their
+    temporary directories removed); one that comes while the head start is starting them, once it has. In the main
+    thread only (elsewhere, the handlers are as they were)."""
 
     def __init__(self) -> None:
         self._previous: Any = None
         self._starting = False
         self._pending = False
+        self.early: head_start.HeadStart | None = None
 
     def __enter__(self) -> _UntilTheRunHandlesSignals:  # noqa: PYI034 - typing.Self is 3.11+
         if threading.current_thread() is threading.main_thread():
@@ -48,14 +46,18 @@ class _UntilTheRunHandlesSignals:
         return self
 
     def __exit__(self, *_exc: object) -> None:
-        if self._previous is not None:
+        # Unless the run left its own handler (after a stop, a second signal ends the doctor at once: runner.Signals).
+        if self._previous is not None and signal.getsignal(signal.SIGTERM) == self._terminated:
             signal.signal(signal.SIGTERM, self._previous)
 
-    def _terminated(self, _signum: int, _frame: object) -> None:
+    def _terminated(self, signum: int, _frame: object) -> None:
         if self._starting:
             self._pending = True
             return
-        raise _Terminated
+        if self.early is not None:
+            self.early.kill_now()
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
 
     @contextlib.contextmanager
     def starting(self) -> Iterator[None]:
@@ -65,7 +67,7 @@ class _UntilTheRunHandlesSignals:
         finally:
             self._starting = False
         if self._pending:
-            raise _Terminated
+            self._terminated(signal.SIGTERM, None)
 
 
 def main(argv: Sequence[str]) -> int:
@@ -80,7 +82,7 @@ def main(argv: Sequence[str]) -> int:
     try:
         with _UntilTheRunHandlesSignals() as signals:
             with signals.starting():
-                early = head_start.start(request)
+                early = signals.early = head_start.start(request)
             from dflash_doctor import pipeline
 
             settle()
@@ -90,11 +92,6 @@ def main(argv: Sequence[str]) -> int:
     except UsageError as exc:
         early.close()
         return usage_error(exc)
-    except _Terminated:
-        early.close()
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTERM)  # ended by it, as before the run had started anything
-        raise
     except BaseException:
         early.close()
         raise

@@ -20,10 +20,18 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from dflash_doctor.facts.probes import SHARED_IMPORTS, ProbeOutcome, SharedTargetProcess, run_probe
+from dflash_doctor.facts.probes import (
+    SHARED_IMPORTS,
+    Launched,
+    ProbeOutcome,
+    SharedTargetProcess,
+    launch,
+    probe_outcome,
+)
 from dflash_doctor.facts.python.environment_args import probe_args
 from dflash_doctor.facts.python.interpreter import InterpreterError, precheck
 from dflash_doctor.knowledge.stack import TORCH_USERS
+from dflash_doctor.process import kill_group
 from dflash_doctor.request import Request
 
 __all__ = ["HeadStart", "start", "target_process_preload"]
@@ -55,6 +63,7 @@ class HeadStart:
         self._environment_outcome: ProbeOutcome | None = None
         self._stop = threading.Event()
         self._spans: dict[str, tuple[float, float]] = {}
+        self._environment_launched: Launched | None = None
         self._taken: set[str] = set()
 
     # -- taken by the collection
@@ -101,16 +110,36 @@ class HeadStart:
 
     # -- started by `start`
     def _start_environment(self, python: str, args: dict[str, Any], timeout_s: float, cwd: str) -> None:
+        # Launched here, in the thread that starts the run, so that `kill_now` knows every process there is; only
+        # the exchange with it goes on in a thread.
+        began = time.monotonic()
+        try:
+            launched = launch(python, "environment", cwd=cwd)
+        except OSError:
+            return  # the collector starts its own, and says why it could not
+        self._environment_launched = launched
+
         def ask() -> None:
-            began = time.monotonic()
-            self._environment_outcome = run_probe(python, "environment", args, timeout_s=timeout_s, cwd=cwd,
-                                                  stop=self._stop)
+            self._environment_outcome = probe_outcome(launched, python, args, timeout_s=timeout_s, started=began,
+                                                      stop=self._stop)
             with self._lock:
                 self._spans["environment"] = (began, time.monotonic())
 
         thread = threading.Thread(target=ask, name="dflash-doctor-head-start-environment", daemon=True)
         self._environment = ((python, args, timeout_s, cwd), thread)
         thread.start()
+
+    def kill_now(self) -> None:
+        """Kill what it started and remove their carriers, taking no lock: for a signal handler that ends the doctor
+        right after (`commands.run`)."""
+        self._stop.set()
+        launched = self._environment_launched
+        if launched is not None:
+            kill_group(launched.proc)
+            launched.remove_carrier()
+        target = self._target
+        if target is not None:
+            target[1].kill_now()
 
     def _start_target_process(self, python: str, preload_if_found: tuple[str, ...] | None, timeout_s: float,
                               cwd: str) -> None:

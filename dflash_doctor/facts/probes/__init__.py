@@ -186,19 +186,24 @@ def run_probe(
     env: dict[str, str] | None = None,
     marker: str = MARKER,
     flags: tuple[str, ...] = (),
-    stop: threading.Event | None = None,
 ) -> ProbeOutcome:
     """Run probe script `name` in `python` with `args` (JSON) and return what it reported.
 
-    `flags` go before the script (e.g. "-S": the interpreter without its site, for the handshake). `stop`, once set,
-    kills the probe's process group (its outcome then says it was killed)."""
-    # The arguments go on stdin: argv is public (`ps`, /proc/PID/cmdline), and a serve command's may hold a key.
-    payload = json.dumps(args if args is not None else {}).encode("utf-8")
+    `flags` go before the script (e.g. "-S": the interpreter without its site, for the handshake)."""
     started = time.monotonic()
     try:
         launched = launch(python, name, flags=flags, cwd=cwd, env=env)
     except OSError as exc:
         return ProbeOutcome(None, None, None, False, "", 0.0, f"cannot start {python}: {exc.strerror or exc}")
+    return probe_outcome(launched, python, args, timeout_s=timeout_s, started=started, marker=marker)
+
+
+def probe_outcome(launched: Launched, python: str, args: Any, *, timeout_s: float, started: float,
+                  marker: str = MARKER, stop: threading.Event | None = None) -> ProbeOutcome:
+    """What a launched probe (`launch`) reported, given `args` (JSON) on its stdin; its carrier removed after it.
+    `stop`, once set, kills its process group (its outcome then says it was killed)."""
+    # The arguments go on stdin: argv is public (`ps`, /proc/PID/cmdline), and a serve command's may hold a key.
+    payload = json.dumps(args if args is not None else {}).encode("utf-8")
     proc = launched.proc
     try:
         ran = exchange(proc, payload, timeout_s, stop=stop)
@@ -357,6 +362,14 @@ class SharedTargetProcess:
         with self._lock:  # killed by the preload's own timeout (the same bound), it was silent as well
             silent = self._hello_facts is None and (not answered or self._state == "preload-timed-out")
             return self._hello_facts, silent
+
+    def kill_now(self) -> None:
+        """Kill its process group and remove its carrier, taking no lock: for a signal handler that ends the doctor
+        right after (`commands.run`)."""
+        launched = self._launched
+        if launched is not None:
+            kill_group(launched.proc)
+            launched.remove_carrier()
 
     def abort(self) -> None:
         """End the process at once, the jobs it holds with it (the run is given up: the interpreter was refused)."""
