@@ -36,10 +36,10 @@ def toys(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
             toy.write_toy_drafter(base / "past", target_layer_ids=(1, 9)))
 
 
-def serve(doctor: Doctor, version: str, argv: list[str], only: str, *options: str) -> dict[str, Any]:
-    proc = doctor("serve", "--python", str(vllm_python(version)), *GPUS, *options, "--timeout", "400", "--only", only, "--json",
-                  "-", "--", *argv,
-                  timeout=600)
+def serve(doctor: Doctor, version: str, argv: list[str], only: str, *options: str,
+          env: dict[str, str] | None = None) -> dict[str, Any]:
+    proc = doctor("serve", "--python", str(vllm_python(version)), *GPUS, *options, "--timeout", "400", "--only", only,
+                  "--json", "-", "--", *argv, env=env, timeout=600)
     try:
         report = json.loads(proc.stdout)
     except json.JSONDecodeError:
@@ -61,12 +61,17 @@ def test_the_values_vllm_resolved_are_in_the_facts_and_the_rules_judge_them(
     target, drafter, _ = toys
     spec = {"method": "dflash", "model": str(drafter), "num_speculative_tokens": 15}
     argv = ["vllm", "serve", str(target), *LIMITS, "--speculative-config", json.dumps(spec)]  # no --max-model-len
-    report = serve(doctor, "0.20.1", argv, "serve-command,serve-resources", "--target-arch", "sm_90")
+    report = serve(doctor, "0.20.1", argv, "serve-command,serve-resources", "--target-arch", "sm_90",
+                   env={"VLLM_CACHE_ROOT": str(doctor.cwd / "vllm-cache")})  # a cache that knows no model class
     parser = serve_facts(report)["vllm_parser"]
     validation = parser["validation"]
     assert validation is not None and validation["ok"], parser
     served = validation["served"]
     assert served["draft_model"] == str(drafter) and served["method"] == "dflash"
+    # vLLM's cache (empty here) did not know the drafter's class: vLLM learned its interface in the validation's own
+    # process, not in an interpreter of its own that imports torch and vLLM again. Qwen3's module asks a compiled op
+    # this machine has no driver for at import: that one fell back to vLLM's subprocess, as before.
+    assert validation["model_info_learned"] == {"Qwen3ForCausalLM": "subprocess", "DFlashQwen3ForCausalLM": "here"}
     assert served["num_speculative_tokens"] == 15
     assert (served["tensor_parallel_size"], served["pipeline_parallel_size"], served["data_parallel_size"]) == (2, 1, 1)
     assert served["draft_tensor_parallel_size"] == 2  # vLLM's default: the target's

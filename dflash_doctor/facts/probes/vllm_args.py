@@ -510,17 +510,19 @@ def run() -> None:
         from vllm.usage.usage_lib import UsageContext
 
         keep_model_info_unsaved()
+        inspect_model_classes_here()
         config = engine_args.create_engine_config(usage_context=UsageContext.OPENAI_API_SERVER)
     except UncheckedModel:
         facts["not_validated"] = {"reason": "unchecked-models", "models": unlooked, "files": []}
         return done()
     except BaseException as exc:  # noqa: BLE001 - vLLM's own verdict, whatever it raises
         facts["validation"] = {"ok": False, "error": None if isinstance(exc, ModelCodeRefused) else describe(exc),
-                               "model_code": model_code, "refused_connections": connections}
+                               "model_code": model_code, "refused_connections": connections,
+                               "model_info_learned": MODEL_INFO_LEARNED}
         facts["skipped_parts"] = skipped_parts(exc, stood_in)
         return done()
     facts["validation"] = {"ok": not model_code, "error": None, "served": served(config, envs), "model_code": model_code,
-                           "refused_connections": connections}
+                           "refused_connections": connections, "model_info_learned": MODEL_INFO_LEARNED}
     if model_code:  # vLLM went on without what the refused code would have given: not its verdict on the command
         return done()
     capabilities = (given_platform or {}).get("capabilities") or [None]
@@ -727,6 +729,50 @@ def keep_model_info_unsaved() -> None:
         for value in list(vars(registry).values()):
             if isinstance(value, type) and "_save_modelinfo_to_cache" in vars(value):
                 value._save_modelinfo_to_cache = lambda *_args, **_kwargs: None  # type: ignore[attr-defined]
+
+
+MODEL_INFO_LEARNED: Dict[str, str] = {}
+"""Model class -> where this validation had vLLM learn its interface: "here" or "subprocess" (vLLM's own)."""
+
+
+def class_name_of(fn: Callable[[], Any]) -> str:
+    """The class_name of the registered model the inspecting function closes over (vLLM's lambda over self)."""
+    for cell in getattr(fn, "__closure__", None) or ():
+        with contextlib.suppress(ValueError):
+            name = getattr(cell.cell_contents, "class_name", None)
+            if isinstance(name, str):
+                return name
+    return "?"
+
+
+def inspect_model_classes_here() -> None:
+    """Where vLLM's cache does not know a model class, vLLM learns its interface
+    (`_ModelInfo.from_model_cls(self.load_model_cls())`, in `_LazyRegisteredModel.inspect_model_cls`, 0.18.0 to
+    0.34.0) in an interpreter it starts for that alone (`_run_in_subprocess`, so that vLLM's own process does not
+    initialise CUDA before it starts its workers), which imports torch and vLLM again: as long as the validation
+    itself, paid twice. This process starts no workers and ends after the validation, so that one function runs
+    here, in vLLM's own code, under the refusals and stand-ins the validation has; where it raises here, vLLM's
+    subprocess runs it as before. Anything else vLLM runs in a subprocess (0.34.0's whole-registry
+    `fill_model_info_cache`) stays there."""
+    with contextlib.suppress(Exception):
+        from vllm.model_executor.models import registry
+
+        in_subprocess = registry._run_in_subprocess
+
+        def here_first(fn: Callable[[], Any]) -> Any:
+            names = getattr(getattr(fn, "__code__", None), "co_names", ())
+            if "from_model_cls" not in names or "load_model_cls" not in names:
+                return in_subprocess(fn)
+            name = class_name_of(fn)
+            try:
+                info = fn()
+            except Exception:  # noqa: BLE001 - vLLM's subprocess says what it says
+                MODEL_INFO_LEARNED[name] = "subprocess"
+                return in_subprocess(fn)
+            MODEL_INFO_LEARNED[name] = "here"
+            return info
+
+        registry._run_in_subprocess = here_first
 
 
 def clear_selector_cache() -> None:

@@ -320,6 +320,10 @@ class VllmValidation(Shape):
     served: Served | None = None
     model_code: list[ModelCodeCall] = field(default_factory=list)
     refused_connections: list[RefusedConnection] = field(default_factory=list)
+    model_info_learned: dict[str, str] = field(default_factory=dict)
+    """Each model class whose interface vLLM learned in this validation (its cache did not have it) and where:
+    "here" (in the validation's own process) or "subprocess" (in the interpreter vLLM starts for it, where it
+    failed here)."""
 
 
 @dataclass(frozen=True)
