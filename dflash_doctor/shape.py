@@ -31,12 +31,13 @@ import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar, Union
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, Union
 
-__all__ = ["Collected", "SectionFailure", "Shape", "ShapeError", "by_section", "dump", "load", "section_json",
-           "section_of_json", "undeclared_keys"]
+__all__ = ["Collected", "SectionFailure", "Shape", "ShapeError", "by_section", "dump", "frozen_dataclass", "load",
+           "section_json", "section_of_json", "undeclared_keys"]
 
 S = TypeVar("S", bound="Shape")
+T = TypeVar("T")
 
 
 class ShapeError(ValueError):
@@ -87,6 +88,110 @@ class Shape:
 
     def to_json(self) -> Any:
         return dump(self)
+
+
+def _frozen_dataclass(cls: type[T]) -> type[T]:
+    """`@dataclass(frozen=True)` for the shapes, at a fraction of its cost when the class is made.
+
+    The doctor declares some 250 shapes and starts as a process of its own for every run; `dataclasses` writes
+    and compiles each class's __init__, __repr__, __eq__, __hash__, __setattr__ and __delattr__ when the class is
+    made (a millisecond a class on a CI machine: a quarter of the doctor's start), though a run makes instances
+    of a few dozen of them. Here `dataclasses` still reads the fields (dataclasses.fields, replace and asdict work
+    as before); equality, hashing, repr and the refusal to assign are functions shared by every shape, reading
+    the fields; __init__ is written (as `dataclasses` writes it) when the class is first instantiated. The type
+    checker sees `dataclasses.dataclass` itself (`frozen_dataclass` below)."""
+    dataclasses.dataclass(cls, init=False, repr=False, eq=False)
+    fields = tuple(dataclasses.fields(cls))  # type: ignore[arg-type]  # a dataclass since the line above
+    names = tuple(f.name for f in fields)
+    compared = tuple(f.name for f in fields if f.compare)
+    shown = tuple(f.name for f in fields if f.repr)
+    own = cls.__dict__
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        init = _written_init(cls, fields)
+        type.__setattr__(cls, "__init__", init)
+        init(self, *args, **kwargs)
+
+    def __repr__(self: Any) -> str:
+        return f"{type(self).__qualname__}({', '.join(f'{n}={getattr(self, n)!r}' for n in shown)})"
+
+    def __eq__(self: Any, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return tuple(getattr(self, n) for n in compared) == tuple(getattr(other, n) for n in compared)
+
+    def __hash__(self: Any) -> int:
+        return hash(tuple(getattr(self, n) for n in compared))
+
+    def __setattr__(self: Any, name: str, value: Any) -> None:
+        if type(self) is cls or name in names:
+            raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self: Any, name: str) -> None:
+        if type(self) is cls or name in names:
+            raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+        object.__delattr__(self, name)
+
+    explicit_hash = "__hash__" in own and not (own["__hash__"] is None and "__eq__" in own)
+    methods: dict[str, Any] = {"__init__": __init__, "__repr__": __repr__, "__eq__": __eq__,
+                               "__setattr__": __setattr__, "__delattr__": __delattr__}
+    for name, method in methods.items():
+        if name not in own:
+            method.__qualname__ = f"{cls.__qualname__}.{name}"
+            type.__setattr__(cls, name, method)
+    if not explicit_hash:
+        __hash__.__qualname__ = f"{cls.__qualname__}.__hash__"
+        type.__setattr__(cls, "__hash__", __hash__)
+    if "__match_args__" not in own:
+        type.__setattr__(cls, "__match_args__", names)
+    return cls
+
+
+def _written_init(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> Callable[..., None]:
+    """The __init__ `dataclasses` writes for a frozen class of these fields (all init fields, in order)."""
+    scope: dict[str, Any] = {"__set": object.__setattr__, "__factory": _FACTORY}
+    params, body = [], []
+    for i, f in enumerate(fields):
+        if not f.init:
+            if f.default_factory is not dataclasses.MISSING:
+                scope[f"__f{i}"] = f.default_factory
+                body.append(f"__set(self, {f.name!r}, __f{i}())")
+            elif f.default is not dataclasses.MISSING:
+                scope[f"__d{i}"] = f.default
+                body.append(f"__set(self, {f.name!r}, __d{i})")
+            continue
+        if f.default_factory is not dataclasses.MISSING:
+            scope[f"__f{i}"] = f.default_factory
+            params.append(f"{f.name}=__factory")
+            body.append(f"__set(self, {f.name!r}, __f{i}() if {f.name} is __factory else {f.name})")
+        elif f.default is not dataclasses.MISSING:
+            scope[f"__d{i}"] = f.default
+            params.append(f"{f.name}=__d{i}")
+            body.append(f"__set(self, {f.name!r}, {f.name})")
+        else:
+            params.append(f.name)
+            body.append(f"__set(self, {f.name!r}, {f.name})")
+    if hasattr(cls, "__post_init__"):
+        body.append("self.__post_init__()")
+    text = f"def __init__(self, {', '.join(params)}):\n" + "".join(f" {line}\n" for line in body or ["pass"])
+    exec(text, scope)  # noqa: S102 - text made here from the class's own field names, as `dataclasses` does
+    init: Callable[..., None] = scope["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    return init
+
+
+_FACTORY = object()  # the default of a field made by a factory: a fresh value for each instance
+
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass as frozen_dataclass
+else:  # the type checker reads the line above: every shape is a frozen dataclass to it
+    def frozen_dataclass(cls=None, /, *, frozen):
+        """Used as `@dataclass(frozen=True)` by the *_shapes modules (`_frozen_dataclass`)."""
+        if not frozen:
+            raise TypeError("frozen_dataclass makes frozen classes only")
+        return _frozen_dataclass if cls is None else _frozen_dataclass(cls)
 
 
 _HINTS: dict[type, dict[str, Any]] = {}

@@ -9,11 +9,12 @@ from dflash_doctor.shape import (
     ShapeError,
     by_section,
     dump,
+    frozen_dataclass,
     load,
     section_json,
     section_of_json,
     undeclared_keys,
 )
 
-__all__ = ["Collected", "SectionFailure", "Shape", "ShapeError", "by_section", "dump", "load", "section_json",
-           "section_of_json", "undeclared_keys"]
+__all__ = ["Collected", "SectionFailure", "Shape", "ShapeError", "by_section", "dump", "frozen_dataclass", "load",
+           "section_json", "section_of_json", "undeclared_keys"]

@@ -5,11 +5,12 @@ an older report or a run that stopped early leaves it at."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import ClassVar
 
 from dflash_doctor.facts.python.environment_shapes import ProbeRun
 from dflash_doctor.facts.shape import Shape
+from dflash_doctor.facts.shape import frozen_dataclass as dataclass
 
 __all__ = [
     "AcsBridge", "AcsFacts", "ContainerFacts", "DevicePcie", "Fabric", "FabricDevice", "FabricMachine", "FabricNvml",

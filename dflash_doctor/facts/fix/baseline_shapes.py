@@ -8,10 +8,11 @@ In the document a value of null (or an absent key) means "not collected when sav
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import ClassVar
 
 from dflash_doctor.shape import Shape
+from dflash_doctor.shape import frozen_dataclass as dataclass
 
 __all__ = ["SCHEMA", "Baseline", "BaselineFacts", "DistributionState", "DriverState", "FileHashes", "GpuState",
            "HashedFiles", "LibraryArchs", "PythonState", "Tool"]

@@ -6,9 +6,10 @@ by checks.fix.build_prereqs. Every field has a default, so an older report, or a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from dflash_doctor.facts.shape import Shape
+from dflash_doctor.facts.shape import frozen_dataclass as dataclass
 
 __all__ = ["BuildEnv", "TorchBuild"]
 

@@ -11,11 +11,12 @@ every field has a default, so an older report (without `env_kind`, `build`) load
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import ClassVar
 
 from dflash_doctor.facts.fix.build_env_shapes import BuildEnv
 from dflash_doctor.facts.shape import Shape
+from dflash_doctor.facts.shape import frozen_dataclass as dataclass
 
 __all__ = ["DryRunItem", "DryRuns", "Install", "InstalledDist", "LeftBehind", "Removal", "SegmentRun", "Unavailable"]
 

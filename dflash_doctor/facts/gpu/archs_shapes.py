@@ -3,10 +3,11 @@ of the stack carries kernels for, and the machine's runtime versions and torch's
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, ClassVar
 
 from dflash_doctor.facts.shape import Shape
+from dflash_doctor.facts.shape import frozen_dataclass as dataclass
 
 __all__ = ["ArchCoverage", "ArchLibrary", "ArchTorch", "Fatbin", "MachineGlibc", "MachineLibstdcxx", "MachineRuntime"]
 

@@ -7,11 +7,12 @@ objects; their fields are the probe's (facts/probes/cuda_stack.py, kernels.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, ClassVar
 
 from dflash_doctor.facts.python.environment_shapes import ProbeRun
 from dflash_doctor.facts.shape import Shape
+from dflash_doctor.facts.shape import frozen_dataclass as dataclass
 
 __all__ = ["CudaRuntime", "CudaStack", "CudaTorch", "CudaTriton", "KernelCase", "KernelCuda", "KernelDevice", "KernelError", "KernelFamily",
            "KernelImport", "Kernels", "Libcuda", "ProbeException",

@@ -6,10 +6,11 @@ system's) `unsupported` or `errors`; the section under --no-gpu is only `{"skipp
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, ClassVar
 
 from dflash_doctor.facts.shape import Shape
+from dflash_doctor.facts.shape import frozen_dataclass as dataclass
 
 __all__ = ["Ecc", "Gpu", "GpuDevice", "GpuMachine", "GpuMemory", "GpuPower", "GpuProcess", "GpuTemperature",
            "MachineLimits", "Mig", "MigDevice", "NvLink", "Nvml", "NvmlError", "PcieLink", "RemappedRows", "Rlimit"]

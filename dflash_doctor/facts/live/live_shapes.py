@@ -9,10 +9,11 @@ command carried stay raw inside `ModelConfig` and `SpeculativeConfig`, which rea
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, ClassVar
 
 from dflash_doctor.facts.shape import Shape, dump
+from dflash_doctor.facts.shape import frozen_dataclass as dataclass
 
 __all__ = [
     "Baseline", "Counters", "Endpoint", "Figures", "InstalledVllm", "Live", "MalformedField", "MetricNames",

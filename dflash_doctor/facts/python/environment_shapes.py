@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cached_property
 from typing import Any, ClassVar, Protocol, TypeVar
 
 from dflash_doctor.facts.python.envfacts import canonical, requirement_name
 from dflash_doctor.facts.shape import Shape
+from dflash_doctor.facts.shape import frozen_dataclass as dataclass
 
 __all__ = [
     "Claim", "Distribution", "Distributions", "Escape", "FileError", "HashMismatch", "ImportExtension",

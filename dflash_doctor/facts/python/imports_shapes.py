@@ -6,11 +6,12 @@ import, and how its process went.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import ClassVar
 
 from dflash_doctor.facts.python.environment_shapes import ProbeRun, Shadowed
 from dflash_doctor.facts.shape import Shape
+from dflash_doctor.facts.shape import frozen_dataclass as dataclass
 
 __all__ = [
     "ChainedException", "ExtensionFacts", "Extensions", "ImportException", "ImportFacts", "ImportProcess",

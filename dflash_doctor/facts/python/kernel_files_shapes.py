@@ -3,10 +3,11 @@ read it, and the `.pth` files of the installed distributions with whether Python
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import ClassVar
 
 from dflash_doctor.facts.shape import Shape
+from dflash_doctor.facts.shape import frozen_dataclass as dataclass
 
 __all__ = ["CachedLibrary", "FlashinferJitCache", "KernelFiles", "PthFile", "PthLine"]
 

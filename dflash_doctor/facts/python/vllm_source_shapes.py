@@ -6,10 +6,11 @@ files `vllm serve` is known to reach, vllm_surface over every file.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import ClassVar
 
 from dflash_doctor.facts.shape import Shape
+from dflash_doctor.facts.shape import frozen_dataclass as dataclass
 
 __all__ = ["Guard", "ImportSite", "ImportedAt", "ImportedElsewhere", "ScanError", "ServeImport", "ServeRoot", "VllmScan",
            "VllmServeImports", "VllmSource", "VllmSurface"]

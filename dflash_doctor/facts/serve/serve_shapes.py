@@ -7,11 +7,12 @@ The one free-form value is the user's own --speculative-config JSON: it stays ra
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, ClassVar
 
 from dflash_doctor.facts.models.models_shapes import RefusedFile
 from dflash_doctor.facts.shape import Shape
+from dflash_doctor.facts.shape import frozen_dataclass as dataclass
 
 __all__ = [
     "MAX_GPUS",
