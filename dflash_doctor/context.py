@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol
+
+from dflash_doctor.shape import frozen_dataclass
 
 __all__ = ["Context", "HeadStart", "ProgressFn", "SourceReader", "TargetProcess"]
 
@@ -73,7 +75,7 @@ class SourceReader(Protocol):
         ...
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Context:
     """What the user asked for: which environment to inspect, and how."""
 

@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from dflash_doctor.check import Check, Facts, SectionError
@@ -35,7 +35,7 @@ from dflash_doctor.documents.jsondoc import DocumentError, parse_json, too_deep
 from dflash_doctor.facts.proctree import end_tree
 from dflash_doctor.model import Finding, Remediation, Status
 from dflash_doctor.process import exchange
-from dflash_doctor.shape import section_json
+from dflash_doctor.shape import frozen_dataclass, section_json
 
 __all__ = ["ANSWER", "CHECK_ID", "RESERVED_IDS", "STOP", "Declared", "GuestCheck", "GuestRun", "declaration_problems",
            "declarations", "declare", "describe", "run_guest", "wrap"]
@@ -78,7 +78,7 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class GuestRun:
     """How one guest process went: its answer, or why there is none."""
 
@@ -248,7 +248,7 @@ def _plain(item: Finding) -> Finding:
     return Finding(item.id, item.status, item.title, item.detail, evidence, tuple(item.remediation), item.cause)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Declared:
     """What loading a plugin in a guest process gave: its declarations, or why there are none."""
 

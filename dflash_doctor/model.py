@@ -9,10 +9,10 @@ from __future__ import annotations
 import enum
 import traceback
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
-from dflash_doctor.shape import section_json, section_of_json
+from dflash_doctor.shape import frozen_dataclass, section_json, section_of_json
 
 __all__ = [
     "STOPS_SERVE",
@@ -64,7 +64,7 @@ def worst(statuses: Iterable[Status], default: Status = Status.PASS) -> Status:
     return max(statuses, key=lambda s: s.rank, default=default)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Remediation:
     """One command a user can paste, and why it helps. Commands are printed, never run."""
 
@@ -96,7 +96,7 @@ class Remediation:
                    applied=str(data.get("applied") or ""))
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Finding:
     """One judgement: a stable id from the code table, a status, and the facts behind it."""
 
@@ -136,7 +136,7 @@ class Finding:
         )
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class CheckResult:
     """What one check concluded, with the facts it judged (saved so the report can be judged again)."""
 

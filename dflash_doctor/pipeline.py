@@ -15,7 +15,7 @@ import dataclasses
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from dflash_doctor.check import Check
@@ -29,12 +29,12 @@ from dflash_doctor.report import redact
 from dflash_doctor.report.document import host_info
 from dflash_doctor.request import Request, RequestError
 from dflash_doctor.runner import ProgressFn, Signals, Stopped, judge, run_checks, select
-from dflash_doctor.shape import section_json
+from dflash_doctor.shape import frozen_dataclass, section_json
 
 __all__ = ["Run", "judge_saved", "load_selected", "run"]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Run:
     """One run of the doctor: the report as it may leave the machine (redacted), the results rendered from
     it, the exit code, and the raw facts for in-process use only (never written out)."""

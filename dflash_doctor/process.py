@@ -14,8 +14,9 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from dflash_doctor.shape import frozen_dataclass
 
 __all__ = ["CHUNK", "STDERR_CAP", "STDOUT_CAP", "Exchange", "exchange", "kill_group", "safe_path_environ"]
 
@@ -39,7 +40,7 @@ def safe_path_environ(base: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Exchange:
     """What a child wrote, and how its run ended (`exchange`)."""
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from importlib import metadata
 
 from dflash_doctor.check import Check
@@ -36,6 +35,7 @@ from dflash_doctor.checks.serve import ServeCommandCheck, ServeResourcesCheck
 from dflash_doctor.codes import Code, core, table, with_aliases
 from dflash_doctor.guest import RESERVED_IDS, Declared, declare, wrap
 from dflash_doctor.model import Finding, Status
+from dflash_doctor.shape import frozen_dataclass
 
 __all__ = ["AUTOLOAD_ENV", "BUILTIN_CHECKS", "CODES", "GROUP", "LoadedCheck", "PluginError", "code_table",
            "load_checks"]
@@ -84,14 +84,14 @@ LOAD_TIMEOUT_S = 60.0
 """How long one plugin's import may take (a run passes its --timeout)."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class LoadedCheck:
     check: Check
     origin: str
     """"builtin" or the distribution that provided it."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class PluginError:
     name: str
     origin: str

@@ -7,10 +7,11 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from dflash_doctor.context import Context, HeadStart
+from dflash_doctor.shape import frozen_dataclass
 
 __all__ = ["Request", "RequestError", "absolute"]
 
@@ -26,7 +27,7 @@ class RequestError(Exception):
     on stderr in one line, exit 2, nothing judged."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Request:
     """One run: which environment, which checks, and what to do after judging."""
 

@@ -34,7 +34,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ from dflash_doctor.facts.collect import InterpreterError, Timeline, collect, tel
 from dflash_doctor.facts.sections import Collector, PluginCollectFn, all_collectors
 from dflash_doctor.guest import STOP
 from dflash_doctor.model import CheckResult, Finding, Status, doctor_result, interrupted_result, worst
+from dflash_doctor.shape import frozen_dataclass
 
 __all__ = ["Outcome", "ProgressFn", "Signals", "Stopped", "judge", "needed_sections", "run",
            "run_checks", "select", "spare"]
@@ -128,7 +129,7 @@ def _judged_without(check: Check, facts: Facts) -> Iterator[Finding]:
         )
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Cutoff:
     """A run that stopped before it finished: what stopped it and what had been judged by then."""
 
@@ -239,7 +240,7 @@ class Stopped(BaseException):
         self.signum = signum
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class _Recording(Collector):
     """A collector that also drops what it produced into a shared dict as soon as it has it."""
 
@@ -259,7 +260,7 @@ class _Recording(Collector):
         return recorded
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Outcome:
     results: list[CheckResult]
     sections: dict[str, object]

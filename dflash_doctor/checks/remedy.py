@@ -15,7 +15,6 @@ from __future__ import annotations
 import posixpath
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -26,6 +25,7 @@ from dflash_doctor.facts.python.environment_shapes import Distribution, Distribu
 from dflash_doctor.knowledge.archs_advice import FA2_ARCHS_ENV
 from dflash_doctor.knowledge.installers import BYTECODE_GLOB, INDEXES_BEYOND_PYPI, VLLM_PINS_OFF_PYPI
 from dflash_doctor.model import Remediation
+from dflash_doctor.shape import frozen_dataclass
 
 __all__ = ["Installer", "export", "flash_attn_source_build", "index_for", "installer_for", "join", "leftover_dirs",
            "quote", "remove_leftovers", "uninstall_remediation"]
@@ -51,7 +51,7 @@ def export(name: str, value: object) -> str:
     return f"export {name}={quote(str(value))}"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Installer:
     python: str
     uv: bool = False

@@ -15,15 +15,16 @@ once under the first and copied to the others as the v1 alias table (`codes/alia
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from dflash_doctor.codes.aliases import V1_ALIASES
 from dflash_doctor.model import JSON, Finding, Remediation, Status
+from dflash_doctor.shape import frozen_dataclass
 
 __all__ = ["Code", "table", "with_aliases"]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Code:
     id: str
     title: str

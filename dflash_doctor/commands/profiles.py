@@ -22,11 +22,12 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from dflash_doctor.documents.jsondoc import read_text, shown_path
+from dflash_doctor.shape import frozen_dataclass
 
 __all__ = ["BUILTIN_PROFILES", "Profile", "ProfileError", "apply", "find_pyproject", "load_profiles"]
 
@@ -39,7 +40,7 @@ class ProfileError(Exception):
     """A profile or config file that cannot be used; the message names the file and the fix."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Profile:
     name: str
     description: str

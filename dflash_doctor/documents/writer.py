@@ -27,9 +27,9 @@ import secrets
 import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 
 from dflash_doctor.documents.jsondoc import DocumentError, parse_json, shown_path
+from dflash_doctor.shape import frozen_dataclass
 
 __all__ = ["HEAD_BYTES", "JSON_DOCUMENT", "MARKDOWN", "MAX_BYTES", "XML", "Kind", "WriteError", "append",
            "check", "create_new", "new_log", "replace"]
@@ -54,7 +54,7 @@ class WriteError(OSError):
         return f"{shown_path(self.filename)}: {self.strerror}"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Kind:
     """What a file is, and how to tell that the doctor made the one already at the name."""
 

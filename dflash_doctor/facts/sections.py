@@ -25,7 +25,6 @@ function may return plain JSON (`PluginCollectFn`), read when the run takes it (
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Literal
 
@@ -49,7 +48,7 @@ from dflash_doctor.facts.python.kernel_files_shapes import KernelFiles
 from dflash_doctor.facts.python.vllm_source_shapes import VllmServeImports, VllmSource, VllmSurface
 from dflash_doctor.facts.serve import serve
 from dflash_doctor.facts.serve.serve_shapes import ServeArgs, VllmDflash
-from dflash_doctor.shape import Collected, Shape
+from dflash_doctor.shape import Collected, Shape, frozen_dataclass
 
 __all__ = ["BUILTIN_COLLECTORS", "COLLECTOR_GROUP", "SECTION_SHAPES", "SHARED_IMPORTS", "TARGET_PROCESS_SECTIONS",
            "TORCH_SECTIONS", "CollectFn", "Collected", "Collector", "PluginCollectFn", "Process",
@@ -69,7 +68,7 @@ PluginCollectFn = Callable[..., Mapping[str, Any]]
 """A third-party collector's function, which may return plain JSON for its sections (`facts.collect.accept`)."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Collector:
     name: str
     provides: tuple[str, ...]

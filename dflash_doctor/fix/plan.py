@@ -36,6 +36,7 @@ from dflash_doctor.fix.verify import VERIFIED_STATUSES, marker_applies
 from dflash_doctor.knowledge.stack import TORCH_CUDA_WHEELS, TORCH_PYPI_IS_CUDA_ON
 from dflash_doctor.model import CheckResult, Finding, Remediation, stops_serve
 from dflash_doctor.render.grouping import Node, arrange
+from dflash_doctor.shape import frozen_dataclass
 
 __all__ = ["Effect", "Step", "decide", "deletes_others", "effect", "failing_cause", "failing_keys", "plan", "worse"]
 
@@ -86,7 +87,7 @@ def failing_cause(results: Sequence[CheckResult]) -> Callable[[Finding], bool]:
 # --------------------------------------------------------------------------- what a step does
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Effect:
     """What a command does to the environment's distributions (canonical names)."""
 

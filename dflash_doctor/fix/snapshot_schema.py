@@ -25,11 +25,11 @@ import os
 import re
 import stat
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dflash_doctor.facts.safefile import UnsafeFile, forbidden, open_regular, under
+from dflash_doctor.shape import frozen_dataclass
 
 __all__ = ["FORMAT", "RealPaths", "Snapshot", "SnapshotError", "confine", "load", "load_run", "read_json", "resolves_inside",
            "sha256_of"]
@@ -130,7 +130,7 @@ def load_run(run_dir: Path, fix_format: str, python: str) -> list[str]:
     return [str(s) for s in steps]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Snapshot:
     """A snapshot.json that has its schema (not yet confined to an environment: see `confine`)."""
 

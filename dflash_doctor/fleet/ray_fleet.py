@@ -16,7 +16,6 @@ import socket
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import ray
@@ -24,6 +23,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from dflash_doctor import pipeline
 from dflash_doctor.request import Request
+from dflash_doctor.shape import frozen_dataclass
 
 __all__ = ["NodeReport", "alive_nodes", "gather"]
 
@@ -31,7 +31,7 @@ HEAD_RESOURCE = "node:__internal_head__"
 BUILTIN_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory", "accelerator_type")
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class NodeReport:
     node_id: str
     address: str

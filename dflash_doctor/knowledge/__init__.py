@@ -7,15 +7,16 @@ the version of that source. Prefer reading installed metadata and source to addi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Generic, TypeVar
+
+from dflash_doctor.shape import frozen_dataclass
 
 __all__ = ["Fact"]
 
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Fact(Generic[T]):
     value: T
     source: str

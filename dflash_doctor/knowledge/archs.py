@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Final, Literal, TypeAlias, TypedDict
 
 from dflash_doctor.knowledge.cuda import TEGRA_COMPUTE_CAPABILITIES
+from dflash_doctor.shape import frozen_dataclass
 
 __all__ = [
     "CC",
@@ -40,7 +40,7 @@ _CC_RE: Final = re.compile(r"^(\d{1,2})\.(\d)([af]?)$")
 _SUFFIX_RANK: Final[dict[str, int]] = {"": 0, "f": 1, "a": 2}
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Arch:
     kind: Literal["sm", "compute", "lto"]
     major: int

@@ -5,9 +5,8 @@ can JIT which PTX, and what the runtime-library trap of flash-attn's release whe
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from dflash_doctor.knowledge import Fact
+from dflash_doctor.shape import frozen_dataclass
 
 __all__ = [
     "ARCH_GATED_LIBRARIES",
@@ -32,7 +31,7 @@ _VLLM = "vllm 0.20.1 and 0.24.0 (PyPI sdists and wheels)"
 # ---------------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class LibraryGate:
     """A library its owner uses only on some compute capabilities: no code for another GPU is by design."""
 

@@ -10,10 +10,10 @@ Releases whose sdists were read: 0.18.0, 0.19.1, 0.20.1, 0.21.0, 0.22.0, 0.23.0,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from dflash_doctor.knowledge import Fact
+from dflash_doctor.shape import frozen_dataclass
 
 __all__ = [
     "AUTO_TOOL_CHOICE_RULE",
@@ -371,7 +371,7 @@ FP8_KERNELS: Fact[dict[str, int]] = Fact(
 )
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class KnownBad:
     id: str
     first: str

@@ -8,15 +8,14 @@ flashinfer-cubin 0.6.13 wheel, and from vLLM's own source (the sdists of the tes
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from dflash_doctor.knowledge import Fact
+from dflash_doctor.shape import frozen_dataclass
 
 __all__ = ["FLASHINFER_JIT_CACHE", "FLASHINFER_KERNEL_WHEELS", "FLASHINFER_VERSION_CHECK", "FlashinferJitCache",
            "FlashinferKernelWheels", "FlashinferVersionCheck"]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class FlashinferVersionCheck:
     """What `import flashinfer` does when flashinfer-cubin or flashinfer-jit-cache is at another version."""
 
@@ -42,7 +41,7 @@ class FlashinferVersionCheck:
     """How the stale kernels fail once the bypass lets them load."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class FlashinferKernelWheels:
     """Where the kernel wheels that match a flashinfer-python come from."""
 
@@ -59,7 +58,7 @@ class FlashinferKernelWheels:
     download_kernels_absent_in: str
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class FlashinferJitCache:
     """Where FlashInfer's JIT builds and reads its libraries, and what a library built by another CUDA does."""
 

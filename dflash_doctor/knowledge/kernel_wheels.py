@@ -9,14 +9,14 @@ Every version fact here was read from the packages' own metadata (the wheels' ME
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from dflash_doctor.knowledge import Fact
+from dflash_doctor.shape import frozen_dataclass
 
 __all__ = ["CUTLASS_DSL_SPLIT", "KERNEL_DISTRIBUTIONS", "PIN_SKEWS", "CutlassDslSplit", "PinSkews"]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class CutlassDslSplit:
     """Two distributions that install the same paths with different bytes, and which of them must win."""
 
@@ -33,7 +33,7 @@ class CutlassDslSplit:
     """How vLLM fails where the base's files won, each with its report."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class PinSkews:
     """The version pins that installed distributions disagree on, and how each skew fails at run time."""
 

@@ -6,9 +6,8 @@ module only says which packages to look for and which sites `vllm serve` is know
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from dflash_doctor.knowledge import Fact
+from dflash_doctor.shape import frozen_dataclass
 
 EXTERNAL_KERNEL_MODULES: Fact[tuple[str, ...]] = Fact(
     value=("flash_attn", "flash_attn_interface", "flash_attn_3", "flashinfer", "xformers", "deep_gemm",
@@ -111,7 +110,7 @@ IMPORTED_THROUGH: Fact[dict[str, tuple[str, str]]] = Fact(
     "served with setuptools 81.0.0 where vLLM 0.20.1 asks for <81.0.0, which torch's own >=77.0.3 accepts.",
 )
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class EngineStartImport:
     """A requirement of vLLM that its code imports, inside a function, when the engine starts."""
 

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from dflash_doctor.model import CheckResult, Finding, Status, stops_serve
+from dflash_doctor.shape import frozen_dataclass
 
 __all__ = ["Arrangement", "CheckView", "Node", "arrange", "is_problem", "line_title", "raised_text"]
 
@@ -54,7 +55,7 @@ class Node:
         return found
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class CheckView:
     result: CheckResult
     index: int
@@ -84,7 +85,7 @@ class CheckView:
         return seen
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Arrangement:
     checks: tuple[CheckView, ...]
     """In the order to show them."""

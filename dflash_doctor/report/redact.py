@@ -32,7 +32,7 @@ import re
 import socket
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from dflash_doctor.facts.secrets import (
@@ -55,6 +55,7 @@ from dflash_doctor.facts.secrets import (
     secret_nargs,
 )
 from dflash_doctor.facts.serve.serve_shapes import ServeArgs
+from dflash_doctor.shape import frozen_dataclass
 
 __all__ = [
     "ENV_ALLOW_NAMES",
@@ -166,7 +167,7 @@ def _this_hosts() -> tuple[str, ...]:
     return tuple(sorted(_with_short_names(names)))
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Redactor:
     homes: tuple[str, ...] = ()
     user: str | None = None

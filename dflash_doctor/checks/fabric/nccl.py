@@ -4,7 +4,7 @@ NCCL_P2P_DISABLE=1 control arm."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 from dflash_doctor.checks.fabric.codes import (
     BANDWIDTH_LOW,
@@ -22,11 +22,12 @@ from dflash_doctor.knowledge.fabric import (
     PCIE_GBPS_PER_LANE,
 )
 from dflash_doctor.model import JSON, Finding, Remediation, Status
+from dflash_doctor.shape import frozen_dataclass
 
 __all__ = ["ArmSummary", "link_rate", "nccl_findings", "summarize"]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ArmSummary:
     """One all-reduce arm, summed up: ok, what went wrong, the bandwidths (rank 0's)."""
 

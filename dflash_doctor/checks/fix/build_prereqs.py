@@ -9,7 +9,7 @@ figure comes from, knowledge.builds).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from dflash_doctor.checks.fix.codes import (
@@ -35,6 +35,7 @@ from dflash_doctor.knowledge.builds import (
 )
 from dflash_doctor.knowledge.flash_attn import FA2_CUDA_ARCHS_DEFAULT
 from dflash_doctor.model import Finding, Remediation, Status
+from dflash_doctor.shape import frozen_dataclass
 from dflash_doctor.units import GIB, gib
 
 __all__ = ["BuildPlan", "judge_build"]
@@ -44,7 +45,7 @@ CHECK_ID = "build-prerequisites"
 CUDA_ARCHIVE = "https://developer.nvidia.com/cuda-toolkit-archive"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class BuildPlan:
     env: dict[str, str]  # what goes in front of the build command
     summary: str  # one line for `verified: needs-build: {...}`

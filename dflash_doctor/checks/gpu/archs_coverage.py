@@ -7,7 +7,7 @@ for execution on the device" at the first launch. Libraries their owner loads on
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
@@ -38,10 +38,11 @@ from dflash_doctor.knowledge.archs_advice import (
     VLLM_RELEASE_ARCH_LIST,
 )
 from dflash_doctor.model import Finding, Remediation, Status
+from dflash_doctor.shape import frozen_dataclass
 from dflash_doctor.units import GIB
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Target:
     """A compute capability to judge against: a group of identical GPUs, or one --target-arch."""
 
@@ -51,7 +52,7 @@ class Target:
     evidence: Mapping[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Verdict:
     status: str
     """"sass", "ptx-jit", "ptx-too-new", "none", "not-used"."""

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from dflash_doctor.facts.gpu.archs_shapes import ArchLibrary, Fatbin
 from dflash_doctor.knowledge.archs_advice import ARCH_GATED_LIBRARIES, LibraryGate
+from dflash_doctor.shape import frozen_dataclass
 
 _SHOWN = 3  # names listed in a title before "(+N more)"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Library:
     facts: ArchLibrary
 

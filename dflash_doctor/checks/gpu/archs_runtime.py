@@ -3,8 +3,6 @@ target interpreter fail its import ("version `GLIBC_2.32' not found")."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from dflash_doctor.checks.gpu.archs_libraries import Library, by_distribution, group_label, plural
 from dflash_doctor.checks.gpu.codes import (
     ARCH_COVERAGE_RUNTIME_OK,
@@ -16,11 +14,12 @@ from dflash_doctor.facts.gpu.archs_shapes import ArchCoverage, MachineRuntime
 from dflash_doctor.facts.python.envfacts import version_tuple
 from dflash_doctor.knowledge.archs_advice import FA2_UBUNTU_2204_WHEELS_FROM
 from dflash_doctor.model import JSON, Finding, Remediation, Status
+from dflash_doctor.shape import frozen_dataclass
 
 _RUNTIME_ORDER = ("GLIBC", "GLIBCXX", "CXXABI")
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Unmet:
     """A runtime version a library requires (GLIBCXX_3.4.32) above the one this machine provides (3.4.30)."""
 

@@ -5,7 +5,6 @@ Triton finds ptxas and libcuda."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from dflash_doctor.checks.gpu.codes import (
     CUDA_STACK_ARCH_NOT_COVERED,
@@ -49,6 +48,7 @@ from dflash_doctor.knowledge.gpu import (
     TORCH_CUDA_INDEXES,
 )
 from dflash_doctor.model import JSON, Finding, Remediation, Status
+from dflash_doctor.shape import frozen_dataclass
 
 __all__ = ["cuda_stack_findings"]
 
@@ -159,7 +159,7 @@ def _triton_findings(triton: CudaTriton, stack: CudaStack, archs: Sequence[Seque
     return findings, f"Triton {version} ({', '.join(notes)})"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class MatchedDevice:
     """A device torch sees (cuda:N), with the NVML index of the physical GPU it is (None: not matched)."""
 

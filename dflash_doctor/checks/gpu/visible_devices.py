@@ -4,7 +4,6 @@ CUDA_VISIBLE_DEVICES leaves a process (by CUDA's own rules), and the findings af
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from dflash_doctor.checks.gpu.codes import (
@@ -27,6 +26,7 @@ from dflash_doctor.codes import Code
 from dflash_doctor.facts.gpu.cuda_shapes import KernelError, ProbeException
 from dflash_doctor.facts.gpu.nvml_shapes import Gpu, GpuDevice
 from dflash_doctor.model import CheckResult, Finding, Status
+from dflash_doctor.shape import frozen_dataclass
 from dflash_doctor.units import GIB
 
 __all__ = ["NO_CUDA_FINDINGS", "NO_GPU_FINDINGS", "Visible", "blocking", "exception_text", "resolve_visible", "sm",
@@ -63,7 +63,7 @@ def blocking(prior: CheckResult | None, codes: Sequence[Code]) -> Finding | None
 # ------------------------------------------------------------------------------------ visible devices
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Visible:
     """The GPUs a CUDA process will see, read from CUDA_VISIBLE_DEVICES as CUDA reads it."""
 

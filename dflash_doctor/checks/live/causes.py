@@ -5,17 +5,17 @@ CUDA graphs, long contexts) and its fixes."""
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
 
 from dflash_doctor.checks.live.metrics import whole
 from dflash_doctor.facts.live.live_shapes import Live, ModelConfig
 from dflash_doctor.knowledge.live import COLLAPSE_CAUSES
 from dflash_doctor.model import JSON, Remediation
+from dflash_doctor.shape import frozen_dataclass
 
 __all__ = ["Cause", "collapse_causes"]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Cause:
     cause: str
     about: str

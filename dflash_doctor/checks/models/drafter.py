@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from dflash_doctor.check import Facts
@@ -89,6 +88,7 @@ from dflash_doctor.knowledge.dflash import (
 )
 from dflash_doctor.knowledge.dflash_reports import DFLASH2_CONV_BLOCK
 from dflash_doctor.model import Finding, Remediation, Status
+from dflash_doctor.shape import frozen_dataclass
 
 __all__ = ["WeightsGeometry", "expected_drafter_tensors", "judge_drafter", "layer_indices", "weights_geometry"]
 
@@ -177,7 +177,7 @@ def layer_indices(names: Iterable[str]) -> set[int]:
     return found
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class WeightsGeometry:
     """What the drafter's own tensors say its config.json should hold (weights_geometry)."""
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from dflash_doctor.checks.argv import with_flag
@@ -67,6 +66,7 @@ from dflash_doctor.knowledge.dflash_reports import (
     WEIGHT_FILE_SELECTION,
 )
 from dflash_doctor.model import Finding, Remediation, Status
+from dflash_doctor.shape import frozen_dataclass
 
 __all__ = ["Quantization", "fused_kv_reads", "model_runner", "padded_vocab_v2", "pairing_facts", "pairing_rules", "quantization"]
 
@@ -298,7 +298,7 @@ def _target_interface(d: DrafterView) -> list[Finding]:
 # ------------------------------------------------------------------------------------- 2: quantization
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Quantization:
     """What a model's quantization_config says, reduced (see `quantization`)."""
 

@@ -5,7 +5,7 @@ command; with neither, each check says it was skipped."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any, TypeGuard
 
 from dflash_doctor.check import Facts
@@ -38,6 +38,7 @@ from dflash_doctor.knowledge.archs import compute_capability
 from dflash_doctor.knowledge.dflash import MAX_LEN_DERIVATION
 from dflash_doctor.knowledge.dflash_reports import SPECULATORS_DFLASH
 from dflash_doctor.model import CheckResult, Finding, Status
+from dflash_doctor.shape import frozen_dataclass
 from dflash_doctor.units import GIB
 
 __all__ = [
@@ -212,7 +213,7 @@ def skip_if_broken(facts: Facts, title: str) -> list[Finding] | None:
                     evidence={"blocking": [f.id for f in broken]}, cause=cause)]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class DrafterView:
     """The drafter and its target as the drafter rules read them (checks.models.drafter and drafter_pairing):
     the models' facts, the installed vLLM, the served command, and what the rules found so far (`ok`: what holds,
@@ -252,7 +253,7 @@ def drafter_view(drafter: Model, target: Model, vllm: VllmDflash | None, serve: 
                        target_config=target.text, weights=drafter.weights, tensors=dict(drafter.weights.tensors))
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class GpuView:
     """The GPUs vLLM will see (`gpu_view`)."""
 

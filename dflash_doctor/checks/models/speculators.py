@@ -11,13 +11,14 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from dflash_doctor.checks.models.model_views import has_behaviour
 from dflash_doctor.facts.models.models_shapes import SpeculatorsLaunch
 from dflash_doctor.facts.serve.serve_shapes import ServeArgs, VllmDflash
 from dflash_doctor.knowledge.dflash_reports import SPECULATORS_LAUNCH
+from dflash_doctor.shape import frozen_dataclass
 
 __all__ = ["Launch", "as_served", "read_launch", "valid_repo_id"]
 
@@ -34,7 +35,7 @@ def valid_repo_id(name: object) -> bool:
     return "--" not in name and ".." not in name and not name.endswith(".git")
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Launch:
     """What `vllm serve SPECULATORS_DIR` does on the installed vLLM.
 

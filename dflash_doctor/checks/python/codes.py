@@ -8,9 +8,10 @@ once under imports.* (IMPORT_CAUSES and EXTENSION_CAUSES hand it the codes; code
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from dflash_doctor.codes import Code
+from dflash_doctor.shape import frozen_dataclass
 
 __all__ = ["CODES", "EXTENSION_CAUSES", "IMPORT_CAUSES", "CauseCodes"]
 
@@ -330,7 +331,7 @@ EXTENSIONS_TIMEOUT = replace(IMPORTS_TIMEOUT, id="extensions.timeout")
 EXTENSIONS_UNDEFINED_SYMBOL = replace(IMPORTS_UNDEFINED_SYMBOL, id="extensions.undefined-symbol")
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class CauseCodes:
     """The codes one check gives the causes of a failing import (import_failures.classify names the cause)."""
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
@@ -26,6 +25,7 @@ from dflash_doctor.knowledge.flashinfer import (
     FLASHINFER_VERSION_CHECK,
 )
 from dflash_doctor.model import Finding, Remediation, Status
+from dflash_doctor.shape import frozen_dataclass
 
 __all__ = ["Skew", "flashinfer_findings", "jit_cache_findings", "skews"]
 
@@ -40,7 +40,7 @@ def _version(text: str | None) -> Version | None:
         return None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Skew:
     """A kernel distribution whose version `import flashinfer` refuses (or, from 0.7.2, ignores)."""
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from dflash_doctor.facts.pysource import SourceError, parse_expression
 from dflash_doctor.facts.python.vllm_source_shapes import Guard, ImportSite
+from dflash_doctor.shape import frozen_dataclass
 
 __all__ = ["Verdict", "evaluate_test", "judge_site"]
 
@@ -24,7 +24,7 @@ CUDA_PLATFORM = {"is_cuda": True, "is_cuda_alike": True, "is_rocm": False, "is_c
                  "is_tpu": False, "is_hpu": False, "is_neuron": False, "is_out_of_tree": False}
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Verdict:
     reached: bool | None
     """Whether the import statement runs on a CUDA box (None: cannot tell from the source)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
 from dflash_doctor.checks.gpu.devices import no_driver_finding
@@ -29,13 +29,14 @@ from dflash_doctor.facts.python.imports_shapes import ImportFacts, ImportProcess
 from dflash_doctor.knowledge.cuda import is_driver_library
 from dflash_doctor.knowledge.stack import is_torch_library
 from dflash_doctor.model import Remediation, Status
+from dflash_doctor.shape import frozen_dataclass
 
 __all__ = ["Cause", "ImportContext", "classify", "exception_mro", "literal_exception"]
 
 SIGNAL_MRO = ("<signal>",)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Cause:
     code: Code
     """The code the judging check gives this cause (one of the CauseCodes it passed to `classify`:
@@ -54,7 +55,7 @@ class Cause:
     """The NVIDIA driver's library the loader did not find, when that is the cause (libcuda.so.1)."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ImportContext:
     """What a failing import is judged against: the target's distributions and how its top-level names resolve,
     the installer its fixes name, the NVML section (None when not collected; `skipped` under --no-gpu), which says

@@ -6,7 +6,6 @@ distribution's requirement broke (distributions.requirement-broken-by). Their co
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dflash_doctor.checks.python.codes import (
@@ -25,6 +24,7 @@ from dflash_doctor.facts.python.environment_shapes import (
 from dflash_doctor.knowledge.kernel_wheels import CUTLASS_DSL_SPLIT, PIN_SKEWS
 from dflash_doctor.knowledge.vllm_imports import NEVER_IMPORTED
 from dflash_doctor.model import Finding, Remediation, Status
+from dflash_doctor.shape import frozen_dataclass
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
@@ -173,7 +173,7 @@ def _unused_by_vllm(requirer: Distribution, dists: Distributions) -> str | None:
     return f"vLLM {vllm.version} imports no {module}" if release_within(vllm.version, oldest, newest) else None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class BreakCause:
     """Who brought the version that breaks `requirer`'s pin: the installed distributions whose Requires-Dist
     the found version meets (oldest install first), the last of them, and whether it came after the requirer."""

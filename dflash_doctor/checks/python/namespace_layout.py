@@ -11,7 +11,6 @@ from __future__ import annotations
 import posixpath
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from dflash_doctor.checks.python.codes import (
     NAMESPACES_INCOMPLETE,
@@ -30,6 +29,7 @@ from dflash_doctor.facts.python.environment_shapes import (
 from dflash_doctor.facts.python.environment_shapes import Portion as PortionFacts
 from dflash_doctor.knowledge.stack import FLASH_ATTN_FAMILY
 from dflash_doctor.model import Remediation
+from dflash_doctor.shape import frozen_dataclass
 
 __all__ = [
     "ABSENT_IS_SKIPPED",
@@ -59,7 +59,7 @@ def _norm(path: str) -> str:
     return posixpath.normpath(path) if path else path
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Portion:
     """One directory (or module) on sys.path that `import flash_attn` finds."""
 
@@ -168,7 +168,7 @@ def family_uninstall(dists: Distributions, portions: Sequence[Portion]) -> list[
     return [] if needed or len(chosen) != len(owners) else chosen
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Layout:
     """Why a failing `import flash_attn...` finds what it finds, and the one line that removes it."""
 

@@ -11,7 +11,6 @@ bytes differ are judged by distributions.file-collision (and flash-attn with fla
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from dflash_doctor.checks.python.codes import DISTRIBUTIONS_SHARED_PATHS
@@ -25,6 +24,7 @@ from dflash_doctor.facts.python.environment_shapes import (
     SharedFiles,
 )
 from dflash_doctor.model import Finding, Remediation, Status
+from dflash_doctor.shape import frozen_dataclass
 
 __all__ = ["SharedPaths", "overlap_findings", "partners"]
 
@@ -43,7 +43,7 @@ def partners(dists: Distributions) -> dict[str, dict[str, int]]:
     return found
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class SharedPaths:
     """One group of the overlaps facts, read for judgement."""
 

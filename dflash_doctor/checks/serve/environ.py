@@ -5,12 +5,12 @@ it imports (the vllm_args probe runs the function), else the lists read from the
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from dflash_doctor.checks.serve.codes import ENVIRON_REFUSED, ENVIRON_UNKNOWN
 from dflash_doctor.checks.serve.view import ServeCommand
 from dflash_doctor.facts.serve.serve_shapes import VllmEnvironRules
 from dflash_doctor.model import Finding, Remediation, Status
+from dflash_doctor.shape import frozen_dataclass
 
 __all__ = ["ENVIRON_IDS", "UNKNOWN_WORDS", "environ_findings", "environ_judged_by_vllm", "hard_fail", "judge_environ"]
 
@@ -20,7 +20,7 @@ UNKNOWN_WORDS = "Unknown vLLM environment variable detected: "
 HARD_FAIL_FLAG = "--fail-on-environ-validation"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class _Verdict:
     refused: list[tuple[str, str]]
     """(variable, vLLM's message)"""

@@ -11,7 +11,6 @@ import ast
 import dataclasses
 import json
 import re
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -36,6 +35,7 @@ from dflash_doctor.knowledge.dflash import (
     SPEC_BUDGET_RULES,
 )
 from dflash_doctor.model import JSON, Finding, Status
+from dflash_doctor.shape import frozen_dataclass
 from dflash_doctor.units import GIB, gib
 
 __all__ = ["Settings", "TokenBudget", "effective_settings", "gpu_tier", "int_or", "not_given", "repair_spec",
@@ -124,7 +124,7 @@ def gpu_tier(device: GpuDevice | None, vllm: VllmDflash | None) -> str:
     return "small"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Settings:
     """The scheduler values vLLM ends up with for one GPU tier, and which of them are its defaults."""
 
@@ -167,7 +167,7 @@ def effective_settings(fields: ServeFields, target: Model | None, tier: str,
 # ------------------------------------------------------------------------------------ serve-command
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class TokenBudget:
     """What vLLM's VllmConfig._set_max_num_scheduled_tokens makes of a DFlash serve (spec_token_budget)."""
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from dflash_doctor.checks.models.model_views import GpuView
 from dflash_doctor.checks.models.speculators import Launch
@@ -12,11 +11,12 @@ from dflash_doctor.checks.remedy import Installer
 from dflash_doctor.facts.models.models_shapes import Model
 from dflash_doctor.facts.serve.serve_shapes import ServeArgs, ServeFields, SpeculativeConfig, VllmDflash
 from dflash_doctor.model import CheckResult, Finding
+from dflash_doctor.shape import frozen_dataclass
 
 __all__ = ["ServeCommand"]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ServeCommand:
     """The parsed command with what it is judged against.
 

@@ -62,6 +62,7 @@ from elftools.elf.elffile import ELFFile
 
 from dflash_doctor.facts.elf._sections import section_by_name, sections_of_type
 from dflash_doctor.knowledge.archs import arch_sort_key
+from dflash_doctor.shape import frozen_dataclass
 
 __all__ = [
     "FATBIN_MAGIC",
@@ -100,7 +101,7 @@ _MAX_PROBLEMS: Final = 20
 Buffer: TypeAlias = bytes | mmap.mmap
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class FatbinEntry:
     kind: int
     arch: int

@@ -31,7 +31,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -44,6 +44,7 @@ from dflash_doctor.facts.python.environment_shapes import Distributions, Target
 from dflash_doctor.facts.safefile import environment_roots, under
 from dflash_doctor.knowledge.installers import BYTECODE_GLOB, PIP_DRY_RUN_REPORT_MIN
 from dflash_doctor.process import kill_group, safe_path_environ
+from dflash_doctor.shape import frozen_dataclass
 
 __all__ = ["NOT_AN_INSTALLER_COMMAND", "Segment", "collect", "failure_reason", "parse_command", "pip_report_installs", "read_record_paths"]
 
@@ -64,7 +65,7 @@ _BUILD_NEEDED = re.compile(r"--no-build|no-build|building source distributions i
                            r"only source distributions are available", re.IGNORECASE)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Segment:
     """One `&&`-joined part of a remediation command, in a shape the doctor knows."""
 

@@ -23,7 +23,6 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from dflash_doctor.context import Context
@@ -35,6 +34,7 @@ from dflash_doctor.facts.serve.serve_args import _human_int_or_auto
 from dflash_doctor.facts.shape import Collected, by_section
 from dflash_doctor.knowledge.dflash import LAYER_IDS_PLUS_ONE_MARKER
 from dflash_doctor.knowledge.live import METRICS_FILE, SPEC_DECODE_METRICS
+from dflash_doctor.shape import frozen_dataclass
 
 __all__ = ["DEFAULT_PROMPTS", "Answer", "LiveOptions", "collect", "counters", "gather", "get", "metric_names_from_source",
            "parse_prometheus", "post_json", "split_url", "tally"]
@@ -60,7 +60,7 @@ DEFAULT_PROMPTS: tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class LiveOptions:
     url: str
     api_key_env: str | None = None
@@ -78,7 +78,7 @@ class LiveOptions:
     """The server `serve --exec --live` started: pid, log, seconds to ready, or its exit status and log tail."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Answer:
     status: int | None
     body: bytes

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 from dflash_doctor.context import Context
@@ -21,6 +20,7 @@ from dflash_doctor.facts.python.vllm_source_shapes import VllmSurface
 from dflash_doctor.facts.safefile import environment_roots, refusal
 from dflash_doctor.facts.shape import Collected, by_section
 from dflash_doctor.knowledge.stack import STACK_EXTENSION_MODULES
+from dflash_doctor.shape import frozen_dataclass
 
 ROTARY_MODULE = "flash_attn.ops.triton.rotary"
 ROTARY_NAMES = ("apply_rotary",)
@@ -30,7 +30,7 @@ PARALLEL_IMPORTS = 4
 REPORT_MODULES = ["flash_attn", "flash_attn_2_cuda", "torch", "triton", "vllm", "flashinfer"]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ImportJob:
     module: str
     names: Sequence[str] = ()

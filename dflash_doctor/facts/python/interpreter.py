@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
 
 from dflash_doctor.documents.jsondoc import shown_path
 from dflash_doctor.facts.probes import SharedTargetProcess, probe_source, run_probe
 from dflash_doctor.request import absolute
+from dflash_doctor.shape import frozen_dataclass
 
 __all__ = ["MIN_VERSION", "Interpreter", "InterpreterError", "absolute", "precheck", "verify"]
 
@@ -29,7 +29,7 @@ class InterpreterError(Exception):
     """The interpreter cannot be inspected; the message says why, naming it."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Interpreter:
     path: str
     implementation: str
