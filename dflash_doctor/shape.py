@@ -26,6 +26,7 @@ is written in JSON.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import types
 import typing
@@ -100,8 +101,26 @@ def _frozen_dataclass(cls: type[T]) -> type[T]:
     as before); equality, hashing, repr and the refusal to assign are functions shared by every shape, reading
     the fields; __init__ is written (as `dataclasses` writes it) when the class is first instantiated. The type
     checker sees `dataclasses.dataclass` itself (`frozen_dataclass` below)."""
-    dataclasses.dataclass(cls, init=False, repr=False, eq=False)
+    # Over a frozen dataclass (another of these) dataclasses must be told frozen, and then writes the two refusals
+    frozen_base = any(getattr(getattr(base, "__dataclass_params__", None), "frozen", False) for base in cls.__mro__[1:])
+    dataclasses.dataclass(cls, init=False, repr=False, eq=False, frozen=frozen_base)
     fields = tuple(dataclasses.fields(cls))  # type: ignore[arg-type]  # a dataclass since the line above
+    declared = vars(cls).get("__dataclass_fields__", {})
+    if any(f.kw_only is True for f in fields) or any(
+            getattr(f, "_field_type", None) is getattr(dataclasses, "_FIELD_INITVAR", object())
+            for f in declared.values()):
+        raise TypeError(f"{cls.__qualname__}: frozen_dataclass takes no kw_only or InitVar fields")
+    defaulted = ""
+    for f in fields:
+        if not f.init:
+            continue
+        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
+            defaulted = f.name
+        elif defaulted:
+            raise TypeError(f"non-default argument {f.name!r} follows default argument {defaulted!r}")
+    params = cls.__dataclass_params__  # type: ignore[attr-defined]
+    with contextlib.suppress(AttributeError):  # what a dataclass deriving from this one reads: frozen, with all three
+        params.init = params.repr = params.eq = params.frozen = True
     names = tuple(f.name for f in fields)
     compared = tuple(f.name for f in fields if f.compare)
     hashed = tuple(f.name for f in fields if (f.compare if f.hash is None else f.hash))

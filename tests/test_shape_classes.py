@@ -85,3 +85,28 @@ def test_every_declared_shape_makes_its_default_instance_and_keeps_its_own_hash_
     unhashable = [value for value in vars(models_shapes).values()
                   if isinstance(value, type) and "__hash__" in vars(value) and vars(value)["__hash__"] is None]
     assert unhashable and all(value.__hash__ is None for value in unhashable)
+
+
+def test_a_dataclass_deriving_from_a_shape_is_frozen_and_what_it_cannot_make_is_refused_when_the_class_is_made(
+        ) -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Derived(Part):  # a plugin's own frozen dataclass over one of the doctor's: accepted, as before
+        extra: int = 1
+
+    derived = Derived("d", 2, 3)
+    assert derived == Derived("d", 2, 3) and dataclasses.fields(Derived)[-1].name == "extra"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        derived.extra = 4  # type: ignore[misc]
+    with pytest.raises(TypeError, match="cannot inherit non-frozen dataclass from a frozen one"):
+        @dataclasses.dataclass
+        class Thawed(Part):
+            extra: int = 1
+    with pytest.raises(TypeError, match="non-default argument 'b' follows default argument 'a'"):
+        @frozen_dataclass(frozen=True)
+        class Misordered:
+            a: int = 0
+            b: int  # type: ignore[misc]
+    with pytest.raises(TypeError, match="no kw_only or InitVar"):
+        @frozen_dataclass(frozen=True)
+        class KeywordOnly:
+            a: int = field(default=0, kw_only=True)

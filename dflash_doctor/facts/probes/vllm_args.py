@@ -635,6 +635,11 @@ def refuse_model_code(refused: List[Dict[str, Any]]) -> None:
             setattr(loading, name, refusing(name, model_at, file_at))
 
 
+REFUSALS = [0]
+"""How many times this process's refusals (a file, a connection) have been raised: an attempt that met one is not
+tried again where they do not reach (`inspect_model_classes_here`)."""
+
+
 def refuse_opening(files: List[Any]) -> None:
     """From here on this process opens none of `files` (those the doctor refused to read: over its caps, not
     regular files), by any name that leads to them: vLLM's parser reads some of them too (huggingface_hub reads a
@@ -651,6 +656,7 @@ def refuse_opening(files: List[Any]) -> None:
             return
         path = os.path.abspath(os.fsdecode(args[0]))
         if path in refused or os.path.realpath(path) in refused:
+            REFUSALS[0] += 1
             raise PermissionError(errno.EACCES, "the doctor refused to read it (over its caps, or not a regular "
                                   "file), and hands it to no reader", path)
 
@@ -668,6 +674,7 @@ def refuse_connections(refused: List[Dict[str, Any]]) -> None:
         if event in CONNECTION_EVENTS:
             if len(refused) < 16:
                 refused.append({"event": event, "address": str(args[1] if len(args) > 1 else None)[:200]})
+            REFUSALS[0] += 1
             raise ConnectionRefusedError(errno.ECONNREFUSED, "connections are refused while the doctor's "
                                          "validation runs the model's code")
 
@@ -752,7 +759,8 @@ def inspect_model_classes_here() -> None:
     initialise CUDA before it starts its workers), which imports torch and vLLM again: as long as the validation
     itself, paid twice. This process starts no workers and ends after the validation, so that one function runs
     here, in vLLM's own code, under the refusals and stand-ins the validation has; where it raises here, vLLM's
-    subprocess runs it as before. Anything else vLLM runs in a subprocess (0.34.0's whole-registry
+    subprocess runs it as before, unless it met one of the refusals (that error is vLLM's to report: the subprocess
+    has none of them). Anything else vLLM runs in a subprocess (0.34.0's whole-registry
     `fill_model_info_cache`) stays there."""
     with contextlib.suppress(Exception):
         from vllm.model_executor.models import registry
@@ -764,9 +772,12 @@ def inspect_model_classes_here() -> None:
             if "from_model_cls" not in names or "load_model_cls" not in names:
                 return in_subprocess(fn)
             name = class_name_of(fn)
+            refusals = REFUSALS[0]
             try:
                 info = fn()
-            except Exception:  # noqa: BLE001 - vLLM's subprocess says what it says
+            except Exception:  # vLLM's subprocess says what it says
+                if REFUSALS[0] != refusals:
+                    raise  # it met a refusal here (a file, a connection): not tried where the refusals do not reach
                 MODEL_INFO_LEARNED[name] = "subprocess"
                 return in_subprocess(fn)
             MODEL_INFO_LEARNED[name] = "here"
