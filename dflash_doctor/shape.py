@@ -92,15 +92,15 @@ class Shape:
 
 
 def _frozen_dataclass(cls: type[T]) -> type[T]:
-    """`@dataclass(frozen=True)` for the shapes, at a fraction of its cost when the class is made.
+    """`@dataclass(frozen=True)` at a fraction of its cost when the class is made.
 
-    The doctor declares some 300 frozen dataclasses (250 of them shapes) and starts as a process of its own for every run; `dataclasses` writes
-    and compiles each class's __init__, __repr__, __eq__, __hash__, __setattr__ and __delattr__ when the class is
-    made (a millisecond a class on a CI machine: a quarter of the doctor's start), though a run makes instances
-    of a few dozen of them. Here `dataclasses` still reads the fields (dataclasses.fields, replace and asdict work
-    as before); equality, hashing, repr and the refusal to assign are functions shared by every shape, reading
-    the fields; __init__ is written (as `dataclasses` writes it) when the class is first instantiated. The type
-    checker sees `dataclasses.dataclass` itself (`frozen_dataclass` below)."""
+    The doctor declares some 300 frozen dataclasses (250 of them shapes) and starts as a process of its own for
+    every run; `dataclasses` writes and compiles each class's __init__, __repr__, __eq__, __hash__, __setattr__ and
+    __delattr__ when the class is made (a millisecond a class on a 2-core machine: a quarter of the doctor's start),
+    though a run makes instances of a few dozen of them. Here `dataclasses` still reads the fields
+    (dataclasses.fields, replace and asdict work as before); equality, hashing, repr and the refusal to assign are
+    functions shared by every class, reading the fields; __init__ is written (as `dataclasses` writes it) when the
+    class is first instantiated. The type checker sees `dataclasses.dataclass` itself (`frozen_dataclass` below)."""
     # Over a frozen dataclass (another of these) dataclasses must be told frozen, and then writes the two refusals
     frozen_base = any(getattr(getattr(base, "__dataclass_params__", None), "frozen", False) for base in cls.__mro__[1:])
     dataclasses.dataclass(cls, init=False, repr=False, eq=False, frozen=frozen_base)
@@ -173,25 +173,18 @@ def _written_init(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> Call
     scope: dict[str, Any] = {"__set": object.__setattr__, "__factory": _FACTORY}
     params, body = [], []
     for i, f in enumerate(fields):
-        if not f.init:
-            if f.default_factory is not dataclasses.MISSING:
-                scope[f"__f{i}"] = f.default_factory
-                body.append(f"__set(self, {f.name!r}, __f{i}())")
-            elif f.default is not dataclasses.MISSING:
-                scope[f"__d{i}"] = f.default
-                body.append(f"__set(self, {f.name!r}, __d{i})")
-            continue
-        if f.default_factory is not dataclasses.MISSING:
-            scope[f"__f{i}"] = f.default_factory
-            params.append(f"{f.name}=__factory")
-            body.append(f"__set(self, {f.name!r}, __f{i}() if {f.name} is __factory else {f.name})")
-        elif f.default is not dataclasses.MISSING:
-            scope[f"__d{i}"] = f.default
-            params.append(f"{f.name}=__d{i}")
-            body.append(f"__set(self, {f.name!r}, {f.name})")
+        made = f.default_factory is not dataclasses.MISSING
+        given = f.default is not dataclasses.MISSING
+        scope[f"__d{i}"] = f.default_factory if made else f.default
+        default = f"__d{i}()" if made else f"__d{i}" if given else None
+        if f.init:
+            params.append(f"{f.name}=__factory" if made else f"{f.name}=__d{i}" if given else f.name)
+            value = f"{default} if {f.name} is __factory else {f.name}" if made else f.name
+        elif default is not None:
+            value = default
         else:
-            params.append(f.name)
-            body.append(f"__set(self, {f.name!r}, {f.name})")
+            continue
+        body.append(f"__set(self, {f.name!r}, {value})")
     if hasattr(cls, "__post_init__"):
         body.append("self.__post_init__()")
     text = f"def __init__(self, {', '.join(params)}):\n" + "".join(f" {line}\n" for line in body or ["pass"])
@@ -206,9 +199,9 @@ _FACTORY = object()  # the default of a field made by a factory: a fresh value f
 
 if TYPE_CHECKING:
     from dataclasses import dataclass as frozen_dataclass
-else:  # the type checker reads the line above: every shape is a frozen dataclass to it
+else:  # the type checker reads the line above: each class is a frozen dataclass to it
     def frozen_dataclass(cls=None, /, *, frozen):
-        """Used as `@dataclass(frozen=True)` by the *_shapes modules (`_frozen_dataclass`)."""
+        """`@frozen_dataclass(frozen=True)`, for every frozen dataclass of the doctor (`_frozen_dataclass`)."""
         if not frozen:
             raise TypeError("frozen_dataclass makes frozen classes only")
         return _frozen_dataclass if cls is None else _frozen_dataclass(cls)

@@ -9,8 +9,7 @@ from dataclasses import field
 from typing import ClassVar
 
 from dflash_doctor.facts.python.environment_shapes import ProbeRun
-from dflash_doctor.facts.shape import Shape
-from dflash_doctor.facts.shape import frozen_dataclass as dataclass
+from dflash_doctor.facts.shape import Shape, frozen_dataclass
 
 __all__ = [
     "AcsBridge", "AcsFacts", "ContainerFacts", "DevicePcie", "Fabric", "FabricDevice", "FabricMachine", "FabricNvml",
@@ -22,7 +21,7 @@ __all__ = [
 # ------------------------------------------------------------------------------------------------- NVML
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class DevicePcie(Shape):
     """A GPU's PCIe link now and at most (None where NVML does not answer)."""
 
@@ -33,7 +32,7 @@ class DevicePcie(Shape):
     width_max: int | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class NvLinkState(Shape):
     link: int = 0
     up: bool = False
@@ -41,7 +40,7 @@ class NvLinkState(Shape):
     remote_bus_id: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class FabricDevice(Shape):
     index: int = 0
     pci_bus_id: str | None = None
@@ -51,7 +50,7 @@ class FabricDevice(Shape):
     """The queries NVML refused, by name, with its error's name."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class P2pStatus(Shape):
     """nvmlDeviceGetP2PStatus for each capability: "ok", "chipset_not_supported", ... (the raw number when
     pynvml names no status for it), None when the query failed."""
@@ -67,7 +66,7 @@ class P2pStatus(Shape):
         return {k: v for k, v in (("read", self.read_), ("write", self.write)) if v not in ("ok", None)}
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class NvmlPair(Shape):
     gpus: list[int] = field(default_factory=list)
     topology: str | int | None = None
@@ -83,7 +82,7 @@ class NvmlPair(Shape):
         return "-".join(str(g) for g in self.gpus)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class FabricNvml(Shape):
     ok: bool = False
     error: str | None = None
@@ -94,7 +93,7 @@ class FabricNvml(Shape):
 # ------------------------------------------------------------------------ the machine (the section's key `host`)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ShmMount(Shape):
     fstype: str | None = None
     options: str = ""
@@ -102,7 +101,7 @@ class ShmMount(Shape):
     size_option_bytes: int | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ShmFacts(Shape):
     mount: ShmMount | None = None
     total_bytes: int | None = None
@@ -111,7 +110,7 @@ class ShmFacts(Shape):
     error: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ContainerFacts(Shape):
     markers: list[str] = field(default_factory=list)
     cgroup_runtimes: list[str] = field(default_factory=list)
@@ -120,14 +119,14 @@ class ContainerFacts(Shape):
     host_ipc_namespace: bool | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class IommuGroup(Shape):
     group: str | None = None
     type: str | None = None
     """The IOMMU group's type: "DMA", "DMA-FQ" (translating), "identity" (passthrough)."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class IommuFacts(Shape):
     cmdline: dict[str, str] = field(default_factory=dict)
     units: list[str] | None = None
@@ -136,7 +135,7 @@ class IommuFacts(Shape):
     """By the GPU's sysfs address ("0000:1b:00.0")."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class AcsBridge(Shape):
     """A PCI device above a GPU and its ACS capability (facts.fabric.machine.parse_acs)."""
 
@@ -152,7 +151,7 @@ class AcsBridge(Shape):
     """The ACS control bits set ("p2p_request_redirect", ...)."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class AcsFacts(Shape):
     paths: dict[str, list[str] | None] = field(default_factory=dict)
     """Each GPU's devices above it, nearest first (None when its sysfs path was not found)."""
@@ -167,7 +166,7 @@ class AcsFacts(Shape):
         return sorted(b for b in above if b in self.bridges and "p2p_request_redirect" in self.bridges[b].enabled)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class FabricMachine(Shape):
     shm: ShmFacts = field(default_factory=ShmFacts)
     container: ContainerFacts = field(default_factory=ContainerFacts)
@@ -184,7 +183,7 @@ class FabricMachine(Shape):
 # ------------------------------------------------------------------------------------------------- peer
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class PeerCopy(Shape):
     """One directed pair of the peer probe: access, and the write-and-verify copy."""
 
@@ -203,7 +202,7 @@ class PeerCopy(Shape):
         return f"cuda:{self.src} -> cuda:{self.dst}"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class PeerData(Shape):
     ok: bool = False
     torch: str | None = None
@@ -214,7 +213,7 @@ class PeerData(Shape):
     error: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class PeerFacts(Shape):
     skipped: str | None = None
     """Why no probe ran ("TP 1: no pair of GPUs")."""
@@ -225,7 +224,7 @@ class PeerFacts(Shape):
 # ------------------------------------------------------------------------------------------------- NCCL
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class NcclCheck(Shape):
     """One all-reduce's values: each rank contributed rank + 1."""
 
@@ -235,7 +234,7 @@ class NcclCheck(Shape):
     first: float | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class NcclTiming(Shape):
     bytes: int = 0
     iterations: int = 0
@@ -245,7 +244,7 @@ class NcclTiming(Shape):
     """nccl-tests' bus bandwidth: bytes x 2(n-1)/n / seconds."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class NcclRankData(Shape):
     rank: int = 0
     world: int = 1
@@ -262,13 +261,13 @@ class NcclRankData(Shape):
     traceback: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class NcclRank(Shape):
     run: ProbeRun = field(default_factory=ProbeRun)
     data: NcclRankData | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class NcclArm(Shape):
     """One all-reduce over the group, one probe process per rank."""
 
@@ -278,7 +277,7 @@ class NcclArm(Shape):
     ranks: list[NcclRank] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class NcclArms(Shape):
     p2p: NcclArm | None = None
     """As vLLM will run it."""
@@ -289,7 +288,7 @@ class NcclArms(Shape):
 # ----------------------------------------------------------------------------------------------- section
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Fabric(Shape):
     SECTION: ClassVar[str] = "fabric"
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 from dataclasses import field
 from typing import ClassVar
 
-from dflash_doctor.shape import Shape
-from dflash_doctor.shape import frozen_dataclass as dataclass
+from dflash_doctor.shape import Shape, frozen_dataclass
 
 __all__ = ["SCHEMA", "Baseline", "BaselineFacts", "DistributionState", "DriverState", "FileHashes", "GpuState",
            "HashedFiles", "LibraryArchs", "PythonState", "Tool"]
@@ -20,13 +19,13 @@ __all__ = ["SCHEMA", "Baseline", "BaselineFacts", "DistributionState", "DriverSt
 SCHEMA = "dflash-doctor/baseline/v1"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Tool(Shape):
     name: str = "dflash-doctor"
     version: str = ""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class PythonState(Shape):
     version: str | None = None
     implementation: str | None = None
@@ -37,7 +36,7 @@ class PythonState(Shape):
         return f"{self.implementation} {self.version} on {self.machine}"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class DriverState(Shape):
     version: str | None = None
     cuda: str | None = None
@@ -49,13 +48,13 @@ class DriverState(Shape):
         return self.range or f"=={self.version}"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class GpuState(Shape):
     compute_capabilities: list[str] = field(default_factory=list)
     names: list[str | None] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class DistributionState(Shape):
     name: str = ""
     version: str | None = None
@@ -72,7 +71,7 @@ class DistributionState(Shape):
         return f"{self.name}=={self.version}"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class LibraryArchs(Shape):
     sass: list[str] = field(default_factory=list)
     ptx: list[str] = field(default_factory=list)
@@ -82,7 +81,7 @@ class LibraryArchs(Shape):
         return [*self.sass, *self.ptx]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Baseline(Shape):
     """The expected state of an environment, as saved."""
 
@@ -104,7 +103,7 @@ class Baseline(Shape):
         return [n for n, d in (self.distributions or {}).items() if d.files is not None]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class BaselineFacts(Shape):
     """The baseline a run is compared with: the file the user named and the document it holds."""
 
@@ -116,14 +115,14 @@ class BaselineFacts(Shape):
     """None: no baseline given, or a report saved before the document was kept with it."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class HashedFiles(Shape):
     files: dict[str, str | None] | None = None
     """RECORD path -> "sha256=...", None (missing) or "not hashed: why"; None: no readable RECORD."""
     files_digest: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class FileHashes(Shape):
     """The sha256 of every file each requested distribution installed, read now (facts.fix.file_hashes)."""
 

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 from dataclasses import field
 
-from dflash_doctor.facts.shape import Shape
-from dflash_doctor.facts.shape import frozen_dataclass as dataclass
+from dflash_doctor.facts.shape import Shape, frozen_dataclass
 
 __all__ = ["BuildEnv", "TorchBuild"]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class TorchBuild(Shape):
     """The installed torch, as a build against it sees it: its version and `torch.version.cuda` (read from
     torch/version.py as text; None for a CPU build)."""
@@ -28,7 +27,7 @@ class TorchBuild(Shape):
     """The torch/version.py read."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class BuildEnv(Shape):
     """The CUDA toolchain, ninja, the C++ compiler, memory, cores, torch and the archs to build for."""
 

@@ -15,8 +15,7 @@ from dataclasses import field
 from typing import ClassVar
 
 from dflash_doctor.facts.fix.build_env_shapes import BuildEnv
-from dflash_doctor.facts.shape import Shape
-from dflash_doctor.facts.shape import frozen_dataclass as dataclass
+from dflash_doctor.facts.shape import Shape, frozen_dataclass
 
 __all__ = ["DryRunItem", "DryRuns", "Install", "InstalledDist", "LeftBehind", "Removal", "SegmentRun", "Unavailable"]
 
@@ -24,7 +23,7 @@ BUILDS_FROM_SOURCE = ("sdist", "directory", "vcs")
 """The `Install.source` values that build the distribution."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class InstalledDist(Shape):
     """What the judgement needs of an installed distribution (facts.fix.dryrun.installed_summary): null where the
     distributions section did not say (a METADATA that could not be read has no `requires`)."""
@@ -45,7 +44,7 @@ class InstalledDist(Shape):
         return self.top_levels or []
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Install(Shape):
     """A distribution the installer would put in (pip's report, uv's `+ name==version` lines)."""
 
@@ -60,7 +59,7 @@ class Install(Shape):
         return self.source in BUILDS_FROM_SOURCE
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Removal(Shape):
     """A distribution that would go: uv's `- name==version` lines, or an uninstall simulated from its RECORD
     (with how many files its RECORD lists)."""
@@ -70,7 +69,7 @@ class Removal(Shape):
     files: int | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class LeftBehind(Shape):
     """A top-level directory an uninstall touches, and what stays of it."""
 
@@ -87,7 +86,7 @@ class LeftBehind(Shape):
     directories: int = 0
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Unavailable(Shape):
     """A requirement of an install that no configured index has (pip: "No matching distribution found for"), and
     which distribution the command asks for requires it (its Requires-Dist, from pip's report of it alone)."""
@@ -99,7 +98,7 @@ class Unavailable(Shape):
     """The Requires-Dist line that asks for it."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class SegmentRun(Shape):
     """One segment of a command (install | uninstall | move | cleanup; "?" when the command was not asked
     about) and what asking about it found: `status` resolved | simulated | failed | not-checked, and why."""
@@ -126,7 +125,7 @@ class SegmentRun(Shape):
     """A failed install: the requirement no configured index has, and who requires it."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class DryRunItem(Shape):
     """One remediation command and its segments' answers."""
 
@@ -134,7 +133,7 @@ class DryRunItem(Shape):
     segments: list[SegmentRun] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class DryRuns(Shape):
     """The report's `dry_runs`."""
 

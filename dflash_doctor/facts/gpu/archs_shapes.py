@@ -6,13 +6,12 @@ from __future__ import annotations
 from dataclasses import field
 from typing import Any, ClassVar
 
-from dflash_doctor.facts.shape import Shape
-from dflash_doctor.facts.shape import frozen_dataclass as dataclass
+from dflash_doctor.facts.shape import Shape, frozen_dataclass
 
 __all__ = ["ArchCoverage", "ArchLibrary", "ArchTorch", "Fatbin", "MachineGlibc", "MachineLibstdcxx", "MachineRuntime"]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class MachineGlibc(Shape):
     """This machine's glibc version, and where it was read."""
 
@@ -20,7 +19,7 @@ class MachineGlibc(Shape):
     read_from: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class MachineLibstdcxx(Shape):
     """The libstdc++ the target interpreter's loader would use, and how it was found."""
 
@@ -28,7 +27,7 @@ class MachineLibstdcxx(Shape):
     found_by: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class MachineRuntime(Shape):
     """The C/C++ runtime the machine provides (`elf.machine_runtime_versions`; the section's key `host`)."""
 
@@ -41,7 +40,7 @@ class MachineRuntime(Shape):
     seconds: float | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ArchTorch(Shape):
     """torch's version, its CUDA build, and how many symbols its libraries export."""
 
@@ -56,7 +55,7 @@ class ArchTorch(Shape):
     seconds: float | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Fatbin(Shape):
     """The device code in a library's .nv_fatbin section."""
 
@@ -71,7 +70,7 @@ class Fatbin(Shape):
     problems: list[Any] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ArchLibrary(Shape):
     """One compiled library (an extension module or a shared library) of a stack distribution, scanned."""
 
@@ -101,7 +100,7 @@ class ArchLibrary(Shape):
     """Why the file could not be read (None: it was)."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ArchCoverage(Shape):
     SECTION: ClassVar[str] = "arch_coverage"
 

@@ -11,15 +11,14 @@ from dataclasses import field
 from typing import Any, ClassVar
 
 from dflash_doctor.facts.python.environment_shapes import ProbeRun
-from dflash_doctor.facts.shape import Shape
-from dflash_doctor.facts.shape import frozen_dataclass as dataclass
+from dflash_doctor.facts.shape import Shape, frozen_dataclass
 
 __all__ = ["CudaRuntime", "CudaStack", "CudaTorch", "CudaTriton", "KernelCase", "KernelCuda", "KernelDevice", "KernelError", "KernelFamily",
            "KernelImport", "Kernels", "Libcuda", "ProbeException",
            "SharedProcess", "ToolLookup", "TorchDevice", "TritonLibcuda"]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ProbeException(Shape):
     """An exception as a GPU probe describes it."""
 
@@ -29,7 +28,7 @@ class ProbeException(Shape):
     traceback: str = ""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class SharedProcess(Shape):
     """The run's one target process that imported torch once; the probes are its forked children."""
 
@@ -44,7 +43,7 @@ class SharedProcess(Shape):
     """Why the probes ran one process each instead (the shared process died while importing)."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Libcuda(Shape):
     """cuInit and cuDriverGetVersion from the libcuda.so.1 the target loads (a cuda-compat one included)."""
 
@@ -59,7 +58,7 @@ class Libcuda(Shape):
     device_count: int | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class CudaTorch(Shape):
     """torch in the target: whether it imports, its version, CUDA build and the archs it was built for."""
 
@@ -76,7 +75,7 @@ class CudaTorch(Shape):
     arch_list_error: ProbeException | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class TorchDevice(Shape):
     """A device as torch.cuda sees it (cuda:N, in CUDA order)."""
 
@@ -90,7 +89,7 @@ class TorchDevice(Shape):
     pci_bus_id: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class CudaRuntime(Shape):
     """torch.cuda: whether it initializes, and why not."""
 
@@ -104,7 +103,7 @@ class CudaRuntime(Shape):
     devices_error: ProbeException | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ToolPlace(Shape):
     """One place Triton looks for a tool: $TRITON_PTXAS_PATH, or its bundled copy."""
 
@@ -114,7 +113,7 @@ class ToolPlace(Shape):
     executable: bool = False
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ToolLookup(Shape):
     """Where Triton looks for ptxas (or ptxas-blackwell), and what it found."""
 
@@ -126,7 +125,7 @@ class ToolLookup(Shape):
     api: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class TritonLibcuda(Shape):
     """Where Triton looks for libcuda.so.1 (TRITON_LIBCUDA_PATH, `ldconfig -p`, LD_LIBRARY_PATH)."""
 
@@ -152,7 +151,7 @@ class TritonLibcuda(Shape):
         return [str(path) for path in self.looked.get("LD_LIBRARY_PATH") or []]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class CudaTriton(Shape):
     installed: bool = False
     import_ok: bool | None = None
@@ -166,7 +165,7 @@ class CudaTriton(Shape):
     seconds: float | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class CudaStack(Shape):
     """libcuda, torch's CUDA, the devices torch sees and Triton's tool chain, from inside the target."""
 
@@ -186,7 +185,7 @@ class CudaStack(Shape):
     seconds: float | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class KernelError(Shape):
     """An exception in a kernel probe (`oom`: CUDA ran out of memory; `warnings`: those it caught)."""
 
@@ -197,7 +196,7 @@ class KernelError(Shape):
     traceback: str = ""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class KernelCase(Shape):
     """One kernel call on one GPU, compared with the fp32 reference."""
 
@@ -222,7 +221,7 @@ class KernelCase(Shape):
     error: KernelError | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class KernelDevice(Shape):
     index: int | None = None
     """None for the CPU (the probe's own reference math, run on the CPU in tests)."""
@@ -235,7 +234,7 @@ class KernelDevice(Shape):
     seconds: float | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class KernelImport(Shape):
     """The import the family needs (`installed`: whether its package is there at all)."""
 
@@ -247,14 +246,14 @@ class KernelImport(Shape):
     version: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class KernelCuda(Shape):
     available: bool = False
     error: KernelError | None = None
     device_count: int | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class KernelFamily(Shape):
     """One family of kernels, run in a process of its own (a forked child of the run's target process)."""
 
@@ -272,7 +271,7 @@ class KernelFamily(Shape):
     seconds: float | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Kernels(Shape):
     SECTION: ClassVar[str] = "kernels"
 

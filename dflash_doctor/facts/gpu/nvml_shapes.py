@@ -9,14 +9,13 @@ from __future__ import annotations
 from dataclasses import field
 from typing import Any, ClassVar
 
-from dflash_doctor.facts.shape import Shape
-from dflash_doctor.facts.shape import frozen_dataclass as dataclass
+from dflash_doctor.facts.shape import Shape, frozen_dataclass
 
 __all__ = ["Ecc", "Gpu", "GpuDevice", "GpuMachine", "GpuMemory", "GpuPower", "GpuProcess", "GpuTemperature",
            "MachineLimits", "Mig", "MigDevice", "NvLink", "Nvml", "NvmlError", "PcieLink", "RemappedRows", "Rlimit"]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class NvmlError(Shape):
     kind: str = ""
     """"init", "error" or "timeout"."""
@@ -27,7 +26,7 @@ class NvmlError(Shape):
     """The dynamic loader's own words when libnvidia-ml could not be found."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Nvml(Shape):
     ok: bool = False
     error: NvmlError | None = None
@@ -38,7 +37,7 @@ class Nvml(Shape):
     errors: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class GpuMemory(Shape):
     total: int = 0
     used: int = 0
@@ -46,21 +45,21 @@ class GpuMemory(Shape):
     reserved: int | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class MigDevice(Shape):
     slot: int = 0
     uuid: str | None = None
     memory_total: int | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Mig(Shape):
     current: bool | None = None
     pending: bool | None = None
     devices: list[MigDevice] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Ecc(Shape):
     enabled: bool | None = None
     pending: bool | None = None
@@ -69,7 +68,7 @@ class Ecc(Shape):
     """Uncorrected ECC errors over the GPU's lifetime (persist across reboots); None in older reports."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class RemappedRows(Shape):
     correctable: int = 0
     uncorrectable: int = 0
@@ -77,7 +76,7 @@ class RemappedRows(Shape):
     failure: bool = False
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class GpuPower(Shape):
     """Power limits in milliwatts, as NVML gives them."""
 
@@ -89,7 +88,7 @@ class GpuPower(Shape):
     """The limit the driver enforces after every limiter."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class GpuTemperature(Shape):
     """Degrees C: the GPU die now, and the GPU's own slowdown and shutdown thresholds."""
 
@@ -98,7 +97,7 @@ class GpuTemperature(Shape):
     shutdown_c: int | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class PcieLink(Shape):
     """The PCIe link now and the most it can be: `max_*` for this GPU in this slot, `gpu_max_generation` for
     the GPU alone."""
@@ -111,7 +110,7 @@ class PcieLink(Shape):
     replay_counter: int | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class NvLink(Shape):
     """One NVLink that NVML lists, with its error counters (None where the query is not supported)."""
 
@@ -123,7 +122,7 @@ class NvLink(Shape):
     crc_data: int | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class GpuProcess(Shape):
     """A process holding memory on the device (`own`: the doctor or one of its probes)."""
 
@@ -134,7 +133,7 @@ class GpuProcess(Shape):
     own: bool = False
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class GpuDevice(Shape):
     index: int = 0
     name: str | None = None
@@ -158,7 +157,7 @@ class GpuDevice(Shape):
     errors: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Rlimit(Shape):
     """A resource limit of the doctor's process (inherited by what it starts); -1 is unlimited."""
 
@@ -166,7 +165,7 @@ class Rlimit(Shape):
     hard: int | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class MachineLimits(Shape):
     """The machine's limits that vLLM and NCCL run into; None where they could not be read."""
 
@@ -178,7 +177,7 @@ class MachineLimits(Shape):
     errors: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class GpuMachine(Shape):
     """What the kernel says about the driver, independent of NVML, and the machine's limits."""
 
@@ -188,7 +187,7 @@ class GpuMachine(Shape):
     """None in reports from before the doctor read them."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ConfCompute(Shape):
     """nvmlSystemGetConfComputeState: ccFeature (0 off; vLLM 0.34 counts any other value as on), environment,
     devToolsMode, as NVML's enums number them."""
@@ -202,7 +201,7 @@ class ConfCompute(Shape):
         return None if self.cc_feature is None else self.cc_feature != 0
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Gpu(Shape):
     SECTION: ClassVar[str] = "gpu"
 

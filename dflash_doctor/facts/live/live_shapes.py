@@ -12,8 +12,7 @@ from __future__ import annotations
 from dataclasses import field
 from typing import Any, ClassVar
 
-from dflash_doctor.facts.shape import Shape, dump
-from dflash_doctor.facts.shape import frozen_dataclass as dataclass
+from dflash_doctor.facts.shape import Shape, dump, frozen_dataclass
 
 __all__ = [
     "Baseline", "Counters", "Endpoint", "Figures", "InstalledVllm", "Live", "MalformedField", "MetricNames",
@@ -34,7 +33,7 @@ def _count(value: Any) -> int | None:
     return int(value) if 0 <= value <= MAX_COUNT else None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class StartedServer(Shape):
     """The server `serve --exec --live` started: its PID, log, and how its start ended."""
 
@@ -48,7 +47,7 @@ class StartedServer(Shape):
     log_tail: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Endpoint(Shape):
     """One GET's outcome (/health)."""
 
@@ -57,7 +56,7 @@ class Endpoint(Shape):
     error: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ServedModel(Shape):
     """An entry of /v1/models (each field None where the server's was of the wrong type)."""
 
@@ -67,14 +66,14 @@ class ServedModel(Shape):
     max_model_len: int | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ModelsAnswer(Shape):
     status: int | None = None
     error: str | None = None
     data: list[ServedModel] | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class MetricNames(Shape):
     source: str | None = field(default=None, metadata={"key": "from"})
     """Where the names came from: the installed vLLM's source, the server, or knowledge.live."""
@@ -83,7 +82,7 @@ class MetricNames(Shape):
     exposed: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Counters(Shape):
     """One scrape's counters, summed over every engine and model label (facts.live.live.tally); a counter that was not
     a count in /metrics is left out (and named in the scrape's invalid_counters)."""
@@ -102,7 +101,7 @@ class Counters(Shape):
         return {"drafts": self.drafts, "draft_tokens": self.draft_tokens, "accepted_tokens": self.accepted_tokens}
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class MetricsScrape(Shape):
     """One GET /metrics and what it counted."""
 
@@ -123,7 +122,7 @@ class MetricsScrape(Shape):
         return out
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Workload(Shape):
     """The fixed greedy workload sent through /v1/completions, and what came back."""
 
@@ -145,7 +144,7 @@ class Workload(Shape):
     request_seconds: list[float] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class InstalledVllm(Shape):
     """The vLLM installed beside the doctor (located, never imported)."""
 
@@ -160,7 +159,7 @@ class InstalledVllm(Shape):
     """Whether its model runner adds 1 to each target_layer_ids entry (None: its source was not readable)."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ModelConfig(Shape):
     """What a model directory's config.json says, as copied into the facts (facts.live.live._config): the user's own
     values stay raw here and are read through the accessors."""
@@ -202,7 +201,7 @@ class ModelConfig(Shape):
         return _count(self.max_position_embeddings)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class SpeculativeConfig(Shape):
     """The serve command's --speculative-config (its JSON, as the user wrote it: raw values)."""
 
@@ -216,7 +215,7 @@ class SpeculativeConfig(Shape):
         return _count(self.num_speculative_tokens)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ServeContext(Shape):
     """What the serve command says (`serve --exec --live`, or `live URL -- vllm serve ...`) and the configs of
     the directories it names."""
@@ -233,7 +232,7 @@ class ServeContext(Shape):
     target: ModelConfig | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class MalformedField(Shape):
     """A field of the server's answers that did not have its type (read as absent)."""
 
@@ -245,7 +244,7 @@ class MalformedField(Shape):
     times: int = 0
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Figures(Shape):
     """What a live run measured (checks.live's `measure`): the counters' differences over the workload and the
     figures derived from them. A figure that could not be derived is left out of the JSON."""
@@ -269,7 +268,7 @@ class Figures(Shape):
         return {k: v for k, v in dump(self).items() if v is not None or k in self.ALWAYS}
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Baseline(Shape):
     """The saved live report given with --baseline: where, its workload's digest, its figures."""
 
@@ -279,7 +278,7 @@ class Baseline(Shape):
     created: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Live(Shape):
     SECTION: ClassVar[str] = "live"
 

@@ -13,8 +13,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import field
 from typing import Any, ClassVar, TypeGuard
 
-from dflash_doctor.facts.shape import Shape
-from dflash_doctor.facts.shape import frozen_dataclass as dataclass
+from dflash_doctor.facts.shape import Shape, frozen_dataclass
 
 __all__ = [
     "ConfigView",
@@ -149,7 +148,7 @@ class ConfigView:
         return self._data.get("rope_type") or self._data.get("type")
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ListSummary(Shape):
     """model_dir.list_summary: a config.json list longer than the facts keep."""
 
@@ -164,7 +163,7 @@ class ListSummary(Shape):
     other: int | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ModelConfig(Shape):
     """model_dir._read_config: config.json as the facts keep it. The user's values (architectures, model_type,
     the text view, the drafter keys, the quantization config) stay raw here and are read through accessors."""
@@ -225,7 +224,7 @@ class ModelConfig(Shape):
         return kept.count(value)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class WeightsIndex(Shape):
     """model.safetensors.index.json."""
 
@@ -236,7 +235,7 @@ class WeightsIndex(Shape):
     tensor_count: int = 0
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class WeightFile(Shape):
     """One safetensors file's header summary."""
 
@@ -249,13 +248,13 @@ class WeightFile(Shape):
     metadata: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class DtypeTotal(Shape):
     tensors: int = 0
     bytes: int = 0
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Tensor(Shape):
     """One tensor of a safetensors header (shape cut to its first dimensions when `rank` is set)."""
 
@@ -271,7 +270,7 @@ class Tensor(Shape):
         return None if self.rank is not None else list(self.shape)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class LayerCount(Shape):
     """The decoder layers (`layers.N`, `midlayer`) the tensor names show."""
 
@@ -280,7 +279,7 @@ class LayerCount(Shape):
     max: int | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Weights(Shape):
     """model_dir._read_weights: the weight files, their totals and the kept tensors."""
 
@@ -300,7 +299,7 @@ class Weights(Shape):
     groups: dict[str, int] | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ModelCard(Shape):
     """README.md's front matter: what the model was made from."""
 
@@ -308,7 +307,7 @@ class ModelCard(Shape):
     base_model: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Problem(Shape):
     """A problem with the model files (safetensors_header.problem)."""
 
@@ -320,7 +319,7 @@ class Problem(Shape):
     """A summary record: how many more problems of this kind and file were not listed."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ModelDir(Shape):
     """model_dir.read_model_dir: a model directory from its files."""
 
@@ -333,7 +332,7 @@ class ModelDir(Shape):
     problems: list[Problem] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class RefusedFile(Shape):
     """A file the doctor refuses to read: one of a model directory's (facts.modelfiles.refused_files), or a
     Hugging Face cache ref."""
@@ -343,7 +342,7 @@ class RefusedFile(Shape):
     message: str = ""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class HfCache(Shape):
     """Where a repo id was looked up in the Hugging Face cache."""
 
@@ -355,7 +354,7 @@ class HfCache(Shape):
     """refs/main, when the doctor refused to read it (not a regular file, over REF_MAX_BYTES)."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ResolvedPath(Shape):
     """facts.models.models.resolve_model_path: where a model name leads."""
 
@@ -370,14 +369,14 @@ class ResolvedPath(Shape):
     error: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class TokenizerConfig(Shape):
     file: str = ""
     model_max_length: float | None = None
     error: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Model(Shape):
     """facts.models.models.describe_model: one model, from its files."""
 
@@ -418,7 +417,7 @@ class Model(Shape):
         return f"{self.resolved.path or self.name}/config.json"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class SpeculatorsLaunch(Shape):
     """facts.models.models.speculators_launch: `vllm serve SPECULATORS_DIR` read from the directory's config.json."""
 
@@ -437,7 +436,7 @@ class SpeculatorsLaunch(Shape):
     layer_config: bool = False
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Models(Shape):
     SECTION: ClassVar[str] = "models"
 

@@ -14,8 +14,7 @@ from functools import cached_property
 from typing import Any, ClassVar, Protocol, TypeVar
 
 from dflash_doctor.facts.python.envfacts import canonical, requirement_name
-from dflash_doctor.facts.shape import Shape
-from dflash_doctor.facts.shape import frozen_dataclass as dataclass
+from dflash_doctor.facts.shape import Shape, frozen_dataclass
 
 __all__ = [
     "Claim", "Distribution", "Distributions", "Escape", "FileError", "HashMismatch", "ImportExtension",
@@ -25,7 +24,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ProbeRun(Shape):
     """How a probe's process went (`facts.probes.ProbeOutcome.as_facts`)."""
 
@@ -38,20 +37,20 @@ class ProbeRun(Shape):
     error: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Libc(Shape):
     name: str | None = None
     version: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class TargetEnviron(Shape):
     names: list[str] = field(default_factory=list)
     """Every variable's name; values only for the allowed ones, scrubbed."""
     values: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Target(Shape):
     """The target interpreter: which one, what kind of environment, what it runs on."""
 
@@ -81,7 +80,7 @@ class Target(Shape):
     probe: ProbeRun = field(default_factory=ProbeRun)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class SysPathEntry(Shape):
     path: str = ""
     kind: str = ""
@@ -90,14 +89,14 @@ class SysPathEntry(Shape):
     """Whether `site` read the .pth files in it (a site directory, the enabled user site); None in older reports."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class SysPath(Shape):
     SECTION: ClassVar[str] = "sys_path"
 
     entries: list[SysPathEntry] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class FileError(Shape):
     """A metadata file (METADATA, RECORD) that could not be read, and why."""
 
@@ -105,7 +104,7 @@ class FileError(Shape):
     error: str = ""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class SizeMismatch(Shape):
     """A file whose size on disk differs from the one RECORD lists."""
 
@@ -114,14 +113,14 @@ class SizeMismatch(Shape):
     disk: int | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class HashMismatch(Shape):
     """A file whose sha256 differs from the one RECORD lists (--verify-hashes)."""
 
     path: str = ""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class NotRegular(Shape):
     """A file RECORD lists that is a FIFO, a device or a socket on disk."""
 
@@ -129,7 +128,7 @@ class NotRegular(Shape):
     kind: str = ""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Escape(Shape):
     """A RECORD line that resolves outside the environment."""
 
@@ -138,7 +137,7 @@ class Escape(Shape):
     resolves_to: str = ""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Integrity(Shape):
     """A stack distribution's RECORD checked against the disk (lists capped, counts whole)."""
 
@@ -158,7 +157,7 @@ class Integrity(Shape):
     Distributions.shared_files), missing ones still counted."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Record(Shape):
     """A distribution's RECORD: whether it is there, and what reading it found."""
 
@@ -173,7 +172,7 @@ class Record(Shape):
     escapes_count: int = 0
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Claim(Shape):
     """A file a distribution's RECORD lists under a watched top-level name, with its state on disk."""
 
@@ -184,7 +183,7 @@ class Claim(Shape):
     disk_error: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class WheelExtension(Shape):
     path: str = ""
     module: str = ""
@@ -192,7 +191,7 @@ class WheelExtension(Shape):
     """Another interpreter's ABI tag left in the file name (`cpython-312-x86_64-linux-gnu`)."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Distribution(Shape):
     """One installed distribution (a .dist-info or .egg-info directory)."""
 
@@ -223,7 +222,7 @@ class Distribution(Shape):
         return f"{self.name} {self.version}" if self.version else self.name
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Shadowed(Shape):
     """The file a RECORD lists for an extension module that another file shadows, and whose RECORD it is."""
 
@@ -231,7 +230,7 @@ class Shadowed(Shape):
     distribution: str = ""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ImportExtension(Shape):
     """A stack extension module the import system finds that no RECORD lists (or that shadows one)."""
 
@@ -243,14 +242,14 @@ class ImportExtension(Shape):
     shadows: Shadowed | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ImportExtensions(Shape):
     names: list[str] = field(default_factory=list)
     found: list[ImportExtension] = field(default_factory=list)
     errors: list[dict[str, Any]] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class SharedClaimant(Shape):
     """A distribution that lists paths another one lists too."""
 
@@ -262,7 +261,7 @@ class SharedClaimant(Shape):
     """The mtime of its RECORD (written last by an installer): the later one was installed last."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class DifferingFile(Shape):
     """A shared path whose RECORD hashes differ: each claimant's hash, and the hash of the file on disk."""
 
@@ -273,7 +272,7 @@ class DifferingFile(Shape):
     """"sha256=..."; None when the file is missing; "not hashed: why" for one that is not opened."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class SharedFiles(Shape):
     """Paths that two or more distributions list in their RECORDs: in `Distributions.shared_files` the verified ones
     (the stack, the kernel packages), in `Distributions.overlaps` any."""
@@ -294,7 +293,7 @@ class SharedFiles(Shape):
         return [f for f in self.differing if f.disk_hash is not None and f.hashes.get(key) == f.disk_hash]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Overlaps(Shape):
     """The paths any two installed distributions both list in their RECORDs, grouped by the names that list them
     (from the RECORD rows the environment probe read for the distributions; groups capped at 200)."""
@@ -304,7 +303,7 @@ class Overlaps(Shape):
     """Shared paths of further sets of names, past the cap on groups."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Distributions(Shape):
     SECTION: ClassVar[str] = "distributions"
 
@@ -344,7 +343,7 @@ class Distributions(Shape):
         return [dist for dist in self.seen() if any(_required_name(r) == wanted for r in dist.requires)]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class NamedVersion(Shape):
     """A distribution's name and version, read without the rest of it."""
 
@@ -352,7 +351,7 @@ class NamedVersion(Shape):
     version: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Versions(Shape):
     """The distributions section read for its names and versions alone: the fingerprint and the fleet summary of
     a 300-distribution environment need none of its files, requirements or shared paths (read with
@@ -399,7 +398,7 @@ def _required_name(requirement: str) -> str | None:
     return name
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class PortionContents(Shape):
     """What a namespace portion directory holds (files listed up to a cap, counts whole)."""
 
@@ -410,7 +409,7 @@ class PortionContents(Shape):
     complete: bool = False
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Portion(Shape):
     """A sys.path entry that holds something importable under the name."""
 
@@ -422,7 +421,7 @@ class Portion(Shape):
     contents: PortionContents | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Resolved(Shape):
     """How a top-level name resolves (importlib.util.find_spec, nothing imported)."""
 
@@ -434,7 +433,7 @@ class Resolved(Shape):
     portions: list[Portion] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Resolution(Shape):
     SECTION: ClassVar[str] = "resolution"
     WHOLE: ClassVar[str] = "names"

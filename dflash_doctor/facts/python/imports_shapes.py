@@ -10,8 +10,7 @@ from dataclasses import field
 from typing import ClassVar
 
 from dflash_doctor.facts.python.environment_shapes import ProbeRun, Shadowed
-from dflash_doctor.facts.shape import Shape
-from dflash_doctor.facts.shape import frozen_dataclass as dataclass
+from dflash_doctor.facts.shape import Shape, frozen_dataclass
 
 __all__ = [
     "ChainedException", "ExtensionFacts", "Extensions", "ImportException", "ImportFacts", "ImportProcess",
@@ -19,20 +18,20 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ImportProcess(ProbeRun):
     """How the import's process went (`ProbeOutcome.as_facts`; `batch`: imports its process ran)."""
 
     batch: int | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ChainedException(Shape):
     type: str = ""
     message: str = ""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ImportException(Shape):
     """What the import raised, as the probe described it."""
 
@@ -45,7 +44,7 @@ class ImportException(Shape):
     traceback: str = ""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Preload(Shape):
     """A module imported before the one judged (torch, before an extension that links it)."""
 
@@ -54,7 +53,7 @@ class Preload(Shape):
     exception: ImportException | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class LibraryLookup(Shape):
     """A library the extension needs (DT_NEEDED), and where it was found: "loaded", "dlopen", a path, or None."""
 
@@ -62,7 +61,7 @@ class LibraryLookup(Shape):
     found: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class StackVersions(Shape):
     """The stack's versions as the importing process saw them."""
 
@@ -74,7 +73,7 @@ class StackVersions(Shape):
     triton: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ImportFacts(Shape):
     """One import in the target interpreter."""
 
@@ -93,14 +92,14 @@ class ImportFacts(Shape):
     versions: StackVersions | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class RotaryImport(ImportFacts):
     """`from flash_attn.ops.triton.rotary import apply_rotary`, as vLLM's ApplyRotaryEmb does it."""
 
     SECTION: ClassVar[str] = "rotary_import"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class SurfaceImports(Shape):
     """Each distinct module the installed vLLM imports from an external kernel package."""
 
@@ -109,7 +108,7 @@ class SurfaceImports(Shape):
     imports: list[ImportFacts] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class RecordLine(Shape):
     """A line of a RECORD file: which file, which line."""
 
@@ -117,7 +116,7 @@ class RecordLine(Shape):
     line: int | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ExtensionFacts(ImportFacts):
     """One compiled extension of the stack, loaded on its own after torch (or why it was not)."""
 
@@ -136,7 +135,7 @@ class ExtensionFacts(ImportFacts):
     """Another interpreter's ABI tag in the file name: not loaded, no import of this one would."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Extensions(Shape):
     SECTION: ClassVar[str] = "extensions"
 

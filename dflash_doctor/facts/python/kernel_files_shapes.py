@@ -6,13 +6,12 @@ from __future__ import annotations
 from dataclasses import field
 from typing import ClassVar
 
-from dflash_doctor.facts.shape import Shape
-from dflash_doctor.facts.shape import frozen_dataclass as dataclass
+from dflash_doctor.facts.shape import Shape, frozen_dataclass
 
 __all__ = ["CachedLibrary", "FlashinferJitCache", "KernelFiles", "PthFile", "PthLine"]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class CachedLibrary(Shape):
     """One library FlashInfer's JIT built: the CUDA runtimes it needs (DT_NEEDED libcudart.so.N)."""
 
@@ -22,7 +21,7 @@ class CachedLibrary(Shape):
     error: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class FlashinferJitCache(Shape):
     """The JIT cache of the installed flashinfer-python: `<base>/.cache/flashinfer/<version>/`."""
 
@@ -45,7 +44,7 @@ class FlashinferJitCache(Shape):
     torch_version: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class PthLine(Shape):
     """One line of a .pth file: a path line (joined to its directory) or an import line (code site would run)."""
 
@@ -57,7 +56,7 @@ class PthLine(Shape):
     exists: bool = False
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class PthFile(Shape):
     """A `.pth` file a distribution's RECORD lists at its top, and whether Python read it."""
 
@@ -74,7 +73,7 @@ class PthFile(Shape):
     error: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class KernelFiles(Shape):
     SECTION: ClassVar[str] = "kernel_files"
 

@@ -9,14 +9,13 @@ from __future__ import annotations
 from dataclasses import field
 from typing import ClassVar
 
-from dflash_doctor.facts.shape import Shape
-from dflash_doctor.facts.shape import frozen_dataclass as dataclass
+from dflash_doctor.facts.shape import Shape, frozen_dataclass
 
 __all__ = ["Guard", "ImportSite", "ImportedAt", "ImportedElsewhere", "ScanError", "ServeImport", "ServeRoot", "VllmScan",
            "VllmServeImports", "VllmSource", "VllmSurface"]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Guard(Shape):
     """What stands around an import statement: a try/except, a `suppress`, an if (innermost first)."""
 
@@ -28,7 +27,7 @@ class Guard(Shape):
     branch: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ImportSite(Shape):
     """One import statement of an external kernel package in vLLM's source."""
 
@@ -43,13 +42,13 @@ class ImportSite(Shape):
     guards: list[Guard] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ScanError(Shape):
     file: str = ""
     error: str = ""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class VllmScan(Shape):
     installed: bool = False
     version: str | None = None
@@ -60,17 +59,17 @@ class VllmScan(Shape):
     errors: list[ScanError] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class VllmSource(VllmScan):
     SECTION: ClassVar[str] = "vllm_source"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class VllmSurface(VllmScan):
     SECTION: ClassVar[str] = "vllm_surface"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ServeImport(Shape):
     """A package outside vLLM that a module on `vllm serve`'s way up imports (facts.python.vllm_serve_path)."""
 
@@ -86,7 +85,7 @@ class ServeImport(Shape):
     """vLLM's modules from the root the scan started at to the one that imports it."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ImportedAt(Shape):
     file: str = ""
     line: int = 0
@@ -94,19 +93,19 @@ class ImportedAt(Shape):
     """"module" (at column 0) or "block" (indented: in a function, a class, a try or an if)."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ImportedElsewhere(Shape):
     files: int = 0
     sites: list[ImportedAt] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ServeRoot(Shape):
     module: str = ""
     found: bool = False
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class VllmServeImports(Shape):
     """What `vllm serve` imports on its way up, from the installed vLLM's files (facts.python.vllm_serve_path)."""
 

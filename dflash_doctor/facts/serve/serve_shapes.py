@@ -11,8 +11,7 @@ from dataclasses import field
 from typing import Any, ClassVar
 
 from dflash_doctor.facts.models.models_shapes import RefusedFile
-from dflash_doctor.facts.shape import Shape
-from dflash_doctor.facts.shape import frozen_dataclass as dataclass
+from dflash_doctor.facts.shape import Shape, frozen_dataclass
 
 __all__ = [
     "MAX_GPUS",
@@ -68,7 +67,7 @@ MAX_GPU_MEMORY_GIB = 1e6
 """--gpu-memory GIB: at most this (a finite size that the arithmetic on it keeps finite)."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ServeAssumptions(Shape):
     """What the user told the doctor to assume of the serving machine (--gpus, --gpu-memory-gib, ...)."""
 
@@ -77,13 +76,13 @@ class ServeAssumptions(Shape):
     target_archs: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class FlagError(Shape):
     flag: str | None = None
     message: str = ""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class SpeculativeConfig(Shape):
     """--speculative-config as given (`raw`, the text) and as read (`value`: the user's JSON object, free-form,
     or None with `error`). The typed accessors read one key of `value`."""
@@ -132,7 +131,7 @@ class SpeculativeConfig(Shape):
         return self.integer("num_speculative_tokens")
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ServeFields(Shape):
     """The parsed options by vLLM's field names: vLLM's own parser's (facts.probes.vllm_args ENGINE_FIELDS and
     FRONTEND_FIELDS) or the documented subset's (facts.serve.serve_args FLAGS). None: not given and no default read."""
@@ -183,7 +182,7 @@ class ServeFields(Shape):
         return self.pipeline_parallel_size if self.pipeline_parallel_size is not None else 1
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class VllmError(Shape):
     """An exception vLLM raised, as the probe saw it."""
 
@@ -193,7 +192,7 @@ class VllmError(Shape):
     traceback: str = ""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class StoodIn(Shape):
     """A compiled module of vLLM that needs the CUDA driver, stood in for on a machine without one."""
 
@@ -201,7 +200,7 @@ class StoodIn(Shape):
     error: str = ""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class AnsweredOp(Shape):
     """A device query of a compiled module stood in for (the CUDA driver is absent), answered as the real op
     answers for the simulated GPU: `rule` is what the release's own source returns (knowledge.vllm
@@ -213,7 +212,7 @@ class AnsweredOp(Shape):
     answers: list[bool] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class VllmPlatform(Shape):
     """The platform vLLM judged on: "real" (vLLM's own detection) or "simulated" (a CUDA platform whose
     device queries answer from `simulated_from`: NVML's GPUs, or --target-arch/--gpus/--gpu-memory)."""
@@ -232,7 +231,7 @@ class VllmPlatform(Shape):
     """For each of capability, count, memory: where the value came from ("--target-arch", "nvml", ...)."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class BackendInputs(Shape):
     head_size: int | None = None
     dtype: str | None = None
@@ -243,7 +242,7 @@ class BackendInputs(Shape):
     backend: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class BackendChoice(Shape):
     """vLLM's attention selector's answer for one model's layers: the backend, or its refusal."""
 
@@ -252,7 +251,7 @@ class BackendChoice(Shape):
     inputs: BackendInputs = field(default_factory=BackendInputs)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class VllmAttention(Shape):
     """The selector's answers on one (simulated or real) compute capability."""
 
@@ -261,7 +260,7 @@ class VllmAttention(Shape):
     drafter: BackendChoice | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Served(Shape):
     """What vLLM's validation settled on (derived or lowered): the VllmConfig create_engine_config built, read by
     the probe (probes/vllm_args.py `served`, `resolved_values`). Where it is there, the rules judge these values
@@ -293,7 +292,7 @@ class Served(Shape):
     """cache_config.enable_prefix_caching: the release's default where the command left it."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ModelCodeCall(Shape):
     """A model repository's own code that transformers was asked to copy or run (`call`: the function of
     transformers.dynamic_module_utils that refused), for `model` (its directory or name)."""
@@ -303,7 +302,7 @@ class ModelCodeCall(Shape):
     file: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class RefusedConnection(Shape):
     """A connection (or datagram) the validation's process was refused while it ran the model's code."""
 
@@ -311,7 +310,7 @@ class RefusedConnection(Shape):
     address: str = ""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class VllmValidation(Shape):
     """vLLM's create_engine_config on the exact command: `ok`, or the `error` it raised. A non-empty
     `model_code`: the validation stopped where it would have run the model's own code (not vLLM's verdict)."""
@@ -327,7 +326,7 @@ class VllmValidation(Shape):
     failed here)."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class NotValidated(Shape):
     """Why vLLM's validation was not given the command: "refused-files" (`files`: what the doctor refused to
     read in the models it names), "unchecked-models" (`models`: vLLM's parser read models the doctor did not
@@ -338,7 +337,7 @@ class NotValidated(Shape):
     models: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ProbeProcess(Shape):
     """How the probe's process ran (facts.probes ProbeOutcome.as_facts)."""
 
@@ -350,7 +349,7 @@ class ProbeProcess(Shape):
     error: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class SkippedPart(Shape):
     """A part of create_engine_config ("model", "speculative", "scheduler") where it stopped at a compiled module the
     machine cannot load, or that it never reached: `skipped` says which and why."""
@@ -362,7 +361,7 @@ class SkippedPart(Shape):
     skipped: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class EnvironVerdict(Shape):
     """vLLM's own `validate_environ` on the environment the serve gets, run in the probe on its own (it runs
     first inside create_engine_config too): `function` (where it is), `hard_fail` (--fail-on-environ-validation),
@@ -376,7 +375,7 @@ class EnvironVerdict(Shape):
     """Why the doctor could not run it (not vLLM's verdict)."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class VllmParser(Shape):
     """vLLM's own argument parser, run in the target (`tried`: whether it was)."""
 
@@ -406,7 +405,7 @@ class VllmParser(Shape):
     process: ProbeProcess | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class PortFacts(Shape):
     """Whether vLLM could bind its port here (`shared_listener`: another listener set SO_REUSEPORT)."""
 
@@ -418,7 +417,7 @@ class PortFacts(Shape):
     errno: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ConfigFile(Shape):
     """`--config FILE.yaml` as the doctor's own reading read it (facts.serve.serve_config_file): `error` is vLLM's own
     refusal of it, `unread` why the doctor could not read it."""
@@ -439,7 +438,7 @@ _RESOLVED_SPEC = (("method", "method"), ("draft_model", "model"), ("num_speculat
                   ("draft_tensor_parallel_size", "draft_tensor_parallel_size"))
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ServeArgs(Shape):
     SECTION: ClassVar[str] = "serve_args"
 
@@ -511,7 +510,7 @@ class ServeArgs(Shape):
 # ------------------------------------------------------------------------------------------ vllm_dflash
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Marker(Shape):
     """Whether a marker text of knowledge.dflash is in the installed vLLM's source (`file`: where)."""
 
@@ -521,7 +520,7 @@ class Marker(Shape):
     """False: none of the marker's files could be read (an older report lacks the key: read as True)."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Priorities(Shape):
     """_get_backend_priorities' order on one compute capability (None: it could not be evaluated)."""
 
@@ -529,7 +528,7 @@ class Priorities(Shape):
     non_causal: list[str] | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class BackendSupport(Shape):
     """One attention backend's `supports_*` answers, evaluated on constants (None: it asks the GPU or the build)."""
 
@@ -544,7 +543,7 @@ class BackendSupport(Shape):
     """By head size, as a string ("128")."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class FlashAttnBuilds(Shape):
     """Which FlashAttention versions the installed vLLM carries."""
 
@@ -553,7 +552,7 @@ class FlashAttnBuilds(Shape):
     fa4: bool = False
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class VllmAttentionTable(Shape):
     """The installed vLLM's attention backend selection, read from its source (facts.serve.serve._attention)."""
 
@@ -567,13 +566,13 @@ class VllmAttentionTable(Shape):
     flash_attn_builds: FlashAttnBuilds | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ParserRegistry(Shape):
     names: list[str] = field(default_factory=list)
     file: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ParserRegistries(Shape):
     """The parsers the installed vLLM registers, by kind (knowledge.dflash_reports.PARSER_REGISTRIES); None where
     its registry could not be read."""
@@ -582,7 +581,7 @@ class ParserRegistries(Shape):
     tool: ParserRegistry | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class LanguageModelOnly(Shape):
     known: bool | None = None
     file: str | None = None
@@ -590,7 +589,7 @@ class LanguageModelOnly(Shape):
     skips_tower: bool | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class RunnerFacts(Shape):
     """Which model runner serves DFlash by default (facts.serve.vllm_pairing._runner)."""
 
@@ -599,7 +598,7 @@ class RunnerFacts(Shape):
     default_archs: list[str] | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Eagle3Arch(Shape):
     registered: bool = False
     cls: str | None = field(default=None, metadata={"key": "class"})
@@ -608,40 +607,40 @@ class Eagle3Arch(Shape):
     via: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Eagle3Facts(Shape):
     interface: str | None = None
     checked_in: str | None = None
     archs: dict[str, Eagle3Arch] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class RopeLayout(Shape):
     file: str | None = None
     layout: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class TransformersTypes(Shape):
     file: str | None = None
     model_types: list[str] | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class Fp8Facts(Shape):
     min_capability: int | None = None
     marlin_fallback: bool | None = None
     native_from: int | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class FusedKvSlice(Shape):
     line: int = 0
     guard: str | None = None
     """The `if` test that keeps a quantized layer off the slice (its source); None: the slice is unguarded."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class FusedKvFacts(Shape):
     """The drafter files that slice `qkv_proj.weight` raw (vLLM #51581) and the registry's architectures each
     serves (facts.serve.vllm_pairing._fused_kv); `unread`: the drafter files the parser refused."""
@@ -651,7 +650,7 @@ class FusedKvFacts(Shape):
     unread: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class CausalityFacts(Shape):
     """Which of a DFlash drafter's causality keys the installed vLLM reads, in the function that resolves it
     (facts.serve.vllm_pairing._causality); `keys` None: the source could not be read."""
@@ -661,13 +660,13 @@ class CausalityFacts(Shape):
     keys: list[str] | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class HybridArch(Shape):
     hybrid: bool | None = None
     file: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class HybridPrefixCache(Shape):
     """vLLM #53505 in the installed source (facts.serve.vllm_pairing._hybrid_prefix_cache): the scheduler's one-block
     backoff for eagle-family drafts, the coordinator's alignment of Mamba checkpoints to it, the target's
@@ -679,7 +678,7 @@ class HybridPrefixCache(Shape):
     archs: dict[str, HybridArch] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class ConfidentialComputeRule(Shape):
     """Whether the installed vLLM detects NVIDIA Confidential Computing and reads VLLM_CONFIDENTIAL_COMPUTE."""
 
@@ -688,7 +687,7 @@ class ConfidentialComputeRule(Shape):
     file: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class VllmPairing(Shape):
     """What the installed vLLM pairs a target and drafter with (facts.serve.vllm_pairing): parsers, the model runner,
     the EAGLE3 interface, FP8 kernels. A part absent (an older report, an unread source) is None or empty."""
@@ -711,7 +710,7 @@ class VllmPairing(Shape):
     confidential_compute: ConfidentialComputeRule | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class RefusedValue(Shape):
     """A variable the installed vLLM's validate_environ refuses unless it has one of `accepted` (its message)."""
 
@@ -720,7 +719,7 @@ class RefusedValue(Shape):
     message: str = ""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class VllmEnvironRules(Shape):
     """What the installed vLLM's validate_environ checks, read from its source (facts.serve.vllm_environ)."""
 
@@ -739,7 +738,7 @@ class VllmEnvironRules(Shape):
         return None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True)
 class VllmDflash(Shape):
     SECTION: ClassVar[str] = "vllm_dflash"
 
