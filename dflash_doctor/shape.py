@@ -103,6 +103,9 @@ def _frozen_dataclass(cls: type[T]) -> type[T]:
     class is first instantiated. The type checker sees `dataclasses.dataclass` itself (`frozen_dataclass` below)."""
     # Over a frozen dataclass (another of these) dataclasses must be told frozen, and then writes the two refusals
     frozen_base = any(getattr(getattr(base, "__dataclass_params__", None), "frozen", False) for base in cls.__mro__[1:])
+    undocumented = not cls.__dict__.get("__doc__")
+    if undocumented:  # else dataclasses writes one from inspect.signature (tokenize's patterns compiled at first use)
+        type.__setattr__(cls, "__doc__", cls.__name__)
     dataclasses.dataclass(cls, init=False, repr=False, eq=False, frozen=frozen_base)
     fields = tuple(dataclasses.fields(cls))  # type: ignore[arg-type]  # a dataclass since the line above
     declared = vars(cls).get("__dataclass_fields__", {})
@@ -122,6 +125,8 @@ def _frozen_dataclass(cls: type[T]) -> type[T]:
     with contextlib.suppress(AttributeError):  # what a dataclass deriving from this one reads: frozen, with all three
         params.init = params.repr = params.eq = params.frozen = True
     names = tuple(f.name for f in fields)
+    if undocumented:  # as dataclasses words it, without the annotations
+        type.__setattr__(cls, "__doc__", f"{cls.__name__}({', '.join(f.name for f in fields if f.init)})")
     compared = tuple(f.name for f in fields if f.compare)
     hashed = tuple(f.name for f in fields if (f.compare if f.hash is None else f.hash))
     shown = tuple(f.name for f in fields if f.repr)

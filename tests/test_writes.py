@@ -77,6 +77,27 @@ def test_the_doctors_own_reports_and_an_empty_file_are_replaced(doctor: Doctor, 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "r.md", "r.xml"]  # no temporary file left
 
 
+def test_a_json_document_is_told_the_doctors_by_its_first_key_or_else_by_reading_it_whole(tmp_path: Path) -> None:
+    # Each kind of document the doctor writes, as it writes it: its tag first.
+    baseline_like = json.dumps({"format": "dflash-doctor/baseline/v1", "files": {}}, indent=2)
+    for text in ('{\n "schema": "dflash-doctor/report/v1",\n "checks": [', baseline_like):
+        path = tmp_path / "doc.json"
+        path.write_text(text)  # the first, a report cut short (a full disk): still the doctor's, replaced
+        writer.replace(str(path), '{"schema": "dflash-doctor/report/v1"}', writer.JSON_DOCUMENT)
+        assert json.loads(path.read_text()) == {"schema": "dflash-doctor/report/v1"}
+    # A tag that is not the first key is found by parsing the document; a tag in a value or a nested key is not one.
+    later = tmp_path / "later.json"
+    later.write_text(json.dumps({"created": "now", "schema": "dflash-doctor/report/v1"}))
+    writer.replace(str(later), "{}", writer.JSON_DOCUMENT)
+    for text in (json.dumps({"note": '"schema": "dflash-doctor/report/v1"'}),
+                 json.dumps({"x": {"schema": "dflash-doctor/report/v1"}}), '["schema", "dflash-doctor/report/v1"]'):
+        other = tmp_path / "other.json"
+        other.write_text(text)
+        with pytest.raises(writer.WriteError, match="not a dflash-doctor JSON document"):
+            writer.replace(str(other), "{}", writer.JSON_DOCUMENT)
+        assert other.read_text() == text
+
+
 def test_the_job_summary_is_appended_to_but_never_through_a_link(doctor: Doctor, tmp_path: Path) -> None:
     summary = tmp_path / "summary.md"
     summary.write_text("earlier step\n")

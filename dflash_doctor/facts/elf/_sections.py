@@ -9,10 +9,12 @@ constructing the one section asked for keeps a scan of libtorch_cuda.so at a thi
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from elftools.construct.lib.container import Container
-from elftools.elf.elffile import ELFFile
-from elftools.elf.sections import Section
+if TYPE_CHECKING:  # pyelftools is imported where a file is opened (symbols.open_elf): 30 ms a run that opens none
+    from elftools.construct.lib.container import Container
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import Section
 
 __all__ = ["section_by_name", "sections_of_type"]
 

@@ -56,13 +56,14 @@ from __future__ import annotations
 import mmap
 import struct
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeAlias
-
-from elftools.elf.elffile import ELFFile
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from dflash_doctor.facts.elf._sections import section_by_name, sections_of_type
 from dflash_doctor.knowledge.archs import arch_sort_key
 from dflash_doctor.shape import frozen_dataclass
+
+if TYPE_CHECKING:
+    from elftools.elf.elffile import ELFFile
 
 __all__ = [
     "FATBIN_MAGIC",

@@ -25,15 +25,14 @@ import subprocess
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, Final, TypeAlias
-
-from elftools.elf.dynamic import DynamicSection
-from elftools.elf.elffile import ELFFile
-from elftools.elf.gnuversions import GNUVerDefSection, GNUVerNeedSection
-from elftools.elf.sections import Section
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from dflash_doctor.facts.elf._sections import sections_of_type
 from dflash_doctor.facts.safefile import UnsafeFile, open_regular
+
+if TYPE_CHECKING:  # pyelftools is imported where a file is opened (open_elf): 30 ms a run that opens none
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import Section
 
 __all__ = [
     "MAX_UNDEFINED",
@@ -76,6 +75,8 @@ class ElfError(Exception):
 @contextmanager
 def open_elf(path: str | os.PathLike[str]) -> Iterator[tuple[ELFFile, mmap.mmap]]:
     """Open `path` as ELF, with an mmap of the whole file for zero-copy reads. Raises ElfError only."""
+    from elftools.elf.elffile import ELFFile
+
     name = os.fspath(path)
     try:
         # Only a regular file, opened with O_NONBLOCK: a FIFO named like a library must not block the doctor.
@@ -122,6 +123,8 @@ def _max_versions(names: Iterable[str]) -> dict[str, str]:
 def required_versions(elf: ELFFile) -> dict[str, str]:
     """Highest GLIBC/GLIBCXX/CXXABI version the file requires (`.gnu.version_r`), per prefix."""
     names: list[str] = []
+    from elftools.elf.gnuversions import GNUVerNeedSection
+
     for section in sections_of_type(elf, "SHT_GNU_verneed"):
         if isinstance(section, GNUVerNeedSection):
             for _verneed, auxiliaries in section.iter_versions():
@@ -133,6 +136,8 @@ def defined_versions(elf: ELFFile) -> dict[str, str]:
     """Highest GLIBC/GLIBCXX/CXXABI version the file defines (`.gnu.version_d`): what a libc/libstdc++
     provides."""
     names: list[str] = []
+    from elftools.elf.gnuversions import GNUVerDefSection
+
     for section in sections_of_type(elf, "SHT_GNU_verdef"):
         if isinstance(section, GNUVerDefSection):
             for _verdef, auxiliaries in section.iter_versions():
@@ -151,6 +156,8 @@ def unmet_versions(needs: dict[str, str], provides: dict[str, str]) -> dict[str,
 
 
 def _dynamic_tags(elf: ELFFile) -> dict[str, list[str]]:
+    from elftools.elf.dynamic import DynamicSection
+
     tags: dict[str, list[str]] = {"needed": [], "runpath": [], "rpath": [], "soname": []}
     for section in sections_of_type(elf, "SHT_DYNAMIC"):
         if not isinstance(section, DynamicSection):

@@ -7,6 +7,7 @@ copies of these rules.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
@@ -51,11 +52,18 @@ def applicable_requirements(requires: Sequence[str], marker_env: Mapping[str, st
     return _applicable(tuple(requires), tuple(sorted(marker_env.items())))
 
 
+_FOR_AN_EXTRA = re.compile(r""";\s*extra\s*==\s*(?:"[^"]+"|'[^']+')\s*$""")
+"""A requirement whose whole marker is `extra == "name"`: it holds only when that extra is asked for (three in four
+of a serving environment's Requires-Dist lines)."""
+
+
 @lru_cache(maxsize=2048)
 def _applicable(requires: tuple[str, ...], marker_env: tuple[tuple[str, str], ...]) -> tuple[Requirement, ...]:
     environment = dict(marker_env, extra="")
     kept: list[Requirement] = []
     for text in requires:
+        if _FOR_AN_EXTRA.search(text):
+            continue  # no extra is asked here: left out unparsed, as its marker would leave it out
         requirement = parsed_requirement(text)
         if requirement is None:
             continue
