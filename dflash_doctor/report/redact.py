@@ -33,6 +33,7 @@ import socket
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import field
+from functools import lru_cache
 from typing import Any
 
 from dflash_doctor.facts.secrets import (
@@ -293,16 +294,26 @@ class Redactor:
     def tree(self, value: Any, key: str = "") -> Any:
         """A redacted deep copy of JSON-like data (keys are scrubbed too: paths are often keys)."""
         if isinstance(value, str):
-            if key and (_ENV_NAME.match(key) and _SECRET_NAME_RE.search(key) or secret_key(key)) and value:
+            secret, host_safe, versions = _key_says(key)
+            if secret and value:
                 return REDACTED
-            return self.text(value, host_safe=bool(key) and bool(_NOT_HOSTS.search(key)),
-                             versions=key in _VERSION_LINES)
+            return self.text(value, host_safe=host_safe, versions=versions)
         if isinstance(value, Mapping):
             return {(self.text(k) if isinstance(k, str) else k): self.tree(v, k if isinstance(k, str) else key)
                     for k, v in value.items()}
         if isinstance(value, (list, tuple)):
             return [self.tree(v, key) for v in argv_secrets(value)]
         return value
+
+
+@lru_cache(maxsize=4096)
+def _key_says(key: str) -> tuple[bool, bool, bool]:
+    """What the key a string is found under says of it: (a secret: masked whole, host-safe: a version or an id,
+    its dotted quads versions). Once a key: a report repeats a few hundred keys over twenty thousand strings."""
+    if not key:
+        return False, False, False
+    secret = bool(_ENV_NAME.match(key) and _SECRET_NAME_RE.search(key)) or bool(secret_key(key))
+    return secret, bool(_NOT_HOSTS.search(key)), key in _VERSION_LINES
 
 
 def secret_values(values: Iterable[str]) -> tuple[str, ...]:
