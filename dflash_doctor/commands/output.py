@@ -8,6 +8,7 @@ import argparse
 import contextlib
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +20,7 @@ from dflash_doctor.render.plain import plain_output
 if TYPE_CHECKING:
     from dflash_doctor.pipeline import Run
 
-__all__ = ["OnEvent", "emit", "exit_if_lingering", "live_progress"]
+__all__ = ["OnEvent", "emit", "exit_if_lingering", "live_progress", "prepare"]
 
 OnEvent = Callable[[str, str, float], None]
 
@@ -48,6 +49,30 @@ def live_progress(args: argparse.Namespace) -> Iterator[OnEvent | None]:
 
     with status_line(sys.stdout, plain=bool(args.no_color) or plain_output(sys.stdout) or dumb) as on_event:
         yield on_event
+
+
+def prepare(args: argparse.Namespace) -> None:
+    """Start, beside the run, what writing its outputs needs and its facts do not: the chosen views' modules (rich
+    for the terminal: ~30 ms) and this machine's host names for the redaction (a resolver's answer, which can take
+    its timeout). The run's end then waits for none of it. Anything that fails here is met again, and said, where
+    the output is written."""
+
+    def work() -> None:
+        with contextlib.suppress(Exception):
+            from dflash_doctor.report.redact import this_hosts
+
+            this_hosts()
+            if args.junit:
+                import dflash_doctor.render.junit
+            if args.markdown:
+                import dflash_doctor.render.markdown
+            if "-" not in (args.json, args.junit, args.markdown):
+                if getattr(args, "format", "terminal") == "github":
+                    import dflash_doctor.render.github
+                else:
+                    import dflash_doctor.render.terminal  # noqa: F401
+
+    threading.Thread(target=work, name="dflash-doctor-prepare-outputs", daemon=True).start()
 
 
 def _write(kind: str, path: str, write: Any, report: Mapping[str, Any]) -> bool:

@@ -22,7 +22,7 @@ from typing import Any
 
 from dflash_doctor.commands import settle
 from dflash_doctor.commands.options import UsageError, parse_run_args, request_of, tell, usage_error
-from dflash_doctor.commands.output import emit, exit_if_lingering, live_progress
+from dflash_doctor.commands.output import emit, exit_if_lingering, live_progress, prepare
 from dflash_doctor.facts import head_start
 
 __all__ = ["main"]
@@ -86,6 +86,7 @@ def main(argv: Sequence[str]) -> int:
             from dflash_doctor import pipeline
 
             settle()
+            prepare(args)  # after the run's own imports: the two threads import no module of the other's
             with live_progress(args) as on_event:
                 run = pipeline.run(dataclasses.replace(request, head_start=early), handle_signals=True,
                                    on_event=on_event)

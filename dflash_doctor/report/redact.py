@@ -30,6 +30,7 @@ import json
 import os
 import re
 import socket
+import threading
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import field
@@ -74,6 +75,7 @@ __all__ = [
     "scrub_values",
     "secret_flag",
     "secret_values",
+    "this_hosts",
 ]
 
 
@@ -155,17 +157,28 @@ def _with_short_names(names: Iterable[str]) -> set[str]:
     return {n for n in found if len(n) >= 2 and n.lower() not in ("localhost", "localhost.localdomain")}
 
 
-def _this_hosts() -> tuple[str, ...]:
-    names: set[str] = set()
-    for get in (socket.gethostname, socket.getfqdn):
-        try:
-            name = get()
-        except OSError:
-            continue
-        if name:
-            names.add(name)
-            names.add(name.split(".", 1)[0])
-    return tuple(sorted(_with_short_names(names)))
+_HOSTS_LOCK = threading.Lock()
+_hosts: tuple[str, ...] | None = None
+
+
+def this_hosts() -> tuple[str, ...]:
+    """This machine's host names, as the redaction hides them: asked once a process (`socket.getfqdn` asks the
+    resolver, which on a machine whose DNS is down answers after its timeout), by whoever asks first; a run asks
+    while it collects (`commands.output.prepare`), not when it writes its report."""
+    global _hosts
+    with _HOSTS_LOCK:
+        if _hosts is None:
+            names: set[str] = set()
+            for get in (socket.gethostname, socket.getfqdn):
+                try:
+                    name = get()
+                except OSError:
+                    continue
+                if name:
+                    names.add(name)
+                    names.add(name.split(".", 1)[0])
+            _hosts = tuple(sorted(_with_short_names(names)))
+        return _hosts
 
 
 @frozen_dataclass(frozen=True)
@@ -195,7 +208,7 @@ class Redactor:
         return cls(
             homes=tuple(sorted((h for h in homes if h), key=len, reverse=True)),
             user=user if user and len(user) >= 2 else None,
-            hosts=tuple(sorted({*_this_hosts(), *_with_short_names(extra_hosts)}, key=len, reverse=True)),
+            hosts=tuple(sorted({*this_hosts(), *_with_short_names(extra_hosts)}, key=len, reverse=True)),
             keep_hosts=keep_hosts,
             values=secret_values([*secrets, *environ_secret_values(os.environ)]),
         )
