@@ -44,3 +44,20 @@ def test_the_requirers_of_a_distribution_are_found_from_real_installed_metadata(
     dists = Distributions.from_json({"items": items})
     assert "pytest" in [d.canonical for d in dists.requiring("Pluggy")]
     assert canonical("Flash_Attn.4") == "flash-attn-4"
+
+
+def test_a_requirer_is_found_by_the_name_pep_508_reads_in_every_installed_requires_dist_line() -> None:
+    # `requiring` reads each line's leading name without parsing it whole: the same name the parser reads wherever
+    # the line parses, and the leading name (as ever) where it does not.
+    import re
+
+    from dflash_doctor.facts.python.environment_shapes import _required_name
+
+    lines = {r for d in metadata.distributions() for r in d.requires or []}
+    lines |= {"foo (>=1.0.*)", "foo- >=1", " foo", "foo.bar-", "Foo.Bar_baz[x]>=1", "foo @ https://x/y.whl", "-foo", "",
+              "foo ; extra == 'x'", "foo.[x]", "a--b c", "foo\tbar", "not a requirement ==="}
+    assert len(lines) > 50
+    for line in lines:
+        parsed = requirement_name(line)
+        leading = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", line)
+        assert _required_name(line) == (parsed if parsed is not None else canonical(leading[1]) if leading else None), line
