@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # the prelude's, which probe_source puts before this script
 ARGS = read_arguments()
 STACK: Set[str] = set(ARGS.get("stack", []))
 WATCHED_TOPS: List[str] = ARGS.get("watched_top_levels", [])  # flash_attn, hopper, flash_attn_2_cuda, ...
+WATCHED_SET = frozenset(WATCHED_TOPS)
 VERIFY_HASHES = bool(ARGS.get("verify_hashes", False))
 HASH_ALWAYS: Set[str] = set(ARGS.get("hash_always", []))  # small distributions whose every file is hashed
 # Kernel packages vLLM and flash-attn-4 load at run time: their RECORDs are verified like the stack's, and the
@@ -483,14 +484,21 @@ def direct_url(dist_dir: str) -> Any:
         return None
 
 
+# Called for every RECORD line of the environment (150,000 in a serving environment, torch's alone 20,000): kept
+# to a few string operations each.
 def top_of(rel_path: str) -> str:
-    head = rel_path.replace("\\", "/").split("/", 1)[0]
-    return head
+    return (rel_path.replace("\\", "/") if "\\" in rel_path else rel_path).partition("/")[0]
 
 
 def watched(rel: str) -> bool:
     top = top_of(rel)
-    return top in WATCHED_TOPS or top.split(".", 1)[0] in WATCHED_TOPS
+    return top in WATCHED_SET or top.partition(".")[0] in WATCHED_SET
+
+
+def plain(rel: str) -> bool:
+    """A relative path that os.path.normpath leaves as it is (no `.` or `..` segment, no `//`, no trailing `/`):
+    joined to a normalized directory by a `/`, it is already the normalized path."""
+    return bool(rel) and rel[0] not in "./" and rel[-1] not in "./" and "//" not in rel and "/." not in rel
 
 
 def confine(location: str, rows: List[Row], opened: Callable[[Row], bool]) -> Tuple[List[KeptRow], List[Dict[str, Any]]]:
@@ -502,7 +510,11 @@ def confine(location: str, rows: List[Row], opened: Callable[[Row], bool]) -> Tu
     resolver = Resolver()
     absolute = os.path.abspath(location)
     real_location = os.path.realpath(location)
-    kept, escapes = [], []
+    # A plain path below a location inside the environment is inside it too: kept without normpath and the roots
+    # compared again (most lines of every RECORD).
+    location_inside = real_location != "/" and inside(real_location)
+    kept: List[KeptRow] = []
+    escapes: List[Dict[str, Any]] = []
     for row in rows:
         rel = row[0]
         info = None
@@ -517,6 +529,9 @@ def confine(location: str, rows: List[Row], opened: Callable[[Row], bool]) -> Tu
             else:
                 full = absolute + "/" + rel
                 real, info = resolver(os.path.normpath(full) if ("//" in rel or "./" in rel) else full)
+        elif location_inside and plain(rel):
+            kept.append(row + (real_location + "/" + rel, None))
+            continue
         else:
             real = os.path.normpath(os.path.join(real_location, rel))
         if inside(real):
