@@ -11,6 +11,7 @@ import atexit
 import contextlib
 import os
 import sys
+import threading
 from collections.abc import Sequence
 
 from dflash_doctor.commands import COMMANDS, DEFAULT_COMMAND, command, entry_point, settle
@@ -41,15 +42,22 @@ def _reader_gone() -> int:
 def _end(code: int) -> None:
     """The doctor as the process's program ends here, once its outputs are flushed and its exit handlers have run
     (temporary directories, logging): the interpreter's own teardown, which frees every object of the run one by
-    one, is skipped (~40 ms of a run over a serving environment). Never reached with a thread still at work: the
-    run ends with every collector done, or exits at once itself (`commands.output.exit_if_lingering`)."""
-    atexit._run_exitfuncs()
+    one, is skipped (~40 ms of a run over a serving environment). Only when nothing else is at work: a thread that
+    is not a daemon (a pool's worker still judging a plugin after the run failed) is waited for, and an output that
+    cannot be flushed is reported, by Python's own exit, as ever (returning leaves both to it)."""
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        return
     try:
-        sys.stdout.flush()
+        if sys.stdout is not None:
+            sys.stdout.flush()
     except BrokenPipeError:
         code = _reader_gone()
-    with contextlib.suppress(OSError, ValueError):
-        sys.stderr.flush()
+    except (OSError, ValueError):
+        return
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):  # what an exit handler wrote
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stream.flush()
     os._exit(code)
 
 

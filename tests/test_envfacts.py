@@ -61,3 +61,28 @@ def test_a_requirer_is_found_by_the_name_pep_508_reads_in_every_installed_requir
         parsed = requirement_name(line)
         leading = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", line)
         assert _required_name(line) == (parsed if parsed is not None else canonical(leading[1]) if leading else None), line
+
+
+def test_lines_for_an_extra_are_left_out_as_packaging_leaves_them_out_and_a_url_keeps_its_own_semicolon() -> None:
+    # `_applicable` leaves a line whose whole marker is `extra == "x"` unparsed; packaging decides every other line.
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    from dflash_doctor.facts.python.envfacts import applicable_requirements
+
+    lines = ["a; extra == 'x'", 'b ; extra=="y"', "c>=1 ; extra == \"z\" ", "d; extra == ''", "e; python_version >= '3'",
+             "f @ https://example.org/f.whl;extra==\"a\"", "g @ https://example.org/g.whl ; extra == 'a'",
+             "h; extra == 'x' and python_version >= '3'", "i", "j; 'x' == extra", "k; extra == 'x'\n"]
+    env = {"python_version": "3.11", "python_full_version": "3.11.7", "sys_platform": "linux",
+           "platform_system": "Linux", "platform_machine": "x86_64", "implementation_name": "cpython",
+           "platform_python_implementation": "CPython", "os_name": "posix", "platform_release": "",
+           "platform_version": "", "implementation_version": "3.11.7"}
+    expected = []
+    for line in lines:
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if requirement.marker is None or requirement.marker.evaluate({**env, "extra": ""}):
+            expected.append(requirement.name)
+    assert [r.name for r in applicable_requirements(lines, env)] == expected
+    assert "f" in expected  # the `;` is the URL's: no marker, so it applies

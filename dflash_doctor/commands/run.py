@@ -86,7 +86,7 @@ def main(argv: Sequence[str]) -> int:
             from dflash_doctor import pipeline
 
             settle()
-            prepare(args)  # after the run's own imports: the two threads import no module of the other's
+            prepare(args)  # after the run's own imports: what it imports (the views, rich) imports none of the run's
             with live_progress(args) as on_event:
                 run = pipeline.run(dataclasses.replace(request, head_start=early), handle_signals=True,
                                    on_event=on_event)

@@ -63,8 +63,9 @@ class Kind:
     made_by_doctor: Callable[[bytes], bool]
 
 
-_DOCTORS_FIRST_KEY = re.compile(rb'\A[ \t\r\n]*\{[ \t\r\n]*"(?:schema|format)"[ \t\r\n]*:[ \t\r\n]*"dflash-doctor/')
-"""How every JSON document the doctor writes begins: its tag is its first key."""
+_DOCTORS_FIRST_KEY = re.compile(rb'\A[ \t\r\n]*\{[ \t\r\n]*"schema"[ \t\r\n]*:[ \t\r\n]*"dflash-doctor/')
+"""How the doctor's reports (and the other documents it writes with a "schema") begin: the tag is the first key. A
+"schema" decides over a "format" (`_json_document` below), so only a first "schema" is taken as it stands."""
 
 
 def _json_document(head: bytes) -> bool:

@@ -52,9 +52,10 @@ def applicable_requirements(requires: Sequence[str], marker_env: Mapping[str, st
     return _applicable(tuple(requires), tuple(sorted(marker_env.items())))
 
 
-_FOR_AN_EXTRA = re.compile(r""";\s*extra\s*==\s*(?:"[^"]+"|'[^']+')\s*$""")
+_FOR_AN_EXTRA = re.compile(r""";[ \t]*extra[ \t]*==[ \t]*(?:"[^"]+"|'[^']+')[ \t]*\Z""")
 """A requirement whose whole marker is `extra == "name"`: it holds only when that extra is asked for (three in four
-of a serving environment's Requires-Dist lines)."""
+of a serving environment's Requires-Dist lines). Not one with a URL (`name @ URL`): there a `;` with no space
+before it is the URL's own."""
 
 
 @lru_cache(maxsize=2048)
@@ -62,7 +63,7 @@ def _applicable(requires: tuple[str, ...], marker_env: tuple[tuple[str, str], ..
     environment = dict(marker_env, extra="")
     kept: list[Requirement] = []
     for text in requires:
-        if _FOR_AN_EXTRA.search(text):
+        if "@" not in text and _FOR_AN_EXTRA.search(text):
             continue  # no extra is asked here: left out unparsed, as its marker would leave it out
         requirement = parsed_requirement(text)
         if requirement is None:

@@ -248,7 +248,6 @@ class _Package:
         self.name = os.path.basename(root.rstrip("/"))
         self.parent = os.path.dirname(root.rstrip("/"))
         self._files: dict[str, str | None] = {}
-        self._listed: set[str] | None = None
         self.files_parsed = 0
         self.bytes_read = 0
         self.errors: list[dict[str, str]] = []
@@ -259,22 +258,12 @@ class _Package:
             if module == self.name or module.startswith(self.name + "."):
                 base = os.path.join(self.parent, *module.split("."))
                 for candidate in (base + ".py", os.path.join(base, "__init__.py")):
-                    if self._exists(candidate):
+                    # not isfile: a FIFO or a device named like a module is found, then refused by read_regular
+                    if os.path.lexists(candidate) and not os.path.isdir(candidate):
                         found = candidate
                         break
             self._files[module] = found
         return self._files[module]
-
-    def _exists(self, candidate: str) -> bool:
-        """Whether a module's file is there: not isfile, so that a FIFO or a device named like a module is found,
-        then refused by read_regular. With the run's reader, a lookup in its listing of the package (made once a
-        run, by the first scan of it): the walk asks about some 6,000 names `from vllm.x import a, b` could be
-        modules, most of them not, each two or three system calls."""
-        if self.files is None:
-            return os.path.lexists(candidate) and not os.path.isdir(candidate)
-        if self._listed is None:  # every .py the walk of the tree saw that is not a directory, links included
-            self._listed = {os.path.normpath(path) for path in self.files.python_files(self.root)}
-        return os.path.normpath(candidate) in self._listed
 
     def is_package(self, module: str) -> bool:
         path = self.file(module)
