@@ -25,14 +25,20 @@ __all__ = ["OnEvent", "emit", "exit_if_lingering", "live_progress", "prepare"]
 OnEvent = Callable[[str, str, float], None]
 
 
+def _stdout_view(args: argparse.Namespace) -> str | None:
+    """The view rendered on stdout: "terminal" or "github" (`--format`); None where a report file goes to stdout
+    (`--json -` and the like)."""
+    outputs = (getattr(args, "json", None), getattr(args, "junit", None), getattr(args, "markdown", None))
+    return None if "-" in outputs else "github" if getattr(args, "format", "terminal") == "github" else "terminal"
+
+
 def _progress_shown(args: argparse.Namespace) -> bool:
     """The terminal view goes to stdout, and stdout is a terminal."""
-    outputs = (getattr(args, "json", None), getattr(args, "junit", None), getattr(args, "markdown", None))
     try:
         tty = sys.stdout.isatty()
     except (AttributeError, ValueError):
         tty = False
-    return tty and "-" not in outputs and getattr(args, "format", "terminal") == "terminal"
+    return tty and _stdout_view(args) == "terminal"
 
 
 @contextlib.contextmanager
@@ -66,11 +72,11 @@ def prepare(args: argparse.Namespace) -> None:
                 import dflash_doctor.render.junit
             if args.markdown:
                 import dflash_doctor.render.markdown
-            if "-" not in (args.json, args.junit, args.markdown):
-                if getattr(args, "format", "terminal") == "github":
-                    import dflash_doctor.render.github
-                else:
-                    import dflash_doctor.render.terminal  # noqa: F401
+            view = _stdout_view(args)
+            if view == "github":
+                import dflash_doctor.render.github
+            elif view == "terminal":
+                import dflash_doctor.render.terminal  # noqa: F401
 
     threading.Thread(target=work, name="dflash-doctor-prepare-outputs", daemon=True).start()
 
@@ -107,9 +113,10 @@ def emit(run: Run, args: argparse.Namespace) -> int:
         from dflash_doctor.render import markdown
 
         ok &= _write("Markdown", args.markdown, markdown.write, report)
-    if "-" not in (args.json, args.junit, args.markdown):
+    view = _stdout_view(args)
+    if view is not None:
         try:
-            if args.format == "github":
+            if view == "github":
                 from dflash_doctor.render import github
 
                 github.render(report, sys.stdout)
