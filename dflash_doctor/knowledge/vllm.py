@@ -549,21 +549,34 @@ WHEEL_PLATFORM_TAGS: Fact[dict[str, str]] = Fact(
 # returns true). Every one has the schema `(int cuda_device_capability) -> bool`.
 DEVICE_QUERY_OPS: Fact[tuple[tuple[str, str, str, str, tuple[tuple[int, int], ...]], ...]] = Fact(
     value=(
-        ("0.33.0", "0.34.0", "vllm._C_stable_libtorch", "_C::cutlass_scaled_mm_supports_fp8", ((89, 1000),)),
-        ("0.33.0", "0.34.0", "vllm._C_stable_libtorch", "_C::cutlass_scaled_mm_supports_block_fp8", ((90, 1000),)),
-        ("0.33.0", "0.34.0", "vllm._C_stable_libtorch", "_C::cutlass_group_gemm_supported", ((90, 120),)),
-        ("0.33.0", "0.34.0", "vllm._C_stable_libtorch", "_C::cutlass_scaled_mm_supports_fp4", ((100, 130),)),
+        ("0.20.1", "0.23.0", "vllm._C_stable_libtorch", "_C::cutlass_scaled_mm_supports_fp8", ((89, 1000),)),
+        ("0.20.1", "0.23.0", "vllm._C_stable_libtorch", "_C::cutlass_scaled_mm_supports_block_fp8", ((90, 1000),)),
+        ("0.20.1", "0.23.0", "vllm._C_stable_libtorch", "_C::cutlass_group_gemm_supported", ((90, 1000),)),
+        ("0.20.1", "0.23.0", "vllm._C_stable_libtorch", "_C::cutlass_scaled_mm_supports_fp4", ((100, 130),)),
+        ("0.24.0", "0.34.0", "vllm._C_stable_libtorch", "_C::cutlass_scaled_mm_supports_fp8", ((89, 1000),)),
+        ("0.24.0", "0.34.0", "vllm._C_stable_libtorch", "_C::cutlass_scaled_mm_supports_block_fp8", ((90, 1000),)),
+        ("0.24.0", "0.34.0", "vllm._C_stable_libtorch", "_C::cutlass_group_gemm_supported", ((90, 120),)),
+        ("0.24.0", "0.34.0", "vllm._C_stable_libtorch", "_C::cutlass_scaled_mm_supports_fp4", ((100, 130),)),
     ),
-    source="csrc/torch_bindings.cpp (STABLE_TORCH_LIBRARY_FRAGMENT(_C, ops): `cutlass_scaled_mm_supports_fp8(int "
-    "cuda_device_capability) -> bool` and its siblings, implemented for CompositeExplicitAutograd, built into "
-    "vllm/_C_stable_libtorch, which vllm/platforms/cuda.py:23 imports); "
-    "csrc/quantization/w8a8/cutlass/scaled_mm_entry.cu: supports_fp8 `>= 90: CUDA_VERSION >= 12000; >= 89: "
-    "CUDA_VERSION >= 12040`, supports_block_fp8 `>= 100: CUDA_VERSION >= 12080; >= 90: CUDA_VERSION >= 12000`, "
-    "group_gemm_supported `[100, 120): CUDA_VERSION >= 12080` (ENABLE_CUTLASS_MOE_SM100) and `[90, 100): "
-    ">= 12030` (ENABLE_CUTLASS_MOE_SM90); csrc/quantization/fp4/nvfp4_scaled_mm_entry.cu: supports_fp4 "
-    "`runtime >= 12080`, [100, 120) (ENABLE_NVFP4_SM100) and [120, 130) (ENABLE_NVFP4_SM120). The PyPI wheels "
-    "are built with CUDA 13.0 (envs.py VLLM_MAIN_CUDA_VERSION default \"13.0\") for those archs, so every "
-    "CUDA_VERSION clause holds. 0.34.0 model_executor/layers/quantization/utils/w8a8_utils.py:41 asks "
-    "`CUTLASS_BLOCK_FP8_SUPPORTED = cutlass_block_fp8_supported()` at import (0.33.0: the same line)",
-    read_from=f"{_SDISTS} 0.33.0 and 0.34.0 (csrc/)",
+    source="STABLE_TORCH_LIBRARY_FRAGMENT(_C, ops) defines `cutlass_scaled_mm_supports_fp8(int "
+    "cuda_device_capability) -> bool` and its siblings, implemented for CompositeExplicitAutograd, in "
+    "csrc/libtorch_stable/torch_bindings.cpp (0.20.1 .. 0.31.0) or csrc/torch_bindings.cpp (0.32.0 .. 0.34.0); "
+    "CMakeLists.txt builds it into vllm/_C_stable_libtorch with VLLM_GPU_FLAGS (ENABLE_CUTLASS_MOE_SM90/SM100, "
+    "ENABLE_NVFP4_SM100/SM120), and vllm/platforms/cuda.py imports that module. "
+    "scaled_mm_entry.cu (csrc/libtorch_stable/quantization/w8a8/cutlass/ up to 0.31.0, "
+    "csrc/quantization/w8a8/cutlass/ after): supports_fp8 `>= 90: CUDA_VERSION >= 12000; >= 89: "
+    "CUDA_VERSION >= 12040`, supports_block_fp8 `>= 100: CUDA_VERSION >= 12080; >= 90: CUDA_VERSION >= 12000`; "
+    "group_gemm_supported 0.20.1 .. 0.23.0 `>= 100: CUDA_VERSION >= 12080; >= 90: >= 12030`, 0.24.0 .. 0.34.0 "
+    "`[100, 120): CUDA_VERSION >= 12080` (ENABLE_CUTLASS_MOE_SM100) and `[90, 100): >= 12030` "
+    "(ENABLE_CUTLASS_MOE_SM90); nvfp4_scaled_mm_entry.cu: supports_fp4 `runtime >= 12080`, [100, 120) "
+    "(ENABLE_NVFP4_SM100) and [120, 130) (ENABLE_NVFP4_SM120), the same body in every release read. The PyPI "
+    "wheels are built with CUDA 13.0 (envs.py VLLM_MAIN_CUDA_VERSION default \"13.0\" from 0.20.0 on), so every "
+    "CUDA_VERSION clause holds. model_executor/layers/quantization/utils/w8a8_utils.py asks "
+    "`CUTLASS_FP8_SUPPORTED = cutlass_fp8_supported()` (up to 0.28.0) and `CUTLASS_BLOCK_FP8_SUPPORTED = "
+    "cutlass_block_fp8_supported()` at import: the import of a model module such as qwen3.py",
+    read_from=f"{_SDISTS} 0.20.1, 0.21.0, 0.22.0, 0.22.1, 0.23.0, 0.24.0, 0.25.1, 0.26.0, 0.27.1, 0.28.0, 0.29.0, "
+    "0.30.0, 0.31.0, 0.32.0, 0.33.0, 0.34.0 (csrc/, CMakeLists.txt, vllm/platforms/cuda.py, w8a8_utils.py; "
+    "each function body compared across releases)",
+    note="0.18.0 and 0.19.1 register these ops in vllm/_C (csrc/torch_bindings.cpp, TORCH_LIBRARY) and build with "
+    "CUDA 12.9; they are not answered.",
 )
