@@ -396,6 +396,10 @@ def test_verify_fixes_offline_says_not_checked_and_judge_judges_the_saved_dry_ru
     assert "verified: resolves" in proc.stdout  # the uninstall, simulated from RECORD: no index needed
     assert "verified: not-checked: the package index did not answer (offline?)" in proc.stdout
     report = validate_report(json.loads(saved.read_text()))
+    # pip's own words, from its log of the same dry run (it says them only at debug level with --retries 0)
+    pip_asked = [s for i in report["dry_runs"]["items"] for s in i["segments"] if s.get("kind") == "install"]
+    assert pip_asked and all(s["reason"].startswith("the package index did not answer (offline?): Could not fetch "
+                                                    "URL http://127.0.0.1:9/simple/") for s in pip_asked), pip_asked
     first = [r["verified"] for r in report["checks"][0]["findings"][0]["remediation"]]
     again, _ = doctor.report("judge", str(saved))
     assert [r["verified"] for r in again["checks"][0]["findings"][0]["remediation"]] == first

@@ -29,7 +29,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import field
 from typing import Any
@@ -270,14 +270,35 @@ def _pip_version(python: str, timeout_s: float, cwd: str) -> tuple[str | None, s
     return (match.group(1) if match else None), ran["stdout"].strip()
 
 
+class _PipVersions:
+    """`PY -m pip --version` asked once per interpreter in one collection, by whichever worker asks first (the
+    others wait for its answer): every pip command of a plan runs the same pip, and each ask is an interpreter
+    that imports pip (~0.3 s of CPU). A new collection asks again: a fix applied since may have changed pip."""
+
+    def __init__(self, timeout_s: float, cwd: str) -> None:
+        self._timeout_s = timeout_s
+        self._cwd = cwd
+        self._lock = threading.Lock()
+        self._asked: dict[str, tuple[threading.Lock, list[tuple[str | None, str]]]] = {}
+
+    def __call__(self, python: str) -> tuple[str | None, str]:
+        with self._lock:
+            lock, answer = self._asked.setdefault(python, (threading.Lock(), []))
+        with lock:
+            if not answer:
+                answer.append(_pip_version(python, self._timeout_s, self._cwd))
+            return answer[0]
+
+
 def _pip_timeout(timeout_s: float) -> str:
     """pip's --timeout (seconds per socket operation): within the run's bound, 1 to 15 s."""
     return f"{max(1.0, min(timeout_s / 2, 15.0)):g}"
 
 
-def _pip_install(segment: Segment, timeout_s: float, cwd: str) -> dict[str, Any]:
+def _pip_install(segment: Segment, timeout_s: float, cwd: str,
+                 pip_version: Callable[[str], tuple[str | None, str]] | None = None) -> dict[str, Any]:
     facts: dict[str, Any] = {"tool": "pip"}
-    version, said = _pip_version(segment.python, timeout_s, cwd)
+    version, said = (pip_version or _PipVersions(timeout_s, cwd))(segment.python)
     facts["installer_version"] = version
     if version is None:
         return {**facts, "status": "not-checked", "reason": f"the target has no working pip ({said})"}
@@ -285,14 +306,18 @@ def _pip_install(segment: Segment, timeout_s: float, cwd: str) -> dict[str, Any]
         return {**facts, "status": "not-checked",
                 "reason": f"pip {version} has no `install --dry-run --report` (pip >= {PIP_DRY_RUN_REPORT_MIN.value})"}
     with tempfile.TemporaryDirectory(prefix="dflash-doctor-dry-run-") as tmp:
-        report_path = os.path.join(tmp, "report.json")
-        # Ask the index once (no retries), and give up on a silent one well within the run's bound.
+        report_path, log_path = os.path.join(tmp, "report.json"), os.path.join(tmp, "pip.log")
+        # Ask the index once (no retries), and give up on a silent one well within the run's bound. pip's --log
+        # keeps its debug lines, where a connection error to the index is said (`_pip_unreachable`).
         argv = [segment.python, "-m", "pip", "install", "--dry-run", "--report", report_path, "--quiet",
-                "--retries", "0", "--timeout", _pip_timeout(timeout_s), *segment.args]
+                "--retries", "0", "--timeout", _pip_timeout(timeout_s), "--log", log_path, *segment.args]
         ran = _run(argv, segment.env, timeout_s, cwd)
         report: Any = None
         with contextlib.suppress(OSError, ValueError), open(report_path, encoding="utf-8") as fh:
             report = parse_json(fh.read(MAX_RECORD_BYTES))
+        unreachable = ""
+        if ran["returncode"] != 0 and not ran["timed_out"] and not ran["error"]:
+            unreachable = _pip_unreachable(ran["stderr"], log_path)
     facts.update(argv=argv, returncode=ran["returncode"], duration_s=ran["duration_s"], stderr=_tail(ran["stderr"]))
     if ran["timed_out"]:
         return {**facts, "status": "not-checked", "reason": f"pip did not answer within {timeout_s:g} s (--timeout)"}
@@ -302,7 +327,6 @@ def _pip_install(segment: Segment, timeout_s: float, cwd: str) -> dict[str, Any]
         if _offline(ran["stderr"]):
             return {**facts, "status": "not-checked",
                     "reason": "the package index did not answer (offline?): " + failure_reason(ran["stderr"])}
-        unreachable = _pip_unreachable(segment, ran["stderr"], timeout_s, cwd)
         if unreachable:
             return {**facts, "status": "not-checked", "reason": f"the package index did not answer (offline?): {unreachable}"}
         failed = {**facts, "status": "failed", "reason": failure_reason(ran["stderr"]) or f"pip exited {ran['returncode']}"}
@@ -356,20 +380,25 @@ def _unavailable(segment: Segment, stderr: str, timeout_s: float, cwd: str) -> d
     return found
 
 
-_PIP_FETCH_FAILED = re.compile(r"^Could not fetch URL .*: (connection error|.*timed out|.*Max retries exceeded).*$",
-                               re.MULTILINE)
+# A line of pip's log (after its time stamp) or of its -vv output.
+_PIP_FETCH_FAILED = re.compile(r"^(?:\S+ )?(Could not fetch URL .*: (connection error|.*timed out|.*Max retries "
+                               r"exceeded).*)$", re.MULTILINE)
+MAX_PIP_LOG_BYTES = 4 << 20  # of pip's log read for it: the index is asked before anything is resolved
 
 
-def _pip_unreachable(segment: Segment, stderr: str, timeout_s: float, cwd: str) -> str:
+def _pip_unreachable(stderr: str, log_path: str) -> str:
     """pip says "No matching distribution" alike for a name no index has and for an index it could not reach
-    (with --retries 0 it logs the connection error only at -vv): ask once more, verbosely, to tell them apart."""
+    (with --retries 0 it says the connection error only at debug level): its log of the same run tells them
+    apart."""
     if "No matching distribution found" not in stderr:
         return ""
-    argv = [segment.python, "-m", "pip", "install", "--dry-run", "-vv", "--retries", "0",
-            "--timeout", _pip_timeout(timeout_s), *segment.args]
-    ran = _run(argv, segment.env, timeout_s, cwd)
-    match = _PIP_FETCH_FAILED.search(ran["stdout"] + "\n" + ran["stderr"])
-    return match.group(0)[:400] if match else ""
+    try:
+        with open(log_path, "rb") as fh:
+            text = fh.read(MAX_PIP_LOG_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return ""
+    match = _PIP_FETCH_FAILED.search(text)
+    return match.group(1)[:400] if match else ""
 
 
 def pip_report_installs(report: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -574,12 +603,13 @@ def _move(segment: Segment) -> dict[str, Any]:
 
 
 def _one(command: str, segments: list[Segment], installed: Sequence[Mapping[str, Any]], roots: Sequence[str],
-         timeout_s: float, cwd: str, cache_tag: str = "") -> dict[str, Any]:
+         timeout_s: float, cwd: str, cache_tag: str = "",
+         pip_version: Callable[[str], tuple[str | None, str]] | None = None) -> dict[str, Any]:
     results = []
     for i, segment in enumerate(segments):
         if segment.kind == "install":
-            fn = _pip_install if segment.tool == "pip" else _uv_install
-            facts = fn(segment, timeout_s, cwd)
+            facts = (_pip_install(segment, timeout_s, cwd, pip_version) if segment.tool == "pip"
+                     else _uv_install(segment, timeout_s, cwd))
         elif segment.kind == "uninstall":
             facts = _simulate_uninstall(segments, i, installed, roots, cache_tag)
         elif segment.kind == "move":
@@ -624,8 +654,9 @@ def collect(commands: Iterable[str], sections: Mapping[str, object], *, python: 
         planned[command] = segments
     started = time.monotonic()
     _STOPPED.clear()
+    pip_version = _PipVersions(timeout_s, cwd)
     with ThreadPoolExecutor(max_workers=MAX_WORKERS) as pool:
-        futures = {c: pool.submit(_one, c, s, installed, roots, timeout_s, cwd, _cache_tag(target))
+        futures = {c: pool.submit(_one, c, s, installed, roots, timeout_s, cwd, _cache_tag(target), pip_version)
                    for c, s in planned.items()}
         items = []
         try:
