@@ -22,6 +22,7 @@ import os
 import re
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -539,6 +540,19 @@ def install(env: Env, *wheels_or_specs: Path | str, installer: Installer = "pip"
 
 
 _ROOT_MARK = b"\x00env-root\x00"
+# A large file's digest in `_tree`, by the file as it stands (its root, device, inode, size, mtime and ctime: a
+# write, chmod, utime or new link changes one of them): an env holding the 1.9 GB of flashinfer-cubin is read whole
+# before each install into it otherwise. Only files of `_DIGEST_KEPT_FROM` bytes or more outside a dist-info, which
+# no test edits: the file system's clock is coarse (a few ms), and a small file a test rewrites at once with as
+# many bytes could keep its times. This process's own; filled by `_tree` and by `_apply_install`.
+_DIGESTS: dict[tuple[bytes, int, int, int, int, int], str] = {}
+_DIGEST_KEPT_FROM = 64 << 10
+
+
+def _digest_key(own: bytes, rel: str, st: os.stat_result) -> tuple[bytes, int, int, int, int, int] | None:
+    if st.st_size < _DIGEST_KEPT_FROM or ".dist-info/" in rel:
+        return None
+    return (own, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def _tree(root: Path) -> dict[str, tuple[str, str]]:
@@ -551,18 +565,29 @@ def _tree(root: Path) -> dict[str, tuple[str, str]]:
         for name in [*dirnames, *filenames]:
             path = base / name
             rel = path.relative_to(root).as_posix()
-            if path.is_symlink():
+            st = path.lstat()
+            if stat.S_ISLNK(st.st_mode):
                 entries[rel] = ("link", os.readlink(path))
-            elif path.is_dir():
+            elif stat.S_ISDIR(st.st_mode):
                 entries[rel] = ("dir", "")
             else:
-                # a .pyc: its code, not its header (the source's time), and the file name it was compiled under
-                data = path.read_bytes()[16:] if name.endswith(".pyc") else path.read_bytes()
-                data = data.replace(own, _ROOT_MARK)
-                if name == "RECORD":  # the paths an installer acts on; the hashes of a script depend on the root
-                    data = re.sub(rb",[^,\n]*,[0-9]*$", b"", data, flags=re.MULTILINE)
-                entries[rel] = ("file", hashlib.sha256(data).hexdigest())
+                key = _digest_key(own, rel, st)
+                digest = _DIGESTS.get(key) if key is not None else None
+                if digest is None:
+                    digest = _file_digest(path, name, own)
+                    if key is not None:
+                        _DIGESTS[key] = digest
+                entries[rel] = ("file", digest)
     return entries
+
+
+def _file_digest(path: Path, name: str, own: bytes) -> str:
+    # a .pyc: its code, not its header (the source's time), and the file name it was compiled under
+    data = path.read_bytes()[16:] if name.endswith(".pyc") else path.read_bytes()
+    data = data.replace(own, _ROOT_MARK)
+    if name == "RECORD":  # the paths an installer acts on; the hashes of a script depend on the root
+        data = re.sub(rb",[^,\n]*,[0-9]*$", b"", data, flags=re.MULTILINE)
+    return hashlib.sha256(data).hexdigest()
 
 
 def _memoized_install(env: Env, argv: Sequence[str], installer: Installer) -> None:
@@ -601,7 +626,7 @@ def _keep_install(env: Env, before: dict[str, tuple[str, str]], store: Path) -> 
     store.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="making-", dir=store.parent))
     try:
-        lines = [f"root\t{env.root}"]
+        lines, digests = [f"root\t{env.root}"], []
         lines += [f"remove\t{rel}" for rel in removed]
         for rel in changed:
             kind, what = after[rel]
@@ -611,10 +636,13 @@ def _keep_install(env: Env, before: dict[str, tuple[str, str]], store: Path) -> 
             elif kind == "link":
                 lines.append(f"link\t{rel}\t{what}")
             else:
-                stat = source.stat()
-                (work / "files" / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(source, work / "files" / rel)
-                lines.append(f"file\t{rel}\t{stat.st_mtime_ns}\t{stat.st_mode & 0o7777:o}")
+                info = source.stat()
+                kept = work / "files" / rel
+                kept.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, kept)
+                lines.append(f"file\t{rel}\t{info.st_mtime_ns}\t{info.st_mode & 0o7777:o}")
+                digests.append(f"{rel}\t{what}")
+        (work / "digests.txt").write_text("\n".join(digests) + "\n")
         (work / "manifest.txt").write_text("\n".join(lines) + "\n")
         try:
             os.rename(work, store)  # atomic; a concurrent worker that kept the same install first wins
@@ -648,6 +676,10 @@ def _apply_install(env: Env, store: Path) -> None:
             if target.exists() or target.is_symlink():
                 target.unlink()
             os.symlink(line[2], target)
+    own = os.fsencode(env.root)
+    digests: dict[str, str] = {}
+    with contextlib.suppress(OSError):  # kept beside the manifest from 2026-12-06 on
+        digests = dict(line.split("\t", 1) for line in (store / "digests.txt").read_text().splitlines() if line)
     for _, rel, mtime, mode in files:
         target = env.root / rel
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -665,10 +697,19 @@ def _apply_install(env: Env, store: Path) -> None:
         os.chmod(target, int(mode, 8))
         stamp_ns = int(mtime) + shift * 1_000_000_000
         os.utime(target, ns=(stamp_ns, stamp_ns))
+        _know_digest(own, rel, target, digests.get(rel))
     _fix_record_rows(env.root, rewritten)
     wait_ns = latest + shift * 1_000_000_000 - time.time_ns()
     if wait_ns > 0:
         time.sleep(wait_ns / 1e9 + 0.001)
+
+
+def _know_digest(own: bytes, rel: str, target: Path, kept: str | None) -> None:
+    """`target`'s digest in `_tree` is the one the cached install kept for it (digests.txt): its bytes differ only in
+    the root they name, which the digest reads as a mark."""
+    key = _digest_key(own, rel, target.lstat())
+    if kept and key is not None:
+        _DIGESTS[key] = kept
 
 
 def uninstall(env: Env, *names: str, installer: Installer = "pip") -> None:
