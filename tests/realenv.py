@@ -678,7 +678,7 @@ def _apply_install(env: Env, store: Path) -> None:
             os.symlink(line[2], target)
     own = os.fsencode(env.root)
     digests: dict[str, str] = {}
-    with contextlib.suppress(OSError):  # kept beside the manifest from 2026-12-06 on
+    with contextlib.suppress(OSError, ValueError):  # kept beside the manifest from 2026-12-06 on
         digests = dict(line.split("\t", 1) for line in (store / "digests.txt").read_text().splitlines() if line)
     for _, rel, mtime, mode in files:
         target = env.root / rel
@@ -706,7 +706,10 @@ def _apply_install(env: Env, store: Path) -> None:
 
 def _know_digest(own: bytes, rel: str, target: Path, kept: str | None) -> None:
     """`target`'s digest in `_tree` is the one the cached install kept for it (digests.txt): its bytes differ only in
-    the root they name, which the digest reads as a mark."""
+    the root they name, which the digest reads as a mark. Not a `.pyc`'s: the apply moves its header's time and
+    leaves the file name it was compiled under (the keeping env's root) as it was."""
+    if rel.endswith(".pyc"):
+        return
     key = _digest_key(own, rel, target.lstat())
     if kept and key is not None:
         _DIGESTS[key] = kept

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -381,6 +382,31 @@ def test_an_index_that_uv_cannot_reach_is_not_checked_and_says_why(
     facts = section_json(dryrun.collect([command], sections, python=str(env.python), timeout_s=30, cwd=str(tmp_path)))
     verified, _ = judged(facts["items"][0], [], {})
     assert verified.startswith("not-checked: the package index did not answer (offline?)"), facts["items"]
+
+
+@pytest.mark.slow
+def test_a_pip_dry_run_whose_build_fails_keeps_the_builds_own_error(
+    envs: dict[str, Env], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """pip counts a build's output as shown when it also writes a log (--log), and leaves it out of stderr: the
+    dry run asked again without the log, the reason is the build's own error, as flash-attn's setup.py raises it."""
+    env = envs["pip"]
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
+    package = tmp_path / "needs-cuda"  # a build backend of its own, which raises as flash-attn's setup.py does
+    package.mkdir()
+    (package / "pyproject.toml").write_text('[build-system]\nrequires = []\nbuild-backend = "backend"\n'
+                                            'backend-path = ["."]\n')
+    (package / "backend.py").write_text(
+        'def fail(*args, **kwargs):\n    raise OSError("CUDA_HOME environment variable is not set. Please set it to '
+        'your CUDA install root.")\n\n\nget_requires_for_build_wheel = prepare_metadata_for_build_wheel = fail\n')
+    command = f"{shlex.quote(str(env.python))} -m pip install {shlex.quote(str(package))}"
+    sections = {"target": {"environment_roots": [str(env.root)], "env_kind": env.kind}, "distributions": {}}
+    facts = section_json(dryrun.collect([command], sections, python=str(env.python), timeout_s=60, cwd=str(tmp_path)))
+    (segment,) = facts["items"][0]["segments"]
+    assert segment["status"] == "failed", segment
+    assert "OSError: CUDA_HOME environment variable is not set" in segment["reason"], segment
+    assert "--log" not in segment["argv"], segment  # the run whose stderr is kept
 
 
 @pytest.mark.slow

@@ -570,7 +570,7 @@ DEVICE_QUERY_OPS: Fact[tuple[tuple[str, str, str, str, tuple[tuple[int, int], ..
     "`[100, 120): CUDA_VERSION >= 12080` (ENABLE_CUTLASS_MOE_SM100) and `[90, 100): >= 12030` "
     "(ENABLE_CUTLASS_MOE_SM90); nvfp4_scaled_mm_entry.cu: supports_fp4 `runtime >= 12080`, [100, 120) "
     "(ENABLE_NVFP4_SM100) and [120, 130) (ENABLE_NVFP4_SM120), the same body in every release read. The PyPI "
-    "wheels are built with CUDA 13.0 (envs.py VLLM_MAIN_CUDA_VERSION default \"13.0\" from 0.20.0 on), so every "
+    "wheels are built with CUDA 13.0 (envs.py VLLM_MAIN_CUDA_VERSION default \"13.0\" from 0.20.1 on), so every "
     "CUDA_VERSION clause holds. model_executor/layers/quantization/utils/w8a8_utils.py asks "
     "`CUTLASS_FP8_SUPPORTED = cutlass_fp8_supported()` (up to 0.28.0) and `CUTLASS_BLOCK_FP8_SUPPORTED = "
     "cutlass_block_fp8_supported()` at import: the import of a model module such as qwen3.py",
@@ -578,5 +578,6 @@ DEVICE_QUERY_OPS: Fact[tuple[tuple[str, str, str, str, tuple[tuple[int, int], ..
     "0.30.0, 0.31.0, 0.32.0, 0.33.0, 0.34.0 (csrc/, CMakeLists.txt, vllm/platforms/cuda.py, w8a8_utils.py; "
     "each function body compared across releases)",
     note="0.18.0 and 0.19.1 register these ops in vllm/_C (csrc/torch_bindings.cpp, TORCH_LIBRARY) and build with "
-    "CUDA 12.9; they are not answered.",
+    "CUDA 12.9; they are not answered, nor is a release between the two ranges (0.23.1 .. 0.23.x, none on PyPI as "
+    "read) or past the last read: its model classes are then learned in vLLM's own subprocess.",
 )

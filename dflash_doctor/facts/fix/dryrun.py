@@ -285,9 +285,12 @@ class _PipVersions:
         with self._lock:
             lock, answer = self._asked.setdefault(python, (threading.Lock(), []))
         with lock:
-            if not answer:
-                answer.append(_pip_version(python, self._timeout_s, self._cwd))
-            return answer[0]
+            if answer:
+                return answer[0]
+            version, said = _pip_version(python, self._timeout_s, self._cwd)
+            if version is not None:  # a pip that did not answer (under load, past the timeout) is asked again
+                answer.append((version, said))
+            return version, said
 
 
 def _pip_timeout(timeout_s: float) -> str:
@@ -308,10 +311,16 @@ def _pip_install(segment: Segment, timeout_s: float, cwd: str,
     with tempfile.TemporaryDirectory(prefix="dflash-doctor-dry-run-") as tmp:
         report_path, log_path = os.path.join(tmp, "report.json"), os.path.join(tmp, "pip.log")
         # Ask the index once (no retries), and give up on a silent one well within the run's bound. pip's --log
-        # keeps its debug lines, where a connection error to the index is said (`_pip_unreachable`).
+        # (last, so that it is this one) keeps its debug lines, where a connection error to the index is said
+        # (`_pip_unreachable`).
         argv = [segment.python, "-m", "pip", "install", "--dry-run", "--report", report_path, "--quiet",
-                "--retries", "0", "--timeout", _pip_timeout(timeout_s), "--log", log_path, *segment.args]
+                "--retries", "0", "--timeout", _pip_timeout(timeout_s), *segment.args, "--log", log_path]
         ran = _run(argv, segment.env, timeout_s, cwd)
+        if _BUILD_OUTPUT_HIDDEN in ran["stderr"]:
+            # With a log, pip counts a build's own output as shown and leaves it out of stderr, where its error
+            # (CUDA_HOME not set, a module missing) is read: that dry run again, without the log.
+            argv = argv[:-2]
+            ran = _run(argv, segment.env, timeout_s, cwd)
         report: Any = None
         with contextlib.suppress(OSError, ValueError), open(report_path, encoding="utf-8") as fh:
             report = parse_json(fh.read(MAX_RECORD_BYTES))
@@ -380,9 +389,11 @@ def _unavailable(segment: Segment, stderr: str, timeout_s: float, cwd: str) -> d
     return found
 
 
-# A line of pip's log (after its time stamp) or of its -vv output.
-_PIP_FETCH_FAILED = re.compile(r"^(?:\S+ )?(Could not fetch URL .*: (connection error|.*timed out|.*Max retries "
-                               r"exceeded).*)$", re.MULTILINE)
+# A line of pip's log (after its time stamp and any indent) or of its -vv output.
+_PIP_FETCH_FAILED = re.compile(r"^(?:\S+ )?[ \t]*(Could not fetch URL .*: (connection error|.*timed out|.*Max "
+                               r"retries exceeded).*)$", re.MULTILINE)
+# What pip says in place of a build's output it counts as shown (pip >= 22.0's subprocess errors).
+_BUILD_OUTPUT_HIDDEN = "See above for output."
 MAX_PIP_LOG_BYTES = 4 << 20  # of pip's log read for it: the index is asked before anything is resolved
 
 
