@@ -42,6 +42,7 @@ from dflash_doctor.commands.options import (
 from dflash_doctor.commands.output import emit, exit_if_lingering
 from dflash_doctor.documents import writer
 from dflash_doctor.documents.jsondoc import parse_json, shown_path
+from dflash_doctor.facts import proctree
 from dflash_doctor.facts.live.live import (
     DEFAULT_PROMPTS,
     MAX_PROMPT_CHARS,
@@ -219,7 +220,9 @@ def _tail(path: str, lines: int = 25) -> list[str]:
 
 
 def _end_session(proc: Any, grace_s: float = 15.0) -> str:
-    """End the server's session (its engine processes with it): SIGTERM, then SIGKILL after `grace_s`."""
+    """End the server's session (its engine processes with it): SIGTERM, then SIGKILL after `grace_s`. Ended means
+    every process of its group is gone, not only the server: an engine process still exiting when the doctor
+    returns would outlive the stop it reports."""
 
     for signum, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
         try:
@@ -228,12 +231,24 @@ def _end_session(proc: Any, grace_s: float = 15.0) -> str:
             pass
         except PermissionError:
             return "could not be stopped (permission denied): stop it with kill " + str(proc.pid)
+        deadline = time.monotonic() + wait_s
         try:
             proc.wait(timeout=wait_s)
-            return "was stopped" if signum == signal.SIGTERM else f"was killed (no exit {grace_s:g} s after SIGTERM)"
         except subprocess.TimeoutExpired:
             continue
+        if _group_gone(proc.pid, deadline):
+            return "was stopped" if signum == signal.SIGTERM else f"was killed (no exit {grace_s:g} s after SIGTERM)"
     return "did not exit after SIGKILL: check it with ps " + str(proc.pid)
+
+
+def _group_gone(pgid: int, deadline: float) -> bool:
+    """Whether process group `pgid` has no running process left by `deadline` (`proctree.group_running`). Without
+    /proc to read, the server's own exit has to do."""
+    while proctree.group_running(pgid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 def start_and_check(args: argparse.Namespace, command: Sequence[str], options: Any) -> int:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from dflash_doctor.process import kill_group
 
-__all__ = ["become_subreaper", "descendants", "end_descendants", "end_tree"]
+__all__ = ["become_subreaper", "descendants", "end_descendants", "end_tree", "group_running"]
 
 PR_SET_CHILD_SUBREAPER = 36
 END_WITHIN_S = 5.0
@@ -39,9 +39,9 @@ def become_subreaper() -> bool:
         return False
 
 
-def _parents() -> dict[int, tuple[int, str]]:
-    """Each process's parent pid and state, from /proc/<pid>/stat ({} without /proc)."""
-    found: dict[int, tuple[int, str]] = {}
+def _processes() -> dict[int, tuple[int, str, int]]:
+    """Each process's parent pid, state and process group, from /proc/<pid>/stat ({} without /proc)."""
+    found: dict[int, tuple[int, str, int]] = {}
     try:
         entries = os.listdir("/proc")
     except OSError:
@@ -52,8 +52,8 @@ def _parents() -> dict[int, tuple[int, str]]:
         try:
             stat = Path("/proc", entry, "stat").read_bytes()
             # "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after its last ')'
-            state, ppid = stat.rsplit(b")", 1)[1].split()[:2]
-            found[int(entry)] = (int(ppid), state.decode("ascii", "replace"))
+            state, ppid, pgrp = stat.rsplit(b")", 1)[1].split()[:3]
+            found[int(entry)] = (int(ppid), state.decode("ascii", "replace"), int(pgrp))
         except (OSError, ValueError, IndexError):
             continue  # it ended while we looked
     return found
@@ -61,9 +61,9 @@ def _parents() -> dict[int, tuple[int, str]]:
 
 def descendants(root: int) -> dict[int, str]:
     """Every process below `root` now, with its state ("Z" for one that has ended and not been reaped)."""
-    parents = _parents()
+    parents = _processes()
     children: dict[int, list[int]] = {}
-    for pid, (ppid, _) in parents.items():
+    for pid, (ppid, _, _) in parents.items():
         children.setdefault(ppid, []).append(pid)
     found: dict[int, str] = {}
     todo = list(children.get(root, ()))
@@ -74,6 +74,12 @@ def descendants(root: int) -> dict[int, str]:
         found[pid] = parents[pid][1]
         todo.extend(children.get(pid, ()))
     return found
+
+
+def group_running(pgid: int) -> bool:
+    """Whether a process of group `pgid` is still running: one that has ended and waits to be reaped (state Z) is
+    not, as init in some containers never reaps its orphans. False without /proc."""
+    return any(pgrp == pgid and state not in ("Z", "X") for _, state, pgrp in _processes().values())
 
 
 def end_descendants(root: int, within_s: float = END_WITHIN_S) -> bool:
