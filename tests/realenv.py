@@ -708,10 +708,10 @@ def _know_digest(own: bytes, rel: str, target: Path, kept: str | None) -> None:
     """`target`'s digest in `_tree` is the one the cached install kept for it (digests.txt): its bytes differ only in
     the root they name, which the digest reads as a mark. Not a `.pyc`'s: the apply moves its header's time and
     leaves the file name it was compiled under (the keeping env's root) as it was."""
-    if rel.endswith(".pyc"):
+    if not kept or rel.endswith(".pyc"):
         return
     key = _digest_key(own, rel, target.lstat())
-    if kept and key is not None:
+    if key is not None:
         _DIGESTS[key] = kept
 
 

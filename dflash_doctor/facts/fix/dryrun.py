@@ -299,9 +299,9 @@ def _pip_timeout(timeout_s: float) -> str:
 
 
 def _pip_install(segment: Segment, timeout_s: float, cwd: str,
-                 pip_version: Callable[[str], tuple[str | None, str]] | None = None) -> dict[str, Any]:
+                 pip_version: Callable[[str], tuple[str | None, str]]) -> dict[str, Any]:
     facts: dict[str, Any] = {"tool": "pip"}
-    version, said = (pip_version or _PipVersions(timeout_s, cwd))(segment.python)
+    version, said = pip_version(segment.python)
     facts["installer_version"] = version
     if version is None:
         return {**facts, "status": "not-checked", "reason": f"the target has no working pip ({said})"}
@@ -614,8 +614,8 @@ def _move(segment: Segment) -> dict[str, Any]:
 
 
 def _one(command: str, segments: list[Segment], installed: Sequence[Mapping[str, Any]], roots: Sequence[str],
-         timeout_s: float, cwd: str, cache_tag: str = "",
-         pip_version: Callable[[str], tuple[str | None, str]] | None = None) -> dict[str, Any]:
+         timeout_s: float, cwd: str, cache_tag: str,
+         pip_version: Callable[[str], tuple[str | None, str]]) -> dict[str, Any]:
     results = []
     for i, segment in enumerate(segments):
         if segment.kind == "install":
