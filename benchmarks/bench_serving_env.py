@@ -70,7 +70,7 @@ def main() -> int:
         doctor_env = dict(os.environ)
         if not args.doctor_path:
             args.doctor_path = str(Path(tmp) / "doctor")
-            subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+            subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-cache-dir",
                             "--disable-pip-version-check", "--target", args.doctor_path,
                             str(Path(__file__).resolve().parent.parent)], check=True)
         doctor_env["PYTHONPATH"] = os.pathsep.join(p for p in (args.doctor_path, os.environ.get("PYTHONPATH")) if p)
