@@ -352,9 +352,88 @@ def test_the_kernel_import_scan_finds_on_the_cut_text_what_it_finds_parsing_each
 
     package = str(vllm_site(version) / "vllm")
     cut = scan_package(package, EXTERNAL_KERNEL_MODULES.value)
-    monkeypatch.setattr(vllm_scan, "without_blocks", lambda _text, keep: None)  # None: parse the whole file
+    monkeypatch.setattr(vllm_scan, "without_blocks", lambda _text, keep, members=False: None)  # the whole file
     whole = scan_package(package, EXTERNAL_KERNEL_MODULES.value)
     assert cut["sites"] and cut == whole
+
+
+MEMBERS = '''\
+import os
+
+
+class Backend:
+    """A backend.
+
+    def not_a_method(): a line of the docstring, at the body's indentation
+    """
+    name = "flash_attn"
+
+    @staticmethod
+    @functools.cache
+    def available():
+        try:
+            import flash_attn
+        except ImportError:
+            return False
+        return True
+
+    @property
+    def size(self):
+        return 1
+
+    def forward(self, x):
+        return x
+
+    class Inner:
+        def f(self):
+            return importlib.import_module("flashinfer.sampling")
+
+    def g(self):
+        return 2
+
+
+class Plain:
+    def a(self):
+        return 1
+
+
+@register("flash_attn")
+class Decorated:
+    x = 1
+
+    def h(self):
+        from flashinfer import norm
+        return norm
+'''
+
+
+@pytest.mark.parametrize("source", [
+    MEMBERS,
+    MEMBERS.replace("    @staticmethod\n", "    @staticmethod  # flash_attn\n"),  # a decorator that names one
+    MEMBERS.replace("        return 2\n", "        return \"it's ''' here\"\n"),  # a member with odd triple quotes
+], ids=["members", "a-decorator-naming-a-package", "odd-triple-quotes"])
+def test_the_kernel_import_scan_cuts_a_kept_classs_other_members_and_finds_what_a_whole_parse_finds(
+    source: str,
+) -> None:
+    # In a class that names a kernel package, the methods (with their decorators) and nested classes that name none
+    # are cut to a `pass` each, line numbers kept; the sites, their guards and scopes are those of the whole file.
+    from dflash_doctor.facts.pysource import parse_module, without_blocks
+    from dflash_doctor.facts.python import vllm_scan
+
+    modules = ["flash_attn", "flashinfer"]
+    words = (*modules, "import_module(", "__import__(")
+    whole = vllm_scan.scan_source(source, "mod.py", modules)
+    assert [(s["line"], s["where"], s["scope"]) for s in whole] == [
+        (15, "Backend.available", "function"), (29, "Backend.Inner.f", "function"), (45, "Decorated.h", "function")]
+    cut = without_blocks(source, keep=lambda block: any(w in block for w in words), members=True)
+    if "''' here" in source:  # a stretch to cut holds an odd number of triple quotes: the whole file is parsed
+        assert cut is None
+        return
+    assert cut is not None and cut.count("\n") == source.count("\n")
+    assert "def size" not in cut and "def forward" not in cut and "def g" not in cut and "class Plain" not in cut
+    assert "def available" in cut and "@functools.cache" in cut and "class Inner" in cut and "def h" in cut
+    assert list(vllm_scan._walk(parse_module(cut), source.splitlines(), "mod.py", set(modules))) == whole
+
 
 
 @pytest.mark.parametrize(("names", "source"), [

@@ -67,11 +67,14 @@ _BLOCK_START = re.compile(r"(?:async[ \t]+)?def[ \t]|@|class[ \t]")
 _TOP_LEVEL_LINE = re.compile(r"\n[^ \t\n#)\]}]")
 
 
-def without_blocks(text: str, keep: Callable[[str], bool]) -> str | None:
+def without_blocks(text: str, keep: Callable[[str], bool], members: bool = False) -> str | None:
     """`text` with the lines of every top-level function and class (its decorators included) blanked unless
     `keep(block)`, line numbers kept: what runs at module level and the blocks kept parse as they stand. None when
     the cut is in doubt (a blanked stretch holds an odd number of triple quotes: it may start or end a string): the
-    caller then parses the whole text. A refusal of the parser inside a blanked block is not seen."""
+    caller then parses the whole text. A refusal of the parser inside a blanked block is not seen.
+
+    `members`: in a class kept, its methods, nested classes and their decorators are cut the same way, each one
+    not kept becoming a `pass` on its first line (a class whose members are all cut still parses)."""
     starts = [m.start() + 1 for m in _TOP_LEVEL_LINE.finditer(text)]
     if text[:1] not in ("", " ", "\t", "\n", "#", ")", "]", "}"):
         starts.insert(0, 0)
@@ -84,10 +87,62 @@ def without_blocks(text: str, keep: Callable[[str], bool]) -> str | None:
             continue
         block = text[begin:end]
         if keep(block):
+            if members and block.startswith("class"):
+                inner = _without_members(block, keep)
+                if inner is None:
+                    return None
+                pieces += [text[kept_from:begin], inner]
+                kept_from = end
             continue
-        if (block.count('"""') + block.count("'''")) % 2:
+        if _odd_quotes(block):
             return None
         pieces += [text[kept_from:begin], "\n" * block.count("\n")]
         kept_from = end
     pieces.append(text[kept_from:])
+    return "".join(pieces)
+
+
+# The first line of a class's body: indented, not blank, no comment.
+_FIRST_BODY_LINE = re.compile(r"\n([ \t]+)[^ \t\n#]")
+
+
+def _odd_quotes(stretch: str) -> bool:
+    return bool((stretch.count('"""') + stretch.count("'''")) % 2)
+
+
+def _without_members(block: str, keep: Callable[[str], bool]) -> str | None:
+    """A class `block` with each member at its body's indentation (a def or a nested class, with its decorators) that
+    is not kept cut to a `pass` on its first line, line numbers kept; None when the cut is in doubt, as
+    `without_blocks`."""
+    first = _FIRST_BODY_LINE.search(block)
+    if first is None:
+        return block
+    indent = first.group(1)
+    member_line = re.compile("\n" + re.escape(indent) + r"[^ \t\n#)\]}]")
+    starts = [m.start() + 1 for m in member_line.finditer(block)]
+    bounds = list(itertools.pairwise([*starts, len(block)]))
+    pieces: list[str] = []
+    kept_from = 0
+    at = 0
+    while at < len(bounds):
+        begin, end = bounds[at]
+        at += 1
+        if not _BLOCK_START.match(block, begin + len(indent)):
+            continue
+        # a decorator goes with what it decorates (the lines after it up to the first that is no decorator): kept
+        # or cut together
+        last = begin
+        while block.startswith("@", last + len(indent)) and at < len(bounds):
+            last, end = bounds[at]
+            at += 1
+        member = block[begin:end]
+        if keep(member):
+            continue
+        if _odd_quotes(member):
+            return None
+        pieces += [block[kept_from:begin], indent + "pass" + "\n" * member.count("\n")]
+        kept_from = end
+    if not pieces:
+        return block
+    pieces.append(block[kept_from:])
     return "".join(pieces)

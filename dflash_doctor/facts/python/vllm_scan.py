@@ -81,10 +81,11 @@ def _python_files(root: str, only: Sequence[str] | None, files: SourceReader | N
 
 def scan_source(source: str, filename: str, modules: Sequence[str]) -> list[dict[str, Any]]:
     """The import sites of `modules` in `source`. Only the top-level functions and classes whose text names one
-    of `modules` (or calls `import_module`/`__import__`) are parsed with what runs at module level: the others
-    hold no site, and parsing them was most of the scan's time (vLLM's attention backends are large files)."""
+    of `modules` (or calls `import_module`/`__import__`), and in those classes only such methods, are parsed with
+    what runs at module level and in the class bodies: the others hold no site, and parsing them was most of the
+    scan's time (vLLM's attention backends are large files, most of their methods naming no kernel package)."""
     words = (*modules, "import_module(", "__import__(")
-    cut = without_blocks(source, keep=lambda block: any(w in block for w in words))
+    cut = without_blocks(source, keep=lambda block: any(w in block for w in words), members=True)
     try:
         tree = parse_module(source if cut is None else cut, filename)
     except SourceError:
