@@ -410,29 +410,75 @@ class Decorated:
 @pytest.mark.parametrize("source", [
     MEMBERS,
     MEMBERS.replace("    @staticmethod\n", "    @staticmethod  # flash_attn\n"),  # a decorator that names one
-    MEMBERS.replace("        return 2\n", "        return \"it's ''' here\"\n"),  # a member with odd triple quotes
+    MEMBERS.replace("        return 2\n", "        return \"it's \'\'\' here\"\n"),  # a member with odd triple quotes
 ], ids=["members", "a-decorator-naming-a-package", "odd-triple-quotes"])
 def test_the_kernel_import_scan_cuts_a_kept_classs_other_members_and_finds_what_a_whole_parse_finds(
-    source: str,
+    source: str, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # In a class that names a kernel package, the methods (with their decorators) and nested classes that name none
     # are cut to a `pass` each, line numbers kept; the sites, their guards and scopes are those of the whole file.
-    from dflash_doctor.facts.pysource import parse_module, without_blocks
+    from dflash_doctor.facts.pysource import without_blocks
     from dflash_doctor.facts.python import vllm_scan
 
     modules = ["flash_attn", "flashinfer"]
     words = (*modules, "import_module(", "__import__(")
+    cut = without_blocks(source, keep=lambda block: any(w in block for w in words), members=True)
+    found = vllm_scan.scan_source(source, "mod.py", modules)
+    monkeypatch.setattr(vllm_scan, "without_blocks", lambda _text, keep, members=False: None)  # the whole file
     whole = vllm_scan.scan_source(source, "mod.py", modules)
     assert [(s["line"], s["where"], s["scope"]) for s in whole] == [
         (15, "Backend.available", "function"), (29, "Backend.Inner.f", "function"), (45, "Decorated.h", "function")]
-    cut = without_blocks(source, keep=lambda block: any(w in block for w in words), members=True)
-    if "''' here" in source:  # a stretch to cut holds an odd number of triple quotes: the whole file is parsed
+    assert found == whole
+    if "\' here" in source:  # a stretch to cut holds an odd number of triple quotes: the whole file is parsed
         assert cut is None
         return
     assert cut is not None and cut.count("\n") == source.count("\n")
     assert "def size" not in cut and "def forward" not in cut and "def g" not in cut and "class Plain" not in cut
     assert "def available" in cut and "@functools.cache" in cut and "class Inner" in cut and "def h" in cut
-    assert list(vllm_scan._walk(parse_module(cut), source.splitlines(), "mod.py", set(modules))) == whole
+
+
+# Sources where a cut could go wrong (each parses whole): the scan finds what a parse of the whole file finds.
+DOUBTFUL = {
+    "a-header-on-two-lines": (
+        "class A(\n        Base):\n    def f(self):\n        @self.hook\n        def _hook(x):\n            return x\n\n"
+        "    @staticmethod\n    def available():\n        try:\n            import flash_attn\n"
+        "        except ImportError:\n            return False\n"),
+    "crlf-and-a-blank-first-line": (
+        "class A:\r\n        \r\n    x = 'flash_attn'\r\n    def f(self):\r\n        def helper():\r\n"
+        "            return 1\r\n    def g(self):\r\n        import flash_attn\r\n"),
+    "a-form-feed-in-the-first-line": (
+        "class A:\n        \x0c    x = 'flash_attn'\n    def f(self):\n        def helper():\n            return 1\n"
+        "    def g(self):\n        import flash_attn\n"),
+    "a-line-continued-onto-the-body": (
+        "class A:\n    x = 'flash_attn'\n    def f(self):\n        return 1 + \\\n    __import__('flash_attn')\n"),
+    "a-string-continued-onto-the-body": (
+        "class A:\n    x = 'flash_attn'\n    def f(self):\n        s = 'abc\\\n    def g(self): import flash_attn #'\n"
+        "    y = 1\n"),
+    "triple-quotes-of-both-kinds": (
+        "class A:\n    x = 'flash_attn'\n    def f(self):\n        s = \"\"\"it's \'\'\'\n"
+        "    def g(self): import flash_attn #\"\"\"\n    y = 1\n"),
+    "a-triple-quote-in-a-comment": (
+        "class A:\n    x = 'flash_attn'\n    def f(self):\n        # \"\"\"\n        s = \"\"\"\n"
+        "    def g(self): import flash_attn #\"\"\"\n    y = 1\n"),
+    "a-lone-carriage-return": (
+        "class A:\n    x = 'flash_attn'\n    def f(self):\r        return 1\n    def g(self):\n"
+        "        from flashinfer import norm\n"),
+    "a-name-in-nfkc-form": "class A:\n    x = 1\n    def f(self):\n        import \ufb02ash_attn\n",
+}
+
+
+@pytest.mark.parametrize("source", list(DOUBTFUL.values()), ids=list(DOUBTFUL))
+def test_a_cut_in_doubt_is_not_made_and_the_sites_are_those_of_the_whole_file(
+    source: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from dflash_doctor.facts.pysource import parse_module
+    from dflash_doctor.facts.python import vllm_scan
+
+    parse_module(source)
+    modules = ["flash_attn", "flashinfer"]
+    found = vllm_scan.scan_source(source, "mod.py", modules)
+    monkeypatch.setattr(vllm_scan, "without_blocks", lambda _text, keep, members=False: None)  # the whole file
+    assert found == vllm_scan.scan_source(source, "mod.py", modules)
 
 
 

@@ -70,11 +70,17 @@ _TOP_LEVEL_LINE = re.compile(r"\n[^ \t\n#)\]}]")
 def without_blocks(text: str, keep: Callable[[str], bool], members: bool = False) -> str | None:
     """`text` with the lines of every top-level function and class (its decorators included) blanked unless
     `keep(block)`, line numbers kept: what runs at module level and the blocks kept parse as they stand. None when
-    the cut is in doubt (a blanked stretch holds an odd number of triple quotes: it may start or end a string): the
-    caller then parses the whole text. A refusal of the parser inside a blanked block is not seen.
+    the cut is in doubt, and the caller then parses the whole text: a stretch to blank holds an odd number of
+    triple quotes of either kind (it may start or end a string) or one after a `#`, or ends in, or follows, a line
+    continued by a backslash; or the text ends a line with a lone carriage return (the parser counts it as a line, the cut does
+    not). A refusal of the parser inside a blanked block is not seen.
 
-    `members`: in a class kept, its methods, nested classes and their decorators are cut the same way, each one
-    not kept becoming a `pass` on its first line (a class whose members are all cut still parses)."""
+    `members`: in a kept block that is a class with a one-line header (not a decorated class, which is kept
+    whole), its methods and nested classes, with their decorators, are cut the same way, each one not kept
+    becoming a `pass` on its first line (a class whose members are all cut still parses). A class whose text holds
+    a carriage return or a form feed (which moves the parser's column) is kept whole."""
+    if _LONE_CR.search(text):
+        return None
     starts = [m.start() + 1 for m in _TOP_LEVEL_LINE.finditer(text)]
     if text[:1] not in ("", " ", "\t", "\n", "#", ")", "]", "}"):
         starts.insert(0, 0)
@@ -94,7 +100,7 @@ def without_blocks(text: str, keep: Callable[[str], bool], members: bool = False
                 pieces += [text[kept_from:begin], inner]
                 kept_from = end
             continue
-        if _odd_quotes(block):
+        if _in_doubt(text, begin, block):
             return None
         pieces += [text[kept_from:begin], "\n" * block.count("\n")]
         kept_from = end
@@ -102,19 +108,30 @@ def without_blocks(text: str, keep: Callable[[str], bool], members: bool = False
     return "".join(pieces)
 
 
-# The first line of a class's body: indented, not blank, no comment.
-_FIRST_BODY_LINE = re.compile(r"\n([ \t]+)[^ \t\n#]")
+_LONE_CR = re.compile(r"\r(?!\n)")
+# A triple quote after a `#`: a comment's, which the count of triple quotes would take for a string's.
+_QUOTES_IN_COMMENT = re.compile(r"#[^\n]*(?:\"\"\"|\'\'\')")
+# A class's header on one line, a comment after it at most: its body's first code line comes next.
+_CLASS_HEADER = re.compile(r"class[ \t]+\w+[ \t]*(?:\([^()\n]*\))?[ \t]*:[ \t]*(?:#[^\n]*)?\n")
+# The first code line after the header (not blank, no comment): the body's indentation.
+_FIRST_CODE_LINE = re.compile(r"\n([ \t]+)[^ \t\n#]")
 
 
-def _odd_quotes(stretch: str) -> bool:
-    return bool((stretch.count('"""') + stretch.count("'''")) % 2)
+def _in_doubt(text: str, begin: int, stretch: str) -> bool:
+    """Whether `stretch` (at `begin` in `text`), about to be cut, may start or end inside a string or a line
+    continued by a backslash."""
+    return bool(stretch.count('"""') % 2 or stretch.count("'''") % 2 or _QUOTES_IN_COMMENT.search(stretch)
+                or stretch.rstrip().endswith("\\") or text.endswith(("\\\n", "\\\r\n"), 0, begin))
 
 
 def _without_members(block: str, keep: Callable[[str], bool]) -> str | None:
     """A class `block` with each member at its body's indentation (a def or a nested class, with its decorators) that
-    is not kept cut to a `pass` on its first line, line numbers kept; None when the cut is in doubt, as
-    `without_blocks`."""
-    first = _FIRST_BODY_LINE.search(block)
+    is not kept cut to a `pass` on its first line, line numbers kept; the block as it is where its header spans
+    lines or its text holds a carriage return or a form feed; None when the cut is in doubt, as `without_blocks`."""
+    header = _CLASS_HEADER.match(block)
+    if header is None or "\r" in block or "\f" in block:
+        return block
+    first = _FIRST_CODE_LINE.search(block, header.end() - 1)
     if first is None:
         return block
     indent = first.group(1)
@@ -138,7 +155,7 @@ def _without_members(block: str, keep: Callable[[str], bool]) -> str | None:
         member = block[begin:end]
         if keep(member):
             continue
-        if _odd_quotes(member):
+        if _in_doubt(block, begin, member):
             return None
         pieces += [block[kept_from:begin], indent + "pass" + "\n" * member.count("\n")]
         kept_from = end

@@ -85,7 +85,10 @@ def scan_source(source: str, filename: str, modules: Sequence[str]) -> list[dict
     what runs at module level and in the class bodies: the others hold no site, and parsing them was most of the
     scan's time (vLLM's attention backends are large files, most of their methods naming no kernel package)."""
     words = (*modules, "import_module(", "__import__(")
-    cut = without_blocks(source, keep=lambda block: any(w in block for w in words), members=True)
+    # A block with a character outside ASCII is kept: the parser reads a name in NFKC form (`\ufb02ash_attn` is
+    # flash_attn), which the words are not matched against.
+    cut = without_blocks(source, keep=lambda block: not block.isascii() or any(w in block for w in words),
+                         members=True)
     try:
         tree = parse_module(source if cut is None else cut, filename)
     except SourceError:
