@@ -29,8 +29,8 @@ SCHEMA = json.loads(
 # What the run's processes write outside the test cache, and no test looks at after it ends, goes to one directory of
 # the run, removed when the run ends: uv's cache (every wheel a test installs with uv, unpacked: 2.8 GB a run in
 # ~/.cache/uv), pip's cache (the wheel pip builds of a checkout, as test_benchmarks_smoke's installs: it kept them
-# in ~/.cache/pip/wheels), virtualenv's app data, and $TMPDIR of every process the tests start (the temporary directories of a
-# doctor or an installer a test kills). Made by the process that starts the run, once its command line is taken
+# in ~/.cache/pip/wheels), virtualenv's app data, and $TMPDIR of every process the tests start (the temporary
+# directories of a doctor or an installer a test kills). Made by the process that starts the run, once its command line is taken
 # (pytest_configure: a command line pytest refuses makes nothing), before xdist starts its workers, which inherit it.
 # This process's own temporary files (pytest's temp dir, kept for a failing test) stay where they were: the directory
 # is fixed before $TMPDIR changes.

@@ -440,7 +440,8 @@ def test_the_kernel_import_scan_cuts_a_kept_classs_other_members_and_finds_what_
 # Sources where a cut could go wrong (each parses whole): the scan finds what a parse of the whole file finds.
 DOUBTFUL = {
     "a-header-on-two-lines": (
-        "class A(\n        Base):\n    def f(self):\n        @self.hook\n        def _hook(x):\n            return x\n\n"
+        "class A(\n        Base):\n    def f(self):\n        @self.hook\n        def _hook(x):\n"
+        "            return x\n\n"
         "    @staticmethod\n    def available():\n        try:\n            import flash_attn\n"
         "        except ImportError:\n            return False\n"),
     "crlf-and-a-blank-first-line": (

@@ -72,8 +72,8 @@ def without_blocks(text: str, keep: Callable[[str], bool], members: bool = False
     `keep(block)`, line numbers kept: what runs at module level and the blocks kept parse as they stand. None when
     the cut is in doubt, and the caller then parses the whole text: a stretch to blank holds an odd number of
     triple quotes of either kind (it may start or end a string) or one after a `#`, or ends in, or follows, a line
-    continued by a backslash; or the text ends a line with a lone carriage return (the parser counts it as a line, the cut does
-    not). A refusal of the parser inside a blanked block is not seen.
+    continued by a backslash; or the text ends a line with a lone carriage return (the parser counts it as a line,
+    the cut does not). A refusal of the parser inside a blanked block is not seen.
 
     `members`: in a kept block that is a class with a one-line header (not a decorated class, which is kept
     whole), its methods and nested classes, with their decorators, are cut the same way, each one not kept
