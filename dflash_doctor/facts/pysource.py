@@ -75,10 +75,10 @@ def without_blocks(text: str, keep: Callable[[str], bool], members: bool = False
     continued by a backslash; or the text ends a line with a lone carriage return (the parser counts it as a line,
     the cut does not). A refusal of the parser inside a blanked block is not seen.
 
-    `members`: in a kept block that is a class with a one-line header (not a decorated class, which is kept
-    whole), its methods and nested classes, with their decorators, are cut the same way, each one not kept
-    becoming a `pass` on its first line (a class whose members are all cut still parses). A class whose text holds
-    a carriage return or a form feed (which moves the parser's column) is kept whole."""
+    `members`: in a kept class with a one-line header (its decorators are top-level blocks of their own), its
+    methods and nested classes, each with its decorators, are cut the same way, each one not kept becoming a `pass`
+    on its first line (a class whose members are all cut still parses). A class whose text holds a carriage return
+    or a form feed (which moves the parser's column) is kept whole."""
     if _LONE_CR.search(text):
         return None
     starts = [m.start() + 1 for m in _TOP_LEVEL_LINE.finditer(text)]
